@@ -1,0 +1,36 @@
+# The two commands a fresh machine needs:
+#   make run   - the reference DFlash trainer (tiny preset on CPU, a real preset on GPU) under `dflash-diag top`
+#   make test  - the whole test suite
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch==2.13.0 is the CPU wheel this machine keeps on disk; with torch already present (the GPU box's 2.11)
+# the project's `torch>=2.11` is satisfied and nothing is downloaded.
+TORCH_SPEC ?= torch==2.13.0
+RUN_ARGS ?=
+
+.PHONY: setup run test lint bench-cpu clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[trainer,nvml,test,dev]"
+	# The official DFlash draft class, for the state-dict compatibility test. Its wheel pins datasets/tqdm/requests
+	# that neither it (model.py needs only torch + transformers) nor we use, so it is installed without them.
+	$(BIN)/pip install -q --no-deps "dflash==0.1.0"
+	touch $@
+
+setup: $(BIN)/.installed
+
+run: setup
+	$(BIN)/dflash-diag top -- $(BIN)/python -m reference_trainer --preset auto $(RUN_ARGS)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check dflash_diag probes reference_trainer tests bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

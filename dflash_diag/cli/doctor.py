@@ -1,0 +1,17 @@
+"""`dflash-diag doctor` (being built: see the issue that owns it)."""
+
+from __future__ import annotations
+
+import argparse
+
+from dflash_diag.errors import CommandError
+
+
+class DoctorCommand:
+    """Not available yet in this build."""
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        raise CommandError("'doctor' is not available in this build yet")

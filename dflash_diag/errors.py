@@ -1,0 +1,46 @@
+"""Typed failures. A user mistake becomes one line on stderr and a distinct exit code, never a traceback."""
+
+from __future__ import annotations
+
+
+class ExitCode:
+    """Exit codes shared by every subcommand (documented in docs/cli.md)."""
+
+    OK = 0
+    FAILURE = 1  # unexpected internal error (a bug: the traceback is shown)
+    USAGE = 2  # bad flags or arguments (argparse's own code)
+    NO_PROCESS = 3  # the PID does not exist / the process exited
+    PERMISSION = 4  # not allowed to inspect the process (ptrace, other user)
+    MISSING_TOOL = 5  # py-spy (or another required tool) is not installed
+    BAD_INPUT = 6  # a file given to us is missing, corrupt, foreign or unsafe
+    EXISTS = 7  # refusing to overwrite an existing output without --force
+    NOT_PYTHON = 8  # the process is not a Python interpreter py-spy understands
+    FINDINGS = 10  # `doctor --fail-on`: findings at or above the threshold were raised
+
+
+class DflashDiagError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    exit_code: int = ExitCode.FAILURE
+
+
+class CommandError(DflashDiagError):
+    """A user-facing failure with a one-line message that says what to do."""
+
+    def __init__(self, message: str, exit_code: int = ExitCode.FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class BoardError(DflashDiagError):
+    """A probe board could not be used: missing, corrupt, truncated, foreign or unsafe."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class AttachError(DflashDiagError):
+    """py-spy (or /proc) could not look at the process; the message names the cause and the fix."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

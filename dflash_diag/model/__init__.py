@@ -1,0 +1,36 @@
+"""Immutable data that crosses threads and layers. Standard library only.
+
+Everything the sources produce and the analysis consumes is one of these frozen dataclasses, so a
+sampler thread can hand a snapshot to the UI thread without locks.
+"""
+
+from dflash_diag.model.board import Board, BoardWriter
+from dflash_diag.model.common import NA, Maybe, is_na
+from dflash_diag.model.findings import Finding, Severity
+from dflash_diag.model.gpu import GpuProcess, GpuSample
+from dflash_diag.model.observation import Observation
+from dflash_diag.model.proc import ProcThreadSample
+from dflash_diag.model.stacks import Frame, StackSample, ThreadSample
+from dflash_diag.model.states import ThreadState
+from dflash_diag.model.stats import PipelineView, StageStats, ThreadStats
+
+__all__ = [
+    "NA",
+    "Board",
+    "BoardWriter",
+    "Finding",
+    "Frame",
+    "GpuProcess",
+    "GpuSample",
+    "Maybe",
+    "Observation",
+    "PipelineView",
+    "ProcThreadSample",
+    "Severity",
+    "StackSample",
+    "StageStats",
+    "ThreadSample",
+    "ThreadState",
+    "ThreadStats",
+    "is_na",
+]

@@ -1,0 +1,46 @@
+"""The probe board: what the in-process probes published, validated by ``sources.board``.
+
+The JSON layout is specified in docs/board.md. Probe payloads stay plain JSON mappings (read-only
+views); ``analysis`` reads them through the documented keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+BOARD_SCHEMA = "dflash-diag.board/1"
+
+
+@dataclass(frozen=True, slots=True)
+class BoardWriter:
+    """Who wrote the board: lets a reader tell a restarted process or a reused PID from the original."""
+
+    pid: int
+    start_time_ticks: int  # /proc/<pid>/stat field 22 at publish time
+    argv: tuple[str, ...]  # already redacted by the writer
+    python: str
+    torch: str | None
+    hostname: str
+
+
+@dataclass(frozen=True, slots=True)
+class Board:
+    schema: str
+    writer: BoardWriter
+    seq: int  # strictly increasing per writer
+    wall_time_s: float  # time.time() when published
+    interval_s: float  # how often the writer means to publish (staleness = now - wall_time_s >> interval_s)
+    threads: Mapping[int, str]  # native TID -> Python thread name, from threading.enumerate()
+    probes: Mapping[str, Mapping[str, Any]]  # probe name -> payload (docs/board.md); {"status": "na", ...} if N/A
+    app: Mapping[str, Any]  # application section (the reference trainer: step, rates, config, flags)
+    path: str  # where it was read from
+
+    def probe(self, name: str) -> Mapping[str, Any] | None:
+        """The payload of one probe, or None when the probe did not publish."""
+        payload = self.probes.get(name)
+        return payload if payload is not None and payload.get("status") == "ok" else None
+
+    def age_s(self, now_wall_s: float) -> float:
+        return max(0.0, now_wall_s - self.wall_time_s)

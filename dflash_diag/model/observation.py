@@ -1,0 +1,32 @@
+"""Everything gathered about one process over one window: the input of every analysis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dflash_diag.model.board import Board
+from dflash_diag.model.common import Maybe
+from dflash_diag.model.gpu import GpuSample
+from dflash_diag.model.proc import ProcThreadSample
+from dflash_diag.model.stacks import StackSample
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    pid: int
+    cmdline: tuple[str, ...]  # redacted
+    started_wall_s: float
+    window_s: float
+    stacks: tuple[StackSample, ...]
+    proc: tuple[tuple[ProcThreadSample, ...], ...]  # one tuple per /proc sweep, oldest first
+    gpus: Maybe[tuple[tuple[GpuSample, ...], ...]]  # one tuple per NVML sweep, oldest first
+    boards: Maybe[tuple[Board, ...]]  # distinct board versions seen in the window, oldest first
+    process_alive: bool
+    warnings: tuple[str, ...]
+
+    @property
+    def board(self) -> Board | None:
+        """The newest board, if any."""
+        if isinstance(self.boards, tuple) and self.boards:
+            return self.boards[-1]
+        return None

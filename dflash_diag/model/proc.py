@@ -1,0 +1,17 @@
+"""Per-thread readings from /proc/<pid>/task/<tid>/{stat,schedstat,comm}."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ProcThreadSample:
+    tid: int
+    comm: str  # kernel thread name (15 chars); "python" unless the process renamed it
+    state: str  # R, S, D, ... from stat field 3
+    utime_s: float
+    stime_s: float
+    run_ns: int  # schedstat: on-CPU time
+    runq_wait_ns: int  # schedstat: time runnable but not running
+    monotonic_s: float  # when this was read

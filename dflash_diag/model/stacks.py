@@ -1,0 +1,48 @@
+"""Stack samples, as py-spy ``dump --json`` reports them, in our own immutable form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One stack frame. ``line`` is 0 when unknown; ``native`` frames come from ``--native`` dumps."""
+
+    name: str
+    filename: str
+    line: int
+    native: bool = False
+    module: str | None = None
+
+    @property
+    def short_filename(self) -> str:
+        return self.filename.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSample:
+    """One thread in one dump. ``frames[0]`` is the innermost (top) frame, as in py-spy."""
+
+    thread_id: int  # threading.get_ident() (pthread_t)
+    os_thread_id: int | None  # kernel TID == threading.get_native_id(); None if py-spy could not tell
+    name: str | None
+    active: bool  # the OS says the thread is on a CPU (or runnable)
+    owns_gil: bool
+    frames: tuple[Frame, ...]
+
+    @property
+    def top(self) -> Frame | None:
+        return self.frames[0] if self.frames else None
+
+
+@dataclass(frozen=True, slots=True)
+class StackSample:
+    """All threads of one process at one instant."""
+
+    pid: int
+    monotonic_s: float  # when the dump was taken, time.monotonic() of the sampling process
+    wall_s: float  # time.time() at the same instant
+    duration_s: float  # how long the dump took (py-spy's own cost)
+    native: bool  # taken with --native (the process was paused)
+    threads: tuple[ThreadSample, ...]

@@ -1,0 +1,48 @@
+"""Aggregates over a window of samples: per thread, per pipeline stage, and the pipeline verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dflash_diag.model.common import Maybe
+from dflash_diag.model.stacks import Frame
+from dflash_diag.model.states import ThreadState
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStats:
+    name: str
+    os_thread_id: int | None
+    stage: str  # "target", "drafter" or "other" (by name pattern, configurable)
+    n_samples: int
+    shares: Mapping[ThreadState, float]  # fractions of n_samples, summing to 1.0 when n_samples > 0
+    cpu_pct: Maybe[float]  # from /proc, % of one core over the window
+    gil_held_pct: float  # share of samples with owns_gil
+    top_frame: Frame | None  # most frequent innermost Python frame
+    gpu_index: int | None  # device the thread works on, when known (board or trainer config)
+    timeline: tuple[ThreadState, ...]  # the state of each sample in time order (for the state strip)
+
+
+@dataclass(frozen=True, slots=True)
+class StageStats:
+    stage: str
+    threads: tuple[str, ...]
+    batches_per_s: Maybe[float]
+    tokens_per_s: Maybe[float]
+    shares: Mapping[ThreadState, float]  # mean over the stage's threads
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineView:
+    target: StageStats
+    drafter: StageStats
+    queue_name: str  # "q_hs"
+    queue_depth: Maybe[int]
+    queue_maxsize: Maybe[int]
+    queue_depth_history: tuple[int, ...]
+    queue_trend_per_s: Maybe[float]  # slope of depth, items/s (> 0: backing up)
+    producer_starved_share: Maybe[float]  # time target threads spend blocked in put
+    consumer_starved_share: Maybe[float]  # time drafter threads spend blocked in get
+    bottleneck: str  # "target", "drafter", "balanced" or "unknown"
+    verdict: str  # one line, from evidence
