@@ -1,0 +1,82 @@
+"""The layer rules of DEVELOPERS.md, checked on the import statements of every module.
+
+probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O) | analysis (pure) | tui, snapshot, cli.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STDLIB = set(sys.stdlib_module_names)
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _top(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def _within(name: str, prefixes: set[str] | tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _violations(package: str, allowed: set[str], banned: tuple[str, ...] = ()) -> list[str]:
+    """Imports in ``package`` that are banned, or neither stdlib nor under an ``allowed`` prefix."""
+    bad = []
+    for path in _modules(package):
+        for name in _imports(path):
+            if _within(name, banned) or not (_top(name) in STDLIB or _within(name, allowed)):
+                bad.append(f"{path.relative_to(ROOT)} imports {name}")
+    return bad
+
+
+def test_probes_use_only_stdlib_and_torch() -> None:
+    assert _violations("probes", {"torch", "probes"}) == []
+
+
+def test_model_is_stdlib_only() -> None:
+    assert _violations("dflash_diag/model", {"dflash_diag.model"}, ("dflash_diag.sources", "dflash_diag.analysis")) == []
+
+
+def test_analysis_is_pure() -> None:
+    banned = ("dflash_diag.sources", "dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "subprocess", "socket", "pynvml", "textual")
+    assert _violations("dflash_diag/analysis", {"dflash_diag"}, banned) == []
+
+
+def test_sources_do_not_import_presentation() -> None:
+    banned = ("dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.analysis", "textual", "rich")
+    assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml"}, banned) == []
+
+
+def test_widgets_never_see_pyspy_or_nvml() -> None:
+    banned = ("pynvml", "subprocess", "dflash_diag.sources.pyspy", "dflash_diag.sources.nvml", "dflash_diag.sources.procfs")
+    assert _violations("dflash_diag/tui", {"dflash_diag", "textual", "rich"}, banned) == []
+
+
+@pytest.mark.parametrize("package", ["dflash_diag", "probes", "reference_trainer"])
+def test_no_relative_imports(package: str) -> None:
+    rel = [
+        str(p.relative_to(ROOT))
+        for p in _modules(package)
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.ImportFrom) and n.level > 0
+    ]
+    assert rel == []
