@@ -1,0 +1,161 @@
+"""What every rule sees: the observation, its aggregates, and small helpers to read probe payloads safely.
+
+Probe payloads come from another process: rules read them through these helpers, which return None
+instead of raising on a missing key or a value of the wrong type, so one odd board never hides the
+other findings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_diag.model import Board, Observation, PipelineView, ThreadState, ThreadStats
+from dflash_diag.model.stacks import Frame, ThreadSample
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    obs: Observation
+    threads: tuple[ThreadStats, ...]
+    pipeline: PipelineView
+    now_wall_s: float
+
+    @property
+    def board(self) -> Board | None:
+        return self.obs.board
+
+    @property
+    def first_board(self) -> Board | None:
+        boards = self.obs.boards
+        return boards[0] if isinstance(boards, tuple) and boards else None
+
+    def probe(self, name: str) -> Mapping[str, Any] | None:
+        board = self.board
+        return board.probe(name) if board is not None else None
+
+    def first_probe(self, name: str) -> Mapping[str, Any] | None:
+        board = self.first_board
+        return board.probe(name) if board is not None else None
+
+    def app(self) -> Mapping[str, Any]:
+        board = self.board
+        return board.app if board is not None and isinstance(board.app, Mapping) else {}
+
+    def app_config(self) -> Mapping[str, Any]:
+        config = self.app().get("config")
+        return config if isinstance(config, Mapping) else {}
+
+    def board_window_s(self) -> float:
+        """Wall time between the first and the newest board of the window (0 with fewer than two)."""
+        first, last = self.first_board, self.board
+        if first is None or last is None or first is last:
+            return 0.0
+        return max(0.0, last.wall_time_s - first.wall_time_s)
+
+    def stage_threads(self, stage: str) -> tuple[ThreadStats, ...]:
+        return tuple(t for t in self.threads if t.stage == stage and t.n_samples > 0)
+
+    def on_cuda(self) -> bool | None:
+        """Whether the process trains on CUDA: True, False, or None when nothing tells."""
+        return on_cuda(self)
+
+
+def num(mapping: Mapping[str, Any] | None, key: str) -> float | None:
+    """A finite number from a payload, else None (bools are not numbers here)."""
+    if mapping is None:
+        return None
+    value = mapping.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def text(mapping: Mapping[str, Any] | None, key: str) -> str | None:
+    if mapping is None:
+        return None
+    value = mapping.get(key)
+    return value if isinstance(value, str) else None
+
+
+def sub(mapping: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
+    if mapping is None:
+        return {}
+    value = mapping.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def items(mapping: Mapping[str, Any] | None, key: str) -> tuple[Any, ...]:
+    if mapping is None:
+        return ()
+    value = mapping.get(key)
+    return tuple(value) if isinstance(value, list | tuple) else ()
+
+
+def pct(share: float) -> str:
+    return f"{100.0 * share:.0f}%"
+
+
+def mean_share(threads: Iterable[ThreadStats], state: ThreadState) -> float:
+    values = [t.shares.get(state, 0.0) for t in threads]
+    return sum(values) / len(values) if values else 0.0
+
+
+def on_cuda(ctx: Context) -> bool | None:
+    app = ctx.app()
+    devices: list[str] = []
+    for info in sub(app, "threads").values():
+        if isinstance(info, Mapping) and isinstance(info.get("device"), str):
+            devices.append(info["device"])
+    config_device = ctx.app_config().get("device")
+    if isinstance(config_device, str):
+        devices.append(config_device)
+    if devices:
+        return any(d.startswith("cuda") for d in devices)
+    board = ctx.board
+    if board is not None:
+        allocator = board.probes.get("allocator")
+        if isinstance(allocator, Mapping):
+            if allocator.get("status") == "ok":
+                return True
+            if "no cuda" in str(allocator.get("reason", "")).lower():
+                return False
+    return None
+
+
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """'2.11.0+cu128' -> (2, 11, 0); None when it does not parse."""
+    if not version:
+        return None
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if match is None:
+        return None
+    return tuple(int(g) for g in match.groups() if g is not None)
+
+
+def frame_site(frame: Frame) -> str:
+    return f"{frame.short_filename}:{frame.line} ({frame.name})" if frame.line else f"{frame.short_filename} ({frame.name})"
+
+
+def python_frames(thread: ThreadSample) -> tuple[Frame, ...]:
+    return tuple(f for f in thread.frames if not f.native)
+
+
+def thread_stage(ctx: Context, thread: ThreadSample) -> str:
+    """The stage of a thread in a stack sample, by matching it to the aggregated ThreadStats."""
+    for stats in ctx.threads:
+        if thread.os_thread_id is not None and stats.os_thread_id == thread.os_thread_id:
+            return stats.stage
+    for stats in ctx.threads:
+        if thread.name is not None and stats.name == thread.name:
+            return stats.stage
+    return "other"
+
+
+def thread_label(thread: ThreadSample) -> str:
+    if thread.name:
+        return thread.name
+    return f"tid {thread.os_thread_id if thread.os_thread_id is not None else thread.thread_id}"

@@ -1,0 +1,116 @@
+"""Activation checkpointing: which use_reentrant mode runs, what recompute costs, and parameters left without grad."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from dflash_diag.analysis.findings._context import Context, items, mean_share, num, pct, sub
+from dflash_diag.model import Finding, Severity, ThreadState
+
+# Recompute is expected to cost ~1/3 of a checkpointed backward; a stage spending a quarter of all its
+# samples in recompute/saved-tensor hooks is paying well beyond that (the seed: hooks x 16 chunks x 3 threads).
+RECOMPUTE_WARNING_SHARE = 0.25
+GRAD_NONE_EXAMPLES = 3
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    payload = ctx.probe("checkpoint")
+    yield from _grad_none(ctx, payload)
+    yield from _mode(payload)
+    yield from _recompute(ctx, payload)
+
+
+def _calls(payload: Mapping[str, object] | None) -> tuple[float, float]:
+    calls = sub(payload, "calls")
+    return num(calls, "reentrant") or 0.0, num(calls, "non_reentrant") or 0.0
+
+
+def _grad_none(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
+    count = num(payload, "grad_none_count")
+    names = [n for n in items(payload, "grad_none_params") if isinstance(n, str)]
+    if not count and names:
+        count = float(len(names))
+    if not count:
+        return
+    trainable = num(payload, "trainable_params")
+    reentrant, non_reentrant = _calls(payload)
+    evidence: list[tuple[str, str]] = [
+        ("trainable params with grad None", f"{count:.0f}" + (f" of {trainable:.0f}" if trainable else "")),
+    ]
+    if names:
+        evidence.append(("e.g.", ", ".join(names[:GRAD_NONE_EXAMPLES])))
+    evidence.append(("checkpoint calls", f"reentrant {reentrant:.0f}, non-reentrant {non_reentrant:.0f}"))
+    steps = num(payload, "checked_backward_steps")
+    if steps is not None:
+        evidence.append(("backward steps checked", f"{steps:.0f}"))
+    cause = (
+        "use_reentrant=True with keyword-only layer calls gives the checkpoint no tensor inputs, so no gradient flows"
+        if reentrant > 0
+        else "their gradients never arrive (frozen by mistake, unused, or cut from the graph)"
+    )
+    yield Finding(
+        rule_id="checkpoint-grad-none",
+        severity=Severity.CRITICAL,
+        claim=f"{count:.0f} trainable parameters get no gradient: {cause}",
+        evidence=tuple(evidence),
+        remedy="Use use_reentrant=False (or pass the tensors positionally to the checkpointed function); "
+        "training is otherwise silently updating only part of the model.",
+        impact=1.0,
+    )
+
+
+def _mode(payload: Mapping[str, object] | None) -> Iterator[Finding]:
+    reentrant, non_reentrant = _calls(payload)
+    if reentrant <= 0:
+        return
+    sites = [s for s in items(payload, "sites") if isinstance(s, Mapping) and s.get("use_reentrant") is True]
+    evidence: list[tuple[str, str]] = [("reentrant calls", f"{reentrant:.0f}"), ("non-reentrant calls", f"{non_reentrant:.0f}")]
+    for site in sites[:3]:
+        evidence.append(("reentrant site", f"{site.get('site')} ({site.get('calls')} calls)"))
+    yield Finding(
+        rule_id="checkpoint-reentrant",
+        severity=Severity.INFO,
+        claim="activation checkpointing runs with use_reentrant=True"
+        + (" (mixed with non-reentrant sites)" if non_reentrant > 0 else ""),
+        evidence=tuple(evidence),
+        remedy="Fine when every tensor that needs a gradient is passed positionally; with keyword-only calls "
+        "(HF/DFlash layers) gradients are lost: watch checkpoint-grad-none. Record the mode when comparing runs.",
+        impact=0.0,
+    )
+
+
+def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
+    by_stage: list[tuple[str, float]] = []
+    for stage in ("drafter", "target", "other"):
+        threads = ctx.stage_threads(stage)
+        if threads:
+            by_stage.append((stage, mean_share(threads, ThreadState.CHECKPOINT)))
+    stage, share = max(by_stage, key=lambda s: s[1], default=("drafter", 0.0))
+    probe_share = 0.0
+    first = ctx.first_probe("checkpoint")
+    window_s = ctx.board_window_s()
+    recompute_now, recompute_then = num(payload, "recompute_s"), num(first, "recompute_s")
+    n_drafters = max(1, len(ctx.stage_threads("drafter")))
+    if recompute_now is not None and recompute_then is not None and window_s > 0:
+        probe_share = max(0.0, recompute_now - recompute_then) / window_s / n_drafters
+    worst = max(share, probe_share)
+    if worst < RECOMPUTE_WARNING_SHARE:
+        return
+    reentrant, non_reentrant = _calls(payload)
+    mode = "saved-tensor hooks (use_reentrant=False)" if non_reentrant > reentrant else "reentrant recompute"
+    evidence: list[tuple[str, str]] = []
+    if share > 0:
+        evidence.append((f"{stage} samples in recompute", pct(share)))
+    if probe_share > 0:
+        evidence.append(("recompute time (probe)", f"{pct(probe_share)} of each drafter thread"))
+    if reentrant or non_reentrant:
+        evidence.append(("mode", mode))
+    yield Finding(
+        rule_id="checkpoint-recompute-heavy",
+        severity=Severity.WARNING,
+        claim=f"{stage} threads spend {pct(worst)} of their time in activation-checkpoint recompute",
+        evidence=tuple(evidence),
+        remedy="Checkpoint fewer/larger regions (e.g. fewer loss chunks), compile the checkpointed region, or "
+        "compare use_reentrant modes (saved-tensor hooks cost Python time per chunk under the GIL).",
+        impact=worst,
+    )

@@ -1,0 +1,101 @@
+"""CUDA graphs under mode="reduce-overhead": skipped (with the reason), re-recorded every step, captured from
+several threads on a torch where CUDAGraph Trees are not thread-safe."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from dflash_diag.analysis.findings._context import Context, items, num, text, version_tuple
+from dflash_diag.model import Finding, Severity
+
+# CUDAGraph Trees initialise their thread-local state lazily per Python thread from torch 2.13
+# (PR #184357); before that any non-main, non-autograd thread asserts or shares state unsafely.
+CUDAGRAPH_THREAD_SAFE_FROM = (2, 13)
+# Re-recording on at least every other step means the graph is never replayed long enough to pay off.
+RERECORD_PER_STEP = 0.5
+# Without step counts: two re-records inside one window is already a pattern.
+RERECORDS_IN_WINDOW = 2
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    payload = ctx.probe("cudagraphs")
+    if payload is None:
+        return
+    yield from _skips(ctx, payload)
+    yield from _rerecords(ctx, payload)
+    yield from _threads(ctx, payload)
+
+
+def _skips(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
+    skips = num(payload, "skips") or 0.0
+    reasons = [r for r in items(payload, "skip_reasons") if isinstance(r, str)]
+    if skips <= 0 and not reasons:
+        return
+    cpu_only = bool(reasons) and all("cpu device" in r for r in reasons)
+    expected = cpu_only and ctx.on_cuda() is False
+    evidence = [("skips", f"{max(skips, len(reasons)):.0f}")] + [("reason", r[:160]) for r in reasons[:3]]
+    yield Finding(
+        rule_id="cudagraph-skipped",
+        severity=Severity.INFO if expected else Severity.WARNING,
+        claim=("CUDA graphs skipped: expected on CPU" if expected else "CUDA graphs were skipped: "
+               + (reasons[0][:100] if reasons else "reason not recorded")),
+        evidence=tuple(evidence),
+        remedy="Nothing to do on CPU." if expected else "Remove the cause named in the reason (mutated inputs, "
+        "CPU tensors, dynamic shapes, incompatible ops); TORCH_LOGS=perf_hints lists them.",
+        impact=0.0 if expected else 0.15,
+    )
+
+
+def _rerecords(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
+    now = num(payload, "rerecords")
+    before = num(ctx.first_probe("cudagraphs"), "rerecords")
+    if now is None or before is None or now <= before:
+        return
+    delta = now - before
+    step_now, step_then = num(ctx.app(), "step"), None
+    first = ctx.first_board
+    if first is not None and isinstance(first.app, Mapping):
+        step_then = num(first.app, "step")
+    steps = step_now - step_then if step_now is not None and step_then is not None else None
+    per_step = delta / steps if steps else None
+    if per_step is not None:
+        if per_step < RERECORD_PER_STEP:
+            return
+    elif delta < RERECORDS_IN_WINDOW:
+        return
+    evidence = [("re-records in window", f"{delta:.0f}")]
+    if per_step is not None:
+        evidence.append(("re-records per step", f"{per_step:.2f}"))
+    evidence.append(("captures total", f"{num(payload, 'captures') or 0:.0f}"))
+    yield Finding(
+        rule_id="cudagraph-rerecord",
+        severity=Severity.WARNING,
+        claim="CUDA graphs are re-recorded every step instead of replayed",
+        evidence=tuple(evidence),
+        remedy="Keep shapes and static inputs stable between steps (pad to buckets), call "
+        "torch.compiler.cudagraph_mark_step_begin() once per step, and do not hold graph outputs across steps.",
+        impact=0.2,
+    )
+
+
+def _threads(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
+    threads = sorted({t for t in items(payload, "capture_threads") if isinstance(t, str)})
+    hazard = text(payload, "multi_thread_hazard")
+    torch_version = text(payload, "torch") or (ctx.board.writer.torch if ctx.board is not None else None)
+    parsed = version_tuple(torch_version)
+    unsafe_version = parsed is not None and parsed < CUDAGRAPH_THREAD_SAFE_FROM
+    if not hazard and not (len(threads) > 1 and unsafe_version):
+        return
+    evidence = [("capture threads", ", ".join(threads) or "unknown"), ("torch", torch_version or "unknown")]
+    if hazard:
+        evidence.append(("hazard", hazard))
+    yield Finding(
+        rule_id="cudagraph-multi-thread",
+        severity=Severity.WARNING,
+        claim=f"CUDA graphs captured from {len(threads)} threads on torch {torch_version or '?'}, "
+        "where CUDAGraph Trees are not thread-safe (pytorch#123177)",
+        evidence=tuple(evidence),
+        remedy="Capture and replay each compiled callable on one dedicated thread per device (or capture all "
+        "before the workers start), or upgrade to torch >= 2.13.",
+        impact=0.2,
+    )

@@ -1,0 +1,72 @@
+"""Host-sync storms: the step waiting on the GPU at `.item()`, `.cpu()` or synchronize, many times per step."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from dflash_diag.analysis.findings._context import Context, frame_site, mean_share, pct, python_frames
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model.stacks import ThreadSample
+
+# A stage whose threads sit in a host sync a quarter of the time cannot queue GPU work ahead: the GPU
+# drains between launches. Occasional syncs (logging every N steps) stay far below.
+SYNC_WARNING_SHARE = 0.25
+# Native frames that are a host<->device synchronisation (used when the timeline cannot be aligned).
+SYNC_NATIVE_FRAMES = frozenset(
+    {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cuStreamSynchronize",
+     "cuCtxSynchronize", "cuEventSynchronize", "_local_scalar_dense", "_local_scalar_dense_cuda"}
+)
+SITES_SHOWN = 3
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    stages = [(s, ctx.stage_threads(s)) for s in ("drafter", "target", "other")]
+    shares = [(stage, mean_share(threads, ThreadState.GPU_WAIT), threads) for stage, threads in stages if threads]
+    hot = [(stage, share, threads) for stage, share, threads in shares if share >= SYNC_WARNING_SHARE]
+    if not hot:
+        return
+    stage, share, threads = max(hot, key=lambda x: x[1])
+    sites = _sync_sites(ctx, threads)
+    evidence: list[tuple[str, str]] = [(f"{s} in GPU wait", pct(v)) for s, v, _ in shares if v > 0]
+    for site, n in sites.most_common(SITES_SHOWN):
+        evidence.append(("sync site", f"{site} ({n} samples)"))
+    where = f" at {sites.most_common(1)[0][0]}" if sites else ""
+    yield Finding(
+        rule_id="host-sync-storm",
+        severity=Severity.WARNING,
+        claim=f"{stage} threads wait on the GPU {pct(share)} of the time in host syncs{where}",
+        evidence=tuple(evidence),
+        remedy="Keep values on the device inside the step (no .item()/.cpu()/print of tensors per chunk), "
+        "accumulate metrics on the GPU and read them every N steps; use non_blocking copies.",
+        impact=share,
+    )
+
+
+def _thread_samples(ctx: Context, stats: ThreadStats) -> list[ThreadSample]:
+    found: list[ThreadSample] = []
+    for sample in ctx.obs.stacks:
+        for thread in sample.threads:
+            if (stats.os_thread_id is not None and thread.os_thread_id == stats.os_thread_id) or (
+                stats.os_thread_id is None and thread.name == stats.name
+            ):
+                found.append(thread)
+                break
+    return found
+
+
+def _sync_sites(ctx: Context, threads: tuple[ThreadStats, ...]) -> Counter[str]:
+    sites: Counter[str] = Counter()
+    for stats in threads:
+        samples = _thread_samples(ctx, stats)
+        if len(samples) == len(stats.timeline):
+            chosen = [t for t, state in zip(samples, stats.timeline, strict=True) if state == ThreadState.GPU_WAIT]
+        else:
+            chosen = [t for t in samples if any(f.name in SYNC_NATIVE_FRAMES for f in t.frames)]
+        for thread in chosen:
+            frames = python_frames(thread)
+            # The innermost frame outside torch is the user's line that forced the sync.
+            user = next((f for f in frames if "/torch/" not in f.filename), frames[0] if frames else None)
+            if user is not None:
+                sites[frame_site(user)] += 1
+    return sites

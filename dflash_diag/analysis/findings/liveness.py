@@ -1,0 +1,51 @@
+"""Is the process alive and publishing: a dead process, a board that stopped updating (hung?), no probes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dflash_diag.analysis.findings._context import Context
+from dflash_diag.model import Finding, Severity
+
+# A board is published at most every interval_s and at least once per training step; 20 intervals (and at
+# least 10 s, for slow steps) without a new one means the step loop stopped.
+STALE_INTERVALS = 20
+STALE_MIN_S = 10.0
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    obs = ctx.obs
+    if not obs.process_alive:
+        yield Finding(
+            rule_id="process-exited",
+            severity=Severity.WARNING,
+            claim=f"process {obs.pid} exited while it was being sampled",
+            evidence=(("samples taken", str(len(obs.stacks))), ("window", f"{obs.window_s:.1f} s")),
+            remedy="Look at its log for the exit reason; findings below only cover the time it was alive.",
+            impact=0.0,
+        )
+    board = ctx.board
+    if board is None:
+        yield Finding(
+            rule_id="no-probes",
+            severity=Severity.INFO,
+            claim="no probe board: findings come from stacks, /proc and NVML only",
+            evidence=(("board", str(obs.boards) if not isinstance(obs.boards, tuple) else "none published"),),
+            remedy="Start the program under `dflash-diag run -- python train.py ...` (or call probes.start()) for "
+            "checkpoint, compile, allocator, GIL and stale-code findings.",
+            impact=0.0,
+        )
+        return
+    age_s = board.age_s(ctx.now_wall_s)
+    limit_s = max(STALE_MIN_S, STALE_INTERVALS * board.interval_s)
+    if obs.process_alive and age_s > limit_s:
+        yield Finding(
+            rule_id="board-stale",
+            severity=Severity.WARNING,
+            claim=f"no board update for {age_s:.0f} s: the training loop looks hung or stuck in one step",
+            evidence=(("last update", f"{age_s:.1f} s ago"), ("expected every", f"{board.interval_s:.1f} s"),
+                      ("last step", str(board.app.get("step", "unknown")))),
+            remedy="Look at the stacks (`dflash-diag snapshot PID`): a deadlock, a GPU hang or a stuck collective "
+            "shows as every worker blocked in the same place.",
+            impact=0.5,
+        )

@@ -1,0 +1,105 @@
+"""Which stage of the target -> q_hs -> drafter pipeline limits throughput, and what the other one does meanwhile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dflash_diag.analysis.findings._context import Context, mean_share, pct
+from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.model.common import is_na
+
+# A stage that spends a fifth of its time blocked on the queue is waiting on the other stage, not on its
+# own work: below that the pipeline is close enough to balanced that naming a bottleneck is noise.
+STARVED_INFO_SHARE = 0.20
+# Half of a stage's time blocked on the queue means half of its hardware idles: worth a warning.
+STARVED_WARNING_SHARE = 0.50
+# A queue filling by more than one item every 20 s is backing up (the seed's q_hs grew 0 -> 51 in minutes).
+QUEUE_BACKING_UP_PER_S = 0.05
+
+_OTHER = {"target": "drafter", "drafter": "target"}
+_REMEDY = {
+    "drafter": (
+        "Speed up the drafter (see its top states below and the other findings: checkpoint mode, compile, "
+        "GIL), or give it more threads/GPUs; faster targets will not help until then."
+    ),
+    "target": (
+        "Speed up the target forward (GatedDeltaNet fast path, stop after the last tapped layer, no "
+        "full-vocab logits) or add target threads/GPUs; the drafter is waiting for hidden states."
+    ),
+}
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    pipe = ctx.pipeline
+    producer = None if is_na(pipe.producer_starved_share) else float(pipe.producer_starved_share)  # type: ignore[arg-type]
+    consumer = None if is_na(pipe.consumer_starved_share) else float(pipe.consumer_starved_share)  # type: ignore[arg-type]
+    trend = None if is_na(pipe.queue_trend_per_s) else float(pipe.queue_trend_per_s)  # type: ignore[arg-type]
+
+    # A starved producer (blocked in put) means the consumer is slow, and the other way round.
+    bottleneck = pipe.bottleneck
+    if bottleneck not in _OTHER:
+        if producer is not None and producer >= STARVED_INFO_SHARE and (consumer or 0.0) < producer:
+            bottleneck = "drafter"
+        elif consumer is not None and consumer >= STARVED_INFO_SHARE and (producer or 0.0) < consumer:
+            bottleneck = "target"
+        else:
+            return
+    waiting_share = producer if bottleneck == "drafter" else consumer
+    backing_up = trend is not None and trend >= QUEUE_BACKING_UP_PER_S
+    if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck == "drafter" and backing_up):
+        return
+    severity = (
+        Severity.WARNING
+        if (waiting_share or 0.0) >= STARVED_WARNING_SHARE or (bottleneck == "drafter" and backing_up)
+        else Severity.INFO
+    )
+    other = _OTHER[bottleneck]
+    slow_stage = pipe.drafter if bottleneck == "drafter" else pipe.target
+    other_stage = pipe.target if bottleneck == "drafter" else pipe.drafter
+
+    wait_state = ThreadState.QUEUE_PUT if bottleneck == "drafter" else ThreadState.QUEUE_GET
+    wait_text = "blocked in put (queue full)" if bottleneck == "drafter" else "blocked in get (queue empty)"
+    claim = f"the {bottleneck} stage limits throughput: {other} threads are {wait_text}"
+    if waiting_share is not None:
+        claim += f" {pct(waiting_share)} of the time"
+    if bottleneck == "drafter" and backing_up:
+        claim += f", {pipe.queue_name} backing up"
+
+    evidence: list[tuple[str, str]] = []
+    if not is_na(pipe.queue_depth):
+        maxsize = "" if is_na(pipe.queue_maxsize) else f" / {pipe.queue_maxsize}"
+        evidence.append((f"{pipe.queue_name} depth", f"{pipe.queue_depth}{maxsize} items"))
+    if trend is not None:
+        evidence.append((f"{pipe.queue_name} trend", f"{trend:+.2f} items/s"))
+    if producer is not None:
+        evidence.append(("target blocked in put", pct(producer)))
+    if consumer is not None:
+        evidence.append(("drafter blocked in get", pct(consumer)))
+    for stage in (pipe.target, pipe.drafter):
+        if not is_na(stage.batches_per_s):
+            evidence.append((f"{stage.stage} rate", f"{float(stage.batches_per_s):.2f} b/s"))  # type: ignore[arg-type]
+    evidence.append((f"{bottleneck} spends its time", _top_states(slow_stage.shares, exclude=wait_state)))
+    evidence.append((f"{other} meanwhile", _top_states(other_stage.shares)))
+    other_threads = ctx.stage_threads(other)
+    if other_threads and not other_stage.shares:
+        evidence.append((f"{other} {wait_state.label}", pct(mean_share(other_threads, wait_state))))
+    yield Finding(
+        rule_id=f"pipeline-bottleneck-{bottleneck}",
+        severity=severity,
+        claim=claim,
+        evidence=tuple(evidence),
+        remedy=_REMEDY[bottleneck],
+        impact=waiting_share or 0.2,
+    )
+
+
+def _top_states(shares: object, exclude: ThreadState | None = None, n: int = 3) -> str:
+    if not hasattr(shares, "items"):
+        return "unknown"
+    ranked = sorted(
+        ((s, float(v)) for s, v in shares.items() if s != exclude and float(v) > 0.0),  # type: ignore[attr-defined]
+        key=lambda sv: -sv[1],
+    )[:n]
+    if not ranked:
+        return "unknown (no samples)"
+    return ", ".join(f"{state.label if isinstance(state, ThreadState) else state} {pct(v)}" for state, v in ranked)
