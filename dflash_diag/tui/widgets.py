@@ -1,0 +1,305 @@
+"""The panes of ``top``. Each one renders from a :class:`TopFrame` and nothing else."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Sparkline, Static
+
+from dflash_diag.model import NA, Maybe, PipelineView, StageStats, ThreadState, ThreadStats
+from dflash_diag.tui.frame import TopFrame, stats_key
+from dflash_diag.tui.render import (
+    STATE_ORDER,
+    STATE_SHORT,
+    STATE_STYLE,
+    board_age_text,
+    dominant_text,
+    gpu_detail_lines,
+    legend,
+    maybe,
+    pct,
+    probe_summary,
+    share_bar,
+    stack_lines,
+    strip,
+    top_frame_text,
+)
+
+
+def clock_text(wall_s: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(wall_s))
+
+
+class TopHeader(Static):
+    """One line: which process, its state, the sampling settings; a banner when it exited or sampling failed."""
+
+    def show(self, frame: TopFrame | None, *, paused: bool, exited: bool, error: str | None) -> None:
+        text = Text()
+        text.append(" dflash-diag top ", style="bold reverse")
+        if frame is None:
+            text.append(" attaching...")
+            self.update(text)
+            return
+        text.append(f" PID {frame.pid} ", style="bold")
+        if paused:
+            text.append(" PAUSED ", style="bold black on yellow")
+        if exited:
+            text.append(" PROCESS EXITED: last data shown ", style="bold white on red")
+        elif error:
+            text.append(f" {error} ", style="bold white on red")
+        text.append(
+            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:g} Hz{' +native' if frame.native else ''}"
+            f"  {frame.window_s:.0f} s window  {frame.n_samples} samples  "
+        )
+        # The command line goes last and gets whatever width is left.
+        room = max(0, self.app.size.width - text.cell_len - 1)
+        cmd = " ".join(frame.cmdline) or "?"
+        if len(cmd) > room:
+            cmd = cmd[: max(0, room - 3)] + "..." if room > 3 else ""
+        text.append(cmd, style="dim")
+        self.update(text)
+
+
+def _stage_line(stage: StageStats, width: int, starved: Maybe[float], starved_label: str) -> Text:
+    text = Text()
+    text.append(f"{stage.stage:<8}", style="bold")
+    text.append(f"{len(stage.threads):>2} thr ")
+    text.append(f"{maybe(stage.batches_per_s, '{:.2f}'):>6} batch/s ")
+    text.append(f"{maybe(stage.tokens_per_s, '{:,.0f}'):>8} tok/s ")
+    text.append_text(share_bar(stage.shares, width))
+    text.append(f" {starved_label} {maybe(starved, '{:.0%}')}")
+    return text
+
+
+def _trend_text(pipeline: PipelineView) -> str:
+    trend = pipeline.queue_trend_per_s
+    if isinstance(trend, NA):
+        return "trend n/a"
+    word = "backing up" if trend > 0.05 else ("draining" if trend < -0.05 else "steady")
+    return f"trend {trend:+.2f}/s ({word})"
+
+
+class PipelinePane(Vertical):
+    """Target vs drafter: rates, state shares, the queue between them, and the verdict."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="pipeline-stages")
+        with Horizontal(id="queue-row"):
+            yield Static(id="queue-label")
+            yield Sparkline([], id="queue-spark")
+            yield Static(id="queue-trend")
+        yield Static(id="pipeline-verdict")
+
+    def show(self, frame: TopFrame) -> None:
+        stages = self.query_one("#pipeline-stages", Static)
+        verdict = self.query_one("#pipeline-verdict", Static)
+        pipeline = frame.pipeline
+        if isinstance(pipeline, NA):
+            stages.update(Text(f"Pipeline {pipeline}", style="dim"))
+            self.query_one("#queue-label", Static).update("")
+            self.query_one("#queue-trend", Static).update("")
+            self.query_one("#queue-spark", Sparkline).data = []
+            verdict.update("")
+            return
+        bar_width = 20 if self.size.width >= 100 else 12
+        stages.update(
+            Group(
+                _stage_line(pipeline.target, bar_width, pipeline.producer_starved_share, "put-wait"),
+                _stage_line(pipeline.drafter, bar_width, pipeline.consumer_starved_share, "get-wait"),
+            )
+        )
+        depth = f"{maybe(pipeline.queue_depth, '{:d}', '?')}/{maybe(pipeline.queue_maxsize, '{:d}', '?')}"
+        self.query_one("#queue-label", Static).update(Text(f"{pipeline.queue_name} {depth} ", style="bold"))
+        self.query_one("#queue-spark", Sparkline).data = [float(d) for d in pipeline.queue_depth_history[-60:]]
+        self.query_one("#queue-trend", Static).update(f" {_trend_text(pipeline)}")
+        style = "bold green" if pipeline.bottleneck == "balanced" else "bold yellow"
+        if pipeline.bottleneck == "unknown":
+            style = "dim"
+        verdict.update(Text(f"verdict: {pipeline.verdict}", style=style))
+
+
+class ThreadsTable(DataTable[Text | str]):
+    """One row per Python thread; the cursor row is the selected thread."""
+
+    WIDE_MIN_COLS = 112
+    BAR_WIDTH = 12
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        self._wide: bool | None = None
+        self._width = 0
+        self.top_frame_width = 20
+        self.column_sort_names: list[str] = []
+
+    def ensure_columns(self, width: int) -> None:
+        """Narrow screens get a state bar and the dominant state; wide ones add one column per state.
+
+        Widths are fixed so the table never scrolls sideways: the top frame takes what is left.
+        """
+        wide = width >= self.WIDE_MIN_COLS
+        if wide == self._wide and width == self._width:
+            return
+        self._wide, self._width = wide, width
+        self.clear(columns=True)
+        columns: list[tuple[str, str, int]] = [("thread", "name", 14), ("tid", "tid", 7)]
+        if wide:
+            # Wide: exact per-state percentages (coloured like the bars) instead of the bar.
+            columns.append(("stage", "stage", 7))
+            columns += [(f"{STATE_SHORT[s]}%", s.value, len(STATE_SHORT[s]) + 1) for s in STATE_ORDER]
+        else:
+            columns += [("states", "dominant", self.BAR_WIDTH), ("most", "dominant", 13)]
+        columns.append(("cpu%", "cpu", 4))
+        # Each column costs its width plus one cell of padding on each side.
+        used = sum(w + 2 for _, _, w in columns)
+        self.top_frame_width = max(8, width - used - 2)
+        columns.append(("top frame", "name", self.top_frame_width))
+        self.column_sort_names = [sort for _, sort, _ in columns]
+        for label, _, col_width in columns:
+            self.add_column(label, key=label, width=col_width)
+
+    def show(self, rows: list[ThreadStats], selected: str | None) -> None:
+        self.clear(columns=False)
+        for stats in rows:
+            cells: list[Text | str] = [
+                Text(stats.name, style="bold", overflow="ellipsis", no_wrap=True),
+                str(stats.os_thread_id) if stats.os_thread_id is not None else "?",
+            ]
+            if self._wide:
+                cells.append(stats.stage)
+                cells += [_share_cell(stats.shares.get(s, 0.0), s) for s in STATE_ORDER]
+            else:
+                cells += [share_bar(stats.shares, self.BAR_WIDTH), dominant_text(stats.shares)]
+            cells += [
+                Text(maybe(stats.cpu_pct, "{:.0f}"), justify="right"),
+                Text(top_frame_text(stats), overflow="ellipsis", no_wrap=True),
+            ]
+            self.add_row(*cells, key=stats_key(stats))
+        keys = [stats_key(s) for s in rows]
+        if selected in keys:
+            self.move_cursor(row=keys.index(selected), scroll=True)
+
+
+def _share_cell(share: float, state: ThreadState) -> Text:
+    """A percentage, in the state's colour when it matters (>= 10%), dim when zero."""
+    style = STATE_STYLE[state] if share >= 0.1 else ("grey35" if share == 0 else "")
+    return Text(f"{100 * share:.0f}", style=style, justify="right")
+
+
+class StackView(Static):
+    """The selected thread's newest stack (native frames when on and available)."""
+
+    def show(self, frame: TopFrame, stats: ThreadStats | None, native: bool) -> None:
+        if stats is None:
+            self.update(Text("no thread selected (arrows move, enter shows the stack)", style="dim"))
+            return
+        key = stats_key(stats)
+        header = Text()
+        header.append(f"{stats.name}", style="bold")
+        header.append(f"  TID {stats.os_thread_id}  stage {stats.stage}  ")
+        header.append_text(dominant_text(stats.shares))
+        frames = frame.stacks.get(key, ())
+        note = Text("")
+        if native:
+            native_frames = frame.native_stacks.get(key)
+            if native_frames is not None:
+                frames = native_frames
+                note = Text("native frames (from the newest native sample)", style="dim")
+            else:
+                note = Text("native frames requested: none sampled yet (native samples are rate-limited)", style="dim")
+        body = stack_lines(frames) if frames else [Text("  (no stack in the newest sample)", style="dim")]
+        self.update(Group(header, note, *body))
+
+
+class TimelineView(Static):
+    """A time-aligned strip of every thread's state, one character per sample, newest on the right."""
+
+    def show(self, frame: TopFrame, rows: list[ThreadStats], selected: str | None) -> None:
+        name_width = min(18, max((len(s.name) for s in rows), default=6))
+        # The pane may not be laid out yet (hidden tab): size it from the screen, which is always known.
+        strip_width = max(10, self.app.size.width - name_width - 8)
+        lines: list[Text] = []
+        for stats in rows:
+            is_selected = stats_key(stats) == selected
+            line = Text("> " if is_selected else "  ", style="bold reverse" if is_selected else "")
+            line.append(f"{stats.name[:name_width]:<{name_width}} ", style="bold" if is_selected else "")
+            line.append_text(strip(stats.timeline, strip_width))
+            lines.append(line)
+        if not lines:
+            lines.append(Text("no threads sampled yet", style="dim"))
+        per_sample_s = 1.0 / frame.rate_hz if frame.rate_hz > 0 else 0.0
+        footer = Text(f"  one char = one sample (~{per_sample_s:.2g} s), newest right.  ", style="dim")
+        footer.append_text(legend())
+        self.update(Group(*lines, footer))
+
+
+class GpuPane(Static):
+    """Per-device NVML readings, or the reason there are none."""
+
+    def show(self, frame: TopFrame) -> None:
+        if isinstance(frame.gpus, NA):
+            self.update(Text(f"GPUs {frame.gpus}", style="dim"))
+            return
+        if not frame.gpus:
+            self.update(Text("GPUs: none visible", style="dim"))
+            return
+        lines: list[Text] = []
+        for gpu in frame.gpus:
+            for i, line in enumerate(gpu_detail_lines(gpu, frame.pid, frame.threads)):
+                lines.append(Text(line, style="bold" if i == 0 else ""))
+        self.update(Group(*lines))
+
+
+def _severity_style(level: int) -> str:
+    return {3: "bold white on red", 2: "bold yellow"}.get(level, "cyan")
+
+
+class ProbesPane(Static):
+    """Probe readings from the board, its staleness, and the live findings."""
+
+    def show(self, frame: TopFrame) -> None:
+        lines: list[Text] = [Text(board_age_text(frame.board, frame.wall_s), style="dim")]
+        for name, reading in probe_summary(frame.board):
+            line = Text(f"{name:<11}", style="bold")
+            line.append(reading, style="red" if ("STALE" in reading or "SLOW" in reading) else "")
+            lines.append(line)
+        lines.append(Text("findings", style="bold underline"))
+        if isinstance(frame.findings, NA):
+            lines.append(Text(f"  {frame.findings}", style="dim"))
+        elif not frame.findings:
+            lines.append(Text("  none: nothing looks wrong in this window", style="green"))
+        else:
+            for finding in frame.findings:
+                line = Text("  ")
+                line.append(f" {finding.severity.label} ", style=_severity_style(int(finding.severity)))
+                line.append(f" {finding.claim}")
+                line.append(f"  [{finding.rule_id}]", style="dim")
+                lines.append(line)
+                lines.append(Text(f"    fix: {finding.remedy}", style="dim"))
+        for warning in frame.warnings:
+            lines.append(Text(f"warning: {warning}", style="yellow"))
+        self.update(Group(*lines))
+
+
+SortKey = Callable[[ThreadStats], object]
+
+
+def sort_key(name: str) -> SortKey:
+    """Row order for a sort name: text columns ascending, numbers descending (busiest first)."""
+    stage_rank = {"target": 0, "drafter": 1}
+    if name == "stage":
+        return lambda s: (stage_rank.get(s.stage, 2), s.name)
+    if name == "name":
+        return lambda s: s.name
+    if name == "tid":
+        return lambda s: s.os_thread_id if s.os_thread_id is not None else -1
+    if name == "cpu":
+        return lambda s: -(s.cpu_pct if isinstance(s.cpu_pct, float | int) else -1.0)
+    if name == "dominant":
+        return lambda s: -max((s.shares.get(st, 0.0) for st in STATE_ORDER if st != ThreadState.IDLE), default=0.0)
+    state = ThreadState(name)
+    return lambda s: -s.shares.get(state, 0.0)
