@@ -1,0 +1,160 @@
+"""Builders of constructed Observations, boards and aggregates for the pure rule tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dflash_diag.model import (
+    NA,
+    Board,
+    BoardWriter,
+    Frame,
+    Observation,
+    PipelineView,
+    StackSample,
+    StageStats,
+    ThreadSample,
+    ThreadState,
+    ThreadStats,
+)
+
+NOW_S = 1_764_412_345.0
+
+
+def board(
+    probes: Mapping[str, Mapping[str, Any]] | None = None,
+    app: Mapping[str, Any] | None = None,
+    *,
+    wall_time_s: float = NOW_S,
+    seq: int = 10,
+    torch: str = "2.13.0+cpu",
+) -> Board:
+    return Board(
+        schema="dflash-diag.board/1",
+        writer=BoardWriter(pid=4242, start_time_ticks=1, argv=("python", "train.py"), python="3.11.7",
+                           torch=torch, hostname="box"),
+        seq=seq,
+        wall_time_s=wall_time_s,
+        interval_s=0.5,
+        threads={},
+        probes={name: {"status": "ok", **payload} for name, payload in (probes or {}).items()},
+        app=dict(app or {}),
+        path="/tmp/x/4242.json",
+    )
+
+
+def thread_stats(
+    name: str,
+    stage: str,
+    shares: Mapping[ThreadState, float],
+    *,
+    tid: int | None = None,
+    gil_held_pct: float = 0.0,
+    n: int = 20,
+    timeline: Sequence[ThreadState] | None = None,
+) -> ThreadStats:
+    return ThreadStats(
+        name=name,
+        os_thread_id=tid,
+        stage=stage,
+        n_samples=n,
+        shares=dict(shares),
+        cpu_pct=50.0,
+        gil_held_pct=gil_held_pct,
+        top_frame=Frame("step", "/app/train.py", 10),
+        gpu_index=None,
+        timeline=tuple(timeline or ()),
+    )
+
+
+def stage(name: str, shares: Mapping[ThreadState, float] | None = None, bps: float | NA = NA("no board")) -> StageStats:
+    return StageStats(stage=name, threads=(), batches_per_s=bps, tokens_per_s=NA("no board"), shares=dict(shares or {}))
+
+
+def pipeline(
+    *,
+    bottleneck: str = "unknown",
+    producer: float | NA = NA("no queue probe"),
+    consumer: float | NA = NA("no queue probe"),
+    trend: float | NA = NA("no queue probe"),
+    target_shares: Mapping[ThreadState, float] | None = None,
+    drafter_shares: Mapping[ThreadState, float] | None = None,
+) -> PipelineView:
+    return PipelineView(
+        target=stage("target", target_shares),
+        drafter=stage("drafter", drafter_shares),
+        queue_name="q_hs",
+        queue_depth=NA("no queue probe"),
+        queue_maxsize=NA("no queue probe"),
+        queue_depth_history=(),
+        queue_trend_per_s=trend,
+        producer_starved_share=producer,
+        consumer_starved_share=consumer,
+        bottleneck=bottleneck,
+        verdict="",
+    )
+
+
+def thread_sample(name: str, frames: Sequence[Frame], *, tid: int, gil: bool = False, active: bool = True) -> ThreadSample:
+    return ThreadSample(thread_id=tid * 10, os_thread_id=tid, name=name, active=active, owns_gil=gil, frames=tuple(frames))
+
+
+def stack(threads: Sequence[ThreadSample], *, t: float = 0.0, native: bool = False) -> StackSample:
+    return StackSample(pid=4242, monotonic_s=t, wall_s=NOW_S + t, duration_s=0.01, native=native, threads=tuple(threads))
+
+
+def observation(
+    boards: Sequence[Board] | NA = (),
+    stacks: Sequence[StackSample] = (),
+    *,
+    alive: bool = True,
+) -> Observation:
+    return Observation(
+        pid=4242,
+        cmdline=("python", "train.py"),
+        started_wall_s=NOW_S - 3.0,
+        window_s=3.0,
+        stacks=tuple(stacks),
+        proc=(),
+        gpus=NA("no NVML"),
+        boards=tuple(boards) if not isinstance(boards, NA) else boards,
+        process_alive=alive,
+        warnings=(),
+    )
+
+
+HEALTHY_PROBES: dict[str, dict[str, Any]] = {
+    "gil": {"free_threaded": False, "contention_share": 0.05, "wait_mean_ms": 0.4, "wait_p99_ms": 2.0},
+    "allocator": {"devices": {"0": {"device_alloc_per_s": 0.0, "device_free_per_s": 0.0, "alloc_retries": 0,
+                                    "alloc_retries_per_s": 0.0, "fragmentation_share": 0.05,
+                                    "inactive_split_bytes": 10, "empty_cache_calls": 0, "reserved_bytes": 2**33}}},
+    "compile": {"compiles": 3, "recompiles": 1, "graph_breaks": 0, "recompile_limit_hits": 0, "compile_time_s": 5.0,
+                "compiling_now": False, "by_thread": {"drafter-0": {"compiles": 3, "recompiles": 1}}},
+    "cudagraphs": {"torch": "2.13.0", "captures": 2, "replays": 100, "skips": 0, "rerecords": 0, "skip_reasons": [],
+                   "capture_threads": ["drafter-0"], "multi_thread_hazard": None},
+    "queues": {"q_hs": {"depth": 2, "maxsize": 8, "put_blocked_share": 0.05, "get_blocked_share": 0.05}},
+    "checkpoint": {"calls": {"reentrant": 0, "non_reentrant": 96}, "sites": [], "grad_none_params": [],
+                   "grad_none_count": 0, "trainable_params": 58, "recompute_s": 0.1, "checked_backward_steps": 3},
+    "fastpath": {"fla_importable": True, "gdn_kernels": {"chunk_gated_delta_rule": "fla"}, "gdn_fast_path": True,
+                 "flex_attention": "compiled", "fallback_warnings": []},
+    "codedrift": {"checked_modules": 900, "stale": [], "check_cost_ms": 3.0},
+}
+HEALTHY_APP: dict[str, Any] = {
+    "name": "reference_trainer", "step": 100, "tokens_per_s": 21500.0,
+    "config": {"device": "cuda", "vocab_size": 248320},
+    "threads": {"target-0": {"role": "target", "device": "cuda:0"}, "drafter-0": {"role": "drafter", "device": "cuda:1"}},
+}
+HEALTHY_THREADS = (
+    thread_stats("target-0", "target", {ThreadState.NATIVE: 0.6, ThreadState.PYTHON: 0.3, ThreadState.QUEUE_PUT: 0.1},
+                 tid=11, gil_held_pct=30.0),
+    thread_stats("drafter-0", "drafter", {ThreadState.NATIVE: 0.7, ThreadState.PYTHON: 0.25, ThreadState.GIL_WAIT: 0.05},
+                 tid=12, gil_held_pct=25.0),
+)
+
+
+def healthy_board(**overrides: Any) -> Board:
+    probes = {k: dict(v) for k, v in HEALTHY_PROBES.items()}
+    for name, payload in overrides.items():
+        probes[name] = {**probes.get(name, {}), **payload}
+    return board(probes, HEALTHY_APP)

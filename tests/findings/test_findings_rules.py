@@ -1,0 +1,335 @@
+"""Every rule: its planted condition raises it (with evidence and a remedy), the healthy case raises nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from findings_builders import (
+    HEALTHY_APP,
+    HEALTHY_PROBES,
+    HEALTHY_THREADS,
+    NOW_S,
+    board,
+    healthy_board,
+    observation,
+    pipeline,
+    stack,
+    thread_sample,
+    thread_stats,
+)
+
+from dflash_diag.analysis.findings import RULE_IDS, evaluate, healthy
+from dflash_diag.model import NA, Finding, Frame, Severity, ThreadState
+
+
+def _run(boards: Any = None, threads: Any = HEALTHY_THREADS, pipe: Any = None, stacks: Any = (), alive: bool = True,
+         now: float = NOW_S) -> tuple[Finding, ...]:
+    obs = observation(boards if boards is not None else (healthy_board(),), stacks, alive=alive)
+    return evaluate(obs, threads, pipe or pipeline(), now_wall_s=now)
+
+
+def _ids(findings: tuple[Finding, ...]) -> set[str]:
+    return {f.rule_id for f in findings}
+
+
+def _one(findings: tuple[Finding, ...], rule_id: str) -> Finding:
+    matching = [f for f in findings if f.rule_id == rule_id]
+    assert len(matching) == 1, f"{rule_id} not raised exactly once: {[f.rule_id for f in findings]}"
+    finding = matching[0]
+    assert finding.claim and finding.remedy and finding.evidence
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in finding.evidence)
+    return finding
+
+
+def test_healthy_run_raises_nothing() -> None:
+    assert _run() == ()
+
+
+def test_no_board_is_info_only() -> None:
+    findings = _run(boards=NA("no board published"))
+    assert _ids(findings) == {"no-probes"}
+    assert healthy(findings)
+
+
+# --- pipeline ------------------------------------------------------------------------------------------
+
+
+def test_drafter_bottleneck_names_what_targets_do() -> None:
+    pipe = pipeline(bottleneck="drafter", producer=0.62, consumer=0.0, trend=0.4,
+                    target_shares={ThreadState.QUEUE_PUT: 0.62, ThreadState.NATIVE: 0.3},
+                    drafter_shares={ThreadState.CHECKPOINT: 0.4, ThreadState.NATIVE: 0.5})
+    f = _one(_run(pipe=pipe), "pipeline-bottleneck-drafter")
+    assert f.severity == Severity.WARNING
+    evidence = dict(f.evidence)
+    assert evidence["target blocked in put"] == "62%"
+    assert "queue put 62%" in evidence["target meanwhile"]
+    assert "ckpt recompute 40%" in evidence["drafter spends its time"]
+
+
+def test_target_bottleneck_from_starvation_alone() -> None:
+    pipe = pipeline(bottleneck="unknown", producer=0.0, consumer=0.3)
+    f = _one(_run(pipe=pipe), "pipeline-bottleneck-target")
+    assert f.severity == Severity.INFO  # 30% starved: worth naming, not alarming
+
+
+def test_balanced_pipeline_raises_nothing() -> None:
+    assert _run(pipe=pipeline(bottleneck="drafter", producer=0.05, consumer=0.04, trend=0.0)) == ()
+
+
+# --- fast paths ---------------------------------------------------------------------------------------
+
+
+def test_gdn_fallback_on_cuda_is_a_warning() -> None:
+    b = healthy_board(fastpath={"gdn_kernels": {"chunk_gated_delta_rule": "torch_fallback"}, "gdn_fast_path": False,
+                                "fla_importable": False, "gdn_reason": "fla not installed"})
+    f = _one(_run(boards=(b,)), "gdn-torch-fallback")
+    assert f.severity == Severity.WARNING
+
+
+def test_gdn_fallback_on_cpu_is_expected() -> None:
+    app = {**HEALTHY_APP, "config": {"device": "cpu"}, "threads": {"target-0": {"role": "target", "device": "cpu"}}}
+    probes = {**HEALTHY_PROBES, "fastpath": {"gdn_kernels": {"chunk_gated_delta_rule": "torch_fallback"},
+                                             "gdn_fast_path": False, "gdn_reason": "no CUDA"}}
+    f = _one(_run(boards=(board(probes, app),)), "gdn-torch-fallback")
+    assert f.severity == Severity.INFO and "expected on CPU" in f.claim
+
+
+def test_gdn_fallback_seen_in_target_stacks_without_probes() -> None:
+    frames = (Frame("torch_chunk_gated_delta_rule", "/sp/transformers/models/qwen3_5/modeling_qwen3_5.py", 300),
+              Frame("forward", "/app/target.py", 20))
+    stacks = [stack([thread_sample("target-0", frames, tid=11)], t=i * 0.1) for i in range(5)]
+    f = _one(_run(boards=NA("no board"), stacks=stacks), "gdn-torch-fallback")
+    assert "100%" in dict(f.evidence)["target samples in fallback"]
+
+
+def test_flex_attention_eager() -> None:
+    b = healthy_board(fastpath={"flex_attention": "eager",
+                                "fallback_warnings": ["flex_attention called without torch.compile() - this will ..."]})
+    assert _one(_run(boards=(b,)), "flex-attention-eager").severity == Severity.WARNING
+
+
+# --- stale code ---------------------------------------------------------------------------------------
+
+
+def test_stale_code_names_the_module_to_restart_for() -> None:
+    b = healthy_board(codedrift={"stale": [{"module": "reference_trainer.loss", "file": "/app/loss.py",
+                                            "import_wall_s": 100.0, "mtime_wall_s": 700.0, "how": "mtime>import"}]})
+    f = _one(_run(boards=(b,)), "stale-code")
+    assert "restart to pick up reference_trainer.loss" in f.claim
+    assert dict(f.evidence)["/app/loss.py"] == "changed 600 s after import"
+
+
+# --- checkpoint ---------------------------------------------------------------------------------------
+
+
+def test_grad_none_is_critical_and_blames_reentrant() -> None:
+    b = healthy_board(checkpoint={"calls": {"reentrant": 96, "non_reentrant": 0}, "grad_none_count": 57,
+                                  "grad_none_params": ["layers.0.q.weight"], "trainable_params": 58,
+                                  "sites": [{"site": "loss.py:88", "use_reentrant": True, "calls": 96}]})
+    findings = _run(boards=(b,))
+    f = _one(findings, "checkpoint-grad-none")
+    assert f.severity == Severity.CRITICAL and findings[0] is f
+    assert "use_reentrant=True" in f.claim
+    assert _one(findings, "checkpoint-reentrant").severity == Severity.INFO
+
+
+def test_recompute_heavy_from_thread_states() -> None:
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.CHECKPOINT: 0.45, ThreadState.NATIVE: 0.55}, tid=12),)
+    f = _one(_run(threads=threads), "checkpoint-recompute-heavy")
+    assert "45%" in f.claim and "saved-tensor hooks" in dict(f.evidence)["mode"]
+
+
+def test_recompute_heavy_from_probe_time() -> None:
+    last = board({**HEALTHY_PROBES, "checkpoint": {**HEALTHY_PROBES["checkpoint"], "recompute_s": 3.0}},
+                 HEALTHY_APP, wall_time_s=NOW_S + 4.0)
+    first = board({**HEALTHY_PROBES, "checkpoint": {**HEALTHY_PROBES["checkpoint"], "recompute_s": 1.0}},
+                  HEALTHY_APP, wall_time_s=NOW_S)
+    f = _one(_run(boards=(first, last), now=NOW_S + 4.0), "checkpoint-recompute-heavy")
+    assert dict(f.evidence)["recompute time (probe)"].startswith("50%")
+
+
+# --- compile ------------------------------------------------------------------------------------------
+
+
+def test_recompile_storm_lists_reasons() -> None:
+    b = healthy_board(compile={"recompiles": 12, "recent_recompiles": [
+        {"function": "flex_attention", "thread": "drafter-0", "reason": "0/3: tensor 'q' size mismatch at index 2"}] * 4})
+    f = _one(_run(boards=(b,)), "compile-recompile-storm")
+    assert "size mismatch" in dict(f.evidence)["reason (x4)"]
+
+
+def test_recompile_limit_fallback_to_eager() -> None:
+    b = healthy_board(compile={"recompile_limit_hits": 1, "limit_hits": [
+        {"function": "flex_attention", "reason": "requires_grad mismatch", "thread": "drafter-1"}],
+        "recompile_limit": {"MainThread": 64, "drafter-1": 8}})
+    f = _one(_run(boards=(b,)), "compile-recompile-limit")
+    assert "flex_attention" in f.claim and "drafter-1=8" in dict(f.evidence)["recompile_limit by thread"]
+
+
+def test_graph_breaks_growing_in_window_is_a_warning() -> None:
+    first = board({**HEALTHY_PROBES, "compile": {**HEALTHY_PROBES["compile"], "graph_breaks": 2}}, HEALTHY_APP)
+    last = board({**HEALTHY_PROBES, "compile": {**HEALTHY_PROBES["compile"], "graph_breaks": 6,
+                                                 "graph_break_reasons": {"Unsupported Tensor.item() call": 6}}},
+                 HEALTHY_APP, wall_time_s=NOW_S + 2)
+    f = _one(_run(boards=(first, last), now=NOW_S + 2), "compile-graph-breaks")
+    assert f.severity == Severity.WARNING and dict(f.evidence)["new in this window"] == "4"
+
+
+def test_compile_in_progress_is_info() -> None:
+    b = healthy_board(compile={"compiling_now": True})
+    assert _one(_run(boards=(b,)), "compile-in-progress").severity == Severity.INFO
+
+
+def test_compile_from_several_threads_on_unsafe_torch() -> None:
+    b = healthy_board(compile={"by_thread": {"drafter-0": {"compiles": 2}, "drafter-1": {"compiles": 2}}})
+    f = _one(_run(boards=(b,)), "compile-multi-thread")
+    assert "drafter-0, drafter-1" in dict(f.evidence)["compiling threads"]
+
+
+# --- CUDA graphs --------------------------------------------------------------------------------------
+
+
+def test_cudagraph_skipped_with_reason() -> None:
+    b = healthy_board(cudagraphs={"skips": 1, "skip_reasons": ["skipping cudagraphs due to mutated inputs (1 instances)"]})
+    f = _one(_run(boards=(b,)), "cudagraph-skipped")
+    assert f.severity == Severity.WARNING and "mutated inputs" in f.claim
+
+
+def test_cudagraph_rerecorded_every_step() -> None:
+    first = board({**HEALTHY_PROBES, "cudagraphs": {**HEALTHY_PROBES["cudagraphs"], "rerecords": 10}},
+                  {**HEALTHY_APP, "step": 100})
+    last = board({**HEALTHY_PROBES, "cudagraphs": {**HEALTHY_PROBES["cudagraphs"], "rerecords": 14}},
+                 {**HEALTHY_APP, "step": 104}, wall_time_s=NOW_S + 2)
+    f = _one(_run(boards=(first, last), now=NOW_S + 2), "cudagraph-rerecord")
+    assert dict(f.evidence)["re-records per step"] == "1.00"
+
+
+def test_cudagraph_capture_from_several_threads_on_old_torch() -> None:
+    b = healthy_board(cudagraphs={"torch": "2.11.0", "capture_threads": ["drafter-0", "drafter-1"]})
+    assert _one(_run(boards=(b,)), "cudagraph-multi-thread").severity == Severity.WARNING
+
+
+def test_cudagraph_capture_from_several_threads_is_fine_on_2_13() -> None:
+    b = healthy_board(cudagraphs={"torch": "2.13.0", "capture_threads": ["drafter-0", "drafter-1"]})
+    assert _run(boards=(b,)) == ()
+
+
+# --- allocator ----------------------------------------------------------------------------------------
+
+
+def _alloc(**stats: Any) -> Any:
+    return healthy_board(allocator={"devices": {"0": {**HEALTHY_PROBES["allocator"]["devices"]["0"], **stats}}})
+
+
+def test_alloc_churn() -> None:
+    f = _one(_run(boards=(_alloc(device_alloc_per_s=40.0, device_free_per_s=38.0),)), "alloc-churn")
+    assert "78 times/s" in f.claim
+
+
+def test_alloc_retries() -> None:
+    assert _one(_run(boards=(_alloc(alloc_retries=5, alloc_retries_per_s=0.5),)), "alloc-retries")
+
+
+def test_alloc_fragmentation() -> None:
+    assert _one(_run(boards=(_alloc(fragmentation_share=0.6, inactive_split_bytes=4 * 1024**3),)), "alloc-fragmentation")
+
+
+def test_empty_cache_seen_in_stacks() -> None:
+    frames = (Frame("empty_cache", "/sp/torch/cuda/memory.py", 200), Frame("train_step", "/app/train.py", 77))
+    stacks = [stack([thread_sample("drafter-0", frames, tid=12)])]
+    f = _one(_run(stacks=stacks), "alloc-empty-cache")
+    assert dict(f.evidence)["seen in drafter-0"] == "train.py:77"
+
+
+def test_empty_cache_calls_counted_by_probe() -> None:
+    first = _alloc(empty_cache_calls=3)
+    last = board({**HEALTHY_PROBES, "allocator": {"devices": {"0": {**HEALTHY_PROBES["allocator"]["devices"]["0"],
+                                                                     "empty_cache_calls": 9}}}},
+                 HEALTHY_APP, wall_time_s=NOW_S + 2)
+    assert _one(_run(boards=(first, last), now=NOW_S + 2), "alloc-empty-cache")
+
+
+# --- GIL ----------------------------------------------------------------------------------------------
+
+
+def test_gil_contention_names_holder_and_waiters() -> None:
+    threads = (
+        thread_stats("logger", "other", {ThreadState.PYTHON: 0.9}, tid=13, gil_held_pct=90.0),
+        thread_stats("drafter-0", "drafter", {ThreadState.GIL_WAIT: 0.5, ThreadState.NATIVE: 0.5}, tid=12),
+    )
+    b = healthy_board(gil={"contention_share": 0.7, "wait_mean_ms": 9.8, "wait_p99_ms": 43.0})
+    f = _one(_run(boards=(b,), threads=threads), "gil-contention")
+    assert f.claim.startswith("GIL contention: logger holds the GIL while drafter-0 wait")
+    assert "mean 9.8 ms" in dict(f.evidence)["wait per acquire"]
+
+
+# --- host sync ----------------------------------------------------------------------------------------
+
+
+def test_host_sync_storm_points_at_the_line() -> None:
+    sync = (Frame("cudaStreamSynchronize", "libcudart.so", 0, native=True),
+            Frame("_chunked_loss", "/app/loss.py", 42), Frame("step", "/app/train.py", 9))
+    work = (Frame("mm", "libtorch.so", 0, native=True), Frame("step", "/app/train.py", 9))
+    timeline = [ThreadState.GPU_WAIT, ThreadState.GPU_WAIT, ThreadState.NATIVE, ThreadState.GPU_WAIT]
+    stacks = [stack([thread_sample("drafter-0", sync if s == ThreadState.GPU_WAIT else work, tid=12)], t=i)
+              for i, s in enumerate(timeline)]
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.75, ThreadState.NATIVE: 0.25}, tid=12,
+                            n=4, timeline=timeline),)
+    f = _one(_run(threads=threads, stacks=stacks), "host-sync-storm")
+    assert "loss.py:42" in f.claim and dict(f.evidence)["drafter in GPU wait"] == "75%"
+
+
+# --- wasted work --------------------------------------------------------------------------------------
+
+
+def test_full_vocab_logits_in_target_stacks() -> None:
+    frames = (Frame("compute_logits", "/app/target.py", 55), Frame("run_target", "/app/target.py", 10))
+    stacks = [stack([thread_sample("target-0", frames, tid=11)], t=i) for i in range(3)]
+    f = _one(_run(stacks=stacks), "wasted-full-vocab-logits")
+    assert "target.py:55" in dict(f.evidence)["target samples in logits"]
+
+
+def test_full_vocab_logits_from_config_flag() -> None:
+    app = {**HEALTHY_APP, "config": {**HEALTHY_APP["config"], "target_full_logits": True}}
+    assert _one(_run(boards=(board(HEALTHY_PROBES, app),)), "wasted-full-vocab-logits")
+
+
+def test_logits_in_drafter_threads_are_not_waste() -> None:
+    frames = (Frame("chunked_logits", "/app/loss.py", 55),)
+    stacks = [stack([thread_sample("drafter-0", frames, tid=12)])]
+    assert _run(stacks=stacks) == ()
+
+
+# --- liveness, ordering, robustness -------------------------------------------------------------------
+
+
+def test_stale_board_on_a_live_process_says_hung() -> None:
+    f = _one(_run(now=NOW_S + 120), "board-stale")
+    assert "120 s" in f.claim
+
+
+def test_exited_process() -> None:
+    assert _one(_run(alive=False), "process-exited").severity == Severity.WARNING
+
+
+def test_sorted_most_severe_then_impact() -> None:
+    b = healthy_board(checkpoint={"grad_none_count": 3}, codedrift={"stale": [{"module": "m", "file": "/m.py"}]},
+                      gil={"contention_share": 0.9})
+    findings = _run(boards=(b,))
+    severities = [int(f.severity) for f in findings]
+    assert severities == sorted(severities, reverse=True)
+    warnings = [f for f in findings if f.severity == Severity.WARNING]
+    assert [f.rule_id for f in warnings] == ["gil-contention", "stale-code"]  # impact 0.9 before 0.2
+
+
+@pytest.mark.parametrize("garbage", [{"stale": "nope"}, {"stale": [1, None, {"module": 3}]}, {"checked_modules": "x"}])
+def test_odd_payloads_never_raise(garbage: dict[str, Any]) -> None:
+    b = healthy_board(codedrift=garbage, checkpoint={"calls": "x", "grad_none_count": float("nan")},
+                      allocator={"devices": {"0": "bad"}}, compile={"recent_recompiles": [None, "x"], "recompiles": 50})
+    findings = _run(boards=(b,))
+    assert "rule-error" not in _ids(findings)
+
+
+def test_every_raised_rule_id_is_registered() -> None:
+    assert {"compile-recompile-storm"} <= set(RULE_IDS)
