@@ -68,16 +68,19 @@ def thread_stats(
     )
 
 
-def stage(name: str, shares: Mapping[ThreadState, float] | None = None, bps: float | NA = NA("no board")) -> StageStats:
+_NO_PROBE = NA("no queue probe")
+
+
+def stage(name: str, shares: Mapping[ThreadState, float] | None = None, bps: float | NA = _NO_PROBE) -> StageStats:
     return StageStats(stage=name, threads=(), batches_per_s=bps, tokens_per_s=NA("no board"), shares=dict(shares or {}))
 
 
 def pipeline(
     *,
     bottleneck: str = "unknown",
-    producer: float | NA = NA("no queue probe"),
-    consumer: float | NA = NA("no queue probe"),
-    trend: float | NA = NA("no queue probe"),
+    producer: float | NA = _NO_PROBE,
+    consumer: float | NA = _NO_PROBE,
+    trend: float | NA = _NO_PROBE,
     target_shares: Mapping[ThreadState, float] | None = None,
     drafter_shares: Mapping[ThreadState, float] | None = None,
 ) -> PipelineView:
