@@ -94,7 +94,9 @@ class SamplerThread(threading.Thread):
             self._app.post_message(SourceFailed(str(exc), getattr(exc, "exit_code", ExitCode.FAILURE)))
             return getattr(exc, "exit_code", None) != ExitCode.NO_PROCESS
         except Exception as exc:  # a sampler bug must not kill the screen: show it, keep the last data
-            self._app.post_message(SourceFailed(f"sampling failed: {type(exc).__name__}: {exc}", ExitCode.FAILURE))
+            self._app.post_message(
+                SourceFailed(f"sampling failed: {type(exc).__name__}: {exc}", ExitCode.FAILURE)
+            )
             return True
         if self._canceled.is_set():
             return False
@@ -430,7 +432,9 @@ def _findings_text(frame: TopFrame) -> Text:
         return Text("No findings: nothing looks wrong in this window.", style="green")
     text = Text()
     for finding in frame.findings:
-        text.append(f"[{finding.severity.label}] ", style="bold red" if finding.severity >= 3 else "bold yellow")
+        text.append(
+            f"[{finding.severity.label}] ", style="bold red" if finding.severity >= 3 else "bold yellow"
+        )
         text.append(f"{finding.claim}  ({finding.rule_id})\n", style="bold")
         for name, value in finding.evidence:
             text.append(f"    {name}: {value}\n", style="dim")

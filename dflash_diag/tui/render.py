@@ -160,7 +160,7 @@ def stack_lines(frames: Iterable[Frame]) -> list[Text]:
 
 
 def board_age_text(board: Maybe[Board], now_wall_s: float) -> str:
-    """"board seq 17, 0.4 s old" or the staleness warning users act on ("no update for 42 s")."""
+    """ "board seq 17, 0.4 s old" or the staleness warning users act on ("no update for 42 s")."""
     if isinstance(board, NA):
         return str(board)
     age_s = board.age_s(now_wall_s)
@@ -209,7 +209,16 @@ def probe_summary(board: Maybe[Board]) -> list[tuple[str, str]]:
     if isinstance(board, NA):
         return [("probes", str(board))]
     rows: list[tuple[str, str]] = []
-    for name in ("gil", "allocator", "compile", "cudagraphs", "fastpath", "codedrift", "checkpoint", "queues"):
+    for name in (
+        "gil",
+        "allocator",
+        "compile",
+        "cudagraphs",
+        "fastpath",
+        "codedrift",
+        "checkpoint",
+        "queues",
+    ):
         raw = board.probes.get(name)
         if raw is None:
             rows.append((name, "not published"))
@@ -282,7 +291,9 @@ def _fmt_checkpoint(p: Mapping[str, Any]) -> str:
     calls = p.get("calls") or {}
     reentrant = int(_num(calls, "reentrant")) if isinstance(calls, Mapping) else 0
     non = int(_num(calls, "non_reentrant")) if isinstance(calls, Mapping) else 0
-    return f"reentrant {reentrant}, non-reentrant {non}, params with grad None {int(_num(p, 'grad_none_count'))}"
+    return (
+        f"reentrant {reentrant}, non-reentrant {non}, params with grad None {int(_num(p, 'grad_none_count'))}"
+    )
 
 
 def _fmt_queues(p: Mapping[str, Any]) -> str:

@@ -22,7 +22,6 @@ from dflash_diag.tui.render import (
     gpu_detail_lines,
     legend,
     maybe,
-    pct,
     probe_summary,
     share_bar,
     stack_lines,
@@ -115,7 +114,9 @@ class PipelinePane(Vertical):
         )
         depth = f"{maybe(pipeline.queue_depth, '{:d}', '?')}/{maybe(pipeline.queue_maxsize, '{:d}', '?')}"
         self.query_one("#queue-label", Static).update(Text(f"{pipeline.queue_name} {depth} ", style="bold"))
-        self.query_one("#queue-spark", Sparkline).data = [float(d) for d in pipeline.queue_depth_history[-60:]]
+        self.query_one("#queue-spark", Sparkline).data = [
+            float(d) for d in pipeline.queue_depth_history[-60:]
+        ]
         self.query_one("#queue-trend", Static).update(f" {_trend_text(pipeline)}")
         style = "bold green" if pipeline.bottleneck == "balanced" else "bold yellow"
         if pipeline.bottleneck == "unknown":
@@ -210,7 +211,9 @@ class StackView(Static):
                 frames = native_frames
                 note = Text("native frames (from the newest native sample)", style="dim")
             else:
-                note = Text("native frames requested: none sampled yet (native samples are rate-limited)", style="dim")
+                note = Text(
+                    "native frames requested: none sampled yet (native samples are rate-limited)", style="dim"
+                )
         body = stack_lines(frames) if frames else [Text("  (no stack in the newest sample)", style="dim")]
         self.update(Group(header, note, *body))
 
@@ -300,6 +303,8 @@ def sort_key(name: str) -> SortKey:
     if name == "cpu":
         return lambda s: -(s.cpu_pct if isinstance(s.cpu_pct, float | int) else -1.0)
     if name == "dominant":
-        return lambda s: -max((s.shares.get(st, 0.0) for st in STATE_ORDER if st != ThreadState.IDLE), default=0.0)
+        return lambda s: (
+            -max((s.shares.get(st, 0.0) for st in STATE_ORDER if st != ThreadState.IDLE), default=0.0)
+        )
     state = ThreadState(name)
     return lambda s: -s.shares.get(state, 0.0)

@@ -28,8 +28,17 @@ FROZEN_WALL_S = 1_764_412_345.0  # 2025-11-29 10:32:25 UTC: every screen shows t
 
 
 def _timeline(pattern: str, n: int = 120) -> tuple[ThreadState, ...]:
-    chars = {"P": S.PYTHON, "N": S.NATIVE, "G": S.GPU_WAIT, "W": S.GIL_WAIT, ">": S.QUEUE_PUT,
-             "<": S.QUEUE_GET, "C": S.COMPILE, "K": S.CHECKPOINT, ".": S.IDLE}
+    chars = {
+        "P": S.PYTHON,
+        "N": S.NATIVE,
+        "G": S.GPU_WAIT,
+        "W": S.GIL_WAIT,
+        ">": S.QUEUE_PUT,
+        "<": S.QUEUE_GET,
+        "C": S.COMPILE,
+        "K": S.CHECKPOINT,
+        ".": S.IDLE,
+    }
     return tuple(chars[pattern[i % len(pattern)]] for i in range(n))
 
 
@@ -40,7 +49,9 @@ def _shares(timeline: tuple[ThreadState, ...]) -> dict[ThreadState, float]:
     return shares
 
 
-def thread(name: str, tid: int, stage: str, pattern: str, cpu_pct: float, func: str, gpu: int | None = None) -> ThreadStats:
+def thread(
+    name: str, tid: int, stage: str, pattern: str, cpu_pct: float, func: str, gpu: int | None = None
+) -> ThreadStats:
     timeline = _timeline(pattern)
     return ThreadStats(
         name=name,
@@ -118,9 +129,24 @@ BOARD = Board(
         {
             "gil": {"status": "ok", "contention_share": 0.41, "wait_mean_ms": 9.8, "wait_p99_ms": 43.0},
             "allocator": {"status": "na", "reason": "no CUDA"},
-            "compile": {"status": "ok", "compiles": 9, "recompiles": 3, "graph_breaks": 2, "recompile_limit_hits": 1},
-            "fastpath": {"status": "ok", "gdn_fast_path": False, "gdn_reason": "fla not importable", "flex_attention": "eager"},
-            "codedrift": {"status": "ok", "checked_modules": 900, "stale": [{"module": "reference_trainer.loss"}]},
+            "compile": {
+                "status": "ok",
+                "compiles": 9,
+                "recompiles": 3,
+                "graph_breaks": 2,
+                "recompile_limit_hits": 1,
+            },
+            "fastpath": {
+                "status": "ok",
+                "gdn_fast_path": False,
+                "gdn_reason": "fla not importable",
+                "flex_attention": "eager",
+            },
+            "codedrift": {
+                "status": "ok",
+                "checked_modules": 900,
+                "stale": [{"module": "reference_trainer.loss"}],
+            },
         }
     ),
     app=MappingProxyType({}),
@@ -160,7 +186,9 @@ def make_frame(**changes: object) -> TopFrame:
             )
             for t in THREADS
         },
-        native_stacks={thread_key("drafter-1", 1004): (Frame("at::native::addmm", "libtorch_cpu.so", 0, native=True),)},
+        native_stacks={
+            thread_key("drafter-1", 1004): (Frame("at::native::addmm", "libtorch_cpu.so", 0, native=True),)
+        },
     )
     return replace(frame, **changes)  # type: ignore[arg-type]
 

@@ -1,0 +1,296 @@
+"""Pilot tests of the ``top`` app: keys and panes over a fake source (Textual really runs, headless)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, TabbedContent
+from top_fakes import GPUS, THREADS, FakeSource, make_frame
+
+from dflash_diag.errors import AttachError, ExitCode
+from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
+from dflash_diag.tui.frame import TopFrame
+
+
+def screen_text(app: TopApp) -> str:
+    """What the terminal shows, as plain text (the compositor's lines)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def row_names(app: TopApp) -> list[str]:
+    table = app.query_one("#threads", DataTable)
+    return [str(table.get_row(row.key)[0]) for row in table.ordered_rows]
+
+
+def run(
+    body: Callable[[TopApp, Pilot[int]], Awaitable[None]],
+    *,
+    source: FakeSource | None = None,
+    frame: TopFrame | None = None,
+    size: tuple[int, int] = (120, 40),
+    start_sampler: bool = False,
+) -> TopApp:
+    """Run ``body`` against a headless app (no pytest-asyncio here: one event loop per test)."""
+    app = TopApp(source or FakeSource(), initial_frame=frame or make_frame(), start_sampler=start_sampler)
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await body(app, pilot)
+
+    asyncio.run(main())
+    return app
+
+
+async def post(app: TopApp, pilot: Pilot[int], frame: TopFrame) -> None:
+    app.post_message(FrameReady(frame))
+    await pilot.pause()
+
+
+def test_panes_show_the_frame() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        text = screen_text(app)
+        assert "PID 4242" in text
+        assert "q_hs 12/16" in text and "backing up" in text
+        assert "verdict: drafter is the bottleneck" in text
+        for t in THREADS:
+            assert t.name in text
+        assert "chunked_loss" in text  # top frame column
+
+    run(body)
+
+
+def test_sampler_thread_delivers_frames_and_is_joined_on_exit() -> None:
+    source = FakeSource([make_frame(n_samples=1), make_frame(n_samples=2)])
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        for _ in range(200):  # event-based: wait for the thread's frames, generously
+            if app.frame is not None and app.frame.n_samples == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert app.frame is not None and app.frame.n_samples == 2
+        assert source.polls >= 2
+
+    app = TopApp(source, refresh_s=0.05)
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await body(app, pilot)
+
+    asyncio.run(main())
+    assert app._sampler is not None and not app._sampler.is_alive()
+
+
+def test_pause_keeps_the_frame_and_resume_shows_the_newest() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("p")
+        await post(app, pilot, make_frame(n_samples=999))
+        assert app.frame is not None and app.frame.n_samples == 120
+        assert "PAUSED" in screen_text(app)
+        await pilot.press("p")
+        await pilot.pause()
+        assert app.frame is not None and app.frame.n_samples == 999
+        assert "PAUSED" not in screen_text(app)
+
+    run(body)
+
+
+def test_sort_cycles_and_reorders_rows() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        # Default: by stage (target, drafter, other).
+        assert row_names(app) == [
+            "target-0",
+            "target-1",
+            "drafter-0",
+            "drafter-1",
+            "MainThread",
+            "wandb-writer",
+        ]
+        await pilot.press("s")  # cpu, busiest first
+        await pilot.pause()
+        assert app.sort_name == "cpu"
+        assert row_names(app) == [
+            "drafter-1",
+            "drafter-0",
+            "target-0",
+            "target-1",
+            "wandb-writer",
+            "MainThread",
+        ]
+        await pilot.press("S")  # reversed
+        await pilot.pause()
+        assert row_names(app)[0] == "MainThread"
+
+    run(body)
+
+
+def test_clicking_a_column_header_sorts_by_it() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        table = app.query_one("#threads", DataTable)
+        column = table.column_sort_names.index("gil_wait")
+        table.post_message(DataTable.HeaderSelected(table, list(table.columns)[column], column, "gilW%"))
+        await pilot.pause()
+        assert app.sort_name == "gil_wait"
+        assert row_names(app)[:2] == ["drafter-1", "drafter-0"]
+
+    run(body)
+
+
+def test_filter_narrows_rows_and_stays_visible() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("slash")
+        assert app.query_one("#filter", Input).has_focus
+        await pilot.press(*"drafter")
+        await pilot.pause()
+        assert row_names(app) == ["drafter-0", "drafter-1"]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one("#filter", Input).display  # an active filter stays on screen
+        assert app.query_one("#threads", DataTable).has_focus
+
+    run(body)
+
+
+def test_select_shows_stack_and_timeline_marks_the_thread() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.selected == "tid:1002"
+        assert "> target-1" in screen_text(app)  # the timeline marks the selected thread
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "tab-stack"
+        text = screen_text(app)
+        assert "target-1  TID 1002" in text and "threading.py:982" in text
+
+    run(body)
+
+
+def test_native_toggle_asks_the_source_and_shows_native_frames() -> None:
+    source = FakeSource()
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("down", "down", "down", "enter")  # drafter-1, whose native stack the fake has
+        await pilot.press("n")
+        await pilot.pause()
+        assert source.native is True
+        assert "[native] at::native::addmm" in screen_text(app)
+        await pilot.press("n")
+        await pilot.pause()
+        assert source.native is False
+        assert "[native]" not in screen_text(app)
+
+    run(body, source=source)
+
+
+def test_rate_up_and_down_change_the_source_rate() -> None:
+    source = FakeSource()
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("plus")
+        assert source.rate_hz == 5.0
+        await pilot.press("minus", "minus")
+        assert source.rate_hz == 1.0
+        for _ in range(10):
+            await pilot.press("plus")
+        assert source.rate_hz == 50.0  # the source's clamp wins
+
+    run(body, source=source)
+
+
+def test_help_opens_and_closes() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "toggle native frames" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+    run(body, size=(80, 24))
+
+
+def test_snapshot_key_calls_the_writer() -> None:
+    source = FakeSource()
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("w")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert source.snapshots == ["/tmp/fake-snapshot-0.tar.gz"]
+        assert app.last_snapshot_path == "/tmp/fake-snapshot-0.tar.gz"
+
+    run(body, source=source)
+
+
+def test_exited_process_banner_keeps_last_data() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await post(app, pilot, make_frame(process_alive=False))
+        text = screen_text(app)
+        assert "PROCESS EXITED" in text
+        assert "drafter-1" in text and "verdict:" in text
+
+    run(body)
+
+
+def test_attach_lost_after_start_shows_exited_and_keeps_data() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        app.post_message(SourceFailed("process 4242 exited", ExitCode.NO_PROCESS))
+        await pilot.pause()
+        assert app.exited
+        assert "PROCESS EXITED" in screen_text(app)
+        assert "target-0" in screen_text(app)
+
+    run(body)
+
+
+def test_sampler_error_from_source_reaches_the_header() -> None:
+    source = FakeSource(
+        error=AttachError("ptrace not permitted: set kernel.yama.ptrace_scope=0", ExitCode.PERMISSION)
+    )
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        for _ in range(200):
+            if app.error:
+                break
+            await asyncio.sleep(0.05)
+        assert app.error is not None and "ptrace_scope" in app.error
+        assert "target-0" in screen_text(app)  # the last frame stays
+
+    run(body, source=source, start_sampler=True)
+
+
+def test_narrow_layout_at_80x24() -> None:
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        assert app.has_class("narrow")
+        text = screen_text(app)
+        assert "most" in text and "nat%" not in text  # bar + dominant state instead of per-state columns
+        assert "target-0" in text and "verdict:" in text
+
+    run(body, size=(80, 24))
+
+
+def test_gpu_and_probe_tabs() -> None:
+    frame = make_frame()
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("3")
+        await pilot.pause()
+        assert "N/A: no NVML" in screen_text(app)
+        await pilot.press("4")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "no update for 42 s" in text
+        assert "STALE: reference_trainer.loss" in text
+        await post(app, pilot, replace(frame, gpus=GPUS))
+        await pilot.press("3")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "GPU0 NVIDIA H200  util 97%" in text
+        assert "threads: target-0, target-1" in text
+
+    run(body, frame=frame)
