@@ -1,17 +1,349 @@
-"""`dflash-diag top` (being built: see the issue that owns it)."""
+"""`dflash-diag top`: the live view of where target and drafter threads spend their time."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
 
-from dflash_diag.errors import CommandError
+from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
+
+DEFAULT_RATE_HZ = 2.0
+MAX_RATE_HZ = 100.0
+DEFAULT_WINDOW_S = 30.0
+DEFAULT_DURATION_S = 5.0
+ATTACH_WAIT_S = 60.0  # launch mode: how long a fresh interpreter may take before py-spy can read it
+CHILD_INT_GRACE_S = 10.0  # after SIGINT, before SIGTERM
+CHILD_TERM_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 
 
 class TopCommand:
-    """Not available yet in this build."""
+    """Live view of a PyTorch training process: where each thread's time goes, and why the pipeline is slow.
+
+    Attach to a running process by PID, or launch one after `--`:
+
+      dflash-diag top 12345
+      dflash-diag top -- python -m reference_trainer --preset tiny
+      dflash-diag top --pid 12345 --batch --duration 10 --json     # like `top -b`: no screen
+
+    Sampling uses py-spy without pausing the process (--native pauses it, so native samples are
+    rate-limited). In launch mode the command's output goes to a log file, and when top quits the
+    command gets SIGINT (then SIGTERM, then SIGKILL), unless --keep-child. Keys: press ? in the app.
+    Docs: docs/top.md
+    """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        pass
+        parser.add_argument("pid", nargs="?", metavar="PID", help="process to attach to (or use --pid)")
+        parser.add_argument(
+            "launch_command", nargs="*", metavar="-- COMMAND", help="launch COMMAND and attach to it"
+        )
+        parser.add_argument("--pid", dest="pid_option", type=int, metavar="PID", help="process to attach to")
+        parser.add_argument(
+            "--batch", "-b", action="store_true", help="print aggregates once, without a screen"
+        )
+        parser.add_argument(
+            "--duration",
+            type=float,
+            default=DEFAULT_DURATION_S,
+            metavar="S",
+            help=f"batch mode: seconds to sample (default {DEFAULT_DURATION_S:g})",
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="batch mode: JSON output (schema in docs/top.md)"
+        )
+        parser.add_argument(
+            "--rate",
+            type=float,
+            default=DEFAULT_RATE_HZ,
+            metavar="HZ",
+            help=f"stack samples per second (default {DEFAULT_RATE_HZ:g}; +/- change it live)",
+        )
+        parser.add_argument(
+            "--native",
+            action="store_true",
+            help="also take native (C/C++) stacks: pauses the process, rate-limited",
+        )
+        parser.add_argument(
+            "--window",
+            type=float,
+            default=DEFAULT_WINDOW_S,
+            metavar="S",
+            help=f"seconds of history the live shares cover (default {DEFAULT_WINDOW_S:g})",
+        )
+        parser.add_argument(
+            "--target-pattern",
+            metavar="GLOBS",
+            help="thread names of the target stage, comma-separated globs (default: target-*)",
+        )
+        parser.add_argument(
+            "--drafter-pattern",
+            metavar="GLOBS",
+            help="thread names of the drafter stage (default: drafter-*)",
+        )
+        parser.add_argument(
+            "--board-dir",
+            metavar="DIR",
+            help="where the process's probe board is (default: per-user runtime dir)",
+        )
+        parser.add_argument(
+            "--refresh", type=float, default=1.0, metavar="S", help="screen refresh interval (default 1)"
+        )
+        parser.add_argument(
+            "--warmup",
+            type=float,
+            default=0.0,
+            metavar="S",
+            help="launch mode: seconds to wait after the command is attachable before sampling (default 0)",
+        )
+        parser.add_argument("--child-log", metavar="PATH", help="launch mode: file for the command's output")
+        parser.add_argument(
+            "--keep-child", action="store_true", help="launch mode: leave the command running on quit"
+        )
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        raise CommandError("'top' is not available in this build yet")
+        target = _parse_target(args)
+        _validate(args)
+        if isinstance(target, int):
+            return _run_attached(target, args, child=None)
+        with _launched(target, args) as child:
+            _wait_attachable(child, args)
+            return _run_attached(child.pid, args, child=child)
+
+
+# ----- arguments -----
+def _parse_target(args: argparse.Namespace) -> int | list[str]:
+    """A PID to attach to, or a command line to launch."""
+    positional: list[str] = ([args.pid] if args.pid is not None else []) + list(args.launch_command)
+    if args.pid_option is not None:
+        if positional:
+            raise CommandError("give either --pid PID or a command after --, not both", ExitCode.USAGE)
+        return _check_pid(args.pid_option)
+    if not positional:
+        raise CommandError(
+            "nothing to watch: give a PID (top 12345) or a command (top -- python train.py)", ExitCode.USAGE
+        )
+    if len(positional) == 1 and positional[0].isdigit():
+        return _check_pid(int(positional[0]))
+    if positional[0].isdigit():
+        raise CommandError(
+            f"'{' '.join(positional)}': a PID takes no arguments; to launch a command put it after --",
+            ExitCode.USAGE,
+        )
+    return positional
+
+
+def _check_pid(pid: int) -> int:
+    if pid <= 0:
+        raise CommandError(f"invalid PID {pid}: must be a positive integer", ExitCode.USAGE)
+    return pid
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if not 0 < args.rate <= MAX_RATE_HZ:
+        raise CommandError(f"--rate {args.rate:g}: must be in (0, {MAX_RATE_HZ:g}] Hz", ExitCode.USAGE)
+    if not 0 < args.duration <= 24 * 3600:
+        raise CommandError(f"--duration {args.duration:g}: must be > 0 seconds", ExitCode.USAGE)
+    if not 0 < args.window <= 24 * 3600:
+        raise CommandError(f"--window {args.window:g}: must be > 0 seconds", ExitCode.USAGE)
+    if not 0.05 <= args.refresh <= 60:
+        raise CommandError(f"--refresh {args.refresh:g}: must be between 0.05 and 60 seconds", ExitCode.USAGE)
+    if args.warmup < 0:
+        raise CommandError(f"--warmup {args.warmup:g}: must be >= 0 seconds", ExitCode.USAGE)
+    if args.json and not args.batch:
+        raise CommandError("--json needs --batch (the live screen has no JSON form)", ExitCode.USAGE)
+    for flag, pattern in (
+        ("--target-pattern", args.target_pattern),
+        ("--drafter-pattern", args.drafter_pattern),
+    ):
+        if pattern is not None and not pattern.strip(" ,"):
+            raise CommandError(f"{flag}: give at least one thread-name glob, e.g. 'target-*'", ExitCode.USAGE)
+    if args.board_dir is not None and not Path(args.board_dir).is_dir():
+        raise CommandError(f"--board-dir {args.board_dir}: no such directory", ExitCode.BAD_INPUT)
+
+
+# ----- running -----
+def _source_options(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "rate_hz": args.rate,
+        "native": args.native,
+        "window_s": args.window,
+        "target_pattern": args.target_pattern,
+        "drafter_pattern": args.drafter_pattern,
+        "board_dir": args.board_dir,
+    }
+
+
+def _run_attached(pid: int, args: argparse.Namespace, child: Child | None) -> int:
+    check_attachable(pid)  # AttachError -> one line, its exit code, before any screen or output
+    if args.batch:
+        return _run_batch(pid, args, child)
+    return _run_tui(pid, args, child)
+
+
+def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
+    from dflash_diag.tui.live import collect_frame
+    from dflash_diag.tui.report import frame_to_json, frame_to_text
+
+    frame = collect_frame(pid, args.duration, **_source_options(args))  # type: ignore[arg-type]
+    if args.json:
+        json.dump(frame_to_json(frame), sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(frame_to_text(frame))
+    sys.stdout.flush()
+    return ExitCode.OK
+
+
+def _run_tui(pid: int, args: argparse.Namespace, child: Child | None) -> int:
+    from dflash_diag.tui.app import TopApp
+    from dflash_diag.tui.live import LiveSource
+
+    if not sys.stdout.isatty():
+        raise CommandError(
+            "the live view needs a terminal: use --batch (and --json) for scripts", ExitCode.USAGE
+        )
+    source = LiveSource(pid, **_source_options(args))  # type: ignore[arg-type]
+    try:
+        first = source.poll()  # attach now, so a failure is one line on the terminal, not a broken screen
+        app = TopApp(source, refresh_s=args.refresh, initial_frame=first, native=args.native)
+        code = app.run()
+    finally:
+        source.close()
+    return int(code or 0)
+
+
+def check_attachable(pid: int) -> None:
+    """Fail fast, with the diagnosis (no such process, other user, not Python, py-spy missing)."""
+    from dflash_diag.sources.pyspy import PySpy
+
+    PySpy(pid).check()
+
+
+def probe_dump(pid: int) -> None:
+    """One non-blocking dump: raises AttachError while a fresh interpreter is not readable yet."""
+    from dflash_diag.sources.pyspy import PySpy
+
+    PySpy(pid, retries=0).dump()
+
+
+# ----- launch mode -----
+@dataclass
+class Child:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    keep: bool
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def _open_child_log(args: argparse.Namespace) -> tuple[Path, TextIO]:
+    if args.child_log is not None:
+        path = Path(args.child_log)
+        try:
+            # O_EXCL: never clobber a file the user cares about; 0600 as the output may hold secrets.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise CommandError(f"--child-log {path}: exists; choose another path", ExitCode.EXISTS) from None
+        except OSError as exc:
+            raise CommandError(
+                f"--child-log {path}: cannot create ({exc.strerror})", ExitCode.BAD_INPUT
+            ) from None
+        return path, os.fdopen(fd, "w")
+    directory = Path(tempfile.mkdtemp(prefix="dflash-diag-top-"))  # mode 0700
+    path = directory / "child.log"
+    return path, open(path, "w")  # noqa: SIM115 - closed by _launched
+
+
+@contextmanager
+def _launched(command: Sequence[str], args: argparse.Namespace) -> Iterator[Child]:
+    """Start ``command`` with its output in a log file; on exit stop it (SIGINT, SIGTERM, SIGKILL) unless kept."""
+    log_path, log = _open_child_log(args)
+    env = dict(os.environ)
+    if args.board_dir is not None:
+        env["DFLASH_DIAG_BOARD_DIR"] = str(Path(args.board_dir).resolve())
+    try:
+        # A session of its own: the terminal's Ctrl-C reaches top only, which then stops the child in order.
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        log.close()
+        raise CommandError(f"cannot launch {command[0]!r}: command not found", ExitCode.BAD_INPUT) from None
+    except PermissionError:
+        log.close()
+        raise CommandError(f"cannot launch {command[0]!r}: permission denied", ExitCode.PERMISSION) from None
+    child = Child(process, log_path, keep=args.keep_child)
+    print(f"dflash-diag top: launched PID {child.pid}; its output goes to {log_path}", file=sys.stderr)
+    try:
+        yield child
+    finally:
+        log.close()
+        _stop_child(child)
+
+
+def _stop_child(child: Child) -> None:
+    if child.process.poll() is not None:
+        print(
+            f"dflash-diag top: PID {child.pid} exited with code {child.process.returncode}", file=sys.stderr
+        )
+        return
+    if child.keep:
+        print(f"dflash-diag top: leaving PID {child.pid} running (--keep-child)", file=sys.stderr)
+        return
+    for sig, grace_s in (
+        (signal.SIGINT, CHILD_INT_GRACE_S),
+        (signal.SIGTERM, CHILD_TERM_GRACE_S),
+        (signal.SIGKILL, 5.0),
+    ):
+        try:
+            child.process.send_signal(sig)
+        except ProcessLookupError:
+            break
+        try:
+            child.process.wait(timeout=grace_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    print(f"dflash-diag top: stopped PID {child.pid} (exit code {child.process.returncode})", file=sys.stderr)
+
+
+def _wait_attachable(child: Child, args: argparse.Namespace) -> None:
+    """Wait until py-spy can read the fresh interpreter (or the command dies), then the --warmup."""
+    check_attachable(child.pid)
+    deadline = time.monotonic() + ATTACH_WAIT_S
+    while True:
+        if child.process.poll() is not None:
+            raise CommandError(
+                f"the command exited with code {child.process.returncode} before top could attach; see {child.log_path}",
+                ExitCode.NO_PROCESS,
+            )
+        try:
+            probe_dump(child.pid)
+            break
+        except AttachError as exc:
+            if exc.exit_code in (ExitCode.MISSING_TOOL, ExitCode.PERMISSION) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+    end = time.monotonic() + args.warmup
+    while time.monotonic() < end and child.process.poll() is None:
+        time.sleep(0.1)
+
+
+__all__ = ["TopCommand", "DflashDiagError"]

@@ -1,0 +1,165 @@
+"""The real :class:`TopSource`: the live sampler (py-spy, /proc, NVML, board) plus the analyses, as frames.
+
+Nothing here draws; the app gets :class:`TopFrame` values only. Batch mode uses :func:`collect_frame`, which runs
+the same analyses over one fixed window, so the screen and ``--batch`` agree.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from dflash_diag.analysis.pipeline import pipeline_view
+from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
+from dflash_diag.errors import AttachError, CommandError, ExitCode
+from dflash_diag.model import NA, Finding, Maybe, Observation, PipelineView, ThreadStats
+from dflash_diag.tui.frame import TopFrame, build_frame
+
+MIN_RATE_HZ = 0.2
+MAX_RATE_HZ = 100.0
+
+
+def _patterns(target_pattern: str | None, drafter_pattern: str | None) -> StagePatterns:
+    return StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
+
+
+def analyse(
+    obs: Observation, patterns: StagePatterns, *, wall_s: float, rate_hz: float, native: bool
+) -> TopFrame:
+    """Observation -> frame. An analysis that fails becomes an N/A pane with the reason, never a dead screen."""
+    warnings: list[str] = []
+    threads: tuple[ThreadStats, ...] = ()
+    try:
+        threads = aggregate_threads(obs, patterns)
+    except Exception as exc:  # analysis bugs are shown, not raised into the UI loop
+        warnings.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
+    pipeline: Maybe[PipelineView]
+    try:
+        pipeline = pipeline_view(obs, threads, now_wall_s=wall_s)
+    except Exception as exc:
+        pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
+    findings: Maybe[tuple[Finding, ...]] = _findings(obs, threads, pipeline, wall_s)
+    return build_frame(
+        obs,
+        threads,
+        pipeline,
+        findings,
+        wall_s=wall_s,
+        rate_hz=rate_hz,
+        native=native,
+        extra_warnings=tuple(warnings),
+    )
+
+
+def _findings(
+    obs: Observation, threads: tuple[ThreadStats, ...], pipeline: Maybe[PipelineView], wall_s: float
+) -> Maybe[tuple[Finding, ...]]:
+    if isinstance(pipeline, NA):
+        return NA("no pipeline view to judge")
+    try:
+        from dflash_diag.analysis.findings import evaluate
+    except ImportError as exc:  # a partial install: findings are optional for the live view
+        return NA(f"findings unavailable ({exc})")
+    try:
+        return evaluate(obs, threads, pipeline, now_wall_s=wall_s)
+    except Exception as exc:
+        return NA(f"findings failed: {type(exc).__name__}: {exc}")
+
+
+def _collect_module() -> Any:
+    try:
+        from dflash_diag.sources import collect
+    except ImportError as exc:
+        raise CommandError(
+            f"the live sampler is not available in this build ({exc})", ExitCode.FAILURE
+        ) from None
+    return collect
+
+
+def collect_frame(
+    pid: int,
+    duration_s: float,
+    *,
+    rate_hz: float,
+    native: bool,
+    window_s: float,
+    target_pattern: str | None,
+    drafter_pattern: str | None,
+    board_dir: str | None,
+) -> TopFrame:
+    """Batch mode: sample for ``duration_s`` and analyse the whole run as one window."""
+    collect = _collect_module()
+    collector = collect.Collector(pid, rate_hz=rate_hz, native=native, board_dir=board_dir)
+    obs = collector.collect(duration_s)
+    return analyse(
+        obs, _patterns(target_pattern, drafter_pattern), wall_s=time.time(), rate_hz=rate_hz, native=native
+    )
+
+
+class LiveSource:
+    """Wraps the rolling-window live sampler; ``poll`` runs on the app's sampler thread."""
+
+    def __init__(
+        self,
+        pid: int,
+        *,
+        rate_hz: float,
+        native: bool,
+        window_s: float,
+        target_pattern: str | None,
+        drafter_pattern: str | None,
+        board_dir: str | None,
+    ) -> None:
+        self._pid = pid
+        self._patterns = _patterns(target_pattern, drafter_pattern)
+        self._board_dir = board_dir
+        self._lock = threading.Lock()  # rate/native change from the UI thread while poll runs on the sampler
+        self._rate_hz = rate_hz
+        self._native = native
+        collect = _collect_module()
+        self._sampler = collect.LiveSampler(
+            pid, rate_hz=rate_hz, native=native, window_s=window_s, board_dir=board_dir
+        )
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def rate_hz(self) -> float:
+        return self._rate_hz
+
+    def poll(self) -> TopFrame:
+        obs = self._sampler.poll()
+        with self._lock:
+            rate_hz, native = self._rate_hz, self._native
+        frame = analyse(obs, self._patterns, wall_s=time.time(), rate_hz=rate_hz, native=native)
+        if not obs.process_alive and not obs.stacks:
+            raise AttachError(f"process {self._pid} exited", ExitCode.NO_PROCESS)
+        return frame
+
+    def set_rate(self, rate_hz: float) -> float:
+        rate_hz = min(MAX_RATE_HZ, max(MIN_RATE_HZ, rate_hz))
+        with self._lock:
+            self._rate_hz = rate_hz
+        self._sampler.set_rate(rate_hz)
+        return rate_hz
+
+    def set_native(self, native: bool) -> bool:
+        with self._lock:
+            self._native = native
+        self._sampler.set_native(native)
+        return native
+
+    def write_snapshot(self) -> str:
+        try:
+            from dflash_diag.snapshot import write_snapshot
+        except ImportError:
+            raise CommandError("snapshots are not available in this build", ExitCode.FAILURE) from None
+        return str(write_snapshot(self._pid, board_dir=self._board_dir))
+
+    def close(self) -> None:
+        close = getattr(self._sampler, "close", None)
+        if close is not None:
+            close()
