@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
@@ -23,6 +24,13 @@ class Observation:
     boards: Maybe[tuple[Board, ...]]  # distinct board versions seen in the window, oldest first
     process_alive: bool
     warnings: tuple[str, ...]
+    # Source text of the innermost Python frames' lines, keyed "filename:line", read by the collector when the
+    # stacks were taken (C calls such as ``.item()`` or ``time.sleep`` leave no frame; their line shows them).
+    source_lines: Mapping[str, str] = field(default_factory=dict)
+
+    def line_text(self, filename: str, line: int) -> str | None:
+        """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""
+        return self.source_lines.get(f"{filename}:{line}")
 
     @property
     def board(self) -> Board | None:

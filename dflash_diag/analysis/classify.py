@@ -1,0 +1,353 @@
+"""Classify one sample of one thread into a :class:`ThreadState` (DESIGN.md's taxonomy). Pure functions.
+
+Evidence, from strongest to weakest (docs/states.md has the full table):
+
+1. native frames (``py-spy dump --native``): ``cudaStreamSynchronize`` & co. mean GPU wait, ``take_gil`` /
+   ``PyEval_RestoreThread`` / ``gil_scoped_acquire`` / a bare ``pthread_cond_timedwait`` right under a Python
+   frame mean GIL wait;
+2. Python frames: ``Queue.put``/``Queue.get`` parked in ``threading.Condition.wait``; ``torch.cuda.synchronize``
+   and ``Event/Stream.synchronize``; torch._dynamo / torch._inductor / triton compiler frames; the
+   torch.utils.checkpoint recompute and saved-tensor hooks; ``Event.wait``, ``Lock.acquire``, ``select``...;
+3. the source text of the innermost Python line, when a line cache is injected (``.item()``, ``.cpu()``,
+   ``synchronize()``, ``time.sleep(``, ``q.get(``): C functions such as ``Tensor.item`` leave no Python frame;
+4. py-spy's ``owns_gil`` and ``active`` flags, and whether *another* thread held the GIL in the same dump
+   (a thread that is off-CPU in plain Python code while someone else holds the GIL is waiting for it).
+
+The rules work from function and file names alone; line text and native frames only sharpen them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dflash_diag.model import Frame, ProcThreadSample, StackSample, ThreadSample, ThreadState
+
+# (filename, line) -> the stripped source text of that line, or None when unknown. Injected so that the
+# analysis stays pure: sources.lines.LineCache reads files from disk, tests pass a dict.
+LineLookup = Callable[[str, int], "str | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """A state and the rule that chose it (shown by ``top``'s stack pane and ``doctor``'s evidence)."""
+
+    state: ThreadState
+    rule: str
+
+
+# --- native-frame evidence --------------------------------------------------------------------------------
+
+_NATIVE_GPU_SYNC = re.compile(
+    r"cudaStreamSynchronize|cudaEventSynchronize|cudaDeviceSynchronize|cuStreamSynchronize|cuEventSynchronize"
+    r"|cuCtxSynchronize|cudaMemcpy(?!Async)|cuMemcpyDtoH(?!Async)|device_synchronize|stream_synchronize"
+    r"|_local_scalar_dense_cuda|CUDAStream::synchronize|CUDAEvent::synchronize"
+)
+# take_gil is usually inlined and never shows; its callers do.
+_NATIVE_GIL_TAKE = re.compile(
+    r"\btake_gil\b|PyEval_RestoreThread|PyEval_AcquireThread|PyEval_AcquireLock|PyGILState_Ensure"
+    r"|gil_scoped_acquire|~gil_scoped_release|\bdrop_gil\b"
+)
+_NATIVE_CONDWAIT = re.compile(r"^(pthread_cond_timedwait|pthread_cond_wait|__pthread_cond_wait|futex_wait|__futex)")
+_NATIVE_COMPUTE_LIB = re.compile(
+    r"libtorch|libc10|libcublas|libcudnn|libmkl|libgomp|libiomp|libopenblas|libtriton|triton|fla|cutlass|libnccl",
+    re.I,
+)
+_NATIVE_COMPILE = re.compile(r"libtriton|mlir::|triton::|ptxas|LLVM|llvm::", re.I)
+_NATIVE_CHECKPOINT = re.compile(r"PySavedVariableHooks::call_(un)?pack_hook")
+
+# --- Python-frame evidence --------------------------------------------------------------------------------
+
+_THREADING_WAITS = {
+    "Condition.wait",
+    "Condition.wait_for",
+    "Event.wait",
+    "Semaphore.acquire",
+    "BoundedSemaphore.acquire",
+    "Barrier.wait",
+    "Barrier._wait",
+    "Thread.join",
+    "Thread._wait_for_tstate_lock",
+    "_wait_for_tstate_lock",
+}
+_IDLE_FILES = ("selectors.py", "socket.py", "ssl.py", "subprocess.py", "asyncio/", "multiprocessing/connection.py")
+_IDLE_NAMES = re.compile(
+    r"(^|\.)(sleep|wait|wait_for|join|select|poll|epoll|recv|recv_into|accept|read|readline|_recv|serve_forever)$"
+)
+
+_GPU_SYNC_FRAMES = (
+    ("torch/cuda/__init__.py", re.compile(r"^synchronize$")),
+    ("torch/cuda/streams.py", re.compile(r"^(Stream|Event|ExternalStream)\.synchronize$")),
+    ("torch/accelerator/__init__.py", re.compile(r"^synchronize$")),
+    ("torch/xpu/__init__.py", re.compile(r"^synchronize$")),
+)
+# Line text that blocks the host on the device (C functions: no Python frame of their own).
+_GPU_SYNC_LINE = re.compile(
+    r"\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)|\bsynchronize\(|\.to\(\s*['\"]cpu['\"]|torch\.cuda\.current_stream\(\)\.synchronize"
+)
+_IDLE_LINE = re.compile(
+    r"\b(time\.)?sleep\(|\.wait\(|\.join\(|\bselect\(|\.recv\(|\.accept\(|\.acquire\(|input\(|\.poll\(|\.read\(|\.readline\("
+)
+_QUEUE_LINE = re.compile(r"(\b\w*q\w*|\w*queue\w*)\.(put|get)(_nowait)?\(", re.I)
+
+# Frames that mean "compiling now". Not the runtime wrappers (eval_frame._fn, output_code, runtime_wrappers,
+# _inductor/runtime/): compiled code runs under those too and must not look like compilation.
+_COMPILE_FILES = (
+    "torch/_dynamo/convert_frame.py",
+    "torch/_dynamo/symbolic_convert.py",
+    "torch/_dynamo/output_graph.py",
+    "torch/_dynamo/variables/",
+    "torch/_dynamo/guards.py",
+    "torch/_dynamo/backends/",
+    "torch/_inductor/compile_fx.py",
+    "torch/_inductor/graph.py",
+    "torch/_inductor/scheduler.py",
+    "torch/_inductor/lowering.py",
+    "torch/_inductor/codegen/",
+    "torch/_inductor/codecache.py",
+    "torch/_inductor/async_compile.py",
+    "torch/_inductor/select_algorithm.py",
+    "torch/_inductor/autotune_process.py",
+    "torch/_functorch/aot_autograd.py",
+    "torch/_functorch/_aot_autograd/jit_compile_runtime_wrappers.py",
+    "torch/_functorch/_aot_autograd/graph_compile.py",
+    "triton/compiler/",
+)
+_COMPILE_NAMES_IN_RUNTIME = re.compile(r"autotune|benchmark_all_configs|precompile|_precompile_config")
+
+_CHECKPOINT_FILE = "torch/utils/checkpoint.py"
+_CHECKPOINT_NAMES = re.compile(r"unpack_hook|pack_hook|recompute|CheckpointFunction\.backward|_recomputation_hook")
+
+# Python entry points that block in C++ for the whole operation, off CPU and without the GIL.
+_BLOCKING_NATIVE_ENTRY = {
+    "_engine_run_backward": "torch/autograd/graph.py",
+    "run_backward": "torch/autograd/graph.py",
+}
+
+_NATIVE_COMPUTE_PY_FILES = (
+    "torch/nn/functional.py",
+    "torch/nn/modules/",
+    "torch/functional.py",
+    "torch/_tensor.py",
+    "torch/autograd/",
+    "torch/_ops.py",
+    "torch/ops/",
+    "triton/runtime/",
+    "torch/_inductor/runtime/",
+    "fla/",
+    "flash_attn/",
+)
+
+
+def _norm(filename: str) -> str:
+    return filename.replace("\\", "/")
+
+
+def _python_frames(thread: ThreadSample) -> list[Frame]:
+    return [f for f in thread.frames if not f.native]
+
+
+def _innermost_native(thread: ThreadSample) -> list[Frame]:
+    """Native frames above (inner to) the innermost Python frame: what the thread is doing in C right now."""
+    out: list[Frame] = []
+    for frame in thread.frames:
+        if not frame.native:
+            break
+        out.append(frame)
+    return out
+
+
+def _is_compile_frame(frame: Frame) -> bool:
+    path = _norm(frame.filename)
+    if any(marker in path for marker in _COMPILE_FILES):
+        return True
+    if "torch/_inductor/runtime/" in path and _COMPILE_NAMES_IN_RUNTIME.search(frame.name):
+        return True
+    return False
+
+
+def _is_checkpoint_frame(frame: Frame) -> bool:
+    return _norm(frame.filename).endswith(_CHECKPOINT_FILE) and bool(_CHECKPOINT_NAMES.search(frame.name))
+
+
+def _is_gpu_sync_frame(frame: Frame) -> bool:
+    path = _norm(frame.filename)
+    return any(path.endswith(suffix) and pattern.search(frame.name) for suffix, pattern in _GPU_SYNC_FRAMES)
+
+
+def _queue_state(py_frames: list[Frame], lines: LineLookup | None) -> tuple[ThreadState, str] | None:
+    """QUEUE_PUT/GET when the thread is parked in a queue's put/get (the innermost non-threading frame)."""
+    waited = False
+    for frame in py_frames:
+        short = frame.short_filename
+        if short == "threading.py":
+            waited = waited or frame.name in _THREADING_WAITS
+            continue
+        name = frame.name.rsplit(".", 1)[-1]
+        if short == "queue.py" and name in ("put", "get"):
+            state = ThreadState.QUEUE_PUT if name == "put" else ThreadState.QUEUE_GET
+            return state, f"{frame.name} in queue.py"
+        if waited and name in ("put", "get"):
+            # A Queue-like class of the application (e.g. an instrumented queue) parked in a Condition.
+            state = ThreadState.QUEUE_PUT if name == "put" else ThreadState.QUEUE_GET
+            return state, f"{frame.name} waiting in threading"
+        if waited and lines is not None:
+            text = lines(frame.filename, frame.line) or ""
+            match = _QUEUE_LINE.search(text)
+            if match:
+                state = ThreadState.QUEUE_PUT if match.group(2) == "put" else ThreadState.QUEUE_GET
+                return state, f"waiting in threading at `{text.strip()}`"
+        return None
+    return None
+
+
+def _threading_idle(py_frames: list[Frame]) -> str | None:
+    top = py_frames[0] if py_frames else None
+    if top is None:
+        return None
+    if top.short_filename == "threading.py" and top.name in _THREADING_WAITS:
+        return f"{top.name} in threading.py"
+    path = _norm(top.filename)
+    if any(marker in path for marker in _IDLE_FILES) and _IDLE_NAMES.search(top.name):
+        return f"{top.name} in {top.short_filename}"
+    return None
+
+
+def explain(
+    thread: ThreadSample,
+    proc: ProcThreadSample | None = None,
+    *,
+    lines: LineLookup | None = None,
+    gil_held_elsewhere: bool | None = None,
+) -> Classification:
+    """The state of one thread in one sample, and the rule that decided it.
+
+    ``gil_held_elsewhere``: whether another thread owned the GIL in the same dump (None: unknown). Without it,
+    an off-CPU thread sitting in ordinary Python code is assumed to wait for the GIL.
+    """
+    py_frames = _python_frames(thread)
+    native_top = _innermost_native(thread)
+    active = thread.active or (proc is not None and proc.state == "R")
+
+    # 1. Blocked explicitly in a queue: the strongest statement about the pipeline.
+    queue = _queue_state(py_frames, lines)
+    if queue is not None and not thread.owns_gil:
+        return Classification(*queue)
+
+    # 2. Native evidence of a device sync.
+    for frame in native_top:
+        if _NATIVE_GPU_SYNC.search(frame.name):
+            return Classification(ThreadState.GPU_WAIT, f"native {frame.name}")
+
+    # 3. Python-level device syncs.
+    if not thread.owns_gil:
+        for frame in py_frames[:3]:
+            if _is_gpu_sync_frame(frame):
+                return Classification(ThreadState.GPU_WAIT, f"{frame.name} in {frame.short_filename}")
+
+    # 4. Compilation and checkpoint recompute are contexts: whatever the thread does inside them is their cost.
+    for frame in py_frames:
+        if _is_compile_frame(frame):
+            return Classification(ThreadState.COMPILE, f"{frame.name} in {_short_path(frame.filename)}")
+    for frame in native_top:
+        if _NATIVE_COMPILE.search(frame.name) or _NATIVE_COMPILE.search(frame.short_filename):
+            return Classification(ThreadState.COMPILE, f"native {frame.name}")
+    for frame in py_frames:
+        if _is_checkpoint_frame(frame):
+            return Classification(ThreadState.CHECKPOINT, f"{frame.name} in checkpoint.py")
+    for frame in native_top:
+        if _NATIVE_CHECKPOINT.search(frame.name):
+            return Classification(ThreadState.CHECKPOINT, f"native {frame.name}")
+
+    if thread.owns_gil:
+        return Classification(ThreadState.PYTHON, "owns the GIL")
+
+    # 5. Native evidence of waiting for the GIL (take_gil is inlined: its callers or a bare condvar wait show).
+    for frame in native_top:
+        if _NATIVE_GIL_TAKE.search(frame.name):
+            return Classification(ThreadState.GIL_WAIT, f"native {frame.name}")
+    if native_top and py_frames:
+        named = [f for f in native_top if not f.name.startswith("0x")]
+        if named and _NATIVE_CONDWAIT.search(named[0].name) and len(named) == 1:
+            return Classification(ThreadState.GIL_WAIT, f"native {named[0].name} directly under Python")
+
+    # 6. Idle: parked in threading/select/sockets.
+    idle = _threading_idle(py_frames)
+    if idle is not None:
+        return Classification(ThreadState.IDLE, idle)
+    if native_top:
+        lib_frames = [f for f in native_top if _NATIVE_COMPUTE_LIB.search(f.short_filename or "")]
+        if lib_frames and active:
+            named = [f for f in lib_frames if not f.name.startswith("0x")] or lib_frames
+            return Classification(ThreadState.NATIVE, f"native {named[0].name} in {named[0].short_filename}")
+
+    top = py_frames[0] if py_frames else None
+    if top is None:
+        return Classification(ThreadState.IDLE, "no Python frames")
+
+    # 7. The source line tells what a C call does: syncs and sleeps leave no Python frame.
+    text = lines(top.filename, top.line) if lines is not None else None
+    if text:
+        if _GPU_SYNC_LINE.search(text):
+            return Classification(ThreadState.GPU_WAIT, f"host sync at `{text.strip()}`")
+        if _IDLE_LINE.search(text):
+            return Classification(ThreadState.IDLE, f"blocking call at `{text.strip()}`")
+
+    for frame in py_frames[:2]:
+        if frame.name in _BLOCKING_NATIVE_ENTRY and _norm(frame.filename).endswith(_BLOCKING_NATIVE_ENTRY[frame.name]):
+            # The autograd engine runs backward in C++ (on device threads for CUDA) while the caller sleeps
+            # without the GIL: that is backward compute, not a GIL wait.
+            return Classification(ThreadState.NATIVE, f"{frame.name}: backward in the autograd engine")
+
+    if active:
+        where = "torch/triton/fla" if _in_native_compute_py(py_frames) else top.short_filename
+        return Classification(ThreadState.NATIVE, f"on CPU without the GIL in {where}")
+    if gil_held_elsewhere is False:
+        # Off-CPU in a C call while nobody holds the GIL: not waiting for it; blocked or descheduled native work.
+        return Classification(ThreadState.NATIVE, "off CPU without the GIL while the GIL is free")
+    return Classification(ThreadState.GIL_WAIT, "off CPU in Python code without the GIL")
+
+
+def _in_native_compute_py(py_frames: list[Frame]) -> bool:
+    return any(marker in _norm(f.filename) for f in py_frames[:4] for marker in _NATIVE_COMPUTE_PY_FILES)
+
+
+def _short_path(filename: str) -> str:
+    path = _norm(filename)
+    for anchor in ("torch/", "triton/", "fla/"):
+        idx = path.find("/" + anchor)
+        if idx >= 0:
+            return path[idx + 1 :]
+    return path.rsplit("/", 1)[-1]
+
+
+def classify(
+    thread: ThreadSample,
+    proc: ProcThreadSample | None = None,
+    *,
+    lines: LineLookup | None = None,
+    gil_held_elsewhere: bool | None = None,
+) -> ThreadState:
+    """The state of one thread in one sample (see :func:`explain` for the rule that chose it)."""
+    return explain(thread, proc, lines=lines, gil_held_elsewhere=gil_held_elsewhere).state
+
+
+def gil_holder(sample: StackSample) -> int | None:
+    """The thread_id owning the GIL in one dump, or None when no thread did."""
+    for thread in sample.threads:
+        if thread.owns_gil:
+            return thread.thread_id
+    return None
+
+
+def classify_sample(
+    sample: StackSample, *, lines: LineLookup | None = None
+) -> tuple[tuple[ThreadSample, Classification], ...]:
+    """Classify every thread of one dump, using who held the GIL in that dump as evidence."""
+    holder = gil_holder(sample)
+    out = []
+    for thread in sample.threads:
+        elsewhere = holder is not None and holder != thread.thread_id
+        out.append((thread, explain(thread, lines=lines, gil_held_elsewhere=elsewhere)))
+    return tuple(out)
