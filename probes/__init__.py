@@ -1,66 +1,94 @@
 """In-process probes: cheap readings only the process itself can take, published to a per-process board.
 
-Standard library + torch only; no UI imports. Every probe is a no-op when disabled, never raises into
-the program it watches, and keeps bounded memory. The public API (used by the reference trainer and
-by the ``dflash-diag run`` bootstrap)::
+Standard library + torch only; no UI imports; ``import probes`` does not import torch (probes that need
+it arm themselves once the program has imported the torch pieces they watch). Every probe is a no-op
+when disabled, never raises into the program it watches, and keeps bounded memory. The public API (used
+by the reference trainer and by the ``dflash-diag run`` bootstrap)::
 
     session = probes.start(probes.ProbesConfig(enabled=probes.ALL_PROBES))
-    q_hs = session.watch_queue("q_hs", queue.Queue(maxsize=8))   # returns a queue to use instead
-    session.watch_model("drafter", drafter)                        # grad-None check after backward
+    q_hs = session.watch_queue("q_hs", queue.Queue(maxsize=8))   # returns the queue to use (same object)
+    session.watch_model("drafter", drafter)                        # names params for the grad-None check
     session.set_app(name="reference_trainer", config={...})        # the board's "app" section
     ...
-    session.step(step)      # once per training step: cheap; publishes at most every publish_interval_s
+    session.step(step)      # once per training step: ~1 us; publishes at most every publish_interval_s
     session.close()         # final publish; the board file is removed unless keep_board=True
 
-The board format is docs/board.md.
+What each probe measures and costs: docs/probes.md. The board format: docs/board.md.
 """
 
 from __future__ import annotations
 
-import queue as _queue
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+
+if TYPE_CHECKING:
+    from probes.session import ProbeSession
 
 ALL_PROBES: frozenset[str] = frozenset(
     {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift"}
 )
 
+# Environment read by the `dflash-diag run` bootstrap (probes/_bootstrap/sitecustomize.py).
+ENV_PROBES = "DFLASH_DIAG_PROBES"  # "all", "none" or a comma list
+ENV_KEEP_BOARD = "DFLASH_DIAG_KEEP_BOARD"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ProbesConfig:
     enabled: frozenset[str] = field(default_factory=lambda: ALL_PROBES)
-    publish_interval_s: float = 0.5
+    publish_interval_s: float = 0.5  # at most 2 Hz, piggybacked on step()
+    timer_interval_s: float = 1.0  # the board thread publishes at least this often, steps or not
     board_dir: str | None = None  # default: $DFLASH_DIAG_BOARD_DIR, $XDG_RUNTIME_DIR/dflash-diag, /tmp/dflash-diag-<uid>
     keep_board: bool = False
+    gil: gil.Config = field(default_factory=gil.Config)
+    allocator: allocator.Config = field(default_factory=allocator.Config)
+    compile: compile.Config = field(default_factory=compile.Config)
+    cudagraphs: cudagraphs.Config = field(default_factory=cudagraphs.Config)
+    queues: queues.Config = field(default_factory=queues.Config)
+    checkpoint: checkpoint.Config = field(default_factory=checkpoint.Config)
+    fastpath: fastpath.Config = field(default_factory=fastpath.Config)
+    codedrift: codedrift.Config = field(default_factory=codedrift.Config)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "enabled", frozenset(self.enabled))
         unknown = set(self.enabled) - ALL_PROBES
         if unknown:
             raise ValueError(f"unknown probes: {', '.join(sorted(unknown))} (known: {', '.join(sorted(ALL_PROBES))})")
         if not self.publish_interval_s > 0:
             raise ValueError("publish_interval_s must be > 0")
+        if not self.timer_interval_s >= self.publish_interval_s:
+            raise ValueError("timer_interval_s must be >= publish_interval_s")
 
 
-class ProbeSession:
-    """Placeholder session: the real one is built in probes/session.py (issue 3)."""
+def parse_probe_list(text: str) -> frozenset[str]:
+    """``"all"``, ``"none"``/``""`` or a comma list (``"gil,queues"``; ``"all,-gil"`` drops one)."""
+    names: set[str] = set()
+    for raw in text.split(","):
+        item = raw.strip().lower()
+        if not item or item == "none":
+            continue
+        if item == "all":
+            names |= ALL_PROBES
+        elif item.startswith("-"):
+            names.discard(item[1:])
+            if item[1:] not in ALL_PROBES:
+                raise ValueError(f"unknown probe {item[1:]!r} (known: all, none, {', '.join(sorted(ALL_PROBES))})")
+        elif item in ALL_PROBES:
+            names.add(item)
+        else:
+            raise ValueError(f"unknown probe {item!r} (known: all, none, {', '.join(sorted(ALL_PROBES))})")
+    return frozenset(names)
 
-    def __init__(self, config: ProbesConfig) -> None:
-        self.config = config
 
-    def watch_queue(self, name: str, q: _queue.Queue) -> _queue.Queue:
-        return q
-
-    def watch_model(self, name: str, model: Any) -> None:
-        pass
-
-    def set_app(self, **fields: Any) -> None:
-        pass
-
-    def step(self, step: int | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+def config_from_env(environ: dict[str, str] | None = None) -> ProbesConfig:
+    env = os.environ if environ is None else environ
+    return ProbesConfig(
+        enabled=parse_probe_list(env.get(ENV_PROBES, "all")),
+        keep_board=env.get(ENV_KEEP_BOARD, "") not in ("", "0"),
+    )
 
 
 _session: ProbeSession | None = None
@@ -70,9 +98,34 @@ def start(config: ProbesConfig | None = None) -> ProbeSession:
     """Start (or return the already started) probe session of this process."""
     global _session
     if _session is None:
+        from probes.session import ProbeSession
+
         _session = ProbeSession(config or ProbesConfig())
     return _session
 
 
 def current() -> ProbeSession | None:
     return _session
+
+
+def _after_fork_in_child() -> None:
+    # The parent's session (its threads, its board) does not belong to a forked child.
+    global _session
+    if _session is not None:
+        _session.forget_after_fork()
+    _session = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+__all__ = ["ALL_PROBES", "ProbesConfig", "ProbeSession", "config_from_env", "current", "parse_probe_list", "start"]
+
+
+def __getattr__(name: str) -> Any:
+    # ProbeSession is importable from the package without importing the session module up front.
+    if name == "ProbeSession":
+        from probes.session import ProbeSession
+
+        return ProbeSession
+    raise AttributeError(name)
+

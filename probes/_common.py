@@ -1,0 +1,96 @@
+"""Pieces every probe shares: the probe protocol, error counting, thread names, JSON-safe values.
+
+Standard library only, so ``import probes`` stays cheap and never imports torch by itself.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+JsonDict = dict[str, Any]
+Clock = Callable[[], float]
+
+# Bounded lists on the board (docs/board.md: recent_* lists hold at most 32 entries, newest last).
+MAX_RECENT = 32
+
+
+class Probe(Protocol):
+    """What the session needs from a probe. ``snapshot`` runs on the publishing thread."""
+
+    name: str
+
+    def snapshot(self, now_s: float) -> JsonDict: ...
+
+    def close(self) -> None: ...
+
+
+def na(reason: str) -> JsonDict:
+    return {"status": "na", "reason": reason}
+
+
+def error_payload(reason: str, errors: int) -> JsonDict:
+    return {"status": "error", "reason": reason, "errors": errors}
+
+
+class HookGuard:
+    """Counts failures of code that runs inside the watched program (log filters, patched functions, hooks).
+
+    Such code must never raise into training: it catches everything, counts it, and the probe reports the
+    count (``hook_errors``) and the last message on the board.
+    """
+
+    __slots__ = ("errors", "last_error")
+
+    def __init__(self) -> None:
+        self.errors = 0
+        self.last_error: str | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+
+
+def thread_name(ident: int | None = None) -> str:
+    """Name of a Python thread without creating ``Dummy-N`` objects (threading.current_thread() would)."""
+    ident = threading.get_ident() if ident is None else ident
+    t = threading._active.get(ident)  # type: ignore[attr-defined]  # the registry current_thread() reads
+    return t.name if t is not None else f"thread-{ident}"
+
+
+def thread_tids() -> dict[int, str]:
+    """Kernel TID -> Python thread name, for every live Python thread."""
+    out: dict[int, str] = {}
+    for t in threading.enumerate():
+        tid = t.native_id
+        if tid is not None:
+            out[tid] = t.name
+    return out
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """A JSON-encodable copy: non-finite floats -> None, unknown objects -> str, bounded nesting."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth > 8:
+        return str(value)[:200]
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v, depth + 1) for v in value]
+    return str(value)[:500]
+
+
+def torch_if_imported() -> Any | None:
+    """The torch module when the program already imported it: probes never import torch first."""
+    return sys.modules.get("torch")
+
+
+def monotonic_s() -> float:
+    return time.monotonic()

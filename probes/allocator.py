@@ -1,0 +1,146 @@
+"""allocator: CUDA caching-allocator churn per device, from ``torch.cuda.memory_stats`` deltas.
+
+In steady-state training ``num_device_alloc``/``num_device_free`` (cudaMalloc/cudaFree) should not move:
+each one synchronises the device. Retries (cudaMalloc failed, cache flushed, retried) are large stalls.
+The stats are read at publish time only (taken under the allocator mutex, ~tens of us per device), and
+only once the program itself initialised CUDA: the probe never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from probes._common import JsonDict, na, torch_if_imported
+
+StatsFn = Callable[[int], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    window_points: int = 120  # snapshots kept for the reserved/allocated swings
+
+
+class _Device:
+    def __init__(self, window_points: int) -> None:
+        self.prev: Mapping[str, Any] | None = None
+        self.prev_s = 0.0
+        self.reserved: deque[int] = deque(maxlen=window_points)
+        self.allocated: deque[int] = deque(maxlen=window_points)
+
+
+def _int(stats: Mapping[str, Any], key: str) -> int:
+    value = stats.get(key, 0)
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+class AllocatorProbe:
+    name = "allocator"
+
+    def __init__(
+        self,
+        config: Config,
+        stats_fn: StatsFn | None = None,
+        devices: list[int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self._stats_fn = stats_fn
+        self._devices_override = devices
+        self._clock = clock
+        self._state: dict[int, _Device] = {}
+        self.empty_cache_calls = 0
+        self._patched: tuple[Any, Any] | None = None
+
+    def _source(self) -> tuple[StatsFn, list[int]] | str:
+        """The stats function and devices to read, or the reason there are none."""
+        if self._stats_fn is not None:
+            return self._stats_fn, self._devices_override or [0]
+        torch = torch_if_imported()
+        if torch is None:
+            return "no CUDA: torch not imported"
+        cuda = torch.cuda
+        if not cuda.is_available():
+            return "no CUDA"
+        if not cuda.is_initialized():
+            return "CUDA not initialised by the program yet"
+        self._patch_empty_cache(cuda)
+        return cuda.memory_stats, self._devices_override or list(range(cuda.device_count()))
+
+    def _patch_empty_cache(self, cuda: Any) -> None:
+        # empty_cache() is a common hidden cause of cudaMalloc churn; count calls made through torch.cuda.
+        if self._patched is not None:
+            return
+        original = cuda.empty_cache
+
+        def empty_cache() -> None:
+            self.empty_cache_calls += 1
+            original()
+
+        cuda.empty_cache = empty_cache
+        self._patched = (cuda, original)
+
+    def snapshot(self, now_s: float) -> JsonDict:
+        source = self._source()
+        if isinstance(source, str):
+            return na(source)
+        stats_fn, devices = source
+        now = self._clock()
+        out: JsonDict = {}
+        for dev in devices:
+            stats = stats_fn(dev)
+            if not stats:
+                continue
+            out[str(dev)] = self._device(dev, stats, now)
+        if not out:
+            return na("memory_stats() is empty (cudaMallocAsync backend or no allocations yet)")
+        return {"status": "ok", "devices": out, "empty_cache_calls": self.empty_cache_calls}
+
+    def _device(self, dev: int, stats: Mapping[str, Any], now: float) -> JsonDict:
+        state = self._state.setdefault(dev, _Device(self.config.window_points))
+        prev, dt = state.prev, now - state.prev_s
+
+        def rate(key: str) -> float:
+            if prev is None or dt <= 0:
+                return 0.0
+            return max(0.0, (_int(stats, key) - _int(prev, key)) / dt)
+
+        reserved = _int(stats, "reserved_bytes.all.current")
+        allocated = _int(stats, "allocated_bytes.all.current")
+        state.reserved.append(reserved)
+        state.allocated.append(allocated)
+        inactive = _int(stats, "inactive_split_bytes.all.current")
+        payload = {
+            "device_alloc_per_s": rate("num_device_alloc"),
+            "device_free_per_s": rate("num_device_free"),
+            "alloc_retries": _int(stats, "num_alloc_retries"),
+            "alloc_retries_per_s": rate("num_alloc_retries"),
+            "ooms": _int(stats, "num_ooms"),
+            "oom_rejections": _int(stats, "num_oom_rejections"),
+            "sync_all_streams_per_s": rate("num_sync_all_streams"),
+            "allocations_per_s": rate("allocation.all.allocated"),
+            "allocated_bytes": allocated,
+            "reserved_bytes": reserved,
+            "reserved_peak_bytes": _int(stats, "reserved_bytes.all.peak"),
+            "allocated_peak_bytes": _int(stats, "allocated_bytes.all.peak"),
+            "reserved_swing_bytes": max(state.reserved) - min(state.reserved),
+            "allocated_swing_bytes": max(state.allocated) - min(state.allocated),
+            "inactive_split_bytes": inactive,
+            "fragmentation_share": inactive / reserved if reserved else 0.0,
+            "empty_cache_calls": self.empty_cache_calls,
+            "num_device_alloc": _int(stats, "num_device_alloc"),
+            "num_device_free": _int(stats, "num_device_free"),
+            "num_sync_all_streams": _int(stats, "num_sync_all_streams"),
+            "window_s": dt if prev is not None else 0.0,
+        }
+        state.prev, state.prev_s = dict(stats), now
+        return payload
+
+    def close(self) -> None:
+        if self._patched is not None:
+            cuda, original = self._patched
+            cuda.empty_cache = original
+            self._patched = None

@@ -1,0 +1,195 @@
+"""checkpoint: which ``use_reentrant`` each activation-checkpoint call site really uses, and trainable
+parameters whose gradient is still None after a backward (the silent no-learning failure).
+
+- ``use_reentrant``: ``torch.utils.checkpoint.checkpoint`` looks up ``CheckpointFunction.apply``
+  (reentrant) and ``_checkpoint_without_reentrant_generator`` (non-reentrant) at call time, so wrapping
+  those two catches every call however ``checkpoint`` was imported (HF's ``partial(checkpoint, ...)``
+  included; probe-apis.md §5). The wrapper walks a few frames to name the caller site: ~2 us per call.
+- grad None: a global optimizer step pre-hook (``register_optimizer_step_pre_hook``) runs right after
+  the backward, before ``zero_grad``; it checks the optimizer's trainable params at most once per
+  ``check_interval_s``. Names come from models registered with ``watch_model``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from probes._common import MAX_RECENT, HookGuard, JsonDict
+
+_SKIP_PATH_PARTS = ("/torch/", "/probes/", "/functools.py", "/contextlib.py")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    check_interval_s: float = 2.0  # grad-None check on at most one optimizer step per interval
+    max_sites: int = 64
+    max_params_checked: int = 20_000
+
+
+def caller_site(depth_limit: int = 12) -> str:
+    """``file:line`` of the first frame outside torch, probes and functools: the checkpoint call site."""
+    frame = sys._getframe(2)
+    for _ in range(depth_limit):
+        if frame is None:
+            break
+        path = frame.f_code.co_filename
+        if not any(part in path for part in _SKIP_PATH_PARTS):
+            return f"{_short(path)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+def _short(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 2 else path
+
+
+class CheckpointProbe:
+    name = "checkpoint"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.guard = HookGuard()
+        self._calls = {"reentrant": 0, "non_reentrant": 0}
+        self._sites: dict[tuple[str, bool], int] = {}
+        self._patched: list[tuple[Any, str, Any]] = []
+        self._hook_handle: Any = None
+        self._models: dict[str, Any] = {}  # name -> weakly used module (only named_parameters is read)
+        self._param_names: dict[int, str] = {}
+        self._grad_none: list[str] = []
+        self._grad_none_count = 0
+        self._trainable = 0
+        self._checked_steps = 0
+        self._last_check_s = -float("inf")
+        self._lock = threading.Lock()
+        self._arm()
+
+    # --- arming: only once the program imported the torch pieces ----------------------------------
+
+    def _arm(self) -> None:
+        if not self._patched:
+            tuc = sys.modules.get("torch.utils.checkpoint")
+            if tuc is not None:
+                self._patch_checkpoint(tuc)
+        if self._hook_handle is None:
+            optim = sys.modules.get("torch.optim.optimizer")
+            if optim is not None:
+                self._hook_handle = optim.register_optimizer_step_pre_hook(self._on_optimizer_step)
+
+    def _patch_checkpoint(self, tuc: Any) -> None:
+        apply = tuc.CheckpointFunction.apply
+        gen = tuc._checkpoint_without_reentrant_generator
+        record = self._record
+
+        def counting_apply(*args: Any, **kwargs: Any) -> Any:
+            record(True)
+            return apply(*args, **kwargs)
+
+        def counting_generator(*args: Any, **kwargs: Any) -> Any:
+            record(False)
+            return gen(*args, **kwargs)
+
+        # CheckpointFunction normally inherits apply from autograd.Function: remember its own, if any.
+        self._patched = [
+            (tuc.CheckpointFunction, "apply", vars(tuc.CheckpointFunction).get("apply")),
+            (tuc, "_checkpoint_without_reentrant_generator", gen),
+        ]
+        tuc.CheckpointFunction.apply = staticmethod(counting_apply)
+        tuc._checkpoint_without_reentrant_generator = counting_generator
+
+    def _record(self, reentrant: bool) -> None:
+        try:
+            self._calls["reentrant" if reentrant else "non_reentrant"] += 1
+            key = (caller_site(), reentrant)
+            if key in self._sites or len(self._sites) < self.config.max_sites:
+                self._sites[key] = self._sites.get(key, 0) + 1
+        except Exception as exc:  # never into the checkpointed forward
+            self.guard.failed(exc)
+
+    # --- grad None --------------------------------------------------------------------------------
+
+    def watch_model(self, name: str, model: Any) -> None:
+        with self._lock:
+            self._models[name] = model
+            for pname, p in model.named_parameters():
+                self._param_names[id(p)] = f"{name}.{pname}" if name else pname
+
+    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            now = time.monotonic()
+            if now - self._last_check_s < self.config.check_interval_s:
+                return
+            self._last_check_s = now
+            self._check_optimizer(optimizer)
+        except Exception as exc:
+            self.guard.failed(exc)
+
+    def _check_optimizer(self, optimizer: Any) -> None:
+        missing: list[str] = []
+        trainable = 0
+        checked = 0
+        for group in optimizer.param_groups:
+            for i, p in enumerate(group["params"]):
+                checked += 1
+                if checked > self.config.max_params_checked:
+                    break
+                if not p.requires_grad:
+                    continue
+                trainable += 1
+                if p.grad is None:
+                    missing.append(self._param_names.get(id(p)) or f"param[{i}] {tuple(p.shape)}")
+        if trainable == len(missing):
+            # Nothing got a gradient: a step() without any backward (e.g. a warm-up), not the failure mode.
+            return
+        with self._lock:
+            self._checked_steps += 1
+            self._trainable = trainable
+            self._grad_none_count = len(missing)
+            self._grad_none = missing[:MAX_RECENT]
+
+    def check_model_grads(self, name: str) -> list[str]:
+        """Grad-None trainable params of a watched model, for programs that call it right after backward."""
+        model = self._models.get(name)
+        if model is None:
+            return []
+        return [f"{name}.{n}" for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+    def snapshot(self, now_s: float) -> JsonDict:
+        self._arm()
+        sites = [
+            {"site": site, "use_reentrant": reentrant, "calls": n}
+            for (site, reentrant), n in sorted(list(self._sites.items()), key=lambda kv: -kv[1])
+        ]
+        return {
+            "status": "ok",
+            "armed": bool(self._patched),
+            "calls": dict(self._calls),
+            "sites": sites,
+            "mixed_modes": len({s["use_reentrant"] for s in sites}) > 1,
+            "grad_none_params": list(self._grad_none),
+            "grad_none_count": self._grad_none_count,
+            "trainable_params": self._trainable,
+            "checked_backward_steps": self._checked_steps,
+            "optimizer_hook": self._hook_handle is not None,
+            "watched_models": sorted(self._models),
+            "hook_errors": self.guard.errors,
+        }
+
+    def close(self) -> None:
+        tuc = sys.modules.get("torch.utils.checkpoint")
+        if tuc is not None and self._patched:
+            cls, _, own_apply = self._patched[0]
+            if own_apply is not None:
+                cls.apply = own_apply
+            elif "apply" in vars(cls):
+                delattr(cls, "apply")  # back to the inherited autograd.Function.apply
+            tuc._checkpoint_without_reentrant_generator = self._patched[1][2]
+        self._patched = []
+        if self._hook_handle is not None:
+            self._hook_handle.remove()
+            self._hook_handle = None
+

@@ -1,0 +1,259 @@
+"""compile: torch.compile compiles, recompiles (with reasons, per function and thread), graph breaks,
+recompile-limit hits (after which the frame silently runs eager) and compile time.
+
+Sources, none of which needs TORCH_LOGS (probe-apis.md §1):
+- ``torch._dynamo.utils.get_compilation_metrics()`` polled at publish: one row per frame compile, with
+  ``recompile_reason`` and ``fail_reason`` (a 64-row deque: rows are folded in as they appear).
+- artifact taps on ``recompiles`` and ``graph_breaks`` (probes/_torchlog.py): run in the compiling
+  thread, so they say which thread recompiled and where a graph broke.
+- a filter on ``torch._dynamo.convert_frame`` for the "hit config.recompile_limit" warning (passed on).
+- ``counters["graph_break"]`` and ``counters["unimplemented"]``: data-dependent branches only land in the
+  latter, so both are read.
+- a compile-start callback that notes the compiling thread and, because dynamo's config is thread-local
+  from torch 2.12, the ``recompile_limit`` that thread sees.
+Nothing runs on the training path except when torch itself compiles.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import Any
+
+from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name
+from probes._torchlog import ArtifactTap
+
+_LIMIT_GB_TYPE = "Dynamo recompile limit exceeded"
+_RECOMPILING = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<file>.+?):(?P<line>\d+)")
+_LIMIT_HIT = re.compile(
+    r"hit config\.(?P<kind>\w+) \((?P<limit>\d+)\)\s+function: '(?P<fn>[^']*)' \((?P<file>.+?):(?P<line>\d+)\)\s+last reason: (?P<reason>.*?)(\n|$)",
+    re.S,
+)
+_GRAPH_BREAK = re.compile(r"Graph break in user code at (?P<site>\S+)\s*\nGraph Break Reason: (?P<reason>[^\n]*)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    max_functions: int = 64
+    max_threads: int = 64
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:200] if text and text.strip() else "?"
+
+
+class CompileProbe:
+    name = "compile"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.guard = HookGuard()
+        self._recent_recompiles: deque[JsonDict] = deque(maxlen=MAX_RECENT)
+        self._recent_graph_breaks: deque[JsonDict] = deque(maxlen=MAX_RECENT)
+        self._limit_hits: deque[JsonDict] = deque(maxlen=MAX_RECENT)
+        self._thread_of_compile: OrderedDict[str, str] = OrderedDict()
+        self._recompile_limit: dict[str, Any] = {}
+        self._by_thread: dict[str, dict[str, int]] = {}
+        self._by_function: dict[str, dict[str, Any]] = {}
+        self._seen_rows: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._compiles = 0
+        self._recompiles = 0
+        self._failed = 0
+        self._limit_rows = 0
+        self._compile_time_s = 0.0
+        self._callback_registered = False
+        self._taps = [
+            ArtifactTap("torch._dynamo.guards.__recompiles", "recompiles", self._on_recompile, self.guard),
+            ArtifactTap("torch._dynamo.symbolic_convert.__graph_breaks", "graph_breaks", self._on_graph_break, self.guard),
+            ArtifactTap("torch._dynamo.convert_frame", None, self._on_convert_frame, self.guard),
+        ]
+        self._note_limit_of_thread()  # the thread that started the probes (usually MainThread)
+        self._arm()
+
+    # --- hooks: run inside the program's threads; they must never raise ---------------------------
+
+    def _on_recompile(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        m = _RECOMPILING.search(msg)
+        lines = [ln.strip().lstrip("- ").strip() for ln in msg.splitlines()[2:] if ln.strip()]
+        thread = thread_name()
+        entry = {
+            "function": m.group("fn") if m else "?",
+            "file": f"{m.group('file')}:{m.group('line')}" if m else "?",
+            "thread": thread,
+            "reason": "; ".join(lines)[:500] if lines else _first_line(msg),
+            "wall_time_s": record.created,
+        }
+        self._recent_recompiles.append(entry)
+        self._thread_counter(thread)["recompiles"] += 1
+        self._note_limit_of_thread()
+
+    def _on_graph_break(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        m = _GRAPH_BREAK.search(msg)
+        self._recent_graph_breaks.append(
+            {
+                "site": m.group("site") if m else "?",
+                "reason": (m.group("reason") if m else _first_line(msg))[:300],
+                "thread": thread_name(),
+                "wall_time_s": record.created,
+            }
+        )
+
+    def _on_convert_frame(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.WARNING:
+            return
+        msg = record.getMessage()
+        m = _LIMIT_HIT.search(msg)
+        if m is None:
+            return
+        thread = thread_name()
+        self._limit_hits.append(
+            {
+                "function": m.group("fn"),
+                "file": f"{m.group('file')}:{m.group('line')}",
+                "limit_type": m.group("kind"),
+                "limit": int(m.group("limit")),
+                "reason": m.group("reason").strip()[:300],
+                "thread": thread,
+                "fallback": "eager: this frame now runs uncompiled",
+                "wall_time_s": record.created,
+            }
+        )
+        self._note_limit_of_thread()
+
+    def _on_compile_start(self, args: Any) -> None:
+        try:
+            if getattr(args.callback_trigger, "name", "") != "DYNAMO":
+                return
+            thread = thread_name()
+            self._thread_of_compile[str(args.compile_id)] = thread
+            while len(self._thread_of_compile) > 1024:
+                self._thread_of_compile.popitem(last=False)
+            self._note_limit_of_thread()
+        except Exception as exc:
+            self.guard.failed(exc)
+
+    def _note_limit_of_thread(self) -> None:
+        config = getattr(sys.modules.get("torch._dynamo"), "config", None)
+        if config is None or len(self._recompile_limit) >= self.config.max_threads:
+            return
+        limit = getattr(config, "recompile_limit", None)
+        if limit is None:
+            limit = getattr(config, "cache_size_limit", None)
+        self._recompile_limit[thread_name()] = limit
+
+    def _thread_counter(self, thread: str) -> dict[str, int]:
+        entry = self._by_thread.get(thread)
+        if entry is None:
+            if len(self._by_thread) >= self.config.max_threads:
+                thread = "(other threads)"
+                entry = self._by_thread.setdefault(thread, {"compiles": 0, "recompiles": 0})
+            else:
+                entry = self._by_thread[thread] = {"compiles": 0, "recompiles": 0}
+        return entry
+
+    # --- publish-time work ----------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        for tap in self._taps:
+            tap.arm()
+        if not self._callback_registered:
+            callback = sys.modules.get("torch._dynamo.callback")
+            if callback is not None:
+                callback.callback_handler.register_start_callback(self._on_compile_start)
+                self._callback_registered = True
+
+    def _fold_metrics(self) -> None:
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is None:
+            return
+        for row in list(utils.get_compilation_metrics()):
+            key = (row.compile_id, row.start_time_us, row.co_name)
+            if key in self._seen_rows:
+                continue
+            self._seen_rows[key] = None
+            while len(self._seen_rows) > 512:
+                self._seen_rows.popitem(last=False)
+            self._fold_row(row)
+
+    def _fold_row(self, row: Any) -> None:
+        fail_reason = str(row.fail_reason or "")
+        self._compile_time_s += float(row.entire_frame_compile_time_s or 0.0)
+        if fail_reason.startswith(_LIMIT_GB_TYPE):
+            self._limit_rows += 1
+            return
+        if row.fail_type:
+            self._failed += 1
+        else:
+            self._compiles += 1
+        thread = self._thread_of_compile.get(str(row.compile_id), "?")
+        self._thread_counter(thread)["compiles"] += 1
+        fn = row.co_name or "?"
+        if fn not in self._by_function and len(self._by_function) >= self.config.max_functions:
+            fn = "(other functions)"
+        stats = self._by_function.setdefault(
+            fn, {"compiles": 0, "recompiles": 0, "file": row.co_filename, "last_reason": None}
+        )
+        stats["compiles"] += 1
+        if row.recompile_reason:
+            self._recompiles += 1
+            stats["recompiles"] += 1
+            stats["last_reason"] = str(row.recompile_reason)[:300]
+
+    def snapshot(self, now_s: float) -> JsonDict:
+        self._arm()
+        if "torch._dynamo" not in sys.modules:
+            return {"status": "ok", "dynamo_loaded": False, "compiles": 0, "recompiles": 0, "graph_breaks": 0,
+                    "recompile_limit_hits": 0, "compile_time_s": 0.0, "compiling_now": False,
+                    "hook_errors": self.guard.errors}
+        self._fold_metrics()
+        counters = sys.modules["torch._dynamo.utils"].counters
+        reasons: dict[str, int] = {}
+        for group in ("graph_break", "unimplemented"):
+            for key, n in list(counters.get(group, {}).items()):
+                first = _first_line(str(key))
+                if first == _LIMIT_GB_TYPE:
+                    continue
+                reasons[first] = reasons.get(first, 0) + int(n)
+        limit_counter = sum(
+            int(n) for k, n in list(counters.get("unimplemented", {}).items()) if str(k).startswith(_LIMIT_GB_TYPE)
+        )
+        compiler = getattr(sys.modules.get("torch"), "compiler", None)
+        compiling_now = bool(compiler.is_compiling()) if compiler is not None else False
+        return {
+            "status": "ok",
+            "dynamo_loaded": True,
+            "compiles": self._compiles,
+            "recompiles": self._recompiles,
+            "failed_compiles": self._failed,
+            "graph_breaks": sum(reasons.values()),
+            "recompile_limit_hits": max(limit_counter, self._limit_rows, len(self._limit_hits)),
+            "compile_time_s": self._compile_time_s,
+            "compiling_now": compiling_now,
+            "recompile_limit": dict(self._recompile_limit),
+            "recent_recompiles": list(self._recent_recompiles),
+            "recent_graph_breaks": list(self._recent_graph_breaks),
+            "graph_break_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:MAX_RECENT]),
+            "limit_hits": list(self._limit_hits),
+            "by_thread": {k: dict(v) for k, v in list(self._by_thread.items())},
+            "by_function": {k: dict(v) for k, v in list(self._by_function.items())},
+            "hook_errors": self.guard.errors,
+            "last_hook_error": self.guard.last_error,
+            "polled_at_s": time.time(),
+        }
+
+    def close(self) -> None:
+        for tap in self._taps:
+            tap.disarm()
+        callback = sys.modules.get("torch._dynamo.callback")
+        if self._callback_registered and callback is not None:
+            try:
+                callback.callback_handler.remove_start_callback(self._on_compile_start)
+            except ValueError:
+                pass
+            self._callback_registered = False

@@ -1,0 +1,150 @@
+"""cudagraphs: CUDA-graph (reduce-overhead) captures, skips with their exact reasons, re-records, the
+capturing threads, and the installed torch's known multi-thread hazard.
+
+- Skips: every skip goes through ``cudagraph_utils.log_cudagraph_skip_and_bump_counter``, which logs on
+  the ``cudagraphs`` artifact logger (at WARNING: passed on, the user sees it as before) and bumps
+  ``counters["inductor"]["cudagraph_skips"]``. Skips the counter has but no message explains (a CPU graph
+  only bumps the counter) are reported as such.
+- Partitions (torch 2.11+ splits a graph around CPU ops instead of skipping): messages of
+  ``torch._inductor.scheduler.__cudagraphs`` and ``counters["inductor"]["cudagraph_partitions"]``.
+- Captures: the ``CUDAGRAPH_RECORDING`` compile callback, which runs in the recording thread. A compile id
+  recorded again counts as a re-record. Replays are not countable without patching the tree runtime's hot
+  path, so ``replays`` is null.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name, torch_if_imported
+from probes._torchlog import ArtifactTap
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    max_threads: int = 64
+
+
+def multi_thread_hazard(torch_version: str, has_capture_lock: bool | None) -> str | None:
+    """The known multi-thread hazard of CUDAGraph Trees for this torch (probe-apis.md §2.2)."""
+    try:
+        major, minor = (int(p) for p in torch_version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return None
+    if has_capture_lock or (major, minor) >= (2, 13):
+        return None
+    return (
+        f"torch {major}.{minor}: CUDAGraph Trees raise a bare AssertionError in Python threads other than the "
+        "main and autograd threads (pytorch#123177, fixed in 2.13 by #184357): run reduce-overhead graphs "
+        "from the main thread or upgrade"
+    )
+
+
+class CudagraphsProbe:
+    name = "cudagraphs"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.guard = HookGuard()
+        self._skip_reasons: deque[str] = deque(maxlen=MAX_RECENT)
+        self._skip_messages = 0
+        self._partition_messages: deque[str] = deque(maxlen=MAX_RECENT)
+        self._captures = 0
+        self._rerecords = 0
+        self._recorded_ids: dict[str, int] = {}
+        self._capture_threads: dict[str, int] = {}
+        self._callback_registered = False
+        self._taps = [
+            ArtifactTap("torch._inductor.cudagraph_utils.__cudagraphs", "cudagraphs", self._on_utils_record, self.guard),
+            ArtifactTap("torch._inductor.scheduler.__cudagraphs", "cudagraphs", self._on_scheduler_record, self.guard),
+        ]
+        self._arm()
+
+    def _on_utils_record(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.WARNING:
+            return  # debug chatter of the tree runtime
+        msg = record.getMessage()
+        self._skip_messages += 1
+        self._skip_reasons.append(msg[:500])
+
+    def _on_scheduler_record(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage().strip()
+        if msg.startswith("Created") or msg.startswith("Partition"):
+            self._partition_messages.append(msg[:300])
+
+    def _on_compile_start(self, args: Any) -> None:
+        try:
+            if getattr(args.callback_trigger, "name", "") != "CUDAGRAPH_RECORDING":
+                return
+            self._captures += 1
+            cid = str(args.compile_id)
+            if cid in self._recorded_ids:
+                self._rerecords += 1
+            if len(self._recorded_ids) < 1024:
+                self._recorded_ids[cid] = self._recorded_ids.get(cid, 0) + 1
+            name = thread_name()
+            if name in self._capture_threads or len(self._capture_threads) < self.config.max_threads:
+                self._capture_threads[name] = self._capture_threads.get(name, 0) + 1
+        except Exception as exc:
+            self.guard.failed(exc)
+
+    def _arm(self) -> None:
+        for tap in self._taps:
+            tap.arm()
+        if not self._callback_registered:
+            callback = sys.modules.get("torch._dynamo.callback")
+            if callback is not None:
+                callback.callback_handler.register_start_callback(self._on_compile_start)
+                self._callback_registered = True
+
+    def snapshot(self, now_s: float) -> JsonDict:
+        self._arm()
+        torch = torch_if_imported()
+        version = str(getattr(torch, "__version__", "")) or None
+        inductor: dict[str, int] = {}
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is not None:
+            inductor = dict(utils.counters.get("inductor", {}))
+        skips = int(inductor.get("cudagraph_skips", 0))
+        reasons = list(self._skip_reasons)
+        unexplained = max(0, skips - self._skip_messages)
+        if unexplained:
+            reasons.append(
+                f"{unexplained} skip(s) counted without a logged reason (inductor only bumps the counter for "
+                "graphs on CPU)"
+            )
+        trees = sys.modules.get("torch._inductor.cudagraph_trees")
+        has_lock = hasattr(trees, "graph_capture_lock") if trees is not None else None
+        cuda_available = bool(torch is not None and torch.cuda.is_available())
+        return {
+            "status": "ok",
+            "torch": version,
+            "cuda_available": cuda_available,
+            "captures": self._captures,
+            "replays": None,
+            "skips": max(skips, self._skip_messages),
+            "rerecords": self._rerecords,
+            "skip_reasons": reasons[-MAX_RECENT:],
+            "partitions": int(inductor.get("cudagraph_partitions", 0)),
+            "partition_messages": list(self._partition_messages),
+            "recorded_non_static_inputs": int(inductor.get("cudagraph_recorded_non_static_inputs", 0)),
+            "capture_threads": sorted(self._capture_threads),
+            "captures_by_thread": dict(self._capture_threads),
+            "multi_thread_hazard": multi_thread_hazard(version, has_lock) if version else None,
+            "hook_errors": self.guard.errors,
+        }
+
+    def close(self) -> None:
+        for tap in self._taps:
+            tap.disarm()
+        callback = sys.modules.get("torch._dynamo.callback")
+        if self._callback_registered and callback is not None:
+            try:
+                callback.callback_handler.remove_start_callback(self._on_compile_start)
+            except ValueError:
+                pass
+            self._callback_registered = False

@@ -1,0 +1,175 @@
+"""fastpath: are the fast kernels importable and actually bound, or is the model on a slow fallback?
+
+- flash-linear-attention (``fla``) and ``causal_conv1d``: importable (``find_spec``, no import), version,
+  and whether the program imported them.
+- transformers' GatedDeltaNet models (Qwen3-Next, Qwen3.5): which ``chunk_gated_delta_rule`` the loaded
+  modeling module bound (transformers' hub-kernel wrapper keeps ``is_new_implementation`` in its closure).
+- flex_attention: "eager" once torch warns "flex_attention called without torch.compile()", else
+  "compiled" when it ran under torch.compile, "unused" when the module was never imported.
+- fallback warnings: a non-printing handler on the ``transformers`` logger keeps transformers' "falling
+  back to its reference PyTorch implementation" warnings, and a chained ``warnings.showwarning`` keeps
+  torch's flex_attention one. Both still reach the user exactly as before.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import sys
+import warnings
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from probes._common import MAX_RECENT, HookGuard, JsonDict, torch_if_imported
+
+_GDN_MODULES = (
+    "transformers.models.qwen3_next.modeling_qwen3_next",
+    "transformers.models.qwen3_5.modeling_qwen3_5",
+    "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe",
+)
+_FLEX_EAGER = "flex_attention called without torch.compile()"
+_FALLBACK_MARKERS = ("falling back to", "fast path is not available", "fall back to", "torch implementation")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    pass
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def bound_kernel(fn: Any) -> str | None:
+    """"fla"/"torch_fallback" for a transformers hub-kernel-wrapped function, None when unknowable."""
+    seen = 0
+    while fn is not None and seen < 6:
+        seen += 1
+        code = getattr(fn, "__code__", None)
+        cells = getattr(fn, "__closure__", None)
+        if code is not None and cells:
+            names = dict(zip(code.co_freevars, cells, strict=False))
+            cell = names.get("is_new_implementation")
+            if cell is not None:
+                try:
+                    return "fla" if cell.cell_contents else "torch_fallback"
+                except ValueError:
+                    return None
+        fn = getattr(fn, "__wrapped__", None)
+    return None
+
+
+class _WarningHandler(logging.Handler):
+    def __init__(self, sink: deque[str]) -> None:
+        super().__init__(level=logging.WARNING)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+            if any(m in msg for m in _FALLBACK_MARKERS):
+                self.sink.append(msg.splitlines()[0][:300])
+        except Exception:
+            pass  # a logging handler must not raise into the program
+
+
+class FastpathProbe:
+    name = "fastpath"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.guard = HookGuard()
+        self._warnings: deque[str] = deque(maxlen=MAX_RECENT)
+        self._flex_eager = False
+        self._handler = _WarningHandler(self._warnings)
+        logging.getLogger("transformers").addHandler(self._handler)
+        self._original_showwarning = warnings.showwarning
+        warnings.showwarning = self._showwarning
+        self._static = {
+            "fla_importable": _importable("fla"),
+            "fla_version": _version("flash-linear-attention"),
+            "causal_conv1d_importable": _importable("causal_conv1d"),
+            "causal_conv1d_version": _version("causal-conv1d"),
+            "triton_version": _version("triton"),
+        }
+
+    def _showwarning(self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        try:
+            text = str(message)
+            if _FLEX_EAGER in text:
+                self._flex_eager = True
+                self._warnings.append(text.splitlines()[0][:300])
+            elif any(m in text for m in _FALLBACK_MARKERS):
+                self._warnings.append(text.splitlines()[0][:300])
+        except Exception as exc:
+            self.guard.failed(exc)
+        self._original_showwarning(message, category, filename, lineno, file, line)
+
+    def _gdn(self, cuda: bool) -> tuple[dict[str, str | None], bool | None, str]:
+        kernels: dict[str, str | None] = {}
+        for modname in _GDN_MODULES:
+            mod = sys.modules.get(modname)
+            if mod is None:
+                continue
+            for fn_name in ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "causal_conv1d_fn"):
+                fn = getattr(mod, fn_name, None)
+                if fn is not None:
+                    kernels[f"{modname.rsplit('.', 1)[-1]}.{fn_name}"] = bound_kernel(fn)
+            flag = getattr(mod, "is_fast_path_available", None)
+            if isinstance(flag, bool):
+                kernels[f"{modname.rsplit('.', 1)[-1]}.is_fast_path_available"] = "fla" if flag else "torch_fallback"
+        if not kernels:
+            fast = None
+            reason = "no transformers GatedDeltaNet model loaded"
+        else:
+            fast = all(v == "fla" for v in kernels.values() if v is not None) and any(kernels.values())
+            reason = "fla kernels bound" if fast else "transformers bound the PyTorch reference implementation"
+        if fast is not True and not self._static["fla_importable"]:
+            reason = "flash-linear-attention (fla) is not installed"
+        elif fast is not True and not cuda:
+            reason = "no CUDA: fla's Triton kernels need a GPU"
+        return kernels, fast, reason
+
+    def snapshot(self, now_s: float) -> JsonDict:
+        torch = torch_if_imported()
+        cuda = bool(torch is not None and torch.cuda.is_available())
+        kernels, fast, reason = self._gdn(cuda)
+        flex_imported = "torch.nn.attention.flex_attention" in sys.modules
+        if self._flex_eager:
+            flex = "eager"
+        elif not flex_imported:
+            flex = "unused"
+        else:
+            flex = "compiled_or_unused"  # torch warns on the first eager call; no warning yet
+        return {
+            "status": "ok",
+            **self._static,
+            "fla_imported": "fla" in sys.modules,
+            "causal_conv1d_imported": "causal_conv1d" in sys.modules,
+            "cuda_available": cuda,
+            "gdn_kernels": kernels,
+            "gdn_fast_path": fast,
+            "gdn_reason": reason,
+            "fast_path_available": bool(cuda and self._static["fla_importable"]),
+            "fallback": bool(fast is False or self._flex_eager or self._warnings),
+            "flex_attention": flex,
+            "fallback_warnings": list(self._warnings),
+            "hook_errors": self.guard.errors,
+        }
+
+    def close(self) -> None:
+        logging.getLogger("transformers").removeHandler(self._handler)
+        if warnings.showwarning == self._showwarning:
+            warnings.showwarning = self._original_showwarning

@@ -1,0 +1,128 @@
+"""gil: how late a waking thread gets the GIL back (knocker), and each thread's CPU share.
+
+A daemon "knocker" thread sleeps ``knock_interval_s`` and measures how late it wakes up: the lateness
+is the timer slack plus the wait to re-take the GIL. The slack is the smallest lateness ever seen (the
+wake-up cost with a free GIL) and is subtracted. ``contention_share`` = Σ GIL wait / window: the share of
+time a thread that wants the GIL has to wait for it (gilknocker's metric). The knocker costs one GIL
+acquisition per knock (~100 per second at 10 ms), never spins, and keeps a bounded ring of samples.
+
+Per-thread CPU share comes from /proc/self/task/<tid>/schedstat (on-CPU ns), read at publish time only.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from probes._common import JsonDict, na, thread_tids
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    knock_interval_s: float = 0.01
+    window_s: float = 10.0  # readings cover this much recent time
+    max_threads: int = 256  # per-thread CPU entries on the board
+
+
+def gil_enabled() -> bool:
+    check = getattr(sys, "_is_gil_enabled", None)
+    return True if check is None else bool(check())
+
+
+def read_schedstat(tid: int) -> tuple[int, int] | None:
+    """(on-CPU ns, run-queue wait ns) of one thread of this process, or None when it is gone."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+            run_ns, wait_ns, _slices = f.read().split()
+        return int(run_ns), int(wait_ns)
+    except (OSError, ValueError):
+        return None
+
+
+class GilProbe:
+    name = "gil"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._free_threaded = not gil_enabled()
+        maxlen = int(config.window_s / config.knock_interval_s * 2) + 16
+        self._samples: deque[tuple[float, float]] = deque(maxlen=maxlen)  # (wake perf_counter, lateness s)
+        self._slack_s: float | None = None
+        self._stop = threading.Event()
+        self._cpu_prev: dict[int, tuple[int, int, int]] = {}  # tid -> (wall ns, run ns, wait ns)
+        self._thread: threading.Thread | None = None
+        if not self._free_threaded:
+            self._thread = threading.Thread(target=self._knock, name="dflash-diag-gil-knocker", daemon=True)
+            self._thread.start()
+
+    def _knock(self) -> None:
+        iv = self.config.knock_interval_s
+        sleep, clock, append, stop = time.sleep, time.perf_counter, self._samples.append, self._stop
+        while not stop.is_set():
+            t0 = clock()
+            sleep(iv)
+            t1 = clock()
+            late = max(0.0, t1 - t0 - iv)
+            if self._slack_s is None or late < self._slack_s:
+                self._slack_s = late
+            append((t1, late))
+
+    def snapshot(self, now_s: float) -> JsonDict:
+        if self._free_threaded:
+            return na("free-threaded build: no GIL")
+        now = time.perf_counter()
+        start = now - self.config.window_s
+        lates = [late for t, late in list(self._samples) if t >= start]
+        slack = self._slack_s or 0.0
+        waits = sorted(max(0.0, late - slack) for late in lates)
+        first = next((t for t, _ in list(self._samples) if t >= start), now)
+        span_s = max(1e-6, min(self.config.window_s, now - first + self.config.knock_interval_s))
+        n = len(waits)
+        return {
+            "status": "ok",
+            "free_threaded": False,
+            "switch_interval_s": sys.getswitchinterval(),
+            "wait_mean_ms": 1e3 * sum(waits) / n if n else 0.0,
+            "wait_p99_ms": 1e3 * waits[min(n - 1, int(0.99 * n))] if n else 0.0,
+            "wait_max_ms": 1e3 * waits[-1] if n else 0.0,
+            "contention_share": min(1.0, sum(waits) / span_s),
+            "timer_slack_ms": 1e3 * slack,
+            "samples": n,
+            "window_s": span_s,
+            "knock_interval_s": self.config.knock_interval_s,
+            "threads": self._thread_cpu(),
+        }
+
+    def _thread_cpu(self) -> JsonDict:
+        now_ns = time.monotonic_ns()
+        out: JsonDict = {}
+        seen: set[int] = set()
+        for tid, name in list(thread_tids().items())[: self.config.max_threads]:
+            seen.add(tid)
+            st = read_schedstat(tid)
+            if st is None:
+                continue
+            prev = self._cpu_prev.get(tid)
+            self._cpu_prev[tid] = (now_ns, st[0], st[1])
+            key = name if name not in out else f"{name}#{tid}"
+            if prev is None or now_ns <= prev[0]:
+                out[key] = {"tid": tid, "cpu_share": None, "runq_share": None}
+                continue
+            dt = now_ns - prev[0]
+            out[key] = {
+                "tid": tid,
+                "cpu_share": max(0.0, (st[0] - prev[1]) / dt),
+                "runq_share": max(0.0, (st[1] - prev[2]) / dt),
+            }
+        for tid in set(self._cpu_prev) - seen:  # bounded: forget threads that ended
+            del self._cpu_prev[tid]
+        return out
+
+    def close(self) -> None:
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=1.0)

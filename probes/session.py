@@ -1,0 +1,263 @@
+"""The probe session: builds the enabled probes, and publishes their readings to the board.
+
+Publishing never runs on the training thread: ``step()`` only notes the step and, when a publish is due
+(at most every ``publish_interval_s``), sets an Event. One daemon thread waits on that Event with a
+``timer_interval_s`` timeout (so programs that never call ``step()`` still publish), gathers the probes'
+snapshots, and writes the board. It sleeps between publishes; it never spins.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue as _queue
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
+from probes.board_writer import BOARD_SCHEMA, BoardWriter, writer_identity
+
+if TYPE_CHECKING:
+    from probes import ProbesConfig
+
+# After this many consecutive snapshot failures a probe is switched off (its last error stays on the board).
+MAX_CONSECUTIVE_ERRORS = 5
+
+
+def _build(name: str, config: ProbesConfig) -> Probe:
+    if name == "gil":
+        return gil.GilProbe(config.gil)
+    if name == "allocator":
+        return allocator.AllocatorProbe(config.allocator)
+    if name == "compile":
+        return compile.CompileProbe(config.compile)
+    if name == "cudagraphs":
+        return cudagraphs.CudagraphsProbe(config.cudagraphs)
+    if name == "queues":
+        return queues.QueuesProbe(config.queues)
+    if name == "checkpoint":
+        return checkpoint.CheckpointProbe(config.checkpoint)
+    if name == "fastpath":
+        return fastpath.FastpathProbe(config.fastpath)
+    if name == "codedrift":
+        return codedrift.CodedriftProbe(config.codedrift)
+    raise ValueError(f"unknown probe {name!r}")
+
+
+class _Slot:
+    """One probe and its error accounting."""
+
+    __slots__ = ("probe", "errors", "consecutive", "last_error", "disabled")
+
+    def __init__(self) -> None:
+        self.probe: Probe | None = None
+        self.errors = 0
+        self.consecutive = 0
+        self.last_error: str | None = None
+        self.disabled = False
+
+    def failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        self.consecutive += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+        if self.consecutive >= MAX_CONSECUTIVE_ERRORS:
+            self.disabled = True
+
+
+class ProbeSession:
+    """Probes of this process plus the board they publish to. Every public method is safe to call from
+    any thread and never raises into the program (failures are counted and shown on the board)."""
+
+    def __init__(self, config: ProbesConfig) -> None:
+        self.config = config
+        self._closed = False
+        self._pid = os.getpid()
+        self._app: dict[str, Any] = {}
+        self._steps = 0
+        self._step: int | None = None
+        self._last_step_wall_s: float | None = None
+        self._last_publish_mono = -float("inf")
+        self._publish_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.board_error: str | None = None
+        self.publish_errors = 0
+        self.publishes = 0
+        self.publish_cost_s = 0.0
+        self._slots: dict[str, _Slot] = {}
+        for name in sorted(config.enabled):
+            slot = _Slot()
+            try:
+                slot.probe = _build(name, config)
+            except Exception as exc:
+                slot.failed(exc)
+                slot.disabled = True
+            self._slots[name] = slot
+        self._queues: queues.QueuesProbe | None = self._probe_of("queues", queues.QueuesProbe)
+        self._checkpoint: checkpoint.CheckpointProbe | None = self._probe_of("checkpoint", checkpoint.CheckpointProbe)
+        torch = torch_if_imported()
+        self._identity = writer_identity(str(torch.__version__) if torch is not None else None)
+        self._writer: BoardWriter | None = None
+        try:
+            self._writer = BoardWriter(
+                None if config.board_dir is None else __import__("pathlib").Path(config.board_dir)
+            )
+        except (OSError, ValueError) as exc:
+            self.board_error = str(exc)
+            print(f"dflash-diag probes: no board will be written: {exc}", file=sys.stderr)
+        self.publish()
+        self._thread = threading.Thread(target=self._timer_loop, name="dflash-diag-board", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    def _probe_of(self, name: str, cls: type) -> Any:
+        slot = self._slots.get(name)
+        return slot.probe if slot is not None and isinstance(slot.probe, cls) else None
+
+    # --- the public API ---------------------------------------------------------------------------
+
+    @property
+    def board_path(self) -> str | None:
+        return str(self._writer.path) if self._writer is not None else None
+
+    def watch_queue(self, name: str, q: _queue.Queue) -> _queue.Queue:
+        """Register ``q`` under ``name``; returns the queue to use (the same object, instrumented)."""
+        probe = self._queues
+        if probe is None or self._closed:
+            return q
+        try:
+            return probe.watch(name, q)
+        except Exception as exc:
+            self._slots["queues"].failed(exc)
+            return q
+
+    def watch_model(self, name: str, model: Any) -> None:
+        """Name ``model``'s parameters for the grad-None check (which runs before each optimizer step)."""
+        probe = self._checkpoint
+        if probe is None or self._closed:
+            return
+        try:
+            probe.watch_model(name, model)
+        except Exception as exc:
+            self._slots["checkpoint"].failed(exc)
+
+    def set_app(self, **fields: Any) -> None:
+        """Merge ``fields`` into the board's "app" section (made JSON-safe when published)."""
+        self._app.update(fields)
+
+    def step(self, step: int | None = None) -> None:
+        """Once per training step, from any thread: ~1 us; asks the board thread to publish when due."""
+        if self._closed:
+            return
+        self._steps += 1
+        if step is not None:
+            self._step = step
+        self._last_step_wall_s = time.time()
+        if time.monotonic() - self._last_publish_mono >= self.config.publish_interval_s:
+            self._wake.set()
+
+    def close(self) -> None:
+        """Final publish, probes unhooked, board removed (unless keep_board). Idempotent."""
+        if self._closed or os.getpid() != self._pid:
+            return
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+        self.publish(final=True)
+        self._closed = True
+        for slot in self._slots.values():
+            if slot.probe is not None:
+                try:
+                    slot.probe.close()
+                except Exception:
+                    pass
+        if self._writer is not None and not self.config.keep_board:
+            self._writer.remove()
+        try:
+            atexit.unregister(self.close)
+        except Exception:
+            pass
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: this session belongs to the parent (its board, its threads)."""
+        self._closed = True
+        self._writer = None
+
+    # --- publishing -------------------------------------------------------------------------------
+
+    def _timer_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self.config.timer_interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            wait_s = self.config.publish_interval_s - (time.monotonic() - self._last_publish_mono)
+            if wait_s > 0 and self._stop.wait(wait_s):
+                break
+            self.publish()
+
+    def publish(self, final: bool = False) -> bool:
+        """Gather every probe's reading and write the board. Returns False if it did not write."""
+        if self._closed or not self._publish_lock.acquire(blocking=False):
+            return False
+        try:
+            t0 = time.perf_counter()
+            self._last_publish_mono = time.monotonic()
+            document = self._document(final)
+            if self._writer is not None:
+                self._writer.write(document)
+            self.publishes += 1
+            self.publish_cost_s += time.perf_counter() - t0
+            return True
+        except Exception as exc:
+            self.publish_errors += 1
+            self.board_error = f"{type(exc).__name__}: {exc}"[:300]
+            return False
+        finally:
+            self._publish_lock.release()
+
+    def snapshot_probes(self) -> dict[str, JsonDict]:
+        now_s = time.monotonic()
+        out: dict[str, JsonDict] = {}
+        for name, slot in self._slots.items():
+            if slot.probe is None or slot.disabled:
+                out[name] = error_payload(slot.last_error or "probe disabled", slot.errors)
+                continue
+            try:
+                payload = slot.probe.snapshot(now_s)
+                slot.consecutive = 0
+            except Exception as exc:
+                slot.failed(exc)
+                payload = error_payload(slot.last_error or "error", slot.errors)
+            out[name] = payload
+        return out
+
+    def _document(self, final: bool) -> JsonDict:
+        return json_safe(
+            {
+                "schema": BOARD_SCHEMA,
+                "writer": self._identity,
+                "seq": 0,  # set by the writer
+                "wall_time_s": time.time(),
+                "interval_s": self.config.timer_interval_s,
+                "publish_interval_s": self.config.publish_interval_s,
+                "final": final,
+                "threads": {str(tid): name for tid, name in thread_tids().items()},
+                "probes": self.snapshot_probes(),
+                "app": dict(self._app),
+                "session": {
+                    "enabled": sorted(self.config.enabled),
+                    "steps": self._steps,
+                    "step": self._step,
+                    "last_step_wall_s": self._last_step_wall_s,
+                    "publishes": self.publishes,
+                    "publish_errors": self.publish_errors,
+                    "publish_cost_ms_mean": 1e3 * self.publish_cost_s / self.publishes if self.publishes else None,
+                    "board_error": self.board_error,
+                },
+            }
+        )
