@@ -186,7 +186,7 @@ class TopApp(App[int]):
         self.frame: TopFrame | None = initial_frame  # what is on screen
         self.pending: TopFrame | None = None  # newest frame received while paused
         self.paused = False
-        self.exited = False
+        self.exited = initial_frame is not None and not initial_frame.process_alive
         self.error: str | None = None
         self.sort_name = "stage"
         self.sort_reverse = False
