@@ -113,6 +113,10 @@ class TopCommand:
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         target = _parse_target(args)
         _validate(args)
+        if not args.batch and not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise CommandError(
+                "the live view needs a terminal: use --batch (and --json) for scripts", ExitCode.USAGE
+            )
         if isinstance(target, int):
             return _run_attached(target, args, child=None)
         with _launched(target, args) as child:
@@ -208,10 +212,6 @@ def _run_tui(pid: int, args: argparse.Namespace, child: Child | None) -> int:
     from dflash_diag.tui.app import TopApp
     from dflash_diag.tui.live import LiveSource
 
-    if not sys.stdout.isatty():
-        raise CommandError(
-            "the live view needs a terminal: use --batch (and --json) for scripts", ExitCode.USAGE
-        )
     source = LiveSource(pid, **_source_options(args))  # type: ignore[arg-type]
     try:
         first = source.poll()  # attach now, so a failure is one line on the terminal, not a broken screen

@@ -1,0 +1,150 @@
+"""``dflash-diag top`` end to end: real py-spy on a real threaded torch process, batch mode; and the error paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dflash_diag.cli import main
+from dflash_diag.errors import ExitCode
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOAD = Path(__file__).with_name("threaded_workload.py")
+
+
+def _cli(*args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dflash_diag", "top", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def workload() -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKLOAD), "--seconds", "300"], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None
+        assert (
+            proc.stdout.readline().strip() == "ready"
+        )  # blocks until its threads run (torch import included)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def _assert_plausible(report: dict, pid: int) -> None:
+    assert report["schema"] == "dflash-diag.top/1"
+    assert report["pid"] == pid and report["process_alive"] is True
+    assert report["samples"] >= 2
+    by_name = {t["name"]: t for t in report["threads"]}
+    assert {"target-0", "drafter-0", "MainThread"} <= set(by_name)
+    assert by_name["target-0"]["stage"] == "target" and by_name["drafter-0"]["stage"] == "drafter"
+    for thread in report["threads"]:
+        assert set(thread["shares"]) == set(report["states"])
+        assert sum(thread["shares"].values()) == pytest.approx(1.0, abs=0.01)
+        assert isinstance(thread["tid"], int)
+    # MainThread only waits on an Event: idle. The pipeline threads compute, so they are not all idle.
+    assert by_name["MainThread"]["shares"]["idle"] > 0.9
+    assert by_name["target-0"]["shares"]["idle"] < 0.9
+    assert report["stages"]["target"]["threads"] == ["target-0"]
+    assert report["stages"]["drafter"]["threads"] == ["drafter-0"]
+    assert report["pipeline"]["status"] == "ok" and report["pipeline"]["bottleneck"] in (
+        "target",
+        "drafter",
+        "balanced",
+        "unknown",
+    )
+    assert report["gpus"]["status"] == "na" and report["gpus"]["reason"]  # this CPU box has no NVML GPUs
+
+
+@pytest.mark.slow
+def test_batch_json_on_a_live_threaded_process(workload: subprocess.Popen[str]) -> None:
+    res = _cli("--pid", str(workload.pid), "--batch", "--duration", "3", "--json", "--rate", "5")
+    assert res.returncode == 0, res.stderr
+    _assert_plausible(json.loads(res.stdout), workload.pid)
+
+
+@pytest.mark.slow
+def test_batch_text_on_a_live_threaded_process(workload: subprocess.Popen[str]) -> None:
+    res = _cli(str(workload.pid), "--batch", "--duration", "2", "--rate", "5")
+    assert res.returncode == 0, res.stderr
+    for section in ("PIPELINE", "THREADS", "GPUS", "PROBES", "FINDINGS"):
+        assert section in res.stdout
+    assert "target-0" in res.stdout and "drafter-0" in res.stdout and "verdict:" in res.stdout
+
+
+@pytest.mark.slow
+def test_batch_launch_mode_runs_the_command_and_stops_it(tmp_path: Path) -> None:
+    log = tmp_path / "child.log"
+    res = _cli(
+        "--batch", "--duration", "2", "--json", "--rate", "5", "--child-log", str(log),
+        "--", sys.executable, str(WORKLOAD), "--seconds", "300",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert {"target-0", "drafter-0"} <= {t["name"] for t in report["threads"]}
+    assert "launched PID" in res.stderr and "stopped PID" in res.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(report["pid"], 0)  # quit stopped the child
+    assert "ready" in log.read_text()
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
+
+
+def test_bad_pid_is_one_line_and_no_process_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["top", "--pid", "999999999", "--batch"]) == ExitCode.NO_PROCESS
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no process with PID 999999999" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["top"], "nothing to watch"),
+        (["top", "1", "--rate", "0"], "--rate"),
+        (["top", "1", "--json"], "--json needs --batch"),
+        (["top", "1", "--duration", "-1", "--batch"], "--duration"),
+        (["top", "--pid", "1", "--", "python", "x.py"], "not both"),
+        (["top", "12", "x"], "takes no arguments"),
+        (["top", "--pid", "0", "--batch"], "invalid PID"),
+    ],
+)
+def test_usage_errors(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == ExitCode.USAGE
+    assert needle in capsys.readouterr().err
+
+
+def test_missing_board_dir_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["top", "1", "--batch", "--board-dir", str(tmp_path / "nope")]) == ExitCode.BAD_INPUT
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_live_view_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["top", str(os.getpid())]) == ExitCode.USAGE
+    assert "use --batch" in capsys.readouterr().err
+
+
+def test_launch_of_a_non_python_command_is_diagnosed_and_stopped(tmp_path: Path) -> None:
+    res = _cli("--batch", "--child-log", str(tmp_path / "log"), "--", "sleep", "60", timeout_s=60)
+    assert res.returncode == ExitCode.NOT_PYTHON
+    assert "not a Python process" in res.stderr and "stopped PID" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_child_log_is_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "log"
+    log.write_text("precious")
+    assert main(["top", "--batch", "--child-log", str(log), "--", "true"]) == ExitCode.EXISTS
+    assert log.read_text() == "precious"
