@@ -1,17 +1,126 @@
-"""`dflash-diag run` (being built: see the issue that owns it)."""
+"""`dflash-diag run -- python script.py ...`: run any Python program under the in-process probes."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
 
-from dflash_diag.errors import CommandError
+from dflash_diag.errors import CommandError, ExitCode
+
+# The probes package sits next to dflash_diag (one distribution); its bootstrap is a sitecustomize.py.
+BOOTSTRAP_DIR = Path(__file__).resolve().parents[2] / "probes" / "_bootstrap"
+KNOWN_PROBES = ("gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift")
+# Forwarded to the program. SIGINT is special: from a terminal it already reached the program (same
+# foreground process group), so it is only forwarded when it was sent to us alone.
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def _check_probe_list(text: str) -> str:
+    for raw in text.split(","):
+        item = raw.strip().lower().lstrip("-")
+        if item and item not in ("all", "none") and item not in KNOWN_PROBES:
+            raise argparse.ArgumentTypeError(f"unknown probe {item!r} (known: all, none, {', '.join(KNOWN_PROBES)})")
+    return text
 
 
 class RunCommand:
-    """Not available yet in this build."""
+    """Run a Python program under the in-process probes, without changing its code.
+
+    The probes start at interpreter start-up (a sitecustomize bootstrap) in the first Python process the
+    command starts, and publish a board that `dflash-diag board PID`, `top`, `doctor` and `snapshot` read.
+    Exit code and signals pass through: the exit code is the program's, or 128+N if signal N killed it.
+
+    example: dflash-diag run --probes all,-gil -- python train.py --lr 3e-4
+    """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        pass
+        parser.add_argument(
+            "--probes",
+            default="all",
+            type=_check_probe_list,
+            metavar="LIST",
+            help=f"probes to run: all (default), none, or a comma list of {', '.join(KNOWN_PROBES)}; '-name' drops one",
+        )
+        parser.add_argument("--board-dir", metavar="DIR", help="where the board goes (default: see docs/board.md)")
+        parser.add_argument("--keep-board", action="store_true", help="leave the board file after the program exits")
+        parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program to run")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        raise CommandError("'run' is not available in this build yet")
+        command = list(args.command)
+        if command and command[0] == "--":
+            command = command[1:]
+        if not command:
+            raise CommandError("no command given: dflash-diag run [--probes LIST] -- python script.py ...", ExitCode.USAGE)
+        executable = shutil.which(command[0])
+        if executable is None:
+            raise CommandError(f"command not found: {command[0]}", ExitCode.BAD_INPUT)
+        if not (BOOTSTRAP_DIR / "sitecustomize.py").is_file():
+            raise CommandError(f"probe bootstrap missing at {BOOTSTRAP_DIR}: reinstall dflash-diag", ExitCode.FAILURE)
+        env = self._child_env(args)
+        board_dir = Path(env.get("DFLASH_DIAG_BOARD_DIR") or _default_board_dir())
+        try:
+            child = subprocess.Popen([executable, *command[1:]], env=env)
+        except OSError as exc:
+            raise CommandError(f"cannot start {command[0]}: {exc.strerror}", ExitCode.BAD_INPUT) from None
+        print(
+            f"dflash-diag run: PID {child.pid} under probes ({args.probes}); board {board_dir / f'{child.pid}.json'}; "
+            f"look: dflash-diag board {child.pid}",
+            file=sys.stderr,
+        )
+        return _wait_forwarding(child)
+
+    def _child_env(self, args: argparse.Namespace) -> dict[str, str]:
+        env = dict(os.environ)
+        parts = [str(BOOTSTRAP_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(parts)
+        env["DFLASH_DIAG_PROBES"] = args.probes
+        env["DFLASH_DIAG_RUN_TOKEN"] = str(os.getpid())
+        if args.board_dir:
+            env["DFLASH_DIAG_BOARD_DIR"] = str(Path(args.board_dir).resolve())
+        if args.keep_board:
+            env["DFLASH_DIAG_KEEP_BOARD"] = "1"
+        return env
+
+
+def _default_board_dir() -> Path:
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg) and os.stat(xdg).st_uid == os.getuid():
+        return Path(xdg) / "dflash-diag"
+    return Path(f"/tmp/dflash-diag-{os.getuid()}")
+
+
+def _in_foreground() -> bool:
+    """Whether a terminal's Ctrl-C reaches the child by itself (we share the terminal's foreground group)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and _in_foreground():
+            return  # the terminal sent it to the whole group: the program has it already
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, *FORWARDED)}
+    try:
+        while True:
+            try:
+                returncode = child.wait()
+                break
+            except InterruptedError:
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - returncode if returncode < 0 else returncode

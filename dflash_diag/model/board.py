@@ -7,7 +7,7 @@ views); ``analysis`` reads them through the documented keys.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 BOARD_SCHEMA = "dflash-diag.board/1"
@@ -36,6 +36,10 @@ class Board:
     probes: Mapping[str, Mapping[str, Any]]  # probe name -> payload (docs/board.md); {"status": "na", ...} if N/A
     app: Mapping[str, Any]  # application section (the reference trainer: step, rates, config, flags)
     path: str  # where it was read from
+    # Added by the probes issue (defaults keep older constructors working):
+    session: Mapping[str, Any] = field(default_factory=dict)  # writer bookkeeping: steps, last_step_wall_s, publishes
+    final: bool = False  # the writer's last publish (it was closing)
+    publish_interval_s: float | None = None  # fastest publish rate (step-driven); interval_s is the slowest
 
     def probe(self, name: str) -> Mapping[str, Any] | None:
         """The payload of one probe, or None when the probe did not publish."""
