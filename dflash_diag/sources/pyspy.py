@@ -58,6 +58,9 @@ PTRACE_FIX = (
 )
 
 
+NATIVE_PAUSE_FACTOR = 20.0  # native dumps at most every 20x their own duration (<= 5% of the time paused)
+
+
 class PySpyOutputError(DflashDiagError):
     """py-spy printed something that is not the ``dump --json`` layout we know."""
 
@@ -194,14 +197,19 @@ def stack_sample_from_json(
 
 
 def process_exists(pid: int) -> bool:
-    """True when ``pid`` names a live process (ours or another user's)."""
+    """True when ``pid`` names a live process (ours or another user's); a zombie has exited."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            state = fh.read().rsplit(")", 1)[-1].split()[:1]
+    except OSError:
+        return True  # no /proc (or not readable): os.kill said it exists
+    return state not in (["Z"], ["X"])
 
 
 def _looks_like_python(pid: int) -> bool | None:
@@ -324,6 +332,7 @@ class PySpy:
         self._clock = clock
         self._wall = wall_clock
         self._last_native_s: float | None = None
+        self._last_native_duration_s = 0.0
         self.attempts = 0  # py-spy runs, retries included (shown as py-spy's error rate)
         self.failures = 0
 
@@ -352,8 +361,15 @@ class PySpy:
             return native
         if not self.native:
             return False
-        now = self._clock()
-        return self._last_native_s is None or now - self._last_native_s >= self.native_min_interval_s
+        if self._last_native_s is None:
+            return True
+        # A native dump pauses the process for its whole duration: keep the paused share under 5%.
+        interval_s = max(self.native_min_interval_s, NATIVE_PAUSE_FACTOR * self._last_native_duration_s)
+        return self._clock() - self._last_native_s >= interval_s
+
+    def request_native(self) -> None:
+        """Make the next dump native (the user just asked for native frames), whatever the rate limit says."""
+        self._last_native_s = None
 
     def dump(self, native: bool | None = None) -> StackSample:
         """One dump of every thread; retries transient attach failures, raises AttachError otherwise."""
@@ -383,6 +399,7 @@ class PySpy:
             if res.returncode == 0:
                 if want_native:
                     self._last_native_s = t1
+                    self._last_native_duration_s = t1 - t0
                 # Stamp the sample in the middle of the dump: the best estimate of when the threads were read.
                 return parse_dump(res.stdout, pid=self.pid, monotonic_s=(t0 + t1) / 2,
                                   wall_s=wall0 + (t1 - t0) / 2, duration_s=t1 - t0, native=want_native)

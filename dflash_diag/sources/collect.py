@@ -1,0 +1,566 @@
+"""Gather an :class:`Observation` of one process: py-spy stacks, /proc per-thread CPU, NVML, the probe board.
+
+Two forms over one engine:
+
+- :class:`Collector` (``doctor``, ``snapshot``, ``top --batch``): sample for a fixed duration, return one
+  Observation; notices the process exiting and returns what it had (``process_alive=False``).
+- :class:`LiveSampler` (``top``): a daemon thread samples continuously; ``poll()`` returns the last
+  ``window_s`` seconds as an immutable Observation (safe to hand to another thread).
+
+Rates (why these defaults): stacks at 5 Hz through ``py-spy dump --nonblocking`` -- a dump costs py-spy
+~6-40 ms of CPU and the trainer nothing (no pause), so 5 Hz keeps py-spy under ~10% of one core even on a
+busy box and still gives 150 samples per 30 s window (share resolution < 1%). /proc every 0.5 s (tens of µs
+per thread), NVML every 1 s (the driver's own utilisation counters update about that often), the board every
+0.5 s (probes publish at most at 2 Hz).
+
+Sampling never hurts the trainer (adaptive rate): the stack rate is capped so that py-spy stays under
+``MAX_PYSPY_DUTY`` of one core (rate <= duty / mean dump time), and halved (to at most 2 Hz) while the trainer
+saturates the cores it may run on -- then py-spy would steal CPU from it. Native dumps pause the process, so
+they are rate-limited by :class:`~dflash_diag.sources.pyspy.PySpy` (at most one per 5 s and at most 5% of wall
+time paused).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
+from dflash_diag.model import NA, Board, GpuSample, Maybe, Observation, ProcThreadSample, StackSample
+from dflash_diag.sources import procfs
+from dflash_diag.sources.lines import LineCache
+from dflash_diag.sources.pyspy import PySpy
+
+DEFAULT_RATE_HZ = 5.0
+MIN_RATE_HZ = 0.2
+MAX_RATE_HZ = 50.0
+DEFAULT_WINDOW_S = 30.0
+PROC_INTERVAL_S = 0.5
+NVML_INTERVAL_S = 1.0
+BOARD_INTERVAL_S = 0.5
+MAX_PYSPY_DUTY = 0.10  # py-spy may use at most this share of one core
+SATURATED_SHARE = 0.90  # the trainer uses >= 90% of the cores it may run on
+SATURATED_RATE_HZ = 2.0
+LINE_FRAMES = 3  # source text is recorded for this many innermost Python frames per thread
+MAX_LINES = 20_000
+MAX_STACKS = 36_000  # 1 h at 10 Hz: hard cap on memory whatever the window
+
+
+class StackSource(Protocol):
+    def dump(self) -> StackSample: ...
+
+
+class GpuSource(Protocol):
+    def sample(self) -> Maybe[tuple[GpuSample, ...]]: ...
+
+
+BoardReader = Callable[[int], "Board | NA | None"]
+Progress = Callable[[float, float], None]  # (elapsed_s, total_s)
+
+
+_SECRET_ARG = re.compile(r"(token|secret|passw|api[_-]?key|apikey|credential|auth)", re.I)
+
+
+def _default_redact(argv: Sequence[str]) -> tuple[str, ...]:
+    """A conservative fallback: callers pass ``analysis.redact.redact_argv`` (sources may not import analysis)."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("<redacted>")
+            hide_next = False
+            continue
+        if arg.startswith("-") and _SECRET_ARG.search(arg):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=<redacted>")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(arg)
+    return tuple(out)
+
+
+def default_board_reader(board_dir: str | None = None) -> BoardReader | None:
+    """``sources.board.read_board`` when it is available, adapted to return NA instead of raising."""
+    try:
+        from dflash_diag.sources import board as board_module
+    except ImportError:
+        return None
+    read = getattr(board_module, "read_board", None)
+    if read is None:
+        return None
+    kwargs: dict[str, Any] = {}
+    if board_dir is not None:
+        params = inspect.signature(read).parameters
+        for name in ("board_dir", "directory", "dir", "root"):
+            if name in params:
+                kwargs[name] = board_dir
+                break
+
+    def reader(pid: int) -> Board | NA | None:
+        try:
+            return read(pid, **kwargs)  # type: ignore[no-any-return]
+        except DflashDiagError as exc:
+            return NA(str(exc))
+        except FileNotFoundError:
+            return NA("no probe board for this process")
+
+    return reader
+
+
+@dataclass
+class _Buffers:
+    stacks: deque[StackSample]
+    proc: deque[tuple[ProcThreadSample, ...]]
+    gpus: deque[tuple[GpuSample, ...]]
+    boards: deque[Board]
+
+
+class _Engine:
+    """The sampling schedule and buffers shared by Collector and LiveSampler. Not thread-safe by itself."""
+
+    def __init__(
+        self,
+        pid: int,
+        *,
+        rate_hz: float,
+        native: bool,
+        pyspy: StackSource | None,
+        nvml: GpuSource | None,
+        board_reader: BoardReader | None,
+        board_dir: str | None,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+        proc_interval_s: float,
+        nvml_interval_s: float,
+        board_interval_s: float,
+        redact_argv: Callable[[Sequence[str]], Sequence[str]] | None,
+        lines: Callable[[str, int], str | None] | None,
+        adaptive: bool,
+    ) -> None:
+        self.pid = pid
+        self.clock = clock
+        self.wall = wall_clock
+        self.requested_rate_hz = _clamp_rate(rate_hz)
+        self.pyspy: StackSource = pyspy if pyspy is not None else PySpy(pid, native=native)
+        self.nvml = nvml if nvml is not None else _default_nvml()
+        self.board_reader = board_reader if board_reader is not None else default_board_reader(board_dir)
+        self.proc_interval_s = proc_interval_s
+        self.nvml_interval_s = nvml_interval_s
+        self.board_interval_s = board_interval_s
+        self.lines = lines if lines is not None else LineCache()
+        self.adaptive = adaptive
+        self.buf = _Buffers(deque(maxlen=MAX_STACKS), deque(maxlen=MAX_STACKS), deque(maxlen=MAX_STACKS),
+                            deque(maxlen=MAX_STACKS))
+        self.source_lines: dict[str, str] = {}
+        self.gpu_na: NA | None = None
+        self.board_na: NA | None = NA("no board reader in this build") if self.board_reader is None else None
+        self.warnings: deque[str] = deque(maxlen=20)
+        self.alive = True
+        self.exited_at_s: float | None = None
+        self.dumps = 0
+        self.dump_failures = 0
+        self.last_dump_error: str | None = None
+        self.dump_durations: deque[float] = deque(maxlen=8)
+        self.saturated = False
+        self.backoff_reason: str | None = None
+        self._last_board_key: tuple[int, int] | None = None
+        self._start_ticks: int | None = None
+        self._cpu_allowed = _allowed_cores(pid)
+        self.next_stack_s = self.next_proc_s = self.next_nvml_s = self.next_board_s = clock()
+        try:
+            self._start_ticks = procfs.process_start_ticks(pid)
+            argv = procfs.read_cmdline(pid)
+        except AttachError:
+            argv = ()
+        self.cmdline = tuple((redact_argv or _default_redact)(argv))
+
+    # --- rates -----------------------------------------------------------------------------------------
+
+    @property
+    def effective_rate_hz(self) -> float:
+        rate = self.requested_rate_hz
+        self.backoff_reason = None
+        if not self.adaptive:
+            return rate
+        if self.dump_durations:
+            mean_s = sum(self.dump_durations) / len(self.dump_durations)
+            cap = MAX_PYSPY_DUTY / mean_s if mean_s > 0 else rate
+            if cap < rate:
+                rate = max(MIN_RATE_HZ, cap)
+                self.backoff_reason = f"py-spy dumps take {mean_s * 1000:.0f} ms"
+        if self.saturated and rate > SATURATED_RATE_HZ:
+            rate = min(rate, max(MIN_RATE_HZ, min(SATURATED_RATE_HZ, self.requested_rate_hz / 2)))
+            self.backoff_reason = f"the trainer saturates its {self._cpu_allowed} CPU cores"
+        return rate
+
+    # --- one step --------------------------------------------------------------------------------------
+
+    def check_alive(self) -> bool:
+        if self.alive and not procfs.process_alive(self.pid, self._start_ticks):
+            self.alive = False
+            self.exited_at_s = self.clock()
+            self.warnings.append(f"process {self.pid} exited; showing the data gathered before it did")
+        return self.alive
+
+    def tick(self, *, first: bool = False) -> float:
+        """Do whatever is due; return the monotonic time of the next due reading. Raises AttachError on ``first``."""
+        now = self.clock()
+        if now >= self.next_proc_s:
+            self._sweep_proc()
+            self.next_proc_s = now + self.proc_interval_s
+        if now >= self.next_board_s:
+            self._read_board()
+            self.next_board_s = now + self.board_interval_s
+        if now >= self.next_nvml_s:
+            self._read_nvml()
+            self.next_nvml_s = now + self.nvml_interval_s
+        if now >= self.next_stack_s and self.alive:
+            self._dump(first=first)
+            self.next_stack_s = max(now + 1.0 / self.effective_rate_hz, self.clock())
+        return min(self.next_stack_s, self.next_proc_s, self.next_board_s, self.next_nvml_s)
+
+    def _dump(self, *, first: bool) -> None:
+        self.dumps += 1
+        try:
+            sample = self.pyspy.dump()
+        except AttachError as exc:
+            if not self.check_alive():
+                if first:
+                    raise AttachError(f"process {self.pid} exited", ExitCode.NO_PROCESS) from None
+                return  # the process ended between two dumps: not a py-spy failure
+            self.dump_failures += 1
+            self.last_dump_error = str(exc)
+            if first:
+                raise
+            return
+        if not sample.native:
+            self.dump_durations.append(sample.duration_s)
+        self.buf.stacks.append(sample)
+        self._record_lines(sample)
+
+    def _record_lines(self, sample: StackSample) -> None:
+        for thread in sample.threads:
+            n = 0
+            for frame in thread.frames:
+                if frame.native:
+                    continue
+                key = f"{frame.filename}:{frame.line}"
+                if key not in self.source_lines and len(self.source_lines) < MAX_LINES:
+                    text = self.lines(frame.filename, frame.line)
+                    if text is not None:
+                        self.source_lines[key] = text
+                n += 1
+                if n >= LINE_FRAMES:
+                    break
+
+    def _sweep_proc(self) -> None:
+        try:
+            sweep = procfs.read_threads(self.pid, clock=self.clock)
+        except AttachError as exc:
+            if exc.exit_code == ExitCode.NO_PROCESS:
+                self.check_alive()
+            return
+        if self.buf.proc and self._cpu_allowed:
+            self.saturated = _cpu_share(self.buf.proc[-1], sweep) >= SATURATED_SHARE * self._cpu_allowed
+        self.buf.proc.append(sweep)
+        self.check_alive()
+
+    def _read_nvml(self) -> None:
+        if self.nvml is None:
+            self.gpu_na = NA("no NVML source")
+            return
+        result = self.nvml.sample()
+        if isinstance(result, NA):
+            self.gpu_na = result
+            return
+        self.buf.gpus.append(result)
+
+    def _read_board(self) -> None:
+        if self.board_reader is None:
+            return
+        board = self.board_reader(self.pid)
+        if board is None:
+            self.board_na = NA("no probe board for this process")
+            return
+        if isinstance(board, NA):
+            self.board_na = board
+            return
+        key = (board.writer.start_time_ticks, board.seq)
+        if key == self._last_board_key:
+            return  # the same version again: boards are deduplicated by (writer, seq)
+        self._last_board_key = key
+        self.buf.boards.append(board)
+
+    # --- snapshot --------------------------------------------------------------------------------------
+
+    def observation(self, since_s: float | None, now_s: float) -> Observation:
+        """The readings with monotonic time >= ``since_s`` (all when None), as an immutable Observation."""
+        stacks = tuple(s for s in self.buf.stacks if since_s is None or s.monotonic_s >= since_s)
+        proc = tuple(p for p in self.buf.proc if since_s is None or (p and p[0].monotonic_s >= since_s))
+        gpus_list = tuple(g for g in self.buf.gpus if since_s is None or (g and g[0].monotonic_s >= since_s))
+        start_s = since_s if since_s is not None else (stacks[0].monotonic_s if stacks else now_s)
+        wall_now = self.wall()
+        started_wall = wall_now - (now_s - start_s)
+        boards_in = tuple(b for b in self.buf.boards if since_s is None or b.wall_time_s >= started_wall - 1.0)
+        if not boards_in and self.buf.boards:
+            boards_in = (self.buf.boards[-1],)  # a slow publisher: keep the newest board rather than none
+        gpus: Maybe[tuple[tuple[GpuSample, ...], ...]] = (
+            gpus_list if gpus_list or self.gpu_na is None else self.gpu_na
+        )
+        board_na = self.board_na if self.board_na is not None else NA("no probe board")  # NA is falsy: no `or`
+        boards: Maybe[tuple[Board, ...]] = boards_in if boards_in else board_na
+        wanted = {f"{f.filename}:{f.line}" for s in stacks for t in s.threads for f in t.frames[:8] if not f.native}
+        lines = {k: v for k, v in self.source_lines.items() if k in wanted}
+        return Observation(
+            pid=self.pid,
+            cmdline=self.cmdline,
+            started_wall_s=started_wall,
+            window_s=max(0.0, now_s - start_s),
+            stacks=stacks,
+            proc=proc,
+            gpus=gpus,
+            boards=boards,
+            process_alive=self.alive,
+            warnings=tuple(self.warnings) + self._status_warnings(),
+            source_lines=lines,
+        )
+
+    def _status_warnings(self) -> tuple[str, ...]:
+        out = []
+        if self.dump_failures:
+            out.append(f"py-spy failed {self.dump_failures} of {self.dumps} dumps (last: {self.last_dump_error})")
+        rate = self.effective_rate_hz
+        if self.backoff_reason is not None and rate < self.requested_rate_hz:
+            out.append(f"sampling backed off to {rate:.1f} Hz (asked {self.requested_rate_hz:.1f}): "
+                       f"{self.backoff_reason}")
+        return tuple(out)
+
+    def prune(self, before_s: float) -> None:
+        for buf in (self.buf.stacks,):
+            while buf and buf[0].monotonic_s < before_s:
+                buf.popleft()
+        while self.buf.proc and self.buf.proc[0] and self.buf.proc[0][0].monotonic_s < before_s:
+            self.buf.proc.popleft()
+        while self.buf.gpus and self.buf.gpus[0] and self.buf.gpus[0][0].monotonic_s < before_s:
+            self.buf.gpus.popleft()
+        while len(self.buf.boards) > 1 and self.buf.boards[0].wall_time_s < self.wall() - (self.clock() - before_s):
+            self.buf.boards.popleft()
+        if len(self.source_lines) >= MAX_LINES:
+            self.source_lines.clear()  # cheap to rebuild from disk; keeps memory bounded on long sessions
+
+
+def _clamp_rate(rate_hz: float) -> float:
+    if not rate_hz > 0:
+        raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
+    return min(MAX_RATE_HZ, max(MIN_RATE_HZ, float(rate_hz)))
+
+
+def _default_nvml() -> GpuSource | None:
+    try:
+        from dflash_diag.sources.nvml import NvmlSource
+    except ImportError:
+        return None
+    return NvmlSource()
+
+
+def _allowed_cores(pid: int) -> int:
+    try:
+        return len(os.sched_getaffinity(pid))
+    except OSError:
+        return os.cpu_count() or 1
+
+
+def _cpu_share(before: tuple[ProcThreadSample, ...], after: tuple[ProcThreadSample, ...]) -> float:
+    """Cores' worth of CPU the process used between two sweeps (sum of per-thread on-CPU deltas)."""
+    if not before or not after:
+        return 0.0
+    dt = after[0].monotonic_s - before[0].monotonic_s
+    if dt <= 0:
+        return 0.0
+    old = {p.tid: p.run_ns for p in before}
+    used_ns = sum(max(0, p.run_ns - old[p.tid]) for p in after if p.tid in old)
+    return used_ns / 1e9 / dt
+
+
+class Collector:
+    """Sample one process for a fixed duration (``doctor``, ``snapshot``, ``top --batch``)."""
+
+    def __init__(
+        self,
+        pid: int,
+        *,
+        rate_hz: float = DEFAULT_RATE_HZ,
+        native: bool = False,
+        pyspy: StackSource | None = None,
+        nvml: GpuSource | None = None,
+        board_reader: BoardReader | None = None,
+        board_dir: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        proc_interval_s: float = PROC_INTERVAL_S,
+        nvml_interval_s: float = NVML_INTERVAL_S,
+        board_interval_s: float = BOARD_INTERVAL_S,
+        redact_argv: Callable[[Sequence[str]], Sequence[str]] | None = None,
+        lines: Callable[[str, int], str | None] | None = None,
+        adaptive: bool = True,
+    ) -> None:
+        self.pid = pid
+        self._sleep = sleep
+        self._engine = _Engine(
+            pid, rate_hz=rate_hz, native=native, pyspy=pyspy, nvml=nvml, board_reader=board_reader,
+            board_dir=board_dir, clock=clock, wall_clock=wall_clock, proc_interval_s=proc_interval_s,
+            nvml_interval_s=nvml_interval_s, board_interval_s=board_interval_s, redact_argv=redact_argv,
+            lines=lines, adaptive=adaptive,
+        )
+
+    @property
+    def effective_rate_hz(self) -> float:
+        return self._engine.effective_rate_hz
+
+    def collect(self, duration_s: float, progress: Progress | None = None) -> Observation:
+        """Sample for ``duration_s``; AttachError when the very first dump fails (with the diagnosis).
+
+        If the process exits meanwhile, returns what was gathered with ``process_alive=False``.
+        """
+        engine = self._engine
+        if not engine.check_alive():
+            raise AttachError(f"no process with PID {self.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+        start = engine.clock()
+        deadline = start + max(0.0, duration_s)
+        first = True
+        while True:
+            due = engine.tick(first=first)
+            first = first and not engine.buf.stacks
+            now = engine.clock()
+            if progress is not None:
+                progress(min(now - start, duration_s), duration_s)
+            if not engine.alive or now >= deadline:
+                break
+            self._sleep(max(0.0, min(due, deadline) - now))
+        if engine.alive:
+            engine._sweep_proc()  # a last /proc reading so CPU % covers the whole window
+        end = engine.clock()
+        return engine.observation(start, end)
+
+
+class LiveSampler:
+    """Continuous sampling on a daemon thread; ``poll()`` returns the last ``window_s`` as an Observation."""
+
+    def __init__(
+        self,
+        pid: int,
+        *,
+        rate_hz: float = DEFAULT_RATE_HZ,
+        native: bool = False,
+        window_s: float = DEFAULT_WINDOW_S,
+        pyspy: StackSource | None = None,
+        nvml: GpuSource | None = None,
+        board_reader: BoardReader | None = None,
+        board_dir: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        proc_interval_s: float = PROC_INTERVAL_S,
+        nvml_interval_s: float = NVML_INTERVAL_S,
+        board_interval_s: float = BOARD_INTERVAL_S,
+        redact_argv: Callable[[Sequence[str]], Sequence[str]] | None = None,
+        lines: Callable[[str, int], str | None] | None = None,
+        adaptive: bool = True,
+    ) -> None:
+        if not window_s > 0:
+            raise ValueError(f"window_s must be > 0, got {window_s}")
+        self.pid = pid
+        self.window_s = float(window_s)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._engine = _Engine(
+            pid, rate_hz=rate_hz, native=native, pyspy=pyspy, nvml=nvml, board_reader=board_reader,
+            board_dir=board_dir, clock=clock, wall_clock=wall_clock, proc_interval_s=proc_interval_s,
+            nvml_interval_s=nvml_interval_s, board_interval_s=board_interval_s, redact_argv=redact_argv,
+            lines=lines, adaptive=adaptive,
+        )
+
+    # --- control (any thread) --------------------------------------------------------------------------
+
+    @property
+    def rate_hz(self) -> float:
+        return self._engine.requested_rate_hz
+
+    @property
+    def effective_rate_hz(self) -> float:
+        with self._lock:
+            return self._engine.effective_rate_hz
+
+    def set_rate(self, rate_hz: float) -> float:
+        with self._lock:
+            self._engine.requested_rate_hz = _clamp_rate(rate_hz)
+            self._engine.next_stack_s = self._engine.clock()
+        self._wake.set()
+        return self._engine.requested_rate_hz
+
+    def set_native(self, native: bool) -> bool:
+        with self._lock:
+            pyspy = self._engine.pyspy
+            if hasattr(pyspy, "native"):
+                pyspy.native = native
+                if native and hasattr(pyspy, "request_native"):
+                    pyspy.request_native()
+        self._wake.set()
+        return native
+
+    def set_window(self, window_s: float) -> None:
+        if window_s > 0:
+            self.window_s = float(window_s)
+
+    def poll(self) -> Observation:
+        """The last ``window_s`` seconds. The first call attaches synchronously (AttachError on failure)."""
+        if self._thread is None:
+            with self._lock:
+                if not self._engine.check_alive():
+                    raise AttachError(f"no process with PID {self.pid} (it exited or never existed)",
+                                      ExitCode.NO_PROCESS)
+                self._engine.tick(first=True)
+            self._thread = threading.Thread(target=self._run, name="dflash-diag-sampler", daemon=True)
+            self._thread.start()
+        with self._lock:
+            engine = self._engine
+            # After the process exits the window freezes at the exit, so the last data stays on screen.
+            now = engine.exited_at_s if engine.exited_at_s is not None else engine.clock()
+            return engine.observation(now - self.window_s, now)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=15.0)
+
+    # --- the sampler thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        engine = self._engine
+        while not self._stop.is_set():
+            with self._lock:
+                try:
+                    due = engine.tick()
+                except Exception as exc:  # never die silently: say it, slow down, keep the last data
+                    engine.warnings.append(f"sampler error: {type(exc).__name__}: {exc}")
+                    due = engine.clock() + 1.0
+                engine.prune(engine.clock() - self.window_s - 2.0)
+                alive = engine.alive
+                delay = max(0.0, due - engine.clock())
+            if not alive:
+                return
+            # Sleep until the next reading is due (Event.wait: no busy loop), or until set_rate/close wakes us.
+            self._wake.wait(delay)
+            self._wake.clear()
