@@ -24,7 +24,7 @@ _SECRET_NAME = re.compile(
     """
 )
 # Names that look secret but are not (a tokenizer's name, a sort key...): do not hide what a maintainer needs.
-_NOT_SECRET = re.compile(r"(?i)^(.*tokeni[sz]er.*|.*_tokens?_per_s|max_tokens|num_tokens|tokens|keep_keys?|.*sort_key)$")
+_NOT_SECRET = re.compile(r"(?i)^(pwd|oldpwd|.*tokeni[sz]er.*|.*_tokens?_per_s|max_tokens|num_tokens|tokens|keep_keys?|.*sort_key)$")
 
 # Token formats that are secrets wherever they appear (in any string).
 _TOKEN_PATTERNS = (
@@ -36,7 +36,8 @@ _TOKEN_PATTERNS = (
     re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b"),  # JWT
 )
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@]+):([^/\s@]+)@")
-_BEARER = re.compile(r"(?i)\b(bearer|token|basic)(\s+|=|:\s*)([A-Za-z0-9._~+/\-]{8,}=*)")
+# "Authorization: Bearer X", "token=X", "token: X" (but not "token embeddings" in prose).
+_BEARER = re.compile(r"(?i)\b(bearer\s+|basic\s+|token\s*[=:]\s*|auth\s*[=:]\s*)([A-Za-z0-9._~+/\-]{8,}=*)")
 # KEY=VALUE inside a larger string (e.g. `env FOO_TOKEN=abc python ...` or a shell line on the board).
 _INLINE_ASSIGN = re.compile(r"(?<![\w-])([A-Za-z_][A-Za-z0-9_.\-]*)=(\S+)")
 
@@ -52,7 +53,7 @@ def is_secret_name(name: str) -> bool:
 def redact_text(value: str) -> str:
     """Redact secrets embedded in free text: URL credentials, bearer tokens, known token formats, NAME=secret."""
     out = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
-    out = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
+    out = _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", out)
     for pattern in _TOKEN_PATTERNS:
         out = pattern.sub(REDACTED, out)
     return _INLINE_ASSIGN.sub(lambda m: f"{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0), out)

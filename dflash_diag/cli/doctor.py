@@ -1,17 +1,158 @@
-"""`dflash-diag doctor` (being built: see the issue that owns it)."""
+"""`dflash-diag doctor`: sample a process for a few seconds and name what is wrong, with evidence and the fix."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from typing import Any
 
-from dflash_diag.errors import CommandError
+from dflash_diag.errors import AttachError, CommandError, ExitCode
+from dflash_diag.model import Finding, Severity
+
+DEFAULT_DURATION_S = 5.0
+MAX_DURATION_S = 600.0
+DOCTOR_SCHEMA = "dflash-diag.doctor/1"
+_FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
+_STYLE = {Severity.CRITICAL: "bold white on red", Severity.WARNING: "bold black on yellow", Severity.INFO: "bold cyan"}
 
 
 class DoctorCommand:
-    """Not available yet in this build."""
+    """Name the root causes of a slow (or stuck) PyTorch training process, most severe first.
+
+    Samples the process for a few seconds (py-spy stacks, /proc, NVML and the probe board when the process
+    runs under probes), then prints each finding: severity, rule id, the claim, the numbers behind it and
+    the fix. Every rule is described in docs/findings.md.
+
+      dflash-diag doctor 12345
+      dflash-diag doctor 12345 --duration 10 --json
+      dflash-diag doctor 12345 --fail-on warning     # exit 10 when a warning or worse is found (CI, scripts)
+    """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        pass
+        parser.add_argument("pid", type=int, metavar="PID", help="the process to examine")
+        parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="S",
+                            help=f"seconds to sample (default {DEFAULT_DURATION_S:g})")
+        parser.add_argument("--json", action="store_true",
+                            help=f"print machine-readable JSON (schema {DOCTOR_SCHEMA}, docs/findings.md)")
+        parser.add_argument("--fail-on", choices=sorted(_FAIL_ON), metavar="LEVEL",
+                            help="exit with code 10 when a finding at LEVEL (info|warning|critical) or above is raised")
+        parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        raise CommandError("'doctor' is not available in this build yet")
+        if not 0.5 <= args.duration <= MAX_DURATION_S:
+            raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
+        if args.pid <= 0:
+            raise CommandError(f"PID must be a positive integer, got {args.pid}", ExitCode.USAGE)
+        findings, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json)
+        if args.json:
+            json.dump(report, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print_findings(findings, report)
+        if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in findings):
+            return ExitCode.FINDINGS
+        return ExitCode.OK
+
+
+def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None,
+             progress: bool = True) -> tuple[tuple[Finding, ...], dict[str, Any]]:
+    """Sample ``pid`` and evaluate every rule; the findings and the JSON report."""
+    from dflash_diag.analysis.findings import evaluate  # noqa: PLC0415 - keeps --help fast
+    from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
+    from dflash_diag.analysis.redact import redact_argv  # noqa: PLC0415
+    from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
+    from dflash_diag.sources.collect import Collector  # noqa: PLC0415
+    from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
+
+    PySpy(pid).check()  # fail fast, with the diagnosis, before a progress bar appears
+    collector = Collector(pid, board_dir=board_dir, redact_argv=redact_argv)
+    obs = _collect_with_progress(collector, duration_s, progress)
+    if not obs.stacks:
+        raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "
+                          f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
+    now = time.time()
+    threads = aggregate_threads(obs)
+    pipeline = pipeline_view(obs, threads, now_wall_s=now)
+    findings = evaluate(obs, threads, pipeline, now_wall_s=now)
+    return findings, report_json(pid, obs.window_s, len(obs.stacks), obs.process_alive, findings,
+                                 pipeline.bottleneck, pipeline.verdict, obs.warnings, len(threads))
+
+
+def _collect_with_progress(collector: Any, duration_s: float, progress: bool) -> Any:
+    if not progress or not sys.stderr.isatty():
+        return collector.collect(duration_s)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn  # noqa: PLC0415
+
+    with Progress(TextColumn("sampling PID"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:g} s"),
+                  TimeRemainingColumn(), transient=True, console=_console(stderr=True)) as bar:
+        task = bar.add_task("sampling", total=duration_s)
+        return collector.collect(duration_s, progress=lambda done, total: bar.update(task, completed=done))
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console  # noqa: PLC0415
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "rule_id": f.rule_id,
+        "severity": f.severity.label,
+        "claim": f.claim,
+        "evidence": [{"name": name, "value": value} for name, value in f.evidence],
+        "remedy": f.remedy,
+        "impact": round(f.impact, 3),
+    }
+
+
+def report_json(pid: int, window_s: float, samples: int, alive: bool, findings: tuple[Finding, ...],
+                bottleneck: str, verdict: str, warnings: tuple[str, ...], n_threads: int) -> dict[str, Any]:
+    return {
+        "schema": DOCTOR_SCHEMA,
+        "pid": pid,
+        "window_s": round(window_s, 3),
+        "stack_samples": samples,
+        "threads": n_threads,
+        "process_alive": alive,
+        "summary": {s.label: sum(1 for f in findings if f.severity == s) for s in reversed(Severity)},
+        "healthy": all(f.severity < Severity.WARNING for f in findings),
+        "pipeline": {"bottleneck": bottleneck, "verdict": verdict},
+        "findings": [finding_json(f) for f in findings],
+        "warnings": list(warnings),
+    }
+
+
+def print_findings(findings: tuple[Finding, ...], report: dict[str, Any]) -> None:
+    from rich.markup import escape  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    console = _console()
+    console.print(f"[bold]dflash-diag doctor[/]: PID {report['pid']}, {report['window_s']:.1f} s sampled, "
+                  f"{report['stack_samples']} stack samples of {report['threads']} threads"
+                  + ("" if report["process_alive"] else " [red](the process exited)[/]"))
+    if report["pipeline"]["verdict"]:
+        console.print(f"pipeline: {escape(report['pipeline']['verdict'])}")
+    console.print()
+    for f in findings:
+        console.print(f"[{_STYLE[f.severity]}] {f.severity.label.upper()} [/] [bold]{f.rule_id}[/]: {escape(f.claim)}")
+        if f.evidence:
+            table = Table.grid(padding=(0, 2))
+            table.add_column(style="dim", no_wrap=True)
+            table.add_column()
+            for name, value in f.evidence:
+                table.add_row(f"    {escape(name)}", escape(value))
+            console.print(table)
+        console.print(f"    [green]fix:[/] {escape(f.remedy)}")
+        console.print()
+    summary = report["summary"]
+    if report["healthy"]:
+        extra = f" ({summary['info']} informational)" if summary["info"] else ""
+        console.print(f"[bold green]no findings[/]: nothing at warning level or above{extra}.")
+    else:
+        console.print(f"[bold]{summary['critical']} critical, {summary['warning']} warning, {summary['info']} info[/]"
+                      " -- rules explained in docs/findings.md")
+    for warning in report["warnings"]:
+        console.print(f"[dim]note: {escape(warning)}[/]")

@@ -1,17 +1,76 @@
-"""`dflash-diag snapshot` (being built: see the issue that owns it)."""
+"""`dflash-diag snapshot`: write a complete, redacted bug-report bundle of a process (live, hung or dying)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from dflash_diag.errors import CommandError
+from dflash_diag.errors import CommandError, ExitCode
+
+DEFAULT_DURATION_S = 1.0
+MAX_DURATION_S = 60.0
 
 
 class SnapshotCommand:
-    """Not available yet in this build."""
+    """Write a bug-report bundle: findings, versions, config, env knobs, all stacks (native), board, GPUs, code hashes.
+
+    The bundle is a .tar.gz (or a directory with --dir) holding report.md, snapshot.json (schema
+    dflash-diag.snapshot/1), stacks.txt, board.json, nvml.json and timeline.svg. Secrets (tokens, keys,
+    passwords in the environment, argv and board) are redacted; the file is private to you (0600).
+    Works on a hung process, and on one that dies meanwhile (it writes what it got and lists the rest).
+
+      dflash-diag snapshot 12345                          # ./dflash-diag-snapshot-12345-<time>.tar.gz
+      dflash-diag snapshot 12345 -o bug.tar.gz --force
+      dflash-diag snapshot 12345 --dir -o bug/            # directory form
+
+    How to file a good report: docs/bug-reports.md. Compare two bundles: dflash-diag diff A B.
+    """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        pass
+        parser.add_argument("pid", type=int, metavar="PID", help="the process to snapshot")
+        parser.add_argument("-o", "--output", metavar="FILE",
+                            help="where to write (default: ./dflash-diag-snapshot-PID-TIME.tar.gz)")
+        parser.add_argument("--dir", action="store_true", help="write a directory instead of a .tar.gz")
+        parser.add_argument("--force", action="store_true", help="overwrite an existing output")
+        parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="S",
+                            help=f"seconds of stack sampling for thread states (default {DEFAULT_DURATION_S:g}; "
+                            "the whole snapshot takes about this plus 1-2 s)")
+        parser.add_argument("--json", action="store_true", help="print the result (path, findings, missing) as JSON")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        raise CommandError("'snapshot' is not available in this build yet")
+        from dflash_diag.snapshot import take_snapshot  # noqa: PLC0415
+        from dflash_diag.sources.pyspy import process_exists  # noqa: PLC0415
+
+        if not 0.0 < args.duration <= MAX_DURATION_S:
+            raise CommandError(f"--duration must be in (0, {MAX_DURATION_S:g}] seconds", ExitCode.USAGE)
+        if args.pid <= 0 or not process_exists(args.pid):
+            raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+        output = Path(args.output) if args.output else None
+        if output is not None and not args.dir and not output.name.endswith((".tar.gz", ".tgz")):
+            raise CommandError(f"{output}: a bundle file must end in .tar.gz (or use --dir for a directory)",
+                               ExitCode.USAGE)
+        if not args.json and sys.stderr.isatty():
+            print(f"snapshot of PID {args.pid}: sampling {args.duration:g} s ...", file=sys.stderr)
+        deadline_s = max(2.6, args.duration + 1.6)
+        result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
+                               duration_s=args.duration, deadline_s=deadline_s)
+        if args.json:
+            import json  # noqa: PLC0415
+
+            json.dump({"path": str(result.path), "elapsed_s": round(result.elapsed_s, 3),
+                       "alive_at_end": result.alive_at_end,
+                       "findings": [{"rule_id": f.rule_id, "severity": f.severity.label, "claim": f.claim}
+                                    for f in result.findings],
+                       "missing": [{"what": w, "why": y} for w, y in result.missing]}, sys.stdout, indent=1)
+            print()
+            return ExitCode.OK
+        serious = [f for f in result.findings if f.severity.label in ("warning", "critical")]
+        print(f"wrote {result.path} in {result.elapsed_s:.1f} s: {len(result.findings)} findings"
+              f" ({len(serious)} warning or critical)"
+              + ("" if result.alive_at_end else "; the process exited during the snapshot"))
+        for f in serious[:5]:
+            print(f"  {f.severity.label.upper():8} {f.rule_id}: {f.claim}")
+        for what, why in result.missing:
+            print(f"  missing: {what}: {why}", file=sys.stderr)
+        return ExitCode.OK

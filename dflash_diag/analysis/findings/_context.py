@@ -16,6 +16,10 @@ from typing import Any
 from dflash_diag.model import Board, Observation, PipelineView, ThreadState, ThreadStats
 from dflash_diag.model.stacks import Frame, ThreadSample
 
+# Shares computed from fewer stack samples than this are anecdotes, not rates: sample-based rules ignore
+# such threads (a snapshot's single native dump must not raise "GIL wait 100%").
+MIN_THREAD_SAMPLES = 5
+
 
 @dataclass(frozen=True, slots=True)
 class Context:
@@ -57,7 +61,11 @@ class Context:
         return max(0.0, last.wall_time_s - first.wall_time_s)
 
     def stage_threads(self, stage: str) -> tuple[ThreadStats, ...]:
-        return tuple(t for t in self.threads if t.stage == stage and t.n_samples > 0)
+        return tuple(t for t in self.sampled() if t.stage == stage)
+
+    def sampled(self) -> tuple[ThreadStats, ...]:
+        """Threads with enough samples for their state shares to mean something."""
+        return tuple(t for t in self.threads if t.n_samples >= MIN_THREAD_SAMPLES)
 
     def on_cuda(self) -> bool | None:
         """Whether the process trains on CUDA: True, False, or None when nothing tells."""

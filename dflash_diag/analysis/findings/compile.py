@@ -123,7 +123,7 @@ def _graph_breaks(ctx: Context, payload: Mapping[str, object] | None) -> Iterato
 
 def _in_progress(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
     compiling_now = payload is not None and payload.get("compiling_now") is True
-    busy = [(t.name, t.shares.get(ThreadState.COMPILE, 0.0)) for t in ctx.threads if t.n_samples > 0]
+    busy = [(t.name, t.shares.get(ThreadState.COMPILE, 0.0)) for t in ctx.sampled()]
     busy = [(n, s) for n, s in busy if s >= COMPILING_SHARE]
     if not compiling_now and not busy:
         return

@@ -20,7 +20,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     contention = num(payload, "contention_share")
     if payload is not None and payload.get("free_threaded") is True:
         return
-    sampled = [t for t in ctx.threads if t.n_samples > 0]
+    sampled = list(ctx.sampled())
     waiters = sorted(((t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in sampled), key=lambda x: -x[1])
     heavy_waiters = [(t, s) for t, s in waiters if s >= THREAD_WAIT_SHARE]
     if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters:

@@ -48,11 +48,9 @@ def check(ctx: Context) -> Iterator[Finding]:
     backing_up = trend is not None and trend >= QUEUE_BACKING_UP_PER_S
     if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck == "drafter" and backing_up):
         return
-    severity = (
-        Severity.WARNING
-        if (waiting_share or 0.0) >= STARVED_WARNING_SHARE or (bottleneck == "drafter" and backing_up)
-        else Severity.INFO
-    )
+    # Naming the slowest stage is information (some stage is always the slowest); it becomes a warning when
+    # the other stage idles half of its time. A rising queue alone stays info: a small queue fills at start.
+    severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE else Severity.INFO
     other = _OTHER[bottleneck]
     slow_stage = pipe.drafter if bottleneck == "drafter" else pipe.target
     other_stage = pipe.target if bottleneck == "drafter" else pipe.drafter

@@ -1,0 +1,218 @@
+"""From what was gathered to the bundle's files: analysis (threads, pipeline, findings), the schema-versioned
+``snapshot.json``, ``report.md``, native stacks as text, the board, NVML state and the timeline picture.
+
+Everything passes through redaction twice: structurally (secret-named keys and options, URL credentials,
+token formats) and then by value (every secret value read from the environment or argv is scrubbed from
+every file, wherever it appears).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_diag import __version__
+from dflash_diag.analysis.redact import redact_argv, redact_env, redact_json, scrub_values, secret_values
+from dflash_diag.model import (
+    NA,
+    Finding,
+    Observation,
+    PipelineView,
+    StackSample,
+    StageStats,
+    ThreadState,
+    ThreadStats,
+)
+from dflash_diag.snapshot.gather import Gathered
+from dflash_diag.snapshot.jsonable import to_jsonable
+from dflash_diag.snapshot.report import render_report
+from dflash_diag.snapshot.svg import timeline_svg
+
+SCHEMA = "dflash-diag.snapshot/1"
+# Environment variables that change how torch/CUDA/threads behave: shown in the report and compared by `diff`.
+ENV_KNOB = re.compile(
+    r"^(PYTORCH_.*|TORCH.*|CUDA_.*|CUBLAS.*|CUDNN.*|NCCL_.*|NVIDIA_.*|TRITON_.*|OMP_.*|MKL_.*|OPENBLAS_.*|"
+    r"KMP_.*|TOKENIZERS_PARALLELISM|HF_.*|TRANSFORMERS_.*|WANDB_MODE|PYTHON(HASHSEED|OPTIMIZE|PATH|MALLOC|UNBUFFERED|"
+    r"_GIL|DEVMODE)|DFLASH.*|LD_PRELOAD|MALLOC_.*)$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    observation: Observation
+    threads: tuple[ThreadStats, ...]
+    pipeline: PipelineView
+    findings: tuple[Finding, ...]
+
+
+def _empty_pipeline(reason: str) -> PipelineView:
+    na = NA(reason)
+    stage = lambda name: StageStats(stage=name, threads=(), batches_per_s=na, tokens_per_s=na, shares={})  # noqa: E731
+    return PipelineView(target=stage("target"), drafter=stage("drafter"), queue_name="q_hs", queue_depth=na,
+                        queue_maxsize=na, queue_depth_history=(), queue_trend_per_s=na, producer_starved_share=na,
+                        consumer_starved_share=na, bottleneck="unknown", verdict=reason)
+
+
+def observation_of(g: Gathered) -> Observation:
+    """The collector's window, or one made from the native dump when the window could not be sampled."""
+    if g.observation is not None:
+        return g.observation
+    stacks: tuple[StackSample, ...] = (g.native_stacks,) if g.native_stacks is not None else ()
+    return Observation(
+        source_lines=_source_lines(stacks),
+        pid=g.pid,
+        cmdline=redact_argv(g.cmdline),
+        started_wall_s=g.started_wall_s,
+        window_s=0.0,
+        stacks=stacks,
+        proc=(g.proc_threads,) if g.proc_threads else (),
+        gpus=NA("the sampling window was not taken"),
+        boards=(g.board,) if g.board is not None else NA("no board"),
+        process_alive=g.alive_at_end,
+        warnings=(),
+    )
+
+
+def _source_lines(stacks: tuple[StackSample, ...]) -> dict[str, str]:
+    """The innermost Python line of every thread (the classifier reads `.item()`, `time.sleep(` from it)."""
+    from dflash_diag.sources.lines import LineCache  # noqa: PLC0415
+
+    cache = LineCache()
+    out: dict[str, str] = {}
+    for sample in stacks:
+        for thread in sample.threads:
+            for frame in [f for f in thread.frames if not f.native][:2]:
+                text = cache(frame.filename, frame.line)
+                if text is not None:
+                    out[f"{frame.filename}:{frame.line}"] = text
+    return out
+
+
+def analyse(g: Gathered, now_wall_s: float) -> Analysis:
+    from dflash_diag.analysis.findings import evaluate  # noqa: PLC0415
+
+    obs = observation_of(g)
+    try:
+        from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
+        from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
+
+        threads = aggregate_threads(obs)
+        pipeline = pipeline_view(obs, threads, now_wall_s=now_wall_s)
+    except Exception as exc:  # noqa: BLE001 - a broken aggregate must not lose the rest of the report
+        g.miss("thread states", f"{type(exc).__name__}: {exc}")
+        threads, pipeline = (), _empty_pipeline("thread states unavailable")
+    findings = evaluate(obs, threads, pipeline, now_wall_s=now_wall_s)
+    return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=findings)
+
+
+def _stage_shares(threads: tuple[ThreadStats, ...]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for stage in sorted({t.stage for t in threads}):
+        members = [t for t in threads if t.stage == stage and t.n_samples > 0]
+        if members:
+            out[stage] = {s.value: round(sum(t.shares.get(s, 0.0) for t in members) / len(members), 4) for s in ThreadState}
+    return out
+
+
+def _rates(g: Gathered, a: Analysis) -> dict[str, Any]:
+    app = g.board.app if g.board is not None else {}
+    rates: dict[str, Any] = {}
+    for key in ("tokens_per_s", "target_batches_per_s", "drafter_batches_per_s", "step_ms", "step"):
+        value = app.get(key) if isinstance(app, Mapping) else None
+        rates[key] = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    rates["state_shares"] = _stage_shares(a.threads)
+    return rates
+
+
+def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any]:
+    board = g.board
+    app = dict(board.app) if board is not None else {}
+    config = app.get("config") if isinstance(app.get("config"), Mapping) else {}
+    env = g.environ if isinstance(g.environ, dict) else {}
+    obs = a.observation
+    gpus = obs.gpus
+    latest_gpus = gpus[-1] if isinstance(gpus, tuple) and gpus else gpus
+    codedrift = board.probe("codedrift") if board is not None else None
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "tool": {"name": "dflash-diag", "version": __version__},
+        "created_wall_s": now_wall_s,
+        "created_utc": _dt.datetime.fromtimestamp(now_wall_s, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "pid": g.pid,
+        "process": {
+            "argv": list(redact_argv(g.cmdline)),
+            "exe": g.exe,
+            "cwd": g.cwd,
+            "start_wall_s": g.start_wall_s,
+            "alive_at_end": g.alive_at_end,
+            "hostname": board.writer.hostname if board is not None else None,
+        },
+        "versions": g.versions,
+        "app": {k: v for k, v in app.items() if k not in ("config", "threads")},
+        "config": config,
+        "flags": {k: v for k, v in config.items() if isinstance(v, bool)},
+        "app_threads": app.get("threads", {}),
+        "env": redact_env(env) if env else g.environ,
+        "env_knobs": {k: v for k, v in sorted(redact_env(env).items()) if ENV_KNOB.match(k)},
+        "findings": a.findings,
+        "rates": _rates(g, a),
+        "pipeline": a.pipeline,
+        "threads": a.threads,
+        "proc_threads": g.proc_threads,
+        "stacks_native": g.native_stacks,
+        "gpus": latest_gpus,
+        "board": board,
+        "code": {
+            "root": g.code.root if g.code else NA("code hashes not gathered"),
+            "how": g.code.how if g.code else "",
+            "files": dict(g.code.files) if g.code else {},
+            "changed_after_start": list(g.code.changed_after_start) if g.code else [],
+            "truncated": g.code.truncated if g.code else None,
+            "stale_modules": list(codedrift.get("stale", [])) if codedrift else [],
+        },
+        "sampling": {
+            "window_s": obs.window_s,
+            "stack_samples": len(obs.stacks),
+            "warnings": list(obs.warnings),
+        },
+        "missing": [{"what": what, "why": why} for what, why in g.missing],
+        "timings_s": g.timings_s,
+    }
+    return redact_json(to_jsonable(doc))
+
+
+def render_stacks(sample: StackSample | None) -> str:
+    if sample is None:
+        return "no stacks could be taken (see `missing` in snapshot.json)\n"
+    lines = [f"Process {sample.pid}: {len(sample.threads)} threads, "
+             f"{'with' if sample.native else 'WITHOUT'} native frames (py-spy dump{' --native' if sample.native else ''})", ""]
+    for t in sample.threads:
+        flags = ", ".join(f for f, on in (("active", t.active), ("holds GIL", t.owns_gil)) if on) or "idle"
+        lines.append(f"Thread {t.os_thread_id or t.thread_id:#x} ({t.os_thread_id}) \"{t.name or '?'}\" [{flags}]")
+        for f in t.frames:
+            where = f"{f.filename}:{f.line}" if f.line else f.filename
+            lines.append(f"    {'(native) ' if f.native else ''}{f.name} ({where})")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]:
+    """Every file of the bundle, redacted, keyed by its name inside the bundle."""
+    doc = build_document(g, a, now_wall_s)
+    board_json = doc.get("board")
+    files: dict[str, str] = {
+        "report.md": render_report(doc),
+        "snapshot.json": json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n",
+        "stacks.txt": render_stacks(g.native_stacks),
+        "board.json": json.dumps(board_json, indent=1) + "\n" if board_json else "null\n",
+        "nvml.json": json.dumps(to_jsonable(a.observation.gpus), indent=1) + "\n",
+        "timeline.svg": timeline_svg(a.threads, title=f"dflash-diag snapshot of PID {g.pid}",
+                                     window_s=a.observation.window_s),
+    }
+    env = g.environ if isinstance(g.environ, dict) else {}
+    secrets = secret_values(env, g.cmdline)
+    return {name: scrub_values(text, secrets).encode("utf-8") for name, text in files.items()}

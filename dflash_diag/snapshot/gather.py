@@ -1,0 +1,209 @@
+"""Gather everything a bug report needs from a live, hung or dying process: in parallel, each source with its
+own deadline, so that one slow or failing source costs its own entry in ``missing`` and nothing else.
+
+Sources (each a daemon thread; a stuck one is abandoned at the deadline, never joined):
+- one blocking ``py-spy dump --native`` (all threads with native frames; falls back to a non-blocking dump
+  when the process cannot be suspended, e.g. it is SIGSTOPped);
+- the collector's short sampling window (stacks, /proc, NVML, board) for thread states and findings;
+- /proc: argv, environment, exe, cwd, threads;
+- versions (from the process's site-packages and the driver), code hashes of the project's sources.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from dflash_diag.errors import AttachError
+from dflash_diag.model import NA, Board, Maybe, Observation, ProcThreadSample, StackSample
+from dflash_diag.snapshot import environment
+from dflash_diag.snapshot.environment import CodeInfo
+
+T = TypeVar("T")
+
+DEFAULT_DURATION_S = 1.0  # sampling window: enough for ~10-20 stack samples, leaves room in the 3 s budget
+DEFAULT_DEADLINE_S = 2.6  # every source must be back by then (the whole snapshot must stay under 3 s)
+
+
+@dataclass
+class Gathered:
+    pid: int
+    started_wall_s: float
+    native_stacks: StackSample | None = None
+    observation: Observation | None = None
+    cmdline: tuple[str, ...] = ()
+    environ: Maybe[dict[str, str]] = field(default_factory=lambda: NA("not read"))
+    exe: Maybe[str] = field(default_factory=lambda: NA("not read"))
+    cwd: Maybe[str] = field(default_factory=lambda: NA("not read"))
+    start_wall_s: float | None = None
+    proc_threads: tuple[ProcThreadSample, ...] = ()
+    versions: dict[str, Maybe[str]] = field(default_factory=dict)
+    code: CodeInfo | None = None
+    board: Board | None = None
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    alive_at_end: bool = True
+
+    def miss(self, what: str, why: str) -> None:
+        self.missing.append((what, why))
+
+
+class _Job:
+    """One source on a daemon thread: a result, an error, or still running at the deadline."""
+
+    def __init__(self, name: str, fn: Callable[[], Any]) -> None:
+        self.name = name
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.elapsed_s: float | None = None
+        self.done = threading.Event()
+        self._fn = fn
+        self.thread = threading.Thread(target=self._run, name=f"snapshot-{name}", daemon=True)
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        try:
+            self.result = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - reported as a missing part, never raised
+            self.error = exc
+        finally:
+            self.elapsed_s = time.monotonic() - t0
+            self.done.set()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, AttachError | OSError | ValueError):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
+
+
+def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
+    """One dump with native frames; on a process that cannot be suspended, a Python-only dump and the reason."""
+    from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415 - keeps `dflash-diag --help` light
+
+    spy = PySpy(pid, native=True, timeout_s=timeout_s, retries=2)
+    try:
+        return spy.dump(native=True), None
+    except AttachError as exc:
+        from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
+
+        if not process_alive(pid):
+            raise
+        # py-spy cannot ptrace-suspend a stopped (SIGSTOP, traced) process; it can still read its memory.
+        fallback = PySpy(pid, native=False, timeout_s=timeout_s, retries=2).dump(native=False)
+        return fallback, f"native frames: {exc}; Python-only stacks instead"
+
+
+SNAPSHOT_RATE_HZ = 10.0  # a short window needs a denser sampling to give every thread >= 5 samples
+
+
+def collect(pid: int, duration_s: float) -> Observation:
+    from dflash_diag.analysis.redact import redact_argv  # noqa: PLC0415
+    from dflash_diag.sources.collect import Collector  # noqa: PLC0415
+
+    return Collector(pid, rate_hz=SNAPSHOT_RATE_HZ, redact_argv=redact_argv).collect(duration_s)
+
+
+def proc_info(pid: int) -> dict[str, Any]:
+    from dflash_diag.sources import procfs  # noqa: PLC0415
+
+    info: dict[str, Any] = {"cmdline": procfs.read_cmdline(pid), "environ": procfs.read_environ(pid),
+                            "exe": procfs.read_exe(pid)}
+    try:
+        info["cwd"] = os.readlink(f"/proc/{pid}/cwd")
+    except OSError as exc:
+        info["cwd"] = NA(f"cannot read /proc/{pid}/cwd: {exc.strerror}")
+    info["start_wall_s"] = environment.process_start_wall_s(pid)
+    info["threads"] = procfs.read_threads(pid)
+    return info
+
+
+def read_board(pid: int) -> Board | None:
+    from dflash_diag.sources.board import read_board as _read  # noqa: PLC0415
+
+    return _read(pid)
+
+
+def gather(
+    pid: int,
+    *,
+    duration_s: float = DEFAULT_DURATION_S,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    wall_clock: Callable[[], float] = time.time,
+) -> Gathered:
+    """Everything about ``pid`` within ``deadline_s``; what could not be had is listed in ``missing``."""
+    from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
+
+    out = Gathered(pid=pid, started_wall_s=wall_clock())
+    t0 = time.monotonic()
+    # The native dump pauses the process: give it the whole deadline minus a margin for writing.
+    jobs = {
+        "native stacks": _Job("native", lambda: native_stacks(pid, max(0.5, deadline_s - 0.2))),
+        "sampling window": _Job("collect", lambda: collect(pid, duration_s)),
+        "process info": _Job("proc", lambda: proc_info(pid)),
+        "board": _Job("board", lambda: read_board(pid)),
+    }
+    for job in jobs.values():
+        job.thread.start()
+
+    proc = jobs["process info"]
+    proc.done.wait(max(0.0, deadline_s - (time.monotonic() - t0)))
+    if proc.done.is_set() and proc.error is None:
+        info = proc.result
+        out.cmdline, out.environ, out.exe, out.cwd = info["cmdline"], info["environ"], info["exe"], info["cwd"]
+        out.start_wall_s, out.proc_threads = info["start_wall_s"], info["threads"]
+    else:
+        out.miss("process info (argv, environment, /proc threads)",
+                 _describe(proc.error) if proc.error else "timed out")
+
+    # Versions and code hashes need the argv and cwd: start them now, against the same deadline.
+    cwd = out.cwd if isinstance(out.cwd, str) else None
+    board_job = jobs["board"]
+    board_job.done.wait(max(0.0, min(0.5, deadline_s - (time.monotonic() - t0))))
+    board = board_job.result if board_job.done.is_set() and isinstance(board_job.result, Board) else None
+    app_versions = board.app.get("versions") if board is not None and isinstance(board.app.get("versions"), dict) else None
+    later = {
+        "versions": _Job("versions", lambda: environment.versions(
+            pid, app_versions, board.writer.python if board else None, board.writer.torch if board else None,
+            cmdline=out.cmdline)),
+        "code hashes": _Job("code", lambda: environment.code_info(out.cmdline, cwd, out.start_wall_s)),
+    }
+    for job in later.values():
+        job.thread.start()
+    jobs.update(later)
+
+    for name, job in jobs.items():
+        job.done.wait(max(0.0, deadline_s - (time.monotonic() - t0)))
+        if job.elapsed_s is not None:
+            out.timings_s[name] = round(job.elapsed_s, 3)
+        if name == "process info":
+            continue
+        if not job.done.is_set():
+            out.miss(name, f"timed out after {deadline_s:.1f} s")
+            continue
+        if job.error is not None:
+            out.miss(name, _describe(job.error))
+            continue
+        if name == "native stacks":
+            out.native_stacks, note = job.result
+            if note:
+                out.miss("native frames", note)
+        elif name == "sampling window":
+            out.observation = job.result
+        elif name == "board":
+            out.board = job.result
+            if job.result is None:
+                out.miss("board", "no probe board for this process (not started under probes)")
+        elif name == "versions":
+            out.versions = job.result
+        elif name == "code hashes":
+            out.code = job.result
+    if out.board is None and out.observation is not None and out.observation.board is not None:
+        out.board = out.observation.board
+    out.alive_at_end = process_alive(pid)
+    out.timings_s["total"] = round(time.monotonic() - t0, 3)
+    return out

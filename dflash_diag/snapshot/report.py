@@ -1,0 +1,178 @@
+"""``report.md``: the human half of the bundle, rendered from the (already redacted) snapshot document.
+
+Order follows what a maintainer reads first: findings, what is missing from the report, versions, config and
+flags, environment knobs, threads and their states, pipeline, GPUs, probes, code drift.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_PROBE_JSON_CHARS = 1500
+
+
+def _val(value: Any) -> str:
+    if isinstance(value, Mapping) and set(value) == {"na"}:
+        return f"N/A: {value['na']}"
+    if value is None:
+        return "N/A"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    return _val(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _findings(doc: Mapping[str, Any]) -> list[str]:
+    findings = doc.get("findings") or []
+    out = ["## Findings", ""]
+    serious = [f for f in findings if f.get("severity") in ("warning", "critical")]
+    if not findings:
+        out.append("No findings: nothing known to be wrong was seen in the sampling window.")
+    elif not serious:
+        out.append("No warning or critical findings. Informational:")
+        out.append("")
+    for f in findings:
+        out.append(f"### [{str(f.get('severity', '')).upper()}] `{f.get('rule_id')}`: {f.get('claim')}")
+        out.append("")
+        for name, value in f.get("evidence") or []:
+            out.append(f"- {name}: {value}")
+        out.append(f"- **fix**: {f.get('remedy')}")
+        out.append("")
+    return out
+
+
+def _threads(doc: Mapping[str, Any]) -> list[str]:
+    threads = doc.get("threads") or []
+    out = ["## Threads and their states", ""]
+    if not threads:
+        out.append("No thread states (see Missing).")
+        return out
+    rows = []
+    for t in threads:
+        shares = sorted(((k, v) for k, v in (t.get("shares") or {}).items() if v), key=lambda kv: -kv[1])[:3]
+        top = t.get("top_frame") or {}
+        rows.append([
+            t.get("name"), t.get("stage"), t.get("os_thread_id"), t.get("n_samples"),
+            ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares),
+            _val(t.get("cpu_pct")) if not isinstance(t.get("cpu_pct"), float) else f"{t['cpu_pct']:.0f}%",
+            f"{t.get('gil_held_pct', 0):.0f}%",
+            f"{top.get('name')} ({str(top.get('filename', '')).rsplit('/', 1)[-1]}:{top.get('line')})" if top else "",
+        ])
+    out += _table(["thread", "stage", "tid", "samples", "top states", "CPU", "GIL held", "top frame"], rows)
+    out += ["", "Per-thread timeline: `timeline.svg`. All stacks with native frames: `stacks.txt`."]
+    return out
+
+
+def _pipeline(doc: Mapping[str, Any]) -> list[str]:
+    p = doc.get("pipeline") or {}
+    rates = doc.get("rates") or {}
+    out = ["## Pipeline and rates", ""]
+    if p.get("verdict"):
+        out += [f"**{p.get('verdict')}**", ""]
+    rows = [
+        ["tokens/s", rates.get("tokens_per_s")],
+        ["target batches/s", rates.get("target_batches_per_s")],
+        ["drafter batches/s", rates.get("drafter_batches_per_s")],
+        ["step", rates.get("step")],
+        [f"{p.get('queue_name', 'q_hs')} depth / max", f"{_val(p.get('queue_depth'))} / {_val(p.get('queue_maxsize'))}"],
+        ["queue trend (items/s)", p.get("queue_trend_per_s")],
+        ["target blocked in put", p.get("producer_starved_share")],
+        ["drafter blocked in get", p.get("consumer_starved_share")],
+        ["bottleneck", p.get("bottleneck")],
+    ]
+    return out + _table(["what", "value"], rows)
+
+
+def _gpus(doc: Mapping[str, Any]) -> list[str]:
+    gpus = doc.get("gpus")
+    out = ["## GPUs", ""]
+    if not isinstance(gpus, list):
+        out.append(_val(gpus))
+        return out
+    rows = [[g.get("index"), g.get("name"), g.get("util_pct"), g.get("memory_used_bytes"), g.get("memory_total_bytes"),
+             g.get("power_w"), g.get("sm_clock_mhz"), g.get("temperature_c"), g.get("throttle_reasons")] for g in gpus]
+    return out + _table(["#", "name", "util %", "mem used B", "mem total B", "power W", "SM MHz", "temp C",
+                         "throttle"], rows)
+
+
+def _probes(doc: Mapping[str, Any]) -> list[str]:
+    board = doc.get("board")
+    out = ["## Probes", ""]
+    if not isinstance(board, Mapping):
+        out.append("No probe board: the process was not started under probes (`dflash-diag run -- ...`).")
+        return out
+    out.append(f"Board `{board.get('schema')}` seq {board.get('seq')}, written at {board.get('wall_time_s')}.")
+    out.append("")
+    for name, payload in sorted((board.get("probes") or {}).items()):
+        status = payload.get("status") if isinstance(payload, Mapping) else "?"
+        text = json.dumps(payload, sort_keys=True)
+        if len(text) > MAX_PROBE_JSON_CHARS:
+            text = text[:MAX_PROBE_JSON_CHARS] + " ... (full payload in board.json)"
+        out += [f"- **{name}** ({status}): `{text}`"]
+    return out
+
+
+def _code(doc: Mapping[str, Any]) -> list[str]:
+    code = doc.get("code") or {}
+    out = ["## Code and drift", ""]
+    out.append(f"Project root: {_val(code.get('root'))} ({code.get('how') or 'unknown'}); "
+               f"{len(code.get('files') or {})} .py files hashed (sha256 in snapshot.json)"
+               + (f"; {code['truncated']}" if code.get("truncated") else "") + ".")
+    changed = code.get("changed_after_start") or []
+    stale = code.get("stale_modules") or []
+    if changed:
+        out += ["", "Changed on disk after the process started (the running process may execute older code):"]
+        out += [f"- `{path}`" for path in changed[:50]]
+    if stale:
+        out += ["", "Stale modules reported by the codedrift probe:"]
+        out += [f"- `{s.get('module')}` ({s.get('file')})" for s in stale[:50] if isinstance(s, Mapping)]
+    if not changed and not stale:
+        out += ["", "No drift seen."]
+    return out
+
+
+def render_report(doc: Mapping[str, Any]) -> str:
+    process = doc.get("process") or {}
+    lines = [
+        f"# dflash-diag snapshot of PID {doc.get('pid')}",
+        "",
+        f"- taken: {doc.get('created_utc')} by dflash-diag {doc.get('tool', {}).get('version')} "
+        f"(schema `{doc.get('schema')}`)",
+        f"- command: `{' '.join(process.get('argv') or [])}`",
+        f"- cwd: {_val(process.get('cwd'))}; host: {_val(process.get('hostname'))}",
+        f"- alive at the end of the snapshot: {process.get('alive_at_end')}",
+        "",
+    ]
+    lines += _findings(doc)
+    missing = doc.get("missing") or []
+    lines += ["## Missing from this report", ""]
+    lines += [f"- {m.get('what')}: {m.get('why')}" for m in missing] or ["Nothing: every source answered."]
+    lines += ["", "## Versions", ""]
+    lines += _table(["component", "version"], [[k, v] for k, v in (doc.get("versions") or {}).items()])
+    app = doc.get("app") or {}
+    lines += ["", "## Config and flags", ""]
+    if app:
+        lines.append(f"App `{app.get('name')}`, scenario: {_val(app.get('scenario'))}.")
+        lines.append("")
+    config = doc.get("config") or {}
+    lines += _table(["key", "value"], [[k, v] for k, v in sorted(config.items())]) if config else [
+        "No app config published (no board, or the app did not call set_app)."]
+    lines += ["", "### Environment knobs", ""]
+    knobs = doc.get("env_knobs") or {}
+    lines += _table(["variable", "value"], [[k, v] for k, v in knobs.items()]) if knobs else ["None set."]
+    lines += [""] + _pipeline(doc) + [""] + _threads(doc) + [""] + _gpus(doc) + [""] + _probes(doc) + [""] + _code(doc)
+    timings = doc.get("timings_s") or {}
+    lines += ["", "## How this snapshot was taken", "",
+              ", ".join(f"{k} {v:.2f} s" for k, v in timings.items() if isinstance(v, int | float)), ""]
+    return "\n".join(lines)
