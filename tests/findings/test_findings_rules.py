@@ -271,13 +271,22 @@ def test_host_sync_storm_points_at_the_line() -> None:
     sync = (Frame("cudaStreamSynchronize", "libcudart.so", 0, native=True),
             Frame("_chunked_loss", "/app/loss.py", 42), Frame("step", "/app/train.py", 9))
     work = (Frame("mm", "libtorch.so", 0, native=True), Frame("step", "/app/train.py", 9))
-    timeline = [ThreadState.GPU_WAIT, ThreadState.GPU_WAIT, ThreadState.NATIVE, ThreadState.GPU_WAIT]
+    timeline = [ThreadState.GPU_WAIT, ThreadState.GPU_WAIT, ThreadState.NATIVE, ThreadState.GPU_WAIT] * 2
     stacks = [stack([thread_sample("drafter-0", sync if s == ThreadState.GPU_WAIT else work, tid=12)], t=i)
               for i, s in enumerate(timeline)]
     threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.75, ThreadState.NATIVE: 0.25}, tid=12,
-                            n=4, timeline=timeline),)
+                            n=8, timeline=timeline),)
     f = _one(_run(threads=threads, stacks=stacks), "host-sync-storm")
     assert "loss.py:42" in f.claim and dict(f.evidence)["drafter in GPU wait"] == "75%"
+    assert dict(f.evidence)["sync site"] == "loss.py:42 (_chunked_loss) (6 samples)"
+
+
+def test_one_sample_is_not_a_rate() -> None:
+    threads = (
+        thread_stats("logger", "other", {ThreadState.PYTHON: 1.0}, tid=13, gil_held_pct=100.0, n=1),
+        thread_stats("drafter-0", "drafter", {ThreadState.GIL_WAIT: 1.0}, tid=12, n=1),
+    )
+    assert _run(threads=threads) == ()
 
 
 # --- wasted work --------------------------------------------------------------------------------------
