@@ -18,8 +18,8 @@ from typing import TextIO
 
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
 
-DEFAULT_RATE_HZ = 2.0
-MAX_RATE_HZ = 100.0
+DEFAULT_RATE_HZ = 5.0  # the sampler's own default (sources/collect.py says why; it adapts down under load)
+MAX_RATE_HZ = 50.0
 DEFAULT_WINDOW_S = 30.0
 DEFAULT_DURATION_S = 5.0
 ATTACH_WAIT_S = 60.0  # launch mode: how long a fresh interpreter may take before py-spy can read it
@@ -101,9 +101,10 @@ class TopCommand:
         parser.add_argument(
             "--warmup",
             type=float,
-            default=0.0,
+            default=None,
             metavar="S",
-            help="launch mode: seconds to wait after the command is attachable before sampling (default 0)",
+            help="launch mode: seconds to wait after attaching before sampling (default: until a target or "
+            "drafter thread runs, at most 60 s)",
         )
         parser.add_argument("--child-log", metavar="PATH", help="launch mode: file for the command's output")
         parser.add_argument(
@@ -161,7 +162,7 @@ def _validate(args: argparse.Namespace) -> None:
         raise CommandError(f"--window {args.window:g}: must be > 0 seconds", ExitCode.USAGE)
     if not 0.05 <= args.refresh <= 60:
         raise CommandError(f"--refresh {args.refresh:g}: must be between 0.05 and 60 seconds", ExitCode.USAGE)
-    if args.warmup < 0:
+    if args.warmup is not None and args.warmup < 0:
         raise CommandError(f"--warmup {args.warmup:g}: must be >= 0 seconds", ExitCode.USAGE)
     if args.json and not args.batch:
         raise CommandError("--json needs --batch (the live screen has no JSON form)", ExitCode.USAGE)
@@ -229,11 +230,11 @@ def check_attachable(pid: int) -> None:
     PySpy(pid).check()
 
 
-def probe_dump(pid: int) -> None:
-    """One non-blocking dump: raises AttachError while a fresh interpreter is not readable yet."""
+def probe_dump(pid: int) -> list[str]:
+    """Thread names from one non-blocking dump; AttachError while a fresh interpreter is not readable yet."""
     from dflash_diag.sources.pyspy import PySpy
 
-    PySpy(pid, retries=0).dump()
+    return [t.name or "" for t in PySpy(pid, retries=0).dump().threads]
 
 
 # ----- launch mode -----
@@ -325,25 +326,38 @@ def _stop_child(child: Child) -> None:
 
 
 def _wait_attachable(child: Child, args: argparse.Namespace) -> None:
-    """Wait until py-spy can read the fresh interpreter (or the command dies), then the --warmup."""
+    """Wait until py-spy can read the fresh interpreter and its pipeline threads run (or the command dies).
+
+    Without --warmup, sampling starts once a thread named like a target or drafter stage exists (at most
+    ATTACH_WAIT_S), so a batch report covers training rather than imports. With --warmup S: S seconds after attach.
+    """
+    from dflash_diag.analysis.threads import StagePatterns
+
+    patterns = StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
     check_attachable(child.pid)
     deadline = time.monotonic() + ATTACH_WAIT_S
+    attached_at: float | None = None
     while True:
         if child.process.poll() is not None:
             raise CommandError(
                 f"the command exited with code {child.process.returncode} before top could attach; see {child.log_path}",
                 ExitCode.NO_PROCESS,
             )
+        now = time.monotonic()
         try:
-            probe_dump(child.pid)
-            break
+            names = probe_dump(child.pid)
+            attached_at = attached_at if attached_at is not None else now
         except AttachError as exc:
-            if exc.exit_code in (ExitCode.MISSING_TOOL, ExitCode.PERMISSION) or time.monotonic() > deadline:
+            if exc.exit_code in (ExitCode.MISSING_TOOL, ExitCode.PERMISSION) or now > deadline:
                 raise
+            names = []
+        if attached_at is not None:
+            if args.warmup is not None:
+                if now - attached_at >= args.warmup:
+                    return
+            elif any(patterns.stage_of(name) != "other" for name in names) or now > deadline:
+                return
         time.sleep(0.5)
-    end = time.monotonic() + args.warmup
-    while time.monotonic() < end and child.process.poll() is None:
-        time.sleep(0.1)
 
 
 __all__ = ["TopCommand", "DflashDiagError"]

@@ -35,7 +35,7 @@ from dflash_diag.tui.widgets import (
 )
 
 # The rates +/- step through: low enough by default to be invisible to the trainer, high for short bursts.
-RATE_STEPS_HZ: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+RATE_STEPS_HZ: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 SORT_CYCLE: tuple[str, ...] = (
     "stage",
     "cpu",

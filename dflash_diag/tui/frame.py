@@ -46,6 +46,7 @@ class TopFrame:
     native_stacks: Mapping[str, tuple[Frame, ...]] = field(default_factory=dict)
     process_alive: bool = True
     warnings: tuple[str, ...] = ()
+    requested_rate_hz: float | None = None  # what the user asked for, when the sampler runs slower (adaptive)
 
 
 def thread_key(name: str | None, os_thread_id: int | None) -> str:

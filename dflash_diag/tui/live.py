@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from dflash_diag.analysis.pipeline import pipeline_view
@@ -15,9 +16,6 @@ from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import NA, Finding, Maybe, Observation, PipelineView, ThreadStats
 from dflash_diag.tui.frame import TopFrame, build_frame
-
-MIN_RATE_HZ = 0.2
-MAX_RATE_HZ = 100.0
 
 
 def _patterns(target_pattern: str | None, drafter_pattern: str | None) -> StagePatterns:
@@ -135,15 +133,15 @@ class LiveSource:
         with self._lock:
             rate_hz, native = self._rate_hz, self._native
         frame = analyse(obs, self._patterns, wall_s=time.time(), rate_hz=rate_hz, native=native)
+        frame = replace(frame, rate_hz=self._sampler.effective_rate_hz, requested_rate_hz=rate_hz)
         if not obs.process_alive and not obs.stacks:
             raise AttachError(f"process {self._pid} exited", ExitCode.NO_PROCESS)
         return frame
 
     def set_rate(self, rate_hz: float) -> float:
-        rate_hz = min(MAX_RATE_HZ, max(MIN_RATE_HZ, rate_hz))
+        rate_hz = self._sampler.set_rate(rate_hz)  # clamped by the sampler
         with self._lock:
             self._rate_hz = rate_hz
-        self._sampler.set_rate(rate_hz)
         return rate_hz
 
     def set_native(self, native: bool) -> bool:

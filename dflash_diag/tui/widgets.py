@@ -51,8 +51,10 @@ class TopHeader(Static):
             text.append(" PROCESS EXITED: last data shown ", style="bold white on red")
         elif error:
             text.append(f" {error} ", style="bold white on red")
+        asked = frame.requested_rate_hz
+        slowed = f" (asked {asked:g}, adaptive)" if asked is not None and asked - frame.rate_hz > 0.05 else ""
         text.append(
-            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:g} Hz{' +native' if frame.native else ''}"
+            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:.3g} Hz{slowed}{' +native' if frame.native else ''}"
             f"  {frame.window_s:.0f} s window  {frame.n_samples} samples  "
         )
         # The command line goes last and gets whatever width is left.
