@@ -135,9 +135,16 @@ def test_grad_none_is_critical_and_blames_reentrant() -> None:
 
 
 def test_recompute_heavy_from_thread_states() -> None:
-    threads = (thread_stats("drafter-0", "drafter", {ThreadState.CHECKPOINT: 0.45, ThreadState.NATIVE: 0.55}, tid=12),)
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.CHECKPOINT: 0.6, ThreadState.NATIVE: 0.4}, tid=12,
+                            n=60),)
     f = _one(_run(threads=threads), "checkpoint-recompute-heavy")
-    assert "45%" in f.claim and "saved-tensor hooks" in dict(f.evidence)["mode"]
+    assert "60%" in f.claim and "saved-tensor hooks" in dict(f.evidence)["mode"]
+
+
+def test_recompute_share_from_few_samples_is_not_enough() -> None:
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.CHECKPOINT: 0.5, ThreadState.NATIVE: 0.5}, tid=12,
+                            n=6),)
+    assert _run(threads=threads) == ()
 
 
 def test_recompute_heavy_from_probe_time() -> None:

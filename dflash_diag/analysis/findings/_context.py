@@ -107,6 +107,17 @@ def pct(share: float) -> str:
     return f"{100.0 * share:.0f}%"
 
 
+def lower_bound(share: float, n_samples: int) -> float:
+    """One-sigma lower bound of a sampled share: 3 of 6 samples is not the same evidence as 30 of 60."""
+    if n_samples <= 0:
+        return 0.0
+    return max(0.0, share - math.sqrt(max(0.0, share * (1.0 - share)) / n_samples))
+
+
+def stage_samples(threads: Iterable[ThreadStats]) -> int:
+    return sum(t.n_samples for t in threads)
+
+
 def mean_share(threads: Iterable[ThreadStats], state: ThreadState) -> float:
     values = [t.shares.get(state, 0.0) for t in threads]
     return sum(values) / len(values) if values else 0.0

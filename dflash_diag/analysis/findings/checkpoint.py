@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dflash_diag.analysis.findings._context import Context, items, mean_share, num, pct, sub
+from dflash_diag.analysis.findings._context import (
+    Context,
+    items,
+    lower_bound,
+    mean_share,
+    num,
+    pct,
+    stage_samples,
+    sub,
+)
 from dflash_diag.model import Finding, Severity, ThreadState
 
-# Recompute is expected to cost ~1/3 of a checkpointed backward; a stage spending a quarter of all its
-# samples in recompute/saved-tensor hooks is paying well beyond that (the seed: hooks x 16 chunks x 3 threads).
-RECOMPUTE_WARNING_SHARE = 0.25
+# Recompute costs about one extra forward, i.e. ~1/3 of forward+backward when everything is checkpointed;
+# a stage spending more than that in recompute/saved-tensor hooks (sampled: at one-sigma confidence) pays
+# beyond what checkpointing should cost (the seed: hooks x 16 chunks x 3 threads).
+RECOMPUTE_WARNING_SHARE = 0.35
 GRAD_NONE_EXAMPLES = 3
 
 
@@ -80,12 +90,13 @@ def _mode(payload: Mapping[str, object] | None) -> Iterator[Finding]:
 
 
 def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    by_stage: list[tuple[str, float]] = []
+    by_stage: list[tuple[str, float, float]] = []
     for stage in ("drafter", "target", "other"):
         threads = ctx.stage_threads(stage)
         if threads:
-            by_stage.append((stage, mean_share(threads, ThreadState.CHECKPOINT)))
-    stage, share = max(by_stage, key=lambda s: s[1], default=("drafter", 0.0))
+            share = mean_share(threads, ThreadState.CHECKPOINT)
+            by_stage.append((stage, share, lower_bound(share, stage_samples(threads))))
+    stage, share, sure_share = max(by_stage, key=lambda s: s[2], default=("drafter", 0.0, 0.0))
     probe_share = 0.0
     first = ctx.first_probe("checkpoint")
     window_s = ctx.board_window_s()
@@ -93,9 +104,9 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
     n_drafters = max(1, len(ctx.stage_threads("drafter")))
     if recompute_now is not None and recompute_then is not None and window_s > 0:
         probe_share = max(0.0, recompute_now - recompute_then) / window_s / n_drafters
-    worst = max(share, probe_share)
-    if worst < RECOMPUTE_WARNING_SHARE:
+    if max(sure_share, probe_share) < RECOMPUTE_WARNING_SHARE:
         return
+    worst = max(share, probe_share)
     reentrant, non_reentrant = _calls(payload)
     mode = "saved-tensor hooks (use_reentrant=False)" if non_reentrant > reentrant else "reentrant recompute"
     evidence: list[tuple[str, str]] = []

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, num, pct
+from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct
 from dflash_diag.model import Finding, Severity, ThreadState
 
 # With N busy Python threads some waiting is normal; when the process as a whole spends a third of the
 # window with a thread waiting for the GIL, Python (not the GPU) paces the pipeline.
 CONTENTION_WARNING_SHARE = 0.33
-# Sampled: a thread that waits for the GIL in a fifth of its samples loses a fifth of its throughput.
+# Sampled: a thread that waits for the GIL in a fifth of its samples (at one-sigma confidence) loses a fifth
+# of its throughput.
 THREAD_WAIT_SHARE = 0.20
 SHOWN = 3
 
@@ -22,7 +23,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         return
     sampled = list(ctx.sampled())
     waiters = sorted(((t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in sampled), key=lambda x: -x[1])
-    heavy_waiters = [(t, s) for t, s in waiters if s >= THREAD_WAIT_SHARE]
+    heavy_waiters = [(t, s) for t, s in waiters if lower_bound(s, t.n_samples) >= THREAD_WAIT_SHARE]
     if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters:
         return
     holders = sorted(sampled, key=lambda t: -t.gil_held_pct)

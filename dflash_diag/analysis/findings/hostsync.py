@@ -5,12 +5,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, frame_site, mean_share, pct, python_frames
+from dflash_diag.analysis.findings._context import (
+    Context,
+    frame_site,
+    lower_bound,
+    mean_share,
+    pct,
+    python_frames,
+    stage_samples,
+)
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.stacks import ThreadSample
 
 # A stage whose threads sit in a host sync a quarter of the time cannot queue GPU work ahead: the GPU
-# drains between launches. Occasional syncs (logging every N steps) stay far below.
+# drains between launches. Occasional syncs (logging every N steps) stay far below. Sampled shares are
+# compared at their one-sigma lower bound.
 SYNC_WARNING_SHARE = 0.25
 # Native frames that are a host<->device synchronisation (used when the timeline cannot be aligned).
 SYNC_NATIVE_FRAMES = frozenset(
@@ -23,7 +32,8 @@ SITES_SHOWN = 3
 def check(ctx: Context) -> Iterator[Finding]:
     stages = [(s, ctx.stage_threads(s)) for s in ("drafter", "target", "other")]
     shares = [(stage, mean_share(threads, ThreadState.GPU_WAIT), threads) for stage, threads in stages if threads]
-    hot = [(stage, share, threads) for stage, share, threads in shares if share >= SYNC_WARNING_SHARE]
+    hot = [(stage, share, threads) for stage, share, threads in shares
+           if lower_bound(share, stage_samples(threads)) >= SYNC_WARNING_SHARE]
     if not hot:
         return
     stage, share, threads = max(hot, key=lambda x: x[1])
