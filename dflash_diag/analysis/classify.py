@@ -49,6 +49,8 @@ _NATIVE_GIL_TAKE = re.compile(
     r"\btake_gil\b|PyEval_RestoreThread|PyEval_AcquireThread|PyEval_AcquireLock|PyGILState_Ensure"
     r"|gil_scoped_acquire|~gil_scoped_release|\bdrop_gil\b"
 )
+_NATIVE_PYLOCK = re.compile(r"PyThread_acquire_lock|lock_PyThread_acquire_lock|acquire_timed|PyMutex")
+_NATIVE_BINDING_LIB = re.compile(r"^(libpython|libtorch_python)")
 _NATIVE_CONDWAIT = re.compile(r"^(pthread_cond_timedwait|pthread_cond_wait|__pthread_cond_wait|futex_wait|__futex)")
 _NATIVE_COMPUTE_LIB = re.compile(
     r"libtorch|libc10|libcublas|libcudnn|libmkl|libgomp|libiomp|libopenblas|libtriton|triton|fla|cutlass|libnccl",
@@ -185,14 +187,18 @@ def _queue_state(py_frames: list[Frame], lines: LineLookup | None) -> tuple[Thre
             waited = waited or frame.name in _THREADING_WAITS
             continue
         name = frame.name.rsplit(".", 1)[-1]
+        if not waited:
+            # In put/get but not parked in a Condition: taking the queue's mutex or doing bookkeeping, which
+            # the GIL/CPU rules describe better than "starved".
+            return None
         if short == "queue.py" and name in ("put", "get"):
             state = ThreadState.QUEUE_PUT if name == "put" else ThreadState.QUEUE_GET
-            return state, f"{frame.name} in queue.py"
-        if waited and name in ("put", "get"):
+            return state, f"{frame.name} parked in Condition.wait"
+        if name in ("put", "get"):
             # A Queue-like class of the application (e.g. an instrumented queue) parked in a Condition.
             state = ThreadState.QUEUE_PUT if name == "put" else ThreadState.QUEUE_GET
             return state, f"{frame.name} waiting in threading"
-        if waited and lines is not None:
+        if lines is not None:
             text = lines(frame.filename, frame.line) or ""
             match = _QUEUE_LINE.search(text)
             if match:
@@ -264,23 +270,27 @@ def explain(
         return Classification(ThreadState.PYTHON, "owns the GIL")
 
     # 5. Native evidence of waiting for the GIL (take_gil is inlined: its callers or a bare condvar wait show).
-    for frame in native_top:
+    named = [f for f in native_top if not f.name.startswith("0x")]
+    for frame in named:
         if _NATIVE_GIL_TAKE.search(frame.name):
             return Classification(ThreadState.GIL_WAIT, f"native {frame.name}")
-    if native_top and py_frames:
-        named = [f for f in native_top if not f.name.startswith("0x")]
-        if named and _NATIVE_CONDWAIT.search(named[0].name) and len(named) == 1:
+    if named and py_frames and _NATIVE_CONDWAIT.search(named[0].name):
+        caller = named[1] if len(named) > 1 else None
+        if caller is None:
             return Classification(ThreadState.GIL_WAIT, f"native {named[0].name} directly under Python")
+        if not _NATIVE_PYLOCK.search(caller.name) and _NATIVE_BINDING_LIB.search(caller.short_filename):
+            # The Python binding layer only blocks on a condvar to re-take the GIL (e.g. THPVariable_dealloc).
+            return Classification(ThreadState.GIL_WAIT, f"native {named[0].name} in {caller.name}: re-taking the GIL")
 
     # 6. Idle: parked in threading/select/sockets.
     idle = _threading_idle(py_frames)
     if idle is not None:
         return Classification(ThreadState.IDLE, idle)
-    if native_top:
-        lib_frames = [f for f in native_top if _NATIVE_COMPUTE_LIB.search(f.short_filename or "")]
-        if lib_frames and active:
-            named = [f for f in lib_frames if not f.name.startswith("0x")] or lib_frames
-            return Classification(ThreadState.NATIVE, f"native {named[0].name} in {named[0].short_filename}")
+    lib_frames = [f for f in native_top if _NATIVE_COMPUTE_LIB.search(f.short_filename or "")]
+    if lib_frames:
+        # In ATen/BLAS/triton code: computing, or descheduled mid-computation (the CPU is shared).
+        best = [f for f in lib_frames if not f.name.startswith("0x")] or lib_frames
+        return Classification(ThreadState.NATIVE, f"native {best[0].name} in {best[0].short_filename}")
 
     top = py_frames[0] if py_frames else None
     if top is None:

@@ -22,7 +22,6 @@ time paused).
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import threading
@@ -30,11 +29,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
 from dflash_diag.model import NA, Board, GpuSample, Maybe, Observation, ProcThreadSample, StackSample
 from dflash_diag.sources import procfs
+from dflash_diag.sources.board import read_board
 from dflash_diag.sources.lines import LineCache
 from dflash_diag.sources.pyspy import PySpy
 
@@ -88,30 +88,16 @@ def _default_redact(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def default_board_reader(board_dir: str | None = None) -> BoardReader | None:
-    """``sources.board.read_board`` when it is available, adapted to return NA instead of raising."""
-    try:
-        from dflash_diag.sources import board as board_module
-    except ImportError:
-        return None
-    read = getattr(board_module, "read_board", None)
-    if read is None:
-        return None
-    kwargs: dict[str, Any] = {}
-    if board_dir is not None:
-        params = inspect.signature(read).parameters
-        for name in ("board_dir", "directory", "dir", "root"):
-            if name in params:
-                kwargs[name] = board_dir
-                break
+def default_board_reader(board_dir: str | None = None) -> BoardReader:
+    """``sources.board.read_board`` for the live process, returning NA (with the reader's reason) on failure."""
 
     def reader(pid: int) -> Board | NA | None:
         try:
-            return read(pid, **kwargs)  # type: ignore[no-any-return]
+            return read_board(pid, board_dir)
         except DflashDiagError as exc:
             return NA(str(exc))
-        except FileNotFoundError:
-            return NA("no probe board for this process")
+        except OSError as exc:
+            return NA(f"cannot read the probe board: {exc.strerror or exc}")
 
     return reader
 
@@ -162,7 +148,7 @@ class _Engine:
                             deque(maxlen=MAX_STACKS))
         self.source_lines: dict[str, str] = {}
         self.gpu_na: NA | None = None
-        self.board_na: NA | None = NA("no board reader in this build") if self.board_reader is None else None
+        self.board_na: NA | None = None
         self.warnings: deque[str] = deque(maxlen=20)
         self.alive = True
         self.exited_at_s: float | None = None

@@ -413,3 +413,31 @@ class PySpy:
                 break  # "Failed to find python version" from a process that is not Python: no point retrying
             time.sleep(self.retry_delay_s * (attempt + 1))
         raise diagnose(self.pid, stderr)
+
+
+def load_recorded_dumps(path: str | Path, *, start_monotonic_s: float = 0.0, spacing_s: float = 0.2,
+                        start_wall_s: float = 1_764_412_345.0) -> tuple[StackSample, ...]:
+    """Recorded dumps (``[{"native": bool, "seconds": float, "dump": [...]}, ...]``, as in tests/fixtures/*/)
+    as StackSamples, ``spacing_s`` apart: for tests, replays and offline analysis. Validated like live output."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    except (OSError, ValueError) as exc:
+        raise PySpyOutputError(f"{path}: cannot read recorded dumps: {exc}") from None
+    if not isinstance(doc, list):
+        raise PySpyOutputError(f"{path}: expected a list of recorded dumps")
+    out = []
+    for i, entry in enumerate(doc):
+        if not isinstance(entry, dict) or not isinstance(entry.get("dump"), list) or not entry["dump"]:
+            raise PySpyOutputError(f"{path}: entry {i} has no dump")
+        first = entry["dump"][0]
+        pid = first.get("pid") if isinstance(first, dict) else None
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise PySpyOutputError(f"{path}: entry {i} has no pid")
+        seconds = entry.get("seconds", 0.0)
+        out.append(stack_sample_from_json(
+            entry["dump"], pid=pid, monotonic_s=start_monotonic_s + i * spacing_s,
+            wall_s=start_wall_s + i * spacing_s,
+            duration_s=float(seconds) if isinstance(seconds, int | float) else 0.0,
+            native=bool(entry.get("native", False)),
+        ))
+    return tuple(out)
