@@ -252,7 +252,7 @@ def _verdict(
     have_drafters: bool,
 ) -> tuple[str, str]:
     if not have_targets and not have_drafters and isinstance(depth, NA):
-        return "unknown", "unknown: no target-*/drafter-* threads and no queue probe (set the stage name patterns)"
+        return "unknown", "unknown: no thread matches the target/drafter name patterns, and no queue probe"
     fill = None
     if not isinstance(depth, NA) and not isinstance(maxsize, NA) and maxsize > 0:
         fill = depth / maxsize
