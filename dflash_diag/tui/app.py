@@ -15,6 +15,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import ModalScreen
@@ -225,6 +226,9 @@ class TopApp(App[int]):
             self._sampler.start()
 
     def on_unmount(self) -> None:
+        self._stop_sampler()
+
+    def _stop_sampler(self) -> None:
         if self._sampler is not None:
             self._sampler.cancel()
             self._sampler.join(timeout=5.0)
@@ -278,11 +282,21 @@ class TopApp(App[int]):
         return None
 
     def _render_header(self) -> None:
-        self.query_one(TopHeader).show(self.frame, paused=self.paused, exited=self.exited, error=self.error)
+        try:
+            header = self.query_one(TopHeader)
+        except NoMatches:  # a frame that arrives while the app shuts down has nowhere to go
+            return
+        header.show(self.frame, paused=self.paused, exited=self.exited, error=self.error)
 
     def _render_frame(self) -> None:
         if not self.is_mounted:
             return
+        try:
+            self._render_all()
+        except NoMatches:  # shutting down: the widgets are gone
+            return
+
+    def _render_all(self) -> None:
         self._render_header()
         frame = self.frame
         if frame is None:
@@ -418,6 +432,7 @@ class TopApp(App[int]):
         self.query_one(TabbedContent).active = tab
 
     def action_quit(self) -> None:  # type: ignore[override]
+        self._stop_sampler()
         self.exit(ExitCode.OK)
 
     def _wake_sampler(self) -> None:

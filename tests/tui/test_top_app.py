@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
@@ -13,6 +15,7 @@ from top_fakes import GPUS, THREADS, FakeSource, make_frame
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
 from dflash_diag.tui.frame import TopFrame
+from dflash_diag.tui.live import LiveSource
 
 
 def screen_text(app: TopApp) -> str:
@@ -294,3 +297,41 @@ def test_gpu_and_probe_tabs() -> None:
         assert "threads: target-0, target-1" in text
 
     run(body, frame=frame)
+
+
+@pytest.mark.slow
+def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Popen[str]) -> None:
+    """The real source (py-spy, /proc, analyses) behind the real app: the threads appear with their states."""
+    source = LiveSource(
+        workload.pid,
+        rate_hz=5.0,
+        native=False,
+        window_s=10.0,
+        target_pattern=None,
+        drafter_pattern=None,
+        board_dir=None,
+    )
+    app = TopApp(source, refresh_s=0.3)
+
+    async def main() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(600):  # generous: two busy cores
+                frame = app.frame
+                if (
+                    frame is not None
+                    and frame.n_samples >= 3
+                    and {"target-0", "drafter-0"} <= {t.name for t in frame.threads}
+                ):
+                    break
+                await asyncio.sleep(0.05)
+            await pilot.pause()
+            text = screen_text(app)
+            assert "target-0" in text and "drafter-0" in text and f"PID {workload.pid}" in text
+            stages = {t.name: t.stage for t in app.frame.threads} if app.frame else {}
+            assert stages.get("target-0") == "target" and stages.get("drafter-0") == "drafter"
+            await pilot.press("q")
+
+    try:
+        asyncio.run(main())
+    finally:
+        source.close()

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,22 +26,6 @@ def _cli(*args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[st
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
     )
-
-
-@pytest.fixture(scope="module")
-def workload() -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKLOAD), "--seconds", "300"], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
-    try:
-        assert proc.stdout is not None
-        assert (
-            proc.stdout.readline().strip() == "ready"
-        )  # blocks until its threads run (torch import included)
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
 
 
 def _assert_plausible(report: dict, pid: int) -> None:
