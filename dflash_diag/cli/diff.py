@@ -1,17 +1,94 @@
-"""`dflash-diag diff` (being built: see the issue that owns it)."""
+"""`dflash-diag diff`: two snapshots side by side, changes ranked by how likely they explain the rate difference."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from typing import Any
 
-from dflash_diag.errors import CommandError
+DIFF_SCHEMA = "dflash-diag.diff/1"
 
 
 class DiffCommand:
-    """Not available yet in this build."""
+    """Compare two snapshot bundles: what changed (versions, flags, config, code, env knobs, threads) and the rates.
+
+    A and B are bundles written by `dflash-diag snapshot` (.tar.gz, the --dir directory, or their
+    snapshot.json). The rate differences (tok/s, stage b/s, state shares) come first; then every change,
+    most likely cause first (ranking: docs/bug-reports.md, "Comparing two runs").
+
+      dflash-diag diff fast-run.tar.gz slow-run.tar.gz
+      dflash-diag diff A.tar.gz B.tar.gz --json
+    """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        pass
+        parser.add_argument("a", metavar="A", help="the reference snapshot (e.g. the fast run)")
+        parser.add_argument("b", metavar="B", help="the snapshot to explain (e.g. the slow run)")
+        parser.add_argument("--json", action="store_true", help=f"machine-readable output (schema {DIFF_SCHEMA})")
+        parser.add_argument("--all", action="store_true", help="also list changes of low likelihood (score < 0.3)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        raise CommandError("'diff' is not available in this build yet")
+        from dflash_diag.snapshot.bundle import load_snapshot  # noqa: PLC0415
+        from dflash_diag.snapshot.compare import compare  # noqa: PLC0415
+
+        doc_a, doc_b = load_snapshot(args.a), load_snapshot(args.b)
+        rates, changes = compare(doc_a, doc_b)
+        if args.json:
+            json.dump(diff_json(args.a, args.b, doc_a, doc_b, rates, changes), sys.stdout, indent=1)
+            print()
+            return 0
+        _print(args.a, args.b, doc_a, doc_b, rates, changes, show_all=args.all)
+        return 0
+
+
+def _side(path: str, doc: dict[str, Any]) -> dict[str, Any]:
+    return {"path": path, "pid": doc.get("pid"), "created_utc": doc.get("created_utc"),
+            "argv": (doc.get("process") or {}).get("argv")}
+
+
+def diff_json(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates: list[Any],
+              changes: list[Any]) -> dict[str, Any]:
+    return {
+        "schema": DIFF_SCHEMA,
+        "a": _side(path_a, a),
+        "b": _side(path_b, b),
+        "rates": [{"name": r.name, "a": r.a, "b": r.b, "ratio": None if r.ratio is None else round(r.ratio, 4)}
+                  for r in rates],
+        "changes": [{"rank": i + 1, "kind": c.kind, "key": c.key, "a": c.a, "b": c.b, "score": round(c.score, 3),
+                     "note": c.note} for i, c in enumerate(changes)],
+    }
+
+
+def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates: list[Any], changes: list[Any],
+           *, show_all: bool) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    console = Console(highlight=False)
+    console.print(f"[bold]A[/] {escape(path_a)}  (PID {a.get('pid')}, {a.get('created_utc')})")
+    console.print(f"[bold]B[/] {escape(path_b)}  (PID {b.get('pid')}, {b.get('created_utc')})")
+    console.print()
+    if rates:
+        table = Table(title="rates (the difference to explain)", title_justify="left")
+        for col in ("rate", "A", "B", "B/A"):
+            table.add_column(col, justify="right" if col != "rate" else "left")
+        for r in rates:
+            ratio = "" if r.ratio is None else f"{r.ratio:.2f}x"
+            table.add_row(escape(r.name), escape(r.a), escape(r.b), ratio)
+        console.print(table)
+    else:
+        console.print("no rates in either snapshot (no board from the app)")
+    shown = [c for c in changes if show_all or c.score >= 0.3]
+    if not shown:
+        console.print("[green]no differences[/] in versions, config, flags, code, env knobs or threads.")
+        return
+    table = Table(title="changes, most likely cause first", title_justify="left")
+    for col in ("#", "kind", "what", "A", "B", "likely", "note"):
+        table.add_column(col, overflow="fold")
+    for i, c in enumerate(shown, 1):
+        table.add_row(str(i), c.kind, escape(c.key), escape(c.a), escape(c.b), f"{c.score:.2f}", escape(c.note))
+    console.print(table)
+    hidden = len(changes) - len(shown)
+    if hidden:
+        console.print(f"[dim]{hidden} low-likelihood changes hidden (--all shows them)[/]")
