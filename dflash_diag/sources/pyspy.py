@@ -49,7 +49,7 @@ _TRANSIENT_MARKERS = (
     "Failed to merge native and python frames",
     "Interrupted system call",
 )
-_PERMISSION_MARKERS = ("Permission denied", "Operation not permitted", "os error 1)", "os error 13)")
+_PERMISSION_MARKERS = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
 
 PTRACE_FIX = (
     "run dflash-diag as the process's user with ptrace allowed (sysctl kernel.yama.ptrace_scope=0), "
@@ -248,7 +248,7 @@ def diagnose(pid: int, stderr: str) -> AttachError:
     first = _first_error_line(stderr)
     if not process_exists(pid):
         return AttachError(f"no process with PID {pid} (it exited or never existed)", ExitCode.NO_PROCESS)
-    if any(marker in stderr for marker in _PERMISSION_MARKERS) or _other_user(pid):
+    if any(marker in stderr.lower() for marker in _PERMISSION_MARKERS) or _other_user(pid):
         owner = _owner(pid)
         who = f" (owned by uid {owner}, you are uid {os.geteuid()})" if owner is not None and owner != os.geteuid() else ""
         return AttachError(f"not allowed to inspect PID {pid}{who}: {first}; {PTRACE_FIX}", ExitCode.PERMISSION)
@@ -265,6 +265,8 @@ def _first_error_line(stderr: str) -> str:
         line = line.strip()
         if line.startswith("Error:"):
             return line[len("Error:") :].strip()
+        if line.lower().startswith("permission denied"):
+            return "permission denied"
     for line in stderr.splitlines():
         if line.strip():
             return line.strip()[:300]
