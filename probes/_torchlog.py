@@ -17,8 +17,25 @@ from collections.abc import Callable
 
 from probes._common import HookGuard
 
-# Artifacts this package enabled (several taps may share one, e.g. "cudagraphs"): artifact -> live taps.
-_OURS: dict[str, int] = {}
+# Artifacts this package enabled: artifact -> (generation it was enabled in, taps relying on it). The
+# generation counts resets of torch's log state (set_logs() clears it): after one, an enabled artifact is
+# the user's choice, and its records must reach the user.
+_OURS: dict[str, list[int]] = {}
+_GENERATION = [0]
+
+
+def _watch_log_state_resets(state: object) -> None:
+    """Count ``log_state.clear()`` calls (torch._logging.set_logs makes one) with an instance wrapper."""
+    if getattr(state, "_dflash_diag_wrapped", False):
+        return
+    original = state.clear  # type: ignore[attr-defined]
+
+    def clear() -> None:
+        _GENERATION[0] += 1
+        original()
+
+    state.clear = clear  # type: ignore[attr-defined]
+    state._dflash_diag_wrapped = True  # type: ignore[attr-defined]
 
 
 class ArtifactTap:
@@ -34,45 +51,70 @@ class ArtifactTap:
         self.on_record = on_record
         self.guard = guard
         self._we_enabled = False
+        self._generation = -1
         self._logger = logging.getLogger(logger_name)
+
+    def _state(self) -> object | None:
+        internal = sys.modules.get("torch._logging._internal")
+        return None if internal is None else internal.log_state
 
     def arm(self) -> None:
         lg = self._logger
         if self._filter not in lg.filters:
             lg.addFilter(self._filter)
-        if self.artifact is None:
+        state = self._state()
+        if self.artifact is None or state is None:
             return
-        internal = sys.modules.get("torch._logging._internal")
-        if internal is None:
-            return
-        state = internal.log_state
+        _watch_log_state_resets(state)
+        gen = _GENERATION[0]
+        if self._we_enabled and self._generation != gen:
+            self._release()  # the user reset torch's logging since: re-decide below
         if not self._we_enabled:
-            if state.is_artifact_enabled(self.artifact) and self.artifact not in _OURS:
+            ours = _OURS.get(self.artifact)
+            if state.is_artifact_enabled(self.artifact) and not (ours and ours[0] == gen):  # type: ignore[attr-defined]
                 return  # the user enabled it (TORCH_LOGS / set_logs): they see it, we only listen
-            _OURS[self.artifact] = _OURS.get(self.artifact, 0) + 1
-            self._we_enabled = True
-        if not state.is_artifact_enabled(self.artifact):
-            state.enable_artifact(self.artifact)  # again after a user's set_logs() cleared it
+            if not ours or ours[0] != gen:
+                _OURS[self.artifact] = ours = [gen, 0]
+            ours[1] += 1
+            self._we_enabled, self._generation = True, gen
+            state.enable_artifact(self.artifact)  # type: ignore[attr-defined]
         if lg.level != logging.DEBUG:
             lg.setLevel(logging.DEBUG)
+
+    def _swallow(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING or not self._we_enabled:
+            return False
+        if self._generation == _GENERATION[0]:
+            return True
+        state = self._state()  # reset since we enabled it: the user's settings decide
+        return state is None or not state.is_artifact_enabled(self.artifact)  # type: ignore[attr-defined]
 
     def _filter(self, record: logging.LogRecord) -> bool:
         try:
             self.on_record(record)
+            return not self._swallow(record)
         except Exception as exc:  # never into the program's logging call
             self.guard.failed(exc)
-        return not (self._we_enabled and record.levelno < logging.WARNING)
+            return True
+
+    def _release(self) -> None:
+        self._we_enabled = False
+        ours = _OURS.get(self.artifact or "")
+        if ours is None or ours[0] != self._generation:
+            return
+        ours[1] -= 1
+        if ours[1] <= 0:
+            del _OURS[self.artifact or ""]
+            if self._generation != _GENERATION[0]:
+                return  # torch's log state was reset since: what is enabled now is the user's
+            self._logger.setLevel(logging.NOTSET)
+            state = self._state()
+            if state is not None:
+                state.artifact_names.discard(self.artifact)  # type: ignore[attr-defined]
 
     def disarm(self) -> None:
         lg = self._logger
         if self._filter in lg.filters:
             lg.removeFilter(self._filter)
-        if self._we_enabled and self.artifact is not None:
-            self._we_enabled = False
-            _OURS[self.artifact] -= 1
-            lg.setLevel(logging.NOTSET)
-            if _OURS[self.artifact] <= 0:
-                del _OURS[self.artifact]
-                internal = sys.modules.get("torch._logging._internal")
-                if internal is not None:
-                    internal.log_state.artifact_names.discard(self.artifact)
+        if self._we_enabled:
+            self._release()

@@ -12,6 +12,9 @@ parameters whose gradient is still None after a backward (the silent no-learning
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import sys
 import threading
 import time
@@ -20,7 +23,14 @@ from typing import Any
 
 from probes._common import MAX_RECENT, HookGuard, JsonDict
 
-_SKIP_PATH_PARTS = ("/torch/", "/probes/", "/functools.py", "/contextlib.py")
+_PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB_WRAPPERS = (functools.__file__, contextlib.__file__)
+
+
+def _skip_prefixes() -> tuple[str, ...]:
+    torch = sys.modules.get("torch")
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep if torch and torch.__file__ else None
+    return tuple(p for p in (_PROBES_DIR, torch_dir) if p)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,12 +42,13 @@ class Config:
 
 def caller_site(depth_limit: int = 12) -> str:
     """``file:line`` of the first frame outside torch, probes and functools: the checkpoint call site."""
+    skip = _skip_prefixes()
     frame = sys._getframe(2)
     for _ in range(depth_limit):
         if frame is None:
             break
         path = frame.f_code.co_filename
-        if not any(part in path for part in _SKIP_PATH_PARTS):
+        if not path.startswith(skip) and path not in _STDLIB_WRAPPERS:
             return f"{_short(path)}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"

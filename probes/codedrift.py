@@ -2,7 +2,8 @@
 reloaded: the running code is not the code you are reading).
 
 - Import times: an audit hook (``sys.addaudithook``, event "import") records when each module's import
-  began. ``install_import_hook()`` is called as early as possible (the ``dflash-diag run`` bootstrap does
+  began (``import`` statements and ``__import__``; ``importlib.import_module`` raises no event, so such
+  modules are judged against the stat snapshot taken when the probe first saw them). ``install_import_hook()`` is called as early as possible (the ``dflash-diag run`` bootstrap does
   it before the program's first import); audit hooks cannot be removed, so the hook checks a flag.
 - A stat snapshot ``(mtime_ns, size)`` of every loaded module with an absolute ``.py`` file, taken when
   the module is first seen; a later check re-stats (~4 ms for ~900 files).
@@ -26,6 +27,9 @@ from typing import Any
 from probes._common import MAX_RECENT, JsonDict
 
 _IMPORT_NS: dict[str, int] = {}
+# /proc/stat's btime is whole seconds: the computed process start can be up to 1 s early.
+_START_SLACK_NS = 1_500_000_000
+_GENERATED = ("/torchinductor_", "/.triton/", "/triton/cache/")
 _HOOK_STATE = {"installed": False, "active": True}
 
 
@@ -97,20 +101,23 @@ class CodedriftProbe:
         self._hashed = 0
         self._last_check_s = -float("inf")
         self._last: JsonDict = {}
-        self.check()
+        self._first_check_ns = time.time_ns()
+        self.check(self._first_check_ns)
 
     def _is_project_file(self, path: str) -> bool:
         return not path.startswith(self._lib_roots) and "site-packages" not in path and "dist-packages" not in path
 
-    def check(self) -> JsonDict:
+    def check(self, now_ns: int | None = None) -> JsonDict:
         t0 = time.perf_counter()
-        now_ns = time.time_ns()
+        now_ns = time.time_ns() if now_ns is None else now_ns
         stale: list[JsonDict] = []
         checked = 0
         for name, mod in list(sys.modules.items()):
             path = getattr(mod, "__file__", None)
             if not (isinstance(path, str) and path.endswith(".py") and os.path.isabs(path)):
                 continue
+            if any(part in path for part in _GENERATED):
+                continue  # compiler-generated code (inductor, triton): written at run time, never edited
             checked += 1
             verdict = self._check_one(name, path, now_ns)
             if verdict is not None:
@@ -148,7 +155,8 @@ class CodedriftProbe:
             how = "changed"
         elif known.sha1 is not None and _sha1(path, self.config.hash_max_bytes) != known.sha1:
             how = "content"
-        elif import_ns is None and self._start_ns and st.st_mtime_ns > self._start_ns and known.first_seen_ns < now_ns:
+        elif import_ns is None and known.first_seen_ns == self._first_check_ns and self._start_ns > 0 and st.st_mtime_ns > self._start_ns + _START_SLACK_NS:
+            # Imported before the probes started, file newer than the process: edited in between.
             how = "mtime>process_start"
         if how is None:
             return None

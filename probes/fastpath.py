@@ -29,6 +29,13 @@ _GDN_MODULES = (
     "transformers.models.qwen3_5.modeling_qwen3_5",
     "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe",
 )
+# kernel -> module attributes that hold transformers' wrapper (5.2x names first, older ones after)
+_GDN_KERNELS = (
+    ("chunk_gated_delta_rule", ("torch_chunk_gated_delta_rule", "chunk_gated_delta_rule")),
+    ("fused_recurrent_gated_delta_rule", ("torch_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule")),
+    ("causal_conv1d_fn", ("causal_conv1d_fn",)),
+    ("causal_conv1d_update", ("causal_conv1d_update",)),
+)
 _FLEX_EAGER = "flex_attention called without torch.compile()"
 _FALLBACK_MARKERS = ("falling back to", "fast path is not available", "fall back to", "torch implementation")
 
@@ -123,10 +130,10 @@ class FastpathProbe:
             mod = sys.modules.get(modname)
             if mod is None:
                 continue
-            for fn_name in ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "causal_conv1d_fn"):
-                fn = getattr(mod, fn_name, None)
+            for kernel, attrs in _GDN_KERNELS:
+                fn = next((getattr(mod, a) for a in attrs if hasattr(mod, a)), None)
                 if fn is not None:
-                    kernels[f"{modname.rsplit('.', 1)[-1]}.{fn_name}"] = bound_kernel(fn)
+                    kernels[f"{modname.rsplit('.', 1)[-1]}.{kernel}"] = bound_kernel(fn)
             flag = getattr(mod, "is_fast_path_available", None)
             if isinstance(flag, bool):
                 kernels[f"{modname.rsplit('.', 1)[-1]}.is_fast_path_available"] = "fla" if flag else "torch_fallback"

@@ -1,7 +1,8 @@
 """queues: depth, put/get rates and time blocked in put (producer starved) vs get (consumer starved).
 
 A watched ``queue.Queue`` keeps its identity: its class is swapped for a subclass whose ``put``/``get``
-time each call (two ``perf_counter`` reads and one uncontended lock, about 1 us). Calls still blocked when
+count each call and time the ones that will wait (full queue on put, empty on get: an unlocked peek at
+``_qsize()``), about 1 us per call. Calls still blocked when
 the board is published are credited up to that moment, so a consumer stuck in ``get`` for the whole
 window shows as 100 % starved rather than as nothing.
 """
@@ -90,6 +91,13 @@ def _watched_class(base: type) -> type:
         if st is None:
             return base_put(self, item, block, timeout)
         ident = threading.get_ident()
+        if not (block and 0 < self.maxsize <= self._qsize()):
+            # Will not wait (an unlocked peek, fine for accounting): count it, time nothing.
+            base_put(self, item, block, timeout)
+            with st.lock:
+                st.put.calls += 1
+                st.put.threads.add(ident)
+            return
         t0 = time.perf_counter()
         st.put.enter(ident, t0)
         ok = False
@@ -106,6 +114,12 @@ def _watched_class(base: type) -> type:
         if st is None:
             return base_get(self, block, timeout)
         ident = threading.get_ident()
+        if not block or self._qsize():
+            item = base_get(self, block, timeout)
+            with st.lock:
+                st.get.calls += 1
+                st.get.threads.add(ident)
+            return item
         t0 = time.perf_counter()
         st.get.enter(ident, t0)
         ok = False

@@ -1,0 +1,90 @@
+"""checkpoint: use_reentrant per call site, and grad-None params after a backward (the no-learning bug)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint  # imported by name, as HF does: the probe must still see it
+
+from probes.checkpoint import CheckpointProbe, Config
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.inner(x))
+
+
+class Model(nn.Module):
+    def __init__(self, ckpt) -> None:
+        super().__init__()
+        self.block = Block()
+        self.head = nn.Linear(8, 1)
+        self.ckpt = ckpt
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        # hidden states from a frozen target do not require grad: reentrant checkpoint then drops the grads
+        return self.head(self.ckpt(self.block, hidden)).sum()
+
+
+@pytest.fixture
+def probe():
+    p = CheckpointProbe(Config(check_interval_s=0.0))
+    yield p
+    p.close()
+
+
+def _train_step(model: nn.Module, probe: CheckpointProbe) -> None:
+    probe.watch_model("drafter", model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt.zero_grad(set_to_none=True)
+    model(torch.randn(4, 8)).backward()
+    opt.step()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_reentrant_keyword_call_leaves_block_params_without_grad(probe: CheckpointProbe) -> None:
+    # HF style: functools.partial(checkpoint, use_reentrant=True), a keyword argument
+    model = Model(functools.partial(checkpoint, use_reentrant=True))
+    _train_step(model, probe)
+    reading = probe.snapshot(0.0)
+    assert reading["calls"] == {"reentrant": 1, "non_reentrant": 0}
+    assert reading["sites"][0]["use_reentrant"] is True
+    lines, first = inspect.getsourcelines(Model.forward)
+    call_line = first + next(i for i, text in enumerate(lines) if "self.ckpt(self.block" in text)
+    assert reading["sites"][0]["site"] == f"probes/test_checkpoint.py:{call_line}"
+    assert sorted(reading["grad_none_params"]) == ["drafter.block.inner.bias", "drafter.block.inner.weight"]
+    assert reading["grad_none_count"] == 2 and reading["trainable_params"] == 4
+    assert reading["checked_backward_steps"] == 1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_reentrant_positional_default_call_is_seen(probe: CheckpointProbe) -> None:
+    model = Model(lambda fn, x: checkpoint(fn, x, use_reentrant=True))
+    _train_step(model, probe)
+    reading = probe.snapshot(0.0)
+    assert reading["calls"]["reentrant"] == 1 and reading["grad_none_count"] == 2
+
+
+def test_non_reentrant_gives_every_param_a_grad(probe: CheckpointProbe) -> None:
+    model = Model(functools.partial(checkpoint, use_reentrant=False))
+    _train_step(model, probe)
+    reading = probe.snapshot(0.0)
+    assert reading["calls"] == {"reentrant": 0, "non_reentrant": 1}
+    assert reading["grad_none_params"] == [] and reading["grad_none_count"] == 0
+    assert reading["checked_backward_steps"] == 1 and not reading["mixed_modes"]
+
+
+def test_close_restores_torch(probe: CheckpointProbe) -> None:
+    import torch.utils.checkpoint as tuc
+
+    probe.close()
+    assert "apply" not in vars(tuc.CheckpointFunction)
+    assert tuc._checkpoint_without_reentrant_generator.__module__ == "torch.utils.checkpoint"

@@ -1,0 +1,72 @@
+"""fastpath: on this CPU machine the GatedDeltaNet fast path is unavailable and the probe says so."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from probes.fastpath import Config, FastpathProbe, bound_kernel
+
+
+@pytest.fixture
+def probe():
+    p = FastpathProbe(Config())
+    yield p
+    p.close()
+
+
+def test_transformers_gdn_binding_is_the_torch_fallback_on_cpu(probe: FastpathProbe) -> None:
+    import transformers.models.qwen3_next.modeling_qwen3_next as m
+
+    assert bound_kernel(m.torch_chunk_gated_delta_rule) == "torch_fallback"
+    reading = probe.snapshot(0.0)
+    assert reading["fla_importable"] is False and reading["fast_path_available"] is False
+    assert reading["gdn_kernels"]["modeling_qwen3_next.chunk_gated_delta_rule"] == "torch_fallback"
+    assert reading["gdn_fast_path"] is False and reading["fallback"] is True
+    assert "not installed" in reading["gdn_reason"] or "CUDA" in reading["gdn_reason"]
+
+
+def test_flex_attention_eager_warning_is_captured_and_still_shown(probe: FastpathProbe) -> None:
+    from torch.nn.attention import flex_attention as fa
+
+    fa._WARNINGS_SHOWN.discard("flex_attention_performance")
+    q = torch.randn(1, 1, 16, 8)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        # catch_warnings(record=True) swaps showwarning; put the probe's hook back in front of it
+        recorder = warnings.showwarning
+        warnings.showwarning = probe._showwarning
+        probe._original_showwarning = recorder
+        fa.flex_attention(q, q, q)
+    reading = probe.snapshot(0.0)
+    assert reading["flex_attention"] == "eager"
+    assert any("without torch.compile" in w for w in reading["fallback_warnings"])
+    assert any("without torch.compile" in str(w.message) for w in shown)  # the user still sees it
+
+
+def test_transformers_fallback_warning_is_captured(probe: FastpathProbe) -> None:
+    import logging
+
+    logging.getLogger("transformers.integrations.hub_kernels").warning(
+        "`chunk_gated_delta_rule` is falling back to its reference PyTorch implementation because "
+        "`flash-linear-attention` is not installed."
+    )
+    reading = probe.snapshot(0.0)
+    assert reading["fallback"] is True
+    assert "falling back" in reading["fallback_warnings"][0]
+
+
+def test_quiet_without_gdn_models_loaded() -> None:
+    import sys
+
+    probe = FastpathProbe(Config())
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.startswith("transformers.models.qwen3")}
+    try:
+        reading = probe.snapshot(0.0)
+    finally:
+        sys.modules.update(saved)
+        probe.close()
+    assert reading["gdn_kernels"] == {} and reading["gdn_fast_path"] is None
+    assert reading["fallback_warnings"] == []
