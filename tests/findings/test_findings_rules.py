@@ -349,3 +349,15 @@ def test_odd_payloads_never_raise(garbage: dict[str, Any]) -> None:
 
 def test_every_raised_rule_id_is_registered() -> None:
     assert {"compile-recompile-storm"} <= set(RULE_IDS)
+
+
+def test_queue_backing_up_alone_is_info() -> None:
+    f = _one(_run(pipe=pipeline(bottleneck="drafter", producer=0.0, consumer=0.0, trend=0.5)),
+             "pipeline-bottleneck-drafter")
+    assert f.severity == Severity.INFO and "q_hs backing up (+0.50 items/s)" in f.claim
+
+
+def test_gil_contention_from_the_probe_alone() -> None:
+    b = healthy_board(gil={"contention_share": 0.8, "wait_mean_ms": 31.0})
+    f = _one(_run(boards=(b,), threads=()), "gil-contention")
+    assert f.claim == "GIL contention: threads wait for the GIL 80% of the time"

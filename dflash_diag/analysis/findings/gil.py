@@ -40,12 +40,17 @@ def check(ctx: Context) -> Iterator[Finding]:
         if share > 0:
             evidence.append((f"waits: {t.name}", f"{pct(share)} of samples"))
     worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0)
-    who = holders[0].name if holders else "Python threads"
-    waiting = ", ".join(t.name for t, _ in heavy_waiters[:SHOWN]) or "other threads"
+    waiting = ", ".join(t.name for t, _ in heavy_waiters[:SHOWN])
+    if holders and waiting:
+        claim = f"GIL contention: {holders[0].name} holds the GIL while {waiting} wait ({pct(worst)})"
+    elif holders:
+        claim = f"GIL contention ({pct(worst)} of the time a thread waits): {holders[0].name} holds it most"
+    else:
+        claim = f"GIL contention: threads wait for the GIL {pct(worst)} of the time"
     yield Finding(
         rule_id="gil-contention",
         severity=Severity.WARNING,
-        claim=f"GIL contention: {who} holds the GIL while {waiting} wait ({pct(worst)})",
+        claim=claim,
         evidence=tuple(evidence),
         remedy="Cut Python work in the hot threads (compile the step, fewer tiny ops: fused kernels, no "
         "per-chunk Python loops), move side work (logging, data prep) out of the process or make it rarer.",

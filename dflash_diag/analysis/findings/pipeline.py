@@ -57,11 +57,12 @@ def check(ctx: Context) -> Iterator[Finding]:
 
     wait_state = ThreadState.QUEUE_PUT if bottleneck == "drafter" else ThreadState.QUEUE_GET
     wait_text = "blocked in put (queue full)" if bottleneck == "drafter" else "blocked in get (queue empty)"
-    claim = f"the {bottleneck} stage limits throughput: {other} threads are {wait_text}"
-    if waiting_share is not None:
-        claim += f" {pct(waiting_share)} of the time"
+    reasons = []
+    if waiting_share is not None and waiting_share >= STARVED_INFO_SHARE:
+        reasons.append(f"{other} threads are {wait_text} {pct(waiting_share)} of the time")
     if bottleneck == "drafter" and backing_up:
-        claim += f", {pipe.queue_name} backing up"
+        reasons.append(f"{pipe.queue_name} backing up ({trend:+.2f} items/s)")
+    claim = f"the {bottleneck} stage limits throughput: " + ", ".join(reasons)
 
     evidence: list[tuple[str, str]] = []
     if not is_na(pipe.queue_depth):
