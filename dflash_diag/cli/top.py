@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,6 +107,14 @@ class TopCommand:
             help="launch mode: seconds to wait after attaching before sampling (default: until a target or "
             "drafter thread runs, at most 60 s)",
         )
+        parser.add_argument(
+            "--screenshot",
+            metavar="SVG",
+            help="no terminal needed: run the live view headless for --duration seconds, save it as SVG, exit",
+        )
+        parser.add_argument(
+            "--size", default="120x40", metavar="WxH", help="terminal size for --screenshot (default 120x40)"
+        )
         parser.add_argument("--child-log", metavar="PATH", help="launch mode: file for the command's output")
         parser.add_argument(
             "--keep-child", action="store_true", help="launch mode: leave the command running on quit"
@@ -114,7 +123,7 @@ class TopCommand:
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         target = _parse_target(args)
         _validate(args)
-        if not args.batch and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if not args.batch and not args.screenshot and not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise CommandError(
                 "the live view needs a terminal: use --batch (and --json) for scripts", ExitCode.USAGE
             )
@@ -164,6 +173,17 @@ def _validate(args: argparse.Namespace) -> None:
         raise CommandError(f"--refresh {args.refresh:g}: must be between 0.05 and 60 seconds", ExitCode.USAGE)
     if args.warmup is not None and args.warmup < 0:
         raise CommandError(f"--warmup {args.warmup:g}: must be >= 0 seconds", ExitCode.USAGE)
+    if args.screenshot is not None:
+        if args.batch:
+            raise CommandError("--screenshot and --batch do not go together", ExitCode.USAGE)
+        args.size_cells = _parse_size(args.size)
+        target = Path(args.screenshot)
+        if target.suffix != ".svg":
+            raise CommandError(f"--screenshot {target}: the file name must end in .svg", ExitCode.USAGE)
+        if not target.resolve().parent.is_dir():
+            raise CommandError(
+                f"--screenshot {target}: directory {target.parent} does not exist", ExitCode.BAD_INPUT
+            )
     if args.json and not args.batch:
         raise CommandError("--json needs --batch (the live screen has no JSON form)", ExitCode.USAGE)
     for flag, pattern in (
@@ -174,6 +194,15 @@ def _validate(args: argparse.Namespace) -> None:
             raise CommandError(f"{flag}: give at least one thread-name glob, e.g. 'target-*'", ExitCode.USAGE)
     if args.board_dir is not None and not Path(args.board_dir).is_dir():
         raise CommandError(f"--board-dir {args.board_dir}: no such directory", ExitCode.BAD_INPUT)
+
+
+def _parse_size(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)x(\d+)", text)
+    if match is None or not (40 <= int(match[1]) <= 1000 and 10 <= int(match[2]) <= 500):
+        raise CommandError(
+            f"--size {text}: expected WIDTHxHEIGHT, e.g. 120x40 (at least 40x10)", ExitCode.USAGE
+        )
+    return int(match[1]), int(match[2])
 
 
 # ----- running -----
@@ -216,8 +245,19 @@ def _run_tui(pid: int, args: argparse.Namespace, child: Child | None) -> int:
     source = LiveSource(pid, **_source_options(args))  # type: ignore[arg-type]
     try:
         first = source.poll()  # attach now, so a failure is one line on the terminal, not a broken screen
-        app = TopApp(source, refresh_s=args.refresh, initial_frame=first, native=args.native)
-        code = app.run()
+        if args.screenshot is not None:
+            app = TopApp(
+                source,
+                refresh_s=args.refresh,
+                initial_frame=first,
+                native=args.native,
+                screenshot=(args.screenshot, args.duration),
+            )
+            code = app.run(headless=True, size=args.size_cells)
+            print(f"dflash-diag top: screenshot written to {args.screenshot}", file=sys.stderr)
+        else:
+            app = TopApp(source, refresh_s=args.refresh, initial_frame=first, native=args.native)
+            code = app.run()
     finally:
         source.close()
     return int(code or 0)

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.message import Message
@@ -180,8 +180,10 @@ class TopApp(App[int]):
         initial_frame: TopFrame | None = None,
         start_sampler: bool = True,
         native: bool = False,
+        screenshot: tuple[str, float] | None = None,
     ) -> None:
         super().__init__()
+        self.screenshot = screenshot  # (svg path, after seconds): save the screen then exit (--screenshot)
         self.source = source
         self.refresh_s = refresh_s
         self.frame: TopFrame | None = initial_frame  # what is on screen
@@ -204,6 +206,10 @@ class TopApp(App[int]):
         yield PipelinePane(id="pipeline")
         yield Input(placeholder="filter threads (name, stage, frame); enter to close", id="filter")
         yield ThreadsTable(id="threads")
+        # Tall terminals also show GPUs and probes at a glance (the `narrow` class hides this row).
+        with Horizontal(id="overview"):
+            yield GpuPane(classes="side-pane", id="gpus-side", compact=True)
+            yield ProbesPane(classes="side-pane", id="probes-side", compact=True)
         with TabbedContent(id="detail", initial="tab-timeline"):
             with TabPane("Stack", id="tab-stack"):
                 yield StackView(id="stack")
@@ -224,6 +230,14 @@ class TopApp(App[int]):
         if self._start_sampler:
             self._sampler = SamplerThread(self, self.source, self.refresh_s)
             self._sampler.start()
+        if self.screenshot is not None:
+            self.set_timer(self.screenshot[1], self._save_screenshot_and_exit)
+
+    def _save_screenshot_and_exit(self) -> None:
+        assert self.screenshot is not None
+        path = Path(self.screenshot[0])
+        self.save_screenshot(filename=path.name, path=str(path.parent or "."))
+        self.exit(ExitCode.OK)
 
     def on_unmount(self) -> None:
         self._stop_sampler()
@@ -314,8 +328,10 @@ class TopApp(App[int]):
     def _render_detail(self, frame: TopFrame, rows: list[ThreadStats]) -> None:
         self.query_one(StackView).show(frame, self.selected_stats(rows), self.show_native)
         self.query_one(TimelineView).show(frame, rows, self.selected)
-        self.query_one(GpuPane).show(frame)
-        self.query_one(ProbesPane).show(frame)
+        for gpus in self.query(GpuPane):
+            gpus.show(frame)
+        for probes in self.query(ProbesPane):
+            probes.show(frame)
         self.query_one("#findings", Static).update(_findings_text(frame))
 
     # ----- selection -----

@@ -125,11 +125,11 @@ def strip(timeline: tuple[ThreadState, ...], width: int) -> Text:
     return text
 
 
-def legend() -> Text:
+def legend(short: bool = False) -> Text:
     text = Text()
     for state in STATE_ORDER:
         text.append(STATE_CHAR[state], style=STATE_STYLE[state])
-        text.append(f" {state.label}  ")
+        text.append(f" {STATE_SHORT[state] if short else state.label}  ")
     return text
 
 
@@ -182,6 +182,17 @@ def gpu_line(gpu: GpuSample) -> str:
     power = f"{maybe(gpu.power_w, '{:.0f}')}/{maybe(gpu.power_limit_w, '{:.0f}')}W"
     clock = f"{maybe(gpu.sm_clock_mhz, '{:d}')}/{maybe(gpu.max_sm_clock_mhz, '{:d}')}MHz"
     return f"GPU{gpu.index} {gpu.name}  util {maybe(gpu.util_pct, '{:.0f}%')}  mem {mem}  {power}  SM {clock}"
+
+
+def gpu_compact_line(gpu: GpuSample) -> str:
+    """One GPU in one short line, for the at-a-glance row."""
+    mem = f"{_fmt_bytes(gpu.memory_used_bytes)}/{_fmt_bytes(gpu.memory_total_bytes)}"
+    throttle = gpu.throttle_reasons
+    throttled = "" if isinstance(throttle, NA) or not throttle else f"  THROTTLED: {', '.join(throttle)}"
+    return (
+        f"GPU{gpu.index} {maybe(gpu.util_pct, '{:.0f}%'):>4}  {mem}  {maybe(gpu.power_w, '{:.0f}W')}"
+        f"  {maybe(gpu.sm_clock_mhz, '{:d}MHz')}{throttled}"
+    )
 
 
 def gpu_detail_lines(gpu: GpuSample, pid: int, threads: tuple[ThreadStats, ...]) -> list[str]:

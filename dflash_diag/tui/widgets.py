@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Group
 from rich.text import Text
@@ -19,6 +20,7 @@ from dflash_diag.tui.render import (
     STATE_STYLE,
     board_age_text,
     dominant_text,
+    gpu_compact_line,
     gpu_detail_lines,
     legend,
     maybe,
@@ -237,13 +239,17 @@ class TimelineView(Static):
         if not lines:
             lines.append(Text("no threads sampled yet", style="dim"))
         per_sample_s = 1.0 / frame.rate_hz if frame.rate_hz > 0 else 0.0
-        footer = Text(f"  one char = one sample (~{per_sample_s:.2g} s), newest right.  ", style="dim")
-        footer.append_text(legend())
+        footer = Text(f"  1 char = 1 sample (~{per_sample_s:.2g} s), newest right.  ", style="dim")
+        footer.append_text(legend(short=True))
         self.update(Group(*lines, footer))
 
 
 class GpuPane(Static):
-    """Per-device NVML readings, or the reason there are none."""
+    """Per-device NVML readings, or the reason there are none (``compact``: one line per device)."""
+
+    def __init__(self, *, compact: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.compact = compact
 
     def show(self, frame: TopFrame) -> None:
         if isinstance(frame.gpus, NA):
@@ -253,6 +259,16 @@ class GpuPane(Static):
             self.update(Text("GPUs: none visible", style="dim"))
             return
         lines: list[Text] = []
+        if self.compact:
+            for gpu in frame.gpus:
+                lines.append(Text(gpu_compact_line(gpu), no_wrap=True, overflow="ellipsis"))
+                users = [t.name for t in frame.threads if t.gpu_index == gpu.index]
+                if users:
+                    lines.append(
+                        Text(f"  {', '.join(users)}", style="dim", no_wrap=True, overflow="ellipsis")
+                    )
+            self.update(Group(*lines))
+            return
         for gpu in frame.gpus:
             for i, line in enumerate(gpu_detail_lines(gpu, frame.pid, frame.threads)):
                 lines.append(Text(line, style="bold" if i == 0 else ""))
@@ -264,12 +280,16 @@ def _severity_style(level: int) -> str:
 
 
 class ProbesPane(Static):
-    """Probe readings from the board, its staleness, and the live findings."""
+    """Probe readings from the board, its staleness, and the live findings (``compact``: claims only)."""
+
+    def __init__(self, *, compact: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.compact = compact
 
     def show(self, frame: TopFrame) -> None:
         lines: list[Text] = [Text(board_age_text(frame.board, frame.wall_s), style="dim")]
         for name, reading in probe_summary(frame.board):
-            line = Text(f"{name:<11}", style="bold")
+            line = Text(f"{name:<11}", style="bold", no_wrap=self.compact, overflow="ellipsis")
             line.append(reading, style="red" if ("STALE" in reading or "SLOW" in reading) else "")
             lines.append(line)
         lines.append(Text("findings", style="bold underline"))
@@ -279,12 +299,13 @@ class ProbesPane(Static):
             lines.append(Text("  none: nothing looks wrong in this window", style="green"))
         else:
             for finding in frame.findings:
-                line = Text("  ")
+                line = Text("  ", no_wrap=self.compact, overflow="ellipsis")
                 line.append(f" {finding.severity.label} ", style=_severity_style(int(finding.severity)))
                 line.append(f" {finding.claim}")
                 line.append(f"  [{finding.rule_id}]", style="dim")
                 lines.append(line)
-                lines.append(Text(f"    fix: {finding.remedy}", style="dim"))
+                if not self.compact:
+                    lines.append(Text(f"    fix: {finding.remedy}", style="dim"))
         for warning in frame.warnings:
             lines.append(Text(f"warning: {warning}", style="yellow"))
         self.update(Group(*lines))
