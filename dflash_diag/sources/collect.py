@@ -50,6 +50,7 @@ SATURATED_SHARE = 0.90  # the trainer uses >= 90% of the cores it may run on
 SATURATED_RATE_HZ = 2.0
 LINE_FRAMES = 3  # source text is recorded for this many innermost Python frames per thread
 MAX_LINES = 20_000
+EXIT_GRACE_S = 2.0  # a dump that failed this shortly before the process was gone failed because it was exiting
 MAX_STACKS = 36_000  # 1 h at 10 Hz: hard cap on memory whatever the window
 
 
@@ -159,6 +160,7 @@ class _Engine:
         self.saturated = False
         self.backoff_reason: str | None = None
         self._last_board_key: tuple[int, int] | None = None
+        self._last_failure_s: float | None = None
         self._start_ticks: int | None = None
         self._cpu_allowed = _allowed_cores(pid)
         self.next_stack_s = self.next_proc_s = self.next_nvml_s = self.next_board_s = clock()
@@ -182,7 +184,7 @@ class _Engine:
             cap = MAX_PYSPY_DUTY / mean_s if mean_s > 0 else rate
             if cap < rate:
                 rate = max(MIN_RATE_HZ, cap)
-                self.backoff_reason = f"py-spy dumps take {mean_s * 1000:.0f} ms"
+                self.backoff_reason = f"py-spy dumps cost {mean_s * 1000:.0f} ms of CPU each"
         if self.saturated and rate > SATURATED_RATE_HZ:
             rate = min(rate, max(MIN_RATE_HZ, min(SATURATED_RATE_HZ, self.requested_rate_hz / 2)))
             self.backoff_reason = f"the trainer saturates its {self._cpu_allowed} CPU cores"
@@ -194,6 +196,10 @@ class _Engine:
         if self.alive and not procfs.process_alive(self.pid, self._start_ticks):
             self.alive = False
             self.exited_at_s = self.clock()
+            if self._last_failure_s is not None and self.exited_at_s - self._last_failure_s < EXIT_GRACE_S:
+                # That dump failed because the interpreter was shutting down: the exit, not a py-spy failure.
+                self.dump_failures -= 1
+                self._last_failure_s = None
             self.warnings.append(f"process {self.pid} exited; showing the data gathered before it did")
         return self.alive
 
@@ -224,12 +230,15 @@ class _Engine:
                     raise AttachError(f"process {self.pid} exited", ExitCode.NO_PROCESS) from None
                 return  # the process ended between two dumps: not a py-spy failure
             self.dump_failures += 1
+            self._last_failure_s = self.clock()
             self.last_dump_error = str(exc)
             if first:
                 raise
             return
         if not sample.native:
-            self.dump_durations.append(sample.duration_s)
+            # py-spy's CPU cost when the source knows it (the wall time also counts waiting for a busy CPU).
+            cost_s = getattr(self.pyspy, "last_cpu_s", None)
+            self.dump_durations.append(cost_s if isinstance(cost_s, float) else sample.duration_s)
         self.buf.stacks.append(sample)
         self._record_lines(sample)
 

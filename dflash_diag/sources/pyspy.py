@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -335,6 +336,7 @@ class PySpy:
         self._wall = wall_clock
         self._last_native_s: float | None = None
         self._last_native_duration_s = 0.0
+        self.last_cpu_s: float | None = None  # CPU time (user+sys) the last py-spy run cost: what the box pays
         self.attempts = 0  # py-spy runs, retries included (shown as py-spy's error rate)
         self.failures = 0
 
@@ -383,6 +385,7 @@ class PySpy:
             self.attempts += 1
             t0 = self._clock()
             wall0 = self._wall()
+            usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             try:
                 res = self._runner(cmd, self.timeout_s)
             except subprocess.TimeoutExpired:
@@ -398,6 +401,8 @@ class PySpy:
                 raise AttachError(f"py-spy at {binary} is not executable: pip install py-spy",
                                   ExitCode.MISSING_TOOL) from None
             t1 = self._clock()
+            usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            self.last_cpu_s = max(0.0, (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime))
             if res.returncode == 0:
                 if want_native:
                     self._last_native_s = t1

@@ -1,0 +1,253 @@
+"""Collector and LiveSampler: scheduling, dedup and back-off with injected sources; then real py-spy end to end."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from child_process import pipeline_child
+
+from dflash_diag.analysis.pipeline import pipeline_view
+from dflash_diag.analysis.threads import aggregate_threads
+from dflash_diag.errors import AttachError, ExitCode
+from dflash_diag.model import NA, Board, BoardWriter, StackSample, ThreadState
+from dflash_diag.model.board import BOARD_SCHEMA
+from dflash_diag.sources.collect import Collector, LiveSampler
+from dflash_diag.sources.pyspy import load_recorded_dumps
+
+S = ThreadState
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+RECORDED = load_recorded_dumps(FIXTURES / "cpu" / "pyspy_drafter_bound.json")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 1e-6)
+
+    def wall(self) -> float:
+        return 1_764_412_345.0 + self.now
+
+
+class FakeSpy:
+    """Replays recorded dumps at the fake clock's time; each dump costs ``dump_s`` of it."""
+
+    def __init__(self, clock: FakeClock, dump_s: float = 0.005, fail_after: int | None = None,
+                 error: AttachError | None = None) -> None:
+        self.clock = clock
+        self.dump_s = dump_s
+        self.calls = 0
+        self.fail_after = fail_after
+        self.error = error or AttachError("py-spy could not read PID: boom", ExitCode.FAILURE)
+
+    def dump(self) -> StackSample:
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise self.error
+        self.clock.now += self.dump_s
+        base = RECORDED[self.calls % len(RECORDED)]
+        return replace(base, pid=os.getpid(), monotonic_s=self.clock.now, duration_s=self.dump_s)
+
+
+class NoGpu:
+    def sample(self) -> NA:
+        return NA("no NVML (libnvidia-ml.so not found)")
+
+
+def make_board(seq: int, wall_s: float) -> Board:
+    return Board(
+        schema=BOARD_SCHEMA,
+        writer=BoardWriter(pid=os.getpid(), start_time_ticks=1, argv=(), python="3.11", torch=None, hostname="h"),
+        seq=seq, wall_time_s=wall_s, interval_s=1.0, threads={},
+        probes={"queues": {"status": "ok", "q_hs": {"depth": seq, "maxsize": 64, "depth_history": [seq]}}},
+        app={}, path="x",
+    )
+
+
+def collector(clock: FakeClock, spy: FakeSpy, **kw: object) -> Collector:
+    return Collector(os.getpid(), pyspy=spy, nvml=NoGpu(), clock=clock, wall_clock=clock.wall, sleep=clock.sleep,
+                     **kw)  # type: ignore[arg-type]
+
+
+def test_schedule_dedup_and_progress() -> None:
+    clock = FakeClock()
+    spy = FakeSpy(clock)
+    reads: list[int] = []
+
+    def boards(pid: int) -> Board:
+        reads.append(pid)
+        seq = len(reads) // 2  # the writer publishes every second read: each version is seen twice
+        return make_board(seq, clock.wall())
+
+    progress: list[tuple[float, float]] = []
+    obs = collector(clock, spy, rate_hz=5.0, board_reader=boards).collect(2.0, progress=lambda d, t: progress.append((d, t)))
+    assert 9 <= len(obs.stacks) <= 11  # 5 Hz for 2 s
+    assert [s.monotonic_s for s in obs.stacks] == sorted(s.monotonic_s for s in obs.stacks)
+    assert 4 <= len(obs.proc) <= 6  # /proc every 0.5 s, plus a last sweep
+    assert isinstance(obs.boards, tuple) and len(reads) >= 4
+    seqs = [b.seq for b in obs.boards]
+    assert seqs == sorted(set(seqs))  # deduplicated by seq, oldest first
+    assert isinstance(obs.gpus, NA) and "libnvidia-ml.so" in obs.gpus.reason
+    assert obs.process_alive and obs.pid == os.getpid()
+    assert obs.window_s == pytest.approx(2.0, abs=0.1)
+    assert progress[-1] == (2.0, 2.0) and all(a[0] <= b[0] for a, b in zip(progress, progress[1:], strict=False))
+    assert obs.cmdline  # our own argv, redacted by the default redactor
+
+
+def test_slow_dumps_back_off() -> None:
+    """py-spy taking 60 ms per dump: the rate drops so py-spy stays under 10% of a core, and says so."""
+    clock = FakeClock()
+    spy = FakeSpy(clock, dump_s=0.06)
+    coll = collector(clock, spy, rate_hz=10.0)
+    obs = coll.collect(3.0)
+    assert coll.effective_rate_hz == pytest.approx(0.10 / 0.06)
+    assert len(obs.stacks) <= 7  # ~1.7 Hz for 3 s (the first dumps happen before the cap is known)
+    assert any("backed off to 1.7 Hz" in w and "60 ms of CPU" in w for w in obs.warnings)
+
+
+def test_fixed_rate_when_not_adaptive() -> None:
+    clock = FakeClock()
+    obs = collector(clock, FakeSpy(clock, dump_s=0.06), rate_hz=10.0, adaptive=False).collect(1.0)
+    assert len(obs.stacks) >= 9
+
+
+def test_first_dump_failure_is_raised_later_ones_are_warnings() -> None:
+    clock = FakeClock()
+    denied = AttachError("not allowed to inspect PID 1: ...", ExitCode.PERMISSION)
+    with pytest.raises(AttachError) as err:
+        collector(clock, FakeSpy(clock, fail_after=0, error=denied)).collect(1.0)
+    assert err.value.exit_code == ExitCode.PERMISSION
+    obs = collector(clock, FakeSpy(clock, fail_after=3)).collect(2.0)
+    assert len(obs.stacks) == 3 and obs.process_alive
+    assert any(w.startswith("py-spy failed") and "boom" in w for w in obs.warnings)
+
+
+def test_redaction_is_injectable() -> None:
+    clock = FakeClock()
+    obs = collector(clock, FakeSpy(clock), redact_argv=lambda argv: ("<all hidden>",)).collect(0.2)
+    assert obs.cmdline == ("<all hidden>",)
+
+
+def test_live_sampler_window_with_fakes() -> None:
+    clock = FakeClock()
+    sampler = LiveSampler(os.getpid(), rate_hz=10.0, window_s=1.0, pyspy=FakeSpy(clock), nvml=NoGpu(),
+                          board_reader=lambda pid: None, clock=clock, wall_clock=clock.wall)
+    try:
+        first = sampler.poll()  # synchronous first dump
+        assert len(first.stacks) == 1
+        assert sampler.set_rate(1000.0) == 50.0  # clamped
+        assert isinstance(first.boards, NA)
+    finally:
+        sampler.close()
+
+
+# --- real py-spy, real processes ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mode", "bottleneck"), [("target-bound", "target"), ("drafter-bound", "drafter")])
+def test_end_to_end_real_pyspy(mode: str, bottleneck: str) -> None:
+    with pipeline_child("--mode", mode, "--drafters", "2") as child:
+        obs = Collector(child.pid, rate_hz=5.0).collect(3.0)
+    assert obs.process_alive
+    assert len(obs.stacks) >= 3, obs.warnings
+    threads = aggregate_threads(obs)
+    by = {t.name: t for t in threads}
+    assert {"target-0", "drafter-0", "drafter-1", "MainThread"} <= set(by)
+    assert by["target-0"].stage == "target" and by["drafter-1"].stage == "drafter"
+    assert by["MainThread"].shares[S.IDLE] == 1.0  # Event.wait
+    assert not isinstance(by["target-0"].cpu_pct, NA)
+    drafter_get = (by["drafter-0"].shares[S.QUEUE_GET] + by["drafter-1"].shares[S.QUEUE_GET]) / 2
+    if mode == "target-bound":
+        assert drafter_get >= 0.5  # drafters blocked on an empty queue
+        assert by["target-0"].shares[S.QUEUE_PUT] == 0.0
+        assert by["target-0"].cpu_pct > by["drafter-1"].cpu_pct  # type: ignore[operator]
+    else:
+        assert by["target-0"].shares[S.QUEUE_PUT] >= 0.5  # the target blocked on a full queue
+    assert any(k.endswith("pipeline_child.py:30") or k.endswith("pipeline_child.py:36") for k in obs.source_lines)
+    view = pipeline_view(obs, threads)
+    assert view.bottleneck == bottleneck, view.verdict
+
+
+@pytest.mark.slow
+def test_end_to_end_with_the_probe_board(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child publishes q_hs through the real probes; the collector reads the real board."""
+    board_dir = tmp_path / "boards"
+    board_dir.mkdir(mode=0o700)
+    monkeypatch.setenv("DFLASH_DIAG_BOARD_DIR", str(board_dir))
+    with pipeline_child("--mode", "drafter-bound", "--probes") as child:
+        deadline = time.monotonic() + 30
+        while not (board_dir / f"{child.pid}.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        obs = Collector(child.pid, rate_hz=5.0, board_dir=str(board_dir)).collect(2.5)
+    assert isinstance(obs.boards, tuple) and len(obs.boards) >= 2, obs.boards
+    assert len({b.seq for b in obs.boards}) == len(obs.boards)
+    view = pipeline_view(obs, aggregate_threads(obs))
+    assert view.queue_name == "q_hs" and view.queue_maxsize == 4
+    assert view.bottleneck == "drafter", view.verdict
+    assert view.verdict.startswith("drafter-bound: q_hs ")
+    assert "(probe)" in view.verdict  # the probe's measured put/get shares
+    by = {t.name: t for t in aggregate_threads(obs)}
+    assert by["target-0"].stage == "target"
+
+
+@pytest.mark.slow
+def test_process_exit_is_noticed() -> None:
+    with pipeline_child("--mode", "target-bound", max_s=2.0) as child:
+        t0 = time.monotonic()
+        obs = Collector(child.pid, rate_hz=5.0).collect(30.0)
+        took_s = time.monotonic() - t0
+    assert not obs.process_alive
+    assert took_s < 20.0  # returned when the process exited, not after 30 s
+    assert obs.stacks  # what it had
+    assert any("exited" in w for w in obs.warnings)
+    assert not any(w.startswith("py-spy failed") for w in obs.warnings)  # the exit is not a py-spy failure
+
+
+@pytest.mark.slow
+def test_live_sampler_real() -> None:
+    with pipeline_child("--mode", "target-bound") as child:
+        sampler = LiveSampler(child.pid, rate_hz=5.0, window_s=10.0)
+        try:
+            first = sampler.poll()
+            assert len(first.stacks) >= 1 and first.process_alive
+            deadline = time.monotonic() + 30
+            obs = first
+            while len(obs.stacks) < 4 and time.monotonic() < deadline:
+                time.sleep(0.3)
+                obs = sampler.poll()
+            assert len(obs.stacks) >= 4
+            assert {t.name for t in aggregate_threads(obs)} >= {"target-0", "drafter-0"}
+            child.kill()
+            child.wait()
+            deadline = time.monotonic() + 30
+            while obs.process_alive and time.monotonic() < deadline:
+                time.sleep(0.2)
+                obs = sampler.poll()
+            assert not obs.process_alive
+            assert obs.stacks  # the last data stays
+            time.sleep(0.5)
+            assert len(sampler.poll().stacks) == len(obs.stacks)  # frozen at the exit
+        finally:
+            sampler.close()
+
+
+def test_missing_process() -> None:
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    with pytest.raises(AttachError) as err:
+        Collector(proc.pid).collect(1.0)
+    assert err.value.exit_code == ExitCode.NO_PROCESS
+    with pytest.raises(AttachError) as err:
+        LiveSampler(proc.pid).poll()
+    assert err.value.exit_code == ExitCode.NO_PROCESS
