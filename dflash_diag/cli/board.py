@@ -108,6 +108,15 @@ def _sub_table(title: str, rows: Mapping[str, Mapping[str, Any]]) -> Table:
         for key, v in row.items():
             if key not in columns and not isinstance(v, (Mapping, list)):
                 columns.append(key)
+    if len(rows) <= 4 and len(columns) > 6:
+        # few entries with many readings (queues, devices): one column per entry reads better
+        table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+        table.add_column("")
+        for name in rows:
+            table.add_column(name, justify="right")
+        for col in columns:
+            table.add_row(col, *(_fmt(row.get(col)) for row in rows.values()))
+        return table
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("name")
     for col in columns:
@@ -128,8 +137,9 @@ def _probe_panel(name: str, payload: Mapping[str, Any]) -> Panel:
     scalars.add_column()
     parts: list[Any] = [scalars]
     top_tables = {k: v for k, v in payload.items() if k != "status" and _is_table(v)}
-    if name == "queues":  # queue names are the payload keys
-        parts = [_sub_table("", top_tables)] if top_tables else [Text("no queue registered", style="dim")]
+    if name == "queues":  # queue names are the payload keys: one row per queue
+        rows = {k: v for k, v in payload.items() if isinstance(v, Mapping)}
+        parts = [_sub_table("", rows)] if rows else [Text("no queue registered", style="dim")]
         return Panel(Group(*parts), title=name, title_align="left")
     for key, value in payload.items():
         if key == "status" or key in top_tables:
