@@ -152,7 +152,8 @@ def _from_tar(path: Path) -> dict[str, Any]:
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         if isinstance(exc, CommandError):
             raise
-        raise _bad(source, f"not a readable .tar.gz bundle ({exc.__class__.__name__}: {exc})") from None
+        detail = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise _bad(source, f"not a readable .tar.gz bundle ({detail})") from None
     return _parse_doc(data, source)
 
 

@@ -19,7 +19,11 @@ def _board_published(session: object) -> bool:
     if session is None:
         return True
     directory = os.environ.get("DFLASH_DIAG_BOARD_DIR", "")
-    return bool(directory) and os.path.exists(os.path.join(directory, f"{os.getpid()}.json"))
+    try:
+        with open(os.path.join(directory, f"{os.getpid()}.json"), encoding="utf-8") as fh:
+            return "use_reentrant" in fh.read()  # published after set_app: the app config is in it
+    except OSError:
+        return False
 
 
 def main() -> None:

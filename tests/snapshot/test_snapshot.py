@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API_KEY, SECRETS, TOKEN, Spawn
+from conftest_snapshot import API_KEY, SECRETS, TOKEN, Spawn
 
 from dflash_diag.cli import main
 from dflash_diag.errors import ExitCode
