@@ -111,7 +111,7 @@ def _run_top(
     """``top --batch`` for ``phase_s``: (steady CPU %, total CPU %, samples)."""
     cmd = [
         sys.executable, "-m", "dflash_diag", "top", "--pid", str(pid), "--batch", "--json",
-        "--duration", str(phase_s), "--rate", str(args.rate),
+        "--duration", str(phase_s), *(["--rate", str(args.rate)] if args.rate else []),
     ]  # fmt: skip
     t0 = time.monotonic()
     before = resource.getrusage(
@@ -206,7 +206,7 @@ def main() -> int:
     parser.add_argument(
         "--startup-s", type=float, default=4.0, help="top start-up excluded from the steady CPU"
     )
-    parser.add_argument("--rate", type=float, default=2.0, help="top's sampling rate (its default: 2 Hz)")
+    parser.add_argument("--rate", type=float, help="top's sampling rate (default: top's own default)")
     parser.add_argument("--json", help="write the JSON result here (default: stdout after the table)")
     parser.add_argument("trainer_args", nargs="*", help="extra reference_trainer arguments (after --)")
     args = parser.parse_args()

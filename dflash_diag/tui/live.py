@@ -151,11 +151,12 @@ class LiveSource:
         return native
 
     def write_snapshot(self) -> str:
+        """A bug-report bundle in the current directory (``dflash-diag snapshot``'s default name)."""
         try:
-            from dflash_diag.snapshot import write_snapshot
+            from dflash_diag.snapshot import take_snapshot
         except ImportError:
             raise CommandError("snapshots are not available in this build", ExitCode.FAILURE) from None
-        return str(write_snapshot(self._pid, board_dir=self._board_dir))
+        return str(take_snapshot(self._pid).path.resolve())
 
     def close(self) -> None:
         close = getattr(self._sampler, "close", None)
