@@ -1,0 +1,5 @@
+"""The reference threaded DFlash drafter trainer (``python -m reference_trainer --help``; docs/trainer.md).
+
+Modules, in reading order: config (presets), target (frozen Qwen3.5-style target), drafter (DFlash draft
+model), loss (anchors, block mask, chunked CE), data, train (threads, CLI), scenarios.
+"""
