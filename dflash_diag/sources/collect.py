@@ -148,6 +148,9 @@ class _Engine:
         self.buf = _Buffers(deque(maxlen=MAX_STACKS), deque(maxlen=MAX_STACKS), deque(maxlen=MAX_STACKS),
                             deque(maxlen=MAX_STACKS))
         self.source_lines: dict[str, str] = {}
+        # Guards the buffers and counters: the sampler thread appends while poll() (another thread) reads.
+        # I/O (py-spy, /proc, NVML, the board, source files) always happens outside it.
+        self.lock = threading.Lock()
         self.gpu_na: NA | None = None
         self.board_na: NA | None = None
         self.warnings: deque[str] = deque(maxlen=20)
@@ -158,7 +161,6 @@ class _Engine:
         self.last_dump_error: str | None = None
         self.dump_durations: deque[float] = deque(maxlen=8)
         self.saturated = False
-        self.backoff_reason: str | None = None
         self._last_board_key: tuple[int, int] | None = None
         self._last_failure_s: float | None = None
         self._start_ticks: int | None = None
@@ -175,25 +177,34 @@ class _Engine:
 
     @property
     def effective_rate_hz(self) -> float:
+        return self.rate_and_reason()[0]
+
+    def rate_and_reason(self) -> tuple[float, str | None]:
+        """The stack rate in force and, when it is below the requested one, why."""
         rate = self.requested_rate_hz
-        self.backoff_reason = None
+        reason = None
         if not self.adaptive:
-            return rate
-        if self.dump_durations:
-            mean_s = sum(self.dump_durations) / len(self.dump_durations)
+            return rate, None
+        costs = tuple(self.dump_durations)
+        if costs:
+            mean_s = sum(costs) / len(costs)
             cap = MAX_PYSPY_DUTY / mean_s if mean_s > 0 else rate
             if cap < rate:
                 rate = max(MIN_RATE_HZ, cap)
-                self.backoff_reason = f"py-spy dumps cost {mean_s * 1000:.0f} ms of CPU each"
+                reason = f"py-spy dumps cost {mean_s * 1000:.0f} ms of CPU each"
         if self.saturated and rate > SATURATED_RATE_HZ:
             rate = min(rate, max(MIN_RATE_HZ, min(SATURATED_RATE_HZ, self.requested_rate_hz / 2)))
-            self.backoff_reason = f"the trainer saturates its {self._cpu_allowed} CPU cores"
-        return rate
+            reason = f"the trainer saturates its {self._cpu_allowed} CPU cores"
+        return rate, reason
 
     # --- one step --------------------------------------------------------------------------------------
 
     def check_alive(self) -> bool:
-        if self.alive and not procfs.process_alive(self.pid, self._start_ticks):
+        if not self.alive or procfs.process_alive(self.pid, self._start_ticks):
+            return self.alive
+        with self.lock:
+            if not self.alive:
+                return False
             self.alive = False
             self.exited_at_s = self.clock()
             if self._last_failure_s is not None and self.exited_at_s - self._last_failure_s < EXIT_GRACE_S:
@@ -201,7 +212,7 @@ class _Engine:
                 self.dump_failures -= 1
                 self._last_failure_s = None
             self.warnings.append(f"process {self.pid} exited; showing the data gathered before it did")
-        return self.alive
+            return False
 
     def tick(self, *, first: bool = False) -> float:
         """Do whatever is due; return the monotonic time of the next due reading. Raises AttachError on ``first``."""
@@ -229,33 +240,39 @@ class _Engine:
                 if first:
                     raise AttachError(f"process {self.pid} exited", ExitCode.NO_PROCESS) from None
                 return  # the process ended between two dumps: not a py-spy failure
-            self.dump_failures += 1
-            self._last_failure_s = self.clock()
-            self.last_dump_error = str(exc)
+            with self.lock:
+                self.dump_failures += 1
+                self._last_failure_s = self.clock()
+                self.last_dump_error = str(exc)
             if first:
                 raise
             return
-        if not sample.native:
-            # py-spy's CPU cost when the source knows it (the wall time also counts waiting for a busy CPU).
-            cost_s = getattr(self.pyspy, "last_cpu_s", None)
-            self.dump_durations.append(cost_s if isinstance(cost_s, float) else sample.duration_s)
-        self.buf.stacks.append(sample)
-        self._record_lines(sample)
+        new_lines = self._read_lines(sample)  # file reads: outside the lock
+        with self.lock:
+            if not sample.native:
+                # py-spy's CPU cost when the source knows it (wall time also counts waiting for a busy CPU).
+                cost_s = getattr(self.pyspy, "last_cpu_s", None)
+                self.dump_durations.append(cost_s if isinstance(cost_s, float) else sample.duration_s)
+            self.buf.stacks.append(sample)
+            if len(self.source_lines) < MAX_LINES:
+                self.source_lines.update(new_lines)
 
-    def _record_lines(self, sample: StackSample) -> None:
+    def _read_lines(self, sample: StackSample) -> dict[str, str]:
+        out: dict[str, str] = {}
         for thread in sample.threads:
             n = 0
             for frame in thread.frames:
                 if frame.native:
                     continue
                 key = f"{frame.filename}:{frame.line}"
-                if key not in self.source_lines and len(self.source_lines) < MAX_LINES:
+                if key not in self.source_lines and key not in out:
                     text = self.lines(frame.filename, frame.line)
                     if text is not None:
-                        self.source_lines[key] = text
+                        out[key] = text
                 n += 1
                 if n >= LINE_FRAMES:
                     break
+        return out
 
     def _sweep_proc(self) -> None:
         try:
@@ -264,9 +281,10 @@ class _Engine:
             if exc.exit_code == ExitCode.NO_PROCESS:
                 self.check_alive()
             return
-        if self.buf.proc and self._cpu_allowed:
-            self.saturated = _cpu_share(self.buf.proc[-1], sweep) >= SATURATED_SHARE * self._cpu_allowed
-        self.buf.proc.append(sweep)
+        with self.lock:
+            if self.buf.proc and self._cpu_allowed:
+                self.saturated = _cpu_share(self.buf.proc[-1], sweep) >= SATURATED_SHARE * self._cpu_allowed
+            self.buf.proc.append(sweep)
         self.check_alive()
 
     def _read_nvml(self) -> None:
@@ -274,10 +292,11 @@ class _Engine:
             self.gpu_na = NA("no NVML source")
             return
         result = self.nvml.sample()
-        if isinstance(result, NA):
-            self.gpu_na = result
-            return
-        self.buf.gpus.append(result)
+        with self.lock:
+            if isinstance(result, NA):
+                self.gpu_na = result
+            else:
+                self.buf.gpus.append(result)
 
     def _read_board(self) -> None:
         if self.board_reader is None:
@@ -292,13 +311,18 @@ class _Engine:
         key = (board.writer.start_time_ticks, board.seq)
         if key == self._last_board_key:
             return  # the same version again: boards are deduplicated by (writer, seq)
-        self._last_board_key = key
-        self.buf.boards.append(board)
+        with self.lock:
+            self._last_board_key = key
+            self.buf.boards.append(board)
 
     # --- snapshot --------------------------------------------------------------------------------------
 
     def observation(self, since_s: float | None, now_s: float) -> Observation:
         """The readings with monotonic time >= ``since_s`` (all when None), as an immutable Observation."""
+        with self.lock:
+            return self._observation(since_s, now_s)
+
+    def _observation(self, since_s: float | None, now_s: float) -> Observation:
         stacks = tuple(s for s in self.buf.stacks if since_s is None or s.monotonic_s >= since_s)
         proc = tuple(p for p in self.buf.proc if since_s is None or (p and p[0].monotonic_s >= since_s))
         gpus_list = tuple(g for g in self.buf.gpus if since_s is None or (g and g[0].monotonic_s >= since_s))
@@ -333,13 +357,16 @@ class _Engine:
         out = []
         if self.dump_failures:
             out.append(f"py-spy failed {self.dump_failures} of {self.dumps} dumps (last: {self.last_dump_error})")
-        rate = self.effective_rate_hz
-        if self.backoff_reason is not None and rate < self.requested_rate_hz:
-            out.append(f"sampling backed off to {rate:.1f} Hz (asked {self.requested_rate_hz:.1f}): "
-                       f"{self.backoff_reason}")
+        rate, reason = self.rate_and_reason()
+        if reason is not None and rate < self.requested_rate_hz:
+            out.append(f"sampling backed off to {rate:.1f} Hz (asked {self.requested_rate_hz:.1f}): {reason}")
         return tuple(out)
 
     def prune(self, before_s: float) -> None:
+        with self.lock:
+            self._prune(before_s)
+
+    def _prune(self, before_s: float) -> None:
         for buf in (self.buf.stacks,):
             while buf and buf[0].monotonic_s < before_s:
                 buf.popleft()
@@ -475,7 +502,7 @@ class LiveSampler:
             raise ValueError(f"window_s must be > 0, got {window_s}")
         self.pid = pid
         self.window_s = float(window_s)
-        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -494,23 +521,22 @@ class LiveSampler:
 
     @property
     def effective_rate_hz(self) -> float:
-        with self._lock:
-            return self._engine.effective_rate_hz
+        return self._engine.effective_rate_hz
 
+    # The setters never wait for a dump in progress (they run on the UI thread): plain attribute stores.
     def set_rate(self, rate_hz: float) -> float:
-        with self._lock:
-            self._engine.requested_rate_hz = _clamp_rate(rate_hz)
-            self._engine.next_stack_s = self._engine.clock()
+        rate = _clamp_rate(rate_hz)
+        self._engine.requested_rate_hz = rate
+        self._engine.next_stack_s = self._engine.clock()
         self._wake.set()
-        return self._engine.requested_rate_hz
+        return rate
 
     def set_native(self, native: bool) -> bool:
-        with self._lock:
-            pyspy = self._engine.pyspy
-            if hasattr(pyspy, "native"):
-                pyspy.native = native
-                if native and hasattr(pyspy, "request_native"):
-                    pyspy.request_native()
+        pyspy = self._engine.pyspy
+        if hasattr(pyspy, "native"):
+            pyspy.native = native
+            if native and hasattr(pyspy, "request_native"):
+                pyspy.request_native()
         self._wake.set()
         return native
 
@@ -520,19 +546,19 @@ class LiveSampler:
 
     def poll(self) -> Observation:
         """The last ``window_s`` seconds. The first call attaches synchronously (AttachError on failure)."""
-        if self._thread is None:
-            with self._lock:
+        with self._start_lock:
+            if self._thread is None:
                 if not self._engine.check_alive():
                     raise AttachError(f"no process with PID {self.pid} (it exited or never existed)",
                                       ExitCode.NO_PROCESS)
                 self._engine.tick(first=True)
-            self._thread = threading.Thread(target=self._run, name="dflash-diag-sampler", daemon=True)
-            self._thread.start()
-        with self._lock:
-            engine = self._engine
-            # After the process exits the window freezes at the exit, so the last data stays on screen.
-            now = engine.exited_at_s if engine.exited_at_s is not None else engine.clock()
-            return engine.observation(now - self.window_s, now)
+                self._thread = threading.Thread(target=self._run, name="dflash-diag-sampler", daemon=True)
+                self._thread.start()
+        engine = self._engine
+        # After the process exits the window freezes at the exit, so the last data stays on screen.
+        exited = engine.exited_at_s
+        now = exited if exited is not None else engine.clock()
+        return engine.observation(now - self.window_s, now)
 
     def close(self) -> None:
         self._stop.set()
@@ -545,15 +571,15 @@ class LiveSampler:
     def _run(self) -> None:
         engine = self._engine
         while not self._stop.is_set():
-            with self._lock:
-                try:
-                    due = engine.tick()
-                except Exception as exc:  # never die silently: say it, slow down, keep the last data
+            try:
+                due = engine.tick()
+            except Exception as exc:  # never die silently: say it, slow down, keep the last data
+                with engine.lock:
                     engine.warnings.append(f"sampler error: {type(exc).__name__}: {exc}")
-                    due = engine.clock() + 1.0
-                engine.prune(engine.clock() - self.window_s - 2.0)
-                alive = engine.alive
-                delay = max(0.0, due - engine.clock())
+                due = engine.clock() + 1.0
+            engine.prune(engine.clock() - self.window_s - 2.0)
+            alive = engine.alive
+            delay = max(0.0, due - engine.clock())
             if not alive:
                 return
             # Sleep until the next reading is due (Event.wait: no busy loop), or until set_rate/close wakes us.

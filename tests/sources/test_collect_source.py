@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -251,3 +252,36 @@ def test_missing_process() -> None:
     with pytest.raises(AttachError) as err:
         LiveSampler(proc.pid).poll()
     assert err.value.exit_code == ExitCode.NO_PROCESS
+
+
+def test_controls_and_poll_never_wait_for_a_dump_in_progress() -> None:
+    """The UI thread calls set_rate/set_native and the app's sampler thread polls while py-spy runs."""
+    gate = threading.Event()
+    blocked = threading.Event()
+
+    class SlowSpy:
+        native = False
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def dump(self) -> StackSample:
+            self.calls += 1
+            if self.calls > 1:
+                blocked.set()
+                gate.wait(30)
+            return replace(RECORDED[0], pid=os.getpid(), monotonic_s=time.monotonic())
+
+    sampler = LiveSampler(os.getpid(), rate_hz=20.0, pyspy=SlowSpy(), nvml=NoGpu(), board_reader=lambda pid: None)
+    try:
+        assert len(sampler.poll().stacks) == 1
+        assert blocked.wait(30)  # the sampler thread is now inside a dump
+        t0 = time.monotonic()
+        sampler.set_rate(2.0)
+        sampler.set_native(True)
+        obs = sampler.poll()
+        assert time.monotonic() - t0 < 1.0
+        assert len(obs.stacks) == 1
+    finally:
+        gate.set()
+        sampler.close()
