@@ -265,10 +265,12 @@ def test_gil_contention_names_holder_and_waiters() -> None:
         thread_stats("logger", "other", {ThreadState.PYTHON: 0.9}, tid=13, gil_held_pct=90.0),
         thread_stats("drafter-0", "drafter", {ThreadState.GIL_WAIT: 0.5, ThreadState.NATIVE: 0.5}, tid=12),
     )
-    b = healthy_board(gil={"contention_share": 0.7, "wait_mean_ms": 9.8, "wait_p99_ms": 43.0})
+    b = healthy_board(gil={"contention_share": 0.7, "wait_mean_ms": 9.8, "wait_p99_ms": 43.0,
+                           "threads": {"logger": {"cpu_share": 0.95}, "drafter-0": {"cpu_share": 0.3}}})
     f = _one(_run(boards=(b,), threads=threads), "gil-contention")
     assert f.claim.startswith("GIL contention: logger holds the GIL while drafter-0 wait")
     assert "mean 9.8 ms" in dict(f.evidence)["wait per acquire"]
+    assert dict(f.evidence)["CPU by thread (probe)"] == "logger 95%, drafter-0 30%"
 
 
 # --- host sync ----------------------------------------------------------------------------------------
@@ -361,3 +363,12 @@ def test_gil_contention_from_the_probe_alone() -> None:
     b = healthy_board(gil={"contention_share": 0.8, "wait_mean_ms": 31.0})
     f = _one(_run(boards=(b,), threads=()), "gil-contention")
     assert f.claim == "GIL contention: threads wait for the GIL 80% of the time"
+
+
+def test_concurrent_compiles_seen_in_stacks() -> None:
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.COMPILE: 1.0}, tid=12),
+               thread_stats("drafter-1", "drafter", {ThreadState.COMPILE: 0.8, ThreadState.NATIVE: 0.2}, tid=13))
+    findings = _run(threads=threads)
+    f = _one(findings, "compile-multi-thread")
+    assert dict(f.evidence)["seen compiling concurrently"] == "drafter-0, drafter-1"
+    assert _one(findings, "compile-in-progress").severity == Severity.INFO

@@ -144,9 +144,13 @@ def _in_progress(ctx: Context, payload: Mapping[str, object] | None) -> Iterator
 
 def _multi_thread(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
     by_thread = sub(payload, "by_thread")
-    compiling = sorted(
-        name for name, counts in by_thread.items() if isinstance(counts, Mapping) and (num(counts, "compiles") or 0) > 0
-    )
+    compiling = {
+        str(name) for name, counts in by_thread.items() if isinstance(counts, Mapping) and (num(counts, "compiles") or 0) > 0
+    }
+    # Seen compiling at the same time in the stacks (the probe counts a compile only once it finished).
+    concurrent = sorted(t.name for t in ctx.threads if t.n_samples > 0 and t.shares.get(ThreadState.COMPILE, 0.0)
+                        >= COMPILING_SHARE)
+    compiling.update(concurrent)
     if len(compiling) < 2:
         return
     board = ctx.board
@@ -159,7 +163,8 @@ def _multi_thread(ctx: Context, payload: Mapping[str, object] | None) -> Iterato
         severity=Severity.WARNING,
         claim=f"torch.compile runs from {len(compiling)} threads on torch {torch_version or '?'}, where tracing is not thread-safe",
         evidence=(
-            ("compiling threads", ", ".join(compiling[:8])),
+            ("compiling threads", ", ".join(sorted(compiling)[:8])),
+            ("seen compiling concurrently", ", ".join(concurrent) if len(concurrent) > 1 else "no"),
             ("torch", torch_version or "unknown"),
             ("known issues", "pytorch#126024 (FX tracing flag), #118260 (config races)"),
         ),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct
+from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub
 from dflash_diag.model import Finding, Severity, ThreadState
 
 # With N busy Python threads some waiting is normal; when the process as a whole spends a third of the
@@ -26,7 +26,8 @@ def check(ctx: Context) -> Iterator[Finding]:
     heavy_waiters = [(t, s) for t, s in waiters if lower_bound(s, t.n_samples) >= THREAD_WAIT_SHARE]
     if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters:
         return
-    holders = sorted(sampled, key=lambda t: -t.gil_held_pct)
+    # Who holds it is worth naming even from few samples (it is a name, not a rate).
+    holders = sorted((t for t in ctx.threads if t.n_samples > 0), key=lambda t: -t.gil_held_pct)
     holders = [t for t in holders if t.gil_held_pct > 0][:SHOWN]
     evidence: list[tuple[str, str]] = []
     if contention is not None:
@@ -36,6 +37,10 @@ def check(ctx: Context) -> Iterator[Finding]:
             evidence.append(("wait per acquire", f"mean {mean_ms:.1f} ms" + (f", p99 {p99_ms:.1f} ms" if p99_ms is not None else "")))
     for t in holders:
         evidence.append((f"holds: {t.name}", f"{t.gil_held_pct:.0f}% of samples" + (f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else "")))
+    cpu = sorted(((str(n), num(v, "cpu_share")) for n, v in sub(payload, "threads").items() if isinstance(v, Mapping)),
+                 key=lambda nv: -(nv[1] or 0.0))
+    if cpu and cpu[0][1]:
+        evidence.append(("CPU by thread (probe)", ", ".join(f"{n} {pct(v)}" for n, v in cpu[:SHOWN] if v is not None)))
     for t, share in waiters[:SHOWN]:
         if share > 0:
             evidence.append((f"waits: {t.name}", f"{pct(share)} of samples"))
