@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import sysconfig
 import time
@@ -29,7 +30,7 @@ from probes._common import MAX_RECENT, JsonDict
 _IMPORT_NS: dict[str, int] = {}
 # /proc/stat's btime is whole seconds: the computed process start can be up to 1 s early.
 _START_SLACK_NS = 1_500_000_000
-_GENERATED = ("/torchinductor_", "/.triton/", "/triton/cache/")
+_GENERATED = re.compile(r"/torchinductor_|/\.triton/|/triton/cache/")
 _HOOK_STATE = {"installed": False, "active": True}
 
 
@@ -50,7 +51,8 @@ def install_import_hook() -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    check_interval_s: float = 5.0  # a re-check costs ~4 ms; between checks the last verdict is reused
+    check_interval_s: float = 5.0  # between checks the last verdict is reused
+    library_slices: int = 6  # site-packages/stdlib files are re-stat'ed 1/6 per check (each every 30 s)
     hash_max_files: int = 500
     hash_max_bytes: int = 1 << 20
 
@@ -99,32 +101,55 @@ class CodedriftProbe:
         self._lib_roots = _library_roots()
         self._files: dict[str, _File] = {}
         self._hashed = 0
+        self._round = 0
+        self._stale_library: dict[str, JsonDict] = {}
+        self._project_cache: dict[str, bool] = {}
         self._last_check_s = -float("inf")
         self._last: JsonDict = {}
         self._first_check_ns = time.time_ns()
         self.check(self._first_check_ns)
 
     def _is_project_file(self, path: str) -> bool:
-        return not path.startswith(self._lib_roots) and "site-packages" not in path and "dist-packages" not in path
+        cached = self._project_cache.get(path)
+        if cached is None:
+            cached = not path.startswith(self._lib_roots) and "site-packages" not in path and "dist-packages" not in path
+            if len(self._project_cache) < 50_000:
+                self._project_cache[path] = cached
+        return cached
 
     def check(self, now_ns: int | None = None) -> JsonDict:
         t0 = time.perf_counter()
         now_ns = time.time_ns() if now_ns is None else now_ns
         stale: list[JsonDict] = []
         checked = 0
-        for name, mod in list(sys.modules.items()):
+        slices = max(1, self.config.library_slices)
+        this_slice = self._round % slices
+        self._round += 1
+        for index, (name, mod) in enumerate(list(sys.modules.items())):
             path = getattr(mod, "__file__", None)
             if not (isinstance(path, str) and path.endswith(".py") and os.path.isabs(path)):
                 continue
-            if any(part in path for part in _GENERATED):
+            if _GENERATED.search(path):
                 continue  # compiler-generated code (inductor, triton): written at run time, never edited
+            if path in self._files and index % slices != this_slice and not self._is_project_file(path):
+                # Library files (rarely edited) are re-checked in rotation: each one every `slices` checks.
+                known_stale = self._stale_library.get(path)
+                if known_stale is not None:
+                    stale.append(known_stale)
+                continue
             checked += 1
             verdict = self._check_one(name, path, now_ns)
+            if not self._is_project_file(path):
+                if verdict is None:
+                    self._stale_library.pop(path, None)
+                else:
+                    self._stale_library[path] = verdict
             if verdict is not None:
                 stale.append(verdict)
         self._last = {
             "status": "ok",
             "checked_modules": checked,
+            "tracked_files": len(self._files),
             "stale": stale[:MAX_RECENT],
             "stale_count": len(stale),
             "hashed_files": self._hashed,
