@@ -42,7 +42,7 @@ class Classification:
 _NATIVE_GPU_SYNC = re.compile(
     r"cudaStreamSynchronize|cudaEventSynchronize|cudaDeviceSynchronize|cuStreamSynchronize|cuEventSynchronize"
     r"|cuCtxSynchronize|cudaMemcpy(?!Async)|cuMemcpyDtoH(?!Async)|device_synchronize|stream_synchronize"
-    r"|_local_scalar_dense_cuda|CUDAStream::synchronize|CUDAEvent::synchronize"
+    r"|_local_scalar_dense_cuda|CUDAStream::synchronize|CUDAEvent::synchronize|memcpy_and_sync"
 )
 # take_gil is usually inlined and never shows; its callers do.
 _NATIVE_GIL_TAKE = re.compile(

@@ -63,6 +63,7 @@ class GpuSource(Protocol):
 
 
 BoardReader = Callable[[int], "Board | NA | None"]
+ProcReader = Callable[[int], tuple[ProcThreadSample, ...]]  # raises AttachError(NO_PROCESS) when the pid is gone
 Progress = Callable[[float, float], None]  # (elapsed_s, total_s)
 
 
@@ -132,6 +133,8 @@ class _Engine:
         redact_argv: Callable[[Sequence[str]], Sequence[str]] | None,
         lines: Callable[[str, int], str | None] | None,
         adaptive: bool,
+        proc_reader: ProcReader | None = None,
+        cpu_cores: int | None = None,
     ) -> None:
         self.pid = pid
         self.clock = clock
@@ -164,7 +167,10 @@ class _Engine:
         self._last_board_key: tuple[int, int] | None = None
         self._last_failure_s: float | None = None
         self._start_ticks: int | None = None
-        self._cpu_allowed = _allowed_cores(pid)
+        self._cpu_allowed = cpu_cores if cpu_cores is not None else _allowed_cores(pid)
+        self.proc_reader: ProcReader = proc_reader if proc_reader is not None else (
+            lambda p: procfs.read_threads(p, clock=clock)
+        )
         self.next_stack_s = self.next_proc_s = self.next_nvml_s = self.next_board_s = clock()
         try:
             self._start_ticks = procfs.process_start_ticks(pid)
@@ -276,14 +282,15 @@ class _Engine:
 
     def _sweep_proc(self) -> None:
         try:
-            sweep = procfs.read_threads(self.pid, clock=self.clock)
+            sweep = self.proc_reader(self.pid)
         except AttachError as exc:
             if exc.exit_code == ExitCode.NO_PROCESS:
                 self.check_alive()
             return
         with self.lock:
-            if self.buf.proc and self._cpu_allowed:
-                self.saturated = _cpu_share(self.buf.proc[-1], sweep) >= SATURATED_SHARE * self._cpu_allowed
+            share = _cpu_share(self.buf.proc[-1], sweep) if self.buf.proc else None
+            if share is not None and self._cpu_allowed:
+                self.saturated = share >= SATURATED_SHARE * self._cpu_allowed
             self.buf.proc.append(sweep)
         self.check_alive()
 
@@ -401,13 +408,14 @@ def _allowed_cores(pid: int) -> int:
         return os.cpu_count() or 1
 
 
-def _cpu_share(before: tuple[ProcThreadSample, ...], after: tuple[ProcThreadSample, ...]) -> float:
-    """Cores' worth of CPU the process used between two sweeps (sum of per-thread on-CPU deltas)."""
+def _cpu_share(before: tuple[ProcThreadSample, ...], after: tuple[ProcThreadSample, ...]) -> float | None:
+    """Cores' worth of CPU the process used between two sweeps (sum of per-thread on-CPU deltas); None when the
+    sweeps are too close together to say."""
     if not before or not after:
-        return 0.0
+        return None
     dt = after[0].monotonic_s - before[0].monotonic_s
-    if dt <= 0:
-        return 0.0
+    if dt < 0.1:
+        return None
     old = {p.tid: p.run_ns for p in before}
     used_ns = sum(max(0, p.run_ns - old[p.tid]) for p in after if p.tid in old)
     return used_ns / 1e9 / dt
@@ -435,6 +443,8 @@ class Collector:
         redact_argv: Callable[[Sequence[str]], Sequence[str]] | None = None,
         lines: Callable[[str, int], str | None] | None = None,
         adaptive: bool = True,
+        proc_reader: ProcReader | None = None,
+        cpu_cores: int | None = None,
     ) -> None:
         self.pid = pid
         self._sleep = sleep
@@ -442,7 +452,7 @@ class Collector:
             pid, rate_hz=rate_hz, native=native, pyspy=pyspy, nvml=nvml, board_reader=board_reader,
             board_dir=board_dir, clock=clock, wall_clock=wall_clock, proc_interval_s=proc_interval_s,
             nvml_interval_s=nvml_interval_s, board_interval_s=board_interval_s, redact_argv=redact_argv,
-            lines=lines, adaptive=adaptive,
+            lines=lines, adaptive=adaptive, proc_reader=proc_reader, cpu_cores=cpu_cores,
         )
 
     @property
@@ -497,6 +507,8 @@ class LiveSampler:
         redact_argv: Callable[[Sequence[str]], Sequence[str]] | None = None,
         lines: Callable[[str, int], str | None] | None = None,
         adaptive: bool = True,
+        proc_reader: ProcReader | None = None,
+        cpu_cores: int | None = None,
     ) -> None:
         if not window_s > 0:
             raise ValueError(f"window_s must be > 0, got {window_s}")
@@ -510,7 +522,7 @@ class LiveSampler:
             pid, rate_hz=rate_hz, native=native, pyspy=pyspy, nvml=nvml, board_reader=board_reader,
             board_dir=board_dir, clock=clock, wall_clock=wall_clock, proc_interval_s=proc_interval_s,
             nvml_interval_s=nvml_interval_s, board_interval_s=board_interval_s, redact_argv=redact_argv,
-            lines=lines, adaptive=adaptive,
+            lines=lines, adaptive=adaptive, proc_reader=proc_reader, cpu_cores=cpu_cores,
         )
 
     # --- control (any thread) --------------------------------------------------------------------------

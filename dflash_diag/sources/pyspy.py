@@ -336,6 +336,7 @@ class PySpy:
         self._wall = wall_clock
         self._last_native_s: float | None = None
         self._last_native_duration_s = 0.0
+        self.native_error: str | None = None  # why the last native dump fell back to Python frames
         self.last_cpu_s: float | None = None  # CPU time (user+sys) the last py-spy run cost: what the box pays
         self.attempts = 0  # py-spy runs, retries included (shown as py-spy's error rate)
         self.failures = 0
@@ -414,6 +415,12 @@ class PySpy:
             stderr = res.stderr or res.stdout or ""
             if not process_exists(self.pid):
                 break
+            if want_native and native is None and is_transient(stderr):
+                # Native unwinding fails on some builds ("Failed to merge native and python frames"): fall back
+                # to Python frames now and retry native only after the usual interval.
+                self._last_native_s = t1
+                self.native_error = _first_error_line(stderr)
+                return self.dump(native=False)
             if not is_transient(stderr) or attempt == self.retries:
                 break
             if _looks_like_python(self.pid) is False:

@@ -14,7 +14,7 @@ from child_process import pipeline_child
 from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import aggregate_threads
 from dflash_diag.errors import AttachError, ExitCode
-from dflash_diag.model import NA, Board, BoardWriter, StackSample, ThreadState
+from dflash_diag.model import NA, Board, BoardWriter, ProcThreadSample, StackSample, ThreadState
 from dflash_diag.model.board import BOARD_SCHEMA
 from dflash_diag.sources.collect import Collector, LiveSampler
 from dflash_diag.sources.pyspy import load_recorded_dumps
@@ -285,3 +285,22 @@ def test_controls_and_poll_never_wait_for_a_dump_in_progress() -> None:
     finally:
         gate.set()
         sampler.close()
+
+
+def test_saturated_trainer_backs_off() -> None:
+    """The trainer keeps both allowed cores 95% busy: py-spy would steal from it, so the rate drops to 2 Hz."""
+    clock = FakeClock()
+    start = clock.now
+
+    def busy_proc(pid: int) -> tuple[ProcThreadSample, ...]:
+        run_ns = int((clock.now - start) * 1.9e9)
+        return (ProcThreadSample(tid=pid, comm="python", state="R", utime_s=0.0, stime_s=0.0, run_ns=run_ns,
+                                 runq_wait_ns=0, monotonic_s=clock.now),)
+
+    coll = collector(clock, FakeSpy(clock), rate_hz=10.0, proc_reader=busy_proc, cpu_cores=2)
+    obs = coll.collect(4.0)
+    assert coll.effective_rate_hz == 2.0
+    assert len(obs.stacks) <= 12  # ~10 Hz until the second /proc sweep, then 2 Hz
+    assert any("saturates its 2 CPU cores" in w for w in obs.warnings)
+    idle = collector(FakeClock(), FakeSpy(clock), rate_hz=10.0, proc_reader=lambda pid: (), cpu_cores=2)
+    assert idle.effective_rate_hz == 10.0

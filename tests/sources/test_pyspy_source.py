@@ -249,3 +249,20 @@ def test_native_dumps_are_rate_limited() -> None:
     spy.request_native()
     assert spy.dump().native
     assert all(("--native" in c) != ("--nonblocking" in c) for c in seen)  # never both: py-spy refuses that
+
+
+def test_failing_native_dump_falls_back_to_python_frames() -> None:
+    out = json.dumps([good_thread(pid=os.getpid())])
+    seen: list[Sequence[str]] = []
+
+    def runner(cmd: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+        seen.append(cmd)
+        if "--native" in cmd:
+            return subprocess.CompletedProcess(list(cmd), 1, "", "Error: Failed to merge native and python frames")
+        return subprocess.CompletedProcess(list(cmd), 0, out, "")
+
+    spy = PySpy(os.getpid(), native=True, runner=runner)
+    sample = spy.dump()
+    assert not sample.native and sample.threads[0].name == "target-0"
+    assert spy.native_error == "Failed to merge native and python frames"
+    assert not spy.dump().native and sum("--native" in c for c in seen) == 1  # not retried before the interval
