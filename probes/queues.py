@@ -185,7 +185,7 @@ class QueuesProbe:
         hist = list(st.depth_history)
         return {
             "depth": depth,
-            "maxsize": st.queue.maxsize,
+            "maxsize": getattr(st.queue, "maxsize", 0),
             "puts_per_s": puts / window_s,
             "gets_per_s": gets / window_s,
             "put_blocked_share": min(1.0, put_blocked_s / (window_s * max(1, producers))),
@@ -199,13 +199,13 @@ class QueuesProbe:
             "window_s": window_s,
             "depth_history": hist,
             "depth_mean": sum(hist) / len(hist),
-            "instrumented": _STATS_ATTR in st.queue.__dict__,
+            "instrumented": _STATS_ATTR in getattr(st.queue, "__dict__", {}),
         }
 
     def close(self) -> None:
         with self._lock:
             for st in self._queues.values():
-                st.queue.__dict__.pop(_STATS_ATTR, None)
+                getattr(st.queue, "__dict__", {}).pop(_STATS_ATTR, None)
                 try:
                     st.queue.__class__ = st.base
                 except TypeError:

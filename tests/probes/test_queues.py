@@ -13,6 +13,13 @@ def _drain(probe: QueuesProbe) -> dict:
     return probe.snapshot(time.monotonic())["q"]
 
 
+def _wait_blocked(probe: QueuesProbe, side: str) -> None:
+    deadline = time.monotonic() + 30
+    while not getattr(probe._queues["q"], side).inflight:
+        assert time.monotonic() < deadline, f"no thread ever blocked in {side}"
+        time.sleep(0.01)
+
+
 def test_consumer_starved_when_get_blocks_on_empty_queue() -> None:
     probe = QueuesProbe(Config())
     q = probe.watch("q", queue.Queue(maxsize=4))
@@ -27,6 +34,8 @@ def test_consumer_starved_when_get_blocks_on_empty_queue() -> None:
     t = threading.Thread(target=consumer, daemon=True)
     t.start()
     started.wait(5)
+    _wait_blocked(probe, "get")
+    _drain(probe)  # the window starts with the consumer already blocked
     time.sleep(0.3)
     reading = _drain(probe)
     assert reading["get_waiting"] == 1
@@ -48,6 +57,8 @@ def test_producer_starved_when_put_blocks_on_full_queue() -> None:
     _drain(probe)
     t = threading.Thread(target=q.put, args=(2,), daemon=True)
     t.start()
+    _wait_blocked(probe, "put")
+    _drain(probe)
     time.sleep(0.3)
     reading = _drain(probe)
     assert reading["depth"] == 2 and reading["maxsize"] == 2
@@ -95,3 +106,13 @@ def test_depth_history_is_bounded() -> None:
     for _ in range(20):
         reading = _drain(probe)
     assert len(reading["depth_history"]) == 5
+
+
+def test_queue_that_cannot_be_instrumented_still_reports_depth() -> None:
+    probe = QueuesProbe(Config())
+    q = queue.SimpleQueue()
+    assert probe.watch("q", q) is q
+    q.put(1)
+    reading = _drain(probe)
+    assert reading["depth"] == 1 and reading["instrumented"] is False
+    probe.close()
