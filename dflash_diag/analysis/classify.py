@@ -18,6 +18,7 @@ The rules work from function and file names alone; line text and native frames o
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,6 +143,56 @@ _NATIVE_COMPUTE_PY_FILES = (
 )
 
 
+# Bit flags of one native frame, computed once per distinct frame (C++ names are long; regexes over them are
+# the classifier's main cost).
+_N_GPU_SYNC = 1
+_N_COMPILE = 2
+_N_CHECKPOINT = 4
+_N_GIL_TAKE = 8
+_N_CONDWAIT = 16
+_N_PYLOCK = 32
+_N_BINDING = 64
+_N_COMPUTE_LIB = 128
+_N_UNNAMED = 256
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _native_flags(frame: Frame) -> int:
+    name, lib = frame.name, frame.short_filename or ""
+    flags = 0
+    if name.startswith("0x"):
+        flags |= _N_UNNAMED
+    else:
+        if _NATIVE_GPU_SYNC.search(name):
+            flags |= _N_GPU_SYNC
+        if _NATIVE_CHECKPOINT.search(name):
+            flags |= _N_CHECKPOINT
+        if _NATIVE_GIL_TAKE.search(name):
+            flags |= _N_GIL_TAKE
+        if _NATIVE_CONDWAIT.search(name):
+            flags |= _N_CONDWAIT
+        if _NATIVE_PYLOCK.search(name):
+            flags |= _N_PYLOCK
+        if _NATIVE_COMPILE.search(name):
+            flags |= _N_COMPILE
+    if _NATIVE_COMPILE.search(lib):
+        flags |= _N_COMPILE
+    if _NATIVE_BINDING_LIB.search(lib):
+        flags |= _N_BINDING
+    if _NATIVE_COMPUTE_LIB.search(lib):
+        flags |= _N_COMPUTE_LIB
+    return flags
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _line_kind(text: str) -> ThreadState | None:
+    if _GPU_SYNC_LINE.search(text):
+        return ThreadState.GPU_WAIT
+    if _IDLE_LINE.search(text):
+        return ThreadState.IDLE
+    return None
+
+
 def _norm(filename: str) -> str:
     return filename.replace("\\", "/")
 
@@ -160,19 +211,28 @@ def _innermost_native(thread: ThreadSample) -> list[Frame]:
     return out
 
 
+# Frames repeat across samples (the same stack, sampled again): the per-frame tests are memoised. Frame is a
+# frozen, hashable value, so the cache is a pure speed-up (bounded).
+_FRAME_CACHE = 1 << 15
+_COMPILE_PATH = re.compile("|".join(re.escape(m) for m in _COMPILE_FILES))
+
+
+@functools.lru_cache(maxsize=_FRAME_CACHE)
 def _is_compile_frame(frame: Frame) -> bool:
     path = _norm(frame.filename)
-    if any(marker in path for marker in _COMPILE_FILES):
+    if _COMPILE_PATH.search(path):
         return True
     if "torch/_inductor/runtime/" in path and _COMPILE_NAMES_IN_RUNTIME.search(frame.name):
         return True
     return False
 
 
+@functools.lru_cache(maxsize=_FRAME_CACHE)
 def _is_checkpoint_frame(frame: Frame) -> bool:
     return _norm(frame.filename).endswith(_CHECKPOINT_FILE) and bool(_CHECKPOINT_NAMES.search(frame.name))
 
 
+@functools.lru_cache(maxsize=_FRAME_CACHE)
 def _is_gpu_sync_frame(frame: Frame) -> bool:
     path = _norm(frame.filename)
     return any(path.endswith(suffix) and pattern.search(frame.name) for suffix, pattern in _GPU_SYNC_FRAMES)
@@ -241,9 +301,11 @@ def explain(
     if queue is not None and not thread.owns_gil:
         return Classification(*queue)
 
+    flags = [_native_flags(f) for f in native_top]
+
     # 2. Native evidence of a device sync.
-    for frame in native_top:
-        if _NATIVE_GPU_SYNC.search(frame.name):
+    for frame, fl in zip(native_top, flags, strict=True):
+        if fl & _N_GPU_SYNC:
             return Classification(ThreadState.GPU_WAIT, f"native {frame.name}")
 
     # 3. Python-level device syncs.
@@ -256,40 +318,41 @@ def explain(
     for frame in py_frames:
         if _is_compile_frame(frame):
             return Classification(ThreadState.COMPILE, f"{frame.name} in {_short_path(frame.filename)}")
-    for frame in native_top:
-        if _NATIVE_COMPILE.search(frame.name) or _NATIVE_COMPILE.search(frame.short_filename):
+    for frame, fl in zip(native_top, flags, strict=True):
+        if fl & _N_COMPILE:
             return Classification(ThreadState.COMPILE, f"native {frame.name}")
     for frame in py_frames:
         if _is_checkpoint_frame(frame):
             return Classification(ThreadState.CHECKPOINT, f"{frame.name} in checkpoint.py")
-    for frame in native_top:
-        if _NATIVE_CHECKPOINT.search(frame.name):
+    for frame, fl in zip(native_top, flags, strict=True):
+        if fl & _N_CHECKPOINT:
             return Classification(ThreadState.CHECKPOINT, f"native {frame.name}")
 
     if thread.owns_gil:
         return Classification(ThreadState.PYTHON, "owns the GIL")
 
     # 5. Native evidence of waiting for the GIL (take_gil is inlined: its callers or a bare condvar wait show).
-    named = [f for f in native_top if not f.name.startswith("0x")]
-    for frame in named:
-        if _NATIVE_GIL_TAKE.search(frame.name):
+    named = [(f, fl) for f, fl in zip(native_top, flags, strict=True) if not fl & _N_UNNAMED]
+    for frame, fl in named:
+        if fl & _N_GIL_TAKE:
             return Classification(ThreadState.GIL_WAIT, f"native {frame.name}")
-    if named and py_frames and _NATIVE_CONDWAIT.search(named[0].name):
-        caller = named[1] if len(named) > 1 else None
-        if caller is None:
-            return Classification(ThreadState.GIL_WAIT, f"native {named[0].name} directly under Python")
-        if not _NATIVE_PYLOCK.search(caller.name) and _NATIVE_BINDING_LIB.search(caller.short_filename):
+    if named and py_frames and named[0][1] & _N_CONDWAIT:
+        wait = named[0][0]
+        if len(named) == 1:
+            return Classification(ThreadState.GIL_WAIT, f"native {wait.name} directly under Python")
+        caller, caller_fl = named[1]
+        if not caller_fl & _N_PYLOCK and caller_fl & _N_BINDING:
             # The Python binding layer only blocks on a condvar to re-take the GIL (e.g. THPVariable_dealloc).
-            return Classification(ThreadState.GIL_WAIT, f"native {named[0].name} in {caller.name}: re-taking the GIL")
+            return Classification(ThreadState.GIL_WAIT, f"native {wait.name} in {caller.name}: re-taking the GIL")
 
     # 6. Idle: parked in threading/select/sockets.
     idle = _threading_idle(py_frames)
     if idle is not None:
         return Classification(ThreadState.IDLE, idle)
-    lib_frames = [f for f in native_top if _NATIVE_COMPUTE_LIB.search(f.short_filename or "")]
+    lib_frames = [(f, fl) for f, fl in zip(native_top, flags, strict=True) if fl & _N_COMPUTE_LIB]
     if lib_frames:
         # In ATen/BLAS/triton code: computing, or descheduled mid-computation (the CPU is shared).
-        best = [f for f in lib_frames if not f.name.startswith("0x")] or lib_frames
+        best = [f for f, fl in lib_frames if not fl & _N_UNNAMED] or [f for f, _ in lib_frames]
         return Classification(ThreadState.NATIVE, f"native {best[0].name} in {best[0].short_filename}")
 
     top = py_frames[0] if py_frames else None
@@ -298,11 +361,11 @@ def explain(
 
     # 7. The source line tells what a C call does: syncs and sleeps leave no Python frame.
     text = lines(top.filename, top.line) if lines is not None else None
-    if text:
-        if _GPU_SYNC_LINE.search(text):
-            return Classification(ThreadState.GPU_WAIT, f"host sync at `{text.strip()}`")
-        if _IDLE_LINE.search(text):
-            return Classification(ThreadState.IDLE, f"blocking call at `{text.strip()}`")
+    kind = _line_kind(text) if text else None
+    if kind is ThreadState.GPU_WAIT:
+        return Classification(ThreadState.GPU_WAIT, f"host sync at `{text.strip()}`")  # type: ignore[union-attr]
+    if kind is ThreadState.IDLE:
+        return Classification(ThreadState.IDLE, f"blocking call at `{text.strip()}`")  # type: ignore[union-attr]
 
     for frame in py_frames[:2]:
         if frame.name in _BLOCKING_NATIVE_ENTRY and _norm(frame.filename).endswith(_BLOCKING_NATIVE_ENTRY[frame.name]):
