@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from probes._common import MAX_RECENT, HookGuard, JsonDict
@@ -43,7 +44,7 @@ class Config:
 def caller_site(depth_limit: int = 12) -> str:
     """``file:line`` of the first frame outside torch, probes and functools: the checkpoint call site."""
     skip = _skip_prefixes()
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(depth_limit):
         if frame is None:
             break
@@ -198,7 +199,7 @@ class CheckpointProbe:
                 cls.apply = own_apply
             elif "apply" in vars(cls):
                 delattr(cls, "apply")  # back to the inherited autograd.Function.apply
-            tuc._checkpoint_without_reentrant_generator = self._patched[1][2]
+            tuc._checkpoint_without_reentrant_generator = self._patched[1][2]  # type: ignore[attr-defined]
         self._patched = []
         if self._hook_handle is not None:
             self._hook_handle.remove()

@@ -83,8 +83,8 @@ def _watched_class(base: type) -> type:
     cls = _CLASS_CACHE.get(base)
     if cls is not None:
         return cls
-    base_put = base.put
-    base_get = base.get
+    base_put = base.put  # type: ignore[attr-defined]
+    base_get = base.get  # type: ignore[attr-defined]
 
     def put(self: Any, item: Any, block: bool = True, timeout: float | None = None) -> None:
         st: QueueStats | None = self.__dict__.get(_STATS_ATTR)

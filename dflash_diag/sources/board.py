@@ -95,8 +95,10 @@ def read_board(target: int | str | Path, board_dir: Path | str | None = None, *,
     """
     if isinstance(target, int) and not isinstance(target, bool):
         path = find_board(target, board_dir)
-    else:
+    elif isinstance(target, (str, Path)):
         path = Path(target)
+    else:
+        raise _error(f"not a PID or a board path: {target!r}")
     data = _read_file(path)
     board = parse_board(data, str(path))
     expected_pid = _pid_from_name(path)

@@ -134,3 +134,22 @@ def test_board_of_an_unprobed_or_missing_process(board_dir: Path) -> None:
     gone = subprocess.run([*CLI, "board", "999999999", "--board-dir", str(board_dir)],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert gone.returncode == 3 and "no process with PID 999999999" in gone.stderr
+
+
+def test_run_chains_to_an_existing_sitecustomize(tmp_path: Path, board_dir: Path) -> None:
+    user_site = tmp_path / "usersite"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = '1'\n")
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import os, sys, probes\n"
+        "print(os.environ.get('USER_SITECUSTOMIZE_RAN'), probes.current() is not None,\n"
+        "      'DFLASH_DIAG_RUN_TOKEN' in os.environ, any('_bootstrap' in p for p in sys.path))\n"
+    )
+    env = _env(board_dir)
+    env["PYTHONPATH"] = os.pathsep.join([str(user_site), str(ROOT)])
+    out = subprocess.run([*CLI, "run", "--probes", "queues", "--board-dir", str(board_dir), "--", sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    # the user's sitecustomize ran, probes started, and the bootstrap left no trace for subprocesses
+    assert out.stdout.split() == ["1", "True", "False", "False"]
