@@ -121,6 +121,7 @@ def aggregate_threads(
                 top_frame=_top_frame(rows),
                 gpu_index=devices.get(name),
                 timeline=timeline,
+                timeline_s=tuple(r.monotonic_s for r in rows),
             )
         )
     stats.sort(key=lambda s: (STAGE_ORDER.get(s.stage, 3), _natural(s.name)))

@@ -22,6 +22,9 @@ class ThreadStats:
     top_frame: Frame | None  # most frequent innermost Python frame
     gpu_index: int | None  # device the thread works on, when known (board or trainer config)
     timeline: tuple[ThreadState, ...]  # the state of each sample in time order (for the state strip)
+    # monotonic time of each timeline entry, so strips of threads that appeared mid-window line up (added by the
+    # engine issue; empty when unknown)
+    timeline_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

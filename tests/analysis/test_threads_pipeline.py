@@ -58,7 +58,8 @@ def test_aggregate_drafter_bound_recording() -> None:
     assert by["target-0"].stage == "target" and by["drafter-0"].stage == "drafter"
     assert by["gil-hog"].stage == "other"
     for t in threads:
-        assert t.n_samples == len(stacks) == len(t.timeline)
+        assert t.n_samples == len(stacks) == len(t.timeline) == len(t.timeline_s)
+        assert t.timeline_s == tuple(s.monotonic_s for s in stacks)
         assert math.isclose(sum(t.shares.values()), 1.0)
         assert isinstance(t.cpu_pct, NA)  # no /proc readings in this observation
     assert by["target-0"].shares[S.QUEUE_PUT] >= 0.75
