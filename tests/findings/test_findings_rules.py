@@ -372,3 +372,11 @@ def test_concurrent_compiles_seen_in_stacks() -> None:
     f = _one(findings, "compile-multi-thread")
     assert dict(f.evidence)["seen compiling concurrently"] == "drafter-0, drafter-1"
     assert _one(findings, "compile-in-progress").severity == Severity.INFO
+
+
+def test_every_rule_is_documented() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
+    missing = [rule for rule in RULE_IDS if f"`{rule}`" not in doc]
+    assert missing == []
