@@ -52,7 +52,7 @@ class SnapshotCommand:
                                ExitCode.USAGE)
         if not args.json and sys.stderr.isatty():
             print(f"snapshot of PID {args.pid}: sampling {args.duration:g} s ...", file=sys.stderr)
-        deadline_s = max(2.6, args.duration + 1.6)
+        deadline_s = max(2.3, args.duration + 1.3)
         result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
                                duration_s=args.duration, deadline_s=deadline_s)
         if args.json:

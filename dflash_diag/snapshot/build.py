@@ -164,6 +164,7 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
         "threads": a.threads,
         "proc_threads": g.proc_threads,
         "stacks_native": g.native_stacks,
+        "stacks_last_sample": _last_sample(obs) if g.native_stacks is None else None,
         "gpus": latest_gpus,
         "board": board,
         "code": {
@@ -200,6 +201,11 @@ def render_stacks(sample: StackSample | None) -> str:
     return "\n".join(lines)
 
 
+def _last_sample(obs: Observation) -> StackSample | None:
+    """Without the native dump, the sampling window's last (Python-only) dump is still every thread's stack."""
+    return obs.stacks[-1] if obs.stacks else None
+
+
 def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]:
     """Every file of the bundle, redacted, keyed by its name inside the bundle."""
     doc = build_document(g, a, now_wall_s)
@@ -207,7 +213,7 @@ def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]
     files: dict[str, str] = {
         "report.md": render_report(doc),
         "snapshot.json": json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n",
-        "stacks.txt": render_stacks(g.native_stacks),
+        "stacks.txt": render_stacks(g.native_stacks if g.native_stacks is not None else _last_sample(a.observation)),
         "board.json": json.dumps(board_json, indent=1) + "\n" if board_json else "null\n",
         "nvml.json": json.dumps(to_jsonable(a.observation.gpus), indent=1) + "\n",
         "timeline.svg": timeline_svg(a.threads, title=f"dflash-diag snapshot of PID {g.pid}",
