@@ -19,7 +19,9 @@ from typing import TextIO
 
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
 
-DEFAULT_RATE_HZ = 5.0  # the sampler's own default (sources/collect.py says why; it adapts down under load)
+# 2 Hz, not the sampler's 5: measured on a CPU-bound trainer (docs/benchmarks.md), 5 Hz cost ~12% tok/s and
+# 2 Hz nothing measurable; 60 samples per 30 s window still resolve shares to ~2%. `+` raises it live.
+DEFAULT_RATE_HZ = 2.0
 MAX_RATE_HZ = 50.0
 DEFAULT_WINDOW_S = 30.0
 DEFAULT_DURATION_S = 5.0
