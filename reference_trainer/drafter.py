@@ -144,7 +144,9 @@ class DFlashAttention(nn.Module):
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         q = q * cos[..., -q_len:, :] + rotate_half(q) * sin[..., -q_len:, :]
         k = k * cos + rotate_half(k) * sin
-        out = attend(q, k, v, mask, self.head_dim**-0.5, flex)
+        # RMSNorm's fp32 weight promotes q/k to fp32 under autocast; flex_attention (not autocast-aware)
+        # needs one dtype for q, k and v.
+        out = attend(q.to(v.dtype), k.to(v.dtype), v, mask, self.head_dim**-0.5, flex)
         return self.o_proj(out.transpose(1, 2).reshape(batch, q_len, -1))
 
 

@@ -81,9 +81,9 @@ def sample_anchors(loss_mask: torch.Tensor, lengths: torch.Tensor, num_anchors: 
     return anchors, valid
 
 
-def decay_weights(block_size: int, gamma: float) -> torch.Tensor:
+def decay_weights(block_size: int, gamma: float, device: torch.device | None = None) -> torch.Tensor:
     """[bs] weights: 0 at k=0 (the anchor is given), exp(-(k-1)/gamma) for k >= 1."""
-    k = torch.arange(block_size, dtype=torch.float)
+    k = torch.arange(block_size, dtype=torch.float, device=device)  # made on the device: no H2D copy
     w = torch.exp(-(k - 1).clamp_min(0) / gamma)
     w[0] = 0.0
     return w
@@ -102,7 +102,7 @@ def build_blocks(input_ids: torch.Tensor, loss_mask: torch.Tensor, lengths: torc
     gather_pos = label_pos.clamp_max(seq - 1).flatten(1)
     labels = torch.gather(input_ids, 1, gather_pos)
     trained = torch.gather(loss_mask.to(device).float(), 1, gather_pos).view_as(label_pos)
-    weights = decay_weights(bs, config.loss_decay_gamma).to(device) * in_bounds * trained * valid[:, :, None]
+    weights = decay_weights(bs, config.loss_decay_gamma, device) * in_bounds * trained * valid[:, :, None]
     block_ids = torch.full_like(label_pos, mask_token_id)
     block_ids[:, :, 0] = torch.gather(input_ids, 1, anchors)
     context_pos = torch.arange(seq, device=device).expand(batch, seq)

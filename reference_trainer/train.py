@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "cuda:0 with CUDA, else cpu)")
     g.add_argument("--drafter-devices", type=_devices, help="comma list, one drafter thread (replica) each")
     g.add_argument("--queue-size", type=int, help="bound of q_hs, in batches (preset default)")
+    g.add_argument("--cpu-threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: the trainer's own threads are the parallelism; "
+                   "OpenMP teams per thread oversubscribe the cores and stall on a busy machine)")
     g.add_argument("--sequential", action="store_true",
                    help="no threads: target forward then drafter step in the main thread (the baseline)")
     g = p.add_argument_group("optimisation")
@@ -168,6 +171,9 @@ def _parse_probes(text: str) -> frozenset[str]:
 
 def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
     args = build_parser().parse_args(argv)
+    if args.cpu_threads < 1:
+        raise UserError(f"--cpu-threads must be >= 1, got {args.cpu_threads}", exit_code=2)
+    torch.set_num_threads(args.cpu_threads)
     cuda = torch.cuda.is_available()
     try:
         preset = resolve_preset(args.preset, cuda)
@@ -348,6 +354,14 @@ def _atomic_write_bytes(path: Path, write: Callable[[Any], None]) -> None:
         raise
 
 
+def _to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Host -> device without a sync: a pageable-memory copy blocks the CPU until the stream drains, so the
+    (small) host tensors are pinned first and copied asynchronously."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 def _fault_point(role: str, count: int) -> None:
     """Test-only: ``REFERENCE_TRAINER_FAIL_AT=target:3`` raises in the 3rd batch of a target thread."""
     spec = os.environ.get(FAIL_AT_ENV)
@@ -394,6 +408,7 @@ class Pipeline:
     loss_last: float | None = None
     acc_last: float | None = None
     start_step: int = 0
+    save_at_end: bool = True  # the benchmark turns this off (a 4B-preset checkpoint is ~6 GB)
 
     # ---- build -----------------------------------------------------------------------------------------
 
@@ -439,7 +454,7 @@ class Pipeline:
         attention = self.config.objective.attention
         if attention == "auto":
             attention = "flex" if device.type == "cuda" else "sdpa"
-        if self.scenario.eager_flex:
+        if self.scenario.eager_flex and device.type == "cuda":  # flex has no CPU backward: CUDA only
             attention = "flex-eager"
         model.flex = None if attention == "sdpa" else flex_attention_fn(compiled=attention == "flex")
         self.attention = attention
@@ -553,7 +568,7 @@ class Pipeline:
     # ---- 3. target threads -----------------------------------------------------------------------------
 
     def target_forward(self, target: FrozenTarget, batch: Batch) -> torch.Tensor:
-        ids = batch.input_ids.to(target.device, non_blocking=True)  # pageable CPU tensor: a small, cheap copy
+        ids = _to_device(batch.input_ids, target.device)
         hidden = target.hidden_states(ids)
         for _ in range(self.scenario.target_repeat - 1):  # target-bound scenario: the same forward again
             hidden = target.hidden_states(ids)
@@ -589,10 +604,11 @@ class Pipeline:
         if device.type == "cuda":
             # The tensor was allocated on the target's stream: tell the allocator this stream uses it too.
             hidden.record_stream(torch.cuda.current_stream())
-        input_ids = batch.input_ids.to(device, non_blocking=True)
+        input_ids = _to_device(batch.input_ids, device)
         generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + batch.index)  # anchors: f(seed, batch)
         anchors, valid = sample_anchors(batch.loss_mask, batch.lengths, cfg.objective.num_anchors, generator)
-        blocks: Blocks = build_blocks(input_ids, batch.loss_mask, batch.lengths, anchors, valid,
+        blocks: Blocks = build_blocks(input_ids, _to_device(batch.loss_mask, device), _to_device(batch.lengths, device),
+                                      _to_device(anchors, device), _to_device(valid, device),
                                       cfg.drafter.mask_token_id, cfg.objective)
         seq = input_ids.shape[1]
         if replica.model.flex is not None:
@@ -776,6 +792,17 @@ class Pipeline:
         if cfg.scenario:
             print(f"  scenario {cfg.scenario}: {self.scenario.description}", flush=True)
 
+    def reset_run_state(self) -> None:
+        """Allow another ``run()`` on the same models (the benchmark alternates threaded and sequential)."""
+        self.stop.clear()
+        self.graceful.clear()
+        self.errors.clear()
+        self.counters = Counters()
+        self.finish = False
+        self.stop_reason = ""
+        self.start_step = self.step
+        self.loss_first = self.loss_last = self.acc_last = None
+
     def run(self) -> int:
         cfg = self.config
         self._start_probes()
@@ -816,9 +843,10 @@ class Pipeline:
         with self._stream(replica.device):
             while True:
                 index = self.ledger.claim()
-                hidden = self.target_forward(target, self.data.batch(index))
+                batch = self.data.batch(index)
+                hidden = self.target_forward(target, batch)
                 self.counters.target_batches += 1
-                item = HiddenBatch(batch=self.data.batch(index), hidden=hidden, ready=None, producer="MainThread")
+                item = HiddenBatch(batch=batch, hidden=hidden, ready=None, producer="MainThread")
                 replica.last = self.drafter_forward_backward(replica, item)
                 self.ledger.consumed(index)
                 self._combine_and_decide()
@@ -840,9 +868,9 @@ class Pipeline:
             print(f"reference_trainer: thread {name} failed: {type(err).__name__}: {err}; run stopped",
                   file=sys.stderr, flush=True)
             return 1
-        path = self.save_checkpoint()
+        path = self.save_checkpoint() if self.save_at_end else None
         summary = self.summary()
-        summary["checkpoint"] = str(path)
+        summary["checkpoint"] = str(path) if path else None
         if cfg.summary_json:
             _atomic_write_bytes(Path(cfg.summary_json), lambda h: h.write(json.dumps(summary, indent=2).encode()))
         print(f"done: {self.stop_reason}, step {self.step}, {summary['tokens_per_s']:,.0f} tok/s, "
