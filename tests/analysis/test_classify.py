@@ -253,3 +253,16 @@ def test_classify_is_explain_state_and_proc_running_means_active() -> None:
 
 def test_unknown_gil_holder_defaults_to_gil_wait() -> None:
     assert classify(thread(py("step", APP, 3))) is S.GIL_WAIT
+
+
+def test_reference_trainer_recording() -> None:
+    """The tiny reference trainer (default: drafter-bound on CPU), recorded with its probes on."""
+    samples = load_recorded_dumps(CPU / "pyspy_tiny_trainer.json")
+    by = states_by_thread(samples)  # names alone: the trainer's sources change, the recording does not
+    assert share(by["target-0"], S.QUEUE_PUT) >= 0.25  # the target waits for room in q_hs
+    assert set(by["target-0"]) <= {S.QUEUE_PUT, S.NATIVE, S.GIL_WAIT, S.PYTHON}
+    assert S.CHECKPOINT in by["drafter-0"]  # activation-checkpoint recompute in the drafter's backward
+    assert not {S.QUEUE_GET, S.QUEUE_PUT} & set(by["drafter-0"])  # drafters never wait for data
+    assert share(by["drafter-0"], S.NATIVE) >= 0.5
+    assert set(by["MainThread"]) == {S.IDLE}  # joining the workers
+    assert share(by["dflash-diag-board"], S.IDLE) >= 0.75
