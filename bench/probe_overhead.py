@@ -27,11 +27,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_trainer(python: str, preset: str, probes: str, max_steps: int, extra: list[str], timeout_s: float) -> dict[str, Any]:
+def run_trainer(python: str, preset: str, probes: str, max_steps: int, extra: list[str], timeout_s: float,
+                keep_boards: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="probe-overhead-") as tmp:
         summary = Path(tmp) / "summary.json"
         cmd = [python, "-m", "reference_trainer", "--preset", preset, "--probes", probes, "--max-steps", str(max_steps),
                "--summary-json", str(summary), "--checkpoint-dir", str(Path(tmp) / "ckpt"), "--wandb", "off", *extra]
+        if keep_boards is not None and probes != "none":
+            # Same probes, started by the `dflash-diag run` bootstrap so the final board is kept for inspection
+            # (e.g. the allocator and cudagraphs readings of a real GPU run).
+            cmd = [python, "-m", "dflash_diag", "run", "--probes", probes, "--keep-board",
+                   "--board-dir", str(keep_boards), "--", *cmd]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
         wall_s = time.monotonic() - t0
@@ -50,7 +56,8 @@ def trainer_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         order = ("all", "none") if r % 2 == 0 else ("none", "all")
         pair: dict[str, float] = {}
         for mode in order:
-            result = run_trainer(args.python, args.preset, mode, args.max_steps, args.trainer_args, args.timeout)
+            result = run_trainer(args.python, args.preset, mode, args.max_steps, args.trainer_args, args.timeout,
+                                 args.keep_boards)
             result["round"] = r
             runs.append(result)
             pair[mode] = result["tokens_per_s"]
@@ -177,10 +184,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", default=sys.executable, help="interpreter that runs the trainer")
     p.add_argument("--json", metavar="PATH", help="also write the results (every run) as JSON here")
     p.add_argument("--micro", action="store_true", help="measure the probes' per-call costs instead")
+    p.add_argument("--keep-boards", type=Path, metavar="DIR",
+                   help="run the probed side under `dflash-diag run --keep-board` and keep its final boards in DIR (0700)")
     p.add_argument("trainer_args", nargs="*", help="extra trainer arguments (after --)")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.max_steps < 1:
         p.error("--rounds and --max-steps must be >= 1")
+    if args.keep_boards is not None:
+        args.keep_boards = args.keep_boards.resolve()
+        args.keep_boards.mkdir(mode=0o700, parents=True, exist_ok=True)
     if args.micro:
         result = micro_benchmark(args.rounds)
         width = max(len(k) for k in result)
