@@ -114,3 +114,23 @@ def test_doctor_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor", "99999999"]) == ExitCode.NO_PROCESS
     assert capsys.readouterr().err.count("\n") == 1
     assert main(["doctor", str(os.getpid()), "--duration", "0"]) == ExitCode.USAGE
+
+
+def test_stale_code_after_a_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    board_dir = tmp_path / "boards"
+    board_dir.mkdir(mode=0o700)
+    monkeypatch.setenv("DFLASH_DIAG_BOARD_DIR", str(board_dir))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("stale_workload.py")), str(tmp_path)],
+                            env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        capsys.readouterr()
+        assert main(["doctor", str(proc.pid), "--duration", "1", "--json"]) == ExitCode.OK
+        report = json.loads(capsys.readouterr().out)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    stale = [f for f in report["findings"] if f["rule_id"] == "stale-code"]
+    assert stale and "restart to pick up lm_head_opt" in stale[0]["claim"]
