@@ -8,12 +8,10 @@ from __future__ import annotations
 import math
 import sys
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 JsonDict = dict[str, Any]
-Clock = Callable[[], float]
 
 # Bounded lists on the board (docs/board.md: recent_* lists hold at most 32 entries, newest last).
 MAX_RECENT = 32
@@ -90,7 +88,3 @@ def json_safe(value: Any, depth: int = 0) -> Any:
 def torch_if_imported() -> Any | None:
     """The torch module when the program already imported it: probes never import torch first."""
     return sys.modules.get("torch")
-
-
-def monotonic_s() -> float:
-    return time.monotonic()

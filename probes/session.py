@@ -14,6 +14,7 @@ import queue as _queue
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
@@ -102,9 +103,7 @@ class ProbeSession:
         self._identity = writer_identity(str(torch.__version__) if torch is not None else None)
         self._writer: BoardWriter | None = None
         try:
-            self._writer = BoardWriter(
-                None if config.board_dir is None else __import__("pathlib").Path(config.board_dir)
-            )
+            self._writer = BoardWriter(None if config.board_dir is None else Path(config.board_dir))
         except (OSError, ValueError) as exc:
             self.board_error = str(exc)
             print(f"dflash-diag probes: no board will be written: {exc}", file=sys.stderr)
