@@ -101,6 +101,7 @@ def aggregate_threads(
     board = obs.board
     board_names = _board_names(board)
     devices = _board_devices(board)
+    roles = _board_roles(board)
     stats = []
     for ident, rows in grouped.items():
         name = _name_of(ident, rows, board_names)
@@ -113,7 +114,7 @@ def aggregate_threads(
             ThreadStats(
                 name=name,
                 os_thread_id=os_tid,
-                stage=patterns.stage_of(name),
+                stage=_stage(name, patterns, roles),
                 n_samples=n,
                 shares=shares,
                 cpu_pct=cpu_pct(obs, os_tid),
@@ -160,6 +161,14 @@ def _top_frame(rows: list[ClassifiedThread]) -> Frame | None:
     return frames[best]
 
 
+def _stage(name: str, patterns: StagePatterns, roles: Mapping[str, str]) -> str:
+    """By name pattern; a thread the patterns miss takes the role the trainer published for it on the board."""
+    stage = patterns.stage_of(name)
+    if stage == "other" and roles.get(name) in ("target", "drafter"):
+        return roles[name]
+    return stage
+
+
 def cpu_pct(obs: Observation, tid: int | None) -> Maybe[float]:
     """% of one core the thread used over the window, from the first and last /proc readings of it."""
     if tid is None:
@@ -178,6 +187,15 @@ def _board_names(board: Board | None) -> Mapping[int, str]:
     if board is None:
         return {}
     return {int(tid): name for tid, name in board.threads.items() if isinstance(name, str)}
+
+
+def _board_roles(board: Board | None) -> dict[str, str]:
+    """Thread name -> role ("target"/"drafter") from the board's ``app.threads[name].role``."""
+    threads = board.app.get("threads") if board is not None and isinstance(board.app, Mapping) else None
+    if not isinstance(threads, Mapping):
+        return {}
+    return {n: i["role"] for n, i in threads.items()
+            if isinstance(n, str) and isinstance(i, Mapping) and isinstance(i.get("role"), str)}
 
 
 _DEVICE = re.compile(r"^(?:cuda|gpu)?:?(\d+)$")

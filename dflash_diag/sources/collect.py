@@ -333,7 +333,10 @@ class _Engine:
         stacks = tuple(s for s in self.buf.stacks if since_s is None or s.monotonic_s >= since_s)
         proc = tuple(p for p in self.buf.proc if since_s is None or (p and p[0].monotonic_s >= since_s))
         gpus_list = tuple(g for g in self.buf.gpus if since_s is None or (g and g[0].monotonic_s >= since_s))
-        start_s = since_s if since_s is not None else (stacks[0].monotonic_s if stacks else now_s)
+        first_s = min((x for x in (stacks[0].monotonic_s if stacks else None,
+                                     proc[0][0].monotonic_s if proc else None) if x is not None), default=now_s)
+        # The window covers what was gathered: a LiveSampler polled 2 s after attaching has a 2 s window, not 30.
+        start_s = max(since_s, first_s) if since_s is not None else first_s
         wall_now = self.wall()
         started_wall = wall_now - (now_s - start_s)
         boards_in = tuple(b for b in self.buf.boards if since_s is None or b.wall_time_s >= started_wall - 1.0)

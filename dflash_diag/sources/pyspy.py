@@ -252,13 +252,25 @@ def diagnose(pid: int, stderr: str) -> AttachError:
     if any(marker in stderr.lower() for marker in _PERMISSION_MARKERS) or _other_user(pid):
         owner = _owner(pid)
         who = f" (owned by uid {owner}, you are uid {os.geteuid()})" if owner is not None and owner != os.geteuid() else ""
-        return AttachError(f"not allowed to inspect PID {pid}{who}: {first}; {PTRACE_FIX}", ExitCode.PERMISSION)
+        scope = _ptrace_scope()
+        now = f" (kernel.yama.ptrace_scope is {scope} here)" if scope not in (None, "0") else ""
+        return AttachError(f"not allowed to inspect PID {pid}{who}: {first}{now}; {PTRACE_FIX}", ExitCode.PERMISSION)
     if _looks_like_python(pid) is False:
         return AttachError(
             f"PID {pid} ({_exe_name(pid)}) is not a Python process: py-spy found no interpreter in it",
             ExitCode.NOT_PYTHON,
         )
     return AttachError(f"py-spy could not read PID {pid}: {first}", ExitCode.FAILURE)
+
+
+def _ptrace_scope() -> str | None:
+    """The Yama ptrace policy (0: classic, 1: descendants only, 2: admin only, 3: none), None without Yama."""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as fh:
+            value = fh.read().strip()
+    except OSError:
+        return None
+    return value if value.isdigit() else None
 
 
 def _first_error_line(stderr: str) -> str:

@@ -174,3 +174,11 @@ def test_balanced_and_unknown() -> None:
     assert view.verdict == (
         "balanced: q_hs 32/64 steady, targets never block in put (probe), drafters never wait (probe)"
     )
+
+
+def test_board_roles_place_threads_the_patterns_miss() -> None:
+    stacks = load_recorded_dumps(FIXTURES / "cpu" / "pyspy_drafter_bound.json")
+    roles = {"gil-hog": {"role": "drafter", "device": "cuda:0"}, "MainThread": {"role": "sequential"}}
+    obs = observation(stacks, boards=(replace(board(1, depth=0), app={"threads": roles}),))
+    by = {t.name: t.stage for t in aggregate_threads(obs)}
+    assert by == {"target-0": "target", "drafter-0": "drafter", "gil-hog": "drafter", "MainThread": "other"}

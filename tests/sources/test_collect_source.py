@@ -144,6 +144,7 @@ def test_live_sampler_window_with_fakes() -> None:
     try:
         first = sampler.poll()  # synchronous first dump
         assert len(first.stacks) == 1
+        assert first.window_s < 0.5  # what was gathered so far, not the 1 s asked for
         assert sampler.set_rate(1000.0) == 50.0  # clamped
         assert isinstance(first.boards, NA)
     finally:
