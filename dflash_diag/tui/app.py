@@ -303,8 +303,6 @@ class TopApp(App[int]):
         header.show(self.frame, paused=self.paused, exited=self.exited, error=self.error)
 
     def _render_frame(self) -> None:
-        if not self.is_mounted:
-            return
         try:
             self._render_all()
         except NoMatches:  # shutting down: the widgets are gone
