@@ -380,3 +380,16 @@ def test_every_rule_is_documented() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
     missing = [rule for rule in RULE_IDS if f"`{rule}`" not in doc]
     assert missing == []
+
+
+def test_host_sync_site_shows_the_line_text() -> None:
+    import dataclasses
+
+    sync = (Frame("_chunked_loss", "/app/loss.py", 42), Frame("step", "/app/train.py", 9))
+    timeline = [ThreadState.GPU_WAIT] * 6
+    stacks = [stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(6)]
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 1.0}, tid=12, n=6, timeline=timeline),)
+    obs = dataclasses.replace(observation((healthy_board(),), stacks),
+                              source_lines={"/app/loss.py:42": "total += loss.item()"})
+    f = _one(evaluate(obs, threads, pipeline(), now_wall_s=NOW_S), "host-sync-storm")
+    assert "`total += loss.item()`" in f.claim

@@ -78,5 +78,7 @@ def _sync_sites(ctx: Context, threads: tuple[ThreadStats, ...]) -> Counter[str]:
             # The innermost frame outside torch is the user's line that forced the sync.
             user = next((f for f in frames if "/torch/" not in f.filename), frames[0] if frames else None)
             if user is not None:
-                sites[frame_site(user)] += 1
+                # The line's text shows which call synced (`.item()`, `.cpu()`): C calls leave no frame.
+                text = ctx.obs.line_text(user.filename, user.line)
+                sites[frame_site(user) + (f" `{text.strip()[:60]}`" if text else "")] += 1
     return sites
