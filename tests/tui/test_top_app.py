@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
@@ -16,6 +18,8 @@ from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
 from dflash_diag.tui.frame import TopFrame
 from dflash_diag.tui.live import LiveSource
+
+WORKLOAD = Path(__file__).with_name("threaded_workload.py")
 
 
 def screen_text(app: TopApp) -> str:
@@ -335,3 +339,41 @@ def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Pop
         asyncio.run(main())
     finally:
         source.close()
+
+
+@pytest.mark.slow
+def test_real_process_exit_shows_banner_and_keeps_data() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKLOAD), "--seconds", "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        source = LiveSource(
+            proc.pid,
+            rate_hz=5.0,
+            native=False,
+            window_s=30.0,
+            target_pattern=None,
+            drafter_pattern=None,
+            board_dir=None,
+        )
+        app = TopApp(source, refresh_s=0.3)
+
+        async def main() -> None:
+            async with app.run_test(size=(120, 40)) as pilot:
+                for _ in range(1200):  # the workload stops by itself after 3 s; generous for busy cores
+                    if app.exited:
+                        break
+                    await asyncio.sleep(0.05)
+                await pilot.pause()
+                assert app.exited
+                text = screen_text(app)
+                assert "PROCESS EXITED" in text and "target-0" in text  # the last data stays
+
+        try:
+            asyncio.run(main())
+        finally:
+            source.close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

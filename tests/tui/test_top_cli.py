@@ -136,7 +136,9 @@ def test_child_log_is_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.slow
 def test_screenshot_of_a_live_process(workload: subprocess.Popen[str], tmp_path: Path) -> None:
     svg = tmp_path / "top.svg"
-    res = _cli(str(workload.pid), "--screenshot", str(svg), "--duration", "3", "--size", "100x30", "--rate", "5")
+    res = _cli(
+        str(workload.pid), "--screenshot", str(svg), "--duration", "3", "--size", "100x30", "--rate", "5"
+    )
     assert res.returncode == 0, res.stderr
     text = svg.read_text()
     assert text.startswith("<svg") and "target-0" in text and "drafter-0" in text
