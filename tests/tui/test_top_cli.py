@@ -147,3 +147,24 @@ def test_screenshot_of_a_live_process(workload: subprocess.Popen[str], tmp_path:
 def test_screenshot_needs_an_svg_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["top", "1", "--screenshot", "top.png"]) == ExitCode.USAGE
     assert "must end in .svg" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_batch_on_the_tiny_reference_trainer_reads_its_probe_board(tmp_path: Path) -> None:
+    """Launch mode on the real trainer: threads by stage, the probes' board (isolated via --board-dir), clean stop."""
+    board_dir = tmp_path / "board"
+    board_dir.mkdir(mode=0o700)
+    res = _cli(
+        "--batch", "--duration", "3", "--json", "--board-dir", str(board_dir), "--child-log", str(tmp_path / "log"),
+        "--", sys.executable, "-m", "reference_trainer", "--preset", "tiny", "--max-seconds", "120",
+        "--wandb", "off", "--checkpoint-dir", str(tmp_path / "ckpt"),
+        timeout_s=240,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr + (tmp_path / "log").read_text()[-2000:]
+    report = json.loads(res.stdout)
+    stages = {t["name"]: t["stage"] for t in report["threads"]}
+    assert stages.get("target-0") == "target" and stages.get("drafter-0") == "drafter"
+    assert report["probes"]["status"] == "ok", report["probes"]
+    assert report["probes"]["board_path"].startswith(str(board_dir))
+    assert "gil" in report["probes"]["summary"] and report["findings"]["status"] == "ok"
+    assert "stopped PID" in res.stderr
