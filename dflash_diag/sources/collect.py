@@ -165,7 +165,7 @@ class _Engine:
         self.dump_durations: deque[float] = deque(maxlen=8)
         self.saturated = False
         self._last_board_key: tuple[int, int] | None = None
-        self._last_failure_s: float | None = None
+        self._failure_times: deque[float] = deque(maxlen=64)
         self._start_ticks: int | None = None
         self._cpu_allowed = cpu_cores if cpu_cores is not None else _allowed_cores(pid)
         self.proc_reader: ProcReader = proc_reader if proc_reader is not None else (
@@ -213,10 +213,10 @@ class _Engine:
                 return False
             self.alive = False
             self.exited_at_s = self.clock()
-            if self._last_failure_s is not None and self.exited_at_s - self._last_failure_s < EXIT_GRACE_S:
-                # That dump failed because the interpreter was shutting down: the exit, not a py-spy failure.
-                self.dump_failures -= 1
-                self._last_failure_s = None
+            # Dumps that failed just before: the interpreter was shutting down. The exit, not py-spy failures.
+            at_exit = sum(1 for t in self._failure_times if self.exited_at_s - t < EXIT_GRACE_S)
+            self.dump_failures -= at_exit
+            self._failure_times.clear()
             self.warnings.append(f"process {self.pid} exited; showing the data gathered before it did")
             return False
 
@@ -248,7 +248,7 @@ class _Engine:
                 return  # the process ended between two dumps: not a py-spy failure
             with self.lock:
                 self.dump_failures += 1
-                self._last_failure_s = self.clock()
+                self._failure_times.append(self.clock())
                 self.last_dump_error = str(exc)
             if first:
                 raise

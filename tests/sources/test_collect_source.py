@@ -207,11 +207,12 @@ def test_process_exit_is_noticed() -> None:
         t0 = time.monotonic()
         obs = Collector(child.pid, rate_hz=5.0).collect(30.0)
         took_s = time.monotonic() - t0
-    assert not obs.process_alive
-    assert took_s < 20.0  # returned when the process exited, not after 30 s
-    assert obs.stacks  # what it had
-    assert any("exited" in w for w in obs.warnings)
-    assert not any(w.startswith("py-spy failed") for w in obs.warnings)  # the exit is not a py-spy failure
+    assert not obs.process_alive, obs.warnings
+    assert took_s < 20.0, took_s  # returned when the process exited, not after 30 s
+    assert obs.stacks, obs.warnings  # what it had
+    assert any("exited" in w for w in obs.warnings), obs.warnings
+    # the exit is not a py-spy failure
+    assert not any(w.startswith("py-spy failed") for w in obs.warnings), obs.warnings
 
 
 @pytest.mark.slow
