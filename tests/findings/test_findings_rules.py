@@ -139,6 +139,19 @@ def test_recompute_heavy_from_thread_states() -> None:
                             n=60),)
     f = _one(_run(threads=threads), "checkpoint-recompute-heavy")
     assert "60%" in f.claim and "saved-tensor hooks" in dict(f.evidence)["mode"]
+    assert f.severity == Severity.INFO  # recompute compute is a cost, not a fault
+
+
+def test_checkpoint_hook_python_is_a_warning() -> None:
+    hook = (Frame("unpack_hook", "/sp/torch/utils/checkpoint.py", 1120), Frame("backward", "/sp/torch/_tensor.py", 5))
+    work = (Frame("mm", "libtorch.so", 0, native=True), Frame("loss", "/app/loss.py", 9))
+    stacks = [stack([thread_sample("drafter-0", hook if i % 2 else work, tid=12, gil=bool(i % 2))], t=i)
+              for i in range(20)]
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.CHECKPOINT: 0.5, ThreadState.NATIVE: 0.5}, tid=12,
+                            n=20),)
+    f = _one(_run(threads=threads, stacks=stacks), "checkpoint-recompute-heavy")
+    assert f.severity == Severity.WARNING and "checkpoint machinery's own Python" in f.claim
+    assert dict(f.evidence)["checkpoint Python holding the GIL"] == "50% at checkpoint.py:1120 (unpack_hook)"
 
 
 def test_recompute_share_from_few_samples_is_not_enough() -> None:
