@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import select
+import struct
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -168,3 +174,42 @@ def test_batch_on_the_tiny_reference_trainer_reads_its_probe_board(tmp_path: Pat
     assert report["probes"]["board_path"].startswith(str(board_dir))
     assert "gil" in report["probes"]["summary"] and report["findings"]["status"] == "ok"
     assert "stopped PID" in res.stderr
+
+
+def _drain(fd: int, until: bytes | None, timeout_s: float) -> bytes:
+    """Read a pty until ``until`` shows up, the other side closes it, or the time is up."""
+    buf = b""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (until is None or until not in buf):
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the app closed the terminal
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+@pytest.mark.slow
+def test_live_view_in_a_real_terminal_quits_on_q(workload: subprocess.Popen[str]) -> None:
+    """The interactive path end to end: a pseudo-terminal, the real screen, `q` exits with 0."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    env = dict(os.environ, TERM="xterm-256color")
+    app = subprocess.Popen(
+        [sys.executable, "-m", "dflash_diag", "top", str(workload.pid), "--rate", "5"],
+        stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, start_new_session=True,
+    )  # fmt: skip
+    os.close(slave)
+    try:
+        assert b"target-0" in _drain(master, b"target-0", timeout_s=90)
+        os.write(master, b"q")
+        _drain(master, None, timeout_s=30)
+        assert app.wait(timeout=60) == 0
+    finally:
+        if app.poll() is None:
+            app.kill()
+        os.close(master)
