@@ -239,7 +239,10 @@ class TimelineView(Static):
         if not lines:
             lines.append(Text("no threads sampled yet", style="dim"))
         per_sample_s = 1.0 / frame.rate_hz if frame.rate_hz > 0 else 0.0
-        footer = Text(f"  1 char = 1 sample (~{per_sample_s:.2g} s), newest right.  ", style="dim")
+        wide = self.app.size.width >= 100
+        footer = Text(
+            f"  1 char = 1 sample (~{per_sample_s:.2g} s), newest right.  " if wide else "  ", style="dim"
+        )
         footer.append_text(legend(short=True))
         self.update(Group(*lines, footer))
 
