@@ -84,7 +84,7 @@ def _proc_cpu_s(pid: int) -> float | None:
 def _start_trainer(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Popen[str], StepLog]:
     total_s = args.warmup_s + args.rounds * 2 * (args.phase_s + args.settle_s) + 120
     cmd = [
-        sys.executable, "-m", "reference_trainer", "--preset", args.preset, "--log-interval", "1",
+        sys.executable, "-m", "reference_trainer", "--preset", args.preset, "--log-interval", str(args.log_interval),
         "--wandb", "off", "--max-seconds", str(total_s), "--checkpoint-dir", str(workdir / "ckpt"),
         *args.trainer_args,
     ]  # fmt: skip
@@ -205,6 +205,12 @@ def main() -> int:
     parser.add_argument("--warmup-s", type=float, default=15.0, help="training before the first phase")
     parser.add_argument(
         "--startup-s", type=float, default=4.0, help="top start-up excluded from the steady CPU"
+    )
+    parser.add_argument(
+        "--log-interval",
+        type=int,
+        default=1,
+        help="trainer steps per log line (each line reads the loss back: one host sync, equal in both phases)",
     )
     parser.add_argument("--rate", type=float, help="top's sampling rate (default: top's own default)")
     parser.add_argument("--json", help="write the JSON result here (default: stdout after the table)")
