@@ -331,6 +331,7 @@ class PySpy:
         retries: int = 4,
         retry_delay_s: float = 0.05,
         native_min_interval_s: float = 5.0,
+        nice: int = 10,
         binary: str | None = None,
         runner: Runner | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -342,6 +343,7 @@ class PySpy:
         self.retries = retries
         self.retry_delay_s = retry_delay_s
         self.native_min_interval_s = native_min_interval_s
+        self.nice = nice
         self._explicit_binary = binary
         self._runner = runner or _run
         self._clock = clock
@@ -393,6 +395,11 @@ class PySpy:
         binary = self.binary
         want_native = self._want_native(native)
         cmd = [binary, "dump", "--pid", str(self.pid), "--json", "--native" if want_native else "--nonblocking"]
+        nice_bin = shutil.which("nice") if self.nice > 0 and not want_native else None
+        if nice_bin is not None:
+            # A non-blocking dump yields the CPU to the trainer when both want it. Not a native dump: that one
+            # pauses the trainer until py-spy is done, so py-spy must finish as fast as it can.
+            cmd = [nice_bin, "-n", str(self.nice), *cmd]
         stderr = ""
         for attempt in range(self.retries + 1):
             self.attempts += 1

@@ -159,24 +159,26 @@ def test_live_sampler_window_with_fakes() -> None:
 def test_end_to_end_real_pyspy(mode: str, bottleneck: str) -> None:
     with pipeline_child("--mode", mode, "--drafters", "2") as child:
         obs = Collector(child.pid, rate_hz=5.0).collect(3.0)
-    assert obs.process_alive
-    assert len(obs.stacks) >= 3, obs.warnings
     threads = aggregate_threads(obs)
     by = {t.name: t for t in threads}
-    assert {"target-0", "drafter-0", "drafter-1", "MainThread"} <= set(by)
+    summary = {t.name: ({k.value: round(v, 2) for k, v in t.shares.items() if v}, t.cpu_pct) for t in threads}
+    why = f"{len(obs.stacks)} samples, warnings {obs.warnings}, threads {summary}"
+    assert obs.process_alive, why
+    assert len(obs.stacks) >= 3, why
+    assert {"target-0", "drafter-0", "drafter-1", "MainThread"} <= set(by), why
     assert by["target-0"].stage == "target" and by["drafter-1"].stage == "drafter"
-    assert by["MainThread"].shares[S.IDLE] == 1.0  # Event.wait
-    assert not isinstance(by["target-0"].cpu_pct, NA)
+    assert by["MainThread"].shares[S.IDLE] == 1.0, why  # Event.wait
+    assert not isinstance(by["target-0"].cpu_pct, NA), why
     drafter_get = (by["drafter-0"].shares[S.QUEUE_GET] + by["drafter-1"].shares[S.QUEUE_GET]) / 2
     if mode == "target-bound":
-        assert drafter_get >= 0.5  # drafters blocked on an empty queue
-        assert by["target-0"].shares[S.QUEUE_PUT] == 0.0
-        assert by["target-0"].cpu_pct > by["drafter-1"].cpu_pct  # type: ignore[operator]
+        assert drafter_get >= 0.5, why  # drafters blocked on an empty queue
+        assert by["target-0"].shares[S.QUEUE_PUT] == 0.0, why
     else:
-        assert by["target-0"].shares[S.QUEUE_PUT] >= 0.5  # the target blocked on a full queue
+        assert by["target-0"].shares[S.QUEUE_PUT] >= 0.5, why  # the target blocked on a full queue
+        assert drafter_get <= 0.25, why
     assert any(k.endswith("pipeline_child.py:30") or k.endswith("pipeline_child.py:36") for k in obs.source_lines)
     view = pipeline_view(obs, threads)
-    assert view.bottleneck == bottleneck, view.verdict
+    assert view.bottleneck == bottleneck, (view.verdict, why)
 
 
 @pytest.mark.slow

@@ -249,6 +249,11 @@ def test_native_dumps_are_rate_limited() -> None:
     spy.request_native()
     assert spy.dump().native
     assert all(("--native" in c) != ("--nonblocking" in c) for c in seen)  # never both: py-spy refuses that
+    if shutil.which("nice"):
+        # Non-blocking dumps run at a lower priority than the trainer; a native dump (the trainer is paused
+        # until it ends) at full priority.
+        assert all(c[:3] == [shutil.which("nice"), "-n", "10"] for c in seen if "--nonblocking" in c)
+        assert all("nice" not in c[0] for c in seen if "--native" in c)
 
 
 def test_failing_native_dump_falls_back_to_python_frames() -> None:
