@@ -6,6 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dflash_diag.analysis.classify import classify, classify_sample, explain
 from dflash_diag.model import Frame, ProcThreadSample, StackSample, ThreadSample, ThreadState
@@ -266,3 +268,33 @@ def test_reference_trainer_recording() -> None:
     assert share(by["drafter-0"], S.NATIVE) >= 0.5
     assert set(by["MainThread"]) == {S.IDLE}  # joining the workers
     assert share(by["dflash-diag-board"], S.IDLE) >= 0.75
+
+
+_names = st.sampled_from([
+    "Condition.wait", "Queue.get", "Queue.put", "synchronize", "Event.synchronize", "step", "<module>",
+    "_engine_run_backward", "recompute_fn", "_compile", "take_gil", "pthread_cond_timedwait", "mkl_blas_sgemm",
+    "cudaStreamSynchronize", "0x7f00", "gil_scoped_acquire", "PyThread_acquire_lock_timed",
+]) | st.text(max_size=30)
+_files = st.sampled_from([
+    TH, QP, APP, f"{TORCH}/cuda/__init__.py", f"{TORCH}/utils/checkpoint.py", f"{TORCH}/_dynamo/convert_frame.py",
+    f"{TORCH}/autograd/graph.py", "/usr/lib/libc.so.6", "/venv/lib/libtorch_python.so", "/usr/lib/libpython3.11.so",
+]) | st.text(max_size=30)
+_frames = st.builds(
+    lambda name, filename, line, native: Frame(name, filename, line, native=native, module=filename if native else None),
+    _names, _files, st.integers(min_value=0, max_value=10), st.booleans(),
+)
+_threads = st.builds(
+    lambda frames, active, gil: ThreadSample(thread_id=1, os_thread_id=2, name="t", active=active, owns_gil=gil,
+                                             frames=tuple(frames)),
+    st.lists(_frames, max_size=8), st.booleans(), st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_threads, st.sampled_from([None, True, False]))
+def test_any_stack_gets_exactly_one_state_and_a_reason(sample: ThreadSample, elsewhere: bool | None) -> None:
+    c = explain(sample, lines=app_lines, gil_held_elsewhere=elsewhere)
+    assert isinstance(c.state, ThreadState) and c.rule
+    if sample.owns_gil:
+        # Holding the GIL, a thread is never waiting for it, nor starved in a queue.
+        assert c.state not in (S.GIL_WAIT, S.QUEUE_GET, S.QUEUE_PUT)
