@@ -97,6 +97,14 @@ def _queue_payload(board: Board | None, name: str) -> tuple[str, Mapping[str, An
     return name, None
 
 
+def _missing_queue(board: Board | None, name: str) -> str:
+    queues = board.probe("queues") if board is not None else None
+    if not queues:
+        return "the board has no queues probe (watch the queue: session.watch_queue)"
+    names = sorted(k for k, v in queues.items() if isinstance(v, Mapping) and k != "status")
+    return f"no `{name}` among the watched queues ({', '.join(names) or 'none'})"
+
+
 def _history(payload: Mapping[str, Any] | None, obs: Observation, name: str) -> tuple[int, ...]:
     if payload is not None and isinstance(payload.get("depth_history"), list):
         values = [_int(v) for v in payload["depth_history"]]
@@ -181,7 +189,7 @@ def pipeline_view(
         reason = (
             f"board stale: no update for {board.age_s(now):.0f} s" if stale and board is not None
             else "no probe board" if board is None
-            else f"no `{queue_name}` in the queues probe"
+            else _missing_queue(live_board, queue_name)
         )
         depth, maxsize = NA(reason), NA(reason)
     history = _history(payload, obs, qname) if payload is not None else ()

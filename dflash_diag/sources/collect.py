@@ -79,6 +79,10 @@ def _default_redact(argv: Sequence[str]) -> tuple[str, ...]:
             out.append("<redacted>")
             hide_next = False
             continue
+        name, eq, _ = arg.partition("=")
+        if eq and not arg.startswith("-") and _SECRET_ARG.search(name):
+            out.append(f"{name}=<redacted>")  # KEY=value arguments (env-style, Hydra overrides)
+            continue
         if arg.startswith("-") and _SECRET_ARG.search(arg):
             if "=" in arg:
                 out.append(arg.split("=", 1)[0] + "=<redacted>")

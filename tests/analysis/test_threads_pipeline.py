@@ -182,3 +182,13 @@ def test_board_roles_place_threads_the_patterns_miss() -> None:
     obs = observation(stacks, boards=(replace(board(1, depth=0), app={"threads": roles}),))
     by = {t.name: t.stage for t in aggregate_threads(obs)}
     assert by == {"target-0": "target", "drafter-0": "drafter", "gil-hog": "drafter", "MainThread": "other"}
+
+
+def test_queue_not_found_names_the_watched_ones() -> None:
+    stacks = load_recorded_dumps(FIXTURES / "cpu" / "pyspy_target_bound.json")
+    two = replace(board(1, depth=3), probes={"queues": {"status": "ok", "a": {"depth": 1}, "b": {"depth": 2}}})
+    view = pipeline_view(observation(stacks, boards=(two,)), (), now_wall_s=WALL0 + 1)
+    assert isinstance(view.queue_depth, NA) and view.queue_depth.reason == "no `q_hs` among the watched queues (a, b)"
+    none = replace(board(1, depth=3), probes={})
+    view = pipeline_view(observation(stacks, boards=(none,)), (), now_wall_s=WALL0 + 1)
+    assert isinstance(view.queue_depth, NA) and "no queues probe" in view.queue_depth.reason

@@ -308,3 +308,13 @@ def test_saturated_trainer_backs_off() -> None:
     assert any("saturates its 2 CPU cores" in w for w in obs.warnings)
     idle = collector(FakeClock(), FakeSpy(clock), rate_hz=10.0, proc_reader=lambda pid: (), cpu_cores=2)
     assert idle.effective_rate_hz == 10.0
+
+
+def test_default_redaction_of_argv() -> None:
+    from dflash_diag.sources.collect import _default_redact
+
+    argv = ["python", "train.py", "--api-key", "sk-1", "--token=abc", "WANDB_API_KEY=xyz", "lr=3e-4", "--lr", "1"]
+    assert _default_redact(argv) == (
+        "python", "train.py", "--api-key", "<redacted>", "--token=<redacted>", "WANDB_API_KEY=<redacted>",
+        "lr=3e-4", "--lr", "1",
+    )
