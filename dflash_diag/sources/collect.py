@@ -117,7 +117,7 @@ class _Buffers:
 
 
 class _Engine:
-    """The sampling schedule and buffers shared by Collector and LiveSampler. Not thread-safe by itself."""
+    """The sampling schedule and buffers shared by Collector and LiveSampler: one thread ticks, any thread reads."""
 
     def __init__(
         self,
