@@ -173,10 +173,14 @@ def pipeline_view(
     live_board = None if stale else board
     target = stage_stats("target", threads, live_board)
     drafter = stage_stats("drafter", threads, live_board)
+    no_board = obs.boards if isinstance(obs.boards, NA) else NA("no probe board")  # the reader's reason
     if stale and board is not None:
         na = NA(f"board stale: no update for {board.age_s(now):.0f} s")
         target = _with_rates(target, na)
         drafter = _with_rates(drafter, na)
+    elif board is None:
+        target = _with_rates(target, no_board)
+        drafter = _with_rates(drafter, no_board)
 
     qname, payload = _queue_payload(live_board, queue_name)
     if payload is not None:
@@ -188,7 +192,7 @@ def pipeline_view(
     else:
         reason = (
             f"board stale: no update for {board.age_s(now):.0f} s" if stale and board is not None
-            else "no probe board" if board is None
+            else no_board.reason if board is None
             else _missing_queue(live_board, queue_name)
         )
         depth, maxsize = NA(reason), NA(reason)
