@@ -377,3 +377,39 @@ def test_real_process_exit_shows_banner_and_keeps_data() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_snapshot_key_writes_a_real_bundle(
+    workload: subprocess.Popen[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`w` on the real source: the bug-report bundle of the watched process lands in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    source = LiveSource(
+        workload.pid,
+        rate_hz=2.0,
+        native=False,
+        window_s=10.0,
+        target_pattern=None,
+        drafter_pattern=None,
+        board_dir=None,
+    )
+    app = TopApp(source, refresh_s=0.5)
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("w")
+            for _ in range(600):
+                if app.last_snapshot_path is not None:
+                    break
+                await asyncio.sleep(0.05)
+
+    try:
+        asyncio.run(main())
+    finally:
+        source.close()
+    assert app.last_snapshot_path is not None
+    bundle = Path(app.last_snapshot_path)
+    assert (
+        bundle.parent == tmp_path.resolve() and bundle.name.endswith(".tar.gz") and bundle.stat().st_size > 0
+    )
