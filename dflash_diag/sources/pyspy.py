@@ -199,6 +199,8 @@ def stack_sample_from_json(
 
 def process_exists(pid: int) -> bool:
     """True when ``pid`` names a live process (ours or another user's); a zombie has exited."""
+    if pid <= 0:
+        return False  # os.kill(0 or -n, 0) would signal a process group, not check a PID
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -156,6 +156,13 @@ def test_missing_process() -> None:
     assert err.value.exit_code == ExitCode.NO_PROCESS
 
 
+@pytest.mark.parametrize("pid", [0, -1])
+def test_non_positive_pid_is_no_process(pid: int) -> None:
+    with pytest.raises(AttachError) as err:
+        PySpy(pid).check()
+    assert err.value.exit_code == ExitCode.NO_PROCESS
+
+
 def test_not_a_python_process() -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
