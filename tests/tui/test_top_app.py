@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
 
-from dflash_diag.errors import AttachError, ExitCode
+from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
 from dflash_diag.tui.frame import TopFrame
 from dflash_diag.tui.live import LiveSource
@@ -230,6 +230,23 @@ def test_snapshot_key_calls_the_writer() -> None:
         await pilot.pause()
         assert source.snapshots == ["/tmp/fake-snapshot-0.tar.gz"]
         assert app.last_snapshot_path == "/tmp/fake-snapshot-0.tar.gz"
+
+    run(body, source=source)
+
+
+def test_failed_snapshot_is_reported_and_the_screen_lives_on() -> None:
+    source = FakeSource()
+    source.snapshot_error = CommandError("snapshot-4242.tar.gz exists; use --force", ExitCode.EXISTS)
+    notes: list[str] = []
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
+        await pilot.press("w")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.last_snapshot_path is None
+        assert any("snapshot failed" in n and "exists" in n for n in notes)
+        assert "target-0" in screen_text(app)
 
     run(body, source=source)
 

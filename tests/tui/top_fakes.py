@@ -6,7 +6,7 @@ import threading
 from dataclasses import replace
 from types import MappingProxyType
 
-from dflash_diag.errors import AttachError
+from dflash_diag.errors import AttachError, CommandError
 from dflash_diag.model import (
     NA,
     Board,
@@ -206,6 +206,7 @@ class FakeSource:
         self.polls = 0
         self.closed = False
         self.polled = threading.Event()
+        self.snapshot_error: CommandError | None = None
 
     def poll(self) -> TopFrame:
         self.polls += 1
@@ -224,6 +225,8 @@ class FakeSource:
         return native
 
     def write_snapshot(self) -> str:
+        if self.snapshot_error is not None:
+            raise self.snapshot_error
         path = f"/tmp/fake-snapshot-{len(self.snapshots)}.tar.gz"
         self.snapshots.append(path)
         return path
