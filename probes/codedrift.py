@@ -104,6 +104,7 @@ class CodedriftProbe:
         self._round = 0
         self._stale_library: dict[str, JsonDict] = {}
         self._project_cache: dict[str, bool] = {}
+        self._paths: dict[str, tuple[Any, str | None]] = {}  # module name -> (module object, file or None)
         self._last_check_s = -float("inf")
         self._last: JsonDict = {}
         self._first_check_ns = time.time_ns()
@@ -122,15 +123,15 @@ class CodedriftProbe:
         now_ns = time.time_ns() if now_ns is None else now_ns
         stale: list[JsonDict] = []
         checked = 0
+        if len(self._paths) > 2 * len(sys.modules) + 100:
+            self._paths.clear()  # bounded: forget modules that left sys.modules
         slices = max(1, self.config.library_slices)
         this_slice = self._round % slices
         self._round += 1
         for index, (name, mod) in enumerate(list(sys.modules.items())):
-            path = getattr(mod, "__file__", None)
-            if not (isinstance(path, str) and path.endswith(".py") and os.path.isabs(path)):
+            path = self._path_of(name, mod)
+            if path is None:
                 continue
-            if _GENERATED.search(path):
-                continue  # compiler-generated code (inductor, triton): written at run time, never edited
             if path in self._files and index % slices != this_slice and not self._is_project_file(path):
                 # Library files (rarely edited) are re-checked in rotation: each one every `slices` checks.
                 known_stale = self._stale_library.get(path)
@@ -158,6 +159,17 @@ class CodedriftProbe:
             "checked_wall_s": now_ns / 1e9,
         }
         return self._last
+
+    def _path_of(self, name: str, mod: Any) -> str | None:
+        """The module's source file when it is worth checking (cached per module object)."""
+        cached = self._paths.get(name)
+        if cached is not None and cached[0] is mod:
+            return cached[1]
+        path = getattr(mod, "__file__", None)
+        if not (isinstance(path, str) and path.endswith(".py") and os.path.isabs(path)) or _GENERATED.search(path):
+            path = None  # no source file, or compiler-generated code (inductor, triton): never edited by hand
+        self._paths[name] = (mod, path)
+        return path
 
     def _check_one(self, name: str, path: str, now_ns: int) -> JsonDict | None:
         known = self._files.get(path)
