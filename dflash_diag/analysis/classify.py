@@ -54,7 +54,8 @@ _NATIVE_PYLOCK = re.compile(r"PyThread_acquire_lock|lock_PyThread_acquire_lock|a
 _NATIVE_BINDING_LIB = re.compile(r"^(libpython|libtorch_python)")
 _NATIVE_CONDWAIT = re.compile(r"^(pthread_cond_timedwait|pthread_cond_wait|__pthread_cond_wait|futex_wait|__futex)")
 _NATIVE_COMPUTE_LIB = re.compile(
-    r"libtorch|libc10|libcublas|libcudnn|libmkl|libgomp|libiomp|libopenblas|libtriton|triton|fla|cutlass|libnccl",
+    r"libtorch|libc10|libcublas|libcudnn|libmkl|libgomp|libiomp|libopenblas|libtriton|triton|__triton_launcher"
+    r"|cuda_utils|libcuda|libcudart|\bfla|flash_attn|cutlass|libnccl",
     re.I,
 )
 _NATIVE_COMPILE = re.compile(r"libtriton|mlir::|triton::|ptxas|LLVM|llvm::", re.I)
