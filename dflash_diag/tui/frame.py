@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 from dflash_diag.model import (
@@ -137,8 +138,9 @@ def build_frame(
         gpus=newest_gpus(obs),
         board=newest_board(obs),
         findings=findings,
-        stacks=latest_stacks(obs.stacks, native=False),
-        native_stacks=latest_stacks(obs.stacks, native=True),
+        # Read-only views: the frame crosses from the sampler thread to the UI and must not change underneath it.
+        stacks=MappingProxyType(latest_stacks(obs.stacks, native=False)),
+        native_stacks=MappingProxyType(latest_stacks(obs.stacks, native=True)),
         process_alive=obs.process_alive,
         warnings=obs.warnings + extra_warnings,
     )
