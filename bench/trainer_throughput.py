@@ -68,12 +68,16 @@ MODES = ("threaded", "threaded-2t", "sequential")
 
 def run_window(pipeline: Pipeline, mode: str, steps: int) -> dict[str, Any]:
     """One measured window. threaded: target-0 + drafter-0; threaded-2t: two target threads sharing the
-    one frozen target (the same device twice); sequential: no threads."""
+    one frozen target (the same device twice); sequential: no threads. A ``/log1`` suffix logs every step,
+    i.e. one loss.item() host sync per step, as most training loops do."""
+    mode, _, suffix = mode.partition("/")
+    log_interval = 1 if suffix == "log1" else 1000
     pipeline.reset_run_state()
     pipeline.sequential = mode == "sequential"
     device = pipeline.config.drafter_devices[0]
     targets = (device, device) if mode == "threaded-2t" else (device,)
-    pipeline.config = dataclasses.replace(pipeline.config, max_steps=pipeline.step + steps, target_devices=targets)
+    pipeline.config = dataclasses.replace(pipeline.config, max_steps=pipeline.step + steps, target_devices=targets,
+                                          log_interval=log_interval)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     rc = pipeline.run()
@@ -90,7 +94,8 @@ def main() -> int:
     parser.add_argument("--warmup-steps", type=int, default=6)
     parser.add_argument("--queue-size", type=int, default=2)
     parser.add_argument("--modes", default="threaded,sequential",
-                        help=f"comma list of {', '.join(MODES)} (alternated, order rotated every round)")
+                        help=f"comma list of {', '.join(MODES)}, each optionally with /log1 (log, i.e. sync, "
+                        "every step); alternated, order rotated every round")
     parser.add_argument("--json", help="write all windows and the medians here")
     args, extra = parser.parse_known_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,7 +109,7 @@ def main() -> int:
         print(f"built in {time.monotonic() - build_start:.1f} s; {pipeline.kernels.line()}; attention "
               f"{pipeline.attention}", flush=True)
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-        if not modes or set(modes) - set(MODES) or "sequential" not in modes:
+        if not modes or {m.split("/")[0] for m in modes} - set(MODES) or "sequential" not in modes:
             parser.error(f"--modes: choose from {', '.join(MODES)}, including sequential")
         for mode in modes:
             run_window(pipeline, mode, args.warmup_steps)
@@ -131,17 +136,19 @@ def main() -> int:
         result[mode] = {"tokens_per_s_median": tok, "batches_per_s_median": bps,
                         "mfu_pct": 100.0 * flops * bps / BF16_PEAK_FLOPS if on_cuda else None}
     for mode in modes:
-        if mode != "sequential":
-            result[f"ratio_{mode}_over_sequential"] = (result[mode]["tokens_per_s_median"]
-                                                       / result["sequential"]["tokens_per_s_median"])
+        base, _, suffix = mode.partition("/")
+        baseline = "sequential" + (f"/{suffix}" if suffix else "")
+        if base != "sequential" and baseline in result:
+            result[f"ratio_{mode}_over_{baseline}"] = (result[mode]["tokens_per_s_median"]
+                                                       / result[baseline]["tokens_per_s_median"])
     for mode in modes:
         r = result[mode]
         mfu = f"{r['mfu_pct']:.1f}%" if r["mfu_pct"] is not None else "N/A (no CUDA)"
         print(f"{mode:>10}: median {r['tokens_per_s_median']:,.0f} tok/s, {r['batches_per_s_median']:.2f} batches/s, "
               f"MFU {mfu}")
-    for mode in modes:
-        if mode != "sequential":
-            print(f"ratio {mode}/sequential: {result[f'ratio_{mode}_over_sequential']:.3f}")
+    for key, value in result.items():
+        if key.startswith("ratio_"):
+            print(f"{key}: {value:.3f}")
     print(f"{flops / 1e12:.2f} TFLOP of useful work counted per batch")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

@@ -408,6 +408,7 @@ class Pipeline:
     loss_last: float | None = None
     acc_last: float | None = None
     start_step: int = 0
+    end_time: float | None = None
     save_at_end: bool = True  # the benchmark turns this off (a 4B-preset checkpoint is ~6 GB)
 
     # ---- build -----------------------------------------------------------------------------------------
@@ -629,6 +630,9 @@ class Pipeline:
                                      sync_per_chunk=self.scenario.sync_per_chunk)
             (parts.loss / repeat).backward()
         assert parts is not None
+        # Keep numbers, not the graph: a live graph pins AccumulateGrad nodes to this step's stream.
+        parts = LossParts(loss=parts.loss.detach(), weight_sum=parts.weight_sum.detach(), correct=parts.correct,
+                          trained=parts.trained)
         self.scenario.after_backward(device)
         replica.last_tokens = batch.num_tokens
         return parts
@@ -708,7 +712,7 @@ class Pipeline:
         log_now = self.step % cfg.log_interval == 0 or self.step == self.start_step + 1 or self.finish
         if log_now or cfg.metrics_jsonl:
             # SYNC: loss/accuracy to the host, only at log intervals (or every step with --metrics-jsonl).
-            loss = sum(float(r.last.loss.detach()) for r in self.replicas if r.last) / len(self.replicas)
+            loss = sum(float(r.last.loss) for r in self.replicas if r.last) / len(self.replicas)
             trained = sum(int(r.last.trained) for r in self.replicas if r.last)
             correct = sum(int(r.last.correct) for r in self.replicas if r.last)
             acc = correct / max(1, trained)
@@ -721,6 +725,10 @@ class Pipeline:
                                              "batch_indices": self.ledger.state()["cursor"]}) + "\n")
         if log_now:
             self._log_line(now, step_ms)
+        if self.finish:
+            # The last step's log line synced the device: the run's work is complete at this instant
+            # (joining threads and writing the checkpoint are not part of the throughput).
+            self.end_time = time.monotonic()
         self.session.step(self.step)
         if cfg.save_every and self.step % cfg.save_every == 0 and not self.finish:
             self.save_checkpoint()
@@ -800,6 +808,7 @@ class Pipeline:
         self.counters = Counters()
         self.finish = False
         self.stop_reason = ""
+        self.end_time = None
         self.start_step = self.step
         self.loss_first = self.loss_last = self.acc_last = None
 
@@ -881,7 +890,7 @@ class Pipeline:
 
     def summary(self) -> dict[str, Any]:
         c = self.counters
-        end = time.monotonic()
+        end = self.end_time if self.end_time is not None else time.monotonic()
         # Rates exclude the first step (model warm-up, compiles) when there is more than one step.
         base = self.first_window if self.step - self.start_step > 1 and self.first_step_time else Window(
             self.start_time, 0, 0, 0)
