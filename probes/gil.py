@@ -81,6 +81,8 @@ class GilProbe:
         first = next((t for t, _ in list(self._samples) if t >= start), now)
         span_s = max(1e-6, min(self.config.window_s, now - first + self.config.knock_interval_s))
         n = len(waits)
+        threads = self._thread_cpu()
+        knocker = threads.get("dflash-diag-gil-knocker", {})
         return {
             "status": "ok",
             "free_threaded": False,
@@ -93,7 +95,9 @@ class GilProbe:
             "samples": n,
             "window_s": span_s,
             "knock_interval_s": self.config.knock_interval_s,
-            "threads": self._thread_cpu(),
+            # Time the knocker sat runnable without a CPU: lateness that is CPU oversubscription, not GIL.
+            "knocker_runq_share": knocker.get("runq_share"),
+            "threads": threads,
         }
 
     def _thread_cpu(self) -> JsonDict:
