@@ -78,19 +78,30 @@ class CheckpointProbe:
         self._checked_steps = 0
         self._last_check_s = -float("inf")
         self._lock = threading.Lock()
+        self._arm_failed = False
+        self._hook_failed = False
         self._arm()
 
     # --- arming: only once the program imported the torch pieces ----------------------------------
 
     def _arm(self) -> None:
-        if not self._patched:
+        # Private torch names: if this torch lacks one, count it and keep the rest of the probe working.
+        if not self._patched and not self._arm_failed:
             tuc = sys.modules.get("torch.utils.checkpoint")
             if tuc is not None:
-                self._patch_checkpoint(tuc)
-        if self._hook_handle is None:
+                try:
+                    self._patch_checkpoint(tuc)
+                except Exception as exc:
+                    self._arm_failed = True
+                    self.guard.failed(exc)
+        if self._hook_handle is None and not self._hook_failed:
             optim = sys.modules.get("torch.optim.optimizer")
             if optim is not None:
-                self._hook_handle = optim.register_optimizer_step_pre_hook(self._on_optimizer_step)
+                try:
+                    self._hook_handle = optim.register_optimizer_step_pre_hook(self._on_optimizer_step)
+                except Exception as exc:
+                    self._hook_failed = True
+                    self.guard.failed(exc)
 
     def _patch_checkpoint(self, tuc: Any) -> None:
         apply = tuc.CheckpointFunction.apply

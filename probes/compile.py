@@ -42,6 +42,16 @@ class Config:
     max_threads: int = 64
 
 
+class _Row:
+    """A CompilationMetrics row read defensively: fields come and go across torch versions."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name, None)
+
+
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0][:200] if text and text.strip() else "?"
 
@@ -160,20 +170,27 @@ class CompileProbe:
     # --- publish-time work ----------------------------------------------------------------------
 
     def _arm(self) -> None:
+        # Private torch APIs that differ across versions: a failure to arm one part is counted, not fatal.
         for tap in self._taps:
-            tap.arm()
+            try:
+                tap.arm()
+            except Exception as exc:
+                self.guard.failed(exc)
         if not self._callback_registered:
             callback = sys.modules.get("torch._dynamo.callback")
             if callback is not None:
-                callback.callback_handler.register_start_callback(self._on_compile_start)
                 self._callback_registered = True
+                try:
+                    callback.callback_handler.register_start_callback(self._on_compile_start)
+                except Exception as exc:
+                    self.guard.failed(exc)
 
     def _fold_metrics(self) -> None:
         utils = sys.modules.get("torch._dynamo.utils")
         if utils is None:
             return
         for row in list(utils.get_compilation_metrics()):
-            key = (row.compile_id, row.start_time_us, row.co_name)
+            key = (getattr(row, "compile_id", None), getattr(row, "start_time_us", None), getattr(row, "co_name", None))
             if key in self._seen_rows:
                 continue
             self._seen_rows[key] = None
@@ -181,7 +198,8 @@ class CompileProbe:
                 self._seen_rows.popitem(last=False)
             self._fold_row(row)
 
-    def _fold_row(self, row: Any) -> None:
+    def _fold_row(self, raw: Any) -> None:
+        row = _Row(raw)
         fail_reason = str(row.fail_reason or "")
         self._compile_time_s += float(row.entire_frame_compile_time_s or 0.0)
         if fail_reason.startswith(_LIMIT_GB_TYPE):

@@ -94,12 +94,18 @@ class CudagraphsProbe:
 
     def _arm(self) -> None:
         for tap in self._taps:
-            tap.arm()
+            try:
+                tap.arm()
+            except Exception as exc:  # private torch logging API: count, do not fail the probe
+                self.guard.failed(exc)
         if not self._callback_registered:
             callback = sys.modules.get("torch._dynamo.callback")
             if callback is not None:
-                callback.callback_handler.register_start_callback(self._on_compile_start)
                 self._callback_registered = True
+                try:
+                    callback.callback_handler.register_start_callback(self._on_compile_start)
+                except Exception as exc:
+                    self.guard.failed(exc)
 
     def snapshot(self, now_s: float) -> JsonDict:
         self._arm()
