@@ -186,10 +186,10 @@ class CompileProbe:
                     self.guard.failed(exc)
 
     def _fold_metrics(self) -> None:
-        utils = sys.modules.get("torch._dynamo.utils")
-        if utils is None:
+        getter = getattr(sys.modules.get("torch._dynamo.utils"), "get_compilation_metrics", None)
+        if getter is None:
             return
-        for row in list(utils.get_compilation_metrics()):
+        for row in list(getter()):
             key = (getattr(row, "compile_id", None), getattr(row, "start_time_us", None), getattr(row, "co_name", None))
             if key in self._seen_rows:
                 continue
@@ -230,7 +230,7 @@ class CompileProbe:
                     "recompile_limit_hits": 0, "compile_time_s": 0.0, "compiling_now": False,
                     "hook_errors": self.guard.errors}
         self._fold_metrics()
-        counters = sys.modules["torch._dynamo.utils"].counters
+        counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", {})
         reasons: dict[str, int] = {}
         for group in ("graph_break", "unimplemented"):
             for key, n in list(counters.get(group, {}).items()):
