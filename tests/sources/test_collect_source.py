@@ -172,7 +172,8 @@ def test_end_to_end_real_pyspy(mode: str, bottleneck: str) -> None:
     drafter_get = (by["drafter-0"].shares[S.QUEUE_GET] + by["drafter-1"].shares[S.QUEUE_GET]) / 2
     if mode == "target-bound":
         assert drafter_get >= 0.5, why  # drafters blocked on an empty queue
-        assert by["target-0"].shares[S.QUEUE_PUT] == 0.0, why
+        # (rarely blocked in put: on a busy box the drafters may not get a CPU for a moment)
+        assert by["target-0"].shares[S.QUEUE_PUT] <= 0.25, why
     else:
         assert by["target-0"].shares[S.QUEUE_PUT] >= 0.5, why  # the target blocked on a full queue
         assert drafter_get <= 0.25, why
