@@ -406,3 +406,19 @@ def test_host_sync_site_shows_the_line_text() -> None:
                               source_lines={"/app/loss.py:42": "total += loss.item()"})
     f = _one(evaluate(obs, threads, pipeline(), now_wall_s=NOW_S), "host-sync-storm")
     assert "`total += loss.item()`" in f.claim
+
+
+def test_every_trainer_scenario_is_documented() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    tree = ast.parse((root / "reference_trainer" / "scenarios.py").read_text())
+    names = next(
+        [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.AnnAssign | ast.Assign) and "SCENARIOS" in ast.unparse(node).split("=")[0]
+        and isinstance(node.value, ast.Dict)
+    )
+    doc = (root / "docs" / "scenarios.md").read_text()
+    assert names and [n for n in names if f"## `{n}`" not in doc] == []
