@@ -236,6 +236,10 @@ class ProbeSession:
         return out
 
     def _document(self, final: bool) -> JsonDict:
+        if self._identity.get("torch") is None:
+            torch = torch_if_imported()  # the bootstrap starts before the program imports torch
+            if torch is not None:
+                self._identity["torch"] = str(getattr(torch, "__version__", "")) or None
         return json_safe(
             {
                 "schema": BOARD_SCHEMA,

@@ -126,7 +126,14 @@ def _sub_table(title: str, rows: Mapping[str, Mapping[str, Any]]) -> Table:
     return table
 
 
-def _probe_panel(name: str, payload: Mapping[str, Any]) -> Panel:
+def _fmt_scalar(key: str, value: Any, now_s: float) -> str:
+    # Wall-clock stamps read better as an age.
+    if (key.endswith("wall_s") or key.endswith("_at_s")) and isinstance(value, (int, float)) and value > 1e9:
+        return f"{max(0.0, now_s - value):.1f} s ago"
+    return _fmt(value)
+
+
+def _probe_panel(name: str, payload: Mapping[str, Any], now_s: float) -> Panel:
     status = payload.get("status")
     if status != "ok":
         style = "yellow" if status == "na" else "red"
@@ -148,7 +155,7 @@ def _probe_panel(name: str, payload: Mapping[str, Any]) -> Panel:
             rows = {str(i): v for i, v in enumerate(value[-_MAX_LIST_ITEMS:])}
             parts.append(_sub_table(key, rows))
             continue
-        scalars.add_row(key, _fmt(value))
+        scalars.add_row(key, _fmt_scalar(key, value, now_s))
     for key, value in top_tables.items():
         parts.append(_sub_table(key, value))
     return Panel(Group(*parts), title=name, title_align="left")
@@ -171,5 +178,5 @@ def render_board(board: Board, now_s: float) -> Group:
     head.add_row("threads", threads)
     if board.app:
         head.add_row("app", _fmt_map({k: v for k, v in board.app.items() if k != "config"}))
-    panels = [_probe_panel(name, payload) for name, payload in sorted(board.probes.items())]
+    panels = [_probe_panel(name, payload, now_s) for name, payload in sorted(board.probes.items())]
     return Group(head, *panels)

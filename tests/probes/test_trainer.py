@@ -36,7 +36,9 @@ def _train(tmp_path: Path, board_dir: Path, *extra: str) -> dict:
 
 
 def test_healthy_tiny_run_is_quiet(tmp_path: Path, board_dir: Path) -> None:
-    probes = _train(tmp_path, board_dir)["probes"]
+    board = _train(tmp_path, board_dir)
+    assert board["writer"]["torch"].startswith("2.")  # torch imported after the bootstrap started the probes
+    probes = board["probes"]
     assert probes["allocator"] == {"status": "na", "reason": "no CUDA"}
     ck = probes["checkpoint"]
     assert ck["calls"]["reentrant"] == 0 and ck["calls"]["non_reentrant"] > 0
