@@ -8,8 +8,9 @@ capturing threads, and the installed torch's known multi-thread hazard.
 - Partitions (torch 2.11+ splits a graph around CPU ops instead of skipping): messages of
   ``torch._inductor.scheduler.__cudagraphs`` and ``counters["inductor"]["cudagraph_partitions"]``.
 - Captures: the ``CUDAGRAPH_RECORDING`` compile callback, which runs in the recording thread. A compile id
-  recorded again counts as a re-record. Replays are not countable without patching the tree runtime's hot
-  path, so ``replays`` is null.
+  recorded again counts as a re-record.
+- Replays: ``CUDAGraphNode.run_graph`` (where a recorded graph is replayed) is wrapped once the program
+  imported the tree runtime, counting replays per thread; ``replays`` is null before that.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class CudagraphsProbe:
         self._recorded_ids: dict[str, int] = {}
         self._capture_threads: dict[str, int] = {}
         self._callback_registered = False
+        self._replays: dict[str, int] = {}
+        self._replay_patch: tuple[Any, Any] | None = None
         self._taps = [
             ArtifactTap("torch._inductor.cudagraph_utils.__cudagraphs", "cudagraphs", self._on_utils_record, self.guard),
             ArtifactTap("torch._inductor.scheduler.__cudagraphs", "cudagraphs", self._on_scheduler_record, self.guard),
@@ -92,7 +95,32 @@ class CudagraphsProbe:
         except Exception as exc:
             self.guard.failed(exc)
 
+    def _patch_replay(self) -> None:
+        # CUDAGraphNode.run_graph is the one place a recorded graph is replayed: count calls per thread
+        # (~0.5 us per replay, a few replays per training step).
+        trees = sys.modules.get("torch._inductor.cudagraph_trees")
+        node = getattr(trees, "CUDAGraphNode", None)
+        original = getattr(node, "run_graph", None)
+        if node is None or original is None or self._replay_patch is not None:
+            return
+        replays = self._replays
+
+        def run_graph(node_self: Any) -> None:
+            try:
+                name = thread_name()
+                replays[name] = replays.get(name, 0) + 1
+            except Exception as exc:
+                self.guard.failed(exc)
+            return original(node_self)
+
+        node.run_graph = run_graph
+        self._replay_patch = (node, original)
+
     def _arm(self) -> None:
+        try:
+            self._patch_replay()
+        except Exception as exc:
+            self.guard.failed(exc)
         for tap in self._taps:
             try:
                 tap.arm()
@@ -131,7 +159,8 @@ class CudagraphsProbe:
             "torch": version,
             "cuda_available": cuda_available,
             "captures": self._captures,
-            "replays": None,
+            "replays": sum(self._replays.values()) if self._replay_patch is not None else None,
+            "replays_by_thread": dict(self._replays),
             "skips": max(skips, self._skip_messages),
             "rerecords": self._rerecords,
             "skip_reasons": reasons[-MAX_RECENT:],
@@ -145,6 +174,10 @@ class CudagraphsProbe:
         }
 
     def close(self) -> None:
+        if self._replay_patch is not None:
+            node, original = self._replay_patch
+            node.run_graph = original
+            self._replay_patch = None
         for tap in self._taps:
             tap.disarm()
         callback = sys.modules.get("torch._dynamo.callback")

@@ -24,7 +24,7 @@ def test_skip_reason_from_torchs_skip_function() -> None:
         probe.close()
     assert reading["skips"] == 1
     assert reading["skip_reasons"] == ["skipping cudagraphs due to mutated inputs (1 instances)"]
-    assert reading["captures"] == 0 and reading["replays"] is None
+    assert reading["captures"] == 0
 
 
 def test_unexplained_counter_skips_are_reported() -> None:
@@ -75,3 +75,26 @@ def test_multi_thread_hazard_by_version() -> None:
     assert multi_thread_hazard("2.12.1", False) is not None
     assert multi_thread_hazard("2.13.0+cpu", None) is None
     assert multi_thread_hazard("2.11.0", True) is None
+
+
+def test_replays_counted_per_thread_through_the_tree_runtime() -> None:
+    import threading
+    from types import SimpleNamespace
+
+    import torch._inductor.cudagraph_trees as cgt
+
+    probe = CudagraphsProbe(Config())
+    replayed: list[int] = []
+    node = SimpleNamespace(graph=SimpleNamespace(replay=lambda: replayed.append(1)))
+    try:
+        assert probe.snapshot(0.0)["replays"] == 0  # armed: the tree runtime is imported
+        cgt.CUDAGraphNode.run_graph(node)  # the real method, on a stand-in node (no CUDA here)
+        t = threading.Thread(target=cgt.CUDAGraphNode.run_graph, args=(node,), name="drafter-0")
+        t.start()
+        t.join(10)
+        reading = probe.snapshot(0.0)
+    finally:
+        probe.close()
+    assert replayed == [1, 1]
+    assert reading["replays"] == 2 and reading["replays_by_thread"] == {"MainThread": 1, "drafter-0": 1}
+    assert cgt.CUDAGraphNode.run_graph.__module__ == "torch._inductor.cudagraph_trees"  # restored
