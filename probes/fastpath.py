@@ -153,7 +153,12 @@ class FastpathProbe:
         torch = torch_if_imported()
         cuda = bool(torch is not None and torch.cuda.is_available())
         kernels, fast, reason = self._gdn(cuda)
-        flex_imported = "torch.nn.attention.flex_attention" in sys.modules
+        flex_module = sys.modules.get("torch.nn.attention.flex_attention")
+        flex_imported = flex_module is not None
+        # torch remembers that it warned (once per process), even when the warning came before the probes
+        # started or was filtered out: that set is proof of an eager call.
+        if "flex_attention_performance" in getattr(flex_module, "_WARNINGS_SHOWN", ()):
+            self._flex_eager = True
         if self._flex_eager:
             flex = "eager"
         elif not flex_imported:

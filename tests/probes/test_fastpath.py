@@ -70,3 +70,18 @@ def test_quiet_without_gdn_models_loaded() -> None:
         probe.close()
     assert reading["gdn_kernels"] == {} and reading["gdn_fast_path"] is None
     assert reading["fallback_warnings"] == []
+
+
+def test_flex_attention_eager_call_before_the_probe_started_is_still_seen() -> None:
+    from torch.nn.attention import flex_attention as fa
+
+    fa._WARNINGS_SHOWN.discard("flex_attention_performance")
+    q = torch.randn(1, 1, 16, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the user silenced it, and the probe was not running yet
+        fa.flex_attention(q, q, q)
+    probe = FastpathProbe(Config())
+    try:
+        assert probe.snapshot(0.0)["flex_attention"] == "eager"
+    finally:
+        probe.close()
