@@ -16,7 +16,7 @@ from rich.text import Text
 
 from dflash_diag.errors import CommandError, ExitCode
 from dflash_diag.model.board import Board
-from dflash_diag.sources.board import read_board, staleness
+from dflash_diag.sources.board import list_boards, read_board, staleness
 
 _MAX_LIST_ITEMS = 8
 
@@ -25,11 +25,13 @@ class BoardCommand:
     """Print the current readings of a process's in-process probes (the first way to look).
 
     The process must run under the probes: `dflash-diag run -- python script.py ...`, or the reference
-    trainer (probes on by default). Exit codes: 3 no such process, 6 no/invalid board.
+    trainer (probes on by default). Without PID: the processes that publish boards. Exit codes: 3 no such
+    process, 6 no/invalid board.
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=int, metavar="PID", help="the process to look at")
+        parser.add_argument("pid", type=int, nargs="?", metavar="PID",
+                            help="the process to look at (omit it to list the processes that publish boards)")
         parser.add_argument("--json", action="store_true", help="print the validated board as JSON")
         parser.add_argument(
             "--board-dir",
@@ -38,6 +40,8 @@ class BoardCommand:
         )
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        if args.pid is None:
+            return self._list(args)
         if args.pid <= 0:
             raise CommandError(f"PID must be a positive number, not {args.pid}", ExitCode.USAGE)
         board = read_board(args.pid, args.board_dir)
@@ -47,6 +51,29 @@ class BoardCommand:
             sys.stdout.write("\n")
             return ExitCode.OK
         Console(highlight=False, soft_wrap=False).print(render_board(board, now_s))
+        return ExitCode.OK
+
+
+    def _list(self, args: argparse.Namespace) -> int:
+        now_s = time.time()
+        entries = list_boards(args.board_dir)
+        live = [e for e in entries if isinstance(e, Board)]
+        if args.json:
+            json.dump([board_document(b, now_s) for b in live], sys.stdout, indent=1)
+            sys.stdout.write("\n")
+            return ExitCode.OK
+        if not live:
+            print("no process publishes a probe board here; start one with: dflash-diag run -- python script.py ...")
+            return ExitCode.OK
+        table = Table(show_edge=False, pad_edge=False)
+        for col in ("PID", "age", "probes", "command"):
+            table.add_column(col)
+        for b in live:
+            stale = staleness(b, now_s)
+            age = f"{b.age_s(now_s):.0f} s" + (" (stale)" if stale else "")
+            ok = sum(1 for p in b.probes.values() if p.get("status") == "ok")
+            table.add_row(str(b.writer.pid), age, f"{ok}/{len(b.probes)}", " ".join(b.writer.argv)[:80])
+        Console(highlight=False).print(table)
         return ExitCode.OK
 
 

@@ -87,6 +87,23 @@ def find_board(pid: int, board_dir: Path | str | None = None) -> Path:
     return path
 
 
+def list_boards(board_dir: Path | str | None = None) -> list[Board | BoardError]:
+    """Every board in the directory, each validated against its live process (errors as values)."""
+    directory = Path(board_dir) if board_dir is not None else default_board_dir()
+    if not os.path.lexists(directory):
+        return []
+    check_board_dir(directory)
+    out: list[Board | BoardError] = []
+    for path in sorted(directory.glob("*.json"), key=lambda p: p.name):
+        if _pid_from_name(path) is None:
+            continue
+        try:
+            out.append(read_board(path))
+        except BoardError as exc:
+            out.append(exc)
+    return out
+
+
 def read_board(target: int | str | Path, board_dir: Path | str | None = None, *, check_live: bool = True) -> Board:
     """Read and validate a board, by PID (looked up in the board directory) or by path.
 

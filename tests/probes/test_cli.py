@@ -89,6 +89,9 @@ def test_run_gives_a_board_with_the_queue_and_passes_the_exit_code(tmp_path: Pat
         human = subprocess.run([*CLI, "board", str(pid), "--board-dir", str(board_dir)],
                                env=_env(board_dir), capture_output=True, text=True, timeout=60)
         assert human.returncode == 0 and "q_hs" in human.stdout and "codedrift" in human.stdout
+        listed = subprocess.run([*CLI, "board", "--json", "--board-dir", str(board_dir)],
+                                env=_env(board_dir), capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and [b["writer"]["pid"] for b in json.loads(listed.stdout)] == [pid]
     finally:
         release.write_text("go")
         _, err = proc.communicate(timeout=60)
