@@ -79,7 +79,7 @@ def _serious(report: dict[str, Any]) -> dict[str, str]:
 
 def test_healthy_tiny_run_has_no_warning(trainer: Any, capsys: pytest.CaptureFixture[str]) -> None:
     report = _doctor(trainer(), capsys)
-    assert _serious(report) == {}, report["findings"]
+    assert _serious(report) == {}, [(f["rule_id"], f["claim"], f["evidence"]) for f in report["findings"]]
     assert report["healthy"] is True
     # On CPU the GatedDeltaNet fallback is the norm: said as information, never as a problem.
     gdn = [f for f in report["findings"] if f["rule_id"] == "gdn-torch-fallback"]
