@@ -78,7 +78,7 @@ def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates
             table.add_row(escape(r.name), escape(r.a), escape(r.b), ratio)
         console.print(table)
     else:
-        console.print("no rates in either snapshot (no board from the app)")
+        console.print("rates: none published by the app in either run, and no thread-state share moved by 5 points or more")
     shown = [c for c in changes if show_all or c.score >= 0.3]
     if not shown:
         console.print("[green]no differences[/] in versions, config, flags, code, env knobs or threads.")

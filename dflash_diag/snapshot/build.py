@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import platform
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -149,7 +150,8 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
             "cwd": g.cwd,
             "start_wall_s": g.start_wall_s,
             "alive_at_end": g.alive_at_end,
-            "hostname": board.writer.hostname if board is not None else None,
+            # py-spy can only attach to a process on this machine: our hostname is its hostname.
+            "hostname": board.writer.hostname if board is not None else platform.node(),
         },
         "versions": g.versions,
         "app": {k: v for k, v in app.items() if k not in ("config", "threads")},

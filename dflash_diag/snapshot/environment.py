@@ -58,6 +58,13 @@ def site_packages_dirs(pid: int) -> tuple[str, ...]:
 
 
 def _python_version(pid: int) -> Maybe[str]:
+    # A full X.Y.Z in the interpreter's real path (pyenv, conda, uv) beats libpython's X.Y.
+    try:
+        match = re.search(r"(?<![\d.])(3\.\d+\.\d+)(?![\d.])", os.path.realpath(f"/proc/{pid}/exe"))
+        if match:
+            return match.group(1)
+    except OSError:
+        pass
     try:
         with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
             for line in fh:
