@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -73,7 +74,7 @@ class RunCommand:
             f"look: dflash-diag board {child.pid}",
             file=sys.stderr,
         )
-        return _wait_forwarding(child)
+        return _wait_forwarding(child, board_dir / f"{child.pid}.json")
 
     def _child_env(self, args: argparse.Namespace) -> dict[str, str]:
         env = dict(os.environ)
@@ -103,7 +104,11 @@ def _in_foreground() -> bool:
         return False
 
 
-def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
+# If no board shows up this long after start, say why that may be (once, on stderr).
+NO_BOARD_NOTE_S = 20.0
+
+
+def _wait_forwarding(child: subprocess.Popen[bytes], board_path: Path) -> int:
     def forward(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and _in_foreground():
             return  # the terminal sent it to the whole group: the program has it already
@@ -113,11 +118,20 @@ def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
             pass
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, *FORWARDED)}
+    started = time.monotonic()
+    noted = False
     try:
         while True:
             try:
-                returncode = child.wait()
+                returncode = child.wait(timeout=1.0)
                 break
+            except subprocess.TimeoutExpired:
+                if not noted and time.monotonic() - started > NO_BOARD_NOTE_S:
+                    noted = True
+                    if not board_path.exists():
+                        print(f"dflash-diag run: no board at {board_path} yet: if the command starts Python in a "
+                              "subprocess (a shell script), the board is under that PID (list: dflash-diag board); "
+                              "Python run with -I or -S cannot be probed", file=sys.stderr)
             except InterruptedError:
                 continue
     finally:
