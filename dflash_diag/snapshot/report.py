@@ -23,6 +23,10 @@ def _val(value: Any) -> str:
     return str(value)
 
 
+def _pct(value: Any) -> Any:
+    return f"{100 * value:.0f}%" if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
 def _cell(value: Any) -> str:
     return _val(value).replace("|", "\\|").replace("\n", " ")
 
@@ -86,9 +90,10 @@ def _pipeline(doc: Mapping[str, Any]) -> list[str]:
         ["drafter batches/s", rates.get("drafter_batches_per_s")],
         ["step", rates.get("step")],
         [f"{p.get('queue_name', 'q_hs')} depth / max", f"{_val(p.get('queue_depth'))} / {_val(p.get('queue_maxsize'))}"],
-        ["queue trend (items/s)", p.get("queue_trend_per_s")],
-        ["target blocked in put", p.get("producer_starved_share")],
-        ["drafter blocked in get", p.get("consumer_starved_share")],
+        ["queue trend", f"{p['queue_trend_per_s']:+.2f} items/s" if isinstance(p.get("queue_trend_per_s"), int | float)
+         else p.get("queue_trend_per_s")],
+        ["target blocked in put", _pct(p.get("producer_starved_share"))],
+        ["drafter blocked in get", _pct(p.get("consumer_starved_share"))],
         ["bottleneck", p.get("bottleneck")],
     ]
     return out + _table(["what", "value"], rows)
@@ -112,7 +117,11 @@ def _probes(doc: Mapping[str, Any]) -> list[str]:
     if not isinstance(board, Mapping):
         out.append("No probe board: the process was not started under probes (`dflash-diag run -- ...`).")
         return out
-    out.append(f"Board `{board.get('schema')}` seq {board.get('seq')}, written at {board.get('wall_time_s')}.")
+    written = board.get("wall_time_s")
+    created = doc.get("created_wall_s")
+    age = f", {created - written:.1f} s before the snapshot" if isinstance(written, int | float) and isinstance(
+        created, int | float) else ""
+    out.append(f"Board `{board.get('schema')}` seq {board.get('seq')}{age} (full payloads in `board.json`).")
     out.append("")
     for name, payload in sorted((board.get("probes") or {}).items()):
         status = payload.get("status") if isinstance(payload, Mapping) else "?"
