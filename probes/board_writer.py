@@ -134,7 +134,12 @@ class BoardWriter:
             raise ValueError(f"board of {len(data)} bytes exceeds {MAX_BOARD_BYTES}")
         tmp = self.dir / f"{self.pid}.json.tmp.{secrets.token_hex(6)}"
         # O_EXCL|O_NOFOLLOW: never write through a planted file or symlink.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileNotFoundError:
+            ensure_private_dir(self.dir)  # removed under us (a /tmp cleaner): recreate it, with the same checks
+            fd = os.open(tmp, flags, 0o600)
         try:
             view = memoryview(data)
             while view:

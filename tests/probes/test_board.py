@@ -217,3 +217,13 @@ def test_fuzz_mutated_valid_boards(data: st.DataObject) -> None:
     except BoardError:
         return
     assert board.schema == BOARD_SCHEMA and isinstance(board.seq, int)
+
+
+def test_writer_recreates_a_removed_directory(tmp_path: Path) -> None:
+    d = tmp_path / "boards"
+    writer = BoardWriter(d)
+    writer.write(_document())
+    writer.path.unlink()
+    d.rmdir()
+    writer.write(_document())
+    assert d.stat().st_mode & 0o777 == 0o700 and read_board(writer.path).seq == 2
