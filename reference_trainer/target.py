@@ -262,13 +262,15 @@ def load_target(config: TargetConfig, layer_ids: list[int], device: torch.device
 
         text = dict(raw.get("text_config", raw))
         text.pop("model_type", None)
+        if isinstance(text.get("layer_types"), list):
+            text["layer_types"] = text["layer_types"][:layers_built]
         hf_config = Qwen3_5TextConfig(**{**text, "num_hidden_layers": layers_built})
         hf_config._attn_implementation = "sdpa"
         # Released Qwen3.5 checkpoints are VLMs whose text weights live under model.language_model.
         causal = Qwen3_5ForCausalLM.from_pretrained(
-            os.fspath(path), config=hf_config, dtype=dtype, device_map={"": device},
+            os.fspath(path), config=hf_config, dtype=dtype,
             key_mapping={r"^model\.language_model\.": "model."},
-        )
+        ).to(device)  # no device_map: that needs accelerate, which the trainer does not depend on
         model = causal.model
         lm_head_weight = causal.lm_head.weight
     model.eval().requires_grad_(False)

@@ -432,6 +432,8 @@ class Pipeline:
         from reference_trainer.target import gdn_kernel_report
 
         self.kernels = gdn_kernel_report(first_target.model, first_target.device)
+        if self.scenario.force_gdn_fallback and self.kernels.fast is False and first_target.device.type == "cuda":
+            self.kernels = dataclasses.replace(self.kernels, reason=f"forced by --scenario {cfg.scenario}")
         torch.manual_seed(cfg.seed + 1)
         template = DFlashDraftModel(cfg.drafter)
         template.checkpoint_mode = CheckpointMode(enabled=cfg.checkpoint_layers,
@@ -768,8 +770,7 @@ class Pipeline:
                   file=sys.stderr, flush=True)
             self.graceful.set()
 
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        self._previous_handlers = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def _start_probes(self) -> None:
         import probes
@@ -843,6 +844,8 @@ class Pipeline:
         for thread in [*threads, *extras]:
             thread.join(timeout=10.0)
         self.scenario.finish()
+        for sig, previous in self._previous_handlers.items():  # in-process callers (tests, bench) get theirs back
+            signal.signal(sig, previous)
         return self._finish()
 
     def _sequential_loop(self) -> None:
