@@ -40,12 +40,15 @@ class SnapshotCommand:
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dflash_diag.snapshot import take_snapshot  # noqa: PLC0415
-        from dflash_diag.sources.pyspy import process_exists  # noqa: PLC0415
+        from dflash_diag.sources.pyspy import PySpy, process_exists  # noqa: PLC0415
 
         if not 0.0 < args.duration <= MAX_DURATION_S:
             raise CommandError(f"--duration must be in (0, {MAX_DURATION_S:g}] seconds", ExitCode.USAGE)
         if args.pid <= 0 or not process_exists(args.pid):
             raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+        # Refuse early what can never work (no py-spy, another user's process, not Python): an empty bundle
+        # helps nobody. A hung or dying process passes this check and gets what can still be read.
+        PySpy(args.pid).check()
         output = Path(args.output) if args.output else None
         if output is not None and not args.dir and not output.name.endswith((".tar.gz", ".tgz")):
             raise CommandError(f"{output}: a bundle file must end in .tar.gz (or use --dir for a directory)",

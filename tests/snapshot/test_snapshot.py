@@ -141,3 +141,16 @@ def test_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_tar(tmp_path / "out.tar.gz", "top", Exploding(), force=False, mtime_s=0.0)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_not_a_python_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        code = main(["snapshot", str(proc.pid), "-o", str(tmp_path / "x.tar.gz")])
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == ExitCode.NOT_PYTHON
+    assert not (tmp_path / "x.tar.gz").exists()
