@@ -132,7 +132,8 @@ def _rates(g: Gathered, a: Analysis) -> dict[str, Any]:
 def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any]:
     board = g.board
     app = dict(board.app) if board is not None else {}
-    config = app.get("config") if isinstance(app.get("config"), Mapping) else {}
+    raw_config = app.get("config")
+    config: Mapping[str, Any] = raw_config if isinstance(raw_config, Mapping) else {}
     env = g.environ if isinstance(g.environ, dict) else {}
     obs = a.observation
     gpus = obs.gpus

@@ -125,7 +125,7 @@ def _from_tar(path: Path) -> dict[str, Any]:
     source = str(path)
     try:
         with tarfile.open(path, mode="r:*") as tar:
-            members = []
+            members: list[tarfile.TarInfo] = []
             total = 0
             for member in tar:
                 if len(members) >= MAX_MEMBERS:

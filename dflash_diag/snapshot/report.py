@@ -84,7 +84,7 @@ def _pipeline(doc: Mapping[str, Any]) -> list[str]:
     out = ["## Pipeline and rates", ""]
     if p.get("verdict"):
         out += [f"**{p.get('verdict')}**", ""]
-    rows = [
+    rows: list[list[Any]] = [
         ["tokens/s", rates.get("tokens_per_s")],
         ["target batches/s", rates.get("target_batches_per_s")],
         ["drafter batches/s", rates.get("drafter_batches_per_s")],

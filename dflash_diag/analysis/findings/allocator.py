@@ -100,8 +100,8 @@ def _empty_cache(ctx: Context, payload: Mapping[str, object] | None, first: Mapp
     evidence: list[tuple[str, str]] = []
     if new_calls > 0:
         evidence.append(("empty_cache calls in window", f"{new_calls:.0f}"))
-    for thread, site in list(seen_in.items())[:3]:
-        evidence.append((f"seen in {thread}", site))
+    for label, site in list(seen_in.items())[:3]:
+        evidence.append((f"seen in {label}", site))
     yield Finding(
         rule_id="alloc-empty-cache",
         severity=Severity.WARNING,
