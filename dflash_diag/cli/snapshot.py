@@ -37,6 +37,7 @@ class SnapshotCommand:
                             help=f"seconds of stack sampling for thread states (default {DEFAULT_DURATION_S:g}; "
                             "the whole snapshot takes about this plus 1-2 s)")
         parser.add_argument("--json", action="store_true", help="print the result (path, findings, missing) as JSON")
+        parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dflash_diag.snapshot import take_snapshot  # noqa: PLC0415
@@ -57,7 +58,7 @@ class SnapshotCommand:
             print(f"snapshot of PID {args.pid}: sampling {args.duration:g} s ...", file=sys.stderr)
         deadline_s = max(2.3, args.duration + 1.3)
         result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
-                               duration_s=args.duration, deadline_s=deadline_s)
+                               duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
         if args.json:
             import json  # noqa: PLC0415
 

@@ -44,6 +44,7 @@ def take_snapshot(
     force: bool = False,
     duration_s: float = DEFAULT_DURATION_S,
     deadline_s: float = DEFAULT_DEADLINE_S,
+    board_dir: str | None = None,
     wall_clock: Callable[[], float] = time.time,
 ) -> SnapshotResult:
     t0 = time.monotonic()
@@ -53,7 +54,7 @@ def take_snapshot(
         from dflash_diag.snapshot.bundle import _refuse_existing  # noqa: PLC0415
 
         _refuse_existing(path, force)
-    gathered = gather(pid, duration_s=duration_s, deadline_s=deadline_s, wall_clock=wall_clock)
+    gathered = gather(pid, duration_s=duration_s, deadline_s=deadline_s, board_dir=board_dir, wall_clock=wall_clock)
     end_wall_s = wall_clock()
     analysis = analyse(gathered, end_wall_s)
     files = build_files(gathered, analysis, end_wall_s)

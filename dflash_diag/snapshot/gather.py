@@ -104,11 +104,11 @@ def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
 SNAPSHOT_RATE_HZ = 10.0  # a short window needs a denser sampling to give every thread >= 5 samples
 
 
-def collect(pid: int, duration_s: float) -> Observation:
+def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
     from dflash_diag.analysis.redact import redact_argv  # noqa: PLC0415
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
 
-    return Collector(pid, rate_hz=SNAPSHOT_RATE_HZ, redact_argv=redact_argv).collect(duration_s)
+    return Collector(pid, rate_hz=SNAPSHOT_RATE_HZ, redact_argv=redact_argv, board_dir=board_dir).collect(duration_s)
 
 
 def proc_info(pid: int) -> dict[str, Any]:
@@ -125,10 +125,10 @@ def proc_info(pid: int) -> dict[str, Any]:
     return info
 
 
-def read_board(pid: int) -> Board | None:
+def read_board(pid: int, board_dir: str | None = None) -> Board | None:
     from dflash_diag.sources.board import read_board as _read  # noqa: PLC0415
 
-    return _read(pid)
+    return _read(pid, board_dir)
 
 
 def gather(
@@ -136,6 +136,7 @@ def gather(
     *,
     duration_s: float = DEFAULT_DURATION_S,
     deadline_s: float = DEFAULT_DEADLINE_S,
+    board_dir: str | None = None,
     wall_clock: Callable[[], float] = time.time,
 ) -> Gathered:
     """Everything about ``pid`` within ``deadline_s``; what could not be had is listed in ``missing``."""
@@ -146,9 +147,9 @@ def gather(
     # The native dump pauses the process: give it the whole deadline minus a margin for writing.
     jobs = {
         "native stacks": _Job("native", lambda: native_stacks(pid, max(0.5, deadline_s - 0.2))),
-        "sampling window": _Job("collect", lambda: collect(pid, duration_s)),
+        "sampling window": _Job("collect", lambda: collect(pid, duration_s, board_dir)),
         "process info": _Job("proc", lambda: proc_info(pid)),
-        "board": _Job("board", lambda: read_board(pid)),
+        "board": _Job("board", lambda: read_board(pid, board_dir)),
     }
     for job in jobs.values():
         job.thread.start()
