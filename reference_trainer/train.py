@@ -825,6 +825,7 @@ class Pipeline:
         self.first_window = self.window
         self._publish_app(step_ms=None, tokens_per_s=None, target_batches_per_s=None, drafter_batches_per_s=None)
         extras = self.scenario.start(self)
+        self.extra_threads = [t.name for t in extras]
         if self.sequential:
             threads: list[threading.Thread] = []
             self._guard("MainThread", self._sequential_loop)()
@@ -913,6 +914,7 @@ class Pipeline:
             "loss_last": self.loss_last,
             "accuracy_last": self.acc_last,
             "threads": self.thread_roles,
+            "extra_threads": getattr(self, "extra_threads", []),
             "preset": self.config.preset,
             "scenario": self.config.scenario,
             "sequential": self.sequential,
