@@ -1,0 +1,71 @@
+"""The rules on real py-spy recordings (tests/fixtures: H200 torch 2.11 and this CPU box), through the real
+parser, classifier and aggregates: what a user would see from `doctor` on those processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dflash_diag.analysis.findings import evaluate
+from dflash_diag.analysis.pipeline import pipeline_view
+from dflash_diag.analysis.threads import aggregate_threads
+from dflash_diag.model import NA, Finding, Observation, Severity
+from dflash_diag.sources.lines import LineCache
+from dflash_diag.sources.pyspy import stack_sample_from_json
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# The H200 recording did not keep its script: the two line texts its README documents.
+H200_LINES = {"/tmp/child.py:7": "torch.cuda.synchronize()", "/tmp/child.py:21": "time.sleep(0.5)"}
+
+
+def _findings(path: Path, lines: dict[str, str] | None = None) -> tuple[Finding, ...]:
+    recording = json.loads(path.read_text())
+    stacks = []
+    cache = LineCache()
+    source_lines = dict(lines or {})
+    for i, entry in enumerate(e for e in recording if not e.get("native")):
+        dump = entry["dump"]
+        sample = stack_sample_from_json(dump, pid=dump[0]["pid"], monotonic_s=i * 0.2, wall_s=1000.0 + i * 0.2,
+                                        duration_s=entry["seconds"], native=False)
+        stacks.append(sample)
+        if lines is None:  # CPU recordings name files of this checkout: read their lines like the collector does
+            for thread in sample.threads:
+                for frame in thread.frames[:3]:
+                    text = cache(frame.filename, frame.line)
+                    if text is not None:
+                        source_lines[f"{frame.filename}:{frame.line}"] = text
+    obs = Observation(pid=stacks[0].pid, cmdline=("python",), started_wall_s=1000.0, window_s=len(stacks) * 0.2,
+                      stacks=tuple(stacks), proc=(), gpus=NA("recorded"), boards=NA("no board"), process_alive=True,
+                      warnings=(), source_lines=source_lines)
+    threads = aggregate_threads(obs)
+    now = 1000.0 + len(stacks) * 0.2
+    return evaluate(obs, threads, pipeline_view(obs, threads, now_wall_s=now), now_wall_s=now)
+
+
+def _serious(findings: tuple[Finding, ...]) -> dict[str, Finding]:
+    return {f.rule_id: f for f in findings if f.severity >= Severity.WARNING}
+
+
+def test_h200_synchronize_in_the_target_is_a_host_sync_storm() -> None:
+    serious = _serious(_findings(FIXTURES / "h200" / "pyspy_dump_json_nonblocking.json", H200_LINES))
+    assert "`torch.cuda.synchronize()`" in serious["host-sync-storm"].claim
+    assert "pipeline-bottleneck-target" in serious
+
+
+@pytest.mark.parametrize(
+    ("recording", "expected"),
+    [
+        ("pyspy_drafter_bound.json", {"pipeline-bottleneck-drafter", "gil-contention"}),
+        ("pyspy_target_bound.json", {"pipeline-bottleneck-target"}),
+        ("pyspy_ckpt_compile.json", {"pipeline-bottleneck-target", "gil-contention"}),
+    ],
+)
+def test_cpu_recordings(recording: str, expected: set[str]) -> None:
+    findings = _findings(FIXTURES / "cpu" / recording)
+    assert set(_serious(findings)) == expected
+    if recording == "pyspy_drafter_bound.json":
+        assert _serious(findings)["gil-contention"].claim.startswith("GIL contention: gil-hog holds the GIL")
+    if recording == "pyspy_ckpt_compile.json":
+        assert "compile-in-progress" in {f.rule_id for f in findings}
