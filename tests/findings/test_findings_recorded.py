@@ -69,3 +69,24 @@ def test_cpu_recordings(recording: str, expected: set[str]) -> None:
         assert _serious(findings)["gil-contention"].claim.startswith("GIL contention: gil-hog holds the GIL")
     if recording == "pyspy_ckpt_compile.json":
         assert "compile-in-progress" in {f.rule_id for f in findings}
+
+
+def test_h200_memory_stats_through_the_allocator_probe_is_churn() -> None:
+    """Real memory_stats() before/after 50 varied allocations with empty_cache() every 5th (H200), read through
+    the real allocator probe (1 s apart), judged by the allocator rules."""
+    from findings_builders import HEALTHY_APP, HEALTHY_PROBES, board, observation, pipeline
+
+    from probes.allocator import AllocatorProbe, Config
+
+    recorded = json.loads((FIXTURES / "h200" / "memory_stats.json").read_text())
+    readings = iter([recorded["before"], recorded["after_churn_with_empty_cache"]])
+    times = iter([0.0, 1.0])
+    probe = AllocatorProbe(Config(), stats_fn=lambda dev: next(readings), devices=[0], clock=lambda: next(times))
+    probe.snapshot(0.0)
+    payload = probe.snapshot(1.0)
+    probes = {**HEALTHY_PROBES, "allocator": {k: v for k, v in payload.items() if k != "status"}}
+    obs = observation((board(probes, HEALTHY_APP),))
+    findings = evaluate(obs, (), pipeline(), now_wall_s=1000.0)
+    churn = _serious(findings)["alloc-churn"]
+    mallocs = recorded["after_churn_with_empty_cache"]["num_device_alloc"] - recorded["before"]["num_device_alloc"]
+    assert "cuda:0" in churn.claim and dict(churn.evidence)["cudaMalloc rate"] == f"{mallocs:.1f}/s"
