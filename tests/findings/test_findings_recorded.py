@@ -90,3 +90,15 @@ def test_h200_memory_stats_through_the_allocator_probe_is_churn() -> None:
     churn = _serious(findings)["alloc-churn"]
     mallocs = recorded["after_churn_with_empty_cache"]["num_device_alloc"] - recorded["before"]["num_device_alloc"]
     assert "cuda:0" in churn.claim and dict(churn.evidence)["cudaMalloc rate"] == f"{mallocs:.1f}/s"
+
+
+def test_h200_cudagraph_partitions_are_reported() -> None:
+    """torch 2.11 on the H200 partitions (does not skip) a graph with a CPU input: recorded logger messages."""
+    from findings_builders import healthy_board, observation, pipeline
+
+    recorded = json.loads((FIXTURES / "h200" / "cudagraph_partition_cpu_input.json").read_text())
+    messages = [m["msg"] for m in recorded["cudagraphs_logger_messages"]]
+    b = healthy_board(cudagraphs={"torch": recorded["torch"], "partitions": 2, "partition_messages": messages})
+    finding = _serious(evaluate(observation((b,)), (), pipeline(), now_wall_s=1000.0))["cudagraph-skipped"]
+    assert "1 partition(s) run uncaptured" in finding.claim
+    assert dict(finding.evidence)["inductor"].startswith("Created 2 graph partitions")

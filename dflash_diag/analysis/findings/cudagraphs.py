@@ -30,6 +30,7 @@ def _skips(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
     skips = num(payload, "skips") or 0.0
     reasons = [r for r in items(payload, "skip_reasons") if isinstance(r, str)]
     if skips <= 0 and not reasons:
+        yield from _partitions(payload)
         return
     cpu_only = bool(reasons) and all("cpu device" in r for r in reasons)
     expected = cpu_only and ctx.on_cuda() is False
@@ -98,4 +99,26 @@ def _threads(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
         remedy="Capture and replay each compiled callable on one dedicated thread per device (or capture all "
         "before the workers start), or upgrade to torch >= 2.13.",
         impact=0.2,
+    )
+
+
+def _partitions(payload: Mapping[str, object]) -> Iterator[Finding]:
+    """torch >= 2.11 splits a graph around what cannot be captured instead of skipping it: part runs uncaptured."""
+    messages = [m for m in items(payload, "partition_messages") if isinstance(m, str)]
+    uncaptured = [m.strip() for m in messages if "non-cudagraphable" in m and "Partition" in m]
+    if not uncaptured:
+        return
+    summary = next((m.strip() for m in messages if m.strip().startswith("Created")), None)
+    evidence = [("partitions", f"{num(payload, 'partitions') or len(messages):.0f}")]
+    if summary:
+        evidence.append(("inductor", summary[:160]))
+    evidence += [("uncaptured", m[:160]) for m in uncaptured[:3]]
+    yield Finding(
+        rule_id="cudagraph-skipped",
+        severity=Severity.WARNING,
+        claim=f"CUDA graphs cover only part of the compiled graph: {len(uncaptured)} partition(s) run uncaptured",
+        evidence=tuple(evidence),
+        remedy="Move what keeps the partition out of the graph (CPU tensors, unsupported ops, dynamic shapes) "
+        "to the device or out of the compiled region; TORCH_LOGS=cudagraphs shows each partition.",
+        impact=0.1,
     )
