@@ -84,10 +84,18 @@ def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates
         console.print("[green]no differences[/] in versions, config, flags, code, env knobs or threads.")
         return
     table = Table(title="changes, most likely cause first", title_justify="left")
-    for col in ("#", "kind", "what", "A", "B", "likely", "note"):
-        table.add_column(col, overflow="fold")
+    with_notes = any(c.note for c in shown)
+    table.add_column("#", justify="right")
+    table.add_column("kind")
+    table.add_column("what", overflow="fold", min_width=min(32, max(len(c.key) for c in shown)))
+    table.add_column("A", overflow="fold")
+    table.add_column("B", overflow="fold")
+    table.add_column("likely")
+    if with_notes:
+        table.add_column("note", overflow="fold")
     for i, c in enumerate(shown, 1):
-        table.add_row(str(i), c.kind, escape(c.key), escape(c.a), escape(c.b), f"{c.score:.2f}", escape(c.note))
+        row = [str(i), c.kind, escape(c.key), escape(c.a), escape(c.b), f"{c.score:.2f}"]
+        table.add_row(*row, *([escape(c.note)] if with_notes else []))
     console.print(table)
     hidden = len(changes) - len(shown)
     if hidden:

@@ -37,6 +37,13 @@ HOT_KEYS: tuple[tuple[str, re.Pattern[str], float], ...] = (
                        r"TORCHINDUCTOR_\w+|TORCH_LOGS|PYTORCH_NO_CUDA_MEMORY_CACHING)$"), 0.85),
     ("env", re.compile(r"^(OMP_NUM_THREADS|MKL_NUM_THREADS|CUDA_VISIBLE_DEVICES|TORCH_\w+|PYTHON_GIL)$"), 0.65),
 )
+# Config keys that name places, schedules and bookkeeping (where checkpoints go, how often to log, a seed):
+# they change between runs all the time and almost never explain a rate. Checked before HOT_KEYS.
+COLD_KEYS = re.compile(
+    r"(^|\.)(\w*_dir|\w*_path|\w*_file|\w*_jsonl?|path|log_interval|save_every|seed|wandb\w*|max_seconds|"
+    r"max_steps|resume|run_name|name|notes|tags)$"
+)
+COLD_SCORE = 0.15
 # State shares that moved by less than this (absolute) are sampling noise, not a change.
 SHARE_DELTA_MIN = 0.05
 
@@ -80,6 +87,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _score(kind: str, key: str) -> float:
+    if kind == "config" and COLD_KEYS.search(key):
+        return COLD_SCORE
     score = KIND_PRIOR.get(kind, 0.3)
     for hot_kind, pattern, hot in HOT_KEYS:
         if hot_kind == kind and pattern.search(key):

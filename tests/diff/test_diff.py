@@ -38,12 +38,14 @@ def _doc(**parts: Any) -> dict[str, Any]:
 
 
 def test_ranking_prefers_known_causes_and_lists_rates_apart() -> None:
-    a = _doc(config={"use_reentrant": True, "log_interval": 10}, versions={"torch": "2.11.0", "numpy": "2.0"},
+    a = _doc(config={"use_reentrant": True, "log_interval": 10, "checkpoint_dir": "/runs/a"},
+             versions={"torch": "2.11.0", "numpy": "2.0"},
              env_knobs={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "TERM_X": "1"},
              rates={"tokens_per_s": 21500.0, "drafter_batches_per_s": 0.53,
                     "state_shares": {"drafter": {"checkpoint": 0.05}}},
              code={"files": {"loss.py": "aa", "util.py": "cc"}})
-    b = _doc(config={"use_reentrant": False, "log_interval": 20}, versions={"torch": "2.11.0", "numpy": "2.1"},
+    b = _doc(config={"use_reentrant": False, "log_interval": 20, "checkpoint_dir": "/runs/b"},
+             versions={"torch": "2.11.0", "numpy": "2.1"},
              env_knobs={"TERM_X": "2"},
              rates={"tokens_per_s": 12400.0, "drafter_batches_per_s": 0.31,
                     "state_shares": {"drafter": {"checkpoint": 0.35}}},
@@ -52,7 +54,8 @@ def test_ranking_prefers_known_causes_and_lists_rates_apart() -> None:
     keys = [c.key for c in changes]
     assert keys[0] == "use_reentrant"
     assert keys.index("PYTORCH_CUDA_ALLOC_CONF") < keys.index("loss.py") < keys.index("log_interval")
-    assert keys.index("log_interval") < keys.index("numpy")
+    assert keys.index("numpy") < keys.index("log_interval")  # bookkeeping keys rank last
+    assert keys.index("numpy") < keys.index("checkpoint_dir")
     assert "util.py" not in keys
     tok = next(r for r in rates if r.name == "tok/s")
     assert tok.ratio == pytest.approx(12400 / 21500)
