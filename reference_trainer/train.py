@@ -220,8 +220,12 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
 
 
 def name_this_thread(name: str) -> None:
-    """Python name (py-spy, probes) and, best effort, the kernel name (/proc/<pid>/task/<tid>/comm, top -H)."""
+    """Python name (py-spy, probes) and, best effort, the kernel name (/proc/<pid>/task/<tid>/comm, top -H).
+
+    Never on the main thread: its kernel name is the process name that ps and top show."""
     threading.current_thread().name = name
+    if threading.current_thread() is threading.main_thread():
+        return
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
@@ -429,6 +433,7 @@ class Pipeline:
             if self.scenario.force_gdn_fallback:
                 force_gdn_torch_fallback(self.targets[device_name].model)
         first_target = next(iter(self.targets.values()))
+        self._check_target_shapes(first_target)
         from reference_trainer.target import gdn_kernel_report
 
         self.kernels = gdn_kernel_report(first_target.model, first_target.device)
@@ -446,6 +451,15 @@ class Pipeline:
             self._load_checkpoint(Path(cfg.resume if cfg.resume != "auto" else self.checkpoint_path))
         self.barrier = threading.Barrier(len(self.replicas))
         self.first_call_lock = threading.Lock()
+
+    def _check_target_shapes(self, target: FrozenTarget) -> None:
+        """A --target-path checkpoint must have the shapes the preset's drafter was sized for."""
+        hf = target.model.config
+        drafter = self.config.drafter
+        if (hf.hidden_size, hf.vocab_size) != (drafter.hidden_size, drafter.vocab_size):
+            raise UserError(f"--target-path: hidden {hf.hidden_size} / vocab {hf.vocab_size} do not match preset "
+                            f"{self.config.preset!r} (hidden {drafter.hidden_size} / vocab {drafter.vocab_size}); "
+                            "pick the preset of that model size")
 
     def _make_replica(self, rank: int, device: torch.device, template: DFlashDraftModel,
                       any_target: FrozenTarget) -> Replica:
@@ -509,6 +523,7 @@ class Pipeline:
             "preset": self.config.preset,
             "step": self.step,
             "ledger": self.ledger.state(),
+            # SYNC: .cpu() waits for the last step's kernels (once, at the end or every --save-every steps).
             "drafter": {k: v.detach().cpu() for k, v in lead.model.state_dict().items()},
             "drafter_config": self.config.drafter.official_config_dict(),
             "optimizer": lead.optimizer.state_dict(),
@@ -644,7 +659,7 @@ class Pipeline:
         if len(self.replicas) > 1:
             lead = self.replicas[0]
             params = [list(r.model.parameters()) for r in self.replicas]
-            for index, param in enumerate(params[0]):
+            for index in range(len(params[0])):
                 grads = [p[index].grad for p in params]
                 if any(g is None for g in grads):
                     continue  # same on every replica (same code path): nothing to average

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from trainer_helpers import ROOT, cli, read_json, read_jsonl, tiny_args
 
 SUMMARY_KEYS = {"steps", "tokens_per_s", "loss_first", "loss_last", "target_batches_per_s", "drafter_batches_per_s",
@@ -124,3 +123,22 @@ def test_sigterm_checkpoints_and_resume_loses_no_step(tmp_path: Path) -> None:
     # Same batches in the same order, same optimiser and schedule state: the very same losses.
     for got, want in zip(records, expected, strict=True):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-4, abs=1e-5), (got, want)
+
+
+def test_resume_refuses_foreign_or_corrupt_checkpoints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from reference_trainer.train import main
+
+    assert main(tiny_args(tmp_path, "--probes", "none", "--max-steps", "1")) == 0
+    checkpoint = tmp_path / "ckpt" / "checkpoint.pt"
+    state = torch.load(checkpoint, weights_only=False)
+    assert state["step"] == 1 and state["ledger"] == {"cursor": 1, "consumed_ahead": []}
+    state["drafter_config"]["hidden_size"] = 4096
+    torch.save(state, tmp_path / "foreign.pt")
+    (tmp_path / "corrupt.pt").write_bytes(b"not a checkpoint")
+    capsys.readouterr()
+    for name, needle in [("foreign.pt", "different drafter shape"), ("corrupt.pt", "not a readable checkpoint")]:
+        assert main(tiny_args(tmp_path, "--probes", "none", "--resume", str(tmp_path / name))) == 6
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and needle in err, err

@@ -9,7 +9,13 @@ import torch
 
 from reference_trainer.config import preset_fields
 from reference_trainer.drafter import CheckpointMode, DFlashDraftModel, DrafterConfig
-from reference_trainer.loss import ObjectiveConfig, build_blocks, chunked_loss, dense_block_mask, sample_anchors
+from reference_trainer.loss import (
+    ObjectiveConfig,
+    build_blocks,
+    chunked_loss,
+    dense_block_mask,
+    sample_anchors,
+)
 from reference_trainer.target import TargetLoadError, build_target_layer_ids, load_target
 
 SMALL = DrafterConfig(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,

@@ -76,6 +76,7 @@ def _layer_and_norm(pipeline) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN
     return model.layers[0].self_attn.q_proj.weight.detach().clone(), model.norm.weight.detach().clone()
 
 
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:  # noqa: ANN001
     pipeline = tiny_pipeline("--scenario", name, "--max-steps", "3")
@@ -105,3 +106,43 @@ def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:  # noqa: 
         from torch._dynamo.utils import counters
 
         assert sum(counters["stats"].values()) > 0
+
+
+def test_threads_get_kernel_names_but_the_main_thread_keeps_the_process_name() -> None:
+    import threading
+
+    from reference_trainer.train import name_this_thread
+
+    seen: dict[str, str] = {}
+
+    def body() -> None:
+        name_this_thread("drafter-7")
+        seen["comm"] = Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen["comm"] == "drafter-7" and thread.name == "drafter-7"
+    main_comm = Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text()
+    name_this_thread(threading.main_thread().name)
+    assert Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text() == main_comm
+
+
+def test_wandb_failures_never_break_a_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from reference_trainer.train import WandbSink
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    sink = WandbSink("auto", {"a": 1}, tmp_path)
+    assert sink.run is None and "wandb disabled" in capsys.readouterr().err
+    sink.log({"loss": 1.0}, step=1)  # a no-op, not an exception
+    sink.finish()
+
+    class Broken:
+        def log(self, *args: object, **kwargs: object) -> None:
+            raise OSError("disk full")
+
+    sink.run = Broken()
+    sink.log({"loss": 1.0}, step=2)
+    assert sink.run is None and "disk full" in capsys.readouterr().err
+    assert WandbSink("off", {}, tmp_path).run is None
