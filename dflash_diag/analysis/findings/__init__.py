@@ -16,6 +16,7 @@ from dflash_diag.analysis.findings import (
     cudagraphs,
     fastpath,
     gil,
+    gpu,
     hostsync,
     liveness,
     pipeline,
@@ -38,6 +39,7 @@ RULE_FAMILIES: tuple[tuple[str, Rule], ...] = (
     ("allocator", allocator.check),
     ("gil", gil.check),
     ("hostsync", hostsync.check),
+    ("gpu", gpu.check),
     ("wasted", wasted.check),
 )
 
@@ -54,6 +56,7 @@ RULE_IDS: tuple[str, ...] = (
     "alloc-churn", "alloc-retries", "alloc-fragmentation", "alloc-empty-cache",
     "gil-contention",
     "host-sync-storm",
+    "gpu-underused",
     "wasted-full-vocab-logits",
     "rule-error",
 )

@@ -1,0 +1,76 @@
+"""GPUs left idle by their own threads: utilisation low while the threads that drive the GPU are not waiting on
+the pipeline queue -- they are busy on the CPU side (Python, the GIL, kernel launches)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dflash_diag.analysis.findings._context import Context, mean_share, pct, sub
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+
+# A training GPU below half utilisation over a window is starved by its host side (launch-bound), unless its
+# threads are waiting on the queue (then the pipeline rule explains it).
+GPU_IDLE_UTIL_PCT = 50.0
+# NVML's utilisation is itself a ~1 s average: fewer readings than this are not a window.
+MIN_GPU_SWEEPS = 3
+# Threads blocked on q_hs at least this share of the time are waiting on the other stage, not starving the GPU.
+QUEUE_WAIT_EXPLAINS = 0.30
+_STAGE_WAIT = {"target": ThreadState.QUEUE_PUT, "drafter": ThreadState.QUEUE_GET}
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    sweeps = ctx.obs.gpus
+    if not isinstance(sweeps, tuple) or len(sweeps) < MIN_GPU_SWEEPS:
+        return
+    utils: dict[int, list[float]] = {}
+    names: dict[int, str] = {}
+    for sweep in sweeps:
+        for gpu in sweep:
+            if isinstance(gpu.util_pct, int | float):
+                utils.setdefault(gpu.index, []).append(float(gpu.util_pct))
+                names[gpu.index] = gpu.name
+    by_gpu = _threads_by_gpu(ctx)
+    for index, values in sorted(utils.items()):
+        threads = by_gpu.get(index, ())
+        if len(values) < MIN_GPU_SWEEPS or not threads:
+            continue  # a GPU no watched thread uses is not ours to judge
+        util = sum(values) / len(values)
+        if util >= GPU_IDLE_UTIL_PCT:
+            continue
+        stages = sorted({t.stage for t in threads})
+        waiting = max((mean_share([t for t in threads if t.stage == s], _STAGE_WAIT[s])
+                       for s in stages if s in _STAGE_WAIT), default=0.0)
+        if waiting >= QUEUE_WAIT_EXPLAINS:
+            continue
+        python = mean_share(threads, ThreadState.PYTHON)
+        gil = mean_share(threads, ThreadState.GIL_WAIT)
+        sync = mean_share(threads, ThreadState.GPU_WAIT)
+        yield Finding(
+            rule_id="gpu-underused",
+            severity=Severity.WARNING,
+            claim=f"cuda:{index} ({', '.join(stages)}) is busy only {util:.0f}% of the time while its threads are "
+            "not waiting on the queue: the host side cannot feed it",
+            evidence=(
+                ("GPU", f"{names.get(index, '?')}, mean utilisation {util:.0f}% over {len(values)} readings"),
+                ("threads", ", ".join(t.name for t in threads[:6])),
+                ("their time", f"python+GIL {pct(python)}, GIL wait {pct(gil)}, GPU wait {pct(sync)}, "
+                               f"queue wait {pct(waiting)}"),
+            ),
+            remedy="The GPU waits for kernel launches: cut Python per step (torch.compile, CUDA graphs, fused ops), "
+            "relieve GIL contention (fewer busy Python threads), remove host syncs; see the other findings.",
+            impact=max(0.0, 1.0 - util / 100.0) * 0.5,
+        )
+
+
+def _threads_by_gpu(ctx: Context) -> dict[int, tuple[ThreadStats, ...]]:
+    devices: dict[str, int] = {}
+    for name, info in sub(ctx.app(), "threads").items():
+        device = info.get("device") if hasattr(info, "get") else None
+        if isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit():
+            devices[str(name)] = int(device[5:])
+    out: dict[int, list[ThreadStats]] = {}
+    for t in ctx.sampled():
+        index = t.gpu_index if t.gpu_index is not None else devices.get(t.name)
+        if index is not None:
+            out.setdefault(index, []).append(t)
+    return {k: tuple(v) for k, v in out.items()}
