@@ -148,25 +148,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics-jsonl", help="one JSON line per step (costs a CPU-GPU sync per step)")
     g.add_argument("--wandb", default="auto", choices=("auto", "online", "offline", "off"),
                    help="auto: offline unless WANDB_MODE / a wandb login says otherwise")
-    g.add_argument("--probes", default="all", help="all | none | comma list of probes to enable")
+    g.add_argument("--probes", help="all (default) | none | comma list, e.g. gil,queues or all,-gil "
+                   "(default: $DFLASH_DIAG_PROBES, else all)")
     g.add_argument("--scenario", choices=sorted(scenarios.SCENARIOS),
                    help="reproduce one failure of the seed incident (docs/trainer.md)")
     return p
 
 
-def _parse_probes(text: str) -> frozenset[str]:
+def _parse_probes(text: str | None) -> frozenset[str]:
     import probes
 
-    if text == "all":
-        return frozenset(probes.ALL_PROBES)
-    if text == "none":
-        return frozenset()
-    chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
-    unknown = chosen - probes.ALL_PROBES
-    if unknown:
-        raise UserError(f"--probes: unknown {', '.join(sorted(unknown))} "
-                        f"(known: all, none, {', '.join(sorted(probes.ALL_PROBES))})", exit_code=2)
-    return chosen
+    if text is None:  # not given: what `dflash-diag run` put in the environment, else all
+        text = os.environ.get(probes.ENV_PROBES, "all")
+    try:
+        return probes.parse_probe_list(text)
+    except ValueError as err:
+        raise UserError(f"--probes: {err}", exit_code=2) from err
 
 
 def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
@@ -791,7 +788,9 @@ class Pipeline:
         import probes
 
         cfg = self.config
-        self.session = probes.start(probes.ProbesConfig(enabled=cfg.probes))
+        # Board dir / keep-board come from the environment (`dflash-diag run` sets them); the probe list from
+        # --probes. If `dflash-diag run` already started a session, start() returns that one.
+        self.session = probes.start(dataclasses.replace(probes.config_from_env(), enabled=cfg.probes))
         self.q_hs = self.session.watch_queue("q_hs", queue.Queue(maxsize=cfg.queue_size))
         self.session.watch_model("drafter", self.replicas[0].model)
         self.thread_roles = {f"target-{i}": {"role": "target", "device": d} for i, d in enumerate(cfg.target_devices)}

@@ -57,7 +57,7 @@ def test_bad_flags_and_paths_give_one_line_errors(tmp_path: Path, args: list[str
     (["--use-reentrant", "maybe"], "expected true or false", 2),
     (["--target-devices", "cuda:0"], "CUDA is not available", 2),
     (["--drafter-devices", "tpu"], "use cpu, cuda or cuda:N", 2),
-    (["--probes", "gil,bogus"], "unknown bogus", 2),
+    (["--probes", "gil,bogus"], "unknown probe 'bogus'", 2),
     (["--target-path", "no-such-dir"], "not a directory", 6),
     (["--data", "no-such.jsonl"], "no such file", 6),
     (["--cpu-threads", "0"], "--cpu-threads must be >= 1", 2),
