@@ -146,3 +146,17 @@ def test_wandb_failures_never_break_a_run(monkeypatch: pytest.MonkeyPatch, tmp_p
     sink.log({"loss": 1.0}, step=2)
     assert sink.run is None and "disk full" in capsys.readouterr().err
     assert WandbSink("off", {}, tmp_path).run is None
+
+
+def test_max_seconds_ends_cleanly(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+    pipeline = tiny_pipeline("--max-seconds", "1.5", "--summary-json", str(tmp_path / "s.json"))
+    assert pipeline.run() == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["stop_reason"] == "max_seconds" and summary["steps"] >= 1
+    assert (tmp_path / "ckpt" / "checkpoint.pt").is_file()
+
+
+def test_sequential_mode_trains_without_threads(tiny_pipeline) -> None:  # noqa: ANN001
+    pipeline = tiny_pipeline("--max-steps", "3", sequential=True)
+    assert pipeline.run() == 0
+    assert pipeline.summary()["threads"] == {"MainThread": {"role": "sequential", "device": "cpu"}}
