@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 from typing import Protocol
 
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name, class_name in _COMMANDS:
         command: Command = getattr(importlib.import_module(module_name), class_name)()
-        doc = (type(command).__doc__ or "").strip()
+        doc = inspect.cleandoc(type(command).__doc__ or "")
         summary = doc.splitlines()[0] if doc else ""
         p = sub.add_parser(
             _command_name(class_name),
