@@ -60,7 +60,15 @@ def _importable(name: str) -> bool:
 
 
 def bound_kernel(fn: Any) -> str | None:
-    """"fla"/"torch_fallback" for a transformers hub-kernel-wrapped function, None when unknowable."""
+    """"fla"/"torch_fallback" for the function a transformers modeling module bound, None when unknowable.
+
+    transformers >= 5.2x wraps it (the choice sits in the wrapper's ``is_new_implementation`` closure);
+    older versions bind the fla function itself or their own ``torch_*`` fallback.
+    """
+    module = str(getattr(fn, "__module__", "") or "")
+    name = str(getattr(fn, "__name__", "") or "")
+    if module.split(".")[0] in ("fla", "causal_conv1d"):
+        return "fla"
     seen = 0
     while fn is not None and seen < 6:
         seen += 1
@@ -75,6 +83,8 @@ def bound_kernel(fn: Any) -> str | None:
                 except ValueError:
                     return None
         fn = getattr(fn, "__wrapped__", None)
+    if module.startswith("transformers.") and name.startswith("torch_"):
+        return "torch_fallback"
     return None
 
 
@@ -140,8 +150,11 @@ class FastpathProbe:
         if not kernels:
             fast = None
             reason = "no transformers GatedDeltaNet model loaded"
+        elif all(v is None for v in kernels.values()):
+            fast = None
+            reason = "this transformers version does not show which kernel it bound"
         else:
-            fast = all(v == "fla" for v in kernels.values() if v is not None) and any(kernels.values())
+            fast = all(v == "fla" for v in kernels.values() if v is not None)
             reason = "fla kernels bound" if fast else "transformers bound the PyTorch reference implementation"
         if fast is not True and not self._static["fla_importable"]:
             reason = "flash-linear-attention (fla) is not installed"

@@ -85,3 +85,15 @@ def test_flex_attention_eager_call_before_the_probe_started_is_still_seen() -> N
         assert probe.snapshot(0.0)["flex_attention"] == "eager"
     finally:
         probe.close()
+
+
+def test_bound_kernel_across_transformers_versions() -> None:
+    def fla_kernel() -> None: ...
+
+    def torch_chunk_gated_delta_rule() -> None: ...
+
+    fla_kernel.__module__ = "fla.ops.gated_delta_rule.chunk"  # older transformers bind fla's function itself
+    torch_chunk_gated_delta_rule.__module__ = "transformers.models.qwen3_next.modeling_qwen3_next"
+    assert bound_kernel(fla_kernel) == "fla"
+    assert bound_kernel(torch_chunk_gated_delta_rule) == "torch_fallback"
+    assert bound_kernel(len) is None  # unknowable: neither fast nor fallback is claimed
