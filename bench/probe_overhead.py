@@ -4,6 +4,7 @@ own micro costs.
     python bench/probe_overhead.py --preset tiny --rounds 5 --max-steps 60            # CPU
     python bench/probe_overhead.py --preset qwen3.5-4b --rounds 5 --max-steps 200     # the H200
     python bench/probe_overhead.py --micro                                            # per-call costs
+    python bench/probe_overhead.py --cuda-check --json cuda_check.json                # CUDA-only probes, for real
 
 Each round runs the trainer twice, once with ``--probes all`` and once with ``--probes none``, in ABBA
 order (the first mode alternates between rounds, so drift in machine load hits both sides alike). The
@@ -175,6 +176,54 @@ def micro_benchmark(rounds: int) -> dict[str, Any]:
     return out
 
 
+def cuda_check() -> dict[str, Any]:
+    """The CUDA-only probes on real CUDA work (allocator churn, reduce-overhead graphs in two threads)."""
+    import threading
+
+    import torch
+
+    import probes
+    from probes.session import ProbeSession
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session = ProbeSession(probes.ProbesConfig(enabled=frozenset({"allocator", "cudagraphs", "compile"}),
+                                                   board_dir=str(Path(tmp) / "b")))
+        try:
+            if not torch.cuda.is_available():
+                return {"cuda": False, "probes": session.snapshot_probes()}
+            dev = torch.device("cuda:0")
+            torch.zeros(1, device=dev)  # the probe reads the allocator only once the program initialised CUDA
+            session.snapshot_probes()  # baseline for the allocator rates
+            for i in range(50):  # churn: varying sizes, empty_cache() every 5th
+                x = torch.empty(int(1e6 * (1 + i % 7)), device=dev)
+                del x
+                if i % 5 == 4:
+                    torch.cuda.empty_cache()
+            torch.cuda.synchronize()
+
+            def f(x: torch.Tensor) -> torch.Tensor:
+                return (x * 2).relu().sum(dim=-1)
+
+            compiled = torch.compile(f, mode="reduce-overhead")
+            errors: dict[str, str] = {}
+
+            def work(name: str) -> None:
+                try:
+                    for _ in range(5):
+                        compiled(torch.randn(64, 64, device=dev))
+                    torch.cuda.synchronize()
+                except Exception as exc:  # torch <= 2.12: CUDAGraph Trees assert in non-main threads
+                    errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+
+            work("MainThread")
+            t = threading.Thread(target=work, args=("drafter-0",), name="drafter-0")
+            t.start()
+            t.join(600)
+            return {"cuda": True, "torch": torch.__version__, "thread_errors": errors, "probes": session.snapshot_probes()}
+        finally:
+            session.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="tiny", help="reference trainer preset (tiny on CPU; a real one on GPU)")
@@ -184,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", default=sys.executable, help="interpreter that runs the trainer")
     p.add_argument("--json", metavar="PATH", help="also write the results (every run) as JSON here")
     p.add_argument("--micro", action="store_true", help="measure the probes' per-call costs instead")
+    p.add_argument("--cuda-check", action="store_true",
+                   help="run the CUDA-only probes (allocator, cudagraphs) on real CUDA work and print their readings")
     p.add_argument("--keep-boards", type=Path, metavar="DIR",
                    help="run the probed side under `dflash-diag run --keep-board` and keep its final boards in DIR (0700)")
     p.add_argument("trainer_args", nargs="*", help="extra trainer arguments (after --)")
@@ -193,6 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep_boards is not None:
         args.keep_boards = args.keep_boards.resolve()
         args.keep_boards.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if args.cuda_check:
+        result = cuda_check()
+        print(json.dumps(result, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return 0
     if args.micro:
         result = micro_benchmark(args.rounds)
         width = max(len(k) for k in result)
