@@ -135,10 +135,15 @@ def micro_benchmark(rounds: int) -> dict[str, Any]:
         session = ProbeSession(probes.ProbesConfig(board_dir=str(board_dir)))
         try:
             out["step_ns"] = _ns_per_call(session.step, 100_000)
-            plain, watched = queue.Queue(), session.watch_queue("q", queue.Queue())
+            plain: queue.Queue[int] = queue.Queue()
+            watched = session.watch_queue("q", queue.Queue())
 
-            def pair(q: queue.Queue) -> Any:
-                return lambda: (q.put(1), q.get())
+            def pair(q: queue.Queue[int]) -> Any:
+                def put_get() -> None:
+                    q.put(1)
+                    q.get()
+
+                return put_get
 
             out["queue_put_get_plain_ns"] = _ns_per_call(pair(plain), 50_000)
             out["queue_put_get_watched_ns"] = _ns_per_call(pair(watched), 50_000)
