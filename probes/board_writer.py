@@ -72,7 +72,10 @@ def proc_start_time_ticks(pid: int | str = "self") -> int:
 
 # Flags whose value is a secret, as "--flag=value" / "--flag value" / "key=value".
 _SECRET_NAME = re.compile(
-    r"(token|secret|passw(or)?d|passwd|api[-_]?key|apikey|auth|credential|private[-_]?key|access[-_]?key|cookie|session[-_]?key)",
+    # a whole name component (split on - _ .), so "--hf-token" and "wandb_api_key" match but "tokens_per_s",
+    # "--tokenizer" and "linear_num_key_heads" do not
+    r"(?:^|[-_.])(token|secret|passw(?:or)?d|passwd|api[-_]?key|apikey|auth|credentials?|private[-_]?key"
+    r"|access[-_]?key|secret[-_]?key|cookie|session[-_]?key)(?:$|[-_.])",
     re.IGNORECASE,
 )
 # Values that are secrets whatever flag carries them (HF, OpenAI, GitHub, wandb, AWS, Slack...).
@@ -103,6 +106,20 @@ def redact_argv(argv: list[str]) -> list[str]:
             continue
         out.append(_URL_PASSWORD.sub(rf"\1{REDACTED}\3", arg))
     return out
+
+
+def redact_mapping(value: Any, depth: int = 0) -> Any:
+    """A copy of an app section with the values of secret-named keys (api_key, token, ...) redacted."""
+    if depth > 8:
+        return value
+    if isinstance(value, dict):
+        return {k: REDACTED if isinstance(k, str) and _SECRET_NAME.search(k) and v not in (None, "", False)
+                else redact_mapping(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_mapping(v, depth + 1) for v in value]
+    if isinstance(value, str) and _SECRET_VALUE.match(value):
+        return REDACTED
+    return value
 
 
 def writer_identity(torch_version: str | None) -> dict[str, Any]:

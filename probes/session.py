@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
-from probes.board_writer import BOARD_SCHEMA, BoardWriter, writer_identity
+from probes.board_writer import BOARD_SCHEMA, BoardWriter, redact_mapping, writer_identity
 
 if TYPE_CHECKING:
     from probes import ProbesConfig
@@ -251,7 +251,7 @@ class ProbeSession:
                 "final": final,
                 "threads": {str(tid): name for tid, name in thread_tids().items()},
                 "probes": self.snapshot_probes(),
-                "app": dict(self._app),
+                "app": redact_mapping(dict(self._app)),
                 "session": {
                     "enabled": sorted(self.config.enabled),
                     "steps": self._steps,

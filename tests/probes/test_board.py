@@ -172,10 +172,12 @@ def test_staleness() -> None:
 
 def test_argv_redaction() -> None:
     argv = ["python", "train.py", "--api-key=abc123", "--token", "s3cr3t", "password=hunter2", "--lr", "3e-4",
-            "hf_abcdefghijklmnop", "https://user:pw@host/x", "--auth_token=zzz"]
+            "hf_abcdefghijklmnop", "https://user:pw@host/x", "--auth_token=zzz", "--tokenizer", "qwen",
+            "--max-new-tokens=5"]
     out = redact_argv(argv)
     assert out == ["python", "train.py", "--api-key=<redacted>", "--token", "<redacted>", "password=<redacted>",
-                   "--lr", "3e-4", "<redacted>", "https://user:<redacted>@host/x", "--auth_token=<redacted>"]
+                   "--lr", "3e-4", "<redacted>", "https://user:<redacted>@host/x", "--auth_token=<redacted>",
+                   "--tokenizer", "qwen", "--max-new-tokens=5"]
 
 
 _VALID = json.dumps(_document(seq=1)).encode()

@@ -26,13 +26,17 @@ def test_watch_queue_by_name_reaches_the_board(session_factory, board_dir: Path)
     q = queue.Queue(maxsize=8)
     assert s.watch_queue("q_hs", q) is q
     q.put(1)
-    s.set_app(name="reference_trainer", step=3, config={"lr": 3e-4, "bad": float("nan")})
+    s.set_app(name="reference_trainer", step=3, tokens_per_s=12.5,
+              config={"lr": 3e-4, "bad": float("nan"), "wandb_api_key": "abc", "hub": "hf_abcdefghijkl", "token": None})
     s.step(3)
     assert s.publish()
     board = read_board(os.getpid(), board_dir)
     assert board.probe("queues")["q_hs"]["depth"] == 1
     assert board.probe("queues")["q_hs"]["maxsize"] == 8
     assert board.app["name"] == "reference_trainer" and board.app["config"]["bad"] is None
+    assert board.app["config"]["wandb_api_key"] == "<redacted>" and board.app["config"]["hub"] == "<redacted>"
+    assert board.app["config"]["token"] is None and board.app["config"]["lr"] == 3e-4
+    assert board.app["tokens_per_s"] == 12.5
     assert board.session["step"] == 3 and board.session["steps"] == 1
     assert set(board.probes) == {"queues", "gil"}
     assert board.writer.argv  # redacted argv of this process
