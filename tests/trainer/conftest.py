@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from trainer_helpers import tiny_args
+from trainer_helpers import ROOT, tiny_args
+
+# tests/probes has no __init__.py: once pytest puts tests/ on sys.path, `import probes` would find that
+# directory as a namespace package instead of the real (editable-installed) one. The repository root on
+# sys.path makes the regular package win, whatever the collection order.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture
