@@ -78,14 +78,16 @@ class Scenario:
     # ---- helpers ----
 
     def _hog(self) -> None:
-        """Pure-Python work that holds the GIL between switch intervals: a metrics thread gone wrong."""
+        """Pure-Python work in bursts (a few ms, then 1 ms asleep): a metrics thread gone wrong. Every
+        torch call of the worker threads now waits for the GIL, up to a switch interval (5 ms) each time."""
         from reference_trainer.train import name_this_thread
 
         name_this_thread("metrics-hog")
         total = 0
         while not self._stop.is_set():
-            for i in range(50_000):
+            for i in range(20_000):
                 total += i * i % 7
+            time.sleep(0.001)
 
     def _import_then_edit_on_disk(self) -> None:
         """Import a module the trainer uses, then edit its source on disk: the process keeps the old code.

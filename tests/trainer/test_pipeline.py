@@ -79,7 +79,7 @@ def _layer_and_norm(pipeline) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN
 @pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:  # noqa: ANN001
-    pipeline = tiny_pipeline("--scenario", name, "--max-steps", "3")
+    pipeline = tiny_pipeline("--scenario", name, "--max-steps", "2")
     layer_before, norm_before = _layer_and_norm(pipeline)
     rc = pipeline.run()
     summary = pipeline.summary()
@@ -88,7 +88,7 @@ def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:  # noqa: 
         assert pipeline.errors
         return
     assert rc == 0, pipeline.errors
-    assert summary["scenario"] == name and summary["steps"] == 3
+    assert summary["scenario"] == name and summary["steps"] == 2
     layer_after, norm_after = _layer_and_norm(pipeline)
     if name == "reentrant":
         assert summary["use_reentrant"] is True
