@@ -410,6 +410,7 @@ class Pipeline:
     acc_last: float | None = None
     start_step: int = 0
     end_time: float | None = None
+    loss_window: dict[str, Any] = field(default_factory=dict)  # device-side sums since the last log line
     save_at_end: bool = True  # the benchmark turns this off (a 4B-preset checkpoint is ~6 GB)
 
     # ---- build -----------------------------------------------------------------------------------------
@@ -724,19 +725,28 @@ class Pipeline:
             self.first_step_time = now
             self.first_window = Window(now, c.target_batches, c.drafter_batches, c.tokens)
         log_now = self.step % cfg.log_interval == 0 or self.step == self.start_step + 1 or self.finish
-        if log_now or cfg.metrics_jsonl:
-            # SYNC: loss/accuracy to the host, only at log intervals (or every step with --metrics-jsonl).
-            loss = sum(float(r.last.loss) for r in self.replicas if r.last) / len(self.replicas)
-            trained = sum(int(r.last.trained) for r in self.replicas if r.last)
-            correct = sum(int(r.last.correct) for r in self.replicas if r.last)
-            acc = correct / max(1, trained)
+        # Window sums stay on the device (no sync per step); lead device = drafter-0's.
+        lead = self.replicas[0].device
+        step_loss = sum(r.last.loss.to(lead) for r in self.replicas if r.last) / len(self.replicas)
+        step_correct = sum(r.last.correct.to(lead) for r in self.replicas if r.last)
+        step_trained = sum(r.last.trained.to(lead) for r in self.replicas if r.last)
+        w = self.loss_window
+        w["loss"], w["correct"], w["trained"] = (w.get("loss", 0) + step_loss, w.get("correct", 0) + step_correct,
+                                                 w.get("trained", 0) + step_trained)
+        w["steps"] = w.get("steps", 0) + 1
+        if cfg.metrics_jsonl:
+            # SYNC: the per-step loss to the host, every step (only with --metrics-jsonl).
+            with open(cfg.metrics_jsonl, "a") as handle:
+                handle.write(json.dumps({"step": self.step, "loss": float(step_loss),
+                                         "accuracy": int(step_correct) / max(1, int(step_trained)),
+                                         "batch_cursor": self.ledger.state()["cursor"]}) + "\n")
+        if log_now:
+            # SYNC: the window's mean loss and accuracy to the host, once per log line.
+            self.loss_last = float(w["loss"]) / w["steps"]
+            self.acc_last = int(w["correct"]) / max(1, int(w["trained"]))
             if self.loss_first is None:
-                self.loss_first = loss
-            self.loss_last, self.acc_last = loss, acc
-            if cfg.metrics_jsonl:
-                with open(cfg.metrics_jsonl, "a") as handle:
-                    handle.write(json.dumps({"step": self.step, "loss": loss, "accuracy": acc,
-                                             "batch_indices": self.ledger.state()["cursor"]}) + "\n")
+                self.loss_first = self.loss_last  # the first log line is step 1 alone
+            self.loss_window = {}
         if log_now:
             self._log_line(now, step_ms)
         if self.finish:
@@ -824,6 +834,7 @@ class Pipeline:
         self.finish = False
         self.stop_reason = ""
         self.end_time = None
+        self.loss_window = {}
         self.start_step = self.step
         self.loss_first = self.loss_last = self.acc_last = None
 
