@@ -1,10 +1,11 @@
 """codedrift: modules whose source changed on disk after this process imported them (edited but never
 reloaded: the running code is not the code you are reading).
 
-- Import times: an audit hook (``sys.addaudithook``, event "import") records when each module's import
-  began (``import`` statements and ``__import__``; ``importlib.import_module`` raises no event, so such
-  modules are judged against the stat snapshot taken when the probe first saw them). ``install_import_hook()`` is called as early as possible (the ``dflash-diag run`` bootstrap does
-  it before the program's first import); audit hooks cannot be removed, so the hook checks a flag.
+- Import times: a ``sys.meta_path`` entry that never finds anything records when each module was first
+  looked up. Every import mechanism consults the meta path for a module not yet loaded (``import``
+  statements, ``__import__``, ``importlib.import_module``), and only then, so it costs one call per new
+  module and nothing for repeated imports. ``install_import_hook()`` is called as early as possible (the
+  ``dflash-diag run`` bootstrap does it before the program's first import).
 - A stat snapshot ``(mtime_ns, size)`` of every loaded module with an absolute ``.py`` file, taken when
   the module is first seen; a later check re-stats (~4 ms for ~900 files).
 - Verdicts: "mtime>import" (changed after the import began), "changed" (stat differs from the first
@@ -34,18 +35,22 @@ _GENERATED = re.compile(r"/torchinductor_|/\.triton/|/triton/cache/")
 _HOOK_STATE = {"installed": False, "active": True}
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event == "import" and _HOOK_STATE["active"]:
-        name = args[0]
-        if name not in _IMPORT_NS:
+class _ImportClock:
+    """A meta-path finder that finds nothing: it notes the first lookup of each module, then steps aside."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        if _HOOK_STATE["active"] and name not in _IMPORT_NS:
             _IMPORT_NS[name] = time.time_ns()
+        return None
 
 
 def install_import_hook() -> None:
     """Record import start times from now on (idempotent; call as early as possible)."""
-    if not _HOOK_STATE["installed"]:
-        sys.addaudithook(_audit)
-        _HOOK_STATE["installed"] = True
+    if _ImportClock not in sys.meta_path:
+        # First, so that no other finder answers before the clock has seen the name.
+        sys.meta_path.insert(0, _ImportClock)
+    _HOOK_STATE["installed"] = True
     _HOOK_STATE["active"] = True
 
 

@@ -43,6 +43,29 @@ def test_module_rewritten_after_import_is_stale(tmp_path: Path) -> None:
         sys.modules.pop("drift_target_a", None)
 
 
+def test_importlib_import_module_is_timed_too(tmp_path: Path) -> None:
+    """The seed's hot-fix path: a module loaded with importlib.import_module, then edited on disk."""
+    install_import_hook()
+    (tmp_path / "drift_target_c.py").write_text("VALUE = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.invalidate_caches()
+        mod = importlib.import_module("drift_target_c")
+    finally:
+        sys.path.remove(str(tmp_path))
+    path = Path(mod.__file__)
+    path.write_text("VALUE = 2  # edited before the probe ever looked\n")
+    future_ns = time.time_ns() + 2_000_000_000
+    os.utime(path, ns=(future_ns, future_ns))
+    probe = CodedriftProbe(Config(check_interval_s=0.0))
+    try:
+        stale = [s for s in probe.check()["stale"] if s["module"] == "drift_target_c"]
+        assert stale and stale[0]["how"] == "mtime>import"
+    finally:
+        probe.close()
+        sys.modules.pop("drift_target_c", None)
+
+
 def test_same_stat_different_content_is_caught_by_hash(tmp_path: Path) -> None:
     mod = _import_fresh(tmp_path, "drift_target_b")
     probe = CodedriftProbe(Config(check_interval_s=0.0))
