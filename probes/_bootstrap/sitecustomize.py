@@ -6,7 +6,7 @@
 2. runs the ``sitecustomize`` that would otherwise have been imported (a venv's or the distro's),
 3. claims the run: only the first Python process started under ``dflash-diag run`` gets probes (the
    token is removed from the environment, so subprocesses such as compile workers do not), and
-4. installs the import-time audit hook, then calls ``probes.start`` with the configuration from the
+4. installs the import clock (codedrift), then calls ``probes.start`` with the configuration from the
    environment. Any failure prints one line on stderr and the program runs unprobed.
 """
 
