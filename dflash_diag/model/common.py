@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar, Union
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -21,7 +21,7 @@ class NA:
         return False
 
 
-Maybe = Union[T, NA]
+Maybe = T | NA
 
 
 def is_na(value: object) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class ThreadState(str, Enum):
+class ThreadState(str, Enum):  # noqa: UP042 - str() and f-strings keep the enum name; JSON sees the value
     PYTHON = "python"  # holding the GIL, Python frames on top
     NATIVE = "native"  # active without the GIL in libtorch/aten/triton/fla
     GPU_WAIT = "gpu_wait"  # synchronize, .item(), .cpu(), event/stream sync

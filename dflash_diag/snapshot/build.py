@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_diag import __version__
-from dflash_diag.analysis.redact import redact_argv, redact_env, redact_json, scrub_values, secret_values
 from dflash_diag.model import (
     NA,
     Finding,
@@ -28,6 +27,7 @@ from dflash_diag.model import (
     ThreadState,
     ThreadStats,
 )
+from dflash_diag.redact import redact_argv, redact_env, redact_json, scrub_values, secret_values
 from dflash_diag.snapshot.gather import Gathered
 from dflash_diag.snapshot.jsonable import to_jsonable
 from dflash_diag.snapshot.report import render_report

@@ -23,7 +23,6 @@ time paused).
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -31,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from dflash_diag import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
 from dflash_diag.model import NA, Board, GpuSample, Maybe, Observation, ProcThreadSample, StackSample
 from dflash_diag.sources import procfs
@@ -65,33 +65,6 @@ class GpuSource(Protocol):
 BoardReader = Callable[[int], "Board | NA | None"]
 ProcReader = Callable[[int], tuple[ProcThreadSample, ...]]  # raises AttachError(NO_PROCESS) when the pid is gone
 Progress = Callable[[float, float], None]  # (elapsed_s, total_s)
-
-
-_SECRET_ARG = re.compile(r"(token|secret|passw|api[_-]?key|apikey|credential|auth)", re.I)
-
-
-def _default_redact(argv: Sequence[str]) -> tuple[str, ...]:
-    """A conservative fallback: callers pass ``analysis.redact.redact_argv`` (sources may not import analysis)."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("<redacted>")
-            hide_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if eq and not arg.startswith("-") and _SECRET_ARG.search(name):
-            out.append(f"{name}=<redacted>")  # KEY=value arguments (env-style, Hydra overrides)
-            continue
-        if arg.startswith("-") and _SECRET_ARG.search(arg):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=<redacted>")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return tuple(out)
 
 
 def default_board_reader(board_dir: str | None = None) -> BoardReader:
@@ -181,7 +154,7 @@ class _Engine:
             argv = procfs.read_cmdline(pid)
         except AttachError:
             argv = ()
-        self.cmdline = tuple((redact_argv or _default_redact)(argv))
+        self.cmdline = tuple((redact_argv or redact.redact_argv)(argv))
 
     # --- rates -----------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dflash_diag.analysis.redact import (
+from dflash_diag.redact import (
     REDACTED,
     is_secret_name,
     redact_argv,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -311,11 +313,17 @@ def test_saturated_trainer_backs_off() -> None:
     assert idle.effective_rate_hz == 10.0
 
 
-def test_default_redaction_of_argv() -> None:
-    from dflash_diag.sources.collect import _default_redact
-
-    argv = ["python", "train.py", "--api-key", "sk-1", "--token=abc", "WANDB_API_KEY=xyz", "lr=3e-4", "--lr", "1"]
-    assert _default_redact(argv) == (
-        "python", "train.py", "--api-key", "<redacted>", "--token=<redacted>", "WANDB_API_KEY=<redacted>",
-        "lr=3e-4", "--lr", "1",
-    )
+def test_collector_redacts_argv_by_default() -> None:
+    """Every Observation's cmdline is redacted, whoever builds the Collector."""
+    secrets = ["--api-key", "sk-1", "--token=abc", "WANDB_API_KEY=xyz", "lr=3e-4", "--lr", "1"]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *secrets])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and "sk-1" not in Path(f"/proc/{child.pid}/cmdline").read_text():
+            time.sleep(0.05)
+        cmdline = Collector(child.pid)._engine.cmdline
+        assert cmdline[-7:] == ("--api-key", "<redacted>", "--token=<redacted>", "WANDB_API_KEY=<redacted>",
+                                "lr=3e-4", "--lr", "1")
+    finally:
+        child.kill()
+        child.wait()
