@@ -948,7 +948,21 @@ class Pipeline:
             "attention": self.attention,
             "use_reentrant": self.config.objective.use_reentrant,
             "torch": torch.__version__,
+            "replica_max_abs_diff": self.replica_max_abs_diff(),
         }
+
+    @torch.no_grad()
+    def replica_max_abs_diff(self) -> float:
+        """Largest parameter difference between any drafter replica and replica 0 (0.0: identical).
+
+        Copies each replica's parameters to replica 0's device: a device sync, done once at the end of a run."""
+        lead = self.replicas[0].model.state_dict()
+        worst = 0.0
+        for replica in self.replicas[1:]:
+            for name, value in replica.model.state_dict().items():
+                diff = (value.to(lead[name].device, torch.float32) - lead[name].float()).abs().max()
+                worst = max(worst, float(diff))  # host sync (once per tensor, end of run only)
+        return worst
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,10 @@ def test_drafter_replicas_stay_identical(tiny_pipeline) -> None:  # noqa: ANN001
     assert any(not torch.equal(first[k], before[k]) for k in first)  # and they did train
     summary = pipeline.summary()
     assert summary["steps"] == 4 and summary["drafter_batches_per_s"] > 0
+    assert summary["replica_max_abs_diff"] == 0.0
+    with torch.no_grad():
+        next(pipeline.replicas[1].model.parameters()).add_(0.25)  # the check must see a divergence
+    assert pipeline.summary()["replica_max_abs_diff"] == pytest.approx(0.25)
     assert set(summary["threads"]) == {"target-0", "target-1", "drafter-0", "drafter-1"}
 
 
