@@ -285,6 +285,9 @@ class Replica:
     last: LossParts | None = None
     last_tokens: int = 0
     forward: Callable[..., torch.Tensor] | None = None  # the (maybe compiled) drafter forward
+    # CUDA only: recorded on this replica's stream when its backward has been issued. Replicas run on
+    # streams of their own, so the gradient average must wait for it on the GPU, not only on the barrier.
+    backward_done: torch.cuda.Event | None = None
 
 
 def _lr_lambda(warmup: int, decay: int) -> Callable[[int], float]:
@@ -448,6 +451,7 @@ class Pipeline:
         if cfg.resume:
             self._load_checkpoint(Path(cfg.resume if cfg.resume != "auto" else self.checkpoint_path))
         self.barrier = threading.Barrier(len(self.replicas))
+        self.grads_averaged: list[torch.cuda.Event] = []  # CUDA: recorded by _average_gradients each step
         self.first_call_lock = threading.Lock()
 
     def _check_target_shapes(self, target: FrozenTarget) -> None:
@@ -650,20 +654,15 @@ class Pipeline:
                           trained=parts.trained)
         self.scenario.after_backward(device)
         replica.last_tokens = batch.num_tokens
+        if device.type == "cuda" and len(self.replicas) > 1:
+            replica.backward_done = torch.cuda.Event()
+            replica.backward_done.record()  # no sync: the averaging stream waits on it
         return parts
 
     def _combine_and_decide(self) -> None:
         """Drafter-0, between the two barriers: average gradients over replicas, decide whether to stop."""
         if len(self.replicas) > 1:
-            lead = self.replicas[0]
-            params = [list(r.model.parameters()) for r in self.replicas]
-            for index in range(len(params[0])):
-                grads = [p[index].grad for p in params]
-                if any(g is None for g in grads):
-                    continue  # same on every replica (same code path): nothing to average
-                mean = torch.stack([g.to(lead.device) for g in grads]).mean(0)  # cross-device copies are async
-                for p in params:
-                    p[index].grad.copy_(mean)
+            self._average_gradients()
         self.step += 1
         elapsed = time.monotonic() - self.start_time
         cfg = self.config
@@ -675,7 +674,39 @@ class Pipeline:
             self.stop_reason = "max_seconds"
         self.finish = bool(self.stop_reason)
 
+    def _average_gradients(self) -> None:
+        """Average every replica's gradients into all replicas (drafter-0's thread, between the barriers).
+
+        The barriers order the host threads, not the GPU streams: each replica's backward may still be
+        running on its own stream. So the streams this thread copies on first wait for every replica's
+        ``backward_done`` event, and every replica's stream later waits for ``grads_averaged`` before its
+        optimizer step reads the averaged gradients and ``zero_grad`` frees them (without that wait the
+        allocator can hand a freed gradient's memory to the next batch while a copy still writes it)."""
+        lead = self.replicas[0]
+        cuda_devices = sorted({r.device for r in self.replicas if r.device.type == "cuda"}, key=str)
+        for replica in self.replicas:
+            if replica.backward_done is not None:
+                # GPU-side waits, no host sync. Cross-device copies run on the source device's current stream
+                # (of this thread), so that stream must wait too.
+                torch.cuda.current_stream(replica.device).wait_event(replica.backward_done)
+                torch.cuda.current_stream(lead.device).wait_event(replica.backward_done)
+        params = [list(r.model.parameters()) for r in self.replicas]
+        for index in range(len(params[0])):
+            grads = [p[index].grad for p in params]
+            if any(g is None for g in grads):
+                continue  # same on every replica (same code path): nothing to average
+            mean = torch.stack([g.to(lead.device) for g in grads]).mean(0)  # cross-device copies are async
+            for p in params:
+                p[index].grad.copy_(mean)
+        self.grads_averaged = []
+        for device in cuda_devices:
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(device))  # no sync: replicas' streams wait on these
+            self.grads_averaged.append(event)
+
     def optimizer_step(self, replica: Replica) -> None:
+        for event in self.grads_averaged if len(self.replicas) > 1 else ():
+            torch.cuda.current_stream().wait_event(event)  # GPU-side wait for the average (see above)
         # clip_grad_norm_ returns the norm as a device tensor: no host sync unless someone reads it.
         torch.nn.utils.clip_grad_norm_(replica.model.parameters(), self.config.grad_clip)
         replica.optimizer.step()
