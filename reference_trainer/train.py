@@ -453,6 +453,14 @@ class Pipeline:
         self.barrier = threading.Barrier(len(self.replicas))
         self.grads_averaged: list[torch.cuda.Event] = []  # CUDA: recorded by _average_gradients each step
         self.first_call_lock = threading.Lock()
+        # Triton's Autotuner keeps per-call state on the (process-global) kernel object, so two threads that
+        # launch one autotuned kernel while either benchmarks a new shape key crash ("'NoneType' object is not
+        # a mapping", seen on the H200 with two target threads). fla's GatedDeltaNet kernels autotune on keys
+        # that follow the sequence length, so new keys appear all run long. Target threads therefore take
+        # turns *issuing* their forward; the GPU work itself still overlaps (launches are asynchronous).
+        cuda_targets = [d for d in cfg.target_devices if d.startswith("cuda")]
+        self.target_launch_lock: contextlib.AbstractContextManager[Any] = (
+            threading.Lock() if len(cuda_targets) > 1 else contextlib.nullcontext())
 
     def _check_target_shapes(self, target: FrozenTarget) -> None:
         """A --target-path checkpoint must have the shapes the preset's drafter was sized for."""
@@ -603,7 +611,8 @@ class Pipeline:
                 batch = self.data.batch(index)
                 produced += 1
                 _fault_point("target", produced)
-                hidden = self.target_forward(target, batch)
+                with self.target_launch_lock:
+                    hidden = self.target_forward(target, batch)
                 ready = None
                 if target.device.type == "cuda":
                     ready = torch.cuda.Event()
