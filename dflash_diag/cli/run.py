@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 
 from dflash_diag.errors import CommandError, ExitCode
+from dflash_diag.sources.board import BOARD_DIR_ENV, default_board_dir
 
 # The probes package sits next to dflash_diag (one distribution); its bootstrap is a sitecustomize.py.
 BOOTSTRAP_DIR = Path(__file__).resolve().parents[2] / "probes" / "_bootstrap"
@@ -64,7 +65,7 @@ class RunCommand:
         if not (BOOTSTRAP_DIR / "sitecustomize.py").is_file():
             raise CommandError(f"probe bootstrap missing at {BOOTSTRAP_DIR}: reinstall dflash-diag", ExitCode.FAILURE)
         env = self._child_env(args)
-        board_dir = Path(env.get("DFLASH_DIAG_BOARD_DIR") or _default_board_dir())
+        board_dir = Path(env.get(BOARD_DIR_ENV) or default_board_dir())
         try:
             child = subprocess.Popen([executable, *command[1:]], env=env)
         except OSError as exc:
@@ -83,17 +84,10 @@ class RunCommand:
         env["DFLASH_DIAG_PROBES"] = args.probes
         env["DFLASH_DIAG_RUN_TOKEN"] = str(os.getpid())
         if args.board_dir:
-            env["DFLASH_DIAG_BOARD_DIR"] = str(Path(args.board_dir).resolve())
+            env[BOARD_DIR_ENV] = str(Path(args.board_dir).resolve())
         if args.keep_board:
             env["DFLASH_DIAG_KEEP_BOARD"] = "1"
         return env
-
-
-def _default_board_dir() -> Path:
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg) and os.stat(xdg).st_uid == os.getuid():
-        return Path(xdg) / "dflash-diag"
-    return Path(f"/tmp/dflash-diag-{os.getuid()}")
 
 
 def _in_foreground() -> bool:

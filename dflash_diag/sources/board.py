@@ -21,25 +21,12 @@ from typing import Any
 from dflash_diag.errors import BoardError, ExitCode
 from dflash_diag.model.board import BOARD_SCHEMA, Board, BoardWriter
 
-BOARD_DIR_ENV = "DFLASH_DIAG_BOARD_DIR"
+# Where boards live is one protocol, defined once by the writer (stdlib-only module, no torch import).
+from probes.board_writer import BOARD_DIR_ENV, default_board_dir  # noqa: F401 - re-exported
+
 MAX_BOARD_BYTES = 4 * 1024 * 1024
 PROBE_STATUSES = frozenset({"ok", "na", "error"})
 HOW_TO_PROBE = "run it under probes: `dflash-diag run -- python script.py ...` (the reference trainer has them on by default)"
-
-
-def default_board_dir() -> Path:
-    override = os.environ.get(BOARD_DIR_ENV)
-    if override:
-        return Path(override)
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        try:
-            st = os.stat(xdg)
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-                return Path(xdg) / "dflash-diag"
-        except OSError:
-            pass
-    return Path(f"/tmp/dflash-diag-{os.getuid()}")
 
 
 def _error(message: str, exit_code: int = ExitCode.BAD_INPUT) -> BoardError:
