@@ -9,12 +9,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Any
 
 from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import NA, Finding, Maybe, Observation, PipelineView, ThreadStats
+from dflash_diag.sources import collect
 from dflash_diag.tui.frame import TopFrame, build_frame
 
 
@@ -65,16 +65,6 @@ def _findings(
         return NA(f"findings failed: {type(exc).__name__}: {exc}")
 
 
-def _collect_module() -> Any:
-    try:
-        from dflash_diag.sources import collect
-    except ImportError as exc:
-        raise CommandError(
-            f"the live sampler is not available in this build ({exc})", ExitCode.FAILURE
-        ) from None
-    return collect
-
-
 def collect_frame(
     pid: int,
     duration_s: float,
@@ -87,7 +77,6 @@ def collect_frame(
     board_dir: str | None,
 ) -> TopFrame:
     """Batch mode: sample for ``duration_s`` and analyse the whole run as one window."""
-    collect = _collect_module()
     collector = collect.Collector(pid, rate_hz=rate_hz, native=native, board_dir=board_dir)
     obs = collector.collect(duration_s)
     return analyse(
@@ -115,7 +104,6 @@ class LiveSource:
         self._lock = threading.Lock()  # rate/native change from the UI thread while poll runs on the sampler
         self._rate_hz = rate_hz
         self._native = native
-        collect = _collect_module()
         self._sampler = collect.LiveSampler(
             pid, rate_hz=rate_hz, native=native, window_s=window_s, board_dir=board_dir
         )
