@@ -1,0 +1,51 @@
+"""`dflash-diag --help` and `python -m reference_trainer --help` work from a fresh install, without a GPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dflash_diag import __version__
+from dflash_diag.cli import _COMMANDS, _command_name
+
+SUBCOMMANDS = [_command_name(cls) for _, cls in _COMMANDS]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_top_level_help_lists_every_command() -> None:
+    proc = _run("-m", "dflash_diag", "--help")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("top", "doctor", "snapshot", "diff", "run", "board"):
+        assert name in SUBCOMMANDS and f"    {name} " in proc.stdout
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_every_subcommand_has_help(name: str) -> None:
+    proc = _run("-m", "dflash_diag", name, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: dflash-diag {name}")
+    assert "not available" not in proc.stdout  # no placeholder command is left
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    proc = _run("-m", "dflash_diag")
+    assert proc.returncode == 2 and "usage: dflash-diag" in proc.stdout
+
+
+def test_version() -> None:
+    proc = _run("-m", "dflash_diag", "--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"dflash-diag {__version__}"
+
+
+def test_reference_trainer_help() -> None:
+    proc = _run("-m", "reference_trainer", "--help")
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--preset", "--target-devices", "--drafter-devices", "--use-reentrant", "--resume",
+                 "--max-steps", "--max-seconds", "--summary-json", "--probes", "--scenario"):
+        assert flag in proc.stdout
+    assert "Traceback" not in proc.stderr
