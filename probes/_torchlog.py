@@ -118,3 +118,26 @@ class ArtifactTap:
             lg.removeFilter(self._filter)
         if self._we_enabled:
             self._release()
+
+
+def arm_taps(taps: list[ArtifactTap], guard: HookGuard) -> None:
+    """(Re-)arm every tap; private torch logging APIs differ across versions, so a failure is counted."""
+    for tap in taps:
+        try:
+            tap.arm()
+        except Exception as exc:
+            guard.failed(exc)
+
+
+def register_compile_start(on_start: Callable[[object], None], guard: HookGuard) -> bool:
+    """Register ``on_start`` with dynamo's compile-start callbacks once ``torch._dynamo`` is loaded.
+
+    Returns True once the registration was attempted (do not try again), False while dynamo is not loaded."""
+    callback = sys.modules.get("torch._dynamo.callback")
+    if callback is None:
+        return False
+    try:
+        callback.callback_handler.register_start_callback(on_start)
+    except Exception as exc:
+        guard.failed(exc)
+    return True

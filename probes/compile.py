@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name
-from probes._torchlog import ArtifactTap
+from probes._torchlog import ArtifactTap, arm_taps, register_compile_start
 
 _LIMIT_GB_TYPE = "Dynamo recompile limit exceeded"
 _RECOMPILING = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<file>.+?):(?P<line>\d+)")
@@ -170,20 +170,9 @@ class CompileProbe:
     # --- publish-time work ----------------------------------------------------------------------
 
     def _arm(self) -> None:
-        # Private torch APIs that differ across versions: a failure to arm one part is counted, not fatal.
-        for tap in self._taps:
-            try:
-                tap.arm()
-            except Exception as exc:
-                self.guard.failed(exc)
+        arm_taps(self._taps, self.guard)
         if not self._callback_registered:
-            callback = sys.modules.get("torch._dynamo.callback")
-            if callback is not None:
-                self._callback_registered = True
-                try:
-                    callback.callback_handler.register_start_callback(self._on_compile_start)
-                except Exception as exc:
-                    self.guard.failed(exc)
+            self._callback_registered = register_compile_start(self._on_compile_start, self.guard)
 
     def _fold_metrics(self) -> None:
         getter = getattr(sys.modules.get("torch._dynamo.utils"), "get_compilation_metrics", None)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name, torch_if_imported
-from probes._torchlog import ArtifactTap
+from probes._torchlog import ArtifactTap, arm_taps, register_compile_start
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,19 +121,9 @@ class CudagraphsProbe:
             self._patch_replay()
         except Exception as exc:
             self.guard.failed(exc)
-        for tap in self._taps:
-            try:
-                tap.arm()
-            except Exception as exc:  # private torch logging API: count, do not fail the probe
-                self.guard.failed(exc)
+        arm_taps(self._taps, self.guard)
         if not self._callback_registered:
-            callback = sys.modules.get("torch._dynamo.callback")
-            if callback is not None:
-                self._callback_registered = True
-                try:
-                    callback.callback_handler.register_start_callback(self._on_compile_start)
-                except Exception as exc:
-                    self.guard.failed(exc)
+            self._callback_registered = register_compile_start(self._on_compile_start, self.guard)
 
     def snapshot(self, now_s: float) -> JsonDict:
         self._arm()
