@@ -36,7 +36,7 @@ from dflash_diag.model import NA, Board, GpuSample, Maybe, Observation, ProcThre
 from dflash_diag.sources import procfs
 from dflash_diag.sources.board import read_board
 from dflash_diag.sources.lines import LineCache
-from dflash_diag.sources.pyspy import PySpy
+from dflash_diag.sources.pyspy import PySpy, PySpyOutputError
 
 DEFAULT_RATE_HZ = 5.0
 MIN_RATE_HZ = 0.2
@@ -229,6 +229,14 @@ class _Engine:
                 self.last_dump_error = str(exc)
             if first:
                 raise
+            return
+        except PySpyOutputError as exc:
+            # A nonblocking dump reads memory the process is changing: a torn read is one failed sample,
+            # not the end of sampling (if every dump fails, the caller sees an empty window).
+            with self.lock:
+                self.dump_failures += 1
+                self._failure_times.append(self.clock())
+                self.last_dump_error = str(exc)
             return
         new_lines = self._read_lines(sample)  # file reads: outside the lock
         with self.lock:

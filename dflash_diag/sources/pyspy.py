@@ -99,13 +99,13 @@ def _is_executable(path: str) -> bool:
 # --- strict parsing ---------------------------------------------------------------------------------------
 
 
-def _req(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def _req(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, *, in_range: bool = True) -> Any:
     if key not in obj:
         raise PySpyOutputError(f"py-spy output: {where} lacks {key!r}")
-    return _check(obj[key], kind, f"{where}.{key}")
+    return _check(obj[key], kind, f"{where}.{key}", in_range=in_range)
 
 
-def _check(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+def _check(value: Any, kind: type | tuple[type, ...], where: str, *, in_range: bool = True) -> Any:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     # bool is an int in Python; py-spy never sends a bool where it means a number.
     if isinstance(value, bool) and bool not in kinds:
@@ -114,7 +114,7 @@ def _check(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
         raise PySpyOutputError(f"py-spy output: {where} is {type(value).__name__}, expected {_names(kinds)}")
     if isinstance(value, str) and len(value) > MAX_STR:
         raise PySpyOutputError(f"py-spy output: {where} is longer than {MAX_STR} characters")
-    if isinstance(value, int) and not isinstance(value, bool) and not (0 <= value < 2**64):
+    if in_range and isinstance(value, int) and not isinstance(value, bool) and not (0 <= value < 2**64):
         raise PySpyOutputError(f"py-spy output: {where} = {value} is out of range")
     return value
 
@@ -128,7 +128,10 @@ def parse_frame(raw: Any, where: str) -> Frame:
         raise PySpyOutputError(f"py-spy output: {where} is not an object")
     name = _req(raw, "name", str, where)
     filename = _req(raw, "filename", str, where)
-    line = _req(raw, "line", int, where)
+    line = _req(raw, "line", int, where, in_range=False)
+    # A nonblocking dump can read a line table the process is rewriting and report nonsense such as -60417:
+    # the frame is still real, its line is unknown (0).
+    line = line if 0 <= line < 2**31 else 0
     module = _check(raw.get("module"), (str, type(None)), f"{where}.module")
     # py-spy sets ``module`` (the shared library) only on native frames; Python frames carry null.
     return Frame(name=name, filename=filename, line=line, native=module is not None, module=module)

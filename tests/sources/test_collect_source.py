@@ -19,7 +19,7 @@ from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Board, BoardWriter, ProcThreadSample, StackSample, ThreadState
 from dflash_diag.model.board import BOARD_SCHEMA
 from dflash_diag.sources.collect import Collector, LiveSampler
-from dflash_diag.sources.pyspy import load_recorded_dumps
+from dflash_diag.sources.pyspy import PySpyOutputError, load_recorded_dumps
 
 S = ThreadState
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -327,3 +327,21 @@ def test_collector_redacts_argv_by_default() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+class TornSpy(FakeSpy):
+    """Every other dump is garbled, as a nonblocking read of a changing process can be."""
+
+    def dump(self) -> StackSample:
+        if self.calls % 2 == 1:
+            self.calls += 1
+            self.clock.now += self.dump_s
+            raise PySpyOutputError("py-spy output: thread[1].frames[12].line = -60417 is out of range")
+        return super().dump()
+
+
+def test_a_garbled_dump_is_one_failed_sample_not_the_end() -> None:
+    clock = FakeClock()
+    obs = collector(clock, TornSpy(clock)).collect(2.0)
+    assert len(obs.stacks) >= 3  # sampling went on past the garbled dumps
+    assert obs.process_alive

@@ -94,6 +94,13 @@ def test_rejects_malformed_output(doc: Any, message: str) -> None:
         parse(doc)
 
 
+def test_torn_line_number_is_unknown_not_fatal() -> None:
+    """Seen in a nonblocking dump of the tiny trainer: line -60417. The frame stays, its line becomes 0."""
+    frames = [{"name": "f", "filename": "/a.py", "line": -60417}, {"name": "g", "filename": "/b.py", "line": 7}]
+    sample = parse([good_thread(frames=frames)])
+    assert [(f.name, f.line) for f in sample.threads[0].frames] == [("f", 0), ("g", 7)]
+
+
 def test_accepts_minimal_and_null_optionals() -> None:
     sample = parse([good_thread(thread_name=None, os_thread_id=None)])
     assert sample.threads[0].name is None and sample.threads[0].os_thread_id is None
