@@ -49,16 +49,25 @@ def ensure_private_dir(path: Path) -> Path:
         pass
     except OSError as exc:
         raise BoardDirError(f"cannot create board directory {path}: {exc.strerror}") from exc
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        raise BoardDirError(f"board directory {path} is a symlink: refusing it")
-    if not stat.S_ISDIR(st.st_mode):
-        raise BoardDirError(f"board directory {path} is not a directory")
-    if st.st_uid != os.getuid():
-        raise BoardDirError(f"board directory {path} belongs to uid {st.st_uid}, not to us")
-    if st.st_mode & 0o077:
-        raise BoardDirError(f"board directory {path} is accessible to other users (mode {st.st_mode & 0o777:o})")
+    problem = unsafe_dir_reason(os.lstat(path))
+    if problem is not None:
+        raise BoardDirError(f"board directory {path} {problem[0]}")
     return path
+
+
+def unsafe_dir_reason(st: os.stat_result) -> tuple[str, str] | None:
+    """Why a board directory must not be used, as (what is wrong, what to do), or None when it is safe.
+
+    The one definition of a private board directory, for the writer and the reader alike."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink: refusing it", "remove it; the probes recreate it"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory", "remove it or pick another --board-dir"
+    if st.st_uid != os.getuid():
+        return f"belongs to uid {st.st_uid}, not to you: refusing it", "use a directory of your own"
+    if st.st_mode & 0o077:
+        return f"is open to other users (mode {st.st_mode & 0o777:o})", "chmod 700 it"
+    return None
 
 
 def proc_start_time_ticks(pid: int | str = "self") -> int:

@@ -22,7 +22,7 @@ from dflash_diag.errors import BoardError, ExitCode
 from dflash_diag.model.board import BOARD_SCHEMA, Board, BoardWriter
 
 # Where boards live is one protocol, defined once by the writer (stdlib-only module, no torch import).
-from probes.board_writer import BOARD_DIR_ENV, default_board_dir  # noqa: F401 - re-exported
+from probes.board_writer import BOARD_DIR_ENV, default_board_dir, unsafe_dir_reason  # noqa: F401 - re-exported
 
 MAX_BOARD_BYTES = 4 * 1024 * 1024
 PROBE_STATUSES = frozenset({"ok", "na", "error"})
@@ -42,14 +42,9 @@ def check_board_dir(path: Path) -> Path:
         raise _error(f"no board directory {path}: no process has published probes there; {HOW_TO_PROBE}") from None
     except OSError as exc:
         raise _error(f"cannot read board directory {path}: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise _error(f"board directory {path} is a symlink: refusing it (remove it; the probes recreate it)")
-    if not stat.S_ISDIR(st.st_mode):
-        raise _error(f"board directory {path} is not a directory")
-    if st.st_uid != os.getuid():
-        raise _error(f"board directory {path} belongs to uid {st.st_uid}, not to you: refusing it")
-    if st.st_mode & 0o077:
-        raise _error(f"board directory {path} is open to other users (mode {st.st_mode & 0o777:o}): chmod 700 it")
+    problem = unsafe_dir_reason(st)
+    if problem is not None:
+        raise _error(f"board directory {path} {problem[0]} ({problem[1]})")
     return path
 
 
