@@ -141,3 +141,14 @@ def register_compile_start(on_start: Callable[[object], None], guard: HookGuard)
     except Exception as exc:
         guard.failed(exc)
     return True
+
+
+def unregister_compile_start(on_start: Callable[[object], None]) -> None:
+    """Undo :func:`register_compile_start` (a callback that is already gone is fine)."""
+    callback = sys.modules.get("torch._dynamo.callback")
+    if callback is None:
+        return
+    try:
+        callback.callback_handler.remove_start_callback(on_start)
+    except ValueError:
+        pass

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name
-from probes._torchlog import ArtifactTap, arm_taps, register_compile_start
+from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
 _LIMIT_GB_TYPE = "Dynamo recompile limit exceeded"
 _RECOMPILING = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<file>.+?):(?P<line>\d+)")
@@ -257,10 +257,6 @@ class CompileProbe:
     def close(self) -> None:
         for tap in self._taps:
             tap.disarm()
-        callback = sys.modules.get("torch._dynamo.callback")
-        if self._callback_registered and callback is not None:
-            try:
-                callback.callback_handler.remove_start_callback(self._on_compile_start)
-            except ValueError:
-                pass
+        if self._callback_registered:
+            unregister_compile_start(self._on_compile_start)
             self._callback_registered = False

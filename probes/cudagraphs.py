@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name, torch_if_imported
-from probes._torchlog import ArtifactTap, arm_taps, register_compile_start
+from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,10 +170,6 @@ class CudagraphsProbe:
             self._replay_patch = None
         for tap in self._taps:
             tap.disarm()
-        callback = sys.modules.get("torch._dynamo.callback")
-        if self._callback_registered and callback is not None:
-            try:
-                callback.callback_handler.remove_start_callback(self._on_compile_start)
-            except ValueError:
-                pass
+        if self._callback_registered:
+            unregister_compile_start(self._on_compile_start)
             self._callback_registered = False
