@@ -22,13 +22,13 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
 
 if TYPE_CHECKING:
     from probes.session import ProbeSession
 
 ALL_PROBES: frozenset[str] = frozenset(
-    {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift"}
+    {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads"}
 )
 
 # Environment read by the `dflash-diag run` bootstrap (probes/_bootstrap/sitecustomize.py).
@@ -51,6 +51,7 @@ class ProbesConfig:
     checkpoint: checkpoint.Config = field(default_factory=checkpoint.Config)
     fastpath: fastpath.Config = field(default_factory=fastpath.Config)
     codedrift: codedrift.Config = field(default_factory=codedrift.Config)
+    threads: threads.Config = field(default_factory=threads.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

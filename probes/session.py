@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
 from probes.board_writer import BOARD_SCHEMA, BoardWriter, redact_mapping, writer_identity
 
@@ -45,6 +45,8 @@ def _build(name: str, config: ProbesConfig) -> Probe:
         return fastpath.FastpathProbe(config.fastpath)
     if name == "codedrift":
         return codedrift.CodedriftProbe(config.codedrift)
+    if name == "threads":
+        return threads.ThreadsProbe(config.threads)
     raise ValueError(f"unknown probe {name!r}")
 
 

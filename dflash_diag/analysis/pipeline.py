@@ -161,6 +161,7 @@ def pipeline_view(
     *,
     queue_name: str = DEFAULT_QUEUE,
     now_wall_s: float | None = None,
+    stages_from: str = "",
 ) -> PipelineView:
     """Stage rates, the queue, starvation shares and a one-line verdict naming the bottleneck stage.
 
@@ -222,6 +223,7 @@ def pipeline_view(
         consumer_starved_share=consumer,
         bottleneck=bottleneck,
         verdict=verdict,
+        stages_from=stages_from if (target.threads or drafter.threads) else "",
     )
 
 

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dflash_diag.analysis.classify import Classification, LineLookup, explain, gil_holder
+from dflash_diag.analysis.stages import StageAssignment, entry_frame, entry_key, infer_from_queues
 from dflash_diag.model import (
     NA,
     Board,
@@ -96,15 +97,27 @@ def aggregate_threads(
 
     ``lines`` defaults to the source lines the collector recorded with the observation.
     """
+    return aggregate(obs, patterns, lines=lines)[0]
+
+
+def aggregate(
+    obs: Observation,
+    patterns: StagePatterns = StagePatterns(),  # noqa: B008
+    *,
+    lines: LineLookup | None = None,
+) -> tuple[tuple[ThreadStats, ...], StageAssignment]:
+    """:func:`aggregate_threads` plus how the stages were told apart (names, board roles or queue use)."""
     lookup = lines if lines is not None else obs.line_text
     grouped = classify_stacks(obs.stacks, lookup)
     board = obs.board
     board_names = _board_names(board)
     devices = _board_devices(board)
     roles = _board_roles(board)
+    names = {ident: _name_of(ident, rows, board_names) for ident, rows in grouped.items()}
+    assignment = _assign_stages(grouped, names, patterns, roles, obs)
     stats = []
     for ident, rows in grouped.items():
-        name = _name_of(ident, rows, board_names)
+        name = names[ident]
         timeline = tuple(r.state for r in rows)
         n = len(rows)
         counts = Counter(timeline)
@@ -114,7 +127,7 @@ def aggregate_threads(
             ThreadStats(
                 name=name,
                 os_thread_id=os_tid,
-                stage=_stage(name, patterns, roles),
+                stage=assignment.stages.get(ident, "other"),
                 n_samples=n,
                 shares=shares,
                 cpu_pct=cpu_pct(obs, os_tid),
@@ -123,10 +136,41 @@ def aggregate_threads(
                 gpu_index=devices.get(name),
                 timeline=timeline,
                 timeline_s=tuple(r.monotonic_s for r in rows),
+                entry=_entry(rows),
             )
         )
     stats.sort(key=lambda s: (STAGE_ORDER.get(s.stage, 3), _natural(s.name)))
-    return tuple(stats)
+    return tuple(stats), assignment
+
+
+def _assign_stages(grouped: Mapping[int, list[ClassifiedThread]], names: Mapping[int, str], patterns: StagePatterns,
+                   roles: Mapping[str, str], obs: Observation) -> StageAssignment:
+    by_name = {ident: patterns.stage_of(name) for ident, name in names.items()}
+    # A thread the patterns miss takes the role the program published for it on the board.
+    by_role = {ident: roles[names[ident]] for ident, stage in by_name.items()
+               if stage == "other" and roles.get(names[ident]) in ("target", "drafter")}
+    if any(s != "other" for s in by_name.values()):
+        return StageAssignment(stages={**by_name, **by_role}, how="names")
+    if by_role:
+        return StageAssignment(stages=by_role, how="board")
+    rows = {ident: [(r.thread, r.state) for r in group] for ident, group in grouped.items()}
+    return infer_from_queues(rows, obs)
+
+
+def _entry(rows: list[ClassifiedThread]) -> Frame | None:
+    """The most frequent entry frame (function and file; its line is the newest seen)."""
+    counts: Counter[tuple[str, str] | None] = Counter()
+    newest: dict[tuple[str, str], Frame] = {}
+    for row in rows:
+        frame = entry_frame(row.thread)
+        key = entry_key(frame)
+        if key is not None and frame is not None:
+            counts[key] += 1
+            newest[key] = frame
+    if not counts:
+        return None
+    best = max(counts, key=lambda k: counts[k])
+    return newest.get(best) if best is not None else None
 
 
 def _natural(name: str) -> tuple[Any, ...]:
@@ -159,14 +203,6 @@ def _top_frame(rows: list[ClassifiedThread]) -> Frame | None:
         return None
     best = max(counts, key=lambda k: (counts[k], last_seen[k]))
     return frames[best]
-
-
-def _stage(name: str, patterns: StagePatterns, roles: Mapping[str, str]) -> str:
-    """By name pattern; a thread the patterns miss takes the role the trainer published for it on the board."""
-    stage = patterns.stage_of(name)
-    if stage == "other" and roles.get(name) in ("target", "drafter"):
-        return roles[name]
-    return stage
 
 
 def cpu_pct(obs: Observation, tid: int | None) -> Maybe[float]:

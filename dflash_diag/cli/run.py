@@ -17,7 +17,7 @@ from dflash_diag.sources.board import BOARD_DIR_ENV, default_board_dir
 
 # The probes package sits next to dflash_diag (one distribution); its bootstrap is a sitecustomize.py.
 BOOTSTRAP_DIR = Path(__file__).resolve().parents[2] / "probes" / "_bootstrap"
-KNOWN_PROBES = ("gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift")
+KNOWN_PROBES = ("gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads")
 # Forwarded to the program. SIGINT is special: from a terminal it already reached the program (same
 # foreground process group), so it is only forwarded when it was sent to us alone.
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)

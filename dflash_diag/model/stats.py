@@ -25,6 +25,9 @@ class ThreadStats:
     # monotonic time of each timeline entry, so strips of threads that appeared mid-window line up (added by the
     # engine issue; empty when unknown)
     timeline_s: tuple[float, ...] = ()
+    # The thread's entry point: its outermost frame outside threading.py (the target function of a
+    # threading.Thread); threads that share it do the same job. None when no Python frame was seen.
+    entry: Frame | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +52,7 @@ class PipelineView:
     consumer_starved_share: Maybe[float]  # time drafter threads spend blocked in get
     bottleneck: str  # "target", "drafter", "balanced" or "unknown"
     verdict: str  # one line, from evidence
+    # How the stages were told apart: "names" (thread-name patterns), "board" (roles the program published) or
+    # "queues" (inferred: threads that put into a queue are the producer/target stage, those that get from it
+    # the consumer/drafter stage); "" when no thread belongs to a stage.
+    stages_from: str = ""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dflash_diag.model import Finding
-from dflash_diag.snapshot.build import SCHEMA, analyse, build_files
+from dflash_diag.snapshot.build import SCHEMA, analyse_gathered, build_files
 from dflash_diag.snapshot.bundle import default_name, load_snapshot, write_dir, write_tar
 from dflash_diag.snapshot.gather import DEFAULT_DEADLINE_S, DEFAULT_DURATION_S, Gathered, gather
 
@@ -56,7 +56,7 @@ def take_snapshot(
         _refuse_existing(path, force)
     gathered = gather(pid, duration_s=duration_s, deadline_s=deadline_s, board_dir=board_dir, wall_clock=wall_clock)
     end_wall_s = wall_clock()
-    analysis = analyse(gathered, end_wall_s)
+    analysis = analyse_gathered(gathered, end_wall_s)
     files = build_files(gathered, analysis, end_wall_s)
     if as_dir:
         write_dir(path, files, force=force)

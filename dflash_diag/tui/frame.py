@@ -18,6 +18,7 @@ from dflash_diag.model import (
     Finding,
     Frame,
     GpuSample,
+    Headline,
     Maybe,
     Observation,
     PipelineView,
@@ -48,6 +49,7 @@ class TopFrame:
     process_alive: bool = True
     warnings: tuple[str, ...] = ()
     requested_rate_hz: float | None = None  # what the user asked for, when the sampler runs slower (adaptive)
+    headline: Headline | None = None  # the analysis' one sentence: the symptom and its cause
 
 
 def thread_key(name: str | None, os_thread_id: int | None) -> str:

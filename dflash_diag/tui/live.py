@@ -10,59 +10,27 @@ import threading
 import time
 from dataclasses import replace
 
-from dflash_diag.analysis.pipeline import pipeline_view
-from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
 from dflash_diag.errors import AttachError, CommandError, ExitCode
-from dflash_diag.model import NA, Finding, Maybe, Observation, PipelineView, ThreadStats
+from dflash_diag.model import NA, Finding, Maybe, Observation
 from dflash_diag.sources import collect
+from dflash_diag.sources.outside import OutsideReader
 from dflash_diag.tui.frame import TopFrame, build_frame
 
 
-def _patterns(target_pattern: str | None, drafter_pattern: str | None) -> StagePatterns:
-    return StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
-
-
-def analyse(
-    obs: Observation, patterns: StagePatterns, *, wall_s: float, rate_hz: float, native: bool
+def analyse_frame(
+    obs: Observation, target_pattern: str | None, drafter_pattern: str | None, *, wall_s: float, rate_hz: float,
+    native: bool,
 ) -> TopFrame:
-    """Observation -> frame. An analysis that fails becomes an N/A pane with the reason, never a dead screen."""
-    warnings: list[str] = []
-    threads: tuple[ThreadStats, ...] = ()
-    try:
-        threads = aggregate_threads(obs, patterns)
-    except Exception as exc:  # analysis bugs are shown, not raised into the UI loop
-        warnings.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
-    pipeline: Maybe[PipelineView]
-    try:
-        pipeline = pipeline_view(obs, threads, now_wall_s=wall_s)
-    except Exception as exc:
-        pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
-    findings: Maybe[tuple[Finding, ...]] = _findings(obs, threads, pipeline, wall_s)
-    return build_frame(
-        obs,
-        threads,
-        pipeline,
-        findings,
-        wall_s=wall_s,
-        rate_hz=rate_hz,
-        native=native,
-        extra_warnings=tuple(warnings),
-    )
+    """Observation -> frame, through the one analysis ``doctor`` and ``snapshot`` use. An analysis that fails
+    becomes an N/A pane with the reason, never a dead screen."""
+    from dflash_diag.analysis import analyse
 
-
-def _findings(
-    obs: Observation, threads: tuple[ThreadStats, ...], pipeline: Maybe[PipelineView], wall_s: float
-) -> Maybe[tuple[Finding, ...]]:
-    if isinstance(pipeline, NA):
-        return NA("no pipeline view to judge")
-    try:
-        from dflash_diag.analysis.findings import evaluate
-    except ImportError as exc:  # a partial install: findings are optional for the live view
-        return NA(f"findings unavailable ({exc})")
-    try:
-        return evaluate(obs, threads, pipeline, now_wall_s=wall_s)
-    except Exception as exc:
-        return NA(f"findings failed: {type(exc).__name__}: {exc}")
+    analysis = analyse(obs, target_pattern=target_pattern, drafter_pattern=drafter_pattern, now_wall_s=wall_s)
+    findings: Maybe[tuple[Finding, ...]] = (
+        analysis.findings if not isinstance(analysis.pipeline, NA) else NA("no pipeline view to judge"))
+    frame = build_frame(obs, analysis.threads, analysis.pipeline, findings, wall_s=wall_s, rate_hz=rate_hz,
+                        native=native, extra_warnings=analysis.errors)
+    return replace(frame, headline=analysis.headline)
 
 
 def collect_frame(
@@ -78,10 +46,8 @@ def collect_frame(
 ) -> TopFrame:
     """Batch mode: sample for ``duration_s`` and analyse the whole run as one window."""
     collector = collect.Collector(pid, rate_hz=rate_hz, native=native, board_dir=board_dir)
-    obs = collector.collect(duration_s)
-    return analyse(
-        obs, _patterns(target_pattern, drafter_pattern), wall_s=time.time(), rate_hz=rate_hz, native=native
-    )
+    obs = OutsideReader(pid).enrich(collector.collect(duration_s))
+    return analyse_frame(obs, target_pattern, drafter_pattern, wall_s=time.time(), rate_hz=rate_hz, native=native)
 
 
 class LiveSource:
@@ -99,7 +65,8 @@ class LiveSource:
         board_dir: str | None,
     ) -> None:
         self._pid = pid
-        self._patterns = _patterns(target_pattern, drafter_pattern)
+        self._patterns = (target_pattern, drafter_pattern)
+        self._outside = OutsideReader(pid)
         self._board_dir = board_dir
         self._lock = threading.Lock()  # rate/native change from the UI thread while poll runs on the sampler
         self._rate_hz = rate_hz
@@ -117,10 +84,10 @@ class LiveSource:
         return self._rate_hz
 
     def poll(self) -> TopFrame:
-        obs = self._sampler.poll()
+        obs = self._outside.enrich(self._sampler.poll())
         with self._lock:
             rate_hz, native = self._rate_hz, self._native
-        frame = analyse(obs, self._patterns, wall_s=time.time(), rate_hz=rate_hz, native=native)
+        frame = analyse_frame(obs, *self._patterns, wall_s=time.time(), rate_hz=rate_hz, native=native)
         frame = replace(frame, rate_hz=self._sampler.effective_rate_hz, requested_rate_hz=rate_hz)
         if not obs.process_alive and not obs.stacks:
             raise AttachError(f"process {self._pid} exited", ExitCode.NO_PROCESS)

@@ -229,8 +229,11 @@ def probe_summary(board: Maybe[Board]) -> list[tuple[str, str]]:
         "codedrift",
         "checkpoint",
         "queues",
+        "threads",
     ):
         raw = board.probes.get(name)
+        if raw is None and name == "threads":
+            continue  # newer than most boards: no row rather than a "not published" one
         if raw is None:
             rows.append((name, "not published"))
             continue
@@ -316,6 +319,15 @@ def _fmt_queues(p: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "no queues"
 
 
+def _fmt_threads(p: Mapping[str, Any]) -> str:
+    deaths = p.get("deaths") if isinstance(p.get("deaths"), list) else []
+    text = f"{int(_num(p, 'alive'))} alive, {int(_num(p, 'deaths_total'))} died"
+    last = deaths[-1] if deaths and isinstance(deaths[-1], Mapping) else None
+    if last is not None:
+        text += f" (last: {last.get('thread')}: {str(last.get('exception'))[:60]})"
+    return text
+
+
 _PROBE_FORMATTERS = {
     "gil": _fmt_gil,
     "allocator": _fmt_allocator,
@@ -325,4 +337,5 @@ _PROBE_FORMATTERS = {
     "codedrift": _fmt_codedrift,
     "checkpoint": _fmt_checkpoint,
     "queues": _fmt_queues,
+    "threads": _fmt_threads,
 }

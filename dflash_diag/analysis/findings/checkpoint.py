@@ -14,7 +14,9 @@ from dflash_diag.analysis.findings._context import (
     stage_samples,
     sub,
 )
+from dflash_diag.analysis.stderr import CHECKPOINT_NO_GRAD
 from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.model.evidence import is_library_file
 
 # Recompute costs about one extra forward, i.e. ~1/3 of forward+backward when everything is checkpointed;
 # more than that (sampled: at one-sigma confidence) is worth knowing. It is not a fault by itself: a model
@@ -30,8 +32,12 @@ GRAD_NONE_EXAMPLES = 3
 
 def check(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe("checkpoint")
-    yield from _grad_none(ctx, payload)
-    yield from _mode(payload)
+    grad_none = list(_grad_none(ctx, payload))
+    yield from grad_none
+    if payload is not None and (payload.get("calls") or grad_none):
+        yield from _mode(payload)
+    else:
+        yield from _mode_from_stacks(ctx)
     yield from _recompute(ctx, payload)
 
 
@@ -94,6 +100,55 @@ def _mode(payload: Mapping[str, object] | None) -> Iterator[Finding]:
     )
 
 
+_REENTRANT_FRAMES = ("CheckpointFunction.forward", "CheckpointFunction.backward")
+
+
+def _mode_from_stacks(ctx: Context) -> Iterator[Finding]:
+    """Reentrant checkpointing seen from outside: torch's ``CheckpointFunction`` in the stacks."""
+    samples = forward = backward = 0
+    sites: dict[str, int] = {}
+    stages: set[str] = set()
+    for stats in ctx.threads:
+        for thread, _ in ctx.stats_rows(stats):
+            names = [(i, f) for i, f in enumerate(thread.frames) if not f.native and f.name in _REENTRANT_FRAMES
+                     and f.filename.endswith(_CHECKPOINT_FILES[0])]
+            if not names:
+                continue
+            samples += 1
+            stages.add(stats.stage)
+            forward += any(f.name.endswith("forward") for _, f in names)
+            backward += any(f.name.endswith("backward") for _, f in names)
+            outer = names[-1][0]
+            caller = next((f for f in thread.frames[outer + 1:] if not f.native and not is_library_file(f.filename)), None)
+            if caller is not None:
+                site = f"{caller.short_filename}:{caller.line} ({caller.name})"
+                sites[site] = sites.get(site, 0) + 1
+    warned = ctx.stderr.checkpoint_no_grad
+    if not samples:
+        return
+    evidence: list[tuple[str, str]] = [("samples in reentrant checkpoint", f"{samples} (forward {forward}, "
+                                                                          f"backward recompute {backward})")]
+    for site, n in sorted(sites.items(), key=lambda kv: -kv[1])[:3]:
+        evidence.append(("checkpoint called at", f"{site}, {n} samples"))
+    if warned:
+        evidence.append(("stderr", f"torch warned {warned}x: \"{CHECKPOINT_NO_GRAD}\""))
+    where = f" at {max(sites, key=lambda k: sites[k])}" if sites else ""
+    claim = (f"activation checkpointing runs with use_reentrant=True{where} (torch's CheckpointFunction in the stacks)"
+             + (": torch warned that none of its inputs requires grad, so the parameters inside get no gradient"
+                if warned else ": with keyword-only tensor arguments its parameters silently get no gradient"))
+    yield Finding(
+        rule_id="checkpoint-reentrant",
+        severity=Severity.WARNING if warned else Severity.INFO,
+        claim=claim,
+        evidence=tuple(evidence),
+        remedy="Pass use_reentrant=False (or pass every tensor positionally to the checkpointed function). To "
+        "confirm which parameters get no gradient, run it under `dflash-diag run -- python ...` (the checkpoint "
+        "probe checks every parameter's .grad after backward) and run doctor again.",
+        impact=0.3 if warned else 0.0,
+        stages=tuple(sorted(stages - {"other"})),
+    )
+
+
 def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
     by_stage: list[tuple[str, float, float]] = []
     for stage in ("drafter", "target", "other"):
@@ -135,6 +190,7 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
         remedy="Checkpoint fewer/larger regions (e.g. fewer loss chunks), compile the checkpointed region, or "
         "compare use_reentrant modes (saved-tensor hooks cost Python time per chunk under the GIL).",
         impact=worst,
+        stages=(stage,) if stage != "other" else (),
     )
 
 

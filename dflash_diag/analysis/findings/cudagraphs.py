@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dflash_diag.analysis.findings._context import Context, items, num, text, version_tuple
+from dflash_diag.analysis.findings._context import Context, items, num, sub, text, version_tuple
 from dflash_diag.model import Finding, Severity
 
 # CUDAGraph Trees initialise their thread-local state lazily per Python thread from torch 2.13
@@ -80,25 +80,36 @@ def _rerecords(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]
 
 
 def _threads(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
+    """Only what was seen: graphs captured from two or more threads on a torch where that is unsafe (warning),
+    or from one non-main thread there (info: the next thread to capture will assert). A version alone is not a
+    finding: a program that never captures a graph gets nothing."""
     threads = sorted({t for t in items(payload, "capture_threads") if isinstance(t, str)})
-    hazard = text(payload, "multi_thread_hazard")
+    captures = num(payload, "captures") or 0.0
     torch_version = text(payload, "torch") or (ctx.board.writer.torch if ctx.board is not None else None)
     parsed = version_tuple(torch_version)
     unsafe_version = parsed is not None and parsed < CUDAGRAPH_THREAD_SAFE_FROM
-    if not hazard and not (len(threads) > 1 and unsafe_version):
+    if not unsafe_version or captures <= 0 or not threads:
         return
-    evidence = [("capture threads", ", ".join(threads) or "unknown"), ("torch", torch_version or "unknown")]
-    if hazard:
-        evidence.append(("hazard", hazard))
+    non_main = [t for t in threads if t != "MainThread"]
+    if len(threads) < 2 and not non_main:
+        return
+    several = len(threads) >= 2
+    evidence = [("capture threads", ", ".join(threads)), ("captures", f"{captures:.0f}"),
+                ("torch", torch_version or "unknown")]
+    by_thread = sub(payload, "captures_by_thread")
+    if by_thread:
+        evidence.append(("captures by thread", ", ".join(f"{k} {v}" for k, v in sorted(by_thread.items()))))
     yield Finding(
         rule_id="cudagraph-multi-thread",
-        severity=Severity.WARNING,
-        claim=f"CUDA graphs captured from {len(threads)} threads on torch {torch_version or '?'}, "
-        "where CUDAGraph Trees are not thread-safe (pytorch#123177)",
+        severity=Severity.WARNING if several else Severity.INFO,
+        claim=(f"CUDA graphs were captured from {len(threads)} threads ({', '.join(threads[:4])}) on torch "
+               f"{torch_version}, where CUDAGraph Trees are not thread-safe (pytorch#123177)" if several else
+               f"CUDA graphs are captured in {non_main[0]} (not the main thread) on torch {torch_version}: a second "
+               "capturing thread would assert (CUDAGraph Trees are not thread-safe before 2.13)"),
         evidence=tuple(evidence),
         remedy="Capture and replay each compiled callable on one dedicated thread per device (or capture all "
         "before the workers start), or upgrade to torch >= 2.13.",
-        impact=0.2,
+        impact=0.2 if several else 0.0,
     )
 
 

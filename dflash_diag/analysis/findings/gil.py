@@ -1,11 +1,19 @@
-"""GIL contention: who holds the GIL, who waits for it, and how much."""
+"""GIL contention: who holds the GIL, who waits for it, and how much.
+
+A GIL wait is a thread that has Python work to do and cannot run it: over a window such a thread still gets
+the GIL between waits, so it uses CPU. A thread that sits in a C-level wait (``SimpleQueue.get``, a socket
+read, ``select``, a lock) for the whole window is *waiting*, not contending: its /proc CPU time is ~0, and it
+is never counted as a GIL waiter, whatever a single stack sample suggests.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub
-from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
+from dflash_diag.analysis.hotspots import hot_functions
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model.common import is_na
 
 # With N busy Python threads some waiting is normal; when the process as a whole spends a third of the
 # window with a thread waiting for the GIL, Python (not the GPU) paces the pipeline.
@@ -13,6 +21,9 @@ CONTENTION_WARNING_SHARE = 0.33
 # Sampled: a thread that waits for the GIL in a fifth of its samples (at one-sigma confidence) loses a fifth
 # of its throughput.
 THREAD_WAIT_SHARE = 0.20
+# A thread below this share of one core over the window did not run Python at all: it waits in C, not for
+# the GIL (a contending thread runs between its waits).
+WAITING_THREAD_CPU_PCT = 1.0
 SHOWN = 3
 
 
@@ -21,7 +32,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     contention = num(payload, "contention_share")
     if payload is not None and payload.get("free_threaded") is True:
         return
-    sampled = list(ctx.sampled())
+    sampled = [t for t in ctx.sampled() if not _idle_by_cpu(t)]
     waiters = sorted(((t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in sampled), key=lambda x: -x[1])
     heavy_waiters = [(t, s) for t, s in waiters if lower_bound(s, t.n_samples) >= THREAD_WAIT_SHARE]
     if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters:
@@ -36,28 +47,49 @@ def check(ctx: Context) -> Iterator[Finding]:
         if mean_ms is not None:
             evidence.append(("wait per acquire", f"mean {mean_ms:.1f} ms" + (f", p99 {p99_ms:.1f} ms" if p99_ms is not None else "")))
     for t in holders:
-        evidence.append((f"holds: {t.name}", f"{t.gil_held_pct:.0f}% of samples" + (f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else "")))
+        evidence.append((f"holds: {t.name}", f"{t.gil_held_pct:.0f}% of samples" + _where(ctx, t)))
     cpu = sorted(((str(n), num(v, "cpu_share")) for n, v in sub(payload, "threads").items() if isinstance(v, Mapping)),
                  key=lambda nv: -(nv[1] or 0.0))
     if cpu and cpu[0][1]:
         evidence.append(("CPU by thread (probe)", ", ".join(f"{n} {pct(v)}" for n, v in cpu[:SHOWN] if v is not None)))
     for t, share in waiters[:SHOWN]:
         if share > 0:
-            evidence.append((f"waits: {t.name}", f"{pct(share)} of samples"))
+            evidence.append((f"waits: {t.name}", f"{pct(share)} of samples" + _cpu_text(t)))
     worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0)
-    waiting = ", ".join(t.name for t, _ in heavy_waiters[:SHOWN])
-    if holders and waiting:
-        claim = f"GIL contention: {holders[0].name} holds the GIL while {waiting} wait ({pct(worst)})"
-    elif holders:
-        claim = f"GIL contention ({pct(worst)} of the time a thread waits): {holders[0].name} holds it most"
+    waiting = threads_text([t.name for t, _ in heavy_waiters], SHOWN)
+    hog = holders[0] if holders else None
+    if hog is not None and waiting:
+        role = "" if hog.stage in ("target", "drafter") else " (not a pipeline stage)"
+        claim = (f"GIL contention: {hog.name}{role} holds the GIL {hog.gil_held_pct:.0f}% of the time{_where(ctx, hog)} "
+                 f"while {waiting} wait for it ({pct(worst)})")
+    elif hog is not None:
+        claim = f"GIL contention ({pct(worst)} of the time a thread waits): {hog.name} holds it most{_where(ctx, hog)}"
     else:
         claim = f"GIL contention: threads wait for the GIL {pct(worst)} of the time"
+    stages = tuple(sorted({t.stage for t, _ in heavy_waiters} - {"other"}))
     yield Finding(
         rule_id="gil-contention",
         severity=Severity.WARNING,
         claim=claim,
         evidence=tuple(evidence),
-        remedy="Cut Python work in the hot threads (compile the step, fewer tiny ops: fused kernels, no "
-        "per-chunk Python loops), move side work (logging, data prep) out of the process or make it rarer.",
+        remedy="Cut the Python work of the thread that holds the GIL (move side work such as metrics, logging or "
+        "data prep out of the process or make it rarer; compile the step, fuse tiny ops, no per-chunk Python "
+        "loops in the hot threads).",
         impact=worst,
+        stages=stages,
     )
+
+
+def _idle_by_cpu(t: ThreadStats) -> bool:
+    return not is_na(t.cpu_pct) and float(t.cpu_pct) < WAITING_THREAD_CPU_PCT  # type: ignore[arg-type]
+
+
+def _cpu_text(t: ThreadStats) -> str:
+    return "" if is_na(t.cpu_pct) else f", CPU {float(t.cpu_pct):.0f}% of a core"  # type: ignore[arg-type]
+
+
+def _where(ctx: Context, t: ThreadStats) -> str:
+    spots = hot_functions(ctx.stats_rows(t), n=1)
+    if spots:
+        return f" in {spots[0].function} ({spots[0].site})"
+    return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""

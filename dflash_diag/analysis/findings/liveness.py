@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.model import Finding, Severity
+from dflash_diag.model.findings import NOTE, STATE, SYMPTOM
 
 # A board is published at most every interval_s and at least once per training step; 20 intervals (and at
 # least 10 s, for slow steps) without a new one means the step loop stopped.
@@ -23,6 +24,7 @@ def check(ctx: Context) -> Iterator[Finding]:
             evidence=(("samples taken", str(len(obs.stacks))), ("window", f"{obs.window_s:.1f} s")),
             remedy="Look at its log for the exit reason; findings below only cover the time it was alive.",
             impact=0.0,
+            kind=STATE,
         )
     board = ctx.board
     if board is None:
@@ -32,8 +34,9 @@ def check(ctx: Context) -> Iterator[Finding]:
             claim="no probe board: findings come from stacks, /proc and NVML only",
             evidence=(("board", str(obs.boards) if not isinstance(obs.boards, tuple) else "none published"),),
             remedy="Start the program under `dflash-diag run -- python train.py ...` (or call probes.start()) for "
-            "checkpoint, compile, allocator, GIL and stale-code findings.",
+            "checkpoint, compile, allocator, GIL, thread-death and stale-code findings.",
             impact=0.0,
+            kind=NOTE,
         )
         return
     age_s = board.age_s(ctx.now_wall_s)
@@ -48,4 +51,5 @@ def check(ctx: Context) -> Iterator[Finding]:
             remedy="Look at the stacks (`dflash-diag snapshot PID`): a deadlock, a GPU hang or a stuck collective "
             "shows as every worker blocked in the same place.",
             impact=0.5,
+            kind=SYMPTOM,
         )
