@@ -11,7 +11,7 @@ SOURCES = [96, 96, 96, 80]  # feature widths per data source: the last one is wr
 
 class FeaturePipeline:
     def __init__(self, n_teachers: int, n_students: int, queue_depth: int) -> None:
-        self.feature_queue: "queue.Queue[torch.Tensor]" = queue.Queue(maxsize=queue_depth)
+        self.feature_queue: queue.Queue[torch.Tensor] = queue.Queue(maxsize=queue_depth)
         self.teachers = [Teacher() for _ in range(n_teachers)]
         self.students = [Student() for _ in range(n_students)]
         self.workers: list[threading.Thread] = []
