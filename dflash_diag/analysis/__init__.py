@@ -9,32 +9,32 @@ from __future__ import annotations
 
 import time
 
+from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation, PipelineView, Severity, ThreadStats
 from dflash_diag.model.findings import NOTE
 
 
 def analyse(
     obs: Observation,
+    patterns: StagePatterns | None = None,
     *,
-    target_pattern: str | None = None,
-    drafter_pattern: str | None = None,
     now_wall_s: float | None = None,
 ) -> Analysis:
-    """Everything the tool can say about ``obs``. ``target_pattern``/``drafter_pattern`` are comma-separated
-    thread-name patterns (default ``target-*`` / ``drafter-*``; stages are inferred from queue use when no
-    thread matches). ``now_wall_s`` (default: now) is when the analysis is made (board staleness)."""
+    """Everything the tool can say about ``obs``. ``patterns`` name the target/drafter threads (default
+    ``target-*`` / ``drafter-*``; stages are inferred from queue use when no thread matches). ``now_wall_s``
+    (default: now) is when the analysis is made (board staleness)."""
     from dflash_diag.analysis.causal import link
     from dflash_diag.analysis.findings import evaluate
     from dflash_diag.analysis.pipeline import DEFAULT_QUEUE, pipeline_view
     from dflash_diag.analysis.stages import StageAssignment
-    from dflash_diag.analysis.threads import StagePatterns, aggregate
+    from dflash_diag.analysis.threads import aggregate
 
     now = time.time() if now_wall_s is None else now_wall_s
     errors: list[str] = []
     threads: tuple[ThreadStats, ...] = ()
     assignment = StageAssignment(stages={}, how="")
     try:
-        threads, assignment = aggregate(obs, StagePatterns.parse(target=target_pattern, drafter=drafter_pattern))
+        threads, assignment = aggregate(obs, patterns or StagePatterns())
     except Exception as exc:  # noqa: BLE001 - an analysis bug is shown, never raised into a UI or a report
         errors.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
     pipeline: Maybe[PipelineView]

@@ -73,6 +73,7 @@ def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progr
     """Sample ``pid`` and analyse it (``analysis.analyse``); the analysis and the JSON report."""
     from dflash_diag.analysis import analyse
     from dflash_diag.sources.collect import Collector
+    from dflash_diag.sources.config import SamplerConfig
     from dflash_diag.sources.outside import OutsideReader
     from dflash_diag.sources.pyspy import PySpy
 
@@ -86,12 +87,15 @@ def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progr
         obs = outside.enrich(_empty_observation(pid, duration_s))
         analysis = analyse(obs, now_wall_s=time.time())
         return analysis, report_json(pid, analysis)
-    collector = Collector(pid, board_dir=board_dir)
+    collector = Collector(pid, SamplerConfig(board_dir=board_dir))
     obs = outside.enrich(_collect_with_progress(collector, duration_s, progress))
     if not obs.stacks and (obs.process is None or obs.process.state not in ("Z", "T", "t", "D")):
         raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "
                           f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
-    analysis = analyse(obs, now_wall_s=time.time(), target_pattern=target_pattern, drafter_pattern=drafter_pattern)
+    from dflash_diag.analysis.threads import StagePatterns
+
+    patterns = StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
+    analysis = analyse(obs, patterns, now_wall_s=time.time())
     return analysis, report_json(pid, analysis)
 
 

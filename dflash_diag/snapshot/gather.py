@@ -107,9 +107,10 @@ SNAPSHOT_RATE_HZ = 10.0  # a short window needs a denser sampling to give every 
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
     """The sampling window, with the evidence from outside the stacks (process state, stderr, source files)."""
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
+    from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
     from dflash_diag.sources.outside import OutsideReader  # noqa: PLC0415
 
-    obs = Collector(pid, rate_hz=SNAPSHOT_RATE_HZ, board_dir=board_dir).collect(duration_s)
+    obs = Collector(pid, SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, board_dir=board_dir)).collect(duration_s)
     return OutsideReader(pid).enrich(obs)
 
 
