@@ -71,10 +71,18 @@ def _hold_back(findings: list[Finding]) -> tuple[list[Finding], str]:
     if "pipeline-hang" in ids:
         return [f for f in findings if f.rule_id not in STAGE_VERDICTS], PHASE_HUNG
     if "warming-up" in ids:
-        return [f for f in findings if f.rule_id not in STAGE_VERDICTS], PHASE_WARMING_UP
+        # Rates measured while the first steps compile are not the steady state: stage verdicts are held back,
+        # sampled causes (the compiler holds the GIL) become notes to check again after warm-up.
+        return [_during_warm_up(f) if f.rule_id in SAMPLED_CAUSES else f
+                for f in findings if f.rule_id not in STAGE_VERDICTS], PHASE_WARMING_UP
     if "process-exited" in ids:
         return findings, PHASE_EXITED
     return findings, PHASE_STEADY
+
+
+def _during_warm_up(f: Finding) -> Finding:
+    return replace(f, severity=Severity.INFO, impact=0.0,
+                   claim=f"{f.claim} (seen while warming up: look again once the first steps have run)")
 
 
 def _explains(cause: Finding, symptom: Finding) -> bool:
@@ -110,7 +118,10 @@ def _headline(findings: list[Finding]) -> tuple[Headline | None, list[Finding]]:
     causes = sorted((f for f in findings if f.kind in (CAUSE, STATE) and f.severity >= Severity.WARNING), key=_strength)
     if symptoms:
         top = symptoms[0]
-        if not causes or _effective(top, by_id) >= causes[0].severity:
+        # A symptom leads when a cause explains it, or when no cause as serious stands on its own; a symptom
+        # without a cause yields to a cause that is (stale code, a dead thread): that is the thing to act on.
+        if not causes or (top.because and _effective(top, by_id) >= causes[0].severity) or (
+                not top.because and top.severity > causes[0].severity):
             return _with_cause(top, by_id)
     if causes:
         return _lead(causes[0]), [causes[0]]

@@ -68,18 +68,37 @@ def infer_from_queues(
     """Producer (target) and consumer (drafter) stages from queue use; empty when nothing tells."""
     code = {(c.filename, c.line): c for c in obs.code}
     uses = {ident: _queue_use(samples, code, obs) for ident, samples in rows.items()}
-    queue = _pipeline_queue(uses)
-    if queue is None:
-        return StageAssignment(stages={}, how="")
     stages: dict[int, str] = {}
-    for ident, use in uses.items():
-        if queue in use.gets and queue not in use.puts:
-            stages[ident] = "drafter"
-        elif queue in use.puts and queue not in use.gets:
-            stages[ident] = "target"
+    queue = _pipeline_queue(uses)
+    if queue is not None:
+        for ident, use in uses.items():
+            if queue in use.gets and queue not in use.puts:
+                stages[ident] = "drafter"
+            elif queue in use.puts and queue not in use.gets:
+                stages[ident] = "target"
+    if not ("drafter" in stages.values() and "target" in stages.values()):
+        # The two sides name the queue differently (a function's parameter `out` is the caller's `batches`):
+        # threads that only put are upstream, threads that only get are downstream.
+        putters = {i for i, u in uses.items() if u.puts and not u.gets}
+        getters = {i for i, u in uses.items() if u.gets and not u.puts}
+        if putters and getters:
+            stages = {**{i: "target" for i in putters}, **{i: "drafter" for i in getters}}
+            queue = queue or _most_blocked(uses, putters | getters)
+    if not stages:
+        return StageAssignment(stages={}, how="")
     _join_by_entry(rows, stages)
     queue_use = {i: (tuple(sorted(u.puts)), tuple(sorted(u.gets))) for i, u in uses.items() if u.puts or u.gets}
     return StageAssignment(stages=stages, how="queues", queue=queue, queue_use=queue_use)
+
+
+def _most_blocked(uses: Mapping[int, _Use], idents: set[int]) -> str | None:
+    blocked: Counter[str] = Counter()
+    named: Counter[str] = Counter()
+    for ident in idents:
+        blocked.update(uses[ident].blocked)
+        named.update({q: 1 for q in (*uses[ident].puts, *uses[ident].gets)})
+    best = blocked.most_common(1) or named.most_common(1)
+    return best[0][0] if best else None
 
 
 def _queue_use(samples: Sequence[tuple[ThreadSample, ThreadState]], code: Mapping[tuple[str, int], SourceLine],

@@ -139,10 +139,26 @@ def _act(case: Case, pid: int, work: Path) -> None:
         os.kill(pid, signal.SIGSTOP)
         time.sleep(0.3)
     elif case.action.startswith("edit:"):
-        # A user edits the code under a running job: two lines inserted at the top of the file.
+        # A user deploys an edit under the running job: a new helper at the top of the file.
         path = work / "program" / case.action[len("edit:"):]
-        text = path.read_text()
-        path.write_text("# tuned: fewer chunks, see the notebook\n# (deployed while the run was going)\n" + text)
+        path.write_text(_DEPLOYED_EDIT + path.read_text())
+        time.sleep(0.2)
+
+
+_DEPLOYED_EDIT = '''import math as _math
+
+
+def chunk_count(seq_len: int, budget: int = 4096) -> int:
+    """How many loss chunks keep the logits under ``budget`` elements per chunk (added after the run started)."""
+    if seq_len <= 0:
+        return 1
+    return max(1, _math.ceil(seq_len / budget))
+
+
+CHUNKS_TUNED = True
+
+
+'''
 
 
 def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: float) -> Result:

@@ -51,20 +51,24 @@ def _serious(findings: tuple[Finding, ...]) -> dict[str, Finding]:
 def test_h200_synchronize_in_the_target_is_a_host_sync_storm() -> None:
     serious = _serious(_findings(FIXTURES / "h200" / "pyspy_dump_json_nonblocking.json", H200_LINES))
     assert "`torch.cuda.synchronize()`" in serious["host-sync-storm"].claim
-    assert "pipeline-bottleneck-target" in serious
+    # The recording has no board or NVML reading: which GPU idles is unknown, so the verdict is information.
+    assert "pipeline-bottleneck-target" in {f.rule_id for f in _findings(
+        FIXTURES / "h200" / "pyspy_dump_json_nonblocking.json", H200_LINES)}
 
 
 @pytest.mark.parametrize(
-    ("recording", "expected"),
+    ("recording", "expected", "verdict"),
     [
-        ("pyspy_drafter_bound.json", {"pipeline-bottleneck-drafter", "gil-contention"}),
-        ("pyspy_target_bound.json", {"pipeline-bottleneck-target"}),
-        ("pyspy_ckpt_compile.json", {"pipeline-bottleneck-target", "gil-contention"}),
+        ("pyspy_drafter_bound.json", {"gil-contention"}, "pipeline-bottleneck-drafter"),
+        ("pyspy_target_bound.json", set(), "pipeline-bottleneck-target"),
+        ("pyspy_ckpt_compile.json", {"gil-contention"}, "pipeline-bottleneck-target"),
     ],
 )
-def test_cpu_recordings(recording: str, expected: set[str]) -> None:
+def test_cpu_recordings(recording: str, expected: set[str], verdict: str) -> None:
+    """CPU pipelines: the limiting stage is named (information: no GPU idles), the GIL hog is a warning."""
     findings = _findings(FIXTURES / "cpu" / recording)
     assert set(_serious(findings)) == expected
+    assert verdict in {f.rule_id for f in findings}
     if recording == "pyspy_drafter_bound.json":
         assert _serious(findings)["gil-contention"].claim.startswith("GIL contention: gil-hog (not a pipeline stage) "
                                                                      "holds the GIL")

@@ -222,7 +222,7 @@ def test_compile_in_progress_is_warm_up() -> None:
     b = healthy_board(compile={"compiling_now": True, "compile_time_s": 31.0})
     f = _one(_run(boards=(b,)), "warming-up")
     assert f.severity == Severity.INFO and f.kind == "state"
-    assert "31 s of compiling so far (probe)" in f.claim
+    assert "31 s of finished compiles (probe)" in f.claim
 
 
 def test_compile_from_several_threads_on_unsafe_torch() -> None:
@@ -306,7 +306,7 @@ def test_gil_contention_names_holder_and_waiters() -> None:
                            "threads": {"logger": {"cpu_share": 0.95}, "drafter-0": {"cpu_share": 0.3}}})
     f = _one(_run(boards=(b,), threads=threads), "gil-contention")
     assert f.claim.startswith("GIL contention: logger (not a pipeline stage) holds the GIL 90% of the time")
-    assert f.claim.endswith("while drafter-0 wait for it (70%)") and f.stages == ("drafter",)
+    assert f.claim.endswith("while drafter-0 waits for it (70%)") and f.stages == ("drafter",)
     assert "mean 9.8 ms" in dict(f.evidence)["wait per acquire"]
     assert dict(f.evidence)["CPU by thread (probe)"] == "logger 95%, drafter-0 30%"
 

@@ -137,6 +137,19 @@ class Context:
         """Threads with enough samples for their state shares to mean something."""
         return tuple(t for t in self.threads if t.n_samples >= MIN_THREAD_SAMPLES)
 
+    def process_gpus(self) -> tuple[int, ...]:
+        """GPUs NVML lists this process on, in any reading of the window."""
+        sweeps = self.obs.gpus if isinstance(self.obs.gpus, tuple) else ()
+        found = {gpu.index for sweep in sweeps for gpu in sweep
+                 if isinstance(gpu.processes, tuple) and any(p.pid == self.obs.pid for p in gpu.processes)}
+        return tuple(sorted(found))
+
+    def drives_gpu(self, stage: str) -> bool:
+        """Whether a stage's threads drive a GPU: a device the board gives them, or a process on a GPU (NVML)."""
+        if any(t.gpu_index is not None for t in self.threads if t.stage == stage):
+            return True
+        return bool(self.on_cuda()) or bool(self.process_gpus())
+
     def on_cuda(self) -> bool | None:
         """Whether the process trains on CUDA: True, False, or None when nothing tells."""
         return on_cuda(self)

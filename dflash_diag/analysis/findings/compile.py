@@ -163,6 +163,9 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
     what = []
     if total is not None:
         what.append(f"{total:.0f} recompiles" + (f", {rate:.2f}/s now" if rate else ""))
+    elif recompiling:
+        stats0, _, site0, n0 = recompiling[0]
+        what.append(f"{n0} separate compiles of {site0} in {ctx.obs.window_s:.0f} s")
     if share:
         what.append(f"{pct(share)} of {threads_text([t.name for t in threads], 2)} samples in dynamo/inductor")
     claim = f"the {where}compiled step keeps recompiling (" + "; ".join(what) + ")" if what else \
@@ -217,8 +220,11 @@ def _warming_up(ctx: Context, payload: Mapping[str, object] | None,
     so_far = []
     if busy:
         so_far.append(f"{pct(busy[0][1])} of {busy[0][0].name}'s samples in the {ctx.obs.window_s:.0f} s window")
-    if seconds is not None:
-        so_far.append(f"{seconds:.0f} s of compiling so far (probe)")
+        cpu_s = _thread_cpu_s(ctx, busy[0][0])
+        if cpu_s is not None:
+            so_far.append(f"{busy[0][0].name} has used {cpu_s:.0f} s of CPU so far")
+    if seconds:
+        so_far.append(f"{seconds:.0f} s of finished compiles (probe)")
     if age_s is not None:
         so_far.append(f"the process started {age_s:.0f} s ago")
     evidence: list[tuple[str, str]] = [(f"{stats.name} compiling", pct(share)) for stats, share in busy[:4]]
@@ -239,6 +245,15 @@ def _warming_up(ctx: Context, payload: Mapping[str, object] | None,
         kind=STATE,
         stages=tuple(sorted({s.stage for s, _ in busy} - {"other"})),
     )
+
+
+def _thread_cpu_s(ctx: Context, stats: ThreadStats) -> float | None:
+    """CPU seconds the thread has used since it started (/proc utime + stime, newest reading)."""
+    for sweep in reversed(ctx.obs.proc):
+        for reading in sweep:
+            if reading.tid == stats.os_thread_id:
+                return reading.utime_s + reading.stime_s
+    return None
 
 
 def _multi_thread(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:

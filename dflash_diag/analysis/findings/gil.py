@@ -25,6 +25,8 @@ THREAD_WAIT_SHARE = 0.20
 # the GIL (a contending thread runs between its waits).
 WAITING_THREAD_CPU_PCT = 1.0
 SHOWN = 3
+# A GIL holder that spends this share of its samples compiling holds the GIL because it compiles.
+HOG_COMPILING_SHARE = 0.2
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -57,16 +59,26 @@ def check(ctx: Context) -> Iterator[Finding]:
             evidence.append((f"waits: {t.name}", f"{pct(share)} of samples" + _cpu_text(t)))
     worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0)
     waiting = threads_text([t.name for t, _ in heavy_waiters], SHOWN)
+    verb = "waits" if len(heavy_waiters) == 1 else "wait"
     hog = holders[0] if holders else None
     if hog is not None and waiting:
         role = "" if hog.stage in ("target", "drafter") else " (not a pipeline stage)"
         claim = (f"GIL contention: {hog.name}{role} holds the GIL {hog.gil_held_pct:.0f}% of the time{_where(ctx, hog)} "
-                 f"while {waiting} wait for it ({pct(worst)})")
+                 f"while {waiting} {verb} for it ({pct(worst)})")
     elif hog is not None:
         claim = f"GIL contention ({pct(worst)} of the time a thread waits): {hog.name} holds it most{_where(ctx, hog)}"
     else:
         claim = f"GIL contention: threads wait for the GIL {pct(worst)} of the time"
     stages = tuple(sorted({t.stage for t, _ in heavy_waiters} - {"other"}))
+    impact = worst
+    if hog is not None:
+        compiling = hog.shares.get(ThreadState.COMPILE, 0.0)
+        if compiling >= HOG_COMPILING_SHARE:
+            # The holder runs the compiler (dynamo is Python): the contention is a consequence of the compiling,
+            # whose own finding is the cause to fix first.
+            claim += f"; {hog.name} is compiling (torch.compile) {pct(compiling)} of the time"
+            evidence.append((f"{hog.name} compiling", pct(compiling)))
+            impact = worst * (1.0 - compiling)
     yield Finding(
         rule_id="gil-contention",
         severity=Severity.WARNING,
@@ -75,7 +87,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         remedy="Cut the Python work of the thread that holds the GIL (move side work such as metrics, logging or "
         "data prep out of the process or make it rarer; compile the step, fuse tiny ops, no per-chunk Python "
         "loops in the hot threads).",
-        impact=worst,
+        impact=impact,
         stages=stages,
     )
 

@@ -82,22 +82,11 @@ def _threads_by_gpu(ctx: Context) -> dict[int, tuple[ThreadStats, ...]]:
         return {k: tuple(v) for k, v in out.items()}
     # No thread -> device map (a program we did not write): the process's own GPUs per NVML, each driven by the
     # threads that do work (the busy ones; idle helpers and the main thread waiting in join are not drivers).
-    ours = _process_gpus(ctx)
+    ours = ctx.process_gpus()
     busy = tuple(t for t in ctx.sampled() if _busy_share(t) >= BUSY_SHARE)
     if len(ours) == 1 and busy:
         return {ours[0]: busy}
     return {}
-
-
-def _process_gpus(ctx: Context) -> list[int]:
-    sweeps = ctx.obs.gpus if isinstance(ctx.obs.gpus, tuple) else ()
-    found: set[int] = set()
-    for sweep in sweeps:
-        for gpu in sweep:
-            processes = gpu.processes if isinstance(gpu.processes, tuple) else ()
-            if any(p.pid == ctx.obs.pid for p in processes):
-                found.add(gpu.index)
-    return sorted(found)
 
 
 def _busy_share(t: ThreadStats) -> float:

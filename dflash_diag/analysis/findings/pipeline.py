@@ -18,7 +18,8 @@ from dflash_diag.model.findings import SYMPTOM
 # A stage that spends a fifth of its time blocked on the queue is waiting on the other stage, not on its
 # own work: below that the pipeline is close enough to balanced that naming a bottleneck is noise.
 STARVED_INFO_SHARE = 0.20
-# Half of a stage's time blocked on the queue means half of its hardware idles: a measured cost, a warning.
+# Half of a stage's time blocked on the queue means half of its hardware idles: a measured cost, a warning --
+# when that hardware is a GPU. A CPU-only producer waiting for its consumer (a data loader) is the design.
 STARVED_WARNING_SHARE = 0.50
 # A queue filling by more than one item every 20 s is backing up (the seed's q_hs grew 0 -> 51 in minutes).
 QUEUE_BACKING_UP_PER_S = 0.05
@@ -57,9 +58,10 @@ def check(ctx: Context) -> Iterator[Finding]:
     if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck == "drafter" and backing_up):
         return
     # Naming the slowest stage is information (some stage is always the slowest); it becomes a warning when
-    # the other stage idles half of its time. A rising queue alone stays info: a small queue fills at start.
-    severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE else Severity.INFO
+    # the other stage's GPU idles half of its time. A rising queue alone stays info: a small queue fills at start.
     other = _OTHER[bottleneck]
+    idle_gpu = ctx.drives_gpu(other)
+    severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE and idle_gpu else Severity.INFO
     slow_stage = pipe.drafter if bottleneck == "drafter" else pipe.target
     other_stage = pipe.target if bottleneck == "drafter" else pipe.drafter
 
