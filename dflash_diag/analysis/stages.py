@@ -84,11 +84,34 @@ def infer_from_queues(
         if putters and getters:
             stages = {**{i: "target" for i in putters}, **{i: "drafter" for i in getters}}
             queue = queue or _most_blocked(uses, putters | getters)
+    if stages and len(set(stages.values())) == 1:
+        # One side only. When it waits on the queue, the other side is whoever is busy meanwhile (a consumer that
+        # never blocks in get, because its producer is faster, is never seen calling get).
+        side = next(iter(stages.values()))
+        other = "drafter" if side == "target" else "target"
+        for ident in _busy_threads(rows, exclude=set(stages)):
+            stages[ident] = other
     if not stages:
         return StageAssignment(stages={}, how="")
     _join_by_entry(rows, stages)
     queue_use = {i: (tuple(sorted(u.puts)), tuple(sorted(u.gets))) for i, u in uses.items() if u.puts or u.gets}
     return StageAssignment(stages=stages, how="queues", queue=queue, queue_use=queue_use)
+
+
+_WAITING = (ThreadState.IDLE, ThreadState.QUEUE_GET, ThreadState.QUEUE_PUT)
+# A thread doing work in this share of its samples is busy (a pipeline worker, not a helper waiting for events).
+BUSY_SHARE = 0.5
+
+
+def _busy_threads(rows: Mapping[int, Sequence[tuple[ThreadSample, ThreadState]]], exclude: set[int]) -> list[int]:
+    busy = []
+    for ident, samples in rows.items():
+        if ident in exclude or not samples or (samples[-1][0].name or "").startswith("dflash-diag-"):
+            continue
+        working = sum(1 for _, state in samples if state not in _WAITING)
+        if working / len(samples) >= BUSY_SHARE:
+            busy.append(ident)
+    return busy
 
 
 def _most_blocked(uses: Mapping[int, _Use], idents: set[int]) -> str | None:

@@ -11,12 +11,15 @@ from dataclasses import dataclass
 
 # Installed libraries and the interpreter's own modules are not the program's code: never "stale", never hot code
 # the user can change, never a stage's entry point.
-_LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/")
+_LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/",
+                    # code torch generates at run time (inductor's output modules, triton's launchers)
+                    "/torchinductor_", "/.triton/", "/triton/cache/")
 _PYLIB = re.compile(r"python3\.\d+t?")
 
 
 def is_library_file(filename: str) -> bool:
-    """True for the standard library, installed packages and pseudo-files (``<frozen ...>``), by path."""
+    """True for the standard library, installed packages, code torch generates, and pseudo-files (``<frozen ...>``,
+    ``<string>``), by path."""
     if not filename or filename.startswith("<"):
         return True
     if any(m in filename for m in _LIBRARY_MARKERS):

@@ -23,7 +23,7 @@ from dflash_diag.analysis.findings._context import (
     user_frames,
     version_tuple,
 )
-from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.findings import STATE
 
 # Dynamo's default recompile_limit is 8 per code object: reaching it in total is a storm, and the next
@@ -58,8 +58,10 @@ def check(ctx: Context) -> Iterator[Finding]:
 def compile_episodes(ctx: Context) -> dict[str, tuple[ThreadStats, float, dict[str, int]]]:
     """Per sampled thread compiling >= COMPILING_SHARE of its samples: (stats, compile share, {call site: episodes}).
 
-    An episode is a run of consecutive compile samples; its site is the innermost line of the program's own
-    code in it (the call that entered the compiler).
+    An episode is a run of compile samples; its site is the innermost frame of the program's own code in it
+    (the call that entered the compiler). A new episode at a site starts only after the thread was seen
+    *outside* that call: the call returned and was made again, so the compile is a recompile. Compiling the
+    backward, autotuning, or a graph break inside one first call stay one episode (that is warm-up).
     """
     out: dict[str, tuple[ThreadStats, float, dict[str, int]]] = {}
     for stats in ctx.sampled():
@@ -67,15 +69,36 @@ def compile_episodes(ctx: Context) -> dict[str, tuple[ThreadStats, float, dict[s
         if share < COMPILING_SHARE:
             continue
         sites: dict[str, int] = {}
-        previous: ThreadState | None = None
+        # Compile sites whose call has not been seen to return yet, with the frame that called them.
+        open_calls: dict[Frame, Frame | None] = {}
         for thread, state in ctx.stats_rows(stats):
-            if state == ThreadState.COMPILE and previous != ThreadState.COMPILE:
-                site = _compile_site(thread)
-                sites[site] = sites.get(site, 0) + 1
-            if state not in (ThreadState.IDLE, ThreadState.QUEUE_GET, ThreadState.QUEUE_PUT) or state == ThreadState.COMPILE:
-                previous = state  # waiting between two compiles does not separate them into two episodes
+            if state == ThreadState.COMPILE:
+                own = user_frames(thread)
+                site = own[0] if own else None
+                if site is not None and site not in open_calls:
+                    key = frame_site(site)
+                    sites[key] = sites.get(key, 0) + 1
+                    open_calls[site] = _caller(thread, site)
+                continue
+            open_calls = {f: c for f, c in open_calls.items() if not _returned(thread, f, c)}
         out[stats.name] = (stats, share, sites)
     return out
+
+
+def _caller(thread: ThreadSample, site: Frame) -> Frame | None:
+    frames = [f for f in thread.frames if not f.native]
+    i = frames.index(site)
+    return frames[i + 1] if i + 1 < len(frames) else None
+
+
+def _returned(thread: ThreadSample, site: Frame, caller: Frame | None) -> bool:
+    """The thread is seen outside the call that compiled: the same function at another line, or the caller
+    without the call. A stack missing both (a torn nonblocking read) proves nothing."""
+    if site in thread.frames:
+        return False
+    if any(f.filename == site.filename and f.name == site.name and f.line != site.line for f in thread.frames):
+        return True
+    return caller is not None and caller in thread.frames
 
 
 def _compile_site(thread: ThreadSample) -> str:

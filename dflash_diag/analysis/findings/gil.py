@@ -32,6 +32,11 @@ HOG_COMPILING_SHARE = 0.2
 def check(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe("gil")
     contention = num(payload, "contention_share")
+    runq = num(payload, "knocker_runq_share")
+    if contention is not None and runq is not None:
+        # The probe's knocker is late both when it waits for the GIL and when it waits for a CPU (an
+        # oversubscribed machine): only the first is GIL contention.
+        contention = max(0.0, contention - runq)
     if payload is not None and payload.get("free_threaded") is True:
         return
     sampled = [t for t in ctx.sampled() if not _idle_by_cpu(t)]
@@ -44,7 +49,8 @@ def check(ctx: Context) -> Iterator[Finding]:
     holders = [t for t in holders if t.gil_held_pct > 0][:SHOWN]
     evidence: list[tuple[str, str]] = []
     if contention is not None:
-        evidence.append(("GIL contention (probe)", pct(contention)))
+        evidence.append(("GIL contention (probe)", pct(contention) + (f" (after {pct(runq)} waiting for a CPU)"
+                                                                      if runq else "")))
         mean_ms, p99_ms = num(payload, "wait_mean_ms"), num(payload, "wait_p99_ms")
         if mean_ms is not None:
             evidence.append(("wait per acquire", f"mean {mean_ms:.1f} ms" + (f", p99 {p99_ms:.1f} ms" if p99_ms is not None else "")))

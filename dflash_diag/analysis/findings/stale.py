@@ -18,6 +18,9 @@ from dflash_diag.model import Finding, Severity, SourceLine
 # Name at most this many modules in the claim; the evidence lists a few more.
 CLAIM_MODULES = 2
 EVIDENCE_MODULES = 6
+# /proc gives the start time from the boot time in whole seconds: a file written within this margin of the start
+# was written before the process could have read it, or at the same time.
+START_MARGIN_S = 1.0
 # Generated code (inductor's output, triton launchers) is written after start by design: never stale.
 _GENERATED = ("torchinductor", "/triton/", "/__pycache__/")
 _REMEDY = ("The running process still executes the old code. Restart the run to pick up the edit "
@@ -60,7 +63,7 @@ def _from_outside(ctx: Context) -> Iterator[Finding]:
     frames = _sampled_functions(ctx)
     moved = [(code, name) for code, name in frames if _moved(code, name)]
     newer = [f for f in ctx.obs.files if not _generated(f.path) and (
-        not f.exists or (start is not None and f.mtime_wall_s is not None and f.mtime_wall_s > start))]
+        not f.exists or (start is not None and f.mtime_wall_s is not None and f.mtime_wall_s > start + START_MARGIN_S))]
     if not moved and not newer:
         return
     evidence: list[tuple[str, str]] = []
