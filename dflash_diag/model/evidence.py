@@ -53,6 +53,9 @@ class SourceLine:
     # e.g. ("self.hs_queue.put",): tells producers from consumers even when they never block.
     queue_calls: tuple[str, ...] = ()
     parsed: bool = True  # False: the file on disk does not parse, so ``function`` says nothing
+    # Lines of that function that compute a vocabulary projection (a call on an attribute named like
+    # ``lm_head``/``unembed``/``output_projection``) into a name the function never reads again: pure waste.
+    unused_logits: tuple[tuple[int, str], ...] = ()  # (line, its text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class ProcessFacts:
     stderr_tail: str | None
     stderr_size_bytes: int | None = None
     stderr_mtime_wall_s: float | None = None  # when the program last wrote to it
+    uses_cuda: bool | None = None  # the CUDA driver library is mapped into the process (/proc/PID/maps)
 
     @property
     def state_name(self) -> str:

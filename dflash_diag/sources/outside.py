@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import stat
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -40,6 +41,7 @@ class _Def:
     end: int
     qualname: str
     queue_calls: tuple[str, ...]
+    unused_logits: tuple[int, ...] = ()  # line numbers (texts added per file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class OutsideReader:
         self._proc = proc_root / str(pid)
         self._cache: OrderedDict[str, _Parsed | None] = OrderedDict()
         self._max_cached = max_cached_files
+        self._uses_cuda: bool | None = None  # once loaded, the driver stays loaded: read /proc/PID/maps until then
 
     def enrich(self, obs: Observation) -> Observation:
         """``obs`` with ``process``, ``code`` and ``files`` filled in (what cannot be read is left out)."""
@@ -69,8 +72,10 @@ class OutsideReader:
     def process_facts(self) -> ProcessFacts:
         state, start = _stat_state_and_start(self._proc / "stat")
         target, tail, size, mtime = self._stderr()
+        if not self._uses_cuda:
+            self._uses_cuda = _maps_cuda(self._proc / "maps")
         return ProcessFacts(state=state, start_wall_s=start, stderr_target=target, stderr_tail=tail,
-                            stderr_size_bytes=size, stderr_mtime_wall_s=mtime)
+                            stderr_size_bytes=size, stderr_mtime_wall_s=mtime, uses_cuda=self._uses_cuda)
 
     def _stderr(self) -> tuple[str, str | None, int | None, float | None]:
         link = self._proc / "fd" / "2"
@@ -155,6 +160,19 @@ class OutsideReader:
         return parsed, st.st_mtime, True
 
 
+MAX_MAPS_BYTES = 16 * 1024 * 1024
+
+
+def _maps_cuda(path: Path) -> bool | None:
+    """Whether the CUDA driver (libcuda.so) is mapped into the process; None when /proc/PID/maps is unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MAPS_BYTES)
+    except OSError:
+        return None
+    return b"/libcuda.so" in data
+
+
 def _stat_state_and_start(path: Path) -> tuple[str, float | None]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -197,7 +215,7 @@ def _collect_defs(node: ast.AST, prefix: str, out: list[_Def]) -> None:
             qualname = f"{prefix}{child.name}"
             start = min([child.lineno] + [d.lineno for d in child.decorator_list])
             out.append(_Def(start=start, end=child.end_lineno or child.lineno, qualname=qualname,
-                            queue_calls=_queue_calls(child)))
+                            queue_calls=_queue_calls(child), unused_logits=_unused_logits(child)))
             _collect_defs(child, f"{qualname}.<locals>.", out)
         elif isinstance(child, ast.ClassDef):
             _collect_defs(child, f"{prefix}{child.name}.", out)
@@ -226,6 +244,26 @@ def _queue_calls(func: ast.AST) -> tuple[str, ...]:
     return tuple(found)
 
 
+_VOCAB_HEAD = re.compile(r"lm_head|unembed|output_proj|vocab_proj|logits", re.IGNORECASE)
+
+
+def _unused_logits(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, ...]:
+    """Lines assigning a vocabulary projection's output to names the function never reads."""
+    loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    lines = []
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            continue
+        callee = node.value.func
+        name = callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else ""
+        if not _VOCAB_HEAD.search(name):
+            continue
+        targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if targets and not any(t in loaded for t in targets):
+            lines.append(node.lineno)
+    return tuple(lines)
+
+
 def _queue_get_args(call: ast.Call) -> bool:
     """Queue.get(block=True, timeout=None): no key argument, unlike dict.get(key)."""
     if any(k.arg not in ("block", "timeout") for k in call.keywords):
@@ -243,4 +281,6 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
         if d.start <= line <= d.end and (inner is None or d.start >= inner.start):
             inner = d
     return SourceLine(filename=filename, line=line, function=inner.qualname if inner else None, text=text,
-                      queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed)
+                      queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
+                      unused_logits=tuple((n, parsed.lines[n - 1].strip()[:120]) for n in inner.unused_logits
+                                          if 0 < n <= len(parsed.lines)) if inner else ())

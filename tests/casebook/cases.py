@@ -170,4 +170,59 @@ CASES: tuple[Case, ...] = (
         ready=r"batch 10\b",
         family="checkpoint",
     ),
+    # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
+    Case(
+        name="gpu_host_sync",
+        program="gpu_host_sync",
+        argv=("spec_train.py",),
+        cause="per-chunk loss.item() and a torch.cuda.synchronize() per step: the drafter waits on the GPU",
+        expect=_both({"host-sync-storm"}, {"host-sync-storm"}),
+        ready=r"step 40 ", gpu=True, family="hostsync", miss="4: outside evidence (host-sync storm)",
+    ),
+    Case(
+        name="gpu_wasted_logits",
+        program="gpu_wasted_logits",
+        argv=("pipeline.py",),
+        cause="the target projects every position onto a 152k vocabulary and never reads the logits",
+        expect=_both({"wasted-full-vocab-logits"}, set()),
+        ready=r"drafter batches 20 ", gpu=True, family="wasted", miss="4: outside evidence (full-vocab logits)",
+    ),
+    Case(
+        name="gpu_empty_cache",
+        program="gpu_empty_cache",
+        argv=("train.py",),
+        cause="torch.cuda.empty_cache() after every step",
+        expect={"outside": Expect(), "probes": Expect(frozenset({"alloc-empty-cache"}),
+                                                      frozenset({"alloc-empty-cache"}))},
+        ready=r"step=20\b", gpu=True, family="allocator",
+    ),
+    Case(
+        name="gpu_launch_bound",
+        program="gpu_launch_bound",
+        argv=("recur.py",),
+        cause="a per-token Python recurrence of tiny kernels: the GPU idles while Python launches",
+        expect=_both({"gpu-underused"}, {"gpu-underused", "pipeline-bottleneck-drafter"}),
+        ready=r"learner iteration 10\b", gpu=True, family="gpu",
+    ),
+    Case(
+        name="gpu_cudagraph_mutation",
+        program="gpu_cudagraph_mutation",
+        argv=("graphs.py",),
+        cause="mode='reduce-overhead' on a step that mutates an input: CUDA graphs are skipped",
+        expect=_both({"cudagraph-skipped"}, set()),
+        ready=r"inference step 100\b", gpu=True, family="cudagraphs",
+    ),
+)
+
+# The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
+# deserve (issue 9: gdn-torch-fallback and cudagraph-multi-thread were false alarms there). Outside mode starts
+# it with its probes off; run from the repository root.
+REFERENCE_TRAINER = Case(
+    name="reference_trainer_qwen3.5-4b",
+    program="",
+    argv=("-m", "reference_trainer", "--preset", "qwen3.5-4b", "--wandb", "off", "--max-seconds", "600"),
+    cause="none: the reference DFlash trainer, real preset",
+    expect=HEALTHY,
+    ready=r"step +(1[0-9]|[2-9][0-9]|[0-9]{3,}) +\|",
+    settle_s=5.0, ready_timeout_s=300.0, gpu=True, healthy=True, family="healthy",
 )

@@ -23,11 +23,11 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cases import CASES, Case
+from cases import Case
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -80,21 +80,32 @@ def dflash_diag_argv() -> list[str]:
 
 
 def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | None = None,
-             keep: bool = False) -> Result:
-    """Start, wait, act, diagnose, stop. Never raises: a failure is a Result with ``error``."""
+             keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None) -> Result:
+    """Start, wait, act, diagnose, stop. Never raises: a failure is a Result with ``error``.
+
+    ``extra_args`` go after the program's own arguments (``--device cuda``); a case without a program directory
+    is the reference trainer, run from the repository root (outside mode: its own probes off).
+    """
     work = Path(tempfile.mkdtemp(prefix=f"casebook-{case.name}-{mode}-"))
     os.chmod(work, 0o700)
     boards = work / "boards"
     boards.mkdir(mode=0o700)
-    shutil.copytree(PROGRAMS / case.program, work / "program")
     env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(boards), "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled",
            "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("DFLASH_DIAG_RUN_TOKEN", None)
-    argv = [python or python_for_programs(), *case.argv]
+    argv = [python or python_for_programs(), *case.argv, *extra_args]
+    if case.program:
+        shutil.copytree(PROGRAMS / case.program, work / "program")
+        cwd = work / "program"
+    else:  # the reference trainer
+        cwd = REPO
+        argv += ["--checkpoint-dir", str(work / "ckpt")] + (["--probes", "none"] if mode == "outside" else [])
     if mode == "probes":
         argv = [*dflash_diag_argv(), "run", "--", *argv]
+    if ready_timeout_s is not None:
+        case = replace(case, ready_timeout_s=ready_timeout_s)
     out, err = open(work / "stdout.log", "wb"), open(work / "stderr.log", "wb")
-    proc = subprocess.Popen(argv, cwd=work / "program", env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     out.close()
     err.close()
@@ -221,20 +232,19 @@ def _tail(work: Path) -> str:
 
 
 def run_all(cases: list[Case], modes: tuple[str, ...] = MODES, *, parallel: int = 2, duration_s: float = 5.0,
-            python: str | None = None, progress: Any = None) -> list[Result]:
+            python: str | None = None, progress: Any = None, extra_args: tuple[str, ...] = (),
+            ready_timeout_s: float | None = None) -> list[Result]:
     """Every (case, mode), ``parallel`` at a time; results in case order."""
+    from concurrent.futures import as_completed
+
     jobs = [(c, m) for c in cases for m in modes]
     results: dict[tuple[str, str], Result] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python): (c.name, m) for c, m in jobs}
-        for future in futures:
+        futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python, extra_args=extra_args,
+                               ready_timeout_s=ready_timeout_s): (c.name, m) for c, m in jobs}
+        for future in as_completed(futures):
             result = future.result()
             results[futures[future]] = result
             if progress is not None:
                 progress(result)
     return [results[(c.name, m)] for c, m in jobs]
-
-
-def cases_named(names: list[str] | None, *, gpu: bool) -> list[Case]:
-    chosen = [c for c in CASES if (names is None or c.name in names) and (c.gpu == gpu or (gpu and c.both))]
-    return chosen

@@ -104,6 +104,8 @@ def test_h200_cudagraph_partitions_are_reported() -> None:
     recorded = json.loads((FIXTURES / "h200" / "cudagraph_partition_cpu_input.json").read_text())
     messages = [m["msg"] for m in recorded["cudagraphs_logger_messages"]]
     b = healthy_board(cudagraphs={"torch": recorded["torch"], "partitions": 2, "partition_messages": messages})
-    finding = _serious(evaluate(observation((b,)), (), pipeline(), now_wall_s=1000.0))["cudagraph-skipped"]
+    findings = evaluate(observation((b,)), (), pipeline(), now_wall_s=1000.0)
+    finding = {f.rule_id: f for f in findings}["cudagraph-skipped"]
+    assert finding.severity == Severity.INFO  # part of the graph runs uncaptured: slower, by an unmeasured amount
     assert "1 partition(s) run uncaptured" in finding.claim
     assert dict(finding.evidence)["inductor"].startswith("Created 2 graph partitions")

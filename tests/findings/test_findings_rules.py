@@ -237,7 +237,7 @@ def test_compile_from_several_threads_on_unsafe_torch() -> None:
 def test_cudagraph_skipped_with_reason() -> None:
     b = healthy_board(cudagraphs={"skips": 1, "skip_reasons": ["skipping cudagraphs due to mutated inputs (1 instances)"]})
     f = _one(_run(boards=(b,)), "cudagraph-skipped")
-    assert f.severity == Severity.WARNING and "mutated inputs" in f.claim
+    assert f.severity == Severity.INFO and "mutated inputs" in f.claim  # could be faster: cost not measured
 
 
 def test_cudagraph_rerecorded_every_step() -> None:

@@ -138,10 +138,15 @@ class Context:
         return tuple(t for t in self.threads if t.n_samples >= MIN_THREAD_SAMPLES)
 
     def process_gpus(self) -> tuple[int, ...]:
-        """GPUs NVML lists this process on, in any reading of the window."""
+        """GPUs this process uses: NVML lists it on them; or, when NVML names no process (PID namespaces), the
+        only GPU of the machine if the process has the CUDA driver loaded."""
         sweeps = self.obs.gpus if isinstance(self.obs.gpus, tuple) else ()
         found = {gpu.index for sweep in sweeps for gpu in sweep
                  if isinstance(gpu.processes, tuple) and any(p.pid == self.obs.pid for p in gpu.processes)}
+        if not found and self.obs.process is not None and self.obs.process.uses_cuda:
+            indices = {gpu.index for sweep in sweeps for gpu in sweep}
+            if len(indices) == 1:
+                found = indices
         return tuple(sorted(found))
 
     def drives_gpu(self, stage: str) -> bool:

@@ -41,7 +41,9 @@ def check(ctx: Context) -> Iterator[Finding]:
         if util >= GPU_IDLE_UTIL_PCT:
             continue
         stages = sorted({t.stage for t in threads})
-        waiting = max((mean_share([t for t in threads if t.stage == s], _STAGE_WAIT[s])
+        # The GPU idles because of the queue only when every stage on it waits on the queue; when one stage
+        # does not wait (the slow one), it is that stage's host side that cannot feed the GPU.
+        waiting = min((mean_share([t for t in threads if t.stage == s], _STAGE_WAIT[s])
                        for s in stages if s in _STAGE_WAIT), default=0.0)
         if waiting >= QUEUE_WAIT_EXPLAINS:
             continue

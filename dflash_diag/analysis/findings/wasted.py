@@ -25,28 +25,47 @@ def check(ctx: Context) -> Iterator[Finding]:
     if keep == 0 and not isinstance(keep, bool):
         flags.append("logits_to_keep=0")
     share, site = _stack_share(ctx)
-    if not flags and share < LOGITS_STACK_SHARE:
+    unused = _unused_in_code(ctx)
+    if not flags and share < LOGITS_STACK_SHARE and not unused:
         return
     evidence: list[tuple[str, str]] = []
     if flags:
         evidence.append(("config", ", ".join(flags)))
     if site is not None:
         evidence.append(("target samples in logits", f"{pct(share)} ({site})"))
+    for where, text_ in unused[:3]:
+        evidence.append(("computed, never read", f"{where} `{text_}`"))
     vocab = config.get("vocab_size")
     if isinstance(vocab, int) and not isinstance(vocab, bool):
         evidence.append(("vocab", f"{vocab:,} tokens"))
+    measured = bool(flags) or share >= LOGITS_STACK_SHARE
+    if measured:
+        claim = ("the target stage computes full-vocabulary logits" + (f" ({pct(share)} of its samples at {site})"
+                 if site else "") + ": the drafter only needs its hidden states")
+    else:
+        claim = (f"{unused[0][0]} computes full-vocabulary logits that the function never reads "
+                 f"(`{unused[0][1]}`): wasted work on every call")
     yield Finding(
         rule_id="wasted-full-vocab-logits",
-        severity=Severity.WARNING,
-        claim=("the target stage computes full-vocabulary logits"
-               + (f" ({pct(share)} of its samples at {site})" if site else "")
-               + ": the drafter only needs its hidden states"),
+        # The code itself shows the waste; its cost is measured only when samples land there (on a GPU the
+        # projection runs asynchronously and the thread waits elsewhere).
+        severity=Severity.WARNING if measured else Severity.INFO,
+        claim=claim,
         evidence=tuple(evidence),
         remedy="Run the target's backbone (model.model) instead of the CausalLM, or pass logits_to_keep=1, "
         "and stop after the last tapped layer: the drafter only needs hidden states.",
         impact=max(share, 0.1),
         stages=("target",),
     )
+
+
+def _unused_in_code(ctx: Context) -> list[tuple[str, str]]:
+    """(file:line, text) of vocabulary projections the program computes and never reads, in sampled functions."""
+    found: dict[str, str] = {}
+    for code in ctx.obs.code:
+        for line, text_ in code.unused_logits:
+            found.setdefault(f"{code.filename.rsplit('/', 1)[-1]}:{line}", text_[:80] or "a vocabulary projection")
+    return list(found.items())
 
 
 def _stack_share(ctx: Context) -> tuple[float, str | None]:
