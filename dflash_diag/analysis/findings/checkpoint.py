@@ -195,7 +195,12 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
 
 
 def _hook_share(ctx: Context, stage: str) -> tuple[float, int, str | None]:
-    """Share of the stage's samples whose innermost Python frame is checkpoint machinery, holding the GIL."""
+    """Share of the stage's samples running the checkpoint machinery's own Python, holding the GIL.
+
+    From the innermost frame outwards, the first frame that is either checkpoint machinery
+    (``torch/utils/checkpoint.py``, ``torch/autograd/graph.py``) or compute (the program's own code, a module's
+    ``forward``) decides: the helpers the machinery calls (RNG state, autocast, contextlib) count as machinery.
+    """
     members = {t.os_thread_id for t in ctx.stage_threads(stage)}
     total = hits = 0
     site: str | None = None
@@ -204,8 +209,13 @@ def _hook_share(ctx: Context, stage: str) -> tuple[float, int, str | None]:
             if thread.os_thread_id not in members:
                 continue
             total += 1
-            frames = [f for f in thread.frames if not f.native]
-            if thread.owns_gil and frames and frames[0].filename.endswith(_CHECKPOINT_FILES):
-                hits += 1
-                site = site or f"{frames[0].short_filename}:{frames[0].line} ({frames[0].name})"
+            if not thread.owns_gil:
+                continue
+            for frame in (f for f in thread.frames if not f.native):
+                if frame.filename.endswith(_CHECKPOINT_FILES):
+                    hits += 1
+                    site = site or f"{frame.short_filename}:{frame.line} ({frame.name})"
+                    break
+                if not is_library_file(frame.filename) or "/torch/nn/modules/" in frame.filename:
+                    break  # the checkpointed computation itself
     return (hits / total if total else 0.0), total, site
