@@ -75,7 +75,8 @@ def parse_stderr(text: str | None) -> StderrFacts:
             continue
         fallback = _FALLBACK.search(line)
         if fallback is not None:
-            fallbacks.setdefault(fallback.group(1), (fallback.group(2) or "").strip().rstrip(".")[:MAX_TEXT])
+            why = (fallback.group(2) or "").split(". ", 1)[0].strip().rstrip(".")  # the reason, not the advice
+            fallbacks.setdefault(fallback.group(1), why[:MAX_TEXT])
             continue
         skip = _CUDAGRAPH_SKIP.search(line)
         if skip is not None:
