@@ -36,7 +36,8 @@ def test_a_dead_thread_is_recorded_and_the_previous_hook_still_runs() -> None:
     assert seen == ["learner-3"]  # the program's hook was called
     (death,) = payload["deaths"]
     assert death["thread"] == "learner-3" and death["exception"] == "ValueError: bad batch 7"
-    assert death["where"] == "test_threads_probe.py:13 in _boom" and abs(death["wall_time_s"] - time.time()) < 30
+    line = _boom.__code__.co_firstlineno + 1
+    assert death["where"] == f"test_threads_probe.py:{line} in _boom" and abs(death["wall_time_s"] - time.time()) < 30
     assert payload["deaths_total"] == 1 and payload["hook_errors"] == 0
     assert restored is not probe._hook  # close() put the previous hook back
 
