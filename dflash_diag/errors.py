@@ -15,7 +15,10 @@ class ExitCode:
     BAD_INPUT = 6  # a file given to us is missing, corrupt, foreign or unsafe
     EXISTS = 7  # refusing to overwrite an existing output without --force
     NOT_PYTHON = 8  # the process is not a Python interpreter py-spy understands
+    UNSUPPORTED = 9  # `attach`: a CPython version (or build) the probes cannot be injected into
     FINDINGS = 10  # `doctor --fail-on`: findings at or above the threshold were raised
+    ATTACH_FAILED = 11  # `attach`/`detach`: the process is stopped or traced, or the injected probes failed
+    ATTACH_TIMEOUT = 12  # `attach`/`detach`: the process did not reach a safe point in time (request cancelled)
 
 
 class DflashDiagError(Exception):
