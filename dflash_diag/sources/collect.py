@@ -295,7 +295,7 @@ class _Engine:
             return
         board = self.board_reader(self.pid)
         if board is None:
-            self.board_na = NA("no probe board for this process")
+            self.board_na = NA(f"no probe board for this process: `dflash-diag attach {self.pid}` adds the probes")
             return
         if isinstance(board, NA):
             self.board_na = board
