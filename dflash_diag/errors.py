@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class ExitCode:
-    """Exit codes shared by every subcommand (documented in docs/cli.md)."""
+    """Exit codes shared by every subcommand (the table in README.md and docs/security.md)."""
 
     OK = 0
     FAILURE = 1  # unexpected internal error (a bug: the traceback is shown)
@@ -15,10 +15,12 @@ class ExitCode:
     BAD_INPUT = 6  # a file given to us is missing, corrupt, foreign or unsafe
     EXISTS = 7  # refusing to overwrite an existing output without --force
     NOT_PYTHON = 8  # the process is not a Python interpreter py-spy understands
-    UNSUPPORTED = 9  # `attach`: a CPython version (or build) the probes cannot be injected into
+    UNSAFE_OUTPUT = 9  # refusing to write over something dflash-diag did not write (or /, home, the cwd)
     FINDINGS = 10  # `doctor --fail-on`: findings at or above the threshold were raised
-    ATTACH_FAILED = 11  # `attach`/`detach`: the process is stopped or traced, or the injected probes failed
-    ATTACH_TIMEOUT = 12  # `attach`/`detach`: the process did not reach a safe point in time (request cancelled)
+    CANNOT_WRITE = 11  # the output cannot be written: no such or unwritable directory, disk full, name too long
+    UNSUPPORTED = 12  # `attach`: a CPython version (or build) the probes cannot be injected into
+    ATTACH_FAILED = 13  # `attach`/`detach`: the process is stopped or traced, or the injected probes failed
+    ATTACH_TIMEOUT = 14  # `attach`/`detach`: the process did not reach a safe point in time (request cancelled)
 
 
 class DflashDiagError(Exception):

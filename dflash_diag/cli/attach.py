@@ -132,7 +132,7 @@ class DetachCommand:
     """Stop the probes `dflash-diag attach` started in a process, and remove every hook they installed.
 
     Probes the program started itself (`dflash-diag run`, probes.start()) are left alone. The hook
-    inventory taken before the attach is compared with the one after: anything left is reported (exit 11).
+    inventory taken before the attach is compared with the one after: anything left is reported (exit 13).
 
       dflash-diag detach 12345
     """
