@@ -92,9 +92,12 @@ def _read_at(fh, offset: int, size: int) -> bytes:  # type: ignore[no-untyped-de
 
 
 def _parse(fh, path: str) -> ElfSymbols:  # type: ignore[no-untyped-def]
-    ident = _read_at(fh, 0, 64)
+    fh.seek(0)
+    ident = fh.read(64)
     if ident[:4] != b"\x7fELF":
         raise ElfError(f"{path} is not an ELF file")
+    if len(ident) < 64:
+        raise ElfError(f"{path}: truncated ELF header")
     if ident[4] != 2 or ident[5] != 1:
         raise ElfError(f"{path} is not a 64-bit little-endian ELF file")
     e_type, = struct.unpack_from("<H", ident, 16)
