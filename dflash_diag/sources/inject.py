@@ -626,14 +626,20 @@ class _Run:
 
 
 def package_paths() -> tuple[str, str]:
-    """(package root, bootstrap file) of the installed probes package this command injects."""
-    import probes  # noqa: PLC0415 - the installed copy next to dflash_diag
+    """(package root, bootstrap file) of the installed probes package this command injects.
 
-    pkg = Path(probes.__file__).resolve().parent
+    Found with ``find_spec`` and its version read from the source: this command never imports the probes."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.find_spec("probes")
+    if spec is None or not spec.origin or not spec.submodule_search_locations:
+        raise AttachError("the probes package is not installed next to dflash-diag: reinstall it", ExitCode.FAILURE)
+    pkg = Path(spec.origin).resolve().parent
     boot = pkg / "_attach_boot.py"
     if not boot.is_file():
         raise AttachError(f"probe bootstrap missing at {boot}: reinstall dflash-diag", ExitCode.FAILURE)
-    declared = getattr(probes, "__version__", None)
+    m = re.search(r'^__version__ = "([^"]+)"', Path(spec.origin).read_text(encoding="utf-8"), re.M)
+    declared = m.group(1) if m else None
     if declared != __version__:
         raise AttachError(f"the probes package ({declared}) and dflash-diag ({__version__}) differ: reinstall",
                           ExitCode.FAILURE)
