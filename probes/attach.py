@@ -94,17 +94,20 @@ def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, atta
         kind, added = "new", sorted(names)
     else:
         kind, added = "existing", session.add_probes(names)
-    discovered: JsonDict = {"queues": [], "models": []}
+    # Recorded at once: whatever happens next, detach can undo this.
+    state = {"session": kind, "added": added, "hook_was_installed": hook_was_installed, "inventory": before,
+             "discovered": {"queues": [], "models": []}}
+    _STATE["attached"] = state
     if discover:
-        discovered = discover_objects(session, queues="queues" in added, models="checkpoint" in added)
-    info = {"wall_s": time.time(), "probes": added, "session": kind, **attacher}
-    session.set_attached(info)
+        try:
+            state["discovered"] = discover_objects(session, queues="queues" in added, models="checkpoint" in added)
+        except Exception as exc:  # a strange object in a frame: the probes run, unnamed
+            state["discovered"] = {"queues": [], "models": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+    session.set_attached({"wall_s": time.time(), "probes": added, "session": kind, **attacher})
     session.publish()  # the board shows the new probes now, not at the next timer tick
-    _STATE["attached"] = {"session": kind, "added": added, "hook_was_installed": hook_was_installed,
-                          "inventory": before, "discovered": discovered}
     return {"ok": True, "error": None, "already": False, "session": kind, "added": added,
             "enabled": sorted(session.enabled), "board_path": session.board_path,
-            "board_error": session.board_error, "discovered": discovered}
+            "board_error": session.board_error, "discovered": state["discovered"]}
 
 
 def detach() -> JsonDict:
@@ -177,17 +180,24 @@ def _scan_frame(frame: Any, queues: dict[int, tuple[str, Any]] | None, models: d
     for var, value in local_items:
         if not isinstance(var, str):
             continue
-        _consider(var, value, queues, models, module_cls, counts)
-        if var.startswith("__"):
-            continue
-        attrs = _attrs(value)
-        prefix = "" if var == "self" else f"{var}."
-        for attr, child in attrs:
-            _consider(f"{prefix}{attr}", child, queues, models, module_cls, counts)
-            if isinstance(child, (list, tuple)):
-                for i, item in enumerate(child[:MAX_CONTAINER_ITEMS]):
-                    for sub, grandchild in _attrs(item):
-                        _consider(f"{prefix}{attr}[{i}].{sub}", grandchild, queues, models, module_cls, counts)
+        try:
+            _scan_value(var, value, queues, models, module_cls, counts)
+        except Exception:
+            continue  # an object that misbehaves when looked at (a proxy): skip it
+
+
+def _scan_value(var: str, value: Any, queues: dict[int, tuple[str, Any]] | None,
+                models: dict[int, tuple[str, Any]], module_cls: type | None, counts: dict[int, int]) -> None:
+    _consider(var, value, queues, models, module_cls, counts)
+    if var.startswith("__"):
+        return
+    prefix = "" if var == "self" else f"{var}."
+    for attr, child in _attrs(value):
+        _consider(f"{prefix}{attr}", child, queues, models, module_cls, counts)
+        if isinstance(child, (list, tuple)):
+            for i, item in enumerate(child[:MAX_CONTAINER_ITEMS]):
+                for sub, grandchild in _attrs(item):
+                    _consider(f"{prefix}{attr}[{i}].{sub}", grandchild, queues, models, module_cls, counts)
 
 
 def _attrs(value: Any) -> list[tuple[str, Any]]:
@@ -267,25 +277,31 @@ def _ref(obj: Any) -> str | None:
 
 def inventory() -> JsonDict:
     """Every place in this process where a tool like ours could leave a hook, described by identity."""
-    out: JsonDict = {
-        "sys.gettrace": _ref(sys.gettrace()),
-        "sys.getprofile": _ref(sys.getprofile()),
-        "threading.settrace": _ref(getattr(threading, "_trace_hook", None)),
-        "threading.setprofile": _ref(getattr(threading, "_profile_hook", None)),
-        "threading.excepthook": _ref(threading.excepthook),
-        "sys.excepthook": _ref(sys.excepthook),
-        "sys.unraisablehook": _ref(sys.unraisablehook),
-        "sys.displayhook": _ref(sys.displayhook),
-        "sys.meta_path": [_ref(f) for f in sys.meta_path],
-        "sys.path_hooks": [_ref(h) for h in sys.path_hooks],
-        "sys.path": list(sys.path),
-        "sys.switchinterval": sys.getswitchinterval(),
-        "warnings.showwarning": _ref(sys.modules["warnings"].showwarning) if "warnings" in sys.modules else None,
-        "signals": _signal_handlers(),
-        "loggers": _loggers(),
-        "threads": sorted(t.name for t in threading.enumerate() if t.name.startswith("dflash-diag")),
-        "torch": _torch_hooks(),
+    sections: dict[str, Any] = {
+        "sys.gettrace": lambda: _ref(sys.gettrace()),
+        "sys.getprofile": lambda: _ref(sys.getprofile()),
+        "threading.settrace": lambda: _ref(getattr(threading, "_trace_hook", None)),
+        "threading.setprofile": lambda: _ref(getattr(threading, "_profile_hook", None)),
+        "threading.excepthook": lambda: _ref(threading.excepthook),
+        "sys.excepthook": lambda: _ref(sys.excepthook),
+        "sys.unraisablehook": lambda: _ref(sys.unraisablehook),
+        "sys.displayhook": lambda: _ref(sys.displayhook),
+        "sys.meta_path": lambda: [_ref(f) for f in sys.meta_path],
+        "sys.path_hooks": lambda: [_ref(h) for h in sys.path_hooks],
+        "sys.path": lambda: list(sys.path),
+        "sys.switchinterval": sys.getswitchinterval,
+        "warnings.showwarning": lambda: _ref(sys.modules["warnings"].showwarning) if "warnings" in sys.modules else None,
+        "signals": _signal_handlers,
+        "loggers": _loggers,
+        "threads": lambda: sorted(t.name for t in threading.enumerate() if t.name.startswith("dflash-diag")),
+        "torch": _torch_hooks,
     }
+    out: JsonDict = {}
+    for key, read in sections.items():
+        try:
+            out[key] = read()
+        except Exception as exc:  # one odd section must not cost the others (or the detach)
+            out[key] = f"unreadable: {type(exc).__name__}"
     return out
 
 

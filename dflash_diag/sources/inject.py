@@ -516,10 +516,11 @@ class GdbSession:
         self._tag = secrets.token_hex(4)
         self._buf = b""
         self.in_call = False
+        self.marker = ""
 
     def command(self, cmd: str, timeout_s: float, *, call: bool = False) -> str:
         self._n += 1
-        marker = f"@@dflash-diag-{self._tag}-{self._n}@@"
+        marker = self.marker = f"@@dflash-diag-{self._tag}-{self._n}@@"
         t0 = time.monotonic()
         self.in_call = call
         try:
@@ -718,6 +719,7 @@ def _via_gdb(run: _Run, program: str, t0: float) -> None:
         session.command("detach", 10.0)
         run.stopped_s = time.monotonic() - attached_at
         session.finish()
+        resume_if_stopped(pid)  # a debugger that left it stopped (it should not): resume it
     except DebuggerTimeout as exc:
         _abandon(run, session, attached_at, f"{os.path.basename(run.path)} did not answer ({exc})")
     except DebuggerDied:
@@ -736,7 +738,7 @@ def _abandon(run: _Run, session: GdbSession, attached_at: float | None, why: str
         # A call into the process is in flight: killing the debugger now would leave the thread to return
         # into a breakpoint. Give it one more generous chance before giving up.
         with contextlib.suppress(DebuggerTimeout, DebuggerDied):
-            session._read_until(b"@@never@@", 10.0)
+            session._read_until(session.marker.encode(), 10.0)
     session.kill()
     resumed = resume_if_stopped(run.target.pid)
     if attached_at is not None:
