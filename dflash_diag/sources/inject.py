@@ -528,7 +528,7 @@ class GdbSession:
             self.proc.stdin.write(f"{cmd}\necho \\n{marker}\\n\n".encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise DebuggerDied("the debugger exited") from None
+            raise DebuggerDied(self._last_words()) from None
         out = self._read_until(marker.encode(), timeout_s)
         self.in_call = False
         # Prompts ("(gdb) ", "(cuda-gdb) ") precede the answers when stdin is a pipe: drop them.
@@ -550,10 +550,18 @@ class GdbSession:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                raise DebuggerDied("the debugger exited")
+                raise DebuggerDied(self._last_words())
             self._buf += chunk
         out, _, self._buf = self._buf.partition(marker)
         return out
+
+    def _last_words(self) -> str:
+        """What the debugger said last before it went away (e.g. a missing shared library of cuda-gdb)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=1.0)
+        said = self._buf.decode("utf-8", "replace")
+        self.transcript.append(said.rstrip())
+        return f"status {self.proc.returncode}: {_last_line(said)}" if said.strip() else f"status {self.proc.returncode}"
 
     def finish(self, timeout_s: float = 10.0) -> None:
         """Detach and quit; a debugger that does not exit in time is killed (it is between commands)."""
@@ -722,8 +730,8 @@ def _via_gdb(run: _Run, program: str, t0: float) -> None:
         resume_if_stopped(pid)  # a debugger that left it stopped (it should not): resume it
     except DebuggerTimeout as exc:
         _abandon(run, session, attached_at, f"{os.path.basename(run.path)} did not answer ({exc})")
-    except DebuggerDied:
-        _abandon(run, session, attached_at, f"{os.path.basename(run.path)} exited during the attach")
+    except DebuggerDied as exc:
+        _abandon(run, session, attached_at, f"{os.path.basename(run.path)} exited during the attach ({exc})")
     except BaseException:
         if session.proc.poll() is None:
             session.finish()
