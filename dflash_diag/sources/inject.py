@@ -939,13 +939,16 @@ def _wait_for_result(run: _Run, t0: float) -> dict[str, Any]:
         while time.monotonic() < claimed_grace:
             result = read_result(req.result, req.nonce)
             if result is not None:
+                _mark_page_done(run)
                 return result
             time.sleep(0.05)
+        raise AttachError(f"the probes' bootstrap started in PID {pid} but gave no answer in {run.timeout_s + 10:g} s; "
+                          f"`dflash-diag board {pid}` shows whether the probes run", ExitCode.ATTACH_TIMEOUT) from None
     with contextlib.suppress(OSError):
         os.unlink(_page_state_path(run))  # the queued call still points at that page: never reuse it
     where = f" (main thread in {run.main_thread_where})" if run.main_thread_where else ""
     raise AttachError(
         f"PID {pid} did not reach a safe point in {run.timeout_s:g} s: its main thread ran no Python code{where}; "
-        "the request is cancelled and nothing was started. It runs the probes' bootstrap at its next Python "
-        "instruction only while a request is open: retry when it is busy in Python, or with a longer --timeout",
+        "the request is cancelled: nothing was started, and nothing will be when it runs Python again. Retry when "
+        "it is busy in Python, or with a longer --timeout",
         ExitCode.ATTACH_TIMEOUT)
