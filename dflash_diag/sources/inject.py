@@ -233,16 +233,18 @@ def _comm(pid: int) -> str:
 
 
 def find_debugger(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The debugger's executable: PATH, then (cuda-gdb) $CUDA_HOME/bin and /usr/local/cuda/bin."""
+    """The debugger's executable: PATH, then (cuda-gdb) $CUDA_HOME/bin, /usr/local/cuda/bin, /usr/local/cuda-*/bin."""
     env = os.environ if environ is None else environ
     found = shutil.which(name, path=env.get("PATH"))
     if found or name != "cuda-gdb":
         return found
-    for root in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root:
-            candidate = os.path.join(root, "bin", "cuda-gdb")
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
+    import glob  # noqa: PLC0415
+
+    versioned = sorted(glob.glob("/usr/local/cuda-*/bin/cuda-gdb"), reverse=True)  # newest toolkit first
+    for candidate in [os.path.join(r, "bin", "cuda-gdb") for r in (env.get("CUDA_HOME"), env.get("CUDA_PATH"),
+                                                                  "/usr/local/cuda") if r] + versioned:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
     return None
 
 
