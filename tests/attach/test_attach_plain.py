@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, cli, env_for, task_states, wait_for
+from attach_helpers import ROOT, cli, env_for, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
 from dflash_diag.sources.board import read_board
