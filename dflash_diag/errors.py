@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class ExitCode:
-    """Exit codes shared by every subcommand (documented in docs/cli.md)."""
+    """Exit codes shared by every subcommand (the table in README.md and docs/security.md)."""
 
     OK = 0
     FAILURE = 1  # unexpected internal error (a bug: the traceback is shown)

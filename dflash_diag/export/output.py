@@ -26,6 +26,9 @@ from pathlib import Path
 
 from dflash_diag.errors import CommandError, ExitCode
 
+# One definition of the places no output may ever be (/, home, the working directory), shared with bundles.
+from dflash_diag.snapshot.bundle import protected_reason
+
 TMP_PREFIX = ".dflash-diag-tmp-"
 MAX_OURS_BYTES = 512 * 1024 * 1024  # an existing output larger than this is not read to check it is ours
 
@@ -34,29 +37,6 @@ def shown(path: Path | str) -> str:
     """A path as one printable line (a control character in a name must not garble the terminal)."""
     text = str(path)
     return "".join(ch if ch.isprintable() and not 0xDC80 <= ord(ch) <= 0xDCFF else repr(ch)[1:-1] for ch in text)
-
-
-def _guarded_dirs() -> list[tuple[str, str]]:
-    guarded = [("/", "the root directory")]
-    home = os.path.expanduser("~")
-    if home and home != "~":
-        guarded.append((os.path.realpath(home), "your home directory"))
-    try:
-        guarded.append((os.path.realpath(os.getcwd()), "the working directory"))
-    except OSError:
-        pass
-    return guarded
-
-
-def protected_reason(path: Path) -> str | None:
-    """Why ``path`` may never be an output (/, home or the working directory, or one of their ancestors)."""
-    real = os.path.realpath(path)
-    for guarded, label in _guarded_dirs():
-        if real == guarded:
-            return f"is {label}"
-        if guarded != "/" and guarded.startswith(real.rstrip("/") + "/"):
-            return f"holds {label}"
-    return None
 
 
 def cannot_write(path: Path | str, exc: OSError) -> CommandError:
