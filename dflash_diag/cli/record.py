@@ -15,8 +15,16 @@ from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 DEFAULT_DURATION_S = 10.0
 MAX_DURATION_S = 600.0
-DEFAULT_RATE_HZ = 10.0  # denser than doctor's 5 Hz: a timeline wants short slices; the adaptive cap still holds
 FORMATS = ("chrome", "perfetto", "speedscope")
+
+
+def _rate_arg(text: str) -> float | None:
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of Hz or 'auto', got {text!r}") from None
 
 
 def is_our_trace(data: bytes) -> bool:
@@ -65,9 +73,9 @@ class RecordCommand:
                             "or .speedscope.json with --format speedscope)")
         parser.add_argument("--format", choices=FORMATS, default="chrome",
                             help="chrome (= perfetto): Trace Event Format JSON; speedscope: sampled stacks")
-        parser.add_argument("--rate", type=float, default=DEFAULT_RATE_HZ, metavar="HZ",
-                            help=f"stack samples per second (default {DEFAULT_RATE_HZ:g}; lowered automatically "
-                            "when py-spy would cost more than 10%% of a core)")
+        parser.add_argument("--rate", type=_rate_arg, default=None, metavar="HZ",
+                            help="stack samples per second, or auto (default: 2-10 Hz by the CPU left free; "
+                            "always capped so py-spy stays within its CPU budget)")
         parser.add_argument("--native", action="store_true",
                             help="include native frames (pauses the process briefly, at most 5%% of the time)")
         parser.add_argument("--force", action="store_true", help="replace an existing output that dflash-diag wrote")
@@ -76,13 +84,15 @@ class RecordCommand:
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dflash_diag.export.output import prepare_file  # noqa: PLC0415 - keeps --help fast
-        from dflash_diag.sources.pyspy import PySpy, process_exists  # noqa: PLC0415
+        from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
+        from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
 
         if not 0.5 <= args.duration <= MAX_DURATION_S:
             raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
-        if not 0.2 <= args.rate <= 50:
-            raise CommandError("--rate must be between 0.2 and 50 samples per second", ExitCode.USAGE)
-        if args.pid <= 0 or not process_exists(args.pid):
+        if args.rate is not None and not 0.2 <= args.rate <= 50:  # also refuses nan and inf
+            raise CommandError(f"--rate {args.rate:g}: must be between 0.2 and 50 samples per second, or auto",
+                               ExitCode.USAGE)
+        if args.pid <= 0 or not process_alive(args.pid):
             raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
         speedscope = args.format == "speedscope"
         suffix = ".speedscope.json" if speedscope else ".json"
@@ -116,8 +126,9 @@ class RecordCommand:
         from dflash_diag.export.speedscope import speedscope as speedscope_doc  # noqa: PLC0415
         from dflash_diag.export.trace import chrome_trace  # noqa: PLC0415
         from dflash_diag.sources.collect import Collector  # noqa: PLC0415
+        from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
 
-        collector = Collector(args.pid, rate_hz=args.rate, native=args.native, board_dir=args.board_dir)
+        collector = Collector(args.pid, SamplerConfig(rate_hz=args.rate, native=args.native, board_dir=args.board_dir))
         obs = _collect_with_progress(collector, args.duration, not args.json)
         if not obs.stacks:
             raise AttachError(f"no stack sample of PID {args.pid} could be taken in {args.duration:g} s "

@@ -15,7 +15,7 @@ from dflash_diag.analysis.threads import aggregate_threads
 from dflash_diag.export.speedscope import speedscope
 from dflash_diag.export.trace import chrome_trace
 from dflash_diag.model import NA, Board, BoardWriter, GpuSample, Observation
-from dflash_diag.sources.pyspy import load_recorded_dumps
+from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WALL0 = 1_764_412_345.0
