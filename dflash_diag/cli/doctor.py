@@ -31,6 +31,7 @@ class DoctorCommand:
       dflash-diag doctor 12345
       dflash-diag doctor 12345 --duration 10 --json
       dflash-diag doctor 12345 --fail-on warning     # exit 10 when a warning or worse is found (CI, scripts)
+      dflash-diag doctor 12345 --attach              # no probes in it? attach them for the diagnosis, then detach
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
@@ -47,6 +48,11 @@ class DoctorCommand:
                             "(default target-*; when no thread matches, stages are inferred from queue use)")
         parser.add_argument("--drafter-pattern", metavar="GLOBS",
                             help="thread names of the drafter (consumer) stage (default drafter-*)")
+        parser.add_argument("--attach", action="store_true",
+                            help="when the process runs without (all) probes, attach them for the diagnosis and detach "
+                                 "them afterwards (`dflash-diag attach`, docs/attach.md)")
+        parser.add_argument("--attach-method", default="auto", choices=("auto", "remote-exec", "gdb", "cuda-gdb", "lldb"),
+                            help="with --attach: how to get in (default auto)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not 0.5 <= args.duration <= MAX_DURATION_S:
@@ -56,8 +62,15 @@ class DoctorCommand:
         for flag, value in (("--target-pattern", args.target_pattern), ("--drafter-pattern", args.drafter_pattern)):
             if value is not None and not value.strip(" ,"):
                 raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
-        analysis, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
-                                    target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern)
+        attached = _attach_for_diagnosis(args) if args.attach else None
+        try:
+            analysis, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
+                                        target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern)
+        finally:
+            if attached is not None:
+                _detach_after_diagnosis(args)
+        if attached is not None:
+            report["attached"] = attached
         if args.json:
             json.dump(report, sys.stdout, indent=1)
             sys.stdout.write("\n")
@@ -66,6 +79,42 @@ class DoctorCommand:
         if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
             return ExitCode.FINDINGS
         return ExitCode.OK
+
+
+def _attach_for_diagnosis(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`--attach`: start the probes missing from the process's board (none if it has them all)."""
+    from dflash_diag.cli.attach import KNOWN_PROBES, outcome_json, run_injection  # noqa: PLC0415
+    from dflash_diag.errors import BoardError  # noqa: PLC0415
+    from dflash_diag.sources.board import read_board  # noqa: PLC0415
+
+    try:
+        enabled = set(read_board(args.pid, args.board_dir).session.get("enabled") or ())
+    except BoardError:
+        enabled = set()
+    if set(KNOWN_PROBES) <= enabled:
+        return None
+    print(f"dflash-diag doctor: PID {args.pid} runs without {'some ' if enabled else ''}probes: attaching them "
+          "for this diagnosis", file=sys.stderr, flush=True)
+    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=30.0, board_dir=args.board_dir,
+                                     json=True, verbose=False)
+    outcome = run_injection(inject_args, "attach", list(KNOWN_PROBES))
+    if not outcome.result.get("ok"):
+        raise AttachError(f"PID {args.pid}: the probes did not start: {outcome.result.get('error')}", ExitCode.ATTACH_FAILED)
+    return outcome_json(outcome)
+
+
+def _detach_after_diagnosis(args: argparse.Namespace) -> None:
+    from dflash_diag.cli.attach import run_injection  # noqa: PLC0415
+
+    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=30.0, board_dir=args.board_dir,
+                                     json=True, verbose=False)
+    try:
+        outcome = run_injection(inject_args, "detach", [])
+        left = outcome.result.get("hooks_left") or []
+        note = "" if outcome.result.get("ok") and not left else f" ({outcome.result.get('error') or left})"
+    except Exception as exc:  # the diagnosis is done: report, do not lose it
+        note = f" (detach failed: {exc}; run `dflash-diag detach {args.pid}`)"
+    print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
 
 
 def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progress: bool = True,
