@@ -18,8 +18,11 @@ from findings_builders import (
 
 from dflash_diag.analysis.findings import evaluate
 from dflash_diag.model import (
+    NA,
     Finding,
     Frame,
+    GpuProcess,
+    GpuSample,
     Observation,
     ProcessFacts,
     ProcThreadSample,
@@ -246,3 +249,27 @@ def test_logits_computed_and_never_read() -> None:
     f = _run(obs)["wasted-full-vocab-logits"]
     assert f.severity == Severity.INFO
     assert f.claim.startswith("pipeline.py:33 computes full-vocabulary logits that the function never reads")
+
+
+# --- a stage waiting on a saturated GPU is GPU-bound, not losing time to syncs (issue 14) ---------------
+
+
+def _gpu(util: float, pid: int = 4242) -> GpuSample:
+    na = NA("not read")
+    return GpuSample(index=0, name="H200", uuid="GPU-0", util_pct=util, mem_util_pct=na, memory_used_bytes=na,
+                     memory_total_bytes=na, power_w=na, power_limit_w=na, sm_clock_mhz=na, max_sm_clock_mhz=na,
+                     temperature_c=na, throttle_reasons=na,
+                     processes=(GpuProcess(pid=pid, used_memory_bytes=na, sm_util_pct=na),), monotonic_s=0.0)
+
+
+def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
+    sync = (Frame("step", "/app/train.py", 9),)
+    timeline = [ThreadState.GPU_WAIT] * 8 + [ThreadState.NATIVE] * 2
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.8, ThreadState.NATIVE: 0.2}, tid=12,
+                            n=10, timeline=timeline),)
+    stacks = tuple(stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(10))
+    busy = replace(observation(), stacks=stacks, gpus=tuple((_gpu(98.0),) for _ in range(4)))
+    f = _run(busy, threads)["host-sync-storm"]
+    assert f.severity == Severity.INFO and "GPU-bound" in f.claim
+    idle = replace(busy, gpus=tuple((_gpu(35.0),) for _ in range(4)))
+    assert _run(idle, threads)["host-sync-storm"].severity == Severity.WARNING

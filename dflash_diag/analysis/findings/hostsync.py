@@ -28,6 +28,8 @@ SYNC_NATIVE_FRAMES = frozenset(
      "cuCtxSynchronize", "cuEventSynchronize", "_local_scalar_dense", "_local_scalar_dense_cuda"}
 )
 SITES_SHOWN = 3
+# A GPU this busy is the bottleneck: a host thread waiting on it is GPU-bound, not losing time to syncs.
+GPU_SATURATED_PCT = 90.0
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -47,16 +49,33 @@ def check(ctx: Context) -> Iterator[Finding]:
         evidence.append(("sync site", f"{site} ({n} samples)"))
     where = f" at {sites.most_common(1)[0][0]}" if sites else ""
     who = f"{stage} threads" if stage != "other" else label
+    util = _gpu_util_pct(ctx, threads)
+    if util is not None:
+        evidence.append(("GPU utilisation", f"{util:.0f}% (NVML, mean over the window)"))
+    saturated = util is not None and util >= GPU_SATURATED_PCT
+    claim = f"{who} wait on the GPU {pct(share)} of the time in host syncs{where}"
+    if saturated:
+        # Waiting on a GPU that is busy all the time is being GPU-bound: the syncs cost (almost) nothing.
+        claim += f"; the GPU is busy {util:.0f}% of the time, so the stage is GPU-bound and the syncs cost little"
     yield Finding(
         rule_id="host-sync-storm",
-        severity=Severity.WARNING,
-        claim=f"{who} wait on the GPU {pct(share)} of the time in host syncs{where}",
+        severity=Severity.INFO if saturated else Severity.WARNING,
+        claim=claim,
         evidence=tuple(evidence),
         remedy="Keep values on the device inside the step (no .item()/.cpu()/print of tensors per chunk), "
         "accumulate metrics on the GPU and read them every N steps; use non_blocking copies.",
-        impact=share,
+        impact=0.0 if saturated else share,
         stages=(stage,) if stage != "other" else (),
     )
+
+
+def _gpu_util_pct(ctx: Context, threads: tuple[ThreadStats, ...]) -> float | None:
+    """Mean NVML utilisation over the window of the GPUs these threads drive (their devices, else the process's)."""
+    indices = {t.gpu_index for t in threads if t.gpu_index is not None} or set(ctx.process_gpus())
+    sweeps = ctx.obs.gpus if isinstance(ctx.obs.gpus, tuple) else ()
+    values = [float(g.util_pct) for sweep in sweeps for g in sweep
+              if g.index in indices and isinstance(g.util_pct, int | float)]
+    return sum(values) / len(values) if values else None
 
 
 def _thread_samples(ctx: Context, stats: ThreadStats) -> list[ThreadSample]:
