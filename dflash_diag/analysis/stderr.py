@@ -95,9 +95,9 @@ def _death(thread: str, following: list[str]) -> ThreadDeath:
             if not is_library_file(frame.group(1)):
                 own = where
             continue
-        if line.startswith((" ", "\t", "Traceback")) or not line.strip():
-            continue
-        if _EXCEPTION.match(line) or ":" in line:
+        if line.startswith((" ", "\t", "Traceback")) or not line.strip() or _DEATH.match(line):
+            continue  # another thread's traceback may be interleaved with this one
+        if _EXCEPTION.match(line):
             return ThreadDeath(thread=thread, exception=line.strip()[:MAX_TEXT], where=_where(own, where))
         break
     return ThreadDeath(thread=thread, exception="(exception text not found)", where=_where(own, where))

@@ -61,3 +61,13 @@ def test_nothing_in_ordinary_output() -> None:
     facts = parse_stderr("step 10 loss 0.3\nException ignored in: <function X.__del__>\nwarning: low disk\n")
     assert facts.deaths == () and facts.recompile_limits == () and not facts.checkpoint_no_grad
     assert parse_stderr(None).deaths == ()
+
+
+def test_interleaved_tracebacks_of_two_dying_threads() -> None:
+    text = ("Exception in thread a-1:\nTraceback (most recent call last):\n  File \"/app/w.py\", line 3, in run\n"
+            "Exception in thread a-2:\nTraceback (most recent call last):\n    x = f()\n"
+            "ValueError: one\n  File \"/app/w.py\", line 3, in run\nValueError: two\n")
+    deaths = parse_stderr(text).deaths
+    assert [d.thread for d in deaths] == ["a-1", "a-2"]
+    # Which line belongs to which thread is ambiguous once interleaved; never the other thread's header.
+    assert all(d.exception.startswith("ValueError: ") for d in deaths) and deaths[0].where == "w.py:3 in run"

@@ -109,15 +109,18 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
                             start_new_session=True)
     out.close()
     err.close()
+    result: Result | None = None
     try:
         pid = _wait_ready(case, mode, proc, work)
         _act(case, pid, work)
-        return _diagnose(case, mode, pid, env, duration_s)
+        result = _diagnose(case, mode, pid, env, duration_s)
+        return result
     except _NotReady as exc:
-        return _failed(case, mode, str(exc) + _tail(work))
+        result = _failed(case, mode, f"{exc} (logs kept in {work})" + _tail(work))
+        return result
     finally:
         _stop(proc)
-        if not keep:
+        if not keep and result is not None and not result.error:
             shutil.rmtree(work, ignore_errors=True)
 
 
@@ -130,11 +133,11 @@ def _wait_ready(case: Case, mode: str, proc: subprocess.Popen[bytes], work: Path
     ready = re.compile(case.ready)
     pid: int | None = proc.pid if mode == "outside" else None
     while time.monotonic() < deadline:
-        text = _read(work / "stdout.log") + _read(work / "stderr.log")
+        text = _read(work / "stdout.log") + "\n" + _read(work / "stderr.log")
         if pid is None:
             match = _RUN_PID.search(text)
             pid = int(match.group(1)) if match else None
-        if pid is not None and ready.search(text):
+        if pid is not None and len(ready.findall(text)) >= case.ready_count:
             time.sleep(case.settle_s)
             if proc.poll() is not None and not case.exits:
                 raise _NotReady(f"the program exited with {proc.returncode} before diagnosis")
@@ -142,7 +145,7 @@ def _wait_ready(case: Case, mode: str, proc: subprocess.Popen[bytes], work: Path
         if proc.poll() is not None:
             raise _NotReady(f"the program exited with {proc.returncode} before it was ready")
         time.sleep(0.2)
-    raise _NotReady(f"not ready after {case.ready_timeout_s:.0f} s (waiting for /{case.ready}/)")
+    raise _NotReady(f"not ready after {case.ready_timeout_s:.0f} s (waiting for {case.ready_count} x /{case.ready}/)")
 
 
 def _act(case: Case, pid: int, work: Path) -> None:
