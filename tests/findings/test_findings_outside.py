@@ -273,3 +273,15 @@ def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
     assert f.severity == Severity.INFO and "GPU-bound" in f.claim
     idle = replace(busy, gpus=tuple((_gpu(35.0),) for _ in range(4)))
     assert _run(idle, threads)["host-sync-storm"].severity == Severity.WARNING
+
+
+def test_a_side_thread_holding_the_gil_most_of_the_time_is_named_even_on_a_busy_machine() -> None:
+    hog = thread_stats("telemetry", "other", {ThreadState.PYTHON: 1.0}, tid=41, gil_held_pct=95.0, n=20)
+    stage = thread_stats("fit", "drafter", {ThreadState.PYTHON: 0.3, ThreadState.NATIVE: 0.5,
+                                            ThreadState.GIL_WAIT: 0.1, ThreadState.QUEUE_GET: 0.1}, tid=42, n=20)
+    f = _run(observation(), (hog, stage))["gil-contention"]
+    assert f.claim.startswith("GIL contention: telemetry (not a pipeline stage) holds the GIL 95% of the time")
+    assert f.claim.endswith("fit get it only in what is left") and f.stages == ("drafter",)
+    # The same share held by a pipeline thread, with no side thread, is that stage's own Python: no finding.
+    own = replace(hog, name="fit-0", stage="drafter")
+    assert "gil-contention" not in _run(observation(), (own, replace(stage, shares={ThreadState.NATIVE: 1.0})))

@@ -25,6 +25,10 @@ THREAD_WAIT_SHARE = 0.20
 # the GIL (a contending thread runs between its waits).
 WAITING_THREAD_CPU_PCT = 1.0
 SHOWN = 3
+# A side thread holding the GIL in this share of the samples (lower bound) starves the stages' Python threads.
+MONOPOLY_SHARE = 0.6
+# A stage thread wants the GIL when this share of its samples runs Python or waits for the GIL.
+WANTS_PYTHON_SHARE = 0.2
 # A GIL holder that spends this share of its samples compiling holds the GIL because it compiles.
 HOG_COMPILING_SHARE = 0.2
 
@@ -42,8 +46,18 @@ def check(ctx: Context) -> Iterator[Finding]:
     sampled = [t for t in ctx.sampled() if not _idle_by_cpu(t)]
     waiters = sorted(((t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in sampled), key=lambda x: -x[1])
     heavy_waiters = [(t, s) for t, s in waiters if lower_bound(s, t.n_samples) >= THREAD_WAIT_SHARE]
-    if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters:
+    # A side thread that holds the GIL most of the time leaves the stages' Python threads the rest, however the
+    # machine schedules them (on an oversubscribed machine their waits also look like CPU waits).
+    monopolies = [t for t in sampled if t.stage == "other"
+                  and lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= MONOPOLY_SHARE]
+    wanting = [t for t in sampled if t.stage in ("target", "drafter")
+               and t.shares.get(ThreadState.PYTHON, 0.0) + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= WANTS_PYTHON_SHARE]
+    monopoly = monopolies[0] if monopolies and wanting else None
+    if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters and monopoly is None:
         return
+    only_monopoly = monopoly is not None and not heavy_waiters and (contention or 0.0) < CONTENTION_WARNING_SHARE
+    if only_monopoly:
+        heavy_waiters = [(t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in wanting]
     # Who holds it is worth naming even from few samples (it is a name, not a rate).
     holders = sorted((t for t in ctx.threads if t.n_samples > 0), key=lambda t: -t.gil_held_pct)
     holders = [t for t in holders if t.gil_held_pct > 0][:SHOWN]
@@ -63,11 +77,19 @@ def check(ctx: Context) -> Iterator[Finding]:
     for t, share in waiters[:SHOWN]:
         if share > 0:
             evidence.append((f"waits: {t.name}", f"{pct(share)} of samples" + _cpu_text(t)))
-    worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0)
+    worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0,
+                monopoly.gil_held_pct / 100.0 * 0.5 if monopoly is not None else 0.0)
+    if monopoly is not None:
+        evidence.append(("GIL monopoly", f"{monopoly.name} holds it in {monopoly.gil_held_pct:.0f}% of samples: the "
+                                         f"pipeline's Python threads ({', '.join(t.name for t in wanting[:SHOWN])}) "
+                                         "get it at most the rest"))
     waiting = threads_text([t.name for t, _ in heavy_waiters], SHOWN)
     verb = "waits" if len(heavy_waiters) == 1 else "wait"
-    hog = holders[0] if holders else None
-    if hog is not None and waiting:
+    hog = monopoly or (holders[0] if holders else None)
+    if only_monopoly and monopoly is not None:
+        claim = (f"GIL contention: {monopoly.name} (not a pipeline stage) holds the GIL {monopoly.gil_held_pct:.0f}% "
+                 f"of the time{_where(ctx, monopoly)}: {waiting} get it only in what is left")
+    elif hog is not None and waiting:
         role = "" if hog.stage in ("target", "drafter") else " (not a pipeline stage)"
         claim = (f"GIL contention: {hog.name}{role} holds the GIL {hog.gil_held_pct:.0f}% of the time{_where(ctx, hog)} "
                  f"while {waiting} {verb} for it ({pct(worst)})")
