@@ -46,11 +46,12 @@ REASONS_SHOWN = 3
 def check(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe("compile")
     episodes = compile_episodes(ctx)
-    yield from _limit(ctx, payload)
+    limit = list(_limit(ctx, payload))
+    yield from limit
     storm = list(_storm(ctx, payload, episodes))
     yield from storm
     yield from _graph_breaks(ctx, payload)
-    if not storm:
+    if not storm and not limit:  # a function that hit the recompile limit was compiled 8 times: past warm-up
         yield from _warming_up(ctx, payload, episodes)
     yield from _multi_thread(ctx, payload)
 

@@ -26,7 +26,7 @@ THREAD_WAIT_SHARE = 0.20
 WAITING_THREAD_CPU_PCT = 1.0
 SHOWN = 3
 # A side thread holding the GIL in this share of the samples (lower bound) starves the stages' Python threads.
-MONOPOLY_SHARE = 0.6
+MONOPOLY_SHARE = 0.5
 # A stage thread wants the GIL when this share of its samples runs Python or waits for the GIL.
 WANTS_PYTHON_SHARE = 0.2
 # A GIL holder that spends this share of its samples compiling holds the GIL because it compiles.
