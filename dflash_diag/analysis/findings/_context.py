@@ -149,12 +149,6 @@ class Context:
                 found = indices
         return tuple(sorted(found))
 
-    def drives_gpu(self, stage: str) -> bool:
-        """Whether a stage's threads drive a GPU: a device the board gives them, or a process on a GPU (NVML)."""
-        if any(t.gpu_index is not None for t in self.threads if t.stage == stage):
-            return True
-        return bool(self.on_cuda()) or bool(self.process_gpus())
-
     def on_cuda(self) -> bool | None:
         """Whether the process trains on CUDA: True, False, or None when nothing tells."""
         return on_cuda(self)

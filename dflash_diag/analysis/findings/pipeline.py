@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, mean_share, pct, stage_label, threads_text
+from dflash_diag.analysis.findings._context import Context, mean_share, pct, stage_label, sub, threads_text
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
-from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.findings import SYMPTOM
 
@@ -19,7 +19,8 @@ from dflash_diag.model.findings import SYMPTOM
 # own work: below that the pipeline is close enough to balanced that naming a bottleneck is noise.
 STARVED_INFO_SHARE = 0.20
 # Half of a stage's time blocked on the queue means half of its hardware idles: a measured cost, a warning --
-# when that hardware is a GPU. A CPU-only producer waiting for its consumer (a data loader) is the design.
+# when that hardware is a GPU of its own. A CPU-only producer waiting for its consumer (a data loader) is the
+# design; a GPU the two stages share keeps working for the other one.
 STARVED_WARNING_SHARE = 0.50
 # A queue filling by more than one item every 20 s is backing up (the seed's q_hs grew 0 -> 51 in minutes).
 QUEUE_BACKING_UP_PER_S = 0.05
@@ -60,7 +61,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     # Naming the slowest stage is information (some stage is always the slowest); it becomes a warning when
     # the other stage's GPU idles half of its time. A rising queue alone stays info: a small queue fills at start.
     other = _OTHER[bottleneck]
-    idle_gpu = ctx.drives_gpu(other)
+    idle_gpu = _dedicated_gpus(ctx, other, bottleneck)
     severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE and idle_gpu else Severity.INFO
     slow_stage = pipe.drafter if bottleneck == "drafter" else pipe.target
     other_stage = pipe.target if bottleneck == "drafter" else pipe.drafter
@@ -110,6 +111,22 @@ def check(ctx: Context) -> Iterator[Finding]:
         kind=SYMPTOM,
         stages=(bottleneck,),
     )
+
+
+def _dedicated_gpus(ctx: Context, waiting: str, busy: str) -> tuple[int, ...]:
+    """GPUs that only the waiting stage drives (from the devices the board gives its threads): they idle while it
+    waits. A GPU both stages share does not idle when one of them waits (the GPU-utilisation rule judges it)."""
+    board = {str(name): info.get("device") for name, info in sub(ctx.app(), "threads").items() if hasattr(info, "get")}
+
+    def device(t: ThreadStats) -> int | None:
+        if t.gpu_index is not None:
+            return t.gpu_index
+        value = board.get(t.name)
+        return int(value[5:]) if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit() else None
+
+    devices = {device(t) for t in ctx.threads if t.stage == waiting} - {None}
+    shared = {device(t) for t in ctx.threads if t.stage == busy} - {None}
+    return tuple(sorted(d for d in devices - shared if d is not None))
 
 
 def _top_states(shares: object, exclude: ThreadState | None = None, n: int = 3) -> str:
