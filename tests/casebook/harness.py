@@ -68,7 +68,9 @@ class Result:
                 "headline": self.headline_rule, "because": list(self.headline_because),
                 "headline_ok": self.headline_ok, "warnings": list(self.warnings), "healthy_case": self.healthy_case,
                 "ok": self.ok, "seconds_to_answer": round(self.seconds_to_answer, 1), "error": self.error,
-                "headline_text": self.headline_text}
+                "headline_text": self.headline_text,
+                # What doctor said, for a run that missed (the table shows only the verdict).
+                "report": self.report if not self.ok else None}
 
 
 def python_for_programs() -> str:
