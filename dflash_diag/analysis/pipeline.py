@@ -48,7 +48,9 @@ def _int(value: Any) -> int | None:
 
 
 def stage_stats(stage: str, threads: Sequence[ThreadStats], board: Board | None) -> StageStats:
-    members = [t for t in threads if t.stage == stage]
+    # Helper threads (autograd workers) are not averaged in: their busy time is already in the stage's own
+    # threads, which wait in backward() while a helper runs it.
+    members = [t for t in threads if t.stage == stage and not t.helper]
     shares: dict[ThreadState, float] = {state: 0.0 for state in ThreadState}
     if members:
         for t in members:

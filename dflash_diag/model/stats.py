@@ -22,9 +22,15 @@ class ThreadStats:
     top_frame: Frame | None  # most frequent innermost Python frame
     gpu_index: int | None  # device the thread works on, when known (board or trainer config)
     timeline: tuple[ThreadState, ...]  # the state of each sample in time order (for the state strip)
-    # monotonic time of each timeline entry, so strips of threads that appeared mid-window line up (added by the
-    # engine issue; empty when unknown)
+    # monotonic time of each timeline entry, so strips of threads that appeared mid-window line up (empty when
+    # unknown)
     timeline_s: tuple[float, ...] = ()
+    # A helper thread works on behalf of a stage's own threads (PyTorch's autograd worker runs their backward):
+    # listed with that stage, left out of the stage's mean shares, because the stage's threads already carry
+    # that time while they wait for it. ``attribution`` says why the thread has its stage when its name does
+    # not ("autograd worker: runs drafter-0's backward in 9 of 10 samples").
+    helper: bool = False
+    attribution: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from dflash_diag.view.text import (
     gpu_detail_lines,
     maybe,
     probe_summary,
+    rate_note,
     top_frame_text,
 )
 
@@ -32,12 +33,10 @@ def clock_text(wall_s: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(wall_s))
 
 
-def rate_note(frame: TopFrame) -> str:
-    """" (auto)" or " (asked 5, adaptive)" when the sampler runs slower than asked."""
-    asked = frame.requested_rate_hz
-    if asked is None:
-        return " (auto)"
-    return f" (asked {asked:g}, adaptive)" if asked - frame.rate_hz > 0.05 else ""
+def _rate_note(frame: TopFrame) -> str:
+    """" (auto)" or " (asked 5, adaptive)": the header has no room for the reason (batch mode prints it)."""
+    note = rate_note(frame.requested_rate_hz, frame.rate_hz, "")
+    return f" ({note})" if note else ""
 
 
 class TopHeader(Static):
@@ -58,7 +57,7 @@ class TopHeader(Static):
         elif error:
             text.append(f" {error} ", style="bold white on red")
         text.append(
-            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:.3g} Hz{rate_note(frame)}{' +native' if frame.native else ''}"
+            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:.3g} Hz{_rate_note(frame)}{' +native' if frame.native else ''}"
             f"  {frame.window_s:.0f} s window  {frame.n_samples} samples  "
         )
         # The command line goes last and gets whatever width is left.

@@ -15,6 +15,7 @@ from dflash_diag.view.text import (
     gpu_detail_lines,
     maybe,
     probe_summary,
+    rate_note,
     top_frame_text,
 )
 
@@ -186,8 +187,8 @@ def frame_to_text(frame: TopFrame) -> str:
         f"dflash-diag top - PID {frame.pid} ({alive}) - {when}",
         f"command: {' '.join(frame.cmdline) or '?'}",
         f"window {frame.window_s:.1f} s, {frame.n_samples} samples at {frame.rate_hz:.3g} Hz"
-        f" ({'auto' if frame.requested_rate_hz is None else f'asked {frame.requested_rate_hz:g}'}"
-        f"{': ' + frame.rate_reason if frame.rate_reason else ''}){', native frames' if frame.native else ''}",
+        f"{f' ({note})' if (note := rate_note(frame.requested_rate_hz, frame.rate_hz, frame.rate_reason)) else ''}"
+        f"{', native frames' if frame.native else ''}",
         "",
         "PIPELINE",
     ]
