@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dflash_diag.model.common import Maybe
+from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.stacks import Frame
 from dflash_diag.model.states import ThreadState
 
@@ -55,3 +55,9 @@ class PipelineView:
     consumer_starved_share: Maybe[float]  # time drafter threads spend blocked in get
     bottleneck: str  # "target", "drafter", "balanced" or "unknown"
     verdict: str  # one line, from evidence
+    queue_trend: str = ""  # "rising", "falling", "steady" (the verdict's words for queue_trend_per_s), "" unknown
+    # The queue probe's measured blocked shares are averaged over the boards of the same window as the stacks;
+    # the sampled ones (from the stacks) are kept next to them, so a screen can show both.
+    producer_starved_sampled: Maybe[float] = NA("not computed")
+    consumer_starved_sampled: Maybe[float] = NA("not computed")
+    probe_boards: int = 0  # boards the probe shares are averaged over (0: the shares are sampled)

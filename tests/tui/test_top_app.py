@@ -63,8 +63,9 @@ def test_panes_show_the_frame() -> None:
     async def body(app: TopApp, pilot: Pilot[int]) -> None:
         text = screen_text(app)
         assert "PID 4242" in text
-        assert "q_hs 12/16" in text and "backing up" in text
-        assert "verdict: drafter is the bottleneck" in text
+        assert "q_hs 12/16" in text and "trend +0.31/s (rising)" in text
+        assert "verdict (last 10 s): drafter-bound: q_hs 12/16 rising" in text  # one window, one word
+        assert "put-wait 25% (probe; sampled 22%)" in text
         for t in THREADS:
             assert t.name in text
         assert "chunked_loss" in text  # top frame column
@@ -258,7 +259,7 @@ def test_exited_process_banner_keeps_last_data() -> None:
         await post(app, pilot, make_frame(process_alive=False))
         text = screen_text(app)
         assert "PROCESS EXITED" in text
-        assert "drafter-1" in text and "verdict:" in text
+        assert "drafter-1" in text and "verdict (last" in text
 
     run(body)
 
@@ -295,7 +296,7 @@ def test_narrow_layout_at_80x24() -> None:
         assert app.has_class("narrow")
         text = screen_text(app)
         assert "most" in text and "nat%" not in text  # bar + dominant state instead of per-state columns
-        assert "target-0" in text and "verdict:" in text
+        assert "target-0" in text and "verdict (last" in text
 
     run(body, size=(80, 24))
 
