@@ -25,7 +25,9 @@ from dflash_diag.snapshot.environment import CodeInfo
 
 T = TypeVar("T")
 
-DEFAULT_DURATION_S = 1.0  # sampling window: enough for ~10-20 stack samples, leaves room in the 3 s budget
+# Sampling window: as long as the 3 s budget allows. 1 s gave ~6 samples on a loaded box and missed a GIL hog
+# that doctor's 5 s caught; 1.8 s of back-to-back dumps (up to 20 Hz) gives 15-36 (docs/benchmarks.md).
+DEFAULT_DURATION_S = 1.8
 # Every source must be back by then: analysis and writing take ~0.2-0.5 s more, and the whole snapshot must
 # stay under 3 s. A native dump of a torch process that misses it (py-spy resolving libtorch's symbols on a
 # loaded machine) is listed as missing and the window's last Python-only dump stands in for it.
@@ -101,14 +103,17 @@ def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
         return fallback, f"native frames: {exc}; Python-only stacks instead"
 
 
-SNAPSHOT_RATE_HZ = 10.0  # a short window needs a denser sampling to give every thread >= 5 samples
+# A one-off burst: dumps back to back up to 20 Hz, without the live sampler's 10%-of-a-core cap (for 2 s that
+# is at most one core's worth of py-spy, and non-blocking dumps never pause the process).
+SNAPSHOT_RATE_HZ = 20.0
 
 
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
     from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
 
-    return Collector(pid, SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, board_dir=board_dir)).collect(duration_s)
+    config = SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, adaptive=False, board_dir=board_dir)
+    return Collector(pid, config).collect(duration_s)
 
 
 def proc_info(pid: int) -> dict[str, Any]:
