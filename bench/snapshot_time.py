@@ -5,7 +5,8 @@ through the real command line (``python -m dflash_diag snapshot PID -o ... --for
 command (interpreter start-up included) and reading the snapshot's own elapsed time from ``--json``.
 
 Targets:
-  --target workload   tests/snapshot/snapshot_workload.py with --threads N/2 (N/2 target + N/2 drafter threads)
+  --target workload   tests/fixtures/cpu/pipeline_child.py --light --probes --threads N/2 (N/2 target + N/2
+                      drafter threads, no torch)
   --target trainer    the reference trainer (tiny preset on CPU, auto on GPU) with N/2 target and N/2 drafter
                       devices (--device cpu or cuda:0...: threads share the device)
 
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOAD = ROOT / "tests" / "snapshot" / "snapshot_workload.py"
+WORKLOAD = ROOT / "tests" / "fixtures" / "cpu" / "pipeline_child.py"
 
 
 def _threads_of(pid: int) -> int:
@@ -44,7 +45,7 @@ def _start(args: argparse.Namespace, board_dir: str) -> subprocess.Popen[str]:
     env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": board_dir, "PYTHONPATH": str(ROOT)}
     half = max(1, args.threads // 2)
     if args.target == "workload":
-        cmd = [sys.executable, str(WORKLOAD), "--probes", "--threads", str(half), "--seconds", "600"]
+        cmd = [sys.executable, str(WORKLOAD), "--light", "--probes", "--threads", str(half), "--max-s", "600"]
     else:
         devices = ",".join([args.device] * half)
         cmd = [sys.executable, "-m", "reference_trainer", "--preset", args.preset, "--wandb", "off",

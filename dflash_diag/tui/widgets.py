@@ -112,8 +112,9 @@ class PipelinePane(Vertical):
             self.query_one("#queue-spark", Sparkline).data = []
             verdict.update("")
             return
-        bar_width = 20 if self.size.width >= 100 else 12
-        measured, wide = pipeline.probe_boards > 0, self.size.width >= 100
+        wide = self.app.size.width >= 100  # the screen: this pane may not be laid out yet
+        bar_width = 20 if wide else 12
+        measured = pipeline.probe_boards > 0
         stages.update(
             Group(
                 _stage_line(pipeline.target, bar_width, pipeline.producer_starved_share,

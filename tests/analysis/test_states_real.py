@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from workload import pipeline_child
 
 from dflash_diag.analysis.threads import OsTimeline, aggregate_threads, classify_stacks
 from dflash_diag.model import NA, ThreadState
 from dflash_diag.sources.collect import Collector
 from dflash_diag.sources.config import SamplerConfig
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sources"))
-from child_process import pipeline_child  # noqa: E402
 
 S = ThreadState
 WAITERS = ("wait-simplequeue", "wait-lock", "wait-socket", "wait-select", "wait-event", "wait-condition")

@@ -13,6 +13,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
+from workload import WORKLOAD
 
 from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.cli.top_live import LiveSource
@@ -20,8 +21,6 @@ from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
 from dflash_diag.view.frame import TopFrame
-
-WORKLOAD = Path(__file__).with_name("threaded_workload.py")
 
 
 def screen_text(app: TopApp) -> str:
@@ -356,10 +355,10 @@ def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Pop
 @pytest.mark.slow
 def test_real_process_exit_shows_banner_and_keeps_data() -> None:
     proc = subprocess.Popen(
-        [sys.executable, str(WORKLOAD), "--seconds", "3"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(WORKLOAD), "--max-s", "3"], stdout=subprocess.PIPE, text=True
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
         source = LiveSource(proc.pid, SamplerConfig(rate_hz=5.0, window_s=30.0), StagePatterns())
         app = TopApp(source, refresh_s=0.3)
 

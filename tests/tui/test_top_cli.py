@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from workload import WORKLOAD
 
 from dflash_diag.cli import main
 from dflash_diag.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD = Path(__file__).with_name("threaded_workload.py")
 
 
 def _cli(*args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -80,7 +80,7 @@ def test_batch_launch_mode_runs_the_command_and_stops_it(tmp_path: Path) -> None
     log = tmp_path / "child.log"
     res = _cli(
         "--batch", "--duration", "2", "--json", "--rate", "5", "--child-log", str(log),
-        "--", sys.executable, str(WORKLOAD), "--seconds", "300",
+        "--", sys.executable, str(WORKLOAD), "--max-s", "300",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
@@ -88,7 +88,7 @@ def test_batch_launch_mode_runs_the_command_and_stops_it(tmp_path: Path) -> None
     assert "launched PID" in res.stderr and "stopped PID" in res.stderr
     with pytest.raises(ProcessLookupError):
         os.kill(report["pid"], 0)  # quit stopped the child
-    assert "ready" in log.read_text()
+    assert "READY" in log.read_text()
     assert oct(log.stat().st_mode & 0o777) == "0o600"
 
 
@@ -215,7 +215,7 @@ def test_live_view_in_a_real_terminal_quits_on_q(workload: subprocess.Popen[str]
         os.close(master)
 
 
-LIGHT = ROOT / "tests" / "snapshot" / "snapshot_workload.py"  # threads target-0/drafter-0, no torch: starts fast
+LIGHT = (str(WORKLOAD), "--light")  # threads target-0/drafter-0, no torch: starts fast
 
 
 def _gone(pid: int, timeout_s: float = 20.0) -> bool:
@@ -240,7 +240,7 @@ def test_ctrl_c_key_quits_the_live_view_and_stops_the_launched_command(tmp_path:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     app = subprocess.Popen(
         [sys.executable, "-m", "dflash_diag", "top", "--child-log", str(tmp_path / "log"),
-         "--", sys.executable, str(LIGHT), "--threads", "1", "--seconds", "120"],
+         "--", sys.executable, *LIGHT, "--max-s", "120"],
         stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, TERM="xterm-256color"), cwd=ROOT,
         start_new_session=True,
     )  # fmt: skip
@@ -263,7 +263,7 @@ def test_ctrl_c_key_quits_the_live_view_and_stops_the_launched_command(tmp_path:
 def test_sigint_to_top_stops_it_and_the_launched_command(tmp_path: Path) -> None:
     top = subprocess.Popen(
         [sys.executable, "-m", "dflash_diag", "top", "--batch", "--duration", "120", "--child-log",
-         str(tmp_path / "log"), "--", sys.executable, str(LIGHT), "--threads", "1", "--seconds", "300"],
+         str(tmp_path / "log"), "--", sys.executable, *LIGHT, "--max-s", "300"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert top.stderr is not None
@@ -287,7 +287,7 @@ def test_launch_follows_a_wrapper_to_the_interpreter(tmp_path: Path, how: str) -
     shim.write_text(f"#!/bin/bash\nsleep 0.5\n{run}\n")
     shim.chmod(0o755)
     res = _cli("--batch", "--duration", "2", "--json", "--rate", "5", "--child-log", str(tmp_path / "log"),
-               "--", str(shim), str(LIGHT), "--threads", "1", "--seconds", "300", timeout_s=180)
+               "--", str(shim), *LIGHT, "--max-s", "300", timeout_s=180)
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     assert {"target-0", "drafter-0"} <= {t["name"] for t in report["threads"]}
