@@ -9,7 +9,7 @@ from pathlib import Path
 from dflash_diag.errors import CommandError, ExitCode
 
 # The same values as snapshot.gather's (kept here so that --help does not import the bundle code; a test checks).
-DEFAULT_DURATION_S = 1.8
+DEFAULT_DURATION_S = 1.5
 DEFAULT_DEADLINE_S = 2.3
 MAX_DURATION_S = 60.0
 

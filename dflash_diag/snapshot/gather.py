@@ -25,9 +25,10 @@ from dflash_diag.snapshot.environment import CodeInfo
 
 T = TypeVar("T")
 
-# Sampling window: as long as the 3 s budget allows. 1 s gave ~6 samples on a loaded box and missed a GIL hog
-# that doctor's 5 s caught; 1.8 s of back-to-back dumps (up to 20 Hz) gives 15-36 (docs/benchmarks.md).
-DEFAULT_DURATION_S = 1.8
+# Sampling window: as long as the 3 s budget allows. 1 s at a capped rate gave 2-7 samples and missed a GIL hog
+# that doctor's 5 s caught; 1.5 s of a burst (up to 20 Hz) gives 10-30 (docs/benchmarks.md), and leaves 0.8 s
+# for a last slow dump before the deadline.
+DEFAULT_DURATION_S = 1.5
 # Every source must be back by then: analysis and writing take ~0.2-0.5 s more, and the whole snapshot must
 # stay under 3 s. A native dump of a torch process that misses it (py-spy resolving libtorch's symbols on a
 # loaded machine) is listed as missing and the window's last Python-only dump stands in for it.
@@ -103,8 +104,8 @@ def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
         return fallback, f"native frames: {exc}; Python-only stacks instead"
 
 
-# A one-off burst: dumps back to back up to 20 Hz, without the live sampler's 10%-of-a-core cap (for 2 s that
-# is at most one core's worth of py-spy, and non-blocking dumps never pause the process).
+# A one-off burst: up to 20 Hz with py-spy allowed half a core (not the live sampler's tenth) and no back-off for
+# a saturated trainer (dumps run at nice 10 and never pause it); for 2 s, so the native dump keeps its share.
 SNAPSHOT_RATE_HZ = 20.0
 
 
@@ -112,7 +113,7 @@ def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observ
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
     from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
 
-    config = SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, adaptive=False, board_dir=board_dir)
+    config = SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, burst=True, board_dir=board_dir)
     return Collector(pid, config).collect(duration_s)
 
 

@@ -16,9 +16,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_default_window_gives_every_thread_enough_samples(spawn: Spawn, tmp_path: Path) -> None:
-    """1 s at a duty-capped 10 Hz gave ~3-6 samples on a loaded box (at most 11 on an idle one), too few for a
-    GIL hog's waiters to pass the sampled-evidence bound; 1.8 s of back-to-back dumps gives 20 on this loaded
-    2-core box."""
+    """1 s at a duty-capped 10 Hz gave 2-7 samples on a loaded box (at most 11 on an idle one), too few for a
+    GIL hog's waiters to pass the sampled-evidence bound; 1.5 s of a burst gives ~30 on this loaded 2-core box."""
     child = spawn("--hog")
     out = tmp_path / "s.tar.gz"
     assert main(["snapshot", str(child.pid), "-o", str(out)]) == ExitCode.OK
@@ -28,6 +27,6 @@ def test_default_window_gives_every_thread_enough_samples(spawn: Spawn, tmp_path
         assert handle is not None
         doc = json.load(handle)
     sampling = doc["sampling"]
-    assert sampling["window_s"] >= 1.7, sampling
-    assert sampling["stack_samples"] >= 14, sampling
+    assert sampling["window_s"] >= 1.2, sampling
+    assert sampling["stack_samples"] >= 12, sampling
     assert doc["timings_s"]["total"] < 3.0, doc["timings_s"]  # gathering stays inside the budget's deadline

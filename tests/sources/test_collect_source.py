@@ -377,3 +377,14 @@ def test_auto_rate_climbs_with_idle_cores_and_drops_when_they_go() -> None:
     coll.collect(5.0)  # the load window (3 s) fills with the busy box
     assert coll.effective_rate_hz == 2.0
     assert not any("backed off" in w for w in obs.warnings)  # auto is not a back-off from an asked rate
+
+
+def test_a_fixed_window_ends_on_time_when_dumps_are_slow() -> None:
+    """A dump that would end past the window is not started: snapshot's gatherer abandons a window that misses
+    its deadline (the whole window was lost on a saturated trainer, py-spy taking 0.4 s per dump)."""
+    clock = FakeClock()
+    coll = collector(clock, FakeSpy(clock, dump_s=0.4), SamplerConfig(rate_hz=20.0, burst=True))
+    start = clock.now
+    obs = coll.collect(1.8)
+    assert clock.now - start <= 1.8 + 1e-6, clock.now - start
+    assert len(obs.stacks) >= 2  # half a core at 0.4 s of CPU per dump: 1.25 Hz
