@@ -1,4 +1,4 @@
-"""The real Pipeline in-process: replicas, data sources, scenarios."""
+"""The real trainer in-process: replicas, data sources, scenarios."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ def test_jsonl_data_trains(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN0
             for i in range(5)]
     data = _write_jsonl(tmp_path / "data.jsonl", rows)
     pipeline = tiny_pipeline("--data", str(data), "--max-steps", "3")
-    assert isinstance(pipeline.data, JsonlDataset)
-    batch = pipeline.data.batch(1)  # lines 2 and 3 (batch size 2)
+    assert isinstance(pipeline.built.data, JsonlDataset)
+    batch = pipeline.built.data.batch(1)  # lines 2 and 3 (batch size 2)
     assert batch.lengths.tolist() == [42, 43] and batch.input_ids[0, :3].tolist() == [14, 15, 16]
     assert pipeline.run() == 0 and pipeline.step == 3
 
@@ -115,7 +115,7 @@ def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:  # noqa: 
 def test_threads_get_kernel_names_but_the_main_thread_keeps_the_process_name() -> None:
     import threading
 
-    from reference_trainer.train import name_this_thread
+    from reference_trainer.threads import name_this_thread
 
     seen: dict[str, str] = {}
 
@@ -134,7 +134,7 @@ def test_threads_get_kernel_names_but_the_main_thread_keeps_the_process_name() -
 
 def test_wandb_failures_never_break_a_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from reference_trainer.train import WandbSink
+    from reference_trainer.metrics import NullSink, WandbSink, make_sink
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
     sink = WandbSink("auto", {"a": 1}, tmp_path)
@@ -149,7 +149,7 @@ def test_wandb_failures_never_break_a_run(monkeypatch: pytest.MonkeyPatch, tmp_p
     sink.run = Broken()
     sink.log({"loss": 1.0}, step=2)
     assert sink.run is None and "disk full" in capsys.readouterr().err
-    assert WandbSink("off", {}, tmp_path).run is None
+    assert isinstance(make_sink("off", {}, tmp_path), NullSink)
 
 
 def test_max_seconds_ends_cleanly(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001

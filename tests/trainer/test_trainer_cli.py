@@ -67,7 +67,7 @@ def test_bad_flags_and_paths_give_one_line_errors(tmp_path: Path, args: list[str
 def test_bad_flags_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str,
                               code: int) -> None:
     """The same one-line contract through ``main()`` (cheaper than a subprocess per case)."""
-    from reference_trainer.train import main
+    from reference_trainer.cli import main
 
     assert main(tiny_args(tmp_path, "--probes", "none", *args)) == code
     err = capsys.readouterr().err
@@ -130,7 +130,7 @@ def test_sigterm_checkpoints_and_resume_loses_no_step(tmp_path: Path) -> None:
 def test_resume_refuses_foreign_or_corrupt_checkpoints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from reference_trainer.train import main
+    from reference_trainer.cli import main
 
     assert main(tiny_args(tmp_path, "--probes", "none", "--max-steps", "1")) == 0
     checkpoint = tmp_path / "ckpt" / "checkpoint.pt"
