@@ -6,11 +6,13 @@ streams are not, so these rules order them with events (never a host sync):
 
 1. Hand-off (target -> drafter): the producer records ``ready`` on its stream after the forward; the
    consumer's stream waits on it before touching the hidden states, and ``record_stream`` tells the caching
-   allocator that the consumer's stream uses the producer's buffer.
+   allocator that the consumer's stream uses the producer's buffer. Across devices the peer copy runs on
+   the *source* device's current stream of the consuming thread, so that stream is the one that waits, and
+   the source buffer is recorded as used by it until the copy ends.
 2. Gradient average (several replicas): each replica records ``backward_done``; the streams that read the
    gradients wait on all of them; every replica's stream waits on ``grads_averaged`` before its optimizer
    step and ``zero_grad`` (which frees the gradients a pending copy may still write).
-3. End-of-run comparison: reads replicas' parameters after their streams' last step.
+3. End-of-run comparison: the main thread's streams wait for every replica's stream before reading.
 
 All calls go through ``StreamOps`` so the ordering can be checked on CPU with a recording fake.
 """
@@ -57,9 +59,11 @@ class StreamOps:
     def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
         tensor.record_stream(stream)
 
-    def copy_to(self, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-        """Async copy; a cross-device copy runs on the *source* device's current stream (PyTorch's rule)."""
-        return tensor.to(device, non_blocking=True)
+    def copy_to(self, tensor: torch.Tensor, source: torch.device, device: torch.device) -> torch.Tensor:
+        """Async copy of ``tensor`` (on ``source``) to ``device``. Between two CUDA devices PyTorch issues it on
+        the *source* device's current stream of this thread, and makes the destination's current stream wait."""
+        # To the CPU the copy must be complete before the host reads it: blocking (a SYNC, CUDA -> CPU only).
+        return tensor.to(device, non_blocking=device.type == "cuda")
 
 
 CUDA = StreamOps()
@@ -163,13 +167,24 @@ def mark_ready(device: torch.device, ops: StreamOps = CUDA) -> Any:
 
 
 def receive_hidden(item: HiddenBatch, device: torch.device, ops: StreamOps = CUDA) -> torch.Tensor:
-    """Consumer side: the hidden states on ``device``, safe to use on this thread's current stream."""
-    if item.ready is not None:
-        ops.wait_event(ops.current_stream(device), item.ready)  # GPU-side wait, no host sync
-    hidden = ops.copy_to(item.hidden, device)
-    if device.type == "cuda":
-        # The tensor was allocated on the target's stream: tell the allocator this stream uses it too.
-        ops.record_stream(hidden, ops.current_stream(device))
+    """Consumer side: the hidden states on ``device``, safe to use on this thread's current stream. No sync.
+
+    Same device: this thread's stream waits on ``ready`` and is recorded as a user of the producer's buffer.
+    Another device: the peer copy runs on this thread's current stream *of the source device* (PyTorch's
+    rule), so that stream waits on ``ready`` before the copy is issued, and the source buffer is recorded as
+    used by it: the producer drops its reference at once, and without ``record_stream`` the allocator could
+    hand the memory to the producer's next batch while the copy still reads it."""
+    if item.ready is None:  # produced on the CPU: an ordinary (host-ordered) copy
+        return ops.copy_to(item.hidden, item.device, device)
+    if item.device == device:
+        consumer = ops.current_stream(device)
+        ops.wait_event(consumer, item.ready)  # GPU-side wait, no host sync
+        ops.record_stream(item.hidden, consumer)
+        return item.hidden
+    copy_stream = ops.current_stream(item.device)
+    ops.wait_event(copy_stream, item.ready)
+    hidden = ops.copy_to(item.hidden, item.device, device)  # the destination's stream waits for it (PyTorch)
+    ops.record_stream(item.hidden, copy_stream)
     return hidden
 
 
@@ -205,7 +220,7 @@ def average_gradients(replicas: Sequence[Replica], backward_done: Sequence[Any],
         grads = [p[index].grad for p in params]
         if any(g is None for g in grads):
             continue  # same on every replica (same code path): nothing to average
-        mean = torch.stack([ops.copy_to(g, lead.device) for g in grads]).mean(0)
+        mean = torch.stack([ops.copy_to(g, r.device, lead.device) for g, r in zip(grads, replicas, strict=True)]).mean(0)
         for p in params:
             p[index].grad.copy_(mean)
     events = []
@@ -236,12 +251,18 @@ def optimizer_step(replica: Replica, grads_averaged: Sequence[Any], grad_clip: f
 def replica_max_abs_diff(replicas: Sequence[Replica], ops: StreamOps = CUDA) -> float:
     """Largest parameter difference between any drafter replica and replica 0 (0.0: identical).
 
+    Called from the main thread after the drafter threads ended, while their last optimizer steps may still
+    run on the replicas' streams: this thread's stream on each replica's device first waits for that
+    replica's stream (the copy to replica 0's device runs on it, the comparison on replica 0's device's).
     Copies each replica's parameters to replica 0's device: a device sync, done once at the end of a run."""
+    for replica in replicas:
+        if replica.stream is not None:
+            ops.wait_stream(ops.current_stream(replica.device), replica.stream)
     lead = replicas[0].model.state_dict()
     lead_device = replicas[0].device
     worst = 0.0
     for replica in replicas[1:]:
         for name, value in replica.model.state_dict().items():
-            diff = (ops.copy_to(value, lead_device).float() - lead[name].float()).abs().max()
+            diff = (ops.copy_to(value, replica.device, lead_device).float() - lead[name].float()).abs().max()
             worst = max(worst, float(diff))  # host sync (once per tensor, end of run only)
     return worst
