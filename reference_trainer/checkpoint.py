@@ -8,6 +8,7 @@ fsynced, then renamed over it: the previous checkpoint stays intact until the ne
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -98,7 +99,10 @@ def load_into(path: Path, config: TrainConfig, replicas: Sequence[Replica]) -> R
                         f"{state.get('preset')!r}); use the same --preset")
     for replica in replicas:
         replica.model.load_state_dict(state["drafter"])
-        replica.optimizer.load_state_dict(state["optimizer"])
+        # A copy each: Optimizer.load_state_dict keeps tensors that are already on the right device and dtype
+        # (the CPU `step` counters always, on CPU the moment buffers too), so replicas loading one dict would
+        # share them and every replica's step would advance them: replicas drift apart (issue 10).
+        replica.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         replica.scheduler.load_state_dict(state["scheduler"])
     ledger = state["ledger"]
     print(f"resumed from {path} at step {state['step']} (next batch index {ledger['cursor']})", flush=True)

@@ -33,6 +33,27 @@ def test_drafter_replicas_stay_identical(tiny_pipeline) -> None:  # noqa: ANN001
     assert set(summary["threads"]) == {"target-0", "target-1", "drafter-0", "drafter-1"}
 
 
+def _optimizer_tensors(replica) -> list[torch.Tensor]:  # noqa: ANN001
+    return [t for state in replica.optimizer.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+
+
+def test_resume_with_two_replicas_gives_each_its_own_optimizer_state(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+    two = ("--drafter-devices", "cpu,cpu")
+    straight = tiny_pipeline(*two, "--max-steps", "4", "--checkpoint-dir", str(tmp_path / "straight"))
+    assert straight.run() == 0
+    first = tiny_pipeline(*two, "--max-steps", "2", "--checkpoint-dir", str(tmp_path / "resumed"))
+    assert first.run() == 0
+    resumed = tiny_pipeline(*two, "--max-steps", "4", "--checkpoint-dir", str(tmp_path / "resumed"), "--resume")
+    a, b = (_optimizer_tensors(r) for r in resumed.replicas)
+    assert a and len(a) == len(b)
+    # Each replica steps its own AdamW: a shared `step` counter or moment buffer would be advanced twice a step.
+    assert not {t.data_ptr() for t in a} & {t.data_ptr() for t in b}
+    assert resumed.run() == 0 and resumed.step == 4
+    assert resumed.summary()["replica_max_abs_diff"] == 0.0
+    for got, want in zip(resumed.replicas[0].model.parameters(), straight.replicas[0].model.parameters(), strict=True):
+        torch.testing.assert_close(got, want)  # the same 4 steps as the uninterrupted run
+
+
 def test_synthetic_stream_is_a_function_of_seed_and_index() -> None:
     config = DataConfig(seq_len=64, min_seq_len=16, batch_size=3, vocab_size=100, synthetic_vocab=50, seed=5)
     a, b = SyntheticStream(config).batch(7), SyntheticStream(config).batch(7)
