@@ -139,10 +139,13 @@ def flex_block_mask(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, bl
 
     def mask_mod(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
         block = q_idx // block_size
+        # flex evaluates whole 128-row tiles: rows past Q_LEN have a block index past the anchors tensor, an
+        # out-of-bounds read on the GPU. Clamp the index and mask those rows out (as upstream SpecForge does).
+        safe = block.clamp(max=num - 1)
         is_ctx = kv_idx < seq_len
-        ctx_ok = kv_idx < anchors[b, block]
+        ctx_ok = kv_idx < anchors[b, safe]
         same_block = (kv_idx - seq_len) // block_size == block
-        return valid[b, block] & ((is_ctx & ctx_ok) | (~is_ctx & same_block))
+        return (block < num) & valid[b, safe] & ((is_ctx & ctx_ok) | (~is_ctx & same_block))
 
     return create_block_mask(mask_mod, batch, None, num * block_size, seq_len + num * block_size,
                              device=anchors.device)

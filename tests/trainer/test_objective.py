@@ -85,6 +85,18 @@ def test_flex_block_mask_matches_brute_force(anchors_case) -> None:  # noqa: ANN
     assert torch.equal(evaluated.expand_as(expected), expected)
 
 
+def test_flex_mask_past_the_last_block_is_false_not_an_out_of_bounds_read(anchors_case) -> None:  # noqa: ANN001
+    """flex_attention works in 128-row tiles: in a partial last tile the kernel evaluates mask_mod for rows
+    past Q_LEN, whose block index is past the anchors tensor (on the GPU, an unchecked read)."""
+    anchors, valid, seq_len, bs = anchors_case
+    block_mask = flex_block_mask(anchors, valid, seq_len, bs)
+    q_len = anchors.shape[1] * bs
+    b = torch.arange(anchors.shape[0])[:, None, None]
+    q = torch.arange(q_len, q_len + 128)[None, :, None]
+    kv = torch.arange(seq_len + q_len)[None, None, :]
+    assert not bool(block_mask.mask_mod(b, torch.zeros_like(b), q, kv).any())
+
+
 def test_blocks_labels_weights() -> None:
     config = ObjectiveConfig(block_size=4, num_anchors=3, ce_chunk_tokens=8)
     ids = torch.arange(100, 120).view(1, 20)
