@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -88,14 +89,19 @@ def _netrc_text() -> str:
 
 @dataclass
 class Counters:
+    """Run totals. ``target_batches`` is counted by every target thread, so under ``lock`` (a ``+=`` on a
+    shared attribute is a read-modify-write); the rest are written by drafter-0 alone."""
+
     target_batches: int = 0
     drafter_batches: int = 0
     tokens: int = 0
     depth_sum: float = 0.0
     depth_samples: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_target_batch(self) -> None:
-        self.target_batches += 1
+        with self.lock:
+            self.target_batches += 1
 
 
 @dataclass(frozen=True)
