@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class ExitCode:
-    """Exit codes shared by every subcommand (documented in docs/cli.md)."""
+    """Exit codes shared by every subcommand (the table in README.md and docs/security.md)."""
 
     OK = 0
     FAILURE = 1  # unexpected internal error (a bug: the traceback is shown)
@@ -15,7 +15,9 @@ class ExitCode:
     BAD_INPUT = 6  # a file given to us is missing, corrupt, foreign or unsafe
     EXISTS = 7  # refusing to overwrite an existing output without --force
     NOT_PYTHON = 8  # the process is not a Python interpreter py-spy understands
+    UNSAFE_OUTPUT = 9  # refusing to write over something dflash-diag did not write (or /, home, the cwd)
     FINDINGS = 10  # `doctor --fail-on`: findings at or above the threshold were raised
+    CANNOT_WRITE = 11  # the output cannot be written: no such or unwritable directory, disk full, name too long
 
 
 class DflashDiagError(Exception):

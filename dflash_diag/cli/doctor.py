@@ -63,10 +63,11 @@ def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None,
     from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
     from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
+    from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
     from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
 
     PySpy(pid).check()  # fail fast, with the diagnosis, before a progress bar appears
-    collector = Collector(pid, board_dir=board_dir)
+    collector = Collector(pid, SamplerConfig(board_dir=board_dir))
     obs = _collect_with_progress(collector, duration_s, progress)
     if not obs.stacks:
         raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "

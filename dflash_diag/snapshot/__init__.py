@@ -1,10 +1,11 @@
 """`dflash-diag snapshot`: a complete, redacted bug-report bundle of a live, hung or dying process.
 
-    result = take_snapshot(pid, output=Path("report.tar.gz"))   # gather (<= ~2.6 s), analyse, write atomically
+    result = take_snapshot(pid, output=Path("report.tar.gz"))   # check -o, gather (<= ~2.6 s), analyse, write
 
 Layout (``<name>/`` inside the .tar.gz, or the directory itself with ``as_dir=True``): ``report.md``,
 ``snapshot.json`` (schema ``dflash-diag.snapshot/1``), ``stacks.txt``, ``board.json``, ``nvml.json``,
-``timeline.svg``. docs/bug-reports.md describes each.
+``timeline.svg`` and ``MANIFEST.json`` (every file's SHA-256: how ``--force`` recognises a bundle it may
+replace). docs/bug-reports.md describes each; docs/security.md what is redacted and what may be replaced.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from dflash_diag.model import Finding
 from dflash_diag.snapshot.build import SCHEMA, analyse, build_files
-from dflash_diag.snapshot.bundle import default_name, load_snapshot, write_dir, write_tar
+from dflash_diag.snapshot.bundle import default_name, load_snapshot, prepare_output
 from dflash_diag.snapshot.gather import DEFAULT_DEADLINE_S, DEFAULT_DURATION_S, Gathered, gather
 
 
@@ -36,6 +37,12 @@ def output_path(pid: int, output: Path | None, as_dir: bool, now_wall_s: float) 
     return Path(name if as_dir else f"{name}.tar.gz")
 
 
+def _top_name(path: Path) -> str:
+    name = path.name
+    top = name[: -len(".tar.gz")] if name.endswith(".tar.gz") else name.split(".")[0]
+    return top or "snapshot"
+
+
 def take_snapshot(
     pid: int,
     *,
@@ -48,21 +55,18 @@ def take_snapshot(
     wall_clock: Callable[[], float] = time.time,
 ) -> SnapshotResult:
     t0 = time.monotonic()
-    now = wall_clock()
-    path = output_path(pid, output, as_dir, now)
-    if path.exists() and not force:  # fail before spending seconds gathering
-        from dflash_diag.snapshot.bundle import _refuse_existing  # noqa: PLC0415
-
-        _refuse_existing(path, force)
-    gathered = gather(pid, duration_s=duration_s, deadline_s=deadline_s, board_dir=board_dir, wall_clock=wall_clock)
-    end_wall_s = wall_clock()
-    analysis = analyse(gathered, end_wall_s)
-    files = build_files(gathered, analysis, end_wall_s)
-    if as_dir:
-        write_dir(path, files, force=force)
-    else:
-        top = path.name[: -len(".tar.gz")] if path.name.endswith(".tar.gz") else path.name.split(".")[0]
-        write_tar(path, top or "snapshot", files, force=force, mtime_s=end_wall_s)
+    path = output_path(pid, output, as_dir, wall_clock())
+    # Every check of the destination (and the temporary sibling) before seconds of sampling are spent.
+    prepared = prepare_output(path, as_dir=as_dir, force=force)
+    try:
+        gathered = gather(pid, duration_s=duration_s, deadline_s=deadline_s, board_dir=board_dir, wall_clock=wall_clock)
+        end_wall_s = wall_clock()
+        analysis = analyse(gathered, end_wall_s)
+        files = build_files(gathered, analysis, end_wall_s)
+    except BaseException:
+        prepared.abandon()
+        raise
+    prepared.commit(files, top=_top_name(path), mtime_s=end_wall_s)
     return SnapshotResult(
         path=path,
         findings=analysis.findings,

@@ -1,24 +1,41 @@
-"""Writing a bundle atomically and privately, and reading one back safely (for `diff`).
+"""Writing a bundle without ever destroying what dflash-diag did not write, and reading one back safely.
 
-Write: everything goes to a temporary sibling (0600 file / 0700 directory) that is renamed into place only
-when complete, so a failure never leaves a half-written report; an existing target is refused unless forced.
+Write, in two steps so that a bad ``-o`` fails before seconds of sampling are spent:
+
+- :func:`prepare_output` checks the destination and reserves a temporary sibling (0600 file / 0700
+  directory, a short name of our own) in the target directory, which proves the directory is writable.
+  ``/``, the home directory, the working directory and their ancestors are always refused. An existing
+  output is refused unless ``force``; with ``force`` it is replaced only when it is a bundle this tool
+  wrote: its ``MANIFEST.json`` names every file and each file still has the SHA-256 written there.
+- :meth:`PreparedOutput.commit` writes the files into the temporary sibling and renames it into place.
+  A replaced bundle directory is moved aside first and then emptied file by file (only the names its
+  manifest lists) and removed with ``rmdir``: never a recursive delete.
+
+Any failure is a one-line :class:`CommandError` (exit codes in docs/security.md); the temporary sibling is
+removed, nothing half-written is left.
+
 Read: bundles come from other people: tar members are validated (regular files only, no absolute paths or
 ``..``, bounded sizes and counts) and only ``snapshot.json`` is read, into memory, never extracted.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import io
 import json
 import os
-import shutil
+import secrets
+import stat
 import tarfile
 import tempfile
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from dflash_diag import __version__
 from dflash_diag.errors import CommandError, ExitCode
 
 SCHEMA_PREFIX = "dflash-diag.snapshot/"
@@ -27,27 +44,283 @@ MAX_MEMBERS = 64
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 
+# What makes a bundle recognisably ours: this file, listing every other file with its SHA-256.
+MANIFEST_NAME = "MANIFEST.json"
+MANIFEST_SCHEMA = "dflash-diag.bundle-manifest/1"
+# Our own short sibling names (a long -o name must not make the temporary name too long).
+TMP_PREFIX = ".dflash-diag-tmp-"
+OLD_PREFIX = ".dflash-diag-old-"
+
 
 def default_name(pid: int, now_wall_s: float) -> str:
     return f"dflash-diag-snapshot-{pid}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now_wall_s))}"
 
 
-def _refuse_existing(path: Path, force: bool) -> None:
-    if (path.exists() or path.is_symlink()) and not force:
-        raise CommandError(f"{path} exists: pass --force to overwrite it, or -o another path", ExitCode.EXISTS)
-    if path.is_symlink():
-        raise CommandError(f"{path} is a symlink: refusing to write through it", ExitCode.BAD_INPUT)
+# --- what may be written where ---------------------------------------------------------------------------
 
 
-def write_tar(path: Path, top: str, files: Mapping[str, bytes], *, force: bool, mtime_s: float) -> Path:
-    """``path`` (.tar.gz, 0600) holding ``top/<name>`` for every file, written atomically."""
-    _refuse_existing(path, force)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise CommandError(f"{directory} is not a directory: create it or pick another -o", ExitCode.BAD_INPUT)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+def _unsafe(message: str) -> CommandError:
+    return CommandError(message, ExitCode.UNSAFE_OUTPUT)
+
+
+def _cannot_write(path: Path | str, exc: OSError) -> CommandError:
+    why = {
+        errno.ENOSPC: "no space left on the device: free some space or pick another -o",
+        errno.EDQUOT: "disk quota exceeded: free some space or pick another -o",
+        errno.EROFS: "read-only file system: pick another -o",
+        errno.EACCES: "permission denied: pick a directory you can write to",
+        errno.EPERM: "not permitted: pick a directory you can write to",
+        errno.ENAMETOOLONG: "name too long: pick a shorter -o",
+        errno.ENOENT: "no such directory: create it or pick another -o",
+        errno.ENOTDIR: "a part of the path is not a directory: pick another -o",
+    }.get(exc.errno or 0, f"{exc.strerror or exc.__class__.__name__}: pick another -o")
+    return CommandError(f"cannot write {_shown(path)}: {why}", ExitCode.CANNOT_WRITE)
+
+
+def _shown(path: Path | str) -> str:
+    """A path as one printable line (a non-UTF-8 or control-character name must not garble the terminal)."""
+    text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
+    return "".join(ch if ch.isprintable() and not 0xDC80 <= ord(ch) <= 0xDCFF else repr(ch)[1:-1] for ch in text)
+
+
+def _guarded_dirs() -> list[tuple[str, str]]:
+    """Directories no output may be or contain: the root, the home directory, the working directory."""
+    guarded = [("/", "the root directory")]
+    homes = {os.path.expanduser("~")}
     try:
-        os.fchmod(fd, 0o600)
+        import pwd  # noqa: PLC0415 - POSIX only
+
+        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError):
+        pass
+    guarded += [(os.path.realpath(h), "your home directory") for h in homes if h and h != "~"]
+    try:
+        guarded.append((os.path.realpath(os.getcwd()), "the working directory"))
+    except OSError:
+        pass
+    return guarded
+
+
+def protected_reason(path: Path) -> str | None:
+    """Why ``path`` may never be an output (it is /, home or the working directory, or holds one), else None."""
+    real = os.path.realpath(path)
+    for guarded, label in _guarded_dirs():
+        if real == guarded:
+            return f"is {label}"
+        if guarded == "/":
+            continue
+        if guarded.startswith(real.rstrip("/") + "/"):
+            return f"holds {label}"
+    return None
+
+
+def _name_max(directory: Path) -> int:
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def _plain_name(name: object) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name
+
+
+def manifest_bytes(files: Mapping[str, bytes]) -> bytes:
+    """The MANIFEST.json of a bundle holding ``files``: every name with its size and SHA-256."""
+    listed = {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())}
+    doc = {"schema": MANIFEST_SCHEMA, "tool": "dflash-diag", "version": __version__, "files": listed}
+    return (json.dumps(doc, indent=1) + "\n").encode()
+
+
+def _listed_files(data: bytes | None) -> dict[str, str] | None:
+    """name -> SHA-256 from a manifest, or None when it is not a dflash-diag manifest."""
+    if data is None:
+        return None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA or not isinstance(doc.get("files"), dict):
+        return None
+    listed: dict[str, str] = {}
+    for name, entry in doc["files"].items():
+        if not _plain_name(name) or name == MANIFEST_NAME or not isinstance(entry, dict):
+            return None
+        digest = entry.get("sha256")
+        if not isinstance(digest, str):
+            return None
+        listed[name] = digest
+    return listed or None
+
+
+def _sha256_of_stream(fh: IO[bytes], limit: int = MAX_TOTAL_BYTES) -> str | None:
+    h = hashlib.sha256()
+    total = 0
+    while chunk := fh.read(1 << 20):
+        total += len(chunk)
+        if total > limit:
+            return None
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _open_regular(path: Path) -> IO[bytes] | None:
+    """``path`` opened for reading when it is a regular file (never through a symlink), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def _file_sha256(path: Path) -> str | None:
+    fh = _open_regular(path)
+    if fh is None:
+        return None
+    with fh:
+        return _sha256_of_stream(fh)
+
+
+def _file_bytes(path: Path, limit: int = 1 << 20) -> bytes | None:
+    fh = _open_regular(path)
+    if fh is None:
+        return None
+    with fh:
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def _dir_not_ours(path: Path) -> tuple[str | None, dict[str, str]]:
+    """(why the directory is not an intact bundle of ours or None, the names its manifest lists)."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            return "is not a directory", {}
+        names = set(os.listdir(path))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})", {}
+    if MANIFEST_NAME not in names:
+        return f"has no {MANIFEST_NAME}: it is not a bundle dflash-diag wrote", {}
+    listed = _listed_files(_file_bytes(path / MANIFEST_NAME))
+    if listed is None:
+        return f"has a {MANIFEST_NAME} that is not dflash-diag's", {}
+    extra = sorted(names - set(listed) - {MANIFEST_NAME})
+    if extra:
+        return f"holds {_shown(extra[0])!r}, which dflash-diag did not write", listed
+    for name in sorted(names & set(listed)):
+        if _file_sha256(path / name) != listed[name]:
+            return f"has {name} changed since dflash-diag wrote it", listed
+    return None, listed
+
+
+def _tar_not_ours(path: Path) -> str | None:
+    """Why the file is not an intact .tar.gz bundle of ours, or None."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode):
+            return "is a directory, not a .tar.gz bundle file"
+        if not stat.S_ISREG(mode):
+            return "is not a regular file"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    fh = _open_regular(path)
+    if fh is None:
+        return "cannot be read"
+    try:
+        with fh, tarfile.open(fileobj=fh, mode="r:gz") as tar:
+            members = _bounded_members(tar)
+            if members is None:
+                return "is not a bundle dflash-diag wrote (unexpected archive members)"
+            by_name = {m.name.split("/", 1)[1]: m for m in members}
+            listed = _listed_files(_member_bytes(tar, by_name.get(MANIFEST_NAME)))
+            if listed is None:
+                return f"has no dflash-diag {MANIFEST_NAME}: it is not a bundle dflash-diag wrote"
+            if set(by_name) != set(listed) | {MANIFEST_NAME}:
+                return "holds files its manifest does not list: not a bundle as dflash-diag wrote it"
+            for name, digest in listed.items():
+                member = tar.extractfile(by_name[name])
+                if member is None or _sha256_of_stream(member) != digest:
+                    return f"has {name} changed since dflash-diag wrote it"
+    except (tarfile.TarError, EOFError, OSError, zlib.error, ValueError):
+        return "is not a .tar.gz bundle dflash-diag wrote"
+    return None
+
+
+def _bounded_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo] | None:
+    """The members of one of our archives (regular files ``top/name`` under one top directory), or None."""
+    members: list[tarfile.TarInfo] = []
+    tops: set[str] = set()
+    for member in tar:
+        parts = member.name.split("/")
+        if len(members) >= MAX_MEMBERS or not member.isfile() or len(parts) != 2 or not all(map(_plain_name, parts)):
+            return None
+        tops.add(parts[0])
+        members.append(member)
+    return members if len(tops) == 1 else None
+
+
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo | None, limit: int = 1 << 20) -> bytes | None:
+    if member is None or member.size > limit:
+        return None
+    fh = tar.extractfile(member)
+    return fh.read(limit + 1) if fh is not None else None
+
+
+class PreparedOutput:
+    """A checked destination with its temporary sibling reserved; :meth:`commit` or :meth:`abandon` it."""
+
+    def __init__(self, path: Path, *, as_dir: bool, replace: bool, tmp: Path, fd: int | None) -> None:
+        self.path = path
+        self.as_dir = as_dir
+        self.replace = replace  # an existing bundle of ours is to be replaced
+        self._tmp: Path | None = tmp
+        self._fd = fd
+        self._written: list[str] = []
+
+    def commit(self, files: Mapping[str, bytes], *, top: str, mtime_s: float) -> Path:
+        """Write ``files`` (plus MANIFEST.json) and move them into place; a failure leaves nothing behind."""
+        if self._tmp is None:
+            raise RuntimeError("this output was already committed or abandoned")
+        if not all(_plain_name(n) and n != MANIFEST_NAME for n in files):
+            raise ValueError("bundle file names must be plain names other than MANIFEST.json")
+        try:
+            everything = {**files, MANIFEST_NAME: manifest_bytes(files)}
+            if self.as_dir:
+                self._write_dir(everything)
+                self._place_dir()
+            else:
+                self._write_tar(everything, top, mtime_s)
+                self._place_file()
+        except OSError as exc:
+            self.abandon()
+            raise _cannot_write(self.path, exc) from None
+        except BaseException:
+            self.abandon()
+            raise
+        self._tmp = None
+        return self.path
+
+    def abandon(self) -> None:
+        """Remove the temporary sibling (only the files we put in it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        tmp, self._tmp = self._tmp, None
+        if tmp is None:
+            return
+        if self.as_dir:
+            _remove_our_files(tmp, self._written)
+        else:
+            _unlink_quietly(tmp)
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    def _write_tar(self, files: Mapping[str, bytes], top: str, mtime_s: float) -> None:
+        assert self._fd is not None
+        fd, self._fd = self._fd, None
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for name, data in files.items():
                 info = tarfile.TarInfo(f"{top}/{name}")
@@ -56,42 +329,143 @@ def write_tar(path: Path, top: str, files: Mapping[str, bytes], *, force: bool, 
             tar.close()
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-    return path
 
-
-def write_dir(path: Path, files: Mapping[str, bytes], *, force: bool) -> Path:
-    """``path/`` (0700, files 0600), built in a temporary sibling and renamed into place."""
-    _refuse_existing(path, force)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise CommandError(f"{parent} is not a directory: create it or pick another -o", ExitCode.BAD_INPUT)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
-    try:
+    def _write_dir(self, files: Mapping[str, bytes]) -> None:
+        assert self._tmp is not None
         for name, data in files.items():
-            fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            fd = os.open(self._tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            self._written.append(name)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-        if path.exists() and not path.is_symlink():
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    # -- moving into place ----------------------------------------------------------------------------
+
+    def _place_file(self) -> None:
+        assert self._tmp is not None
+        if self.replace:
+            reason = _tar_not_ours(self.path) if os.path.lexists(self.path) else None
+            if reason is not None:  # changed while we sampled
+                raise _unsafe(f"{_shown(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
+            os.replace(self._tmp, self.path)  # atomic over our own old bundle
+            return
+        try:
+            os.link(self._tmp, self.path)  # never replaces: fails if something appeared there meanwhile
+        except FileExistsError:
+            raise _exists(self.path) from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
+                raise
+            if os.path.lexists(self.path):  # a file system without hard links
+                raise _exists(self.path) from None
+            os.rename(self._tmp, self.path)
+            return
+        _unlink_quietly(self._tmp)
+
+    def _place_dir(self) -> None:
+        assert self._tmp is not None
+        parent = self.path.parent
+        if not self.replace:
+            try:
+                os.mkdir(self.path, 0o700)  # claim the name: fails if anything appeared there meanwhile
+            except FileExistsError:
+                raise _exists(self.path) from None
+            os.rename(self._tmp, self.path)  # onto our own empty directory
+            return
+        reason, listed = _dir_not_ours(self.path) if os.path.lexists(self.path) else (None, {})
+        if reason is not None:
+            raise _unsafe(f"{_shown(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
+        if not listed:
+            os.mkdir(self.path, 0o700)
+            os.rename(self._tmp, self.path)
+            return
+        old = parent / f"{OLD_PREFIX}{secrets.token_hex(6)}"
+        os.rename(self.path, old)  # our old bundle, intact, out of the way
+        try:
+            os.rename(self._tmp, self.path)
+        except BaseException:
+            os.rename(old, self.path)
+            raise
+        _remove_our_files(old, [*listed, MANIFEST_NAME], listed)
 
 
-def _unlink(path: str) -> None:
+def _exists(path: Path) -> CommandError:
+    return CommandError(f"{_shown(path)} exists: pass --force to replace a bundle dflash-diag wrote there, "
+                        "or -o another path", ExitCode.EXISTS)
+
+
+def _remove_our_files(directory: Path, names: list[str], digests: Mapping[str, str] | None = None) -> None:
+    """Unlink ``names`` in ``directory`` (each only if still the file we wrote), then rmdir it if empty."""
+    for name in names:
+        target = directory / name
+        if digests is not None and name in digests and _file_sha256(target) != digests[name]:
+            continue  # changed under us: not ours any more, leave it (and so the directory)
+        _unlink_quietly(target)
+    try:
+        os.rmdir(directory)  # fails, harmlessly, if anything else is in it
+    except OSError:
+        pass
+
+
+def _unlink_quietly(path: Path | str) -> None:
     try:
         os.unlink(path)
     except OSError:
         pass
+
+
+def prepare_output(path: Path, *, as_dir: bool, force: bool) -> PreparedOutput:
+    """Check where a bundle goes and reserve its temporary sibling, before any sampling (docstring above)."""
+    text = str(path)
+    if not text or "\0" in text:
+        raise CommandError("the output path is empty or holds a NUL character", ExitCode.USAGE)
+    reason = protected_reason(path)
+    if reason is not None:
+        raise _unsafe(f"{_shown(path)} {reason}: dflash-diag never writes a bundle there; pick a new name with -o")
+    parent = path.parent
+    try:
+        if not stat.S_ISDIR(os.stat(parent).st_mode):
+            raise CommandError(f"{_shown(parent)} is not a directory: pick another -o", ExitCode.CANNOT_WRITE)
+    except OSError as exc:
+        raise _cannot_write(parent, exc) from None
+    name_max = _name_max(parent)
+    if len(os.fsencode(path.name)) > name_max:
+        raise CommandError(f"{_shown(path.name)[:40]}...: the name is longer than the {name_max} bytes this file "
+                           "system allows: pick a shorter -o", ExitCode.CANNOT_WRITE)
+    replace = os.path.lexists(path)
+    if replace:
+        if not force:
+            raise _exists(path)
+        if os.path.islink(path):
+            raise _unsafe(f"{_shown(path)} is a symlink: --force replaces only a bundle dflash-diag wrote; "
+                          "remove the link or pick another -o")
+        why = _dir_not_ours(path)[0] if as_dir else _tar_not_ours(path)
+        if why is not None:
+            raise _unsafe(f"{_shown(path)} {why}: --force replaces only a bundle dflash-diag wrote; "
+                          "move it away or pick another -o")
+    try:
+        if as_dir:
+            return PreparedOutput(path, as_dir=True, replace=replace, fd=None,
+                                  tmp=Path(tempfile.mkdtemp(prefix=TMP_PREFIX, suffix=".tmp", dir=parent)))
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".tmp", dir=parent)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:  # the directory exists, yet nothing can be created in it (/proc)
+            raise CommandError(f"cannot write {_shown(path)}: files cannot be created in {_shown(parent)}: "
+                               "pick another -o", ExitCode.CANNOT_WRITE) from None
+        raise _cannot_write(path, exc) from None
+    os.fchmod(fd, 0o600)
+    return PreparedOutput(path, as_dir=False, replace=replace, tmp=Path(tmp), fd=fd)
+
+
+def write_tar(path: Path, top: str, files: Mapping[str, bytes], *, force: bool, mtime_s: float) -> Path:
+    """``path`` (.tar.gz, 0600) holding ``top/<name>`` for every file and MANIFEST.json, written atomically."""
+    return prepare_output(path, as_dir=False, force=force).commit(files, top=top, mtime_s=mtime_s)
+
+
+def write_dir(path: Path, files: Mapping[str, bytes], *, force: bool) -> Path:
+    """``path/`` (0700, files 0600) with MANIFEST.json, built in a temporary sibling and renamed into place."""
+    return prepare_output(path, as_dir=True, force=force).commit(files, top="", mtime_s=time.time())
 
 
 # --- reading ------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
 from dflash_diag.model import NA, Board, BoardWriter, Observation, ProcThreadSample, StackSample, ThreadState
 from dflash_diag.model.board import BOARD_SCHEMA
-from dflash_diag.sources.pyspy import load_recorded_dumps
+from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
 S = ThreadState
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
