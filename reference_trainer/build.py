@@ -51,10 +51,7 @@ def build(config: TrainConfig) -> Built:
     if scenario.force_gdn_fallback and not kernels.fast and first_target.device.type == "cuda":
         kernels = dataclasses.replace(kernels, reason=f"forced by --scenario {config.scenario}")
     torch.manual_seed(config.seed + 1)
-    template = DFlashDraftModel(config.drafter)
-    template.checkpoint_mode = CheckpointMode(enabled=config.checkpoint_layers,
-                                              use_reentrant=config.objective.use_reentrant,
-                                              keyword_calls=scenario.keyword_checkpoint_calls)
+    template = drafter_template(config, scenario.keyword_checkpoint_calls)
     made = tuple(replicas.make_replica(rank, torch.device(name), template, config, scenario, targets)
                  for rank, name in enumerate(config.drafter_devices))
     path = checkpoint.resume_path(config)
@@ -62,6 +59,15 @@ def build(config: TrainConfig) -> Built:
     return Built(config=config, targets=targets, replicas=made, data=data, kernels=kernels,
                  attention=replicas.attention_for(made[-1].device, config, scenario), scenario=scenario,
                  resume=resume)
+
+
+def drafter_template(config: TrainConfig, keyword_calls: bool) -> DFlashDraftModel:
+    """The drafter every replica starts as (initialised from the current torch seed)."""
+    template = DFlashDraftModel(config.drafter)
+    template.checkpoint_mode = CheckpointMode(enabled=config.checkpoint_layers,
+                                              use_reentrant=config.objective.use_reentrant,
+                                              keyword_calls=keyword_calls)
+    return template
 
 
 def _load_targets(config: TrainConfig, scenario: scenarios.Scenario) -> dict[str, FrozenTarget]:

@@ -66,10 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sequential", action="store_true",
                    help="no threads: target forward then drafter step in the main thread (the baseline)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--lr", type=float)
-    g.add_argument("--warmup-steps", type=int)
-    g.add_argument("--decay-steps", type=int, default=10_000)
+    g.add_argument("--lr", type=float, help="peak learning rate (preset default; the recipe: 6e-4)")
+    g.add_argument("--schedule-steps", type=int, help="length of the warm-up + cosine schedule (default: "
+                   "the preset's, else --max-steps, else 10000)")
+    g.add_argument("--warmup-ratio", type=float, help="warm-up share of the schedule (default 0.04, the recipe)")
+    g.add_argument("--warmup-steps", type=int, help="warm-up steps (overrides --warmup-ratio)")
+    g.add_argument("--min-lr-ratio", type=float, help="the cosine ends at lr times this (default 0, the recipe)")
     g.add_argument("--grad-clip", type=float, default=1.0)
+    g.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step and drafter "
+                   "thread (sequences per step = drafter threads x --batch-size x this; the recipe's is 64)")
     g.add_argument("--use-reentrant", type=_bool, default=False, metavar="{true,false}",
                    help="activation checkpointing mode of the draft layers and CE chunks (default false)")
     g.add_argument("--no-checkpoint-layers", action="store_true", help="do not checkpoint the draft layers")
@@ -107,6 +112,17 @@ def _parse_probes(text: str | None) -> frozenset[str]:
         raise UserError(f"--probes: {err}", ExitCode.USAGE) from err
 
 
+def _schedule(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+    """Schedule fields: a flag wins, then the preset, then the recipe (schedule = the planned --max-steps)."""
+    out: dict[str, Any] = {"schedule_steps": args.schedule_steps or fields.get("schedule_steps")
+                           or args.max_steps or 10_000}
+    for name in ("warmup_ratio", "warmup_steps", "min_lr_ratio"):
+        value = getattr(args, name)
+        if value is not None or name in fields:
+            out[name] = value if value is not None else fields[name]
+    return out
+
+
 def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
     """The validated config and whether to run sequentially. UserError (exit 2) on a bad flag."""
     args = build_parser().parse_args(argv)
@@ -139,8 +155,9 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             preset=preset, target=target, drafter=fields["drafter"], objective=objective, data=data,
             target_devices=target_devices, drafter_devices=drafter_devices,
             queue_size=args.queue_size or fields["queue_size"], lr=args.lr or fields["lr"],
-            warmup_steps=fields["warmup_steps"] if args.warmup_steps is None else args.warmup_steps,
-            decay_steps=args.decay_steps, grad_clip=args.grad_clip, max_steps=args.max_steps,
+            **({"adam_betas": fields["adam_betas"]} if "adam_betas" in fields else {}),
+            **_schedule(args, fields), grad_clip=args.grad_clip, grad_accum=args.grad_accum,
+            max_steps=args.max_steps,
             max_seconds=args.max_seconds, log_interval=args.log_interval or fields["log_interval"],
             save_every=args.save_every, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
             compile=args.compile, compile_backend=args.compile_backend, seed=args.seed, scenario=args.scenario,

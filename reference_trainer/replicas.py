@@ -100,12 +100,15 @@ class HiddenBatch:
 # --------------------------------------------------------------------------------------------------------
 
 
-def lr_factor(warmup: int, decay: int) -> Callable[[int], float]:
+def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
+    """The recipe's schedule as a factor of lr: linear warm-up (step+1)/warmup, then cosine from 1 down to
+    ``min_ratio`` at step ``total`` (and flat after it)."""
+
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / decay)
-        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return factor
 
@@ -129,8 +132,9 @@ def make_replica(rank: int, device: torch.device, template: DFlashDraftModel, co
     attention = attention_for(device, config, scenario)
     model.flex = None if attention == "sdpa" else flex_attention_fn(compiled=attention == "flex")
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
-                                  betas=(0.9, 0.95))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(config.warmup_steps, config.decay_steps))
+                                  betas=config.adam_betas)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_factor(config.warmup, config.schedule_steps, config.min_lr_ratio))
     forward: Callable[..., torch.Tensor] = model
     if config.compile:
         if model.flex is not None:

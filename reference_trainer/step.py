@@ -46,8 +46,9 @@ def target_forward(target: FrozenTarget, batch: Batch, scenario: Scenario) -> to
 
 
 def drafter_forward_backward(replica: Replica, hidden: torch.Tensor, batch: Batch, config: TrainConfig,
-                             scenario: Scenario) -> LossParts:
-    """Forward, weighted CE, backward (gradients accumulate in the replica's parameters). No host sync."""
+                             scenario: Scenario, loss_scale: float = 1.0) -> LossParts:
+    """Forward, weighted CE, backward of ``loss * loss_scale`` (gradients accumulate in the replica's
+    parameters; 1 / accumulation steps, as the recipe scales). No host sync."""
     device = replica.device
     objective = config.objective
     input_ids = to_device(batch.input_ids, device)
@@ -72,7 +73,7 @@ def drafter_forward_backward(replica: Replica, hidden: torch.Tensor, batch: Batc
             parts = chunked_loss(out, replica.lm_head_weight, blocks.labels, blocks.weights,
                                  objective.ce_chunk_tokens, use_reentrant=objective.use_reentrant,
                                  sync_per_chunk=scenario.sync_per_chunk)
-        (parts.loss / repeat).backward()
+        (parts.loss * (loss_scale / repeat)).backward()
     assert parts is not None
     if scenario.alloc_churn:
         churn_allocator(device)

@@ -93,7 +93,7 @@ class Run:
         self.finish = False
         self.stop_reason = ""
         self.meter = Meter(start.step, start.loss_first)
-        self.results: list[LossParts | None] = [None] * len(self.replicas)
+        self.results: list[list[LossParts]] = [[] for _ in self.replicas]  # this step's micro-batches, per replica
         self.tokens: list[int] = [0] * len(self.replicas)
         self.backward_done: list[Any] = [None] * len(self.replicas)
         self.grads_averaged: list[Any] = []
@@ -171,30 +171,37 @@ class Run:
 
     # ---- 4. drafter threads ----------------------------------------------------------------------------
 
-    def _drafter_work(self, replica: Replica, item: HiddenBatch) -> None:
+    def _drafter_work(self, replica: Replica, item: HiddenBatch, micro: int) -> None:
+        """Forward + backward of micro-batch ``micro`` of this step (gradients accumulate; loss / accum)."""
+        accum = self.config.grad_accum
         hidden = replicas.receive_hidden(item, replica.device)
-        self.results[replica.rank] = step.drafter_forward_backward(replica, hidden, item.batch, self.config,
-                                                                   self.built.scenario)
-        self.tokens[replica.rank] = item.batch.num_tokens
-        self.backward_done[replica.rank] = replicas.mark_backward_done(replica, len(self.replicas))
+        parts = step.drafter_forward_backward(replica, hidden, item.batch, self.config, self.built.scenario,
+                                              loss_scale=1.0 / accum)
+        if micro == 0:
+            self.results[replica.rank], self.tokens[replica.rank] = [], 0
+        self.results[replica.rank].append(parts)
+        self.tokens[replica.rank] += item.batch.num_tokens
+        if micro == accum - 1:
+            self.backward_done[replica.rank] = replicas.mark_backward_done(replica, len(self.replicas))
 
     def _drafter_loop(self, rank: int) -> None:
         replica = self.replicas[rank]
         consumed = 0
         with replicas.use_stream(replica.device, replica.stream):
             while True:
-                item = get_until_stopped(self.q_hs, self.stop)
-                if item is None:
-                    return
-                consumed += 1
-                _fault_point("drafter", consumed)
-                # First call compiles flex_attention / the drafter: torch <= 2.11 compile is not thread-safe
-                # (pytorch#126024, #123177), so first calls are serialised (unless the scenario says otherwise).
-                first = consumed == 1 and not self.built.scenario.concurrent_first_compile
-                with self.first_call_lock if first else contextlib.nullcontext():
-                    self._drafter_work(replica, item)
-                self.ledger.consumed(item.batch.index)
-                del item
+                for micro in range(self.config.grad_accum):
+                    item = get_until_stopped(self.q_hs, self.stop)
+                    if item is None:
+                        return
+                    consumed += 1
+                    _fault_point("drafter", consumed)
+                    # First call compiles flex_attention / the drafter: torch <= 2.11 compile is not thread-safe
+                    # (pytorch#126024, #123177): first calls are serialised (unless the scenario says otherwise).
+                    first = consumed == 1 and not self.built.scenario.concurrent_first_compile
+                    with self.first_call_lock if first else contextlib.nullcontext():
+                        self._drafter_work(replica, item, micro)
+                    self.ledger.consumed(item.batch.index)
+                    del item
                 self.barrier.wait()
                 if rank == 0:
                     self._combine_and_decide()
@@ -211,13 +218,14 @@ class Run:
         target = self.built.targets[self.config.target_devices[0]]
         with replicas.use_stream(replica.device, replica.stream):
             while True:
-                index = self.ledger.claim()
-                batch = self.built.data.batch(index)
-                hidden = step.target_forward(target, batch, self.built.scenario)
-                self.meter.counters.add_target_batch()
-                self._drafter_work(replica, HiddenBatch(batch=batch, hidden=hidden, device=target.device,
-                                                        ready=None, producer="MainThread"))
-                self.ledger.consumed(index)
+                for micro in range(self.config.grad_accum):
+                    index = self.ledger.claim()
+                    batch = self.built.data.batch(index)
+                    hidden = step.target_forward(target, batch, self.built.scenario)
+                    self.meter.counters.add_target_batch()
+                    self._drafter_work(replica, HiddenBatch(batch=batch, hidden=hidden, device=target.device,
+                                                            ready=None, producer="MainThread"), micro)
+                    self.ledger.consumed(index)
                 self._combine_and_decide()
                 replicas.optimizer_step(replica, self.grads_averaged, self.config.grad_clip)
                 self._after_step()
@@ -240,7 +248,7 @@ class Run:
 
     def _after_step(self) -> None:
         cfg, meter = self.config, self.meter
-        parts = [p for p in self.results if p is not None]
+        parts = [p for micro_batches in self.results for p in micro_batches]
         step_ms = meter.record_step(parts, sum(self.tokens), self.q_hs.qsize())
         if cfg.metrics_jsonl:
             loss, accuracy = meter.step_values(parts)  # SYNC: every step, only with --metrics-jsonl

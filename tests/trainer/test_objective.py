@@ -56,8 +56,8 @@ def test_anchors_are_sorted_distinct_and_valid() -> None:
         picked = anchors[row][valid[row]]
         assert torch.equal(picked, picked.sort().values) and picked.unique().numel() == picked.numel()
         assert bool(((picked + 1) < lengths[row]).all())
-        assert bool((loss_mask[row, picked + 1] == 1).all())
-    assert int(valid[0].sum()) == 16
+        assert bool((loss_mask[row, picked] == 1).all()) and bool((loss_mask[row, picked + 1] == 1).all())
+    assert int(valid[0].sum()) == 16 and 19 not in anchors[0].tolist()  # 19: last prompt token, not supervised
     assert int(valid[1].sum()) == 8  # only positions 0..7 have a next token inside a length-9 sequence
 
 

@@ -54,6 +54,17 @@ def test_resume_with_two_replicas_gives_each_its_own_optimizer_state(tiny_pipeli
         torch.testing.assert_close(got, want)  # the same 4 steps as the uninterrupted run
 
 
+def test_grad_accum_on_one_replica_takes_the_step_two_replicas_take(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+    """Both average the gradients of batches 2k and 2k+1 in step k (as the recipe's accumulation does)."""
+    replicas = tiny_pipeline("--drafter-devices", "cpu,cpu", "--max-steps", "3", "--checkpoint-dir", str(tmp_path / "r"))
+    accum = tiny_pipeline("--grad-accum", "2", "--max-steps", "3", "--checkpoint-dir", str(tmp_path / "a"))
+    assert replicas.run() == 0 and accum.run() == 0
+    assert accum.ledger.state()["cursor"] == replicas.ledger.state()["cursor"] == 6
+    assert accum.meter.counters.drafter_batches == replicas.meter.counters.drafter_batches == 6
+    for got, want in zip(accum.replicas[0].model.parameters(), replicas.replicas[0].model.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
 def test_synthetic_stream_is_a_function_of_seed_and_index() -> None:
     config = DataConfig(seq_len=64, min_seq_len=16, batch_size=3, vocab_size=100, synthetic_vocab=50, seed=5)
     a, b = SyntheticStream(config).batch(7), SyntheticStream(config).batch(7)
