@@ -201,7 +201,7 @@ def gather(
         elif name == "board":
             out.board = job.result
             if job.result is None:
-                out.miss("board", "no probe board for this process (not started under probes)")
+                out.miss("board", "no probe board for this process (not started under probes; `dflash-diag attach PID` adds them)")
         elif name == "versions":
             out.versions = job.result
         elif name == "code hashes":

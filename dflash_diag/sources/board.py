@@ -26,7 +26,8 @@ from probes.board_writer import BOARD_DIR_ENV, default_board_dir, unsafe_dir_rea
 
 MAX_BOARD_BYTES = 4 * 1024 * 1024
 PROBE_STATUSES = frozenset({"ok", "na", "error"})
-HOW_TO_PROBE = "run it under probes: `dflash-diag run -- python script.py ...` (the reference trainer has them on by default)"
+HOW_TO_PROBE = ("add the probes to it now with `dflash-diag attach PID`, or run it under probes: "
+                "`dflash-diag run -- python script.py ...` (the reference trainer has them on by default)")
 
 
 def _error(message: str, exit_code: int = ExitCode.BAD_INPUT) -> BoardError:
@@ -65,7 +66,7 @@ def find_board(pid: int, board_dir: Path | str | None = None) -> Path:
     if not os.path.lexists(path):
         if proc_start_time_ticks(pid) is None:
             raise _error(f"no process with PID {pid} is running", ExitCode.NO_PROCESS)
-        raise _error(f"process {pid} has no probe board in {directory}: {HOW_TO_PROBE}")
+        raise _error(f"process {pid} has no probe board in {directory}: {HOW_TO_PROBE.replace('PID', str(pid))}")
     return path
 
 

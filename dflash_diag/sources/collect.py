@@ -271,6 +271,8 @@ class _Scheduler:
 
     def _read_board(self) -> None:
         board = self.board_reader(self.pid)
+        if board is None:  # say what would add one
+            board = NA(f"no probe board for this process: `dflash-diag attach {self.pid}` adds the probes")
         with self.lock:
             self.window.add_board(board)
 

@@ -83,7 +83,9 @@ def newest_board(obs: Observation) -> Maybe[Board]:
     if isinstance(obs.boards, NA):
         return obs.boards
     board = obs.board
-    return board if board is not None else NA("no probe board published by this process")
+    if board is not None:
+        return board
+    return NA(f"no probe board published by this process: `dflash-diag attach {obs.pid}` adds the probes to it")
 
 
 def build_frame(

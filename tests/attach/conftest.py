@@ -1,0 +1,54 @@
+"""Real attaches need a real debugger: gdb (installed by `make setup` as root on Debian)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from attach_helpers import NO_GDB, PLAIN, Plain, wait_for
+
+
+@pytest.fixture(scope="session")
+def gdb() -> str:
+    path = shutil.which("gdb")
+    if path is None:
+        pytest.skip(NO_GDB)
+    return path
+
+
+@pytest.fixture
+def board_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "boards"
+    d.mkdir(mode=0o700)
+    return d
+
+
+@pytest.fixture
+def start_plain(tmp_path: Path) -> Iterator[Callable[..., Plain]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start(mode: str = "join", *extra: str, python: str = sys.executable, **popen: object) -> Plain:
+        script = tmp_path / "plain.py"
+        script.write_text(PLAIN)
+        counter = tmp_path / f"counter-{len(started)}"
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        proc = subprocess.Popen([python, str(script), str(counter), mode, *extra], stdout=subprocess.PIPE,
+                                text=True, env=env, cwd=tmp_path, **popen)  # type: ignore[call-overload]
+        started.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("ready"), line
+        plain = Plain(proc, counter)
+        wait_for(lambda: plain.count() > 0, 30, "the program to start")
+        return plain
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
