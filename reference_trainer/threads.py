@@ -24,22 +24,22 @@ def name_this_thread(name: str) -> None:
         libc.prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
-def put_until_stopped(q: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
-    """``q.put(item)`` that gives up (False) once ``stop`` is set, never a bare blocking call."""
+def put_until_stopped(bounded_queue: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
+    """``put(item)`` that gives up (False) once ``stop`` is set, never a bare blocking call."""
     while not stop.is_set():
         try:
-            q.put(item, timeout=QUEUE_POLL_S)
+            bounded_queue.put(item, timeout=QUEUE_POLL_S)
             return True
         except queue.Full:
             continue
     return False
 
 
-def get_until_stopped(q: queue.Queue[Any], stop: threading.Event) -> Any | None:
-    """``q.get()`` that gives up (None) once ``stop`` is set."""
+def get_until_stopped(bounded_queue: queue.Queue[Any], stop: threading.Event) -> Any | None:
+    """``get()`` that gives up (None) once ``stop`` is set."""
     while not stop.is_set():
         try:
-            return q.get(timeout=QUEUE_POLL_S)
+            return bounded_queue.get(timeout=QUEUE_POLL_S)
         except queue.Empty:
             continue
     return None
