@@ -22,14 +22,13 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dflash_contract.board import PROBE_NAMES
 from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
 
 if TYPE_CHECKING:
     from probes.session import ProbeSession
 
-ALL_PROBES: frozenset[str] = frozenset(
-    {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift"}
-)
+ALL_PROBES: frozenset[str] = frozenset(PROBE_NAMES)  # the names are the board contract's
 
 # Environment read by the `dflash-diag run` bootstrap (probes/_bootstrap/sitecustomize.py).
 ENV_PROBES = "DFLASH_DIAG_PROBES"  # "all", "none" or a comma list

@@ -1,5 +1,6 @@
-"""The layer rules of DEVELOPERS.md, checked on the import statements of every module.
+"""The layer rules (docs/security.md names the shared contract), checked on the import statements of every module.
 
+dflash_contract (stdlib: board contract, /proc identity, redactor; imported by both sides) |
 probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O) | analysis (pure) | tui, snapshot, cli.
 """
 
@@ -48,31 +49,42 @@ def _violations(package: str, allowed: set[str], banned: tuple[str, ...] = ()) -
     return bad
 
 
-def test_probes_use_only_stdlib_and_torch() -> None:
-    assert _violations("probes", {"torch", "probes"}) == []
+def test_contract_is_stdlib_only_and_imports_nobody() -> None:
+    assert _violations("dflash_contract", {"dflash_contract"}) == []
+
+
+def test_probes_use_only_stdlib_torch_and_the_contract() -> None:
+    assert _violations("probes", {"torch", "probes", "dflash_contract"}) == []
 
 
 def test_model_is_stdlib_only() -> None:
-    assert _violations("dflash_diag/model", {"dflash_diag.model"}, ("dflash_diag.sources", "dflash_diag.analysis")) == []
+    assert _violations("dflash_diag/model", {"dflash_diag.model", "dflash_contract"},
+                       ("dflash_diag.sources", "dflash_diag.analysis")) == []
 
 
 def test_analysis_is_pure() -> None:
     banned = ("dflash_diag.sources", "dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "subprocess", "socket", "pynvml", "textual")
-    assert _violations("dflash_diag/analysis", {"dflash_diag"}, banned) == []
+    assert _violations("dflash_diag/analysis", {"dflash_diag", "dflash_contract"}, banned) == []
 
 
 def test_sources_do_not_import_presentation() -> None:
     banned = ("dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.analysis", "textual", "rich")
-    # probes.board_writer (stdlib only) defines where boards live, for writer and reader alike.
-    assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "probes.board_writer"}, banned) == []
+    # dflash_contract (stdlib only) defines the board and where it lives, for writer and reader alike.
+    assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "dflash_contract"}, banned) == []
+
+
+def test_the_tool_never_imports_the_probes() -> None:
+    """The tool reads what probes publish through the contract; it does not run probe code."""
+    for package in ("dflash_diag/model", "dflash_diag/sources", "dflash_diag/analysis", "dflash_diag/tui"):
+        assert [v for v in _violations(package, set(), ()) if " imports probes" in v] == []
 
 
 def test_widgets_never_see_pyspy_or_nvml() -> None:
     banned = ("pynvml", "subprocess", "dflash_diag.sources.pyspy", "dflash_diag.sources.nvml", "dflash_diag.sources.procfs")
-    assert _violations("dflash_diag/tui", {"dflash_diag", "textual", "rich"}, banned) == []
+    assert _violations("dflash_diag/tui", {"dflash_diag", "dflash_contract", "textual", "rich"}, banned) == []
 
 
-@pytest.mark.parametrize("package", ["dflash_diag", "probes", "reference_trainer"])
+@pytest.mark.parametrize("package", ["dflash_contract", "dflash_diag", "probes", "reference_trainer"])
 def test_no_relative_imports(package: str) -> None:
     rel = [
         str(p.relative_to(ROOT))

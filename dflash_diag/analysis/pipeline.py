@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from dflash_contract.board import is_stale
 from dflash_diag.model import (
     NA,
     Board,
@@ -164,12 +165,12 @@ def pipeline_view(
 ) -> PipelineView:
     """Stage rates, the queue, starvation shares and a one-line verdict naming the bottleneck stage.
 
-    ``now_wall_s`` (default: the end of the window) is when the view is made: a board older than 10 publish
-    intervals is treated as stale and its rates/queue are not trusted.
+    ``now_wall_s`` (default: the end of the window) is when the view is made: a stale board (the contract's
+    one rule, ``dflash_contract.board.is_stale``): its rates and queue are not trusted.
     """
     now = now_wall_s if now_wall_s is not None else obs.started_wall_s + obs.window_s
     board = obs.board
-    stale = board is not None and board.age_s(now) > max(10.0 * board.interval_s, 5.0)
+    stale = board is not None and is_stale(board.age_s(now), board.interval_s)
     live_board = None if stale else board
     target = stage_stats("target", threads, live_board)
     drafter = stage_stats("drafter", threads, live_board)

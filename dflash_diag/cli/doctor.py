@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
 
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Finding, Severity
 
@@ -31,8 +31,8 @@ class DoctorCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=int, metavar="PID", help="the process to examine")
-        parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="S",
+        parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to examine")
+        parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
                             help=f"seconds to sample (default {DEFAULT_DURATION_S:g})")
         parser.add_argument("--json", action="store_true",
                             help=f"print machine-readable JSON (schema {DOCTOR_SCHEMA}, docs/findings.md)")
@@ -47,8 +47,7 @@ class DoctorCommand:
             raise CommandError(f"PID must be a positive integer, got {args.pid}", ExitCode.USAGE)
         findings, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json)
         if args.json:
-            json.dump(report, sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            dump_json(report)
         else:
             print_findings(findings, report)
         if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in findings):

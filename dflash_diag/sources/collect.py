@@ -30,9 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dflash_diag import redact
+from dflash_contract import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
 from dflash_diag.model import NA, Board, GpuSample, Maybe, Observation, ProcThreadSample, StackSample
+from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
 from dflash_diag.sources.board import read_board
 from dflash_diag.sources.lines import LineCache
@@ -154,7 +155,7 @@ class _Engine:
             argv = procfs.read_cmdline(pid)
         except AttachError:
             argv = ()
-        self.cmdline = tuple((redact_argv or redact.redact_argv)(argv))
+        self.cmdline = tuple(printable(a) for a in (redact_argv or redact.redact_argv)(argv))
 
     # --- rates -----------------------------------------------------------------------------------------
 

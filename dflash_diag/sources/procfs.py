@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Maybe, ProcThreadSample
+from dflash_diag.model.text import printable
 
 PROC = Path("/proc")
 MAX_CMDLINE_BYTES = 1024 * 1024
@@ -93,7 +94,7 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
         return None
     return ProcThreadSample(
         tid=tid,
-        comm=comm,
+        comm=printable(comm),  # the program names its threads (prctl): it could name one "\x1b[2J"
         state=state,
         utime_s=utime / _CLK_TCK,
         stime_s=stime / _CLK_TCK,

@@ -27,6 +27,7 @@ from typing import Any
 
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
 from dflash_diag.model import Frame, StackSample, ThreadSample
+from dflash_diag.model.text import printable
 
 PYSPY_ENV = "DFLASH_DIAG_PYSPY"  # explicit path to the py-spy binary
 INSTALL_HINT = "py-spy not found: pip install py-spy (or set DFLASH_DIAG_PYSPY=/path/to/py-spy)"
@@ -134,7 +135,13 @@ def parse_frame(raw: Any, where: str) -> Frame:
     line = line if 0 <= line < 2**31 else 0
     module = _check(raw.get("module"), (str, type(None)), f"{where}.module")
     # py-spy sets ``module`` (the shared library) only on native frames; Python frames carry null.
-    return Frame(name=name, filename=filename, line=line, native=module is not None, module=module)
+    # Names come from the inspected program: made printable here, so no screen or report shows raw escapes.
+    return Frame(name=printable(name), filename=printable(filename), line=line, native=module is not None,
+                 module=module)
+
+
+def _printable_or_none(text: str | None) -> str | None:
+    return None if text is None else printable(text)
 
 
 def parse_thread(raw: Any, where: str) -> ThreadSample:
@@ -146,7 +153,7 @@ def parse_thread(raw: Any, where: str) -> ThreadSample:
     return ThreadSample(
         thread_id=_req(raw, "thread_id", int, where),
         os_thread_id=_check(raw.get("os_thread_id"), (int, type(None)), f"{where}.os_thread_id"),
-        name=_check(raw.get("thread_name"), (str, type(None)), f"{where}.thread_name"),
+        name=_printable_or_none(_check(raw.get("thread_name"), (str, type(None)), f"{where}.thread_name")),
         active=_req(raw, "active", bool, where),
         owns_gil=_req(raw, "owns_gil", bool, where),
         frames=tuple(parse_frame(f, f"{where}.frames[{i}]") for i, f in enumerate(frames_raw)),

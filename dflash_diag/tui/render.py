@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
+from dflash_contract.board import is_stale
 from dflash_diag.model import NA, Board, Frame, GpuSample, Maybe, ThreadState, ThreadStats
 
 # Display order: where the time went, busiest-looking states first, idle last.
@@ -165,7 +166,7 @@ def board_age_text(board: Maybe[Board], now_wall_s: float) -> str:
         return str(board)
     age_s = board.age_s(now_wall_s)
     # A writer publishes every interval_s; several missed publishes means the process is stuck or stopped probing.
-    if age_s > max(5.0, 4 * board.interval_s):
+    if is_stale(age_s, board.interval_s):
         return f"board seq {board.seq}: no update for {age_s:.0f} s (hung, or probes stopped?)"
     return f"board seq {board.seq}, {age_s:.1f} s old"
 
