@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from dflash_diag.errors import BoardError  # noqa: E402
 from dflash_diag.sources.board import read_board  # noqa: E402
-from dflash_diag.sources.pyspy import find_pyspy  # noqa: E402
+from dflash_diag.sources.pyspy_find import find_pyspy  # noqa: E402
 
 
 def _diag(*args: str, timeout_s: float) -> tuple[int, str, float]:

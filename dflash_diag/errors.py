@@ -18,6 +18,9 @@ class ExitCode:
     UNSAFE_OUTPUT = 9  # refusing to write over something dflash-diag did not write (or /, home, the cwd)
     FINDINGS = 10  # `doctor --fail-on`: findings at or above the threshold were raised
     CANNOT_WRITE = 11  # the output cannot be written: no such or unwritable directory, disk full, name too long
+    UNSUPPORTED = 12  # `attach`: a CPython version (or build) the probes cannot be injected into
+    ATTACH_FAILED = 13  # `attach`/`detach`: the process is stopped or traced, or the injected probes failed
+    ATTACH_TIMEOUT = 14  # `attach`/`detach`: the process did not reach a safe point in time (request cancelled)
 
 
 class DflashDiagError(Exception):

@@ -25,6 +25,10 @@ from typing import TYPE_CHECKING, Any
 from dflash_contract.board import PROBE_NAMES
 from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
 
+# The version of the dflash-diag distribution this package belongs to. `dflash-diag attach` refuses a process
+# that already imported probes of another version (tests/probes/test_attach.py keeps it equal to pyproject's).
+__version__ = "0.1.0"
+
 if TYPE_CHECKING:
     from probes.session import ProbeSession
 
@@ -107,6 +111,14 @@ def current() -> ProbeSession | None:
     return _session
 
 
+def stop() -> None:
+    """Close this process's session (if any) and forget it: a later start() begins a new one."""
+    global _session
+    session, _session = _session, None
+    if session is not None:
+        session.close()
+
+
 def _after_fork_in_child() -> None:
     # The parent's session (its threads, its board) does not belong to a forked child.
     global _session
@@ -117,7 +129,7 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["ALL_PROBES", "ProbesConfig", "ProbeSession", "config_from_env", "current", "parse_probe_list", "start"]
+__all__ = ["ALL_PROBES", "ProbesConfig", "ProbeSession", "config_from_env", "current", "parse_probe_list", "start", "stop"]
 
 
 def __getattr__(name: str) -> Any:

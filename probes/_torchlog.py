@@ -22,6 +22,8 @@ from probes._common import HookGuard
 # the user's choice, and its records must reach the user.
 _OURS: dict[str, list[int]] = {}
 _GENERATION = [0]
+# Taps whose filter is on their logger now: when the last one is disarmed, the log-state wrapper goes too.
+_ARMED: set[int] = set()
 
 
 def _watch_log_state_resets(state: object) -> None:
@@ -38,6 +40,19 @@ def _watch_log_state_resets(state: object) -> None:
     state._dflash_diag_wrapped = True  # type: ignore[attr-defined]
 
 
+def _unwatch_log_state_resets() -> None:
+    """Remove the instance wrapper of ``log_state.clear`` (the class's method shows through again)."""
+    internal = sys.modules.get("torch._logging._internal")
+    state = getattr(internal, "log_state", None)
+    if state is None or not getattr(state, "_dflash_diag_wrapped", False):
+        return
+    for attr in ("clear", "_dflash_diag_wrapped"):
+        try:
+            delattr(state, attr)
+        except AttributeError:
+            pass
+
+
 class ArtifactTap:
     def __init__(
         self,
@@ -52,6 +67,7 @@ class ArtifactTap:
         self.guard = guard
         self._we_enabled = False
         self._generation = -1
+        self._level_before: int | None = None  # the logger's level before we lowered it to DEBUG
         self._logger = logging.getLogger(logger_name)
 
     def _state(self) -> object | None:
@@ -62,6 +78,7 @@ class ArtifactTap:
         lg = self._logger
         if self._filter not in lg.filters:
             lg.addFilter(self._filter)
+        _ARMED.add(id(self))
         state = self._state()
         if self.artifact is None or state is None:
             return
@@ -79,6 +96,8 @@ class ArtifactTap:
             self._we_enabled, self._generation = True, gen
             state.enable_artifact(self.artifact)  # type: ignore[attr-defined]
         if lg.level != logging.DEBUG:
+            if self._level_before is None:
+                self._level_before = lg.level
             lg.setLevel(logging.DEBUG)
 
     def _swallow(self, record: logging.LogRecord) -> bool:
@@ -99,15 +118,18 @@ class ArtifactTap:
 
     def _release(self) -> None:
         self._we_enabled = False
+        reset_since = self._generation != _GENERATION[0]  # torch's log state was reset: settings are the user's
+        if self._level_before is not None and not reset_since:
+            self._logger.setLevel(self._level_before)  # each tap lowered its own logger: each restores it
+        self._level_before = None
         ours = _OURS.get(self.artifact or "")
         if ours is None or ours[0] != self._generation:
             return
         ours[1] -= 1
         if ours[1] <= 0:
             del _OURS[self.artifact or ""]
-            if self._generation != _GENERATION[0]:
-                return  # torch's log state was reset since: what is enabled now is the user's
-            self._logger.setLevel(logging.NOTSET)
+            if reset_since:
+                return
             state = self._state()
             if state is not None:
                 state.artifact_names.discard(self.artifact)  # type: ignore[attr-defined]
@@ -118,6 +140,9 @@ class ArtifactTap:
             lg.removeFilter(self._filter)
         if self._we_enabled:
             self._release()
+        _ARMED.discard(id(self))
+        if not _ARMED:
+            _unwatch_log_state_resets()
 
 
 def arm_taps(taps: list[ArtifactTap], guard: HookGuard) -> None:

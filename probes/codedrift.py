@@ -54,6 +54,18 @@ def install_import_hook() -> None:
     _HOOK_STATE["active"] = True
 
 
+def import_hook_installed() -> bool:
+    return _ImportClock in sys.meta_path
+
+
+def uninstall_import_hook() -> None:
+    """Take the import clock off sys.meta_path (`dflash-diag detach`); the import times noted so far stay."""
+    while _ImportClock in sys.meta_path:
+        sys.meta_path.remove(_ImportClock)
+    _HOOK_STATE["installed"] = False
+    _HOOK_STATE["active"] = False
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config:
     check_interval_s: float = 5.0  # between checks the last verdict is reused

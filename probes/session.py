@@ -9,11 +9,13 @@ snapshots, and writes the board. It sleeps between publishes; it never spins.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import queue as _queue
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,24 @@ def _build(name: str, config: ProbesConfig) -> Probe:
     if name == "codedrift":
         return codedrift.CodedriftProbe(config.codedrift)
     raise ValueError(f"unknown probe {name!r}")
+
+
+def _new_slot(name: str, config: ProbesConfig) -> _Slot:
+    slot = _Slot()
+    try:
+        slot.probe = _build(name, config)
+    except Exception as exc:
+        slot.failed(exc)
+        slot.disabled = True
+    return slot
+
+
+def _close_quietly(slot: _Slot) -> None:
+    if slot.probe is not None:
+        try:
+            slot.probe.close()
+        except Exception:
+            pass
 
 
 class _Slot:
@@ -91,17 +111,12 @@ class ProbeSession:
         self.publish_errors = 0
         self.publishes = 0
         self.publish_cost_s = 0.0
-        self._slots: dict[str, _Slot] = {}
-        for name in sorted(config.enabled):
-            slot = _Slot()
-            try:
-                slot.probe = _build(name, config)
-            except Exception as exc:
-                slot.failed(exc)
-                slot.disabled = True
-            self._slots[name] = slot
-        self._queues: queues.QueuesProbe | None = self._probe_of("queues", queues.QueuesProbe)
-        self._checkpoint: checkpoint.CheckpointProbe | None = self._probe_of("checkpoint", checkpoint.CheckpointProbe)
+        self._attached: dict[str, Any] | None = None  # set by `dflash-diag attach` (probes/attach.py)
+        # Replaced, never mutated, once built: the board thread iterates the dict it read (add/remove_probes).
+        self._slots: dict[str, _Slot] = {name: _new_slot(name, config) for name in sorted(config.enabled)}
+        self._queues: queues.QueuesProbe | None = None
+        self._checkpoint: checkpoint.CheckpointProbe | None = None
+        self._refresh_probe_refs()
         torch = torch_if_imported()
         self._identity = writer_identity(str(torch.__version__) if torch is not None else None)
         self._writer: BoardPublisher | None = None
@@ -121,6 +136,10 @@ class ProbeSession:
     def _probe_of(self, name: str, cls: type) -> Any:
         slot = self._slots.get(name)
         return slot.probe if slot is not None and isinstance(slot.probe, cls) else None
+
+    def _refresh_probe_refs(self) -> None:
+        self._queues = self._probe_of("queues", queues.QueuesProbe)
+        self._checkpoint = self._probe_of("checkpoint", checkpoint.CheckpointProbe)
 
     # --- the public API ---------------------------------------------------------------------------
 
@@ -164,6 +183,42 @@ class ProbeSession:
         if time.monotonic() - self._last_publish_mono >= self.config.publish_interval_s:
             self._wake.set()
 
+    @property
+    def enabled(self) -> frozenset[str]:
+        return self.config.enabled
+
+    def add_probes(self, names: Iterable[str]) -> list[str]:
+        """Start the named probes that are not running yet (used by `dflash-diag attach`); the names started."""
+        new = sorted(set(names) - set(self._slots))
+        if not new or self._closed:
+            return []
+        built = {name: _new_slot(name, self.config) for name in new}
+        with self._publish_lock:  # not while the board thread is in the middle of a snapshot
+            self._slots = dict(sorted({**self._slots, **built}.items()))
+            self.config = dataclasses.replace(self.config, enabled=self.config.enabled | frozenset(new))
+            self._refresh_probe_refs()
+        self._wake.set()
+        return new
+
+    def remove_probes(self, names: Iterable[str]) -> list[str]:
+        """Stop the named probes and undo their hooks (used by `dflash-diag detach`); the names stopped."""
+        gone = sorted(set(names) & set(self._slots))
+        if not gone:
+            return []
+        with self._publish_lock:  # a publish in flight would re-arm a probe's hooks after its close()
+            old = self._slots
+            self._slots = {name: slot for name, slot in old.items() if name not in gone}
+            self.config = dataclasses.replace(self.config, enabled=self.config.enabled - frozenset(gone))
+            self._refresh_probe_refs()
+            for name in gone:
+                _close_quietly(old[name])
+        self.publish()
+        return gone
+
+    def set_attached(self, info: dict[str, Any] | None) -> None:
+        """Note on the board that probes were added from outside (`dflash-diag attach`), or clear the note."""
+        self._attached = None if info is None else dict(info)
+
     def close(self) -> None:
         """Final publish, probes unhooked, board removed (unless keep_board). Idempotent."""
         if self._closed or os.getpid() != self._pid:
@@ -173,13 +228,16 @@ class ProbeSession:
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         self.publish(final=True)
-        self._closed = True
-        for slot in self._slots.values():
-            if slot.probe is not None:
-                try:
-                    slot.probe.close()
-                except Exception:
-                    pass
+        # Under the publish lock: a publish still in flight (the board thread did not stop in time) must not
+        # re-arm a probe's hooks after its close().
+        locked = self._publish_lock.acquire(timeout=2.0)
+        try:
+            self._closed = True
+            for slot in self._slots.values():
+                _close_quietly(slot)
+        finally:
+            if locked:
+                self._publish_lock.release()
         if self._writer is not None and not self.config.keep_board:
             self._writer.remove()
         try:
@@ -280,6 +338,7 @@ class ProbeSession:
                     "publish_errors": self.publish_errors,
                     "publish_cost_ms_mean": 1e3 * self.publish_cost_s / self.publishes if self.publishes else None,
                     "board_error": self.board_error,
+                    "attached": self._attached,
                 },
             }
         )

@@ -1,12 +1,14 @@
-"""The layer rules (docs/security.md names the shared contract), checked on the import statements of every module.
+"""The layer rules, checked on the import statements of every module.
 
-dflash_contract (stdlib: board contract, /proc identity, redactor; imported by both sides) |
-probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O) | analysis (pure) | tui, snapshot, cli.
+dflash_contract (stdlib: the board contract, /proc identity, the redactor; imported by probes and tool alike) |
+probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O) | analysis (pure) | view (top's frame
+and batch report) | tui (the screen: model + view only), snapshot | cli (wires real sources into everything).
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,9 +81,25 @@ def test_the_tool_never_imports_the_probes() -> None:
         assert [v for v in _violations(package, set(), ()) if " imports probes" in v] == []
 
 
-def test_widgets_never_see_pyspy_or_nvml() -> None:
-    banned = ("pynvml", "subprocess", "dflash_diag.sources.pyspy", "dflash_diag.sources.nvml", "dflash_diag.sources.procfs")
-    assert _violations("dflash_diag/tui", {"dflash_diag", "dflash_contract", "textual", "rich"}, banned) == []
+def test_tui_sees_frames_only() -> None:
+    """The screen renders frames: it never builds I/O (sources), runs analyses, or writes bundles (snapshot)."""
+    allowed = {"dflash_diag.model", "dflash_diag.view", "dflash_diag.tui", "dflash_diag.errors", "textual", "rich"}
+    banned = ("pynvml", "subprocess", "socket")
+    assert _violations("dflash_diag/tui", allowed, banned) == []
+
+
+def test_view_is_plain() -> None:
+    """top's frame and batch report: no screen library (``top --batch`` runs without Textual), no I/O."""
+    assert _violations("dflash_diag/view", {"dflash_diag.model", "dflash_diag.view", "dflash_contract"},
+                       ("subprocess", "socket")) == []
+
+
+def test_batch_top_does_not_import_the_tui() -> None:
+    """``top --batch`` has no screen: its import chain stays out of dflash_diag.tui and textual."""
+    code = ("import sys, dflash_diag.cli.top, dflash_diag.cli.top_live, dflash_diag.view.report; "
+            "bad = sorted(m for m in sys.modules if m.startswith(('dflash_diag.tui', 'textual'))); print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("package", ["dflash_contract", "dflash_diag", "probes", "reference_trainer"])

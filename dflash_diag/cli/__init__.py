@@ -36,6 +36,8 @@ _COMMANDS: tuple[tuple[str, str], ...] = (
     ("dflash_diag.cli.snapshot", "SnapshotCommand"),
     ("dflash_diag.cli.diff", "DiffCommand"),
     ("dflash_diag.cli.run", "RunCommand"),
+    ("dflash_diag.cli.attach", "AttachCommand"),
+    ("dflash_diag.cli.attach", "DetachCommand"),
     ("dflash_diag.cli.board", "BoardCommand"),
 )
 

@@ -28,6 +28,7 @@ class DoctorCommand:
       dflash-diag doctor 12345
       dflash-diag doctor 12345 --duration 10 --json
       dflash-diag doctor 12345 --fail-on warning     # exit 10 when a warning or worse is found (CI, scripts)
+      dflash-diag doctor 12345 --attach              # no probes in it? attach them for the diagnosis, then detach
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
@@ -39,13 +40,25 @@ class DoctorCommand:
         parser.add_argument("--fail-on", choices=sorted(_FAIL_ON), metavar="LEVEL",
                             help="exit with code 10 when a finding at LEVEL (info|warning|critical) or above is raised")
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
+        parser.add_argument("--attach", action="store_true",
+                            help="when the process runs without (all) probes, attach them for the diagnosis and detach "
+                                 "them afterwards (`dflash-diag attach`, docs/attach.md)")
+        parser.add_argument("--attach-method", default="auto", choices=("auto", "remote-exec", "gdb", "cuda-gdb", "lldb"),
+                            help="with --attach: how to get in (default auto)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not 0.5 <= args.duration <= MAX_DURATION_S:
             raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
         if args.pid <= 0:
             raise CommandError(f"PID must be a positive integer, got {args.pid}", ExitCode.USAGE)
-        findings, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json)
+        attached = _attach_for_diagnosis(args) if args.attach else None
+        try:
+            findings, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json)
+        finally:
+            if attached is not None:
+                _detach_after_diagnosis(args)
+        if attached is not None:
+            report["attached"] = attached
         if args.json:
             dump_json(report)
         else:
@@ -55,6 +68,42 @@ class DoctorCommand:
         return ExitCode.OK
 
 
+def _attach_for_diagnosis(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`--attach`: start the probes missing from the process's board (none if it has them all)."""
+    from dflash_diag.cli.attach import KNOWN_PROBES, outcome_json, run_injection  # noqa: PLC0415
+    from dflash_diag.errors import BoardError  # noqa: PLC0415
+    from dflash_diag.sources.board import read_board  # noqa: PLC0415
+
+    try:
+        enabled = set(read_board(args.pid, args.board_dir).session.get("enabled") or ())
+    except BoardError:
+        enabled = set()
+    if set(KNOWN_PROBES) <= enabled:
+        return None
+    print(f"dflash-diag doctor: PID {args.pid} runs without {'some ' if enabled else ''}probes: attaching them "
+          "for this diagnosis", file=sys.stderr, flush=True)
+    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=30.0, board_dir=args.board_dir,
+                                     json=True, verbose=False)
+    outcome = run_injection(inject_args, "attach", list(KNOWN_PROBES))
+    if not outcome.result.get("ok"):
+        raise AttachError(f"PID {args.pid}: the probes did not start: {outcome.result.get('error')}", ExitCode.ATTACH_FAILED)
+    return outcome_json(outcome)
+
+
+def _detach_after_diagnosis(args: argparse.Namespace) -> None:
+    from dflash_diag.cli.attach import run_injection  # noqa: PLC0415
+
+    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=30.0, board_dir=args.board_dir,
+                                     json=True, verbose=False)
+    try:
+        outcome = run_injection(inject_args, "detach", [])
+        left = outcome.result.get("hooks_left") or []
+        note = "" if outcome.result.get("ok") and not left else f" ({outcome.result.get('error') or left})"
+    except Exception as exc:  # the diagnosis is done: report, do not lose it
+        note = f" (detach failed: {exc}; run `dflash-diag detach {args.pid}`)"
+    print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
+
+
 def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None,
              progress: bool = True) -> tuple[tuple[Finding, ...], dict[str, Any]]:
     """Sample ``pid`` and evaluate every rule; the findings and the JSON report."""
@@ -62,10 +111,11 @@ def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None,
     from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
     from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
+    from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
     from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
 
     PySpy(pid).check()  # fail fast, with the diagnosis, before a progress bar appears
-    collector = Collector(pid, board_dir=board_dir)
+    collector = Collector(pid, SamplerConfig(board_dir=board_dir))
     obs = _collect_with_progress(collector, duration_s, progress)
     if not obs.stacks:
         raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "

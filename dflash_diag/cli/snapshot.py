@@ -42,11 +42,12 @@ class SnapshotCommand:
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dflash_diag.snapshot import take_snapshot  # noqa: PLC0415
-        from dflash_diag.sources.pyspy import PySpy, process_exists  # noqa: PLC0415
+        from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
+        from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
 
         if not 0.0 < args.duration <= MAX_DURATION_S:
             raise CommandError(f"--duration must be in (0, {MAX_DURATION_S:g}] seconds", ExitCode.USAGE)
-        if args.pid <= 0 or not process_exists(args.pid):
+        if args.pid <= 0 or not process_alive(args.pid):
             raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
         # Refuse early what can never work (no py-spy, another user's process, not Python): an empty bundle
         # helps nobody. A hung or dying process passes this check and gets what can still be read.

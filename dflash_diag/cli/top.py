@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
+from dflash_diag.sources.config import SamplerConfig
 
-# 2 Hz, not the sampler's 5: measured on a CPU-bound trainer (docs/benchmarks.md), 5 Hz cost ~12% tok/s and
-# 2 Hz nothing measurable; 60 samples per 30 s window still resolve shares to ~2%. `+` raises it live.
-DEFAULT_RATE_HZ = 2.0
 MAX_RATE_HZ = 50.0
 DEFAULT_WINDOW_S = 30.0
 DEFAULT_DURATION_S = 5.0
@@ -66,10 +65,11 @@ class TopCommand:
         )
         parser.add_argument(
             "--rate",
-            type=finite_float,
-            default=DEFAULT_RATE_HZ,
+            type=_rate_arg,
+            default=None,
             metavar="HZ",
-            help=f"stack samples per second (default {DEFAULT_RATE_HZ:g}; +/- change it live)",
+            help="stack samples per second, or 'auto' (default: 2-10 Hz by the CPU left idle; +/- change it "
+            "live, a returns to auto)",
         )
         parser.add_argument(
             "--native",
@@ -167,9 +167,19 @@ def _check_pid(pid: int) -> int:
     return pid
 
 
+def _rate_arg(text: str) -> float | None:
+    """``--rate``: 'auto' (None) or a number of Hz (checked by _validate, which gives the one-line error)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of Hz or 'auto', got {text!r}") from None
+
+
 def _validate(args: argparse.Namespace) -> None:
-    if not 0 < args.rate <= MAX_RATE_HZ:
-        raise CommandError(f"--rate {args.rate:g}: must be in (0, {MAX_RATE_HZ:g}] Hz", ExitCode.USAGE)
+    if args.rate is not None and not 0 < args.rate <= MAX_RATE_HZ:  # also refuses nan and inf
+        raise CommandError(f"--rate {args.rate:g}: must be in (0, {MAX_RATE_HZ:g}] Hz, or auto", ExitCode.USAGE)
     if not 0 < args.duration <= 24 * 3600:
         raise CommandError(f"--duration {args.duration:g}: must be > 0 seconds", ExitCode.USAGE)
     if not 0 < args.window <= 24 * 3600:
@@ -213,15 +223,12 @@ def _parse_size(text: str) -> tuple[int, int]:
 
 
 # ----- running -----
-def _source_options(args: argparse.Namespace) -> dict[str, object]:
-    return {
-        "rate_hz": args.rate,
-        "native": args.native,
-        "window_s": args.window,
-        "target_pattern": args.target_pattern,
-        "drafter_pattern": args.drafter_pattern,
-        "board_dir": args.board_dir,
-    }
+def _sampler_config(args: argparse.Namespace) -> SamplerConfig:
+    return SamplerConfig(rate_hz=args.rate, native=args.native, window_s=args.window, board_dir=args.board_dir)
+
+
+def _patterns(args: argparse.Namespace) -> StagePatterns:
+    return StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
 
 
 def _run_attached(pid: int, args: argparse.Namespace, child: Child | None) -> int:
@@ -232,10 +239,10 @@ def _run_attached(pid: int, args: argparse.Namespace, child: Child | None) -> in
 
 
 def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
-    from dflash_diag.tui.live import collect_frame
-    from dflash_diag.tui.report import frame_to_json, frame_to_text
+    from dflash_diag.cli.top_live import collect_frame
+    from dflash_diag.view.report import frame_to_json, frame_to_text
 
-    frame = collect_frame(pid, args.duration, **_source_options(args))  # type: ignore[arg-type]
+    frame = collect_frame(pid, args.duration, _sampler_config(args), _patterns(args))
     if args.json:
         dump_json(frame_to_json(frame))
     else:
@@ -245,10 +252,10 @@ def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
 
 
 def _run_tui(pid: int, args: argparse.Namespace, child: Child | None) -> int:
+    from dflash_diag.cli.top_live import LiveSource
     from dflash_diag.tui.app import TopApp
-    from dflash_diag.tui.live import LiveSource
 
-    source = LiveSource(pid, **_source_options(args))  # type: ignore[arg-type]
+    source = LiveSource(pid, _sampler_config(args), _patterns(args))
     try:
         first = source.poll()  # attach now, so a failure is one line on the terminal, not a broken screen
         if args.screenshot is not None:
@@ -379,9 +386,7 @@ def _wait_attachable(child: Child, args: argparse.Namespace) -> None:
     Without --warmup, sampling starts once a thread named like a target or drafter stage exists (at most
     ATTACH_WAIT_S), so a batch report covers training rather than imports. With --warmup S: S seconds after attach.
     """
-    from dflash_diag.analysis.threads import StagePatterns
-
-    patterns = StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
+    patterns = _patterns(args)
     check_attachable(child.pid)
     deadline = time.monotonic() + ATTACH_WAIT_S
     attached_at: float | None = None

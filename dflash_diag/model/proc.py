@@ -15,3 +15,8 @@ class ProcThreadSample:
     run_ns: int  # schedstat: on-CPU time
     runq_wait_ns: int  # schedstat: time runnable but not running
     monotonic_s: float  # when this was read
+    # Where the kernel has the thread blocked, when it sleeps: the wait channel ("futex_wait_queue",
+    # "unix_stream_read_generic", "ep_poll", "hrtimer_nanosleep"...) and the system call's name ("futex",
+    # "recvfrom", "epoll_wait"...). None when running, unknown or not readable.
+    wchan: str | None = None
+    syscall: str | None = None

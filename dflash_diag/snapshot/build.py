@@ -90,18 +90,11 @@ def observation_of(g: Gathered) -> Observation:
 
 
 def _source_lines(stacks: tuple[StackSample, ...]) -> dict[str, str]:
-    """The innermost Python line of every thread (the classifier reads `.item()`, `time.sleep(` from it)."""
-    from dflash_diag.sources.lines import LineCache  # noqa: PLC0415
+    """The innermost Python lines of every thread, as the collector records them (the classifier reads
+    `.item()`, `time.sleep(` from them)."""
+    from dflash_diag.sources.lines import LineCache, read_source_lines, stack_frames  # noqa: PLC0415
 
-    cache = LineCache()
-    out: dict[str, str] = {}
-    for sample in stacks:
-        for thread in sample.threads:
-            for frame in [f for f in thread.frames if not f.native][:2]:
-                text = cache(frame.filename, frame.line)
-                if text is not None:
-                    out[f"{frame.filename}:{frame.line}"] = text
-    return out
+    return read_source_lines(stack_frames(stacks), LineCache())
 
 
 def analyse(g: Gathered, now_wall_s: float) -> Analysis:

@@ -106,8 +106,9 @@ SNAPSHOT_RATE_HZ = 10.0  # a short window needs a denser sampling to give every 
 
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
+    from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
 
-    return Collector(pid, rate_hz=SNAPSHOT_RATE_HZ, board_dir=board_dir).collect(duration_s)
+    return Collector(pid, SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, board_dir=board_dir)).collect(duration_s)
 
 
 def proc_info(pid: int) -> dict[str, Any]:
@@ -200,7 +201,7 @@ def gather(
         elif name == "board":
             out.board = job.result
             if job.result is None:
-                out.miss("board", "no probe board for this process (not started under probes)")
+                out.miss("board", "no probe board for this process (not started under probes; `dflash-diag attach PID` adds them)")
         elif name == "versions":
             out.versions = job.result
         elif name == "code hashes":

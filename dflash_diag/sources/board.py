@@ -46,7 +46,8 @@ from dflash_diag.model.text import printable, printable_tree
 
 __all__ = ["BOARD_DIR_ENV", "default_board_dir", "find_board", "list_boards", "parse_board", "read_board", "staleness"]
 
-HOW_TO_PROBE = "run it under probes: `dflash-diag run -- python script.py ...` (the reference trainer has them on by default)"
+HOW_TO_PROBE = ("add the probes to it now with `dflash-diag attach PID`, or run it under probes: "
+                "`dflash-diag run -- python script.py ...` (the reference trainer has them on by default)")
 
 
 def _error(message: str, exit_code: int = ExitCode.BAD_INPUT) -> BoardError:
@@ -97,7 +98,7 @@ def find_board(pid: int, board_dir: Path | str | None = None) -> tuple[Path, int
         raise _error(f"process {pid} runs as uid {owner}: its probe board (if any) is private to that user; "
                      "run this as that user or as root", ExitCode.PERMISSION)
     where = ", ".join(searched[:3]) + (" ..." if len(searched) > 3 else "")
-    raise _error(f"process {pid} has no probe board (looked in {where}): {HOW_TO_PROBE}")
+    raise _error(f"process {pid} has no probe board (looked in {where}): {HOW_TO_PROBE.replace('PID', str(pid))}")
 
 
 def _unreadable_dir(directory: Path) -> bool:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import stat
 from collections import OrderedDict
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+
+from dflash_diag.model import Frame, StackSample
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_FILES = 512
@@ -53,3 +56,39 @@ class LineCache:
         while len(self._files) > self._max_files:
             self._files.popitem(last=False)
         return lines
+
+
+LINE_FRAMES = 3  # source text is recorded for this many innermost Python frames per thread
+
+
+def read_source_lines(
+    threads_frames: Iterable[Sequence[Frame]],
+    lookup: Callable[[str, int], str | None],
+    *,
+    known: Container[str] = frozenset(),
+    frames_per_thread: int = LINE_FRAMES,
+) -> dict[str, str]:
+    """``{"file:line": text}`` for the innermost ``frames_per_thread`` Python frames of each stack, skipping keys
+    in ``known`` (already read). The one place that decides which lines an Observation records."""
+    out: dict[str, str] = {}
+    for frames in threads_frames:
+        n = 0
+        for frame in frames:
+            if frame.native:
+                continue
+            key = f"{frame.filename}:{frame.line}"
+            if key not in known and key not in out:
+                text = lookup(frame.filename, frame.line)
+                if text is not None:
+                    out[key] = text
+            n += 1
+            if n >= frames_per_thread:
+                break
+    return out
+
+
+def stack_frames(stacks: Iterable[StackSample]) -> Iterator[Sequence[Frame]]:
+    """Every thread's frames of every sample (the input of :func:`read_source_lines`)."""
+    for sample in stacks:
+        for thread in sample.threads:
+            yield thread.frames

@@ -1,15 +1,19 @@
 """Per-thread and per-process readings from /proc (Linux). Everything read is validated; vanished threads skip.
 
-Costs (probe-apis.md §4.2f): stat + schedstat for one thread is ~40-80 µs, so a sweep of a 100-thread trainer
-is a few ms: cheap enough at 1-2 Hz, never needs ptrace.
+Costs: stat + schedstat + wchan + syscall for one thread is ~50-100 µs, so a sweep of a 100-thread trainer is a
+few ms: cheap enough at 2 Hz, never needs ptrace. ``wchan`` (where the kernel has a sleeping thread blocked) and
+``syscall`` (the blocking system call) tell a thread parked in a socket read or a futex from one that computes;
+``syscall`` needs the same permission as ptrace and is left out (None) where it is refused.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dflash_diag.errors import AttachError, ExitCode
@@ -76,6 +80,45 @@ def _no_process(pid: int) -> AttachError:
     return AttachError(f"no process with PID {pid} (it exited or never existed)", ExitCode.NO_PROCESS)
 
 
+# Blocking system calls by number, for the architectures torch trains on (the numbers differ per architecture).
+_SYSCALLS: dict[str, dict[int, str]] = {
+    "x86_64": {0: "read", 7: "poll", 16: "ioctl", 17: "pread64", 19: "readv", 23: "select", 34: "pause",
+               35: "nanosleep", 43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4", 128: "rt_sigtimedwait",
+               202: "futex", 230: "clock_nanosleep", 232: "epoll_wait", 270: "pselect6", 271: "ppoll",
+               281: "epoll_pwait", 288: "accept4", 299: "recvmmsg", 441: "epoll_pwait2", 449: "futex_waitv"},
+    "aarch64": {22: "epoll_pwait", 29: "ioctl", 63: "read", 65: "readv", 67: "pread64", 72: "pselect6",
+                73: "ppoll", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 137: "rt_sigtimedwait",
+                202: "accept", 207: "recvfrom", 212: "recvmsg", 242: "accept4", 243: "recvmmsg", 260: "wait4",
+                441: "epoll_pwait2", 449: "futex_waitv"},
+}
+_SYSCALL_NAMES = _SYSCALLS.get(platform.machine(), {})
+_WCHAN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$")
+
+
+def parse_wchan(text: str) -> str | None:
+    """The kernel function a sleeping thread waits in; None when running ("0") or not a symbol name."""
+    text = text.strip()
+    return text if text != "0" and _WCHAN.match(text) else None
+
+
+def parse_syscall(text: str, names: dict[int, str] | None = None) -> str | None:
+    """The blocking system call's name from /proc/.../syscall ("202 0x... sp pc"), or None: running ("running"),
+    not in a system call ("-1 ..."), or a number we do not name (then "syscall N")."""
+    first = text.split(maxsplit=1)[0] if text.strip() else ""
+    if not first.isdigit():
+        return None
+    number = int(first)
+    table = _SYSCALL_NAMES if names is None else names
+    return table.get(number, f"syscall {number}")
+
+
+def _optional(path: Path, parse: Callable[[str], str | None]) -> str | None:
+    try:
+        return parse(_read(path, 512))
+    except OSError:  # syscall needs ptrace permission; wchan may be hidden: the reading is optional
+        return None
+
+
 def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monotonic) -> ProcThreadSample | None:
     """One thread's readings, or None when it vanished (or its files are unreadable/malformed) meanwhile."""
     base = PROC / str(pid) / "task" / str(tid)
@@ -92,6 +135,7 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
             run_ns, wait_ns = (utime + stime) * 1_000_000_000 // _CLK_TCK, 0
     except (OSError, ProcParseError):
         return None
+    sleeping = state != "R"
     return ProcThreadSample(
         tid=tid,
         comm=printable(comm),  # the program names its threads (prctl): it could name one "\x1b[2J"
@@ -101,6 +145,8 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
         run_ns=run_ns,
         runq_wait_ns=wait_ns,
         monotonic_s=clock(),
+        wchan=_optional(base / "wchan", parse_wchan) if sleeping else None,
+        syscall=_optional(base / "syscall", parse_syscall) if sleeping else None,
     )
 
 
@@ -190,12 +236,82 @@ def read_exe(pid: int) -> Maybe[str]:
 
 
 def process_alive(pid: int, start_ticks: int | None = None) -> bool:
-    """True while ``pid`` runs (and, given ``start_ticks``, is still the same process, not a reused PID)."""
+    """True while ``pid`` runs -- ours or another user's; a zombie has exited -- and, given ``start_ticks``, is
+    still the same process, not a reused PID. The one liveness check of the package."""
+    if pid <= 0:
+        return False  # os.kill(0 or -n, 0) would name a process group, and /proc/0 does not exist
     try:
-        stat = _read(PROC / str(pid) / "stat")
-        _, state, _, _, start = parse_stat(stat)
-    except (OSError, ProcParseError):
+        _, state, _, _, start = parse_stat(_read(PROC / str(pid) / "stat"))
+    except FileNotFoundError:
         return False
+    except (OSError, ProcParseError):
+        return _signalable(pid)  # /proc hidden from us (hidepid) or odd: ask the kernel directly
     if state in ("Z", "X", "x"):
         return False
     return start_ticks is None or start == start_ticks
+
+
+def _signalable(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    """Cumulative idle and total jiffies of a set of CPUs (from /proc/stat), for "how many cores are free"."""
+
+    idle_ticks: int
+    total_ticks: int
+    n_cpus: int
+    monotonic_s: float
+
+
+def parse_proc_stat(text: str, cpus: frozenset[int] | None = None) -> tuple[int, int, int]:
+    """(idle ticks, total ticks, CPUs counted) over the ``cpuN`` lines of /proc/stat (all CPUs when None).
+    Idle includes iowait: a CPU waiting for I/O is free to run py-spy."""
+    idle = total = n = 0
+    for line in text.splitlines():
+        if not line.startswith("cpu") or line.startswith("cpu "):
+            continue
+        name, *fields = line.split()
+        if not name[3:].isdigit() or len(fields) < 5:
+            continue
+        if cpus is not None and int(name[3:]) not in cpus:
+            continue
+        try:
+            values = [int(v) for v in fields[:8]]
+        except ValueError:
+            raise ProcParseError(f"/proc/stat: non-integer field in {name}") from None
+        idle += values[3] + values[4]  # idle + iowait
+        total += sum(values)  # user nice system idle iowait irq softirq steal (guest is inside user)
+        n += 1
+    if n == 0:
+        raise ProcParseError("/proc/stat: no cpuN lines")
+    return idle, total, n
+
+
+def read_cpu_times(cpus: frozenset[int] | None = None, *, clock: Callable[[], float] = time.monotonic) -> CpuTimes:
+    """Idle/total time of ``cpus`` (the CPUs a process may run on); OSError/ProcParseError when unreadable."""
+    idle, total, n = parse_proc_stat(_read(PROC / "stat", 1 << 20), cpus)
+    return CpuTimes(idle_ticks=idle, total_ticks=total, n_cpus=n, monotonic_s=clock())
+
+
+def idle_cores(before: CpuTimes, after: CpuTimes) -> float | None:
+    """Cores' worth of idle CPU between two readings of the same CPUs; None when no time passed."""
+    total = after.total_ticks - before.total_ticks
+    if total <= 0 or after.n_cpus != before.n_cpus:
+        return None
+    return max(0.0, min(1.0, (after.idle_ticks - before.idle_ticks) / total)) * after.n_cpus
+
+
+def allowed_cpus(pid: int) -> frozenset[int] | None:
+    """The CPUs ``pid`` may run on (its affinity), None when we cannot tell."""
+    try:
+        return frozenset(os.sched_getaffinity(pid))
+    except OSError:
+        return None

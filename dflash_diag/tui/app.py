@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 
 from dflash_diag.errors import DflashDiagError, ExitCode
 from dflash_diag.model import NA, ThreadStats
-from dflash_diag.tui.frame import TopFrame, TopSource, stats_key
+from dflash_diag.tui.source import TopSource
 from dflash_diag.tui.widgets import (
     GpuPane,
     PipelinePane,
@@ -36,6 +36,7 @@ from dflash_diag.tui.widgets import (
     TopHeader,
     sort_key,
 )
+from dflash_diag.view.frame import TopFrame, stats_key
 
 # The rates +/- step through: low enough by default to be invisible to the trainer, high for short bursts.
 RATE_STEPS_HZ: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
@@ -123,10 +124,10 @@ HELP_TEXT = """\
   /          filter threads by name, stage or top frame (enter or escape to close, empty clears)
   up/down    select a thread;  enter  show its stack
   n          toggle native frames (samples with --native pause the process: rate-limited)
-  + / -      sampling rate up / down
+  + / -      sampling rate up / down;  a  back to the automatic rate (2-10 Hz by idle CPU)
   w          write a snapshot (bug-report bundle) of the process
   1-5        show stack / timeline / GPUs / probes / findings
-  ? or h     this help;  q  quit
+  ? or h     this help;  q or ctrl+c  quit
 
 [b]States[/b] (letters in the bars and the timeline)
   P python+GIL   N native   G GPU wait   W GIL wait   > queue put (producer starved)
@@ -158,6 +159,8 @@ class TopApp(App[int]):
     TITLE = "dflash-diag top"
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        # Textual binds ctrl+c to "press ctrl+q to quit"; top quits on it, as docs/top.md and every top do.
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("p", "toggle_pause", "Pause"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse", show=False),
@@ -165,6 +168,7 @@ class TopApp(App[int]):
         Binding("n", "toggle_native", "Native"),
         Binding("plus,equals_sign", "rate_up", "Rate+"),
         Binding("minus", "rate_down", "Rate-"),
+        Binding("a", "rate_auto", "Auto rate", show=False),
         Binding("w", "snapshot", "Snapshot"),
         Binding("question_mark,h", "help", "Help"),
         Binding("1", "show_tab('tab-stack')", "Stack", show=False),
@@ -421,13 +425,20 @@ class TopApp(App[int]):
         self._wake_sampler()
 
     def _step_rate(self, direction: int) -> None:
-        current = self.source.rate_hz
+        asked = self.source.rate_hz
+        # From auto, step from the rate in force (what the header shows).
+        current = asked if asked is not None else (self.frame.rate_hz if self.frame is not None else 2.0)
         if direction > 0:
             wanted = next((r for r in RATE_STEPS_HZ if r > current + 1e-9), RATE_STEPS_HZ[-1])
         else:
             wanted = next((r for r in reversed(RATE_STEPS_HZ) if r < current - 1e-9), RATE_STEPS_HZ[0])
         actual = self.source.set_rate(wanted)
-        self.notify(f"sampling rate {actual:g} Hz", timeout=3)
+        self.notify(f"sampling rate {actual:g} Hz (a: back to auto)", timeout=3)
+        self._wake_sampler()
+
+    def action_rate_auto(self) -> None:
+        self.source.set_rate(None)
+        self.notify("sampling rate: auto (2-10 Hz by the CPU left idle)", timeout=3)
         self._wake_sampler()
 
     def action_rate_up(self) -> None:

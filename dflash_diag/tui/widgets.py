@@ -13,27 +13,31 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Sparkline, Static
 
 from dflash_diag.model import NA, Maybe, PipelineView, StageStats, ThreadState, ThreadStats
-from dflash_diag.tui.frame import TopFrame, stats_key
-from dflash_diag.tui.render import (
+from dflash_diag.tui.render import dominant_text, legend, share_bar, stack_lines, strip
+from dflash_diag.view.frame import TopFrame, stats_key
+from dflash_diag.view.text import (
     STATE_ORDER,
     STATE_SHORT,
     STATE_STYLE,
     board_age_text,
-    dominant_text,
     gpu_compact_line,
     gpu_detail_lines,
-    legend,
     maybe,
     probe_summary,
-    share_bar,
-    stack_lines,
-    strip,
     top_frame_text,
 )
 
 
 def clock_text(wall_s: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(wall_s))
+
+
+def rate_note(frame: TopFrame) -> str:
+    """" (auto)" or " (asked 5, adaptive)" when the sampler runs slower than asked."""
+    asked = frame.requested_rate_hz
+    if asked is None:
+        return " (auto)"
+    return f" (asked {asked:g}, adaptive)" if asked - frame.rate_hz > 0.05 else ""
 
 
 class TopHeader(Static):
@@ -53,10 +57,8 @@ class TopHeader(Static):
             text.append(" PROCESS EXITED: last data shown ", style="bold white on red")
         elif error:
             text.append(f" {error} ", style="bold white on red")
-        asked = frame.requested_rate_hz
-        slowed = f" (asked {asked:g}, adaptive)" if asked is not None and asked - frame.rate_hz > 0.05 else ""
         text.append(
-            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:.3g} Hz{slowed}{' +native' if frame.native else ''}"
+            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:.3g} Hz{rate_note(frame)}{' +native' if frame.native else ''}"
             f"  {frame.window_s:.0f} s window  {frame.n_samples} samples  "
         )
         # The command line goes last and gets whatever width is left.

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dflash_diag.analysis.classify import classify, classify_sample, explain
 from dflash_diag.model import Frame, ProcThreadSample, StackSample, ThreadSample, ThreadState
 from dflash_diag.sources.lines import LineCache
-from dflash_diag.sources.pyspy import load_recorded_dumps
+from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
 S = ThreadState
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

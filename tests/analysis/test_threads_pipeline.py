@@ -21,7 +21,7 @@ from dflash_diag.model import (
     WriterIdentity,
 )
 from dflash_diag.model.board import BOARD_SCHEMA
-from dflash_diag.sources.pyspy import load_recorded_dumps
+from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
 S = ThreadState
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -13,7 +13,7 @@ from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import aggregate_threads
 from dflash_diag.model import NA, Finding, Observation, Severity
 from dflash_diag.sources.lines import LineCache
-from dflash_diag.sources.pyspy import stack_sample_from_json
+from dflash_diag.sources.pyspy_json import stack_sample_from_json
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # The H200 recording did not keep its script: the two line texts its README documents.

@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from child_process import pipeline_child
@@ -19,7 +20,8 @@ from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Board, ProcThreadSample, StackSample, ThreadState, WriterIdentity
 from dflash_diag.model.board import BOARD_SCHEMA
 from dflash_diag.sources.collect import Collector, LiveSampler
-from dflash_diag.sources.pyspy import PySpyOutputError, load_recorded_dumps
+from dflash_diag.sources.config import SamplerConfig, SamplerIO
+from dflash_diag.sources.pyspy_json import PySpyOutputError, load_recorded_dumps
 
 S = ThreadState
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -75,9 +77,10 @@ def make_board(seq: int, wall_s: float) -> Board:
     )
 
 
-def collector(clock: FakeClock, spy: FakeSpy, **kw: object) -> Collector:
-    return Collector(os.getpid(), pyspy=spy, nvml=NoGpu(), clock=clock, wall_clock=clock.wall, sleep=clock.sleep,
-                     **kw)  # type: ignore[arg-type]
+def collector(clock: FakeClock, spy: FakeSpy, config: SamplerConfig | None = None, **io: Any) -> Collector:
+    """A Collector of this test process on the fake clock, replaying recorded dumps."""
+    fakes = SamplerIO(pyspy=spy, nvml=NoGpu(), clock=clock, wall_clock=clock.wall, sleep=clock.sleep, **io)
+    return Collector(os.getpid(), config or SamplerConfig(rate_hz=5.0), fakes)
 
 
 def test_schedule_dedup_and_progress() -> None:
@@ -91,7 +94,7 @@ def test_schedule_dedup_and_progress() -> None:
         return make_board(seq, clock.wall())
 
     progress: list[tuple[float, float]] = []
-    obs = collector(clock, spy, rate_hz=5.0, board_reader=boards).collect(2.0, progress=lambda d, t: progress.append((d, t)))
+    obs = collector(clock, spy, board_reader=boards).collect(2.0, progress=lambda d, t: progress.append((d, t)))
     assert 9 <= len(obs.stacks) <= 11  # 5 Hz for 2 s
     assert [s.monotonic_s for s in obs.stacks] == sorted(s.monotonic_s for s in obs.stacks)
     assert 4 <= len(obs.proc) <= 6  # /proc every 0.5 s, plus a last sweep
@@ -109,7 +112,7 @@ def test_slow_dumps_back_off() -> None:
     """py-spy taking 60 ms per dump: the rate drops so py-spy stays under 10% of a core, and says so."""
     clock = FakeClock()
     spy = FakeSpy(clock, dump_s=0.06)
-    coll = collector(clock, spy, rate_hz=10.0)
+    coll = collector(clock, spy, SamplerConfig(rate_hz=10.0))
     obs = coll.collect(3.0)
     assert coll.effective_rate_hz == pytest.approx(0.10 / 0.06)
     assert len(obs.stacks) <= 7  # ~1.7 Hz for 3 s (the first dumps happen before the cap is known)
@@ -118,7 +121,7 @@ def test_slow_dumps_back_off() -> None:
 
 def test_fixed_rate_when_not_adaptive() -> None:
     clock = FakeClock()
-    obs = collector(clock, FakeSpy(clock, dump_s=0.06), rate_hz=10.0, adaptive=False).collect(1.0)
+    obs = collector(clock, FakeSpy(clock, dump_s=0.06), SamplerConfig(rate_hz=10.0, adaptive=False)).collect(1.0)
     assert len(obs.stacks) >= 9
 
 
@@ -141,8 +144,9 @@ def test_redaction_is_injectable() -> None:
 
 def test_live_sampler_window_with_fakes() -> None:
     clock = FakeClock()
-    sampler = LiveSampler(os.getpid(), rate_hz=10.0, window_s=1.0, pyspy=FakeSpy(clock), nvml=NoGpu(),
-                          board_reader=lambda pid: None, clock=clock, wall_clock=clock.wall)
+    sampler = LiveSampler(os.getpid(), SamplerConfig(rate_hz=10.0, window_s=1.0),
+                          SamplerIO(pyspy=FakeSpy(clock), nvml=NoGpu(), board_reader=lambda pid: None, clock=clock,
+                                    wall_clock=clock.wall))
     try:
         first = sampler.poll()  # synchronous first dump
         assert len(first.stacks) == 1
@@ -160,7 +164,7 @@ def test_live_sampler_window_with_fakes() -> None:
 @pytest.mark.parametrize(("mode", "bottleneck"), [("target-bound", "target"), ("drafter-bound", "drafter")])
 def test_end_to_end_real_pyspy(mode: str, bottleneck: str) -> None:
     with pipeline_child("--mode", mode, "--drafters", "2") as child:
-        obs = Collector(child.pid, rate_hz=5.0).collect(3.0)
+        obs = Collector(child.pid, SamplerConfig(rate_hz=5.0)).collect(3.0)
     threads = aggregate_threads(obs)
     by = {t.name: t for t in threads}
     summary = {t.name: ({k.value: round(v, 2) for k, v in t.shares.items() if v}, t.cpu_pct) for t in threads}
@@ -194,7 +198,7 @@ def test_end_to_end_with_the_probe_board(tmp_path: Path, monkeypatch: pytest.Mon
         deadline = time.monotonic() + 30
         while not (board_dir / f"{child.pid}.json").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        obs = Collector(child.pid, rate_hz=5.0, board_dir=str(board_dir)).collect(2.5)
+        obs = Collector(child.pid, SamplerConfig(rate_hz=5.0, board_dir=str(board_dir))).collect(2.5)
     assert isinstance(obs.boards, tuple) and len(obs.boards) >= 2, obs.boards
     assert len({b.seq for b in obs.boards}) == len(obs.boards)
     view = pipeline_view(obs, aggregate_threads(obs))
@@ -210,7 +214,7 @@ def test_end_to_end_with_the_probe_board(tmp_path: Path, monkeypatch: pytest.Mon
 def test_process_exit_is_noticed() -> None:
     with pipeline_child("--mode", "target-bound", max_s=2.0) as child:
         t0 = time.monotonic()
-        obs = Collector(child.pid, rate_hz=5.0).collect(30.0)
+        obs = Collector(child.pid, SamplerConfig(rate_hz=5.0)).collect(30.0)
         took_s = time.monotonic() - t0
     assert not obs.process_alive, obs.warnings
     assert took_s < 20.0, took_s  # returned when the process exited, not after 30 s
@@ -223,7 +227,7 @@ def test_process_exit_is_noticed() -> None:
 @pytest.mark.slow
 def test_live_sampler_real() -> None:
     with pipeline_child("--mode", "target-bound") as child:
-        sampler = LiveSampler(child.pid, rate_hz=5.0, window_s=10.0)
+        sampler = LiveSampler(child.pid, SamplerConfig(rate_hz=5.0, window_s=10.0))
         try:
             first = sampler.poll()
             assert len(first.stacks) >= 1 and first.process_alive
@@ -279,7 +283,8 @@ def test_controls_and_poll_never_wait_for_a_dump_in_progress() -> None:
                 gate.wait(30)
             return replace(RECORDED[0], pid=os.getpid(), monotonic_s=time.monotonic())
 
-    sampler = LiveSampler(os.getpid(), rate_hz=20.0, pyspy=SlowSpy(), nvml=NoGpu(), board_reader=lambda pid: None)
+    sampler = LiveSampler(os.getpid(), SamplerConfig(rate_hz=20.0),
+                          SamplerIO(pyspy=SlowSpy(), nvml=NoGpu(), board_reader=lambda pid: None))
     try:
         assert len(sampler.poll().stacks) == 1
         assert blocked.wait(30)  # the sampler thread is now inside a dump
@@ -304,12 +309,12 @@ def test_saturated_trainer_backs_off() -> None:
         return (ProcThreadSample(tid=pid, comm="python", state="R", utime_s=0.0, stime_s=0.0, run_ns=run_ns,
                                  runq_wait_ns=0, monotonic_s=clock.now),)
 
-    coll = collector(clock, FakeSpy(clock), rate_hz=10.0, proc_reader=busy_proc, cpu_cores=2)
+    coll = collector(clock, FakeSpy(clock), SamplerConfig(rate_hz=10.0), proc_reader=busy_proc, cpu_cores=2)
     obs = coll.collect(4.0)
     assert coll.effective_rate_hz == 2.0
     assert len(obs.stacks) <= 12  # ~10 Hz until the second /proc sweep, then 2 Hz
     assert any("saturates its 2 CPU cores" in w for w in obs.warnings)
-    idle = collector(FakeClock(), FakeSpy(clock), rate_hz=10.0, proc_reader=lambda pid: (), cpu_cores=2)
+    idle = collector(FakeClock(), FakeSpy(clock), SamplerConfig(rate_hz=10.0), proc_reader=lambda pid: (), cpu_cores=2)
     assert idle.effective_rate_hz == 10.0
 
 
@@ -321,7 +326,7 @@ def test_collector_redacts_argv_by_default() -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and "sk-1" not in Path(f"/proc/{child.pid}/cmdline").read_text():
             time.sleep(0.05)
-        cmdline = Collector(child.pid)._engine.cmdline
+        cmdline = Collector(child.pid).cmdline
         assert cmdline[-7:] == ("--api-key", "<redacted>", "--token=<redacted>", "WANDB_API_KEY=<redacted>",
                                 "lr=3e-4", "--lr", "1")
     finally:
@@ -345,3 +350,29 @@ def test_a_garbled_dump_is_one_failed_sample_not_the_end() -> None:
     obs = collector(clock, TornSpy(clock)).collect(2.0)
     assert len(obs.stacks) >= 3  # sampling went on past the garbled dumps
     assert obs.process_alive
+
+
+def test_auto_rate_climbs_with_idle_cores_and_drops_when_they_go() -> None:
+    """Auto: 2 Hz until idle CPU is measured, 10 Hz once 14 of 16 cores are seen idle, 2 Hz when they fill up."""
+    from dflash_diag.sources.procfs import CpuTimes
+
+    clock = FakeClock()
+    idle_share = {"now": 14 / 16}
+    ticks = {"idle": 0.0, "total": 0.0, "at": clock.now}
+
+    def cpu() -> CpuTimes:
+        dt = clock.now - ticks["at"]
+        ticks["at"] = clock.now
+        ticks["total"] += dt * 100 * 16
+        ticks["idle"] += dt * 100 * 16 * idle_share["now"]
+        return CpuTimes(int(ticks["idle"]), int(ticks["total"]), 16, clock.now)
+
+    coll = collector(clock, FakeSpy(clock), SamplerConfig(), cpu_reader=cpu, cpu_cores=16, proc_reader=lambda pid: ())
+    assert coll.effective_rate_hz == 2.0
+    obs = coll.collect(4.0)
+    assert coll.effective_rate_hz == 10.0 and coll.rate_reason.startswith("auto: 14.0 idle cores")
+    assert len(obs.stacks) >= 25  # mostly at 10 Hz
+    idle_share["now"] = 0.5 / 16
+    coll.collect(5.0)  # the load window (3 s) fills with the busy box
+    assert coll.effective_rate_hz == 2.0
+    assert not any("backed off" in w for w in obs.warnings)  # auto is not a back-off from an asked rate

@@ -110,3 +110,85 @@ def test_parse_schedstat() -> None:
     for bad in ("", "1", "a b c", "-1 0 0"):
         with pytest.raises(procfs.ProcParseError):
             procfs.parse_schedstat(bad)
+
+
+def test_blocked_threads_show_where_the_kernel_parks_them() -> None:
+    """A thread in a socket read and one in time.sleep: /proc names the wait (wchan) and the system call."""
+    import socket
+    import time
+
+    a, b = socket.socketpair()
+    ready = threading.Barrier(3)
+    tids: dict[str, int] = {}
+
+    def reader() -> None:
+        tids["reader"] = threading.get_native_id()
+        ready.wait()
+        a.recv(1)
+
+    def sleeper() -> None:
+        tids["sleeper"] = threading.get_native_id()
+        ready.wait()
+        time.sleep(3)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (reader, sleeper)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            by = {p.tid: p for p in procfs.read_threads(os.getpid())}
+            r, s = by.get(tids["reader"]), by.get(tids["sleeper"])
+            if r and s and r.state == "S" and s.state == "S" and r.wchan and s.wchan:
+                break
+            time.sleep(0.05)
+        assert r is not None and s is not None
+        assert r.wchan is not None and ("unix" in r.wchan or "sk_wait" in r.wchan or "wait" in r.wchan), r
+        assert s.wchan is not None and "sleep" in s.wchan, s
+        if r.syscall is not None:  # needs ptrace permission on the thread: ours here
+            assert r.syscall in ("recvfrom", "read", "recvmsg"), r
+            assert s.syscall in ("clock_nanosleep", "nanosleep", "select"), s
+    finally:
+        b.send(b"x")
+        for t in threads:
+            t.join(5)
+        a.close()
+        b.close()
+
+
+def test_wchan_and_syscall_parsing() -> None:
+    assert procfs.parse_wchan("futex_wait_queue\n") == "futex_wait_queue"
+    assert procfs.parse_wchan("0") is None  # running, or hidden by the kernel
+    assert procfs.parse_wchan("<weird> text") is None
+    table = {202: "futex"}
+    assert procfs.parse_syscall("202 0x7f 0x189 0x0 0x0 0x0 0x0 0x7ffd 0x7f12", table) == "futex"
+    assert procfs.parse_syscall("999 0x0 0x0", table) == "syscall 999"
+    assert procfs.parse_syscall("running", table) is None
+    assert procfs.parse_syscall("-1 0x7ffd 0x7f12", table) is None
+    assert procfs.parse_syscall("", table) is None
+
+
+def test_idle_cores_from_proc_stat() -> None:
+    before = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1\n"
+    # 100 more ticks on each CPU: cpu0 fully busy, cpu1 90% idle (10 of it iowait)
+    after = "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 105 0 5 40 0 0 0 0 0 0\ncpu1 15 0 5 120 10 0 0 0 0 0\n"
+    a = procfs.CpuTimes(*procfs.parse_proc_stat(before), monotonic_s=0.0)
+    b = procfs.CpuTimes(*procfs.parse_proc_stat(after), monotonic_s=1.0)
+    assert procfs.idle_cores(a, b) == pytest.approx(0.9)  # of two cores
+    only_cpu1 = frozenset({1})
+    a1 = procfs.CpuTimes(*procfs.parse_proc_stat(before, only_cpu1), monotonic_s=0.0)
+    b1 = procfs.CpuTimes(*procfs.parse_proc_stat(after, only_cpu1), monotonic_s=1.0)
+    assert procfs.idle_cores(a1, b1) == pytest.approx(0.9)
+    assert procfs.idle_cores(a, a) is None
+    with pytest.raises(procfs.ProcParseError):
+        procfs.parse_proc_stat("intr 1 2 3\n")
+    real = procfs.read_cpu_times()
+    assert real.n_cpus >= 1 and real.total_ticks >= real.idle_ticks >= 0
+
+
+def test_process_alive_is_false_for_nonsense_pids() -> None:
+    assert not procfs.process_alive(0)
+    assert not procfs.process_alive(-1)
+    assert not procfs.process_alive(2**22 + 1)
+    assert procfs.process_alive(os.getpid())

@@ -17,13 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import AttachError, ExitCode
-from dflash_diag.sources.pyspy import (
-    PySpy,
-    PySpyOutputError,
-    find_pyspy,
-    load_recorded_dumps,
-    parse_dump,
-)
+from dflash_diag.sources.pyspy import PySpy
+from dflash_diag.sources.pyspy_find import find_pyspy
+from dflash_diag.sources.pyspy_json import PySpyOutputError, load_recorded_dumps, parse_dump
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "h200" / "pyspy_dump_json_nonblocking.json"

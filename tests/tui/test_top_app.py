@@ -14,10 +14,12 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
 
+from dflash_diag.analysis.threads import StagePatterns
+from dflash_diag.cli.top_live import LiveSource
 from dflash_diag.errors import AttachError, CommandError, ExitCode
+from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
-from dflash_diag.tui.frame import TopFrame
-from dflash_diag.tui.live import LiveSource
+from dflash_diag.view.frame import TopFrame
 
 WORKLOAD = Path(__file__).with_name("threaded_workload.py")
 
@@ -323,15 +325,7 @@ def test_gpu_and_probe_tabs() -> None:
 @pytest.mark.slow
 def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Popen[str]) -> None:
     """The real source (py-spy, /proc, analyses) behind the real app: the threads appear with their states."""
-    source = LiveSource(
-        workload.pid,
-        rate_hz=5.0,
-        native=False,
-        window_s=10.0,
-        target_pattern=None,
-        drafter_pattern=None,
-        board_dir=None,
-    )
+    source = LiveSource(workload.pid, SamplerConfig(rate_hz=5.0, window_s=10.0), StagePatterns())
     app = TopApp(source, refresh_s=0.3)
 
     async def main() -> None:
@@ -365,15 +359,7 @@ def test_real_process_exit_shows_banner_and_keeps_data() -> None:
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        source = LiveSource(
-            proc.pid,
-            rate_hz=5.0,
-            native=False,
-            window_s=30.0,
-            target_pattern=None,
-            drafter_pattern=None,
-            board_dir=None,
-        )
+        source = LiveSource(proc.pid, SamplerConfig(rate_hz=5.0, window_s=30.0), StagePatterns())
         app = TopApp(source, refresh_s=0.3)
 
         async def main() -> None:
@@ -402,15 +388,7 @@ def test_snapshot_key_writes_a_real_bundle(
 ) -> None:
     """`w` on the real source: the bug-report bundle of the watched process lands in the working directory."""
     monkeypatch.chdir(tmp_path)
-    source = LiveSource(
-        workload.pid,
-        rate_hz=2.0,
-        native=False,
-        window_s=10.0,
-        target_pattern=None,
-        drafter_pattern=None,
-        board_dir=None,
-    )
+    source = LiveSource(workload.pid, SamplerConfig(rate_hz=2.0, window_s=10.0), StagePatterns())
     app = TopApp(source, refresh_s=0.5)
 
     async def main() -> None:
@@ -430,3 +408,18 @@ def test_snapshot_key_writes_a_real_bundle(
     assert (
         bundle.parent == tmp_path.resolve() and bundle.name.endswith(".tar.gz") and bundle.stat().st_size > 0
     )
+
+
+@pytest.mark.parametrize("key", ["ctrl+c", "q"])
+def test_ctrl_c_and_q_quit_even_from_the_filter_box(key: str) -> None:
+    """docs/top.md: Ctrl-C quits (Textual's default only says "press ctrl+q"), also while typing a filter."""
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        if key == "ctrl+c":
+            await pilot.press("slash", "d", "r")  # typing in the filter box
+            assert app.query_one("#filter", Input).has_focus
+        await pilot.press(key)
+        await pilot.pause()
+
+    app = run(body)
+    assert app.return_code == 0  # None when the app was only torn down by the test harness

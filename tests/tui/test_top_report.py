@@ -8,10 +8,10 @@ import math
 from top_fakes import GPUS, make_frame
 
 from dflash_diag.model import NA
-from dflash_diag.tui.report import JSON_SCHEMA, frame_to_json, frame_to_text
+from dflash_diag.view.report import JSON_SCHEMA, frame_to_json, frame_to_text
 
 TOP_KEYS = {
-    "schema", "pid", "cmdline", "wall_time_s", "window_s", "rate_hz", "native", "samples", "process_alive",
+    "schema", "pid", "cmdline", "wall_time_s", "window_s", "rate_hz", "rate_requested_hz", "rate_reason", "native", "samples", "process_alive",
     "states", "threads", "stages", "pipeline", "gpus", "probes", "findings", "warnings",
 }  # fmt: skip
 

@@ -21,7 +21,7 @@ from dflash_diag.model import (
     ThreadStats,
     WriterIdentity,
 )
-from dflash_diag.tui.frame import TopFrame, thread_key
+from dflash_diag.view.frame import TopFrame, thread_key
 
 S = ThreadState
 FROZEN_WALL_S = 1_764_412_345.0  # 2025-11-29 10:32:25 UTC: every screen shows this, so snapshots are stable
@@ -172,6 +172,7 @@ def make_frame(**changes: object) -> TopFrame:
         wall_s=FROZEN_WALL_S,
         window_s=10.0,
         rate_hz=2.0,
+        requested_rate_hz=2.0,
         native=False,
         n_samples=120,
         threads=THREADS,

@@ -27,8 +27,9 @@ def check(ctx: Context) -> Iterator[Finding]:
             severity=Severity.INFO,
             claim="no probe board: findings come from stacks, /proc and NVML only",
             evidence=(("board", str(obs.boards) if not isinstance(obs.boards, tuple) else "none published"),),
-            remedy="Start the program under `dflash-diag run -- python train.py ...` (or call probes.start()) for "
-            "checkpoint, compile, allocator, GIL and stale-code findings.",
+            remedy=f"Add the probes to the running process with `dflash-diag attach {obs.pid}` (or run "
+            f"`dflash-diag doctor {obs.pid} --attach`), or start it under `dflash-diag run -- python train.py ...`: "
+            "checkpoint, compile, allocator, GIL and stale-code findings need them.",
             impact=0.0,
         )
         return

@@ -1,7 +1,8 @@
-"""The real :class:`TopSource`: the live sampler (py-spy, /proc, NVML, board) plus the analyses, as frames.
+"""``top``'s real data: the live sampler (py-spy, /proc, NVML, board) plus the analyses, as frames.
 
-Nothing here draws; the app gets :class:`TopFrame` values only. Batch mode uses :func:`collect_frame`, which runs
-the same analyses over one fixed window, so the screen and ``--batch`` agree.
+The command wires this, not the TUI (as memray's ``commands/live.py`` builds the reader its TUI gets): the app
+only receives :class:`TopFrame` values through :class:`~dflash_diag.tui.source.TopSource`. Batch mode uses
+:func:`collect_frame`, which runs the same analyses over one fixed window, so the screen and ``--batch`` agree.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import NA, Finding, Maybe, Observation, PipelineView, ThreadStats
-from dflash_diag.sources import collect
-from dflash_diag.tui.frame import TopFrame, build_frame
+from dflash_diag.sources.collect import Collector, LiveSampler
+from dflash_diag.sources.config import SamplerConfig
+from dflash_diag.view.frame import TopFrame, build_frame
 
 
-def _patterns(target_pattern: str | None, drafter_pattern: str | None) -> StagePatterns:
-    return StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
-
-
-def analyse(
+def frame_of(
     obs: Observation, patterns: StagePatterns, *, wall_s: float, rate_hz: float, native: bool
 ) -> TopFrame:
     """Observation -> frame. An analysis that fails becomes an N/A pane with the reason, never a dead screen."""
@@ -65,72 +63,46 @@ def _findings(
         return NA(f"findings failed: {type(exc).__name__}: {exc}")
 
 
-def collect_frame(
-    pid: int,
-    duration_s: float,
-    *,
-    rate_hz: float,
-    native: bool,
-    window_s: float,
-    target_pattern: str | None,
-    drafter_pattern: str | None,
-    board_dir: str | None,
-) -> TopFrame:
+def collect_frame(pid: int, duration_s: float, config: SamplerConfig, patterns: StagePatterns) -> TopFrame:
     """Batch mode: sample for ``duration_s`` and analyse the whole run as one window."""
-    collector = collect.Collector(pid, rate_hz=rate_hz, native=native, board_dir=board_dir)
+    collector = Collector(pid, config)
     obs = collector.collect(duration_s)
-    return analyse(
-        obs, _patterns(target_pattern, drafter_pattern), wall_s=time.time(), rate_hz=rate_hz, native=native
-    )
+    frame = frame_of(obs, patterns, wall_s=time.time(), rate_hz=collector.effective_rate_hz, native=config.native)
+    return replace(frame, requested_rate_hz=config.rate_hz, rate_reason=collector.rate_reason)
 
 
 class LiveSource:
     """Wraps the rolling-window live sampler; ``poll`` runs on the app's sampler thread."""
 
-    def __init__(
-        self,
-        pid: int,
-        *,
-        rate_hz: float,
-        native: bool,
-        window_s: float,
-        target_pattern: str | None,
-        drafter_pattern: str | None,
-        board_dir: str | None,
-    ) -> None:
+    def __init__(self, pid: int, config: SamplerConfig, patterns: StagePatterns) -> None:
         self._pid = pid
-        self._patterns = _patterns(target_pattern, drafter_pattern)
-        self._board_dir = board_dir
+        self._patterns = patterns
         self._lock = threading.Lock()  # rate/native change from the UI thread while poll runs on the sampler
-        self._rate_hz = rate_hz
-        self._native = native
-        self._sampler = collect.LiveSampler(
-            pid, rate_hz=rate_hz, native=native, window_s=window_s, board_dir=board_dir
-        )
+        self._native = config.native
+        self._sampler = LiveSampler(pid, config)
 
     @property
     def pid(self) -> int:
         return self._pid
 
     @property
-    def rate_hz(self) -> float:
-        return self._rate_hz
+    def rate_hz(self) -> float | None:
+        """The rate asked for (None: auto)."""
+        return self._sampler.rate_hz
 
     def poll(self) -> TopFrame:
         obs = self._sampler.poll()
         with self._lock:
-            rate_hz, native = self._rate_hz, self._native
-        frame = analyse(obs, self._patterns, wall_s=time.time(), rate_hz=rate_hz, native=native)
-        frame = replace(frame, rate_hz=self._sampler.effective_rate_hz, requested_rate_hz=rate_hz)
+            native = self._native
+        sampler = self._sampler
+        frame = frame_of(obs, self._patterns, wall_s=time.time(), rate_hz=sampler.effective_rate_hz, native=native)
+        frame = replace(frame, requested_rate_hz=sampler.rate_hz, rate_reason=sampler.rate_reason)
         if not obs.process_alive and not obs.stacks:
             raise AttachError(f"process {self._pid} exited", ExitCode.NO_PROCESS)
         return frame
 
-    def set_rate(self, rate_hz: float) -> float:
-        rate_hz = self._sampler.set_rate(rate_hz)  # clamped by the sampler
-        with self._lock:
-            self._rate_hz = rate_hz
-        return rate_hz
+    def set_rate(self, rate_hz: float | None) -> float | None:
+        return self._sampler.set_rate(rate_hz)  # clamped by the sampler; None: auto
 
     def set_native(self, native: bool) -> bool:
         with self._lock:
@@ -147,6 +119,4 @@ class LiveSource:
         return str(take_snapshot(self._pid).path.resolve())
 
     def close(self) -> None:
-        close = getattr(self._sampler, "close", None)
-        if close is not None:
-            close()
+        self._sampler.close()

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from dflash_diag.model import NA, Finding, Frame, GpuSample, Maybe, StageStats, ThreadStats
-from dflash_diag.tui.frame import TopFrame
-from dflash_diag.tui.render import (
+from dflash_diag.view.frame import TopFrame
+from dflash_diag.view.text import (
     STATE_ORDER,
     STATE_SHORT,
     board_age_text,
@@ -158,6 +158,8 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
         "wall_time_s": frame.wall_s,
         "window_s": frame.window_s,
         "rate_hz": frame.rate_hz,
+        "rate_requested_hz": frame.requested_rate_hz,
+        "rate_reason": frame.rate_reason,
         "native": frame.native,
         "samples": frame.n_samples,
         "process_alive": frame.process_alive,
@@ -183,8 +185,9 @@ def frame_to_text(frame: TopFrame) -> str:
     out = [
         f"dflash-diag top - PID {frame.pid} ({alive}) - {when}",
         f"command: {' '.join(frame.cmdline) or '?'}",
-        f"window {frame.window_s:.1f} s, {frame.n_samples} samples at {frame.rate_hz:g} Hz"
-        f"{', native frames' if frame.native else ''}",
+        f"window {frame.window_s:.1f} s, {frame.n_samples} samples at {frame.rate_hz:.3g} Hz"
+        f" ({'auto' if frame.requested_rate_hz is None else f'asked {frame.requested_rate_hz:g}'}"
+        f"{': ' + frame.rate_reason if frame.rate_reason else ''}){', native frames' if frame.native else ''}",
         "",
         "PIPELINE",
     ]

@@ -1,8 +1,9 @@
 """What ``top`` shows, as one immutable value: the only thing that crosses from the sampler thread to widgets.
 
-A :class:`TopSource` produces :class:`TopFrame` values; the live source wraps py-spy, /proc, NVML and the board,
-tests pass a fake. :func:`build_frame` turns an :class:`~dflash_diag.model.Observation` and its analyses into a
-frame, so the TUI and batch mode show exactly the same aggregates.
+A source (:class:`~dflash_diag.tui.source.TopSource`) produces :class:`TopFrame` values; the command wires the
+real one (py-spy, /proc, NVML, the board), tests pass a fake. :func:`build_frame` turns an
+:class:`~dflash_diag.model.Observation` and its analyses into a frame, so the TUI and batch mode show exactly the
+same aggregates. No rich, no Textual: ``top --batch`` uses this package without the TUI.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
 
 from dflash_diag.model import (
     NA,
@@ -47,7 +47,8 @@ class TopFrame:
     native_stacks: Mapping[str, tuple[Frame, ...]] = field(default_factory=dict)
     process_alive: bool = True
     warnings: tuple[str, ...] = ()
-    requested_rate_hz: float | None = None  # what the user asked for, when the sampler runs slower (adaptive)
+    requested_rate_hz: float | None = None  # the rate asked for; None: auto (the sampler picks it)
+    rate_reason: str = ""  # why the rate in force is what it is ("auto: 3.1 idle cores", "py-spy dumps cost ...")
 
 
 def thread_key(name: str | None, os_thread_id: int | None) -> str:
@@ -57,34 +58,6 @@ def thread_key(name: str | None, os_thread_id: int | None) -> str:
 
 def stats_key(stats: ThreadStats) -> str:
     return thread_key(stats.name, stats.os_thread_id)
-
-
-class TopSource(Protocol):
-    """Where ``top`` gets its frames. ``poll`` is called from the sampler thread only."""
-
-    @property
-    def pid(self) -> int: ...
-
-    @property
-    def rate_hz(self) -> float: ...
-
-    def poll(self) -> TopFrame:
-        """The newest frame. Raises :class:`~dflash_diag.errors.AttachError` when the process cannot be read."""
-        ...
-
-    def set_rate(self, rate_hz: float) -> float:
-        """Ask for a new sampling rate; returns the rate actually in force (clamped)."""
-        ...
-
-    def set_native(self, native: bool) -> bool:
-        """Ask for native frames (rate-limited by the source); returns whether they are on."""
-        ...
-
-    def write_snapshot(self) -> str:
-        """Write a bug-report bundle of the process; returns its path."""
-        ...
-
-    def close(self) -> None: ...
 
 
 def latest_stacks(stacks: tuple[StackSample, ...], native: bool) -> dict[str, tuple[Frame, ...]]:
@@ -110,7 +83,9 @@ def newest_board(obs: Observation) -> Maybe[Board]:
     if isinstance(obs.boards, NA):
         return obs.boards
     board = obs.board
-    return board if board is not None else NA("no probe board published by this process")
+    if board is not None:
+        return board
+    return NA(f"no probe board published by this process: `dflash-diag attach {obs.pid}` adds the probes to it")
 
 
 def build_frame(

@@ -1,0 +1,190 @@
+"""`dflash-diag attach PID` / `detach PID`: start or stop the probes inside a process that is already running."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dflash_contract.board import PROBE_NAMES
+from dflash_diag.cli._output import finite_float, pid_arg
+from dflash_diag.errors import AttachError, CommandError, ExitCode
+
+KNOWN_PROBES = PROBE_NAMES  # the board contract's list
+ATTACH_SCHEMA = "dflash-diag.attach-report/1"
+
+
+def parse_probes(text: str) -> list[str]:
+    """``all`` | ``none`` | comma list, ``-name`` drops one (the same grammar as `dflash-diag run --probes`)."""
+    names: set[str] = set()
+    for raw in text.split(","):
+        item = raw.strip().lower()
+        if not item or item == "none":
+            continue
+        if item == "all":
+            names |= set(KNOWN_PROBES)
+            continue
+        drop = item.startswith("-")
+        name = item.lstrip("-")
+        if name not in KNOWN_PROBES:
+            raise argparse.ArgumentTypeError(f"unknown probe {name!r} (known: all, none, {', '.join(KNOWN_PROBES)})")
+        if drop:
+            names.discard(name)
+        else:
+            names.add(name)
+    return sorted(names)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    from dflash_diag.sources.inject import DEFAULT_TIMEOUT_S, METHODS  # noqa: PLC0415
+
+    parser.add_argument("pid", type=pid_arg, metavar="PID", help="the running Python process")
+    parser.add_argument("--method", choices=METHODS, default="auto",
+                        help="how to get in: auto (remote-exec on Python 3.14+, else gdb, cuda-gdb, lldb), or one of them")
+    parser.add_argument("--timeout", type=finite_float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                        help=f"give up (and cancel the request) after S seconds (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--board-dir", metavar="DIR", help="the board directory (default: see docs/board.md)")
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print the debugger session on stderr")
+
+
+def run_injection(args: argparse.Namespace, action: str, names: list[str]) -> Any:
+    """Run one injection for a command; its Outcome. Errors stay AttachError (one line, exit code)."""
+    from dflash_contract.board import BoardDirError, ensure_private_dir  # noqa: PLC0415
+    from dflash_diag.sources.board import default_board_dir  # noqa: PLC0415
+    from dflash_diag.sources.inject import inject  # noqa: PLC0415
+
+    if not 1.0 <= args.timeout <= 3600.0:
+        raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)
+    try:
+        board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
+    except (BoardDirError, OSError) as exc:
+        raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
+    progress = None
+    if not args.json and sys.stderr.isatty():
+        def progress(message: str) -> None:
+            print(f"dflash-diag {action}: {message}...", file=sys.stderr, flush=True)
+    transcript: list[str] = []
+    try:
+        return inject(args.pid, action, names=names, board_dir=board_dir, method=args.method,
+                      timeout_s=args.timeout, progress=progress, transcript=transcript)
+    finally:
+        if args.verbose and transcript:
+            print("\n".join(transcript), file=sys.stderr)
+
+
+def outcome_json(outcome: Any) -> dict[str, Any]:
+    return {
+        "schema": ATTACH_SCHEMA,
+        "pid": outcome.pid,
+        "action": outcome.action,
+        "method": outcome.method,
+        "debugger": outcome.debugger,
+        "python": outcome.python,
+        "stopped_s": None if outcome.stopped_s is None else round(outcome.stopped_s, 4),
+        "waited_s": round(outcome.waited_s, 4),
+        "total_s": round(outcome.total_s, 4),
+        "nudged_main_thread": outcome.nudged,
+        "result": dict(outcome.result),
+    }
+
+
+def _fail_if_not_ok(outcome: Any) -> None:
+    result = outcome.result
+    if not result.get("ok"):
+        raise AttachError(f"PID {outcome.pid}: {result.get('error') or 'the probes did not start'}",
+                          ExitCode.ATTACH_FAILED)
+
+
+class AttachCommand:
+    """Start the probes inside a Python process that is already running (no restart, no code change).
+
+    A debugger (gdb, cuda-gdb or lldb; Python 3.14's sys.remote_exec where the process runs 3.14) makes the
+    process run the installed probes' bootstrap at a safe point of its interpreter. The process is stopped
+    for a fraction of a second; then `top`, `doctor`, `board` and `snapshot` see a board as if it had been
+    started under `dflash-diag run`. `dflash-diag detach PID` undoes it. How it works and what can go wrong:
+    docs/attach.md.
+
+      dflash-diag attach 12345
+      dflash-diag attach 12345 --probes checkpoint,compile --method cuda-gdb
+    """
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--probes", default="all", type=parse_probes, metavar="LIST",
+                            help=f"probes to start: all (default), or a comma list of {', '.join(KNOWN_PROBES)}; "
+                                 "'-name' drops one")
+        _add_common(parser)
+
+    def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        if not args.probes:
+            raise CommandError("--probes names no probe: nothing to attach", ExitCode.USAGE)
+        outcome = run_injection(args, "attach", args.probes)
+        _fail_if_not_ok(outcome)
+        if args.json:
+            json.dump(outcome_json(outcome), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print_attached(outcome)
+        return ExitCode.OK
+
+
+class DetachCommand:
+    """Stop the probes `dflash-diag attach` started in a process, and remove every hook they installed.
+
+    Probes the program started itself (`dflash-diag run`, probes.start()) are left alone. The hook
+    inventory taken before the attach is compared with the one after: anything left is reported (exit 13).
+
+      dflash-diag detach 12345
+    """
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        _add_common(parser)
+
+    def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        outcome = run_injection(args, "detach", [])
+        _fail_if_not_ok(outcome)
+        left = list(outcome.result.get("hooks_left") or [])
+        if args.json:
+            json.dump(outcome_json(outcome), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print_detached(outcome)
+        if left:
+            raise AttachError(f"PID {outcome.pid}: probes stopped, but {len(left)} hook(s) were left behind: "
+                              f"{'; '.join(left)[:400]} (please report this)", ExitCode.ATTACH_FAILED)
+        return ExitCode.OK
+
+
+def _timing(outcome: Any) -> str:
+    stopped = f"stopped {1e3 * outcome.stopped_s:.0f} ms by {outcome.method}" if outcome.stopped_s is not None else outcome.method
+    return f"{stopped}; ran {1e3 * outcome.waited_s:.0f} ms later in {outcome.result.get('thread', '?')}" + (
+        " (woken from a lock wait)" if outcome.nudged else "")
+
+
+def print_attached(outcome: Any) -> None:
+    r = outcome.result
+    if r.get("already"):
+        print(f"PID {outcome.pid} already has the probes attach started ({', '.join(r.get('added') or [])}); "
+              f"board {r.get('board_path')}")
+        return
+    kind = "added to the program's own probe session" if r.get("session") == "existing" else "started"
+    print(f"attached to PID {outcome.pid} (Python {outcome.python}): probes {kind}: {', '.join(r.get('added') or []) or 'none'}")
+    print(f"  {_timing(outcome)}; the probes took {r.get('cost_ms', 0):.0f} ms to start")
+    found = r.get("discovered") or {}
+    if found.get("queues") or found.get("models"):
+        print(f"  found in the running threads: queues {', '.join(found.get('queues') or []) or '-'}; "
+              f"models {', '.join(found.get('models') or []) or '-'}")
+    board = r.get("board_path")
+    print(f"  board: {board or 'not written: ' + str(r.get('board_error'))}")
+    print(f"  look: dflash-diag board {outcome.pid} | doctor {outcome.pid} | top {outcome.pid};  "
+          f"undo: dflash-diag detach {outcome.pid}")
+
+
+def print_detached(outcome: Any) -> None:
+    r = outcome.result
+    left = r.get("hooks_left") or []
+    print(f"detached from PID {outcome.pid}: stopped {', '.join(r.get('removed') or []) or 'no probe'}; "
+          + ("no hook left" if not left else f"{len(left)} hook(s) left"))
+    print(f"  {_timing(outcome)}")

@@ -1,0 +1,132 @@
+"""Why py-spy cannot look at a process, from /proc: no such process, another user's (ptrace policy), not a
+Python interpreter. Turns a failed py-spy run into an :class:`AttachError` that names the cause and the fix."""
+
+from __future__ import annotations
+
+import os
+
+from dflash_diag.errors import AttachError, ExitCode
+from dflash_diag.sources.procfs import process_alive
+
+# "Failed to find python version" and friends happen on ~40% of attaches to a fresh interpreter and go away
+# on retry; these markers mean "try again".
+_TRANSIENT_MARKERS = (
+    "Failed to find python version",
+    "Failed to find a python interpreter",
+    "failed to find _PyRuntime",
+    "Failed to get interpreter",
+    "Failed to copy PyCodeObject",
+    "Failed to copy PyFrameObject",
+    "Failed to read",
+    "Failed to merge native and python frames",
+    "Interrupted system call",
+)
+_PERMISSION_MARKERS = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
+
+PTRACE_FIX = (
+    "run dflash-diag as the process's user with ptrace allowed (sysctl kernel.yama.ptrace_scope=0), "
+    "or as root / with CAP_SYS_PTRACE (sudo dflash-diag ...); in a container add --cap-add SYS_PTRACE "
+    "(Kubernetes: securityContext.capabilities.add: [SYS_PTRACE])"
+)
+
+
+def looks_like_python(pid: int) -> bool | None:
+    """Whether the process runs a Python interpreter: exe named python*, or libpython mapped. None: cannot tell."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = ""
+    if "python" in os.path.basename(exe).lower():
+        return True
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "libpython" in line or "/python3" in line:
+                    return True
+    except PermissionError:
+        return None
+    except OSError:
+        return None if not exe else False
+    return False
+
+
+def exe_name(pid: int) -> str:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        try:
+            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
+                return fh.read().strip()
+        except OSError:
+            return "?"
+
+
+def diagnose(pid: int, stderr: str) -> AttachError:
+    """Turn a failed py-spy run into an AttachError that names the cause and the fix."""
+    first = first_error_line(stderr)
+    if not process_alive(pid):
+        return AttachError(f"no process with PID {pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+    if any(marker in stderr.lower() for marker in _PERMISSION_MARKERS) or other_user(pid):
+        owner = _owner(pid)
+        who = f" (owned by uid {owner}, you are uid {os.geteuid()})" if owner is not None and owner != os.geteuid() else ""
+        scope = _ptrace_scope()
+        now = f" (kernel.yama.ptrace_scope is {scope} here)" if scope not in (None, "0") else ""
+        return AttachError(f"not allowed to inspect PID {pid}{who}: {first}{now}; {PTRACE_FIX}", ExitCode.PERMISSION)
+    if looks_like_python(pid) is False:
+        return AttachError(
+            f"PID {pid} ({exe_name(pid)}) is not a Python process: py-spy found no interpreter in it",
+            ExitCode.NOT_PYTHON,
+        )
+    return AttachError(f"py-spy could not read PID {pid}: {first}", ExitCode.FAILURE)
+
+
+def _ptrace_scope() -> str | None:
+    """The Yama ptrace policy (0: classic, 1: descendants only, 2: admin only, 3: none), None without Yama."""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as fh:
+            value = fh.read().strip()
+    except OSError:
+        return None
+    return value if value.isdigit() else None
+
+
+def first_error_line(stderr: str) -> str:
+    for line in stderr.splitlines():
+        line = line.strip()
+        if line.startswith("Error:"):
+            return line[len("Error:") :].strip()
+        if line.lower().startswith("permission denied"):
+            return "permission denied"
+    for line in stderr.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return "no output"
+
+
+def _owner(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def other_user(pid: int) -> bool:
+    """True when we cannot ptrace ``pid`` because it is another user's and we are not root."""
+    if os.geteuid() == 0:
+        return False
+    owner = _owner(pid)
+    return owner is not None and owner != os.geteuid()
+
+
+def is_transient(stderr: str) -> bool:
+    return any(marker in stderr for marker in _TRANSIENT_MARKERS)
+
+
+def check(pid: int) -> None:
+    """Raise the diagnosis when py-spy will not be able to read ``pid`` (without running py-spy)."""
+    if not process_alive(pid):
+        raise AttachError(f"no process with PID {pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+    if other_user(pid):
+        raise diagnose(pid, "Permission denied")
+    if looks_like_python(pid) is False:
+        raise diagnose(pid, "")

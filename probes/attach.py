@@ -1,0 +1,406 @@
+"""What `dflash-diag attach` / `detach` do inside the process they joined (docs/attach.md).
+
+Runs in the target, called by the fixed bootstrap ``probes/_attach_boot.py`` at a safe point of the
+interpreter (a pending call, or Python 3.14's ``sys.remote_exec``), with the GIL held. Standard library
+only (torch only through ``sys.modules``); never raises: every failure becomes an ``"error"`` in the
+returned result.
+
+- ``attach``: starts the requested probes as if the program had been started under them. When the
+  program already runs a probe session (it calls ``probes.start()`` itself, e.g. with ``--probes none``),
+  the missing probes are added to that session instead, so its ``step()`` and ``set_app()`` calls keep
+  feeding the board. Objects the program would have registered itself (``watch_queue``/``watch_model``)
+  are found by looking at the live threads' frames: ``queue.Queue`` instances and trainable
+  ``torch.nn.Module`` instances held by a local variable or an attribute of one, named after it.
+- ``detach``: undoes exactly what ``attach`` did (a session it started is closed, probes it added are
+  removed, the import clock it installed is taken off ``sys.meta_path``) and compares the hook inventory
+  with the one taken before the attach: ``hooks_left`` lists any difference.
+- ``inventory``: the hook inventory alone (tests inspect a live process with it).
+
+What cannot be undone, by design: modules stay imported (``probes.*``; importing them registered one
+``os.register_at_fork`` handler, which does nothing without a session). No audit hook is ever added. The
+session's ``atexit`` callback is unregistered on close; CPython cannot list atexit callbacks (and its
+counter keeps unregistered slots), so the inventory does not show them.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+from typing import Any
+
+import probes
+from probes import codedrift
+from probes._common import JsonDict, thread_name
+
+# Discovery bounds: the whole walk costs well under a millisecond on a trainer.
+MAX_FRAMES_PER_THREAD = 48
+MAX_LOCALS = 256
+MAX_ATTRS = 256
+MAX_CONTAINER_ITEMS = 16
+MAX_FOUND = 16
+MAX_LOGGERS = 4000
+
+ACTIONS = ("attach", "detach", "inventory")
+# Frames of the attach machinery itself are not the program's: discovery skips them.
+_OWN_PREFIXES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<string>")
+
+# What attach did, so detach can undo exactly that (None: not attached by dflash-diag attach).
+_STATE: dict[str, Any] = {"attached": None}
+
+
+def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | None = None,
+        discover: bool = True, attacher: JsonDict | None = None) -> JsonDict:
+    """Entry point of the bootstrap: one of ``ACTIONS``; a JSON-safe result with ``ok`` and ``error``."""
+    t0 = time.perf_counter()
+    try:
+        if action == "attach":
+            out = attach(names, board_dir=board_dir, discover=discover, attacher=attacher or {})
+        elif action == "detach":
+            out = detach()
+        elif action == "inventory":
+            out = {"ok": True, "error": None, "inventory": inventory()}
+        else:
+            out = {"ok": False, "error": f"unknown action {action!r}"}
+    except Exception as exc:  # never into the program: the caller writes the result file
+        out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    out["thread"] = thread_name()
+    out["cost_ms"] = 1e3 * (time.perf_counter() - t0)
+    return out
+
+
+# --- attach / detach ----------------------------------------------------------------------------------
+
+
+def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, attacher: JsonDict) -> JsonDict:
+    unknown = set(names) - probes.ALL_PROBES
+    if unknown:
+        return {"ok": False, "error": f"unknown probes: {', '.join(sorted(unknown))}"}
+    if _STATE["attached"] is not None:
+        session = probes.current()
+        return {"ok": True, "error": None, "already": True, "session": _STATE["attached"]["session"],
+                "added": list(_STATE["attached"]["added"]), "enabled": sorted(session.enabled) if session else [],
+                "board_path": session.board_path if session else None, "discovered": _STATE["attached"]["discovered"]}
+    before = inventory()
+    hook_was_installed = codedrift.import_hook_installed()
+    session = probes.current()
+    if session is None:
+        if "codedrift" in names:
+            codedrift.install_import_hook()  # import times from now on
+        config = probes.ProbesConfig(enabled=names, board_dir=board_dir)
+        session = probes.start(config)
+        kind, added = "new", sorted(names)
+    else:
+        kind, added = "existing", session.add_probes(names)
+    # Recorded at once: whatever happens next, detach can undo this.
+    state = {"session": kind, "added": added, "hook_was_installed": hook_was_installed, "inventory": before,
+             "discovered": {"queues": [], "models": []}}
+    _STATE["attached"] = state
+    if discover:
+        try:
+            state["discovered"] = discover_objects(session, queues="queues" in added, models="checkpoint" in added)
+        except Exception as exc:  # a strange object in a frame: the probes run, unnamed
+            state["discovered"] = {"queues": [], "models": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+    session.set_attached({"wall_s": time.time(), "probes": added, "session": kind, **attacher})
+    session.publish()  # the board shows the new probes now, not at the next timer tick
+    return {"ok": True, "error": None, "already": False, "session": kind, "added": added,
+            "enabled": sorted(session.enabled), "board_path": session.board_path,
+            "board_error": session.board_error, "discovered": state["discovered"]}
+
+
+def detach() -> JsonDict:
+    state = _STATE["attached"]
+    if state is None:
+        session = probes.current()
+        why = ("its probes were started by the program itself (dflash-diag run or probes.start()), "
+               "not by dflash-diag attach" if session is not None else "no probes run in it")
+        return {"ok": False, "error": f"nothing to detach: {why}", "not_attached": True}
+    session = probes.current()
+    removed: list[str] = []
+    if session is not None:
+        if state["session"] == "new":
+            removed = sorted(session.enabled)
+            probes.stop()
+        else:
+            removed = session.remove_probes(state["added"])
+            session.set_attached(None)
+            session.publish()
+    if not state["hook_was_installed"] and codedrift.import_hook_installed():
+        codedrift.uninstall_import_hook()
+    _STATE["attached"] = None
+    after = inventory()
+    left = hooks_left(state["inventory"], after)
+    return {"ok": True, "error": None, "session": state["session"], "removed": removed, "hooks_left": left,
+            "threads_left": after["threads"]}
+
+
+# --- discovery ------------------------------------------------------------------------------------------
+
+
+def discover_objects(session: Any, *, queues: bool, models: bool) -> JsonDict:
+    """Register the queues and trainable models the program's threads hold (what it would have registered)."""
+    found_queues: dict[int, tuple[str, Any]] = {}
+    found_models: dict[int, tuple[str, Any]] = {}
+    module_cls = _module_class() if models else None
+    counts: dict[int, int] = {}
+    frames = sys._current_frames()
+    try:
+        for frame in list(frames.values()):
+            depth = 0
+            while frame is not None and depth < MAX_FRAMES_PER_THREAD:
+                if not frame.f_code.co_filename.startswith(_OWN_PREFIXES):
+                    _scan_frame(frame, found_queues if queues else None, found_models, module_cls, counts)
+                frame = frame.f_back
+                depth += 1
+    finally:
+        del frames
+    out: JsonDict = {"queues": [], "models": []}
+    for name, q in _unique_names(found_queues.values()):
+        session.watch_queue(name, q)
+        out["queues"].append(name)
+    registered: set[int] = set()
+    for name, m in sorted(_unique_names(found_models.values()), key=lambda nm: -counts.get(id(nm[1]), 0)):
+        params = {id(p) for p in m.parameters()}
+        if params <= registered or len(out["models"]) >= 8:
+            continue  # a part of a model already registered (its layers): the whole model names them better
+        registered |= params
+        session.watch_model(name, m)
+        out["models"].append(name)
+    return out
+
+
+def _scan_frame(frame: Any, queues: dict[int, tuple[str, Any]] | None, models: dict[int, tuple[str, Any]],
+                module_cls: type | None, counts: dict[int, int]) -> None:
+    try:
+        local_items = list(frame.f_locals.items())[:MAX_LOCALS]
+    except Exception:
+        return
+    for var, value in local_items:
+        if not isinstance(var, str):
+            continue
+        try:
+            _scan_value(var, value, queues, models, module_cls, counts)
+        except Exception:
+            continue  # an object that misbehaves when looked at (a proxy): skip it
+
+
+def _scan_value(var: str, value: Any, queues: dict[int, tuple[str, Any]] | None,
+                models: dict[int, tuple[str, Any]], module_cls: type | None, counts: dict[int, int]) -> None:
+    _consider(var, value, queues, models, module_cls, counts)
+    if var.startswith("__"):
+        return
+    prefix = "" if var == "self" else f"{var}."
+    for attr, child in _attrs(value):
+        _consider(f"{prefix}{attr}", child, queues, models, module_cls, counts)
+        if isinstance(child, (list, tuple)):
+            for i, item in enumerate(child[:MAX_CONTAINER_ITEMS]):
+                for sub, grandchild in _attrs(item):
+                    _consider(f"{prefix}{attr}[{i}].{sub}", grandchild, queues, models, module_cls, counts)
+
+
+def _attrs(value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, (int, float, str, bytes, bool, type(None))):
+        return []
+    try:
+        d = object.__getattribute__(value, "__dict__")
+    except Exception:
+        return []
+    if not isinstance(d, dict):
+        return []
+    try:
+        return [(k, v) for k, v in list(d.items())[:MAX_ATTRS] if isinstance(k, str) and not k.startswith("__")]
+    except Exception:
+        return []
+
+
+def _consider(name: str, value: Any, queues: dict[int, tuple[str, Any]] | None,
+              models: dict[int, tuple[str, Any]], module_cls: type | None, counts: dict[int, int]) -> None:
+    if name == "self":
+        return  # a method's own object: named by whoever holds it
+    if queues is not None and isinstance(value, queue.Queue):
+        if id(value) in queues or len(queues) < MAX_FOUND:
+            _keep_shortest(queues, name, value)
+    elif module_cls is not None and isinstance(value, module_cls):
+        if id(value) not in counts:
+            counts[id(value)] = _param_count(value)
+        if counts[id(value)] > 0 and (id(value) in models or len(models) < MAX_FOUND):
+            _keep_shortest(models, name, value)
+
+
+def _keep_shortest(found: dict[int, tuple[str, Any]], name: str, value: Any) -> None:
+    known = found.get(id(value))
+    if known is None or len(name) < len(known[0]):
+        found[id(value)] = (name, value)
+
+
+def _unique_names(items: Any) -> list[tuple[str, Any]]:
+    """Short names (the last component: ``self.q_hs`` -> ``q_hs``) where unambiguous, else the whole path."""
+    ordered = sorted(items, key=lambda nv: nv[0])
+    shorts = [name.rsplit(".", 1)[-1] for name, _ in ordered]
+    out: list[tuple[str, Any]] = []
+    used: set[str] = set()
+    for (name, value), short in zip(ordered, shorts, strict=True):
+        pick = short if shorts.count(short) == 1 else name
+        unique, n = pick, 2
+        while unique in used:
+            unique, n = f"{pick}#{n}", n + 1
+        used.add(unique)
+        out.append((unique, value))
+    return out
+
+
+def _module_class() -> type | None:
+    nn = sys.modules.get("torch.nn")
+    return getattr(nn, "Module", None) if nn is not None else None
+
+
+def _param_count(model: Any) -> int:
+    try:
+        return sum(1 for p in model.parameters() if p.requires_grad)
+    except Exception:
+        return 0
+
+
+# --- the hook inventory -----------------------------------------------------------------------------------
+
+
+def _ref(obj: Any) -> str | None:
+    """An identity-bearing description: equal only for the very same object."""
+    if obj is None:
+        return None
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    return f"{module}.{name}@{id(obj):x}"
+
+
+def inventory() -> JsonDict:
+    """Every place in this process where a tool like ours could leave a hook, described by identity."""
+    sections: dict[str, Any] = {
+        "sys.gettrace": lambda: _ref(sys.gettrace()),
+        "sys.getprofile": lambda: _ref(sys.getprofile()),
+        "threading.settrace": lambda: _ref(getattr(threading, "_trace_hook", None)),
+        "threading.setprofile": lambda: _ref(getattr(threading, "_profile_hook", None)),
+        "threading.excepthook": lambda: _ref(threading.excepthook),
+        "sys.excepthook": lambda: _ref(sys.excepthook),
+        "sys.unraisablehook": lambda: _ref(sys.unraisablehook),
+        "sys.displayhook": lambda: _ref(sys.displayhook),
+        "sys.meta_path": lambda: [_ref(f) for f in sys.meta_path],
+        "sys.path_hooks": lambda: [_ref(h) for h in sys.path_hooks],
+        "sys.path": lambda: list(sys.path),
+        "sys.switchinterval": sys.getswitchinterval,
+        "warnings.showwarning": lambda: _ref(sys.modules["warnings"].showwarning) if "warnings" in sys.modules else None,
+        "signals": _signal_handlers,
+        "loggers": _loggers,
+        "threads": lambda: sorted(t.name for t in threading.enumerate() if t.name.startswith("dflash-diag")),
+        "torch": _torch_hooks,
+    }
+    out: JsonDict = {}
+    for key, read in sections.items():
+        try:
+            out[key] = read()
+        except Exception as exc:  # one odd section must not cost the others (or the detach)
+            out[key] = f"unreadable: {type(exc).__name__}"
+    return out
+
+
+def _signal_handlers() -> dict[str, str | None]:
+    import signal
+
+    out: dict[str, str | None] = {}
+    for sig in signal.valid_signals():
+        try:
+            handler = signal.getsignal(sig)
+        except (ValueError, OSError):
+            continue
+        if handler not in (signal.SIG_DFL, None):
+            out[str(int(sig))] = _ref(handler) if callable(handler) else str(handler)
+    return out
+
+
+def _loggers() -> dict[str, JsonDict]:
+    import logging
+
+    out: dict[str, JsonDict] = {}
+    items = [("", logging.getLogger())] + sorted(
+        (name, lg) for name, lg in list(logging.Logger.manager.loggerDict.items()) if isinstance(lg, logging.Logger)
+    )
+    for name, lg in items[:MAX_LOGGERS]:
+        if not (lg.handlers or lg.filters or lg.level != logging.NOTSET or not lg.propagate or lg.disabled):
+            continue
+        out[name or "<root>"] = {
+            "level": lg.level,
+            "handlers": [_ref(h) for h in lg.handlers],
+            "filters": [_ref(f) for f in lg.filters],
+            "propagate": lg.propagate,
+            "disabled": lg.disabled,
+        }
+    return out
+
+
+def _torch_hooks() -> JsonDict:
+    """torch's global hook points (each read only if the program imported that module)."""
+    mods = sys.modules
+    out: JsonDict = {}
+    tuc = mods.get("torch.utils.checkpoint")
+    if tuc is not None:
+        cls = getattr(tuc, "CheckpointFunction", None)
+        out["checkpoint.CheckpointFunction.apply(own)"] = _ref(vars(cls).get("apply")) if cls is not None else None
+        out["checkpoint._checkpoint_without_reentrant_generator"] = _ref(
+            getattr(tuc, "_checkpoint_without_reentrant_generator", None))
+    optim = mods.get("torch.optim.optimizer")
+    if optim is not None:
+        for attr in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks"):
+            hooks = getattr(optim, attr, None)
+            out[f"optim.{attr}"] = [_ref(h) for h in list(hooks.values())] if hasattr(hooks, "values") else None
+    module = mods.get("torch.nn.modules.module")
+    if module is not None:
+        for attr in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                     "_global_backward_pre_hooks", "_global_module_registration_hooks"):
+            hooks = getattr(module, attr, None)
+            out[f"nn.{attr}"] = len(hooks) if hasattr(hooks, "__len__") else None
+    callback = mods.get("torch._dynamo.callback")
+    handler = getattr(callback, "callback_handler", None)
+    if handler is not None:
+        for attr in ("start_callbacks", "end_callbacks"):
+            cbs = getattr(handler, attr, None)
+            out[f"dynamo.callback_handler.{attr}"] = [_ref(c) for c in list(cbs)] if cbs is not None else None
+    internal = mods.get("torch._logging._internal")
+    state = getattr(internal, "log_state", None)
+    if state is not None:
+        out["logging.log_state.artifacts"] = sorted(str(a) for a in getattr(state, "artifact_names", ()))
+        out["logging.log_state.clear(instance)"] = _ref(vars(state).get("clear")) if hasattr(state, "__dict__") else None
+    trees = mods.get("torch._inductor.cudagraph_trees")
+    node = getattr(trees, "CUDAGraphNode", None)
+    if node is not None:
+        out["cudagraph_trees.CUDAGraphNode.run_graph"] = _ref(getattr(node, "run_graph", None))
+    cuda = mods.get("torch.cuda")
+    if cuda is not None:
+        out["cuda.empty_cache"] = _ref(getattr(cuda, "empty_cache", None))
+    queues = mods.get("probes.queues")
+    if queues is not None:
+        out["queues.watched_now"] = sorted(
+            name for name, st in list(_watched_queues(queues).items()) if type(st.queue).__module__ == queues.__name__
+        )
+    return out
+
+
+def _watched_queues(queues_module: Any) -> dict[str, Any]:
+    session = probes.current()
+    probe = getattr(session, "_queues", None) if session is not None else None
+    return dict(getattr(probe, "_queues", {})) if probe is not None else {}
+
+
+def hooks_left(before: JsonDict, after: JsonDict) -> list[str]:
+    """Entries of the inventory that differ (``key: before -> after``); empty when nothing was left behind."""
+    out: list[str] = []
+    for key in sorted(set(before) | set(after)):
+        b, a = before.get(key), after.get(key)
+        if isinstance(b, dict) and isinstance(a, dict) and key in ("torch", "loggers", "signals"):
+            for sub in sorted(set(b) | set(a)):
+                if b.get(sub) != a.get(sub):
+                    out.append(f"{key}.{sub}: {b.get(sub)!r} -> {a.get(sub)!r}"[:400])
+        elif b != a:
+            out.append(f"{key}: {b!r} -> {a!r}"[:400])
+    return out
