@@ -5,6 +5,8 @@
   whatever a source forgot, a token format, URL password or ``password=...`` never reaches stdout) and made
   printable. Keys are our schema's and stay.
 - :class:`OneLineParser`: argparse that reports a bad argument in one line (and ``--help``), exit code 2.
+- :func:`console`: the Rich console every command prints with; a closed pipe raises BrokenPipeError like
+  ``print`` does (Rich's own answer is ``SystemExit(1)``), so ``main`` ends every command the same way (141).
 """
 
 from __future__ import annotations
@@ -19,6 +21,18 @@ from dflash_contract.proc import PID_MAX
 from dflash_contract.redact import redact_strings
 from dflash_diag.errors import ExitCode
 from dflash_diag.model.text import printable, printable_tree
+
+
+def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = False) -> Any:
+    """A Rich console (imported lazily: `--help` must not need Rich) that reports a closed pipe as an error."""
+    from rich.console import Console  # noqa: PLC0415
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap, markup=markup)
 
 
 def shown(value: object) -> str:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from dflash_contract import proc
 from dflash_contract.board import PROBE_NAMES
-from dflash_diag.cli._output import finite_float, pid_arg
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 KNOWN_PROBES = PROBE_NAMES  # the board contract's list
@@ -58,6 +58,8 @@ def run_injection(args: argparse.Namespace, action: str, names: list[str]) -> An
 
     if not 1.0 <= args.timeout <= 3600.0:
         raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)
+    if not proc.process_alive(args.pid):  # before anything is created on disk for it
+        raise AttachError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
     try:
         board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
     except (BoardDirError, OSError) as exc:
@@ -123,8 +125,7 @@ class AttachCommand:
         outcome = run_injection(args, "attach", args.probes)
         _fail_if_not_ok(outcome)
         if args.json:
-            json.dump(outcome_json(outcome), sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            dump_json(outcome_json(outcome))
         else:
             print_attached(outcome)
         return ExitCode.OK
@@ -147,8 +148,7 @@ class DetachCommand:
         _fail_if_not_ok(outcome)
         left = list(outcome.result.get("hooks_left") or [])
         if args.json:
-            json.dump(outcome_json(outcome), sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            dump_json(outcome_json(outcome))
         else:
             print_detached(outcome)
         if left:

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, pid_arg, shown
 from dflash_diag.errors import BoardError, ExitCode
 from dflash_diag.model.board import Board
@@ -80,7 +81,7 @@ class BoardCommand:
 def _console() -> Console:
     # Markup off: a thread name or an argv like "[red]x[/]" is text from another process, printed as is
     # (already made printable by the reader: no escape sequences reach the terminal).
-    return Console(highlight=False, soft_wrap=False, markup=False)
+    return make_console(markup=False)
 
 
 def board_document(board: Board, now_s: float) -> dict[str, Any]:

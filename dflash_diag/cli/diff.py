@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from dflash_contract.redact import redact_tree
+from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, shown
 from dflash_diag.model.text import printable_tree
 
@@ -63,11 +64,10 @@ def diff_json(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], ra
 
 def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates: list[Any], changes: list[Any],
            *, show_all: bool) -> None:
-    from rich.console import Console  # noqa: PLC0415
     from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    console = Console(highlight=False)
+    console = make_console()
     console.print(f"[bold]A[/] {escape(path_a)}  (PID {a.get('pid')}, {a.get('created_utc')})")
     console.print(f"[bold]B[/] {escape(path_b)}  (PID {b.get('pid')}, {b.get('created_utc')})")
     console.print()

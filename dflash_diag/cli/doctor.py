@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Finding, Severity
@@ -140,9 +141,7 @@ def _collect_with_progress(collector: Any, duration_s: float, progress: bool) ->
 
 
 def _console(stderr: bool = False) -> Any:
-    from rich.console import Console  # noqa: PLC0415
-
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return make_console(stderr=stderr)
 
 
 def finding_json(f: Finding) -> dict[str, Any]:

@@ -72,6 +72,9 @@ def find_board(pid: int, board_dir: Path | str | None = None) -> tuple[Path, int
     if not proc.process_alive(pid):
         raise _error(f"no process with PID {pid} is running", ExitCode.NO_PROCESS)
     owner = proc.owner_uid(pid)
+    if board_dir is None and owner is not None and owner != os.getuid() and os.getuid() != 0:
+        raise _error(f"process {pid} runs as uid {owner}: its probe board (if any) is private to that user; "
+                     "run this as that user or as root", ExitCode.PERMISSION)
     problems: list[str] = []
     searched: list[str] = []
     for directory, expected in _dirs_for(pid, board_dir):
@@ -94,9 +97,6 @@ def find_board(pid: int, board_dir: Path | str | None = None) -> tuple[Path, int
             problems.append(f"board directory {directory} cannot be read by uid {os.getuid()}")
     if problems:
         raise _error(problems[0])
-    if owner is not None and owner != os.getuid() and os.getuid() != 0:
-        raise _error(f"process {pid} runs as uid {owner}: its probe board (if any) is private to that user; "
-                     "run this as that user or as root", ExitCode.PERMISSION)
     where = ", ".join(searched[:3]) + (" ..." if len(searched) > 3 else "")
     raise _error(f"process {pid} has no probe board (looked in {where}): {HOW_TO_PROBE.replace('PID', str(pid))}")
 
