@@ -56,14 +56,18 @@ def parse_stat(text: str) -> Stat:
     return Stat(text[open_idx + 1 : close_idx], state, ppid, utime, stime, start)
 
 
+def _stat_text(pid: int | str, tid: int | None = None) -> str:
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path, "rb") as fh:
+        return fh.read(4096).decode("utf-8", "replace")
+
+
 def read_stat(pid: int | str = "self", tid: int | None = None) -> Stat | None:
     """The stat of a process (or one of its threads), or None when it does not exist or cannot be read."""
     if pid != "self" and not is_valid_pid(pid):
         return None
-    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(path, "rb") as fh:
-            return parse_stat(fh.read(4096).decode("utf-8", "replace"))
+        return parse_stat(_stat_text(pid, tid))
     except (OSError, ValueError):
         return None
 
@@ -92,11 +96,29 @@ def start_wall_s(pid: int | str = "self") -> float | None:
 def process_alive(pid: int, start_ticks: int | None = None) -> bool:
     """True while ``pid`` runs (a zombie has exited) and, given ``start_ticks``, is the same process.
 
-    Works for other users' processes too (/proc/PID/stat is world-readable)."""
-    stat = read_stat(pid)
-    if stat is None or stat.state in ("Z", "X", "x"):
+    The one liveness check of probes and tool alike. Works for other users' processes (/proc/PID/stat is
+    world-readable); where /proc hides them (hidepid), asks the kernel with signal 0 instead."""
+    if not is_valid_pid(pid):
+        return False  # os.kill(0 or -n, 0) would name a process group; a huge number overflows
+    try:
+        stat = parse_stat(_stat_text(pid))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return _signalable(pid)  # cannot tell the start time: alive is the best answer there is
+    if stat.state in ("Z", "X", "x"):
         return False
     return start_ticks is None or stat.start_time_ticks == start_ticks
+
+
+def _signalable(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def owner_uid(pid: int) -> int | None:

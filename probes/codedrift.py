@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract import proc
 from probes._common import MAX_RECENT, JsonDict
 
 _IMPORT_NS: dict[str, int] = {}
@@ -75,15 +76,8 @@ class Config:
 
 
 def _process_start_ns() -> int:
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-        ticks = int(raw[raw.rindex(")") + 2 :].split()[19])
-        with open("/proc/stat", "rb") as f:
-            btime = next(int(line.split()[1]) for line in f if line.startswith(b"btime"))
-        return (btime * 10**9) + ticks * 10**9 // os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, StopIteration):
-        return 0
+    start_s = proc.start_wall_s()  # /proc/self/stat field 22 plus boot time: the contract's one parser
+    return int(start_s * 10**9) if start_s is not None else 0
 
 
 def _library_roots() -> tuple[str, ...]:
