@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from dflash_contract.board import is_stale
+from dflash_contract.board import ProbeName, QueueKeys, is_stale
 from dflash_diag.model import (
     NA,
     Board,
@@ -86,7 +86,7 @@ def _stage_rates(stage: str, board: Board | None) -> tuple[Maybe[float], Maybe[f
 def _queue_payload(board: Board | None, name: str) -> tuple[str, Mapping[str, Any] | None]:
     if board is None:
         return name, None
-    queues = board.probe("queues")
+    queues = board.probe(ProbeName.QUEUES)
     if not queues:
         return name, None
     entries = {k: v for k, v in queues.items() if isinstance(v, Mapping) and k != "status"}
@@ -99,7 +99,7 @@ def _queue_payload(board: Board | None, name: str) -> tuple[str, Mapping[str, An
 
 
 def _missing_queue(board: Board | None, name: str) -> str:
-    queues = board.probe("queues") if board is not None else None
+    queues = board.probe(ProbeName.QUEUES) if board is not None else None
     if not queues:
         return "the board has no queues probe (watch the queue: session.watch_queue)"
     names = sorted(k for k, v in queues.items() if isinstance(v, Mapping) and k != "status")
@@ -107,8 +107,8 @@ def _missing_queue(board: Board | None, name: str) -> str:
 
 
 def _history(payload: Mapping[str, Any] | None, obs: Observation, name: str) -> tuple[int, ...]:
-    if payload is not None and isinstance(payload.get("depth_history"), list):
-        values = [_int(v) for v in payload["depth_history"]]
+    if payload is not None and isinstance(payload.get(QueueKeys.DEPTH_HISTORY), list):
+        values = [_int(v) for v in payload[QueueKeys.DEPTH_HISTORY]]
         return tuple(v for v in values if v is not None)[-MAX_HISTORY:]
     return tuple(d for _, d in _board_depths(obs, name))[-MAX_HISTORY:]
 
@@ -119,7 +119,7 @@ def _board_depths(obs: Observation, name: str) -> list[tuple[float, int]]:
     boards = obs.boards if isinstance(obs.boards, tuple) else ()
     for board in boards:
         _, payload = _queue_payload(board, name)
-        depth = _int(payload.get("depth")) if payload is not None else None
+        depth = _int(payload.get(QueueKeys.DEPTH)) if payload is not None else None
         if depth is not None:
             out.append((board.wall_time_s, depth))
     return out
@@ -185,8 +185,8 @@ def pipeline_view(
 
     qname, payload = _queue_payload(live_board, queue_name)
     if payload is not None:
-        depth: Maybe[int] = _int(payload.get("depth")) if _int(payload.get("depth")) is not None else NA("bad depth")
-        maxsize_raw = _int(payload.get("maxsize"))
+        depth: Maybe[int] = _int(payload.get(QueueKeys.DEPTH)) if _int(payload.get(QueueKeys.DEPTH)) is not None else NA("bad depth")
+        maxsize_raw = _int(payload.get(QueueKeys.MAXSIZE))
         maxsize: Maybe[int] = (
             maxsize_raw if maxsize_raw else NA("unbounded queue" if maxsize_raw == 0 else "no maxsize")
         )
@@ -202,8 +202,8 @@ def pipeline_view(
 
     put_stack = _mean_share(threads, "target", ThreadState.QUEUE_PUT)
     get_stack = _mean_share(threads, "drafter", ThreadState.QUEUE_GET)
-    put_probe = _num(payload.get("put_blocked_share")) if payload is not None else None
-    get_probe = _num(payload.get("get_blocked_share")) if payload is not None else None
+    put_probe = _num(payload.get(QueueKeys.PUT_BLOCKED_SHARE)) if payload is not None else None
+    get_probe = _num(payload.get(QueueKeys.GET_BLOCKED_SHARE)) if payload is not None else None
     producer: Maybe[float] = put_probe if put_probe is not None else put_stack
     consumer: Maybe[float] = get_probe if get_probe is not None else get_stack
 

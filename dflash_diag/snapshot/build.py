@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import CodedriftKeys, ProbeName
 from dflash_contract.redact import (
     redact_argv,
     redact_env,
@@ -142,7 +143,7 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
     obs = a.observation
     gpus = obs.gpus
     latest_gpus = gpus[-1] if isinstance(gpus, tuple) and gpus else gpus
-    codedrift = board.probe("codedrift") if board is not None else None
+    codedrift = board.probe(ProbeName.CODEDRIFT) if board is not None else None
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "tool": {"name": "dflash-diag", "version": __version__},
@@ -180,7 +181,7 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
             "files": dict(g.code.files) if g.code else {},
             "changed_after_start": list(g.code.changed_after_start) if g.code else [],
             "truncated": g.code.truncated if g.code else None,
-            "stale_modules": list(codedrift.get("stale", [])) if codedrift else [],
+            "stale_modules": list(codedrift.get(CodedriftKeys.STALE, [])) if codedrift else [],
         },
         "sampling": {
             "window_s": obs.window_s,
