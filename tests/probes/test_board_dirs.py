@@ -147,6 +147,41 @@ def test_squatted_tmp_dir_is_said_loudly_and_worked_around() -> None:
                 p.rmdir()
 
 
+@needs_nobody
+def test_run_says_so_loudly_and_prints_the_board_it_will_really_use() -> None:
+    """`run` checks the board directory before it starts the program: a squatted default is named in a
+    WARNING, the program gets a private fallback, and the board path `run` prints is the real one."""
+    squat = tmp_board_dir(NOBODY)
+    if os.path.lexists(squat):
+        pytest.skip(f"{squat} exists already (not made by this test)")
+    squat.mkdir(mode=0o700)
+    before = {p.name for p in squat.parent.iterdir() if p.name.startswith(f"dflash-diag-{NOBODY}-")}
+    site = next(p for p in sys.path if p.endswith("site-packages") and "/.venv/" in p)
+    code = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {site!r}]; from dflash_diag.cli import main; "
+            f"sys.exit(main(['run', '--probes', 'queues', '--', {SYSTEM_PY!r}, '-c', {CHILD.format(root=str(ROOT))!r}]))")
+    run = subprocess.Popen([SYSTEM_PY, "-c", code], user=NOBODY, group=NOBODY, cwd="/", stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
+    try:
+        assert run.stdout is not None
+        ready = run.stdout.readline().split()
+        assert ready[:1] == ["ready"], ready
+        board_path = Path(ready[1])
+        assert board_path.parent != squat and board_path.exists()
+    finally:
+        run.send_signal(signal.SIGTERM)  # forwarded to the program, which exits through atexit
+        _, err = run.communicate(timeout=60)
+        squat.rmdir()
+        for p in squat.parent.iterdir():
+            if p.name.startswith(f"dflash-diag-{NOBODY}-") and p.name not in before:
+                for name in os.listdir(p):
+                    if name.endswith(".json"):
+                        os.unlink(p / name)
+                p.rmdir()
+    warning = [line for line in err.splitlines() if line.startswith("dflash-diag run: WARNING")]
+    assert warning and "belongs to uid 0" in warning[0] and str(board_path.parent) in warning[0], err
+    assert f"board {board_path}" in err  # the path run announces is where the board really is
+
+
 def test_run_refuses_an_unsafe_explicit_board_dir_before_starting(tmp_path: Path) -> None:
     open_dir = tmp_path / "open"
     open_dir.mkdir()
