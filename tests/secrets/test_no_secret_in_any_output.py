@@ -23,7 +23,7 @@ from secret_table import LOOKALIKE_ARGV, LOOKALIKE_CONFIG, SECRETS, all_argv, al
 from dflash_diag.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD = Path(__file__).with_name("secrets_workload.py")
+WORKLOAD = ROOT / "tests" / "snapshot" / "snapshot_workload.py"  # the one threaded test workload
 READY_TIMEOUT_S = 90.0
 
 
@@ -49,10 +49,9 @@ def secret_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ig
     monkeypatch.setenv("DFLASH_DIAG_BOARD_DIR", str(board_dir))
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(all_config()))
-    env = {**os.environ, **all_env(), "DFLASH_DIAG_BOARD_DIR": str(board_dir),
-           "SECRETS_WORKLOAD_CONFIG": str(config_path), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **all_env(), "DFLASH_DIAG_BOARD_DIR": str(board_dir), "PYTHONPATH": str(ROOT)}
     run = subprocess.Popen([sys.executable, "-m", "dflash_diag", "run", "--probes", "queues,gil", "--",
-                            sys.executable, str(WORKLOAD), *all_argv()],
+                            sys.executable, str(WORKLOAD), "--probes", "--config-json", str(config_path), *all_argv()],
                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready = threading.Event()
     lines: list[str] = []

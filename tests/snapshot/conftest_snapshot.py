@@ -51,7 +51,7 @@ def spawn(board_dir: Path) -> Iterator[Spawn]:
         def wait_ready() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
-                if line.strip() == "ready":
+                if line.startswith("ready"):
                     ready.set()
                     return
 

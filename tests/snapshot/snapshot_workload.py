@@ -2,11 +2,16 @@
 get from it, optionally under probes with an app config. Prints "ready" once the board (if any) is published.
 
     python snapshot_workload.py [--threads N] [--probes] [--reentrant true|false] [--api-key=...] [--token X]
+                                [--config-json FILE] [anything else, ignored]
+
+Unknown arguments are ignored (the secret test plants dozens of them); --config-json merges a JSON object
+into the published app config. Under `dflash-diag run` the probes are already running and are reused.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import queue
 import sys
@@ -27,14 +32,15 @@ def _board_published(session: object) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--threads", type=int, default=2, help="target and drafter threads each")
     parser.add_argument("--probes", action="store_true")
     parser.add_argument("--reentrant", default="false")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--token", default="")
     parser.add_argument("--seconds", type=float, default=60.0)
-    args = parser.parse_args()
+    parser.add_argument("--config-json", default="")
+    args, _ignored = parser.parse_known_args()
 
     q: queue.Queue[int] = queue.Queue(maxsize=4)
     session = None
@@ -43,7 +49,11 @@ def main() -> None:
 
         session = probes.start(probes.ProbesConfig(enabled=frozenset({"queues", "codedrift"}), publish_interval_s=0.2))
         q = session.watch_queue("q_hs", q)
-        session.set_app(name="snapshot_workload", config={"use_reentrant": args.reentrant == "true",
+        extra = {}
+        if args.config_json:
+            with open(args.config_json, encoding="utf-8") as fh:
+                extra = json.load(fh)
+        session.set_app(name="snapshot_workload", config={**extra, "use_reentrant": args.reentrant == "true",
                                                           "batch_size": 2, "api_key": args.api_key})
     stop = threading.Event()
 
@@ -77,7 +87,7 @@ def main() -> None:
         if session is not None:
             session.step(step)
         if not ready and step >= 3 and _board_published(session):
-            print("ready", flush=True)
+            print(f"ready {os.getpid()}", flush=True)
             ready = True
         time.sleep(0.05)
     stop.set()
