@@ -574,8 +574,9 @@ def _environ_of(pid: int) -> dict[str, str] | None:
 
 def candidate_dirs(pid: int | None = None) -> list[tuple[Path, int]]:
     """Where the board of ``pid`` (or, without one, our boards) may be, most likely first, each with the
-    uid that must own it: the directory the process's own environment names, the owner's runtime directory,
-    ``/tmp/dflash-diag-UID`` and the private fallbacks ``/tmp/dflash-diag-UID-*`` (:func:`choose_board_dir`).
+    uid that must own it: the directory the process's own environment names, our own
+    ``$DFLASH_DIAG_BOARD_DIR``, the owner's runtime directory, ``/tmp/dflash-diag-UID`` and the private
+    fallbacks ``/tmp/dflash-diag-UID-*`` (:func:`choose_board_dir`).
     """
     uid = os.getuid() if pid is None else proc.owner_uid(pid)
     if uid is None:
@@ -584,6 +585,9 @@ def candidate_dirs(pid: int | None = None) -> list[tuple[Path, int]]:
     env = _environ_of(pid) if pid is not None else dict(os.environ)
     if env is not None:
         out.append((default_board_dir(env, uid), uid))
+    ours = os.environ.get(BOARD_DIR_ENV)
+    if ours:  # where we were told boards are (`attach` publishes there, into a process that never knew)
+        out.append((Path(ours), uid))
     runtime = _runtime_dir(uid, {})
     if runtime is not None:
         out.append((runtime / "dflash-diag", uid))
