@@ -276,3 +276,24 @@ def test_a_sigkilled_program_leaves_no_board_forever(board_dir: Path, capsys: py
     assert main(["board", "--board-dir", str(board_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [] and not board.exists()
     assert list_boards(board_dir) == []
+
+
+def test_the_publisher_touches_only_its_own_board(board_dir: Path) -> None:
+    from probes.board_writer import BoardPublisher  # noqa: PLC0415
+
+    planted = {"notes.txt": b"mine", "4194301.json": b"someone's file", f"{os.getpid()}.json.tmp.zzz": b"not hex"}
+    for name, data in planted.items():
+        (board_dir / name).write_bytes(data)
+    publisher = BoardPublisher(board_dir)
+    publisher.write({"schema": BOARD_SCHEMA})
+    publisher.write({"schema": BOARD_SCHEMA})
+    publisher.remove()
+    assert {p.name: p.read_bytes() for p in board_dir.iterdir()} == planted
+
+
+def test_top_screenshot_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shot = tmp_path / "screen.svg"
+    shot.write_text("<svg>an older screenshot</svg>")
+    assert main(["top", "--pid", "4194301", "--screenshot", str(shot), "--duration", "1"]) == ExitCode.EXISTS
+    assert "exists" in capsys.readouterr().err
+    assert shot.read_text() == "<svg>an older screenshot</svg>"
