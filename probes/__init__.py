@@ -11,6 +11,7 @@ by the reference trainer and by the ``dflash-diag run`` bootstrap)::
     session.set_app(name="reference_trainer", config={...})        # the board's "app" section
     ...
     session.step(step)      # once per training step: ~1 us; publishes at most every publish_interval_s
+    probes.start(wandb=True)  # also log the readings into the program's wandb run (docs/integrations.md)
     session.close()         # final publish; the board file is removed unless keep_board=True
 
 What each probe measures and costs: docs/probes.md. The board format: docs/board.md.
@@ -37,6 +38,8 @@ ALL_PROBES: frozenset[str] = frozenset(PROBE_NAMES)  # the names are the board c
 # Environment read by the `dflash-diag run` bootstrap (probes/_bootstrap/sitecustomize.py).
 ENV_PROBES = "DFLASH_DIAG_PROBES"  # "all", "none" or a comma list
 ENV_KEEP_BOARD = "DFLASH_DIAG_KEEP_BOARD"
+ENV_TO_WANDB = "DFLASH_DIAG_PROBES_TO_WANDB"  # "1": log the readings into the program's wandb run
+ENV_WANDB_INTERVAL = "DFLASH_DIAG_WANDB_INTERVAL_S"  # seconds between two wandb logs (default 2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +49,8 @@ class ProbesConfig:
     timer_interval_s: float = 1.0  # the board thread publishes at least this often, steps or not
     board_dir: str | None = None  # default: $DFLASH_DIAG_BOARD_DIR, $XDG_RUNTIME_DIR/dflash-diag, /tmp/dflash-diag-<uid>
     keep_board: bool = False
+    wandb: bool = False  # log the readings into the program's active wandb run (probes/wandb_log.py)
+    wandb_interval_s: float = 2.0  # at most one wandb log per this many seconds
     gil: gil.Config = field(default_factory=gil.Config)
     allocator: allocator.Config = field(default_factory=allocator.Config)
     compile: compile.Config = field(default_factory=compile.Config)
@@ -64,6 +69,8 @@ class ProbesConfig:
             raise ValueError("publish_interval_s must be > 0")
         if not self.timer_interval_s >= self.publish_interval_s:
             raise ValueError("timer_interval_s must be >= publish_interval_s")
+        if not self.wandb_interval_s > 0:
+            raise ValueError("wandb_interval_s must be > 0")
 
 
 def parse_probe_list(text: str) -> frozenset[str]:
@@ -91,19 +98,35 @@ def config_from_env(environ: dict[str, str] | None = None) -> ProbesConfig:
     return ProbesConfig(
         enabled=parse_probe_list(env.get(ENV_PROBES, "all")),
         keep_board=env.get(ENV_KEEP_BOARD, "") not in ("", "0"),
+        wandb=env.get(ENV_TO_WANDB, "") not in ("", "0"),
+        wandb_interval_s=_positive_float(env.get(ENV_WANDB_INTERVAL), ProbesConfig.wandb_interval_s),
     )
+
+
+def _positive_float(text: str | None, default: float) -> float:
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return default
+    return value if value > 0 and value == value and value != float("inf") else default
 
 
 _session: ProbeSession | None = None
 
 
-def start(config: ProbesConfig | None = None) -> ProbeSession:
-    """Start (or return the already started) probe session of this process."""
+def start(config: ProbesConfig | None = None, *, wandb: bool | None = None) -> ProbeSession:
+    """Start (or return the already started) probe session of this process.
+
+    ``wandb=True`` logs the readings into the program's wandb run whenever one is active (also on a session
+    that was already started, e.g. by ``dflash-diag run``); ``False`` stops it; None keeps the config's choice.
+    """
     global _session
     if _session is None:
         from probes.session import ProbeSession
 
         _session = ProbeSession(config or ProbesConfig())
+    if wandb is not None:
+        _session.log_to_wandb(wandb)
     return _session
 
 

@@ -24,6 +24,7 @@ from dflash_contract.redact import redact_text, redact_tree
 from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
 from probes.board_writer import BoardPublisher, writer_identity
+from probes.wandb_log import WandbLogger
 
 if TYPE_CHECKING:
     from probes import ProbesConfig
@@ -117,6 +118,7 @@ class ProbeSession:
         self._queues: queues.QueuesProbe | None = None
         self._checkpoint: checkpoint.CheckpointProbe | None = None
         self._refresh_probe_refs()
+        self._wandb: WandbLogger | None = WandbLogger(config.wandb_interval_s) if config.wandb else None
         torch = torch_if_imported()
         self._identity = writer_identity(str(torch.__version__) if torch is not None else None)
         self._writer: BoardPublisher | None = None
@@ -171,6 +173,13 @@ class ProbeSession:
     def set_app(self, **fields: Any) -> None:
         """Merge ``fields`` into the board's "app" section (made JSON-safe when published)."""
         self._app.update(fields)
+
+    def log_to_wandb(self, enabled: bool = True) -> None:
+        """Log (or stop logging) the readings into the program's active wandb run, from the board thread."""
+        if enabled and self._wandb is None:
+            self._wandb = WandbLogger(self.config.wandb_interval_s)
+        elif not enabled:
+            self._wandb = None
 
     def step(self, step: int | None = None) -> None:
         """Once per training step, from any thread: ~1 us; asks the board thread to publish when due."""
@@ -275,6 +284,9 @@ class ProbeSession:
                 self._writer.write(document)
             self.publishes += 1
             self.publish_cost_s += time.perf_counter() - t0
+            wandb = self._wandb
+            if wandb is not None:
+                wandb.maybe_log(document, force=final)  # never raises; its cost is counted on its own
             return True
         except Exception as exc:
             self.publish_errors += 1
@@ -338,6 +350,7 @@ class ProbeSession:
                     "publish_errors": self.publish_errors,
                     "publish_cost_ms_mean": 1e3 * self.publish_cost_s / self.publishes if self.publishes else None,
                     "board_error": self.board_error,
+                    "wandb": self._wandb.status() if self._wandb is not None else {"enabled": False},
                     "attached": self._attached,
                 },
             }

@@ -840,7 +840,10 @@ class Pipeline:
         cfg = self.config
         # Board dir / keep-board come from the environment (`dflash-diag run` sets them); the probe list from
         # --probes. If `dflash-diag run` already started a session, start() returns that one.
-        self.session = probes.start(dataclasses.replace(probes.config_from_env(), enabled=cfg.probes))
+        # With wandb on, the probes' readings go into the run too (dflash/* beside loss and tok/s; an alert on a
+        # critical finding), as `dflash-diag run --probes-to-wandb` does for any program.
+        self.session = probes.start(dataclasses.replace(probes.config_from_env(), enabled=cfg.probes),
+                                    wandb=True if cfg.wandb != "off" else None)
         self.q_hs = self.session.watch_queue("q_hs", queue.Queue(maxsize=cfg.queue_size))
         self.session.watch_model("drafter", self.replicas[0].model)
         self.thread_roles = {f"target-{i}": {"role": "target", "device": d} for i, d in enumerate(cfg.target_devices)}

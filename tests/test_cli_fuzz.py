@@ -5,7 +5,8 @@ The flags and their kinds come from the real parser, so a new flag is fuzzed wit
 Values are drawn from the inputs that broke earlier versions (1e999, a 20-digit PID, non-UTF-8 bytes as
 argparse hands them over, escape sequences, Rich markup, /proc, very long names) and from arbitrary text.
 PIDs are ones that cannot start real work: invalid ones, one that does not exist, and (for the commands that
-only read) a non-Python `sleep` child. `run` is never given a program that exists.
+only read) a non-Python `sleep` child. `run` is never given a program that exists; `export` (a server) always
+ends with a --port it refuses.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def _argv(draw: st.DrawFn, name: str, sub: argparse.ArgumentParser, real_pid: in
             argv.append(draw(pids))
         elif action.dest in ("a", "b"):
             argv.append(draw(values))
+    if name == "export":  # a server: it must never start serving here; the last --port wins and is refused
+        argv += ["--port", draw(st.sampled_from(["-1", "70000", "abc", "1e999", ""]))]
     return argv
 
 

@@ -111,3 +111,14 @@ def test_no_relative_imports(package: str) -> None:
         if isinstance(n, ast.ImportFrom) and n.level > 0
     ]
     assert rel == []
+
+
+def test_exports_sit_above_analysis_and_below_the_cli() -> None:
+    # Builders of traces/profiles are pure; the Prometheus collector reads boards through sources, like snapshot.
+    banned = ("dflash_diag.tui", "dflash_diag.cli", "textual", "subprocess")
+    allowed = {"dflash_diag", "prometheus_client", "probes.readings"}
+    assert _violations("dflash_diag/export", allowed, banned) == []
+    pure = ("dflash_diag.sources", "prometheus_client", "socket", "pynvml")
+    for module in ("trace", "speedscope", "timebase"):
+        path = ROOT / "dflash_diag" / "export" / f"{module}.py"
+        assert [n for n in _imports(path) if _within(n, pure)] == [], module

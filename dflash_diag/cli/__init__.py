@@ -34,6 +34,8 @@ _COMMANDS: tuple[tuple[str, str], ...] = (
     ("dflash_diag.cli.top", "TopCommand"),
     ("dflash_diag.cli.doctor", "DoctorCommand"),
     ("dflash_diag.cli.snapshot", "SnapshotCommand"),
+    ("dflash_diag.cli.record", "RecordCommand"),
+    ("dflash_diag.cli.export", "ExportCommand"),
     ("dflash_diag.cli.diff", "DiffCommand"),
     ("dflash_diag.cli.run", "RunCommand"),
     ("dflash_diag.cli.attach", "AttachCommand"),

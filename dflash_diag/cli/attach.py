@@ -64,6 +64,7 @@ def run_injection(args: argparse.Namespace, action: str, names: list[str]) -> An
         board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
     except (BoardDirError, OSError) as exc:
         raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
+    args.resolved_board_dir = board_dir
     progress = None
     if not args.json and sys.stderr.isatty():
         def progress(message: str) -> None:
@@ -128,6 +129,10 @@ class AttachCommand:
             dump_json(outcome_json(outcome))
         else:
             print_attached(outcome)
+            board = outcome.result.get("board_path")
+            if board and Path(board).parent != Path(args.resolved_board_dir):
+                print(f"  note: the program's own board is in {Path(board).parent}: pass --board-dir "
+                      f"{Path(board).parent} to board, doctor and top")
         return ExitCode.OK
 
 

@@ -40,6 +40,7 @@ class RunCommand:
     Exit code and signals pass through: the exit code is the program's, or 128+N if signal N killed it.
 
     example: dflash-diag run --probes all,-gil -- python train.py --lr 3e-4
+             dflash-diag run --probes-to-wandb -- python train.py    # readings in the program's wandb run too
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
@@ -52,6 +53,9 @@ class RunCommand:
         )
         parser.add_argument("--board-dir", metavar="DIR", help="where the board goes (default: see docs/board.md)")
         parser.add_argument("--keep-board", action="store_true", help="leave the board file after the program exits")
+        parser.add_argument("--probes-to-wandb", action="store_true",
+                            help="also log the readings into the program's wandb run, when it has one, beside its own "
+                            "metrics (dflash/* series; a critical finding raises a wandb alert; docs/integrations.md)")
         parser.add_argument("program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program to run")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -88,6 +92,8 @@ class RunCommand:
             env[BOARD_DIR_ENV] = os.fsdecode(Path(args.board_dir).resolve())
         if args.keep_board:
             env["DFLASH_DIAG_KEEP_BOARD"] = "1"
+        if args.probes_to_wandb:
+            env["DFLASH_DIAG_PROBES_TO_WANDB"] = "1"
         return env
 
 

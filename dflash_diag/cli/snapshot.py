@@ -17,7 +17,7 @@ class SnapshotCommand:
     """Write a bug-report bundle: findings, versions, config, env knobs, all stacks (native), board, GPUs, code hashes.
 
     The bundle is a .tar.gz (or a directory with --dir) holding report.md, snapshot.json (schema
-    dflash-diag.snapshot/1), stacks.txt, board.json, nvml.json and timeline.svg. Secrets (tokens, keys,
+    dflash-diag.snapshot/1), stacks.txt, board.json, nvml.json, timeline.svg and trace.json (open it in ui.perfetto.dev). Secrets (tokens, keys,
     passwords in the environment, argv and board) are redacted; the file is private to you (0600).
     Works on a hung process, and on one that dies meanwhile (it writes what it got and lists the rest).
 

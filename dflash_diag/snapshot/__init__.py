@@ -4,7 +4,7 @@
 
 Layout (``<name>/`` inside the .tar.gz, or the directory itself with ``as_dir=True``): ``report.md``,
 ``snapshot.json`` (schema ``dflash-diag.snapshot/1``), ``stacks.txt``, ``board.json``, ``nvml.json``,
-``timeline.svg`` and ``MANIFEST.json`` (every file's SHA-256: how ``--force`` recognises a bundle it may
+``timeline.svg``, ``trace.json`` (a Perfetto / chrome://tracing timeline) and ``MANIFEST.json`` (every file's SHA-256: how ``--force`` recognises a bundle it may
 replace). docs/bug-reports.md describes each; docs/security.md what is redacted and what may be replaced.
 """
 

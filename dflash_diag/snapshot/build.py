@@ -224,6 +224,17 @@ def _last_sample(obs: Observation) -> StackSample | None:
     return obs.stacks[-1] if obs.stacks else None
 
 
+def _trace_json(a: Analysis) -> str:
+    """The sampling window as a Perfetto / chrome://tracing timeline (the same file `dflash-diag record` writes)."""
+    from dflash_diag.export.trace import chrome_trace  # noqa: PLC0415
+
+    try:
+        doc = chrome_trace(a.observation, a.threads, a.findings, tool_version=__version__)
+    except Exception as exc:  # noqa: BLE001 - a broken timeline must not lose the rest of the report
+        doc = {"traceEvents": [], "otherData": {"generator": "dflash-diag", "error": f"{type(exc).__name__}: {exc}"}}
+    return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
+
+
 def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]:
     """Every file of the bundle, redacted, keyed by its name inside the bundle."""
     secrets = known_secrets(g)
@@ -240,5 +251,6 @@ def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]
         "nvml.json": json.dumps(gpus, indent=1) + "\n",
         "timeline.svg": timeline_svg(_redacted_names(a.threads, secrets), title=f"dflash-diag snapshot of PID {g.pid}",
                                      window_s=a.observation.window_s),
+        "trace.json": _trace_json(a),
     }
     return {name: text.encode("utf-8") for name, text in files.items()}

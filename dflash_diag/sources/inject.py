@@ -233,16 +233,18 @@ def _comm(pid: int) -> str:
 
 
 def find_debugger(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The debugger's executable: PATH, then (cuda-gdb) $CUDA_HOME/bin and /usr/local/cuda/bin."""
+    """The debugger's executable: PATH, then (cuda-gdb) $CUDA_HOME/bin, /usr/local/cuda/bin, /usr/local/cuda-*/bin."""
     env = os.environ if environ is None else environ
     found = shutil.which(name, path=env.get("PATH"))
     if found or name != "cuda-gdb":
         return found
-    for root in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root:
-            candidate = os.path.join(root, "bin", "cuda-gdb")
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
+    import glob  # noqa: PLC0415
+
+    versioned = sorted(glob.glob("/usr/local/cuda-*/bin/cuda-gdb"), reverse=True)  # newest toolkit first
+    for candidate in [os.path.join(r, "bin", "cuda-gdb") for r in (env.get("CUDA_HOME"), env.get("CUDA_PATH"),
+                                                                  "/usr/local/cuda") if r] + versioned:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
     return None
 
 
@@ -528,7 +530,7 @@ class GdbSession:
             self.proc.stdin.write(f"{cmd}\necho \\n{marker}\\n\n".encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise DebuggerDied("the debugger exited") from None
+            raise DebuggerDied(self._last_words()) from None
         out = self._read_until(marker.encode(), timeout_s)
         self.in_call = False
         # Prompts ("(gdb) ", "(cuda-gdb) ") precede the answers when stdin is a pipe: drop them.
@@ -550,10 +552,26 @@ class GdbSession:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                raise DebuggerDied("the debugger exited")
+                raise DebuggerDied(self._last_words())
             self._buf += chunk
         out, _, self._buf = self._buf.partition(marker)
         return out
+
+    def _last_words(self) -> str:
+        """What the debugger said last before it went away (e.g. a missing shared library of cuda-gdb)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=1.0)
+        if self.proc.stdout is not None:  # what it printed but we had not read yet (it died before a write)
+            with contextlib.suppress(OSError, ValueError):
+                fd = self.proc.stdout.fileno()
+                while select.select([fd], [], [], 0.2)[0] and len(self._buf) < 1 << 20:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    self._buf += chunk
+        said = self._buf.decode("utf-8", "replace")
+        self.transcript.append(said.rstrip())
+        return f"status {self.proc.returncode}: {_last_line(said)}" if said.strip() else f"status {self.proc.returncode}"
 
     def finish(self, timeout_s: float = 10.0) -> None:
         """Detach and quit; a debugger that does not exit in time is killed (it is between commands)."""
@@ -722,8 +740,8 @@ def _via_gdb(run: _Run, program: str, t0: float) -> None:
         resume_if_stopped(pid)  # a debugger that left it stopped (it should not): resume it
     except DebuggerTimeout as exc:
         _abandon(run, session, attached_at, f"{os.path.basename(run.path)} did not answer ({exc})")
-    except DebuggerDied:
-        _abandon(run, session, attached_at, f"{os.path.basename(run.path)} exited during the attach")
+    except DebuggerDied as exc:
+        _abandon(run, session, attached_at, f"{os.path.basename(run.path)} exited during the attach ({exc})")
     except BaseException:
         if session.proc.poll() is None:
             session.finish()
@@ -931,13 +949,16 @@ def _wait_for_result(run: _Run, t0: float) -> dict[str, Any]:
         while time.monotonic() < claimed_grace:
             result = read_result(req.result, req.nonce)
             if result is not None:
+                _mark_page_done(run)
                 return result
             time.sleep(0.05)
+        raise AttachError(f"the probes' bootstrap started in PID {pid} but gave no answer in {run.timeout_s + 10:g} s; "
+                          f"`dflash-diag board {pid}` shows whether the probes run", ExitCode.ATTACH_TIMEOUT) from None
     with contextlib.suppress(OSError):
         os.unlink(_page_state_path(run))  # the queued call still points at that page: never reuse it
     where = f" (main thread in {run.main_thread_where})" if run.main_thread_where else ""
     raise AttachError(
         f"PID {pid} did not reach a safe point in {run.timeout_s:g} s: its main thread ran no Python code{where}; "
-        "the request is cancelled and nothing was started. It runs the probes' bootstrap at its next Python "
-        "instruction only while a request is open: retry when it is busy in Python, or with a longer --timeout",
+        "the request is cancelled: nothing was started, and nothing will be when it runs Python again. Retry when "
+        "it is busy in Python, or with a longer --timeout",
         ExitCode.ATTACH_TIMEOUT)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, cli, env_for, task_states, wait_for
+from attach_helpers import ROOT, cli, env_for, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
 from dflash_diag.sources.board import read_board
@@ -206,6 +206,20 @@ def test_says_which_debugger_is_missing(start_plain, board_dir: Path, tmp_path: 
     res = cli("attach", str(plain.pid), "--method", "cuda-gdb", env=env)
     assert res.returncode == ExitCode.MISSING_TOOL and "cuda-gdb is not installed" in res.stderr
     assert "T" not in task_states(plain.pid)
+
+
+def test_a_debugger_that_cannot_start_is_named_with_its_error(start_plain, board_dir: Path, tmp_path: Path) -> None:
+    plain = start_plain("join")
+    bindir = tmp_path / "broken-bin"
+    bindir.mkdir()
+    broken = bindir / "gdb"  # what a cuda-gdb without its libncurses does
+    broken.write_text("#!/bin/sh\necho 'gdb: error while loading shared libraries: libncursesw.so.5' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    res = cli("attach", str(plain.pid), env=env_for(board_dir, PATH=f"{bindir}:{os.environ.get('PATH', '')}"))
+    assert res.returncode == ExitCode.ATTACH_FAILED
+    assert "status 127: gdb: error while loading shared libraries: libncursesw.so.5" in res.stderr
+    assert "nothing was injected" in res.stderr and "Traceback" not in res.stderr
+    plain.keeps_running()
 
 
 # A gdb that forwards its commands to the real one, pausing after `attach`: a window in which the process

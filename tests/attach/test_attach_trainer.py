@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import cli, env_for, wait_for
+from attach_helpers import cli, env_for, wait_for
 
 from dflash_diag.sources.board import read_board
 from dflash_diag.sources.inject import inject

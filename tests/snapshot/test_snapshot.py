@@ -19,6 +19,7 @@ from conftest_snapshot import API_KEY, SECRETS, TOKEN, Spawn
 from dflash_diag.cli import main
 from dflash_diag.errors import ExitCode
 from dflash_diag.snapshot import take_snapshot
+from tests.export.trace_format import strict_json, validate_trace
 
 
 def _extract(bundle: Path, into: Path) -> Path:
@@ -40,7 +41,8 @@ def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsy
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     top = _extract(out, tmp_path / "x")
     names = {p.name for p in top.iterdir()}
-    assert names == {"report.md", "snapshot.json", "stacks.txt", "board.json", "nvml.json", "timeline.svg", "MANIFEST.json"}
+    assert names == {"report.md", "snapshot.json", "stacks.txt", "board.json", "nvml.json", "timeline.svg", "trace.json",
+                     "MANIFEST.json"}
 
     # Redaction: no planted value anywhere in the extracted bundle, in any file.
     planted = [*SECRETS.values(), API_KEY, TOKEN]
@@ -65,6 +67,9 @@ def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsy
     assert doc["versions"]["python"].startswith("3.")
     assert "snapshot_workload.py" in doc["code"]["files"]
     ET.fromstring((top / "timeline.svg").read_text())  # well-formed SVG
+    trace = strict_json((top / "trace.json").read_bytes())  # the same timeline `dflash-diag record` writes
+    assert validate_trace(trace) == [] and trace["otherData"]["pid"] == child.pid
+    assert any(e["ph"] == "X" and e["cat"] == "state" for e in trace["traceEvents"])
     report = (top / "report.md").read_text()
     assert report.index("## Findings") < report.index("## Versions") < report.index("## Threads and their states")
 

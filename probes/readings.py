@@ -1,0 +1,213 @@
+"""The probes' readings as flat, labelled numbers: one catalogue for every export (wandb, Prometheus, traces).
+
+A board document (docs/board.md) holds nested per-probe payloads; dashboards want flat series. This module
+turns the ``probes`` and ``session`` sections of a board into :class:`Reading` values (a name from
+:data:`CATALOGUE`, labels such as the queue or the CUDA device, and a finite float), and names them for
+each sink: ``dflash/queue/q_hs/depth`` in wandb, ``dflash_queue_depth{queue="q_hs"}`` in Prometheus.
+
+It also holds the one check of a *critical* finding that a process can make about itself from its own
+board (:func:`critical_alerts`): the probes raise a ``wandb.alert`` from it. The full rule set lives in
+``dflash_diag.analysis.findings``; the probes cannot import it (the layer rule: probes are stdlib + torch),
+so this check mirrors the critical rule that reads only the board (``checkpoint-grad-none``), and a test
+holds the two to the same verdicts on the same boards.
+
+Standard library only: the Prometheus exporter (``dflash-diag export``) uses it on boards it reads from disk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+GAUGE = "gauge"
+COUNTER = "counter"  # monotonically increasing over the life of the process
+
+# name -> (kind, labels, help). Names are ``<group>_<field>`` with the unit as suffix (docs/integrations.md).
+CATALOGUE: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # queues: the pipeline's stage waits. A producer blocked in put is starved downstream (the consumer is the
+    # bottleneck); a consumer blocked in get is starved upstream.
+    "queue_depth": (GAUGE, ("queue",), "items in the watched queue at publish time"),
+    "queue_maxsize": (GAUGE, ("queue",), "the queue's bound (0: unbounded)"),
+    "queue_put_blocked_share": (GAUGE, ("queue",), "share of the window producers spent blocked in put (0..1)"),
+    "queue_get_blocked_share": (GAUGE, ("queue",), "share of the window consumers spent blocked in get (0..1)"),
+    "queue_puts_per_s": (GAUGE, ("queue",), "items put per second over the last publish window"),
+    "queue_gets_per_s": (GAUGE, ("queue",), "items got per second over the last publish window"),
+    # gil
+    "gil_wait_mean_ms": (GAUGE, (), "mean lateness of a waking thread getting the GIL back (ms)"),
+    "gil_wait_p99_ms": (GAUGE, (), "99th percentile GIL wait of the knocker thread (ms)"),
+    "gil_contention_share": (GAUGE, (), "share of wall time a waking thread waits for the GIL (0..1)"),
+    # compile
+    "compile_compiles": (COUNTER, (), "torch.compile frame compilations"),
+    "compile_recompiles": (COUNTER, (), "recompilations (guard failures)"),
+    "compile_graph_breaks": (COUNTER, (), "graph breaks"),
+    "compile_recompile_limit_hits": (COUNTER, (), "frames that hit the recompile limit and now run eagerly"),
+    "compile_failed_compiles": (COUNTER, (), "compilations that raised"),
+    "compile_time_s": (COUNTER, (), "seconds spent compiling"),
+    "compile_compiling_now": (GAUGE, (), "1 while a compilation is in progress"),
+    # cudagraphs
+    "cudagraph_captures": (COUNTER, (), "CUDA graph captures (recordings)"),
+    "cudagraph_skips": (COUNTER, (), "compiled graphs that skipped CUDA graphs"),
+    "cudagraph_rerecords": (COUNTER, (), "CUDA graphs recorded again for the same compile id"),
+    "cudagraph_replays": (COUNTER, (), "CUDA graph tree replays"),
+    # allocator (per CUDA device)
+    "allocator_device_alloc_per_s": (GAUGE, ("device",), "cudaMalloc calls per second (allocator churn)"),
+    "allocator_device_free_per_s": (GAUGE, ("device",), "cudaFree calls per second (allocator churn)"),
+    "allocator_alloc_retries": (COUNTER, ("device",), "allocations retried after freeing the cache"),
+    "allocator_ooms": (COUNTER, ("device",), "out-of-memory errors"),
+    "allocator_allocated_bytes": (GAUGE, ("device",), "bytes allocated by tensors"),
+    "allocator_reserved_bytes": (GAUGE, ("device",), "bytes reserved by the caching allocator"),
+    "allocator_reserved_swing_bytes": (GAUGE, ("device",), "max - min reserved bytes over the window"),
+    "allocator_fragmentation_share": (GAUGE, ("device",), "inactive split bytes / reserved bytes (0..1)"),
+    "allocator_empty_cache_calls": (COUNTER, (), "torch.cuda.empty_cache() calls"),
+    # checkpoint
+    "checkpoint_reentrant_calls": (COUNTER, (), "activation-checkpoint calls with use_reentrant=True"),
+    "checkpoint_non_reentrant_calls": (COUNTER, (), "activation-checkpoint calls with use_reentrant=False"),
+    "checkpoint_grad_none_params": (GAUGE, (), "trainable parameters whose .grad was None after a backward"),
+    "checkpoint_trainable_params": (GAUGE, (), "trainable parameters checked"),
+    "checkpoint_mixed_modes": (GAUGE, (), "1 when both use_reentrant modes are in use"),
+    # fastpath
+    "fastpath_fallback": (GAUGE, (), "1 when a slow fallback path (torch GatedDeltaNet, eager flex_attention) runs"),
+    # codedrift
+    "codedrift_stale_modules": (GAUGE, (), "imported modules whose source changed on disk since the import"),
+    # the probe session itself
+    "probes_steps": (COUNTER, (), "session.step() calls the program made"),
+    "probes_step": (GAUGE, (), "the training step the program last passed to session.step()"),
+    "probes_publish_cost_ms": (GAUGE, (), "mean wall time of one board publish (ms)"),
+    "probes_publish_errors": (COUNTER, (), "board publishes that failed"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    name: str  # a CATALOGUE key
+    value: float
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def wandb_key(self) -> str:
+        """``dflash/<group>[/<label values>]/<field>``: wandb groups charts by the first path component."""
+        group, _, field = self.name.partition("_")
+        middle = "".join(f"/{_key_safe(v)}" for _, v in self.labels)
+        return f"dflash/{group}{middle}/{field}"
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    rule_id: str  # the id dflash_diag's rules give the same finding (docs/findings.md)
+    title: str
+    text: str
+
+
+def _key_safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:64] or "_"
+
+
+def _num(payload: Mapping[str, Any] | None, key: str) -> float | None:
+    value = payload.get(key) if isinstance(payload, Mapping) else None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _ok(probes: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    payload = probes.get(name)
+    return payload if isinstance(payload, Mapping) and payload.get("status") == "ok" else None
+
+
+def _fields(payload: Mapping[str, Any] | None, pairs: tuple[tuple[str, str], ...],
+            labels: tuple[tuple[str, str], ...] = ()) -> Iterator[Reading]:
+    for name, key in pairs:
+        value = _num(payload, key)
+        if value is not None:
+            yield Reading(name, value, labels)
+
+
+_QUEUE_FIELDS = (("queue_depth", "depth"), ("queue_maxsize", "maxsize"),
+                 ("queue_put_blocked_share", "put_blocked_share"), ("queue_get_blocked_share", "get_blocked_share"),
+                 ("queue_puts_per_s", "puts_per_s"), ("queue_gets_per_s", "gets_per_s"))
+_GIL_FIELDS = (("gil_wait_mean_ms", "wait_mean_ms"), ("gil_wait_p99_ms", "wait_p99_ms"),
+               ("gil_contention_share", "contention_share"))
+_COMPILE_FIELDS = (("compile_compiles", "compiles"), ("compile_recompiles", "recompiles"),
+                   ("compile_graph_breaks", "graph_breaks"), ("compile_recompile_limit_hits", "recompile_limit_hits"),
+                   ("compile_failed_compiles", "failed_compiles"), ("compile_time_s", "compile_time_s"),
+                   ("compile_compiling_now", "compiling_now"))
+_CUDAGRAPH_FIELDS = (("cudagraph_captures", "captures"), ("cudagraph_skips", "skips"),
+                     ("cudagraph_rerecords", "rerecords"), ("cudagraph_replays", "replays"))
+_ALLOCATOR_FIELDS = (("allocator_device_alloc_per_s", "device_alloc_per_s"),
+                     ("allocator_device_free_per_s", "device_free_per_s"),
+                     ("allocator_alloc_retries", "alloc_retries"), ("allocator_ooms", "ooms"),
+                     ("allocator_allocated_bytes", "allocated_bytes"), ("allocator_reserved_bytes", "reserved_bytes"),
+                     ("allocator_reserved_swing_bytes", "reserved_swing_bytes"),
+                     ("allocator_fragmentation_share", "fragmentation_share"))
+_CHECKPOINT_FIELDS = (("checkpoint_grad_none_params", "grad_none_count"),
+                      ("checkpoint_trainable_params", "trainable_params"), ("checkpoint_mixed_modes", "mixed_modes"))
+_SESSION_FIELDS = (("probes_steps", "steps"), ("probes_step", "step"), ("probes_publish_cost_ms", "publish_cost_ms_mean"),
+                   ("probes_publish_errors", "publish_errors"))
+_RESERVED = frozenset({"status", "reason", "errors", "hook_errors", "last_hook_error"})
+
+
+def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None) -> list[Reading]:
+    """Every catalogued number found in a board's ``probes`` (and ``session``) sections; absent ones are skipped."""
+    out: list[Reading] = []
+    queues = _ok(probes, "queues")
+    if queues is not None:
+        for name, payload in sorted(queues.items()):
+            if name not in _RESERVED and isinstance(payload, Mapping):
+                out.extend(_fields(payload, _QUEUE_FIELDS, (("queue", str(name)),)))
+    out.extend(_fields(_ok(probes, "gil"), _GIL_FIELDS))
+    out.extend(_fields(_ok(probes, "compile"), _COMPILE_FIELDS))
+    out.extend(_fields(_ok(probes, "cudagraphs"), _CUDAGRAPH_FIELDS))
+    allocator = _ok(probes, "allocator")
+    if allocator is not None:
+        devices = allocator.get("devices")
+        if isinstance(devices, Mapping):
+            for device, payload in sorted(devices.items(), key=lambda kv: str(kv[0])):
+                out.extend(_fields(payload, _ALLOCATOR_FIELDS, (("device", f"cuda:{device}"),)))
+        out.extend(_fields(allocator, (("allocator_empty_cache_calls", "empty_cache_calls"),)))
+    checkpoint = _ok(probes, "checkpoint")
+    if checkpoint is not None:
+        calls = checkpoint.get("calls")
+        out.extend(_fields(calls if isinstance(calls, Mapping) else None,
+                           (("checkpoint_reentrant_calls", "reentrant"), ("checkpoint_non_reentrant_calls", "non_reentrant"))))
+        out.extend(_fields(checkpoint, _CHECKPOINT_FIELDS))
+    out.extend(_fields(_ok(probes, "fastpath"), (("fastpath_fallback", "fallback"),)))
+    out.extend(_fields(_ok(probes, "codedrift"), (("codedrift_stale_modules", "stale_count"),)))
+    if isinstance(session, Mapping):
+        out.extend(_fields(session, _SESSION_FIELDS))
+    return out
+
+
+def wandb_metrics(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """``{"dflash/queue/q_hs/depth": 3.0, ...}``: the readings keyed for ``run.log``."""
+    return {r.wandb_key: r.value for r in readings(probes, session)}
+
+
+def critical_alerts(probes: Mapping[str, Any]) -> list[Alert]:
+    """The critical findings a process can tell from its own board (the rule ids of docs/findings.md)."""
+    out: list[Alert] = []
+    checkpoint = _ok(probes, "checkpoint")
+    count = _num(checkpoint, "grad_none_count") or 0.0
+    names = checkpoint.get("grad_none_params") if checkpoint is not None else None
+    names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    if not count and names:
+        count = float(len(names))
+    if count > 0 and checkpoint is not None:
+        trainable = _num(checkpoint, "trainable_params")
+        calls = checkpoint.get("calls") if isinstance(checkpoint.get("calls"), Mapping) else {}
+        reentrant = _num(calls, "reentrant") or 0.0
+        cause = ("use_reentrant=True checkpoints pass no gradient to these parameters" if reentrant > 0
+                 else "their gradients never arrive (frozen by mistake, unused, or cut from the graph)")
+        of = f" of {trainable:.0f}" if trainable else ""
+        example = f" (e.g. {', '.join(names[:3])})" if names else ""
+        out.append(Alert(
+            rule_id="checkpoint-grad-none",
+            title=f"{count:.0f} trainable parameters get no gradient",
+            text=f"{count:.0f}{of} trainable parameters had .grad None after a backward{example}: {cause}. "
+                 "Training is silently updating only part of the model. Fix: use_reentrant=False "
+                 "(or pass the tensors positionally to the checkpointed function). `dflash-diag doctor PID` explains.",
+        ))
+    return out

@@ -1,0 +1,44 @@
+"""The in-process critical check (probes.readings.critical_alerts, raised as wandb alerts) and the full rule set
+agree: on the same board, the probes alert exactly for the critical findings that need only the board."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from findings_builders import HEALTHY_PROBES, board, observation, pipeline
+
+from dflash_diag.analysis.findings import evaluate
+from dflash_diag.model import Severity
+from probes.readings import critical_alerts
+
+CHECKPOINT = HEALTHY_PROBES["checkpoint"]
+CASES: dict[str, dict[str, Any]] = {
+    "healthy": {},
+    "reentrant, grads lost": {"calls": {"reentrant": 96, "non_reentrant": 0}, "grad_none_count": 24,
+                              "grad_none_params": ["drafter.layers.0.q_proj.weight"]},
+    "non-reentrant, grads lost": {"grad_none_count": 1, "grad_none_params": ["drafter.fc.weight"]},
+    "names only": {"grad_none_count": None, "grad_none_params": ["a.weight", "a.bias"]},
+    "reentrant, grads fine": {"calls": {"reentrant": 96, "non_reentrant": 0}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_in_process_alerts_match_the_critical_findings(case: str) -> None:
+    probes = {name: dict(payload) for name, payload in HEALTHY_PROBES.items()}
+    probes["checkpoint"] = {**CHECKPOINT, **CASES[case]}
+    b = board(probes, {})
+    findings = evaluate(observation([b]), (), pipeline(), now_wall_s=b.wall_time_s)
+    critical = sorted(f.rule_id for f in findings if f.severity == Severity.CRITICAL)
+    alerts = sorted(a.rule_id for a in critical_alerts(b.probes))
+    assert alerts == critical
+
+
+def test_every_critical_rule_reading_only_the_board_is_mirrored() -> None:
+    """A new critical rule must be added to probes.readings.critical_alerts (or shown to need more than a board)."""
+    import inspect
+
+    import dflash_diag.analysis.findings as findings_pkg
+
+    source = "\n".join(inspect.getsource(m) for _, m in inspect.getmembers(findings_pkg, inspect.ismodule))
+    assert source.count("Severity.CRITICAL") == 1, "a new critical rule: mirror it in probes/readings.py"
