@@ -3,7 +3,7 @@
 One real process, started with `dflash-diag run`, carries every secret form of the table: in its environment,
 its argv and the app config it publishes on its board. Then every command looks at it, as text and as JSON:
 `board` (one and the list), `doctor`, `top --batch`, `snapshot` (file and directory form, every file of the
-bundle), `diff`, and `run`'s own printed lines. Nothing any of them prints or writes may contain a needle.
+bundle), `diff`, `record` (its trace and speedscope files), and `run`'s own printed lines. Nothing any of them prints or writes may contain a needle.
 """
 
 from __future__ import annotations
@@ -105,6 +105,11 @@ def test_no_secret_reaches_any_output(secret_process, capsys: pytest.CaptureFixt
     command("snapshot --dir --json", "snapshot", str(pid), "--dir", "-o", str(d), "--duration", "0.5", "--json")
     command("diff (text)", "diff", str(a), str(d), "--all")
     command("diff --json", "diff", str(a), str(d), "--json")
+    trace, profile = tmp_path / "t.json", tmp_path / "p.speedscope.json"
+    command("record", "record", str(pid), "-o", str(trace), "--duration", "0.5", "--json")
+    command("record speedscope", "record", str(pid), "-o", str(profile), "--duration", "0.5", "--format", "speedscope")
+    outputs["record trace file"] = trace.read_text()
+    outputs["record speedscope file"] = profile.read_text()
 
     with tarfile.open(a) as tar:
         for member in tar.getmembers():
