@@ -23,7 +23,7 @@ from secret_table import LOOKALIKE_ARGV, LOOKALIKE_CONFIG, SECRETS, all_argv, al
 from dflash_diag.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD = ROOT / "tests" / "snapshot" / "snapshot_workload.py"  # the one threaded test workload
+WORKLOAD = ROOT / "tests" / "fixtures" / "cpu" / "pipeline_child.py"  # the one threaded test workload
 READY_TIMEOUT_S = 90.0
 
 
@@ -51,7 +51,8 @@ def secret_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ig
     config_path.write_text(json.dumps(all_config()))
     env = {**os.environ, **all_env(), "DFLASH_DIAG_BOARD_DIR": str(board_dir), "PYTHONPATH": str(ROOT)}
     run = subprocess.Popen([sys.executable, "-m", "dflash_diag", "run", "--probes", "queues,gil", "--",
-                            sys.executable, str(WORKLOAD), "--probes", "--config-json", str(config_path), *all_argv()],
+                            sys.executable, str(WORKLOAD), "--light", "--probes", "--config-json", str(config_path),
+                            *all_argv()],
                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready = threading.Event()
     lines: list[str] = []
@@ -60,7 +61,7 @@ def secret_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ig
         assert run.stdout is not None
         for line in run.stdout:
             lines.append(line)
-            if line.startswith("ready "):
+            if line.strip() == "READY":
                 ready.set()
 
     reader = threading.Thread(target=read_stdout, daemon=True)
@@ -68,8 +69,10 @@ def secret_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ig
     try:
         if not ready.wait(READY_TIMEOUT_S):
             raise AssertionError(f"the workload did not start: {run.poll()} {lines}")
-        pid = int(next(line for line in lines if line.startswith("ready ")).split()[1])
-        yield pid, run, tmp_path
+        assert run.stderr is not None
+        announced = run.stderr.readline()  # "dflash-diag run: PID N under probes ...": the program's PID
+        pid = int(announced.split("PID ", 1)[1].split()[0])
+        yield pid, run, tmp_path, announced
     finally:
         if run.poll() is None:
             run.send_signal(signal.SIGTERM)
@@ -82,7 +85,7 @@ def secret_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ig
 
 @pytest.mark.slow
 def test_no_secret_reaches_any_output(secret_process, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
-    pid, run, tmp_path = secret_process
+    pid, run, tmp_path, announced = secret_process
     outputs: dict[str, str] = {}
 
     def command(name: str, *argv: str, expect: int = 0) -> str:
@@ -121,8 +124,8 @@ def test_no_secret_reaches_any_output(secret_process, capsys: pytest.CaptureFixt
 
     run.send_signal(signal.SIGTERM)
     _, run_err = run.communicate(timeout=60)
-    outputs["run (stderr)"] = run_err
-    assert "dflash-diag run: PID" in run_err
+    outputs["run (stderr)"] = announced + run_err  # its first line was read by the fixture
+    assert announced.startswith("dflash-diag run: PID") and "under probes" in announced
 
     leaks = [leak for where, text in outputs.items() for leak in _leaks(where, text)]
     assert leaks == [], "\n".join(leaks[:40])
