@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import STATUS_OK, PayloadKeys, ThreadsKeys
 from probes._common import HookGuard, JsonDict
 
 _MESSAGE_CHARS = 300
@@ -77,11 +78,11 @@ class ThreadsProbe:
                 where = f"{_short(own.filename)}:{own.lineno} in {own.name} (raised in {where})"
         message = "".join(traceback.format_exception_only(args.exc_type, args.exc_value)).strip().splitlines()
         entry = {
-            "thread": thread.name if thread is not None else "unknown",
-            "native_id": getattr(thread, "native_id", None),
-            "exception": (message[-1] if message else getattr(args.exc_type, "__name__", "?"))[:_MESSAGE_CHARS],
-            "where": where[:_MESSAGE_CHARS],
-            "wall_time_s": time.time(),
+            ThreadsKeys.THREAD: thread.name if thread is not None else "unknown",
+            ThreadsKeys.NATIVE_ID: getattr(thread, "native_id", None),
+            ThreadsKeys.EXCEPTION: (message[-1] if message else getattr(args.exc_type, "__name__", "?"))[:_MESSAGE_CHARS],
+            ThreadsKeys.WHERE: where[:_MESSAGE_CHARS],
+            ThreadsKeys.WALL_TIME_S: time.time(),
         }
         with self._lock:
             self._deaths.append(entry)
@@ -93,17 +94,18 @@ class ThreadsProbe:
         with self._lock:
             for ident, (name, native_id) in self._alive.items():
                 if ident not in alive:
-                    self._gone.append({"thread": name, "native_id": native_id, "last_seen_wall_s": self._seen_s})
+                    self._gone.append({ThreadsKeys.THREAD: name, ThreadsKeys.NATIVE_ID: native_id,
+                                       ThreadsKeys.LAST_SEEN_WALL_S: self._seen_s})
             self._alive = alive
             self._seen_s = now_wall
             return {
-                "status": "ok",
-                "alive": len(alive),
-                "deaths": list(self._deaths),
-                "deaths_total": self._deaths_total,
-                "gone": list(self._gone),
-                "hook_errors": self._guard.errors,
-                "last_hook_error": self._guard.last_error,
+                PayloadKeys.STATUS: STATUS_OK,
+                ThreadsKeys.ALIVE: len(alive),
+                ThreadsKeys.DEATHS: list(self._deaths),
+                ThreadsKeys.DEATHS_TOTAL: self._deaths_total,
+                ThreadsKeys.GONE: list(self._gone),
+                PayloadKeys.HOOK_ERRORS: self._guard.errors,
+                PayloadKeys.LAST_HOOK_ERROR: self._guard.last_error,
             }
 
     _seen_s: float = 0.0

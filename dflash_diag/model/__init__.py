@@ -5,7 +5,7 @@ sampler thread can hand a snapshot to the UI thread without locks.
 """
 
 from dflash_diag.model.analysis import Analysis
-from dflash_diag.model.board import Board, BoardWriter
+from dflash_diag.model.board import Board, WriterIdentity
 from dflash_diag.model.common import NA, Maybe, is_na
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.findings import Finding, Headline, Severity
@@ -20,7 +20,7 @@ __all__ = [
     "NA",
     "Analysis",
     "Board",
-    "BoardWriter",
+    "WriterIdentity",
     "Finding",
     "Frame",
     "GpuProcess",

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dflash_contract import proc
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import is_library_file
 
@@ -33,7 +34,6 @@ MAX_SOURCE_BYTES = 4 * 1024 * 1024
 MAX_FILES = 64  # distinct source files examined per observation
 MAX_LOCATIONS = 4096  # distinct (file, line) pairs examined per observation
 MAX_CALL_TEXT = 60
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 QUEUE_METHODS = frozenset({"put", "get", "put_nowait", "get_nowait"})
 @dataclass(frozen=True, slots=True)
 class _Def:
@@ -70,7 +70,10 @@ class OutsideReader:
     # --- the process ---------------------------------------------------------------------------------
 
     def process_facts(self) -> ProcessFacts:
-        state, start = _stat_state_and_start(self._proc / "stat")
+        stat = proc.read_stat(self.pid)
+        boot_s = proc.boot_time_s()
+        state = stat.state if stat is not None else ""
+        start = boot_s + stat.start_time_ticks / proc.CLOCK_TICKS_PER_S if stat is not None and boot_s else None
         target, tail, size, mtime = self._stderr()
         if not self._uses_cuda:
             self._uses_cuda = _maps_cuda(self._proc / "maps")
@@ -171,25 +174,6 @@ def _maps_cuda(path: Path) -> bool | None:
     except OSError:
         return None
     return b"/libcuda.so" in data
-
-
-def _stat_state_and_start(path: Path) -> tuple[str, float | None]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        fields = text[text.rindex(")") + 2:].split()
-        state, start_ticks = fields[0], int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return "", None
-    boot_s = _boot_wall_s()
-    return state, (boot_s + start_ticks / _CLK_TCK if boot_s is not None else None)
-
-
-def _boot_wall_s() -> float | None:
-    try:
-        with open(PROC / "stat", encoding="utf-8") as fh:
-            return float(next(int(line.split()[1]) for line in fh if line.startswith("btime ")))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
 
 
 def _parse(path: str, mtime_s: float) -> _Parsed | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from dflash_contract.board import ProbeName
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.analysis.threads import thread_identity
@@ -218,7 +219,7 @@ def on_cuda(ctx: Context) -> bool | None:
         return any(d.startswith("cuda") for d in devices)
     board = ctx.board
     if board is not None:
-        allocator = board.probes.get("allocator")
+        allocator = board.probes.get(ProbeName.ALLOCATOR)
         if isinstance(allocator, Mapping):
             if allocator.get("status") == "ok":
                 return True

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import CompileKeys, ProbeName
 from dflash_diag.analysis.findings._context import (
     Context,
     frame_site,
@@ -121,12 +122,12 @@ def _reason_line(reason: object) -> str:
 
 
 def _limit(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    hits = num(payload, "recompile_limit_hits") or 0.0
-    entries = [h for h in items(payload, "limit_hits") if isinstance(h, Mapping)]
+    hits = num(payload, CompileKeys.RECOMPILE_LIMIT_HITS) or 0.0
+    entries = [h for h in items(payload, CompileKeys.LIMIT_HITS) if isinstance(h, Mapping)]
     printed = ctx.stderr.recompile_limits
     if hits <= 0 and not entries and not printed:
         return
-    functions = (sorted({str(h.get("function")) for h in entries}) or sorted({p.function for p in printed if p.function})
+    functions = (sorted({str(h.get(CompileKeys.FUNCTION)) for h in entries}) or sorted({p.function for p in printed if p.function})
                  or ["a compiled function"])
     evidence: list[tuple[str, str]] = [("recompile-limit hits", f"{max(hits, len(entries), len(printed)):.0f}"
                                         + (" (probe)" if entries or hits else " (stderr)"))]
@@ -134,7 +135,7 @@ def _limit(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Findi
         evidence.append((f"{entry.get('function')} in {entry.get('thread')}", _reason_line(entry.get("reason"))))
     for hit in printed[:REASONS_SHOWN] if not entries else ():
         evidence.append((f"{hit.function or 'function'} (limit {hit.limit})", hit.reason or "reason not printed"))
-    limits = sub(payload, "recompile_limit")
+    limits = sub(payload, CompileKeys.RECOMPILE_LIMIT)
     if limits:
         evidence.append(("recompile_limit by thread", ", ".join(f"{k}={v}" for k, v in sorted(limits.items()))))
     yield Finding(
@@ -150,8 +151,8 @@ def _limit(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Findi
 
 def _storm(ctx: Context, payload: Mapping[str, object] | None,
            episodes: dict[str, tuple[ThreadStats, float, dict[str, int]]]) -> Iterator[Finding]:
-    total = num(payload, "recompiles")
-    before = num(ctx.first_probe("compile"), "recompiles")
+    total = num(payload, CompileKeys.RECOMPILES)
+    before = num(ctx.first_probe("compile"), CompileKeys.RECOMPILES)
     window_s = ctx.board_window_s()
     rate = (total - before) / window_s if total is not None and before is not None and window_s > 0 else None
     probe_storm = total is not None and (total >= RECOMPILE_STORM_TOTAL or (rate is not None and rate >= RECOMPILE_STORM_PER_S))
@@ -166,9 +167,9 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
         evidence.append(("recompiles (probe)", f"{total:.0f}"))
     if rate is not None:
         evidence.append(("recompile rate", f"{rate:.2f}/s"))
-    recent = [r for r in items(payload, "recent_recompiles") if isinstance(r, Mapping)]
+    recent = [r for r in items(payload, CompileKeys.RECENT_RECOMPILES) if isinstance(r, Mapping)]
     reasons = Counter(_reason_line(r.get("reason")) for r in recent)
-    functions = Counter(str(r.get("function")) for r in recent)
+    functions = Counter(str(r.get(CompileKeys.FUNCTION)) for r in recent)
     for reason, n in reasons.most_common(REASONS_SHOWN):
         evidence.append((f"reason (x{n})", reason))
     if functions:
@@ -207,12 +208,12 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
 
 
 def _graph_breaks(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    total = num(payload, "graph_breaks")
+    total = num(payload, CompileKeys.GRAPH_BREAKS)
     if not total:
         return
-    before = num(ctx.first_probe("compile"), "graph_breaks")
+    before = num(ctx.first_probe(ProbeName.COMPILE), CompileKeys.GRAPH_BREAKS)
     growing = before is not None and total > before
-    reasons = sub(payload, "graph_break_reasons")
+    reasons = sub(payload, CompileKeys.GRAPH_BREAK_REASONS)
     ranked = sorted(((str(k), v) for k, v in reasons.items() if isinstance(v, int | float)), key=lambda kv: -kv[1])
     evidence: list[tuple[str, str]] = [("graph breaks", f"{total:.0f}")]
     if before is not None:
@@ -234,12 +235,12 @@ def _graph_breaks(ctx: Context, payload: Mapping[str, object] | None) -> Iterato
 
 def _warming_up(ctx: Context, payload: Mapping[str, object] | None,
                 episodes: dict[str, tuple[ThreadStats, float, dict[str, int]]]) -> Iterator[Finding]:
-    compiling_now = payload is not None and payload.get("compiling_now") is True
+    compiling_now = payload is not None and payload.get(CompileKeys.COMPILING_NOW) is True
     busy = sorted(((stats, share) for stats, share, _ in episodes.values()), key=lambda x: -x[1])
     if not compiling_now and not busy:
         return
     age_s = ctx.process_age_s()
-    seconds = num(payload, "compile_time_s")
+    seconds = num(payload, CompileKeys.COMPILE_TIME_S)
     names = threads_text([s.name for s, _ in busy]) if busy else "a thread"
     so_far = []
     if busy:
@@ -281,9 +282,9 @@ def _thread_cpu_s(ctx: Context, stats: ThreadStats) -> float | None:
 
 
 def _multi_thread(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    by_thread = sub(payload, "by_thread")
+    by_thread = sub(payload, CompileKeys.BY_THREAD)
     compiling = {
-        str(name) for name, counts in by_thread.items() if isinstance(counts, Mapping) and (num(counts, "compiles") or 0) > 0
+        str(name) for name, counts in by_thread.items() if isinstance(counts, Mapping) and (num(counts, CompileKeys.COMPILES) or 0) > 0
     }
     # Seen compiling at the same time in the stacks (the probe counts a compile only once it finished).
     concurrent = sorted(t.name for t in ctx.threads if t.n_samples > 0 and t.shares.get(ThreadState.COMPILE, 0.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dflash_contract.board import CompileKeys, FastpathKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, pct, sub, text
 from dflash_diag.model import Finding, Severity
 
@@ -54,7 +55,7 @@ def _stack_shares(ctx: Context) -> tuple[dict[str, float], dict[str, str], int]:
 
 def _gdn(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe("fastpath")
-    kernels = {k: v for k, v in sub(payload, "gdn_kernels").items() if isinstance(v, str)}
+    kernels = {k: v for k, v in sub(payload, FastpathKeys.GDN_KERNELS).items() if isinstance(v, str)}
     status: dict[str, str] = {}  # family -> "fallback" | "fast"
     for kernel, value in kernels.items():
         family = _family(kernel)
@@ -85,7 +86,7 @@ def _gdn(ctx: Context) -> Iterator[Finding]:
     for family in fast:
         fast_kernels = [f"{k} = {v}" for k, v in kernels.items() if _family(k) == family]
         evidence.append((f"{family}: fast kernel", ", ".join(fast_kernels)))
-    reason = text(payload, "gdn_reason")
+    reason = text(payload, FastpathKeys.GDN_REASON)
     if reason:
         evidence.append(("reason", reason))
     for kernel, why in list(printed.items())[:2]:
@@ -116,16 +117,16 @@ def _gdn(ctx: Context) -> Iterator[Finding]:
 
 
 def _flex(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("fastpath")
-    mode = text(payload, "flex_attention")
-    warnings = [w for w in items(payload, "fallback_warnings") if isinstance(w, str) and EAGER_FLEX_WARNING in w]
+    payload = ctx.probe(ProbeName.FASTPATH)
+    mode = text(payload, FastpathKeys.FLEX_ATTENTION)
+    warnings = [w for w in items(payload, FastpathKeys.FALLBACK_WARNINGS) if isinstance(w, str) and EAGER_FLEX_WARNING in w]
     if mode != "eager" and not warnings:
         return
     evidence: list[tuple[str, str]] = [("flex_attention", mode or "unknown")]
     if warnings:
         evidence.append(("warning", warnings[0][:160]))
-    limit_hits = [h for h in items(ctx.probe("compile"), "limit_hits")
-                  if isinstance(h, dict) and "flex" in str(h.get("function", ""))]
+    limit_hits = [h for h in items(ctx.probe(ProbeName.COMPILE), CompileKeys.LIMIT_HITS)
+                  if isinstance(h, dict) and "flex" in str(h.get(CompileKeys.FUNCTION, ""))]
     if limit_hits:
         evidence.append(("recompile-limit hit", f"{limit_hits[0].get('function')} in {limit_hits[0].get('thread')}"))
     yield Finding(

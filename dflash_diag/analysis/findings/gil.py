@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import GilKeys
 from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
 from dflash_diag.analysis.hotspots import hot_functions
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
@@ -35,13 +36,13 @@ HOG_COMPILING_SHARE = 0.2
 
 def check(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe("gil")
-    contention = num(payload, "contention_share")
-    runq = num(payload, "knocker_runq_share")
+    contention = num(payload, GilKeys.CONTENTION_SHARE)
+    runq = num(payload, GilKeys.KNOCKER_RUNQ_SHARE)
     if contention is not None and runq is not None:
         # The probe's knocker is late both when it waits for the GIL and when it waits for a CPU (an
         # oversubscribed machine): only the first is GIL contention.
         contention = max(0.0, contention - runq)
-    if payload is not None and payload.get("free_threaded") is True:
+    if payload is not None and payload.get(GilKeys.FREE_THREADED) is True:
         return
     sampled = [t for t in ctx.sampled() if not _idle_by_cpu(t)]
     waiters = sorted(((t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in sampled), key=lambda x: -x[1])
@@ -65,12 +66,12 @@ def check(ctx: Context) -> Iterator[Finding]:
     if contention is not None:
         evidence.append(("GIL contention (probe)", pct(contention) + (f" (after {pct(runq)} waiting for a CPU)"
                                                                       if runq else "")))
-        mean_ms, p99_ms = num(payload, "wait_mean_ms"), num(payload, "wait_p99_ms")
+        mean_ms, p99_ms = num(payload, GilKeys.WAIT_MEAN_MS), num(payload, GilKeys.WAIT_P99_MS)
         if mean_ms is not None:
             evidence.append(("wait per acquire", f"mean {mean_ms:.1f} ms" + (f", p99 {p99_ms:.1f} ms" if p99_ms is not None else "")))
     for t in holders:
         evidence.append((f"holds: {t.name}", f"{t.gil_held_pct:.0f}% of samples" + _where(ctx, t)))
-    cpu = sorted(((str(n), num(v, "cpu_share")) for n, v in sub(payload, "threads").items() if isinstance(v, Mapping)),
+    cpu = sorted(((str(n), num(v, GilKeys.CPU_SHARE)) for n, v in sub(payload, GilKeys.THREADS).items() if isinstance(v, Mapping)),
                  key=lambda nv: -(nv[1] or 0.0))
     if cpu and cpu[0][1]:
         evidence.append(("CPU by thread (probe)", ", ".join(f"{n} {pct(v)}" for n, v in cpu[:SHOWN] if v is not None)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from dflash_contract.board import ProbeName, ThreadsKeys
 from dflash_diag.analysis.findings._context import Context, items, num, text, threads_text
 from dflash_diag.model import Finding, Severity, ThreadState
 from dflash_diag.model.findings import CAUSE, SYMPTOM
@@ -106,7 +107,7 @@ def _died(ctx: Context, deaths: list[dict[str, Any]], *, hung: bool) -> Finding:
         rule_id="thread-died",
         severity=Severity.WARNING,
         claim=f"{len(deaths)} thread(s) died of an uncaught exception: {threads_text(names)} "
-        f"({first['exception']}" + (f" at {first['where']}" if first.get("where") else "") + ")",
+        f"({first['exception']}" + (f" at {first['at']}" if first.get("at") else "") + ")",
         evidence=tuple(evidence),
         remedy="Fix the exception (its traceback is in the program's stderr). A worker that dies silently leaves "
         "its queue without a consumer or producer: propagate worker exceptions to the main thread"
@@ -120,15 +121,16 @@ def _deaths(ctx: Context) -> list[dict[str, Any]]:
     """Threads that died (probe first, with times; else stderr), skipping names that are alive again."""
     alive = {t.name for t in ctx.threads}
     out: dict[str, dict[str, Any]] = {}
-    probe = ctx.probe("threads")
-    for entry in items(probe, "deaths"):
-        if isinstance(entry, Mapping) and isinstance(entry.get("thread"), str):
-            out.setdefault(entry["thread"], {"thread": entry["thread"], "exception": text(entry, "exception") or "?",
-                                             "where": _short_where(text(entry, "where") or ""),
-                                             "wall_time_s": num(entry, "wall_time_s"), "source": "threads probe"})
+    probe = ctx.probe(ProbeName.THREADS)
+    for entry in items(probe, ThreadsKeys.DEATHS):
+        if isinstance(entry, Mapping) and isinstance(entry.get(ThreadsKeys.THREAD), str):
+            name = entry[ThreadsKeys.THREAD]
+            out.setdefault(name, {"thread": name, "exception": text(entry, ThreadsKeys.EXCEPTION) or "?",
+                                  "at": _short_where(text(entry, ThreadsKeys.WHERE) or ""),
+                                  "when_s": num(entry, ThreadsKeys.WALL_TIME_S), "source": "threads probe"})
     for death in ctx.stderr.deaths:
-        out.setdefault(death.thread, {"thread": death.thread, "exception": death.exception, "where": death.where,
-                                      "wall_time_s": None, "source": "stderr"})
+        out.setdefault(death.thread, {"thread": death.thread, "exception": death.exception, "at": death.where,
+                                      "when_s": None, "source": "stderr"})
     return [d for name, d in out.items() if name not in alive]
 
 
@@ -136,19 +138,19 @@ def _gone(ctx: Context, exclude: set[str]) -> list[tuple[str, float]]:
     """Threads the probe saw alive at an earlier publish and not since: (name, seconds since last seen)."""
     alive = {t.name for t in ctx.threads}
     out: dict[str, float] = {}
-    for entry in items(ctx.probe("threads"), "gone"):
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("thread"), str):
+    for entry in items(ctx.probe(ProbeName.THREADS), ThreadsKeys.GONE):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get(ThreadsKeys.THREAD), str):
             continue
-        name, seen = entry["thread"], num(entry, "last_seen_wall_s")
+        name, seen = entry[ThreadsKeys.THREAD], num(entry, ThreadsKeys.LAST_SEEN_WALL_S)
         if name not in alive and name not in exclude and seen is not None and not name.startswith(_TOOL_THREADS):
             out[name] = max(0.0, ctx.now_wall_s - seen)
     return sorted(out.items(), key=lambda x: x[1])
 
 
 def _death_text(ctx: Context, death: Mapping[str, Any]) -> str:
-    where = f" at {death['where']}" if death.get("where") else ""
+    where = f" at {death['at']}" if death.get("at") else ""
     when = ""
-    wall = death.get("wall_time_s")
+    wall = death.get("when_s")
     if isinstance(wall, float):
         when = f", {max(0.0, ctx.now_wall_s - wall):.0f} s ago"
     elif death.get("source") == "stderr" and ctx.obs.process is not None and ctx.obs.process.stderr_mtime_wall_s:
