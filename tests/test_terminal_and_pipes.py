@@ -95,7 +95,9 @@ def _closed_pipe_run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[
 def test_every_command_is_quiet_on_a_closed_pipe(tmp_path: Path) -> None:
     a, b = _bundle(tmp_path / "a"), _bundle(tmp_path / "b")
     runs = [["--help"], ["board", "--json"], ["board"], ["diff", str(a), str(b), "--json"], ["diff", str(a), str(b), "--all"]]
-    runs += [[name, "--help"] for name in ("top", "doctor", "snapshot", "diff", "run", "board", "attach", "detach")]
+    from dflash_diag.cli import _COMMANDS  # noqa: PLC0415 - every command there is, new ones included
+
+    runs += [[cls[: -len("Command")].lower(), "--help"] for _module, cls in _COMMANDS]
     for argv in runs:
         out = _closed_pipe_run(argv, tmp_path)
         assert out.returncode in (EXIT_BROKEN_PIPE, 0), (argv, out.stderr)
@@ -107,6 +109,7 @@ def test_sampling_commands_are_quiet_on_a_closed_pipe(evil_child: int, tmp_path:
     pid = str(evil_child)
     for argv in (["board", pid, "--json"], ["doctor", pid, "--duration", "0.5", "--json"],
                  ["top", "--pid", pid, "--batch", "--duration", "0.5", "--json"],
+                 ["record", pid, "-o", str(tmp_path / "t.json"), "--duration", "0.5", "--json"],
                  ["snapshot", pid, "-o", str(tmp_path / "p.tar.gz"), "--duration", "0.3", "--json"]):
         out = _closed_pipe_run(argv, tmp_path)
         assert out.returncode == EXIT_BROKEN_PIPE, (argv, out.stderr)
