@@ -18,6 +18,7 @@ from dflash_diag.model import NA, Finding, Maybe, Observation, PipelineView, Thr
 from dflash_diag.sources.collect import Collector, LiveSampler
 from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.view.frame import TopFrame, build_frame
+from dflash_diag.view.history import EMPTY_HISTORY, extend
 
 
 def frame_of(
@@ -80,6 +81,7 @@ class LiveSource:
         self._lock = threading.Lock()  # rate/native change from the UI thread while poll runs on the sampler
         self._native = config.native
         self._sampler = LiveSampler(pid, config)
+        self._history = EMPTY_HISTORY  # only the sampler thread (poll) reads and replaces it
 
     @property
     def pid(self) -> int:
@@ -97,6 +99,9 @@ class LiveSource:
         sampler = self._sampler
         frame = frame_of(obs, self._patterns, wall_s=time.time(), rate_hz=sampler.effective_rate_hz, native=native)
         frame = replace(frame, requested_rate_hz=sampler.rate_hz, rate_reason=sampler.rate_reason)
+        if obs.process_alive:  # after the exit the window freezes: no new points
+            self._history = extend(self._history, frame)
+        frame = replace(frame, history=self._history)
         if not obs.process_alive and not obs.stacks:
             raise AttachError(f"process {self._pid} exited", ExitCode.NO_PROCESS)
         return frame
