@@ -167,6 +167,6 @@ def _dflash_diag_attach_main(control_path: str) -> None:
 
 
 try:
-    _dflash_diag_attach_main(CONTROL)  # noqa: F821 - set by the fixed program that execs this file
+    _dflash_diag_attach_main(CONTROL)  # type: ignore[name-defined]  # noqa: F821 - set by the program that execs this file
 except BaseException:  # noqa: BLE001
     pass

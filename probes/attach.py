@@ -147,7 +147,8 @@ def discover_objects(session: Any, *, queues: bool, models: bool) -> JsonDict:
     counts: dict[int, int] = {}
     frames = sys._current_frames()
     try:
-        for frame in list(frames.values()):
+        for top in list(frames.values()):
+            frame: Any = top
             depth = 0
             while frame is not None and depth < MAX_FRAMES_PER_THREAD:
                 if not frame.f_code.co_filename.startswith(_OWN_PREFIXES):
@@ -352,14 +353,14 @@ def _torch_hooks() -> JsonDict:
     optim = mods.get("torch.optim.optimizer")
     if optim is not None:
         for attr in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks"):
-            hooks = getattr(optim, attr, None)
+            hooks: Any = getattr(optim, attr, None)
             out[f"optim.{attr}"] = [_ref(h) for h in list(hooks.values())] if hasattr(hooks, "values") else None
     module = mods.get("torch.nn.modules.module")
     if module is not None:
         for attr in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                      "_global_backward_pre_hooks", "_global_module_registration_hooks"):
-            hooks = getattr(module, attr, None)
-            out[f"nn.{attr}"] = len(hooks) if hasattr(hooks, "__len__") else None
+            module_hooks: Any = getattr(module, attr, None)
+            out[f"nn.{attr}"] = len(module_hooks) if hasattr(module_hooks, "__len__") else None
     callback = mods.get("torch._dynamo.callback")
     handler = getattr(callback, "callback_handler", None)
     if handler is not None:

@@ -1,19 +1,20 @@
-"""Classify one sample of one thread into a :class:`ThreadState` (DESIGN.md's taxonomy). Pure functions.
+"""Classify one sample of one thread into a :class:`ThreadState`. Pure functions; docs/states.md has the rules.
 
-Evidence, from strongest to weakest (docs/states.md has the full table):
+Evidence, from strongest to weakest:
 
 1. native frames (``py-spy dump --native``): ``cudaStreamSynchronize`` & co. mean GPU wait, ``take_gil`` /
    ``PyEval_RestoreThread`` / ``gil_scoped_acquire`` / a bare ``pthread_cond_timedwait`` right under a Python
-   frame mean GIL wait;
+   frame mean GIL wait, ``cuLaunchKernel`` into a saturated GPU means GPU wait;
 2. Python frames: ``Queue.put``/``Queue.get`` parked in ``threading.Condition.wait``; ``torch.cuda.synchronize``
    and ``Event/Stream.synchronize``; torch._dynamo / torch._inductor / triton compiler frames; the
    torch.utils.checkpoint recompute and saved-tensor hooks; ``Event.wait``, ``Lock.acquire``, ``select``...;
-3. the source text of the innermost Python line, when a line cache is injected (``.item()``, ``.cpu()``,
+3. the source text of the innermost Python line, when a line lookup is injected (``.item()``, ``.cpu()``,
    ``synchronize()``, ``time.sleep(``, ``q.get(``): C functions such as ``Tensor.item`` leave no Python frame;
-4. py-spy's ``owns_gil`` and ``active`` flags, and whether *another* thread held the GIL in the same dump
+4. what the kernel says (:class:`OsEvidence`): a thread that used ~0% CPU around the sample is blocked (a lock,
+   a socket, a C-level queue), not computing and not contending for the GIL; and how busy the thread's GPU was
+   (:class:`DeviceEvidence`): in torch ops while the device is saturated, the host waits on the device;
+5. py-spy's ``owns_gil`` and ``active`` flags, and whether *another* thread held the GIL in the same dump
    (a thread that is off-CPU in plain Python code while someone else holds the GIL is waiting for it).
-
-The rules work from function and file names alone; line text and native frames only sharpen them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dflash_diag.model import Frame, ProcThreadSample, StackSample, ThreadSample, ThreadState
+from dflash_diag.model import Frame, StackSample, ThreadSample, ThreadState
 
 # (filename, line) -> the stripped source text of that line, or None when unknown. Injected so that the
 # analysis stays pure: sources.lines.LineCache reads files from disk, tests pass a dict.
@@ -36,6 +37,66 @@ class Classification:
 
     state: ThreadState
     rule: str
+
+
+# Under 0.5% of one core (2.5 ms in a 0.5 s /proc interval) around a sample: the thread did not run. A thread
+# waiting for the GIL gets it within a few 5 ms switch intervals and runs bytecode (seen: 1.9% for a drafter
+# starved by a GIL hog on a loaded box); one parked in a lock, socket or C-level queue uses nothing (0.0%).
+BLOCKED_CPU_SHARE = 0.005
+MIN_EVIDENCE_S = 0.2  # ... measured over at least this long (tens of GIL switch intervals of 5 ms)
+GPU_BUSY_PCT = 90.0  # NVML utilisation at which the device, not the host, sets the pace
+
+
+@dataclass(frozen=True, slots=True)
+class OsEvidence:
+    """What /proc said about one thread around one stack sample."""
+
+    cpu_share: float | None  # CPU time used / wall time, over the /proc readings around the sample (1.0 = a core)
+    span_s: float  # how long those readings span
+    state: str | None = None  # R, S, D... from the nearest reading
+    wchan: str | None = None  # kernel wait channel, from the nearest reading
+    syscall: str | None = None  # blocking system call, from the nearest reading
+
+    @property
+    def blocked(self) -> bool:
+        """The thread did not run around the sample (and was not runnable at the nearest reading)."""
+        return (self.cpu_share is not None and self.span_s >= MIN_EVIDENCE_S
+                and self.cpu_share < BLOCKED_CPU_SHARE and self.state != "R")
+
+    def blocked_in(self) -> str:
+        """What the thread is blocked in, in words ("a socket read (recvfrom)")."""
+        return wait_kind(self.wchan, self.syscall)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEvidence:
+    """How busy the GPU a thread works on was (NVML utilisation, %) when the sample was taken."""
+
+    index: int
+    util_pct: float
+
+
+_WAIT_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"futex"), "a lock, condition or C-level queue"),
+    (re.compile(r"recv|sk_wait|unix_stream_read|tcp_recv|inet_csk_accept|accept"), "a socket read"),
+    (re.compile(r"poll|select|ep_poll|epoll"), "poll/select"),
+    (re.compile(r"nanosleep|hrtimer|do_nanosleep"), "a sleep"),
+    (re.compile(r"pipe_read|wait_woken|^read|pread|readv"), "a read"),
+    (re.compile(r"wait4|do_wait"), "waiting for a child process"),
+    (re.compile(r"ioctl"), "a device ioctl"),
+)
+
+
+def wait_kind(wchan: str | None, syscall: str | None) -> str:
+    """A kernel wait in words, from the wait channel and the system call (either may be unknown)."""
+    for text in (syscall, wchan):
+        if text:
+            for pattern, words in _WAIT_KINDS:
+                if pattern.search(text):
+                    detail = ", ".join(x for x in (syscall, wchan) if x)
+                    return f"{words} ({detail})"
+    detail = ", ".join(x for x in (syscall, wchan) if x)
+    return f"the kernel ({detail})" if detail else "the kernel"
 
 
 # --- native-frame evidence --------------------------------------------------------------------------------
@@ -60,6 +121,13 @@ _NATIVE_COMPUTE_LIB = re.compile(
 )
 _NATIVE_COMPILE = re.compile(r"libtriton|mlir::|triton::|ptxas|LLVM|llvm::", re.I)
 _NATIVE_CHECKPOINT = re.compile(r"PySavedVariableHooks::call_(un)?pack_hook")
+# Submitting work to the device: blocks when the launch queue is full (the device is behind).
+_NATIVE_CUDA_SUBMIT = re.compile(
+    r"cuLaunchKernel|cudaLaunchKernel|cuLaunchKernelEx|cudaLaunchKernelExC|cuGraphLaunch|cudaGraphLaunch"
+    r"|cuMemcpyAsync|cudaMemcpyAsync|cuMemsetD|cudaMemsetAsync|cuEventRecord|cudaEventRecord|cuStreamWaitEvent"
+)
+# PyTorch's autograd worker threads (one per device) run backward for whichever thread called it.
+_NATIVE_AUTOGRAD_ENGINE = re.compile(r"torch::autograd::Engine::thread_main|torch::autograd::Engine::thread_init")
 
 # --- Python-frame evidence --------------------------------------------------------------------------------
 
@@ -132,6 +200,8 @@ _BLOCKING_NATIVE_ENTRY = {
 _NATIVE_COMPUTE_PY_FILES = (
     "torch/nn/functional.py",
     "torch/nn/modules/",
+    "torch/nn/utils/",
+    "torch/optim/",
     "torch/functional.py",
     "torch/_tensor.py",
     "torch/autograd/",
@@ -155,33 +225,39 @@ _N_PYLOCK = 32
 _N_BINDING = 64
 _N_COMPUTE_LIB = 128
 _N_UNNAMED = 256
+_N_CUDA_SUBMIT = 512
+_N_AUTOGRAD_ENGINE = 1024
+
+# The symbol name tests (named frames only) and the library tests (any frame), as (pattern, flag) tables.
+_NAME_FLAGS: tuple[tuple[re.Pattern[str], int], ...] = (
+    (_NATIVE_GPU_SYNC, _N_GPU_SYNC),
+    (_NATIVE_CHECKPOINT, _N_CHECKPOINT),
+    (_NATIVE_GIL_TAKE, _N_GIL_TAKE),
+    (_NATIVE_CONDWAIT, _N_CONDWAIT),
+    (_NATIVE_PYLOCK, _N_PYLOCK),
+    (_NATIVE_COMPILE, _N_COMPILE),
+    (_NATIVE_CUDA_SUBMIT, _N_CUDA_SUBMIT),
+    (_NATIVE_AUTOGRAD_ENGINE, _N_AUTOGRAD_ENGINE),
+)
+_LIB_FLAGS: tuple[tuple[re.Pattern[str], int], ...] = (
+    (_NATIVE_COMPILE, _N_COMPILE),
+    (_NATIVE_BINDING_LIB, _N_BINDING),
+    (_NATIVE_COMPUTE_LIB, _N_COMPUTE_LIB),
+)
 
 
 @functools.lru_cache(maxsize=1 << 15)
 def _native_flags(frame: Frame) -> int:
     name, lib = frame.name, frame.short_filename or ""
+    flags = _N_UNNAMED if name.startswith("0x") else _flags(name, _NAME_FLAGS)
+    return flags | _flags(lib, _LIB_FLAGS)
+
+
+def _flags(text: str, table: tuple[tuple[re.Pattern[str], int], ...]) -> int:
     flags = 0
-    if name.startswith("0x"):
-        flags |= _N_UNNAMED
-    else:
-        if _NATIVE_GPU_SYNC.search(name):
-            flags |= _N_GPU_SYNC
-        if _NATIVE_CHECKPOINT.search(name):
-            flags |= _N_CHECKPOINT
-        if _NATIVE_GIL_TAKE.search(name):
-            flags |= _N_GIL_TAKE
-        if _NATIVE_CONDWAIT.search(name):
-            flags |= _N_CONDWAIT
-        if _NATIVE_PYLOCK.search(name):
-            flags |= _N_PYLOCK
-        if _NATIVE_COMPILE.search(name):
-            flags |= _N_COMPILE
-    if _NATIVE_COMPILE.search(lib):
-        flags |= _N_COMPILE
-    if _NATIVE_BINDING_LIB.search(lib):
-        flags |= _N_BINDING
-    if _NATIVE_COMPUTE_LIB.search(lib):
-        flags |= _N_COMPUTE_LIB
+    for pattern, flag in table:
+        if pattern.search(text):
+            flags |= flag
     return flags
 
 
@@ -283,19 +359,24 @@ def _threading_idle(py_frames: list[Frame]) -> str | None:
 
 def explain(
     thread: ThreadSample,
-    proc: ProcThreadSample | None = None,
+    os_evidence: OsEvidence | None = None,
     *,
     lines: LineLookup | None = None,
     gil_held_elsewhere: bool | None = None,
+    device: DeviceEvidence | None = None,
 ) -> Classification:
     """The state of one thread in one sample, and the rule that decided it.
 
-    ``gil_held_elsewhere``: whether another thread owned the GIL in the same dump (None: unknown). Without it,
-    an off-CPU thread sitting in ordinary Python code is assumed to wait for the GIL.
+    ``os_evidence``: what /proc said about the thread around the sample (its CPU use, where the kernel has it
+    blocked); ``gil_held_elsewhere``: whether another thread owned the GIL in the same dump (None: unknown);
+    ``device``: how busy the GPU the thread works on was at the time (None: no GPU known). Without them the
+    rules fall back to frames and flags alone (docs/states.md, "Known limits").
     """
     py_frames = _python_frames(thread)
     native_top = _innermost_native(thread)
-    active = thread.active or (proc is not None and proc.state == "R")
+    active = thread.active or (os_evidence is not None and os_evidence.state == "R")
+    blocked = os_evidence is not None and os_evidence.blocked
+    gpu_busy = device is not None and device.util_pct >= GPU_BUSY_PCT
 
     # 1. Blocked explicitly in a queue: the strongest statement about the pipeline.
     queue = _queue_state(py_frames, lines)
@@ -316,45 +397,25 @@ def explain(
                 return Classification(ThreadState.GPU_WAIT, f"{frame.name} in {frame.short_filename}")
 
     # 4. Compilation and checkpoint recompute are contexts: whatever the thread does inside them is their cost.
-    for frame in py_frames:
-        if _is_compile_frame(frame):
-            return Classification(ThreadState.COMPILE, f"{frame.name} in {_short_path(frame.filename)}")
-    for frame, fl in zip(native_top, flags, strict=True):
-        if fl & _N_COMPILE:
-            return Classification(ThreadState.COMPILE, f"native {frame.name}")
-    for frame in py_frames:
-        if _is_checkpoint_frame(frame):
-            return Classification(ThreadState.CHECKPOINT, f"{frame.name} in checkpoint.py")
-    for frame, fl in zip(native_top, flags, strict=True):
-        if fl & _N_CHECKPOINT:
-            return Classification(ThreadState.CHECKPOINT, f"native {frame.name}")
+    context = _context_state(py_frames, native_top, flags)
+    if context is not None:
+        return context
 
     if thread.owns_gil:
         return Classification(ThreadState.PYTHON, "owns the GIL")
 
     # 5. Native evidence of waiting for the GIL (take_gil is inlined: its callers or a bare condvar wait show).
-    named = [(f, fl) for f, fl in zip(native_top, flags, strict=True) if not fl & _N_UNNAMED]
-    for frame, fl in named:
-        if fl & _N_GIL_TAKE:
-            return Classification(ThreadState.GIL_WAIT, f"native {frame.name}")
-    if named and py_frames and named[0][1] & _N_CONDWAIT:
-        wait = named[0][0]
-        if len(named) == 1:
-            return Classification(ThreadState.GIL_WAIT, f"native {wait.name} directly under Python")
-        caller, caller_fl = named[1]
-        if not caller_fl & _N_PYLOCK and caller_fl & _N_BINDING:
-            # The Python binding layer only blocks on a condvar to re-take the GIL (e.g. THPVariable_dealloc).
-            return Classification(ThreadState.GIL_WAIT, f"native {wait.name} in {caller.name}: re-taking the GIL")
+    gil = _native_gil_wait(native_top, flags, has_python=bool(py_frames))
+    if gil is not None:
+        return gil
 
     # 6. Idle: parked in threading/select/sockets.
     idle = _threading_idle(py_frames)
     if idle is not None:
         return Classification(ThreadState.IDLE, idle)
-    lib_frames = [(f, fl) for f, fl in zip(native_top, flags, strict=True) if fl & _N_COMPUTE_LIB]
-    if lib_frames:
-        # In ATen/BLAS/triton code: computing, or descheduled mid-computation (the CPU is shared).
-        best = [f for f, fl in lib_frames if not fl & _N_UNNAMED] or [f for f, _ in lib_frames]
-        return Classification(ThreadState.NATIVE, f"native {best[0].name} in {best[0].short_filename}")
+    lib = _native_lib_state(native_top, flags, blocked=blocked, os_evidence=os_evidence, device=device)
+    if lib is not None:
+        return lib
 
     top = py_frames[0] if py_frames else None
     if top is None:
@@ -368,14 +429,30 @@ def explain(
     if kind is ThreadState.IDLE:
         return Classification(ThreadState.IDLE, f"blocking call at `{text.strip()}`")  # type: ignore[union-attr]
 
-    for frame in py_frames[:2]:
-        if frame.name in _BLOCKING_NATIVE_ENTRY and _norm(frame.filename).endswith(_BLOCKING_NATIVE_ENTRY[frame.name]):
-            # The autograd engine runs backward in C++ (on device threads for CUDA) while the caller sleeps
-            # without the GIL: that is backward compute, not a GIL wait.
-            return Classification(ThreadState.NATIVE, f"{frame.name}: backward in the autograd engine")
+    if waits_on_backward(thread):
+        # The autograd engine runs backward in C++ (on a device thread for CUDA) while the caller sleeps without
+        # the GIL: backward compute, not a GIL wait -- or the GPU's pace when the device is saturated.
+        name = py_frames[0].name
+        if gpu_busy and device is not None:
+            return Classification(ThreadState.GPU_WAIT, f"{name}: backward while GPU{device.index} is "
+                                                         f"{device.util_pct:.0f}% busy: the host waits on the device")
+        return Classification(ThreadState.NATIVE, f"{name}: backward in the autograd engine")
+
+    in_torch = _in_native_compute_py(py_frames)
+    # 8. Submitting CUDA work while the device is saturated: the host waits on the GPU (a full launch queue,
+    #    or a sync inside the op), whether it spins (on CPU) or sleeps.
+    if in_torch and gpu_busy and device is not None:
+        return Classification(ThreadState.GPU_WAIT, f"in torch/triton ops while GPU{device.index} is "
+                                                     f"{device.util_pct:.0f}% busy: the host waits on the device")
+
+    # 9. The kernel says the thread did not run around this sample: it waits (socket, lock, C-level queue...),
+    #    it neither computes nor contends for the GIL (a GIL waiter gets the GIL every switch interval and runs).
+    if blocked and os_evidence is not None:
+        return Classification(ThreadState.IDLE, f"blocked in {os_evidence.blocked_in()}, "
+                                                 f"{100 * (os_evidence.cpu_share or 0.0):.1f}% CPU")
 
     if active:
-        where = "torch/triton/fla" if _in_native_compute_py(py_frames) else top.short_filename
+        where = "torch/triton/fla" if in_torch else top.short_filename
         return Classification(ThreadState.NATIVE, f"on CPU without the GIL in {where}")
     if gil_held_elsewhere is False:
         # Off-CPU in a C call while nobody holds the GIL: not waiting for it; blocked or descheduled native work.
@@ -383,8 +460,62 @@ def explain(
     return Classification(ThreadState.GIL_WAIT, "off CPU in Python code without the GIL")
 
 
+def _context_state(py_frames: list[Frame], native_top: list[Frame], flags: list[int]) -> Classification | None:
+    for frame in py_frames:
+        if _is_compile_frame(frame):
+            return Classification(ThreadState.COMPILE, f"{frame.name} in {_short_path(frame.filename)}")
+    for frame, fl in zip(native_top, flags, strict=True):
+        if fl & _N_COMPILE:
+            return Classification(ThreadState.COMPILE, f"native {frame.name}")
+    for frame in py_frames:
+        if _is_checkpoint_frame(frame):
+            return Classification(ThreadState.CHECKPOINT, f"{frame.name} in checkpoint.py")
+    for frame, fl in zip(native_top, flags, strict=True):
+        if fl & _N_CHECKPOINT:
+            return Classification(ThreadState.CHECKPOINT, f"native {frame.name}")
+    return None
+
+
+def _native_gil_wait(native_top: list[Frame], flags: list[int], *, has_python: bool) -> Classification | None:
+    named = [(f, fl) for f, fl in zip(native_top, flags, strict=True) if not fl & _N_UNNAMED]
+    for frame, fl in named:
+        if fl & _N_GIL_TAKE:
+            return Classification(ThreadState.GIL_WAIT, f"native {frame.name}")
+    if named and has_python and named[0][1] & _N_CONDWAIT:
+        wait = named[0][0]
+        if len(named) == 1:
+            return Classification(ThreadState.GIL_WAIT, f"native {wait.name} directly under Python")
+        caller, caller_fl = named[1]
+        if not caller_fl & _N_PYLOCK and caller_fl & _N_BINDING:
+            # The Python binding layer only blocks on a condvar to re-take the GIL (e.g. THPVariable_dealloc).
+            return Classification(ThreadState.GIL_WAIT, f"native {wait.name} in {caller.name}: re-taking the GIL")
+    return None
+
+
+def _native_lib_state(
+    native_top: list[Frame], flags: list[int], *, blocked: bool, os_evidence: OsEvidence | None,
+    device: DeviceEvidence | None,
+) -> Classification | None:
+    """Native frames in ATen/BLAS/CUDA/triton code: computing, submitting to a busy GPU, or parked."""
+    lib_frames = [(f, fl) for f, fl in zip(native_top, flags, strict=True) if fl & _N_COMPUTE_LIB]
+    if not lib_frames:
+        return None
+    best = [f for f, fl in lib_frames if not fl & _N_UNNAMED] or [f for f, _ in lib_frames]
+    submit = next((f for f, fl in zip(native_top, flags, strict=True) if fl & _N_CUDA_SUBMIT), None)
+    if submit is not None and device is not None and device.util_pct >= GPU_BUSY_PCT:
+        return Classification(ThreadState.GPU_WAIT, f"native {submit.name} while GPU{device.index} is "
+                                                     f"{device.util_pct:.0f}% busy: the launch queue is full")
+    innermost_wait = bool(flags) and bool(flags[0] & _N_CONDWAIT)
+    if blocked and innermost_wait and os_evidence is not None:
+        # A library thread parked on a condition variable (a worker pool, the autograd engine's ready queue).
+        return Classification(ThreadState.IDLE, f"native {native_top[0].name} in {best[0].short_filename}, "
+                                                 f"blocked in {os_evidence.blocked_in()}")
+    # In ATen/BLAS/triton code: computing, or descheduled mid-computation (the CPU is shared).
+    return Classification(ThreadState.NATIVE, f"native {best[0].name} in {best[0].short_filename}")
+
+
 def _in_native_compute_py(py_frames: list[Frame]) -> bool:
-    return any(marker in _norm(f.filename) for f in py_frames[:4] for marker in _NATIVE_COMPUTE_PY_FILES)
+    return any(marker in _norm(f.filename) for f in py_frames[:8] for marker in _NATIVE_COMPUTE_PY_FILES)
 
 
 def _short_path(filename: str) -> str:
@@ -398,13 +529,14 @@ def _short_path(filename: str) -> str:
 
 def classify(
     thread: ThreadSample,
-    proc: ProcThreadSample | None = None,
+    os_evidence: OsEvidence | None = None,
     *,
     lines: LineLookup | None = None,
     gil_held_elsewhere: bool | None = None,
+    device: DeviceEvidence | None = None,
 ) -> ThreadState:
     """The state of one thread in one sample (see :func:`explain` for the rule that chose it)."""
-    return explain(thread, proc, lines=lines, gil_held_elsewhere=gil_held_elsewhere).state
+    return explain(thread, os_evidence, lines=lines, gil_held_elsewhere=gil_held_elsewhere, device=device).state
 
 
 def gil_holder(sample: StackSample) -> int | None:
@@ -413,6 +545,37 @@ def gil_holder(sample: StackSample) -> int | None:
         if thread.owns_gil:
             return thread.thread_id
     return None
+
+
+def is_autograd_worker_sample(thread: ThreadSample) -> bool:
+    """Native frames of PyTorch's autograd engine thread (``Engine::thread_main``): an autograd worker."""
+    return any(f.native and _native_flags(f) & _N_AUTOGRAD_ENGINE for f in thread.frames)
+
+
+def runs_autograd_python(thread: ThreadSample) -> bool:
+    """Python frames that only the autograd engine calls: checkpoint recompute/hooks, custom Function backward."""
+    for frame in thread.frames:
+        if frame.native:
+            continue
+        path = _norm(frame.filename)
+        if _is_checkpoint_frame(frame) or ("torch/autograd/" in path and "backward" in frame.name.lower()):
+            return True
+    return False
+
+
+def waits_on_backward(thread: ThreadSample) -> bool:
+    """The thread called ``backward()`` and waits while the autograd engine runs it (on a device thread)."""
+    for frame in _python_frames(thread)[:2]:
+        if frame.name in _BLOCKING_NATIVE_ENTRY and _norm(frame.filename).endswith(_BLOCKING_NATIVE_ENTRY[frame.name]):
+            return True
+    return False
+
+
+def started_by_threading(thread: ThreadSample) -> bool:
+    """The outermost Python frame is threading's bootstrap: a thread Python started (not a C++ thread)."""
+    py = _python_frames(thread)
+    return bool(py) and py[-1].short_filename == "threading.py" and py[-1].name.rsplit(".", 1)[-1].startswith(
+        "_bootstrap")
 
 
 def classify_sample(

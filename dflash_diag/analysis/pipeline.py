@@ -48,7 +48,9 @@ def _int(value: Any) -> int | None:
 
 
 def stage_stats(stage: str, threads: Sequence[ThreadStats], board: Board | None) -> StageStats:
-    members = [t for t in threads if t.stage == stage]
+    # Helper threads (autograd workers) are not averaged in: their busy time is already in the stage's own
+    # threads, which wait in backward() while a helper runs it.
+    members = [t for t in threads if t.stage == stage and not t.helper]
     shares: dict[ThreadState, float] = {state: 0.0 for state in ThreadState}
     if members:
         for t in members:
@@ -105,11 +107,33 @@ def _missing_queue(board: Board | None, name: str) -> str:
     return f"no `{name}` among the watched queues ({', '.join(names) or 'none'})"
 
 
-def _history(payload: Mapping[str, Any] | None, obs: Observation, name: str) -> tuple[int, ...]:
+def _history(payload: Mapping[str, Any] | None, obs: Observation, name: str, board: Board | None) -> tuple[int, ...]:
+    """The queue's depth over the observation's window (the same window as every other pane): the probe's own
+    history, one point per publish, cut to the window; else the depths of the window's boards."""
     if payload is not None and isinstance(payload.get("depth_history"), list):
-        values = [_int(v) for v in payload["depth_history"]]
-        return tuple(v for v in values if v is not None)[-MAX_HISTORY:]
+        values = tuple(v for v in (_int(x) for x in payload["depth_history"]) if v is not None)
+        interval_s = board.interval_s if board is not None and board.interval_s > 0 else None
+        keep = max(2, math.ceil(obs.window_s / interval_s)) if interval_s and obs.window_s > 0 else MAX_HISTORY
+        return values[-min(keep, MAX_HISTORY):]
     return tuple(d for _, d in _board_depths(obs, name))[-MAX_HISTORY:]
+
+
+def _probe_share(obs: Observation, name: str, key: str) -> tuple[float | None, int]:
+    """A queue probe's blocked share averaged over every board of the window, weighted by the time each board's
+    reading covers (its ``window_s``): the same window as the sampled shares, not the newest 0.5 s."""
+    total = weight = 0.0
+    boards = 0
+    for board in obs.boards if isinstance(obs.boards, tuple) else ():
+        _, payload = _queue_payload(board, name)
+        share = _num(payload.get(key)) if payload is not None else None
+        if share is None:
+            continue
+        covered = _num(payload.get("window_s")) if payload is not None else None
+        w = covered if covered is not None and covered > 0 else board.interval_s
+        total += share * w
+        weight += w
+        boards += 1
+    return (total / weight if weight > 0 else None), boards
 
 
 def _board_depths(obs: Observation, name: str) -> list[tuple[float, int]]:
@@ -196,13 +220,13 @@ def pipeline_view(
             else _missing_queue(live_board, queue_name)
         )
         depth, maxsize = NA(reason), NA(reason)
-    history = _history(payload, obs, qname) if payload is not None else ()
+    history = _history(payload, obs, qname, live_board) if payload is not None else ()
     trend = _trend(obs, qname, history, live_board) if payload is not None else NA("no queue probe")
 
     put_stack = _mean_share(threads, "target", ThreadState.QUEUE_PUT)
     get_stack = _mean_share(threads, "drafter", ThreadState.QUEUE_GET)
-    put_probe = _num(payload.get("put_blocked_share")) if payload is not None else None
-    get_probe = _num(payload.get("get_blocked_share")) if payload is not None else None
+    put_probe, n_put = _probe_share(obs, qname, "put_blocked_share") if payload is not None else (None, 0)
+    get_probe, n_get = _probe_share(obs, qname, "get_blocked_share") if payload is not None else (None, 0)
     producer: Maybe[float] = put_probe if put_probe is not None else put_stack
     consumer: Maybe[float] = get_probe if get_probe is not None else get_stack
 
@@ -222,6 +246,10 @@ def pipeline_view(
         consumer_starved_share=consumer,
         bottleneck=bottleneck,
         verdict=verdict,
+        queue_trend=trend_word(trend),
+        producer_starved_sampled=put_stack,
+        consumer_starved_sampled=get_stack,
+        probe_boards=max(n_put, n_get),
     )
 
 
@@ -229,17 +257,26 @@ def _with_rates(stage: StageStats, na: NA) -> StageStats:
     return StageStats(stage=stage.stage, threads=stage.threads, batches_per_s=na, tokens_per_s=na, shares=stage.shares)
 
 
+def trend_word(trend: Maybe[float]) -> str:
+    """The one word every pane uses for the queue's trend: rising / falling / steady ("" when unknown)."""
+    if isinstance(trend, NA):
+        return ""
+    if trend >= TREND_PER_S:
+        return "rising"
+    if trend <= -TREND_PER_S:
+        return "falling"
+    return "steady"
+
+
 def _queue_phrase(name: str, depth: Maybe[int], maxsize: Maybe[int], trend: Maybe[float]) -> str | None:
     if isinstance(depth, NA):
         return None
     text = f"{name} {depth}/{maxsize}" if not isinstance(maxsize, NA) else f"{name} depth {depth}"
-    if not isinstance(trend, NA):
-        if trend >= TREND_PER_S:
-            text += f" rising {trend:+.1f}/s"
-        elif trend <= -TREND_PER_S:
-            text += f" falling {trend:+.1f}/s"
-        else:
-            text += " steady"
+    word = trend_word(trend)
+    if word == "steady":
+        text += " steady"
+    elif word:
+        text += f" {word} {trend:+.1f}/s"
     return text
 
 

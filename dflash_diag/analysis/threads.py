@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import re
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from dflash_diag.analysis.classify import Classification, LineLookup, explain, gil_holder
+from dflash_diag.analysis.classify import (
+    MIN_EVIDENCE_S,
+    Classification,
+    DeviceEvidence,
+    LineLookup,
+    OsEvidence,
+    explain,
+    gil_holder,
+    is_autograd_worker_sample,
+    runs_autograd_python,
+    started_by_threading,
+    waits_on_backward,
+)
 from dflash_diag.model import (
     NA,
     Board,
     Frame,
     Maybe,
     Observation,
+    ProcThreadSample,
     StackSample,
     ThreadSample,
     ThreadState,
@@ -70,8 +84,89 @@ def thread_identity(thread: ThreadSample) -> int:
     return thread.os_thread_id if thread.os_thread_id is not None else thread.thread_id
 
 
+class OsTimeline:
+    """Per-thread /proc readings of a window: what the kernel said about thread T around time t."""
+
+    def __init__(self, proc: Sequence[Sequence[ProcThreadSample]]) -> None:
+        by_tid: dict[int, list[ProcThreadSample]] = {}
+        for sweep in proc:
+            for reading in sweep:
+                by_tid.setdefault(reading.tid, []).append(reading)
+        self._readings = {tid: sorted(rs, key=lambda r: r.monotonic_s) for tid, rs in by_tid.items()}
+        self._times = {tid: [r.monotonic_s for r in rs] for tid, rs in self._readings.items()}
+
+    def at(self, tid: int | None, t_s: float) -> OsEvidence | None:
+        """CPU use over the readings around ``t_s`` (widened to >= MIN_EVIDENCE_S), the nearest reading's state."""
+        if tid is None or tid not in self._readings:
+            return None
+        readings, times = self._readings[tid], self._times[tid]
+        if len(readings) < 2:
+            return None
+        after = bisect.bisect_right(times, t_s)
+        lo, hi = max(0, after - 1), min(len(times) - 1, after)
+        if lo == hi:
+            lo, hi = (hi - 1, hi) if hi > 0 else (lo, lo + 1)
+        while times[hi] - times[lo] < MIN_EVIDENCE_S and (lo > 0 or hi < len(times) - 1):
+            lo, hi = (lo - 1, hi) if lo > 0 and (hi == len(times) - 1 or t_s - times[lo] < times[hi] - t_s) \
+                else (lo, hi + 1)
+        span_s = times[hi] - times[lo]
+        cpu = (readings[hi].run_ns - readings[lo].run_ns) / 1e9 / span_s if span_s > 0 else None
+        nearest = min((readings[k] for k in {max(0, after - 1), min(len(times) - 1, after)}),
+                      key=lambda r: abs(r.monotonic_s - t_s))
+        return OsEvidence(cpu_share=None if cpu is None else max(0.0, cpu), span_s=span_s, state=nearest.state,
+                          wchan=nearest.wchan, syscall=nearest.syscall)
+
+
+GPU_EVIDENCE_S = 2.0  # an NVML reading this close to a sample describes it (NVML's own window is ~1 s)
+
+
+class GpuTimeline:
+    """NVML utilisation of each device over the window, and which device each thread works on."""
+
+    def __init__(self, obs: Observation, board_devices: Mapping[str, int | None]) -> None:
+        sweeps = obs.gpus if isinstance(obs.gpus, tuple) else ()
+        self._times = [s[0].monotonic_s for s in sweeps if s]
+        self._utils = [{g.index: g.util_pct for g in s if isinstance(g.util_pct, int | float)} for s in sweeps if s]
+        self._board = board_devices
+        self._process_gpu = _process_gpu(obs)
+
+    def device_of(self, name: str) -> int | None:
+        """The board's device for the thread ("cuda:1"; "cpu" is none), else the process's only GPU."""
+        if name in self._board:
+            return self._board[name]
+        return self._process_gpu
+
+    def at(self, index: int | None, t_s: float) -> DeviceEvidence | None:
+        if index is None or not self._times:
+            return None
+        k = bisect.bisect_left(self._times, t_s)
+        best = min((c for c in (k - 1, k) if 0 <= c < len(self._times)), key=lambda c: abs(self._times[c] - t_s))
+        util = self._utils[best].get(index)
+        if util is None or abs(self._times[best] - t_s) > GPU_EVIDENCE_S:
+            return None
+        return DeviceEvidence(index=index, util_pct=float(util))
+
+
+def _process_gpu(obs: Observation) -> int | None:
+    """The one GPU the process runs on, from NVML's process lists (or the only GPU when lists are unreadable)."""
+    sweeps = obs.gpus if isinstance(obs.gpus, tuple) else ()
+    if not sweeps or not sweeps[-1]:
+        return None
+    latest = sweeps[-1]
+    listed = {g.index for g in latest if isinstance(g.processes, tuple) and any(p.pid == obs.pid for p in g.processes)}
+    if len(listed) == 1:
+        return next(iter(listed))
+    if not listed and len(latest) == 1 and not isinstance(latest[0].processes, tuple):
+        return latest[0].index
+    return None
+
+
 def classify_stacks(
-    stacks: tuple[StackSample, ...], lines: LineLookup | None = None
+    stacks: tuple[StackSample, ...],
+    lines: LineLookup | None = None,
+    *,
+    os_timeline: OsTimeline | None = None,
+    gpu_timeline: GpuTimeline | None = None,
 ) -> dict[int, list[ClassifiedThread]]:
     """Every thread of every dump classified, grouped by :func:`thread_identity`, in time order."""
     out: dict[int, list[ClassifiedThread]] = {}
@@ -79,11 +174,91 @@ def classify_stacks(
         holder = gil_holder(sample)
         for thread in sample.threads:
             elsewhere = holder is not None and holder != thread.thread_id
-            c: Classification = explain(thread, lines=lines, gil_held_elsewhere=elsewhere)
+            os_ev = os_timeline.at(thread.os_thread_id, sample.monotonic_s) if os_timeline is not None else None
+            device = None
+            if gpu_timeline is not None and thread.name:
+                device = gpu_timeline.at(gpu_timeline.device_of(thread.name), sample.monotonic_s)
+            c: Classification = explain(thread, os_ev, lines=lines, gil_held_elsewhere=elsewhere, device=device)
             out.setdefault(thread_identity(thread), []).append(
                 ClassifiedThread(sample.monotonic_s, thread, c.state, c.rule)
             )
     return out
+
+
+# --- autograd workers ---------------------------------------------------------------------------------------
+
+ATTRIBUTION_SHARE = 0.6  # a worker belongs to the stage whose threads wait in backward in >= 60% of its busy samples
+_DUMMY_NAME = re.compile(r"^Dummy-\d+$")
+
+
+def _is_autograd_worker(rows: list[ClassifiedThread]) -> bool:
+    """PyTorch's per-device autograd thread: its native engine frames, or a thread Python did not start
+    (py-spy names those Dummy-N) that runs backward-only Python (checkpoint recompute, Function.backward)."""
+    if any(is_autograd_worker_sample(r.thread) for r in rows):
+        return True
+    foreign = all(not started_by_threading(r.thread) for r in rows if any(not f.native for f in r.thread.frames))
+    named_dummy = any(r.thread.name and _DUMMY_NAME.match(r.thread.name) for r in rows)
+    return (foreign or named_dummy) and any(runs_autograd_python(r.thread) for r in rows)
+
+
+@dataclass(frozen=True, slots=True)
+class _Attribution:
+    stage: str
+    caller: str
+    busy: int
+    together: int
+
+
+def _attribute_workers(
+    grouped: dict[int, list[ClassifiedThread]], stage_of: Mapping[int, str], name_of: Mapping[int, str]
+) -> dict[int, _Attribution]:
+    """Worker -> the stage whose threads wait in backward() while the worker is busy (same dumps)."""
+    waiting_at: dict[float, list[int]] = {}
+    for ident, rows in grouped.items():
+        if stage_of.get(ident, "other") == "other":
+            continue
+        for r in rows:
+            if waits_on_backward(r.thread):
+                waiting_at.setdefault(r.monotonic_s, []).append(ident)
+    out: dict[int, _Attribution] = {}
+    for ident, rows in grouped.items():
+        if stage_of.get(ident, "other") != "other" or not _is_autograd_worker(rows):
+            continue
+        busy = [r for r in rows if r.state is not ThreadState.IDLE]
+        callers: Counter[int] = Counter()
+        for r in busy:
+            callers.update(waiting_at.get(r.monotonic_s, ()))
+        if not callers:
+            continue
+        stages = Counter({st: sum(n for c, n in callers.items() if stage_of[c] == st) for st in ("target", "drafter")})
+        stage, together = stages.most_common(1)[0]
+        if together and together >= ATTRIBUTION_SHARE * sum(stages.values()):
+            caller = max((c for c in callers if stage_of[c] == stage), key=lambda c: callers[c])
+            out[ident] = _Attribution(stage, name_of.get(caller, str(caller)), len(busy), callers[caller])
+    return out
+
+
+def _inherit_backward(
+    grouped: dict[int, list[ClassifiedThread]], workers: Mapping[int, _Attribution], stage_of: Mapping[int, str],
+    name_of: Mapping[int, str],
+) -> None:
+    """A stage thread waiting in backward() takes the state of its busy autograd worker in the same dump: the
+    stage's time goes where its backward goes (checkpoint recompute, GPU wait...), not to "native"."""
+    busy_at: dict[float, list[tuple[int, ClassifiedThread]]] = {}
+    for ident in workers:
+        for r in grouped[ident]:
+            if r.state is not ThreadState.IDLE:
+                busy_at.setdefault(r.monotonic_s, []).append((ident, r))
+    for ident, rows in grouped.items():
+        stage = stage_of.get(ident, "other")
+        for k, r in enumerate(rows):
+            if not waits_on_backward(r.thread):
+                continue
+            match = next((w for w in busy_at.get(r.monotonic_s, ()) if workers[w[0]].stage == stage), None)
+            if match is not None:
+                worker_ident, worker_row = match
+                rows[k] = replace(r, state=worker_row.state,
+                                  rule=f"backward on {name_of.get(worker_ident, '?')}: {worker_row.rule}")
 
 
 def aggregate_threads(
@@ -94,27 +269,34 @@ def aggregate_threads(
 ) -> tuple[ThreadStats, ...]:
     """One :class:`ThreadStats` per Python thread seen in ``obs.stacks``: targets, drafters, then the rest.
 
-    ``lines`` defaults to the source lines the collector recorded with the observation.
+    ``lines`` defaults to the source lines the collector recorded with the observation. Evidence beyond the
+    stacks: the /proc readings (CPU use, kernel waits), NVML utilisation of each thread's GPU, the board.
     """
     lookup = lines if lines is not None else obs.line_text
-    grouped = classify_stacks(obs.stacks, lookup)
     board = obs.board
     board_names = _board_names(board)
     devices = _board_devices(board)
     roles = _board_roles(board)
+    grouped = classify_stacks(obs.stacks, lookup, os_timeline=OsTimeline(obs.proc),
+                              gpu_timeline=GpuTimeline(obs, devices))
+    name_of = {ident: _name_of(ident, rows, board_names) for ident, rows in grouped.items()}
+    stage_of = {ident: _stage(name, patterns, roles) for ident, name in name_of.items()}
+    workers = _attribute_workers(grouped, stage_of, name_of)
+    _inherit_backward(grouped, workers, stage_of, name_of)
     stats = []
     for ident, rows in grouped.items():
-        name = _name_of(ident, rows, board_names)
+        name = name_of[ident]
         timeline = tuple(r.state for r in rows)
         n = len(rows)
         counts = Counter(timeline)
         shares = MappingProxyType({state: counts.get(state, 0) / n for state in ThreadState})
         os_tid = rows[-1].thread.os_thread_id
+        worker = workers.get(ident)
         stats.append(
             ThreadStats(
                 name=name,
                 os_thread_id=os_tid,
-                stage=_stage(name, patterns, roles),
+                stage=worker.stage if worker is not None else stage_of[ident],
                 n_samples=n,
                 shares=shares,
                 cpu_pct=cpu_pct(obs, os_tid),
@@ -123,9 +305,12 @@ def aggregate_threads(
                 gpu_index=devices.get(name),
                 timeline=timeline,
                 timeline_s=tuple(r.monotonic_s for r in rows),
+                helper=worker is not None,
+                attribution=(f"autograd worker: runs {worker.caller}'s backward ({worker.together} of "
+                             f"{worker.busy} busy samples)") if worker is not None else "",
             )
         )
-    stats.sort(key=lambda s: (STAGE_ORDER.get(s.stage, 3), _natural(s.name)))
+    stats.sort(key=lambda s: (STAGE_ORDER.get(s.stage, 3), s.helper, _natural(s.name)))
     return tuple(stats)
 
 
@@ -201,14 +386,14 @@ def _board_roles(board: Board | None) -> dict[str, str]:
 _DEVICE = re.compile(r"^(?:cuda|gpu)?:?(\d+)$")
 
 
-def _board_devices(board: Board | None) -> dict[str, int]:
-    """Thread name -> GPU index from the board's ``app.threads[name].device`` ("cuda:1")."""
+def _board_devices(board: Board | None) -> dict[str, int | None]:
+    """Thread name -> GPU index from the board's ``app.threads[name].device`` ("cuda:1", 1); None for "cpu"."""
     if board is None:
         return {}
     threads = board.app.get("threads") if isinstance(board.app, Mapping) else None
     if not isinstance(threads, Mapping):
         return {}
-    out = {}
+    out: dict[str, int | None] = {}
     for name, info in threads.items():
         if not isinstance(name, str) or not isinstance(info, Mapping):
             continue
@@ -219,4 +404,6 @@ def _board_devices(board: Board | None) -> dict[str, int]:
             match = _DEVICE.match(device.strip())
             if match:
                 out[name] = int(match.group(1))
+            elif device.strip().lower() == "cpu":
+                out[name] = None  # known to run on the CPU: no GPU evidence applies
     return out

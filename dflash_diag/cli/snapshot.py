@@ -8,7 +8,9 @@ from pathlib import Path
 
 from dflash_diag.errors import CommandError, ExitCode
 
-DEFAULT_DURATION_S = 1.0
+# The same values as snapshot.gather's (kept here so that --help does not import the bundle code; a test checks).
+DEFAULT_DURATION_S = 1.5
+DEFAULT_DEADLINE_S = 2.3
 MAX_DURATION_S = 60.0
 
 
@@ -35,7 +37,7 @@ class SnapshotCommand:
         parser.add_argument("--force", action="store_true", help="overwrite an existing output")
         parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="S",
                             help=f"seconds of stack sampling for thread states (default {DEFAULT_DURATION_S:g}; "
-                            "the whole snapshot takes about this plus 1-2 s)")
+                            "the whole snapshot takes about this plus 0.5-1 s)")
         parser.add_argument("--json", action="store_true", help="print the result (path, findings, missing) as JSON")
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
@@ -57,7 +59,7 @@ class SnapshotCommand:
                                ExitCode.USAGE)
         if not args.json and sys.stderr.isatty():
             print(f"snapshot of PID {args.pid}: sampling {args.duration:g} s ...", file=sys.stderr)
-        deadline_s = max(2.3, args.duration + 1.3)
+        deadline_s = max(DEFAULT_DEADLINE_S, args.duration + 0.5)  # the window, then the sources' last reads
         result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
                                duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
         if args.json:

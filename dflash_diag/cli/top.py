@@ -25,6 +25,7 @@ MAX_RATE_HZ = 50.0
 DEFAULT_WINDOW_S = 30.0
 DEFAULT_DURATION_S = 5.0
 ATTACH_WAIT_S = 60.0  # launch mode: how long a fresh interpreter may take before py-spy can read it
+WRAPPER_GRACE_S = 10.0  # launch mode: how long a wrapper (shim, shell script, uv run) may take to start Python
 CHILD_INT_GRACE_S = 10.0  # after SIGINT, before SIGTERM
 CHILD_TERM_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 
@@ -132,8 +133,8 @@ class TopCommand:
         if isinstance(target, int):
             return _run_attached(target, args, child=None)
         with _launched(target, args) as child:
-            _wait_attachable(child, args)
-            return _run_attached(child.pid, args, child=child)
+            interpreter = _wait_attachable(child, args)
+            return _run_attached(interpreter, args, child=child)
 
 
 # ----- arguments -----
@@ -363,7 +364,9 @@ def _stop_child(child: Child) -> None:
         (signal.SIGKILL, 5.0),
     ):
         try:
-            child.process.send_signal(sig)
+            # The command runs in a session (and process group) of its own: the signal reaches a wrapper
+            # script and the interpreter it started alike, like Ctrl-C in their own terminal.
+            os.killpg(child.pid, sig)
         except ProcessLookupError:
             break
         try:
@@ -374,16 +377,24 @@ def _stop_child(child: Child) -> None:
     print(f"dflash-diag top: stopped PID {child.pid} (exit code {child.process.returncode})", file=sys.stderr)
 
 
-def _wait_attachable(child: Child, args: argparse.Namespace) -> None:
-    """Wait until py-spy can read the fresh interpreter and its pipeline threads run (or the command dies).
+def _wait_attachable(child: Child, args: argparse.Namespace) -> int:
+    """Wait until py-spy can read the command's Python interpreter and its pipeline threads run (or the command
+    dies); return the interpreter's PID. The command may be a wrapper (a pyenv shim, a shell script) that execs
+    the interpreter (same PID, Python once the exec is done) or starts it as a child: both are followed.
 
     Without --warmup, sampling starts once a thread named like a target or drafter stage exists (at most
     ATTACH_WAIT_S), so a batch report covers training rather than imports. With --warmup S: S seconds after attach.
     """
+    from dflash_diag.sources.attach import python_interpreter
+    from dflash_diag.sources.pyspy_find import find_pyspy
+
+    if find_pyspy() is None:
+        check_attachable(child.pid)  # raises the MISSING_TOOL diagnosis before waiting for anything
     patterns = _patterns(args)
-    check_attachable(child.pid)
-    deadline = time.monotonic() + ATTACH_WAIT_S
+    started = time.monotonic()
+    deadline = started + ATTACH_WAIT_S
     attached_at: float | None = None
+    announced: int | None = None
     while True:
         if child.process.poll() is not None:
             raise CommandError(
@@ -391,19 +402,30 @@ def _wait_attachable(child: Child, args: argparse.Namespace) -> None:
                 ExitCode.NO_PROCESS,
             )
         now = time.monotonic()
-        try:
-            names = probe_dump(child.pid)
-            attached_at = attached_at if attached_at is not None else now
-        except AttachError as exc:
-            if exc.exit_code in (ExitCode.MISSING_TOOL, ExitCode.PERMISSION) or now > deadline:
-                raise
-            names = []
-        if attached_at is not None:
+        pid = python_interpreter(child.pid)
+        names: list[str] = []
+        if pid is not None:
+            if pid != child.pid and pid != announced:
+                print(f"dflash-diag top: PID {child.pid} is a wrapper; watching its Python interpreter, PID {pid}",
+                      file=sys.stderr)
+                announced = pid
+            try:
+                names = probe_dump(pid)
+                attached_at = attached_at if attached_at is not None else now
+            except AttachError as exc:
+                if exc.exit_code in (ExitCode.MISSING_TOOL, ExitCode.PERMISSION) or now > deadline:
+                    raise
+        elif now > started + WRAPPER_GRACE_S:
+            check_attachable(child.pid)  # the diagnosis: not a Python process ...
+            raise CommandError(  # ... and not a wrapper either (no Python process under it)
+                f"PID {child.pid} is not a Python process and started none in {WRAPPER_GRACE_S:.0f} s",
+                ExitCode.NOT_PYTHON)
+        if attached_at is not None and pid is not None:
             if args.warmup is not None:
                 if now - attached_at >= args.warmup:
-                    return
+                    return pid
             elif any(patterns.stage_of(name) != "other" for name in names) or now > deadline:
-                return
+                return pid
         time.sleep(0.5)
 
 

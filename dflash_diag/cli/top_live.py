@@ -19,6 +19,9 @@ from dflash_diag.sources.collect import Collector, LiveSampler
 from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.view.frame import TopFrame, build_frame
 from dflash_diag.view.history import EMPTY_HISTORY, extend
+from dflash_diag.view.hold import FindingHold
+
+HOLD_MAX_S = 10.0
 
 
 def frame_of(
@@ -81,6 +84,8 @@ class LiveSource:
         self._lock = threading.Lock()  # rate/native change from the UI thread while poll runs on the sampler
         self._native = config.native
         self._sampler = LiveSampler(pid, config)
+        # A finding stays a third of the window (at most 10 s) after it was last raised: no flicker.
+        self._hold = FindingHold(hold_s=min(HOLD_MAX_S, config.window_s / 3))
         self._history = EMPTY_HISTORY  # only the sampler thread (poll) reads and replaces it
 
     @property
@@ -98,7 +103,8 @@ class LiveSource:
             native = self._native
         sampler = self._sampler
         frame = frame_of(obs, self._patterns, wall_s=time.time(), rate_hz=sampler.effective_rate_hz, native=native)
-        frame = replace(frame, requested_rate_hz=sampler.rate_hz, rate_reason=sampler.rate_reason)
+        frame = replace(frame, requested_rate_hz=sampler.rate_hz, rate_reason=sampler.rate_reason,
+                        findings=self._hold.update(frame.findings, time.monotonic()))
         if obs.process_alive:  # after the exit the window freezes: no new points
             self._history = extend(self._history, frame)
         frame = replace(frame, history=self._history)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dflash_diag.model.common import Maybe
+from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.stacks import Frame
 from dflash_diag.model.states import ThreadState
 
@@ -22,9 +22,15 @@ class ThreadStats:
     top_frame: Frame | None  # most frequent innermost Python frame
     gpu_index: int | None  # device the thread works on, when known (board or trainer config)
     timeline: tuple[ThreadState, ...]  # the state of each sample in time order (for the state strip)
-    # monotonic time of each timeline entry, so strips of threads that appeared mid-window line up (added by the
-    # engine issue; empty when unknown)
+    # monotonic time of each timeline entry, so strips of threads that appeared mid-window line up (empty when
+    # unknown)
     timeline_s: tuple[float, ...] = ()
+    # A helper thread works on behalf of a stage's own threads (PyTorch's autograd worker runs their backward):
+    # listed with that stage, left out of the stage's mean shares, because the stage's threads already carry
+    # that time while they wait for it. ``attribution`` says why the thread has its stage when its name does
+    # not ("autograd worker: runs drafter-0's backward in 9 of 10 samples").
+    helper: bool = False
+    attribution: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +55,9 @@ class PipelineView:
     consumer_starved_share: Maybe[float]  # time drafter threads spend blocked in get
     bottleneck: str  # "target", "drafter", "balanced" or "unknown"
     verdict: str  # one line, from evidence
+    queue_trend: str = ""  # "rising", "falling", "steady" (the verdict's words for queue_trend_per_s), "" unknown
+    # The queue probe's measured blocked shares are averaged over the boards of the same window as the stacks;
+    # the sampled ones (from the stacks) are kept next to them, so a screen can show both.
+    producer_starved_sampled: Maybe[float] = NA("not computed")
+    consumer_starved_sampled: Maybe[float] = NA("not computed")
+    probe_boards: int = 0  # boards the probe shares are averaged over (0: the shares are sampled)

@@ -25,7 +25,10 @@ from dflash_diag.snapshot.environment import CodeInfo
 
 T = TypeVar("T")
 
-DEFAULT_DURATION_S = 1.0  # sampling window: enough for ~10-20 stack samples, leaves room in the 3 s budget
+# Sampling window: as long as the 3 s budget allows. 1 s at a capped rate gave 2-7 samples and missed a GIL hog
+# that doctor's 5 s caught; 1.5 s of a burst (up to 20 Hz) gives 10-30 (docs/benchmarks.md), and leaves 0.8 s
+# for a last slow dump before the deadline.
+DEFAULT_DURATION_S = 1.5
 # Every source must be back by then: analysis and writing take ~0.2-0.5 s more, and the whole snapshot must
 # stay under 3 s. A native dump of a torch process that misses it (py-spy resolving libtorch's symbols on a
 # loaded machine) is listed as missing and the window's last Python-only dump stands in for it.
@@ -101,14 +104,17 @@ def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
         return fallback, f"native frames: {exc}; Python-only stacks instead"
 
 
-SNAPSHOT_RATE_HZ = 10.0  # a short window needs a denser sampling to give every thread >= 5 samples
+# A one-off burst: up to 20 Hz with py-spy allowed half a core (not the live sampler's tenth) and no back-off for
+# a saturated trainer (dumps run at nice 10 and never pause it); for 2 s, so the native dump keeps its share.
+SNAPSHOT_RATE_HZ = 20.0
 
 
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
     from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
 
-    return Collector(pid, SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, board_dir=board_dir)).collect(duration_s)
+    config = SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, burst=True, board_dir=board_dir)
+    return Collector(pid, config).collect(duration_s)
 
 
 def proc_info(pid: int) -> dict[str, Any]:

@@ -130,3 +130,41 @@ def check(pid: int) -> None:
         raise diagnose(pid, "Permission denied")
     if looks_like_python(pid) is False:
         raise diagnose(pid, "")
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process we can see (/proc/*/stat field 4)."""
+    out: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as fh:
+                rest = fh.read().rsplit(")", 1)[-1].split()
+            out[int(name)] = int(rest[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def python_interpreter(pid: int) -> int | None:
+    """``pid`` when it runs Python, else the first Python process among its descendants, breadth first: the
+    interpreter behind a wrapper (a pyenv shim or ``bash -c`` that forks it; one that execs it keeps the PID and
+    is Python once the exec is done). None while there is none (yet)."""
+    if looks_like_python(pid) is not False:
+        return pid if process_alive(pid) else None
+    parents = _parents()
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    queue = sorted(children.get(pid, ()))
+    while queue:
+        candidate = queue.pop(0)
+        if looks_like_python(candidate) and process_alive(candidate):
+            return candidate
+        queue.extend(sorted(children.get(candidate, ())))
+    return None

@@ -102,7 +102,9 @@ class _Scheduler:
         self.clock = io.clock
         self.wall = io.wall_clock
         self.requested_rate_hz: float | None = config.rate_hz
-        self.pyspy = io.pyspy if io.pyspy is not None else PySpy(pid, native=config.native)
+        # A burst is a user's one-off request (snapshot): py-spy runs at normal priority, or on a saturated box the
+        # niced dumps would starve and the window end with no sample.
+        self.pyspy = io.pyspy if io.pyspy is not None else PySpy(pid, native=config.native, nice=0 if config.burst else 10)
         self.nvml = io.nvml if io.nvml is not None else _default_nvml()
         self.board_reader = io.board_reader if io.board_reader is not None else default_board_reader(config.board_dir)
         self.proc_reader = io.proc_reader if io.proc_reader is not None else (
@@ -124,6 +126,7 @@ class _Scheduler:
         self.dump_failures = 0
         self.last_dump_error: str | None = None
         self._dump_costs: deque[float] = deque(maxlen=8)
+        self._dump_walls: deque[float] = deque(maxlen=4)  # how long recent dumps took, wall time
         self._failure_times: deque[float] = deque(maxlen=64)
         self._loads: deque[tuple[float, tuple[ProcThreadSample, ...], procfs.CpuTimes | None]] = deque(maxlen=64)
         self.target_cores: float | None = None
@@ -149,6 +152,7 @@ class _Scheduler:
             target_cores=self.target_cores,
             allowed_cores=self.allowed_cores,
             idle_cores=self.idle_cores,
+            burst=self.config.burst,
         )
 
     def update_rate(self) -> RateDecision:
@@ -223,8 +227,17 @@ class _Scheduler:
                 # py-spy's CPU cost when the source knows it (wall time also counts waiting for a busy CPU).
                 cost_s = getattr(self.pyspy, "last_cpu_s", None)
                 self._dump_costs.append(cost_s if isinstance(cost_s, float) else sample.duration_s)
+                self._dump_walls.append(sample.duration_s)
             self.window.add_stack(sample, new_lines)
             self.update_rate()
+
+    @property
+    def dump_wall_s(self) -> float:
+        """How long the next dump will probably take (the longest of the last few): 0 before the first."""
+        return max(self._dump_walls, default=0.0)
+
+    def stack_due(self) -> bool:
+        return self.alive and self.clock() >= self.next_stack_s
 
     def _count_failure(self, exc: Exception) -> None:
         with self.lock:
@@ -330,6 +343,8 @@ class Collector:
         deadline = start + max(0.0, duration_s)
         first = True
         while True:
+            if not first and sched.stack_due() and sched.clock() + sched.dump_wall_s > deadline:
+                break  # a dump that would end past the deadline: the window ends here, on time
             due = sched.tick(first=first)
             first = first and not sched.window.stacks
             now = sched.clock()

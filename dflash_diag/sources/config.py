@@ -43,7 +43,8 @@ class SamplerConfig:
 
     ``rate_hz``: stack samples per second; None is "auto" (AUTO_MIN_HZ..AUTO_MAX_HZ by the CPU left free).
     Either way the rate is capped so py-spy stays within its CPU budget (``adaptive=False`` turns the caps off,
-    for exact schedules in tests). ``window_s``: how much history a live sampler keeps and returns.
+    for exact schedules in tests; ``burst`` relaxes them for a short one-off window). ``window_s``: how much
+    history a live sampler keeps and returns.
     """
 
     rate_hz: float | None = None
@@ -51,6 +52,9 @@ class SamplerConfig:
     window_s: float = DEFAULT_WINDOW_S
     board_dir: str | None = None
     adaptive: bool = True
+    # A one-off window of a few seconds (snapshot): py-spy may use half a core instead of a tenth, and a trainer
+    # that saturates its cores does not slow the sampling (the dumps run at nice 10 and never pause it).
+    burst: bool = False
     proc_interval_s: float = PROC_INTERVAL_S
     nvml_interval_s: float = NVML_INTERVAL_S
     board_interval_s: float = BOARD_INTERVAL_S

@@ -173,7 +173,7 @@ def resolve(pid: int, maps_text: str, exe: str) -> ProcessSymbols:
     if "Py_Version" not in py.symbols and libpython is None:
         raise ElfError(f"{python_file} exports no Py_Version: not CPython 3.11+")
     py_bias = py.bias(maps)
-    addresses = {name: py_bias + py.symbols[name][0]
+    addresses: dict[str, int] = {name: py_bias + py.symbols[name][0]
                  for name in ("Py_Version", "Py_AddPendingCall", "PyRun_SimpleString") if name in py.symbols}
     functions = tuple(sorted((py_bias + v, py_bias + v + max(1, s), n) for n, (v, s, k) in py.symbols.items()
                              if k == STT_FUNC))

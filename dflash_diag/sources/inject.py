@@ -561,6 +561,14 @@ class GdbSession:
         """What the debugger said last before it went away (e.g. a missing shared library of cuda-gdb)."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=1.0)
+        if self.proc.stdout is not None:  # what it printed but we had not read yet (it died before a write)
+            with contextlib.suppress(OSError, ValueError):
+                fd = self.proc.stdout.fileno()
+                while select.select([fd], [], [], 0.2)[0] and len(self._buf) < 1 << 20:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    self._buf += chunk
         said = self._buf.decode("utf-8", "replace")
         self.transcript.append(said.rstrip())
         return f"status {self.proc.returncode}: {_last_line(said)}" if said.strip() else f"status {self.proc.returncode}"

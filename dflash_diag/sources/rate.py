@@ -8,7 +8,9 @@ trainer needs. Within that:
   than climbing to it, so the rate does not flap around a threshold (py-spy's own use moves the reading a little);
 - a rate asked for is used as is;
 - then two caps: py-spy's measured CPU per dump (rate <= max_duty / cost), and a trainer that keeps >= 90% of its
-  cores busy (then py-spy would steal from it: at most 2 Hz, and at most half an asked rate).
+  cores busy (then py-spy would steal from it: at most 2 Hz, and at most half an asked rate);
+- a burst (``snapshot``'s one-off window of under 2 s) may use half a core, and the saturation cap does not apply
+  (the dumps run at nice 10: a saturated trainer keeps its cores).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class RateInputs:
     target_cores: float | None  # cores' worth of CPU the target used lately
     allowed_cores: int  # cores the target may run on
     idle_cores: float | None  # idle cores among those, lately
+    burst: bool = False  # a one-off window of seconds: a bigger py-spy budget, no saturation back-off
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ class RateDecision:
 @dataclass(frozen=True, slots=True)
 class RatePolicy:
     max_duty: float = 0.10  # py-spy may use at most this share of one core
+    burst_duty: float = 0.50  # ... during a one-off window of a few seconds (snapshot)
     min_hz: float = 0.2
     auto_steps_hz: tuple[float, ...] = (2.0, 5.0, 10.0)
     auto_idle_cores: tuple[float, ...] = (0.0, 1.0, 2.0)  # idle cores needed for each auto step
@@ -49,13 +53,14 @@ class RatePolicy:
             rate, reason = self._auto(inputs)
         else:
             rate, reason = inputs.requested_hz, f"asked {inputs.requested_hz:g} Hz"
+        duty = self.burst_duty if inputs.burst else self.max_duty
         if inputs.dump_cpu_s is not None and inputs.dump_cpu_s > 0:
-            cap = self.max_duty / inputs.dump_cpu_s
+            cap = duty / inputs.dump_cpu_s
             if cap < rate:
                 rate = max(self.min_hz, cap)
                 reason = (f"py-spy dumps cost {inputs.dump_cpu_s * 1000:.0f} ms of CPU each "
-                          f"(budget {self.max_duty:.0%} of a core)")
-        if self.saturated(inputs) and rate > self.saturated_hz:
+                          f"(budget {duty:.0%} of a core)")
+        if not inputs.burst and self.saturated(inputs) and rate > self.saturated_hz:
             limit = self.saturated_hz if inputs.requested_hz is None else min(self.saturated_hz,
                                                                               inputs.requested_hz / 2)
             rate = max(self.min_hz, min(rate, limit))

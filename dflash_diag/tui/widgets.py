@@ -25,6 +25,7 @@ from dflash_diag.view.text import (
     gpu_detail_lines,
     maybe,
     probe_summary,
+    rate_note,
     top_frame_text,
 )
 
@@ -33,12 +34,10 @@ def clock_text(wall_s: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(wall_s))
 
 
-def rate_note(frame: TopFrame) -> str:
-    """" (auto)" or " (asked 5, adaptive)" when the sampler runs slower than asked."""
-    asked = frame.requested_rate_hz
-    if asked is None:
-        return " (auto)"
-    return f" (asked {asked:g}, adaptive)" if asked - frame.rate_hz > 0.05 else ""
+def _rate_note(frame: TopFrame) -> str:
+    """" (auto)" or " (asked 5, adaptive)": the header has no room for the reason (batch mode prints it)."""
+    note = rate_note(frame.requested_rate_hz, frame.rate_hz, "")
+    return f" ({note})" if note else ""
 
 
 class TopHeader(Static):
@@ -59,7 +58,7 @@ class TopHeader(Static):
         elif error:
             text.append(f" {error} ", style="bold white on red")
         text.append(
-            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:.3g} Hz{rate_note(frame)}{' +native' if frame.native else ''}"
+            f" {clock_text(frame.wall_s)} UTC  {frame.rate_hz:.3g} Hz{_rate_note(frame)}{' +native' if frame.native else ''}"
             f"  {frame.window_s:.0f} s window  {frame.n_samples} samples  "
         )
         # The command line goes last and gets whatever width is left.
@@ -71,7 +70,8 @@ class TopHeader(Static):
         self.update(text)
 
 
-def _stage_line(stage: StageStats, width: int, starved: Maybe[float], starved_label: str) -> Text:
+def _stage_line(stage: StageStats, width: int, starved: Maybe[float], sampled: Maybe[float], starved_label: str,
+                measured: bool, wide: bool) -> Text:
     text = Text()
     text.append(f"{stage.stage:<8}", style="bold")
     text.append(f"{len(stage.threads):>2} thr ")
@@ -79,15 +79,16 @@ def _stage_line(stage: StageStats, width: int, starved: Maybe[float], starved_la
     text.append(f"{maybe(stage.tokens_per_s, '{:,.0f}'):>8} tok/s ")
     text.append_text(share_bar(stage.shares, width))
     text.append(f" {starved_label} {maybe(starved, '{:.0%}')}")
+    if measured:  # the probe's measurement, with the stacks' estimate of the same window next to it
+        text.append(f" (probe; sampled {maybe(sampled, '{:.0%}')})" if wide else " (probe)", style="dim")
     return text
 
 
 def _trend_text(pipeline: PipelineView) -> str:
     trend = pipeline.queue_trend_per_s
-    if isinstance(trend, NA):
+    if isinstance(trend, NA) or not pipeline.queue_trend:
         return "trend n/a"
-    word = "backing up" if trend > 0.05 else ("draining" if trend < -0.05 else "steady")
-    return f"trend {trend:+.2f}/s ({word})"
+    return f"trend {trend:+.2f}/s ({pipeline.queue_trend})"  # the verdict's word, from the same slope
 
 
 class PipelinePane(Vertical):
@@ -112,11 +113,15 @@ class PipelinePane(Vertical):
             self.query_one("#queue-spark", Sparkline).data = []
             verdict.update("")
             return
-        bar_width = 20 if self.size.width >= 100 else 12
+        wide = self.app.size.width >= 100  # the screen: this pane may not be laid out yet
+        bar_width = 20 if wide else 12
+        measured = pipeline.probe_boards > 0
         stages.update(
             Group(
-                _stage_line(pipeline.target, bar_width, pipeline.producer_starved_share, "put-wait"),
-                _stage_line(pipeline.drafter, bar_width, pipeline.consumer_starved_share, "get-wait"),
+                _stage_line(pipeline.target, bar_width, pipeline.producer_starved_share,
+                            pipeline.producer_starved_sampled, "put-wait", measured, wide),
+                _stage_line(pipeline.drafter, bar_width, pipeline.consumer_starved_share,
+                            pipeline.consumer_starved_sampled, "get-wait", measured, wide),
             )
         )
         depth = f"{maybe(pipeline.queue_depth, '{:d}', '?')}/{maybe(pipeline.queue_maxsize, '{:d}', '?')}"
@@ -128,7 +133,8 @@ class PipelinePane(Vertical):
         style = "bold green" if pipeline.bottleneck == "balanced" else "bold yellow"
         if pipeline.bottleneck == "unknown":
             style = "dim"
-        verdict.update(Text(f"verdict: {pipeline.verdict}", style=style))
+        # Every pane covers the same window; the verdict says which.
+        verdict.update(Text(f"verdict (last {frame.window_s:.0f} s): {pipeline.verdict}", style=style))
 
 
 class ThreadsTable(DataTable[Text | str]):
@@ -173,8 +179,12 @@ class ThreadsTable(DataTable[Text | str]):
     def show(self, rows: list[ThreadStats], selected: str | None) -> None:
         self.clear(columns=False)
         for stats in rows:
+            # A helper (autograd worker) is marked: its time is also in its stage's own threads.
+            name = Text(stats.name, style="bold", overflow="ellipsis", no_wrap=True)
+            if stats.helper:
+                name = Text.assemble((stats.name, "bold"), (" ⤷bwd", "dim"), overflow="ellipsis", no_wrap=True)
             cells: list[Text | str] = [
-                Text(stats.name, style="bold", overflow="ellipsis", no_wrap=True),
+                name,
                 str(stats.os_thread_id) if stats.os_thread_id is not None else "?",
             ]
             if self._wide:
@@ -210,6 +220,8 @@ class StackView(Static):
         header.append(f"{stats.name}", style="bold")
         header.append(f"  TID {stats.os_thread_id}  stage {stats.stage}  ")
         header.append_text(dominant_text(stats.shares))
+        if stats.attribution:
+            header.append(f"\n{stats.attribution}", style="dim")
         frames = frame.stacks.get(key, ())
         note = Text("")
         if native:

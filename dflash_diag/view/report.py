@@ -15,6 +15,7 @@ from dflash_diag.view.text import (
     gpu_detail_lines,
     maybe,
     probe_summary,
+    rate_note,
     top_frame_text,
 )
 
@@ -51,6 +52,8 @@ def _thread_json(stats: ThreadStats) -> dict[str, Any]:
         "gil_held_pct": _num(stats.gil_held_pct),
         "top_frame": _frame_json(stats.top_frame),
         "gpu_index": stats.gpu_index,
+        "helper": stats.helper,
+        "attribution": stats.attribution or None,
     }
 
 
@@ -116,8 +119,12 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
             "queue_maxsize": _num(p.queue_maxsize),
             "queue_depth_history": list(p.queue_depth_history),
             "queue_trend_per_s": _num(p.queue_trend_per_s),
+            "queue_trend": p.queue_trend or None,
             "producer_starved_share": _num(p.producer_starved_share),
             "consumer_starved_share": _num(p.consumer_starved_share),
+            "producer_starved_sampled": _num(p.producer_starved_sampled),
+            "consumer_starved_sampled": _num(p.consumer_starved_sampled),
+            "probe_boards": p.probe_boards,
             "bottleneck": p.bottleneck,
             "verdict": p.verdict,
         }
@@ -186,8 +193,8 @@ def frame_to_text(frame: TopFrame) -> str:
         f"dflash-diag top - PID {frame.pid} ({alive}) - {when}",
         f"command: {' '.join(frame.cmdline) or '?'}",
         f"window {frame.window_s:.1f} s, {frame.n_samples} samples at {frame.rate_hz:.3g} Hz"
-        f" ({'auto' if frame.requested_rate_hz is None else f'asked {frame.requested_rate_hz:g}'}"
-        f"{': ' + frame.rate_reason if frame.rate_reason else ''}){', native frames' if frame.native else ''}",
+        f"{f' ({note})' if (note := rate_note(frame.requested_rate_hz, frame.rate_hz, frame.rate_reason)) else ''}"
+        f"{', native frames' if frame.native else ''}",
         "",
         "PIPELINE",
     ]
@@ -204,12 +211,14 @@ def frame_to_text(frame: TopFrame) -> str:
                 f" {maybe(stage.tokens_per_s, '{:.0f}'):>9} {cells}"
             )
         depth = f"{maybe(p.queue_depth, '{:d}', '?')}/{maybe(p.queue_maxsize, '{:d}', '?')}"
+        source = f" (probe over {p.probe_boards} boards)" if p.probe_boards else " (sampled)"
         out.append(
-            f"  {p.queue_name} depth {depth}, trend {maybe(p.queue_trend_per_s, '{:+.2f}/s')},"
+            f"  {p.queue_name} depth {depth}, trend {maybe(p.queue_trend_per_s, '{:+.2f}/s')}"
+            f"{f' {p.queue_trend}' if p.queue_trend else ''},"
             f" producer starved {maybe(p.producer_starved_share, '{:.0%}')},"
-            f" consumer starved {maybe(p.consumer_starved_share, '{:.0%}')}"
+            f" consumer starved {maybe(p.consumer_starved_share, '{:.0%}')}{source}"
         )
-        out.append(f"  verdict: {p.verdict} (bottleneck: {p.bottleneck})")
+        out.append(f"  verdict (last {frame.window_s:.0f} s): {p.verdict} (bottleneck: {p.bottleneck})")
     out += ["", "THREADS", f"  {'name':<18} {'tid':>8} {'stage':<8} {state_header}  {'cpu%':>5}  top frame"]
     for t in frame.threads:
         cells = " ".join(_pct_cell(t.shares.get(s, 0.0)) for s in STATE_ORDER)
@@ -217,6 +226,8 @@ def frame_to_text(frame: TopFrame) -> str:
         out.append(
             f"  {t.name[:18]:<18} {tid:>8} {t.stage:<8} {cells}  {maybe(t.cpu_pct, '{:.0f}'):>5}  {top_frame_text(t)}"
         )
+        if t.attribution:
+            out.append(f"  {'':<18} {'':>8} {t.attribution}")
     if not frame.threads:
         out.append("  (no threads sampled)")
     out += ["", "GPUS"]

@@ -61,6 +61,16 @@ STATE_SHORT: Mapping[ThreadState, str] = {
 }
 
 
+def rate_note(requested_hz: float | None, rate_hz: float, reason: str) -> str:
+    """Why the sampling rate is what it is: "auto: 3.1 idle cores", "asked 5, adaptive: py-spy dumps cost...";
+    empty when an asked rate is simply in force."""
+    if requested_hz is None:
+        return reason if reason.startswith("auto") else f"auto, {reason}" if reason else "auto"
+    if requested_hz - rate_hz > 0.05:
+        return f"asked {requested_hz:g}, adaptive" + (f": {reason}" if reason else "")
+    return ""
+
+
 def pct(share: float | None) -> str:
     """A 0..1 share as a compact percentage ("62%", "0.4%", "-")."""
     if share is None or (isinstance(share, float) and math.isnan(share)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -9,8 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.analysis.classify import classify, classify_sample, explain
-from dflash_diag.model import Frame, ProcThreadSample, StackSample, ThreadSample, ThreadState
+from dflash_diag.analysis.classify import (
+    DeviceEvidence,
+    OsEvidence,
+    classify,
+    classify_sample,
+    explain,
+    wait_kind,
+)
+from dflash_diag.model import Frame, StackSample, ThreadSample, ThreadState
 from dflash_diag.sources.lines import LineCache
 from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
@@ -21,10 +29,14 @@ H200 = FIXTURES / "h200" / "pyspy_dump_json_nonblocking.json"
 _disk = LineCache()
 
 
+# The line texts of the workload as it was when the CPU fixtures were recorded (an Observation records them the
+# same way): the workload itself may change without shifting what the recordings mean.
+_RECORDED_LINES = {int(k): v for k, v in json.loads((CPU / "pipeline_child_lines.json").read_text())["lines"].items()}
+
+
 def cpu_lines(filename: str, line: int) -> str | None:
-    """Line texts of the recorded child, read from this checkout's copy (the recording ran from /work/main)."""
     if filename.endswith("/pipeline_child.py"):
-        return _disk(str(CPU / "pipeline_child.py"), line)
+        return _RECORDED_LINES.get(line)
     return _disk(filename, line)
 
 
@@ -246,11 +258,69 @@ def test_rule(label: str, sample: ThreadSample, gil_elsewhere: bool | None, expe
 
 def test_classify_is_explain_state_and_proc_running_means_active() -> None:
     t = thread(py("step", APP, 3))
-    running = ProcThreadSample(tid=11, comm="python", state="R", utime_s=0, stime_s=0, run_ns=0, runq_wait_ns=0,
-                               monotonic_s=0)
+    running = OsEvidence(cpu_share=0.9, span_s=0.5, state="R")
     assert classify(t, gil_held_elsewhere=True) is S.GIL_WAIT
     # /proc says the thread is on a CPU: it computes without the GIL, it does not wait for it.
     assert classify(t, running, gil_held_elsewhere=True) is S.NATIVE
+
+
+# What /proc says around a sample: parked in the kernel at 0% CPU, or running.
+FUTEX_0 = OsEvidence(cpu_share=0.0, span_s=0.5, state="S", wchan="futex_do_wait", syscall="futex")
+SOCKET_0 = OsEvidence(cpu_share=0.0, span_s=0.5, state="S", wchan="unix_stream_read_generic", syscall="recvfrom")
+RAN_A_LITTLE = OsEvidence(cpu_share=0.019, span_s=0.5, state="S", wchan="futex_do_wait", syscall="futex")
+SHORT_SPAN = OsEvidence(cpu_share=0.0, span_s=0.05, state="S", wchan="futex_do_wait")
+RUNNABLE_0 = OsEvidence(cpu_share=0.001, span_s=0.5, state="R")
+BUSY_GPU = DeviceEvidence(index=0, util_pct=97.0)
+IDLE_GPU = DeviceEvidence(index=0, util_pct=40.0)
+APP_LINES[(APP, 8)] = "item = self._queue.get()"  # wandb-style SimpleQueue.get: a C call, no Python frame
+APP_LINES[(APP, 9)] = "n = self._sock.recv_into(self._buf)"
+LAUNCH = thread(nat("cuLaunchKernel", "/usr/lib/libcuda.so.1"), nat("at::native::gemm", "/venv/lib/libtorch_cuda.so"),
+                py("linear", f"{TORCH}/nn/functional.py"), active=True)
+
+EVIDENCE_CASES = [
+    # (label, sample, gil elsewhere, /proc, device, expected, words in the rule)
+    ("C-level queue get at 0% CPU while another thread holds the GIL", thread(py("_loop", APP, 8)), True, FUTEX_0,
+     None, S.IDLE, "lock, condition or C-level queue"),
+    ("same, GIL free (was 'native')", thread(py("_loop", APP, 8)), False, FUTEX_0, None, S.IDLE, "0.0% CPU"),
+    ("socket recv_into at 0% CPU", thread(py("_read", APP, 9)), True, SOCKET_0, None, S.IDLE, "socket read"),
+    ("`with lock:` at 0% CPU", thread(py("step", APP, 6)), True, FUTEX_0, None, S.IDLE, "futex"),
+    ("a GIL waiter that ran 1.9% of a core", thread(py("step", APP, 3)), True, RAN_A_LITTLE, None, S.GIL_WAIT, ""),
+    ("too short a /proc span to say", thread(py("step", APP, 3)), True, SHORT_SPAN, None, S.GIL_WAIT, ""),
+    ("runnable at the nearest reading", thread(py("step", APP, 3)), True, RUNNABLE_0, None, S.NATIVE, ""),
+    (".item() line at 0% CPU is GPU wait", thread(py("step", APP, 1)), True, FUTEX_0, None, S.GPU_WAIT, "host sync"),
+    ("torch ops while the GPU is 97% busy", thread(py("linear", f"{TORCH}/nn/functional.py"), active=True), False,
+     None, BUSY_GPU, S.GPU_WAIT, "GPU0 is 97% busy"),
+    ("torch ops at 0% CPU while the GPU is busy", thread(py("linear", f"{TORCH}/nn/functional.py")), True, FUTEX_0,
+     BUSY_GPU, S.GPU_WAIT, "waits on the device"),
+    ("torch ops while the GPU is 40% busy", thread(py("linear", f"{TORCH}/nn/functional.py"), active=True), False,
+     None, IDLE_GPU, S.NATIVE, ""),
+    ("app code while the GPU is busy is not GPU wait", thread(py("step", APP, 3), active=True), False, None,
+     BUSY_GPU, S.NATIVE, ""),
+    ("native kernel launch into a busy GPU", LAUNCH, None, None, BUSY_GPU, S.GPU_WAIT, "launch queue is full"),
+    ("native kernel launch, GPU not busy", LAUNCH, None, None, IDLE_GPU, S.NATIVE, ""),
+    ("library worker parked on a condvar at 0% CPU",
+     thread(nat("pthread_cond_wait", "/usr/lib/libc.so.6"), nat("torch::autograd::ReadyQueue::pop"),
+            py("run", APP, 3)), None, FUTEX_0, None, S.IDLE, "blocked in"),
+    ("backward() caller keeps the autograd rule", thread(py("_engine_run_backward", f"{TORCH}/autograd/graph.py")),
+     True, FUTEX_0, None, S.NATIVE, "autograd engine"),
+]
+
+
+@pytest.mark.parametrize(("label", "sample", "gil_elsewhere", "os_ev", "device", "expected", "words"), EVIDENCE_CASES,
+                         ids=[c[0] for c in EVIDENCE_CASES])
+def test_rule_with_os_and_gpu_evidence(label: str, sample: ThreadSample, gil_elsewhere: bool | None,
+                                       os_ev: OsEvidence | None, device: DeviceEvidence | None,
+                                       expected: ThreadState, words: str) -> None:
+    c = explain(sample, os_ev, lines=app_lines, gil_held_elsewhere=gil_elsewhere, device=device)
+    assert c.state is expected, f"{label}: {c}"
+    assert words in c.rule, c.rule
+
+
+def test_wait_kind_in_words() -> None:
+    assert wait_kind("unix_stream_read_generic", "recvfrom") == "a socket read (recvfrom, unix_stream_read_generic)"
+    assert wait_kind("ep_poll", None).startswith("poll/select")
+    assert wait_kind("hrtimer_nanosleep", "clock_nanosleep").startswith("a sleep")
+    assert wait_kind(None, None) == "the kernel"
 
 
 def test_unknown_gil_holder_defaults_to_gil_wait() -> None:

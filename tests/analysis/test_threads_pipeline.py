@@ -192,3 +192,29 @@ def test_queue_not_found_names_the_watched_ones() -> None:
     none = replace(board(1, depth=3), probes={})
     view = pipeline_view(observation(stacks, boards=(none,)), (), now_wall_s=WALL0 + 1)
     assert isinstance(view.queue_depth, NA) and "no queues probe" in view.queue_depth.reason
+
+
+def test_every_pane_uses_the_window_not_the_newest_board() -> None:
+    """issue 14: the stage line said "put-wait 6% (probe)" (the newest 0.5 s) while the thread rows said 22%
+    (30 s), and the trend said "backing up" while the verdict said "steady". Now the probe's shares are averaged
+    over the window's boards, the depth history is cut to the window, and one word names the trend."""
+    stacks = load_recorded_dumps(FIXTURES / "cpu" / "pyspy_drafter_bound.json")
+    shares = [0.30] * 9 + [0.06]  # the newest board's 0.5 s happens to be quiet
+    boards = tuple(board(i, depth=40, history=list(range(200)), put_share=s, get_share=0.0) for i, s in enumerate(shares))
+    obs = observation(stacks, boards=boards, window_s=5.0)
+    view = pipeline_view(obs, aggregate_threads(obs), now_wall_s=WALL0 + 5.5)
+    assert view.producer_starved_share == pytest.approx(0.276)  # (9 * 0.30 + 0.06) / 10
+    assert view.probe_boards == 10
+    assert not isinstance(view.producer_starved_sampled, NA)  # the stacks' own figure, kept alongside
+    assert view.producer_starved_sampled == pytest.approx(
+        next(t for t in aggregate_threads(obs) if t.name == "target-0").shares[S.QUEUE_PUT])
+    assert len(view.queue_depth_history) == 10  # 5 s of 0.5 s publishes, not the probe's 200 points
+    assert view.queue_trend == "steady" and "steady" in view.verdict
+
+
+@pytest.mark.parametrize(("slope", "word"), [(0.07, "steady"), (0.1, "rising"), (-0.3, "falling")])
+def test_trend_word_is_the_verdicts(slope: float, word: str) -> None:
+    from dflash_diag.analysis.pipeline import trend_word
+
+    assert trend_word(slope) == word
+    assert trend_word(NA("no queue probe")) == ""

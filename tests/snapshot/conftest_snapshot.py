@@ -1,19 +1,15 @@
-"""Fixtures: a real threaded child process (tests/snapshot/snapshot_workload.py), started and always reaped."""
+"""Fixtures: the test workload (tests/fixtures/cpu/pipeline_child.py, --light: no torch), started and always reaped."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import workload
 
-WORKLOAD = Path(__file__).with_name("snapshot_workload.py")
-READY_TIMEOUT_S = 90.0  # generous: 2 busy cores shared with other test suites
+MAX_S = 60.0  # the workload exits by itself after this
 
 SECRETS = {
     "WANDB_API_KEY": "wandbsecretvalue0123456789abcdef",
@@ -40,32 +36,11 @@ def spawn(board_dir: Path) -> Iterator[Spawn]:
     children: list[subprocess.Popen[str]] = []
 
     def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        child_env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(board_dir), **(env or {})}
-        repo = str(Path(__file__).resolve().parents[2])
-        child_env["PYTHONPATH"] = repo + os.pathsep + child_env.get("PYTHONPATH", "")
-        proc = subprocess.Popen([sys.executable, str(WORKLOAD), *args], stdout=subprocess.PIPE, text=True,
-                                env=child_env, cwd=str(WORKLOAD.parent))
+        child_env = {"DFLASH_DIAG_BOARD_DIR": str(board_dir), **(env or {})}
+        proc = workload.start("--light", *args, max_s=MAX_S, env=child_env)
         children.append(proc)
-        ready = threading.Event()
-
-        def wait_ready() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                if line.strip() == "ready":
-                    ready.set()
-                    return
-
-        threading.Thread(target=wait_ready, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S):
-            raise AssertionError("the workload did not become ready")
         return proc
 
     yield start
     for proc in children:
-        if proc.poll() is None:
-            try:
-                os.kill(proc.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-            proc.kill()
-        proc.wait(timeout=30)
+        workload.stop(proc)

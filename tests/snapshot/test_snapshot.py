@@ -65,7 +65,7 @@ def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsy
     assert {t["name"] for t in doc["threads"]} >= {"target-0", "drafter-0"}
     assert json.loads((top / "board.json").read_text())["probes"]["queues"]["status"] == "ok"
     assert doc["versions"]["python"].startswith("3.")
-    assert "snapshot_workload.py" in doc["code"]["files"]
+    assert "pipeline_child.py" in doc["code"]["files"]
     ET.fromstring((top / "timeline.svg").read_text())  # well-formed SVG
     trace = strict_json((top / "trace.json").read_bytes())  # the same timeline `dflash-diag record` writes
     assert validate_trace(trace) == [] and trace["otherData"]["pid"] == child.pid

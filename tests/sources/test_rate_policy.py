@@ -56,3 +56,10 @@ def test_a_saturated_trainer_gets_at_most_two_hz() -> None:
 def test_an_asked_rate_is_kept_when_affordable() -> None:
     decision = POLICY.decide(inputs(requested_hz=7.0, idle_cores=0.0))
     assert decision.rate_hz == 7.0 and decision.reason == "asked 7 Hz"
+
+
+def test_a_burst_may_use_half_a_core_and_ignores_saturation() -> None:
+    """snapshot's one-off window: 40 ms dumps allow 12.5 Hz (not 2.5), and a saturated trainer does not slow it."""
+    burst = POLICY.decide(inputs(requested_hz=20.0, dump_cpu_s=0.040, target_cores=15.5, idle_cores=0.1, burst=True))
+    assert burst.rate_hz == pytest.approx(12.5) and "50% of a core" in burst.reason
+    assert POLICY.decide(inputs(requested_hz=20.0, target_cores=15.5, burst=True)).rate_hz == 20.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
+from workload import WORKLOAD
 
 from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.cli.top_live import LiveSource
@@ -20,8 +22,6 @@ from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
 from dflash_diag.view.frame import TopFrame
-
-WORKLOAD = Path(__file__).with_name("threaded_workload.py")
 
 
 def screen_text(app: TopApp) -> str:
@@ -63,8 +63,9 @@ def test_panes_show_the_frame() -> None:
     async def body(app: TopApp, pilot: Pilot[int]) -> None:
         text = screen_text(app)
         assert "PID 4242" in text
-        assert "q_hs 12/16" in text and "backing up" in text
-        assert "verdict: drafter is the bottleneck" in text
+        assert "q_hs 12/16" in text and "trend +0.31/s (rising)" in text
+        assert "verdict (last 10 s): drafter-bound: q_hs 12/16 rising" in text  # one window, one word
+        assert "put-wait 25% (probe; sampled 22%)" in text
         for t in THREADS:
             assert t.name in text
         assert "chunked_loss" in text  # top frame column
@@ -90,7 +91,8 @@ def test_sampler_thread_delivers_frames_and_is_joined_on_exit() -> None:
             await body(app, pilot)
 
     asyncio.run(main())
-    assert app._sampler is not None and not app._sampler.is_alive()
+    # the sampler thread was joined on unmount
+    assert not [t for t in threading.enumerate() if t.name == "dflash-diag-top-sampler" and t.is_alive()]
 
 
 def test_pause_keeps_the_frame_and_resume_shows_the_newest() -> None:
@@ -258,7 +260,7 @@ def test_exited_process_banner_keeps_last_data() -> None:
         await post(app, pilot, make_frame(process_alive=False))
         text = screen_text(app)
         assert "PROCESS EXITED" in text
-        assert "drafter-1" in text and "verdict:" in text
+        assert "drafter-1" in text and "verdict (last" in text
 
     run(body)
 
@@ -295,7 +297,7 @@ def test_narrow_layout_at_80x24() -> None:
         assert app.has_class("narrow")
         text = screen_text(app)
         assert "most" in text and "nat%" not in text  # bar + dominant state instead of per-state columns
-        assert "target-0" in text and "verdict:" in text
+        assert "target-0" in text and "verdict (last" in text
 
     run(body, size=(80, 24))
 
@@ -357,10 +359,10 @@ def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Pop
 @pytest.mark.slow
 def test_real_process_exit_shows_banner_and_keeps_data() -> None:
     proc = subprocess.Popen(
-        [sys.executable, str(WORKLOAD), "--seconds", "3"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(WORKLOAD), "--max-s", "3"], stdout=subprocess.PIPE, text=True
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
         source = LiveSource(proc.pid, SamplerConfig(rate_hz=5.0, window_s=30.0), StagePatterns())
         app = TopApp(source, refresh_s=0.3)
 

@@ -55,5 +55,5 @@ def test_text_report_sections() -> None:
     for section in ("PIPELINE", "THREADS", "GPUS", "PROBES", "FINDINGS"):
         assert f"\n{section}\n" in text
     assert (
-        "no update for 42 s" in text and "[critical]" in text and "verdict: drafter is the bottleneck" in text
+        "no update for 42 s" in text and "[critical]" in text and "verdict (last 10 s): drafter-bound: q_hs 12/16 rising" in text
     )

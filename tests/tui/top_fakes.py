@@ -94,7 +94,12 @@ PIPELINE = PipelineView(
     producer_starved_share=0.25,
     consumer_starved_share=0.06,
     bottleneck="drafter",
-    verdict="drafter is the bottleneck: q_hs backing up (+0.31/s), target blocked in put 25% of the time",
+    verdict="drafter-bound: q_hs 12/16 rising +0.3/s, targets blocked in put 25% of the time (probe), "
+    "drafters wait in get 6% of the time (probe)",
+    queue_trend="rising",
+    producer_starved_sampled=0.22,
+    consumer_starved_sampled=0.05,
+    probe_boards=20,
 )
 
 GPUS = tuple(
