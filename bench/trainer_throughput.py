@@ -34,14 +34,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from reference_trainer.train import Pipeline, parse_args  # noqa: E402
+from reference_trainer.build import Built, build  # noqa: E402
+from reference_trainer.checkpoint import Resume  # noqa: E402
+from reference_trainer.cli import parse_args  # noqa: E402
+from reference_trainer.train import Run  # noqa: E402
 
 BF16_PEAK_FLOPS = 794e12  # measured: 8192^3 bf16 matmul on the H200 (docs/benchmarks.md)
 
 
-def flops_per_batch(pipeline: Pipeline) -> float:
-    cfg = pipeline.config
-    target = next(iter(pipeline.targets.values())).model
+def flops_per_batch(built: Built) -> float:
+    cfg = built.config
+    target = next(iter(built.targets.values())).model
     batch, seq = cfg.data.batch_size, cfg.data.seq_len
     tokens = batch * seq
     layer_params = sum(p.numel() for p in target.layers.parameters())
@@ -49,7 +52,7 @@ def flops_per_batch(pipeline: Pipeline) -> float:
     t = cfg.target
     target_flops = 2.0 * layer_params * tokens + full_attn_layers * 2.0 * batch * seq**2 * (
         t.num_attention_heads * t.head_dim)
-    drafter = pipeline.replicas[0].model
+    drafter = built.replicas[0].model
     d = cfg.drafter
     q_len = cfg.objective.num_anchors * cfg.objective.block_size
     draft_layer_params = sum(p.numel() for p in drafter.layers.parameters())
@@ -66,24 +69,25 @@ def flops_per_batch(pipeline: Pipeline) -> float:
 MODES = ("threaded", "threaded-2t", "sequential")
 
 
-def run_window(pipeline: Pipeline, mode: str, steps: int) -> dict[str, Any]:
-    """One measured window. threaded: target-0 + drafter-0; threaded-2t: two target threads sharing the
-    one frozen target (the same device twice); sequential: no threads. A ``/log1`` suffix logs every step,
-    i.e. one loss.item() host sync per step, as most training loops do."""
+def run_window(built: Built, start: Resume, mode: str, steps: int) -> tuple[dict[str, Any], Resume]:
+    """One measured window, a fresh ``Run`` on the same models continuing from ``start``. threaded: target-0 +
+    drafter-0; threaded-2t: two target threads sharing the one frozen target (the same device twice);
+    sequential: no threads. A ``/log1`` suffix logs every step, i.e. one loss.item() host sync per step, as
+    most training loops do."""
     mode, _, suffix = mode.partition("/")
     log_interval = 1 if suffix == "log1" else 1000
-    pipeline.reset_run_state()
-    pipeline.sequential = mode == "sequential"
-    device = pipeline.config.drafter_devices[0]
+    device = built.config.drafter_devices[0]
     targets = (device, device) if mode == "threaded-2t" else (device,)
-    pipeline.config = dataclasses.replace(pipeline.config, max_steps=pipeline.step + steps, target_devices=targets,
-                                          log_interval=log_interval)
+    config = dataclasses.replace(built.config, max_steps=start.step + steps, target_devices=targets,
+                                 log_interval=log_interval)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    rc = pipeline.run()
+    run = Run(built, sequential=mode == "sequential", config=config, start=start, save_at_end=False)
+    rc = run.run()
     if rc != 0:
         raise SystemExit(f"trainer run failed (exit {rc})")
-    return pipeline.summary()
+    ledger = run.ledger.state()
+    return run.summary(), Resume(step=run.step, cursor=ledger["cursor"], consumed_ahead=tuple(ledger["consumed_ahead"]))
 
 
 def main() -> int:
@@ -102,32 +106,31 @@ def main() -> int:
         config, _ = parse_args(["--preset", args.preset, "--wandb", "off", "--probes", "none",
                                 "--queue-size", str(args.queue_size), "--log-interval", "1000",
                                 "--checkpoint-dir", tmp, *extra])
-        pipeline = Pipeline(config)
         build_start = time.monotonic()
-        pipeline.build()
-        pipeline.save_at_end = False
-        print(f"built in {time.monotonic() - build_start:.1f} s; {pipeline.kernels.line()}; attention "
-              f"{pipeline.attention}", flush=True)
+        built = build(config)
+        start = built.resume
+        print(f"built in {time.monotonic() - build_start:.1f} s; {built.kernels.line()}; attention "
+              f"{built.attention}", flush=True)
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
         if not modes or {m.split("/")[0] for m in modes} - set(MODES) or "sequential" not in modes:
             parser.error(f"--modes: choose from {', '.join(MODES)}, including sequential")
         for mode in modes:
-            run_window(pipeline, mode, args.warmup_steps)
+            _, start = run_window(built, start, mode, args.warmup_steps)
         windows: list[dict[str, Any]] = []
         for round_index in range(args.rounds):
             shift = round_index % len(modes)
             for mode in modes[shift:] + modes[:shift]:
-                summary = run_window(pipeline, mode, args.steps)
+                summary, start = run_window(built, start, mode, args.steps)
                 summary["mode"] = mode
                 windows.append(summary)
                 print(f"round {round_index} {summary['mode']:>10}: {summary['tokens_per_s']:10,.0f} tok/s, "
                       f"{summary['drafter_batches_per_s']:.2f} b/s, q_hs mean {summary['queue_depth_mean']:.2f}",
                       flush=True)
-    flops = flops_per_batch(pipeline)
-    on_cuda = pipeline.replicas[0].device.type == "cuda"
+    flops = flops_per_batch(built)
+    on_cuda = built.replicas[0].device.type == "cuda"
     result: dict[str, Any] = {"preset": config.preset, "device": torch.cuda.get_device_name(0) if on_cuda else "cpu",
-                              "torch": torch.__version__, "gdn_kernel": pipeline.kernels.chunk_gated_delta_rule,
-                              "attention": pipeline.attention, "steps_per_window": args.steps,
+                              "torch": torch.__version__, "gdn_kernel": built.kernels.chunk_gated_delta_rule,
+                              "attention": built.attention, "steps_per_window": args.steps,
                               "rounds": args.rounds, "flops_per_batch": flops, "windows": windows}
     for mode in modes:
         rows = [w for w in windows if w["mode"] == mode]

@@ -1,7 +1,7 @@
-"""``python -m reference_trainer``: see reference_trainer/train.py."""
+"""``python -m reference_trainer``: see reference_trainer/cli.py."""
 
 import sys
 
-from reference_trainer.train import main
+from reference_trainer.cli import main
 
 sys.exit(main())

@@ -27,11 +27,18 @@ class TrainConfig:
     target_devices: tuple[str, ...] = ("cpu",)
     drafter_devices: tuple[str, ...] = ("cpu",)
     queue_size: int = 4
+    # The optimiser and schedule of the published recipe (docs/trainer.md, "Faithful to the published DFlash"):
+    # AdamW (torch's default betas and eps, no weight decay) on fp32 master weights, linear warm-up over
+    # warmup_ratio of the schedule, then cosine to lr * min_lr_ratio at schedule_steps.
     lr: float = 6e-4
+    adam_betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
-    warmup_steps: int = 20
-    decay_steps: int = 10_000  # cosine from lr to 10% of lr over this many steps after warm-up
+    warmup_ratio: float = 0.04
+    warmup_steps: int | None = None  # overrides warmup_ratio when set
+    schedule_steps: int = 10_000  # the schedule's length (the recipe's total_steps); the CLI uses --max-steps
+    min_lr_ratio: float = 0.0
     grad_clip: float = 1.0
+    grad_accum: int = 1  # micro-batches per optimizer step and replica (sequences/step = replicas*batch*accum)
     max_steps: int | None = None
     max_seconds: float | None = None
     log_interval: int = 10
@@ -58,8 +65,14 @@ class TrainConfig:
             raise ValueError(f"--queue-size must be >= 1, got {self.queue_size}")
         if not self.lr > 0:
             raise ValueError(f"--lr must be > 0, got {self.lr}")
-        if self.warmup_steps < 0 or self.decay_steps < 1:
-            raise ValueError("--warmup-steps must be >= 0 and --decay-steps >= 1")
+        if self.schedule_steps < 1 or not 0 <= self.warmup_ratio < 1 or not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError("need --schedule-steps >= 1, 0 <= --warmup-ratio < 1 and 0 <= --min-lr-ratio <= 1")
+        if self.warmup_steps is not None and not 0 <= self.warmup_steps < self.schedule_steps:
+            raise ValueError(f"--warmup-steps must be in [0, {self.schedule_steps}), got {self.warmup_steps}")
+        if not all(0 <= b < 1 for b in self.adam_betas):
+            raise ValueError(f"Adam betas must be in [0, 1), got {self.adam_betas}")
+        if self.grad_accum < 1:
+            raise ValueError(f"--grad-accum must be >= 1, got {self.grad_accum}")
         if not self.grad_clip > 0:
             raise ValueError("--grad-clip must be > 0")
         if self.max_steps is not None and self.max_steps < 1:
@@ -79,6 +92,11 @@ class TrainConfig:
         if self.objective.block_size != self.drafter.block_size:
             raise ValueError("objective and drafter block_size differ")
 
+    @property
+    def warmup(self) -> int:
+        """Warm-up steps: --warmup-steps, else the recipe's share of the schedule (int(0.04 * total))."""
+        return self.warmup_steps if self.warmup_steps is not None else int(self.warmup_ratio * self.schedule_steps)
+
     def flat(self) -> dict[str, Any]:
         """A flat, JSON-safe view (for the probe board, wandb and the summary)."""
         out: dict[str, Any] = {}
@@ -86,8 +104,10 @@ class TrainConfig:
             if isinstance(value, dict):
                 for sub, sub_value in value.items():
                     out[f"{key}.{sub}"] = sub_value
-            elif isinstance(value, (tuple, frozenset, set)):
-                out[key] = ",".join(sorted(value)) if isinstance(value, (frozenset, set)) else ",".join(value)
+            elif isinstance(value, (frozenset, set)):
+                out[key] = ",".join(sorted(value))
+            elif isinstance(value, tuple):
+                out[key] = ",".join(str(v) for v in value)
             else:
                 out[key] = value
         return out
@@ -105,20 +125,26 @@ def _tiny() -> dict[str, Any]:
                             mask_token_id=vocab - 1, vocab_size=vocab)
     objective = ObjectiveConfig(num_anchors=8, ce_chunk_tokens=64)
     data = DataConfig(seq_len=128, min_seq_len=64, batch_size=2, vocab_size=vocab, synthetic_vocab=64)
+    # Not the recipe: a CPU demo whose loss must fall within a minute: a short warm-up, a floor at 10 % of lr
+    # over a schedule far longer than any demo run, and beta2 0.95 (0.999 needs ~2x the steps here).
     return dict(target=target, drafter=drafter, objective=objective, data=data, lr=3e-3, warmup_steps=5,
-                log_interval=10, queue_size=4)
+                schedule_steps=10_000, min_lr_ratio=0.1, adam_betas=(0.9, 0.95), log_interval=10, queue_size=4)
+
+
+QWEN35_MASK_TOKEN_ID = 248_070  # the published Qwen3.5/3.6 DFlash drafters' mask token
 
 
 def _qwen35_4b(num_anchors: int = 512) -> dict[str, Any]:
     """Qwen3.5-4B shapes: hidden 2560, 32 layers (24 GatedDeltaNet + 8 full attention), vocab 248,320;
-    the 5-layer DFlash drafter; seq 3072, 512 anchors x block 16 (the DFlash recipe)."""
+    the published 5-layer Qwen3.5-4B DFlash drafter (tests/trainer/fixtures/qwen3.5-4b-dflash.json); seq
+    3072, 512 anchors x block 16 and the optimiser of the published recipe."""
     vocab = 248_320
     target = TargetConfig(vocab_size=vocab)
-    drafter = DrafterConfig(vocab_size=vocab, mask_token_id=vocab - 1)
+    drafter = DrafterConfig(vocab_size=vocab, mask_token_id=QWEN35_MASK_TOKEN_ID)
     objective = ObjectiveConfig(num_anchors=num_anchors, ce_chunk_tokens=2048)
     data = DataConfig(seq_len=3072, min_seq_len=2560, batch_size=1, vocab_size=vocab)
-    return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, warmup_steps=20,
-                log_interval=10, queue_size=4)
+    return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, log_interval=10,
+                queue_size=4)
 
 
 PRESETS: dict[str, Any] = {

@@ -29,17 +29,19 @@ from reference_trainer.target import build_target_layer_ids
 
 @dataclass(frozen=True, kw_only=True)
 class DrafterConfig:
+    """Shapes of a DFlash drafter; the defaults are the published Qwen3.5-4B DFlash drafter's."""
+
     hidden_size: int = 2560
     num_hidden_layers: int = 5
     num_attention_heads: int = 32
     num_key_value_heads: int = 8
     head_dim: int = 128
-    intermediate_size: int = 9216
+    intermediate_size: int = 9728
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10_000_000.0
     num_target_layers: int = 32  # of the *target*: decides which layers are tapped
     block_size: int = 16
-    mask_token_id: int = 248_319
+    mask_token_id: int = 248_070
     vocab_size: int = 248_320
 
     def __post_init__(self) -> None:

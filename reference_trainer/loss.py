@@ -62,16 +62,16 @@ def sample_anchors(loss_mask: torch.Tensor, lengths: torch.Tensor, num_anchors: 
                    generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Up to ``num_anchors`` distinct random anchors per row, sorted; CPU tensors in, CPU tensors out.
 
-    A position p is a valid anchor iff it has a next token inside the sequence (p + 1 < length) and that
-    token is trained on (loss_mask[p + 1] == 1): an anchor with nothing to predict would be wasted.
+    The published recipe's rule: position p is a valid anchor iff the anchor token itself and its first
+    target are both supervised (loss_mask[p] and loss_mask[p + 1], with p + 1 inside the sequence).
     """
     batch, seq = loss_mask.shape
     anchors = torch.zeros(batch, num_anchors, dtype=torch.long)
     valid = torch.zeros(batch, num_anchors, dtype=torch.bool)
     for row in range(batch):
         length = int(lengths[row])
-        next_trained = loss_mask[row, 1:length] > 0
-        candidates = torch.nonzero(next_trained, as_tuple=True)[0]  # p such that p+1 < length, mask[p+1]
+        both_trained = (loss_mask[row, : length - 1] > 0) & (loss_mask[row, 1:length] > 0)
+        candidates = torch.nonzero(both_trained, as_tuple=True)[0]  # p: p+1 < length, mask[p] and mask[p+1]
         take = min(num_anchors, candidates.numel())
         if take == 0:
             continue
@@ -139,10 +139,13 @@ def flex_block_mask(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, bl
 
     def mask_mod(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
         block = q_idx // block_size
+        # flex evaluates whole 128-row tiles: rows past Q_LEN have a block index past the anchors tensor, an
+        # out-of-bounds read on the GPU. Clamp the index and mask those rows out (as upstream SpecForge does).
+        safe = block.clamp(max=num - 1)
         is_ctx = kv_idx < seq_len
-        ctx_ok = kv_idx < anchors[b, block]
+        ctx_ok = kv_idx < anchors[b, safe]
         same_block = (kv_idx - seq_len) // block_size == block
-        return valid[b, block] & ((is_ctx & ctx_ok) | (~is_ctx & same_block))
+        return (block < num) & valid[b, safe] & ((is_ctx & ctx_ok) | (~is_ctx & same_block))
 
     return create_block_mask(mask_mod, batch, None, num * block_size, seq_len + num * block_size,
                              device=anchors.device)

@@ -1,7 +1,7 @@
 """``--scenario NAME``: reproduce one failure of the seed incident on purpose (docs/trainer.md).
 
-Each scenario is a small, declarative change to the run (config overrides plus a few hooks the trainer
-calls). All of them run on CPU with the tiny preset; where the real condition needs CUDA, the closest
+Each scenario is a small, declarative change to the run: config overrides (``apply_to_config``), frozen
+settings the per-batch code reads (``resolve``), and what runs beside the trainer (``Background``). All of them run on CPU with the tiny preset; where the real condition needs CUDA, the closest
 CPU-observable version is used and the description says so.
 """
 
@@ -15,11 +15,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from reference_trainer.threads import name_this_thread
 
 if TYPE_CHECKING:
     from reference_trainer.config import TrainConfig
@@ -27,8 +29,10 @@ if TYPE_CHECKING:
 HOTFIX_MODULE = "reference_trainer_hotfix"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Scenario:
+    """A scenario resolved once at start-up into frozen settings the trainer reads (``resolve``)."""
+
     name: str | None
     description: str = ""
     keyword_checkpoint_calls: bool = False
@@ -41,47 +45,55 @@ class Scenario:
     alloc_churn: bool = False
     gil_hog: bool = False
     stale_code: bool = False
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _tmp: tempfile.TemporaryDirectory | None = None
 
-    # ---- hooks the trainer calls ----
 
-    def start(self, pipeline: Any) -> list[threading.Thread]:
-        """Called once, before the worker threads start; returns extra threads to join at the end."""
-        extras: list[threading.Thread] = []
-        if self.stale_code:
+def churn_allocator(device: torch.device) -> None:
+    """The alloc-churn scenario, after each backward: varied sizes defeat the caching allocator's block reuse;
+    on CUDA empty_cache() also hands every cached block back to the driver, so the next step pays cudaMalloc
+    (and a device sync) again."""
+    for _ in range(4):
+        size = random.randint(1 << 16, 1 << 22)
+        buf = torch.empty(size, dtype=torch.float32, device=device)
+        buf.fill_(1.0)
+        del buf
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+class Background:
+    """What a scenario runs beside the trainer (a GIL-hogging thread, a module edited on disk after import).
+
+    ``start()`` once before the worker threads, ``stop()`` at the end; ``thread_names`` for the summary."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def thread_names(self) -> list[str]:
+        return [t.name for t in self._threads]
+
+    def start(self) -> None:
+        if self.scenario.stale_code:
             self._import_then_edit_on_disk()
-        if self.gil_hog:
+        if self.scenario.gil_hog:
             thread = threading.Thread(target=self._hog, name="metrics-hog", daemon=True)
             thread.start()
-            extras.append(thread)
-        return extras
+            self._threads.append(thread)
 
-    def after_backward(self, device: torch.device) -> None:
-        if not self.alloc_churn:
-            return
-        # Varied sizes defeat the caching allocator's block reuse; on CUDA empty_cache() also hands every
-        # cached block back to the driver, so the next step pays cudaMalloc (and a device sync) again.
-        for _ in range(4):
-            size = random.randint(1 << 16, 1 << 22)
-            buf = torch.empty(size, dtype=torch.float32, device=device)
-            buf.fill_(1.0)
-            del buf
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-
-    def finish(self) -> None:
+    def stop(self) -> None:
         self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10.0)
         if self._tmp is not None:
             self._tmp.cleanup()
-
-    # ---- helpers ----
+            self._tmp = None
 
     def _hog(self) -> None:
         """Pure-Python work in bursts (a few ms, then 1 ms asleep): a metrics thread gone wrong. Every
         torch call of the worker threads now waits for the GIL, up to a switch interval (5 ms) each time."""
-        from reference_trainer.train import name_this_thread
-
         name_this_thread("metrics-hog")
         total = 0
         while not self._stop.is_set():
@@ -132,7 +144,7 @@ SCENARIOS: dict[str, str] = {
 }
 
 
-def get(name: str | None) -> Scenario:
+def resolve(name: str | None) -> Scenario:
     if name is None:
         return Scenario(name=None)
     base = Scenario(name=name, description=SCENARIOS[name])

@@ -15,9 +15,16 @@ from attach_helpers import NO_GDB, PLAIN, Plain, wait_for
 
 @pytest.fixture(scope="session")
 def gdb() -> str:
+    from dflash_diag.sources.inject import has_cap_sys_ptrace, ptrace_scope
+
     path = shutil.which("gdb")
     if path is None:
         pytest.skip(NO_GDB)
+    scope = ptrace_scope()
+    if scope == 3 or (scope in (1, 2) and not has_cap_sys_ptrace()):
+        # gdb is the test process's grandchild's sibling, never an ancestor of the target: Yama forbids it
+        pytest.skip(f"kernel.yama.ptrace_scope is {scope} and this user lacks CAP_SYS_PTRACE: no debugger may "
+                    "attach here (run as root, or sysctl kernel.yama.ptrace_scope=0)")
     return path
 
 

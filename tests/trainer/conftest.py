@@ -1,4 +1,4 @@
-"""Fixtures for the reference trainer tests: the real Pipeline in-process."""
+"""Fixtures for the reference trainer tests: the real trainer (build + Run) in-process."""
 
 from __future__ import annotations
 
@@ -18,17 +18,17 @@ if str(ROOT) not in sys.path:
 
 @pytest.fixture
 def tiny_pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
-    """Build (not run) a tiny-preset Pipeline in-process: ``tiny_pipeline("--drafter-devices", "cpu,cpu")``."""
-    from reference_trainer.train import Pipeline, parse_args
+    """Build (not start) a tiny-preset Run in-process: ``tiny_pipeline("--drafter-devices", "cpu,cpu")``."""
+    from reference_trainer.build import build
+    from reference_trainer.cli import parse_args
+    from reference_trainer.train import Run
 
     monkeypatch.setenv("DFLASH_DIAG_BOARD_DIR", str(tmp_path / "board"))
     threads = torch.get_num_threads()
 
-    def build(*extra: str, sequential: bool = False) -> Pipeline:
+    def make(*extra: str, sequential: bool = False) -> Run:
         config, _ = parse_args(tiny_args(tmp_path, "--probes", "none", *extra))
-        pipeline = Pipeline(config, sequential=sequential)
-        pipeline.build()
-        return pipeline
+        return Run(build(config), sequential=sequential)
 
-    yield build
+    yield make
     torch.set_num_threads(threads)

@@ -56,8 +56,8 @@ def test_anchors_are_sorted_distinct_and_valid() -> None:
         picked = anchors[row][valid[row]]
         assert torch.equal(picked, picked.sort().values) and picked.unique().numel() == picked.numel()
         assert bool(((picked + 1) < lengths[row]).all())
-        assert bool((loss_mask[row, picked + 1] == 1).all())
-    assert int(valid[0].sum()) == 16
+        assert bool((loss_mask[row, picked] == 1).all()) and bool((loss_mask[row, picked + 1] == 1).all())
+    assert int(valid[0].sum()) == 16 and 19 not in anchors[0].tolist()  # 19: last prompt token, not supervised
     assert int(valid[1].sum()) == 8  # only positions 0..7 have a next token inside a length-9 sequence
 
 
@@ -83,6 +83,18 @@ def test_flex_block_mask_matches_brute_force(anchors_case) -> None:  # noqa: ANN
     kv = torch.arange(kv_len)[None, None, :]
     evaluated = block_mask.mask_mod(b, torch.zeros_like(b), q, kv)
     assert torch.equal(evaluated.expand_as(expected), expected)
+
+
+def test_flex_mask_past_the_last_block_is_false_not_an_out_of_bounds_read(anchors_case) -> None:  # noqa: ANN001
+    """flex_attention works in 128-row tiles: in a partial last tile the kernel evaluates mask_mod for rows
+    past Q_LEN, whose block index is past the anchors tensor (on the GPU, an unchecked read)."""
+    anchors, valid, seq_len, bs = anchors_case
+    block_mask = flex_block_mask(anchors, valid, seq_len, bs)
+    q_len = anchors.shape[1] * bs
+    b = torch.arange(anchors.shape[0])[:, None, None]
+    q = torch.arange(q_len, q_len + 128)[None, :, None]
+    kv = torch.arange(seq_len + q_len)[None, None, :]
+    assert not bool(block_mask.mask_mod(b, torch.zeros_like(b), q, kv).any())
 
 
 def test_blocks_labels_weights() -> None:

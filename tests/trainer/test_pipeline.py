@@ -1,4 +1,4 @@
-"""The real Pipeline in-process: replicas, data sources, scenarios."""
+"""The real trainer in-process: replicas, data sources, scenarios."""
 
 from __future__ import annotations
 
@@ -33,6 +33,38 @@ def test_drafter_replicas_stay_identical(tiny_pipeline) -> None:  # noqa: ANN001
     assert set(summary["threads"]) == {"target-0", "target-1", "drafter-0", "drafter-1"}
 
 
+def _optimizer_tensors(replica) -> list[torch.Tensor]:  # noqa: ANN001
+    return [t for state in replica.optimizer.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+
+
+def test_resume_with_two_replicas_gives_each_its_own_optimizer_state(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+    two = ("--drafter-devices", "cpu,cpu")
+    straight = tiny_pipeline(*two, "--max-steps", "4", "--checkpoint-dir", str(tmp_path / "straight"))
+    assert straight.run() == 0
+    first = tiny_pipeline(*two, "--max-steps", "2", "--checkpoint-dir", str(tmp_path / "resumed"))
+    assert first.run() == 0
+    resumed = tiny_pipeline(*two, "--max-steps", "4", "--checkpoint-dir", str(tmp_path / "resumed"), "--resume")
+    a, b = (_optimizer_tensors(r) for r in resumed.replicas)
+    assert a and len(a) == len(b)
+    # Each replica steps its own AdamW: a shared `step` counter or moment buffer would be advanced twice a step.
+    assert not {t.data_ptr() for t in a} & {t.data_ptr() for t in b}
+    assert resumed.run() == 0 and resumed.step == 4
+    assert resumed.summary()["replica_max_abs_diff"] == 0.0
+    for got, want in zip(resumed.replicas[0].model.parameters(), straight.replicas[0].model.parameters(), strict=True):
+        torch.testing.assert_close(got, want)  # the same 4 steps as the uninterrupted run
+
+
+def test_grad_accum_on_one_replica_takes_the_step_two_replicas_take(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+    """Both average the gradients of batches 2k and 2k+1 in step k (as the recipe's accumulation does)."""
+    replicas = tiny_pipeline("--drafter-devices", "cpu,cpu", "--max-steps", "3", "--checkpoint-dir", str(tmp_path / "r"))
+    accum = tiny_pipeline("--grad-accum", "2", "--max-steps", "3", "--checkpoint-dir", str(tmp_path / "a"))
+    assert replicas.run() == 0 and accum.run() == 0
+    assert accum.ledger.state()["cursor"] == replicas.ledger.state()["cursor"] == 6
+    assert accum.meter.counters.drafter_batches == replicas.meter.counters.drafter_batches == 6
+    for got, want in zip(accum.replicas[0].model.parameters(), replicas.replicas[0].model.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
 def test_synthetic_stream_is_a_function_of_seed_and_index() -> None:
     config = DataConfig(seq_len=64, min_seq_len=16, batch_size=3, vocab_size=100, synthetic_vocab=50, seed=5)
     a, b = SyntheticStream(config).batch(7), SyntheticStream(config).batch(7)
@@ -55,8 +87,8 @@ def test_jsonl_data_trains(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN0
             for i in range(5)]
     data = _write_jsonl(tmp_path / "data.jsonl", rows)
     pipeline = tiny_pipeline("--data", str(data), "--max-steps", "3")
-    assert isinstance(pipeline.data, JsonlDataset)
-    batch = pipeline.data.batch(1)  # lines 2 and 3 (batch size 2)
+    assert isinstance(pipeline.built.data, JsonlDataset)
+    batch = pipeline.built.data.batch(1)  # lines 2 and 3 (batch size 2)
     assert batch.lengths.tolist() == [42, 43] and batch.input_ids[0, :3].tolist() == [14, 15, 16]
     assert pipeline.run() == 0 and pipeline.step == 3
 
@@ -115,7 +147,7 @@ def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:  # noqa: 
 def test_threads_get_kernel_names_but_the_main_thread_keeps_the_process_name() -> None:
     import threading
 
-    from reference_trainer.train import name_this_thread
+    from reference_trainer.threads import name_this_thread
 
     seen: dict[str, str] = {}
 
@@ -134,7 +166,7 @@ def test_threads_get_kernel_names_but_the_main_thread_keeps_the_process_name() -
 
 def test_wandb_failures_never_break_a_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from reference_trainer.train import WandbSink
+    from reference_trainer.metrics import NullSink, WandbSink, make_sink
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
     sink = WandbSink("auto", {"a": 1}, tmp_path)
@@ -149,7 +181,7 @@ def test_wandb_failures_never_break_a_run(monkeypatch: pytest.MonkeyPatch, tmp_p
     sink.run = Broken()
     sink.log({"loss": 1.0}, step=2)
     assert sink.run is None and "disk full" in capsys.readouterr().err
-    assert WandbSink("off", {}, tmp_path).run is None
+    assert isinstance(make_sink("off", {}, tmp_path), NullSink)
 
 
 def test_max_seconds_ends_cleanly(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001

@@ -19,17 +19,17 @@ SUMMARY_KEYS = {"steps", "tokens_per_s", "loss_first", "loss_last", "target_batc
 
 def test_tiny_preset_trains_and_loss_falls(tmp_path: Path) -> None:
     summary_path = tmp_path / "summary.json"
-    result = cli(tiny_args(tmp_path, "--max-steps", "60", "--summary-json", str(summary_path)), tmp_path)
+    result = cli(tiny_args(tmp_path, "--max-steps", "80", "--summary-json", str(summary_path)), tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
     assert "GatedDeltaNet: torch fallback (no CUDA)" in out  # the slow path is reported, not hidden
     log_lines = [line for line in out.splitlines() if line.startswith("step ")]
-    assert len(log_lines) == 7  # step 1, 10, ..., 60
+    assert len(log_lines) == 9  # step 1, 10, ..., 80
     for field in ("tok/s", "q_hs", "target", "drafter", "loss", "acc", "ms"):
         assert field in log_lines[-1]
     summary = read_json(summary_path)
     assert SUMMARY_KEYS <= summary.keys()
-    assert summary["steps"] == 60 and summary["stop_reason"] == "max_steps"
+    assert summary["steps"] == 80 and summary["stop_reason"] == "max_steps"
     assert set(summary["threads"]) == {"target-0", "drafter-0"}
     assert summary["tokens_per_s"] > 0 and summary["drafter_batches_per_s"] > 0
     # Real learning, not only losing the initial scale (the mask token's own logit): below a uniform guess
@@ -67,7 +67,7 @@ def test_bad_flags_and_paths_give_one_line_errors(tmp_path: Path, args: list[str
 def test_bad_flags_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str,
                               code: int) -> None:
     """The same one-line contract through ``main()`` (cheaper than a subprocess per case)."""
-    from reference_trainer.train import main
+    from reference_trainer.cli import main
 
     assert main(tiny_args(tmp_path, "--probes", "none", *args)) == code
     err = capsys.readouterr().err
@@ -130,7 +130,7 @@ def test_sigterm_checkpoints_and_resume_loses_no_step(tmp_path: Path) -> None:
 def test_resume_refuses_foreign_or_corrupt_checkpoints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from reference_trainer.train import main
+    from reference_trainer.cli import main
 
     assert main(tiny_args(tmp_path, "--probes", "none", "--max-steps", "1")) == 0
     checkpoint = tmp_path / "ckpt" / "checkpoint.pt"
