@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dflash_contract.board import PROBE_NAMES
 from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
 
 # The version of the dflash-diag distribution this package belongs to. `dflash-diag attach` refuses a process
@@ -32,9 +33,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from probes.session import ProbeSession
 
-ALL_PROBES: frozenset[str] = frozenset(
-    {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift"}
-)
+ALL_PROBES: frozenset[str] = frozenset(PROBE_NAMES)  # the names are the board contract's
 
 # Environment read by the `dflash-diag run` bootstrap (probes/_bootstrap/sitecustomize.py).
 ENV_PROBES = "DFLASH_DIAG_PROBES"  # "all", "none" or a comma list

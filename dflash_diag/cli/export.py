@@ -10,6 +10,7 @@ import sys
 import threading
 from types import FrameType
 
+from dflash_diag.cli._output import pid_arg
 from dflash_diag.errors import CommandError, ExitCode
 
 DEFAULT_HOST = "127.0.0.1"
@@ -32,7 +33,7 @@ class ExportCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pids", type=int, nargs="*", metavar="PID", help="processes to export (or --all)")
+        parser.add_argument("pids", type=pid_arg, nargs="*", metavar="PID", help="processes to export (or --all)")
         parser.add_argument("--all", action="store_true", help="every process with a probe board in the board directory")
         parser.add_argument("--port", type=int, required=True, metavar="N",
                             help="TCP port to listen on (0: any free port, printed at start)")

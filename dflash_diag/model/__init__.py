@@ -4,7 +4,7 @@ Everything the sources produce and the analysis consumes is one of these frozen 
 sampler thread can hand a snapshot to the UI thread without locks.
 """
 
-from dflash_diag.model.board import Board, BoardWriter
+from dflash_diag.model.board import Board, WriterIdentity
 from dflash_diag.model.common import NA, Maybe, is_na
 from dflash_diag.model.findings import Finding, Severity
 from dflash_diag.model.gpu import GpuProcess, GpuSample
@@ -17,7 +17,7 @@ from dflash_diag.model.stats import PipelineView, StageStats, ThreadStats
 __all__ = [
     "NA",
     "Board",
-    "BoardWriter",
+    "WriterIdentity",
     "Finding",
     "Frame",
     "GpuProcess",

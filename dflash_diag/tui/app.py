@@ -7,6 +7,8 @@ the UI changes state only in the message handler.
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 from pathlib import Path
 
@@ -190,6 +192,7 @@ class TopApp(App[int]):
     ) -> None:
         super().__init__()
         self.screenshot = screenshot  # (svg path, after seconds): save the screen then exit (--screenshot)
+        self.screenshot_error: str | None = None
         self.source = source
         self.refresh_s = refresh_s
         self.frame: TopFrame | None = initial_frame  # what is on screen
@@ -244,7 +247,16 @@ class TopApp(App[int]):
     def _save_screenshot_and_exit(self) -> None:
         assert self.screenshot is not None
         path = Path(self.screenshot[0])
-        self.save_screenshot(filename=path.name, path=str(path.parent or "."))
+        data = self.export_screenshot().encode("utf-8")
+        try:
+            # O_EXCL|O_NOFOLLOW: never over a file that appeared since `top` checked, never through a link.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            self.screenshot_error = f"--screenshot {path}: cannot create it ({exc.strerror})"
+            self.exit(ExitCode.EXISTS if exc.errno == errno.EEXIST else ExitCode.CANNOT_WRITE)
+            return
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         self.exit(ExitCode.OK)
 
     def on_unmount(self) -> None:

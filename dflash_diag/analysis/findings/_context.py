@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import ProbeName
 from dflash_diag.model import Board, Observation, PipelineView, ThreadState, ThreadStats
 from dflash_diag.model.stacks import Frame, ThreadSample
 
@@ -136,7 +137,7 @@ def on_cuda(ctx: Context) -> bool | None:
         return any(d.startswith("cuda") for d in devices)
     board = ctx.board
     if board is not None:
-        allocator = board.probes.get("allocator")
+        allocator = board.probes.get(ProbeName.ALLOCATOR)
         if isinstance(allocator, Mapping):
             if allocator.get("status") == "ok":
                 return True

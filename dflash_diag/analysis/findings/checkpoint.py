@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import CheckpointKeys, ProbeName
 from dflash_diag.analysis.findings._context import (
     Context,
     items,
@@ -29,25 +30,25 @@ GRAD_NONE_EXAMPLES = 3
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("checkpoint")
+    payload = ctx.probe(ProbeName.CHECKPOINT)
     yield from _grad_none(ctx, payload)
     yield from _mode(payload)
     yield from _recompute(ctx, payload)
 
 
 def _calls(payload: Mapping[str, object] | None) -> tuple[float, float]:
-    calls = sub(payload, "calls")
-    return num(calls, "reentrant") or 0.0, num(calls, "non_reentrant") or 0.0
+    calls = sub(payload, CheckpointKeys.CALLS)
+    return num(calls, CheckpointKeys.REENTRANT) or 0.0, num(calls, CheckpointKeys.NON_REENTRANT) or 0.0
 
 
 def _grad_none(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    count = num(payload, "grad_none_count")
-    names = [n for n in items(payload, "grad_none_params") if isinstance(n, str)]
+    count = num(payload, CheckpointKeys.GRAD_NONE_COUNT)
+    names = [n for n in items(payload, CheckpointKeys.GRAD_NONE_PARAMS) if isinstance(n, str)]
     if not count and names:
         count = float(len(names))
     if not count:
         return
-    trainable = num(payload, "trainable_params")
+    trainable = num(payload, CheckpointKeys.TRAINABLE_PARAMS)
     reentrant, non_reentrant = _calls(payload)
     evidence: list[tuple[str, str]] = [
         ("trainable params with grad None", f"{count:.0f}" + (f" of {trainable:.0f}" if trainable else "")),
@@ -55,7 +56,7 @@ def _grad_none(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
     if names:
         evidence.append(("e.g.", ", ".join(names[:GRAD_NONE_EXAMPLES])))
     evidence.append(("checkpoint calls", f"reentrant {reentrant:.0f}, non-reentrant {non_reentrant:.0f}"))
-    steps = num(payload, "checked_backward_steps")
+    steps = num(payload, CheckpointKeys.CHECKED_BACKWARD_STEPS)
     if steps is not None:
         evidence.append(("backward steps checked", f"{steps:.0f}"))
     cause = (
@@ -78,7 +79,7 @@ def _mode(payload: Mapping[str, object] | None) -> Iterator[Finding]:
     reentrant, non_reentrant = _calls(payload)
     if reentrant <= 0:
         return
-    sites = [s for s in items(payload, "sites") if isinstance(s, Mapping) and s.get("use_reentrant") is True]
+    sites = [s for s in items(payload, CheckpointKeys.SITES) if isinstance(s, Mapping) and s.get(CheckpointKeys.USE_REENTRANT) is True]
     evidence: list[tuple[str, str]] = [("reentrant calls", f"{reentrant:.0f}"), ("non-reentrant calls", f"{non_reentrant:.0f}")]
     for site in sites[:3]:
         evidence.append(("reentrant site", f"{site.get('site')} ({site.get('calls')} calls)"))
@@ -103,7 +104,7 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
             by_stage.append((stage, share, lower_bound(share, stage_samples(threads))))
     stage, share, sure_share = max(by_stage, key=lambda s: s[2], default=("drafter", 0.0, 0.0))
     probe_share = 0.0
-    first = ctx.first_probe("checkpoint")
+    first = ctx.first_probe(ProbeName.CHECKPOINT)
     window_s = ctx.board_window_s()
     recompute_now, recompute_then = num(payload, "recompute_s"), num(first, "recompute_s")
     n_drafters = max(1, len(ctx.stage_threads("drafter")))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import CompileKeys, ProbeName
 from dflash_diag.analysis.findings._context import (
     Context,
     items,
@@ -30,7 +31,7 @@ REASONS_SHOWN = 3
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("compile")
+    payload = ctx.probe(ProbeName.COMPILE)
     yield from _limit(payload)
     yield from _storm(ctx, payload)
     yield from _graph_breaks(ctx, payload)
@@ -43,15 +44,15 @@ def _reason_line(reason: object) -> str:
 
 
 def _limit(payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    hits = num(payload, "recompile_limit_hits") or 0.0
-    entries = [h for h in items(payload, "limit_hits") if isinstance(h, Mapping)]
+    hits = num(payload, CompileKeys.RECOMPILE_LIMIT_HITS) or 0.0
+    entries = [h for h in items(payload, CompileKeys.LIMIT_HITS) if isinstance(h, Mapping)]
     if hits <= 0 and not entries:
         return
-    functions = sorted({str(h.get("function")) for h in entries}) or ["unknown"]
+    functions = sorted({str(h.get(CompileKeys.FUNCTION)) for h in entries}) or ["unknown"]
     evidence: list[tuple[str, str]] = [("recompile-limit hits", f"{max(hits, len(entries)):.0f}")]
     for entry in entries[:REASONS_SHOWN]:
         evidence.append((f"{entry.get('function')} in {entry.get('thread')}", _reason_line(entry.get("reason"))))
-    limits = sub(payload, "recompile_limit")
+    limits = sub(payload, CompileKeys.RECOMPILE_LIMIT)
     if limits:
         evidence.append(("recompile_limit by thread", ", ".join(f"{k}={v}" for k, v in sorted(limits.items()))))
     yield Finding(
@@ -66,17 +67,17 @@ def _limit(payload: Mapping[str, object] | None) -> Iterator[Finding]:
 
 
 def _storm(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    total = num(payload, "recompiles")
+    total = num(payload, CompileKeys.RECOMPILES)
     if total is None:
         return
-    before = num(ctx.first_probe("compile"), "recompiles")
+    before = num(ctx.first_probe(ProbeName.COMPILE), CompileKeys.RECOMPILES)
     window_s = ctx.board_window_s()
     rate = (total - before) / window_s if before is not None and window_s > 0 else None
     if total < RECOMPILE_STORM_TOTAL and (rate is None or rate < RECOMPILE_STORM_PER_S):
         return
-    recent = [r for r in items(payload, "recent_recompiles") if isinstance(r, Mapping)]
+    recent = [r for r in items(payload, CompileKeys.RECENT_RECOMPILES) if isinstance(r, Mapping)]
     reasons = Counter(_reason_line(r.get("reason")) for r in recent)
-    functions = Counter(str(r.get("function")) for r in recent)
+    functions = Counter(str(r.get(CompileKeys.FUNCTION)) for r in recent)
     evidence: list[tuple[str, str]] = [("recompiles", f"{total:.0f}")]
     if rate is not None:
         evidence.append(("recompile rate", f"{rate:.2f}/s"))
@@ -96,12 +97,12 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Findi
 
 
 def _graph_breaks(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    total = num(payload, "graph_breaks")
+    total = num(payload, CompileKeys.GRAPH_BREAKS)
     if not total:
         return
-    before = num(ctx.first_probe("compile"), "graph_breaks")
+    before = num(ctx.first_probe(ProbeName.COMPILE), CompileKeys.GRAPH_BREAKS)
     growing = before is not None and total > before
-    reasons = sub(payload, "graph_break_reasons")
+    reasons = sub(payload, CompileKeys.GRAPH_BREAK_REASONS)
     ranked = sorted(((str(k), v) for k, v in reasons.items() if isinstance(v, int | float)), key=lambda kv: -kv[1])
     evidence: list[tuple[str, str]] = [("graph breaks", f"{total:.0f}")]
     if before is not None:
@@ -122,13 +123,13 @@ def _graph_breaks(ctx: Context, payload: Mapping[str, object] | None) -> Iterato
 
 
 def _in_progress(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    compiling_now = payload is not None and payload.get("compiling_now") is True
+    compiling_now = payload is not None and payload.get(CompileKeys.COMPILING_NOW) is True
     busy = [(t.name, t.shares.get(ThreadState.COMPILE, 0.0)) for t in ctx.sampled()]
     busy = [(n, s) for n, s in busy if s >= COMPILING_SHARE]
     if not compiling_now and not busy:
         return
     evidence: list[tuple[str, str]] = [(f"{name} compiling", pct(share)) for name, share in busy[:4]]
-    seconds = num(payload, "compile_time_s")
+    seconds = num(payload, CompileKeys.COMPILE_TIME_S)
     if seconds is not None:
         evidence.append(("compile time so far", f"{seconds:.1f} s"))
     evidence.append(("compiling now (probe)", str(compiling_now)))
@@ -143,9 +144,9 @@ def _in_progress(ctx: Context, payload: Mapping[str, object] | None) -> Iterator
 
 
 def _multi_thread(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    by_thread = sub(payload, "by_thread")
+    by_thread = sub(payload, CompileKeys.BY_THREAD)
     compiling = {
-        str(name) for name, counts in by_thread.items() if isinstance(counts, Mapping) and (num(counts, "compiles") or 0) > 0
+        str(name) for name, counts in by_thread.items() if isinstance(counts, Mapping) and (num(counts, CompileKeys.COMPILES) or 0) > 0
     }
     # Seen compiling at the same time in the stacks (the probe counts a compile only once it finished).
     concurrent = sorted(t.name for t in ctx.threads if t.n_samples > 0 and t.shares.get(ThreadState.COMPILE, 0.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import CudagraphsKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, num, text, version_tuple
 from dflash_diag.model import Finding, Severity
 
@@ -18,7 +19,7 @@ RERECORDS_IN_WINDOW = 2
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("cudagraphs")
+    payload = ctx.probe(ProbeName.CUDAGRAPHS)
     if payload is None:
         return
     yield from _skips(ctx, payload)
@@ -27,8 +28,8 @@ def check(ctx: Context) -> Iterator[Finding]:
 
 
 def _skips(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
-    skips = num(payload, "skips") or 0.0
-    reasons = [r for r in items(payload, "skip_reasons") if isinstance(r, str)]
+    skips = num(payload, CudagraphsKeys.SKIPS) or 0.0
+    reasons = [r for r in items(payload, CudagraphsKeys.SKIP_REASONS) if isinstance(r, str)]
     if skips <= 0 and not reasons:
         yield from _partitions(payload)
         return
@@ -48,8 +49,8 @@ def _skips(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
 
 
 def _rerecords(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
-    now = num(payload, "rerecords")
-    before = num(ctx.first_probe("cudagraphs"), "rerecords")
+    now = num(payload, CudagraphsKeys.RERECORDS)
+    before = num(ctx.first_probe(ProbeName.CUDAGRAPHS), CudagraphsKeys.RERECORDS)
     if now is None or before is None or now <= before:
         return
     delta = now - before
@@ -67,7 +68,7 @@ def _rerecords(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]
     evidence = [("re-records in window", f"{delta:.0f}")]
     if per_step is not None:
         evidence.append(("re-records per step", f"{per_step:.2f}"))
-    evidence.append(("captures total", f"{num(payload, 'captures') or 0:.0f}"))
+    evidence.append(("captures total", f"{num(payload, CudagraphsKeys.CAPTURES) or 0:.0f}"))
     yield Finding(
         rule_id="cudagraph-rerecord",
         severity=Severity.WARNING,
@@ -80,9 +81,9 @@ def _rerecords(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]
 
 
 def _threads(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
-    threads = sorted({t for t in items(payload, "capture_threads") if isinstance(t, str)})
-    hazard = text(payload, "multi_thread_hazard")
-    torch_version = text(payload, "torch") or (ctx.board.writer.torch if ctx.board is not None else None)
+    threads = sorted({t for t in items(payload, CudagraphsKeys.CAPTURE_THREADS) if isinstance(t, str)})
+    hazard = text(payload, CudagraphsKeys.MULTI_THREAD_HAZARD)
+    torch_version = text(payload, CudagraphsKeys.TORCH) or (ctx.board.writer.torch if ctx.board is not None else None)
     parsed = version_tuple(torch_version)
     unsafe_version = parsed is not None and parsed < CUDAGRAPH_THREAD_SAFE_FROM
     if not hazard and not (len(threads) > 1 and unsafe_version):
@@ -104,12 +105,12 @@ def _threads(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]:
 
 def _partitions(payload: Mapping[str, object]) -> Iterator[Finding]:
     """torch >= 2.11 splits a graph around what cannot be captured instead of skipping it: part runs uncaptured."""
-    messages = [m for m in items(payload, "partition_messages") if isinstance(m, str)]
+    messages = [m for m in items(payload, CudagraphsKeys.PARTITION_MESSAGES) if isinstance(m, str)]
     uncaptured = [m.strip() for m in messages if "non-cudagraphable" in m and "Partition" in m]
     if not uncaptured:
         return
     summary = next((m.strip() for m in messages if m.strip().startswith("Created")), None)
-    evidence = [("partitions", f"{num(payload, 'partitions') or len(messages):.0f}")]
+    evidence = [("partitions", f"{num(payload, CudagraphsKeys.PARTITIONS) or len(messages):.0f}")]
     if summary:
         evidence.append(("inductor", summary[:160]))
     evidence += [("uncaptured", m[:160]) for m in uncaptured[:3]]

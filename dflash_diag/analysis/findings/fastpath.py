@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dflash_contract.board import CompileKeys, FastpathKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, pct, sub, text, thread_stage
 from dflash_diag.model import Finding, Severity
 
@@ -38,10 +39,10 @@ def _gdn_stack_share(ctx: Context) -> tuple[float, str | None]:
 
 
 def _gdn(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("fastpath")
-    kernels = {k: v for k, v in sub(payload, "gdn_kernels").items() if isinstance(v, str)}
+    payload = ctx.probe(ProbeName.FASTPATH)
+    kernels = {k: v for k, v in sub(payload, FastpathKeys.GDN_KERNELS).items() if isinstance(v, str)}
     fallback_kernels = sorted(k for k, v in kernels.items() if v == "torch_fallback")
-    probe_says_fallback = bool(fallback_kernels) or (payload is not None and payload.get("gdn_fast_path") is False
+    probe_says_fallback = bool(fallback_kernels) or (payload is not None and payload.get(FastpathKeys.GDN_FAST_PATH) is False
                                                    and bool(kernels))
     stack_share, stack_frame = _gdn_stack_share(ctx)
     if not probe_says_fallback and stack_share < GDN_STACK_SHARE_MIN:
@@ -49,11 +50,11 @@ def _gdn(ctx: Context) -> Iterator[Finding]:
     evidence: list[tuple[str, str]] = []
     if fallback_kernels:
         evidence.append(("kernels on torch fallback", ", ".join(fallback_kernels)))
-    reason = text(payload, "gdn_reason")
+    reason = text(payload, FastpathKeys.GDN_REASON)
     if reason:
         evidence.append(("reason", reason))
     if payload is not None:
-        evidence.append(("fla importable", str(bool(payload.get("fla_importable")))))
+        evidence.append(("fla importable", str(bool(payload.get(FastpathKeys.FLA_IMPORTABLE)))))
     if stack_frame is not None:
         evidence.append(("target samples in fallback", f"{pct(stack_share)} ({stack_frame})"))
     cuda = ctx.on_cuda()
@@ -80,16 +81,16 @@ def _gdn(ctx: Context) -> Iterator[Finding]:
 
 
 def _flex(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("fastpath")
-    mode = text(payload, "flex_attention")
-    warnings = [w for w in items(payload, "fallback_warnings") if isinstance(w, str) and EAGER_FLEX_WARNING in w]
+    payload = ctx.probe(ProbeName.FASTPATH)
+    mode = text(payload, FastpathKeys.FLEX_ATTENTION)
+    warnings = [w for w in items(payload, FastpathKeys.FALLBACK_WARNINGS) if isinstance(w, str) and EAGER_FLEX_WARNING in w]
     if mode != "eager" and not warnings:
         return
     evidence: list[tuple[str, str]] = [("flex_attention", mode or "unknown")]
     if warnings:
         evidence.append(("warning", warnings[0][:160]))
-    limit_hits = [h for h in items(ctx.probe("compile"), "limit_hits")
-                  if isinstance(h, dict) and "flex" in str(h.get("function", ""))]
+    limit_hits = [h for h in items(ctx.probe(ProbeName.COMPILE), CompileKeys.LIMIT_HITS)
+                  if isinstance(h, dict) and "flex" in str(h.get(CompileKeys.FUNCTION, ""))]
     if limit_hits:
         evidence.append(("recompile-limit hit", f"{limit_hits[0].get('function')} in {limit_hits[0].get('thread')}"))
     yield Finding(

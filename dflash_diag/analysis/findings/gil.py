@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import GilKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub
 from dflash_diag.model import Finding, Severity, ThreadState
 
@@ -17,9 +18,9 @@ SHOWN = 3
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("gil")
-    contention = num(payload, "contention_share")
-    if payload is not None and payload.get("free_threaded") is True:
+    payload = ctx.probe(ProbeName.GIL)
+    contention = num(payload, GilKeys.CONTENTION_SHARE)
+    if payload is not None and payload.get(GilKeys.FREE_THREADED) is True:
         return
     sampled = list(ctx.sampled())
     waiters = sorted(((t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in sampled), key=lambda x: -x[1])
@@ -32,12 +33,12 @@ def check(ctx: Context) -> Iterator[Finding]:
     evidence: list[tuple[str, str]] = []
     if contention is not None:
         evidence.append(("GIL contention (probe)", pct(contention)))
-        mean_ms, p99_ms = num(payload, "wait_mean_ms"), num(payload, "wait_p99_ms")
+        mean_ms, p99_ms = num(payload, GilKeys.WAIT_MEAN_MS), num(payload, GilKeys.WAIT_P99_MS)
         if mean_ms is not None:
             evidence.append(("wait per acquire", f"mean {mean_ms:.1f} ms" + (f", p99 {p99_ms:.1f} ms" if p99_ms is not None else "")))
     for t in holders:
         evidence.append((f"holds: {t.name}", f"{t.gil_held_pct:.0f}% of samples" + (f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else "")))
-    cpu = sorted(((str(n), num(v, "cpu_share")) for n, v in sub(payload, "threads").items() if isinstance(v, Mapping)),
+    cpu = sorted(((str(n), num(v, GilKeys.CPU_SHARE)) for n, v in sub(payload, GilKeys.THREADS).items() if isinstance(v, Mapping)),
                  key=lambda nv: -(nv[1] or 0.0))
     if cpu and cpu[0][1]:
         evidence.append(("CPU by thread (probe)", ", ".join(f"{n} {pct(v)}" for n, v in cpu[:SHOWN] if v is not None)))

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dflash_contract.board import stale_after_s
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.model import Finding, Severity
-
-# A board is published at most every interval_s and at least once per training step; 20 intervals (and at
-# least 10 s, for slow steps) without a new one means the step loop stopped.
-STALE_INTERVALS = 20
-STALE_MIN_S = 10.0
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -38,7 +34,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         )
         return
     age_s = board.age_s(ctx.now_wall_s)
-    limit_s = max(STALE_MIN_S, STALE_INTERVALS * board.interval_s)
+    limit_s = stale_after_s(board.interval_s)  # the one staleness rule of every reader (docs/board.md)
     if obs.process_alive and age_s > limit_s:
         yield Finding(
             rule_id="board-stale",

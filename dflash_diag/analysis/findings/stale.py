@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import CodedriftKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, num
 from dflash_diag.model import Finding, Severity
 
@@ -13,19 +14,19 @@ EVIDENCE_MODULES = 6
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("codedrift")
-    stale = [s for s in items(payload, "stale") if isinstance(s, Mapping) and isinstance(s.get("module"), str)]
+    payload = ctx.probe(ProbeName.CODEDRIFT)
+    stale = [s for s in items(payload, CodedriftKeys.STALE) if isinstance(s, Mapping) and isinstance(s.get(CodedriftKeys.MODULE), str)]
     if not stale:
         return
-    names = [str(s["module"]) for s in stale]
+    names = [str(s[CodedriftKeys.MODULE]) for s in stale]
     shown = ", ".join(names[:CLAIM_MODULES]) + (f" and {len(names) - CLAIM_MODULES} more" if len(names) > CLAIM_MODULES else "")
     evidence: list[tuple[str, str]] = [("stale modules", str(len(stale)))]
     for entry in stale[:EVIDENCE_MODULES]:
-        mtime = num(entry, "mtime_wall_s")
-        imported = num(entry, "import_wall_s")
-        age = f"changed {mtime - imported:.0f} s after import" if mtime is not None and imported is not None else str(entry.get("how", "changed"))
-        evidence.append((str(entry.get("file") or entry["module"]), age))
-    checked = num(payload, "checked_modules")
+        mtime = num(entry, CodedriftKeys.MTIME_WALL_S)
+        imported = num(entry, CodedriftKeys.IMPORT_WALL_S)
+        age = f"changed {mtime - imported:.0f} s after import" if mtime is not None and imported is not None else str(entry.get(CodedriftKeys.HOW, "changed"))
+        evidence.append((str(entry.get(CodedriftKeys.FILE) or entry[CodedriftKeys.MODULE]), age))
+    checked = num(payload, CodedriftKeys.CHECKED_MODULES)
     if checked is not None:
         evidence.append(("modules checked", f"{checked:.0f}"))
     yield Finding(
