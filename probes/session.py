@@ -282,13 +282,16 @@ class ProbeSession:
             t0 = time.perf_counter()
             self._last_publish_mono = time.monotonic()
             document = self._document(final)
+            build_s = time.perf_counter() - t0
+            wandb = self._wandb
+            if wandb is not None:
+                # Before the board's fsync: the readings land in the wandb row that is open while they are fresh.
+                wandb.maybe_log(document, force=final)  # never raises; its cost is counted on its own
+            t1 = time.perf_counter()
             if self._writer is not None:
                 self._writer.write(document)
             self.publishes += 1
-            self.publish_cost_s += time.perf_counter() - t0
-            wandb = self._wandb
-            if wandb is not None:
-                wandb.maybe_log(document, force=final)  # never raises; its cost is counted on its own
+            self.publish_cost_s += build_s + time.perf_counter() - t1
             return True
         except Exception as exc:
             self.publish_errors += 1

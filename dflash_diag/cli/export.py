@@ -66,7 +66,7 @@ class ExportCommand:
                                    ExitCode.USAGE) from None
             raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
                                ExitCode.USAGE) from None
-        host, port = server.server_address[:2]
+        host, port = str(server.server_address[0]), int(server.server_address[1])
         what = "every probed process" if args.all else f"PID {', '.join(map(str, args.pids))}"
         url_host = f"[{host}]" if ":" in str(host) else host
         print(f"dflash-diag export: serving {what} at http://{url_host}:{port}/metrics (Ctrl-C stops)", flush=True)

@@ -19,6 +19,7 @@ from dflash_diag.sources.collect import Collector, LiveSampler
 from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.sources.outside import OutsideReader
 from dflash_diag.view.frame import TopFrame, build_frame
+from dflash_diag.view.history import EMPTY_HISTORY, extend
 from dflash_diag.view.hold import FindingHold
 
 HOLD_MAX_S = 10.0
@@ -58,6 +59,7 @@ class LiveSource:
         self._sampler = LiveSampler(pid, config)
         # A finding stays a third of the window (at most 10 s) after it was last raised: no flicker.
         self._hold = FindingHold(hold_s=min(HOLD_MAX_S, config.window_s / 3))
+        self._history = EMPTY_HISTORY  # only the sampler thread (poll) reads and replaces it
 
     @property
     def pid(self) -> int:
@@ -76,6 +78,9 @@ class LiveSource:
         frame = frame_of(obs, self._patterns, wall_s=time.time(), rate_hz=sampler.effective_rate_hz, native=native)
         frame = replace(frame, requested_rate_hz=sampler.rate_hz, rate_reason=sampler.rate_reason,
                         findings=self._hold.update(frame.findings, time.monotonic()))
+        if obs.process_alive:  # after the exit the window freezes: no new points
+            self._history = extend(self._history, frame)
+        frame = replace(frame, history=self._history)
         if not obs.process_alive and not obs.stacks:
             raise AttachError(f"process {self._pid} exited", ExitCode.NO_PROCESS)
         return frame

@@ -28,6 +28,7 @@ from dflash_diag.model import NA, ThreadStats
 from dflash_diag.tui.source import TopSource
 from dflash_diag.tui.widgets import (
     GpuPane,
+    HistoryPane,
     PipelinePane,
     ProbesPane,
     StackView,
@@ -126,7 +127,7 @@ HELP_TEXT = """\
   n          toggle native frames (samples with --native pause the process: rate-limited)
   + / -      sampling rate up / down;  a  back to the automatic rate (2-10 Hz by idle CPU)
   w          write a snapshot (bug-report bundle) of the process
-  1-5        show stack / timeline / GPUs / probes / findings
+  1-6        show stack / timeline / GPUs / probes / findings / history (tok/s, queue, GPUs over minutes)
   ? or h     this help;  q or ctrl+c  quit
 
 [b]States[/b] (letters in the bars and the timeline)
@@ -176,6 +177,7 @@ class TopApp(App[int]):
         Binding("3", "show_tab('tab-gpus')", "GPUs", show=False),
         Binding("4", "show_tab('tab-probes')", "Probes", show=False),
         Binding("5", "show_tab('tab-findings')", "Findings", show=False),
+        Binding("6", "show_tab('tab-history')", "History", show=False),
     ]
 
     def __init__(
@@ -228,6 +230,8 @@ class TopApp(App[int]):
                 yield ProbesPane(id="probes")
             with TabPane("Findings", id="tab-findings"):
                 yield Static(id="findings")
+            with TabPane("History", id="tab-history"):
+                yield HistoryPane(id="history")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -347,6 +351,7 @@ class TopApp(App[int]):
         for probes in self.query(ProbesPane):
             probes.show(frame)
         self.query_one("#findings", Static).update(_findings_text(frame))
+        self.query_one(HistoryPane).show(frame)
 
     # ----- selection -----
     @on(DataTable.RowHighlighted, "#threads")
