@@ -285,3 +285,13 @@ def test_a_side_thread_holding_the_gil_most_of_the_time_is_named_even_on_a_busy_
     # The same share held by a pipeline thread, with no side thread, is that stage's own Python: no finding.
     own = replace(hog, name="fit-0", stage="drafter")
     assert "gil-contention" not in _run(observation(), (own, replace(stage, shares={ThreadState.NATIVE: 1.0})))
+
+
+def test_a_side_thread_burning_a_core_in_python_is_a_gil_hog_from_few_samples() -> None:
+    hog = replace(thread_stats("telemetry", "other", {ThreadState.PYTHON: 0.9, ThreadState.GIL_WAIT: 0.1}, tid=41,
+                               gil_held_pct=55.0, n=9), cpu_pct=85.0)
+    stage = thread_stats("encode", "target", {ThreadState.NATIVE: 0.6, ThreadState.GIL_WAIT: 0.2,
+                                              ThreadState.QUEUE_PUT: 0.2}, tid=42, n=9)
+    f = _run(observation(), (hog, stage))["gil-contention"]
+    assert "telemetry" in f.claim and dict(f.evidence)["telemetry CPU"].startswith("85% of a core")
+    assert "gil-contention" not in _run(observation(), (replace(hog, cpu_pct=20.0), stage))

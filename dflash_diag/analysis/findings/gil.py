@@ -28,6 +28,8 @@ WAITING_THREAD_CPU_PCT = 1.0
 SHOWN = 3
 # A side thread holding the GIL in this share of the samples (lower bound) starves the stages' Python threads.
 MONOPOLY_SHARE = 0.5
+# ... or a side thread running Python in most samples while using this share of one core (/proc).
+MONOPOLY_CPU_PCT = 50.0
 # A stage thread wants the GIL when this share of its samples runs Python or waits for the GIL.
 WANTS_PYTHON_SHARE = 0.2
 # A GIL holder that spends this share of its samples compiling holds the GIL because it compiles.
@@ -49,8 +51,8 @@ def check(ctx: Context) -> Iterator[Finding]:
     heavy_waiters = [(t, s) for t, s in waiters if lower_bound(s, t.n_samples) >= THREAD_WAIT_SHARE]
     # A side thread that holds the GIL most of the time leaves the stages' Python threads the rest, however the
     # machine schedules them (on an oversubscribed machine their waits also look like CPU waits).
-    monopolies = [t for t in sampled if t.stage == "other"
-                  and lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= MONOPOLY_SHARE]
+    monopolies = [t for t in sampled if t.stage == "other" and (
+        lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= MONOPOLY_SHARE or _burns_python(t))]
     wanting = [t for t in sampled if t.stage in ("target", "drafter")
                and t.shares.get(ThreadState.PYTHON, 0.0) + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= WANTS_PYTHON_SHARE]
     monopoly = monopolies[0] if monopolies and wanting else None
@@ -80,6 +82,9 @@ def check(ctx: Context) -> Iterator[Finding]:
             evidence.append((f"waits: {t.name}", f"{pct(share)} of samples" + _cpu_text(t)))
     worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0,
                 monopoly.gil_held_pct / 100.0 * 0.5 if monopoly is not None else 0.0)
+    if monopoly is not None and not is_na(monopoly.cpu_pct):
+        evidence.append((f"{monopoly.name} CPU", f"{float(monopoly.cpu_pct):.0f}% of a core (/proc), "  # type: ignore[arg-type]
+                                                 f"Python in {pct(monopoly.shares.get(ThreadState.PYTHON, 0.0))} of its samples"))
     if monopoly is not None:
         evidence.append(("GIL monopoly", f"{monopoly.name} holds it in {monopoly.gil_held_pct:.0f}% of samples: the "
                                          f"pipeline's Python threads ({', '.join(t.name for t in wanting[:SHOWN])}) "
@@ -119,6 +124,13 @@ def check(ctx: Context) -> Iterator[Finding]:
         impact=impact,
         stages=stages,
     )
+
+
+def _burns_python(t: ThreadStats) -> bool:
+    """A thread that runs Python in most samples and uses half a core or more (/proc) holds the GIL at least that
+    share of the time: Python only runs with it. Robust where a few samples cannot show the share."""
+    cpu = None if is_na(t.cpu_pct) else float(t.cpu_pct)  # type: ignore[arg-type]
+    return cpu is not None and cpu >= MONOPOLY_CPU_PCT and t.shares.get(ThreadState.PYTHON, 0.0) >= 0.5
 
 
 def _idle_by_cpu(t: ThreadStats) -> bool:
