@@ -63,6 +63,9 @@ class SourceFile:
     path: str
     exists: bool
     mtime_wall_s: float | None  # None when it cannot be read
+    # "": a file of a sampled frame; else the sampled file that imports it at module level (so the process
+    # loaded it at start, even though no sample landed in it).
+    imported_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)

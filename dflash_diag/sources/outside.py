@@ -50,6 +50,7 @@ class _Parsed:
     lines: tuple[str, ...]
     defs: tuple[_Def, ...]  # sorted by start; nested defs come after their parent
     parsed: bool = True
+    imports: tuple[str, ...] = ()  # dotted module names imported at module level
 
 
 class OutsideReader:
@@ -133,7 +134,28 @@ class OutsideReader:
                 continue  # unreadable or gone: no claim about its lines
             for line in sorted(lines):
                 code.append(_source_line(filename, line, parsed))
+        files.extend(self._imported(by_file, {f.path for f in files}))
         return tuple(code), tuple(files)
+
+    def _imported(self, sampled: dict[str, list[int]], known: set[str]) -> list[SourceFile]:
+        """The program's own modules that sampled files import at module level: loaded at start, maybe edited
+        since (a loss module edited under a running job is not on the stacks when the sample misses it)."""
+        out: list[SourceFile] = []
+        for filename in sampled:
+            path = self._resolve(filename)
+            parsed = self._cache.get(path)
+            for module in parsed.imports if parsed is not None else ():
+                found = _find_module(path, module)
+                if found is None or found in known or is_library_file(found) or len(out) >= MAX_FILES:
+                    continue
+                known.add(found)
+                try:
+                    mtime = os.stat(found).st_mtime
+                except OSError:
+                    continue
+                out.append(SourceFile(path=found, exists=True, mtime_wall_s=mtime,
+                                      imported_by=filename.rsplit("/", 1)[-1]))
+        return out
 
     def _resolve(self, filename: str) -> str:
         if filename.startswith("/"):
@@ -190,7 +212,33 @@ def _parse(path: str, mtime_s: float) -> _Parsed | None:
     defs: list[_Def] = []
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
-    return _Parsed(mtime_s=mtime_s, lines=lines, defs=tuple(defs))
+    return _Parsed(mtime_s=mtime_s, lines=lines, defs=tuple(defs), imports=_module_imports(tree))
+
+
+def _module_imports(tree: ast.Module) -> tuple[str, ...]:
+    names: dict[str, None] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names.setdefault(alias.name, None)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.setdefault(node.module, None)
+    return tuple(names)
+
+
+def _find_module(importer: str, module: str) -> str | None:
+    """``module``'s file in the importer's directory or one of its parents (the program's own package roots)."""
+    parts = module.split(".")
+    directory = os.path.dirname(importer)
+    for _ in range(6):
+        for candidate in (os.path.join(directory, *parts) + ".py", os.path.join(directory, *parts, "__init__.py")):
+            if os.path.isfile(candidate):
+                return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return None
 
 
 def _collect_defs(node: ast.AST, prefix: str, out: list[_Def]) -> None:

@@ -120,3 +120,18 @@ def test_an_edit_moves_the_function_away_from_the_sampled_line(tmp_path: Path) -
     script.unlink()
     code, files = reader.code_facts([sample])
     assert code == () and files[0].exists is False
+
+
+def test_modules_a_sampled_file_imports_are_listed_with_their_mtime(tmp_path: Path) -> None:
+    package = tmp_path / "dtrain"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "losses.py").write_text("def ce():\n    return 0\n")
+    loop = package / "loop.py"
+    loop.write_text("import os\nfrom dtrain.losses import ce\n\n\ndef train():\n    return ce()\n")
+    code, files = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), [Frame("train", str(loop), 6)])])
+    by_path = {f.path: f for f in files}
+    imported = by_path[str(package / "losses.py")]
+    assert imported.imported_by == "loop.py" and imported.mtime_wall_s == (package / "losses.py").stat().st_mtime
+    assert str(loop) in by_path and by_path[str(loop)].imported_by == ""
+    assert len(files) == 2  # os is the standard library's, not the program's

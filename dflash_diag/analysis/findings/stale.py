@@ -75,7 +75,8 @@ def _from_outside(ctx: Context) -> Iterator[Finding]:
         if not f.exists:
             evidence.append((f.path, "deleted since"))
         elif start is not None and f.mtime_wall_s is not None:
-            evidence.append((f.path, f"modified {f.mtime_wall_s - start:.0f} s after the process started"))
+            via = f" (imported by {f.imported_by})" if f.imported_by else ""
+            evidence.append((f.path, f"modified {f.mtime_wall_s - start:.0f} s after the process started{via}"))
     files = sorted({c.filename.rsplit("/", 1)[-1] for c, _ in moved} | {f.path.rsplit("/", 1)[-1] for f in newer})
     shown = ", ".join(files[:CLAIM_MODULES]) + (f" and {len(files) - CLAIM_MODULES} more" if len(files) > CLAIM_MODULES else "")
     if moved:
