@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import queue
@@ -66,6 +67,14 @@ def _fault_point(role: str, count: int) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 _MODEL_FIELDS = ("preset", "target", "drafter", "objective", "data", "drafter_devices", "compile", "seed", "scenario")
+
+
+def _write_failure(what: str, path: Path, err: OSError) -> str:
+    """One line for a failed write: what, where, why, what is kept, what to do."""
+    reason = f"{err.strerror or err} ({errno.errorcode.get(err.errno or 0, 'error')})"
+    kept = "the previous one is kept" if path.exists() else "none was written"
+    return (f"could not write the {what} {path}: {reason}; {kept} (free space or choose another directory, "
+            "then --resume)")
 
 
 class Run:
@@ -267,7 +276,11 @@ class Run:
             meter.end_time = time.monotonic()
         self.session.step(self.step)
         if cfg.save_every and self.step % cfg.save_every == 0 and not self.finish:
-            self.save_checkpoint()
+            try:
+                self.save_checkpoint()
+            except OSError as err:  # a full disk must not end hours of training: the next save retries
+                print(f"reference_trainer: warning: {_write_failure('checkpoint', checkpoint.checkpoint_path(cfg), err)}"
+                      "; training goes on", file=sys.stderr, flush=True)
 
     def _log_line(self, step_ms: float) -> None:
         rates = self.meter.window_rates()
@@ -297,7 +310,9 @@ class Run:
                   file=sys.stderr, flush=True)
             self.graceful.set()
 
-        self.previous_handlers = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # SIGHUP too: an ssh session that drops takes the trainer with it, and that must not lose the run.
+        self.previous_handlers = {sig: signal.signal(sig, handle)
+                                  for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
 
     def banner(self) -> None:
         cfg, built = self.config, self.built
@@ -314,6 +329,8 @@ class Run:
             print(f"  scenario {cfg.scenario}: {built.scenario.description}", flush=True)
 
     def run(self) -> int:
+        for stale in checkpoint.remove_stale_temp_files(Path(self.config.checkpoint_dir)):
+            print(f"reference_trainer: removed {stale}, a partial checkpoint of a writer that is gone", flush=True)
         self.banner()
         self._install_signals()
         self.meter.start_clock()
@@ -354,12 +371,20 @@ class Run:
             print(f"reference_trainer: thread {name} failed: {type(err).__name__}: {err}; run stopped",
                   file=sys.stderr, flush=True)
             return ExitCode.THREAD_FAILED
-        path = self.save_checkpoint() if self.save_at_end else None
-        summary = self.summary()
-        summary["checkpoint"] = str(path) if path else None
-        if cfg.summary_json:
-            checkpoint.atomic_write_bytes(Path(cfg.summary_json),
-                                          lambda h: h.write(json.dumps(summary, indent=2).encode()))
+        target = checkpoint.checkpoint_path(cfg)
+        try:
+            path = self.save_checkpoint() if self.save_at_end else None
+            summary = self.summary()
+            summary["checkpoint"] = str(path) if path else None
+            if cfg.summary_json:
+                target = Path(cfg.summary_json)
+                checkpoint.atomic_write_bytes(target, lambda h: h.write(json.dumps(summary, indent=2).encode()))
+        except OSError as err:
+            what = "summary" if target != checkpoint.checkpoint_path(cfg) else "checkpoint"
+            print(f"reference_trainer: error: {_write_failure(what, target, err)}", file=sys.stderr, flush=True)
+            self.sink.finish()
+            self.session.close()
+            return ExitCode.WRITE_FAILED
         print(f"done: {self.stop_reason}, step {self.step}, {summary['tokens_per_s']:,.0f} tok/s, "
               f"loss {summary['loss_first']} -> {summary['loss_last']}, checkpoint {path}", flush=True)
         self.sink.finish()
