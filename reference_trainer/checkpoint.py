@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import os
 import re
 import stat
@@ -209,3 +210,11 @@ def remove_stale_temp_files(directory: Path, name: str = CHECKPOINT_NAME) -> lis
             os.unlink(entry.path)
             removed.append(Path(entry.path))
     return removed
+
+
+def write_failure(what: str, path: Path, err: OSError) -> str:
+    """One line for a failed write: what, where, why, what is kept, what to do."""
+    reason = f"{err.strerror or err} ({errno.errorcode.get(err.errno or 0, 'error')})"
+    kept = "the previous one is kept" if path.exists() else "none was written"
+    return (f"could not write the {what} {path}: {reason}; {kept} (free space or choose another directory, "
+            "then --resume)")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import json
 import os
 import queue
@@ -48,7 +47,7 @@ from reference_trainer.build import Built
 from reference_trainer.config import TrainConfig
 from reference_trainer.errors import ExitCode
 from reference_trainer.loss import LossParts
-from reference_trainer.metrics import Meter, make_sink
+from reference_trainer.metrics import Meter, banner_lines, make_sink
 from reference_trainer.replicas import HiddenBatch, Replica
 from reference_trainer.threads import get_until_stopped, name_this_thread, put_until_stopped
 
@@ -67,14 +66,6 @@ def _fault_point(role: str, count: int) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 _MODEL_FIELDS = ("preset", "target", "drafter", "objective", "data", "drafter_devices", "compile", "seed", "scenario")
-
-
-def _write_failure(what: str, path: Path, err: OSError) -> str:
-    """One line for a failed write: what, where, why, what is kept, what to do."""
-    reason = f"{err.strerror or err} ({errno.errorcode.get(err.errno or 0, 'error')})"
-    kept = "the previous one is kept" if path.exists() else "none was written"
-    return (f"could not write the {what} {path}: {reason}; {kept} (free space or choose another directory, "
-            "then --resume)")
 
 
 class Run:
@@ -130,6 +121,7 @@ class Run:
         self.session.watch_model("drafter", self.replicas[0].model)
         self.thread_roles = self._thread_roles()
         self.app_config = {**cfg.flat(), "gdn_kernel": built.kernels.chunk_gated_delta_rule,
+                           "short_conv": built.kernels.short_conv,
                            "attention": built.attention, "sequential": sequential}
         self.sink = make_sink(cfg.wandb, cfg.flat(), Path(cfg.checkpoint_dir))
 
@@ -279,7 +271,7 @@ class Run:
             try:
                 self.save_checkpoint()
             except OSError as err:  # a full disk must not end hours of training: the next save retries
-                print(f"reference_trainer: warning: {_write_failure('checkpoint', checkpoint.checkpoint_path(cfg), err)}"
+                print(f"reference_trainer: warning: {checkpoint.write_failure('checkpoint', checkpoint.checkpoint_path(cfg), err)}"
                       "; training goes on", file=sys.stderr, flush=True)
 
     def _log_line(self, step_ms: float) -> None:
@@ -315,18 +307,8 @@ class Run:
                                   for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
 
     def banner(self) -> None:
-        cfg, built = self.config, self.built
-        params = sum(p.numel() for p in self.replicas[0].model.parameters())
-        mode = "sequential (no threads)" if self.sequential else (
-            f"{len(cfg.target_devices)} target thread(s) on {','.join(cfg.target_devices)}, "
-            f"{len(cfg.drafter_devices)} drafter thread(s) on {','.join(cfg.drafter_devices)}, q_hs {cfg.queue_size}")
-        print(f"reference_trainer: preset {cfg.preset}, {mode}", flush=True)
-        print(f"  {built.kernels.line()}", flush=True)
-        print(f"  drafter: {params / 1e6:.1f} M trainable params, taps target layers {cfg.drafter.target_layer_ids}, "
-              f"attention {built.attention}, checkpoint use_reentrant={cfg.objective.use_reentrant}"
-              f"{', compiled' if cfg.compile else ''}", flush=True)
-        if cfg.scenario:
-            print(f"  scenario {cfg.scenario}: {built.scenario.description}", flush=True)
+        for line in banner_lines(self.built, self.config, self.sequential):
+            print(line, flush=True)
 
     def run(self) -> int:
         for stale in checkpoint.remove_stale_temp_files(Path(self.config.checkpoint_dir)):
@@ -381,7 +363,7 @@ class Run:
                 checkpoint.atomic_write_bytes(target, lambda h: h.write(json.dumps(summary, indent=2).encode()))
         except OSError as err:
             what = "summary" if target != checkpoint.checkpoint_path(cfg) else "checkpoint"
-            print(f"reference_trainer: error: {_write_failure(what, target, err)}", file=sys.stderr, flush=True)
+            print(f"reference_trainer: error: {checkpoint.write_failure(what, target, err)}", file=sys.stderr, flush=True)
             self.sink.finish()
             self.session.close()
             return ExitCode.WRITE_FAILED
@@ -413,6 +395,10 @@ class Run:
             "sequential": self.sequential,
             "gdn_kernel": built.kernels.chunk_gated_delta_rule,
             "gdn_kernel_line": built.kernels.line(),
+            "short_conv": built.kernels.short_conv,
+            "speed": {"loss": self.config.objective.loss, "block_mask": self.config.objective.mask_build,
+                      "checkpoint_layers": self.config.checkpoint_layers, "compile_layers": self.config.compile_layers,
+                      "fused_adamw": self.config.fused_adamw},
             "attention": built.attention,
             "use_reentrant": self.config.objective.use_reentrant,
             "torch": torch.__version__,
