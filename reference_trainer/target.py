@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -189,7 +190,7 @@ def force_gdn_torch_fallback(model: nn.Module) -> None:
 # The short causal convolution of the GatedDeltaNet layers
 # --------------------------------------------------------------------------------------------------------
 
-_FLA_CONV_PATHS = ("fla.modules.convolution", "fla.modules.conv", "fla.modules")
+_FLA_CONV_PATHS = ("fla.modules.convolution", "fla.modules.causal_conv1d", "fla.modules.conv", "fla.modules")
 _HF_CONV: dict[str, Any] = {}  # transformers' own causal_conv1d_fn, kept to put it back
 
 
@@ -208,7 +209,10 @@ def fla_causal_conv1d() -> Any:
 
 
 def _channels_first(fla_conv: Any) -> Any:
-    """transformers' ``causal_conv1d_fn(x [B, D, T], weight [D, W], bias, activation)`` on fla's kernel."""
+    """transformers' ``causal_conv1d_fn(x [B, D, T], weight [D, W], bias, activation)`` on fla's kernel.
+
+    fla since late 2024 takes x as [B, T, D] (its signature has ``residual``); older releases took [B, D, T]."""
+    seq_first = "residual" in inspect.signature(fla_conv).parameters
 
     @functools.wraps(fla_conv)  # __module__ stays fla's: probes and reports see the kernel that runs
     def causal_conv1d_fn(hidden_states: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -216,8 +220,10 @@ def _channels_first(fla_conv: Any) -> Any:
         if any(kwargs.get(k) is not None for k in ("seq_idx", "cu_seqlens", "cu_seq_lens_q")):
             raise ValueError("packed sequences are not supported by the trainer's fla short-conv adapter")
         # [B, D, T] is a transposed view of the in-projection's contiguous [B, T, D]: no copy either way.
-        out, _ = fla_conv(hidden_states.transpose(1, 2), weight, bias, activation=activation)
-        return out.transpose(1, 2)
+        x = hidden_states.transpose(1, 2) if seq_first else hidden_states
+        result = fla_conv(x=x, weight=weight, bias=bias, activation=activation)
+        out = result[0] if isinstance(result, tuple) else result
+        return out.transpose(1, 2) if seq_first else out
 
     return causal_conv1d_fn
 

@@ -161,8 +161,10 @@ def test_bad_target_path_is_one_clear_error(tmp_path: Path, setup, message: str)
 def _fla_like_conv(calls: list[int]):  # noqa: ANN202
     """fla's causal_conv1d contract (x [B, T, D], weight [D, W] -> (y [B, T, D], state)), in plain torch."""
 
-    def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                      activation: str | None = None, **kwargs: object) -> tuple[torch.Tensor, None]:
+    def causal_conv1d(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                      residual: torch.Tensor | None = None, initial_state: torch.Tensor | None = None,
+                      output_final_state: bool = False, activation: str | None = None,
+                      **kwargs: object) -> tuple[torch.Tensor, None]:
         calls.append(1)
         assert x.shape[-1] == weight.shape[0]  # channels last, as fla takes them
         width = weight.shape[-1]
@@ -177,9 +179,9 @@ def _fla_like_conv(calls: list[int]):  # noqa: ANN202
 
 def test_fla_short_conv_adapter_feeds_fla_its_layout_and_changes_nothing() -> None:
     """The GatedDeltaNet short conv on fla's kernel contract gives the torch reference's hidden states."""
-    from probes.fastpath import bound_kernel
     from transformers.models.qwen3_5 import modeling_qwen3_5 as mq
 
+    from probes.fastpath import bound_kernel
     from reference_trainer.target import install_short_conv
 
     fields, target = _tiny_target()
