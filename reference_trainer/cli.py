@@ -84,14 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--loss", choices=LOSSES, help="chunked: checkpointed fp32-logit chunks (recomputed); fused: "
                    "the input gradient in the forward pass, no recompute (default); fused-compiled: its "
                    "epilogue torch.compile'd (no fp32 copy of a chunk)")
-    g.add_argument("--block-mask", choices=MASK_BUILDS, help="how the flex BlockMask is built each step: from "
-                   "the sorted anchors (default) or mask_mod over every (query, key) pair")
+    g.add_argument("--block-mask", choices=MASK_BUILDS, help="how the flex BlockMask is built each step: "
+                   "mask_mod over every (query, key) pair (default) or from the sorted anchors")
     g.add_argument("--fused-adamw", type=_bool, metavar="{true,false}",
                    help="AdamW's fused kernel (default: true on GPU presets)")
     g.add_argument("--compile-layers", action="store_true",
                    help="torch.compile each draft decoder layer (compiled and warmed up before the threads start)")
-    g.add_argument("--short-conv", choices=("auto", "torch", "fla"), help="GatedDeltaNet short conv: fla's "
-                   "Triton kernel, transformers' torch reference, or auto (fla when importable on CUDA)")
+    g.add_argument("--short-conv", choices=("auto", "torch", "fla"), help="GatedDeltaNet short conv: "
+                   "transformers' torch reference (default), fla's Triton kernel, or auto (fla when importable on CUDA)")
     g.add_argument("--compile", action="store_true", help="torch.compile the whole drafter")
     g.add_argument("--compile-backend", default="inductor")
     g = p.add_argument_group("run control")
