@@ -10,7 +10,7 @@
 3. ``dflash-diag export --port 0 PID``: scrapes the endpoint in Prometheus text and OpenMetrics, keeps both,
    checks the queue, GPU and allocator series are there.
 4. Stops the trainer; then, when wandb is importable, ``bench/export_overhead.py``'s measurement: probe overhead
-   with wandb offline logging on vs off, the trainer built once in this process (skipped, and said so, when
+   with wandb offline logging on vs off (2 rounds x 10 steps), the trainer built once in this process (skipped, and said so, when
    wandb is not installed).
 
 Writes ``results.json`` and ``results.md`` (a markdown table) into ``--out``.
@@ -155,8 +155,8 @@ def main() -> int:
     p.add_argument("--warm-steps", type=int, default=4)
     p.add_argument("--ready-timeout", type=float, default=150.0)
     p.add_argument("--trainer-seconds", type=float, default=150.0)
-    p.add_argument("--rounds", type=int, default=3, help="wandb on/off rounds")
-    p.add_argument("--steps", type=int, default=12, help="drafter steps per wandb on/off window")
+    p.add_argument("--rounds", type=int, default=2, help="wandb on/off rounds")
+    p.add_argument("--steps", type=int, default=10, help="drafter steps per wandb on/off window")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT / "bench"))

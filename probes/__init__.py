@@ -23,7 +23,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+from dflash_contract.board import PROBE_NAMES
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
 
 # The version of the dflash-diag distribution this package belongs to. `dflash-diag attach` refuses a process
 # that already imported probes of another version (tests/probes/test_attach.py keeps it equal to pyproject's).
@@ -32,9 +33,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from probes.session import ProbeSession
 
-ALL_PROBES: frozenset[str] = frozenset(
-    {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift"}
-)
+ALL_PROBES: frozenset[str] = frozenset(PROBE_NAMES)  # the names are the board contract's
 
 # Environment read by the `dflash-diag run` bootstrap (probes/_bootstrap/sitecustomize.py).
 ENV_PROBES = "DFLASH_DIAG_PROBES"  # "all", "none" or a comma list
@@ -60,6 +59,7 @@ class ProbesConfig:
     checkpoint: checkpoint.Config = field(default_factory=checkpoint.Config)
     fastpath: fastpath.Config = field(default_factory=fastpath.Config)
     codedrift: codedrift.Config = field(default_factory=codedrift.Config)
+    threads: threads.Config = field(default_factory=threads.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import AllocatorKeys, PayloadKeys
 from probes._common import JsonDict, na, torch_if_imported
 
 StatsFn = Callable[[int], Mapping[str, Any]]
@@ -97,7 +98,7 @@ class AllocatorProbe:
             out[str(dev)] = self._device(dev, stats, now)
         if not out:
             return na("memory_stats() is empty (cudaMallocAsync backend or no allocations yet)")
-        return {"status": "ok", "devices": out, "empty_cache_calls": self.empty_cache_calls}
+        return {PayloadKeys.STATUS: "ok", AllocatorKeys.DEVICES: out, AllocatorKeys.EMPTY_CACHE_CALLS: self.empty_cache_calls}
 
     def _device(self, dev: int, stats: Mapping[str, Any], now: float) -> JsonDict:
         state = self._state.setdefault(dev, _Device(self.config.window_points))
@@ -114,27 +115,27 @@ class AllocatorProbe:
         state.allocated.append(allocated)
         inactive = _int(stats, "inactive_split_bytes.all.current")
         payload = {
-            "device_alloc_per_s": rate("num_device_alloc"),
-            "device_free_per_s": rate("num_device_free"),
-            "alloc_retries": _int(stats, "num_alloc_retries"),
-            "alloc_retries_per_s": rate("num_alloc_retries"),
-            "ooms": _int(stats, "num_ooms"),
-            "oom_rejections": _int(stats, "num_oom_rejections"),
-            "sync_all_streams_per_s": rate("num_sync_all_streams"),
-            "allocations_per_s": rate("allocation.all.allocated"),
-            "allocated_bytes": allocated,
-            "reserved_bytes": reserved,
-            "reserved_peak_bytes": _int(stats, "reserved_bytes.all.peak"),
-            "allocated_peak_bytes": _int(stats, "allocated_bytes.all.peak"),
-            "reserved_swing_bytes": max(state.reserved) - min(state.reserved),
-            "allocated_swing_bytes": max(state.allocated) - min(state.allocated),
-            "inactive_split_bytes": inactive,
-            "fragmentation_share": inactive / reserved if reserved else 0.0,
-            "empty_cache_calls": self.empty_cache_calls,
-            "num_device_alloc": _int(stats, "num_device_alloc"),
-            "num_device_free": _int(stats, "num_device_free"),
-            "num_sync_all_streams": _int(stats, "num_sync_all_streams"),
-            "window_s": dt if prev is not None else 0.0,
+            AllocatorKeys.DEVICE_ALLOC_PER_S: rate("num_device_alloc"),
+            AllocatorKeys.DEVICE_FREE_PER_S: rate("num_device_free"),
+            AllocatorKeys.ALLOC_RETRIES: _int(stats, "num_alloc_retries"),
+            AllocatorKeys.ALLOC_RETRIES_PER_S: rate("num_alloc_retries"),
+            AllocatorKeys.OOMS: _int(stats, "num_ooms"),
+            AllocatorKeys.OOM_REJECTIONS: _int(stats, "num_oom_rejections"),
+            AllocatorKeys.SYNC_ALL_STREAMS_PER_S: rate("num_sync_all_streams"),
+            AllocatorKeys.ALLOCATIONS_PER_S: rate("allocation.all.allocated"),
+            AllocatorKeys.ALLOCATED_BYTES: allocated,
+            AllocatorKeys.RESERVED_BYTES: reserved,
+            AllocatorKeys.RESERVED_PEAK_BYTES: _int(stats, "reserved_bytes.all.peak"),
+            AllocatorKeys.ALLOCATED_PEAK_BYTES: _int(stats, "allocated_bytes.all.peak"),
+            AllocatorKeys.RESERVED_SWING_BYTES: max(state.reserved) - min(state.reserved),
+            AllocatorKeys.ALLOCATED_SWING_BYTES: max(state.allocated) - min(state.allocated),
+            AllocatorKeys.INACTIVE_SPLIT_BYTES: inactive,
+            AllocatorKeys.FRAGMENTATION_SHARE: inactive / reserved if reserved else 0.0,
+            AllocatorKeys.EMPTY_CACHE_CALLS: self.empty_cache_calls,
+            AllocatorKeys.NUM_DEVICE_ALLOC: _int(stats, "num_device_alloc"),
+            AllocatorKeys.NUM_DEVICE_FREE: _int(stats, "num_device_free"),
+            AllocatorKeys.NUM_SYNC_ALL_STREAMS: _int(stats, "num_sync_all_streams"),
+            AllocatorKeys.WINDOW_S: dt if prev is not None else 0.0,
         }
         state.prev, state.prev_s = dict(stats), now
         return payload

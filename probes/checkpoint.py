@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from dflash_contract.board import CheckpointKeys, PayloadKeys
 from probes._common import MAX_RECENT, HookGuard, JsonDict
 
 _PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -66,7 +67,7 @@ class CheckpointProbe:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.guard = HookGuard()
-        self._calls = {"reentrant": 0, "non_reentrant": 0}
+        self._calls = {CheckpointKeys.REENTRANT: 0, CheckpointKeys.NON_REENTRANT: 0}
         self._sites: dict[tuple[str, bool], int] = {}
         self._patched: list[tuple[Any, str, Any]] = []
         self._hook_handle: Any = None
@@ -184,21 +185,21 @@ class CheckpointProbe:
     def snapshot(self, now_s: float) -> JsonDict:
         self._arm()
         sites = [
-            {"site": site, "use_reentrant": reentrant, "calls": n}
+            {CheckpointKeys.SITE: site, CheckpointKeys.USE_REENTRANT: reentrant, CheckpointKeys.CALLS: n}
             for (site, reentrant), n in sorted(list(self._sites.items()), key=lambda kv: -kv[1])
         ]
         return {
-            "status": "ok",
-            "armed": bool(self._patched),
-            "calls": dict(self._calls),
-            "sites": sites,
-            "mixed_modes": len({s["use_reentrant"] for s in sites}) > 1,
-            "grad_none_params": list(self._grad_none),
-            "grad_none_count": self._grad_none_count,
-            "trainable_params": self._trainable,
-            "checked_backward_steps": self._checked_steps,
-            "optimizer_hook": self._hook_handle is not None,
-            "watched_models": sorted(self._models),
+            PayloadKeys.STATUS: "ok",
+            CheckpointKeys.ARMED: bool(self._patched),
+            CheckpointKeys.CALLS: dict(self._calls),
+            CheckpointKeys.SITES: sites,
+            CheckpointKeys.MIXED_MODES: len({s[CheckpointKeys.USE_REENTRANT] for s in sites}) > 1,
+            CheckpointKeys.GRAD_NONE_PARAMS: list(self._grad_none),
+            CheckpointKeys.GRAD_NONE_COUNT: self._grad_none_count,
+            CheckpointKeys.TRAINABLE_PARAMS: self._trainable,
+            CheckpointKeys.CHECKED_BACKWARD_STEPS: self._checked_steps,
+            CheckpointKeys.OPTIMIZER_HOOK: self._hook_handle is not None,
+            CheckpointKeys.WATCHED_MODELS: sorted(self._models),
             "hook_errors": self.guard.errors,
         }
 

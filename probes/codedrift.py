@@ -26,13 +26,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract import proc
+from dflash_contract.board import CodedriftKeys, PayloadKeys
 from probes._common import MAX_RECENT, JsonDict
 
 _IMPORT_NS: dict[str, int] = {}
 # /proc/stat's btime is whole seconds: the computed process start can be up to 1 s early.
 _START_SLACK_NS = 1_500_000_000
 _GENERATED = re.compile(r"/torchinductor_|/\.triton/|/triton/cache/")
-_HOOK_STATE = {"installed": False, "active": True}
+_HOOK_STATE = {CodedriftKeys.INSTALLED: False, CodedriftKeys.ACTIVE: True}
 
 
 class _ImportClock:
@@ -40,7 +42,7 @@ class _ImportClock:
 
     @staticmethod
     def find_spec(name: str, path: Any = None, target: Any = None) -> None:
-        if _HOOK_STATE["active"] and name not in _IMPORT_NS:
+        if _HOOK_STATE[CodedriftKeys.ACTIVE] and name not in _IMPORT_NS:
             _IMPORT_NS[name] = time.time_ns()
         return None
 
@@ -50,8 +52,8 @@ def install_import_hook() -> None:
     if _ImportClock not in sys.meta_path:
         # First, so that no other finder answers before the clock has seen the name.
         sys.meta_path.insert(0, _ImportClock)
-    _HOOK_STATE["installed"] = True
-    _HOOK_STATE["active"] = True
+    _HOOK_STATE[CodedriftKeys.INSTALLED] = True
+    _HOOK_STATE[CodedriftKeys.ACTIVE] = True
 
 
 def import_hook_installed() -> bool:
@@ -62,8 +64,8 @@ def uninstall_import_hook() -> None:
     """Take the import clock off sys.meta_path (`dflash-diag detach`); the import times noted so far stay."""
     while _ImportClock in sys.meta_path:
         sys.meta_path.remove(_ImportClock)
-    _HOOK_STATE["installed"] = False
-    _HOOK_STATE["active"] = False
+    _HOOK_STATE[CodedriftKeys.INSTALLED] = False
+    _HOOK_STATE[CodedriftKeys.ACTIVE] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,15 +77,8 @@ class Config:
 
 
 def _process_start_ns() -> int:
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-        ticks = int(raw[raw.rindex(")") + 2 :].split()[19])
-        with open("/proc/stat", "rb") as f:
-            btime = next(int(line.split()[1]) for line in f if line.startswith(b"btime"))
-        return (btime * 10**9) + ticks * 10**9 // os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, StopIteration):
-        return 0
+    start_s = proc.start_wall_s()  # /proc/self/stat field 22 plus boot time: the contract's one parser
+    return int(start_s * 10**9) if start_s is not None else 0
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -165,15 +160,15 @@ class CodedriftProbe:
             if verdict is not None:
                 stale.append(verdict)
         self._last = {
-            "status": "ok",
-            "checked_modules": checked,
-            "tracked_files": len(self._files),
-            "stale": stale[:MAX_RECENT],
-            "stale_count": len(stale),
-            "hashed_files": self._hashed,
-            "import_hook": bool(_IMPORT_NS) or _HOOK_STATE["installed"],
-            "check_cost_ms": 1e3 * (time.perf_counter() - t0),
-            "checked_wall_s": now_ns / 1e9,
+            PayloadKeys.STATUS: "ok",
+            CodedriftKeys.CHECKED_MODULES: checked,
+            CodedriftKeys.TRACKED_FILES: len(self._files),
+            CodedriftKeys.STALE: stale[:MAX_RECENT],
+            CodedriftKeys.STALE_COUNT: len(stale),
+            CodedriftKeys.HASHED_FILES: self._hashed,
+            CodedriftKeys.IMPORT_HOOK: bool(_IMPORT_NS) or _HOOK_STATE[CodedriftKeys.INSTALLED],
+            CodedriftKeys.CHECK_COST_MS: 1e3 * (time.perf_counter() - t0),
+            CodedriftKeys.CHECKED_WALL_S: now_ns / 1e9,
         }
         return self._last
 
@@ -193,7 +188,7 @@ class CodedriftProbe:
         try:
             st = os.stat(path)
         except OSError:
-            return {"module": name, "file": path, "import_wall_s": None, "mtime_wall_s": None, "how": "deleted"}
+            return {CodedriftKeys.MODULE: name, CodedriftKeys.FILE: path, CodedriftKeys.IMPORT_WALL_S: None, CodedriftKeys.MTIME_WALL_S: None, CodedriftKeys.HOW: "deleted"}
         if known is None:
             project = self._is_project_file(path)
             sha = None
@@ -215,11 +210,11 @@ class CodedriftProbe:
         if how is None:
             return None
         return {
-            "module": name,
-            "file": path,
-            "import_wall_s": import_ns / 1e9 if import_ns is not None else None,
-            "mtime_wall_s": st.st_mtime_ns / 1e9,
-            "how": how,
+            CodedriftKeys.MODULE: name,
+            CodedriftKeys.FILE: path,
+            CodedriftKeys.IMPORT_WALL_S: import_ns / 1e9 if import_ns is not None else None,
+            CodedriftKeys.MTIME_WALL_S: st.st_mtime_ns / 1e9,
+            CodedriftKeys.HOW: how,
         }
 
     def snapshot(self, now_s: float) -> JsonDict:
@@ -229,4 +224,4 @@ class CodedriftProbe:
         return self._last
 
     def close(self) -> None:
-        _HOOK_STATE["active"] = False
+        _HOOK_STATE[CodedriftKeys.ACTIVE] = False

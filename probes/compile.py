@@ -24,6 +24,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import CompileKeys, PayloadKeys
 from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name
 from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
@@ -92,14 +93,14 @@ class CompileProbe:
         lines = [ln.strip().lstrip("- ").strip() for ln in msg.splitlines()[2:] if ln.strip()]
         thread = thread_name()
         entry = {
-            "function": m.group("fn") if m else "?",
-            "file": f"{m.group('file')}:{m.group('line')}" if m else "?",
-            "thread": thread,
-            "reason": "; ".join(lines)[:500] if lines else _first_line(msg),
-            "wall_time_s": record.created,
+            CompileKeys.FUNCTION: m.group("fn") if m else "?",
+            CompileKeys.FILE: f"{m.group('file')}:{m.group('line')}" if m else "?",
+            CompileKeys.THREAD: thread,
+            PayloadKeys.REASON: "; ".join(lines)[:500] if lines else _first_line(msg),
+            CompileKeys.WALL_TIME_S: record.created,
         }
         self._recent_recompiles.append(entry)
-        self._thread_counter(thread)["recompiles"] += 1
+        self._thread_counter(thread)[CompileKeys.RECOMPILES] += 1
         self._note_limit_of_thread()
 
     def _on_graph_break(self, record: logging.LogRecord) -> None:
@@ -107,10 +108,10 @@ class CompileProbe:
         m = _GRAPH_BREAK.search(msg)
         self._recent_graph_breaks.append(
             {
-                "site": m.group("site") if m else "?",
-                "reason": (m.group("reason") if m else _first_line(msg))[:300],
-                "thread": thread_name(),
-                "wall_time_s": record.created,
+                CompileKeys.SITE: m.group("site") if m else "?",
+                PayloadKeys.REASON: (m.group("reason") if m else _first_line(msg))[:300],
+                CompileKeys.THREAD: thread_name(),
+                CompileKeys.WALL_TIME_S: record.created,
             }
         )
 
@@ -124,14 +125,14 @@ class CompileProbe:
         thread = thread_name()
         self._limit_hits.append(
             {
-                "function": m.group("fn"),
-                "file": f"{m.group('file')}:{m.group('line')}",
-                "limit_type": m.group("kind"),
-                "limit": int(m.group("limit")),
-                "reason": m.group("reason").strip()[:300],
-                "thread": thread,
-                "fallback": "eager: this frame now runs uncompiled",
-                "wall_time_s": record.created,
+                CompileKeys.FUNCTION: m.group("fn"),
+                CompileKeys.FILE: f"{m.group('file')}:{m.group('line')}",
+                CompileKeys.LIMIT_TYPE: m.group("kind"),
+                CompileKeys.LIMIT: int(m.group("limit")),
+                PayloadKeys.REASON: m.group("reason").strip()[:300],
+                CompileKeys.THREAD: thread,
+                CompileKeys.FALLBACK: "eager: this frame now runs uncompiled",
+                CompileKeys.WALL_TIME_S: record.created,
             }
         )
         self._note_limit_of_thread()
@@ -162,9 +163,9 @@ class CompileProbe:
         if entry is None:
             if len(self._by_thread) >= self.config.max_threads:
                 thread = "(other threads)"
-                entry = self._by_thread.setdefault(thread, {"compiles": 0, "recompiles": 0})
+                entry = self._by_thread.setdefault(thread, {CompileKeys.COMPILES: 0, CompileKeys.RECOMPILES: 0})
             else:
-                entry = self._by_thread[thread] = {"compiles": 0, "recompiles": 0}
+                entry = self._by_thread[thread] = {CompileKeys.COMPILES: 0, CompileKeys.RECOMPILES: 0}
         return entry
 
     # --- publish-time work ----------------------------------------------------------------------
@@ -199,24 +200,24 @@ class CompileProbe:
         else:
             self._compiles += 1
         thread = self._thread_of_compile.get(str(row.compile_id), "?")
-        self._thread_counter(thread)["compiles"] += 1
+        self._thread_counter(thread)[CompileKeys.COMPILES] += 1
         fn = row.co_name or "?"
         if fn not in self._by_function and len(self._by_function) >= self.config.max_functions:
             fn = "(other functions)"
         stats = self._by_function.setdefault(
-            fn, {"compiles": 0, "recompiles": 0, "file": row.co_filename, "last_reason": None}
+            fn, {CompileKeys.COMPILES: 0, CompileKeys.RECOMPILES: 0, CompileKeys.FILE: row.co_filename, CompileKeys.LAST_REASON: None}
         )
-        stats["compiles"] += 1
+        stats[CompileKeys.COMPILES] += 1
         if row.recompile_reason:
             self._recompiles += 1
-            stats["recompiles"] += 1
-            stats["last_reason"] = str(row.recompile_reason)[:300]
+            stats[CompileKeys.RECOMPILES] += 1
+            stats[CompileKeys.LAST_REASON] = str(row.recompile_reason)[:300]
 
     def snapshot(self, now_s: float) -> JsonDict:
         self._arm()
         if "torch._dynamo" not in sys.modules:
-            return {"status": "ok", "dynamo_loaded": False, "compiles": 0, "recompiles": 0, "graph_breaks": 0,
-                    "recompile_limit_hits": 0, "compile_time_s": 0.0, "compiling_now": False,
+            return {PayloadKeys.STATUS: "ok", CompileKeys.DYNAMO_LOADED: False, CompileKeys.COMPILES: 0, CompileKeys.RECOMPILES: 0, CompileKeys.GRAPH_BREAKS: 0,
+                    CompileKeys.RECOMPILE_LIMIT_HITS: 0, CompileKeys.COMPILE_TIME_S: 0.0, CompileKeys.COMPILING_NOW: False,
                     "hook_errors": self.guard.errors}
         self._fold_metrics()
         counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", {})
@@ -233,25 +234,25 @@ class CompileProbe:
         compiler = getattr(sys.modules.get("torch"), "compiler", None)
         compiling_now = bool(compiler.is_compiling()) if compiler is not None else False
         return {
-            "status": "ok",
-            "dynamo_loaded": True,
-            "compiles": self._compiles,
-            "recompiles": self._recompiles,
-            "failed_compiles": self._failed,
-            "graph_breaks": sum(reasons.values()),
-            "recompile_limit_hits": max(limit_counter, self._limit_rows, len(self._limit_hits)),
-            "compile_time_s": self._compile_time_s,
-            "compiling_now": compiling_now,
-            "recompile_limit": dict(self._recompile_limit),
-            "recent_recompiles": list(self._recent_recompiles),
-            "recent_graph_breaks": list(self._recent_graph_breaks),
-            "graph_break_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:MAX_RECENT]),
-            "limit_hits": list(self._limit_hits),
-            "by_thread": {k: dict(v) for k, v in list(self._by_thread.items())},
-            "by_function": {k: dict(v) for k, v in list(self._by_function.items())},
+            PayloadKeys.STATUS: "ok",
+            CompileKeys.DYNAMO_LOADED: True,
+            CompileKeys.COMPILES: self._compiles,
+            CompileKeys.RECOMPILES: self._recompiles,
+            CompileKeys.FAILED_COMPILES: self._failed,
+            CompileKeys.GRAPH_BREAKS: sum(reasons.values()),
+            CompileKeys.RECOMPILE_LIMIT_HITS: max(limit_counter, self._limit_rows, len(self._limit_hits)),
+            CompileKeys.COMPILE_TIME_S: self._compile_time_s,
+            CompileKeys.COMPILING_NOW: compiling_now,
+            CompileKeys.RECOMPILE_LIMIT: dict(self._recompile_limit),
+            CompileKeys.RECENT_RECOMPILES: list(self._recent_recompiles),
+            CompileKeys.RECENT_GRAPH_BREAKS: list(self._recent_graph_breaks),
+            CompileKeys.GRAPH_BREAK_REASONS: dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:MAX_RECENT]),
+            CompileKeys.LIMIT_HITS: list(self._limit_hits),
+            CompileKeys.BY_THREAD: {k: dict(v) for k, v in list(self._by_thread.items())},
+            CompileKeys.BY_FUNCTION: {k: dict(v) for k, v in list(self._by_function.items())},
             "hook_errors": self.guard.errors,
             "last_hook_error": self.guard.last_error,
-            "polled_at_s": time.time(),
+            CompileKeys.POLLED_AT_S: time.time(),
         }
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import CudagraphsKeys, PayloadKeys
 from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name, torch_if_imported
 from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
@@ -145,21 +146,21 @@ class CudagraphsProbe:
         has_lock = hasattr(trees, "graph_capture_lock") if trees is not None else None
         cuda_available = bool(torch is not None and torch.cuda.is_available())
         return {
-            "status": "ok",
-            "torch": version,
-            "cuda_available": cuda_available,
-            "captures": self._captures,
-            "replays": sum(self._replays.values()) if self._replay_patch is not None else None,
-            "replays_by_thread": dict(self._replays),
-            "skips": max(skips, self._skip_messages),
-            "rerecords": self._rerecords,
-            "skip_reasons": reasons[-MAX_RECENT:],
-            "partitions": int(inductor.get("cudagraph_partitions", 0)),
-            "partition_messages": list(self._partition_messages),
-            "recorded_non_static_inputs": int(inductor.get("cudagraph_recorded_non_static_inputs", 0)),
-            "capture_threads": sorted(self._capture_threads),
-            "captures_by_thread": dict(self._capture_threads),
-            "multi_thread_hazard": multi_thread_hazard(version, has_lock) if version else None,
+            PayloadKeys.STATUS: "ok",
+            CudagraphsKeys.TORCH: version,
+            CudagraphsKeys.CUDA_AVAILABLE: cuda_available,
+            CudagraphsKeys.CAPTURES: self._captures,
+            CudagraphsKeys.REPLAYS: sum(self._replays.values()) if self._replay_patch is not None else None,
+            CudagraphsKeys.REPLAYS_BY_THREAD: dict(self._replays),
+            CudagraphsKeys.SKIPS: max(skips, self._skip_messages),
+            CudagraphsKeys.RERECORDS: self._rerecords,
+            CudagraphsKeys.SKIP_REASONS: reasons[-MAX_RECENT:],
+            CudagraphsKeys.PARTITIONS: int(inductor.get("cudagraph_partitions", 0)),
+            CudagraphsKeys.PARTITION_MESSAGES: list(self._partition_messages),
+            CudagraphsKeys.RECORDED_NON_STATIC_INPUTS: int(inductor.get("cudagraph_recorded_non_static_inputs", 0)),
+            CudagraphsKeys.CAPTURE_THREADS: sorted(self._capture_threads),
+            CudagraphsKeys.CAPTURES_BY_THREAD: dict(self._capture_threads),
+            CudagraphsKeys.MULTI_THREAD_HAZARD: multi_thread_hazard(version, has_lock) if version else None,
             "hook_errors": self.guard.errors,
         }
 

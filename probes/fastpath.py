@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import FastpathKeys, PayloadKeys
 from probes._common import MAX_RECENT, HookGuard, JsonDict, torch_if_imported
 
 _GDN_MODULES = (
@@ -115,11 +116,11 @@ class FastpathProbe:
         self._original_showwarning = warnings.showwarning
         warnings.showwarning = self._showwarning
         self._static = {
-            "fla_importable": _importable("fla"),
-            "fla_version": _version("flash-linear-attention"),
-            "causal_conv1d_importable": _importable("causal_conv1d"),
-            "causal_conv1d_version": _version("causal-conv1d"),
-            "triton_version": _version("triton"),
+            FastpathKeys.FLA_IMPORTABLE: _importable("fla"),
+            FastpathKeys.FLA_VERSION: _version("flash-linear-attention"),
+            FastpathKeys.CAUSAL_CONV1D_IMPORTABLE: _importable("causal_conv1d"),
+            FastpathKeys.CAUSAL_CONV1D_VERSION: _version("causal-conv1d"),
+            FastpathKeys.TRITON_VERSION: _version("triton"),
         }
 
     def _showwarning(self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
@@ -156,7 +157,7 @@ class FastpathProbe:
         else:
             fast = all(v == "fla" for v in kernels.values() if v is not None)
             reason = "fla kernels bound" if fast else "transformers bound the PyTorch reference implementation"
-        if fast is not True and not self._static["fla_importable"]:
+        if fast is not True and not self._static[FastpathKeys.FLA_IMPORTABLE]:
             reason = "flash-linear-attention (fla) is not installed"
         elif fast is not True and not cuda:
             reason = "no CUDA: fla's Triton kernels need a GPU"
@@ -179,18 +180,18 @@ class FastpathProbe:
         else:
             flex = "compiled_or_unused"  # torch warns on the first eager call; no warning yet
         return {
-            "status": "ok",
+            PayloadKeys.STATUS: "ok",
             **self._static,
-            "fla_imported": "fla" in sys.modules,
-            "causal_conv1d_imported": "causal_conv1d" in sys.modules,
-            "cuda_available": cuda,
-            "gdn_kernels": kernels,
-            "gdn_fast_path": fast,
-            "gdn_reason": reason,
-            "fast_path_available": bool(cuda and self._static["fla_importable"]),
-            "fallback": bool(fast is False or self._flex_eager or self._warnings),
-            "flex_attention": flex,
-            "fallback_warnings": list(self._warnings),
+            FastpathKeys.FLA_IMPORTED: "fla" in sys.modules,
+            FastpathKeys.CAUSAL_CONV1D_IMPORTED: "causal_conv1d" in sys.modules,
+            FastpathKeys.CUDA_AVAILABLE: cuda,
+            FastpathKeys.GDN_KERNELS: kernels,
+            FastpathKeys.GDN_FAST_PATH: fast,
+            FastpathKeys.GDN_REASON: reason,
+            FastpathKeys.FAST_PATH_AVAILABLE: bool(cuda and self._static[FastpathKeys.FLA_IMPORTABLE]),
+            FastpathKeys.FALLBACK: bool(fast is False or self._flex_eager or self._warnings),
+            FastpathKeys.FLEX_ATTENTION: flex,
+            FastpathKeys.FALLBACK_WARNINGS: list(self._warnings),
             "hook_errors": self.guard.errors,
         }
 

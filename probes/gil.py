@@ -17,6 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from dflash_contract.board import GilKeys, PayloadKeys
 from probes._common import JsonDict, na, thread_tids
 
 
@@ -84,20 +85,20 @@ class GilProbe:
         threads = self._thread_cpu()
         knocker = threads.get("dflash-diag-gil-knocker", {})
         return {
-            "status": "ok",
-            "free_threaded": False,
-            "switch_interval_s": sys.getswitchinterval(),
-            "wait_mean_ms": 1e3 * sum(waits) / n if n else 0.0,
-            "wait_p99_ms": 1e3 * waits[min(n - 1, int(0.99 * n))] if n else 0.0,
-            "wait_max_ms": 1e3 * waits[-1] if n else 0.0,
-            "contention_share": min(1.0, sum(waits) / span_s),
-            "timer_slack_ms": 1e3 * slack,
-            "samples": n,
-            "window_s": span_s,
-            "knock_interval_s": self.config.knock_interval_s,
+            PayloadKeys.STATUS: "ok",
+            GilKeys.FREE_THREADED: False,
+            GilKeys.SWITCH_INTERVAL_S: sys.getswitchinterval(),
+            GilKeys.WAIT_MEAN_MS: 1e3 * sum(waits) / n if n else 0.0,
+            GilKeys.WAIT_P99_MS: 1e3 * waits[min(n - 1, int(0.99 * n))] if n else 0.0,
+            GilKeys.WAIT_MAX_MS: 1e3 * waits[-1] if n else 0.0,
+            GilKeys.CONTENTION_SHARE: min(1.0, sum(waits) / span_s),
+            GilKeys.TIMER_SLACK_MS: 1e3 * slack,
+            GilKeys.SAMPLES: n,
+            GilKeys.WINDOW_S: span_s,
+            GilKeys.KNOCK_INTERVAL_S: self.config.knock_interval_s,
             # Time the knocker sat runnable without a CPU: lateness that is CPU oversubscription, not GIL.
-            "knocker_runq_share": knocker.get("runq_share"),
-            "threads": threads,
+            GilKeys.KNOCKER_RUNQ_SHARE: knocker.get(GilKeys.RUNQ_SHARE),
+            GilKeys.THREADS: threads,
         }
 
     def _thread_cpu(self) -> JsonDict:
@@ -113,13 +114,13 @@ class GilProbe:
             self._cpu_prev[tid] = (now_ns, st[0], st[1])
             key = name if name not in out else f"{name}#{tid}"
             if prev is None or now_ns <= prev[0]:
-                out[key] = {"tid": tid, "cpu_share": None, "runq_share": None}
+                out[key] = {GilKeys.TID: tid, GilKeys.CPU_SHARE: None, GilKeys.RUNQ_SHARE: None}
                 continue
             dt = now_ns - prev[0]
             out[key] = {
-                "tid": tid,
-                "cpu_share": max(0.0, (st[0] - prev[1]) / dt),
-                "runq_share": max(0.0, (st[1] - prev[2]) / dt),
+                GilKeys.TID: tid,
+                GilKeys.CPU_SHARE: max(0.0, (st[0] - prev[1]) / dt),
+                GilKeys.RUNQ_SHARE: max(0.0, (st[1] - prev[2]) / dt),
             }
         for tid in set(self._cpu_prev) - seen:  # bounded: forget threads that ended
             del self._cpu_prev[tid]

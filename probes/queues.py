@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import PayloadKeys, QueueKeys
 from probes._common import JsonDict
 
 _STATS_ATTR = "_dflash_diag_stats"
@@ -171,7 +172,7 @@ class QueuesProbe:
         for name, st in list(self._queues.items()):
             out[name] = self._one(st)
         # docs/board.md: queue names are the keys of the payload, next to "status".
-        return {"status": "ok", **out}
+        return {PayloadKeys.STATUS: "ok", **out}
 
     def _one(self, st: QueueStats) -> JsonDict:
         now = time.perf_counter()
@@ -184,22 +185,22 @@ class QueuesProbe:
         st.depth_history.append(depth)
         hist = list(st.depth_history)
         return {
-            "depth": depth,
-            "maxsize": getattr(st.queue, "maxsize", 0),
-            "puts_per_s": puts / window_s,
-            "gets_per_s": gets / window_s,
-            "put_blocked_share": min(1.0, put_blocked_s / (window_s * max(1, producers))),
-            "get_blocked_share": min(1.0, get_blocked_s / (window_s * max(1, consumers))),
-            "put_blocked_s": put_blocked_s,
-            "get_blocked_s": get_blocked_s,
-            "producers": producers,
-            "consumers": consumers,
-            "put_waiting": put_waiting,
-            "get_waiting": get_waiting,
-            "window_s": window_s,
-            "depth_history": hist,
-            "depth_mean": sum(hist) / len(hist),
-            "instrumented": _STATS_ATTR in getattr(st.queue, "__dict__", {}),
+            QueueKeys.DEPTH: depth,
+            QueueKeys.MAXSIZE: getattr(st.queue, "maxsize", 0),
+            QueueKeys.PUTS_PER_S: puts / window_s,
+            QueueKeys.GETS_PER_S: gets / window_s,
+            QueueKeys.PUT_BLOCKED_SHARE: min(1.0, put_blocked_s / (window_s * max(1, producers))),
+            QueueKeys.GET_BLOCKED_SHARE: min(1.0, get_blocked_s / (window_s * max(1, consumers))),
+            QueueKeys.PUT_BLOCKED_S: put_blocked_s,
+            QueueKeys.GET_BLOCKED_S: get_blocked_s,
+            QueueKeys.PRODUCERS: producers,
+            QueueKeys.CONSUMERS: consumers,
+            QueueKeys.PUT_WAITING: put_waiting,
+            QueueKeys.GET_WAITING: get_waiting,
+            QueueKeys.WINDOW_S: window_s,
+            QueueKeys.DEPTH_HISTORY: hist,
+            QueueKeys.DEPTH_MEAN: sum(hist) / len(hist),
+            QueueKeys.INSTRUMENTED: _STATS_ATTR in getattr(st.queue, "__dict__", {}),
         }
 
     def close(self) -> None:

@@ -19,9 +19,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+from dflash_contract.board import BOARD_SCHEMA
+from dflash_contract.redact import redact_text, redact_tree
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
-from probes.board_writer import BOARD_SCHEMA, BoardWriter, redact_mapping, writer_identity
+from probes.board_writer import BoardPublisher, writer_identity
 from probes.wandb_log import WandbLogger
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ def _build(name: str, config: ProbesConfig) -> Probe:
         return fastpath.FastpathProbe(config.fastpath)
     if name == "codedrift":
         return codedrift.CodedriftProbe(config.codedrift)
+    if name == "threads":
+        return threads.ThreadsProbe(config.threads)
     raise ValueError(f"unknown probe {name!r}")
 
 
@@ -98,6 +102,7 @@ class ProbeSession:
         self._closed = False
         self._pid = os.getpid()
         self._app: dict[str, Any] = {}
+        self._app_cache: dict[str, tuple[Any, Any]] = {}  # key -> (JSON-safe value, its redaction)
         self._steps = 0
         self._step: int | None = None
         self._last_step_wall_s: float | None = None
@@ -118,12 +123,15 @@ class ProbeSession:
         self._wandb: WandbLogger | None = WandbLogger(config.wandb_interval_s) if config.wandb else None
         torch = torch_if_imported()
         self._identity = writer_identity(str(torch.__version__) if torch is not None else None)
-        self._writer: BoardWriter | None = None
+        self._writer: BoardPublisher | None = None
         try:
-            self._writer = BoardWriter(None if config.board_dir is None else Path(config.board_dir))
+            self._writer = BoardPublisher(None if config.board_dir is None else Path(config.board_dir))
         except (OSError, ValueError) as exc:
             self.board_error = str(exc)
-            print(f"dflash-diag probes: no board will be written: {exc}", file=sys.stderr)
+            print(f"dflash-diag probes: WARNING: the probes are on but NO BOARD will be written: {exc}",
+                  file=sys.stderr, flush=True)
+        if self._writer is not None and self._writer.warning:
+            print(f"dflash-diag probes: WARNING: {self._writer.warning}", file=sys.stderr, flush=True)
         self.publish()
         self._thread = threading.Thread(target=self._timer_loop, name="dflash-diag-board", daemon=True)
         self._thread.start()
@@ -274,13 +282,16 @@ class ProbeSession:
             t0 = time.perf_counter()
             self._last_publish_mono = time.monotonic()
             document = self._document(final)
+            build_s = time.perf_counter() - t0
+            wandb = self._wandb
+            if wandb is not None:
+                # Before the board's fsync: the readings land in the wandb row that is open while they are fresh.
+                wandb.maybe_log(document, force=final)  # never raises; its cost is counted on its own
+            t1 = time.perf_counter()
             if self._writer is not None:
                 self._writer.write(document)
             self.publishes += 1
-            self.publish_cost_s += time.perf_counter() - t0
-            wandb = self._wandb
-            if wandb is not None:
-                wandb.maybe_log(document, force=final)  # never raises; its cost is counted on its own
+            self.publish_cost_s += build_s + time.perf_counter() - t1
             return True
         except Exception as exc:
             self.publish_errors += 1
@@ -305,6 +316,19 @@ class ProbeSession:
             out[name] = payload
         return out
 
+    def _redacted_app(self) -> JsonDict:
+        """The app section, JSON-safe and redacted; an entry equal to the last publish's reuses its redaction
+        (the config rarely changes; the step and rates are numbers), so publishing stays cheap."""
+        out: JsonDict = {}
+        for key, value in list(self._app.items()):
+            safe = json_safe(value)
+            hit = self._app_cache.get(key)
+            if hit is None or hit[0] != safe:
+                hit = (safe, redact_tree(safe, key=str(key)))
+                self._app_cache[key] = hit
+            out[redact_text(str(key))] = hit[1]
+        return out
+
     def _document(self, final: bool) -> JsonDict:
         if self._identity.get("torch") is None:
             torch = torch_if_imported()  # the bootstrap starts before the program imports torch
@@ -321,7 +345,7 @@ class ProbeSession:
                 "final": final,
                 "threads": {str(tid): name for tid, name in thread_tids().items()},
                 "probes": self.snapshot_probes(),
-                "app": redact_mapping(dict(self._app)),
+                "app": self._redacted_app(),
                 "session": {
                     "enabled": sorted(self.config.enabled),
                     "steps": self._steps,

@@ -1,5 +1,6 @@
 """The layer rules, checked on the import statements of every module.
 
+dflash_contract (stdlib: the board contract, /proc identity, the redactor; imported by probes and tool alike) |
 probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O) | analysis (pure) | view (top's frame
 and batch report) | tui (the screen: model + view only), snapshot | cli (wires real sources into everything).
 """
@@ -50,23 +51,34 @@ def _violations(package: str, allowed: set[str], banned: tuple[str, ...] = ()) -
     return bad
 
 
-def test_probes_use_only_stdlib_and_torch() -> None:
-    assert _violations("probes", {"torch", "probes"}) == []
+def test_contract_is_stdlib_only_and_imports_nobody() -> None:
+    assert _violations("dflash_contract", {"dflash_contract"}) == []
+
+
+def test_probes_use_only_stdlib_torch_and_the_contract() -> None:
+    assert _violations("probes", {"torch", "probes", "dflash_contract"}) == []
 
 
 def test_model_is_stdlib_only() -> None:
-    assert _violations("dflash_diag/model", {"dflash_diag.model"}, ("dflash_diag.sources", "dflash_diag.analysis")) == []
+    assert _violations("dflash_diag/model", {"dflash_diag.model", "dflash_contract"},
+                       ("dflash_diag.sources", "dflash_diag.analysis")) == []
 
 
 def test_analysis_is_pure() -> None:
     banned = ("dflash_diag.sources", "dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "subprocess", "socket", "pynvml", "textual")
-    assert _violations("dflash_diag/analysis", {"dflash_diag"}, banned) == []
+    assert _violations("dflash_diag/analysis", {"dflash_diag", "dflash_contract"}, banned) == []
 
 
 def test_sources_do_not_import_presentation() -> None:
     banned = ("dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.analysis", "textual", "rich")
-    # probes.board_writer (stdlib only) defines where boards live, for writer and reader alike.
-    assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "probes.board_writer"}, banned) == []
+    # dflash_contract (stdlib only) defines the board and where it lives, for writer and reader alike.
+    assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "dflash_contract"}, banned) == []
+
+
+def test_the_tool_never_imports_the_probes() -> None:
+    """The tool reads what probes publish through the contract; it does not run probe code."""
+    for package in ("dflash_diag/model", "dflash_diag/sources", "dflash_diag/analysis", "dflash_diag/tui"):
+        assert [v for v in _violations(package, set(), ()) if " imports probes" in v] == []
 
 
 def test_tui_sees_frames_only() -> None:
@@ -78,7 +90,8 @@ def test_tui_sees_frames_only() -> None:
 
 def test_view_is_plain() -> None:
     """top's frame and batch report: no screen library (``top --batch`` runs without Textual), no I/O."""
-    assert _violations("dflash_diag/view", {"dflash_diag.model", "dflash_diag.view"}, ("subprocess", "socket")) == []
+    assert _violations("dflash_diag/view", {"dflash_diag.model", "dflash_diag.view", "dflash_contract"},
+                       ("subprocess", "socket")) == []
 
 
 def test_batch_top_does_not_import_the_tui() -> None:
@@ -89,7 +102,7 @@ def test_batch_top_does_not_import_the_tui() -> None:
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("package", ["dflash_diag", "probes", "reference_trainer"])
+@pytest.mark.parametrize("package", ["dflash_contract", "dflash_diag", "probes", "reference_trainer"])
 def test_no_relative_imports(package: str) -> None:
     rel = [
         str(p.relative_to(ROOT))

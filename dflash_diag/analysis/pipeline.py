@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from dflash_contract.board import ProbeName, QueueKeys, is_stale
 from dflash_diag.model import (
     NA,
     Board,
@@ -87,7 +88,7 @@ def _stage_rates(stage: str, board: Board | None) -> tuple[Maybe[float], Maybe[f
 def _queue_payload(board: Board | None, name: str) -> tuple[str, Mapping[str, Any] | None]:
     if board is None:
         return name, None
-    queues = board.probe("queues")
+    queues = board.probe(ProbeName.QUEUES)
     if not queues:
         return name, None
     entries = {k: v for k, v in queues.items() if isinstance(v, Mapping) and k != "status"}
@@ -100,7 +101,7 @@ def _queue_payload(board: Board | None, name: str) -> tuple[str, Mapping[str, An
 
 
 def _missing_queue(board: Board | None, name: str) -> str:
-    queues = board.probe("queues") if board is not None else None
+    queues = board.probe(ProbeName.QUEUES) if board is not None else None
     if not queues:
         return "the board has no queues probe (watch the queue: session.watch_queue)"
     names = sorted(k for k, v in queues.items() if isinstance(v, Mapping) and k != "status")
@@ -110,8 +111,8 @@ def _missing_queue(board: Board | None, name: str) -> str:
 def _history(payload: Mapping[str, Any] | None, obs: Observation, name: str, board: Board | None) -> tuple[int, ...]:
     """The queue's depth over the observation's window (the same window as every other pane): the probe's own
     history, one point per publish, cut to the window; else the depths of the window's boards."""
-    if payload is not None and isinstance(payload.get("depth_history"), list):
-        values = tuple(v for v in (_int(x) for x in payload["depth_history"]) if v is not None)
+    if payload is not None and isinstance(payload.get(QueueKeys.DEPTH_HISTORY), list):
+        values = tuple(v for v in (_int(x) for x in payload[QueueKeys.DEPTH_HISTORY]) if v is not None)
         interval_s = board.interval_s if board is not None and board.interval_s > 0 else None
         keep = max(2, math.ceil(obs.window_s / interval_s)) if interval_s and obs.window_s > 0 else MAX_HISTORY
         return values[-min(keep, MAX_HISTORY):]
@@ -142,7 +143,7 @@ def _board_depths(obs: Observation, name: str) -> list[tuple[float, int]]:
     boards = obs.boards if isinstance(obs.boards, tuple) else ()
     for board in boards:
         _, payload = _queue_payload(board, name)
-        depth = _int(payload.get("depth")) if payload is not None else None
+        depth = _int(payload.get(QueueKeys.DEPTH)) if payload is not None else None
         if depth is not None:
             out.append((board.wall_time_s, depth))
     return out
@@ -185,15 +186,16 @@ def pipeline_view(
     *,
     queue_name: str = DEFAULT_QUEUE,
     now_wall_s: float | None = None,
+    stages_from: str = "",
 ) -> PipelineView:
     """Stage rates, the queue, starvation shares and a one-line verdict naming the bottleneck stage.
 
-    ``now_wall_s`` (default: the end of the window) is when the view is made: a board older than 10 publish
-    intervals is treated as stale and its rates/queue are not trusted.
+    ``now_wall_s`` (default: the end of the window) is when the view is made: a stale board (the contract's
+    one rule, ``dflash_contract.board.is_stale``): its rates and queue are not trusted.
     """
     now = now_wall_s if now_wall_s is not None else obs.started_wall_s + obs.window_s
     board = obs.board
-    stale = board is not None and board.age_s(now) > max(10.0 * board.interval_s, 5.0)
+    stale = board is not None and is_stale(board.age_s(now), board.interval_s)
     live_board = None if stale else board
     target = stage_stats("target", threads, live_board)
     drafter = stage_stats("drafter", threads, live_board)
@@ -208,8 +210,8 @@ def pipeline_view(
 
     qname, payload = _queue_payload(live_board, queue_name)
     if payload is not None:
-        depth: Maybe[int] = _int(payload.get("depth")) if _int(payload.get("depth")) is not None else NA("bad depth")
-        maxsize_raw = _int(payload.get("maxsize"))
+        depth: Maybe[int] = _int(payload.get(QueueKeys.DEPTH)) if _int(payload.get(QueueKeys.DEPTH)) is not None else NA("bad depth")
+        maxsize_raw = _int(payload.get(QueueKeys.MAXSIZE))
         maxsize: Maybe[int] = (
             maxsize_raw if maxsize_raw else NA("unbounded queue" if maxsize_raw == 0 else "no maxsize")
         )
@@ -225,8 +227,8 @@ def pipeline_view(
 
     put_stack = _mean_share(threads, "target", ThreadState.QUEUE_PUT)
     get_stack = _mean_share(threads, "drafter", ThreadState.QUEUE_GET)
-    put_probe, n_put = _probe_share(obs, qname, "put_blocked_share") if payload is not None else (None, 0)
-    get_probe, n_get = _probe_share(obs, qname, "get_blocked_share") if payload is not None else (None, 0)
+    put_probe, n_put = _probe_share(obs, qname, QueueKeys.PUT_BLOCKED_SHARE) if payload is not None else (None, 0)
+    get_probe, n_get = _probe_share(obs, qname, QueueKeys.GET_BLOCKED_SHARE) if payload is not None else (None, 0)
     producer: Maybe[float] = put_probe if put_probe is not None else put_stack
     consumer: Maybe[float] = get_probe if get_probe is not None else get_stack
 
@@ -250,6 +252,7 @@ def pipeline_view(
         producer_starved_sampled=put_stack,
         consumer_starved_sampled=get_stack,
         probe_boards=max(n_put, n_get),
+        stages_from=stages_from if (target.threads or drafter.threads) else "",
     )
 
 

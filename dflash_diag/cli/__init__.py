@@ -1,19 +1,25 @@
 """The ``dflash-diag`` command: one module per subcommand, each a class with a docstring and two methods.
 
 The subcommand's name comes from its class name (``TopCommand`` -> ``top``), its help from the docstring.
-A :class:`~dflash_diag.errors.DflashDiagError` becomes one line on stderr and its exit code.
+A :class:`~dflash_diag.errors.DflashDiagError` becomes one line on stderr and its exit code; so does a bad
+argument (exit 2). Output cut short by a closed pipe (``| head``) ends quietly with exit code 141 (128+SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import inspect
+import os
 import sys
 from typing import Protocol
 
 from dflash_diag import __version__
+from dflash_diag.cli._output import OneLineParser, shown
 from dflash_diag.errors import DflashDiagError, ExitCode
+
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE: the reader of our output went away, as `| head` does
 
 
 class Command(Protocol):
@@ -43,7 +49,7 @@ def _command_name(class_name: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="dflash-diag",
         description="See where the threads of a PyTorch training process spend their time, and why it is slow.",
         epilog="Run 'dflash-diag COMMAND --help' for the options of one command. Docs: docs/cli.md",
@@ -61,20 +67,45 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.prepare_parser(p)
-        p.set_defaults(entrypoint=command.run, subparser=p)
+        p.set_defaults(entrypoint=command.run, subparser=p, command_name=_command_name(class_name))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _quiet_after_broken_pipe()
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            return _quiet_after_broken_pipe()
+        raise
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, a usage error (already printed in one line)
+        return exc.code if isinstance(exc.code, int) else ExitCode.USAGE
+    if getattr(args, "command_name", None) is None:
         parser.print_help()
         return ExitCode.USAGE
     try:
         return int(args.entrypoint(args, args.subparser) or 0)
     except DflashDiagError as exc:
-        print(f"dflash-diag {args.command}: error: {exc}", file=sys.stderr)
+        print(f"dflash-diag {args.command_name}: error: {shown(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _quiet_after_broken_pipe() -> int:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise again, and exit 141."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE

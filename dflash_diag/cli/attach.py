@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from dflash_contract import proc
+from dflash_contract.board import PROBE_NAMES
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
-KNOWN_PROBES = ("gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift")
+KNOWN_PROBES = PROBE_NAMES  # the board contract's list
 ATTACH_SCHEMA = "dflash-diag.attach-report/1"
 
 
@@ -38,10 +40,10 @@ def parse_probes(text: str) -> list[str]:
 def _add_common(parser: argparse.ArgumentParser) -> None:
     from dflash_diag.sources.inject import DEFAULT_TIMEOUT_S, METHODS  # noqa: PLC0415
 
-    parser.add_argument("pid", type=int, metavar="PID", help="the running Python process")
+    parser.add_argument("pid", type=pid_arg, metavar="PID", help="the running Python process")
     parser.add_argument("--method", choices=METHODS, default="auto",
                         help="how to get in: auto (remote-exec on Python 3.14+, else gdb, cuda-gdb, lldb), or one of them")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+    parser.add_argument("--timeout", type=finite_float, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"give up (and cancel the request) after S seconds (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--board-dir", metavar="DIR", help="the board directory (default: see docs/board.md)")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -50,12 +52,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 def run_injection(args: argparse.Namespace, action: str, names: list[str]) -> Any:
     """Run one injection for a command; its Outcome. Errors stay AttachError (one line, exit code)."""
+    from dflash_contract.board import BoardDirError, ensure_private_dir  # noqa: PLC0415
     from dflash_diag.sources.board import default_board_dir  # noqa: PLC0415
     from dflash_diag.sources.inject import inject  # noqa: PLC0415
-    from probes.board_writer import BoardDirError, ensure_private_dir  # noqa: PLC0415
 
     if not 1.0 <= args.timeout <= 3600.0:
         raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)
+    if not proc.process_alive(args.pid):  # before anything is created on disk for it
+        raise AttachError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
     try:
         board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
     except (BoardDirError, OSError) as exc:
@@ -122,8 +126,7 @@ class AttachCommand:
         outcome = run_injection(args, "attach", args.probes)
         _fail_if_not_ok(outcome)
         if args.json:
-            json.dump(outcome_json(outcome), sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            dump_json(outcome_json(outcome))
         else:
             print_attached(outcome)
             board = outcome.result.get("board_path")
@@ -150,8 +153,7 @@ class DetachCommand:
         _fail_if_not_ok(outcome)
         left = list(outcome.result.get("hooks_left") or [])
         if args.json:
-            json.dump(outcome_json(outcome), sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            dump_json(outcome_json(outcome))
         else:
             print_detached(outcome)
         if left:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Mapping
@@ -14,7 +13,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from dflash_diag.errors import CommandError, ExitCode
+from dflash_diag.cli._output import console as make_console
+from dflash_diag.cli._output import dump_json, pid_arg, shown
+from dflash_diag.errors import BoardError, ExitCode
 from dflash_diag.model.board import Board
 from dflash_diag.sources.board import list_boards, read_board, staleness
 
@@ -30,7 +31,7 @@ class BoardCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=int, nargs="?", metavar="PID",
+        parser.add_argument("pid", type=pid_arg, nargs="?", metavar="PID",
                             help="the process to look at (omit it to list the processes that publish boards)")
         parser.add_argument("--json", action="store_true", help="print the validated board as JSON")
         parser.add_argument(
@@ -42,15 +43,12 @@ class BoardCommand:
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if args.pid is None:
             return self._list(args)
-        if args.pid <= 0:
-            raise CommandError(f"PID must be a positive number, not {args.pid}", ExitCode.USAGE)
         board = read_board(args.pid, args.board_dir)
         now_s = time.time()
         if args.json:
-            json.dump(board_document(board, now_s), sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            dump_json(board_document(board, now_s))
             return ExitCode.OK
-        Console(highlight=False, soft_wrap=False).print(render_board(board, now_s))
+        _console().print(render_board(board, now_s))
         return ExitCode.OK
 
 
@@ -58,9 +56,10 @@ class BoardCommand:
         now_s = time.time()
         entries = list_boards(args.board_dir)
         live = [e for e in entries if isinstance(e, Board)]
+        # Boards of processes that are gone are not news (and were cleaned up); unsafe directories are.
+        problems = [str(e) for e in entries if isinstance(e, BoardError) and e.exit_code != ExitCode.NO_PROCESS]
         if args.json:
-            json.dump([board_document(b, now_s) for b in live], sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            dump_json([board_document(b, now_s) for b in live])
             return ExitCode.OK
         if not live:
             print("no process publishes a probe board here; start one with: dflash-diag run -- python script.py ...")
@@ -73,8 +72,16 @@ class BoardCommand:
             age = f"{b.age_s(now_s):.0f} s" + (" (stale)" if stale else "")
             ok = sum(1 for p in b.probes.values() if p.get("status") == "ok")
             table.add_row(str(b.writer.pid), age, f"{ok}/{len(b.probes)}", " ".join(b.writer.argv)[:80])
-        Console(highlight=False).print(table)
+        _console().print(table)
+        for problem in problems:
+            print(f"dflash-diag board: note: {shown(problem)}", file=sys.stderr)
         return ExitCode.OK
+
+
+def _console() -> Console:
+    # Markup off: a thread name or an argv like "[red]x[/]" is text from another process, printed as is
+    # (already made printable by the reader: no escape sequences reach the terminal).
+    return make_console(markup=False)
 
 
 def board_document(board: Board, now_s: float) -> dict[str, Any]:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
+
+from dflash_contract.redact import redact_tree
+from dflash_diag.cli._output import console as make_console
+from dflash_diag.cli._output import dump_json, shown
+from dflash_diag.model.text import printable_tree
 
 DIFF_SCHEMA = "dflash-diag.diff/1"
 
@@ -31,13 +34,13 @@ class DiffCommand:
         from dflash_diag.snapshot.bundle import load_snapshot  # noqa: PLC0415
         from dflash_diag.snapshot.compare import compare  # noqa: PLC0415
 
-        doc_a, doc_b = load_snapshot(args.a), load_snapshot(args.b)
+        # Bundles come from other people: every string made printable (and redacted again) before it is shown.
+        doc_a, doc_b = (printable_tree(redact_tree(load_snapshot(p))) for p in (args.a, args.b))
         rates, changes = compare(doc_a, doc_b)
         if args.json:
-            json.dump(diff_json(args.a, args.b, doc_a, doc_b, rates, changes), sys.stdout, indent=1)
-            print()
+            dump_json(diff_json(shown(args.a), shown(args.b), doc_a, doc_b, rates, changes))
             return 0
-        _print(args.a, args.b, doc_a, doc_b, rates, changes, show_all=args.all)
+        _print(shown(args.a), shown(args.b), doc_a, doc_b, rates, changes, show_all=args.all)
         return 0
 
 
@@ -61,11 +64,10 @@ def diff_json(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], ra
 
 def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates: list[Any], changes: list[Any],
            *, show_all: bool) -> None:
-    from rich.console import Console  # noqa: PLC0415
     from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    console = Console(highlight=False)
+    console = make_console()
     console.print(f"[bold]A[/] {escape(path_a)}  (PID {a.get('pid')}, {a.get('created_utc')})")
     console.print(f"[bold]B[/] {escape(path_b)}  (PID {b.get('pid')}, {b.get('created_utc')})")
     console.print()

@@ -10,6 +10,7 @@ import sys
 import threading
 from types import FrameType
 
+from dflash_diag.cli._output import pid_arg
 from dflash_diag.errors import CommandError, ExitCode
 
 DEFAULT_HOST = "127.0.0.1"
@@ -32,7 +33,7 @@ class ExportCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pids", type=int, nargs="*", metavar="PID", help="processes to export (or --all)")
+        parser.add_argument("pids", type=pid_arg, nargs="*", metavar="PID", help="processes to export (or --all)")
         parser.add_argument("--all", action="store_true", help="every process with a probe board in the board directory")
         parser.add_argument("--port", type=int, required=True, metavar="N",
                             help="TCP port to listen on (0: any free port, printed at start)")
@@ -65,7 +66,7 @@ class ExportCommand:
                                    ExitCode.USAGE) from None
             raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
                                ExitCode.USAGE) from None
-        host, port = server.server_address[:2]
+        host, port = str(server.server_address[0]), int(server.server_address[1])
         what = "every probed process" if args.all else f"PID {', '.join(map(str, args.pids))}"
         url_host = f"[{host}]" if ":" in str(host) else host
         print(f"dflash-diag export: serving {what} at http://{url_host}:{port}/metrics (Ctrl-C stops)", flush=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from dflash_diag import __version__
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg, shown
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 DEFAULT_DURATION_S = 10.0
@@ -65,8 +65,8 @@ class RecordCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=int, metavar="PID", help="the process to record")
-        parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="S",
+        parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to record")
+        parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
                             help=f"seconds to sample (default {DEFAULT_DURATION_S:g}, at most {MAX_DURATION_S:g})")
         parser.add_argument("-o", "--output", metavar="FILE",
                             help="where to write (default: ./dflash-diag-trace-PID-TIME.json, "
@@ -110,11 +110,10 @@ class RecordCommand:
             raise
         summary.update(path=str(path), format=args.format, bytes=len(data))
         if args.json:
-            json.dump(summary, sys.stdout, indent=1)
-            print()
+            dump_json(summary)
         else:
             where = "https://www.speedscope.app" if speedscope else "https://ui.perfetto.dev or chrome://tracing"
-            print(f"wrote {path}: {summary['threads']} threads, {summary['stack_samples']} stack samples over "
+            print(f"wrote {shown(path)}: {summary['threads']} threads, {summary['stack_samples']} stack samples over "
                   f"{summary['window_s']:.1f} s, {summary['findings']} findings; open it in {where}")
         return ExitCode.OK
 

@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from dflash_contract.board import BOARD_DIR_ENV, PROBE_NAMES, BoardDirError, choose_board_dir
+from dflash_diag.cli._output import shown
 from dflash_diag.errors import CommandError, ExitCode
-from dflash_diag.sources.board import BOARD_DIR_ENV, default_board_dir
 
 # The probes package sits next to dflash_diag (one distribution); its bootstrap is a sitecustomize.py.
 BOOTSTRAP_DIR = Path(__file__).resolve().parents[2] / "probes" / "_bootstrap"
-KNOWN_PROBES = ("gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift")
+KNOWN_PROBES = PROBE_NAMES
 # Forwarded to the program. SIGINT is special: from a terminal it already reached the program (same
 # foreground process group), so it is only forwarded when it was sent to us alone.
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -55,27 +56,27 @@ class RunCommand:
         parser.add_argument("--probes-to-wandb", action="store_true",
                             help="also log the readings into the program's wandb run, when it has one, beside its own "
                             "metrics (dflash/* series; a critical finding raises a wandb alert; docs/integrations.md)")
-        parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program to run")
+        parser.add_argument("program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program to run")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        command = list(args.command)
+        command = list(args.program)
         if command and command[0] == "--":
             command = command[1:]
         if not command:
             raise CommandError("no command given: dflash-diag run [--probes LIST] -- python script.py ...", ExitCode.USAGE)
         executable = shutil.which(command[0])
         if executable is None:
-            raise CommandError(f"command not found: {command[0]}", ExitCode.BAD_INPUT)
+            raise CommandError(f"command not found: {shown(command[0])}", ExitCode.BAD_INPUT)
         if not (BOOTSTRAP_DIR / "sitecustomize.py").is_file():
             raise CommandError(f"probe bootstrap missing at {BOOTSTRAP_DIR}: reinstall dflash-diag", ExitCode.FAILURE)
         env = self._child_env(args)
-        board_dir = Path(env.get(BOARD_DIR_ENV) or default_board_dir())
+        board_dir = _board_dir_for_child(env)
         try:
             child = subprocess.Popen([executable, *command[1:]], env=env)
         except OSError as exc:
-            raise CommandError(f"cannot start {command[0]}: {exc.strerror}", ExitCode.BAD_INPUT) from None
+            raise CommandError(f"cannot start {shown(command[0])}: {exc.strerror}", ExitCode.BAD_INPUT) from None
         print(
-            f"dflash-diag run: PID {child.pid} under probes ({args.probes}); board {board_dir / f'{child.pid}.json'}; "
+            f"dflash-diag run: PID {child.pid} under probes ({shown(args.probes)}); board {shown(str(board_dir / f'{child.pid}.json'))}; "
             f"look: dflash-diag board {child.pid}",
             file=sys.stderr,
         )
@@ -88,12 +89,30 @@ class RunCommand:
         env["DFLASH_DIAG_PROBES"] = args.probes
         env["DFLASH_DIAG_RUN_TOKEN"] = str(os.getpid())
         if args.board_dir:
-            env[BOARD_DIR_ENV] = str(Path(args.board_dir).resolve())
+            env[BOARD_DIR_ENV] = os.fsdecode(Path(args.board_dir).resolve())
         if args.keep_board:
             env["DFLASH_DIAG_KEEP_BOARD"] = "1"
         if args.probes_to_wandb:
             env["DFLASH_DIAG_PROBES_TO_WANDB"] = "1"
         return env
+
+
+def _board_dir_for_child(env: dict[str, str]) -> Path:
+    """Where the program's probes will publish, checked (and made) before it starts.
+
+    An explicit directory that is unsafe stops us here (exit 6): the user asked for it, and a program started
+    without the board it was promised helps nobody. A default directory someone else created is replaced by
+    a private one, said loudly, and passed to the program."""
+    explicit = env.get(BOARD_DIR_ENV)
+    try:
+        directory, warning = choose_board_dir(explicit or None)
+    except BoardDirError as exc:
+        raise CommandError(f"{shown(str(exc))}: the probes could not publish; pass --board-dir DIR of your own",
+                           ExitCode.BAD_INPUT) from None
+    if warning is not None:
+        print(f"dflash-diag run: WARNING: {shown(warning)}", file=sys.stderr, flush=True)
+        env[BOARD_DIR_ENV] = os.fsdecode(directory)
+    return directory
 
 
 def _in_foreground() -> bool:
@@ -129,7 +148,7 @@ def _wait_forwarding(child: subprocess.Popen[bytes], board_path: Path) -> int:
                 if not noted and time.monotonic() - started > NO_BOARD_NOTE_S:
                     noted = True
                     if not board_path.exists():
-                        print(f"dflash-diag run: no board at {board_path} yet: if the command starts Python in a "
+                        print(f"dflash-diag run: no board at {shown(str(board_path))} yet: if the command starts Python in a "
                               "subprocess (a shell script), the board is under that PID (list: dflash-diag board); "
                               "Python run with -I or -S cannot be probed", file=sys.stderr)
             except InterruptedError:

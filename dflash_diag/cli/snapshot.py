@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg, shown
 from dflash_diag.errors import CommandError, ExitCode
 
 # The same values as snapshot.gather's (kept here so that --help does not import the bundle code; a test checks).
@@ -30,12 +31,12 @@ class SnapshotCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=int, metavar="PID", help="the process to snapshot")
+        parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to snapshot")
         parser.add_argument("-o", "--output", metavar="FILE",
                             help="where to write (default: ./dflash-diag-snapshot-PID-TIME.tar.gz)")
         parser.add_argument("--dir", action="store_true", help="write a directory instead of a .tar.gz")
         parser.add_argument("--force", action="store_true", help="overwrite an existing output")
-        parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, metavar="S",
+        parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
                             help=f"seconds of stack sampling for thread states (default {DEFAULT_DURATION_S:g}; "
                             "the whole snapshot takes about this plus 0.5-1 s)")
         parser.add_argument("--json", action="store_true", help="print the result (path, findings, missing) as JSON")
@@ -55,7 +56,7 @@ class SnapshotCommand:
         PySpy(args.pid).check()
         output = Path(args.output) if args.output else None
         if output is not None and not args.dir and not output.name.endswith((".tar.gz", ".tgz")):
-            raise CommandError(f"{output}: a bundle file must end in .tar.gz (or use --dir for a directory)",
+            raise CommandError(f"{shown(output)}: a bundle file must end in .tar.gz (or use --dir for a directory)",
                                ExitCode.USAGE)
         if not args.json and sys.stderr.isatty():
             print(f"snapshot of PID {args.pid}: sampling {args.duration:g} s ...", file=sys.stderr)
@@ -63,21 +64,18 @@ class SnapshotCommand:
         result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
                                duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
         if args.json:
-            import json  # noqa: PLC0415
-
-            json.dump({"path": str(result.path), "elapsed_s": round(result.elapsed_s, 3),
+            dump_json({"path": shown(result.path), "elapsed_s": round(result.elapsed_s, 3),
                        "alive_at_end": result.alive_at_end,
                        "findings": [{"rule_id": f.rule_id, "severity": f.severity.label, "claim": f.claim}
                                     for f in result.findings],
-                       "missing": [{"what": w, "why": y} for w, y in result.missing]}, sys.stdout, indent=1)
-            print()
+                       "missing": [{"what": w, "why": y} for w, y in result.missing]})
             return ExitCode.OK
         serious = [f for f in result.findings if f.severity.label in ("warning", "critical")]
-        print(f"wrote {result.path} in {result.elapsed_s:.1f} s: {len(result.findings)} findings"
+        print(f"wrote {shown(result.path)} in {result.elapsed_s:.1f} s: {len(result.findings)} findings"
               f" ({len(serious)} warning or critical)"
               + ("" if result.alive_at_end else "; the process exited during the snapshot"))
         for f in serious[:5]:
-            print(f"  {f.severity.label.upper():8} {f.rule_id}: {f.claim}")
+            print(f"  {f.severity.label.upper():8} {f.rule_id}: {shown(f.claim)}")
         for what, why in result.missing:
-            print(f"  missing: {what}: {why}", file=sys.stderr)
+            print(f"  missing: {shown(what)}: {shown(why)}", file=sys.stderr)
         return ExitCode.OK

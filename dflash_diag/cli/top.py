@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dflash_diag.analysis.threads import StagePatterns
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
 from dflash_diag.sources.config import SamplerConfig
 
@@ -50,13 +50,13 @@ class TopCommand:
         parser.add_argument(
             "launch_command", nargs="*", metavar="-- COMMAND", help="launch COMMAND and attach to it"
         )
-        parser.add_argument("--pid", dest="pid_option", type=int, metavar="PID", help="process to attach to")
+        parser.add_argument("--pid", dest="pid_option", type=pid_arg, metavar="PID", help="process to attach to")
         parser.add_argument(
             "--batch", "-b", action="store_true", help="print aggregates once, without a screen"
         )
         parser.add_argument(
             "--duration",
-            type=float,
+            type=finite_float,
             default=DEFAULT_DURATION_S,
             metavar="S",
             help=f"batch mode: seconds to sample (default {DEFAULT_DURATION_S:g})",
@@ -79,7 +79,7 @@ class TopCommand:
         )
         parser.add_argument(
             "--window",
-            type=float,
+            type=finite_float,
             default=DEFAULT_WINDOW_S,
             metavar="S",
             help=f"seconds of history the live shares cover (default {DEFAULT_WINDOW_S:g})",
@@ -100,11 +100,11 @@ class TopCommand:
             help="where the process's probe board is (default: per-user runtime dir)",
         )
         parser.add_argument(
-            "--refresh", type=float, default=1.0, metavar="S", help="screen refresh interval (default 1)"
+            "--refresh", type=finite_float, default=1.0, metavar="S", help="screen refresh interval (default 1)"
         )
         parser.add_argument(
             "--warmup",
-            type=float,
+            type=finite_float,
             default=None,
             metavar="S",
             help="launch mode: seconds to wait after attaching before sampling (default: until a target or "
@@ -150,7 +150,10 @@ def _parse_target(args: argparse.Namespace) -> int | list[str]:
             "nothing to watch: give a PID (top 12345) or a command (top -- python train.py)", ExitCode.USAGE
         )
     if len(positional) == 1 and positional[0].isdigit():
-        return _check_pid(int(positional[0]))
+        try:
+            return pid_arg(positional[0])
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(str(exc), ExitCode.USAGE) from None
     if positional[0].isdigit():
         raise CommandError(
             f"'{' '.join(positional)}': a PID takes no arguments; to launch a command put it after --",
@@ -193,6 +196,8 @@ def _validate(args: argparse.Namespace) -> None:
         target = Path(args.screenshot)
         if target.suffix != ".svg":
             raise CommandError(f"--screenshot {target}: the file name must end in .svg", ExitCode.USAGE)
+        if os.path.lexists(target):  # never over an existing file (checked again, atomically, when written)
+            raise CommandError(f"--screenshot {target}: exists; choose another path", ExitCode.EXISTS)
         if not target.resolve().parent.is_dir():
             raise CommandError(
                 f"--screenshot {target}: directory {target.parent} does not exist", ExitCode.BAD_INPUT
@@ -240,8 +245,7 @@ def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
 
     frame = collect_frame(pid, args.duration, _sampler_config(args), _patterns(args))
     if args.json:
-        json.dump(frame_to_json(frame), sys.stdout, indent=2, sort_keys=False)
-        sys.stdout.write("\n")
+        dump_json(frame_to_json(frame))
     else:
         sys.stdout.write(frame_to_text(frame))
     sys.stdout.flush()
@@ -264,7 +268,9 @@ def _run_tui(pid: int, args: argparse.Namespace, child: Child | None) -> int:
                 screenshot=(args.screenshot, args.duration),
             )
             code = app.run(headless=True, size=args.size_cells)
-            print(f"dflash-diag top: screenshot written to {args.screenshot}", file=sys.stderr)
+            if app.screenshot_error is not None:
+                raise CommandError(app.screenshot_error, int(code or ExitCode.CANNOT_WRITE))
+            print(f"dflash-diag top: screenshot written to {shown(args.screenshot)}", file=sys.stderr)
         else:
             app = TopApp(source, refresh_s=args.refresh, initial_frame=first, native=args.native)
             code = app.run()
@@ -339,9 +345,9 @@ def _launched(command: Sequence[str], args: argparse.Namespace) -> Iterator[Chil
         raise CommandError(f"cannot launch {command[0]!r}: command not found", ExitCode.BAD_INPUT) from None
     except PermissionError:
         log.close()
-        raise CommandError(f"cannot launch {command[0]!r}: permission denied", ExitCode.PERMISSION) from None
+        raise CommandError(f"cannot launch {shown(command[0])!r}: permission denied", ExitCode.PERMISSION) from None
     child = Child(process, log_path, keep=args.keep_child)
-    print(f"dflash-diag top: launched PID {child.pid}; its output goes to {log_path}", file=sys.stderr)
+    print(f"dflash-diag top: launched PID {child.pid}; its output goes to {shown(log_path)}", file=sys.stderr)
     try:
         yield child
     finally:

@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from dflash_diag.errors import DflashDiagError
-from dflash_diag.model import NA, Board, GpuSample, Maybe
+from dflash_diag.model import NA, Board, GpuSample
 from dflash_diag.sources.board import list_boards, read_board
 from probes.readings import CATALOGUE, COUNTER, readings
 
@@ -64,7 +64,7 @@ class ScrapeStats:
     board_errors: int
 
 
-GpuReader = Callable[[], "Maybe[tuple[GpuSample, ...]]"]
+GpuReader = Callable[[], "tuple[GpuSample, ...] | NA"]
 BoardLister = Callable[[], "list[Board | DflashDiagError]"]
 
 
@@ -108,7 +108,7 @@ class BoardCollector(Collector):
                                "(reason: exited, no_board, refused)", labels=["pid", "reason"])
         age = GaugeMetricFamily("dflash_board_age_seconds", "seconds since the process last published its board",
                                 labels=list(PROCESS_LABELS))
-        families: dict[str, Metric] = {}
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         boards, errors = 0, 0
         now = time.time()
         for pid, item in found:
@@ -133,14 +133,15 @@ class BoardCollector(Collector):
         scrape.add_metric(["refused"], float(errors))
         yield scrape
 
-    def _board_metrics(self, board: Board, labels: tuple[str, ...], families: dict[str, Metric]) -> None:
+    def _board_metrics(self, board: Board, labels: tuple[str, ...],
+                       families: dict[str, GaugeMetricFamily | CounterMetricFamily]) -> None:
         for reading in readings(board.probes, board.session):
             kind, extra, help_text = CATALOGUE[reading.name]
             name, scale = prometheus_name(reading.name)
             family = families.get(name)
             if family is None:
-                cls = CounterMetricFamily if kind == COUNTER else GaugeMetricFamily
-                family = cls(name, help_text, labels=[*PROCESS_LABELS, *extra])
+                family = (CounterMetricFamily(name, help_text, labels=[*PROCESS_LABELS, *extra]) if kind == COUNTER
+                          else GaugeMetricFamily(name, help_text, labels=[*PROCESS_LABELS, *extra]))
                 families[name] = family
             family.add_metric([*labels, *(v for _, v in reading.labels)], reading.value * scale)
         for key, name, help_text in (("tokens_per_s", "dflash_app_tokens_per_second", "tokens per second the program reports"),

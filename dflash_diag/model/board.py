@@ -10,16 +10,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-BOARD_SCHEMA = "dflash-diag.board/1"
+from dflash_contract.board import BOARD_SCHEMA
+
+__all__ = ["BOARD_SCHEMA", "Board", "WriterIdentity"]
 
 
 @dataclass(frozen=True, slots=True)
-class BoardWriter:
+class WriterIdentity:
     """Who wrote the board: lets a reader tell a restarted process or a reused PID from the original."""
 
     pid: int
     start_time_ticks: int  # /proc/<pid>/stat field 22 at publish time
-    argv: tuple[str, ...]  # already redacted by the writer
+    argv: tuple[str, ...]  # redacted (by the writer, and again by the reader)
     python: str
     torch: str | None
     hostname: str
@@ -28,7 +30,7 @@ class BoardWriter:
 @dataclass(frozen=True, slots=True)
 class Board:
     schema: str
-    writer: BoardWriter
+    writer: WriterIdentity
     seq: int  # strictly increasing per writer
     wall_time_s: float  # time.time() when published
     interval_s: float  # how often the writer means to publish (staleness = now - wall_time_s >> interval_s)

@@ -1,33 +1,42 @@
 """From what was gathered to the bundle's files: analysis (threads, pipeline, findings), the schema-versioned
 ``snapshot.json``, ``report.md``, native stacks as text, the board, NVML state and the timeline picture.
 
-Everything passes through redaction twice: structurally (secret-named keys and options, URL credentials,
-token formats) and then by value (every secret value read from the environment or argv is scrubbed from
-every file, wherever it appears).
+Everything passes through the one redactor (``dflash_contract.redact``, docs/security.md) as structured
+values, before anything is serialised: the environment as an allow-list, argv as a command line, the
+document as a tree (secret-named keys, URL user info, signatures, connection strings, token formats), then
+every secret value found in the environment, argv and board is replaced wherever else it appears, inside
+strings only (never in numbers, never by editing serialised JSON).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import platform
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import CodedriftKeys, ProbeName
+from dflash_contract.redact import (
+    redact_argv,
+    redact_env,
+    redact_text,
+    redact_tree,
+    scrub_text,
+    scrub_tree,
+    secret_values,
+)
 from dflash_diag import __version__
 from dflash_diag.model import (
     NA,
-    Finding,
+    Analysis,
     Observation,
-    PipelineView,
     StackSample,
-    StageStats,
     ThreadState,
     ThreadStats,
 )
-from dflash_diag.redact import redact_argv, redact_env, redact_json, scrub_values, secret_values
 from dflash_diag.snapshot.gather import Gathered
 from dflash_diag.snapshot.jsonable import to_jsonable
 from dflash_diag.snapshot.report import render_report
@@ -40,22 +49,6 @@ ENV_KNOB = re.compile(
     r"KMP_.*|TOKENIZERS_PARALLELISM|HF_.*|TRANSFORMERS_.*|WANDB_MODE|PYTHON(HASHSEED|OPTIMIZE|PATH|MALLOC|UNBUFFERED|"
     r"_GIL|DEVMODE)|DFLASH.*|LD_PRELOAD|MALLOC_.*)$"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Analysis:
-    observation: Observation
-    threads: tuple[ThreadStats, ...]
-    pipeline: PipelineView
-    findings: tuple[Finding, ...]
-
-
-def _empty_pipeline(reason: str) -> PipelineView:
-    na = NA(reason)
-    stage = lambda name: StageStats(stage=name, threads=(), batches_per_s=na, tokens_per_s=na, shares={})  # noqa: E731
-    return PipelineView(target=stage("target"), drafter=stage("drafter"), queue_name="q_hs", queue_depth=na,
-                        queue_maxsize=na, queue_depth_history=(), queue_trend_per_s=na, producer_starved_share=na,
-                        consumer_starved_share=na, bottleneck="unknown", verdict=reason)
 
 
 def observation_of(g: Gathered) -> Observation:
@@ -86,21 +79,14 @@ def _source_lines(stacks: tuple[StackSample, ...]) -> dict[str, str]:
     return read_source_lines(stack_frames(stacks), LineCache())
 
 
-def analyse(g: Gathered, now_wall_s: float) -> Analysis:
-    from dflash_diag.analysis.findings import evaluate  # noqa: PLC0415
+def analyse_gathered(g: Gathered, now_wall_s: float) -> Analysis:
+    """The shared analysis (``dflash_diag.analysis.analyse``) of what was gathered; failures are noted as missing."""
+    from dflash_diag.analysis import analyse  # noqa: PLC0415
 
-    obs = observation_of(g)
-    try:
-        from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
-        from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
-
-        threads = aggregate_threads(obs)
-        pipeline = pipeline_view(obs, threads, now_wall_s=now_wall_s)
-    except Exception as exc:  # noqa: BLE001 - a broken aggregate must not lose the rest of the report
-        g.miss("thread states", f"{type(exc).__name__}: {exc}")
-        threads, pipeline = (), _empty_pipeline("thread states unavailable")
-    findings = evaluate(obs, threads, pipeline, now_wall_s=now_wall_s)
-    return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=findings)
+    analysis = analyse(observation_of(g), now_wall_s=now_wall_s)
+    for error in analysis.errors:
+        g.miss("analysis", error)
+    return analysis
 
 
 def _stage_shares(threads: tuple[ThreadStats, ...]) -> dict[str, dict[str, float]]:
@@ -131,7 +117,7 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
     obs = a.observation
     gpus = obs.gpus
     latest_gpus = gpus[-1] if isinstance(gpus, tuple) and gpus else gpus
-    codedrift = board.probe("codedrift") if board is not None else None
+    codedrift = board.probe(ProbeName.CODEDRIFT) if board is not None else None
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "tool": {"name": "dflash-diag", "version": __version__},
@@ -152,8 +138,10 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
         "config": config,
         "flags": {k: v for k, v in config.items() if isinstance(v, bool)},
         "app_threads": app.get("threads", {}),
-        "env": redact_env(env) if env else g.environ,
+        "env": redact_env(env) if env else g.environ,  # allow-list: values of diagnosis knobs only
         "env_knobs": {k: v for k, v in sorted(redact_env(env).items()) if ENV_KNOB.match(k)},
+        "headline": a.headline,
+        "phase": a.phase,
         "findings": a.findings,
         "rates": _rates(g, a),
         "pipeline": a.pipeline,
@@ -169,7 +157,7 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
             "files": dict(g.code.files) if g.code else {},
             "changed_after_start": list(g.code.changed_after_start) if g.code else [],
             "truncated": g.code.truncated if g.code else None,
-            "stale_modules": list(codedrift.get("stale", [])) if codedrift else [],
+            "stale_modules": list(codedrift.get(CodedriftKeys.STALE, [])) if codedrift else [],
         },
         "sampling": {
             "window_s": obs.window_s,
@@ -179,7 +167,17 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
         "missing": [{"what": what, "why": why} for what, why in g.missing],
         "timings_s": g.timings_s,
     }
-    return redact_json(to_jsonable(doc))
+    return scrub_tree(redact_tree(to_jsonable(doc)), known_secrets(g))
+
+
+def known_secrets(g: Gathered) -> frozenset[str]:
+    """Secret values read from the process's environment, argv and board: hidden wherever else they appear."""
+    env = g.environ if isinstance(g.environ, dict) else {}
+    return secret_values(env, g.cmdline)
+
+
+def _redacted_names(threads: tuple[ThreadStats, ...], secrets: frozenset[str]) -> tuple[ThreadStats, ...]:
+    return tuple(dataclasses.replace(t, name=scrub_text(redact_text(t.name), secrets)) for t in threads)
 
 
 def render_stacks(sample: StackSample | None) -> str:
@@ -215,18 +213,20 @@ def _trace_json(a: Analysis) -> str:
 
 def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]:
     """Every file of the bundle, redacted, keyed by its name inside the bundle."""
-    doc = build_document(g, a, now_wall_s)
+    secrets = known_secrets(g)
+    doc = build_document(g, a, now_wall_s)  # redacted and scrubbed as a tree
     board_json = doc.get("board")
+    stacks = render_stacks(g.native_stacks if g.native_stacks is not None else _last_sample(a.observation))
+    gpus = scrub_tree(redact_tree(to_jsonable(a.observation.gpus)), secrets)
     files: dict[str, str] = {
-        "report.md": render_report(doc),
+        "report.md": render_report(doc),  # rendered from the redacted document only
         "snapshot.json": json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n",
-        "stacks.txt": render_stacks(g.native_stacks if g.native_stacks is not None else _last_sample(a.observation)),
+        # plain text: each line through the same rules (a frame's file name can hold a secret)
+        "stacks.txt": "\n".join(scrub_text(redact_text(line), secrets) for line in stacks.split("\n")),
         "board.json": json.dumps(board_json, indent=1) + "\n" if board_json else "null\n",
-        "nvml.json": json.dumps(to_jsonable(a.observation.gpus), indent=1) + "\n",
-        "timeline.svg": timeline_svg(a.threads, title=f"dflash-diag snapshot of PID {g.pid}",
+        "nvml.json": json.dumps(gpus, indent=1) + "\n",
+        "timeline.svg": timeline_svg(_redacted_names(a.threads, secrets), title=f"dflash-diag snapshot of PID {g.pid}",
                                      window_s=a.observation.window_s),
         "trace.json": _trace_json(a),
     }
-    env = g.environ if isinstance(g.environ, dict) else {}
-    secrets = secret_values(env, g.cmdline)
-    return {name: scrub_values(text, secrets).encode("utf-8") for name, text in files.items()}
+    return {name: text.encode("utf-8") for name, text in files.items()}

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import CheckpointKeys, GilKeys
+
 # Prior likelihood that a change of this kind explains a throughput difference.
 KIND_PRIOR: dict[str, float] = {
     "finding": 0.85,  # a root cause present in one run only: the tool already names it
@@ -159,12 +161,12 @@ def _probe_facts(doc: Mapping[str, Any]) -> dict[str, Any]:
         facts[f"fastpath.gdn_kernels.{k}"] = v
     calls = _mapping(_mapping(probes, "checkpoint"), "calls")
     if calls:
-        re_calls, non = calls.get("reentrant") or 0, calls.get("non_reentrant") or 0
+        re_calls, non = calls.get(CheckpointKeys.REENTRANT) or 0, calls.get(CheckpointKeys.NON_REENTRANT) or 0
         facts["checkpoint.mode"] = ("mixed" if re_calls and non else "reentrant" if re_calls
                                     else "non-reentrant" if non else "unused")
     gil = _mapping(probes, "gil")
     if "free_threaded" in gil:
-        facts["gil.free_threaded"] = gil["free_threaded"]
+        facts["gil.free_threaded"] = gil[GilKeys.FREE_THREADED]
     return facts
 
 

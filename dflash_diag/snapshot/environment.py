@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dflash_contract import proc
 from dflash_diag.model import NA, Maybe
 
 # Distribution names whose versions go into every report (dist-info name, normalised) -> label.
@@ -39,7 +40,6 @@ MAX_HASHED_BYTES = 2 * 1024 * 1024
 HASH_BUDGET_S = 1.0
 _SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "site-packages", "dist-packages", "__pycache__",
                         "node_modules", "build", "dist", "wandb", ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def site_packages_dirs(pid: int) -> tuple[str, ...]:
@@ -253,15 +253,7 @@ def hash_tree(root: str, start_wall_s: float | None, *, budget_s: float = HASH_B
 
 def process_start_wall_s(pid: int) -> float | None:
     """When the process started, as a wall-clock time (boot time + start ticks)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
-            stat = fh.read()
-        start_ticks = int(stat[stat.rindex(")") + 2:].split()[19])
-        with open("/proc/stat", encoding="utf-8") as fh:
-            btime = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return btime + start_ticks / _CLK_TCK
+    return proc.start_wall_s(pid)
 
 
 def code_info(cmdline: Sequence[str], cwd: str | None, start_wall_s: float | None) -> CodeInfo:

@@ -1,31 +1,51 @@
-"""Reads and validates the probe board of a process (docs/board.md).
+"""Finds, reads and validates the probe board of a process (docs/board.md).
 
-Everything read is checked: the directory (no symlink, ours, 0700), the file (regular, ours, not a
-symlink, at most 4 MiB), the JSON (finite numbers, bounded nesting), every field's type, that the writer
-is the file's PID, and that it is the *live* process with that PID (start time from /proc), not an
-earlier one whose PID was reused. Any failure is a :class:`BoardError` with a one-line message.
+The contract (schema, bounds, directory rules, staleness) is ``dflash_contract.board``; this module adds
+the look-up and the user-facing errors. Everything read is checked: the directory and the file (no symlink
+at either level, owned by the process's user, 0700/0600, at most 4 MiB), the JSON (finite numbers, bounded
+nesting), every field's type, that the writer is the file's PID, and that it is the *live* process with
+that PID (start time from /proc), not an earlier one whose PID was reused. What is read is redacted again
+(the same rules the writer applies), so a board from an older or foreign writer cannot leak a secret into
+anything we print. Any failure is a :class:`BoardError` with a one-line message that says what to do.
 
-The directory rules mirror ``probes.board_writer`` (the layers do not import each other).
+A board is looked for where the process's own environment says it publishes (``/proc/PID/environ``,
+readable by the same user and root), then in its user's runtime directory, ``/tmp/dflash-diag-UID`` and
+the private fallbacks the probes use when that one was taken by someone else. Root finds other users'
+boards this way; another user gets a clear "private to uid N" instead of "run it under probes".
 """
 
 from __future__ import annotations
 
-import errno
-import json
-import math
 import os
-import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dflash_contract import proc
+from dflash_contract.board import (
+    BOARD_DIR_ENV,
+    NO_STEP_STALL_S,
+    BoardDirError,
+    BoardDocument,
+    BoardFormatError,
+    board_file_name,
+    candidate_dirs,
+    default_board_dir,
+    iter_board_names,
+    parse_document,
+    pid_of_board_name,
+    read_board_bytes,
+    remove_stale_boards,
+    stale_after_s,
+    unsafe_dir_reason,
+)
+from dflash_contract.redact import redact_argv, redact_tree
 from dflash_diag.errors import BoardError, ExitCode
-from dflash_diag.model.board import BOARD_SCHEMA, Board, BoardWriter
+from dflash_diag.model.board import Board, WriterIdentity
+from dflash_diag.model.text import printable, printable_tree
 
-# Where boards live is one protocol, defined once by the writer (stdlib-only module, no torch import).
-from probes.board_writer import BOARD_DIR_ENV, default_board_dir, unsafe_dir_reason  # noqa: F401 - re-exported
+__all__ = ["BOARD_DIR_ENV", "default_board_dir", "find_board", "list_boards", "parse_board", "read_board", "staleness"]
 
-MAX_BOARD_BYTES = 4 * 1024 * 1024
-PROBE_STATUSES = frozenset({"ok", "na", "error"})
 HOW_TO_PROBE = ("add the probes to it now with `dflash-diag attach PID`, or run it under probes: "
                 "`dflash-diag run -- python script.py ...` (the reference trainer has them on by default)")
 
@@ -36,77 +56,141 @@ def _error(message: str, exit_code: int = ExitCode.BAD_INPUT) -> BoardError:
     return err
 
 
-def check_board_dir(path: Path) -> Path:
+def _dirs_for(pid: int, board_dir: Path | str | None) -> list[tuple[Path, int]]:
+    owner = proc.owner_uid(pid)
+    if board_dir is not None:
+        # An explicit directory: ours, or (as root) the target's user's.
+        expected = owner if os.getuid() == 0 and owner is not None else os.getuid()
+        return [(Path(os.fsdecode(board_dir)), expected)]
+    return candidate_dirs(pid)
+
+
+def find_board(pid: int, board_dir: Path | str | None = None) -> tuple[Path, int]:
+    """(board file, uid that must own it) of ``pid``; BoardError (one line, says what to do) when none."""
+    if not proc.is_valid_pid(pid):
+        raise _error(f"{pid} is not a valid PID (1..{proc.PID_MAX})", ExitCode.USAGE)
+    if not proc.process_alive(pid):
+        raise _error(f"no process with PID {pid} is running", ExitCode.NO_PROCESS)
+    owner = proc.owner_uid(pid)
+    if board_dir is None and owner is not None and owner != os.getuid() and os.getuid() != 0:
+        raise _error(f"process {pid} runs as uid {owner}: its probe board (if any) is private to that user; "
+                     "run this as that user or as root", ExitCode.PERMISSION)
+    problems: list[str] = []
+    searched: list[str] = []
+    for directory, expected in _dirs_for(pid, board_dir):
+        searched.append(str(directory))
+        path = directory / board_file_name(pid)
+        try:
+            st = os.lstat(directory)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems.append(f"{directory}: {exc.strerror}")
+            continue
+        problem = unsafe_dir_reason(st, expected)
+        if problem is not None:
+            problems.append(f"board directory {directory} {problem[0]}; {problem[1]}")
+            continue
+        if os.path.lexists(path):
+            return path, expected
+        if _unreadable_dir(directory):
+            problems.append(f"board directory {directory} cannot be read by uid {os.getuid()}")
+    if problems:
+        raise _error(problems[0])
+    where = ", ".join(searched[:3]) + (" ..." if len(searched) > 3 else "")
+    raise _error(f"process {pid} has no probe board (looked in {where}): {HOW_TO_PROBE.replace('PID', str(pid))}")
+
+
+def _unreadable_dir(directory: Path) -> bool:
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise _error(f"no board directory {path}: no process has published probes there; {HOW_TO_PROBE}") from None
-    except OSError as exc:
-        raise _error(f"cannot read board directory {path}: {exc.strerror}") from None
-    problem = unsafe_dir_reason(st)
-    if problem is not None:
-        raise _error(f"board directory {path} {problem[0]} ({problem[1]})")
-    return path
-
-
-def proc_start_time_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat, or None when no such process is running."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-        return int(raw[raw.rindex(")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def find_board(pid: int, board_dir: Path | str | None = None) -> Path:
-    """The board file of ``pid``; BoardError (one line, says what to do) when there is none."""
-    directory = check_board_dir(Path(board_dir) if board_dir is not None else default_board_dir())
-    path = directory / f"{pid}.json"
-    if not os.path.lexists(path):
-        if proc_start_time_ticks(pid) is None:
-            raise _error(f"no process with PID {pid} is running", ExitCode.NO_PROCESS)
-        raise _error(f"process {pid} has no probe board in {directory}: {HOW_TO_PROBE.replace('PID', str(pid))}")
-    return path
+        os.listdir(directory)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def list_boards(board_dir: Path | str | None = None) -> list[Board | BoardError]:
-    """Every board in the directory, each validated against its live process (errors as values)."""
-    directory = Path(board_dir) if board_dir is not None else default_board_dir()
-    if not os.path.lexists(directory):
-        return []
-    check_board_dir(directory)
+    """Every board in our board directories (or ``board_dir``), each validated against its live process.
+
+    Boards left by processes that died are removed first (only ours: see ``remove_stale_boards``)."""
+    if board_dir is not None:
+        dirs = [(Path(os.fsdecode(board_dir)), os.getuid())]
+    else:
+        dirs = candidate_dirs(None)
     out: list[Board | BoardError] = []
-    for path in sorted(directory.glob("*.json"), key=lambda p: p.name):
-        if _pid_from_name(path) is None:
+    seen: set[int] = set()
+    for directory, expected in dirs:
+        if not os.path.lexists(directory):
             continue
         try:
-            out.append(read_board(path))
+            _check_dir(directory, expected)
         except BoardError as exc:
+            if board_dir is not None:
+                raise
             out.append(exc)
+            continue
+        remove_stale_boards(directory)
+        for name, pid in iter_board_names(directory):
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                out.append(_read(directory, name, expected, check_live=True))
+            except BoardError as exc:
+                out.append(exc)
     return out
 
 
+def _check_dir(directory: Path, expected: int) -> None:
+    try:
+        st = os.lstat(directory)
+    except OSError as exc:
+        raise _error(f"cannot read board directory {directory}: {exc.strerror}") from None
+    problem = unsafe_dir_reason(st, expected)
+    if problem is not None:
+        raise _error(f"board directory {directory} {problem[0]} ({problem[1]})")
+
+
 def read_board(target: int | str | Path, board_dir: Path | str | None = None, *, check_live: bool = True) -> Board:
-    """Read and validate a board, by PID (looked up in the board directory) or by path.
+    """Read and validate a board, by PID (looked up as described above) or by path.
 
     ``check_live`` (default) requires the writer to be the running process with that PID; set it False
     to read the board of a process that is gone (a left-over file, a bundle).
     """
     if isinstance(target, int) and not isinstance(target, bool):
-        path = find_board(target, board_dir)
+        path, expected = find_board(target, board_dir)
     elif isinstance(target, (str, Path)):
         path = Path(target)
+        expected = os.getuid()
+        if os.getuid() == 0:
+            try:
+                expected = os.lstat(path.parent).st_uid
+            except OSError:
+                pass
     else:
         raise _error(f"not a PID or a board path: {target!r}")
-    data = _read_file(path)
+    return _read(path.parent, path.name, expected, check_live=check_live)
+
+
+def _read(directory: Path, name: str, expected_uid: int, *, check_live: bool) -> Board:
+    path = directory / name
+    try:
+        data = read_board_bytes(directory, name, expected_uid)
+    except FileNotFoundError:
+        raise _error(f"board {path} does not exist (the process exited or never ran under probes)") from None
+    except BoardDirError as exc:
+        raise _error(str(exc)) from None
+    except BoardFormatError as exc:
+        raise _error(f"board {path} {exc}") from None
     board = parse_board(data, str(path))
-    expected_pid = _pid_from_name(path)
+    expected_pid = pid_of_board_name(name)
     if expected_pid is not None and board.writer.pid != expected_pid:
         raise _error(f"board {path} was written by PID {board.writer.pid}, not {expected_pid}: refusing it")
     if check_live:
-        ticks = proc_start_time_ticks(board.writer.pid)
-        if ticks is None:
+        ticks = proc.start_time_ticks(board.writer.pid)
+        if ticks is None or not proc.process_alive(board.writer.pid):
             raise _error(f"process {board.writer.pid} is not running; {path} is left over from it", ExitCode.NO_PROCESS)
         if ticks != board.writer.start_time_ticks:
             raise _error(
@@ -116,156 +200,58 @@ def read_board(target: int | str | Path, board_dir: Path | str | None = None, *,
     return board
 
 
-def _pid_from_name(path: Path) -> int | None:
-    stem = path.name[: -len(".json")] if path.name.endswith(".json") else None
-    return int(stem) if stem is not None and stem.isascii() and stem.isdigit() and len(stem) < 12 else None
-
-
-def _read_file(path: Path) -> bytes:
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _error(f"board {path} is a symlink: refusing it") from None
-        if exc.errno == errno.ENOENT:
-            raise _error(f"board {path} does not exist (the process exited or never ran under probes)") from None
-        raise _error(f"cannot open board {path}: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _error(f"board {path} is not a regular file: refusing it")
-        if st.st_uid != os.getuid():
-            raise _error(f"board {path} belongs to uid {st.st_uid}, not to you: refusing it")
-        if st.st_size > MAX_BOARD_BYTES:
-            raise _error(f"board {path} is {st.st_size} bytes, over the {MAX_BOARD_BYTES} limit: refusing it")
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > MAX_BOARD_BYTES:
-                raise _error(f"board {path} grew over the {MAX_BOARD_BYTES}-byte limit: refusing it")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
-
-
 def parse_board(data: bytes, path: str) -> Board:
-    """Validate a board document; BoardError says what is wrong with it."""
-    if not data.strip():
-        raise _error(f"board {path} is empty (truncated?)")
+    """Validate a board document (and redact it again); BoardError says what is wrong with it."""
     try:
-        doc = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise _error(f"board {path} is not UTF-8 text: corrupt") from None
-    except (ValueError, RecursionError) as exc:
-        raise _error(f"board {path} is not valid JSON (corrupt or truncated): {str(exc)[:120]}") from None
-    try:
-        return _validate(doc, path)
-    except _Invalid as exc:
-        raise _error(f"board {path} is malformed: {exc}") from None
+        doc = parse_document(data)
+    except BoardFormatError as exc:
+        raise _error(f"board {path} is malformed: {exc}" if not str(exc).startswith(("empty", "not ")) else
+                     f"board {path} is {exc}") from None
+    return _to_model(doc, path)
 
 
-class _Invalid(ValueError):
-    pass
-
-
-def _get(doc: dict[str, Any], key: str, kinds: tuple[type, ...], where: str = "") -> Any:
-    if key not in doc:
-        raise _Invalid(f"missing {where}{key}")
-    value = doc[key]
-    if isinstance(value, bool) and bool not in kinds:
-        raise _Invalid(f"{where}{key} has the wrong type (bool)")
-    if not isinstance(value, kinds):
-        raise _Invalid(f"{where}{key} has the wrong type ({type(value).__name__})")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _Invalid(f"{where}{key} is not a finite number")
-    return value
-
-
-def _validate(doc: Any, path: str) -> Board:
-    if not isinstance(doc, dict):
-        raise _Invalid("the document is not a JSON object")
-    schema = _get(doc, "schema", (str,))
-    if schema != BOARD_SCHEMA:
-        raise _Invalid(f"schema {schema[:60]!r} is not {BOARD_SCHEMA!r} (written by another dflash-diag version?)")
-    w = _get(doc, "writer", (dict,))
-    pid = _get(w, "pid", (int,), "writer.")
-    ticks = _get(w, "start_time_ticks", (int,), "writer.")
-    argv = _get(w, "argv", (list,), "writer.")
-    if pid <= 0 or ticks < 0 or not all(isinstance(a, str) for a in argv):
-        raise _Invalid("writer has an invalid pid, start_time_ticks or argv")
-    torch_version = w.get("torch")
-    if torch_version is not None and not isinstance(torch_version, str):
-        raise _Invalid("writer.torch has the wrong type")
-    writer = BoardWriter(
-        pid=pid,
-        start_time_ticks=ticks,
-        argv=tuple(argv),
-        python=_get(w, "python", (str,), "writer."),
-        torch=torch_version,
-        hostname=_get(w, "hostname", (str,), "writer."),
+def _to_model(doc: BoardDocument, path: str) -> Board:
+    w = doc["writer"]
+    writer = WriterIdentity(
+        pid=w["pid"],
+        start_time_ticks=w["start_time_ticks"],
+        argv=tuple(printable(a) for a in redact_argv(w["argv"])),
+        python=printable(w["python"]),
+        torch=None if w["torch"] is None else printable(w["torch"]),
+        hostname=printable(w["hostname"]),
     )
-    seq = _get(doc, "seq", (int,))
-    wall = float(_get(doc, "wall_time_s", (int, float)))
-    interval = float(_get(doc, "interval_s", (int, float)))
-    if seq < 0 or wall < 0 or interval <= 0:
-        raise _Invalid("seq, wall_time_s or interval_s out of range")
-    threads_raw = _get(doc, "threads", (dict,))
-    threads: dict[int, str] = {}
-    for tid, name in threads_raw.items():
-        if not (tid.isascii() and tid.isdigit() and len(tid) < 12 and isinstance(name, str)):
-            raise _Invalid(f"threads entry {tid[:20]!r} is not TID -> name")
-        threads[int(tid)] = name
-    probes_raw = _get(doc, "probes", (dict,))
-    for name, payload in probes_raw.items():
-        if not isinstance(payload, dict):
-            raise _Invalid(f"probe {name[:40]!r} payload is not an object")
-        status = payload.get("status")
-        if status not in PROBE_STATUSES:
-            raise _Invalid(f"probe {name[:40]!r} has status {str(status)[:20]!r}, not ok/na/error")
-        if status != "ok" and not isinstance(payload.get("reason"), str):
-            raise _Invalid(f"probe {name[:40]!r} is {status} without a reason")
-    app = _get(doc, "app", (dict,))
-    session = doc.get("session", {})
-    if not isinstance(session, dict):
-        raise _Invalid("session has the wrong type")
-    publish_interval = doc.get("publish_interval_s")
-    if publish_interval is not None and (isinstance(publish_interval, bool) or not isinstance(publish_interval, (int, float))):
-        raise _Invalid("publish_interval_s has the wrong type")
     return Board(
-        schema=schema,
+        schema=doc["schema"],
         writer=writer,
-        seq=seq,
-        wall_time_s=wall,
-        interval_s=interval,
-        threads=threads,
-        probes=probes_raw,
-        app=app,
-        path=path,
-        session=session,
-        final=doc.get("final") is True,
-        publish_interval_s=float(publish_interval) if publish_interval is not None else None,
+        seq=doc["seq"],
+        wall_time_s=doc["wall_time_s"],
+        interval_s=doc["interval_s"],
+        threads={tid: printable(name) for tid, name in doc["threads"].items()},
+        probes=_redacted_mapping(doc["probes"]),
+        app=_redacted_mapping(doc["app"]),
+        path=printable(path),
+        session=_redacted_mapping(doc["session"]),
+        final=doc["final"],
+        publish_interval_s=doc["publish_interval_s"],
     )
+
+
+def _redacted_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Redacted with the writer's rules (a foreign or older writer may not have), and made printable."""
+    out = printable_tree(redact_tree(value))
+    return out if isinstance(out, dict) else {}
 
 
 def staleness(board: Board, now_wall_s: float) -> str | None:
-    """A one-line warning when the board stopped updating, else None (pure: pass ``now``)."""
+    """A one-line warning when the board stopped updating, else None (pure: pass ``now``).
+
+    The rule is the contract's (``stale_after_s``), the same for `board`, `doctor` and `top`."""
     age_s = board.age_s(now_wall_s)
-    limit_s = max(5.0, 4 * board.interval_s)
-    if age_s > limit_s:
+    if age_s > stale_after_s(board.interval_s):
         return f"no update for {age_s:.0f} s: hung? (the board thread publishes every {board.interval_s:g} s)"
     last_step = board.session.get("last_step_wall_s")
     if isinstance(last_step, (int, float)) and not isinstance(last_step, bool) and board.session.get("steps"):
         quiet_s = now_wall_s - float(last_step)
-        if quiet_s > 60.0:
+        if quiet_s > NO_STEP_STALL_S:
             return f"no training step for {quiet_s:.0f} s (the process is alive and publishing): stalled?"
     return None

@@ -24,9 +24,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from dflash_diag import redact
+from dflash_contract import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
 from dflash_diag.model import NA, Board, Observation, ProcThreadSample
+from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
 from dflash_diag.sources.board import read_board
 from dflash_diag.sources.config import (
@@ -139,7 +140,7 @@ class _Scheduler:
             argv = procfs.read_cmdline(pid)
         except AttachError:
             argv = ()
-        self.cmdline = tuple((io.redact_argv or redact.redact_argv)(argv))
+        self.cmdline = tuple(printable(a) for a in (io.redact_argv or redact.redact_argv)(argv))
 
     # --- the rate ------------------------------------------------------------------------------------------
 

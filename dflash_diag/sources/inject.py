@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_contract import proc
+from dflash_contract.board import PROBE_NAMES
 from dflash_diag import __version__
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.sources.elfsyms import ElfError, ProcessSymbols, read_version, resolve
@@ -52,7 +54,7 @@ ACTIONS = ("attach", "detach", "inventory")
 METHODS = ("auto", "remote-exec", "gdb", "cuda-gdb", "lldb")
 DEBUGGERS = ("gdb", "cuda-gdb", "lldb")
 OLDEST, NEWEST = (3, 11), (3, 14)  # CPython versions the probes can be injected into
-KNOWN_PROBES = ("gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift")
+KNOWN_PROBES = PROBE_NAMES  # the board contract's list
 PAGE_BYTES = 4096
 DEFAULT_TIMEOUT_S = 30.0
 PTRACE_FIX = ("run as root, or `sudo sysctl kernel.yama.ptrace_scope=0`, or in a container add the SYS_PTRACE "
@@ -103,17 +105,15 @@ def _status_fields(pid: int) -> dict[str, str]:
 
 def proc_state(pid: int) -> str | None:
     """The one-letter state of /proc/<pid>/stat (R, S, D, T, t, Z...), None when the process is gone."""
-    try:
-        raw = _read_text(f"/proc/{pid}/stat")
-    except OSError:
-        return None
-    rest = raw[raw.rindex(")") + 2 :].split()
-    return rest[0] if rest else None
+    stat = proc.read_stat(pid)
+    return stat.state if stat is not None else None
 
 
 def _start_ticks(pid: int) -> int:
-    raw = _read_text(f"/proc/{pid}/stat")
-    return int(raw[raw.rindex(")") + 2 :].split()[19])
+    ticks = proc.start_time_ticks(pid)
+    if ticks is None:
+        raise OSError(f"/proc/{pid}/stat cannot be read")
+    return ticks
 
 
 def ptrace_scope() -> int | None:

@@ -16,13 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dflash_contract import proc
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Maybe, ProcThreadSample
+from dflash_diag.model.text import printable
 
 PROC = Path("/proc")
 MAX_CMDLINE_BYTES = 1024 * 1024
 MAX_ENVIRON_BYTES = 4 * 1024 * 1024
-_STATES = set("RSDZTtWXxKPI")
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -31,29 +32,12 @@ class ProcParseError(ValueError):
 
 
 def parse_stat(text: str) -> tuple[str, str, int, int, int]:
-    """(comm, state, utime_ticks, stime_ticks, starttime_ticks) from a /proc/.../stat line.
-
-    comm is in parentheses and may itself contain spaces and ')' : split on the LAST ')'.
-    """
-    open_idx = text.find("(")
-    close_idx = text.rfind(")")
-    if open_idx < 0 or close_idx < open_idx:
-        raise ProcParseError("stat: no (comm)")
-    comm = text[open_idx + 1 : close_idx]
-    rest = text[close_idx + 1 :].split()
-    # rest[0] is field 3 (state); utime/stime are fields 14/15; starttime is field 22.
-    if len(rest) < 20:
-        raise ProcParseError(f"stat: {len(rest) + 2} fields, expected at least 22")
-    state = rest[0]
-    if len(state) != 1 or state not in _STATES:
-        raise ProcParseError(f"stat: bad state {state!r}")
+    """(comm, state, utime_ticks, stime_ticks, starttime_ticks) from a /proc/.../stat line (the contract's parser)."""
     try:
-        utime, stime, start = int(rest[11]), int(rest[12]), int(rest[19])
-    except ValueError:
-        raise ProcParseError("stat: non-integer time field") from None
-    if min(utime, stime, start) < 0:
-        raise ProcParseError("stat: negative time field")
-    return comm, state, utime, stime, start
+        st = proc.parse_stat(text)
+    except ValueError as exc:
+        raise ProcParseError(str(exc)) from None
+    return st.comm, st.state, st.utime_ticks, st.stime_ticks, st.start_time_ticks
 
 
 def parse_schedstat(text: str) -> tuple[int, int]:
@@ -137,7 +121,7 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
     sleeping = state != "R"
     return ProcThreadSample(
         tid=tid,
-        comm=comm,
+        comm=printable(comm),  # the program names its threads (prctl): it could name one "\x1b[2J"
         state=state,
         utime_s=utime / _CLK_TCK,
         stime_s=stime / _CLK_TCK,
@@ -234,30 +218,9 @@ def read_exe(pid: int) -> Maybe[str]:
         return NA(f"cannot read /proc/{pid}/exe: {exc.strerror}")
 
 
-def process_alive(pid: int, start_ticks: int | None = None) -> bool:
-    """True while ``pid`` runs -- ours or another user's; a zombie has exited -- and, given ``start_ticks``, is
-    still the same process, not a reused PID. The one liveness check of the package."""
-    if pid <= 0:
-        return False  # os.kill(0 or -n, 0) would name a process group, and /proc/0 does not exist
-    try:
-        _, state, _, _, start = parse_stat(_read(PROC / str(pid) / "stat"))
-    except FileNotFoundError:
-        return False
-    except (OSError, ProcParseError):
-        return _signalable(pid)  # /proc hidden from us (hidepid) or odd: ask the kernel directly
-    if state in ("Z", "X", "x"):
-        return False
-    return start_ticks is None or start == start_ticks
+# The one liveness check of the package (probes use it too): same PID *and* same start time, zombies are gone.
+process_alive = proc.process_alive
 
-
-def _signalable(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,13 @@ validated the same way by :func:`load_recorded_dumps`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from dflash_contract.board import loads_strict
 from dflash_diag.errors import DflashDiagError, ExitCode
 from dflash_diag.model import Frame, StackSample, ThreadSample
+from dflash_diag.model.text import printable
 
 # Bounds on what we accept from py-spy: generous for real processes, small enough to keep memory bounded.
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
@@ -63,7 +64,13 @@ def parse_frame(raw: Any, where: str) -> Frame:
     line = line if 0 <= line < 2**31 else 0
     module = _check(raw.get("module"), (str, type(None)), f"{where}.module")
     # py-spy sets ``module`` (the shared library) only on native frames; Python frames carry null.
-    return Frame(name=name, filename=filename, line=line, native=module is not None, module=module)
+    # Names come from the inspected program: made printable here, so no screen or report shows raw escapes.
+    return Frame(name=printable(name), filename=printable(filename), line=line, native=module is not None,
+                 module=module)
+
+
+def _printable_or_none(text: str | None) -> str | None:
+    return None if text is None else printable(text)
 
 
 def parse_thread(raw: Any, where: str) -> ThreadSample:
@@ -75,7 +82,7 @@ def parse_thread(raw: Any, where: str) -> ThreadSample:
     return ThreadSample(
         thread_id=_req(raw, "thread_id", int, where),
         os_thread_id=_check(raw.get("os_thread_id"), (int, type(None)), f"{where}.os_thread_id"),
-        name=_check(raw.get("thread_name"), (str, type(None)), f"{where}.thread_name"),
+        name=_printable_or_none(_check(raw.get("thread_name"), (str, type(None)), f"{where}.thread_name")),
         active=_req(raw, "active", bool, where),
         owns_gil=_req(raw, "owns_gil", bool, where),
         frames=tuple(parse_frame(f, f"{where}.frames[{i}]") for i, f in enumerate(frames_raw)),
@@ -95,15 +102,11 @@ def parse_dump(
     if len(text) > MAX_OUTPUT_BYTES:
         raise PySpyOutputError(f"py-spy output is larger than {MAX_OUTPUT_BYTES} bytes")
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        doc = loads_strict(text)  # no NaN/Infinity/1e999, bounded nesting: the one strict JSON reader
+    except ValueError as exc:
         raise PySpyOutputError(f"py-spy output is not JSON: {exc}") from None
     return stack_sample_from_json(doc, pid=pid, monotonic_s=monotonic_s, wall_s=wall_s, duration_s=duration_s,
                                   native=native)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
 
 
 def stack_sample_from_json(
@@ -131,7 +134,7 @@ def load_recorded_dumps(path: str | Path, *, start_monotonic_s: float = 0.0, spa
     """Recorded dumps (``[{"native": bool, "seconds": float, "dump": [...]}, ...]``, as in tests/fixtures/*/)
     as StackSamples, ``spacing_s`` apart: for tests, replays and offline analysis. Validated like live output."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_reject_constant)
+        doc = loads_strict(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PySpyOutputError(f"{path}: cannot read recorded dumps: {exc}") from None
     if not isinstance(doc, list):

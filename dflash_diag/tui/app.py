@@ -7,6 +7,8 @@ the UI changes state only in the message handler.
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from dflash_diag.model import NA, ThreadStats
 from dflash_diag.tui.source import TopSource
 from dflash_diag.tui.widgets import (
     GpuPane,
+    HistoryPane,
     PipelinePane,
     ProbesPane,
     StackView,
@@ -124,7 +127,7 @@ HELP_TEXT = """\
   n          toggle native frames (samples with --native pause the process: rate-limited)
   + / -      sampling rate up / down;  a  back to the automatic rate (2-10 Hz by idle CPU)
   w          write a snapshot (bug-report bundle) of the process
-  1-5        show stack / timeline / GPUs / probes / findings
+  1-6        show stack / timeline / GPUs / probes / findings / history (tok/s, queue, GPUs over minutes)
   ? or h     this help;  q or ctrl+c  quit
 
 [b]States[/b] (letters in the bars and the timeline)
@@ -174,6 +177,7 @@ class TopApp(App[int]):
         Binding("3", "show_tab('tab-gpus')", "GPUs", show=False),
         Binding("4", "show_tab('tab-probes')", "Probes", show=False),
         Binding("5", "show_tab('tab-findings')", "Findings", show=False),
+        Binding("6", "show_tab('tab-history')", "History", show=False),
     ]
 
     def __init__(
@@ -188,6 +192,7 @@ class TopApp(App[int]):
     ) -> None:
         super().__init__()
         self.screenshot = screenshot  # (svg path, after seconds): save the screen then exit (--screenshot)
+        self.screenshot_error: str | None = None
         self.source = source
         self.refresh_s = refresh_s
         self.frame: TopFrame | None = initial_frame  # what is on screen
@@ -225,6 +230,8 @@ class TopApp(App[int]):
                 yield ProbesPane(id="probes")
             with TabPane("Findings", id="tab-findings"):
                 yield Static(id="findings")
+            with TabPane("History", id="tab-history"):
+                yield HistoryPane(id="history")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -240,7 +247,16 @@ class TopApp(App[int]):
     def _save_screenshot_and_exit(self) -> None:
         assert self.screenshot is not None
         path = Path(self.screenshot[0])
-        self.save_screenshot(filename=path.name, path=str(path.parent or "."))
+        data = self.export_screenshot().encode("utf-8")
+        try:
+            # O_EXCL|O_NOFOLLOW: never over a file that appeared since `top` checked, never through a link.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            self.screenshot_error = f"--screenshot {path}: cannot create it ({exc.strerror})"
+            self.exit(ExitCode.EXISTS if exc.errno == errno.EEXIST else ExitCode.CANNOT_WRITE)
+            return
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         self.exit(ExitCode.OK)
 
     def on_unmount(self) -> None:
@@ -335,6 +351,7 @@ class TopApp(App[int]):
         for probes in self.query(ProbesPane):
             probes.show(frame)
         self.query_one("#findings", Static).update(_findings_text(frame))
+        self.query_one(HistoryPane).show(frame)
 
     # ----- selection -----
     @on(DataTable.RowHighlighted, "#threads")
@@ -471,6 +488,9 @@ def _findings_text(frame: TopFrame) -> Text:
     if not frame.findings:
         return Text("No findings: nothing looks wrong in this window.", style="green")
     text = Text()
+    if frame.headline is not None:
+        text.append(f"{frame.headline.text}\n", style="bold red" if frame.headline.severity >= 3 else "bold")
+        text.append(f"fix: {frame.headline.remedy}\n\n")
     for finding in frame.findings:
         text.append(
             f"[{finding.severity.label}] ", style="bold red" if finding.severity >= 3 else "bold yellow"

@@ -9,12 +9,13 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Sparkline, Static
 
 from dflash_diag.model import NA, Maybe, PipelineView, StageStats, ThreadState, ThreadStats
 from dflash_diag.tui.render import dominant_text, legend, share_bar, stack_lines, strip
 from dflash_diag.view.frame import TopFrame, stats_key
+from dflash_diag.view.history import TOKENS, Series, buckets, queue_series_name
 from dflash_diag.view.text import (
     STATE_ORDER,
     STATE_SHORT,
@@ -310,6 +311,10 @@ class ProbesPane(Static):
             line.append(reading, style="red" if ("STALE" in reading or "SLOW" in reading) else "")
             lines.append(line)
         lines.append(Text("findings", style="bold underline"))
+        if frame.headline is not None:
+            head = Text("  ", no_wrap=self.compact, overflow="ellipsis")
+            head.append(frame.headline.text, style="bold")
+            lines.append(head)
         if isinstance(frame.findings, NA):
             lines.append(Text(f"  {frame.findings}", style="dim"))
         elif not frame.findings:
@@ -348,3 +353,95 @@ def sort_key(name: str) -> SortKey:
         )
     state = ThreadState(name)
     return lambda s: -s.shares.get(state, 0.0)
+
+
+MAX_GPU_ROWS = 8
+_HISTORY_SLOTS = ("tokens", "queue", *(f"gpu{i}" for i in range(MAX_GPU_ROWS)))
+
+
+def _span_text(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
+
+
+def _value_text(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def history_values(series: Series, end_wall_s: float, span_s: float, width: int) -> list[float]:
+    """One bar per column from the first reading to now; a column without a reading repeats the one before."""
+    values: list[float] = []
+    for value in buckets(series, end_wall_s, span_s, width):
+        if value is None:
+            if not values:
+                continue
+            value = values[-1]
+        values.append(value)
+    return values
+
+
+class HistoryPane(VerticalScroll):
+    """tok/s, the queue's depth and each GPU's utilisation over the last minutes, on a linear time axis."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="history-note")
+        for slot in _HISTORY_SLOTS:
+            yield Static(id=f"history-label-{slot}", classes="history-label")
+            yield Sparkline([], id=f"history-spark-{slot}", classes="history-spark")
+
+    def _rows(self, frame: TopFrame) -> list[tuple[str, Series | None, str]]:
+        """(slot, series or None, what to say when there is none) for every row shown."""
+        history = frame.history
+        pipeline = frame.pipeline
+        queue = queue_series_name(pipeline) if isinstance(pipeline, PipelineView) else "q_hs depth"
+        rows: list[tuple[str, Series | None, str]] = [
+            ("tokens", history.get(TOKENS), "tok/s: N/A: the program publishes no tokens_per_s on its probe board"),
+            ("queue", history.get(queue), f"{queue}: N/A: no watched queue on the probe board"),
+        ]
+        gpus = [s for s in history.series if s.name.startswith("GPU ")][:MAX_GPU_ROWS]
+        for i, series in enumerate(gpus):
+            rows.append((f"gpu{i}", series, ""))
+        if not gpus:
+            reason = str(frame.gpus) if isinstance(frame.gpus, NA) else "no utilisation reading yet"
+            rows.append(("gpu0", None, f"GPUs: {reason}"))
+        return rows
+
+    _frame: TopFrame | None = None
+
+    def on_resize(self) -> None:
+        # The charts have one bar per column: redraw at the new width (the frame is immutable, keeping it is safe).
+        if self._frame is not None:
+            self.show(self._frame)
+
+    def show(self, frame: TopFrame) -> None:
+        self._frame = frame
+        history = frame.history
+        end = history.end_wall_s if history.end_wall_s is not None else frame.wall_s
+        firsts = [s.points[0][0] for s in history.series if s.points]
+        span = min(history.horizon_s, end - min(firsts)) if firsts else 0.0
+        width = max(10, self.content_size.width or 60)
+        self.query_one("#history-note", Static).update(Text(
+            f"last {_span_text(span)} (up to {_span_text(history.horizon_s)}), time left to right, one bar per "
+            f"{span / width:.1f} s; each line scaled from its min to its max", style="dim"))
+        shown = set()
+        for slot, series, missing in self._rows(frame):
+            shown.add(slot)
+            label = self.query_one(f"#history-label-{slot}", Static)
+            spark = self.query_one(f"#history-spark-{slot}", Sparkline)
+            label.display = True
+            if series is None or not series.points or span <= 0:
+                label.update(Text(missing or f"{series.name if series else slot}: no reading yet", style="dim"))
+                spark.display = False
+                continue
+            low, high = series.low_high() or (0.0, 0.0)
+            text = Text()
+            text.append(f"{series.name:<13}", style="bold")
+            text.append(f" now {_value_text(series.last or 0.0):>8}")
+            text.append(f"   min {_value_text(low)}  max {_value_text(high)}", style="dim")
+            label.update(text)
+            spark.display = True
+            spark.data = history_values(series, end, span, width)
+        for slot in _HISTORY_SLOTS:
+            if slot not in shown:
+                self.query_one(f"#history-label-{slot}", Static).display = False
+                self.query_one(f"#history-spark-{slot}", Sparkline).display = False

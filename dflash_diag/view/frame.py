@@ -18,12 +18,14 @@ from dflash_diag.model import (
     Finding,
     Frame,
     GpuSample,
+    Headline,
     Maybe,
     Observation,
     PipelineView,
     StackSample,
     ThreadStats,
 )
+from dflash_diag.view.history import EMPTY_HISTORY, History
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,9 @@ class TopFrame:
     warnings: tuple[str, ...] = ()
     requested_rate_hz: float | None = None  # the rate asked for; None: auto (the sampler picks it)
     rate_reason: str = ""  # why the rate in force is what it is ("auto: 3.1 idle cores", "py-spy dumps cost ...")
+    # tok/s, queue depth and GPU utilisation over the last minutes, folded in by the live source (view/history.py)
+    history: History = EMPTY_HISTORY
+    headline: Headline | None = None  # the analysis' one sentence: the symptom and its cause
 
 
 def thread_key(name: str | None, os_thread_id: int | None) -> str:

@@ -7,6 +7,19 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from dflash_contract.board import (
+    AllocatorKeys,
+    CheckpointKeys,
+    CodedriftKeys,
+    CompileKeys,
+    CudagraphsKeys,
+    FastpathKeys,
+    GilKeys,
+    ProbeName,
+    QueueKeys,
+    ThreadsKeys,
+    is_stale,
+)
 from dflash_diag.model import NA, Board, Frame, GpuSample, Maybe, ThreadState, ThreadStats
 
 # Display order: where the time went, busiest-looking states first, idle last.
@@ -111,8 +124,8 @@ def board_age_text(board: Maybe[Board], now_wall_s: float) -> str:
     if isinstance(board, NA):
         return str(board)
     age_s = board.age_s(now_wall_s)
-    # A writer publishes every interval_s; several missed publishes means the process is stuck or stopped probing.
-    if age_s > max(5.0, 4 * board.interval_s):
+    # The one staleness rule of every reader (docs/board.md): missed publishes mean stuck or stopped probing.
+    if is_stale(age_s, board.interval_s):
         return f"board seq {board.seq}: no update for {age_s:.0f} s (hung, or probes stopped?)"
     return f"board seq {board.seq}, {age_s:.1f} s old"
 
@@ -167,17 +180,10 @@ def probe_summary(board: Maybe[Board]) -> list[tuple[str, str]]:
     if isinstance(board, NA):
         return [("probes", str(board))]
     rows: list[tuple[str, str]] = []
-    for name in (
-        "gil",
-        "allocator",
-        "compile",
-        "cudagraphs",
-        "fastpath",
-        "codedrift",
-        "checkpoint",
-        "queues",
-    ):
+    for name in _PROBE_FORMATTERS:
         raw = board.probes.get(name)
+        if raw is None and name == ProbeName.THREADS:
+            continue  # newer than most boards: no row rather than a "not published" one
         if raw is None:
             rows.append((name, "not published"))
             continue
@@ -195,13 +201,13 @@ def _num(payload: Mapping[str, Any], key: str, default: float = 0.0) -> float:
 
 def _fmt_gil(p: Mapping[str, Any]) -> str:
     return (
-        f"contention {pct(_num(p, 'contention_share'))}, wait mean {_num(p, 'wait_mean_ms'):.1f} ms"
-        f" p99 {_num(p, 'wait_p99_ms'):.1f} ms"
+        f"contention {pct(_num(p, GilKeys.CONTENTION_SHARE))}, wait mean {_num(p, GilKeys.WAIT_MEAN_MS):.1f} ms"
+        f" p99 {_num(p, GilKeys.WAIT_P99_MS):.1f} ms"
     )
 
 
 def _fmt_allocator(p: Mapping[str, Any]) -> str:
-    devices = p.get("devices") or {}
+    devices = p.get(AllocatorKeys.DEVICES) or {}
     if not isinstance(devices, Mapping) or not devices:
         return "no devices"
     parts = []
@@ -209,48 +215,48 @@ def _fmt_allocator(p: Mapping[str, Any]) -> str:
         if not isinstance(d, Mapping):
             continue
         parts.append(
-            f"cuda:{dev} {_num(d, 'device_alloc_per_s'):.1f} malloc/s, retries {int(_num(d, 'alloc_retries'))},"
-            f" frag {pct(_num(d, 'fragmentation_share'))}"
+            f"cuda:{dev} {_num(d, AllocatorKeys.DEVICE_ALLOC_PER_S):.1f} malloc/s, retries {int(_num(d, AllocatorKeys.ALLOC_RETRIES))},"
+            f" frag {pct(_num(d, AllocatorKeys.FRAGMENTATION_SHARE))}"
         )
     return "; ".join(parts)
 
 
 def _fmt_compile(p: Mapping[str, Any]) -> str:
-    now = " COMPILING NOW" if p.get("compiling_now") else ""
+    now = " COMPILING NOW" if p.get(CompileKeys.COMPILING_NOW) else ""
     return (
-        f"{int(_num(p, 'compiles'))} compiles, {int(_num(p, 'recompiles'))} recompiles,"
-        f" {int(_num(p, 'graph_breaks'))} graph breaks, {int(_num(p, 'recompile_limit_hits'))} limit hits{now}"
+        f"{int(_num(p, CompileKeys.COMPILES))} compiles, {int(_num(p, CompileKeys.RECOMPILES))} recompiles,"
+        f" {int(_num(p, CompileKeys.GRAPH_BREAKS))} graph breaks, {int(_num(p, CompileKeys.RECOMPILE_LIMIT_HITS))} limit hits{now}"
     )
 
 
 def _fmt_cudagraphs(p: Mapping[str, Any]) -> str:
     text = (
-        f"{int(_num(p, 'captures'))} captures, {int(_num(p, 'replays'))} replays,"
-        f" {int(_num(p, 'skips'))} skips, {int(_num(p, 'rerecords'))} re-records"
+        f"{int(_num(p, CudagraphsKeys.CAPTURES))} captures, {int(_num(p, CudagraphsKeys.REPLAYS))} replays,"
+        f" {int(_num(p, CudagraphsKeys.SKIPS))} skips, {int(_num(p, CudagraphsKeys.RERECORDS))} re-records"
     )
-    hazard = p.get("multi_thread_hazard")
+    hazard = p.get(CudagraphsKeys.MULTI_THREAD_HAZARD)
     return f"{text}; hazard: {hazard}" if hazard else text
 
 
 def _fmt_fastpath(p: Mapping[str, Any]) -> str:
-    gdn = "GDN fast path" if p.get("gdn_fast_path") else f"GDN SLOW fallback ({p.get('gdn_reason', '?')})"
-    return f"{gdn}; flex_attention {p.get('flex_attention', '?')}"
+    gdn = "GDN fast path" if p.get(FastpathKeys.GDN_FAST_PATH) else f"GDN SLOW fallback ({p.get(FastpathKeys.GDN_REASON, '?')})"
+    return f"{gdn}; flex_attention {p.get(FastpathKeys.FLEX_ATTENTION, '?')}"
 
 
 def _fmt_codedrift(p: Mapping[str, Any]) -> str:
-    stale = p.get("stale") or []
+    stale = p.get(CodedriftKeys.STALE) or []
     if not isinstance(stale, list) or not stale:
-        return f"no stale code ({int(_num(p, 'checked_modules'))} modules checked)"
-    names = [str(s.get("module", "?")) for s in stale if isinstance(s, Mapping)]
+        return f"no stale code ({int(_num(p, CodedriftKeys.CHECKED_MODULES))} modules checked)"
+    names = [str(s.get(CodedriftKeys.MODULE, "?")) for s in stale if isinstance(s, Mapping)]
     return f"STALE: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} changed on disk since import"
 
 
 def _fmt_checkpoint(p: Mapping[str, Any]) -> str:
-    calls = p.get("calls") or {}
-    reentrant = int(_num(calls, "reentrant")) if isinstance(calls, Mapping) else 0
-    non = int(_num(calls, "non_reentrant")) if isinstance(calls, Mapping) else 0
+    calls = p.get(CheckpointKeys.CALLS) or {}
+    reentrant = int(_num(calls, CheckpointKeys.REENTRANT)) if isinstance(calls, Mapping) else 0
+    non = int(_num(calls, CheckpointKeys.NON_REENTRANT)) if isinstance(calls, Mapping) else 0
     return (
-        f"reentrant {reentrant}, non-reentrant {non}, params with grad None {int(_num(p, 'grad_none_count'))}"
+        f"reentrant {reentrant}, non-reentrant {non}, params with grad None {int(_num(p, CheckpointKeys.GRAD_NONE_COUNT))}"
     )
 
 
@@ -259,17 +265,28 @@ def _fmt_queues(p: Mapping[str, Any]) -> str:
     for name, q in sorted(p.items()):
         if name == "status" or not isinstance(q, Mapping):
             continue
-        parts.append(f"{name} {int(_num(q, 'depth'))}/{int(_num(q, 'maxsize'))}")
+        parts.append(f"{name} {int(_num(q, QueueKeys.DEPTH))}/{int(_num(q, QueueKeys.MAXSIZE))}")
     return ", ".join(parts) or "no queues"
 
 
+def _fmt_threads(p: Mapping[str, Any]) -> str:
+    deaths = p.get(ThreadsKeys.DEATHS) if isinstance(p.get(ThreadsKeys.DEATHS), list) else []
+    text = f"{int(_num(p, ThreadsKeys.ALIVE))} alive, {int(_num(p, ThreadsKeys.DEATHS_TOTAL))} died"
+    last = deaths[-1] if deaths and isinstance(deaths[-1], Mapping) else None
+    if last is not None:
+        text += f" (last: {last.get(ThreadsKeys.THREAD)}: {str(last.get(ThreadsKeys.EXCEPTION))[:60]})"
+    return text
+
+
+# Display order of the probes pane (the names are the contract's).
 _PROBE_FORMATTERS = {
-    "gil": _fmt_gil,
-    "allocator": _fmt_allocator,
-    "compile": _fmt_compile,
-    "cudagraphs": _fmt_cudagraphs,
-    "fastpath": _fmt_fastpath,
-    "codedrift": _fmt_codedrift,
-    "checkpoint": _fmt_checkpoint,
-    "queues": _fmt_queues,
+    ProbeName.GIL: _fmt_gil,
+    ProbeName.ALLOCATOR: _fmt_allocator,
+    ProbeName.COMPILE: _fmt_compile,
+    ProbeName.CUDAGRAPHS: _fmt_cudagraphs,
+    ProbeName.FASTPATH: _fmt_fastpath,
+    ProbeName.CODEDRIFT: _fmt_codedrift,
+    ProbeName.CHECKPOINT: _fmt_checkpoint,
+    ProbeName.QUEUES: _fmt_queues,
+    ProbeName.THREADS: _fmt_threads,
 }

@@ -21,13 +21,13 @@ from dflash_diag.analysis.threads import aggregate_threads
 from dflash_diag.model import (
     NA,
     Board,
-    BoardWriter,
     GpuProcess,
     GpuSample,
     Observation,
     StackSample,
     ThreadSample,
     ThreadState,
+    WriterIdentity,
 )
 from dflash_diag.model.board import BOARD_SCHEMA
 from dflash_diag.sources.pyspy_json import load_recorded_dumps
@@ -65,7 +65,7 @@ def _gpu(util_pct: float, at_s: float, pid: int) -> tuple[GpuSample, ...]:
 def _board(pid: int) -> Board:
     app = {"threads": {"target-0": {"role": "target", "device": "cuda:0"},
                        "drafter-0": {"role": "drafter", "device": "cuda:0"}}}
-    return Board(schema=BOARD_SCHEMA, writer=BoardWriter(pid=pid, start_time_ticks=5, argv=("python",),
+    return Board(schema=BOARD_SCHEMA, writer=WriterIdentity(pid=pid, start_time_ticks=5, argv=("python",),
                                                          python="3.12", torch="2.11", hostname="h"),
                  seq=1, wall_time_s=WALL0 + 1.0, interval_s=0.5, threads={}, probes={}, app=app, path="/tmp/b.json")
 

@@ -11,7 +11,15 @@ import pytest
 
 from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
-from dflash_diag.model import NA, Board, BoardWriter, Observation, ProcThreadSample, StackSample, ThreadState
+from dflash_diag.model import (
+    NA,
+    Board,
+    Observation,
+    ProcThreadSample,
+    StackSample,
+    ThreadState,
+    WriterIdentity,
+)
 from dflash_diag.model.board import BOARD_SCHEMA
 from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
@@ -41,7 +49,7 @@ def board(seq: int, *, depth: int, maxsize: int = 64, history: list[int] | None 
         payload["get_blocked_share"] = get_share
     return Board(
         schema=BOARD_SCHEMA,
-        writer=BoardWriter(pid=1, start_time_ticks=5, argv=("python",), python="3.11", torch="2.13", hostname="h"),
+        writer=WriterIdentity(pid=1, start_time_ticks=5, argv=("python",), python="3.11", torch="2.13", hostname="h"),
         seq=seq, wall_time_s=wall_s if wall_s is not None else WALL0 + seq * 0.5, interval_s=0.5,
         threads={}, probes={"queues": {"status": "ok", queue: payload}},
         app=app if app is not None else {}, path="/tmp/1.json",

@@ -14,7 +14,7 @@ from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import aggregate_threads
 from dflash_diag.export.speedscope import speedscope
 from dflash_diag.export.trace import chrome_trace
-from dflash_diag.model import NA, Board, BoardWriter, GpuSample, Observation
+from dflash_diag.model import NA, Board, GpuSample, Observation, WriterIdentity
 from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -25,7 +25,7 @@ def _board(seq: int, wall_s: float, *, depth: int, steps: int, captures: int, re
             tids: dict[int, str]) -> Board:
     return Board(
         schema="dflash-diag.board/1",
-        writer=BoardWriter(pid=23071, start_time_ticks=7, argv=("python", "-m", "reference_trainer"), python="3.11.7",
+        writer=WriterIdentity(pid=23071, start_time_ticks=7, argv=("python", "-m", "reference_trainer"), python="3.11.7",
                            torch="2.13.0", hostname="box"),
         seq=seq, wall_time_s=wall_s, interval_s=1.0, threads=tids,
         probes={"queues": {"status": "ok", "q_hs": {"depth": depth, "maxsize": 4}},

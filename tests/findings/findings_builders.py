@@ -8,7 +8,6 @@ from typing import Any
 from dflash_diag.model import (
     NA,
     Board,
-    BoardWriter,
     Frame,
     Observation,
     PipelineView,
@@ -17,6 +16,7 @@ from dflash_diag.model import (
     ThreadSample,
     ThreadState,
     ThreadStats,
+    WriterIdentity,
 )
 
 NOW_S = 1_764_412_345.0
@@ -32,7 +32,7 @@ def board(
 ) -> Board:
     return Board(
         schema="dflash-diag.board/1",
-        writer=BoardWriter(pid=4242, start_time_ticks=1, argv=("python", "train.py"), python="3.11.7",
+        writer=WriterIdentity(pid=4242, start_time_ticks=1, argv=("python", "train.py"), python="3.11.7",
                            torch=torch, hostname="box"),
         seq=seq,
         wall_time_s=wall_time_s,

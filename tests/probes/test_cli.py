@@ -134,9 +134,9 @@ def test_board_of_an_unprobed_or_missing_process(board_dir: Path) -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
-    gone = subprocess.run([*CLI, "board", "999999999", "--board-dir", str(board_dir)],
+    gone = subprocess.run([*CLI, "board", "4194301", "--board-dir", str(board_dir)],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert gone.returncode == 3 and "no process with PID 999999999" in gone.stderr
+    assert gone.returncode == 3 and "no process with PID 4194301" in gone.stderr
 
 
 def test_run_chains_to_an_existing_sitecustomize(tmp_path: Path, board_dir: Path) -> None:

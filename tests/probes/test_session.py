@@ -27,7 +27,7 @@ def test_watch_queue_by_name_reaches_the_board(session_factory, board_dir: Path)
     assert s.watch_queue("q_hs", q) is q
     q.put(1)
     s.set_app(name="reference_trainer", step=3, tokens_per_s=12.5,
-              config={"lr": 3e-4, "bad": float("nan"), "wandb_api_key": "abc", "hub": "hf_abcdefghijkl", "token": None})
+              config={"lr": 3e-4, "bad": float("nan"), "wandb_api_key": "abc", "hub": "hf_AbCdEfGhIjKlMn", "token": None})
     s.step(3)
     assert s.publish()
     board = read_board(os.getpid(), board_dir)
@@ -105,7 +105,7 @@ def test_unsafe_board_dir_does_not_break_the_program(tmp_path: Path, capsys) -> 
     try:
         assert s.board_path is None and "other users" in s.board_error
         s.step(1)
-        assert "no board will be written" in capsys.readouterr().err
+        assert "WARNING: the probes are on but NO BOARD will be written" in capsys.readouterr().err
     finally:
         s.close()
 

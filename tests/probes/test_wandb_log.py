@@ -167,7 +167,7 @@ def test_any_program_under_run_logs_readings_beside_its_own_metrics(tmp_path: Pa
     wandb_dir = tmp_path / "wandb"
     wandb_dir.mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT), WANDB_MODE="offline", WANDB_DIR=str(wandb_dir), WANDB_SILENT="true",
-               RUN_SECONDS="5")
+               RUN_SECONDS="7")
     env.pop("WANDB_API_KEY", None)
     proc = subprocess.run(
         [sys.executable, "-m", "dflash_diag", "run", "--probes", "queues,checkpoint", "--probes-to-wandb",
@@ -181,12 +181,13 @@ def test_any_program_under_run_logs_readings_beside_its_own_metrics(tmp_path: Pa
     # The program's steps are exactly its own: the probes never added or shifted a row.
     assert [row["_step"] for row in rows] == [10 * s for s in range(steps)]
     probed = [row for row in rows if "dflash/queue/q_hs/depth" in row]
-    assert len(probed) >= 2, rows[-3:]
+    assert len(probed) >= 2, (rows[-3:], proc.stderr[-1000:])
     for row in probed:
         assert "loss" in row  # beside the program's own metric, in the same row
         # step-aligned: the readings in row 10*S were taken while the program was at step S (or had just
-        # reported S+1 and not yet logged it)
-        assert row["dflash/probes/step"] in (row["_step"] // 10, row["_step"] // 10 + 1), row
+        # reported S+1 and not yet logged it); on a loaded machine the board thread may take its readings a
+        # step or two before it gets to log them
+        assert row["_step"] // 10 - 2 <= row["dflash/probes/step"] <= row["_step"] // 10 + 1, (row, proc.stderr[-1000:])
         assert row["dflash/queue/q_hs/maxsize"] == 4
         assert row["dflash/checkpoint/grad_none_params"] in (0, 2)
     assert any(row["dflash/checkpoint/grad_none_params"] == 2 for row in probed)
@@ -199,7 +200,7 @@ def test_any_program_under_run_logs_readings_beside_its_own_metrics(tmp_path: Pa
     board = json.loads(next(board_dir.glob("*.json")).read_text())
     status = board["session"]["wandb"]
     assert status["errors"] == 0 and status["alerts"] == 1
-    assert 2 <= status["logs"] <= 5 / status["interval_s"] + 3
+    assert 2 <= status["logs"] <= 7 / status["interval_s"] + 3, status
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from workload import pipeline_child
 from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import aggregate_threads
 from dflash_diag.errors import AttachError, ExitCode
-from dflash_diag.model import NA, Board, BoardWriter, ProcThreadSample, StackSample, ThreadState
+from dflash_diag.model import NA, Board, ProcThreadSample, StackSample, ThreadState, WriterIdentity
 from dflash_diag.model.board import BOARD_SCHEMA
 from dflash_diag.sources.collect import Collector, LiveSampler
 from dflash_diag.sources.config import SamplerConfig, SamplerIO
@@ -70,7 +70,7 @@ class NoGpu:
 def make_board(seq: int, wall_s: float) -> Board:
     return Board(
         schema=BOARD_SCHEMA,
-        writer=BoardWriter(pid=os.getpid(), start_time_ticks=1, argv=(), python="3.11", torch=None, hostname="h"),
+        writer=WriterIdentity(pid=os.getpid(), start_time_ticks=1, argv=(), python="3.11", torch=None, hostname="h"),
         seq=seq, wall_time_s=wall_s, interval_s=1.0, threads={},
         probes={"queues": {"status": "ok", "q_hs": {"depth": seq, "maxsize": 64, "depth_history": [seq]}}},
         app={}, path="x",

@@ -346,6 +346,8 @@ def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Pop
             assert "target-0" in text and "drafter-0" in text and f"PID {workload.pid}" in text
             stages = {t.name: t.stage for t in app.frame.threads} if app.frame else {}
             assert stages.get("target-0") == "target" and stages.get("drafter-0") == "drafter"
+            # the live source folds every frame into the history the History tab draws
+            assert app.frame is not None and app.frame.history.end_wall_s == app.frame.wall_s
             await pilot.press("q")
 
     try:

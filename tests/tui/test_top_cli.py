@@ -93,9 +93,9 @@ def test_batch_launch_mode_runs_the_command_and_stops_it(tmp_path: Path) -> None
 
 
 def test_bad_pid_is_one_line_and_no_process_code(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["top", "--pid", "999999999", "--batch"]) == ExitCode.NO_PROCESS
+    assert main(["top", "--pid", "4194301", "--batch"]) == ExitCode.NO_PROCESS
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no process with PID 999999999" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and "no process with PID 4194301" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_bad_pid_is_one_line_and_no_process_code(capsys: pytest.CaptureFixture[s
         (["top", "1", "--duration", "-1", "--batch"], "--duration"),
         (["top", "--pid", "1", "--", "python", "x.py"], "not both"),
         (["top", "12", "x"], "takes no arguments"),
-        (["top", "--pid", "0", "--batch"], "invalid PID"),
+        (["top", "--pid", "0", "--batch"], "PID must be a number from 1 to 4194304"),
     ],
 )
 def test_usage_errors(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -47,3 +47,20 @@ def test_top_probes_and_exited_banner_wide(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(_app(process_alive=False, gpus=GPUS), terminal_size=(120, 40), run_before=probes)
+
+
+def test_top_history_tab_with_a_drop(snap_compare: Any) -> None:
+    from dataclasses import replace
+
+    from test_top_history import _fold, _frame
+
+    frames = [_frame(t, 9000.0 if t < 120 else 2500.0, 4 if t < 120 else 0, 97.0 if t < 120 else 10.0)
+              for t in range(0, 240, 2)]
+    frame = replace(frames[-1], history=_fold(frames))
+
+    async def history(pilot: Pilot[int]) -> None:
+        await pilot.press("6")
+        await pilot.pause()
+
+    app = TopApp(FakeSource([frame]), initial_frame=frame, start_sampler=False)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=history)

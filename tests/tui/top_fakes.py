@@ -10,7 +10,6 @@ from dflash_diag.errors import AttachError, CommandError
 from dflash_diag.model import (
     NA,
     Board,
-    BoardWriter,
     Finding,
     Frame,
     GpuProcess,
@@ -20,6 +19,7 @@ from dflash_diag.model import (
     StageStats,
     ThreadState,
     ThreadStats,
+    WriterIdentity,
 )
 from dflash_diag.view.frame import TopFrame, thread_key
 
@@ -125,7 +125,7 @@ GPUS = tuple(
 
 BOARD = Board(
     schema="dflash-diag.board/1",
-    writer=BoardWriter(4242, 1, ("python", "-m", "reference_trainer"), "3.11.7", "2.13.0", "box"),
+    writer=WriterIdentity(4242, 1, ("python", "-m", "reference_trainer"), "3.11.7", "2.13.0", "box"),
     seq=17,
     wall_time_s=FROZEN_WALL_S - 42.0,  # stale on purpose: the pane must say "no update for 42 s"
     interval_s=0.5,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import AllocatorKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, num, pct, sub, thread_label
 from dflash_diag.model import Finding, Severity
 
@@ -20,9 +21,9 @@ EMPTY_CACHE_FRAME = "empty_cache"
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("allocator")
-    first = sub(ctx.first_probe("allocator"), "devices")
-    for device, stats in sorted(sub(payload, "devices").items()):
+    payload = ctx.probe(ProbeName.ALLOCATOR)
+    first = sub(ctx.first_probe(ProbeName.ALLOCATOR), AllocatorKeys.DEVICES)
+    for device, stats in sorted(sub(payload, AllocatorKeys.DEVICES).items()):
         if isinstance(stats, Mapping):
             before = first.get(device)
             yield from _device(ctx, str(device), stats, before if isinstance(before, Mapping) else None)
@@ -30,8 +31,8 @@ def check(ctx: Context) -> Iterator[Finding]:
 
 
 def _device(ctx: Context, device: str, stats: Mapping[str, object], before: Mapping[str, object] | None) -> Iterator[Finding]:
-    alloc_rate = num(stats, "device_alloc_per_s") or 0.0
-    free_rate = num(stats, "device_free_per_s") or 0.0
+    alloc_rate = num(stats, AllocatorKeys.DEVICE_ALLOC_PER_S) or 0.0
+    free_rate = num(stats, AllocatorKeys.DEVICE_FREE_PER_S) or 0.0
     if alloc_rate + free_rate >= CHURN_CALLS_PER_S:
         yield Finding(
             rule_id="alloc-churn",
@@ -40,15 +41,15 @@ def _device(ctx: Context, device: str, stats: Mapping[str, object], before: Mapp
             evidence=(
                 ("cudaMalloc rate", f"{alloc_rate:.1f}/s"),
                 ("cudaFree rate", f"{free_rate:.1f}/s"),
-                ("reserved swing", _gib(num(stats, "reserved_swing_bytes"))),
-                ("sync all streams", f"{num(stats, 'sync_all_streams_per_s') or 0:.1f}/s"),
+                ("reserved swing", _gib(num(stats, AllocatorKeys.RESERVED_SWING_BYTES))),
+                ("sync all streams", f"{num(stats, AllocatorKeys.SYNC_ALL_STREAMS_PER_S) or 0:.1f}/s"),
             ),
             remedy="Keep shapes stable (pad to buckets), preallocate/reuse buffers, set "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, never call torch.cuda.empty_cache() in the loop.",
             impact=0.15,
         )
-    retries_rate = num(stats, "alloc_retries_per_s") or 0.0
-    retries_now, retries_then = num(stats, "alloc_retries"), num(before, "alloc_retries")
+    retries_rate = num(stats, AllocatorKeys.ALLOC_RETRIES_PER_S) or 0.0
+    retries_now, retries_then = num(stats, AllocatorKeys.ALLOC_RETRIES), num(before, AllocatorKeys.ALLOC_RETRIES)
     new_retries = retries_now - retries_then if retries_now is not None and retries_then is not None else 0.0
     if retries_rate > RETRIES_PER_S or new_retries > 0:
         yield Finding(
@@ -57,22 +58,22 @@ def _device(ctx: Context, device: str, stats: Mapping[str, object], before: Mapp
             claim=f"cuda:{device}: allocations fail and are retried after freeing the whole cache (near OOM)",
             evidence=(
                 ("alloc retries", f"{retries_now or 0:.0f} total, {retries_rate:.2f}/s"),
-                ("reserved", _gib(num(stats, "reserved_bytes"))),
-                ("allocated", _gib(num(stats, "allocated_bytes"))),
+                ("reserved", _gib(num(stats, AllocatorKeys.RESERVED_BYTES))),
+                ("allocated", _gib(num(stats, AllocatorKeys.ALLOCATED_BYTES))),
             ),
             remedy="Lower peak memory (smaller batch or chunks, more checkpointing) or set "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; each retry synchronises the device.",
             impact=0.2,
         )
-    frag = num(stats, "fragmentation_share")
-    inactive = num(stats, "inactive_split_bytes") or 0.0
+    frag = num(stats, AllocatorKeys.FRAGMENTATION_SHARE)
+    inactive = num(stats, AllocatorKeys.INACTIVE_SPLIT_BYTES) or 0.0
     if frag is not None and frag >= FRAGMENTATION_SHARE and inactive >= FRAGMENTATION_MIN_BYTES:
         yield Finding(
             rule_id="alloc-fragmentation",
             severity=Severity.INFO,
             claim=f"cuda:{device}: {pct(frag)} of reserved memory sits in unusable split blocks",
             evidence=(("fragmentation", pct(frag)), ("inactive split", _gib(inactive)),
-                      ("reserved", _gib(num(stats, "reserved_bytes")))),
+                      ("reserved", _gib(num(stats, AllocatorKeys.RESERVED_BYTES)))),
             remedy="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb) and stable shapes.",
             impact=0.05,
         )
@@ -80,11 +81,11 @@ def _device(ctx: Context, device: str, stats: Mapping[str, object], before: Mapp
 
 def _empty_cache(ctx: Context, payload: Mapping[str, object] | None, first: Mapping[str, object]) -> Iterator[Finding]:
     new_calls = 0.0
-    for device, stats in sub(payload, "devices").items():
+    for device, stats in sub(payload, AllocatorKeys.DEVICES).items():
         before = first.get(device)
-        now, then = num(stats, "empty_cache_calls") if isinstance(stats, Mapping) else None, None
+        now, then = num(stats, AllocatorKeys.EMPTY_CACHE_CALLS) if isinstance(stats, Mapping) else None, None
         if isinstance(before, Mapping):
-            then = num(before, "empty_cache_calls")
+            then = num(before, AllocatorKeys.EMPTY_CACHE_CALLS)
         if now is not None and then is not None:
             new_calls += max(0.0, now - then)
     seen_in: dict[str, str] = {}

@@ -1,0 +1,75 @@
+"""What every command prints goes through here: one-line safe text, redacted JSON, quiet on a closed pipe.
+
+- :func:`shown`: a value from another process or from the user (a path, argv, a name) as one printable line.
+- :func:`dump_json`: a JSON document with every string through the one redactor once more (a last gate:
+  whatever a source forgot, a token format, URL password or ``password=...`` never reaches stdout) and made
+  printable. Keys are our schema's and stay.
+- :class:`OneLineParser`: argparse that reports a bad argument in one line (and ``--help``), exit code 2.
+- :func:`console`: the Rich console every command prints with; a closed pipe raises BrokenPipeError like
+  ``print`` does (Rich's own answer is ``SystemExit(1)``), so ``main`` ends every command the same way (141).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import IO, Any, NoReturn
+
+from dflash_contract.proc import PID_MAX
+from dflash_contract.redact import redact_strings
+from dflash_diag.errors import ExitCode
+from dflash_diag.model.text import printable, printable_tree
+
+
+def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = False) -> Any:
+    """A Rich console (imported lazily: `--help` must not need Rich) that reports a closed pipe as an error."""
+    from rich.console import Console  # noqa: PLC0415
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap, markup=markup)
+
+
+def shown(value: object) -> str:
+    return printable(str(value))
+
+
+def dump_json(doc: Any, file: IO[str] | None = None) -> None:
+    out = sys.stdout if file is None else file
+    json.dump(printable_tree(redact_strings(doc)), out, indent=1, allow_nan=False, default=str)
+    out.write("\n")
+    out.flush()
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line: ``dflash-diag CMD: error: WHAT (see dflash-diag CMD --help)``, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE, f"{shown(self.prog)}: error: {shown(message)} (see {shown(self.prog)} --help)\n")
+
+
+def pid_arg(text: str) -> int:
+    """A PID on the command line: digits only, 1 .. 4194304 (a larger number is never a Linux PID)."""
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit()) or len(stripped) > 8:
+        raise argparse.ArgumentTypeError(f"PID must be a number from 1 to {PID_MAX}, not {shown(text)[:40]!r}")
+    pid = int(stripped)
+    if not 1 <= pid <= PID_MAX:
+        raise argparse.ArgumentTypeError(f"PID must be a number from 1 to {PID_MAX}, not {pid}")
+    return pid
+
+
+def finite_float(text: str) -> float:
+    """A number of seconds or hertz: finite (``1e999``, ``inf`` and ``nan`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {shown(text)[:40]!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{shown(text)[:40]!r} is not a finite number")
+    return value
