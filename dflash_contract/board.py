@@ -37,7 +37,7 @@ MAX_STRING_CHARS: Final = 64 * 1024
 
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
-    "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift",
+    "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads",
 )  # == the ProbeName constants below (checked by tests/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -61,6 +61,7 @@ class ProbeName:
     CUDAGRAPHS: Final = "cudagraphs"
     FASTPATH: Final = "fastpath"
     CODEDRIFT: Final = "codedrift"
+    THREADS: Final = "threads"
 
 
 class PayloadKeys:
@@ -227,6 +228,21 @@ class FastpathKeys:
     GDN_KERNELS: Final = "gdn_kernels"
     GDN_REASON: Final = "gdn_reason"
     TRITON_VERSION: Final = "triton_version"
+
+
+class ThreadsKeys:
+    """Keys of the ``threads`` payload (and of its nested rows)."""
+
+    ALIVE: Final = "alive"
+    DEATHS: Final = "deaths"
+    DEATHS_TOTAL: Final = "deaths_total"
+    EXCEPTION: Final = "exception"
+    GONE: Final = "gone"
+    LAST_SEEN_WALL_S: Final = "last_seen_wall_s"
+    NATIVE_ID: Final = "native_id"
+    THREAD: Final = "thread"
+    WALL_TIME_S: Final = "wall_time_s"
+    WHERE: Final = "where"
 
 
 class CodedriftKeys:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dflash_contract.board import PROBE_NAMES
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
 
 # The version of the dflash-diag distribution this package belongs to. `dflash-diag attach` refuses a process
 # that already imported probes of another version (tests/probes/test_attach.py keeps it equal to pyproject's).
@@ -59,6 +59,7 @@ class ProbesConfig:
     checkpoint: checkpoint.Config = field(default_factory=checkpoint.Config)
     fastpath: fastpath.Config = field(default_factory=fastpath.Config)
     codedrift: codedrift.Config = field(default_factory=codedrift.Config)
+    threads: threads.Config = field(default_factory=threads.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from dflash_contract.board import BOARD_SCHEMA
 from dflash_contract.redact import redact_text, redact_tree
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues
+from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
 from probes.board_writer import BoardPublisher, writer_identity
 from probes.wandb_log import WandbLogger
@@ -50,6 +50,8 @@ def _build(name: str, config: ProbesConfig) -> Probe:
         return fastpath.FastpathProbe(config.fastpath)
     if name == "codedrift":
         return codedrift.CodedriftProbe(config.codedrift)
+    if name == "threads":
+        return threads.ThreadsProbe(config.threads)
     raise ValueError(f"unknown probe {name!r}")
 
 

@@ -16,7 +16,7 @@ CODE = [p for d in ("dflash_diag", "probes", "dflash_contract", "reference_train
 KEY_CLASSES = {
     "gil": contract.GilKeys, "allocator": contract.AllocatorKeys, "queues": contract.QueueKeys,
     "checkpoint": contract.CheckpointKeys, "compile": contract.CompileKeys, "cudagraphs": contract.CudagraphsKeys,
-    "fastpath": contract.FastpathKeys, "codedrift": contract.CodedriftKeys,
+    "fastpath": contract.FastpathKeys, "codedrift": contract.CodedriftKeys, "threads": contract.ThreadsKeys,
 }
 READERS = [ROOT / "dflash_diag/analysis/pipeline.py", ROOT / "dflash_diag/view/text.py",
            *sorted((ROOT / "dflash_diag/analysis/findings").glob("*.py"))]

@@ -1,0 +1,64 @@
+"""Analysis: pure functions from an :class:`~dflash_diag.model.Observation` to what it means.
+
+:func:`analyse` is the one entry point ``doctor``, ``top`` and ``snapshot`` share: thread states and stages,
+the pipeline view, every rule, the causal links between causes and symptoms, and the headline. It never
+raises: a part that fails becomes an ``NA`` pane or a note in ``Analysis.errors``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from dflash_diag.analysis.threads import StagePatterns
+from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation, PipelineView, Severity, ThreadStats
+from dflash_diag.model.findings import NOTE
+
+
+def analyse(
+    obs: Observation,
+    patterns: StagePatterns | None = None,
+    *,
+    now_wall_s: float | None = None,
+) -> Analysis:
+    """Everything the tool can say about ``obs``. ``patterns`` name the target/drafter threads (default
+    ``target-*`` / ``drafter-*``; stages are inferred from queue use when no thread matches). ``now_wall_s``
+    (default: now) is when the analysis is made (board staleness)."""
+    from dflash_diag.analysis.causal import link
+    from dflash_diag.analysis.findings import evaluate
+    from dflash_diag.analysis.pipeline import DEFAULT_QUEUE, pipeline_view
+    from dflash_diag.analysis.stages import StageAssignment
+    from dflash_diag.analysis.threads import aggregate
+
+    now = time.time() if now_wall_s is None else now_wall_s
+    errors: list[str] = []
+    threads: tuple[ThreadStats, ...] = ()
+    assignment = StageAssignment(stages={}, how="")
+    try:
+        threads, assignment = aggregate(obs, patterns or StagePatterns())
+    except Exception as exc:  # noqa: BLE001 - an analysis bug is shown, never raised into a UI or a report
+        errors.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
+    pipeline: Maybe[PipelineView]
+    try:
+        queue = assignment.queue if assignment.how == "queues" and assignment.queue else DEFAULT_QUEUE
+        pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how)
+    except Exception as exc:  # noqa: BLE001
+        pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
+        errors.append(pipeline.reason)
+    if isinstance(pipeline, NA):
+        return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(), headline=None,
+                        errors=tuple(errors))
+    try:
+        findings = evaluate(obs, threads, pipeline, now_wall_s=now, assignment=assignment)
+        linked, headline, phase = link(findings)
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"findings failed: {type(exc).__name__}: {exc}")
+        failed = Finding(rule_id="rule-error", severity=Severity.INFO, claim="the findings could not be computed",
+                         evidence=(("error", f"{type(exc).__name__}: {exc}"[:200]),),
+                         remedy="Please report this with `dflash-diag snapshot PID` attached.", kind=NOTE)
+        return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(failed,), headline=None,
+                        errors=tuple(errors))
+    return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=linked, headline=headline,
+                    phase=phase, errors=tuple(errors))
+
+
+__all__ = ["analyse"]

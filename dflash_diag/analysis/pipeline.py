@@ -186,6 +186,7 @@ def pipeline_view(
     *,
     queue_name: str = DEFAULT_QUEUE,
     now_wall_s: float | None = None,
+    stages_from: str = "",
 ) -> PipelineView:
     """Stage rates, the queue, starvation shares and a one-line verdict naming the bottleneck stage.
 
@@ -251,6 +252,7 @@ def pipeline_view(
         producer_starved_sampled=put_stack,
         consumer_starved_sampled=get_stack,
         probe_boards=max(n_put, n_get),
+        stages_from=stages_from if (target.threads or drafter.threads) else "",
     )
 
 

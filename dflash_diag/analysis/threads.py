@@ -24,6 +24,7 @@ from dflash_diag.analysis.classify import (
     started_by_threading,
     waits_on_backward,
 )
+from dflash_diag.analysis.stages import StageAssignment, entry_frame, entry_key, infer_from_queues
 from dflash_diag.model import (
     NA,
     Board,
@@ -272,6 +273,16 @@ def aggregate_threads(
     ``lines`` defaults to the source lines the collector recorded with the observation. Evidence beyond the
     stacks: the /proc readings (CPU use, kernel waits), NVML utilisation of each thread's GPU, the board.
     """
+    return aggregate(obs, patterns, lines=lines)[0]
+
+
+def aggregate(
+    obs: Observation,
+    patterns: StagePatterns = StagePatterns(),  # noqa: B008
+    *,
+    lines: LineLookup | None = None,
+) -> tuple[tuple[ThreadStats, ...], StageAssignment]:
+    """:func:`aggregate_threads` plus how the stages were told apart (names, board roles or queue use)."""
     lookup = lines if lines is not None else obs.line_text
     board = obs.board
     board_names = _board_names(board)
@@ -280,7 +291,8 @@ def aggregate_threads(
     grouped = classify_stacks(obs.stacks, lookup, os_timeline=OsTimeline(obs.proc),
                               gpu_timeline=GpuTimeline(obs, devices))
     name_of = {ident: _name_of(ident, rows, board_names) for ident, rows in grouped.items()}
-    stage_of = {ident: _stage(name, patterns, roles) for ident, name in name_of.items()}
+    assignment = _assign_stages(grouped, name_of, patterns, roles, obs)
+    stage_of = {ident: assignment.stages.get(ident, "other") for ident in name_of}
     workers = _attribute_workers(grouped, stage_of, name_of)
     _inherit_backward(grouped, workers, stage_of, name_of)
     stats = []
@@ -308,10 +320,41 @@ def aggregate_threads(
                 helper=worker is not None,
                 attribution=(f"autograd worker: runs {worker.caller}'s backward ({worker.together} of "
                              f"{worker.busy} busy samples)") if worker is not None else "",
+                entry=_entry(rows),
             )
         )
     stats.sort(key=lambda s: (STAGE_ORDER.get(s.stage, 3), s.helper, _natural(s.name)))
-    return tuple(stats)
+    return tuple(stats), assignment
+
+
+def _assign_stages(grouped: Mapping[int, list[ClassifiedThread]], names: Mapping[int, str], patterns: StagePatterns,
+                   roles: Mapping[str, str], obs: Observation) -> StageAssignment:
+    """Names first (a thread the patterns miss takes the role the program published for it on the board), then
+    board roles alone, then queue use (``analysis.stages``)."""
+    by_name = {ident: patterns.stage_of(name) for ident, name in names.items()}
+    by_role = {ident: roles[names[ident]] for ident, stage in by_name.items()
+               if stage == "other" and roles.get(names[ident]) in ("target", "drafter")}
+    if any(s != "other" for s in by_name.values()):
+        return StageAssignment(stages={**by_name, **by_role}, how="names")
+    if by_role:
+        return StageAssignment(stages=by_role, how="board")
+    rows = {ident: [(r.thread, r.state) for r in group] for ident, group in grouped.items()}
+    return infer_from_queues(rows, obs)
+
+
+def _entry(rows: list[ClassifiedThread]) -> Frame | None:
+    """The most frequent entry frame (function and file; its line is the newest seen)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    newest: dict[tuple[str, str], Frame] = {}
+    for row in rows:
+        frame = entry_frame(row.thread)
+        key = entry_key(frame)
+        if key is not None and frame is not None:
+            counts[key] += 1
+            newest[key] = frame
+    if not counts:
+        return None
+    return newest[max(counts, key=lambda k: counts[k])]
 
 
 def _natural(name: str) -> tuple[Any, ...]:
@@ -344,14 +387,6 @@ def _top_frame(rows: list[ClassifiedThread]) -> Frame | None:
         return None
     best = max(counts, key=lambda k: (counts[k], last_seen[k]))
     return frames[best]
-
-
-def _stage(name: str, patterns: StagePatterns, roles: Mapping[str, str]) -> str:
-    """By name pattern; a thread the patterns miss takes the role the trainer published for it on the board."""
-    stage = patterns.stage_of(name)
-    if stage == "other" and roles.get(name) in ("target", "drafter"):
-        return roles[name]
-    return stage
 
 
 def cpu_pct(obs: Observation, tid: int | None) -> Maybe[float]:

@@ -10,7 +10,7 @@ from typing import Any
 from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
-from dflash_diag.model import Finding, Severity
+from dflash_diag.model import Analysis, Finding, Observation, Severity
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
@@ -20,11 +20,14 @@ _STYLE = {Severity.CRITICAL: "bold white on red", Severity.WARNING: "bold black 
 
 
 class DoctorCommand:
-    """Name the root causes of a slow (or stuck) PyTorch training process, most severe first.
+    """Name what limits a slow (or stuck) PyTorch training process and why: one headline, then the evidence.
 
-    Samples the process for a few seconds (py-spy stacks, /proc, NVML and the probe board when the process
-    runs under probes), then prints each finding: severity, rule id, the claim, the numbers behind it and
-    the fix. Every rule is described in docs/findings.md.
+    Samples the process for a few seconds (py-spy stacks, /proc, NVML, its stderr when it goes to a file, its
+    source files on disk, and the probe board when it runs under probes), links each cause to the symptom it
+    explains, and prints the headline ("the drafter stage limits throughput ... because ..."), then every
+    finding: severity, rule id, the claim, the numbers behind it and the fix. Works on any threaded program:
+    stages are told apart by thread names or, failing that, by who puts into and who gets from a queue.
+    Every rule is described in docs/findings.md.
 
       dflash-diag doctor 12345
       dflash-diag doctor 12345 --duration 10 --json
@@ -41,6 +44,11 @@ class DoctorCommand:
         parser.add_argument("--fail-on", choices=sorted(_FAIL_ON), metavar="LEVEL",
                             help="exit with code 10 when a finding at LEVEL (info|warning|critical) or above is raised")
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
+        parser.add_argument("--target-pattern", metavar="GLOBS",
+                            help="thread names of the target (producer) stage, comma-separated fnmatch patterns "
+                            "(default target-*; when no thread matches, stages are inferred from queue use)")
+        parser.add_argument("--drafter-pattern", metavar="GLOBS",
+                            help="thread names of the drafter (consumer) stage (default drafter-*)")
         parser.add_argument("--attach", action="store_true",
                             help="when the process runs without (all) probes, attach them for the diagnosis and detach "
                                  "them afterwards (`dflash-diag attach`, docs/attach.md)")
@@ -52,9 +60,13 @@ class DoctorCommand:
             raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
         if args.pid <= 0:
             raise CommandError(f"PID must be a positive integer, got {args.pid}", ExitCode.USAGE)
+        for flag, value in (("--target-pattern", args.target_pattern), ("--drafter-pattern", args.drafter_pattern)):
+            if value is not None and not value.strip(" ,"):
+                raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
         attached = _attach_for_diagnosis(args) if args.attach else None
         try:
-            findings, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json)
+            analysis, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
+                                        target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern)
         finally:
             if attached is not None:
                 _detach_after_diagnosis(args)
@@ -63,8 +75,8 @@ class DoctorCommand:
         if args.json:
             dump_json(report)
         else:
-            print_findings(findings, report)
-        if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in findings):
+            print_findings(analysis.findings, report)
+        if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
             return ExitCode.FINDINGS
         return ExitCode.OK
 
@@ -105,28 +117,43 @@ def _detach_after_diagnosis(args: argparse.Namespace) -> None:
     print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
 
 
-def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None,
-             progress: bool = True) -> tuple[tuple[Finding, ...], dict[str, Any]]:
-    """Sample ``pid`` and evaluate every rule; the findings and the JSON report."""
-    from dflash_diag.analysis.findings import evaluate  # noqa: PLC0415 - keeps --help fast
-    from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
-    from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
-    from dflash_diag.sources.collect import Collector  # noqa: PLC0415
-    from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
-    from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
+def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progress: bool = True,
+             target_pattern: str | None = None, drafter_pattern: str | None = None) -> tuple[Analysis, dict[str, Any]]:
+    """Sample ``pid`` and analyse it (``analysis.analyse``); the analysis and the JSON report."""
+    from dflash_diag.analysis import analyse
+    from dflash_diag.sources.collect import Collector
+    from dflash_diag.sources.config import SamplerConfig
+    from dflash_diag.sources.outside import OutsideReader
+    from dflash_diag.sources.pyspy import PySpy
 
-    PySpy(pid).check()  # fail fast, with the diagnosis, before a progress bar appears
+    outside = OutsideReader(pid)
+    try:
+        PySpy(pid).check()  # fail fast, with the diagnosis, before a progress bar appears
+    except AttachError:
+        if outside.process_facts().state != "Z":
+            raise
+        # A zombie has no memory to read: /proc still says what happened, and that is the diagnosis.
+        obs = outside.enrich(_empty_observation(pid, duration_s))
+        analysis = analyse(obs, now_wall_s=time.time())
+        return analysis, report_json(pid, analysis)
     collector = Collector(pid, SamplerConfig(board_dir=board_dir))
-    obs = _collect_with_progress(collector, duration_s, progress)
-    if not obs.stacks:
+    obs = outside.enrich(_collect_with_progress(collector, duration_s, progress))
+    if not obs.stacks and (obs.process is None or obs.process.state not in ("Z", "T", "t", "D")):
         raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "
                           f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
-    now = time.time()
-    threads = aggregate_threads(obs)
-    pipeline = pipeline_view(obs, threads, now_wall_s=now)
-    findings = evaluate(obs, threads, pipeline, now_wall_s=now)
-    return findings, report_json(pid, obs.window_s, len(obs.stacks), obs.process_alive, findings,
-                                 pipeline.bottleneck, pipeline.verdict, obs.warnings, len(threads))
+    from dflash_diag.analysis.threads import StagePatterns
+
+    patterns = StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
+    analysis = analyse(obs, patterns, now_wall_s=time.time())
+    return analysis, report_json(pid, analysis)
+
+
+def _empty_observation(pid: int, window_s: float) -> Observation:
+    from dflash_diag.model import NA
+
+    return Observation(pid=pid, cmdline=(), started_wall_s=time.time(), window_s=0.0, stacks=(), proc=(),
+                       gpus=NA("not sampled: the process is a zombie"), boards=NA("not read: the process is a zombie"),
+                       process_alive=False, warnings=(f"not sampled: PID {pid} is a zombie",))
 
 
 def _collect_with_progress(collector: Any, duration_s: float, progress: bool) -> Any:
@@ -148,27 +175,40 @@ def finding_json(f: Finding) -> dict[str, Any]:
     return {
         "rule_id": f.rule_id,
         "severity": f.severity.label,
+        "kind": f.kind,
         "claim": f.claim,
         "evidence": [{"name": name, "value": value} for name, value in f.evidence],
         "remedy": f.remedy,
         "impact": round(f.impact, 3),
+        "stages": list(f.stages),
+        "because": list(f.because),
+        "explains": list(f.explains),
     }
 
 
-def report_json(pid: int, window_s: float, samples: int, alive: bool, findings: tuple[Finding, ...],
-                bottleneck: str, verdict: str, warnings: tuple[str, ...], n_threads: int) -> dict[str, Any]:
+def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
+    from dflash_diag.model import NA
+
+    obs, findings, pipeline = analysis.observation, analysis.findings, analysis.pipeline
+    headline = analysis.headline
     return {
         "schema": DOCTOR_SCHEMA,
         "pid": pid,
-        "window_s": round(window_s, 3),
-        "stack_samples": samples,
-        "threads": n_threads,
-        "process_alive": alive,
+        "window_s": round(obs.window_s, 3),
+        "stack_samples": len(obs.stacks),
+        "threads": len(analysis.threads),
+        "process_alive": obs.process_alive,
+        "phase": analysis.phase,
+        "headline": None if headline is None else {
+            "rule_id": headline.rule_id, "severity": headline.severity.label, "text": headline.text,
+            "remedy": headline.remedy, "because": list(headline.because)},
         "summary": {s.label: sum(1 for f in findings if f.severity == s) for s in reversed(Severity)},
-        "healthy": all(f.severity < Severity.WARNING for f in findings),
-        "pipeline": {"bottleneck": bottleneck, "verdict": verdict},
+        "healthy": analysis.healthy,
+        "pipeline": ({"bottleneck": "unknown", "verdict": str(pipeline), "stages_from": ""} if isinstance(pipeline, NA)
+                     else {"bottleneck": pipeline.bottleneck, "verdict": pipeline.verdict,
+                           "stages_from": pipeline.stages_from}),
         "findings": [finding_json(f) for f in findings],
-        "warnings": list(warnings),
+        "warnings": list(obs.warnings) + list(analysis.errors),
     }
 
 
@@ -180,11 +220,20 @@ def print_findings(findings: tuple[Finding, ...], report: dict[str, Any]) -> Non
     console.print(f"[bold]dflash-diag doctor[/]: PID {report['pid']}, {report['window_s']:.1f} s sampled, "
                   f"{report['stack_samples']} stack samples of {report['threads']} threads"
                   + ("" if report["process_alive"] else " [red](the process exited)[/]"))
-    if report["pipeline"]["verdict"]:
+    headline = report["headline"]
+    if headline is not None:
+        style = _STYLE[_FAIL_ON[headline["severity"]]]
+        console.print()
+        console.print(f"[{style}] {headline['severity'].upper()} [/] [bold]{escape(headline['text'])}[/]")
+        console.print(f"    [green]fix:[/] {escape(headline['remedy'])}")
+    if report["pipeline"]["verdict"] and report["phase"] == "steady":
         console.print(f"pipeline: {escape(report['pipeline']['verdict'])}")
     console.print()
     for f in findings:
-        console.print(f"[{_STYLE[f.severity]}] {f.severity.label.upper()} [/] [bold]{f.rule_id}[/]: {escape(f.claim)}")
+        linked = f" [dim](because: {', '.join(f.because)})[/]" if f.because else ""
+        linked += f" [dim](explains: {', '.join(f.explains)})[/]" if f.explains else ""
+        console.print(f"[{_STYLE[f.severity]}] {f.severity.label.upper()} [/] [bold]{f.rule_id}[/]: {escape(f.claim)}"
+                      + linked)
         if f.evidence:
             table = Table.grid(padding=(0, 2))
             table.add_column(style="dim", no_wrap=True)

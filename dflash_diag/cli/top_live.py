@@ -11,12 +11,13 @@ import threading
 import time
 from dataclasses import replace
 
-from dflash_diag.analysis.pipeline import pipeline_view
-from dflash_diag.analysis.threads import StagePatterns, aggregate_threads
+from dflash_diag.analysis import analyse
+from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.errors import AttachError, CommandError, ExitCode
-from dflash_diag.model import NA, Finding, Maybe, Observation, PipelineView, ThreadStats
+from dflash_diag.model import NA, Finding, Maybe, Observation
 from dflash_diag.sources.collect import Collector, LiveSampler
 from dflash_diag.sources.config import SamplerConfig
+from dflash_diag.sources.outside import OutsideReader
 from dflash_diag.view.frame import TopFrame, build_frame
 from dflash_diag.view.history import EMPTY_HISTORY, extend
 from dflash_diag.view.hold import FindingHold
@@ -27,50 +28,21 @@ HOLD_MAX_S = 10.0
 def frame_of(
     obs: Observation, patterns: StagePatterns, *, wall_s: float, rate_hz: float, native: bool
 ) -> TopFrame:
-    """Observation -> frame. An analysis that fails becomes an N/A pane with the reason, never a dead screen."""
-    warnings: list[str] = []
-    threads: tuple[ThreadStats, ...] = ()
-    try:
-        threads = aggregate_threads(obs, patterns)
-    except Exception as exc:  # analysis bugs are shown, not raised into the UI loop
-        warnings.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
-    pipeline: Maybe[PipelineView]
-    try:
-        pipeline = pipeline_view(obs, threads, now_wall_s=wall_s)
-    except Exception as exc:
-        pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
-    findings: Maybe[tuple[Finding, ...]] = _findings(obs, threads, pipeline, wall_s)
-    return build_frame(
-        obs,
-        threads,
-        pipeline,
-        findings,
-        wall_s=wall_s,
-        rate_hz=rate_hz,
-        native=native,
-        extra_warnings=tuple(warnings),
-    )
-
-
-def _findings(
-    obs: Observation, threads: tuple[ThreadStats, ...], pipeline: Maybe[PipelineView], wall_s: float
-) -> Maybe[tuple[Finding, ...]]:
-    if isinstance(pipeline, NA):
-        return NA("no pipeline view to judge")
-    try:
-        from dflash_diag.analysis.findings import evaluate
-    except ImportError as exc:  # a partial install: findings are optional for the live view
-        return NA(f"findings unavailable ({exc})")
-    try:
-        return evaluate(obs, threads, pipeline, now_wall_s=wall_s)
-    except Exception as exc:
-        return NA(f"findings failed: {type(exc).__name__}: {exc}")
+    """Observation -> frame, through the one analysis ``doctor`` and ``snapshot`` use
+    (:func:`dflash_diag.analysis.analyse`). An analysis that fails becomes an N/A pane with the reason, never a
+    dead screen."""
+    analysis = analyse(obs, patterns, now_wall_s=wall_s)
+    findings: Maybe[tuple[Finding, ...]] = (
+        analysis.findings if not isinstance(analysis.pipeline, NA) else NA("no pipeline view to judge"))
+    frame = build_frame(obs, analysis.threads, analysis.pipeline, findings, wall_s=wall_s, rate_hz=rate_hz,
+                        native=native, extra_warnings=analysis.errors)
+    return replace(frame, headline=analysis.headline)
 
 
 def collect_frame(pid: int, duration_s: float, config: SamplerConfig, patterns: StagePatterns) -> TopFrame:
     """Batch mode: sample for ``duration_s`` and analyse the whole run as one window."""
     collector = Collector(pid, config)
-    obs = collector.collect(duration_s)
+    obs = OutsideReader(pid).enrich(collector.collect(duration_s))
     frame = frame_of(obs, patterns, wall_s=time.time(), rate_hz=collector.effective_rate_hz, native=config.native)
     return replace(frame, requested_rate_hz=config.rate_hz, rate_reason=collector.rate_reason)
 
@@ -81,6 +53,7 @@ class LiveSource:
     def __init__(self, pid: int, config: SamplerConfig, patterns: StagePatterns) -> None:
         self._pid = pid
         self._patterns = patterns
+        self._outside = OutsideReader(pid)  # process state, stderr, source files: read on every poll (cached)
         self._lock = threading.Lock()  # rate/native change from the UI thread while poll runs on the sampler
         self._native = config.native
         self._sampler = LiveSampler(pid, config)
@@ -98,7 +71,7 @@ class LiveSource:
         return self._sampler.rate_hz
 
     def poll(self) -> TopFrame:
-        obs = self._sampler.poll()
+        obs = self._outside.enrich(self._sampler.poll())
         with self._lock:
             native = self._native
         sampler = self._sampler

@@ -4,9 +4,11 @@ Everything the sources produce and the analysis consumes is one of these frozen 
 sampler thread can hand a snapshot to the UI thread without locks.
 """
 
+from dflash_diag.model.analysis import Analysis
 from dflash_diag.model.board import Board, WriterIdentity
 from dflash_diag.model.common import NA, Maybe, is_na
-from dflash_diag.model.findings import Finding, Severity
+from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
+from dflash_diag.model.findings import Finding, Headline, Severity
 from dflash_diag.model.gpu import GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.proc import ProcThreadSample
@@ -16,17 +18,22 @@ from dflash_diag.model.stats import PipelineView, StageStats, ThreadStats
 
 __all__ = [
     "NA",
+    "Analysis",
     "Board",
     "WriterIdentity",
     "Finding",
     "Frame",
     "GpuProcess",
     "GpuSample",
+    "Headline",
     "Maybe",
     "Observation",
     "PipelineView",
+    "ProcessFacts",
     "ProcThreadSample",
     "Severity",
+    "SourceFile",
+    "SourceLine",
     "StackSample",
     "StageStats",
     "ThreadSample",

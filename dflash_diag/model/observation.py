@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
+from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.gpu import GpuSample
 from dflash_diag.model.proc import ProcThreadSample
 from dflash_diag.model.stacks import StackSample
@@ -27,6 +28,11 @@ class Observation:
     # Source text of the innermost Python frames' lines, keyed "filename:line", read by the collector when the
     # stacks were taken (C calls such as ``.item()`` or ``time.sleep`` leave no frame; their line shows them).
     source_lines: Mapping[str, str] = field(default_factory=dict)
+    # Evidence from outside the stacks (``sources.outside``): the process's run state, start time and stderr,
+    # and what the files on disk say about the sampled frames. None / empty when not gathered.
+    process: ProcessFacts | None = None
+    code: tuple[SourceLine, ...] = ()
+    files: tuple[SourceFile, ...] = ()
 
     def line_text(self, filename: str, line: int) -> str | None:
         """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""

@@ -31,6 +31,9 @@ class ThreadStats:
     # not ("autograd worker: runs drafter-0's backward in 9 of 10 samples").
     helper: bool = False
     attribution: str = ""
+    # The thread's entry point: its outermost frame outside threading.py (the target function of a
+    # threading.Thread); threads that share it do the same job. None when no Python frame was seen.
+    entry: Frame | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +64,7 @@ class PipelineView:
     producer_starved_sampled: Maybe[float] = NA("not computed")
     consumer_starved_sampled: Maybe[float] = NA("not computed")
     probe_boards: int = 0  # boards the probe shares are averaged over (0: the shares are sampled)
+    # How the stages were told apart: "names" (thread-name patterns), "board" (roles the program published) or
+    # "queues" (inferred: threads that put into a queue are the producer/target stage, those that get from it
+    # the consumer/drafter stage); "" when no thread belongs to a stage.
+    stages_from: str = ""

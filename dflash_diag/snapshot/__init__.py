@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dflash_diag.model import Finding
-from dflash_diag.snapshot.build import SCHEMA, analyse, build_files
+from dflash_diag.snapshot.build import SCHEMA, analyse_gathered, build_files
 from dflash_diag.snapshot.bundle import default_name, load_snapshot, prepare_output
 from dflash_diag.snapshot.gather import DEFAULT_DEADLINE_S, DEFAULT_DURATION_S, Gathered, gather
 
@@ -61,7 +61,7 @@ def take_snapshot(
     try:
         gathered = gather(pid, duration_s=duration_s, deadline_s=deadline_s, board_dir=board_dir, wall_clock=wall_clock)
         end_wall_s = wall_clock()
-        analysis = analyse(gathered, end_wall_s)
+        analysis = analyse_gathered(gathered, end_wall_s)
         files = build_files(gathered, analysis, end_wall_s)
     except BaseException:
         prepared.abandon()

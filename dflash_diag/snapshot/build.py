@@ -16,7 +16,6 @@ import json
 import platform
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_contract.board import CodedriftKeys, ProbeName
@@ -32,11 +31,9 @@ from dflash_contract.redact import (
 from dflash_diag import __version__
 from dflash_diag.model import (
     NA,
-    Finding,
+    Analysis,
     Observation,
-    PipelineView,
     StackSample,
-    StageStats,
     ThreadState,
     ThreadStats,
 )
@@ -52,22 +49,6 @@ ENV_KNOB = re.compile(
     r"KMP_.*|TOKENIZERS_PARALLELISM|HF_.*|TRANSFORMERS_.*|WANDB_MODE|PYTHON(HASHSEED|OPTIMIZE|PATH|MALLOC|UNBUFFERED|"
     r"_GIL|DEVMODE)|DFLASH.*|LD_PRELOAD|MALLOC_.*)$"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Analysis:
-    observation: Observation
-    threads: tuple[ThreadStats, ...]
-    pipeline: PipelineView
-    findings: tuple[Finding, ...]
-
-
-def _empty_pipeline(reason: str) -> PipelineView:
-    na = NA(reason)
-    stage = lambda name: StageStats(stage=name, threads=(), batches_per_s=na, tokens_per_s=na, shares={})  # noqa: E731
-    return PipelineView(target=stage("target"), drafter=stage("drafter"), queue_name="q_hs", queue_depth=na,
-                        queue_maxsize=na, queue_depth_history=(), queue_trend_per_s=na, producer_starved_share=na,
-                        consumer_starved_share=na, bottleneck="unknown", verdict=reason)
 
 
 def observation_of(g: Gathered) -> Observation:
@@ -98,21 +79,14 @@ def _source_lines(stacks: tuple[StackSample, ...]) -> dict[str, str]:
     return read_source_lines(stack_frames(stacks), LineCache())
 
 
-def analyse(g: Gathered, now_wall_s: float) -> Analysis:
-    from dflash_diag.analysis.findings import evaluate  # noqa: PLC0415
+def analyse_gathered(g: Gathered, now_wall_s: float) -> Analysis:
+    """The shared analysis (``dflash_diag.analysis.analyse``) of what was gathered; failures are noted as missing."""
+    from dflash_diag.analysis import analyse  # noqa: PLC0415
 
-    obs = observation_of(g)
-    try:
-        from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
-        from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
-
-        threads = aggregate_threads(obs)
-        pipeline = pipeline_view(obs, threads, now_wall_s=now_wall_s)
-    except Exception as exc:  # noqa: BLE001 - a broken aggregate must not lose the rest of the report
-        g.miss("thread states", f"{type(exc).__name__}: {exc}")
-        threads, pipeline = (), _empty_pipeline("thread states unavailable")
-    findings = evaluate(obs, threads, pipeline, now_wall_s=now_wall_s)
-    return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=findings)
+    analysis = analyse(observation_of(g), now_wall_s=now_wall_s)
+    for error in analysis.errors:
+        g.miss("analysis", error)
+    return analysis
 
 
 def _stage_shares(threads: tuple[ThreadStats, ...]) -> dict[str, dict[str, float]]:
@@ -166,6 +140,8 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
         "app_threads": app.get("threads", {}),
         "env": redact_env(env) if env else g.environ,  # allow-list: values of diagnosis knobs only
         "env_knobs": {k: v for k, v in sorted(redact_env(env).items()) if ENV_KNOB.match(k)},
+        "headline": a.headline,
+        "phase": a.phase,
         "findings": a.findings,
         "rates": _rates(g, a),
         "pipeline": a.pipeline,

@@ -110,11 +110,13 @@ SNAPSHOT_RATE_HZ = 20.0
 
 
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
+    """The sampling window, with the evidence from outside the stacks (process state, stderr, source files)."""
     from dflash_diag.sources.collect import Collector  # noqa: PLC0415
     from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
+    from dflash_diag.sources.outside import OutsideReader  # noqa: PLC0415
 
     config = SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, burst=True, board_dir=board_dir)
-    return Collector(pid, config).collect(duration_s)
+    return OutsideReader(pid).enrich(Collector(pid, config).collect(duration_s))
 
 
 def proc_info(pid: int) -> dict[str, Any]:

@@ -40,6 +40,10 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 def _findings(doc: Mapping[str, Any]) -> list[str]:
     findings = doc.get("findings") or []
     out = ["## Findings", ""]
+    headline = doc.get("headline")
+    if isinstance(headline, Mapping) and headline.get("text"):
+        out += [f"**[{str(headline.get('severity', '')).upper()}] {headline['text']}**", "",
+                f"Fix: {headline.get('remedy')}", ""]
     serious = [f for f in findings if f.get("severity") in ("warning", "critical")]
     if not findings:
         out.append("No findings: nothing known to be wrong was seen in the sampling window.")
@@ -49,6 +53,8 @@ def _findings(doc: Mapping[str, Any]) -> list[str]:
     for f in findings:
         out.append(f"### [{str(f.get('severity', '')).upper()}] `{f.get('rule_id')}`: {f.get('claim')}")
         out.append("")
+        if f.get("because"):
+            out.append(f"- because: {', '.join(f'`{r}`' for r in f['because'])}")
         for name, value in f.get("evidence") or []:
             out.append(f"- {name}: {value}")
         out.append(f"- **fix**: {f.get('remedy')}")

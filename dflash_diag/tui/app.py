@@ -488,6 +488,9 @@ def _findings_text(frame: TopFrame) -> Text:
     if not frame.findings:
         return Text("No findings: nothing looks wrong in this window.", style="green")
     text = Text()
+    if frame.headline is not None:
+        text.append(f"{frame.headline.text}\n", style="bold red" if frame.headline.severity >= 3 else "bold")
+        text.append(f"fix: {frame.headline.remedy}\n\n")
     for finding in frame.findings:
         text.append(
             f"[{finding.severity.label}] ", style="bold red" if finding.severity >= 3 else "bold yellow"

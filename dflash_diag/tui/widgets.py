@@ -311,6 +311,10 @@ class ProbesPane(Static):
             line.append(reading, style="red" if ("STALE" in reading or "SLOW" in reading) else "")
             lines.append(line)
         lines.append(Text("findings", style="bold underline"))
+        if frame.headline is not None:
+            head = Text("  ", no_wrap=self.compact, overflow="ellipsis")
+            head.append(frame.headline.text, style="bold")
+            lines.append(head)
         if isinstance(frame.findings, NA):
             lines.append(Text(f"  {frame.findings}", style="dim"))
         elif not frame.findings:

@@ -18,6 +18,7 @@ from dflash_diag.model import (
     Finding,
     Frame,
     GpuSample,
+    Headline,
     Maybe,
     Observation,
     PipelineView,
@@ -52,6 +53,7 @@ class TopFrame:
     rate_reason: str = ""  # why the rate in force is what it is ("auto: 3.1 idle cores", "py-spy dumps cost ...")
     # tok/s, queue depth and GPU utilisation over the last minutes, folded in by the live source (view/history.py)
     history: History = EMPTY_HISTORY
+    headline: Headline | None = None  # the analysis' one sentence: the symptom and its cause
 
 
 def thread_key(name: str | None, os_thread_id: int | None) -> str:

@@ -17,6 +17,7 @@ from dflash_contract.board import (
     GilKeys,
     ProbeName,
     QueueKeys,
+    ThreadsKeys,
     is_stale,
 )
 from dflash_diag.model import NA, Board, Frame, GpuSample, Maybe, ThreadState, ThreadStats
@@ -181,6 +182,8 @@ def probe_summary(board: Maybe[Board]) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     for name in _PROBE_FORMATTERS:
         raw = board.probes.get(name)
+        if raw is None and name == ProbeName.THREADS:
+            continue  # newer than most boards: no row rather than a "not published" one
         if raw is None:
             rows.append((name, "not published"))
             continue
@@ -266,6 +269,15 @@ def _fmt_queues(p: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "no queues"
 
 
+def _fmt_threads(p: Mapping[str, Any]) -> str:
+    deaths = p.get(ThreadsKeys.DEATHS) if isinstance(p.get(ThreadsKeys.DEATHS), list) else []
+    text = f"{int(_num(p, ThreadsKeys.ALIVE))} alive, {int(_num(p, ThreadsKeys.DEATHS_TOTAL))} died"
+    last = deaths[-1] if deaths and isinstance(deaths[-1], Mapping) else None
+    if last is not None:
+        text += f" (last: {last.get(ThreadsKeys.THREAD)}: {str(last.get(ThreadsKeys.EXCEPTION))[:60]})"
+    return text
+
+
 # Display order of the probes pane (the names are the contract's).
 _PROBE_FORMATTERS = {
     ProbeName.GIL: _fmt_gil,
@@ -276,4 +288,5 @@ _PROBE_FORMATTERS = {
     ProbeName.CODEDRIFT: _fmt_codedrift,
     ProbeName.CHECKPOINT: _fmt_checkpoint,
     ProbeName.QUEUES: _fmt_queues,
+    ProbeName.THREADS: _fmt_threads,
 }

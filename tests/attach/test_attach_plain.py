@@ -24,10 +24,11 @@ from attach_helpers import ROOT, cli, env_for, task_states, wait_for
 from dflash_diag.errors import ExitCode
 from dflash_diag.sources.board import read_board
 from dflash_diag.sources.inject import inject
+from probes import ALL_PROBES
 
 pytestmark = pytest.mark.slow
 
-ALL = {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift"}
+ALL = set(ALL_PROBES)  # every probe the package has
 
 
 def _inventory(pid: int, board_dir: Path) -> dict:

@@ -20,10 +20,11 @@ from attach_helpers import cli, env_for, wait_for
 
 from dflash_diag.sources.board import read_board
 from dflash_diag.sources.inject import inject
+from probes import ALL_PROBES
 
 pytestmark = pytest.mark.slow
 
-ALL = {"gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift"}
+ALL = set(ALL_PROBES)  # every probe the package has
 
 
 class Trainer:

@@ -51,24 +51,29 @@ def _serious(findings: tuple[Finding, ...]) -> dict[str, Finding]:
 def test_h200_synchronize_in_the_target_is_a_host_sync_storm() -> None:
     serious = _serious(_findings(FIXTURES / "h200" / "pyspy_dump_json_nonblocking.json", H200_LINES))
     assert "`torch.cuda.synchronize()`" in serious["host-sync-storm"].claim
-    assert "pipeline-bottleneck-target" in serious
+    # The recording has no board or NVML reading: which GPU idles is unknown, so the verdict is information.
+    assert "pipeline-bottleneck-target" in {f.rule_id for f in _findings(
+        FIXTURES / "h200" / "pyspy_dump_json_nonblocking.json", H200_LINES)}
 
 
 @pytest.mark.parametrize(
-    ("recording", "expected"),
+    ("recording", "expected", "verdict"),
     [
-        ("pyspy_drafter_bound.json", {"pipeline-bottleneck-drafter", "gil-contention"}),
-        ("pyspy_target_bound.json", {"pipeline-bottleneck-target"}),
-        ("pyspy_ckpt_compile.json", {"pipeline-bottleneck-target", "gil-contention"}),
+        ("pyspy_drafter_bound.json", {"gil-contention"}, "pipeline-bottleneck-drafter"),
+        ("pyspy_target_bound.json", set(), "pipeline-bottleneck-target"),
+        ("pyspy_ckpt_compile.json", {"gil-contention"}, "pipeline-bottleneck-target"),
     ],
 )
-def test_cpu_recordings(recording: str, expected: set[str]) -> None:
+def test_cpu_recordings(recording: str, expected: set[str], verdict: str) -> None:
+    """CPU pipelines: the limiting stage is named (information: no GPU idles), the GIL hog is a warning."""
     findings = _findings(FIXTURES / "cpu" / recording)
     assert set(_serious(findings)) == expected
+    assert verdict in {f.rule_id for f in findings}
     if recording == "pyspy_drafter_bound.json":
-        assert _serious(findings)["gil-contention"].claim.startswith("GIL contention: gil-hog holds the GIL")
+        assert _serious(findings)["gil-contention"].claim.startswith("GIL contention: gil-hog (not a pipeline stage) "
+                                                                     "holds the GIL")
     if recording == "pyspy_ckpt_compile.json":
-        assert "compile-in-progress" in {f.rule_id for f in findings}
+        assert "warming-up" in {f.rule_id for f in findings}
 
 
 def test_h200_memory_stats_through_the_allocator_probe_is_churn() -> None:
@@ -99,6 +104,8 @@ def test_h200_cudagraph_partitions_are_reported() -> None:
     recorded = json.loads((FIXTURES / "h200" / "cudagraph_partition_cpu_input.json").read_text())
     messages = [m["msg"] for m in recorded["cudagraphs_logger_messages"]]
     b = healthy_board(cudagraphs={"torch": recorded["torch"], "partitions": 2, "partition_messages": messages})
-    finding = _serious(evaluate(observation((b,)), (), pipeline(), now_wall_s=1000.0))["cudagraph-skipped"]
+    findings = evaluate(observation((b,)), (), pipeline(), now_wall_s=1000.0)
+    finding = {f.rule_id: f for f in findings}["cudagraph-skipped"]
+    assert finding.severity == Severity.INFO  # part of the graph runs uncaptured: slower, by an unmeasured amount
     assert "1 partition(s) run uncaptured" in finding.claim
     assert dict(finding.evidence)["inductor"].startswith("Created 2 graph partitions")

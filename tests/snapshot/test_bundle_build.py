@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "findings"))
 from findings_builders import HEALTHY_APP, HEALTHY_PROBES, NOW_S, board, observation  # noqa: E402
 
 from dflash_diag.model import NA, GpuProcess, GpuSample  # noqa: E402
-from dflash_diag.snapshot.build import analyse, build_files  # noqa: E402
+from dflash_diag.snapshot.build import analyse_gathered, build_files  # noqa: E402
 from dflash_diag.snapshot.gather import Gathered  # noqa: E402
 
 
@@ -34,7 +34,7 @@ def test_gpus_missing_parts_and_planted_secrets() -> None:
     g = Gathered(pid=4242, started_wall_s=NOW_S, observation=obs, board=obs.board,
                  cmdline=("python", "train.py", "--hf-token", secret), environ={"HF_TOKEN": secret, "PATH": "/bin"})
     g.miss("native stacks", "timed out after 2.3 s")
-    files = build_files(g, analyse(g, NOW_S), NOW_S)
+    files = build_files(g, analyse_gathered(g, NOW_S), NOW_S)
     for name, data in files.items():
         assert secret.encode() not in data, name
     report = files["report.md"].decode()

@@ -10,11 +10,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from dflash_contract.board import ProbeName
-from dflash_diag.model import Board, Observation, PipelineView, ThreadState, ThreadStats
+from dflash_diag.analysis.stages import StageAssignment
+from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
+from dflash_diag.analysis.threads import thread_identity
+from dflash_diag.model import Board, Observation, PipelineView, SourceLine, ThreadState, ThreadStats
+from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import Frame, ThreadSample
 
 # Shares computed from fewer stack samples than this are anecdotes, not rates: sample-based rules ignore
@@ -22,12 +27,77 @@ from dflash_diag.model.stacks import Frame, ThreadSample
 MIN_THREAD_SAMPLES = 5
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Context:
     obs: Observation
     threads: tuple[ThreadStats, ...]
     pipeline: PipelineView
     now_wall_s: float
+    assignment: StageAssignment = field(default_factory=lambda: StageAssignment(stages={}, how=""))
+
+    @cached_property
+    def code(self) -> dict[tuple[str, int], SourceLine]:
+        """What the files on disk say about each sampled frame location (``sources.outside``)."""
+        return {(c.filename, c.line): c for c in self.obs.code}
+
+    @cached_property
+    def stderr(self) -> StderrFacts:
+        """Thread deaths and torch warnings in the process's stderr, when it goes to a file we may read."""
+        process = self.obs.process
+        return parse_stderr(process.stderr_tail if process is not None else None)
+
+    def process_age_s(self) -> float | None:
+        process = self.obs.process
+        if process is None or process.start_wall_s is None:
+            return None
+        return max(0.0, self.now_wall_s - process.start_wall_s)
+
+    def line_text(self, frame: Frame) -> str | None:
+        """The text of a frame's line: recorded with the stacks, else read from disk with the outside evidence."""
+        text = self.obs.line_text(frame.filename, frame.line)
+        if text is None:
+            found = self.code.get((frame.filename, frame.line))
+            text = found.text if found is not None else None
+        return text
+
+    @cached_property
+    def rows(self) -> dict[int, list[tuple[ThreadSample, ThreadState]]]:
+        """Every sampled thread's samples with the state each was classified in, in time order, by identity."""
+        by_id = {t.os_thread_id: t for t in self.threads if t.os_thread_id is not None}
+        by_name = {t.name: t for t in self.threads if t.os_thread_id is None}
+        cursor: dict[int, int] = {}
+        out: dict[int, list[tuple[ThreadSample, ThreadState]]] = {}
+        for sample in sorted(self.obs.stacks, key=lambda s: s.monotonic_s):
+            for thread in sample.threads:
+                stats = by_id.get(thread.os_thread_id) if thread.os_thread_id is not None else by_name.get(thread.name or "")
+                if stats is None:
+                    continue
+                ident = thread_identity(thread)
+                i = cursor.get(ident, 0)
+                if i < len(stats.timeline):
+                    out.setdefault(ident, []).append((thread, stats.timeline[i]))
+                    cursor[ident] = i + 1
+        return out
+
+    def stage_rows(self, stage: str) -> list[tuple[ThreadSample, ThreadState]]:
+        """All samples of the stage's threads (every thread, however few its samples)."""
+        out: list[tuple[ThreadSample, ThreadState]] = []
+        for stats in self.threads:
+            if stats.stage == stage:
+                out.extend(self.stats_rows(stats))
+        return out
+
+    def stage_samples(self, stage: str) -> list[ThreadSample]:
+        """Every sampled thread of a stage, by matching each stack's threads to the aggregates (frames only)."""
+        return [t for sample in self.obs.stacks for t in sample.threads if thread_stage(self, t) == stage]
+
+    def stats_rows(self, stats: ThreadStats) -> list[tuple[ThreadSample, ThreadState]]:
+        for ident, rows in self.rows.items():
+            if (stats.os_thread_id is not None and ident == stats.os_thread_id) or (
+                stats.os_thread_id is None and rows and rows[0][0].name == stats.name
+            ):
+                return rows
+        return []
 
     @property
     def board(self) -> Board | None:
@@ -67,6 +137,18 @@ class Context:
     def sampled(self) -> tuple[ThreadStats, ...]:
         """Threads with enough samples for their state shares to mean something."""
         return tuple(t for t in self.threads if t.n_samples >= MIN_THREAD_SAMPLES)
+
+    def process_gpus(self) -> tuple[int, ...]:
+        """GPUs this process uses: NVML lists it on them; or, when NVML names no process (PID namespaces), the
+        only GPU of the machine if the process has the CUDA driver loaded."""
+        sweeps = self.obs.gpus if isinstance(self.obs.gpus, tuple) else ()
+        found = {gpu.index for sweep in sweeps for gpu in sweep
+                 if isinstance(gpu.processes, tuple) and any(p.pid == self.obs.pid for p in gpu.processes)}
+        if not found and self.obs.process is not None and self.obs.process.uses_cuda:
+            indices = {gpu.index for sweep in sweeps for gpu in sweep}
+            if len(indices) == 1:
+                found = indices
+        return tuple(sorted(found))
 
     def on_cuda(self) -> bool | None:
         """Whether the process trains on CUDA: True, False, or None when nothing tells."""
@@ -162,6 +244,24 @@ def frame_site(frame: Frame) -> str:
 
 def python_frames(thread: ThreadSample) -> tuple[Frame, ...]:
     return tuple(f for f in thread.frames if not f.native)
+
+
+def user_frames(thread: ThreadSample) -> tuple[Frame, ...]:
+    """The program's own Python frames (not the standard library, not installed packages), innermost first."""
+    return tuple(f for f in thread.frames if not f.native and not is_library_file(f.filename))
+
+
+def threads_text(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def stage_label(ctx: Context, stage: str) -> str:
+    """How a stage is called in claims: by its role, and how its threads were found when inferred from queues."""
+    if ctx.assignment.how == "queues" and ctx.assignment.queue and stage in ("target", "drafter"):
+        side = "producer" if stage == "target" else "consumer"
+        return f"{stage} ({side} of `{ctx.assignment.queue}`)"
+    return stage
 
 
 def thread_stage(ctx: Context, thread: ThreadSample) -> str:

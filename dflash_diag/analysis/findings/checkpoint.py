@@ -15,7 +15,9 @@ from dflash_diag.analysis.findings._context import (
     stage_samples,
     sub,
 )
+from dflash_diag.analysis.stderr import CHECKPOINT_NO_GRAD
 from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.model.evidence import is_library_file
 
 # Recompute costs about one extra forward, i.e. ~1/3 of forward+backward when everything is checkpointed;
 # more than that (sampled: at one-sigma confidence) is worth knowing. It is not a fault by itself: a model
@@ -31,8 +33,12 @@ GRAD_NONE_EXAMPLES = 3
 
 def check(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe(ProbeName.CHECKPOINT)
-    yield from _grad_none(ctx, payload)
-    yield from _mode(payload)
+    grad_none = list(_grad_none(ctx, payload))
+    yield from grad_none
+    if payload is not None and (payload.get(CheckpointKeys.CALLS) or grad_none):
+        yield from _mode(payload)
+    else:
+        yield from _mode_from_stacks(ctx)
     yield from _recompute(ctx, payload)
 
 
@@ -95,6 +101,55 @@ def _mode(payload: Mapping[str, object] | None) -> Iterator[Finding]:
     )
 
 
+_REENTRANT_FRAMES = ("CheckpointFunction.forward", "CheckpointFunction.backward")
+
+
+def _mode_from_stacks(ctx: Context) -> Iterator[Finding]:
+    """Reentrant checkpointing seen from outside: torch's ``CheckpointFunction`` in the stacks."""
+    samples = forward = backward = 0
+    sites: dict[str, int] = {}
+    stages: set[str] = set()
+    for stats in ctx.threads:
+        for thread, _ in ctx.stats_rows(stats):
+            names = [(i, f) for i, f in enumerate(thread.frames) if not f.native and f.name in _REENTRANT_FRAMES
+                     and f.filename.endswith(_CHECKPOINT_FILES[0])]
+            if not names:
+                continue
+            samples += 1
+            stages.add(stats.stage)
+            forward += any(f.name.endswith("forward") for _, f in names)
+            backward += any(f.name.endswith("backward") for _, f in names)
+            outer = names[-1][0]
+            caller = next((f for f in thread.frames[outer + 1:] if not f.native and not is_library_file(f.filename)), None)
+            if caller is not None:
+                site = f"{caller.short_filename}:{caller.line} ({caller.name})"
+                sites[site] = sites.get(site, 0) + 1
+    warned = ctx.stderr.checkpoint_no_grad
+    if not samples:
+        return
+    evidence: list[tuple[str, str]] = [("samples in reentrant checkpoint", f"{samples} (forward {forward}, "
+                                                                          f"backward recompute {backward})")]
+    for site, n in sorted(sites.items(), key=lambda kv: -kv[1])[:3]:
+        evidence.append(("checkpoint called at", f"{site}, {n} samples"))
+    if warned:
+        evidence.append(("stderr", f"torch warned {warned}x: \"{CHECKPOINT_NO_GRAD}\""))
+    where = f" at {max(sites, key=lambda k: sites[k])}" if sites else ""
+    claim = (f"activation checkpointing runs with use_reentrant=True{where} (torch's CheckpointFunction in the stacks)"
+             + (": torch warned that none of its inputs requires grad, so the parameters inside get no gradient"
+                if warned else ": with keyword-only tensor arguments its parameters silently get no gradient"))
+    yield Finding(
+        rule_id="checkpoint-reentrant",
+        severity=Severity.WARNING if warned else Severity.INFO,
+        claim=claim,
+        evidence=tuple(evidence),
+        remedy="Pass use_reentrant=False (or pass every tensor positionally to the checkpointed function). To "
+        "confirm which parameters get no gradient, run it under `dflash-diag run -- python ...` (the checkpoint "
+        "probe checks every parameter's .grad after backward) and run doctor again.",
+        impact=0.3 if warned else 0.0,
+        stages=tuple(sorted(stages - {"other"})),
+    )
+
+
 def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
     by_stage: list[tuple[str, float, float]] = []
     for stage in ("drafter", "target", "other"):
@@ -136,11 +191,17 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
         remedy="Checkpoint fewer/larger regions (e.g. fewer loss chunks), compile the checkpointed region, or "
         "compare use_reentrant modes (saved-tensor hooks cost Python time per chunk under the GIL).",
         impact=worst,
+        stages=(stage,) if stage != "other" else (),
     )
 
 
 def _hook_share(ctx: Context, stage: str) -> tuple[float, int, str | None]:
-    """Share of the stage's samples whose innermost Python frame is checkpoint machinery, holding the GIL."""
+    """Share of the stage's samples running the checkpoint machinery's own Python, holding the GIL.
+
+    From the innermost frame outwards, the first frame that is either checkpoint machinery
+    (``torch/utils/checkpoint.py``, ``torch/autograd/graph.py``) or compute (the program's own code, a module's
+    ``forward``) decides: the helpers the machinery calls (RNG state, autocast, contextlib) count as machinery.
+    """
     members = {t.os_thread_id for t in ctx.stage_threads(stage)}
     total = hits = 0
     site: str | None = None
@@ -149,8 +210,13 @@ def _hook_share(ctx: Context, stage: str) -> tuple[float, int, str | None]:
             if thread.os_thread_id not in members:
                 continue
             total += 1
-            frames = [f for f in thread.frames if not f.native]
-            if thread.owns_gil and frames and frames[0].filename.endswith(_CHECKPOINT_FILES):
-                hits += 1
-                site = site or f"{frames[0].short_filename}:{frames[0].line} ({frames[0].name})"
+            if not thread.owns_gil:
+                continue
+            for frame in (f for f in thread.frames if not f.native):
+                if frame.filename.endswith(_CHECKPOINT_FILES):
+                    hits += 1
+                    site = site or f"{frame.short_filename}:{frame.line} ({frame.name})"
+                    break
+                if not is_library_file(frame.filename) or "/torch/nn/modules/" in frame.filename:
+                    break  # the checkpointed computation itself
     return (hits / total if total else 0.0), total, site

@@ -5,15 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_contract.board import CompileKeys, FastpathKeys, ProbeName
-from dflash_diag.analysis.findings._context import Context, items, pct, sub, text, thread_stage
+from dflash_diag.analysis.findings._context import Context, items, pct, sub, text
 from dflash_diag.model import Finding, Severity
 
-# transformers' reference GatedDeltaNet implementations (modeling_qwen3_5 and the hub-kernels fallback).
-GDN_FALLBACK_FRAMES = frozenset(
-    {"torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule", "torch_causal_conv1d_update"}
-)
-# Seen in stacks at all: the Python loop of the fallback is slow enough that any sample landing in it matters.
-GDN_STACK_SHARE_MIN = 0.02
+# transformers' PyTorch reference implementations of the GatedDeltaNet kernels, by kernel family. A frame with
+# one of these names inside transformers' modeling code is the fallback running (the fast kernels live in fla,
+# causal-conv1d or a hub kernel package, under other files).
+FALLBACK_FRAMES = {
+    "torch_chunk_gated_delta_rule": "gated delta rule",
+    "torch_recurrent_gated_delta_rule": "gated delta rule",
+    "torch_causal_conv1d_update": "causal conv1d",
+    "causal_conv1d_fn": "causal conv1d",
+    "causal_conv1d_update": "causal conv1d",
+}
+_TRANSFORMERS_MODELS = "/transformers/models/"
+# A measured cost: this share of the target's samples inside a fallback's Python is time the fast kernel would
+# not spend. Below it the fallback is a note, not a warning (a one-launch conv fallback costs little).
+GDN_STACK_SHARE_MIN = 0.05
 EAGER_FLEX_WARNING = "flex_attention called without torch.compile"
 
 
@@ -22,61 +30,89 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _flex(ctx)
 
 
-def _gdn_stack_share(ctx: Context) -> tuple[float, str | None]:
-    """Share of target-thread samples inside the GDN fallback, and the frame seen."""
-    total = hits = 0
-    seen: str | None = None
-    for sample in ctx.obs.stacks:
-        for thread in sample.threads:
-            if thread_stage(ctx, thread) != "target":
-                continue
-            total += 1
-            frame = next((f for f in thread.frames if f.name in GDN_FALLBACK_FRAMES), None)
-            if frame is not None:
-                hits += 1
-                seen = seen or f"{frame.name} ({frame.short_filename}:{frame.line})"
-    return (hits / total if total else 0.0), seen
+def _family(kernel: str) -> str:
+    name = kernel.rsplit(".", 1)[-1]
+    if "fast_path" in name:
+        return "gated delta rule"
+    return "causal conv1d" if "conv" in name else "gated delta rule" if "delta" in name else name
+
+
+def _stack_shares(ctx: Context) -> tuple[dict[str, float], dict[str, str], int]:
+    """Per kernel family: share of target-thread samples inside its fallback, and the frame seen."""
+    rows = ctx.stage_samples("target")
+    hits: dict[str, int] = {}
+    seen: dict[str, str] = {}
+    for thread in rows:
+        for frame in thread.frames:
+            family = FALLBACK_FRAMES.get(frame.name)
+            if family is not None and _TRANSFORMERS_MODELS in frame.filename:
+                hits[family] = hits.get(family, 0) + 1
+                seen.setdefault(family, f"{frame.name} ({frame.short_filename}:{frame.line})")
+                break
+    total = len(rows)
+    return ({k: v / total for k, v in hits.items()} if total else {}), seen, total
 
 
 def _gdn(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe(ProbeName.FASTPATH)
+    payload = ctx.probe("fastpath")
     kernels = {k: v for k, v in sub(payload, FastpathKeys.GDN_KERNELS).items() if isinstance(v, str)}
-    fallback_kernels = sorted(k for k, v in kernels.items() if v == "torch_fallback")
-    probe_says_fallback = bool(fallback_kernels) or (payload is not None and payload.get(FastpathKeys.GDN_FAST_PATH) is False
-                                                   and bool(kernels))
-    stack_share, stack_frame = _gdn_stack_share(ctx)
-    if not probe_says_fallback and stack_share < GDN_STACK_SHARE_MIN:
+    status: dict[str, str] = {}  # family -> "fallback" | "fast"
+    for kernel, value in kernels.items():
+        family = _family(kernel)
+        if value == "torch_fallback":
+            status[family] = "fallback"
+        else:
+            status.setdefault(family, "fast")
+    printed = dict(ctx.stderr.fallbacks)
+    for kernel in printed:
+        status[_family(kernel)] = "fallback"
+    shares, frames, total = _stack_shares(ctx)
+    for family in shares:
+        status[family] = "fallback"
+    fallback = sorted(f for f, v in status.items() if v == "fallback")
+    if not fallback:
         return
+    fast = sorted(f for f, v in status.items() if v == "fast")
     evidence: list[tuple[str, str]] = []
-    if fallback_kernels:
-        evidence.append(("kernels on torch fallback", ", ".join(fallback_kernels)))
+    for family in fallback:
+        seen = []
+        if any(_family(k) == family and v == "torch_fallback" for k, v in kernels.items()):
+            seen.append("bound to the torch fallback (probe)")
+        if any(_family(k) == family for k in printed):
+            seen.append("transformers warned it falls back (stderr)")
+        if family in shares:
+            seen.append(f"{pct(shares[family])} of target samples in {frames[family]}")
+        evidence.append((f"{family}: PyTorch fallback", "; ".join(seen)))
+    for family in fast:
+        fast_kernels = [f"{k} = {v}" for k, v in kernels.items() if _family(k) == family]
+        evidence.append((f"{family}: fast kernel", ", ".join(fast_kernels)))
     reason = text(payload, FastpathKeys.GDN_REASON)
     if reason:
         evidence.append(("reason", reason))
-    if payload is not None:
-        evidence.append(("fla importable", str(bool(payload.get(FastpathKeys.FLA_IMPORTABLE)))))
-    if stack_frame is not None:
-        evidence.append(("target samples in fallback", f"{pct(stack_share)} ({stack_frame})"))
+    for kernel, why in list(printed.items())[:2]:
+        evidence.append((f"stderr: {kernel}", why or "falling back to its PyTorch implementation"))
+    cost = max((shares.get(f, 0.0) for f in fallback), default=0.0)
+    claim = ("GatedDeltaNet's " + " and ".join(fallback) + " run" + ("s" if len(fallback) == 1 else "")
+             + " transformers' PyTorch fallback" + (f" ({pct(cost)} of the target's samples)" if cost else "")
+             + (f"; the {' and '.join(fast)} run" + ("s" if len(fast) == 1 else "") + " fast kernels" if fast else ""))
     cuda = ctx.on_cuda()
     if cuda is False:
-        yield Finding(
-            rule_id="gdn-torch-fallback",
-            severity=Severity.INFO,
-            claim="GatedDeltaNet runs transformers' PyTorch fallback: expected on CPU (fla kernels need CUDA)",
-            evidence=tuple(evidence),
-            remedy="Nothing to do on CPU. On a GPU, install flash-linear-attention (and causal-conv1d).",
-            impact=0.0,
-        )
+        yield Finding(rule_id="gdn-torch-fallback", severity=Severity.INFO,
+                      claim=claim + ": expected on CPU (the fast kernels need CUDA)", evidence=tuple(evidence),
+                      remedy="Nothing to do on CPU. On a GPU, install flash-linear-attention (and causal-conv1d).",
+                      impact=0.0, stages=("target",))
         return
+    measured = cost >= GDN_STACK_SHARE_MIN and total > 0
     yield Finding(
         rule_id="gdn-torch-fallback",
-        severity=Severity.WARNING,
-        claim="GatedDeltaNet runs transformers' slow PyTorch fallback instead of the fla kernels"
-        + ("" if cuda else " (device unknown)"),
+        severity=Severity.WARNING if measured else Severity.INFO,
+        claim=claim,
         evidence=tuple(evidence),
-        remedy="pip install flash-linear-attention causal-conv1d into the training environment and restart; "
-        "check the target's linear_attn.chunk_gated_delta_rule.__module__ starts with 'fla.'.",
-        impact=max(stack_share, 0.3),
+        remedy="Install the missing kernels into the training environment and restart: "
+        + ", ".join({"gated delta rule": "flash-linear-attention", "causal conv1d": "causal-conv1d"}.get(f, f)
+                    for f in fallback) + ".",
+        impact=cost,
+        stages=("target",),
     )
 
 

@@ -1,12 +1,20 @@
-"""GIL contention: who holds the GIL, who waits for it, and how much."""
+"""GIL contention: who holds the GIL, who waits for it, and how much.
+
+A GIL wait is a thread that has Python work to do and cannot run it: over a window such a thread still gets
+the GIL between waits, so it uses CPU. A thread that sits in a C-level wait (``SimpleQueue.get``, a socket
+read, ``select``, a lock) for the whole window is *waiting*, not contending: its /proc CPU time is ~0, and it
+is never counted as a GIL waiter, whatever a single stack sample suggests.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dflash_contract.board import GilKeys, ProbeName
-from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub
-from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_contract.board import GilKeys
+from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
+from dflash_diag.analysis.hotspots import hot_functions
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model.common import is_na
 
 # With N busy Python threads some waiting is normal; when the process as a whole spends a third of the
 # window with a thread waiting for the GIL, Python (not the GPU) paces the pipeline.
@@ -14,51 +22,115 @@ CONTENTION_WARNING_SHARE = 0.33
 # Sampled: a thread that waits for the GIL in a fifth of its samples (at one-sigma confidence) loses a fifth
 # of its throughput.
 THREAD_WAIT_SHARE = 0.20
+# A thread below this share of one core over the window did not run Python at all: it waits in C, not for
+# the GIL (a contending thread runs between its waits).
+WAITING_THREAD_CPU_PCT = 1.0
 SHOWN = 3
+# A side thread holding the GIL in this share of the samples (lower bound) starves the stages' Python threads.
+MONOPOLY_SHARE = 0.5
+# A stage thread wants the GIL when this share of its samples runs Python or waits for the GIL.
+WANTS_PYTHON_SHARE = 0.2
+# A GIL holder that spends this share of its samples compiling holds the GIL because it compiles.
+HOG_COMPILING_SHARE = 0.2
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe(ProbeName.GIL)
+    payload = ctx.probe("gil")
     contention = num(payload, GilKeys.CONTENTION_SHARE)
+    runq = num(payload, GilKeys.KNOCKER_RUNQ_SHARE)
+    if contention is not None and runq is not None:
+        # The probe's knocker is late both when it waits for the GIL and when it waits for a CPU (an
+        # oversubscribed machine): only the first is GIL contention.
+        contention = max(0.0, contention - runq)
     if payload is not None and payload.get(GilKeys.FREE_THREADED) is True:
         return
-    sampled = list(ctx.sampled())
+    sampled = [t for t in ctx.sampled() if not _idle_by_cpu(t)]
     waiters = sorted(((t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in sampled), key=lambda x: -x[1])
     heavy_waiters = [(t, s) for t, s in waiters if lower_bound(s, t.n_samples) >= THREAD_WAIT_SHARE]
-    if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters:
+    # A side thread that holds the GIL most of the time leaves the stages' Python threads the rest, however the
+    # machine schedules them (on an oversubscribed machine their waits also look like CPU waits).
+    monopolies = [t for t in sampled if t.stage == "other"
+                  and lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= MONOPOLY_SHARE]
+    wanting = [t for t in sampled if t.stage in ("target", "drafter")
+               and t.shares.get(ThreadState.PYTHON, 0.0) + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= WANTS_PYTHON_SHARE]
+    monopoly = monopolies[0] if monopolies and wanting else None
+    if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters and monopoly is None:
         return
+    only_monopoly = monopoly is not None and not heavy_waiters and (contention or 0.0) < CONTENTION_WARNING_SHARE
+    if only_monopoly:
+        heavy_waiters = [(t, t.shares.get(ThreadState.GIL_WAIT, 0.0)) for t in wanting]
     # Who holds it is worth naming even from few samples (it is a name, not a rate).
     holders = sorted((t for t in ctx.threads if t.n_samples > 0), key=lambda t: -t.gil_held_pct)
     holders = [t for t in holders if t.gil_held_pct > 0][:SHOWN]
     evidence: list[tuple[str, str]] = []
     if contention is not None:
-        evidence.append(("GIL contention (probe)", pct(contention)))
+        evidence.append(("GIL contention (probe)", pct(contention) + (f" (after {pct(runq)} waiting for a CPU)"
+                                                                      if runq else "")))
         mean_ms, p99_ms = num(payload, GilKeys.WAIT_MEAN_MS), num(payload, GilKeys.WAIT_P99_MS)
         if mean_ms is not None:
             evidence.append(("wait per acquire", f"mean {mean_ms:.1f} ms" + (f", p99 {p99_ms:.1f} ms" if p99_ms is not None else "")))
     for t in holders:
-        evidence.append((f"holds: {t.name}", f"{t.gil_held_pct:.0f}% of samples" + (f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else "")))
+        evidence.append((f"holds: {t.name}", f"{t.gil_held_pct:.0f}% of samples" + _where(ctx, t)))
     cpu = sorted(((str(n), num(v, GilKeys.CPU_SHARE)) for n, v in sub(payload, GilKeys.THREADS).items() if isinstance(v, Mapping)),
                  key=lambda nv: -(nv[1] or 0.0))
     if cpu and cpu[0][1]:
         evidence.append(("CPU by thread (probe)", ", ".join(f"{n} {pct(v)}" for n, v in cpu[:SHOWN] if v is not None)))
     for t, share in waiters[:SHOWN]:
         if share > 0:
-            evidence.append((f"waits: {t.name}", f"{pct(share)} of samples"))
-    worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0)
-    waiting = ", ".join(t.name for t, _ in heavy_waiters[:SHOWN])
-    if holders and waiting:
-        claim = f"GIL contention: {holders[0].name} holds the GIL while {waiting} wait ({pct(worst)})"
-    elif holders:
-        claim = f"GIL contention ({pct(worst)} of the time a thread waits): {holders[0].name} holds it most"
+            evidence.append((f"waits: {t.name}", f"{pct(share)} of samples" + _cpu_text(t)))
+    worst = max(contention or 0.0, heavy_waiters[0][1] if heavy_waiters else 0.0,
+                monopoly.gil_held_pct / 100.0 * 0.5 if monopoly is not None else 0.0)
+    if monopoly is not None:
+        evidence.append(("GIL monopoly", f"{monopoly.name} holds it in {monopoly.gil_held_pct:.0f}% of samples: the "
+                                         f"pipeline's Python threads ({', '.join(t.name for t in wanting[:SHOWN])}) "
+                                         "get it at most the rest"))
+    waiting = threads_text([t.name for t, _ in heavy_waiters], SHOWN)
+    verb = "waits" if len(heavy_waiters) == 1 else "wait"
+    hog = monopoly or (holders[0] if holders else None)
+    if only_monopoly and monopoly is not None:
+        claim = (f"GIL contention: {monopoly.name} (not a pipeline stage) holds the GIL {monopoly.gil_held_pct:.0f}% "
+                 f"of the time{_where(ctx, monopoly)}: {waiting} get it only in what is left")
+    elif hog is not None and waiting:
+        role = "" if hog.stage in ("target", "drafter") else " (not a pipeline stage)"
+        claim = (f"GIL contention: {hog.name}{role} holds the GIL {hog.gil_held_pct:.0f}% of the time{_where(ctx, hog)} "
+                 f"while {waiting} {verb} for it ({pct(worst)})")
+    elif hog is not None:
+        claim = f"GIL contention ({pct(worst)} of the time a thread waits): {hog.name} holds it most{_where(ctx, hog)}"
     else:
         claim = f"GIL contention: threads wait for the GIL {pct(worst)} of the time"
+    stages = tuple(sorted({t.stage for t, _ in heavy_waiters} - {"other"}))
+    impact = worst
+    if hog is not None:
+        compiling = hog.shares.get(ThreadState.COMPILE, 0.0)
+        if compiling >= HOG_COMPILING_SHARE:
+            # The holder runs the compiler (dynamo is Python): the contention is a consequence of the compiling,
+            # whose own finding is the cause to fix first.
+            claim += f"; {hog.name} is compiling (torch.compile) {pct(compiling)} of the time"
+            evidence.append((f"{hog.name} compiling", pct(compiling)))
+            impact = worst * (1.0 - compiling)
     yield Finding(
         rule_id="gil-contention",
         severity=Severity.WARNING,
         claim=claim,
         evidence=tuple(evidence),
-        remedy="Cut Python work in the hot threads (compile the step, fewer tiny ops: fused kernels, no "
-        "per-chunk Python loops), move side work (logging, data prep) out of the process or make it rarer.",
-        impact=worst,
+        remedy="Cut the Python work of the thread that holds the GIL (move side work such as metrics, logging or "
+        "data prep out of the process or make it rarer; compile the step, fuse tiny ops, no per-chunk Python "
+        "loops in the hot threads).",
+        impact=impact,
+        stages=stages,
     )
+
+
+def _idle_by_cpu(t: ThreadStats) -> bool:
+    return not is_na(t.cpu_pct) and float(t.cpu_pct) < WAITING_THREAD_CPU_PCT  # type: ignore[arg-type]
+
+
+def _cpu_text(t: ThreadStats) -> str:
+    return "" if is_na(t.cpu_pct) else f", CPU {float(t.cpu_pct):.0f}% of a core"  # type: ignore[arg-type]
+
+
+def _where(ctx: Context, t: ThreadStats) -> str:
+    spots = hot_functions(ctx.stats_rows(t), n=1)
+    if spots:
+        return f" in {spots[0].function} ({spots[0].site})"
+    return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""

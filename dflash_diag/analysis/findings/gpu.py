@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, sub
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model.findings import SYMPTOM
 
 # A training GPU below half utilisation over a window is starved by its host side (launch-bound), unless its
 # threads are waiting on the queue (then the pipeline rule explains it).
@@ -16,6 +17,8 @@ MIN_GPU_SWEEPS = 3
 # Threads blocked on q_hs at least this share of the time are waiting on the other stage, not starving the GPU.
 QUEUE_WAIT_EXPLAINS = 0.30
 _STAGE_WAIT = {"target": ThreadState.QUEUE_PUT, "drafter": ThreadState.QUEUE_GET}
+# A thread outside the named stages drives the GPU when it is not idle at least this share of its samples.
+BUSY_SHARE = 0.5
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -38,7 +41,9 @@ def check(ctx: Context) -> Iterator[Finding]:
         if util >= GPU_IDLE_UTIL_PCT:
             continue
         stages = sorted({t.stage for t in threads})
-        waiting = max((mean_share([t for t in threads if t.stage == s], _STAGE_WAIT[s])
+        # The GPU idles because of the queue only when every stage on it waits on the queue; when one stage
+        # does not wait (the slow one), it is that stage's host side that cannot feed the GPU.
+        waiting = min((mean_share([t for t in threads if t.stage == s], _STAGE_WAIT[s])
                        for s in stages if s in _STAGE_WAIT), default=0.0)
         if waiting >= QUEUE_WAIT_EXPLAINS:
             continue
@@ -59,6 +64,8 @@ def check(ctx: Context) -> Iterator[Finding]:
             remedy="The GPU waits for kernel launches: cut Python per step (torch.compile, CUDA graphs, fused ops), "
             "relieve GIL contention (fewer busy Python threads), remove host syncs; see the other findings.",
             impact=max(0.0, 1.0 - util / 100.0) * 0.5,
+            kind=SYMPTOM,
+            stages=tuple(s for s in stages if s != "other"),
         )
 
 
@@ -73,4 +80,16 @@ def _threads_by_gpu(ctx: Context) -> dict[int, tuple[ThreadStats, ...]]:
         index = t.gpu_index if t.gpu_index is not None else devices.get(t.name)
         if index is not None:
             out.setdefault(index, []).append(t)
-    return {k: tuple(v) for k, v in out.items()}
+    if out:
+        return {k: tuple(v) for k, v in out.items()}
+    # No thread -> device map (a program we did not write): the process's own GPUs per NVML, each driven by the
+    # threads that do work (the busy ones; idle helpers and the main thread waiting in join are not drivers).
+    ours = ctx.process_gpus()
+    busy = tuple(t for t in ctx.sampled() if _busy_share(t) >= BUSY_SHARE)
+    if len(ours) == 1 and busy:
+        return {ours[0]: busy}
+    return {}
+
+
+def _busy_share(t: ThreadStats) -> float:
+    return 1.0 - sum(t.shares.get(s, 0.0) for s in (ThreadState.IDLE,))

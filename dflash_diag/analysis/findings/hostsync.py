@@ -15,6 +15,7 @@ from dflash_diag.analysis.findings._context import (
     stage_samples,
 )
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import ThreadSample
 
 # A stage whose threads sit in a host sync a quarter of the time cannot queue GPU work ahead: the GPU
@@ -27,30 +28,54 @@ SYNC_NATIVE_FRAMES = frozenset(
      "cuCtxSynchronize", "cuEventSynchronize", "_local_scalar_dense", "_local_scalar_dense_cuda"}
 )
 SITES_SHOWN = 3
+# A GPU this busy is the bottleneck: a host thread waiting on it is GPU-bound, not losing time to syncs.
+GPU_SATURATED_PCT = 90.0
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    stages = [(s, ctx.stage_threads(s)) for s in ("drafter", "target", "other")]
-    shares = [(stage, mean_share(threads, ThreadState.GPU_WAIT), threads) for stage, threads in stages if threads]
-    hot = [(stage, share, threads) for stage, share, threads in shares
-           if lower_bound(share, stage_samples(threads)) >= SYNC_WARNING_SHARE]
+    # Pipeline stages are judged as a whole; threads outside them one by one (an idle main thread must not
+    # dilute a training thread that syncs all the time).
+    groups: list[tuple[str, str, tuple[ThreadStats, ...]]] = [
+        (stage, stage, ctx.stage_threads(stage)) for stage in ("drafter", "target") if ctx.stage_threads(stage)]
+    groups += [(t.name, "other", (t,)) for t in ctx.stage_threads("other")]
+    shares = [(label, stage, mean_share(threads, ThreadState.GPU_WAIT), threads) for label, stage, threads in groups]
+    hot = [x for x in shares if lower_bound(x[2], stage_samples(x[3])) >= SYNC_WARNING_SHARE]
     if not hot:
         return
-    stage, share, threads = max(hot, key=lambda x: x[1])
+    label, stage, share, threads = max(hot, key=lambda x: x[2])
     sites = _sync_sites(ctx, threads)
-    evidence: list[tuple[str, str]] = [(f"{s} in GPU wait", pct(v)) for s, v, _ in shares if v > 0]
+    evidence: list[tuple[str, str]] = [(f"{lbl} in GPU wait", pct(v)) for lbl, _, v, _ in shares if v > 0][:6]
     for site, n in sites.most_common(SITES_SHOWN):
         evidence.append(("sync site", f"{site} ({n} samples)"))
     where = f" at {sites.most_common(1)[0][0]}" if sites else ""
+    who = f"{stage} threads" if stage != "other" else label
+    util = _gpu_util_pct(ctx, threads)
+    if util is not None:
+        evidence.append(("GPU utilisation", f"{util:.0f}% (NVML, mean over the window)"))
+    saturated = util is not None and util >= GPU_SATURATED_PCT
+    claim = f"{who} wait on the GPU {pct(share)} of the time in host syncs{where}"
+    if saturated:
+        # Waiting on a GPU that is busy all the time is being GPU-bound: the syncs cost (almost) nothing.
+        claim += f"; the GPU is busy {util:.0f}% of the time, so the stage is GPU-bound and the syncs cost little"
     yield Finding(
         rule_id="host-sync-storm",
-        severity=Severity.WARNING,
-        claim=f"{stage} threads wait on the GPU {pct(share)} of the time in host syncs{where}",
+        severity=Severity.INFO if saturated else Severity.WARNING,
+        claim=claim,
         evidence=tuple(evidence),
         remedy="Keep values on the device inside the step (no .item()/.cpu()/print of tensors per chunk), "
         "accumulate metrics on the GPU and read them every N steps; use non_blocking copies.",
-        impact=share,
+        impact=0.0 if saturated else share,
+        stages=(stage,) if stage != "other" else (),
     )
+
+
+def _gpu_util_pct(ctx: Context, threads: tuple[ThreadStats, ...]) -> float | None:
+    """Mean NVML utilisation over the window of the GPUs these threads drive (their devices, else the process's)."""
+    indices = {t.gpu_index for t in threads if t.gpu_index is not None} or set(ctx.process_gpus())
+    sweeps = ctx.obs.gpus if isinstance(ctx.obs.gpus, tuple) else ()
+    values = [float(g.util_pct) for sweep in sweeps for g in sweep
+              if g.index in indices and isinstance(g.util_pct, int | float)]
+    return sum(values) / len(values) if values else None
 
 
 def _thread_samples(ctx: Context, stats: ThreadStats) -> list[ThreadSample]:
@@ -76,9 +101,9 @@ def _sync_sites(ctx: Context, threads: tuple[ThreadStats, ...]) -> Counter[str]:
         for thread in chosen:
             frames = python_frames(thread)
             # The innermost frame outside torch is the user's line that forced the sync.
-            user = next((f for f in frames if "/torch/" not in f.filename), frames[0] if frames else None)
+            user = next((f for f in frames if not is_library_file(f.filename)), frames[0] if frames else None)
             if user is not None:
                 # The line's text shows which call synced (`.item()`, `.cpu()`): C calls leave no frame.
-                text = ctx.obs.line_text(user.filename, user.line)
+                text = ctx.line_text(user)
                 sites[frame_site(user) + (f" `{text.strip()[:60]}`" if text else "")] += 1
     return sites

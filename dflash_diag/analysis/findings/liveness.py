@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dflash_contract.board import stale_after_s
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.model import Finding, Severity
+from dflash_diag.model.findings import NOTE, STATE, SYMPTOM
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -19,6 +20,7 @@ def check(ctx: Context) -> Iterator[Finding]:
             evidence=(("samples taken", str(len(obs.stacks))), ("window", f"{obs.window_s:.1f} s")),
             remedy="Look at its log for the exit reason; findings below only cover the time it was alive.",
             impact=0.0,
+            kind=STATE,
         )
     board = ctx.board
     if board is None:
@@ -29,8 +31,9 @@ def check(ctx: Context) -> Iterator[Finding]:
             evidence=(("board", str(obs.boards) if not isinstance(obs.boards, tuple) else "none published"),),
             remedy=f"Add the probes to the running process with `dflash-diag attach {obs.pid}` (or run "
             f"`dflash-diag doctor {obs.pid} --attach`), or start it under `dflash-diag run -- python train.py ...`: "
-            "checkpoint, compile, allocator, GIL and stale-code findings need them.",
+            "checkpoint, compile, allocator, GIL, thread-death and stale-code findings need them.",
             impact=0.0,
+            kind=NOTE,
         )
         return
     age_s = board.age_s(ctx.now_wall_s)
@@ -45,4 +48,5 @@ def check(ctx: Context) -> Iterator[Finding]:
             remedy="Look at the stacks (`dflash-diag snapshot PID`): a deadlock, a GPU hang or a stuck collective "
             "shows as every worker blocked in the same place.",
             impact=0.5,
+            kind=SYMPTOM,
         )

@@ -1,30 +1,40 @@
-"""Which stage of the target -> q_hs -> drafter pipeline limits throughput, and what the other one does meanwhile."""
+"""Which stage of the target -> queue -> drafter pipeline limits throughput (a symptom), and where its time goes.
+
+A stage verdict is a symptom: the linking pass (``analysis.causal``) attaches the causes that explain it. So
+that a verdict without a cause still says something the user can act on, it always carries where the limiting
+stage spends its time: its top functions in the program's own code (file:line, share of the stage's samples).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, mean_share, pct
-from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.analysis.findings._context import Context, mean_share, pct, stage_label, sub, threads_text
+from dflash_diag.analysis.hotspots import hot_functions, spots_text
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
+from dflash_diag.model.findings import SYMPTOM
 
 # A stage that spends a fifth of its time blocked on the queue is waiting on the other stage, not on its
 # own work: below that the pipeline is close enough to balanced that naming a bottleneck is noise.
 STARVED_INFO_SHARE = 0.20
-# Half of a stage's time blocked on the queue means half of its hardware idles: worth a warning.
+# Half of a stage's time blocked on the queue means half of its hardware idles: a measured cost, a warning --
+# when that hardware is a GPU of its own. A CPU-only producer waiting for its consumer (a data loader) is the
+# design; a GPU the two stages share keeps working for the other one.
 STARVED_WARNING_SHARE = 0.50
 # A queue filling by more than one item every 20 s is backing up (the seed's q_hs grew 0 -> 51 in minutes).
 QUEUE_BACKING_UP_PER_S = 0.05
+HOT_SHOWN = 3
 
 _OTHER = {"target": "drafter", "drafter": "target"}
 _REMEDY = {
     "drafter": (
-        "Speed up the drafter (see its top states below and the other findings: checkpoint mode, compile, "
-        "GIL), or give it more threads/GPUs; faster targets will not help until then."
+        "Speed up the drafter stage where it spends its time (the functions above; the causes linked to this "
+        "finding say why), or give it more threads/GPUs; faster targets will not help until then."
     ),
     "target": (
-        "Speed up the target forward (GatedDeltaNet fast path, stop after the last tapped layer, no "
-        "full-vocab logits) or add target threads/GPUs; the drafter is waiting for hidden states."
+        "Speed up the target stage where it spends its time (the functions above; the causes linked to this "
+        "finding say why) or add target threads/GPUs; the drafter is waiting for its input."
     ),
 }
 
@@ -49,9 +59,10 @@ def check(ctx: Context) -> Iterator[Finding]:
     if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck == "drafter" and backing_up):
         return
     # Naming the slowest stage is information (some stage is always the slowest); it becomes a warning when
-    # the other stage idles half of its time. A rising queue alone stays info: a small queue fills at start.
-    severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE else Severity.INFO
+    # the other stage's GPU idles half of its time. A rising queue alone stays info: a small queue fills at start.
     other = _OTHER[bottleneck]
+    idle_gpu = _dedicated_gpus(ctx, other, bottleneck)
+    severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE and idle_gpu else Severity.INFO
     slow_stage = pipe.drafter if bottleneck == "drafter" else pipe.target
     other_stage = pipe.target if bottleneck == "drafter" else pipe.drafter
 
@@ -62,9 +73,14 @@ def check(ctx: Context) -> Iterator[Finding]:
         reasons.append(f"{other} threads are {wait_text} {pct(waiting_share)} of the time")
     if bottleneck == "drafter" and backing_up:
         reasons.append(f"{pipe.queue_name} backing up ({trend:+.2f} items/s)")
-    claim = f"the {bottleneck} stage limits throughput: " + ", ".join(reasons)
+    spots = hot_functions(ctx.stage_rows(bottleneck), n=HOT_SHOWN)
+    claim = f"the {stage_label(ctx, bottleneck)} stage limits throughput: " + ", ".join(reasons)
 
     evidence: list[tuple[str, str]] = []
+    if slow_stage.threads:
+        evidence.append((f"{bottleneck} threads", threads_text(list(slow_stage.threads))))
+    if spots:
+        evidence.append((f"{bottleneck} spends its time in", spots_text(spots)))
     if not is_na(pipe.queue_depth):
         maxsize = "" if is_na(pipe.queue_maxsize) else f" / {pipe.queue_maxsize}"
         evidence.append((f"{pipe.queue_name} depth", f"{pipe.queue_depth}{maxsize} items"))
@@ -77,11 +93,14 @@ def check(ctx: Context) -> Iterator[Finding]:
     for stage in (pipe.target, pipe.drafter):
         if not is_na(stage.batches_per_s):
             evidence.append((f"{stage.stage} rate", f"{float(stage.batches_per_s):.2f} b/s"))  # type: ignore[arg-type]
-    evidence.append((f"{bottleneck} spends its time", _top_states(slow_stage.shares, exclude=wait_state)))
+    evidence.append((f"{bottleneck} states", _top_states(slow_stage.shares, exclude=wait_state)))
     evidence.append((f"{other} meanwhile", _top_states(other_stage.shares)))
     other_threads = ctx.stage_threads(other)
     if other_threads and not other_stage.shares:
         evidence.append((f"{other} {wait_state.label}", pct(mean_share(other_threads, wait_state))))
+    if ctx.assignment.how == "queues":
+        evidence.append(("stages", f"inferred from queue use: target = threads that put into "
+                                   f"`{ctx.assignment.queue}`, drafter = threads that get from it"))
     yield Finding(
         rule_id=f"pipeline-bottleneck-{bottleneck}",
         severity=severity,
@@ -89,7 +108,25 @@ def check(ctx: Context) -> Iterator[Finding]:
         evidence=tuple(evidence),
         remedy=_REMEDY[bottleneck],
         impact=waiting_share or 0.2,
+        kind=SYMPTOM,
+        stages=(bottleneck,),
     )
+
+
+def _dedicated_gpus(ctx: Context, waiting: str, busy: str) -> tuple[int, ...]:
+    """GPUs that only the waiting stage drives (from the devices the board gives its threads): they idle while it
+    waits. A GPU both stages share does not idle when one of them waits (the GPU-utilisation rule judges it)."""
+    board = {str(name): info.get("device") for name, info in sub(ctx.app(), "threads").items() if hasattr(info, "get")}
+
+    def device(t: ThreadStats) -> int | None:
+        if t.gpu_index is not None:
+            return t.gpu_index
+        value = board.get(t.name)
+        return int(value[5:]) if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit() else None
+
+    devices = {device(t) for t in ctx.threads if t.stage == waiting} - {None}
+    shared = {device(t) for t in ctx.threads if t.stage == busy} - {None}
+    return tuple(sorted(d for d in devices - shared if d is not None))
 
 
 def _top_states(shares: object, exclude: ThreadState | None = None, n: int = 3) -> str:

@@ -1,0 +1,168 @@
+"""The causal model: link causes to the symptoms they explain, hold back what the window cannot judge, and name
+one headline. Pure.
+
+Rules produce three kinds of findings (``model.findings``): *symptoms* (a stage limits throughput, the GPU idles,
+the pipeline hangs), *causes* (a recompile storm, a GIL hog, host syncs, a thread that died) and *states* of the
+whole process (stopped, zombie, warming up, exited). One pass:
+
+1. a process that cannot run (stopped, zombie, stuck in D) makes every sampled symptom meaningless: they are
+   dropped; so are stage verdicts while the process warms up (compiling its first steps), and a bottleneck
+   verdict when the pipeline is hung (a dead stage is not a slow one);
+2. every symptom gets the causes that explain it, best first: a cause explains a symptom when it slows one of
+   the symptom's stages, or the whole process (a GIL hog, host syncs in an unstaged program); a hang is
+   explained by the threads that died;
+3. the headline is the most severe of: a process state, a hang with its cause, a wrong-results cause (grad
+   None), warm-up, then the symptom with the largest measured impact *because* of its best cause ("the drafter
+   stage limits throughput ... because its compiled step keeps recompiling ...; fix: ..."), or with where its
+   time goes when no cause is found; else the most important cause alone;
+4. findings are ranked: the headline's symptom and its causes first, then by severity and measured impact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from dflash_diag.model import Finding, Headline, Severity
+from dflash_diag.model.analysis import PHASE_EXITED, PHASE_HUNG, PHASE_STEADY, PHASE_STOPPED, PHASE_WARMING_UP
+from dflash_diag.model.findings import CAUSE, STATE, SYMPTOM
+
+CANNOT_RUN = frozenset({"process-stopped", "process-zombie"})
+# Symptoms read off the stack samples: meaningless while the process cannot run, held back during warm-up.
+SAMPLED_SYMPTOMS = frozenset({"pipeline-bottleneck-target", "pipeline-bottleneck-drafter", "gpu-underused",
+                              "pipeline-hang"})
+STAGE_VERDICTS = frozenset({"pipeline-bottleneck-target", "pipeline-bottleneck-drafter", "gpu-underused"})
+# Causes read off sampled shares: only meaningful while the process runs.
+SAMPLED_CAUSES = frozenset({"gil-contention", "host-sync-storm", "checkpoint-recompute-heavy"})
+# Causes that say something is wrong but do not slow anything down: never the "because" of a slow stage.
+NOT_SLOWDOWNS = frozenset({"stale-code", "checkpoint-grad-none", "checkpoint-reentrant", "no-probes", "rule-error",
+                           "thread-died", "cudagraph-multi-thread", "compile-multi-thread"})
+HANG_CAUSES = frozenset({"thread-died"})
+
+
+def link(findings: Sequence[Finding]) -> tuple[tuple[Finding, ...], Headline | None, str]:
+    """Linked and ranked findings, the headline and the phase (``model.analysis.PHASE_*``)."""
+    kept, phase = _hold_back(list(findings))
+    causes = [f for f in kept if f.kind == CAUSE]
+    linked: list[Finding] = []
+    explains: dict[str, list[str]] = {}
+    for f in kept:
+        if f.kind != SYMPTOM:
+            linked.append(f)
+            continue
+        because = sorted((c for c in causes if _explains(c, f)), key=_strength)
+        for c in because:
+            explains.setdefault(c.rule_id + "\0" + c.claim, []).append(f.rule_id)
+        linked.append(replace(f, because=tuple(dict.fromkeys(c.rule_id for c in because))))
+    linked = [replace(f, explains=tuple(dict.fromkeys(explains.get(f.rule_id + "\0" + f.claim, ()))))
+              if f.kind == CAUSE else f for f in linked]
+    headline, lead = _headline(linked)
+    return _rank(linked, lead), headline, phase
+
+
+def _hold_back(findings: list[Finding]) -> tuple[list[Finding], str]:
+    ids = {f.rule_id for f in findings}
+    if ids & CANNOT_RUN:
+        return [f for f in findings if f.rule_id not in SAMPLED_SYMPTOMS | SAMPLED_CAUSES
+                and f.rule_id not in ("warming-up", "board-stale")], PHASE_STOPPED
+    stuck = [f for f in findings if f.rule_id == "process-uninterruptible" and f.severity >= Severity.CRITICAL]
+    if stuck:
+        return [f for f in findings if f.rule_id not in SAMPLED_SYMPTOMS | SAMPLED_CAUSES], PHASE_STOPPED
+    if "pipeline-hang" in ids:
+        return [f for f in findings if f.rule_id not in STAGE_VERDICTS], PHASE_HUNG
+    if "warming-up" in ids:
+        # Rates measured while the first steps compile are not the steady state: stage verdicts are held back,
+        # sampled causes (the compiler holds the GIL) become notes to check again after warm-up.
+        return [_during_warm_up(f) if f.rule_id in SAMPLED_CAUSES else f
+                for f in findings if f.rule_id not in STAGE_VERDICTS], PHASE_WARMING_UP
+    if "process-exited" in ids:
+        return findings, PHASE_EXITED
+    return findings, PHASE_STEADY
+
+
+def _during_warm_up(f: Finding) -> Finding:
+    return replace(f, severity=Severity.INFO, impact=0.0,
+                   claim=f"{f.claim} (seen while warming up: look again once the first steps have run)")
+
+
+def _explains(cause: Finding, symptom: Finding) -> bool:
+    if symptom.rule_id == "pipeline-hang":
+        return cause.rule_id in HANG_CAUSES
+    if symptom.rule_id == "board-stale":
+        return cause.rule_id in HANG_CAUSES
+    if cause.rule_id in NOT_SLOWDOWNS or cause.impact <= 0.0:
+        return False
+    return not cause.stages or not symptom.stages or bool(set(cause.stages) & set(symptom.stages))
+
+
+def _strength(f: Finding) -> tuple[int, int, float, str]:
+    """Sort key, strongest first: severity, a cause aimed at a stage over a process-wide one, impact."""
+    return (-int(f.severity), 0 if f.stages else 1, -f.impact, f.rule_id)
+
+
+def _headline(findings: list[Finding]) -> tuple[Headline | None, list[Finding]]:
+    by_id = {f.rule_id: f for f in findings}
+    states = sorted((f for f in findings if f.kind == STATE and f.severity >= Severity.CRITICAL), key=_strength)
+    if states:
+        return _lead(states[0]), [states[0]]
+    hang = by_id.get("pipeline-hang")
+    if hang is not None:
+        return _with_cause(hang, by_id)
+    wrong = sorted((f for f in findings if f.kind == CAUSE and f.severity >= Severity.CRITICAL), key=_strength)
+    if wrong:
+        return _lead(wrong[0]), [wrong[0]]
+    warm = by_id.get("warming-up")
+    if warm is not None:
+        return _lead(warm), [warm]
+    symptoms = sorted((f for f in findings if f.kind == SYMPTOM), key=lambda f: _symptom_rank(f, by_id))
+    causes = sorted((f for f in findings if f.kind in (CAUSE, STATE) and f.severity >= Severity.WARNING), key=_strength)
+    if symptoms:
+        top = symptoms[0]
+        # A symptom leads when a cause explains it, or when no cause as serious stands on its own; a symptom
+        # without a cause yields to a cause that is (stale code, a dead thread): that is the thing to act on.
+        if not causes or (top.because and _effective(top, by_id) >= causes[0].severity) or (
+                not top.because and top.severity > causes[0].severity):
+            return _with_cause(top, by_id)
+    if causes:
+        return _lead(causes[0]), [causes[0]]
+    return None, []
+
+
+def _symptom_rank(f: Finding, by_id: dict[str, Finding]) -> tuple[int, int, float]:
+    return (-int(_effective(f, by_id)), 0 if f.because else 1, -f.impact)
+
+
+def _effective(symptom: Finding, by_id: dict[str, Finding]) -> Severity:
+    """A symptom is as serious as itself or its best cause."""
+    best = by_id.get(symptom.because[0]) if symptom.because else None
+    return max(symptom.severity, best.severity) if best is not None else symptom.severity
+
+
+def _with_cause(symptom: Finding, by_id: dict[str, Finding]) -> tuple[Headline, list[Finding]]:
+    causes = [by_id[r] for r in symptom.because if r in by_id]
+    if not causes:
+        where = next((value for name, value in symptom.evidence if name.endswith("spends its time in")), None)
+        text = symptom.claim + (f"; no cause found, its time goes to: {where}" if where else "")
+        return Headline(rule_id=symptom.rule_id, severity=symptom.severity, text=text, remedy=symptom.remedy), [symptom]
+    cause = causes[0]
+    text = f"{symptom.claim}, because {_lower_first(cause.claim)}"
+    return (Headline(rule_id=symptom.rule_id, severity=max(symptom.severity, cause.severity), text=text,
+                     remedy=cause.remedy, because=tuple(c.rule_id for c in causes)),
+            [symptom, *causes])
+
+
+def _lead(f: Finding) -> Headline:
+    return Headline(rule_id=f.rule_id, severity=f.severity, text=f.claim, remedy=f.remedy)
+
+
+def _lower_first(text: str) -> str:
+    """"The drafter's ..." -> "the drafter's ..."; names (thread names, GIL, CUDA) keep their case."""
+    first, _, rest = text.partition(" ")
+    return f"{first.lower()} {rest}" if first in ("The", "A", "An", "Activation", "Torch") else text
+
+
+def _rank(findings: list[Finding], lead: list[Finding]) -> tuple[Finding, ...]:
+    first = [f for f in lead if f in findings]
+    rest = sorted((f for f in findings if f not in first),
+                  key=lambda f: (-int(f.severity), -f.impact, f.rule_id, f.claim))
+    return tuple(first + rest)

@@ -1,0 +1,74 @@
+"""Where a stage spends its time, in the program's own code: the top functions (file:line, share). Pure.
+
+A stage verdict without a cause must still say where the limiting stage's time goes. Each sample of the
+stage's threads is charged to its innermost frame in the program's own code (not torch, not the standard
+library: ``Linear.forward`` is not something the user can change, the line that calls it is). Samples where
+the thread waits on the queue or sleeps are not the stage's work and are left out of the ranking, but the
+share is of all the stage's samples, so the numbers say how much of the stage's time the function takes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from dflash_diag.model import Frame, ThreadSample, ThreadState
+from dflash_diag.model.evidence import is_library_file
+
+NOT_WORK = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET, ThreadState.IDLE})
+
+
+@dataclass(frozen=True, slots=True)
+class HotSpot:
+    function: str
+    filename: str
+    line: int  # the function's hottest line
+    share: float  # of all the stage's samples
+    line_share: float  # of all the stage's samples, at that line
+
+    @property
+    def site(self) -> str:
+        return f"{self.filename.rsplit('/', 1)[-1]}:{self.line}"
+
+    def __str__(self) -> str:
+        return f"{self.function} ({self.site}) {100.0 * self.share:.0f}%"
+
+
+def charge_frame(thread: ThreadSample) -> Frame | None:
+    """The frame a sample is charged to: the innermost program frame, else the innermost Python frame."""
+    python = [f for f in thread.frames if not f.native]
+    own = next((f for f in python if not is_library_file(f.filename)), None)
+    return own if own is not None else (python[0] if python else None)
+
+
+def hot_functions(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 3,
+                  min_share: float = 0.05) -> tuple[HotSpot, ...]:
+    """The ``n`` functions the samples spend most time in (at least ``min_share`` each), hottest first."""
+    total = 0
+    by_function: Counter[tuple[str, str]] = Counter()
+    by_line: Counter[tuple[str, str, int]] = Counter()
+    for thread, state in rows:
+        total += 1
+        if state in NOT_WORK:
+            continue
+        frame = charge_frame(thread)
+        if frame is None:
+            continue
+        by_function[(frame.filename, frame.name)] += 1
+        by_line[(frame.filename, frame.name, frame.line)] += 1
+    if total == 0:
+        return ()
+    spots = []
+    for (filename, name), count in by_function.most_common():
+        if count / total < min_share or len(spots) >= n:
+            break
+        line, line_count = max(((ln, c) for (f, fn, ln), c in by_line.items() if f == filename and fn == name),
+                               key=lambda lc: lc[1])
+        spots.append(HotSpot(function=name, filename=filename, line=line, share=count / total,
+                             line_share=line_count / total))
+    return tuple(spots)
+
+
+def spots_text(spots: Sequence[HotSpot]) -> str:
+    return ", ".join(str(s) for s in spots)

@@ -1,0 +1,34 @@
+"""The result of analysing one observation: per-thread aggregates, the pipeline view, the linked findings and the
+headline. Produced by :func:`dflash_diag.analysis.analyse`, read by ``doctor``, ``top`` and ``snapshot`` alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dflash_diag.model.common import Maybe
+from dflash_diag.model.findings import Finding, Headline, Severity
+from dflash_diag.model.observation import Observation
+from dflash_diag.model.stats import PipelineView, ThreadStats
+
+# What the process is doing as a whole, judged from the window (the headline's first word).
+PHASE_STEADY = "steady"
+PHASE_WARMING_UP = "warming-up"
+PHASE_STOPPED = "stopped"  # SIGSTOP, zombie, uninterruptible: /proc says it cannot run
+PHASE_HUNG = "hung"
+PHASE_EXITED = "exited"
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    observation: Observation
+    threads: tuple[ThreadStats, ...]
+    pipeline: Maybe[PipelineView]
+    findings: tuple[Finding, ...]  # linked and ranked: the headline's findings first
+    headline: Headline | None  # None: nothing to report
+    phase: str = PHASE_STEADY
+    errors: tuple[str, ...] = ()  # parts of the analysis that failed (shown, never raised)
+
+    @property
+    def healthy(self) -> bool:
+        """No finding at warning level or above."""
+        return all(f.severity < Severity.WARNING for f in self.findings)

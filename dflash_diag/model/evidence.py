@@ -1,0 +1,83 @@
+"""What the process and its files show from outside, beside the stacks: the process's run state and start time,
+its stderr (when it goes to a readable file), and what the source files on disk say about the sampled frames.
+
+Read by ``sources.outside``; judged by ``analysis`` (stale code, thread deaths, torch warnings, queue roles).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Installed libraries and the interpreter's own modules are not the program's code: never "stale", never hot code
+# the user can change, never a stage's entry point.
+_LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/",
+                    # code torch generates at run time (inductor's output modules, triton's launchers)
+                    "/torchinductor_", "/.triton/", "/triton/cache/")
+_PYLIB = re.compile(r"python3\.\d+t?")
+
+
+def is_library_file(filename: str) -> bool:
+    """True for the standard library, installed packages, code torch generates, and pseudo-files (``<frozen ...>``,
+    ``<string>``), by path."""
+    if not filename or filename.startswith("<"):
+        return True
+    if any(m in filename for m in _LIBRARY_MARKERS):
+        return True
+    parts = filename.split("/")
+    return any(_PYLIB.fullmatch(p) is not None and i > 0 and parts[i - 1] in ("lib", "lib64")
+               for i, p in enumerate(parts))
+
+# /proc/<pid>/stat state letters (proc(5)) a diagnosis cares about.
+STATE_NAMES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "uninterruptible sleep (disk or driver I/O)",
+    "T": "stopped (SIGSTOP/SIGTSTP)",
+    "t": "stopped by a debugger (tracing stop)",
+    "Z": "zombie (exited, not reaped by its parent)",
+    "X": "dead",
+    "I": "idle",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """One sampled frame's location as the file on disk has it *now*."""
+
+    filename: str
+    line: int
+    function: str | None  # qualified name of the innermost def holding the line on disk; None: none / unreadable
+    text: str | None  # the line's text on disk (stripped); None: beyond the end of the file or unreadable
+    # `receiver.method` of the queue calls (put/get and their _nowait forms) in that function's body on disk,
+    # e.g. ("self.hs_queue.put",): tells producers from consumers even when they never block.
+    queue_calls: tuple[str, ...] = ()
+    parsed: bool = True  # False: the file on disk does not parse, so ``function`` says nothing
+    # Lines of that function that compute a vocabulary projection (a call on an attribute named like
+    # ``lm_head``/``unembed``/``output_projection``) into a name the function never reads again: pure waste.
+    unused_logits: tuple[tuple[int, str], ...] = ()  # (line, its text)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    path: str
+    exists: bool
+    mtime_wall_s: float | None  # None when it cannot be read
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFacts:
+    """The process as /proc shows it at the end of the window."""
+
+    state: str  # the main thread's /proc state letter ("" when unknown)
+    start_wall_s: float | None  # when the process started (boot time + start ticks)
+    stderr_target: str  # where fd 2 points: a path, "pipe:[123]", "/dev/pts/1"; "" when unknown
+    # The last bytes of stderr when it is a regular file we may read (bounded; never a pipe or a terminal).
+    stderr_tail: str | None
+    stderr_size_bytes: int | None = None
+    stderr_mtime_wall_s: float | None = None  # when the program last wrote to it
+    uses_cuda: bool | None = None  # the CUDA driver library is mapped into the process (/proc/PID/maps)
+
+    @property
+    def state_name(self) -> str:
+        return STATE_NAMES.get(self.state, self.state or "unknown")

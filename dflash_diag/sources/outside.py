@@ -1,0 +1,270 @@
+"""Evidence from outside the stacks, for a process that was never prepared for diagnosis.
+
+Most users attach to a run that is already going, without probes. Beside the stacks, the machine still shows:
+- /proc: the process's run state (stopped, zombie, uninterruptible) and when it started;
+- its stderr, when it goes to a regular file (``nohup``, ``> log 2>&1``): thread deaths ("Exception in thread
+  ..."), torch's own warnings (reentrant checkpoint without grad inputs, recompile limit hit, kernel fallbacks);
+- the source files of the sampled frames: changed after the process started? is the sampled function still at
+  that line on disk (stale code)? which queue calls (put/get) does each thread's function make (who produces,
+  who consumes)?
+
+Everything read is bounded (file sizes, counts, the stderr tail) and only regular files are opened: a pipe or a
+terminal on fd 2 is never read (reading would steal the program's output or block). Parsed files are cached by
+mtime, so the live view can call :meth:`OutsideReader.enrich` on every refresh.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import stat
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from dflash_contract import proc
+from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
+from dflash_diag.model.evidence import is_library_file
+
+PROC = Path("/proc")
+STDERR_TAIL_BYTES = 256 * 1024
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+MAX_FILES = 64  # distinct source files examined per observation
+MAX_LOCATIONS = 4096  # distinct (file, line) pairs examined per observation
+MAX_CALL_TEXT = 60
+QUEUE_METHODS = frozenset({"put", "get", "put_nowait", "get_nowait"})
+@dataclass(frozen=True, slots=True)
+class _Def:
+    start: int
+    end: int
+    qualname: str
+    queue_calls: tuple[str, ...]
+    unused_logits: tuple[int, ...] = ()  # line numbers (texts added per file)
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    mtime_s: float
+    lines: tuple[str, ...]
+    defs: tuple[_Def, ...]  # sorted by start; nested defs come after their parent
+    parsed: bool = True
+
+
+class OutsideReader:
+    """Reads the outside evidence of one process; keeps parsed source files cached by (path, mtime)."""
+
+    def __init__(self, pid: int, *, proc_root: Path = PROC, max_cached_files: int = 256) -> None:
+        self.pid = pid
+        self._proc = proc_root / str(pid)
+        self._cache: OrderedDict[str, _Parsed | None] = OrderedDict()
+        self._max_cached = max_cached_files
+        self._uses_cuda: bool | None = None  # once loaded, the driver stays loaded: read /proc/PID/maps until then
+
+    def enrich(self, obs: Observation) -> Observation:
+        """``obs`` with ``process``, ``code`` and ``files`` filled in (what cannot be read is left out)."""
+        code, files = self.code_facts(obs.stacks)
+        return replace(obs, process=self.process_facts(), code=code, files=files)
+
+    # --- the process ---------------------------------------------------------------------------------
+
+    def process_facts(self) -> ProcessFacts:
+        stat = proc.read_stat(self.pid)
+        boot_s = proc.boot_time_s()
+        state = stat.state if stat is not None else ""
+        start = boot_s + stat.start_time_ticks / proc.CLOCK_TICKS_PER_S if stat is not None and boot_s else None
+        target, tail, size, mtime = self._stderr()
+        if not self._uses_cuda:
+            self._uses_cuda = _maps_cuda(self._proc / "maps")
+        return ProcessFacts(state=state, start_wall_s=start, stderr_target=target, stderr_tail=tail,
+                            stderr_size_bytes=size, stderr_mtime_wall_s=mtime, uses_cuda=self._uses_cuda)
+
+    def _stderr(self) -> tuple[str, str | None, int | None, float | None]:
+        link = self._proc / "fd" / "2"
+        try:
+            target = os.readlink(link)
+        except OSError:
+            return "", None, None, None
+        try:
+            # O_NONBLOCK: a FIFO must never block us; fstat on the opened file then decides (no TOCTOU).
+            fd = os.open(link, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return target, None, None, None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return target, None, None, None  # a pipe, a terminal, /dev/null: nothing we may read
+            start = max(0, st.st_size - STDERR_TAIL_BYTES)
+            data = os.pread(fd, STDERR_TAIL_BYTES, start)
+        except OSError:
+            return target, None, None, None
+        finally:
+            os.close(fd)
+        text = data.decode("utf-8", errors="replace")
+        if start > 0:
+            text = text.split("\n", 1)[-1]  # drop the partial first line
+        return target, text, st.st_size, st.st_mtime
+
+    # --- source files --------------------------------------------------------------------------------
+
+    def code_facts(self, stacks: Iterable[StackSample]) -> tuple[tuple[SourceLine, ...], tuple[SourceFile, ...]]:
+        """What the files on disk say about every sampled Python frame of the program's own code."""
+        locations: dict[tuple[str, int], None] = {}
+        for sample in stacks:
+            for thread in sample.threads:
+                for frame in thread.frames:
+                    if frame.native or frame.line <= 0 or is_library_file(frame.filename):
+                        continue
+                    locations.setdefault((frame.filename, frame.line), None)
+                    if len(locations) >= MAX_LOCATIONS:
+                        break
+        by_file: dict[str, list[int]] = {}
+        for filename, line in locations:
+            if filename in by_file or len(by_file) < MAX_FILES:
+                by_file.setdefault(filename, []).append(line)
+        code: list[SourceLine] = []
+        files: list[SourceFile] = []
+        for filename, lines in by_file.items():
+            path = self._resolve(filename)
+            parsed, mtime, exists = self._parsed(path)
+            files.append(SourceFile(path=filename, exists=exists, mtime_wall_s=mtime))
+            if parsed is None:
+                continue  # unreadable or gone: no claim about its lines
+            for line in sorted(lines):
+                code.append(_source_line(filename, line, parsed))
+        return tuple(code), tuple(files)
+
+    def _resolve(self, filename: str) -> str:
+        if filename.startswith("/"):
+            return filename
+        try:
+            return os.path.join(os.readlink(self._proc / "cwd"), filename)  # relative to the process's cwd
+        except OSError:
+            return filename
+
+    def _parsed(self, path: str) -> tuple[_Parsed | None, float | None, bool]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None, None, False
+        except OSError:
+            return None, None, True
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
+            return None, st.st_mtime, True
+        cached = self._cache.get(path)
+        if cached is not None and cached.mtime_s == st.st_mtime:
+            self._cache.move_to_end(path)
+            return cached, st.st_mtime, True
+        parsed = _parse(path, st.st_mtime)
+        self._cache[path] = parsed
+        while len(self._cache) > self._max_cached:
+            self._cache.popitem(last=False)
+        return parsed, st.st_mtime, True
+
+
+MAX_MAPS_BYTES = 16 * 1024 * 1024
+
+
+def _maps_cuda(path: Path) -> bool | None:
+    """Whether the CUDA driver (libcuda.so) is mapped into the process; None when /proc/PID/maps is unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MAPS_BYTES)
+    except OSError:
+        return None
+    return b"/libcuda.so" in data
+
+
+def _parse(path: str, mtime_s: float) -> _Parsed | None:
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read(MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = tuple(source.splitlines())
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _Parsed(mtime_s=mtime_s, lines=lines, defs=(), parsed=False)  # the text still answers line lookups
+    defs: list[_Def] = []
+    _collect_defs(tree, "", defs)
+    defs.sort(key=lambda d: (d.start, -d.end))
+    return _Parsed(mtime_s=mtime_s, lines=lines, defs=tuple(defs))
+
+
+def _collect_defs(node: ast.AST, prefix: str, out: list[_Def]) -> None:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            qualname = f"{prefix}{child.name}"
+            start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+            out.append(_Def(start=start, end=child.end_lineno or child.lineno, qualname=qualname,
+                            queue_calls=_queue_calls(child), unused_logits=_unused_logits(child)))
+            _collect_defs(child, f"{qualname}.<locals>.", out)
+        elif isinstance(child, ast.ClassDef):
+            _collect_defs(child, f"{prefix}{child.name}.", out)
+        else:
+            _collect_defs(child, prefix, out)
+
+
+def _queue_calls(func: ast.AST) -> tuple[str, ...]:
+    """`receiver.put` / `receiver.get` calls that look like queue calls (a dict's ``get(key)`` does not)."""
+    found: dict[str, None] = {}
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        method = node.func.attr
+        if method not in QUEUE_METHODS:
+            continue
+        if method in ("get", "get_nowait") and not _queue_get_args(node):
+            continue
+        if method in ("put", "put_nowait") and not node.args:
+            continue
+        try:
+            receiver = ast.unparse(node.func.value)[:MAX_CALL_TEXT]
+        except (ValueError, RecursionError):
+            continue
+        found.setdefault(f"{receiver}.{method}", None)
+    return tuple(found)
+
+
+_VOCAB_HEAD = re.compile(r"lm_head|unembed|output_proj|vocab_proj|logits", re.IGNORECASE)
+
+
+def _unused_logits(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, ...]:
+    """Lines assigning a vocabulary projection's output to names the function never reads."""
+    loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    lines = []
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            continue
+        callee = node.value.func
+        name = callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else ""
+        if not _VOCAB_HEAD.search(name):
+            continue
+        targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if targets and not any(t in loaded for t in targets):
+            lines.append(node.lineno)
+    return tuple(lines)
+
+
+def _queue_get_args(call: ast.Call) -> bool:
+    """Queue.get(block=True, timeout=None): no key argument, unlike dict.get(key)."""
+    if any(k.arg not in ("block", "timeout") for k in call.keywords):
+        return False
+    if not call.args:
+        return True
+    first = call.args[0]
+    return len(call.args) <= 2 and isinstance(first, ast.Constant) and isinstance(first.value, bool)
+
+
+def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
+    text = parsed.lines[line - 1].strip()[:400] if 0 < line <= len(parsed.lines) else None
+    inner: _Def | None = None
+    for d in parsed.defs:
+        if d.start <= line <= d.end and (inner is None or d.start >= inner.start):
+            inner = d
+    return SourceLine(filename=filename, line=line, function=inner.qualname if inner else None, text=text,
+                      queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
+                      unused_logits=tuple((n, parsed.lines[n - 1].strip()[:120]) for n in inner.unused_logits
+                                          if 0 < n <= len(parsed.lines)) if inner else ())

@@ -1,0 +1,66 @@
+"""Stages of programs we did not write, from queue use; and where a stage spends its time (hot functions)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dflash_diag.analysis.hotspots import hot_functions
+from dflash_diag.analysis.threads import StagePatterns, aggregate
+from dflash_diag.model import NA, Frame, Observation, SourceLine, StackSample, ThreadSample, ThreadState
+
+LIB = "/venv/lib/python3.11"
+PUT_BLOCKED = (Frame("Condition.wait", f"{LIB}/threading.py", 327), Frame("Queue.put", f"{LIB}/queue.py", 140),
+               Frame("Encoder.write", "/app/enc.py", 20), Frame("Thread.run", f"{LIB}/threading.py", 982))
+CONSUMER_WORK = (Frame("Linear.forward", f"{LIB}/site-packages/torch/nn/modules/linear.py", 134),
+                 Frame("Learner.step", "/app/learn.py", 40), Frame("Learner.loop", "/app/learn.py", 31),
+                 Frame("Thread.run", f"{LIB}/threading.py", 982))
+SIDE = (Frame("select", f"{LIB}/selectors.py", 415), Frame("serve", "/app/metrics.py", 9))
+
+
+def _obs(rounds: list[list[tuple[str, int, tuple[Frame, ...], bool]]], code: tuple[SourceLine, ...] = (),
+         lines: dict[str, str] | None = None) -> Observation:
+    stacks = tuple(
+        StackSample(pid=7, monotonic_s=float(i), wall_s=1000.0 + i, duration_s=0.01, native=False,
+                    threads=tuple(ThreadSample(thread_id=tid * 10, os_thread_id=tid, name=name, active=active,
+                                               owns_gil=False, frames=frames) for name, tid, frames, active in r))
+        for i, r in enumerate(rounds))
+    return Observation(pid=7, cmdline=("python",), started_wall_s=1000.0, window_s=float(len(rounds)), stacks=stacks,
+                       proc=(), gpus=NA("none"), boards=NA("none"), process_alive=True, warnings=(),
+                       source_lines=lines or {}, code=code)
+
+
+ROUND = [("enc-a", 1, PUT_BLOCKED, False), ("enc-b", 2, PUT_BLOCKED, False), ("learner", 3, CONSUMER_WORK, True),
+         ("metrics", 4, SIDE, False)]
+LINES = {"/app/enc.py:20": "self.hidden_out.put(h)"}
+CODE = (SourceLine("/app/learn.py", 31, "Learner.loop", "loss = self.step(batch)", queue_calls=("self.inbox.get",)),)
+
+
+def test_producers_and_consumers_from_queue_use() -> None:
+    threads, assignment = aggregate(_obs([ROUND] * 6, CODE, LINES), StagePatterns())
+    stages = {t.name: t.stage for t in threads}
+    assert stages == {"enc-a": "target", "enc-b": "target", "learner": "drafter", "metrics": "other"}
+    assert assignment.how == "queues" and assignment.queue == "hidden_out"
+    assert threads[0].entry is not None and threads[0].entry.name == "Encoder.write"
+
+
+def test_a_consumer_never_seen_calling_get_is_the_busy_thread() -> None:
+    threads, assignment = aggregate(_obs([ROUND] * 6, (), LINES), StagePatterns())
+    assert {t.name: t.stage for t in threads}["learner"] == "drafter"
+    assert {t.name: t.stage for t in threads}["metrics"] == "other"  # idle in select: not a worker
+
+
+def test_names_win_over_inference() -> None:
+    threads, assignment = aggregate(_obs([ROUND] * 3, CODE, LINES), StagePatterns.parse(target="learner"))
+    assert assignment.how == "names" and {t.name: t.stage for t in threads}["learner"] == "target"
+
+
+def test_hot_functions_charge_the_programs_own_frame() -> None:
+    work = (Frame("Linear.forward", f"{LIB}/site-packages/torch/nn/modules/linear.py", 134),
+            Frame("scan", "/app/scan.py", 18), Frame("write", "/app/enc.py", 20))
+    other = (Frame("scan", "/app/scan.py", 19), Frame("write", "/app/enc.py", 20))
+    thread = ThreadSample(thread_id=1, os_thread_id=1, name="w", active=True, owns_gil=True, frames=work)
+    rows = ([(thread, ThreadState.NATIVE)] * 6 + [(replace(thread, frames=other), ThreadState.PYTHON)] * 2
+            + [(replace(thread, frames=PUT_BLOCKED), ThreadState.QUEUE_PUT)] * 2)
+    (spot,) = hot_functions(rows)
+    assert (spot.function, spot.site, round(spot.share, 2), round(spot.line_share, 2)) == ("scan", "scan.py:18", 0.8, 0.6)
+    assert str(spot) == "scan (scan.py:18) 80%"

@@ -1,0 +1,73 @@
+"""What a process's stderr says: thread deaths with the program's frame, torch's warnings. Texts are verbatim
+forms Python 3.11 and torch 2.13 print (the casebook programs produce them for real)."""
+
+from __future__ import annotations
+
+from dflash_diag.analysis.stderr import parse_stderr
+
+DEATH = """pipeline started
+Exception in thread student-1:
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/threading.py", line 1045, in _bootstrap_inner
+    self.run()
+  File "/tmp/x/hsworks/pipeline.py", line 44, in learn
+    loss = (student(feats) - feats).pow(2).mean()
+            ^^^^^^^^^^^^^^
+  File "/tmp/x/hsworks/nets.py", line 22, in forward
+    return self.head(torch.relu(self.proj(feats)))
+  File "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 134, in forward
+    return F.linear(input, self.weight, self.bias)
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x80 and 96x128)
+Exception in thread worker-2 (run):
+Traceback (most recent call last):
+  File "/tmp/x/w.py", line 3, in run
+    raise KeyError("batch")
+KeyError: 'batch'
+"""
+
+
+def test_thread_deaths_name_the_thread_the_exception_and_the_programs_frame() -> None:
+    facts = parse_stderr(DEATH)
+    assert [d.thread for d in facts.deaths] == ["student-1", "worker-2"]
+    first = facts.deaths[0]
+    assert first.exception == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x80 and 96x128)"
+    assert first.where == "nets.py:22 in forward (raised in linear.py:134 in forward)"
+    assert facts.deaths[1].where == "w.py:3 in run" and facts.deaths[1].exception == "KeyError: 'batch'"
+
+
+def test_torch_warnings() -> None:
+    text = "\n".join([
+        "/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:238: UserWarning: None of the inputs have "
+        "requires_grad=True. Gradients will be None",
+        "  check_backward_validity(args)",
+        "W1201 05:20:01.123000 4242 torch/_dynamo/convert_frame.py:1016] torch._dynamo hit config.recompile_limit (8)",
+        "W1201 05:20:01.123000 4242 torch/_dynamo/convert_frame.py:1016]    function: 'forward' (/tmp/f.py:19)",
+        "W1201 05:20:01.123000 4242 torch/_dynamo/convert_frame.py:1016]    last reason: 0/7: tensor 'x' size "
+        "mismatch at index 1. expected 90, actual 31",
+        "`causal_conv1d_fn` is falling back to its reference PyTorch implementation because `causal_conv1d` is not "
+        "installed. This is correct but much slower",
+        "skipping cudagraphs due to mutated inputs (1 instances). Found from :",
+    ])
+    facts = parse_stderr(text)
+    assert facts.checkpoint_no_grad == 1 and facts.checkpoint_no_grad_site.endswith("checkpoint.py:238")
+    (limit,) = facts.recompile_limits
+    assert (limit.limit, limit.function) == (8, "forward (f.py:19)")
+    assert limit.reason.startswith("0/7: tensor 'x' size mismatch")
+    assert facts.fallbacks == (("causal_conv1d_fn", "`causal_conv1d` is not installed"),)
+    assert facts.cudagraph_skips == ("mutated inputs (1 instances). Found from :",)
+
+
+def test_nothing_in_ordinary_output() -> None:
+    facts = parse_stderr("step 10 loss 0.3\nException ignored in: <function X.__del__>\nwarning: low disk\n")
+    assert facts.deaths == () and facts.recompile_limits == () and not facts.checkpoint_no_grad
+    assert parse_stderr(None).deaths == ()
+
+
+def test_interleaved_tracebacks_of_two_dying_threads() -> None:
+    text = ("Exception in thread a-1:\nTraceback (most recent call last):\n  File \"/app/w.py\", line 3, in run\n"
+            "Exception in thread a-2:\nTraceback (most recent call last):\n    x = f()\n"
+            "ValueError: one\n  File \"/app/w.py\", line 3, in run\nValueError: two\n")
+    deaths = parse_stderr(text).deaths
+    assert [d.thread for d in deaths] == ["a-1", "a-2"]
+    # Which line belongs to which thread is ambiguous once interleaved; never the other thread's header.
+    assert all(d.exception.startswith("ValueError: ") for d in deaths) and deaths[0].where == "w.py:3 in run"

@@ -1,0 +1,229 @@
+"""The casebook: small threaded training programs written as different third parties would write them, each
+with one planted cause (or none), and what ``doctor`` must say about each, attached from outside and under
+``dflash-diag run``.
+
+A program lives in ``programs/<name>/`` with its own layout, names and style; none imports the reference
+trainer or this package. ``ready`` is a regex on the program's own output (stdout + stderr) that says it
+reached the state to diagnose; ``settle_s`` more seconds let it get there fully.
+
+Expectations per mode: ``rules`` must all be named (any severity); ``headline`` is the set of rule ids the
+headline may lead with or give as its first cause; a healthy case must get no warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Expect:
+    rules: frozenset[str] = frozenset()
+    headline: frozenset[str] = frozenset()
+    headline_text: str = ""  # a regex the headline's text must match (e.g. the hot function's name)
+
+
+def _both(rules: set[str], headline: set[str] | None = None, text: str = "") -> dict[str, Expect]:
+    e = Expect(frozenset(rules), frozenset(headline if headline is not None else rules), text)
+    return {"outside": e, "probes": e}
+
+
+HEALTHY = {"outside": Expect(), "probes": Expect()}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    program: str  # directory under programs/
+    argv: tuple[str, ...]  # after the interpreter, run in the program's directory
+    cause: str  # what is planted, in one line
+    expect: dict[str, Expect]
+    ready: str  # a regex on the program's output ...
+    ready_count: int = 1  # ... seen this many times
+    settle_s: float = 2.0
+    ready_timeout_s: float = 120.0
+    action: str = ""  # "sigstop" | "edit:<path in the program dir>"
+    gpu: bool = False  # needs CUDA (skipped on CPU)
+    both: bool = False  # also run with the GPU cases (healthy programs that take --device)
+    exits: bool = False
+    healthy: bool = False
+    family: str = ""  # the rule family it covers (docs/benchmarks.md table)
+    miss: str = ""  # which of issue 9's five misses it reproduces, if any
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+CASES: tuple[Case, ...] = (
+    Case(
+        name="hang_dead_consumers",
+        program="hang_dead_consumers",
+        argv=("run_pipeline.py",),
+        cause="both student (consumer) threads die of a shape error; teachers block in Queue.put forever",
+        expect=_both({"pipeline-hang", "thread-died"}, {"pipeline-hang"}, r"student-0"),
+        ready=r"Exception in thread student-\d", ready_count=2,
+        family="hang", miss="1: hung pipeline read as slow",
+    ),
+    Case(
+        name="gil_hog_side_thread",
+        program="gil_hog_side_thread",
+        argv=("distill.py",),
+        cause="a telemetry thread recomputes percentiles in pure Python all the time, holding the GIL",
+        expect=_both({"gil-contention"}, {"gil-contention"}, r"telemetry"),
+        ready=r"\[fit\] 200 steps",
+        family="gil", miss="2: symptom as the headline (GIL hog)",
+    ),
+    Case(
+        name="recompile_storm",
+        program="recompile_storm",
+        argv=("train_lm.py",),
+        cause="a compiled loss with dynamic=False sees a new sequence length every step (recompile limit raised)",
+        expect=_both({"compile-recompile-storm"}, {"compile-recompile-storm"}),
+        ready=r"step 4 ",
+        settle_s=1.0,
+        ready_timeout_s=180.0,
+        family="compile", miss="2: symptom as the headline (recompile storm)",
+    ),
+    Case(
+        name="python_recurrence_target",
+        program="python_recurrence_target",
+        argv=("main.py",),
+        cause="the producer runs a per-token Python recurrence (scan_tokens): the consumer starves",
+        expect=_both({"pipeline-bottleneck-target"}, {"pipeline-bottleneck-target"}, r"scan_tokens \(scan\.py:\d+\)"),
+        ready=r"batches=20 ",
+        family="pipeline", miss="3: hot code not named",
+    ),
+    Case(
+        name="stale_code",
+        program="stale_code",
+        argv=("launch.py",),
+        cause="the loss module is edited on disk while the run goes on: the process runs the old code",
+        expect=_both({"stale-code"}, {"stale-code"}),
+        ready=r"step +50 ",
+        action="edit:dtrain/losses.py",
+        family="stale", miss="4: outside evidence (stale code)",
+    ),
+    Case(
+        name="reentrant_checkpoint",
+        program="reentrant_checkpoint",
+        argv=("run.py",),
+        cause="use_reentrant=True with keyword-only layer inputs: the decoder layers never get a gradient",
+        expect={"outside": Expect(frozenset({"checkpoint-reentrant"}), frozenset({"checkpoint-reentrant"})),
+                "probes": Expect(frozenset({"checkpoint-grad-none"}), frozenset({"checkpoint-grad-none"}))},
+        ready=r"it 20 ",
+        family="checkpoint", miss="4: outside evidence (reentrant checkpointing)",
+    ),
+    Case(
+        name="warmup_compile",
+        program="warmup_compile",
+        argv=("app.py",),
+        cause="attached while the first step is still compiling (torch.compile of the whole train step)",
+        expect=_both({"warming-up"}, {"warming-up"}, r"warming up"),
+        ready=r"compiling the train step",
+        settle_s=3.0,
+        family="compile (warm-up)", miss="5: warm-up read as steady state",
+    ),
+    Case(
+        name="process_stopped",
+        program="healthy_pipeline",
+        argv=("main.py",),
+        cause="a healthy pipeline stopped with SIGSTOP (Ctrl-Z, a job scheduler's suspend)",
+        expect=_both({"process-stopped"}, {"process-stopped"}),
+        ready=r"consumed 50 ",
+        action="sigstop",
+        family="process state", miss="issue 14: a stopped process read as drafter-bound",
+    ),
+    Case(
+        name="healthy_pipeline",
+        program="healthy_pipeline",
+        argv=("main.py",),
+        cause="none: a producer/consumer pipeline doing its work",
+        expect=HEALTHY, ready=r"consumed 100 ", healthy=True, both=True, family="healthy",
+    ),
+    Case(
+        name="healthy_side_waiters",
+        program="healthy_side_waiters",
+        argv=("train_with_tracking.py",),
+        cause="none: a training loop with tracker threads blocked in C-level waits (SimpleQueue, socket, select)",
+        expect=HEALTHY, ready=r"step 100\b", healthy=True, both=True, family="healthy",
+        miss="issue 14: C-level waits at 0% CPU read as GIL contention",
+    ),
+    Case(
+        name="healthy_loader",
+        program="healthy_loader",
+        argv=("trainer.py",),
+        cause="none: a prefetch thread faster than the model, by design",
+        expect=HEALTHY, ready=r"iter 200 ", healthy=True, both=True, family="healthy",
+    ),
+    Case(
+        name="recompile_limit",
+        program="recompile_limit",
+        argv=("finetune.py",),
+        cause="a compiled forward sees a new length every step and hits the recompile limit: it now runs eagerly",
+        expect=_both({"compile-recompile-limit"}, {"compile-recompile-limit"}),
+        ready=r"torch._dynamo hit config.recompile_limit",
+        settle_s=3.0,
+        family="compile", miss="4: outside evidence (the limit printed to stderr)",
+    ),
+    Case(
+        name="checkpoint_overhead",
+        program="checkpoint_overhead",
+        argv=("ckpt_train.py",),
+        cause="non-reentrant checkpointing of 384 tiny blocks per batch: the checkpoint machinery's Python dominates",
+        expect=_both({"checkpoint-recompute-heavy"}, {"checkpoint-recompute-heavy"}),
+        ready=r"batch 10\b",
+        family="checkpoint",
+    ),
+    # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
+    Case(
+        name="gpu_host_sync",
+        program="gpu_host_sync",
+        argv=("spec_train.py",),
+        cause="per-chunk loss.item() and a torch.cuda.synchronize() per step: the drafter waits on the GPU",
+        expect=_both({"host-sync-storm"}, {"host-sync-storm"}),
+        ready=r"step 40 ", gpu=True, family="hostsync", miss="4: outside evidence (host-sync storm)",
+    ),
+    Case(
+        name="gpu_wasted_logits",
+        program="gpu_wasted_logits",
+        argv=("pipeline.py",),
+        cause="the target projects every position onto a 152k vocabulary and never reads the logits",
+        expect=_both({"wasted-full-vocab-logits"}, set()),
+        ready=r"drafter batches 20 ", gpu=True, family="wasted", miss="4: outside evidence (full-vocab logits)",
+    ),
+    Case(
+        name="gpu_empty_cache",
+        program="gpu_empty_cache",
+        argv=("train.py",),
+        cause="torch.cuda.empty_cache() after every step",
+        expect={"outside": Expect(), "probes": Expect(frozenset({"alloc-empty-cache"}),
+                                                      frozenset({"alloc-empty-cache"}))},
+        ready=r"step=20\b", gpu=True, family="allocator",
+    ),
+    Case(
+        name="gpu_launch_bound",
+        program="gpu_launch_bound",
+        argv=("recur.py",),
+        cause="a per-token Python recurrence of tiny kernels: the GPU idles while Python launches",
+        expect=_both({"gpu-underused"}, {"gpu-underused", "pipeline-bottleneck-drafter"}),
+        ready=r"learner iteration 10\b", gpu=True, family="gpu",
+    ),
+    Case(
+        name="gpu_cudagraph_mutation",
+        program="gpu_cudagraph_mutation",
+        argv=("graphs.py",),
+        cause="mode='reduce-overhead' on a step that mutates an input: CUDA graphs are skipped",
+        expect=_both({"cudagraph-skipped"}, set()),
+        ready=r"inference step 100\b", gpu=True, family="cudagraphs",
+    ),
+)
+
+# The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
+# deserve (issue 9: gdn-torch-fallback and cudagraph-multi-thread were false alarms there). Outside mode starts
+# it with its probes off; run from the repository root.
+REFERENCE_TRAINER = Case(
+    name="reference_trainer_qwen3.5-4b",
+    program="",
+    argv=("-m", "reference_trainer", "--preset", "qwen3.5-4b", "--wandb", "off", "--max-seconds", "600"),
+    cause="none: the reference DFlash trainer, real preset",
+    expect=HEALTHY,
+    ready=r"step +(1[0-9]|[2-9][0-9]|[0-9]{3,}) +\|",
+    settle_s=5.0, ready_timeout_s=300.0, gpu=True, healthy=True, family="healthy",
+)

@@ -1,0 +1,255 @@
+"""Run one casebook program, diagnose it with ``dflash-diag doctor --json`` and score the answer.
+
+Two modes, as users meet programs:
+- ``outside``: a plain ``python main.py`` that was never prepared (stdout/stderr to files, as with ``nohup``);
+  ``doctor`` attaches from outside;
+- ``probes``: the same program under ``dflash-diag run -- python main.py`` (in-process probes and their board).
+
+Each run copies the program to a fresh private directory (a case may edit its own files, as a user editing
+code under a running job would), waits until the program's own output says it reached the state to diagnose,
+applies the case's action (SIGSTOP, an edit), runs ``doctor`` and kills everything it started (its process
+group). Used by ``tests/casebook/test_casebook.py`` (CI, CPU cases) and ``bench/casebook.py`` (the table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cases import Case
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+MODES = ("outside", "probes")
+_RUN_PID = re.compile(r"dflash-diag run: PID (\d+) under probes")
+
+
+@dataclass
+class Result:
+    case: str
+    mode: str
+    expected: tuple[str, ...]
+    named: tuple[str, ...]  # expected rules that doctor named (any severity)
+    headline_rule: str | None
+    headline_because: tuple[str, ...]
+    headline_text: str
+    headline_ok: bool
+    warnings: tuple[str, ...]  # rule ids at warning or above
+    healthy_case: bool
+    seconds_to_answer: float  # from starting doctor to its answer
+    error: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def all_named(self) -> bool:
+        return not self.error and set(self.named) == set(self.expected)
+
+    @property
+    def ok(self) -> bool:
+        if self.error:
+            return False
+        if self.healthy_case:
+            return not self.warnings
+        return self.all_named and self.headline_ok
+
+    def row(self) -> dict[str, Any]:
+        return {"case": self.case, "mode": self.mode, "expected": list(self.expected), "named": list(self.named),
+                "headline": self.headline_rule, "because": list(self.headline_because),
+                "headline_ok": self.headline_ok, "warnings": list(self.warnings), "healthy_case": self.healthy_case,
+                "ok": self.ok, "seconds_to_answer": round(self.seconds_to_answer, 1), "error": self.error,
+                "headline_text": self.headline_text,
+                # What doctor said, for a run that missed (the table shows only the verdict).
+                "report": self.report if not self.ok else None}
+
+
+def python_for_programs() -> str:
+    return sys.executable
+
+
+def dflash_diag_argv() -> list[str]:
+    return [sys.executable, "-m", "dflash_diag"]
+
+
+def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | None = None,
+             keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None) -> Result:
+    """Start, wait, act, diagnose, stop. Never raises: a failure is a Result with ``error``.
+
+    ``extra_args`` go after the program's own arguments (``--device cuda``); a case without a program directory
+    is the reference trainer, run from the repository root (outside mode: its own probes off).
+    """
+    work = Path(tempfile.mkdtemp(prefix=f"casebook-{case.name}-{mode}-"))
+    os.chmod(work, 0o700)
+    boards = work / "boards"
+    boards.mkdir(mode=0o700)
+    env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(boards), "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("DFLASH_DIAG_RUN_TOKEN", None)
+    argv = [python or python_for_programs(), *case.argv, *extra_args]
+    if case.program:
+        shutil.copytree(PROGRAMS / case.program, work / "program")
+        cwd = work / "program"
+    else:  # the reference trainer
+        cwd = REPO
+        argv += ["--checkpoint-dir", str(work / "ckpt")] + (["--probes", "none"] if mode == "outside" else [])
+    if mode == "probes":
+        argv = [*dflash_diag_argv(), "run", "--", *argv]
+    if ready_timeout_s is not None:
+        case = replace(case, ready_timeout_s=ready_timeout_s)
+    out, err = open(work / "stdout.log", "wb"), open(work / "stderr.log", "wb")
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    out.close()
+    err.close()
+    result: Result | None = None
+    try:
+        pid = _wait_ready(case, mode, proc, work)
+        _act(case, pid, work)
+        result = _diagnose(case, mode, pid, env, duration_s)
+        return result
+    except _NotReady as exc:
+        result = _failed(case, mode, f"{exc} (logs kept in {work})" + _tail(work))
+        return result
+    finally:
+        _stop(proc)
+        if not keep and result is not None and not result.error:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+class _NotReady(Exception):
+    pass
+
+
+def _wait_ready(case: Case, mode: str, proc: subprocess.Popen[bytes], work: Path) -> int:
+    deadline = time.monotonic() + case.ready_timeout_s
+    ready = re.compile(case.ready)
+    pid: int | None = proc.pid if mode == "outside" else None
+    while time.monotonic() < deadline:
+        text = _read(work / "stdout.log") + "\n" + _read(work / "stderr.log")
+        if pid is None:
+            match = _RUN_PID.search(text)
+            pid = int(match.group(1)) if match else None
+        if pid is not None and len(ready.findall(text)) >= case.ready_count:
+            time.sleep(case.settle_s)
+            if proc.poll() is not None and not case.exits:
+                raise _NotReady(f"the program exited with {proc.returncode} before diagnosis")
+            return pid
+        if proc.poll() is not None:
+            raise _NotReady(f"the program exited with {proc.returncode} before it was ready")
+        time.sleep(0.2)
+    raise _NotReady(f"not ready after {case.ready_timeout_s:.0f} s (waiting for {case.ready_count} x /{case.ready}/)")
+
+
+def _act(case: Case, pid: int, work: Path) -> None:
+    if case.action == "sigstop":
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.3)
+    elif case.action.startswith("edit:"):
+        # A user deploys an edit under the running job: a new helper at the top of the file.
+        path = work / "program" / case.action[len("edit:"):]
+        path.write_text(_DEPLOYED_EDIT + path.read_text())
+        time.sleep(0.2)
+
+
+_DEPLOYED_EDIT = '''import math as _math
+
+
+def chunk_count(seq_len: int, budget: int = 4096) -> int:
+    """How many loss chunks keep the logits under ``budget`` elements per chunk (added after the run started)."""
+    if seq_len <= 0:
+        return 1
+    return max(1, _math.ceil(seq_len / budget))
+
+
+CHUNKS_TUNED = True
+
+
+'''
+
+
+def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: float) -> Result:
+    cmd = [*dflash_diag_argv(), "doctor", str(pid), "--json", "--duration", f"{duration_s:g}"]
+    t0 = time.monotonic()
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=duration_s + 60)
+    seconds = time.monotonic() - t0
+    if done.returncode != 0:
+        return _failed(case, mode, f"doctor exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
+    report = json.loads(done.stdout)
+    return score(case, mode, report, seconds)
+
+
+def score(case: Case, mode: str, report: dict[str, Any], seconds: float) -> Result:
+    expect = case.expect[mode]
+    found = {f["rule_id"] for f in report["findings"]}
+    headline = report.get("headline") or {}
+    rule, because = headline.get("rule_id"), tuple(headline.get("because") or ())
+    text = headline.get("text") or ""
+    headline_ok = True
+    if expect.headline:
+        headline_ok = rule in expect.headline or (bool(because) and because[0] in expect.headline)
+    if expect.headline_text and not re.search(expect.headline_text, text):
+        headline_ok = False
+    warnings = tuple(sorted(f["rule_id"] for f in report["findings"] if f["severity"] in ("warning", "critical")))
+    return Result(case=case.name, mode=mode, expected=tuple(sorted(expect.rules)),
+                  named=tuple(sorted(expect.rules & found)), headline_rule=rule, headline_because=because,
+                  headline_text=text, headline_ok=headline_ok, warnings=warnings, healthy_case=case.healthy,
+                  seconds_to_answer=seconds, report=report)
+
+
+def _failed(case: Case, mode: str, error: str) -> Result:
+    return Result(case=case.name, mode=mode, expected=tuple(sorted(case.expect[mode].rules)), named=(),
+                  headline_rule=None, headline_because=(), headline_text="", headline_ok=False, warnings=(),
+                  healthy_case=case.healthy, seconds_to_answer=0.0, error=error)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the group this harness started (the program, and `dflash-diag run` with its child)."""
+    try:
+        os.killpg(proc.pid, signal.SIGCONT)  # a stopped process cannot die of SIGTERM's handler
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(work: Path) -> str:
+    return " | stderr: " + _read(work / "stderr.log")[-400:].replace("\n", " / ")
+
+
+def run_all(cases: list[Case], modes: tuple[str, ...] = MODES, *, parallel: int = 2, duration_s: float = 5.0,
+            python: str | None = None, progress: Any = None, extra_args: tuple[str, ...] = (),
+            ready_timeout_s: float | None = None) -> list[Result]:
+    """Every (case, mode), ``parallel`` at a time; results in case order."""
+    from concurrent.futures import as_completed
+
+    jobs = [(c, m) for c in cases for m in modes]
+    results: dict[tuple[str, str], Result] = {}
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python, extra_args=extra_args,
+                               ready_timeout_s=ready_timeout_s): (c.name, m) for c, m in jobs}
+        for future in as_completed(futures):
+            result = future.result()
+            results[futures[future]] = result
+            if progress is not None:
+                progress(result)
+    return [results[(c.name, m)] for c, m in jobs]

@@ -1,0 +1,42 @@
+"""A recurrent drafter stepped one token at a time from Python: thousands of tiny kernels per batch."""
+import argparse
+import queue
+import threading
+
+import torch
+
+
+def source(q, device):
+    while True:
+        q.put(torch.randn(8, 256, 64, device=device))
+
+
+def learner(q, device):
+    w = torch.randn(64, 64, device=device, requires_grad=True)
+    u = torch.randn(64, 64, device=device, requires_grad=True)
+    opt = torch.optim.SGD([w, u], lr=1e-4)
+    k = 0
+    while True:
+        x = q.get()
+        h = torch.zeros(8, 64, device=device)
+        loss = 0.0
+        for t in range(x.shape[1]):
+            h = torch.tanh(x[:, t] @ w + h @ u)
+            loss = loss + h.square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        k += 1
+        if k % 5 == 0:
+            print(f"learner iteration {k}", flush=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    a = ap.parse_args()
+    q = queue.Queue(maxsize=4)
+    threading.Thread(target=source, args=(q, a.device), name="source", daemon=True).start()
+    th = threading.Thread(target=learner, args=(q, a.device), name="learner")
+    th.start()
+    th.join()

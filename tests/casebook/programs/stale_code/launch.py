@@ -1,0 +1,4 @@
+from dtrain.loop import run
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,287 @@
+"""The rules that read evidence from outside the stacks (/proc, stderr, files on disk), the hang, warm-up and the
+two H200 false alarms of issue 9, on constructed observations (each fails when its rule breaks)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from findings_builders import (
+    NOW_S,
+    board,
+    healthy_board,
+    observation,
+    pipeline,
+    stack,
+    thread_sample,
+    thread_stats,
+)
+
+from dflash_diag.analysis.findings import evaluate
+from dflash_diag.model import (
+    NA,
+    Finding,
+    Frame,
+    GpuProcess,
+    GpuSample,
+    Observation,
+    ProcessFacts,
+    ProcThreadSample,
+    Severity,
+    SourceFile,
+    SourceLine,
+    ThreadState,
+    ThreadStats,
+)
+
+
+def _proc(states: list[dict[int, str]], run_ns_per_sweep: int = 0) -> tuple[tuple[ProcThreadSample, ...], ...]:
+    return tuple(tuple(ProcThreadSample(tid=tid, comm="python", state=state, utime_s=40.0, stime_s=1.0,
+                                        run_ns=i * run_ns_per_sweep, runq_wait_ns=0, monotonic_s=float(i))
+                       for tid, state in sweep.items()) for i, sweep in enumerate(states))
+
+
+def _facts(state: str = "S", stderr: str | None = None, start: float | None = NOW_S - 45.0) -> ProcessFacts:
+    return ProcessFacts(state=state, start_wall_s=start, stderr_target="/tmp/run.log" if stderr else "pipe:[1]",
+                        stderr_tail=stderr, stderr_mtime_wall_s=NOW_S - 30.0 if stderr else None)
+
+
+def _run(obs: Observation, threads: tuple[ThreadStats, ...] = (), pipe: object = None) -> dict[str, Finding]:
+    return {f.rule_id: f for f in evaluate(obs, threads, pipe or pipeline(), now_wall_s=NOW_S)}  # type: ignore[arg-type]
+
+
+# --- process state -------------------------------------------------------------------------------------
+
+
+def test_a_stopped_process_is_critical_from_proc() -> None:
+    obs = replace(observation(), proc=_proc([{1: "T", 2: "T"}] * 4), process=_facts("T"))
+    f = _run(obs)["process-stopped"]
+    assert f.severity == Severity.CRITICAL and "SIGSTOP" in f.claim and "kill -CONT 4242" in f.remedy
+
+
+def test_a_running_process_is_not_stopped_and_a_zombie_is_named() -> None:
+    assert "process-stopped" not in _run(replace(observation(), proc=_proc([{1: "R", 2: "S"}] * 4), process=_facts()))
+    assert _run(replace(observation(), process=_facts("Z")))["process-zombie"].severity == Severity.CRITICAL
+
+
+def test_threads_in_uninterruptible_sleep() -> None:
+    obs = replace(observation(), proc=_proc([{1: "D", 2: "S"}, {1: "D", 2: "R"}, {1: "D", 2: "S"}]), process=_facts())
+    f = _run(obs)["process-uninterruptible"]
+    assert f.severity == Severity.WARNING and "tid 1 100%" in dict(f.evidence)["threads in D"]
+    all_d = replace(observation(), proc=_proc([{1: "D", 2: "D"}] * 3), process=_facts("D"))
+    assert _run(all_d)["process-uninterruptible"].severity == Severity.CRITICAL
+
+
+# --- hang and thread deaths -----------------------------------------------------------------------------
+
+DEATH = ("Exception in thread learner-0:\nTraceback (most recent call last):\n"
+         '  File "/app/train.py", line 30, in learn\n    loss = step(batch)\nValueError: bad batch\n')
+BLOCKED = (Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 327),
+           Frame("Queue.put", "/usr/lib/python3.11/queue.py", 140), Frame("produce", "/app/train.py", 12))
+
+
+def _hung(cpu_ns: int = 0, stderr: str | None = DEATH) -> tuple[Observation, tuple[ThreadStats, ...]]:
+    stacks = [stack([thread_sample("feeder-0", BLOCKED, tid=11)], t=i * 0.5) for i in range(10)]
+    obs = replace(observation(), stacks=tuple(stacks), window_s=5.0, proc=_proc([{11: "S"}] * 6, cpu_ns),
+                  process=_facts(stderr=stderr))
+    threads = (thread_stats("feeder-0", "target", {ThreadState.QUEUE_PUT: 1.0}, tid=11, n=10,
+                            timeline=[ThreadState.QUEUE_PUT] * 10),)
+    return obs, threads
+
+
+def test_a_hang_names_the_blocked_threads_and_the_dead_ones() -> None:
+    obs, threads = _hung()
+    found = _run(obs, threads)
+    hang = found["pipeline-hang"]
+    assert hang.severity == Severity.CRITICAL and hang.kind == "symptom"
+    assert "feeder-0 blocked in the queue.put for the whole 5.0 s window" in hang.claim
+    evidence = dict(hang.evidence)
+    assert evidence["died: learner-0"] == "ValueError: bad batch at train.py:30 in learn, stderr last written 30 s ago"
+    assert evidence["process CPU over the window"] == "0.0% of one core"
+    died = found["thread-died"]
+    assert died.claim == "1 thread(s) died of an uncaught exception: learner-0 (ValueError: bad batch at train.py:30 " \
+                         "in learn)"
+
+
+def test_blocked_but_burning_cpu_is_not_a_hang() -> None:
+    obs, threads = _hung(cpu_ns=400_000_000)  # 40% of a core: someone works (a C extension not in the stacks)
+    assert "pipeline-hang" not in _run(obs, threads)
+
+
+def test_thread_deaths_from_the_probe_with_their_time() -> None:
+    b = replace(board({"threads": {"alive": 3, "deaths": [{"thread": "learner-1", "exception": "KeyError: 'x'",
+                                                           "where": "t.py:3 in run", "wall_time_s": NOW_S - 12.0}]}}))
+    obs, threads = _hung(stderr=None)
+    f = _run(replace(obs, boards=(b,)), threads)["thread-died"]
+    assert dict(f.evidence)["learner-1"] == "KeyError: 'x' at t.py:3 in run, 12 s ago"
+
+
+# --- GIL: a C-level wait at 0% CPU is not contention (issue 14) -----------------------------------------
+
+
+def test_a_thread_blocked_in_c_at_zero_cpu_is_not_a_gil_waiter() -> None:
+    waiter = thread_stats("wandb-sender", "other", {ThreadState.GIL_WAIT: 0.8, ThreadState.IDLE: 0.2}, tid=21)
+    holder = thread_stats("drafter-0", "drafter", {ThreadState.PYTHON: 0.9, ThreadState.NATIVE: 0.1}, tid=22,
+                          gil_held_pct=90.0)
+    idle = replace(waiter, cpu_pct=0.2)
+    assert "gil-contention" not in _run(observation(), (idle, holder))
+    busy = replace(waiter, cpu_pct=12.0)  # runs between waits: contending
+    assert "gil-contention" in _run(observation(), (busy, holder))
+
+
+def test_gil_probe_contention_net_of_cpu_run_queue_waits() -> None:
+    b = healthy_board(gil={"contention_share": 0.45, "knocker_runq_share": 0.30})
+    assert "gil-contention" not in _run(observation((b,)), ())
+    b = healthy_board(gil={"contention_share": 0.70, "knocker_runq_share": 0.10})
+    assert "60%" in dict(_run(observation((b,)), ())["gil-contention"].evidence)["GIL contention (probe)"]
+
+
+# --- stale code from outside ------------------------------------------------------------------------------
+
+
+def test_stale_code_from_the_file_on_disk() -> None:
+    frames = (Frame("chunked_ce", "/app/losses.py", 8), Frame("train", "/app/loop.py", 30))
+    obs = replace(observation(), stacks=(stack([thread_sample("train", frames, tid=11)]),), process=_facts(),
+                  code=(SourceLine("/app/losses.py", 8, "chunk_count", "if seq_len <= 0:"),
+                        SourceLine("/app/loop.py", 30, "train", "loss = chunked_ce(...)")),
+                  files=(SourceFile("/app/losses.py", True, NOW_S - 5.0), SourceFile("/app/loop.py", True, NOW_S - 900)))
+    f = _run(obs)["stale-code"]
+    assert f.severity == Severity.WARNING
+    assert f.claim.startswith("the process runs old code: chunked_ce runs at losses.py:8, which the file on disk no "
+                              "longer has there")
+    assert dict(f.evidence)["losses.py:8"] == "runs chunked_ce; on disk that line is in `chunk_count`"
+    assert dict(f.evidence)["/app/losses.py"] == "modified 40 s after the process started"
+
+
+def test_a_touched_file_alone_is_information_and_generated_code_is_never_stale() -> None:
+    frames = (Frame("train", "/app/loop.py", 30), Frame("call", "/tmp/torchinductor_u/ab/cab.py", 9))
+    obs = replace(observation(), stacks=(stack([thread_sample("train", frames, tid=11)]),), process=_facts(),
+                  code=(SourceLine("/app/loop.py", 30, "train", "loss = f()"),),
+                  files=(SourceFile("/app/loop.py", True, NOW_S - 5.0),
+                         SourceFile("/tmp/torchinductor_u/ab/cab.py", True, NOW_S - 1.0)))
+    f = _run(obs)["stale-code"]
+    assert f.severity == Severity.INFO and "torchinductor" not in str(f.evidence)
+
+
+# --- reentrant checkpoint seen from outside -------------------------------------------------------------
+
+
+def test_reentrant_checkpoint_in_the_stacks_with_torchs_warning() -> None:
+    frames = (Frame("block", "/app/model.py", 6), Frame("CheckpointFunction.forward", "/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py", 274),
+              Frame("Function.apply", "/venv/lib/python3.11/site-packages/torch/autograd/function.py", 625),
+              Frame("checkpoint", "/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py", 511), Frame("forward", "/app/model.py", 31))
+    stacks = tuple(stack([thread_sample("drafter-0", frames, tid=12)], t=i) for i in range(6))
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.NATIVE: 1.0}, tid=12, n=6,
+                            timeline=[ThreadState.NATIVE] * 6),)
+    warned = "/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:238: UserWarning: None of the inputs have requires_grad=True. Gradients will be None\n"
+    quiet = _run(replace(observation(), stacks=stacks, process=_facts()), threads)["checkpoint-reentrant"]
+    assert quiet.severity == Severity.INFO and "use_reentrant=True at model.py:31 (forward)" in quiet.claim
+    assert "dflash-diag run" in quiet.remedy
+    loud = _run(replace(observation(), stacks=stacks, process=_facts(stderr=warned)), threads)["checkpoint-reentrant"]
+    assert loud.severity == Severity.WARNING and "torch warned that none of its inputs requires grad" in loud.claim
+
+
+# --- warm-up vs recompile storm from the stacks -----------------------------------------------------------
+
+COMPILING = (Frame("InstructionTranslator.run", "/venv/lib/python3.11/site-packages/torch/_dynamo/symbolic_convert.py", 1200),
+             Frame("_compile", "/venv/lib/python3.11/site-packages/torch/_dynamo/convert_frame.py", 900), Frame("run", "/app/trainer.py", 60))
+RUNNING_ELSEWHERE = (Frame("Linear.forward", "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", 134), Frame("run", "/app/trainer.py", 55))
+RUNNING_INSIDE = (Frame("autotune", "/venv/lib/python3.11/site-packages/torch/_inductor/runtime/triton_heuristics.py", 9),
+                  Frame("_compile", "/venv/lib/python3.11/site-packages/torch/_dynamo/convert_frame.py", 900), Frame("run", "/app/trainer.py", 60))
+
+
+def _compile_obs(pattern: list[tuple[tuple[Frame, ...], ThreadState]], age_s: float = 45.0) -> tuple[Observation, tuple[ThreadStats, ...]]:
+    stacks = tuple(stack([thread_sample("Trainer", frames, tid=31)], t=i) for i, (frames, _) in enumerate(pattern))
+    timeline = [state for _, state in pattern]
+    shares = {s: timeline.count(s) / len(timeline) for s in set(timeline)}
+    threads = (thread_stats("Trainer", "drafter", shares, tid=31, n=len(timeline), timeline=timeline),)
+    return replace(observation(), stacks=stacks, process=_facts(start=NOW_S - age_s)), threads
+
+
+def test_the_same_call_compiled_again_after_returning_is_a_recompile_storm() -> None:
+    c, r = (COMPILING, ThreadState.COMPILE), (RUNNING_ELSEWHERE, ThreadState.NATIVE)
+    found = _run(*_compile_obs([c, c, r, r, c, c, r, c, c, r]))
+    storm = found["compile-recompile-storm"]
+    assert "3 separate compiles of trainer.py:60 (run)" in storm.claim and storm.stages == ("drafter",)
+    assert "warming-up" not in found
+
+
+def test_one_long_first_compile_is_warm_up_whatever_runs_inside_it() -> None:
+    c, inside = (COMPILING, ThreadState.COMPILE), (RUNNING_INSIDE, ThreadState.NATIVE)
+    found = _run(*_compile_obs([c, c, inside, c, c, inside, c, c, c, c]))
+    assert "compile-recompile-storm" not in found
+    warm = found["warming-up"]
+    assert warm.kind == "state" and "the process started 45 s ago" in warm.claim
+
+
+# --- the two H200 false alarms of issue 9 ----------------------------------------------------------------
+
+
+def test_no_cudagraph_multi_thread_without_captures() -> None:
+    hazard = "torch 2.11: CUDAGraph Trees raise a bare AssertionError in Python threads (pytorch#123177)"
+    b = healthy_board(cudagraphs={"torch": "2.11.0+cu130", "captures": 0, "capture_threads": [],
+                                  "multi_thread_hazard": hazard})
+    assert "cudagraph-multi-thread" not in _run(observation((b,)))
+    b = healthy_board(cudagraphs={"torch": "2.11.0+cu130", "captures": 4, "capture_threads": ["drafter-0", "drafter-1"],
+                                  "multi_thread_hazard": hazard})
+    f = _run(observation((b,)))["cudagraph-multi-thread"]
+    assert f.severity == Severity.WARNING and "captured from 2 threads (drafter-0, drafter-1)" in f.claim
+
+
+def test_gdn_claim_per_kernel_from_transformers_stderr_line() -> None:
+    line = ("`causal_conv1d_fn` is falling back to its reference PyTorch implementation because `causal_conv1d` is "
+            "not installed. This is correct but much slower\n")
+    b = healthy_board(fastpath={"gdn_kernels": {"modeling_qwen3_5.chunk_gated_delta_rule": "fla"}})
+    f = _run(replace(observation((b,)), process=_facts(stderr=line)))["gdn-torch-fallback"]
+    assert f.severity == Severity.INFO
+    assert f.claim == ("GatedDeltaNet's causal conv1d runs transformers' PyTorch fallback; the gated delta rule runs "
+                       "fast kernels")
+    assert "causal-conv1d" in f.remedy and "flash-linear-attention" not in f.remedy
+
+
+# --- unused full-vocabulary logits, from the code ---------------------------------------------------------
+
+
+def test_logits_computed_and_never_read() -> None:
+    frames = (Frame("target_worker", "/app/pipeline.py", 34),)
+    obs = replace(observation(), stacks=(stack([thread_sample("tgt", frames, tid=11)]),),
+                  code=(SourceLine("/app/pipeline.py", 34, "target_worker", "q.put(hidden.float())",
+                                   unused_logits=((33, "logits = lm_head(hidden)  # copied from eval"),)),))
+    f = _run(obs)["wasted-full-vocab-logits"]
+    assert f.severity == Severity.INFO
+    assert f.claim.startswith("pipeline.py:33 computes full-vocabulary logits that the function never reads")
+
+
+# --- a stage waiting on a saturated GPU is GPU-bound, not losing time to syncs (issue 14) ---------------
+
+
+def _gpu(util: float, pid: int = 4242) -> GpuSample:
+    na = NA("not read")
+    return GpuSample(index=0, name="H200", uuid="GPU-0", util_pct=util, mem_util_pct=na, memory_used_bytes=na,
+                     memory_total_bytes=na, power_w=na, power_limit_w=na, sm_clock_mhz=na, max_sm_clock_mhz=na,
+                     temperature_c=na, throttle_reasons=na,
+                     processes=(GpuProcess(pid=pid, used_memory_bytes=na, sm_util_pct=na),), monotonic_s=0.0)
+
+
+def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
+    sync = (Frame("step", "/app/train.py", 9),)
+    timeline = [ThreadState.GPU_WAIT] * 8 + [ThreadState.NATIVE] * 2
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.8, ThreadState.NATIVE: 0.2}, tid=12,
+                            n=10, timeline=timeline),)
+    stacks = tuple(stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(10))
+    busy = replace(observation(), stacks=stacks, gpus=tuple((_gpu(98.0),) for _ in range(4)))
+    f = _run(busy, threads)["host-sync-storm"]
+    assert f.severity == Severity.INFO and "GPU-bound" in f.claim
+    idle = replace(busy, gpus=tuple((_gpu(35.0),) for _ in range(4)))
+    assert _run(idle, threads)["host-sync-storm"].severity == Severity.WARNING
+
+
+def test_a_side_thread_holding_the_gil_most_of_the_time_is_named_even_on_a_busy_machine() -> None:
+    hog = thread_stats("telemetry", "other", {ThreadState.PYTHON: 1.0}, tid=41, gil_held_pct=95.0, n=20)
+    stage = thread_stats("fit", "drafter", {ThreadState.PYTHON: 0.3, ThreadState.NATIVE: 0.5,
+                                            ThreadState.GIL_WAIT: 0.1, ThreadState.QUEUE_GET: 0.1}, tid=42, n=20)
+    f = _run(observation(), (hog, stage))["gil-contention"]
+    assert f.claim.startswith("GIL contention: telemetry (not a pipeline stage) holds the GIL 95% of the time")
+    assert f.claim.endswith("fit get it only in what is left") and f.stages == ("drafter",)
+    # The same share held by a pipeline thread, with no side thread, is that stage's own Python: no finding.
+    own = replace(hog, name="fit-0", stage="drafter")
+    assert "gil-contention" not in _run(observation(), (own, replace(stage, shares={ThreadState.NATIVE: 1.0})))

@@ -1,0 +1,122 @@
+"""The outside evidence, read for real: /proc of a live child, its stderr file (and never a pipe), source files
+on disk (functions at lines, queue calls, unused logits, an edit after the start)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dflash_diag.model import Frame, StackSample, ThreadSample
+from dflash_diag.sources.outside import OutsideReader
+
+PROGRAM = '''import queue, sys, time
+
+
+class Worker:
+    def run(self, q):
+        while True:
+            item = q.get(timeout=5)
+            cfg = {}.get("x", 1)
+            logits = self.lm_head(item)
+            self.out_q.put(item)
+
+
+def main():
+    print("Exception in thread w-1:", file=sys.stderr)
+    print("ready", flush=True)
+    time.sleep(60)
+
+
+main()
+'''
+
+
+def _sample(pid: int, frames: list[Frame]) -> StackSample:
+    thread = ThreadSample(thread_id=1, os_thread_id=pid, name="MainThread", active=True, owns_gil=True,
+                          frames=tuple(frames))
+    return StackSample(pid=pid, monotonic_s=0.0, wall_s=time.time(), duration_s=0.01, native=False, threads=(thread,))
+
+
+def _start(tmp_path: Path, stderr: int | None) -> subprocess.Popen[bytes]:
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    err = open(tmp_path / "err.log", "wb") if stderr is None else stderr
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=err)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+    return proc
+
+
+def test_process_facts_of_a_live_child_with_stderr_in_a_file(tmp_path: Path) -> None:
+    proc = _start(tmp_path, None)
+    try:
+        facts = OutsideReader(proc.pid).process_facts()
+        assert facts.state in ("S", "R")
+        assert facts.start_wall_s is not None and abs(facts.start_wall_s - time.time()) < 60
+        assert facts.stderr_target == str(tmp_path / "err.log")
+        assert facts.stderr_tail is not None and "Exception in thread w-1:" in facts.stderr_tail
+        assert facts.uses_cuda is False
+        os.kill(proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while OutsideReader(proc.pid).process_facts().state != "T" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert OutsideReader(proc.pid).process_facts().state == "T"
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+
+
+def test_a_pipe_on_stderr_is_never_read(tmp_path: Path) -> None:
+    proc = _start(tmp_path, subprocess.PIPE)
+    try:
+        facts = OutsideReader(proc.pid).process_facts()
+        assert facts.stderr_target.startswith("pipe:") and facts.stderr_tail is None
+        assert proc.stderr is not None
+        proc.kill()
+        proc.wait()
+        # What the program wrote is still in the pipe for its reader: we took nothing out of it.
+        assert b"Exception in thread w-1:" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_code_facts_read_the_files_on_disk(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    frames = [Frame("Worker.run", str(script), 7), Frame("main", str(script), 16),
+              Frame("get", "/usr/lib/python3.11/queue.py", 180)]
+    code, files = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    by_line = {c.line: c for c in code}
+    assert set(by_line) == {7, 16}  # library frames are not the program's code
+    run = by_line[7]
+    assert run.function == "Worker.run" and run.text == "item = q.get(timeout=5)"
+    assert run.queue_calls == ("q.get", "self.out_q.put")  # the dict's .get("x", 1) is not a queue
+    assert run.unused_logits == ((9, "logits = self.lm_head(item)"),)
+    assert by_line[16].function == "main" and by_line[16].unused_logits == ()
+    assert files[0].exists and files[0].mtime_wall_s == script.stat().st_mtime
+
+
+def test_an_edit_moves_the_function_away_from_the_sampled_line(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    reader = OutsideReader(os.getpid())
+    sample = _sample(os.getpid(), [Frame("Worker.run", str(script), 7)])
+    assert reader.code_facts([sample])[0][0].function == "Worker.run"
+    time.sleep(0.01)
+    script.write_text("def helper():\n    return 1\n\n\n\n\n\n\n\n\n\n" + PROGRAM)  # new mtime: re-read
+    os.utime(script, (time.time() + 5, time.time() + 5))
+    moved = reader.code_facts([sample])[0][0]
+    assert moved.function is None and moved.text == ""  # the old line 7 is now blank space below helper()
+    script.write_text("def broken(:\n")
+    os.utime(script, (time.time() + 10, time.time() + 10))
+    (line,) = reader.code_facts([sample])[0]
+    assert line.parsed is False and line.function is None
+    script.unlink()
+    code, files = reader.code_facts([sample])
+    assert code == () and files[0].exists is False
