@@ -48,30 +48,29 @@ EXAMPLE_BOARD: dict[str, Any] = {"session": {"steps": 120, "step": 120, "publish
 }}
 
 
-def _window(pipeline: Any, mode: str, steps: int) -> dict[str, Any]:
+def _window(built: Any, start: Any, mode: str, steps: int) -> tuple[dict[str, Any], Any]:
+    """One window: a fresh ``Run`` (fresh probe session, fresh offline wandb run) on the built models."""
     import probes
+    from reference_trainer.checkpoint import Resume
+    from reference_trainer.train import Run
 
     interval = MODES[mode]
     probes._session = None  # noqa: SLF001 - each run closes its session; the next window gets a fresh one
-    original = type(pipeline)._start_probes
-
-    def start_probes(self: Any) -> None:
-        original(self)
-        self.session.log_to_wandb(interval is not None)
-        if interval is not None and self.session._wandb is not None:  # noqa: SLF001
-            self.session._wandb.interval_s = interval  # noqa: SLF001
-
-    pipeline._start_probes = start_probes.__get__(pipeline)  # noqa: SLF001
-    pipeline.reset_run_state()
-    pipeline.config = dataclasses.replace(pipeline.config, max_steps=pipeline.step + steps)
-    rc = pipeline.run()
+    config = dataclasses.replace(built.config, max_steps=start.step + steps)
+    run = Run(built, config=config, start=start, save_at_end=False)
+    run.session.log_to_wandb(interval is not None)
+    if interval is not None and run.session._wandb is not None:  # noqa: SLF001
+        run.session._wandb.interval_s = interval  # noqa: SLF001
+    rc = run.run()
     if rc != 0:
         raise SystemExit(f"trainer run failed (exit {rc})")
-    summary = pipeline.summary()
-    status = pipeline.session._wandb.status() if pipeline.session._wandb is not None else {}  # noqa: SLF001
-    return {"mode": mode, "tokens_per_s": summary["tokens_per_s"], "steps": steps,
-            "wandb_logs": status.get("logs", 0), "wandb_errors": status.get("errors", 0),
-            "log_cost_ms_mean": status.get("log_cost_ms_mean")}
+    summary = run.summary()
+    status = run.session._wandb.status() if run.session._wandb is not None else {}  # noqa: SLF001
+    ledger = run.ledger.state()
+    after = Resume(step=run.step, cursor=ledger["cursor"], consumed_ahead=tuple(ledger["consumed_ahead"]))
+    return ({"mode": mode, "tokens_per_s": summary["tokens_per_s"], "steps": steps,
+             "wandb_logs": status.get("logs", 0), "wandb_errors": status.get("errors", 0),
+             "log_cost_ms_mean": status.get("log_cost_ms_mean")}, after)
 
 
 def micro_logs(calls: int, wandb_dir: str) -> dict[str, Any]:
@@ -106,7 +105,8 @@ def board_metrics(board: dict[str, Any]) -> dict[str, float]:
 def measure(preset: str, rounds: int, steps: int, warmup_steps: int, micro_calls: int, extra: list[str]) -> dict[str, Any]:
     import torch
 
-    from reference_trainer.train import Pipeline, parse_args
+    from reference_trainer.build import build
+    from reference_trainer.cli import parse_args
 
     with tempfile.TemporaryDirectory(prefix="export-overhead-") as tmp:
         os.environ.setdefault("WANDB_SILENT", "true")
@@ -114,19 +114,18 @@ def measure(preset: str, rounds: int, steps: int, warmup_steps: int, micro_calls
         os.environ.pop("WANDB_API_KEY", None)
         config, _ = parse_args(["--preset", preset, "--wandb", "offline", "--probes", "all", "--log-interval", "2",
                                 "--checkpoint-dir", tmp, *extra])
-        pipeline = Pipeline(config)
         t0 = time.monotonic()
-        pipeline.build()
-        pipeline.save_at_end = False
+        built = build(config)
+        start = built.resume
         print(f"built {preset} in {time.monotonic() - t0:.1f} s", flush=True)
         modes = list(MODES)
         for mode in modes:
-            _window(pipeline, mode, warmup_steps)
+            _, start = _window(built, start, mode, warmup_steps)
         windows: list[dict[str, Any]] = []
         for r in range(rounds):
             shift = r % len(modes)
             for mode in modes[shift:] + modes[:shift]:
-                w = _window(pipeline, mode, steps)
+                w, start = _window(built, start, mode, steps)
                 w["round"] = r
                 windows.append(w)
                 print(f"round {r} {mode:>8}: {w['tokens_per_s']:10,.0f} tok/s, {w['wandb_logs']} wandb logs"

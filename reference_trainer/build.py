@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_trainer import checkpoint, replicas, scenarios
+from reference_trainer import checkpoint, replicas, scenarios, step
 from reference_trainer.config import TrainConfig
 from reference_trainer.data import JsonlDataset, SyntheticStream, make_source
 from reference_trainer.drafter import CheckpointMode, DFlashDraftModel
@@ -24,6 +24,7 @@ from reference_trainer.target import (
     KernelReport,
     force_gdn_torch_fallback,
     gdn_kernel_report,
+    install_short_conv,
     load_target,
 )
 
@@ -40,20 +41,30 @@ class Built:
     resume: checkpoint.Resume  # step 0 unless --resume
 
 
-def build(config: TrainConfig) -> Built:
+def build(config: TrainConfig, targets: Mapping[str, FrozenTarget] | None = None) -> Built:
+    """Everything a run needs. ``targets`` reuses frozen targets already built for the same target shapes
+    (a benchmark comparing drafter settings; the short conv is re-bound from ``config``)."""
     torch.manual_seed(config.seed)
     scenario = scenarios.resolve(config.scenario)
     data = make_source(config.data)
-    targets = _load_targets(config, scenario)
+    if targets is None:
+        targets = _load_targets(config, scenario)
+        short_conv = next(iter(targets.values())).kernels.short_conv
+    else:
+        targets = {name: targets[name] for name in dict.fromkeys(config.target_devices)}
+        short_conv = install_short_conv(config.target.short_conv, torch.device(config.target_devices[0]))
     first_target = next(iter(targets.values()))
     _check_target_shapes(config, first_target)
-    kernels = gdn_kernel_report(first_target.model, first_target.device)
+    # Read again after the slow-fallback scenario may have rebound the GDN op.
+    kernels = dataclasses.replace(gdn_kernel_report(first_target.model, first_target.device), short_conv=short_conv)
     if scenario.force_gdn_fallback and not kernels.fast and first_target.device.type == "cuda":
         kernels = dataclasses.replace(kernels, reason=f"forced by --scenario {config.scenario}")
     torch.manual_seed(config.seed + 1)
     template = drafter_template(config, scenario.keyword_checkpoint_calls)
     made = tuple(replicas.make_replica(rank, torch.device(name), template, config, scenario, targets)
                  for rank, name in enumerate(config.drafter_devices))
+    if config.compile_layers:
+        _compile_now(made, config, scenario, data, targets)
     path = checkpoint.resume_path(config)
     resume = checkpoint.load_into(path, config, made) if path else checkpoint.Resume()
     return Built(config=config, targets=targets, replicas=made, data=data, kernels=kernels,
@@ -68,6 +79,23 @@ def drafter_template(config: TrainConfig, keyword_calls: bool) -> DFlashDraftMod
                                               use_reentrant=config.objective.use_reentrant,
                                               keyword_calls=keyword_calls)
     return template
+
+
+def _compile_now(made: tuple[Replica, ...], config: TrainConfig, scenario: scenarios.Scenario,
+                 data: SyntheticStream | JsonlDataset, targets: dict[str, FrozenTarget]) -> None:
+    """Compile the draft layers here, on the main thread, before any worker thread exists (torch.compile is
+    not thread-safe in torch <= 2.11): one forward + backward per replica on a real batch's shapes (zero
+    hidden states), gradients dropped. Later calls from the drafter threads only check guards."""
+    batch = data.batch(0)
+    width = len(config.drafter.target_layer_ids) * config.drafter.hidden_size
+    for replica in made:
+        target = targets.get(str(replica.device), next(iter(targets.values())))
+        hidden = torch.zeros(*batch.input_ids.shape, width, dtype=target.dtype, device=replica.device)
+        with replicas.use_stream(replica.device, replica.stream):
+            step.drafter_forward_backward(replica, hidden, batch, config, scenario)
+            replica.optimizer.zero_grad(set_to_none=True)
+            if replica.device.type == "cuda":
+                torch.cuda.current_stream(replica.device).synchronize()  # SYNC: once, at start-up
 
 
 def _load_targets(config: TrainConfig, scenario: scenarios.Scenario) -> dict[str, FrozenTarget]:

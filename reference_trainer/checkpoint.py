@@ -2,19 +2,24 @@
 
 A checkpoint holds the drafter, its optimiser and schedule, the step counter and the batch ledger (which
 batch indices the drafters consumed). It is written to ``.checkpoint.pt.tmp-<pid>`` beside the target,
-fsynced, then renamed over it: the previous checkpoint stays intact until the new one is complete.
+fsynced, then renamed over it: the previous checkpoint stays intact until the new one is complete, and a
+failed write (a full disk) removes its temp file. A writer killed mid-write (``kill -9``) cannot clean up:
+the next run removes temp files whose PID is gone (``remove_stale_temp_files``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import os
+import re
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import torch
 
@@ -126,17 +131,40 @@ def save(path: Path, config: TrainConfig, lead: Replica, step: int, ledger: Batc
         "loss_first": loss_first,
         "config": config.flat(),
     }
-    atomic_write_bytes(path, lambda handle: torch.save(state, handle))
+    atomic_write_bytes(path, lambda handle: _torch_save(state, handle))
     return path
 
 
-def atomic_write_bytes(path: Path, write: Callable[[Any], None]) -> None:
-    """Write to a private temp file in the same directory, fsync, then rename: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _torch_save(state: dict[str, Any], handle: BinaryIO) -> None:
+    """torch.save, but a failed write stays an OSError: torch's zip writer turns the file's OSError (ENOSPC)
+    into a RuntimeError ("unexpected pos"), which would read as a bug instead of a full disk."""
     try:
-        with os.fdopen(fd, "wb") as handle:
+        torch.save(state, handle)
+    except RuntimeError as err:
+        cause = err.__cause__ or err.__context__
+        if isinstance(cause, OSError):
+            raise cause from err
+        raise
+
+
+def temp_path(path: Path, pid: int | None = None) -> Path:
+    """Where ``atomic_write_bytes`` writes ``path`` first: ``.NAME.tmp-PID`` beside it."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid() if pid is None else pid}")
+
+
+def _open_private(path: Path) -> BinaryIO:
+    """A new file only this user can read (0600), truncated; the one place a checkpoint's bytes are written."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+
+
+def atomic_write_bytes(path: Path, write: Callable[[Any], None]) -> None:
+    """Write to a private temp file in the same directory, fsync, then rename: never a half-written file.
+
+    On any failure (ENOSPC, EDQUOT, EIO...) the temp file is removed and ``path`` is left as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    try:
+        with _open_private(tmp) as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -145,3 +173,48 @@ def atomic_write_bytes(path: Path, write: Callable[[Any], None]) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def remove_stale_temp_files(directory: Path, name: str = CHECKPOINT_NAME) -> list[Path]:
+    """Remove the temp files a killed writer left (``kill -9`` mid-write: ~6 GB each on the 4B preset).
+
+    Only ``.NAME.tmp-PID`` regular files (never a link) owned by this user whose PID is no longer alive;
+    anything else in the directory, including a live writer's temp file, is left alone."""
+    pattern = re.compile(rf"\.{re.escape(name)}\.tmp-([0-9]{{1,10}})")
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed  # no directory yet: nothing to clean
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or int(match.group(1)) == os.getpid():
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or _pid_alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+    return removed
+
+
+def write_failure(what: str, path: Path, err: OSError) -> str:
+    """One line for a failed write: what, where, why, what is kept, what to do."""
+    reason = f"{err.strerror or err} ({errno.errorcode.get(err.errno or 0, 'error')})"
+    kept = "the previous one is kept" if path.exists() else "none was written"
+    return (f"could not write the {what} {path}: {reason}; {kept} (free space or choose another directory, "
+            "then --resume)")

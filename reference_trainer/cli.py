@@ -18,6 +18,7 @@ from reference_trainer import scenarios
 from reference_trainer.config import PRESETS, TrainConfig, preset_fields, resolve_preset
 from reference_trainer.data import DataError
 from reference_trainer.errors import ExitCode, UserError
+from reference_trainer.loss import LOSSES, MASK_BUILDS
 from reference_trainer.target import TargetLoadError
 
 PROG = "python -m reference_trainer"
@@ -77,8 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "thread (sequences per step = drafter threads x --batch-size x this; the recipe's is 64)")
     g.add_argument("--use-reentrant", type=_bool, default=False, metavar="{true,false}",
                    help="activation checkpointing mode of the draft layers and CE chunks (default false)")
-    g.add_argument("--no-checkpoint-layers", action="store_true", help="do not checkpoint the draft layers")
-    g.add_argument("--compile", action="store_true", help="torch.compile the drafter")
+    g.add_argument("--checkpoint-layers", type=_bool, metavar="{true,false}",
+                   help="activation-checkpoint the draft layers (default: true on tiny, false on GPU presets)")
+    g.add_argument("--no-checkpoint-layers", action="store_true", help="same as --checkpoint-layers false")
+    g.add_argument("--loss", choices=LOSSES, help="chunked: checkpointed fp32-logit chunks (recomputed); fused: "
+                   "the input gradient in the forward pass, no recompute (default); fused-compiled: its "
+                   "epilogue torch.compile'd (no fp32 copy of a chunk)")
+    g.add_argument("--block-mask", choices=MASK_BUILDS, help="how the flex BlockMask is built each step: "
+                   "mask_mod over every (query, key) pair (default) or from the sorted anchors")
+    g.add_argument("--fused-adamw", type=_bool, metavar="{true,false}",
+                   help="AdamW's fused kernel (default: true on GPU presets)")
+    g.add_argument("--compile-layers", action="store_true",
+                   help="torch.compile each draft decoder layer (compiled and warmed up before the threads start)")
+    g.add_argument("--short-conv", choices=("auto", "torch", "fla"), help="GatedDeltaNet short conv: "
+                   "transformers' torch reference (default), fla's Triton kernel, or auto (fla when importable on CUDA)")
+    g.add_argument("--compile", action="store_true", help="torch.compile the whole drafter")
     g.add_argument("--compile-backend", default="inductor")
     g = p.add_argument_group("run control")
     g.add_argument("--max-steps", type=int, help="stop cleanly after this many drafter steps (total, across resumes)")
@@ -110,6 +124,18 @@ def _parse_probes(text: str | None) -> frozenset[str]:
         return probes.parse_probe_list(text)
     except ValueError as err:
         raise UserError(f"--probes: {err}", ExitCode.USAGE) from err
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The flags the user gave (not None): they override the preset's values."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _switches(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+    """Speed switches: a flag wins, then the preset, then TrainConfig's default."""
+    checkpoint = False if args.no_checkpoint_layers else args.checkpoint_layers
+    preset = {k: fields[k] for k in ("checkpoint_layers", "fused_adamw") if k in fields}
+    return {**preset, **_given(checkpoint_layers=checkpoint, fused_adamw=args.fused_adamw)}
 
 
 def _schedule(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
@@ -149,8 +175,9 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             **({"batch_size": args.batch_size} if args.batch_size else {}),
         )
         objective = dataclasses.replace(fields["objective"], use_reentrant=args.use_reentrant,
-                                        **({"num_anchors": args.num_anchors} if args.num_anchors else {}))
-        target = dataclasses.replace(fields["target"], path=args.target_path)
+                                        **_given(num_anchors=args.num_anchors, loss=args.loss,
+                                                 mask_build=args.block_mask))
+        target = dataclasses.replace(fields["target"], path=args.target_path, **_given(short_conv=args.short_conv))
         config = TrainConfig(
             preset=preset, target=target, drafter=fields["drafter"], objective=objective, data=data,
             target_devices=target_devices, drafter_devices=drafter_devices,
@@ -162,7 +189,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             save_every=args.save_every, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
             compile=args.compile, compile_backend=args.compile_backend, seed=args.seed, scenario=args.scenario,
             probes=_parse_probes(args.probes), wandb=args.wandb, summary_json=args.summary_json,
-            metrics_jsonl=args.metrics_jsonl, checkpoint_layers=not args.no_checkpoint_layers,
+            metrics_jsonl=args.metrics_jsonl, compile_layers=args.compile_layers, **_switches(args, fields),
         )
         config = scenarios.apply_to_config(config)
     except ValueError as err:

@@ -53,7 +53,9 @@ class TrainConfig:
     wandb: str = "auto"  # auto (offline unless configured) | online | offline | off
     summary_json: str | None = None
     metrics_jsonl: str | None = None
-    checkpoint_layers: bool = True
+    checkpoint_layers: bool = True  # activation-checkpoint the draft layers (recompute in backward)
+    compile_layers: bool = False  # torch.compile each draft decoder layer, warmed up in build()
+    fused_adamw: bool = False  # torch.optim.AdamW(fused=True): one kernel per step instead of foreach
 
     def __post_init__(self) -> None:
         if not self.target_devices or not self.drafter_devices:
@@ -132,6 +134,9 @@ def _tiny() -> dict[str, Any]:
 
 
 QWEN35_MASK_TOKEN_ID = 248_070  # the published Qwen3.5/3.6 DFlash drafters' mask token
+# Speed switches of the GPU presets (docs/benchmarks.md, "Where the time goes"): the draft layers' activations
+# fit on an H200 (no recompute), and AdamW's fused kernel.
+GPU_SPEED: dict[str, Any] = {"checkpoint_layers": False, "fused_adamw": True}
 
 
 def _qwen35_4b(num_anchors: int = 512) -> dict[str, Any]:
@@ -144,7 +149,20 @@ def _qwen35_4b(num_anchors: int = 512) -> dict[str, Any]:
     objective = ObjectiveConfig(num_anchors=num_anchors, ce_chunk_tokens=2048)
     data = DataConfig(seq_len=3072, min_seq_len=2560, batch_size=1, vocab_size=vocab)
     return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, log_interval=10,
-                queue_size=4)
+                queue_size=4, **GPU_SPEED)
+
+
+def _qwen35_9b() -> dict[str, Any]:
+    """A larger target: Qwen3.5-9B shapes (hidden 4096, 32 layers, FFN 12288, untied lm_head) and a 5-layer
+    drafter of hidden 4096 (tests/trainer/fixtures/qwen3.5-9b.json: what is published, what is assumed)."""
+    vocab = 248_320
+    target = TargetConfig(vocab_size=vocab, hidden_size=4096, intermediate_size=12_288, tie_word_embeddings=False)
+    drafter = DrafterConfig(vocab_size=vocab, hidden_size=4096, intermediate_size=12_288,
+                            mask_token_id=QWEN35_MASK_TOKEN_ID)
+    objective = ObjectiveConfig(num_anchors=512, ce_chunk_tokens=2048)
+    data = DataConfig(seq_len=3072, min_seq_len=2560, batch_size=1, vocab_size=vocab)
+    return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, log_interval=10,
+                queue_size=4, **GPU_SPEED)
 
 
 PRESETS: dict[str, Any] = {
@@ -152,6 +170,7 @@ PRESETS: dict[str, Any] = {
     "qwen3.5-4b": _qwen35_4b,
     # Quick GPU checks: the same model shapes, 128 anchors (a quarter of the drafter and CE work).
     "qwen3.5-4b-short": lambda: _qwen35_4b(num_anchors=128),
+    "qwen3.5-9b": _qwen35_9b,
 }
 
 

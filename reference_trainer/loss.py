@@ -23,6 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+LOSSES = ("chunked", "fused", "fused-compiled")
+MASK_BUILDS = ("mask_mod", "anchors")
+
 
 @dataclass(frozen=True, kw_only=True)
 class ObjectiveConfig:
@@ -32,6 +35,11 @@ class ObjectiveConfig:
     ce_chunk_tokens: int = 2048  # positions per lm_head+CE chunk (x vocab = the logits one chunk holds)
     use_reentrant: bool = False
     attention: str = "auto"  # auto (flex on CUDA, dense SDPA on CPU) | flex | flex-eager | sdpa
+    # chunked: checkpointed chunks of fp32 logits (recomputed in backward) | fused: the input gradient in the
+    # forward pass, k = 0 rows dropped (fused_loss.py) | fused-compiled: its epilogue torch.compile'd
+    loss: str = "fused"
+    # The flex BlockMask: mask_mod (every pair; the default until measured on the H200) | from the sorted anchors
+    mask_build: str = "mask_mod"
 
     def __post_init__(self) -> None:
         if self.block_size < 2:
@@ -44,6 +52,10 @@ class ObjectiveConfig:
             raise ValueError("loss_decay_gamma must be > 0")
         if self.attention not in ("auto", "flex", "flex-eager", "sdpa"):
             raise ValueError(f"attention must be auto, flex, flex-eager or sdpa, got {self.attention!r}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if self.mask_build not in MASK_BUILDS:
+            raise ValueError(f"--block-mask must be one of {', '.join(MASK_BUILDS)}, got {self.mask_build!r}")
 
 
 @dataclass
@@ -131,11 +143,65 @@ def dense_block_mask(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, b
     return torch.cat([ctx, same_block | diagonal], dim=2)[:, None]
 
 
-def flex_block_mask(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, block_size: int) -> Any:
-    """The same mask as a flex_attention BlockMask (the CUDA path): padding blocks see nothing."""
-    from torch.nn.attention.flex_attention import create_block_mask
+def flex_block_mask(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, block_size: int,
+                    build: str = "mask_mod", tile: int = 128) -> Any:
+    """The same mask as a flex_attention BlockMask (the CUDA path): padding blocks see nothing.
+
+    ``build="mask_mod"`` evaluates the mask function over every (query, key) pair (``create_block_mask``:
+    92 M pairs per sequence at 512 anchors, every step); ``build="anchors"`` derives the tile table from
+    the sorted anchors in a few small tensor ops (``anchor_tiles``). The same ``mask_mod`` decides the
+    partial tiles either way."""
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 
     batch, num = anchors.shape
+    mask_mod = _dflash_mask_mod(anchors, valid, seq_len, block_size)
+    q_len, kv_len = num * block_size, seq_len + num * block_size
+    if build == "anchors" and tile % block_size == 0:
+        partial, full = anchor_tiles(anchors, valid, seq_len, block_size, tile)
+        return BlockMask.from_kv_blocks(*_kv_table(partial), *_kv_table(full), BLOCK_SIZE=tile, mask_mod=mask_mod,
+                                        seq_lengths=(q_len, kv_len))
+    return create_block_mask(mask_mod, batch, None, q_len, kv_len, device=anchors.device, BLOCK_SIZE=tile)
+
+
+def anchor_tiles(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, block_size: int, tile: int
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(partial, full) [B, query tiles, key tiles] bool: which tiles of the block mask have some / only True.
+
+    A query tile holds ``tile // block_size`` whole blocks. Context keys j < anchor are visible, so a key tile
+    is touched iff it starts before the tile's largest valid anchor, and full iff every block of the tile is
+    valid and it ends at or before the smallest anchor. A tile's own block keys lie in the one or two key
+    tiles at S + the tile's query range: partial (block-diagonal). Conservative where cheap: a tile marked
+    partial may turn out empty under mask_mod; a full or untouched one never holds a wrong value."""
+    batch, num = anchors.shape
+    per_tile = tile // block_size
+    q_len, kv_len = num * block_size, seq_len + num * block_size
+    rows = -(-num // per_tile)
+    pad = rows * per_tile - num
+    a = torch.nn.functional.pad(anchors, (0, pad)).view(batch, rows, per_tile)
+    v = torch.nn.functional.pad(valid, (0, pad)).view(batch, rows, per_tile)
+    max_anchor = torch.where(v, a, 0).amax(-1, keepdim=True)  # [B, R, 1]
+    min_anchor = torch.where(v, a, kv_len).amin(-1, keepdim=True)
+    r = torch.arange(rows, device=anchors.device)
+    complete = (v.all(-1) & ((r + 1) * tile <= q_len))[..., None]
+    key_start = torch.arange(-(-kv_len // tile), device=anchors.device) * tile  # [C]
+    key_end = key_start + tile
+    ctx_any = (key_start < seq_len) & (key_start < max_anchor)
+    full = complete & (key_end <= seq_len) & (key_end <= min_anchor)
+    lo = (seq_len + r * tile) // tile
+    hi = (seq_len + torch.clamp((r + 1) * tile, max=q_len) - 1) // tile
+    own = v.any(-1, keepdim=True) & (key_start // tile >= lo[:, None]) & (key_start // tile <= hi[:, None])
+    return (ctx_any | own) & ~full, full
+
+
+def _kv_table(tiles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """BlockMask's (num_blocks [B, 1, R], indices [B, 1, R, C]) for a [B, R, C] tile selection."""
+    counts = tiles.sum(-1, dtype=torch.int32)[:, None]
+    order = torch.argsort(tiles.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)[:, None]
+    return counts, order
+
+
+def _dflash_mask_mod(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, block_size: int) -> Any:
+    num = anchors.shape[1]
 
     def mask_mod(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
         block = q_idx // block_size
@@ -147,8 +213,7 @@ def flex_block_mask(anchors: torch.Tensor, valid: torch.Tensor, seq_len: int, bl
         same_block = (kv_idx - seq_len) // block_size == block
         return (block < num) & valid[b, safe] & ((is_ctx & ctx_ok) | (~is_ctx & same_block))
 
-    return create_block_mask(mask_mod, batch, None, num * block_size, seq_len + num * block_size,
-                             device=anchors.device)
+    return mask_mod
 
 
 _COMPILED_FLEX: Any = None

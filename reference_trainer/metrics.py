@@ -14,9 +14,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reference_trainer.loss import LossParts
+
+if TYPE_CHECKING:
+    from reference_trainer.build import Built
+    from reference_trainer.config import TrainConfig
 
 # --------------------------------------------------------------------------------------------------------
 # Where metrics go
@@ -200,3 +204,23 @@ class Meter:
         return (f"step {step:>6} | tok/s {rates['tokens_per_s']:>9,.0f} | q_hs {depth}/{queue_size} | "
                 f"target {rates['target_batches_per_s']:6.2f} b/s | drafter {rates['drafter_batches_per_s']:6.2f} b/s | "
                 f"loss {self.loss_last:7.4f} | acc {self.acc_last:5.3f} | step {step_ms:8.1f} ms")
+
+
+def banner_lines(built: Built, config: TrainConfig, sequential: bool) -> list[str]:
+    """What the run is, before its first step: threads, kernels, drafter, speed switches, scenario."""
+    params = sum(p.numel() for p in built.replicas[0].model.parameters())
+    mode = "sequential (no threads)" if sequential else (
+        f"{len(config.target_devices)} target thread(s) on {','.join(config.target_devices)}, "
+        f"{len(config.drafter_devices)} drafter thread(s) on {','.join(config.drafter_devices)}, q_hs {config.queue_size}")
+    objective = config.objective
+    lines = [f"reference_trainer: preset {config.preset}, {mode}",
+             f"  {built.kernels.line()}; short conv: {built.kernels.short_conv}",
+             f"  drafter: {params / 1e6:.1f} M trainable params, taps target layers {config.drafter.target_layer_ids}, "
+             f"attention {built.attention}, checkpoint use_reentrant={objective.use_reentrant}"
+             f"{', compiled' if config.compile else ''}",
+             f"  speed: loss {objective.loss}, block mask {objective.mask_build}, layer checkpointing "
+             f"{'on' if config.checkpoint_layers else 'off'}, compiled layers {'on' if config.compile_layers else 'off'}, "
+             f"fused AdamW {'on' if config.fused_adamw else 'off'}"]
+    if config.scenario:
+        lines.append(f"  scenario {config.scenario}: {built.scenario.description}")
+    return lines

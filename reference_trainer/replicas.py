@@ -132,10 +132,15 @@ def make_replica(rank: int, device: torch.device, template: DFlashDraftModel, co
     attention = attention_for(device, config, scenario)
     model.flex = None if attention == "sdpa" else flex_attention_fn(compiled=attention == "flex")
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
-                                  betas=config.adam_betas)
+                                  betas=config.adam_betas, fused=config.fused_adamw or None)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_factor(config.warmup, config.schedule_steps, config.min_lr_ratio))
     forward: Callable[..., torch.Tensor] = model
+    if config.compile_layers:
+        for layer in model.layers:  # in place: parameter names (the checkpoint's keys) do not change
+            layer.compile(backend=config.compile_backend, dynamic=False)
+        if model.flex is not None:
+            model.flex = flex_attention_fn(compiled=False)  # compiled as part of each layer's graph
     if config.compile:
         if model.flex is not None:
             model.flex = flex_attention_fn(compiled=False)  # compiled as part of the drafter graph

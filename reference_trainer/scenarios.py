@@ -165,8 +165,9 @@ def resolve(name: str | None) -> Scenario:
 def apply_to_config(config: TrainConfig) -> TrainConfig:
     """Config-level changes a scenario needs (the rest are hooks)."""
     name = config.scenario
-    if name == "reentrant":
-        return dataclasses.replace(config, objective=dataclasses.replace(config.objective, use_reentrant=True))
+    if name == "reentrant":  # the failure lives in the draft layers' activation checkpointing: switch it on
+        return dataclasses.replace(config, checkpoint_layers=True,
+                                   objective=dataclasses.replace(config.objective, use_reentrant=True))
     if name == "recompiles":
         return dataclasses.replace(config, compile=True, data=dataclasses.replace(config.data, pad_to_longest=True),
                                    compile_backend=_cpu_or(config, "inductor", "aot_eager"))

@@ -12,6 +12,9 @@ Two pieces of waste in the usual "call the CausalLM with output_hidden_states=Tr
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -20,6 +23,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from reference_trainer.errors import ExitCode, UserError
 
 
 def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
@@ -53,6 +58,10 @@ class TargetConfig:
     full_attention_interval: int = 4
     rope_theta: float = 10_000_000.0
     tie_word_embeddings: bool = True
+    # GatedDeltaNet's short causal conv: "torch" (transformers' F.conv1d reference, as causal-conv1d is not
+    # installed; the default until fla's is measured on the H200), "fla" (flash-linear-attention's Triton
+    # kernel), "auto" (fla when importable on CUDA).
+    short_conv: str = "torch"
     # Random init only: std of the embedding (= tied lm_head). HF's 0.02 gives |e| ~ 0.02*sqrt(H), which on a
     # tiny model caps the drafter's logits near 2 and makes "loss falls" take thousands of steps.
     embedding_std: float | None = None
@@ -64,6 +73,8 @@ class TargetConfig:
                 raise ValueError(f"target {name} must be > 0, got {getattr(self, name)}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("target num_attention_heads must be a multiple of num_key_value_heads")
+        if self.short_conv not in ("auto", "torch", "fla"):
+            raise ValueError(f"short_conv must be auto, torch or fla, got {self.short_conv!r}")
 
     def hf_config(self, num_layers_built: int | None = None) -> Any:
         """The transformers ``Qwen3_5TextConfig`` for these shapes (optionally cut to fewer layers)."""
@@ -104,6 +115,7 @@ class KernelReport:
     chunk_gated_delta_rule: str  # "fla" | "torch_fallback"
     module: str  # the implementation's __module__
     reason: str  # why, in words
+    short_conv: str = "torch"  # "fla" (Triton) | "torch" (transformers' F.conv1d reference)
 
     @property
     def fast(self) -> bool:
@@ -173,6 +185,65 @@ def force_gdn_torch_fallback(model: nn.Module) -> None:
             module.chunk_gated_delta_rule = reference
         elif reference is not None:
             mq.torch_chunk_gated_delta_rule = reference
+
+
+# --------------------------------------------------------------------------------------------------------
+# The short causal convolution of the GatedDeltaNet layers
+# --------------------------------------------------------------------------------------------------------
+
+_FLA_CONV_PATHS = ("fla.modules.convolution", "fla.modules.causal_conv1d", "fla.modules.conv", "fla.modules")
+_HF_CONV: dict[str, Any] = {}  # transformers' own causal_conv1d_fn, kept to put it back
+
+
+def fla_causal_conv1d() -> Any:
+    """flash-linear-attention's Triton causal conv (x [B, T, D], weight [D, W]) -> (y, state), or None."""
+    import importlib
+
+    for path in _FLA_CONV_PATHS:
+        try:
+            fn = getattr(importlib.import_module(path), "causal_conv1d", None)
+        except Exception:  # noqa: BLE001 - not installed, or no Triton driver on this machine
+            fn = None
+        if callable(fn):
+            return fn
+    return None
+
+
+def _channels_first(fla_conv: Any) -> Any:
+    """transformers' ``causal_conv1d_fn(x [B, D, T], weight [D, W], bias, activation)`` on fla's kernel.
+
+    fla since late 2024 takes x as [B, T, D] (its signature has ``residual``); older releases took [B, D, T]."""
+    seq_first = "residual" in inspect.signature(fla_conv).parameters
+
+    @functools.wraps(fla_conv)  # __module__ stays fla's: probes and reports see the kernel that runs
+    def causal_conv1d_fn(hidden_states: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                         activation: str | None = None, **kwargs: Any) -> torch.Tensor:
+        if any(kwargs.get(k) is not None for k in ("seq_idx", "cu_seqlens", "cu_seq_lens_q")):
+            raise ValueError("packed sequences are not supported by the trainer's fla short-conv adapter")
+        # [B, D, T] is a transposed view of the in-projection's contiguous [B, T, D]: no copy either way.
+        x = hidden_states.transpose(1, 2) if seq_first else hidden_states
+        result = fla_conv(x=x, weight=weight, bias=bias, activation=activation)
+        out = result[0] if isinstance(result, tuple) else result
+        return out.transpose(1, 2) if seq_first else out
+
+    return causal_conv1d_fn
+
+
+def install_short_conv(kind: str, device: torch.device, implementation: Any = None) -> str:
+    """Bind the short conv every Qwen3.5 GatedDeltaNet layer calls (process-wide: transformers calls a
+    module-level function); returns "fla" or "torch". ``implementation`` replaces fla's kernel (tests)."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as mq
+
+    original = _HF_CONV.setdefault("fn", mq.causal_conv1d_fn)
+    fla_conv = implementation or (fla_causal_conv1d() if device.type == "cuda" or kind == "fla" else None)
+    if kind == "fla" and fla_conv is None:
+        raise UserError("--short-conv fla: flash-linear-attention's causal_conv1d is not importable here (it needs "
+                        "CUDA and pip install flash-linear-attention[cuda]); use auto or torch", ExitCode.USAGE)
+    if kind == "torch" or fla_conv is None:
+        mq.causal_conv1d_fn = original
+        return "torch"
+    mq.causal_conv1d_fn = _channels_first(fla_conv)
+    return "fla"
 
 
 @dataclass
@@ -276,4 +347,6 @@ def load_target(config: TargetConfig, layer_ids: list[int], device: torch.device
     model.eval().requires_grad_(False)
     lm_head_weight.requires_grad_(False)
     return FrozenTarget(model=model, lm_head_weight=lm_head_weight, layer_ids=list(layer_ids), device=device,
-                        kernels=gdn_kernel_report(model, device), dtype=dtype)
+                        kernels=dataclasses.replace(gdn_kernel_report(model, device),
+                                                    short_conv=install_short_conv(config.short_conv, device)),
+                        dtype=dtype)

@@ -47,7 +47,7 @@ from reference_trainer.build import Built
 from reference_trainer.config import TrainConfig
 from reference_trainer.errors import ExitCode
 from reference_trainer.loss import LossParts
-from reference_trainer.metrics import Meter, make_sink
+from reference_trainer.metrics import Meter, banner_lines, make_sink
 from reference_trainer.replicas import HiddenBatch, Replica
 from reference_trainer.threads import get_until_stopped, name_this_thread, put_until_stopped
 
@@ -121,6 +121,7 @@ class Run:
         self.session.watch_model("drafter", self.replicas[0].model)
         self.thread_roles = self._thread_roles()
         self.app_config = {**cfg.flat(), "gdn_kernel": built.kernels.chunk_gated_delta_rule,
+                           "short_conv": built.kernels.short_conv,
                            "attention": built.attention, "sequential": sequential}
         self.sink = make_sink(cfg.wandb, cfg.flat(), Path(cfg.checkpoint_dir))
 
@@ -267,7 +268,11 @@ class Run:
             meter.end_time = time.monotonic()
         self.session.step(self.step)
         if cfg.save_every and self.step % cfg.save_every == 0 and not self.finish:
-            self.save_checkpoint()
+            try:
+                self.save_checkpoint()
+            except OSError as err:  # a full disk must not end hours of training: the next save retries
+                print(f"reference_trainer: warning: {checkpoint.write_failure('checkpoint', checkpoint.checkpoint_path(cfg), err)}"
+                      "; training goes on", file=sys.stderr, flush=True)
 
     def _log_line(self, step_ms: float) -> None:
         rates = self.meter.window_rates()
@@ -297,23 +302,17 @@ class Run:
                   file=sys.stderr, flush=True)
             self.graceful.set()
 
-        self.previous_handlers = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # SIGHUP too: an ssh session that drops takes the trainer with it, and that must not lose the run.
+        self.previous_handlers = {sig: signal.signal(sig, handle)
+                                  for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
 
     def banner(self) -> None:
-        cfg, built = self.config, self.built
-        params = sum(p.numel() for p in self.replicas[0].model.parameters())
-        mode = "sequential (no threads)" if self.sequential else (
-            f"{len(cfg.target_devices)} target thread(s) on {','.join(cfg.target_devices)}, "
-            f"{len(cfg.drafter_devices)} drafter thread(s) on {','.join(cfg.drafter_devices)}, q_hs {cfg.queue_size}")
-        print(f"reference_trainer: preset {cfg.preset}, {mode}", flush=True)
-        print(f"  {built.kernels.line()}", flush=True)
-        print(f"  drafter: {params / 1e6:.1f} M trainable params, taps target layers {cfg.drafter.target_layer_ids}, "
-              f"attention {built.attention}, checkpoint use_reentrant={cfg.objective.use_reentrant}"
-              f"{', compiled' if cfg.compile else ''}", flush=True)
-        if cfg.scenario:
-            print(f"  scenario {cfg.scenario}: {built.scenario.description}", flush=True)
+        for line in banner_lines(self.built, self.config, self.sequential):
+            print(line, flush=True)
 
     def run(self) -> int:
+        for stale in checkpoint.remove_stale_temp_files(Path(self.config.checkpoint_dir)):
+            print(f"reference_trainer: removed {stale}, a partial checkpoint of a writer that is gone", flush=True)
         self.banner()
         self._install_signals()
         self.meter.start_clock()
@@ -354,12 +353,20 @@ class Run:
             print(f"reference_trainer: thread {name} failed: {type(err).__name__}: {err}; run stopped",
                   file=sys.stderr, flush=True)
             return ExitCode.THREAD_FAILED
-        path = self.save_checkpoint() if self.save_at_end else None
-        summary = self.summary()
-        summary["checkpoint"] = str(path) if path else None
-        if cfg.summary_json:
-            checkpoint.atomic_write_bytes(Path(cfg.summary_json),
-                                          lambda h: h.write(json.dumps(summary, indent=2).encode()))
+        target = checkpoint.checkpoint_path(cfg)
+        try:
+            path = self.save_checkpoint() if self.save_at_end else None
+            summary = self.summary()
+            summary["checkpoint"] = str(path) if path else None
+            if cfg.summary_json:
+                target = Path(cfg.summary_json)
+                checkpoint.atomic_write_bytes(target, lambda h: h.write(json.dumps(summary, indent=2).encode()))
+        except OSError as err:
+            what = "summary" if target != checkpoint.checkpoint_path(cfg) else "checkpoint"
+            print(f"reference_trainer: error: {checkpoint.write_failure(what, target, err)}", file=sys.stderr, flush=True)
+            self.sink.finish()
+            self.session.close()
+            return ExitCode.WRITE_FAILED
         print(f"done: {self.stop_reason}, step {self.step}, {summary['tokens_per_s']:,.0f} tok/s, "
               f"loss {summary['loss_first']} -> {summary['loss_last']}, checkpoint {path}", flush=True)
         self.sink.finish()
@@ -388,6 +395,10 @@ class Run:
             "sequential": self.sequential,
             "gdn_kernel": built.kernels.chunk_gated_delta_rule,
             "gdn_kernel_line": built.kernels.line(),
+            "short_conv": built.kernels.short_conv,
+            "speed": {"loss": self.config.objective.loss, "block_mask": self.config.objective.mask_build,
+                      "checkpoint_layers": self.config.checkpoint_layers, "compile_layers": self.config.compile_layers,
+                      "fused_adamw": self.config.fused_adamw},
             "attention": built.attention,
             "use_reentrant": self.config.objective.use_reentrant,
             "torch": torch.__version__,

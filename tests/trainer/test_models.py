@@ -156,3 +156,58 @@ def test_bad_target_path_is_one_clear_error(tmp_path: Path, setup, message: str)
     setup(path)
     with pytest.raises(TargetLoadError, match=message.replace("*", r"\*")):
         _tiny_target(str(path))
+
+
+def _fla_like_conv(calls: list[int]):  # noqa: ANN202
+    """fla's causal_conv1d contract (x [B, T, D], weight [D, W] -> (y [B, T, D], state)), in plain torch."""
+
+    def causal_conv1d(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                      residual: torch.Tensor | None = None, initial_state: torch.Tensor | None = None,
+                      output_final_state: bool = False, activation: str | None = None,
+                      **kwargs: object) -> tuple[torch.Tensor, None]:
+        calls.append(1)
+        assert x.shape[-1] == weight.shape[0]  # channels last, as fla takes them
+        width = weight.shape[-1]
+        y = torch.nn.functional.conv1d(x.transpose(1, 2), weight.unsqueeze(1), bias, padding=width - 1,
+                                       groups=x.shape[-1])[..., : x.shape[1]]
+        y = torch.nn.functional.silu(y) if activation in ("silu", "swish") else y
+        return y.transpose(1, 2), None
+
+    causal_conv1d.__module__ = "fla.modules.conv.causal_conv1d"
+    return causal_conv1d
+
+
+def test_fla_short_conv_adapter_feeds_fla_its_layout_and_changes_nothing() -> None:
+    """The GatedDeltaNet short conv on fla's kernel contract gives the torch reference's hidden states."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as mq
+
+    from probes.fastpath import bound_kernel
+    from reference_trainer.target import install_short_conv
+
+    fields, target = _tiny_target()
+    tokens = torch.randint(0, 60, (2, 33))
+    with torch.no_grad():
+        reference = target.hidden_states(tokens)
+    calls: list[int] = []
+    try:
+        assert install_short_conv("fla", torch.device("cpu"), implementation=_fla_like_conv(calls)) == "fla"
+        assert bound_kernel(mq.causal_conv1d_fn) == "fla"  # probes and reports see fla's kernel
+        with torch.no_grad():
+            adapted = target.hidden_states(tokens)
+    finally:
+        assert install_short_conv("torch", torch.device("cpu")) == "torch"
+    gdn_layers = [m for m in target.model.modules() if type(m).__name__.endswith("GatedDeltaNet")]
+    assert len(calls) == len(gdn_layers) == 5  # every GatedDeltaNet layer of the 6 built goes through fla's kernel
+    torch.testing.assert_close(adapted, reference)
+    assert bound_kernel(mq.causal_conv1d_fn) != "fla"
+
+
+def test_short_conv_fla_without_fla_is_a_usage_error() -> None:
+    from reference_trainer.errors import UserError
+    from reference_trainer.target import fla_causal_conv1d, install_short_conv
+
+    if fla_causal_conv1d() is not None:
+        pytest.skip("flash-linear-attention is importable here")
+    with pytest.raises(UserError, match="--short-conv fla"):
+        install_short_conv("fla", torch.device("cpu"))
+    assert install_short_conv("auto", torch.device("cpu")) == "torch"

@@ -85,6 +85,43 @@ def test_flex_block_mask_matches_brute_force(anchors_case) -> None:  # noqa: ANN
     assert torch.equal(evaluated.expand_as(expected), expected)
 
 
+def _element_mask(block_mask, batch: int, q_len: int, kv_len: int, tile: int) -> torch.Tensor:  # noqa: ANN001
+    """What flex computes from a BlockMask: full tiles all True, partial tiles by mask_mod, the rest False."""
+    out = torch.zeros(batch, q_len, kv_len, dtype=torch.bool)
+    for b in range(batch):
+        for r in range(block_mask.kv_num_blocks.shape[-1]):
+            partial = block_mask.kv_indices[b, 0, r, : block_mask.kv_num_blocks[b, 0, r]].tolist()
+            full = block_mask.full_kv_indices[b, 0, r, : block_mask.full_kv_num_blocks[b, 0, r]].tolist()
+            assert not set(partial) & set(full)
+            q = torch.arange(r * tile, min((r + 1) * tile, q_len))
+            for c in partial + full:
+                kv = torch.arange(c * tile, min((c + 1) * tile, kv_len))
+                if c in full:
+                    out[b, q[:, None], kv[None, :]] = True
+                else:
+                    bb = torch.tensor(b)
+                    out[b, q[:, None], kv[None, :]] = block_mask.mask_mod(bb, bb, q[:, None], kv[None, :])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_block_mask_from_sorted_anchors_is_the_mask(seed: int) -> None:
+    """The anchors-derived tile table (no mask_mod over every pair) gives flex exactly the defined mask."""
+    seq_len, bs, tile = 64, 4, 8
+    loss_mask = torch.ones(3, seq_len)
+    loss_mask[1, :30] = 0
+    lengths = torch.tensor([64, 50, 9])
+    anchors, valid = sample_anchors(loss_mask, lengths, 12, torch.Generator().manual_seed(seed))
+    expected = brute_force_mask(anchors, valid, seq_len, bs)
+    batch, q_len, kv_len = expected.shape
+    fast = flex_block_mask(anchors, valid, seq_len, bs, build="anchors", tile=tile)
+    assert torch.equal(_element_mask(fast, batch, q_len, kv_len, tile), expected)
+    assert int(fast.full_kv_num_blocks.sum()) > 0  # the case has full context tiles (they skip mask_mod)
+    exact = flex_block_mask(anchors, valid, seq_len, bs, build="mask_mod", tile=tile)
+    assert torch.equal(_element_mask(exact, batch, q_len, kv_len, tile), expected)
+    assert torch.equal(fast.full_kv_num_blocks, exact.full_kv_num_blocks)  # the same full tiles
+
+
 def test_flex_mask_past_the_last_block_is_false_not_an_out_of_bounds_read(anchors_case) -> None:  # noqa: ANN001
     """flex_attention works in 128-row tiles: in a partial last tile the kernel evaluates mask_mod for rows
     past Q_LEN, whose block index is past the anchors tensor (on the GPU, an unchecked read)."""
@@ -135,3 +172,58 @@ def test_chunked_loss_equals_unchunked(chunk: int, reentrant: bool) -> None:
     logits = hidden.detach() @ head.T
     expected_correct = int(((logits.argmax(-1) == labels) & (weights > 0)).sum())
     assert int(parts.correct) == expected_correct and int(parts.trained) == int((weights > 0).sum())
+
+
+def _blocks_case(seed: int, bs: int = 4, blocks: int = 6, size: int = 16, vocab: int = 50
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(2, blocks * bs, size, generator=gen, requires_grad=True)
+    head = torch.randn(vocab, size, generator=gen) * 0.3
+    labels = torch.randint(0, vocab, (2, blocks * bs), generator=gen)
+    weights = torch.rand(2, blocks * bs, generator=gen) * (torch.rand(2, blocks * bs, generator=gen) > 0.3)
+    weights.view(2, blocks, bs)[:, :, 0] = 0  # k = 0: the anchor is given, never trained (as build_blocks makes)
+    weights.view(2, blocks, bs)[1, -2:] = 0  # padding blocks
+    return hidden, head, labels, weights
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
+def test_fused_loss_equals_the_definition_value_gradient_and_counts(chunk: int) -> None:
+    from reference_trainer.fused_loss import fused_loss
+
+    hidden, head, labels, weights = _blocks_case(seed=chunk)
+    ref = reference_loss(hidden, head, labels, weights)
+    (ref_grad,) = torch.autograd.grad(ref, hidden)
+    parts = fused_loss(hidden, head, labels, weights, block_size=4, chunk_tokens=chunk)
+    (grad,) = torch.autograd.grad(parts.loss * 3.0, hidden)  # the upstream gradient scales it
+    torch.testing.assert_close(parts.loss, ref)
+    torch.testing.assert_close(grad, 3.0 * ref_grad)
+    chunked = chunked_loss(hidden, head, labels, weights, chunk)
+    assert int(parts.correct) == int(chunked.correct) and int(parts.trained) == int(chunked.trained)
+    torch.testing.assert_close(parts.weight_sum, chunked.weight_sum)
+
+
+def test_fused_loss_with_a_bf16_head_matches_within_bf16_precision() -> None:
+    from reference_trainer.fused_loss import fused_loss
+
+    hidden, head, labels, weights = _blocks_case(seed=5, size=64, vocab=300)
+    ref = reference_loss(hidden, head, labels, weights)
+    (ref_grad,) = torch.autograd.grad(ref, hidden)
+    parts = fused_loss(hidden, head.bfloat16(), labels, weights, block_size=4, chunk_tokens=16)
+    (grad,) = torch.autograd.grad(parts.loss, hidden)
+    assert grad.dtype == hidden.dtype
+    torch.testing.assert_close(parts.loss, ref, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(grad, ref_grad, rtol=5e-2, atol=5e-3)
+
+
+@pytest.mark.slow
+def test_fused_loss_with_the_compiled_epilogue_equals_the_definition() -> None:
+    """The torch.compile'd softmax-gradient epilogue (inductor; ~15 s to compile on a CPU)."""
+    from reference_trainer.fused_loss import fused_loss
+
+    hidden, head, labels, weights = _blocks_case(seed=3)
+    ref = reference_loss(hidden, head, labels, weights)
+    (ref_grad,) = torch.autograd.grad(ref, hidden)
+    parts = fused_loss(hidden, head, labels, weights, block_size=4, chunk_tokens=16, compiled=True)
+    (grad,) = torch.autograd.grad(parts.loss, hidden)
+    torch.testing.assert_close(parts.loss, ref)
+    torch.testing.assert_close(grad, ref_grad)

@@ -65,6 +65,39 @@ def test_grad_accum_on_one_replica_takes_the_step_two_replicas_take(tiny_pipelin
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
+BASELINE = ("--fused-adamw", "false", "--checkpoint-layers", "true", "--loss", "chunked", "--short-conv", "torch")
+
+
+@pytest.mark.parametrize("switch", [("--fused-adamw", "true"), ("--checkpoint-layers", "false"), ("--loss", "fused")],
+                         ids=lambda s: " ".join(s))
+def test_each_speed_switch_takes_the_same_steps(tiny_pipeline, tmp_path: Path, switch: tuple[str, str]) -> None:  # noqa: ANN001
+    """A switch changes how the step is computed, never what it computes (within float reordering)."""
+    runs = [tiny_pipeline(*BASELINE, *extra, "--max-steps", "2", "--checkpoint-dir", str(tmp_path / str(i)))
+            for i, extra in enumerate([(), switch])]
+    for run in runs:
+        assert run.run() == 0
+    base, changed = runs
+    assert changed.meter.loss_first == pytest.approx(base.meter.loss_first, rel=1e-5)
+    for got, want in zip(changed.replicas[0].model.parameters(), base.replicas[0].model.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_layers_are_compiled_before_the_threads_and_train_the_same(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+    from torch._dynamo.utils import counters
+
+    plain = tiny_pipeline("--max-steps", "2", "--checkpoint-dir", str(tmp_path / "plain"))
+    counters.clear()
+    compiled = tiny_pipeline("--compile-layers", "--compile-backend", "aot_eager", "--max-steps", "2",
+                             "--checkpoint-dir", str(tmp_path / "compiled"))
+    graphs_at_build = counters["stats"]["unique_graphs"]
+    assert graphs_at_build >= 1  # compiled in build(), on this thread
+    assert plain.run() == 0 and compiled.run() == 0
+    assert counters["stats"]["unique_graphs"] == graphs_at_build  # no compile in the worker threads
+    assert set(compiled.replicas[0].model.state_dict()) == set(plain.replicas[0].model.state_dict())
+    for got, want in zip(compiled.replicas[0].model.parameters(), plain.replicas[0].model.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_synthetic_stream_is_a_function_of_seed_and_index() -> None:
     config = DataConfig(seq_len=64, min_seq_len=16, batch_size=3, vocab_size=100, synthetic_vocab=50, seed=5)
     a, b = SyntheticStream(config).batch(7), SyntheticStream(config).batch(7)

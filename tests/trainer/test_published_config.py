@@ -99,3 +99,18 @@ def test_recipe_schedule_warms_up_then_ends_at_zero() -> None:
     assert factor(0) == pytest.approx(1 / 40) and factor(39) == pytest.approx(1.0)
     assert factor(40) == pytest.approx(1.0) and factor(520) == pytest.approx(0.5)
     assert factor(1000) == pytest.approx(0.0, abs=1e-12) and factor(5000) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_9b_preset_matches_what_is_published_of_qwen35_9b_and_its_drafter() -> None:
+    published = json.loads((FIXTURES / "qwen3.5-9b.json").read_text())
+    fields = preset_fields("qwen3.5-9b")
+    target, drafter = fields["target"], fields["drafter"]
+    for key, value in published["target"].items():
+        assert getattr(target, key) == value, key
+    assert not target.tie_word_embeddings  # the 9B model has its own lm_head
+    for key, value in published["drafter"].items():
+        assert getattr(drafter, key) == value, key
+    with torch.device("meta"):
+        model = DFlashDraftModel(drafter)
+    assert model.fc.weight.shape == (4096, 5 * 4096)
+    assert 1.0e9 < sum(p.numel() for p in model.parameters()) < 1.1e9  # "a 1B draft head"
