@@ -82,16 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation-checkpoint the draft layers (default: true on tiny, false on GPU presets)")
     g.add_argument("--no-checkpoint-layers", action="store_true", help="same as --checkpoint-layers false")
     g.add_argument("--loss", choices=LOSSES, help="chunked: checkpointed fp32-logit chunks (recomputed); fused: "
-                   "the input gradient in the forward pass, no recompute (default); fused-compiled: its "
-                   "epilogue torch.compile'd (no fp32 copy of a chunk)")
+                   "the input gradient in the forward pass, no recompute (tiny's default); fused-compiled: its "
+                   "epilogue torch.compile'd, no fp32 copy of a chunk (the GPU presets' default)")
     g.add_argument("--block-mask", choices=MASK_BUILDS, help="how the flex BlockMask is built each step: "
-                   "mask_mod over every (query, key) pair (default) or from the sorted anchors")
+                   "mask_mod over every (query, key) pair (tiny's default) or from the sorted anchors (GPU presets)")
     g.add_argument("--fused-adamw", type=_bool, metavar="{true,false}",
                    help="AdamW's fused kernel (default: true on GPU presets)")
-    g.add_argument("--compile-layers", action="store_true",
-                   help="torch.compile each draft decoder layer (compiled and warmed up before the threads start)")
+    g.add_argument("--compile-layers", type=_bool, nargs="?", const=True, metavar="{true,false}",
+                   help="torch.compile each draft decoder layer, compiled and warmed up before the threads start "
+                   "(default: true on GPU presets, false on tiny; bare --compile-layers = true)")
     g.add_argument("--short-conv", choices=("auto", "torch", "fla"), help="GatedDeltaNet short conv: "
-                   "transformers' torch reference (default), fla's Triton kernel, or auto (fla when importable on CUDA)")
+                   "transformers' torch reference, fla's Triton kernel, or auto (fla when importable on CUDA; "
+                   "the GPU presets' default, torch on tiny)")
     g.add_argument("--compile", action="store_true", help="torch.compile the whole drafter")
     g.add_argument("--compile-backend", default="inductor")
     g = p.add_argument_group("run control")
@@ -134,8 +136,9 @@ def _given(**values: Any) -> dict[str, Any]:
 def _switches(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
     """Speed switches: a flag wins, then the preset, then TrainConfig's default."""
     checkpoint = False if args.no_checkpoint_layers else args.checkpoint_layers
-    preset = {k: fields[k] for k in ("checkpoint_layers", "fused_adamw") if k in fields}
-    return {**preset, **_given(checkpoint_layers=checkpoint, fused_adamw=args.fused_adamw)}
+    preset = {k: fields[k] for k in ("checkpoint_layers", "fused_adamw", "compile_layers") if k in fields}
+    return {**preset, **_given(checkpoint_layers=checkpoint, fused_adamw=args.fused_adamw,
+                               compile_layers=args.compile_layers)}
 
 
 def _schedule(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +192,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             save_every=args.save_every, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
             compile=args.compile, compile_backend=args.compile_backend, seed=args.seed, scenario=args.scenario,
             probes=_parse_probes(args.probes), wandb=args.wandb, summary_json=args.summary_json,
-            metrics_jsonl=args.metrics_jsonl, compile_layers=args.compile_layers, **_switches(args, fields),
+            metrics_jsonl=args.metrics_jsonl, **_switches(args, fields),
         )
         config = scenarios.apply_to_config(config)
     except ValueError as err:

@@ -144,3 +144,30 @@ def test_resume_refuses_foreign_or_corrupt_checkpoints(tmp_path: Path, capsys: p
         assert main(tiny_args(tmp_path, "--probes", "none", "--resume", str(tmp_path / name))) == 6
         err = capsys.readouterr().err
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and needle in err, err
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-4b", "qwen3.5-9b"])
+def test_gpu_presets_default_to_every_measured_speed_switch(preset: str) -> None:
+    """The GPU presets turn on what the H200 run measured as faster (docs/benchmarks.md); each flag overrides."""
+    from reference_trainer.cli import parse_args
+
+    devices = ["--target-devices", "cpu", "--drafter-devices", "cpu"]
+    config, _ = parse_args(["--preset", preset, *devices])
+    assert (config.checkpoint_layers, config.fused_adamw, config.compile_layers) == (False, True, True)
+    assert (config.objective.loss, config.objective.mask_build, config.target.short_conv) == (
+        "fused-compiled", "anchors", "auto")
+    config, _ = parse_args(["--preset", preset, *devices, "--compile-layers", "false", "--short-conv", "torch",
+                            "--loss", "chunked", "--block-mask", "mask_mod", "--checkpoint-layers", "true",
+                            "--fused-adamw", "false"])
+    assert (config.checkpoint_layers, config.fused_adamw, config.compile_layers) == (True, False, False)
+    assert (config.objective.loss, config.objective.mask_build, config.target.short_conv) == (
+        "chunked", "mask_mod", "torch")
+
+
+def test_tiny_preset_keeps_the_quick_to_start_settings() -> None:
+    from reference_trainer.cli import parse_args
+
+    config, _ = parse_args(["--preset", "tiny"])
+    assert (config.compile_layers, config.target.short_conv, config.objective.mask_build) == (False, "torch", "mask_mod")
+    config, _ = parse_args(["--preset", "tiny", "--compile-layers"])
+    assert config.compile_layers is True
