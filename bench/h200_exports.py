@@ -139,7 +139,7 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{s.get('has')} |")
     wb = result.get("wandb_overhead")
     if isinstance(wb, dict) and "off" in wb:
-        from export_overhead import table  # noqa: PLC0415
+        from export_overhead import table
 
         lines += ["", "## probe overhead, wandb logging on vs off", "", table(wb)]
     else:
@@ -183,7 +183,7 @@ def main() -> int:
     if importlib.util.find_spec("wandb") is None:
         result["wandb_overhead"] = "skipped: wandb is not installed here"
     else:
-        from export_overhead import measure  # noqa: PLC0415
+        from export_overhead import measure
 
         result["wandb_overhead"] = measure(args.preset, args.rounds, args.steps, 3, 100, [])
     result["total_s"] = round(time.monotonic() - t0, 1)

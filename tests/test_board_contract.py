@@ -36,8 +36,8 @@ def _source(path: Path) -> str:
 
 def test_probe_names_are_defined_once_and_used_everywhere() -> None:
     assert set(contract.PROBE_NAMES) == set(_constants(contract.ProbeName).values()) == probes.ALL_PROBES
-    from dflash_diag.cli import attach, run  # noqa: PLC0415
-    from dflash_diag.sources import inject  # noqa: PLC0415
+    from dflash_diag.cli import attach, run
+    from dflash_diag.sources import inject
 
     assert run.KNOWN_PROBES is contract.PROBE_NAMES and attach.KNOWN_PROBES is contract.PROBE_NAMES
     assert inject.KNOWN_PROBES is contract.PROBE_NAMES

@@ -25,7 +25,7 @@ from dflash_diag.model.text import printable, printable_tree
 
 def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = False) -> Any:
     """A Rich console (imported lazily: `--help` must not need Rich) that reports a closed pipe as an error."""
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:

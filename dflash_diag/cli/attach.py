@@ -38,7 +38,7 @@ def parse_probes(text: str) -> list[str]:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    from dflash_diag.sources.inject import DEFAULT_TIMEOUT_S, METHODS  # noqa: PLC0415
+    from dflash_diag.sources.inject import DEFAULT_TIMEOUT_S, METHODS
 
     parser.add_argument("pid", type=pid_arg, metavar="PID", help="the running Python process")
     parser.add_argument("--method", choices=METHODS, default="auto",
@@ -52,9 +52,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 def run_injection(args: argparse.Namespace, action: str, names: list[str]) -> Any:
     """Run one injection for a command; its Outcome. Errors stay AttachError (one line, exit code)."""
-    from dflash_contract.board import BoardDirError, ensure_private_dir  # noqa: PLC0415
-    from dflash_diag.sources.board import default_board_dir  # noqa: PLC0415
-    from dflash_diag.sources.inject import inject  # noqa: PLC0415
+    from dflash_contract.board import BoardDirError, ensure_private_dir
+    from dflash_diag.sources.board import default_board_dir
+    from dflash_diag.sources.inject import inject
 
     if not 1.0 <= args.timeout <= 3600.0:
         raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)

@@ -31,8 +31,8 @@ class DiffCommand:
         parser.add_argument("--all", action="store_true", help="also list changes of low likelihood (score < 0.3)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from dflash_diag.snapshot.bundle import load_snapshot  # noqa: PLC0415
-        from dflash_diag.snapshot.compare import compare  # noqa: PLC0415
+        from dflash_diag.snapshot.bundle import load_snapshot
+        from dflash_diag.snapshot.compare import compare
 
         # Bundles come from other people: every string made printable (and redacted again) before it is shown.
         doc_a, doc_b = (printable_tree(redact_tree(load_snapshot(p))) for p in (args.a, args.b))
@@ -64,8 +64,8 @@ def diff_json(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], ra
 
 def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates: list[Any], changes: list[Any],
            *, show_all: bool) -> None:
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
+    from rich.markup import escape
+    from rich.table import Table
 
     console = make_console()
     console.print(f"[bold]A[/] {escape(path_a)}  (PID {a.get('pid')}, {a.get('created_utc')})")

@@ -83,9 +83,9 @@ class DoctorCommand:
 
 def _attach_for_diagnosis(args: argparse.Namespace) -> dict[str, Any] | None:
     """`--attach`: start the probes missing from the process's board (none if it has them all)."""
-    from dflash_diag.cli.attach import KNOWN_PROBES, outcome_json, run_injection  # noqa: PLC0415
-    from dflash_diag.errors import BoardError  # noqa: PLC0415
-    from dflash_diag.sources.board import read_board  # noqa: PLC0415
+    from dflash_diag.cli.attach import KNOWN_PROBES, outcome_json, run_injection
+    from dflash_diag.errors import BoardError
+    from dflash_diag.sources.board import read_board
 
     try:
         enabled = set(read_board(args.pid, args.board_dir).session.get("enabled") or ())
@@ -104,7 +104,7 @@ def _attach_for_diagnosis(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _detach_after_diagnosis(args: argparse.Namespace) -> None:
-    from dflash_diag.cli.attach import run_injection  # noqa: PLC0415
+    from dflash_diag.cli.attach import run_injection
 
     inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=30.0, board_dir=args.board_dir,
                                      json=True, verbose=False)
@@ -159,7 +159,7 @@ def _empty_observation(pid: int, window_s: float) -> Observation:
 def _collect_with_progress(collector: Any, duration_s: float, progress: bool) -> Any:
     if not progress or not sys.stderr.isatty():
         return collector.collect(duration_s)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn  # noqa: PLC0415
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("sampling PID"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:g} s"),
                   TimeRemainingColumn(), transient=True, console=_console(stderr=True)) as bar:
@@ -213,8 +213,8 @@ def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
 
 
 def print_findings(findings: tuple[Finding, ...], report: dict[str, Any]) -> None:
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
+    from rich.markup import escape
+    from rich.table import Table
 
     console = _console()
     console.print(f"[bold]dflash-diag doctor[/]: PID {report['pid']}, {report['window_s']:.1f} s sampled, "

@@ -50,11 +50,11 @@ class ExportCommand:
         if any(pid <= 0 for pid in args.pids):
             raise CommandError("PIDs must be positive integers", ExitCode.USAGE)
         try:
-            from prometheus_client import start_http_server  # noqa: PLC0415
+            from prometheus_client import start_http_server
         except ImportError:
             raise CommandError("prometheus-client is not installed: pip install prometheus-client",
                                ExitCode.MISSING_TOOL) from None
-        from dflash_diag.export.prometheus import BoardCollector, default_gpus, registry_for  # noqa: PLC0415
+        from dflash_diag.export.prometheus import BoardCollector, default_gpus, registry_for
 
         collector = BoardCollector(None if args.all else args.pids, board_dir=args.board_dir,
                                    gpus=None if args.no_gpu else default_gpus())

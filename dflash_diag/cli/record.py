@@ -83,9 +83,9 @@ class RecordCommand:
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from dflash_diag.export.output import prepare_file  # noqa: PLC0415 - keeps --help fast
-        from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
-        from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
+        from dflash_diag.export.output import prepare_file  # keeps --help fast
+        from dflash_diag.sources.procfs import process_alive
+        from dflash_diag.sources.pyspy import PySpy
 
         if not 0.5 <= args.duration <= MAX_DURATION_S:
             raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
@@ -118,14 +118,14 @@ class RecordCommand:
         return ExitCode.OK
 
     def _record(self, args: argparse.Namespace, speedscope: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        from dflash_diag.analysis.findings import evaluate  # noqa: PLC0415
-        from dflash_diag.analysis.pipeline import pipeline_view  # noqa: PLC0415
-        from dflash_diag.analysis.threads import aggregate_threads  # noqa: PLC0415
-        from dflash_diag.cli.doctor import _collect_with_progress  # noqa: PLC0415
-        from dflash_diag.export.speedscope import speedscope as speedscope_doc  # noqa: PLC0415
-        from dflash_diag.export.trace import chrome_trace  # noqa: PLC0415
-        from dflash_diag.sources.collect import Collector  # noqa: PLC0415
-        from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
+        from dflash_diag.analysis.findings import evaluate
+        from dflash_diag.analysis.pipeline import pipeline_view
+        from dflash_diag.analysis.threads import aggregate_threads
+        from dflash_diag.cli.doctor import _collect_with_progress
+        from dflash_diag.export.speedscope import speedscope as speedscope_doc
+        from dflash_diag.export.trace import chrome_trace
+        from dflash_diag.sources.collect import Collector
+        from dflash_diag.sources.config import SamplerConfig
 
         collector = Collector(args.pid, SamplerConfig(rate_hz=args.rate, native=args.native, board_dir=args.board_dir))
         obs = _collect_with_progress(collector, args.duration, not args.json)

@@ -43,9 +43,9 @@ class SnapshotCommand:
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from dflash_diag.snapshot import take_snapshot  # noqa: PLC0415
-        from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
-        from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415
+        from dflash_diag.snapshot import take_snapshot
+        from dflash_diag.sources.procfs import process_alive
+        from dflash_diag.sources.pyspy import PySpy
 
         if not 0.0 < args.duration <= MAX_DURATION_S:
             raise CommandError(f"--duration must be in (0, {MAX_DURATION_S:g}] seconds", ExitCode.USAGE)

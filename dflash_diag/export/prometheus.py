@@ -172,7 +172,7 @@ class BoardCollector(Collector):
 
 def _reason(error: DflashDiagError) -> str:
     """A small, stable label value (a message would make a new series per wording)."""
-    from dflash_diag.errors import ExitCode  # noqa: PLC0415
+    from dflash_diag.errors import ExitCode
 
     if getattr(error, "exit_code", None) == ExitCode.NO_PROCESS:
         return "exited"
@@ -188,7 +188,7 @@ def _process_labels(board: Board) -> tuple[str, ...]:
 def default_gpus() -> GpuReader | None:
     """NVML's readings when nvidia-ml-py is installed (N/A values are skipped), else None."""
     try:
-        from dflash_diag.sources.nvml import NvmlSource  # noqa: PLC0415
+        from dflash_diag.sources.nvml import NvmlSource
     except ImportError:
         return None
     source = NvmlSource()
@@ -196,7 +196,7 @@ def default_gpus() -> GpuReader | None:
 
 
 def registry_for(collector: BoardCollector) -> Any:
-    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+    from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

@@ -74,14 +74,14 @@ def observation_of(g: Gathered) -> Observation:
 def _source_lines(stacks: tuple[StackSample, ...]) -> dict[str, str]:
     """The innermost Python lines of every thread, as the collector records them (the classifier reads
     `.item()`, `time.sleep(` from them)."""
-    from dflash_diag.sources.lines import LineCache, read_source_lines, stack_frames  # noqa: PLC0415
+    from dflash_diag.sources.lines import LineCache, read_source_lines, stack_frames
 
     return read_source_lines(stack_frames(stacks), LineCache())
 
 
 def analyse_gathered(g: Gathered, now_wall_s: float) -> Analysis:
     """The shared analysis (``dflash_diag.analysis.analyse``) of what was gathered; failures are noted as missing."""
-    from dflash_diag.analysis import analyse  # noqa: PLC0415
+    from dflash_diag.analysis import analyse
 
     analysis = analyse(observation_of(g), now_wall_s=now_wall_s)
     for error in analysis.errors:
@@ -202,7 +202,7 @@ def _last_sample(obs: Observation) -> StackSample | None:
 
 def _trace_json(a: Analysis) -> str:
     """The sampling window as a Perfetto / chrome://tracing timeline (the same file `dflash-diag record` writes)."""
-    from dflash_diag.export.trace import chrome_trace  # noqa: PLC0415
+    from dflash_diag.export.trace import chrome_trace
 
     try:
         doc = chrome_trace(a.observation, a.threads, a.findings, tool_version=__version__)

@@ -88,7 +88,7 @@ def _guarded_dirs() -> list[tuple[str, str]]:
     guarded = [("/", "the root directory")]
     homes = {os.path.expanduser("~")}
     try:
-        import pwd  # noqa: PLC0415 - POSIX only
+        import pwd  # POSIX only
 
         homes.add(pwd.getpwuid(os.getuid()).pw_dir)
     except (ImportError, KeyError):

@@ -89,13 +89,13 @@ def _describe(exc: BaseException) -> str:
 
 def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
     """One dump with native frames; on a process that cannot be suspended, a Python-only dump and the reason."""
-    from dflash_diag.sources.pyspy import PySpy  # noqa: PLC0415 - keeps `dflash-diag --help` light
+    from dflash_diag.sources.pyspy import PySpy  # keeps `dflash-diag --help` light
 
     spy = PySpy(pid, native=True, timeout_s=timeout_s, retries=2)
     try:
         return spy.dump(native=True), None
     except AttachError as exc:
-        from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
+        from dflash_diag.sources.procfs import process_alive
 
         if not process_alive(pid):
             raise
@@ -111,16 +111,16 @@ SNAPSHOT_RATE_HZ = 20.0
 
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
     """The sampling window, with the evidence from outside the stacks (process state, stderr, source files)."""
-    from dflash_diag.sources.collect import Collector  # noqa: PLC0415
-    from dflash_diag.sources.config import SamplerConfig  # noqa: PLC0415
-    from dflash_diag.sources.outside import OutsideReader  # noqa: PLC0415
+    from dflash_diag.sources.collect import Collector
+    from dflash_diag.sources.config import SamplerConfig
+    from dflash_diag.sources.outside import OutsideReader
 
     config = SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, burst=True, board_dir=board_dir)
     return OutsideReader(pid).enrich(Collector(pid, config).collect(duration_s))
 
 
 def proc_info(pid: int) -> dict[str, Any]:
-    from dflash_diag.sources import procfs  # noqa: PLC0415
+    from dflash_diag.sources import procfs
 
     info: dict[str, Any] = {"cmdline": procfs.read_cmdline(pid), "environ": procfs.read_environ(pid),
                             "exe": procfs.read_exe(pid)}
@@ -134,7 +134,7 @@ def proc_info(pid: int) -> dict[str, Any]:
 
 
 def read_board(pid: int, board_dir: str | None = None) -> Board | None:
-    from dflash_diag.sources.board import read_board as _read  # noqa: PLC0415
+    from dflash_diag.sources.board import read_board as _read
 
     return _read(pid, board_dir)
 
@@ -148,7 +148,7 @@ def gather(
     wall_clock: Callable[[], float] = time.time,
 ) -> Gathered:
     """Everything about ``pid`` within ``deadline_s``; what could not be had is listed in ``missing``."""
-    from dflash_diag.sources.procfs import process_alive  # noqa: PLC0415
+    from dflash_diag.sources.procfs import process_alive
 
     out = Gathered(pid=pid, started_wall_s=wall_clock())
     t0 = time.monotonic()

@@ -238,7 +238,7 @@ def find_debugger(name: str, environ: Mapping[str, str] | None = None) -> str | 
     found = shutil.which(name, path=env.get("PATH"))
     if found or name != "cuda-gdb":
         return found
-    import glob  # noqa: PLC0415
+    import glob
 
     versioned = sorted(glob.glob("/usr/local/cuda-*/bin/cuda-gdb"), reverse=True)  # newest toolkit first
     for candidate in [os.path.join(r, "bin", "cuda-gdb") for r in (env.get("CUDA_HOME"), env.get("CUDA_PATH"),
@@ -648,7 +648,7 @@ def package_paths() -> tuple[str, str]:
     """(package root, bootstrap file) of the installed probes package this command injects.
 
     Found with ``find_spec`` and its version read from the source: this command never imports the probes."""
-    import importlib.util  # noqa: PLC0415
+    import importlib.util
 
     spec = importlib.util.find_spec("probes")
     if spec is None or not spec.origin or not spec.submodule_search_locations:

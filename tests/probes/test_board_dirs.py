@@ -279,7 +279,7 @@ def test_a_sigkilled_program_leaves_no_board_forever(board_dir: Path, capsys: py
 
 
 def test_the_publisher_touches_only_its_own_board(board_dir: Path) -> None:
-    from probes.board_writer import BoardPublisher  # noqa: PLC0415
+    from probes.board_writer import BoardPublisher
 
     planted = {"notes.txt": b"mine", "4194301.json": b"someone's file", f"{os.getpid()}.json.tmp.zzz": b"not hex"}
     for name, data in planted.items():
