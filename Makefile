@@ -44,7 +44,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 lint: setup
-	$(BIN)/ruff check dflash_diag probes reference_trainer tests bench
+	$(BIN)/ruff check dflash_diag dflash_contract probes reference_trainer tests bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -55,17 +55,17 @@ def _window(built: Any, start: Any, mode: str, steps: int) -> tuple[dict[str, An
     from reference_trainer.train import Run
 
     interval = MODES[mode]
-    probes._session = None  # noqa: SLF001 - each run closes its session; the next window gets a fresh one
+    probes._session = None  # each run closes its session; the next window gets a fresh one
     config = dataclasses.replace(built.config, max_steps=start.step + steps)
     run = Run(built, config=config, start=start, save_at_end=False)
     run.session.log_to_wandb(interval is not None)
-    if interval is not None and run.session._wandb is not None:  # noqa: SLF001
-        run.session._wandb.interval_s = interval  # noqa: SLF001
+    if interval is not None and run.session._wandb is not None:
+        run.session._wandb.interval_s = interval
     rc = run.run()
     if rc != 0:
         raise SystemExit(f"trainer run failed (exit {rc})")
     summary = run.summary()
-    status = run.session._wandb.status() if run.session._wandb is not None else {}  # noqa: SLF001
+    status = run.session._wandb.status() if run.session._wandb is not None else {}
     ledger = run.ledger.state()
     after = Resume(step=run.step, cursor=ledger["cursor"], consumed_ahead=tuple(ledger["consumed_ahead"]))
     return ({"mode": mode, "tokens_per_s": summary["tokens_per_s"], "steps": steps,

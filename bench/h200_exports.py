@@ -48,7 +48,7 @@ def _board_step(path: Path) -> int:
 def start_trainer(args: argparse.Namespace, out: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
     board_dir = out / "boards"
     board_dir.mkdir(mode=0o700, exist_ok=True)
-    log = open(out / "trainer.log", "wb")  # noqa: SIM115 - closed when the process is reaped
+    log = open(out / "trainer.log", "wb")  # closed when the process is reaped
     cmd = [sys.executable, "-m", "dflash_diag", "run", "--probes", "all", "--board-dir", str(board_dir), "--",
            sys.executable, "-m", "reference_trainer", "--preset", args.preset, "--max-seconds", str(args.trainer_seconds),
            "--wandb", "off", "--log-interval", "4", "--checkpoint-dir", str(out / "ckpt")]

@@ -97,7 +97,7 @@ def main() -> int:
            args.target_devices, "--drafter-devices", args.drafter_devices, "--max-seconds", str(args.max_seconds),
            "--summary-json", str(out / "summary.json"), "--checkpoint-dir", str(out / "ckpt"), "--wandb", "off",
            "--log-interval", "5"]
-    log = open(out / "trainer.log", "w")  # noqa: SIM115 - lives as long as the child
+    log = open(out / "trainer.log", "w")  # lives as long as the child
     trainer = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     timings: dict[str, float] = {}
     try:

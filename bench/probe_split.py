@@ -30,7 +30,7 @@ def _window(built: Any, start: Any, enabled: frozenset[str], steps: int) -> tupl
     from reference_trainer.checkpoint import Resume
     from reference_trainer.train import Run
 
-    probes._session = None  # noqa: SLF001 - each Run closes its session; the next window starts a fresh one
+    probes._session = None  # each Run closes its session; the next window starts a fresh one
     config = dataclasses.replace(built.config, max_steps=start.step + steps, probes=enabled)
     run = Run(built, config=config, start=start, save_at_end=False)
     if run.run() != 0:
@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--time-budget-s", type=float, default=200.0, help="start no new window after this")
     args, extra = p.parse_known_args(argv)
-    import probes
     import torch
 
+    import probes
     from reference_trainer.build import build
     from reference_trainer.cli import parse_args
 

@@ -46,13 +46,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-from trainer_throughput import BF16_PEAK_FLOPS, flops_per_batch, run_window  # noqa: E402
+import torch
+from trainer_throughput import BF16_PEAK_FLOPS, flops_per_batch, run_window
 
-from reference_trainer import replicas, step  # noqa: E402
-from reference_trainer.build import Built, build  # noqa: E402
-from reference_trainer.cli import parse_args  # noqa: E402
-from reference_trainer.config import TrainConfig  # noqa: E402
+from reference_trainer import replicas, step
+from reference_trainer.build import Built, build
+from reference_trainer.cli import parse_args
+from reference_trainer.config import TrainConfig
 
 PHASES = ("target_forward", "drafter_inputs", "drafter_forward", "loss", "backward", "optimizer")
 # Today's trainer: every switch at the value it had before the speed work.
@@ -380,7 +380,7 @@ def _guarded(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """One measurement; a failure (an OOM, a kernel that will not compile) is recorded, the rest goes on."""
     try:
         return work()
-    except Exception as err:  # noqa: BLE001 - a benchmark reports what failed and keeps measuring
+    except Exception as err:  # a benchmark reports what failed and keeps measuring
         traceback.print_exc()
         return {"variant": name, "error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
     finally:

@@ -32,12 +32,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from reference_trainer.build import Built, build  # noqa: E402
-from reference_trainer.checkpoint import Resume  # noqa: E402
-from reference_trainer.cli import parse_args  # noqa: E402
-from reference_trainer.train import Run  # noqa: E402
+from reference_trainer.build import Built, build
+from reference_trainer.checkpoint import Resume
+from reference_trainer.cli import parse_args
+from reference_trainer.train import Run
 
 BF16_PEAK_FLOPS = 794e12  # measured: 8192^3 bf16 matmul on the H200 (docs/benchmarks.md)
 

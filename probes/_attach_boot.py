@@ -153,12 +153,12 @@ def _dflash_diag_attach_main(control_path: str) -> None:
     except KeyboardInterrupt:
         interrupted = True
         result["error"] = "interrupted by KeyboardInterrupt (passed on to the program)"
-    except BaseException as exc:  # noqa: BLE001 - nothing may escape into the program
+    except BaseException as exc:  # nothing may escape into the program
         result["error"] = f"{type(exc).__name__}: {exc}"[:500]
     if result_path is not None:
         try:
             write_result(result_path)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
     if interrupted:
         import _thread
@@ -168,5 +168,5 @@ def _dflash_diag_attach_main(control_path: str) -> None:
 
 try:
     _dflash_diag_attach_main(CONTROL)  # type: ignore[name-defined]  # noqa: F821 - set by the program that execs this file
-except BaseException:  # noqa: BLE001
+except BaseException:
     pass

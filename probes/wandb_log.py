@@ -90,7 +90,7 @@ class WandbLogger:
             self._alert(run, probes)
             self.cost_s += time.perf_counter() - t0
             return bool(metrics)
-        except Exception as exc:  # noqa: BLE001 - wandb must never break the run
+        except Exception as exc:  # wandb must never break the run
             self.errors += 1
             self.last_error = f"{type(exc).__name__}: {exc}"[:300]
             return False

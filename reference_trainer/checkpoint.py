@@ -95,7 +95,7 @@ def load_into(path: Path, config: TrainConfig, replicas: Sequence[Replica]) -> R
         raise UserError(f"--resume: no checkpoint at {path} (run without --resume first, or give its path)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure is a bad file
+    except Exception as err:  # any unpickling failure is a bad file
         raise UserError(f"--resume {path}: not a readable checkpoint ({type(err).__name__})") from err
     if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
         raise UserError(f"--resume {path}: not a reference_trainer checkpoint (version mismatch)")

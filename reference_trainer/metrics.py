@@ -57,7 +57,7 @@ class WandbSink:
             directory.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(project="dflash-reference-trainer", mode=mode, config=config, dir=str(directory),
                                   settings=wandb.Settings(init_timeout=60, console="off"))
-        except Exception as err:  # noqa: BLE001 - wandb must never stop training
+        except Exception as err:  # wandb must never stop training
             print(f"warning: wandb disabled: {type(err).__name__}: {err}", file=sys.stderr)
             self.run = None
 
@@ -66,7 +66,7 @@ class WandbSink:
             return
         try:
             self.run.log(metrics, step=step)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             print(f"warning: wandb disabled after a failed log: {err}", file=sys.stderr)
             self.run = None
 

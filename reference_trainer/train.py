@@ -143,7 +143,7 @@ class Run:
             except threading.BrokenBarrierError:
                 if not self.errors and not self.stop.is_set():
                     self._fail(name, RuntimeError("drafter barrier broken"))
-            except BaseException as err:  # noqa: BLE001 - any failure stops the whole run
+            except BaseException as err:  # any failure stops the whole run
                 self._fail(name, err)
 
         return run

@@ -35,13 +35,13 @@ def analyse(
     assignment = StageAssignment(stages={}, how="")
     try:
         threads, assignment = aggregate(obs, patterns or StagePatterns())
-    except Exception as exc:  # noqa: BLE001 - an analysis bug is shown, never raised into a UI or a report
+    except Exception as exc:  # an analysis bug is shown, never raised into a UI or a report
         errors.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
     pipeline: Maybe[PipelineView]
     try:
         queue = assignment.queue if assignment.how == "queues" and assignment.queue else DEFAULT_QUEUE
         pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
         errors.append(pipeline.reason)
     if isinstance(pipeline, NA):
@@ -50,7 +50,7 @@ def analyse(
     try:
         findings = evaluate(obs, threads, pipeline, now_wall_s=now, assignment=assignment)
         linked, headline, phase = link(findings)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         errors.append(f"findings failed: {type(exc).__name__}: {exc}")
         failed = Finding(rule_id="rule-error", severity=Severity.INFO, claim="the findings could not be computed",
                          evidence=(("error", f"{type(exc).__name__}: {exc}"[:200]),),

@@ -264,7 +264,7 @@ def _inherit_backward(
 
 def aggregate_threads(
     obs: Observation,
-    patterns: StagePatterns = StagePatterns(),  # noqa: B008  (frozen, so a shared default is safe)
+    patterns: StagePatterns = StagePatterns(),  # frozen, so a shared default is safe
     *,
     lines: LineLookup | None = None,
 ) -> tuple[ThreadStats, ...]:
@@ -278,7 +278,7 @@ def aggregate_threads(
 
 def aggregate(
     obs: Observation,
-    patterns: StagePatterns = StagePatterns(),  # noqa: B008
+    patterns: StagePatterns = StagePatterns(),
     *,
     lines: LineLookup | None = None,
 ) -> tuple[tuple[ThreadStats, ...], StageAssignment]:

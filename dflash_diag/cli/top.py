@@ -320,7 +320,7 @@ def _open_child_log(args: argparse.Namespace) -> tuple[Path, TextIO]:
         return path, os.fdopen(fd, "w")
     directory = Path(tempfile.mkdtemp(prefix="dflash-diag-top-"))  # mode 0700
     path = directory / "child.log"
-    return path, open(path, "w")  # noqa: SIM115 - closed by _launched
+    return path, open(path, "w")  # closed by _launched
 
 
 @contextmanager

@@ -206,7 +206,7 @@ def _trace_json(a: Analysis) -> str:
 
     try:
         doc = chrome_trace(a.observation, a.threads, a.findings, tool_version=__version__)
-    except Exception as exc:  # noqa: BLE001 - a broken timeline must not lose the rest of the report
+    except Exception as exc:  # a broken timeline must not lose the rest of the report
         doc = {"traceEvents": [], "otherData": {"generator": "dflash-diag", "error": f"{type(exc).__name__}: {exc}"}}
     return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
 

@@ -74,7 +74,7 @@ class _Job:
         t0 = time.monotonic()
         try:
             self.result = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - reported as a missing part, never raised
+        except BaseException as exc:  # reported as a missing part, never raised
             self.error = exc
         finally:
             self.elapsed_s = time.monotonic() - t0

@@ -8,13 +8,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "findings"))
 
-from findings_builders import NOW_S, observation  # noqa: E402
+from findings_builders import NOW_S, observation
 
-from dflash_diag.analysis import analyse  # noqa: E402
-from dflash_diag.analysis.causal import link  # noqa: E402
-from dflash_diag.model import NA, Finding, Observation, Severity  # noqa: E402
-from dflash_diag.model.findings import CAUSE, NOTE, STATE, SYMPTOM  # noqa: E402
-from dflash_diag.sources.pyspy_json import load_recorded_dumps  # noqa: E402
+from dflash_diag.analysis import analyse
+from dflash_diag.analysis.causal import link
+from dflash_diag.model import NA, Finding, Observation, Severity
+from dflash_diag.model.findings import CAUSE, NOTE, STATE, SYMPTOM
+from dflash_diag.sources.pyspy_json import load_recorded_dumps
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -18,8 +18,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import CASES, Case  # noqa: E402
-from harness import MODES, Result, run_all, run_case  # noqa: E402
+from cases import CASES, Case
+from harness import MODES, Result, run_all, run_case
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CPU_CASES = [c for c in CASES if not c.gpu]

@@ -7,4 +7,4 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "snapshot"))
 
-from conftest_snapshot import board_dir, spawn  # noqa: E402,F401
+from conftest_snapshot import board_dir, spawn  # noqa: F401

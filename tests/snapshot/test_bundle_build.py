@@ -10,11 +10,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "findings"))
 
-from findings_builders import HEALTHY_APP, HEALTHY_PROBES, NOW_S, board, observation  # noqa: E402
+from findings_builders import HEALTHY_APP, HEALTHY_PROBES, NOW_S, board, observation
 
-from dflash_diag.model import NA, GpuProcess, GpuSample  # noqa: E402
-from dflash_diag.snapshot.build import analyse_gathered, build_files  # noqa: E402
-from dflash_diag.snapshot.gather import Gathered  # noqa: E402
+from dflash_diag.model import NA, GpuProcess, GpuSample
+from dflash_diag.snapshot.build import analyse_gathered, build_files
+from dflash_diag.snapshot.gather import Gathered
 
 
 def _gpu() -> GpuSample:

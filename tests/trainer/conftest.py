@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:
 
 
 @pytest.fixture
-def tiny_pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def tiny_pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Build (not start) a tiny-preset Run in-process: ``tiny_pipeline("--drafter-devices", "cpu,cpu")``."""
     from reference_trainer.build import build
     from reference_trainer.cli import parse_args

@@ -107,7 +107,7 @@ def test_reentrant_with_keyword_calls_silently_loses_layer_gradients() -> None:
     assert "norm.weight" not in missing  # only the final norm still trains
 
 
-def _tiny_target(path: str | None = None):  # noqa: ANN202
+def _tiny_target(path: str | None = None):
     fields = preset_fields("tiny")
     target = fields["target"] if path is None else type(fields["target"])(**{**fields["target"].__dict__, "path": path})
     torch.manual_seed(0)
@@ -151,14 +151,14 @@ def test_target_loads_from_a_local_checkpoint(tmp_path: Path) -> None:
     (lambda p: (p.mkdir(), (p / "config.json").write_text('{"model_type": "llama"}')), "not a Qwen3.5"),
     (lambda p: (p.mkdir(), (p / "config.json").write_text('{"model_type": "qwen3_5_text"}')), "no *.safetensors"),
 ])
-def test_bad_target_path_is_one_clear_error(tmp_path: Path, setup, message: str) -> None:  # noqa: ANN001
+def test_bad_target_path_is_one_clear_error(tmp_path: Path, setup, message: str) -> None:
     path = tmp_path / "target"
     setup(path)
     with pytest.raises(TargetLoadError, match=message.replace("*", r"\*")):
         _tiny_target(str(path))
 
 
-def _fla_like_conv(calls: list[int]):  # noqa: ANN202
+def _fla_like_conv(calls: list[int]):
     """fla's causal_conv1d contract (x [B, T, D], weight [D, W] -> (y [B, T, D], state)), in plain torch."""
 
     def causal_conv1d(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,

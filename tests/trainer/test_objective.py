@@ -61,7 +61,7 @@ def test_anchors_are_sorted_distinct_and_valid() -> None:
     assert int(valid[1].sum()) == 8  # only positions 0..7 have a next token inside a length-9 sequence
 
 
-def test_dense_mask_matches_brute_force(anchors_case) -> None:  # noqa: ANN001
+def test_dense_mask_matches_brute_force(anchors_case) -> None:
     anchors, valid, seq_len, bs = anchors_case
     assert not bool(valid.all()), "the case must contain padding blocks"
     expected = brute_force_mask(anchors, valid, seq_len, bs)
@@ -73,7 +73,7 @@ def test_dense_mask_matches_brute_force(anchors_case) -> None:  # noqa: ANN001
     assert bool((pad.sum(-1) == 1).all())
 
 
-def test_flex_block_mask_matches_brute_force(anchors_case) -> None:  # noqa: ANN001
+def test_flex_block_mask_matches_brute_force(anchors_case) -> None:
     anchors, valid, seq_len, bs = anchors_case
     expected = brute_force_mask(anchors, valid, seq_len, bs)
     block_mask = flex_block_mask(anchors, valid, seq_len, bs)
@@ -85,7 +85,7 @@ def test_flex_block_mask_matches_brute_force(anchors_case) -> None:  # noqa: ANN
     assert torch.equal(evaluated.expand_as(expected), expected)
 
 
-def _element_mask(block_mask, batch: int, q_len: int, kv_len: int, tile: int) -> torch.Tensor:  # noqa: ANN001
+def _element_mask(block_mask, batch: int, q_len: int, kv_len: int, tile: int) -> torch.Tensor:
     """What flex computes from a BlockMask: full tiles all True, partial tiles by mask_mod, the rest False."""
     out = torch.zeros(batch, q_len, kv_len, dtype=torch.bool)
     for b in range(batch):
@@ -122,7 +122,7 @@ def test_block_mask_from_sorted_anchors_is_the_mask(seed: int) -> None:
     assert torch.equal(fast.full_kv_num_blocks, exact.full_kv_num_blocks)  # the same full tiles
 
 
-def test_flex_mask_past_the_last_block_is_false_not_an_out_of_bounds_read(anchors_case) -> None:  # noqa: ANN001
+def test_flex_mask_past_the_last_block_is_false_not_an_out_of_bounds_read(anchors_case) -> None:
     """flex_attention works in 128-row tiles: in a partial last tile the kernel evaluates mask_mod for rows
     past Q_LEN, whose block index is past the anchors tensor (on the GPU, an unchecked read)."""
     anchors, valid, seq_len, bs = anchors_case

@@ -13,7 +13,7 @@ from trainer_helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 
-from trainer_phases import kernel_times  # noqa: E402
+from trainer_phases import kernel_times
 
 
 def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, correlation: int | None = None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def test_drafter_replicas_stay_identical(tiny_pipeline) -> None:  # noqa: ANN001
+def test_drafter_replicas_stay_identical(tiny_pipeline) -> None:
     pipeline = tiny_pipeline("--drafter-devices", "cpu,cpu", "--target-devices", "cpu,cpu", "--max-steps", "4")
     before = _snapshot(pipeline.replicas[0].model)
     assert pipeline.run() == 0
@@ -33,11 +33,11 @@ def test_drafter_replicas_stay_identical(tiny_pipeline) -> None:  # noqa: ANN001
     assert set(summary["threads"]) == {"target-0", "target-1", "drafter-0", "drafter-1"}
 
 
-def _optimizer_tensors(replica) -> list[torch.Tensor]:  # noqa: ANN001
+def _optimizer_tensors(replica) -> list[torch.Tensor]:
     return [t for state in replica.optimizer.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
 
 
-def test_resume_with_two_replicas_gives_each_its_own_optimizer_state(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+def test_resume_with_two_replicas_gives_each_its_own_optimizer_state(tiny_pipeline, tmp_path: Path) -> None:
     two = ("--drafter-devices", "cpu,cpu")
     straight = tiny_pipeline(*two, "--max-steps", "4", "--checkpoint-dir", str(tmp_path / "straight"))
     assert straight.run() == 0
@@ -54,7 +54,7 @@ def test_resume_with_two_replicas_gives_each_its_own_optimizer_state(tiny_pipeli
         torch.testing.assert_close(got, want)  # the same 4 steps as the uninterrupted run
 
 
-def test_grad_accum_on_one_replica_takes_the_step_two_replicas_take(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+def test_grad_accum_on_one_replica_takes_the_step_two_replicas_take(tiny_pipeline, tmp_path: Path) -> None:
     """Both average the gradients of batches 2k and 2k+1 in step k (as the recipe's accumulation does)."""
     replicas = tiny_pipeline("--drafter-devices", "cpu,cpu", "--max-steps", "3", "--checkpoint-dir", str(tmp_path / "r"))
     accum = tiny_pipeline("--grad-accum", "2", "--max-steps", "3", "--checkpoint-dir", str(tmp_path / "a"))
@@ -70,7 +70,7 @@ BASELINE = ("--fused-adamw", "false", "--checkpoint-layers", "true", "--loss", "
 
 @pytest.mark.parametrize("switch", [("--fused-adamw", "true"), ("--checkpoint-layers", "false"), ("--loss", "fused")],
                          ids=lambda s: " ".join(s))
-def test_each_speed_switch_takes_the_same_steps(tiny_pipeline, tmp_path: Path, switch: tuple[str, str]) -> None:  # noqa: ANN001
+def test_each_speed_switch_takes_the_same_steps(tiny_pipeline, tmp_path: Path, switch: tuple[str, str]) -> None:
     """A switch changes how the step is computed, never what it computes (within float reordering)."""
     runs = [tiny_pipeline(*BASELINE, *extra, "--max-steps", "2", "--checkpoint-dir", str(tmp_path / str(i)))
             for i, extra in enumerate([(), switch])]
@@ -82,7 +82,7 @@ def test_each_speed_switch_takes_the_same_steps(tiny_pipeline, tmp_path: Path, s
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_compiled_layers_are_compiled_before_the_threads_and_train_the_same(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+def test_compiled_layers_are_compiled_before_the_threads_and_train_the_same(tiny_pipeline, tmp_path: Path) -> None:
     from torch._dynamo.utils import counters
 
     plain = tiny_pipeline("--max-steps", "2", "--checkpoint-dir", str(tmp_path / "plain"))
@@ -115,7 +115,7 @@ def _write_jsonl(path: Path, rows: list[object]) -> Path:
     return path
 
 
-def test_jsonl_data_trains(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+def test_jsonl_data_trains(tiny_pipeline, tmp_path: Path) -> None:
     rows = [{"input_ids": [(i * 7 + j) % 60 for j in range(40 + i)], "loss_mask": [0] * 5 + [1] * (35 + i)}
             for i in range(5)]
     data = _write_jsonl(tmp_path / "data.jsonl", rows)
@@ -140,14 +140,14 @@ def test_jsonl_errors_name_the_line(tmp_path: Path, line: str, message: str) -> 
         JsonlDataset(DataConfig(seq_len=16, min_seq_len=2, vocab_size=2048, jsonl=str(path)))
 
 
-def _layer_and_norm(pipeline) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+def _layer_and_norm(pipeline) -> tuple[torch.Tensor, torch.Tensor]:
     model = pipeline.replicas[0].model
     return model.layers[0].self_attn.q_proj.weight.detach().clone(), model.norm.weight.detach().clone()
 
 
 @pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:  # noqa: ANN001
+def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:
     pipeline = tiny_pipeline("--scenario", name, "--max-steps", "2")
     layer_before, norm_before = _layer_and_norm(pipeline)
     rc = pipeline.run()
@@ -217,7 +217,7 @@ def test_wandb_failures_never_break_a_run(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert isinstance(make_sink("off", {}, tmp_path), NullSink)
 
 
-def test_max_seconds_ends_cleanly(tiny_pipeline, tmp_path: Path) -> None:  # noqa: ANN001
+def test_max_seconds_ends_cleanly(tiny_pipeline, tmp_path: Path) -> None:
     pipeline = tiny_pipeline("--max-seconds", "1.5", "--summary-json", str(tmp_path / "s.json"))
     assert pipeline.run() == 0
     summary = json.loads((tmp_path / "s.json").read_text())
@@ -225,7 +225,7 @@ def test_max_seconds_ends_cleanly(tiny_pipeline, tmp_path: Path) -> None:  # noq
     assert (tmp_path / "ckpt" / "checkpoint.pt").is_file()
 
 
-def test_sequential_mode_trains_without_threads(tiny_pipeline) -> None:  # noqa: ANN001
+def test_sequential_mode_trains_without_threads(tiny_pipeline) -> None:
     pipeline = tiny_pipeline("--max-steps", "3", sequential=True)
     assert pipeline.run() == 0
     assert pipeline.summary()["threads"] == {"MainThread": {"role": "sequential", "device": "cpu"}}

@@ -92,7 +92,7 @@ def evaluate(
     for family, rule in RULE_FAMILIES:
         try:
             found.extend(rule(ctx))
-        except Exception as exc:  # noqa: BLE001 - a rule bug must not hide the other findings
+        except Exception as exc:  # a rule bug must not hide the other findings
             found.append(
                 Finding(
                     rule_id="rule-error",
