@@ -40,6 +40,26 @@ def _window(built: Any, start: Any, enabled: frozenset[str], steps: int) -> tupl
     return float(run.summary()["tokens_per_s"]), after
 
 
+def _write(args: argparse.Namespace, rows: dict[str, list[float]], *, quiet: bool = False) -> None:
+    """split.json and split.md from the windows so far (after every window: a run cut short still reports)."""
+    import torch
+
+    base = statistics.median(rows["none"]) if rows["none"] else float("nan")
+    result = {"preset": args.preset, "torch": torch.__version__, "steps": args.steps, "rounds": args.rounds,
+              "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "windows": rows,
+              "ratio_vs_none": {k: statistics.median(v) / base for k, v in rows.items() if v}}
+    (args.out / "split.json").write_text(json.dumps(result, indent=2))
+    lines = [f"`python bench/probe_split.py --preset {args.preset} --steps {args.steps} --rounds {args.rounds}` on "
+             f"{result['device']}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}", "",
+             "| probes | tok/s (median) | vs none |", "|---|---|---|"]
+    for name, values in rows.items():
+        if values:
+            lines.append(f"| {name} | {statistics.median(values):,.0f} | {statistics.median(values) / base:.3f} |")
+    (args.out / "split.md").write_text("\n".join(lines) + "\n")
+    if not quiet:
+        print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="tiny")
@@ -49,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--time-budget-s", type=float, default=200.0, help="start no new window after this")
     args, extra = p.parse_known_args(argv)
-    import torch
 
     import probes
     from reference_trainer.build import build
@@ -76,19 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                 tok_s, start = _window(built, start, sets[name], args.steps)
                 rows[name].append(tok_s)
                 print(f"round {r} {name:>10}: {tok_s:10,.0f} tok/s", flush=True)
-    base = statistics.median(rows["none"]) if rows["none"] else float("nan")
-    result = {"preset": args.preset, "torch": torch.__version__, "steps": args.steps, "rounds": args.rounds,
-              "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "windows": rows,
-              "ratio_vs_none": {k: statistics.median(v) / base for k, v in rows.items() if v}}
-    (args.out / "split.json").write_text(json.dumps(result, indent=2))
-    lines = [f"`python bench/probe_split.py --preset {args.preset} --steps {args.steps} --rounds {args.rounds}` on "
-             f"{result['device']}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}", "",
-             "| probes | tok/s (median) | vs none |", "|---|---|---|"]
-    for name, values in rows.items():
-        if values:
-            lines.append(f"| {name} | {statistics.median(values):,.0f} | {statistics.median(values) / base:.3f} |")
-    (args.out / "split.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+                _write(args, rows, quiet=True)
+    _write(args, rows)
     return 0
 
 

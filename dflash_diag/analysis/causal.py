@@ -10,7 +10,8 @@ whole process (stopped, zombie, warming up, exited). One pass:
    verdict when the pipeline is hung (a dead stage is not a slow one);
 2. every symptom gets the causes that explain it, best first: a cause explains a symptom when it slows one of
    the symptom's stages, or the whole process (a GIL hog, host syncs in an unstaged program); a hang is
-   explained by the threads that died;
+   explained by the threads that died; a root cause comes before the cause it produces (``ROOT_CAUSES``:
+   empty_cache() before the allocator churn it makes);
 3. the headline is the most severe of: a process state, a hang with its cause, a wrong-results cause (grad
    None), warm-up, then the symptom with the largest measured impact *because* of its best cause ("the drafter
    stage limits throughput ... because its compiled step keeps recompiling ...; fix: ..."), or with where its
@@ -38,6 +39,9 @@ SAMPLED_CAUSES = frozenset({"gil-contention", "host-sync-storm", "checkpoint-rec
 NOT_SLOWDOWNS = frozenset({"stale-code", "checkpoint-grad-none", "checkpoint-reentrant", "no-probes", "rule-error",
                            "thread-died", "cudagraph-multi-thread", "compile-multi-thread"})
 HANG_CAUSES = frozenset({"thread-died"})
+# A cause that produces another: when both are found, the root is named first (and leads where the other would):
+# empty_cache() after every step hands the blocks back, so every step allocates from the driver again (churn).
+ROOT_CAUSES: dict[str, frozenset[str]] = {"alloc-churn": frozenset({"alloc-empty-cache"})}
 
 
 def link(findings: Sequence[Finding]) -> tuple[tuple[Finding, ...], Headline | None, str]:
@@ -50,10 +54,15 @@ def link(findings: Sequence[Finding]) -> tuple[tuple[Finding, ...], Headline | N
         if f.kind != SYMPTOM:
             linked.append(f)
             continue
-        because = sorted((c for c in causes if _explains(c, f)), key=_strength)
+        because = _roots_first(sorted((c for c in causes if _explains(c, f)), key=_strength))
         for c in because:
             explains.setdefault(c.rule_id + "\0" + c.claim, []).append(f.rule_id)
         linked.append(replace(f, because=tuple(dict.fromkeys(c.rule_id for c in because))))
+    present = {c.rule_id for c in causes}
+    for derived, roots in ROOT_CAUSES.items():
+        for root in roots & present if derived in present else ():
+            key = next(c.rule_id + "\0" + c.claim for c in causes if c.rule_id == root)
+            explains.setdefault(key, []).append(derived)
     linked = [replace(f, explains=tuple(dict.fromkeys(explains.get(f.rule_id + "\0" + f.claim, ()))))
               if f.kind == CAUSE else f for f in linked]
     headline, lead = _headline(linked)
@@ -95,6 +104,19 @@ def _explains(cause: Finding, symptom: Finding) -> bool:
     return not cause.stages or not symptom.stages or bool(set(cause.stages) & set(symptom.stages))
 
 
+def _roots_first(causes: list[Finding]) -> list[Finding]:
+    """``causes`` in order, except that a root cause moves right before the first cause it produces."""
+    out = list(causes)
+    for derived, roots in ROOT_CAUSES.items():
+        at = next((i for i, c in enumerate(out) if c.rule_id == derived), None)
+        if at is None:
+            continue
+        for root in [c for c in out[at + 1:] if c.rule_id in roots]:
+            out.remove(root)
+            out.insert(at, root)
+    return out
+
+
 def _strength(f: Finding) -> tuple[int, int, float, str]:
     """Sort key, strongest first: severity, a cause aimed at a stage over a process-wide one, impact."""
     return (-int(f.severity), 0 if f.stages else 1, -f.impact, f.rule_id)
@@ -115,7 +137,8 @@ def _headline(findings: list[Finding]) -> tuple[Headline | None, list[Finding]]:
     if warm is not None:
         return _lead(warm), [warm]
     symptoms = sorted((f for f in findings if f.kind == SYMPTOM), key=lambda f: _symptom_rank(f, by_id))
-    causes = sorted((f for f in findings if f.kind in (CAUSE, STATE) and f.severity >= Severity.WARNING), key=_strength)
+    causes = _roots_first(sorted((f for f in findings if f.kind in (CAUSE, STATE) and f.severity >= Severity.WARNING),
+                                 key=_strength))
     if symptoms:
         top = symptoms[0]
         # A symptom leads when a cause explains it, or when no cause as serious stands on its own; a symptom

@@ -12,9 +12,15 @@ from dataclasses import dataclass
 
 from dflash_diag.model.evidence import is_library_file
 
-_DEATH = re.compile(r"^Exception in thread (.+?)(?: \(.*\))?:\s*$")
+# Anywhere in a line: two threads dying at once write their tracebacks interleaved, character by character, so a
+# header may follow another traceback's carets ("    ^^^^^Exception in thread student-1:").
+_DEATH = re.compile(r"(?:^|(?<=[\s^~]))Exception in thread ([^:\n]+?)(?: \([^)\n]*\))?:(?=\s|$)")
+# Caret/tilde markers (3.11+) and blanks that interleaving glues to the start of another line.
+_MARKS = re.compile(r"^[\s^~]+")
 _FRAME = re.compile(r'^\s+File "(.+)", line (\d+), in (.+)$')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|[A-Z]\w*))(?::\s?(.*))?$")
+# Past a line that is no part of a traceback (interleaved text), only a name that says it is an exception counts.
+_EXCEPTION_NAMED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure)(?::\s?(.*))?$")
 # torch.utils.checkpoint, reentrant variant, when no input requires grad: the region's parameters get no gradient.
 CHECKPOINT_NO_GRAD = "None of the inputs have requires_grad=True. Gradients will be None"
 _RECOMPILE_LIMIT = re.compile(r"torch\._dynamo hit config\.(?:recompile_limit|cache_size_limit) \((\d+)\)")
@@ -61,9 +67,10 @@ def parse_stderr(text: str | None) -> StderrFacts:
     no_grad = 0
     no_grad_site = ""
     for i, line in enumerate(lines):
-        death = _DEATH.match(line)
-        if death is not None:
-            deaths.append(_death(death.group(1), lines[i + 1:i + 400]))
+        found = list(_DEATH.finditer(line))
+        if found:
+            for death in found:
+                deaths.append(_death(death.group(1), lines[i + 1:i + 400]))
             continue
         if CHECKPOINT_NO_GRAD in line:
             no_grad += 1
@@ -86,20 +93,29 @@ def parse_stderr(text: str | None) -> StderrFacts:
 
 
 def _death(thread: str, following: list[str]) -> ThreadDeath:
+    """The exception line and the innermost frames after a thread's header.
+
+    Another thread's traceback may be interleaved with this one, even inside a line; a caret run glued in front
+    of the exception line ("^RuntimeError: ...") is stripped. A line named like an exception (``...Error``) counts
+    anywhere; any other ``Name: text`` only right after the frames (a program's own "Loss: 0.3" is not one)."""
     where = ""
     own = ""  # the innermost frame in the program's own code (where to look first)
-    for line in following:
-        frame = _FRAME.match(line)
+    garbled = False
+    for raw in following:
+        frame = _FRAME.match(raw) or _FRAME.match("  " + _MARKS.sub("", raw))
         if frame is not None:
             where = f"{frame.group(1).rsplit('/', 1)[-1]}:{frame.group(2)} in {frame.group(3)}"
             if not is_library_file(frame.group(1)):
                 own = where
             continue
-        if line.startswith((" ", "\t", "Traceback")) or not line.strip() or _DEATH.match(line):
-            continue  # another thread's traceback may be interleaved with this one
-        if _EXCEPTION.match(line):
-            return ThreadDeath(thread=thread, exception=line.strip()[:MAX_TEXT], where=_where(own, where))
-        break
+        if _DEATH.search(raw):
+            continue
+        line = _MARKS.sub("", raw).strip()
+        if raw.startswith((" ", "\t")) or not line or line.startswith("Traceback"):
+            continue
+        if _EXCEPTION_NAMED.match(line) or (where and not garbled and _EXCEPTION.match(line)):
+            return ThreadDeath(thread=thread, exception=line[:MAX_TEXT], where=_where(own, where))
+        garbled = True
     return ThreadDeath(thread=thread, exception="(exception text not found)", where=_where(own, where))
 
 

@@ -64,6 +64,16 @@ def pid_arg(text: str) -> int:
     return pid
 
 
+def rate_arg(text: str) -> float | None:
+    """``--rate``: 'auto' (None) or a number of Hz (each command range-checks it with a one-line error)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of Hz or 'auto', got {text!r}") from None
+
+
 def finite_float(text: str) -> float:
     """A number of seconds or hertz: finite (``1e999``, ``inf`` and ``nan`` are refused)."""
     try:

@@ -8,12 +8,19 @@ import time
 from typing import Any
 
 from dflash_diag.cli._output import console as make_console
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Finding, Observation, Severity
+from dflash_diag.sources.config import MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
+# doctor is a one-off window the user asked for, like snapshot's: 20 stack samples a second with py-spy allowed half
+# a core (never pausing the process: --nonblocking), for windows up to BURST_MAX_S. At the live sampler's 2 Hz, a
+# busy 2-core box gave 9 samples in 5 s: too few to tell a recompile storm from warm-up. Longer windows, and
+# --rate, get the live budget (a tenth of a core).
+BURST_RATE_HZ = 20.0
+BURST_MAX_S = 30.0
 DOCTOR_SCHEMA = "dflash-diag.doctor/1"
 _FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 _STYLE = {Severity.CRITICAL: "bold white on red", Severity.WARNING: "bold black on yellow", Severity.INFO: "bold cyan"}
@@ -39,6 +46,10 @@ class DoctorCommand:
         parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to examine")
         parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
                             help=f"seconds to sample (default {DEFAULT_DURATION_S:g})")
+        parser.add_argument("--rate", type=rate_arg, default=None, metavar="HZ",
+                            help=f"stack samples per second, or auto (2-10 Hz by the CPU left free); default: "
+                            f"{BURST_RATE_HZ:g} Hz for windows up to {BURST_MAX_S:g} s (py-spy may use half a core "
+                            "while it samples), auto for longer ones")
         parser.add_argument("--json", action="store_true",
                             help=f"print machine-readable JSON (schema {DOCTOR_SCHEMA}, docs/findings.md)")
         parser.add_argument("--fail-on", choices=sorted(_FAIL_ON), metavar="LEVEL",
@@ -60,13 +71,17 @@ class DoctorCommand:
             raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
         if args.pid <= 0:
             raise CommandError(f"PID must be a positive integer, got {args.pid}", ExitCode.USAGE)
+        if args.rate is not None and not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:  # also refuses nan and inf
+            raise CommandError(f"--rate {args.rate:g}: must be between {MIN_RATE_HZ:g} and {MAX_RATE_HZ:g} samples "
+                               "per second, or auto", ExitCode.USAGE)
         for flag, value in (("--target-pattern", args.target_pattern), ("--drafter-pattern", args.drafter_pattern)):
             if value is not None and not value.strip(" ,"):
                 raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
         attached = _attach_for_diagnosis(args) if args.attach else None
         try:
             analysis, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
-                                        target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern)
+                                        target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern,
+                                        config=sampler_config(args.duration, args.rate, args.board_dir))
         finally:
             if attached is not None:
                 _detach_after_diagnosis(args)
@@ -117,12 +132,19 @@ def _detach_after_diagnosis(args: argparse.Namespace) -> None:
     print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
 
 
+def sampler_config(duration_s: float, rate_hz: float | None, board_dir: str | None) -> SamplerConfig:
+    """A burst for a short window nobody asked a rate for; else the rate asked (or auto) on the live budget."""
+    if rate_hz is None and duration_s <= BURST_MAX_S:
+        return SamplerConfig(rate_hz=BURST_RATE_HZ, burst=True, board_dir=board_dir)
+    return SamplerConfig(rate_hz=rate_hz, board_dir=board_dir)
+
+
 def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progress: bool = True,
-             target_pattern: str | None = None, drafter_pattern: str | None = None) -> tuple[Analysis, dict[str, Any]]:
+             target_pattern: str | None = None, drafter_pattern: str | None = None,
+             config: SamplerConfig | None = None) -> tuple[Analysis, dict[str, Any]]:
     """Sample ``pid`` and analyse it (``analysis.analyse``); the analysis and the JSON report."""
     from dflash_diag.analysis import analyse
     from dflash_diag.sources.collect import Collector
-    from dflash_diag.sources.config import SamplerConfig
     from dflash_diag.sources.outside import OutsideReader
     from dflash_diag.sources.pyspy import PySpy
 
@@ -136,7 +158,7 @@ def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progr
         obs = outside.enrich(_empty_observation(pid, duration_s))
         analysis = analyse(obs, now_wall_s=time.time())
         return analysis, report_json(pid, analysis)
-    collector = Collector(pid, SamplerConfig(board_dir=board_dir))
+    collector = Collector(pid, config or sampler_config(duration_s, None, board_dir))
     obs = outside.enrich(_collect_with_progress(collector, duration_s, progress))
     if not obs.stacks and (obs.process is None or obs.process.state not in ("Z", "T", "t", "D")):
         raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "

@@ -10,21 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from dflash_diag import __version__
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg, shown
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg, shown
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 DEFAULT_DURATION_S = 10.0
 MAX_DURATION_S = 600.0
 FORMATS = ("chrome", "perfetto", "speedscope")
-
-
-def _rate_arg(text: str) -> float | None:
-    if text.strip().lower() == "auto":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of Hz or 'auto', got {text!r}") from None
 
 
 def is_our_trace(data: bytes) -> bool:
@@ -73,7 +64,7 @@ class RecordCommand:
                             "or .speedscope.json with --format speedscope)")
         parser.add_argument("--format", choices=FORMATS, default="chrome",
                             help="chrome (= perfetto): Trace Event Format JSON; speedscope: sampled stacks")
-        parser.add_argument("--rate", type=_rate_arg, default=None, metavar="HZ",
+        parser.add_argument("--rate", type=rate_arg, default=None, metavar="HZ",
                             help="stack samples per second, or auto (default: 2-10 Hz by the CPU left free; "
                             "always capped so py-spy stays within its CPU budget)")
         parser.add_argument("--native", action="store_true",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dflash_diag.analysis.threads import StagePatterns
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg, shown
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
 from dflash_diag.sources.config import SamplerConfig
 
@@ -66,7 +66,7 @@ class TopCommand:
         )
         parser.add_argument(
             "--rate",
-            type=_rate_arg,
+            type=rate_arg,
             default=None,
             metavar="HZ",
             help="stack samples per second, or 'auto' (default: 2-10 Hz by the CPU left idle; +/- change it "
@@ -166,16 +166,6 @@ def _check_pid(pid: int) -> int:
     if pid <= 0:
         raise CommandError(f"invalid PID {pid}: must be a positive integer", ExitCode.USAGE)
     return pid
-
-
-def _rate_arg(text: str) -> float | None:
-    """``--rate``: 'auto' (None) or a number of Hz (checked by _validate, which gives the one-line error)."""
-    if text.strip().lower() == "auto":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of Hz or 'auto', got {text!r}") from None
 
 
 def _validate(args: argparse.Namespace) -> None:

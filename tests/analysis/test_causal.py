@@ -52,6 +52,20 @@ def test_a_process_wide_cause_explains_every_stage_but_a_stage_cause_comes_first
     assert headline is not None and headline.because == ("checkpoint-recompute-heavy", "gil-contention")
 
 
+def test_a_root_cause_comes_before_the_cause_it_produces() -> None:
+    """empty_cache() after every step makes the allocator churn: the root leads, also over a bigger impact."""
+    churn = f("alloc-churn", impact=0.15, claim="the caching allocator goes to the driver 40 times a second")
+    empty = f("alloc-empty-cache", impact=0.1, claim="torch.cuda.empty_cache() runs 9 times a second")
+    ranked, headline, _ = link([churn, empty])
+    assert headline is not None and headline.rule_id == "alloc-empty-cache"
+    assert [x.rule_id for x in ranked][:2] == ["alloc-empty-cache", "alloc-churn"]
+    assert ranked[0].explains == ("alloc-churn",)
+    _, headline, _ = link([BOTTLENECK, churn, empty])
+    assert headline is not None and headline.because == ("alloc-empty-cache", "alloc-churn")
+    _, headline, _ = link([churn])  # churn alone stays the lead
+    assert headline is not None and headline.rule_id == "alloc-churn"
+
+
 def test_without_a_cause_the_headline_says_where_the_time_goes() -> None:
     _, headline, _ = link([BOTTLENECK, f("no-probes", Severity.INFO, NOTE)])
     assert headline is not None and headline.text.endswith("; no cause found, its time goes to: loss (loss.py:12) 60%")

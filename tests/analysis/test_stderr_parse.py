@@ -71,3 +71,29 @@ def test_interleaved_tracebacks_of_two_dying_threads() -> None:
     assert [d.thread for d in deaths] == ["a-1", "a-2"]
     # Which line belongs to which thread is ambiguous once interleaved; never the other thread's header.
     assert all(d.exception.startswith("ValueError: ") for d in deaths) and deaths[0].where == "w.py:3 in run"
+
+
+def test_headers_interleaved_inside_a_line_are_all_found() -> None:
+    """Two threads dying at once interleave their tracebacks character by character (seen on a 2-core CI box):
+    a header after another traceback's carets, and the exception line behind a caret."""
+    text = ("Exception in thread student-0:\nTraceback (most recent call last):\n"
+            '  File "/app/pipeline.py", line 43, in learn\n'
+            "    loss = student(feats)\n"
+            "           ^^^^^Exception in thread student-1:\n"
+            "Traceback (most recent call last):\n"
+            "return self._call_impl(*args, **kwargs)\n"
+            '^^^^  File "/app/nets.py", line 22, in forward\n'
+            "Loss: 0.3\n"
+            "^RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x80 and 96x128)\n"
+            "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x80 and 96x128)\n")
+    deaths = parse_stderr(text).deaths
+    assert [d.thread for d in deaths] == ["student-0", "student-1"]
+    assert all(d.exception.startswith("RuntimeError: mat1") for d in deaths), deaths
+    assert deaths[0].where == "nets.py:22 in forward"
+
+
+def test_a_program_line_after_a_garbled_traceback_is_not_the_exception() -> None:
+    text = ("Exception in thread w:\nTraceback (most recent call last):\n  File \"/app/w.py\", line 3, in run\n"
+            "step 10 done\nLoss: 0.3\n")
+    (death,) = parse_stderr(text).deaths
+    assert death.exception == "(exception text not found)" and death.where == "w.py:3 in run"

@@ -134,3 +134,30 @@ def test_stale_code_after_a_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         proc.wait(timeout=30)
     stale = [f for f in report["findings"] if f["rule_id"] == "stale-code"]
     assert stale and "restart to pick up lm_head_opt" in stale[0]["claim"]
+
+
+def test_a_short_window_is_sampled_as_a_burst_and_rate_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    """doctor's default 5 s window takes 20 stacks a second (2 Hz gave a busy box 9 samples: too few to judge);
+    a long window, or an asked rate, goes back to the live sampler's budget."""
+    from dflash_diag.cli.doctor import BURST_MAX_S, BURST_RATE_HZ, sampler_config
+
+    short = sampler_config(5.0, None, None)
+    assert short.burst and short.rate_hz == BURST_RATE_HZ
+    assert not sampler_config(BURST_MAX_S + 1, None, None).burst and sampler_config(60.0, None, None).rate_hz is None
+    asked = sampler_config(5.0, 2.0, None)
+    assert not asked.burst and asked.rate_hz == 2.0
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: sum(range(1000)); time.sleep(0.001)"])
+    try:
+        time.sleep(0.5)
+        capsys.readouterr()
+        assert main(["doctor", str(busy.pid), "--duration", "2", "--json"]) == ExitCode.OK
+        burst = json.loads(capsys.readouterr().out)["stack_samples"]
+        assert main(["doctor", str(busy.pid), "--duration", "2", "--rate", "2", "--json"]) == ExitCode.OK
+        slow = json.loads(capsys.readouterr().out)["stack_samples"]
+    finally:
+        busy.kill()
+        busy.wait(timeout=30)
+    assert slow <= 6 and burst >= 2 * slow + 4, (burst, slow)
+    for bad in ("0", "nan", "100"):
+        assert main(["doctor", str(os.getpid()), "--rate", bad]) == ExitCode.USAGE
+        assert "--rate" in capsys.readouterr().err

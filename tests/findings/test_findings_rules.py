@@ -176,6 +176,16 @@ def test_checkpoint_hook_python_is_a_warning() -> None:
     assert dict(f.evidence)["checkpoint Python holding the GIL"] == "50% at checkpoint.py:1120 (unpack_hook)"
 
 
+def test_a_thread_in_backward_holding_the_gil_is_not_checkpoint_machinery() -> None:
+    """torch/autograd/graph.py is also where every loss.backward() enters the engine: no checkpoint there."""
+    entry = (Frame("_engine_run_backward", "/sp/torch/autograd/graph.py", 829),
+             Frame("backward", "/sp/torch/autograd/__init__.py", 364), Frame("backward", "/sp/torch/_tensor.py", 630),
+             Frame("train_step", "/app/main.py", 40))
+    stacks = [stack([thread_sample("drafter-0", entry, tid=12, gil=True)], t=i) for i in range(20)]
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.NATIVE: 1.0}, tid=12, n=20),)
+    assert "checkpoint-recompute-heavy" not in {f.rule_id for f in _run(threads=threads, stacks=stacks)}
+
+
 def test_recompute_share_from_few_samples_is_not_enough() -> None:
     threads = (thread_stats("drafter-0", "drafter", {ThreadState.CHECKPOINT: 0.5, ThreadState.NATIVE: 0.5}, tid=12,
                             n=6),)

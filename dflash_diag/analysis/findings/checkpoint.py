@@ -28,6 +28,9 @@ RECOMPUTE_INFO_SHARE = 0.35
 # bookkeeping) holding the GIL: a stage spending a sixth of its samples there is paying overhead, not compute.
 HOOK_WARNING_SHARE = 0.15
 _CHECKPOINT_FILES = ("torch/utils/checkpoint.py", "torch/autograd/graph.py")
+# graph.py also holds the entry into the autograd engine: a thread inside loss.backward() is in it whether or not
+# anything is checkpointed (seen as a false warning on a healthy GPU program), so that frame is compute.
+_BACKWARD_ENTRY = frozenset({"_engine_run_backward"})
 GRAD_NONE_EXAMPLES = 3
 
 
@@ -213,6 +216,8 @@ def _hook_share(ctx: Context, stage: str) -> tuple[float, int, str | None]:
             if not thread.owns_gil:
                 continue
             for frame in (f for f in thread.frames if not f.native):
+                if frame.name in _BACKWARD_ENTRY:
+                    break  # the backward pass itself
                 if frame.filename.endswith(_CHECKPOINT_FILES):
                     hits += 1
                     site = site or f"{frame.short_filename}:{frame.line} ({frame.name})"

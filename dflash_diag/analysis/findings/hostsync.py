@@ -14,7 +14,7 @@ from dflash_diag.analysis.findings._context import (
     python_frames,
     stage_samples,
 )
-from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model import Finding, GpuSample, Severity, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import ThreadSample
 
@@ -30,6 +30,10 @@ SYNC_NATIVE_FRAMES = frozenset(
 SITES_SHOWN = 3
 # A GPU this busy is the bottleneck: a host thread waiting on it is GPU-bound, not losing time to syncs.
 GPU_SATURATED_PCT = 90.0
+# ... unless it draws little power: NVML's utilisation is the share of time *any* kernel runs, so a stream of tiny
+# kernels separated by syncs reads 90-100% on a GPU that mostly waits (the H200 casebook's per-chunk .item()
+# program). A GPU doing the work that bounds a step draws well over this share of its power limit.
+GPU_WORKING_POWER_SHARE = 0.40
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -52,7 +56,11 @@ def check(ctx: Context) -> Iterator[Finding]:
     util = _gpu_util_pct(ctx, threads)
     if util is not None:
         evidence.append(("GPU utilisation", f"{util:.0f}% (NVML, mean over the window)"))
-    saturated = util is not None and util >= GPU_SATURATED_PCT
+    power = _gpu_power(ctx, threads)
+    if power is not None:
+        evidence.append(("GPU power", f"{power[0]:.0f} W of its {power[1]:.0f} W limit (NVML, mean over the window)"))
+    low_power = power is not None and power[0] < GPU_WORKING_POWER_SHARE * power[1]
+    saturated = util is not None and util >= GPU_SATURATED_PCT and not low_power
     claim = f"{who} wait on the GPU {pct(share)} of the time in host syncs{where}"
     if saturated:
         # Waiting on a GPU that is busy all the time is being GPU-bound: the syncs cost (almost) nothing.
@@ -69,13 +77,25 @@ def check(ctx: Context) -> Iterator[Finding]:
     )
 
 
-def _gpu_util_pct(ctx: Context, threads: tuple[ThreadStats, ...]) -> float | None:
-    """Mean NVML utilisation over the window of the GPUs these threads drive (their devices, else the process's)."""
+def _gpus(ctx: Context, threads: tuple[ThreadStats, ...]) -> list[GpuSample]:
+    """NVML readings over the window of the GPUs these threads drive (their devices, else the process's)."""
     indices = {t.gpu_index for t in threads if t.gpu_index is not None} or set(ctx.process_gpus())
     sweeps = ctx.obs.gpus if isinstance(ctx.obs.gpus, tuple) else ()
-    values = [float(g.util_pct) for sweep in sweeps for g in sweep
-              if g.index in indices and isinstance(g.util_pct, int | float)]
+    return [g for sweep in sweeps for g in sweep if g.index in indices]
+
+
+def _gpu_util_pct(ctx: Context, threads: tuple[ThreadStats, ...]) -> float | None:
+    values = [float(g.util_pct) for g in _gpus(ctx, threads) if isinstance(g.util_pct, int | float)]
     return sum(values) / len(values) if values else None
+
+
+def _gpu_power(ctx: Context, threads: tuple[ThreadStats, ...]) -> tuple[float, float] | None:
+    """(mean draw, mean limit) in watts, over the readings that have both."""
+    pairs = [(float(g.power_w), float(g.power_limit_w)) for g in _gpus(ctx, threads)
+             if isinstance(g.power_w, int | float) and isinstance(g.power_limit_w, int | float) and g.power_limit_w > 0]
+    if not pairs:
+        return None
+    return sum(p for p, _ in pairs) / len(pairs), sum(limit for _, limit in pairs) / len(pairs)
 
 
 def _thread_samples(ctx: Context, stats: ThreadStats) -> list[ThreadSample]:
