@@ -1,0 +1,160 @@
+"""No import cycle among the modules of the four packages, at module level.
+
+The rule: an import executed while a module is being loaded (a top-level statement, including those inside a
+top-level ``if``/``try``/``class``) is an edge of the module graph, and that graph must be acyclic: a cycle there
+means one of the two modules runs against a half-initialised other, and which one breaks depends on who is
+imported first. Two kinds of import are not edges:
+
+- an import inside a function (or lambda) body: it runs after every module has loaded, so a lazy import is the
+  sanctioned way to break a cycle (``probes`` <-> ``probes.session`` do it) or to keep a start-up light;
+- an import under ``if TYPE_CHECKING:``: it never runs (``view.history`` names ``view.frame``'s type that way).
+
+``from package import name`` is an edge to ``package.name`` when that is a module, else to ``package`` (its
+``__init__``). The implicit import of a parent package that every ``import a.b.c`` makes is not an edge:
+otherwise every ``__init__`` that re-exports a submodule would form a cycle with it.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("dflash_contract", "dflash_diag", "probes", "reference_trainer")
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    return {_module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(node: ast.AST, *, lazy: bool = False) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement under ``node``, with whether it is lazy (in a function or TYPE_CHECKING block)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child, lazy
+        elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield from _imports(child, lazy=True)
+        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+            for stmt in child.body:
+                yield from _imports(ast.Module(body=[stmt], type_ignores=[]), lazy=True)
+            for stmt in child.orelse:  # the `else:` of TYPE_CHECKING is what runs
+                yield from _imports(ast.Module(body=[stmt], type_ignores=[]), lazy=lazy)
+        else:
+            yield from _imports(child, lazy=lazy)
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest prefix of ``name`` that is one of our modules (``a.b.func`` -> ``a.b``); None if foreign."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    base = node.module or ""
+    if node.level:  # relative: test_layers bans them, but a cycle through one must still be seen
+        anchor = importer.split(".")
+        anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+        base = ".".join([*anchor, base] if base else anchor)
+    for alias in node.names:
+        yield f"{base}.{alias.name}"  # _edges falls back to `base` when this is not a module
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(module-level edges, lazy edges) between the modules of ``packages``."""
+    modules = _modules(root, packages)
+    eager: dict[str, set[str]] = {m: set() for m in modules}
+    lazy: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node, is_lazy in _imports(tree):
+            for target in _targets(node, name, path.name == "__init__.py"):
+                resolved = _resolve(target, modules)
+                if resolved is not None and resolved != name:
+                    (lazy if is_lazy else eager)[name].add(resolved)
+    return eager, lazy
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return list(exc.args[1])
+    return None
+
+
+def test_no_import_cycle_at_module_level() -> None:
+    eager, _ = import_graph(ROOT, PACKAGES)
+    cycle = find_cycle(eager)
+    assert cycle is None, "module-level import cycle: " + " -> ".join(cycle or ()) + (
+        " (make one of these imports lazy, inside the function that needs it, and say why)"
+    )
+
+
+def test_the_graph_sees_the_imports_it_should() -> None:
+    """Guards the parser itself: a graph with no edges would pass the cycle test vacuously."""
+    eager, lazy = import_graph(ROOT, PACKAGES)
+    assert "dflash_diag.view.history" in eager["dflash_diag.view.frame"]  # from-import of a name
+    assert "dflash_diag.snapshot.environment" in eager["dflash_diag.snapshot.gather"]  # from pkg import submodule
+    assert "dflash_diag.view.frame" in lazy["dflash_diag.view.history"]  # under TYPE_CHECKING
+    assert "dflash_diag.sources.pyspy" in lazy["dflash_diag.snapshot.gather"]  # inside a function
+    assert "dflash_diag.view.frame" not in eager["dflash_diag.view.history"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "where"),
+    [
+        ("import pkg.a\n", "top"),
+        ("if True:\n    from pkg.a import X\n", "top-level if"),
+        ("from pkg import a\n", "from package import submodule"),
+        ("from . import a\n", "relative"),
+    ],
+)
+def test_a_planted_cycle_is_found(tmp_path: Path, extra: str, where: str) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import Y\nX = 1\n")
+    (pkg / "b.py").write_text(extra + "Y = 2\n")
+    eager, _ = import_graph(tmp_path, ("pkg",))
+    assert find_cycle(eager) is not None, where
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "def f() -> None:\n    from pkg.a import X\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import X\n",
+    ],
+)
+def test_a_lazy_import_does_not_make_a_cycle(tmp_path: Path, extra: str) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import Y\nX = 1\n")
+    (pkg / "b.py").write_text(extra + "Y = 2\n")
+    eager, lazy = import_graph(tmp_path, ("pkg",))
+    assert find_cycle(eager) is None
+    assert lazy["pkg.b"] == {"pkg.a"}
