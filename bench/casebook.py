@@ -55,11 +55,16 @@ def _select(args: argparse.Namespace) -> list[Case]:
     return chosen
 
 
-def _progress(t0: float) -> Any:
+def _progress(t0: float, out: Path | None) -> Any:
+    """One line per result on stderr, and (with --out) its row appended to results.jsonl: a run cut short by a
+    time limit still leaves every answer it got."""
     def show(r: Result) -> None:
         status = "ok" if r.ok else "MISS"
         print(f"[{time.monotonic() - t0:5.0f} s] {status:4} {r.case} ({r.mode}): "
               f"{r.error[:120] if r.error else (r.headline_text[:120] or 'no headline')}", file=sys.stderr, flush=True)
+        if out is not None:
+            with (out / "results.jsonl").open("a") as f:
+                f.write(json.dumps(r.row()) + "\n")
     return show
 
 
@@ -67,7 +72,9 @@ def run(args: argparse.Namespace) -> list[Result]:
     cases = _select(args)
     modes = tuple(m for m in args.modes.split(",") if m)
     t0 = time.monotonic()
-    show = _progress(t0)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+    show = _progress(t0, args.out)
     if not args.gpu:
         return run_all(cases, modes, parallel=args.parallel, duration_s=args.duration, progress=show)
     device = ("--device", "cpu") if args.dry_run else ("--device", "cuda")
