@@ -4,7 +4,8 @@ parameters whose gradient is still None after a backward (the silent no-learning
 - ``use_reentrant``: ``torch.utils.checkpoint.checkpoint`` looks up ``CheckpointFunction.apply``
   (reentrant) and ``_checkpoint_without_reentrant_generator`` (non-reentrant) at call time, so wrapping
   those two catches every call however ``checkpoint`` was imported (HF's ``partial(checkpoint, ...)``
-  included; probe-apis.md §5). The wrapper walks a few frames to name the caller site: ~2 us per call.
+  included; wrapping the module attribute ``checkpoint`` itself misses code that imported the name, measured on
+  2.13). The wrapper walks a few frames to name the caller site: ~2 us per call.
 - grad None: a global optimizer step pre-hook (``register_optimizer_step_pre_hook``) runs right after
   the backward, before ``zero_grad``; it checks the optimizer's trainable params at most once per
   ``check_interval_s``. Names come from models registered with ``watch_model``.

@@ -1,7 +1,7 @@
 """compile: torch.compile compiles, recompiles (with reasons, per function and thread), graph breaks,
 recompile-limit hits (after which the frame silently runs eager) and compile time.
 
-Sources, none of which needs TORCH_LOGS (probe-apis.md §1):
+Sources, none of which needs TORCH_LOGS (read in the torch 2.11 to 2.13 sources):
 - ``torch._dynamo.utils.get_compilation_metrics()`` polled at publish: one row per frame compile, with
   ``recompile_reason`` and ``fail_reason`` (a 64-row deque: rows are folded in as they appear).
 - artifact taps on ``recompiles`` and ``graph_breaks`` (probes/_torchlog.py): run in the compiling

@@ -32,7 +32,13 @@ class Config:
 
 
 def multi_thread_hazard(torch_version: str, has_capture_lock: bool | None) -> str | None:
-    """The known multi-thread hazard of CUDAGraph Trees for this torch (probe-apis.md §2.2)."""
+    """The known multi-thread hazard of CUDAGraph Trees for this torch.
+
+    Up to 2.12 ``torch._inductor.cudagraph_trees`` sets up its per-thread tree manager only on the thread that
+    imported it (and the autograd threads that copy its state), so a reduce-overhead graph run from any other
+    thread hits a bare ``assert``. 2.13 sets it up lazily per thread and adds ``graph_capture_lock``, whose
+    presence (``has_capture_lock``) marks a build with the fix even where the version string says otherwise.
+    """
     try:
         major, minor = (int(p) for p in torch_version.split("+")[0].split(".")[:2])
     except ValueError:

@@ -1,4 +1,4 @@
-"""The thread-state taxonomy of DESIGN.md: where one sample of one thread spends its time."""
+"""The thread-state taxonomy (docs/states.md): where one sample of one thread spends its time."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ it, ranked by how likely it is to (pure functions over the decoded ``snapshot.js
 
 Ranking heuristic (docs/bug-reports.md, "Comparing two runs"): each change gets a score in 0..1 =
 the prior of its kind (how often such a change moves throughput in threaded PyTorch training) raised for
-keys known to matter (from the seed incident and dflash-domain.md): a checkpoint mode, a compile switch,
+keys known to matter (the seed incident's failures, docs/scenarios.md): a checkpoint mode, a compile switch,
 a fast-path flag, a torch/triton/fla version, an allocator knob, a changed source file, a new finding.
 Ties keep a stable order (kind, then key). Rates are the effect, listed apart, never ranked as causes.
 """

@@ -39,7 +39,9 @@ COMPILING_SHARE = 0.20
 RECOMPILE_EPISODES = 2
 # Compiling for the whole window this long after start is not a first-step warm-up any more.
 WARMUP_MAX_S = 600.0
-# The FX tracing flag stays a process-global bool up to and including 2.14.0 (probe-apis.md section 0).
+# torch.fx's `_is_fx_tracing_flag` is a module-global bool up to and including 2.14.0 (read in 2.11 to 2.13): a
+# thread tracing with FX makes another thread's first torch.compile call raise, or silently run eager. 2.14.1
+# replaces it with a threading.local, so compiling from several threads stops being a hazard there.
 FX_TRACE_THREAD_SAFE_FROM = (2, 14, 1)
 REASONS_SHOWN = 3
 
