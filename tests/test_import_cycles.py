@@ -158,3 +158,47 @@ def test_a_lazy_import_does_not_make_a_cycle(tmp_path: Path, extra: str) -> None
     eager, lazy = import_graph(tmp_path, ("pkg",))
     assert find_cycle(eager) is None
     assert lazy["pkg.b"] == {"pkg.a"}
+
+
+def _layer(module: str) -> str:
+    """``dflash_diag.sources.pyspy`` -> ``sources``; ``probes.readings`` -> ``probes``; the root keeps its name."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "dflash_diag" and len(parts) > 1 else parts[0]
+
+
+LAYER_TABLE_HEADER = "| layer | imports at module level | imports lazily only |"
+
+
+def _layer_names(cell: str) -> set[str]:
+    """The layers a cell names: `snapshot.bundle` (why) -> snapshot; `dflash_diag.__version__` -> dflash_diag."""
+    return {name.split(".")[0] for name in cell.split("`")[1::2]}
+
+
+def _documented_layers() -> dict[str, tuple[set[str], set[str]]]:
+    """docs/architecture.md's table: layer -> (imports at module level, imports lazily only)."""
+    lines = (ROOT / "docs" / "architecture.md").read_text().splitlines()
+    start = lines.index(LAYER_TABLE_HEADER) + 2  # past the header and the |---| line
+    rows: dict[str, tuple[set[str], set[str]]] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        layer, at_load, lazy_only = (c.strip() for c in line.strip().strip("|").split("|"))
+        rows[layer.strip("`")] = (_layer_names(at_load), _layer_names(lazy_only))
+    return rows
+
+
+def test_architecture_doc_states_the_real_layer_imports() -> None:
+    """docs/architecture.md lists which layer imports which; it must say what the code does today."""
+    eager, lazy = import_graph(ROOT, PACKAGES)
+    real: dict[str, tuple[set[str], set[str]]] = {}
+    for graph, slot in ((eager, 0), (lazy, 1)):
+        for module, targets in graph.items():
+            src = _layer(module)
+            if src in {"__main__", "errors"}:  # `python -m` entry and the error types: not layers of their own
+                continue
+            row = real.setdefault(src, (set(), set()))
+            row[slot].update(_layer(t) for t in targets if _layer(t) != src)
+    real = {k: (e, lz - e) for k, (e, lz) in real.items()}
+    documented = _documented_layers()
+    assert set(documented) >= {"model", "sources", "analysis", "view", "tui", "snapshot", "export", "cli"}
+    assert {k: v for k, v in real.items() if k in documented} == documented

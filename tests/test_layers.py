@@ -3,6 +3,7 @@
 dflash_contract (stdlib: the board contract, /proc identity, the redactor; imported by probes and tool alike) |
 probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O) | analysis (pure) | view (top's frame
 and batch report) | tui (the screen: model + view only), snapshot | cli (wires real sources into everything).
+docs/architecture.md describes the layers and tabulates these rules.
 """
 
 from __future__ import annotations
