@@ -20,8 +20,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_top_level_help_lists_every_command() -> None:
     proc = _run("-m", "dflash_diag", "--help")
     assert proc.returncode == 0, proc.stderr
-    for name in ("top", "doctor", "snapshot", "diff", "run", "board"):
-        assert name in SUBCOMMANDS and f"    {name} " in proc.stdout
+    assert {"top", "doctor", "snapshot", "diff", "run", "board", "attach", "detach"} <= set(SUBCOMMANDS)
+    assert [name for name in SUBCOMMANDS if f"    {name} " not in proc.stdout] == []
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -36,3 +37,48 @@ def test_nothing_points_outside_the_repo() -> None:
         if needle in line
     ]
     assert hits == []
+
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text()
+
+
+def test_readme_links_every_docs_page() -> None:
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert "architecture.md" in pages
+    readme = _readme()
+    assert [p for p in pages if f"](docs/{p})" not in readme] == []
+
+
+def test_readme_has_a_row_for_every_subcommand() -> None:
+    """Each command `dflash-diag --help` lists has a row of its own in README's command table."""
+    from dflash_diag.cli import _COMMANDS, _command_name
+
+    names = [_command_name(cls) for _, cls in _COMMANDS]
+    assert "detach" in names  # the list is the real one, attach's sibling included
+    rows = [line for line in _readme().splitlines() if line.startswith("| `dflash-diag ")]
+    missing = [n for n in names if not any(row.startswith(f"| `dflash-diag {n} ") for row in rows)]
+    assert missing == []
+
+
+def _link_targets(path: Path) -> list[str]:
+    """Relative Markdown link targets of one file, without their #anchor (web links are not ours to check)."""
+    targets = re.findall(r"\]\(([^)\s]+)\)", path.read_text())
+    return [t.split("#", 1)[0] for t in targets if "://" not in t and not t.startswith(("#", "mailto:"))]
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    dead = [f"{f.relative_to(ROOT)} -> {t}" for f in files for t in _link_targets(f) if not (f.parent / t).exists()]
+    assert dead == []
+
+
+def test_every_docs_path_named_anywhere_exists() -> None:
+    """A page under docs/ named in code, a comment or a help text is a promise to the reader that it exists."""
+    named = {
+        (m, f.relative_to(ROOT))
+        for f in _repo_text_files()
+        for m in re.findall(r"\bdocs/[\w./-]+\.(?:md|json|svg)", f.read_text(errors="replace"))
+    }
+    assert any(m == "docs/states.md" for m, _ in named)
+    assert sorted(f"{where}: {m}" for m, where in named if not (ROOT / m).exists()) == []

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="dflash-diag",
         description="See where the threads of a PyTorch training process spend their time, and why it is slow.",
-        epilog="Run 'dflash-diag COMMAND --help' for the options of one command. Docs: docs/cli.md",
+        epilog="Run 'dflash-diag COMMAND --help' for the options of one command. Docs: README.md and docs/.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
