@@ -26,31 +26,12 @@ from pathlib import Path
 
 from dflash_diag.errors import CommandError, ExitCode
 
-# One definition of the places no output may ever be (/, home, the working directory), shared with bundles.
-from dflash_diag.snapshot.bundle import protected_reason
+# One definition, shared with bundles, of the places no output may ever be (/, home, the working directory), of
+# the one-line error for a place that cannot be written, and of how a path is shown in it.
+from dflash_diag.snapshot.bundle import cannot_write, protected_reason, shown_path
 
 TMP_PREFIX = ".dflash-diag-tmp-"
 MAX_OURS_BYTES = 512 * 1024 * 1024  # an existing output larger than this is not read to check it is ours
-
-
-def shown(path: Path | str) -> str:
-    """A path as one printable line (a control character in a name must not garble the terminal)."""
-    text = str(path)
-    return "".join(ch if ch.isprintable() and not 0xDC80 <= ord(ch) <= 0xDCFF else repr(ch)[1:-1] for ch in text)
-
-
-def cannot_write(path: Path | str, exc: OSError) -> CommandError:
-    why = {
-        errno.ENOSPC: "no space left on the device: free some space or pick another -o",
-        errno.EDQUOT: "disk quota exceeded: free some space or pick another -o",
-        errno.EROFS: "read-only file system: pick another -o",
-        errno.EACCES: "permission denied: pick a directory you can write to",
-        errno.EPERM: "not permitted: pick a directory you can write to",
-        errno.ENAMETOOLONG: "name too long: pick a shorter -o",
-        errno.ENOENT: "no such directory: create it or pick another -o",
-        errno.ENOTDIR: "a part of the path is not a directory: pick another -o",
-    }.get(exc.errno or 0, f"{exc.strerror or type(exc).__name__}: pick another -o")
-    return CommandError(f"cannot write {shown(path)}: {why}", ExitCode.CANNOT_WRITE)
 
 
 def _unsafe(message: str) -> CommandError:
@@ -123,7 +104,7 @@ class PreparedFile:
         if self.replace and os.path.lexists(self.path):
             reason = _not_ours(self.path, self._is_ours, self._what)
             if reason is not None:  # changed while we sampled
-                raise _unsafe(f"{shown(self.path)} {reason}: --force replaces only a {self._what} dflash-diag wrote")
+                raise _unsafe(f"{shown_path(self.path)} {reason}: --force replaces only a {self._what} dflash-diag wrote")
             os.replace(self._tmp, self.path)
             return
         try:
@@ -149,7 +130,7 @@ class PreparedFile:
 
 
 def _exists(path: Path, what: str) -> CommandError:
-    return CommandError(f"{shown(path)} exists: pass --force to replace a {what} dflash-diag wrote there, "
+    return CommandError(f"{shown_path(path)} exists: pass --force to replace a {what} dflash-diag wrote there, "
                         "or -o another path", ExitCode.EXISTS)
 
 
@@ -167,11 +148,11 @@ def prepare_file(path: Path, *, force: bool, is_ours: Callable[[bytes], bool], w
         raise CommandError("the output path is empty or holds a NUL character", ExitCode.USAGE)
     reason = protected_reason(path)
     if reason is not None:
-        raise _unsafe(f"{shown(path)} {reason}: dflash-diag never writes a {what} there; pick a file name with -o")
+        raise _unsafe(f"{shown_path(path)} {reason}: dflash-diag never writes a {what} there; pick a file name with -o")
     parent = path.parent
     try:
         if not stat.S_ISDIR(os.stat(parent).st_mode):
-            raise CommandError(f"{shown(parent)} is not a directory: pick another -o", ExitCode.CANNOT_WRITE)
+            raise CommandError(f"{shown_path(parent)} is not a directory: pick another -o", ExitCode.CANNOT_WRITE)
     except OSError as exc:
         raise cannot_write(parent, exc) from None
     try:
@@ -179,7 +160,7 @@ def prepare_file(path: Path, *, force: bool, is_ours: Callable[[bytes], bool], w
     except (OSError, ValueError):
         name_max = 255
     if len(os.fsencode(path.name)) > name_max:
-        raise CommandError(f"{shown(path.name)[:40]}...: the name is longer than the {name_max} bytes this file "
+        raise CommandError(f"{shown_path(path.name)[:40]}...: the name is longer than the {name_max} bytes this file "
                            "system allows: pick a shorter -o", ExitCode.CANNOT_WRITE)
     replace = os.path.lexists(path)
     if replace:
@@ -187,7 +168,7 @@ def prepare_file(path: Path, *, force: bool, is_ours: Callable[[bytes], bool], w
             raise _exists(path, what)
         why = _not_ours(path, is_ours, what)
         if why is not None:
-            raise _unsafe(f"{shown(path)} {why}: --force replaces only a {what} dflash-diag wrote; "
+            raise _unsafe(f"{shown_path(path)} {why}: --force replaces only a {what} dflash-diag wrote; "
                           "move it away or pick another -o")
     try:
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".tmp", dir=parent)

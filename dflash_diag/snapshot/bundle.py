@@ -63,7 +63,8 @@ def _unsafe(message: str) -> CommandError:
     return CommandError(message, ExitCode.UNSAFE_OUTPUT)
 
 
-def _cannot_write(path: Path | str, exc: OSError) -> CommandError:
+def cannot_write(path: Path | str, exc: OSError) -> CommandError:
+    """The one-line error (exit 11) for an output that cannot be written, naming what to do about it."""
     why = {
         errno.ENOSPC: "no space left on the device: free some space or pick another -o",
         errno.EDQUOT: "disk quota exceeded: free some space or pick another -o",
@@ -74,10 +75,10 @@ def _cannot_write(path: Path | str, exc: OSError) -> CommandError:
         errno.ENOENT: "no such directory: create it or pick another -o",
         errno.ENOTDIR: "a part of the path is not a directory: pick another -o",
     }.get(exc.errno or 0, f"{exc.strerror or exc.__class__.__name__}: pick another -o")
-    return CommandError(f"cannot write {_shown(path)}: {why}", ExitCode.CANNOT_WRITE)
+    return CommandError(f"cannot write {shown_path(path)}: {why}", ExitCode.CANNOT_WRITE)
 
 
-def _shown(path: Path | str) -> str:
+def shown_path(path: Path | str) -> str:
     """A path as one printable line (a non-UTF-8 or control-character name must not garble the terminal)."""
     text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
     return "".join(ch if ch.isprintable() and not 0xDC80 <= ord(ch) <= 0xDCFF else repr(ch)[1:-1] for ch in text)
@@ -209,7 +210,7 @@ def _dir_not_ours(path: Path) -> tuple[str | None, dict[str, str]]:
         return f"has a {MANIFEST_NAME} that is not dflash-diag's", {}
     extra = sorted(names - set(listed) - {MANIFEST_NAME})
     if extra:
-        return f"holds {_shown(extra[0])!r}, which dflash-diag did not write", listed
+        return f"holds {shown_path(extra[0])!r}, which dflash-diag did not write", listed
     for name in sorted(names & set(listed)):
         if _file_sha256(path / name) != listed[name]:
             return f"has {name} changed since dflash-diag wrote it", listed
@@ -296,7 +297,7 @@ class PreparedOutput:
                 self._place_file()
         except OSError as exc:
             self.abandon()
-            raise _cannot_write(self.path, exc) from None
+            raise cannot_write(self.path, exc) from None
         except BaseException:
             self.abandon()
             raise
@@ -347,7 +348,7 @@ class PreparedOutput:
         if self.replace:
             reason = _tar_not_ours(self.path) if os.path.lexists(self.path) else None
             if reason is not None:  # changed while we sampled
-                raise _unsafe(f"{_shown(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
+                raise _unsafe(f"{shown_path(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
             os.replace(self._tmp, self.path)  # atomic over our own old bundle
             return
         try:
@@ -375,7 +376,7 @@ class PreparedOutput:
             return
         reason, listed = _dir_not_ours(self.path) if os.path.lexists(self.path) else (None, {})
         if reason is not None:
-            raise _unsafe(f"{_shown(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
+            raise _unsafe(f"{shown_path(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
         if not listed:
             os.mkdir(self.path, 0o700)
             os.rename(self._tmp, self.path)
@@ -391,7 +392,7 @@ class PreparedOutput:
 
 
 def _exists(path: Path) -> CommandError:
-    return CommandError(f"{_shown(path)} exists: pass --force to replace a bundle dflash-diag wrote there, "
+    return CommandError(f"{shown_path(path)} exists: pass --force to replace a bundle dflash-diag wrote there, "
                         "or -o another path", ExitCode.EXISTS)
 
 
@@ -422,27 +423,27 @@ def prepare_output(path: Path, *, as_dir: bool, force: bool) -> PreparedOutput:
         raise CommandError("the output path is empty or holds a NUL character", ExitCode.USAGE)
     reason = protected_reason(path)
     if reason is not None:
-        raise _unsafe(f"{_shown(path)} {reason}: dflash-diag never writes a bundle there; pick a new name with -o")
+        raise _unsafe(f"{shown_path(path)} {reason}: dflash-diag never writes a bundle there; pick a new name with -o")
     parent = path.parent
     try:
         if not stat.S_ISDIR(os.stat(parent).st_mode):
-            raise CommandError(f"{_shown(parent)} is not a directory: pick another -o", ExitCode.CANNOT_WRITE)
+            raise CommandError(f"{shown_path(parent)} is not a directory: pick another -o", ExitCode.CANNOT_WRITE)
     except OSError as exc:
-        raise _cannot_write(parent, exc) from None
+        raise cannot_write(parent, exc) from None
     name_max = _name_max(parent)
     if len(os.fsencode(path.name)) > name_max:
-        raise CommandError(f"{_shown(path.name)[:40]}...: the name is longer than the {name_max} bytes this file "
+        raise CommandError(f"{shown_path(path.name)[:40]}...: the name is longer than the {name_max} bytes this file "
                            "system allows: pick a shorter -o", ExitCode.CANNOT_WRITE)
     replace = os.path.lexists(path)
     if replace:
         if not force:
             raise _exists(path)
         if os.path.islink(path):
-            raise _unsafe(f"{_shown(path)} is a symlink: --force replaces only a bundle dflash-diag wrote; "
+            raise _unsafe(f"{shown_path(path)} is a symlink: --force replaces only a bundle dflash-diag wrote; "
                           "remove the link or pick another -o")
         why = _dir_not_ours(path)[0] if as_dir else _tar_not_ours(path)
         if why is not None:
-            raise _unsafe(f"{_shown(path)} {why}: --force replaces only a bundle dflash-diag wrote; "
+            raise _unsafe(f"{shown_path(path)} {why}: --force replaces only a bundle dflash-diag wrote; "
                           "move it away or pick another -o")
     try:
         if as_dir:
@@ -451,9 +452,9 @@ def prepare_output(path: Path, *, as_dir: bool, force: bool) -> PreparedOutput:
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".tmp", dir=parent)
     except OSError as exc:
         if exc.errno == errno.ENOENT:  # the directory exists, yet nothing can be created in it (/proc)
-            raise CommandError(f"cannot write {_shown(path)}: files cannot be created in {_shown(parent)}: "
+            raise CommandError(f"cannot write {shown_path(path)}: files cannot be created in {shown_path(parent)}: "
                                "pick another -o", ExitCode.CANNOT_WRITE) from None
-        raise _cannot_write(path, exc) from None
+        raise cannot_write(path, exc) from None
     os.fchmod(fd, 0o600)
     return PreparedOutput(path, as_dir=False, replace=replace, tmp=Path(tmp), fd=fd)
 
