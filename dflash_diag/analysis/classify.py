@@ -310,6 +310,15 @@ def _is_checkpoint_frame(frame: Frame) -> bool:
 
 
 @functools.lru_cache(maxsize=_FRAME_CACHE)
+def is_gpu_sync_line(text: str) -> bool:
+    """A source line that blocks the host on the device (`.item()`, `.cpu()`, synchronize...)."""
+    return _GPU_SYNC_LINE.search(text) is not None
+
+
+def is_gpu_sync_frame(frame: Frame) -> bool:
+    return _is_gpu_sync_frame(frame)
+
+
 def _is_gpu_sync_frame(frame: Frame) -> bool:
     path = _norm(frame.filename)
     return any(path.endswith(suffix) and pattern.search(frame.name) for suffix, pattern in _GPU_SYNC_FRAMES)

@@ -264,7 +264,7 @@ def _gpu(util: float, pid: int = 4242, power_w: float | None = None) -> GpuSampl
 
 
 def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
-    sync = (Frame("step", "/app/train.py", 9),)
+    sync = (Frame("cudaStreamSynchronize", "libcudart.so", 0, native=True), Frame("step", "/app/train.py", 9))
     timeline = [ThreadState.GPU_WAIT] * 8 + [ThreadState.NATIVE] * 2
     threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.8, ThreadState.NATIVE: 0.2}, tid=12,
                             n=10, timeline=timeline),)
@@ -274,21 +274,19 @@ def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
     assert f.severity == Severity.INFO and "GPU-bound" in f.claim
     idle = replace(busy, gpus=tuple((_gpu(35.0),) for _ in range(4)))
     assert _run(idle, threads)["host-sync-storm"].severity == Severity.WARNING
-    working = replace(busy, gpus=tuple((_gpu(98.0, power_w=520.0),) for _ in range(4)))
-    assert _run(working, threads)["host-sync-storm"].severity == Severity.INFO
 
 
-def test_tiny_kernels_between_syncs_read_busy_but_draw_little_power() -> None:
-    """NVML utilisation counts time with any kernel running: 98% at 150 W of 700 W is a GPU that mostly waits."""
-    sync = (Frame("step", "/app/train.py", 9),)
+def test_gpu_power_is_evidence_not_a_verdict() -> None:
+    """Small models keep an H200 99% busy at 165-240 W of 700: the power is shown, the GPU still reads saturated."""
+    sync = (Frame("cudaStreamSynchronize", "libcudart.so", 0, native=True), Frame("step", "/app/train.py", 9))
     timeline = [ThreadState.GPU_WAIT] * 8 + [ThreadState.NATIVE] * 2
     threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.8, ThreadState.NATIVE: 0.2}, tid=12,
                             n=10, timeline=timeline),)
     stacks = tuple(stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(10))
-    obs = replace(observation(), stacks=stacks, gpus=tuple((_gpu(98.0, power_w=150.0),) for _ in range(4)))
+    obs = replace(observation(), stacks=stacks, gpus=tuple((_gpu(98.0, power_w=165.0),) for _ in range(4)))
     f = _run(obs, threads)["host-sync-storm"]
-    assert f.severity == Severity.WARNING and f.impact == 0.8 and "GPU-bound" not in f.claim
-    assert dict(f.evidence)["GPU power"].startswith("150 W of its 700 W limit")
+    assert f.severity == Severity.INFO and "GPU-bound" in f.claim
+    assert dict(f.evidence)["GPU power"].startswith("165 W of its 700 W limit")
 
 
 def test_a_side_thread_holding_the_gil_most_of_the_time_is_named_even_on_a_busy_machine() -> None:
