@@ -66,6 +66,15 @@ def test_a_root_cause_comes_before_the_cause_it_produces() -> None:
     assert headline is not None and headline.rule_id == "alloc-churn"
 
 
+def test_an_information_cause_with_a_share_still_explains_its_stage() -> None:
+    """Host syncs on a GPU that reads 99% busy claim no cost (info), yet they are where the drafter's time goes."""
+    syncs = f("host-sync-storm", Severity.INFO, stages=("drafter",), impact=0.39,
+              claim="drafter threads wait on the GPU 39% of the time in host syncs at spec_train.py:30")
+    _, headline, _ = link([BOTTLENECK, syncs])
+    assert headline is not None and headline.because == ("host-sync-storm",)
+    assert headline.severity == Severity.INFO and "because drafter threads wait on the GPU 39%" in headline.text
+
+
 def test_without_a_cause_the_headline_says_where_the_time_goes() -> None:
     _, headline, _ = link([BOTTLENECK, f("no-probes", Severity.INFO, NOTE)])
     assert headline is not None and headline.text.endswith("; no cause found, its time goes to: loss (loss.py:12) 60%")

@@ -271,7 +271,7 @@ def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
     stacks = tuple(stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(10))
     busy = replace(observation(), stacks=stacks, gpus=tuple((_gpu(98.0),) for _ in range(4)))
     f = _run(busy, threads)["host-sync-storm"]
-    assert f.severity == Severity.INFO and "GPU-bound" in f.claim
+    assert f.severity == Severity.INFO and "GPU-bound" in f.claim and f.impact == 0.8  # a lead, no cost claimed
     idle = replace(busy, gpus=tuple((_gpu(35.0),) for _ in range(4)))
     assert _run(idle, threads)["host-sync-storm"].severity == Severity.WARNING
 
