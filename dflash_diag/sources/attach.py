@@ -61,7 +61,7 @@ def exe_name(pid: int) -> str:
             return "?"
 
 
-def diagnose(pid: int, stderr: str) -> AttachError:
+def attach_error(pid: int, stderr: str) -> AttachError:
     """Turn a failed py-spy run into an AttachError that names the cause and the fix."""
     first = first_error_line(stderr)
     if not process_alive(pid):
@@ -127,9 +127,9 @@ def check(pid: int) -> None:
     if not process_alive(pid):
         raise AttachError(f"no process with PID {pid} (it exited or never existed)", ExitCode.NO_PROCESS)
     if other_user(pid):
-        raise diagnose(pid, "Permission denied")
+        raise attach_error(pid, "Permission denied")
     if looks_like_python(pid) is False:
-        raise diagnose(pid, "")
+        raise attach_error(pid, "")
 
 
 def _parents() -> dict[int, int]:

@@ -162,4 +162,4 @@ class PySpy:
             if attach.looks_like_python(self.pid) is False:
                 break  # "Failed to find python version" from a process that is not Python: no point retrying
             time.sleep(self.retry_delay_s * (attempt + 1))
-        raise attach.diagnose(self.pid, stderr)
+        raise attach.attach_error(self.pid, stderr)
