@@ -67,7 +67,7 @@ CASES: tuple[Case, ...] = (
         argv=("distill.py",),
         cause="a telemetry thread recomputes percentiles in pure Python all the time, holding the GIL",
         expect=_both({"gil-contention"}, {"gil-contention"}, r"telemetry"),
-        ready=r"\[fit\] 200 steps",
+        ready=r"\[fit\] 20 steps",
         family="gil", miss="2: symptom as the headline (GIL hog)",
     ),
     Case(

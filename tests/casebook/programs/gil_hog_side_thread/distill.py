@@ -3,7 +3,6 @@
 # A "telemetry" thread keeps running percentiles of every loss for the dashboard.
 import math
 import queue
-import random
 import threading
 import time
 
@@ -40,7 +39,7 @@ def fit():
         with lock:
             loss_log.append(float(loss))
         n += 1
-        if n % 200 == 0:
+        if n % 20 == 0:
             print(f"[fit] {n} steps, {n / (time.time() - t0):.0f} steps/s", flush=True)
 
 
@@ -49,8 +48,9 @@ def telemetry():
     while True:
         with lock:
             window = list(loss_log[-20000:])
-        if not window:
-            window = [random.random() for _ in range(1000)]
+        if not window:  # nothing to show before the first step
+            time.sleep(0.05)
+            continue
         mean = sum(window) / len(window)
         var = sum((v - mean) ** 2 for v in window) / len(window)
         ordered = sorted(window)
