@@ -316,10 +316,7 @@ def is_gpu_sync_line(text: str) -> bool:
 
 
 def is_gpu_sync_frame(frame: Frame) -> bool:
-    return _is_gpu_sync_frame(frame)
-
-
-def _is_gpu_sync_frame(frame: Frame) -> bool:
+    """A Python frame that blocks the host on the device (torch.cuda.synchronize, Stream/Event.synchronize)."""
     path = _norm(frame.filename)
     return any(path.endswith(suffix) and pattern.search(frame.name) for suffix, pattern in _GPU_SYNC_FRAMES)
 
@@ -402,7 +399,7 @@ def explain(
     # 3. Python-level device syncs.
     if not thread.owns_gil:
         for frame in py_frames[:3]:
-            if _is_gpu_sync_frame(frame):
+            if is_gpu_sync_frame(frame):
                 return Classification(ThreadState.GPU_WAIT, f"{frame.name} in {frame.short_filename}")
 
     # 4. Compilation and checkpoint recompute are contexts: whatever the thread does inside them is their cost.

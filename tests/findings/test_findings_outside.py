@@ -29,6 +29,7 @@ from dflash_diag.model import (
     Severity,
     SourceFile,
     SourceLine,
+    StackSample,
     ThreadState,
     ThreadStats,
 )
@@ -263,12 +264,18 @@ def _gpu(util: float, pid: int = 4242, power_w: float | None = None) -> GpuSampl
                      processes=(GpuProcess(pid=pid, used_memory_bytes=na, sm_util_pct=na),), monotonic_s=0.0)
 
 
-def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
+def _syncing_drafter() -> tuple[tuple[ThreadStats, ...], tuple[StackSample, ...]]:
+    """A drafter thread in cudaStreamSynchronize 8 samples out of 10."""
     sync = (Frame("cudaStreamSynchronize", "libcudart.so", 0, native=True), Frame("step", "/app/train.py", 9))
     timeline = [ThreadState.GPU_WAIT] * 8 + [ThreadState.NATIVE] * 2
     threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.8, ThreadState.NATIVE: 0.2}, tid=12,
                             n=10, timeline=timeline),)
     stacks = tuple(stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(10))
+    return threads, stacks
+
+
+def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
+    threads, stacks = _syncing_drafter()
     busy = replace(observation(), stacks=stacks, gpus=tuple((_gpu(98.0),) for _ in range(4)))
     f = _run(busy, threads)["host-sync-storm"]
     assert f.severity == Severity.INFO and "GPU-bound" in f.claim and f.impact == 0.8  # a lead, no cost claimed
@@ -278,11 +285,7 @@ def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
 
 def test_gpu_power_is_evidence_not_a_verdict() -> None:
     """Small models keep an H200 99% busy at 165-240 W of 700: the power is shown, the GPU still reads saturated."""
-    sync = (Frame("cudaStreamSynchronize", "libcudart.so", 0, native=True), Frame("step", "/app/train.py", 9))
-    timeline = [ThreadState.GPU_WAIT] * 8 + [ThreadState.NATIVE] * 2
-    threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 0.8, ThreadState.NATIVE: 0.2}, tid=12,
-                            n=10, timeline=timeline),)
-    stacks = tuple(stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(10))
+    threads, stacks = _syncing_drafter()
     obs = replace(observation(), stacks=stacks, gpus=tuple((_gpu(98.0, power_w=165.0),) for _ in range(4)))
     f = _run(obs, threads)["host-sync-storm"]
     assert f.severity == Severity.INFO and "GPU-bound" in f.claim

@@ -91,20 +91,19 @@ def _waits(ctx: Context, threads: tuple[ThreadStats, ...]) -> _Waits:
     sites: Counter[str] = Counter()
     for stats in threads:
         rows = ctx.stats_rows(stats)
-        if len(rows) != stats.n_samples:  # cannot align: judge each sample by its own frames
+        aligned = len(rows) == stats.n_samples
+        if not aligned:  # the states cannot be matched to the stacks: judge each sample by its own frames
             rows = [(t, ThreadState.GPU_WAIT) for t in _thread_samples(ctx, stats)]
-            n += stats.n_samples
-        else:
-            n += len(rows)
+        n += stats.n_samples
         for thread, state in rows:
             if state != ThreadState.GPU_WAIT:
                 continue
             site = _explicit_site(ctx, thread)
-            if site is None:
+            if site is not None:
+                explicit += 1
+                sites[site] += 1
+            elif aligned:  # a GPU wait the classifier read off a busy GPU; unaligned rows are not known waits
                 implicit += 1
-                continue
-            explicit += 1
-            sites[site] += 1
     return _Waits(n=n, explicit_share=explicit / n if n else 0.0, implicit_share=implicit / n if n else 0.0,
                   sites=sites)
 
