@@ -80,6 +80,8 @@ class CheckpointProbe:
         self._checked_steps = 0
         self._last_check_s = -float("inf")
         self._lock = threading.Lock()
+        self._arm_lock = threading.Lock()  # arming runs from the board thread and from watch_model's caller
+        self._closed = False
         self._arm_failed = False
         self._hook_failed = False
         self._arm()
@@ -87,6 +89,11 @@ class CheckpointProbe:
     # --- arming: only once the program imported the torch pieces ----------------------------------
 
     def _arm(self) -> None:
+        with self._arm_lock:  # two callers at once would wrap the wrapper and count every call twice
+            if not self._closed:
+                self._arm_unlocked()
+
+    def _arm_unlocked(self) -> None:
         # Private torch names: if this torch lacks one, count it and keep the rest of the probe working.
         if not self._patched and not self._arm_failed:
             tuc = sys.modules.get("torch.utils.checkpoint")
@@ -142,6 +149,10 @@ class CheckpointProbe:
             self._models[name] = model
             for pname, p in model.named_parameters():
                 self._param_names[id(p)] = f"{name}.{pname}" if name else pname
+        # A program that names its model has imported torch's checkpoint code by now: arm at once, so its first
+        # steps are counted (arming otherwise waits for the next publish, up to a second: a short run, or a
+        # starved board thread on a loaded box, then missed every call).
+        self._arm()
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
@@ -205,6 +216,8 @@ class CheckpointProbe:
         }
 
     def close(self) -> None:
+        with self._arm_lock:
+            self._closed = True  # a late watch_model or snapshot must not patch torch again
         tuc = sys.modules.get("torch.utils.checkpoint")
         if tuc is not None and self._patched:
             cls, _, own_apply = self._patched[0]

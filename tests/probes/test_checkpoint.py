@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 
 import pytest
 import torch
@@ -88,3 +89,22 @@ def test_close_restores_torch(probe: CheckpointProbe) -> None:
     probe.close()
     assert "apply" not in vars(tuc.CheckpointFunction)
     assert tuc._checkpoint_without_reentrant_generator.__module__ == "torch.utils.checkpoint"
+
+
+def test_naming_a_model_arms_at_once_so_the_first_calls_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started before the program imported torch's checkpoint code, the probe arms when the model is named, not
+    at the next publish (a 4-step run on a loaded CI box finished before that and counted no call)."""
+    import torch.utils.checkpoint as tuc
+
+    monkeypatch.delitem(sys.modules, "torch.utils.checkpoint")
+    p = CheckpointProbe(Config(check_interval_s=0.0))
+    try:
+        monkeypatch.setitem(sys.modules, "torch.utils.checkpoint", tuc)  # the program imports it now
+        model = Model(functools.partial(checkpoint, use_reentrant=False))
+        p.watch_model("drafter", model)
+        model(torch.randn(4, 8, requires_grad=True)).backward()
+        assert p.snapshot(0.0)["calls"]["non_reentrant"] == 1
+    finally:
+        p.close()
+    p.watch_model("late", model)  # after close: torch stays as it was
+    assert "apply" not in vars(tuc.CheckpointFunction)
