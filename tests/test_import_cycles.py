@@ -123,6 +123,16 @@ def test_the_graph_sees_the_imports_it_should() -> None:
     assert "dflash_diag.view.frame" not in eager["dflash_diag.view.history"]
 
 
+def _two_modules(root: Path, b_starts_with: str) -> Path:
+    """``pkg.a`` imports ``pkg.b`` at the top; ``pkg.b`` begins with ``b_starts_with`` (which may import a back)."""
+    pkg = root / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import Y\nX = 1\n")
+    (pkg / "b.py").write_text(b_starts_with + "Y = 2\n")
+    return root
+
+
 @pytest.mark.parametrize(
     ("extra", "where"),
     [
@@ -133,12 +143,7 @@ def test_the_graph_sees_the_imports_it_should() -> None:
     ],
 )
 def test_a_planted_cycle_is_found(tmp_path: Path, extra: str, where: str) -> None:
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from pkg.b import Y\nX = 1\n")
-    (pkg / "b.py").write_text(extra + "Y = 2\n")
-    eager, _ = import_graph(tmp_path, ("pkg",))
+    eager, _ = import_graph(_two_modules(tmp_path, b_starts_with=extra), ("pkg",))
     assert find_cycle(eager) is not None, where
 
 
@@ -150,12 +155,7 @@ def test_a_planted_cycle_is_found(tmp_path: Path, extra: str, where: str) -> Non
     ],
 )
 def test_a_lazy_import_does_not_make_a_cycle(tmp_path: Path, extra: str) -> None:
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from pkg.b import Y\nX = 1\n")
-    (pkg / "b.py").write_text(extra + "Y = 2\n")
-    eager, lazy = import_graph(tmp_path, ("pkg",))
+    eager, lazy = import_graph(_two_modules(tmp_path, b_starts_with=extra), ("pkg",))
     assert find_cycle(eager) is None
     assert lazy["pkg.b"] == {"pkg.a"}
 
