@@ -11,7 +11,7 @@ from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Finding, Observation, Severity
-from dflash_diag.sources.config import MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
+from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
@@ -19,7 +19,6 @@ MAX_DURATION_S = 600.0
 # a core (never pausing the process: --nonblocking), for windows up to BURST_MAX_S. At the live sampler's 2 Hz, a
 # busy 2-core box gave 9 samples in 5 s: too few to tell a recompile storm from warm-up. Longer windows, and
 # --rate, get the live budget (a tenth of a core).
-BURST_RATE_HZ = 20.0
 BURST_MAX_S = 30.0
 DOCTOR_SCHEMA = "dflash-diag.doctor/1"
 _FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}

@@ -104,18 +104,15 @@ def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
         return fallback, f"native frames: {exc}; Python-only stacks instead"
 
 
-# A one-off burst: up to 20 Hz with py-spy allowed half a core (not the live sampler's tenth) and no back-off for
-# a saturated trainer (dumps run at nice 10 and never pause it); for 2 s, so the native dump keeps its share.
-SNAPSHOT_RATE_HZ = 20.0
-
-
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
     """The sampling window, with the evidence from outside the stacks (process state, stderr, source files)."""
     from dflash_diag.sources.collect import Collector
-    from dflash_diag.sources.config import SamplerConfig
+    from dflash_diag.sources.config import BURST_RATE_HZ, SamplerConfig
     from dflash_diag.sources.outside import OutsideReader
 
-    config = SamplerConfig(rate_hz=SNAPSHOT_RATE_HZ, burst=True, board_dir=board_dir)
+    # A one-off burst: up to 20 Hz with py-spy allowed half a core (not the live sampler's tenth) and no back-off
+    # for a saturated trainer (dumps run at nice 10 and never pause it); for 2 s, so the native dump keeps its share.
+    config = SamplerConfig(rate_hz=BURST_RATE_HZ, burst=True, board_dir=board_dir)
     return OutsideReader(pid).enrich(Collector(pid, config).collect(duration_s))
 
 

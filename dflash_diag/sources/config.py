@@ -22,6 +22,8 @@ MAX_RATE_HZ = 50.0
 # (rate.py says when). 2 Hz cost a CPU-bound trainer nothing measurable on a 2-core box; docs/benchmarks.md.
 AUTO_MIN_HZ = 2.0
 AUTO_MAX_HZ = 10.0
+# A one-off window the user asked for (snapshot's, doctor's short one): stacks this often, with the burst budget.
+BURST_RATE_HZ = 20.0
 DEFAULT_WINDOW_S = 30.0
 PROC_INTERVAL_S = 0.5  # /proc: tens of µs per thread
 NVML_INTERVAL_S = 1.0  # the driver's utilisation counters update about that often
