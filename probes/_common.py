@@ -85,6 +85,20 @@ def json_safe(value: Any, depth: int = 0) -> Any:
     return str(value)[:500]
 
 
+def loaded_module(name: str) -> Any | None:
+    """``sys.modules[name]`` once its import has finished, else None.
+
+    A module is in ``sys.modules`` from the moment its import *starts*. The board thread that reads it then can
+    find it half-executed (torch.utils.checkpoint without ``CheckpointFunction`` yet): patching or reading it
+    then fails, and a probe that took that failure as final stayed unarmed for the whole run (seen on a loaded
+    CI box: a 4-step trainer run counted no checkpoint call). importlib marks a module being executed with
+    ``__spec__._initializing`` (the flag its own import lock consults), so wait for the next publish instead."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
+
+
 def torch_if_imported() -> Any | None:
     """The torch module when the program already imported it: probes never import torch first."""
-    return sys.modules.get("torch")
+    return loaded_module("torch")

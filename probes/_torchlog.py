@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from probes._common import HookGuard
+from probes._common import HookGuard, loaded_module
 
 # Artifacts this package enabled: artifact -> (generation it was enabled in, taps relying on it). The
 # generation counts resets of torch's log state (set_logs() clears it): after one, an enabled artifact is
@@ -71,7 +71,7 @@ class ArtifactTap:
         self._logger = logging.getLogger(logger_name)
 
     def _state(self) -> object | None:
-        internal = sys.modules.get("torch._logging._internal")
+        internal = loaded_module("torch._logging._internal")
         return None if internal is None else internal.log_state
 
     def arm(self) -> None:
@@ -158,7 +158,7 @@ def register_compile_start(on_start: Callable[[object], None], guard: HookGuard)
     """Register ``on_start`` with dynamo's compile-start callbacks once ``torch._dynamo`` is loaded.
 
     Returns True once the registration was attempted (do not try again), False while dynamo is not loaded."""
-    callback = sys.modules.get("torch._dynamo.callback")
+    callback = loaded_module("torch._dynamo.callback")
     if callback is None:
         return False
     try:

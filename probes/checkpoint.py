@@ -24,14 +24,14 @@ from types import FrameType
 from typing import Any
 
 from dflash_contract.board import CheckpointKeys, PayloadKeys
-from probes._common import MAX_RECENT, HookGuard, JsonDict
+from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module
 
 _PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_WRAPPERS = (functools.__file__, contextlib.__file__)
 
 
 def _skip_prefixes() -> tuple[str, ...]:
-    torch = sys.modules.get("torch")
+    torch = loaded_module("torch")
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep if torch and torch.__file__ else None
     return tuple(p for p in (_PROBES_DIR, torch_dir) if p)
 
@@ -96,7 +96,7 @@ class CheckpointProbe:
     def _arm_unlocked(self) -> None:
         # Private torch names: if this torch lacks one, count it and keep the rest of the probe working.
         if not self._patched and not self._arm_failed:
-            tuc = sys.modules.get("torch.utils.checkpoint")
+            tuc = loaded_module("torch.utils.checkpoint")
             if tuc is not None:
                 try:
                     self._patch_checkpoint(tuc)
@@ -104,7 +104,7 @@ class CheckpointProbe:
                     self._arm_failed = True
                     self.guard.failed(exc)
         if self._hook_handle is None and not self._hook_failed:
-            optim = sys.modules.get("torch.optim.optimizer")
+            optim = loaded_module("torch.optim.optimizer")
             if optim is not None:
                 try:
                     self._hook_handle = optim.register_optimizer_step_pre_hook(self._on_optimizer_step)

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
 from dflash_contract.board import CompileKeys, PayloadKeys
-from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name
+from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, thread_name, torch_if_imported
 from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
 _LIMIT_GB_TYPE = "Dynamo recompile limit exceeded"
@@ -150,7 +149,7 @@ class CompileProbe:
             self.guard.failed(exc)
 
     def _note_limit_of_thread(self) -> None:
-        config = getattr(sys.modules.get("torch._dynamo"), "config", None)
+        config = getattr(loaded_module("torch._dynamo"), "config", None)
         if config is None or len(self._recompile_limit) >= self.config.max_threads:
             return
         limit = getattr(config, "recompile_limit", None)
@@ -176,7 +175,7 @@ class CompileProbe:
             self._callback_registered = register_compile_start(self._on_compile_start, self.guard)
 
     def _fold_metrics(self) -> None:
-        getter = getattr(sys.modules.get("torch._dynamo.utils"), "get_compilation_metrics", None)
+        getter = getattr(loaded_module("torch._dynamo.utils"), "get_compilation_metrics", None)
         if getter is None:
             return
         for row in list(getter()):
@@ -215,12 +214,12 @@ class CompileProbe:
 
     def snapshot(self, now_s: float) -> JsonDict:
         self._arm()
-        if "torch._dynamo" not in sys.modules:
+        if loaded_module("torch._dynamo") is None:
             return {PayloadKeys.STATUS: "ok", CompileKeys.DYNAMO_LOADED: False, CompileKeys.COMPILES: 0, CompileKeys.RECOMPILES: 0, CompileKeys.GRAPH_BREAKS: 0,
                     CompileKeys.RECOMPILE_LIMIT_HITS: 0, CompileKeys.COMPILE_TIME_S: 0.0, CompileKeys.COMPILING_NOW: False,
                     "hook_errors": self.guard.errors}
         self._fold_metrics()
-        counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", {})
+        counters = getattr(loaded_module("torch._dynamo.utils"), "counters", {})
         reasons: dict[str, int] = {}
         for group in ("graph_break", "unimplemented"):
             for key, n in list(counters.get(group, {}).items()):
@@ -231,7 +230,7 @@ class CompileProbe:
         limit_counter = sum(
             int(n) for k, n in list(counters.get("unimplemented", {}).items()) if str(k).startswith(_LIMIT_GB_TYPE)
         )
-        compiler = getattr(sys.modules.get("torch"), "compiler", None)
+        compiler = getattr(torch_if_imported(), "compiler", None)
         compiling_now = bool(compiler.is_compiling()) if compiler is not None else False
         return {
             PayloadKeys.STATUS: "ok",

@@ -16,13 +16,12 @@ capturing threads, and the installed torch's known multi-thread hazard.
 from __future__ import annotations
 
 import logging
-import sys
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from dflash_contract.board import CudagraphsKeys, PayloadKeys
-from probes._common import MAX_RECENT, HookGuard, JsonDict, thread_name, torch_if_imported
+from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, thread_name, torch_if_imported
 from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
 
@@ -105,7 +104,7 @@ class CudagraphsProbe:
     def _patch_replay(self) -> None:
         # CUDAGraphNode.run_graph is the one place a recorded graph is replayed: count calls per thread
         # (~0.5 us per replay, a few replays per training step).
-        trees = sys.modules.get("torch._inductor.cudagraph_trees")
+        trees = loaded_module("torch._inductor.cudagraph_trees")
         node = getattr(trees, "CUDAGraphNode", None)
         original = getattr(node, "run_graph", None)
         if node is None or original is None or self._replay_patch is not None:
@@ -137,7 +136,7 @@ class CudagraphsProbe:
         torch = torch_if_imported()
         version = str(getattr(torch, "__version__", "")) or None
         inductor: dict[str, int] = {}
-        utils = sys.modules.get("torch._dynamo.utils")
+        utils = loaded_module("torch._dynamo.utils")
         if utils is not None:
             inductor = dict(utils.counters.get("inductor", {}))
         skips = int(inductor.get("cudagraph_skips", 0))
@@ -148,7 +147,7 @@ class CudagraphsProbe:
                 f"{unexplained} skip(s) counted without a logged reason (inductor only bumps the counter for "
                 "graphs on CPU)"
             )
-        trees = sys.modules.get("torch._inductor.cudagraph_trees")
+        trees = loaded_module("torch._inductor.cudagraph_trees")
         has_lock = hasattr(trees, "graph_capture_lock") if trees is not None else None
         cuda_available = bool(torch is not None and torch.cuda.is_available())
         return {

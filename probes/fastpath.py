@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_contract.board import FastpathKeys, PayloadKeys
-from probes._common import MAX_RECENT, HookGuard, JsonDict, torch_if_imported
+from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, torch_if_imported
 
 _GDN_MODULES = (
     "transformers.models.qwen3_next.modeling_qwen3_next",
@@ -138,7 +138,7 @@ class FastpathProbe:
     def _gdn(self, cuda: bool) -> tuple[dict[str, str | None], bool | None, str]:
         kernels: dict[str, str | None] = {}
         for modname in _GDN_MODULES:
-            mod = sys.modules.get(modname)
+            mod = loaded_module(modname)
             if mod is None:
                 continue
             for kernel, attrs in _GDN_KERNELS:
@@ -167,7 +167,7 @@ class FastpathProbe:
         torch = torch_if_imported()
         cuda = bool(torch is not None and torch.cuda.is_available())
         kernels, fast, reason = self._gdn(cuda)
-        flex_module = sys.modules.get("torch.nn.attention.flex_attention")
+        flex_module = loaded_module("torch.nn.attention.flex_attention")
         flex_imported = flex_module is not None
         # torch remembers that it warned (once per process), even when the warning came before the probes
         # started or was filtered out: that set is proof of an eager call.

@@ -22,11 +22,10 @@ raises ``run.alert`` once per run and rule.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
-from probes._common import JsonDict
+from probes._common import JsonDict, loaded_module
 from probes.readings import critical_alerts, wandb_metrics
 
 DEFAULT_INTERVAL_S = 2.0  # wandb: "run.log() is not intended to be called more than a few times per second"
@@ -114,7 +113,7 @@ class WandbLogger:
 
 def _active_run() -> Any:
     """``wandb.run`` when the program imported wandb and a run is active and not finished, else None."""
-    wandb = sys.modules.get("wandb")
+    wandb = loaded_module("wandb")
     run = getattr(wandb, "run", None) if wandb is not None else None
     if run is None or getattr(run, "_is_finished", False):
         return None
