@@ -96,7 +96,7 @@ CASES: tuple[Case, ...] = (
         argv=("launch.py",),
         cause="the loss module is edited on disk while the run goes on: the process runs the old code",
         expect=_both({"stale-code"}, {"stale-code"}),
-        ready=r"step +50 ",
+        ready=r"step +25 ",
         action="edit:dtrain/losses.py",
         family="stale", miss="4: outside evidence (stale code)",
     ),
@@ -142,7 +142,7 @@ CASES: tuple[Case, ...] = (
         program="healthy_side_waiters",
         argv=("train_with_tracking.py",),
         cause="none: a training loop with tracker threads blocked in C-level waits (SimpleQueue, socket, select)",
-        expect=HEALTHY, ready=r"step 100\b", healthy=True, both=True, family="healthy",
+        expect=HEALTHY, ready=r"step 50\b", healthy=True, both=True, family="healthy",
         miss="issue 14: C-level waits at 0% CPU read as GIL contention",
     ),
     Case(
@@ -150,7 +150,7 @@ CASES: tuple[Case, ...] = (
         program="healthy_loader",
         argv=("trainer.py",),
         cause="none: a prefetch thread faster than the model, by design",
-        expect=HEALTHY, ready=r"iter 200 ", healthy=True, both=True, family="healthy",
+        expect=HEALTHY, ready=r"iter 100 ", healthy=True, both=True, family="healthy",
     ),
     Case(
         name="recompile_limit",
