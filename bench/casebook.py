@@ -4,6 +4,8 @@ each (or none), attached from outside and under `dflash-diag run`.
 For every (program, mode): is every expected rule named? is the headline the planted cause (or the symptom it
 explains, with that cause first)? does a healthy program get any warning? how long from starting `doctor` to
 its answer? Prints the table, and writes it (`casebook.md`) with the raw results (`casebook.json`) to --out.
+Exits 1 when a cause is missed, a healthy program gets a warning or an answer takes 10 s or more (the
+time-to-name goal; measure it with the box to itself).
 
   .venv/bin/python bench/casebook.py                      # CPU cases, both modes (~4 min on 2 busy cores)
   .venv/bin/python bench/casebook.py --cases gil_hog_side_thread,hang_dead_consumers --modes outside
@@ -34,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "casebook"))
 
 from cases import CASES, REFERENCE_TRAINER, Case  # noqa: E402
-from harness import MODES, Result, run_all  # noqa: E402
+from harness import MODES, TIME_TO_NAME_S, Result, run_all  # noqa: E402
 
 GPU_ALONE = ("gpu_launch_bound",)  # reads device-wide NVML utilisation: nothing else may use the GPU meanwhile
 
@@ -188,7 +190,11 @@ def main() -> int:
         (args.out / "casebook.md").write_text(md)
         print(f"written: {args.out / 'casebook.md'}, {args.out / 'casebook.json'}", file=sys.stderr)
     missed = [r for r in results if not r.ok]
-    return 1 if missed else 0
+    slow = [r for r in results if not r.error and r.seconds_to_answer >= TIME_TO_NAME_S]
+    for r in slow:
+        print(f"slow: {r.case} ({r.mode}) answered in {r.seconds_to_answer:.1f} s, the goal is under "
+              f"{TIME_TO_NAME_S:.0f} s", file=sys.stderr)
+    return 1 if missed or slow else 0
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from cases import Case
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 MODES = ("outside", "probes")
+TIME_TO_NAME_S = 10.0  # the goal: a headline within 10 s of attaching (default 5 s window), warm-up included
 _RUN_PID = re.compile(r"dflash-diag run: PID (\d+) under probes")
 
 
