@@ -145,7 +145,10 @@ _THREADING_WAITS = {
 }
 _IDLE_FILES = ("selectors.py", "socket.py", "ssl.py", "subprocess.py", "asyncio/", "multiprocessing/connection.py")
 _IDLE_NAMES = re.compile(
-    r"(^|\.)(sleep|wait|wait_for|join|select|poll|epoll|recv|recv_into|accept|read|readline|_recv|serve_forever)$"
+    # Blocking socket/pipe I/O: reads, and writes to a peer that does not drain (``SocketIO.readinto`` is what
+    # ``sock.makefile("rb").read(n)`` parks in; ``sendall`` blocks on a full send buffer).
+    r"(^|\.)(sleep|wait|wait_for|join|select|poll|epoll|recv|recv_into|recvfrom|recvfrom_into|recvmsg|readinto|"
+    r"accept|read|readline|_recv|_recv_bytes|recv_bytes|send|sendall|serve_forever)$"
 )
 
 _GPU_SYNC_FRAMES = (

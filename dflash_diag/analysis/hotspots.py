@@ -5,12 +5,15 @@ stage's threads is charged to its innermost frame in the program's own code (not
 library: ``Linear.forward`` is not something the user can change, the line that calls it is). Samples where
 the thread waits on the queue or sleeps are not the stage's work and are left out of the ranking, but the
 share is of all the stage's samples, so the numbers say how much of the stage's time the function takes.
+
+A stage can also be slow without working: its threads wait outside the queue (a socket, a file, a lock, a
+sleep, another process). ``wait_spots`` ranks those samples the same way, so the verdict can say where.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dflash_diag.model import Frame, ThreadSample, ThreadState
@@ -45,12 +48,23 @@ def charge_frame(thread: ThreadSample) -> Frame | None:
 def hot_functions(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 3,
                   min_share: float = 0.05) -> tuple[HotSpot, ...]:
     """The ``n`` functions the samples spend most time in (at least ``min_share`` each), hottest first."""
+    return _ranked(rows, lambda state: state not in NOT_WORK, n=n, min_share=min_share)
+
+
+def wait_spots(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 3,
+               min_share: float = 0.05) -> tuple[HotSpot, ...]:
+    """Where the samples wait outside the queue (idle: I/O, locks, sleeps), by the program's own frame."""
+    return _ranked(rows, lambda state: state is ThreadState.IDLE, n=n, min_share=min_share)
+
+
+def _ranked(rows: Iterable[tuple[ThreadSample, ThreadState]], counted: Callable[[ThreadState], bool], *,
+            n: int, min_share: float) -> tuple[HotSpot, ...]:
     total = 0
     by_function: Counter[tuple[str, str]] = Counter()
     by_line: Counter[tuple[str, str, int]] = Counter()
     for thread, state in rows:
         total += 1
-        if state in NOT_WORK:
+        if not counted(state):
             continue
         frame = charge_frame(thread)
         if frame is None:

@@ -245,6 +245,11 @@ CASES = [
     ("Event.wait", thread(py("Event.wait", TH), py("main", APP)), None, S.IDLE),
     ("Thread.join", thread(py("Thread._wait_for_tstate_lock", TH), py("Thread.join", TH)), None, S.IDLE),
     ("selector", thread(py("EpollSelector.select", "/usr/lib/python3.11/selectors.py")), True, S.IDLE),
+    # sock.makefile("rb").read(n) parks in SocketIO.readinto, and py-spy may still call the thread active.
+    ("socket file read", thread(py("SocketIO.readinto", "/usr/lib/python3.11/socket.py", 706), py("read_record", APP, 3),
+                                active=True), None, S.IDLE),
+    ("multiprocessing pipe read", thread(py("Connection._recv_bytes", "/usr/lib/python3.11/multiprocessing/connection.py"),
+                                         py("loop", APP, 3)), True, S.IDLE),
     ("no frames", thread(), None, S.IDLE),
 ]
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dflash_diag.analysis.hotspots import hot_functions
+import pytest
+
+from dflash_diag.analysis import analyse
+from dflash_diag.analysis.hotspots import hot_functions, wait_spots
 from dflash_diag.analysis.threads import StagePatterns, aggregate
 from dflash_diag.model import NA, Frame, Observation, SourceLine, StackSample, ThreadSample, ThreadState
 
@@ -64,3 +67,38 @@ def test_hot_functions_charge_the_programs_own_frame() -> None:
     (spot,) = hot_functions(rows)
     assert (spot.function, spot.site, round(spot.share, 2), round(spot.line_share, 2)) == ("scan", "scan.py:18", 0.8, 0.6)
     assert str(spot) == "scan (scan.py:18) 80%"
+
+
+def test_wait_spots_rank_where_the_samples_wait_not_where_they_work() -> None:
+    waiting = (Frame("fetch_shard", "/app/fetch.py", 19), Frame("Thread.run", f"{LIB}/threading.py", 982))
+    thread = ThreadSample(thread_id=1, os_thread_id=1, name="w", active=False, owns_gil=False, frames=waiting)
+    rows = ([(thread, ThreadState.IDLE)] * 7 + [(replace(thread, frames=PUT_BLOCKED), ThreadState.QUEUE_PUT)] * 1
+            + [(replace(thread, frames=CONSUMER_WORK), ThreadState.NATIVE)] * 2)
+    (spot,) = wait_spots(rows)
+    assert str(spot) == "fetch_shard (fetch.py:19) 70%"
+    assert [s.function for s in hot_functions(rows)] == ["Learner.step"]  # the work ranking leaves waits out
+
+
+# A producer that does not compute: it waits on a socket for its input (the consumer starves on the queue).
+RECV_WAIT = (Frame("fetch_shard", "/app/fetch.py", 19), Frame("Thread.run", f"{LIB}/threading.py", 982))
+GET_BLOCKED = (Frame("Condition.wait", f"{LIB}/threading.py", 327), Frame("Queue.get", f"{LIB}/queue.py", 171),
+               Frame("Learner.loop", "/app/learn.py", 31), Frame("Thread.run", f"{LIB}/threading.py", 982))
+FETCH_LINES = {"/app/fetch.py:19": "buf += conn.recv(need - len(buf))"}
+# What the collector reads on disk for each sampled frame: the line, and the queue calls its function makes.
+FETCH_CODE = (SourceLine("/app/fetch.py", 19, "fetch_shard", "buf += conn.recv(need - len(buf))",
+                         queue_calls=("self.inbox.put",)),
+              SourceLine("/app/learn.py", 31, "Learner.loop", "batch = self.inbox.get()", queue_calls=("self.inbox.get",)))
+
+
+@pytest.mark.parametrize("consumer_seen_working", [2, 0], ids=["consumer-works-sometimes", "consumer-always-in-get"])
+def test_a_producer_waiting_on_its_input_is_named_where_it_waits(consumer_seen_working: int) -> None:
+    """A reader thread parked in a socket read feeds a consumer that waits in get: slow, not hung, even when the
+    consumer's work is too short to land in any sample (4 items/s, 2 ms each, sampled at 20 Hz)."""
+    rounds = [[("fetch", 1, RECV_WAIT, False), ("learner", 3, GET_BLOCKED, False)]] * (20 - consumer_seen_working) + \
+             [[("fetch", 1, RECV_WAIT, False), ("learner", 3, CONSUMER_WORK, True)]] * consumer_seen_working
+    findings = {f.rule_id: f for f in analyse(_obs(rounds, FETCH_CODE, FETCH_LINES), now_wall_s=1020.0).findings}
+    assert "pipeline-hang" not in findings
+    verdict = findings["pipeline-bottleneck-target"]
+    assert "not computing" in verdict.claim and "fetch_shard (fetch.py:19)" in verdict.claim
+    assert dict(verdict.evidence)["target waits in"] == "fetch_shard (fetch.py:19) 100%"
+    assert "what they wait for" in verdict.remedy

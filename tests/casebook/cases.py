@@ -91,6 +91,16 @@ CASES: tuple[Case, ...] = (
         family="pipeline", miss="3: hot code not named",
     ),
     Case(
+        name="slow_feature_store",
+        program="slow_feature_store",
+        argv=("train_stream.py",),
+        cause="the reader thread waits on a throttled feature-store socket: the trainer starves, nothing computes slowly",
+        expect=_both({"pipeline-bottleneck-target"}, {"pipeline-bottleneck-target"},
+                     r"not computing.*read_record \(train_stream\.py:\d+\)"),
+        ready=r"trained 20 batches",
+        family="pipeline", miss="3: hot code not named (the stage waits: where)",
+    ),
+    Case(
         name="stale_code",
         program="stale_code",
         argv=("launch.py",),

@@ -4,7 +4,9 @@ When every consumer of a queue has died of an exception, the process does not cr
 ``put`` forever, nothing runs, and a sampled view says "drafter-bound". Evidence of a hang, all required:
 - some thread is blocked on a queue (``put`` or ``get``) in every sample of the window;
 - no thread does work (no sample of any thread in a working state, beyond a stray one);
-- the process used next to no CPU over the window (/proc), when /proc could be read.
+- the process used next to no CPU over the window (/proc), when /proc could be read;
+- the other side of the queue has no live thread that waits on something else: a producer parked in a socket
+  read or a sleep is a slow source (the stage verdict names where it waits), not a hang we can claim.
 The threads that died are named from the ``threads`` probe (``threading.excepthook``, with the time), or from
 the process's stderr when it goes to a file ("Exception in thread ..." and the exception line).
 """
@@ -51,6 +53,13 @@ def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
         return None
     blocked_put = [t for t in threads if t.shares.get(ThreadState.QUEUE_PUT, 0.0) >= 0.999]
     blocked_get = [t for t in threads if t.shares.get(ThreadState.QUEUE_GET, 0.0) >= 0.999]
+    on_queue = {t.name for t in blocked_put + blocked_get}
+    # A side is stuck only when every live thread of its counterpart is stuck on a queue too (or there is none):
+    # a feeder waiting in a socket read may deliver the next item at any moment.
+    if any(t.stage == "drafter" and t.name not in on_queue for t in threads):
+        blocked_put = []
+    if any(t.stage == "target" and t.name not in on_queue for t in threads):
+        blocked_get = []
     if not blocked_put and not blocked_get:
         return None
     cpu_pct = _process_cpu_pct(ctx)

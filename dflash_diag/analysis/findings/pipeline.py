@@ -2,7 +2,8 @@
 
 A stage verdict is a symptom: the linking pass (``analysis.causal``) attaches the causes that explain it. So
 that a verdict without a cause still says something the user can act on, it always carries where the limiting
-stage spends its time: its top functions in the program's own code (file:line, share of the stage's samples).
+stage spends its time: its top functions in the program's own code (file:line, share of the stage's samples),
+or, when its threads mostly wait outside the queue (a socket, a file, a lock, a sleep), where they wait.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, stage_label, sub, threads_text
-from dflash_diag.analysis.hotspots import hot_functions, spots_text
+from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.findings import SYMPTOM
@@ -25,6 +26,9 @@ STARVED_WARNING_SHARE = 0.50
 # A queue filling by more than one item every 20 s is backing up (the seed's q_hs grew 0 -> 51 in minutes).
 QUEUE_BACKING_UP_PER_S = 0.05
 HOT_SHOWN = 3
+# A limiting stage idle (outside the queue) in half of its samples is not computing: it waits for something
+# else (its input source, a lock, a sleep), and that, not its compute, is what to fix.
+WAITING_STAGE_SHARE = 0.50
 
 _OTHER = {"target": "drafter", "drafter": "target"}
 _REMEDY = {
@@ -37,6 +41,12 @@ _REMEDY = {
         "finding say why) or add target threads/GPUs; the drafter is waiting for its input."
     ),
 }
+
+_WAITING_REMEDY = (
+    "The {stage} threads wait at the lines above instead of computing: find what they wait for there (a network "
+    "or disk read, a lock, a sleep, another process) and overlap or remove it (prefetch, more reader threads, a "
+    "faster source); faster compute will not help until then."
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -73,14 +83,22 @@ def check(ctx: Context) -> Iterator[Finding]:
         reasons.append(f"{other} threads are {wait_text} {pct(waiting_share)} of the time")
     if bottleneck == "drafter" and backing_up:
         reasons.append(f"{pipe.queue_name} backing up ({trend:+.2f} items/s)")
-    spots = hot_functions(ctx.stage_rows(bottleneck), n=HOT_SHOWN)
+    rows = ctx.stage_rows(bottleneck)
+    spots = hot_functions(rows, n=HOT_SHOWN)
+    idle_share = sum(1 for _, state in rows if state is ThreadState.IDLE) / len(rows) if rows else 0.0
+    waits = wait_spots(rows, n=HOT_SHOWN) if idle_share >= WAITING_STAGE_SHARE else ()
     claim = f"the {stage_label(ctx, bottleneck)} stage limits throughput: " + ", ".join(reasons)
+    if waits:
+        claim += (f"; its own threads are not computing: they wait (not on the queue) {pct(idle_share)} of the time, "
+                  f"in {spots_text(waits)}")
 
     evidence: list[tuple[str, str]] = []
     if slow_stage.threads:
         evidence.append((f"{bottleneck} threads", threads_text(list(slow_stage.threads))))
     if spots:
         evidence.append((f"{bottleneck} spends its time in", spots_text(spots)))
+    if waits:
+        evidence.append((f"{bottleneck} waits in", spots_text(waits)))
     if not is_na(pipe.queue_depth):
         maxsize = "" if is_na(pipe.queue_maxsize) else f" / {pipe.queue_maxsize}"
         evidence.append((f"{pipe.queue_name} depth", f"{pipe.queue_depth}{maxsize} items"))
@@ -106,7 +124,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         severity=severity,
         claim=claim,
         evidence=tuple(evidence),
-        remedy=_REMEDY[bottleneck],
+        remedy=_WAITING_REMEDY.format(stage=bottleneck) if waits else _REMEDY[bottleneck],
         impact=waiting_share or 0.2,
         kind=SYMPTOM,
         stages=(bottleneck,),
