@@ -148,7 +148,7 @@ _IDLE_NAMES = re.compile(
     # Blocking socket/pipe I/O: reads, and writes to a peer that does not drain (``SocketIO.readinto`` is what
     # ``sock.makefile("rb").read(n)`` parks in; ``sendall`` blocks on a full send buffer).
     r"(^|\.)(sleep|wait|wait_for|join|select|poll|epoll|recv|recv_into|recvfrom|recvfrom_into|recvmsg|readinto|"
-    r"accept|read|readline|_recv|_recv_bytes|recv_bytes|send|sendall|serve_forever)$"
+    r"accept|read|readline|_recv|_recv_bytes|recv_bytes|send|sendall|_send|_send_bytes|write|serve_forever)$"
 )
 
 _GPU_SYNC_FRAMES = (

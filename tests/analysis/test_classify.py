@@ -248,6 +248,8 @@ CASES = [
     # sock.makefile("rb").read(n) parks in SocketIO.readinto, and py-spy may still call the thread active.
     ("socket file read", thread(py("SocketIO.readinto", "/usr/lib/python3.11/socket.py", 706), py("read_record", APP, 3),
                                 active=True), None, S.IDLE),
+    ("socket file write to a peer that does not drain",
+     thread(py("SocketIO.write", "/usr/lib/python3.11/socket.py", 724), py("push", APP, 3)), True, S.IDLE),
     ("multiprocessing pipe read", thread(py("Connection._recv_bytes", "/usr/lib/python3.11/multiprocessing/connection.py"),
                                          py("loop", APP, 3)), True, S.IDLE),
     ("no frames", thread(), None, S.IDLE),
