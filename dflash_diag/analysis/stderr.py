@@ -15,6 +15,12 @@ from dflash_diag.model.evidence import is_library_file
 # Anywhere in a line: two threads dying at once write their tracebacks interleaved, character by character, so a
 # header may follow another traceback's carets ("    ^^^^^Exception in thread student-1:").
 _DEATH = re.compile(r"(?:^|(?<=[\s^~]))Exception in thread ([^:\n]+?)(?: \([^)\n]*\))?:(?=\s|$)")
+# The header is three writes (CPython's thread excepthook: "Exception in thread ", the name, ":\n"), so another
+# thread's traceback can also come between them: the header's start with no name after it ...
+_HEADER_START = re.compile(r"(?:^|(?<=[\s^~]))Exception in thread ")
+# ... and, lines later, the name alone, right before the traceback it heads.
+_ORPHAN_NAME = re.compile(r"^([^\s:^~][^:\n]*?)(?: \([^)\n]*\))?:\s*$")
+_TRACEBACK = "Traceback (most recent call last):"
 # Caret/tilde markers (3.11+) and blanks that interleaving glues to the start of another line.
 _MARKS = re.compile(r"^[\s^~]+")
 _FRAME = re.compile(r'^\s+File "(.+)", line (\d+), in (.+)$')
@@ -66,11 +72,19 @@ def parse_stderr(text: str | None) -> StderrFacts:
     skips: dict[str, None] = {}
     no_grad = 0
     no_grad_site = ""
+    split_headers = 0  # header starts whose name was written elsewhere (after another thread's output)
     for i, line in enumerate(lines):
         found = list(_DEATH.finditer(line))
+        split_headers += max(0, len(_HEADER_START.findall(line)) - len(found))
         if found:
             for death in found:
                 deaths.append(_death(death.group(1), lines[i + 1:i + 400]))
+            continue
+        orphan = _ORPHAN_NAME.match(line) if split_headers else None
+        if orphan is not None and i + 1 < len(lines) and lines[i + 1].startswith(_TRACEBACK):
+            # Only after a split header: "Saving failed:" before a logged traceback is not a thread's name.
+            split_headers -= 1
+            deaths.append(_death(orphan.group(1), lines[i + 1:i + 400]))
             continue
         if CHECKPOINT_NO_GRAD in line:
             no_grad += 1

@@ -97,3 +97,27 @@ def test_a_program_line_after_a_garbled_traceback_is_not_the_exception() -> None
             "step 10 done\nLoss: 0.3\n")
     (death,) = parse_stderr(text).deaths
     assert death.exception == "(exception text not found)" and death.where == "w.py:3 in run"
+
+
+def test_a_header_split_by_another_traceback_still_names_its_thread() -> None:
+    """CPython writes the header in three pieces ("Exception in thread ", the name, ":\\n"); on a loaded 2-core box
+    another thread's traceback came between the first two (stderr of the casebook's dead-consumer program)."""
+    text = ("Exception in thread student-1:\nTraceback (most recent call last):\n"
+            '  File "/app/nets.py", line 22, in forward\n'
+            "    return self._call_impl(*args, **kwargs)\n"
+            "           ^^^^^^^^^^^^^^^^^^^^Exception in thread ^^^^^^^^^^^^\n"
+            '  File "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 134, in forward\n'
+            "    return F.linear(input, self.weight, self.bias)\n"
+            "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x80 and 96x128)\n"
+            "student-0:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/app/pipeline.py", line 43, in learn\n'
+            "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x80 and 96x128)\n")
+    deaths = parse_stderr(text).deaths
+    assert [d.thread for d in deaths] == ["student-1", "student-0"]
+    assert all(d.exception.startswith("RuntimeError: mat1") for d in deaths), deaths
+
+
+def test_a_logged_traceback_after_a_colon_is_not_a_thread_death() -> None:
+    text = "Saving failed:\nTraceback (most recent call last):\n  File \"/app/s.py\", line 3, in save\nOSError: disk full\n"
+    assert parse_stderr(text).deaths == ()
