@@ -14,12 +14,14 @@ from dflash_diag.model.evidence import is_library_file
 
 # Anywhere in a line: two threads dying at once write their tracebacks interleaved, character by character, so a
 # header may follow another traceback's carets ("    ^^^^^Exception in thread student-1:").
-_DEATH = re.compile(r"(?:^|(?<=[\s^~]))Exception in thread ([^:\n]+?)(?: \([^)\n]*\))?:(?=\s|$)")
+_HEADER = r"(?:^|(?<=[\s^~]))Exception in thread "
+_NAME_END = r"(?: \([^)\n]*\))?:"  # an optional " (target)" after the name, then the colon
+_DEATH = re.compile(_HEADER + r"([^:\n]+?)" + _NAME_END + r"(?=\s|$)")
 # The header is three writes (CPython's thread excepthook: "Exception in thread ", the name, ":\n"), so another
 # thread's traceback can also come between them: the header's start with no name after it ...
-_HEADER_START = re.compile(r"(?:^|(?<=[\s^~]))Exception in thread ")
+_HEADER_START = re.compile(_HEADER)
 # ... and, lines later, the name alone, right before the traceback it heads.
-_ORPHAN_NAME = re.compile(r"^([^\s:^~][^:\n]*?)(?: \([^)\n]*\))?:\s*$")
+_ORPHAN_NAME = re.compile(r"^([^\s:^~][^:\n]*?)" + _NAME_END + r"\s*$")
 _TRACEBACK = "Traceback (most recent call last):"
 # Caret/tilde markers (3.11+) and blanks that interleaving glues to the start of another line.
 _MARKS = re.compile(r"^[\s^~]+")
