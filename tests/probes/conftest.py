@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import importlib.machinery
 import os
-from collections.abc import Iterator
+import sys
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,3 +36,17 @@ def session_factory(board_dir: Path) -> Iterator:
     yield make
     for s in started:
         s.close()
+
+
+@pytest.fixture
+def half_imported(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Puts in sys.modules what importlib has there while a module's body is still running: an empty module whose
+    spec says ``_initializing`` (the test puts the real one back with monkeypatch.setitem)."""
+
+    def plant(name: str) -> None:
+        half = types.ModuleType(name)
+        half.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        half.__spec__._initializing = True  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, name, half)
+
+    return plant

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -110,19 +111,14 @@ def test_naming_a_model_arms_at_once_so_the_first_calls_count(monkeypatch: pytes
     assert "apply" not in vars(tuc.CheckpointFunction)
 
 
-def test_a_module_still_being_imported_is_not_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_module_still_being_imported_is_not_a_failure(monkeypatch: pytest.MonkeyPatch,
+                                                       half_imported: Callable[[str], None]) -> None:
     """The board thread can find torch.utils.checkpoint in sys.modules half-executed (import under way, no
     CheckpointFunction yet). The probe waits for the import to finish instead of giving up for the whole run
     (which a loaded CI box hit: a 4-step trainer run counted no checkpoint call)."""
-    import importlib.machinery
-    import types
-
     import torch.utils.checkpoint as tuc
 
-    half = types.ModuleType("torch.utils.checkpoint")  # what importlib has put there before the module body ran
-    half.__spec__ = importlib.machinery.ModuleSpec("torch.utils.checkpoint", None)
-    half.__spec__._initializing = True  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "torch.utils.checkpoint", half)
+    half_imported("torch.utils.checkpoint")
     p = CheckpointProbe(Config(check_interval_s=0.0))
     try:
         first = p.snapshot(0.0)

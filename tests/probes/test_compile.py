@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -122,21 +123,17 @@ def test_user_enabled_recompile_logs_still_reach_the_user(probe: CompileProbe) -
     assert probe.snapshot(0.0)["recompiles"] >= 1
 
 
-def test_dynamo_half_imported_is_retried_not_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dynamo_half_imported_is_retried_not_given_up(monkeypatch: pytest.MonkeyPatch,
+                                                     half_imported: Callable[[str], None]) -> None:
     """torch._dynamo.callback seen while its import is still running (no callback_handler yet): the
     compile-start callback is registered at a later publish instead of failing once and never again."""
-    import importlib.machinery
     import sys
-    import types
 
     from probes._common import HookGuard
     from probes._torchlog import register_compile_start, unregister_compile_start
 
     real = sys.modules["torch._dynamo.callback"]
-    half = types.ModuleType("torch._dynamo.callback")
-    half.__spec__ = importlib.machinery.ModuleSpec("torch._dynamo.callback", None)
-    half.__spec__._initializing = True  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "torch._dynamo.callback", half)
+    half_imported("torch._dynamo.callback")
     guard = HookGuard()
     starts: list[object] = []
     assert register_compile_start(starts.append, guard) is False and guard.errors == 0
