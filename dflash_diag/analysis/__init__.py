@@ -8,10 +8,13 @@ raises: a part that fails becomes an ``NA`` pane or a note in ``Analysis.errors`
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation, PipelineView, Severity, ThreadStats
+from dflash_diag.model.analysis import PHASE_HUNG
 from dflash_diag.model.findings import NOTE
+from dflash_diag.model.waits import WaitGraph
 
 
 def analyse(
@@ -24,7 +27,8 @@ def analyse(
     ``target-*`` / ``drafter-*``; stages are inferred from queue use when no thread matches). ``now_wall_s``
     (default: now) is when the analysis is made (board staleness)."""
     from dflash_diag.analysis.causal import link
-    from dflash_diag.analysis.findings import evaluate
+    from dflash_diag.analysis.findings import FAMILIES, run_families
+    from dflash_diag.analysis.findings._context import Context
     from dflash_diag.analysis.pipeline import DEFAULT_QUEUE, pipeline_view
     from dflash_diag.analysis.stages import StageAssignment
     from dflash_diag.analysis.threads import aggregate
@@ -47,8 +51,9 @@ def analyse(
     if isinstance(pipeline, NA):
         return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(), headline=None,
                         errors=tuple(errors))
+    ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now, assignment=assignment)
     try:
-        findings = evaluate(obs, threads, pipeline, now_wall_s=now, assignment=assignment)
+        findings = run_families(ctx, FAMILIES)
         linked, headline, phase = link(findings)
     except Exception as exc:
         errors.append(f"findings failed: {type(exc).__name__}: {exc}")
@@ -57,8 +62,18 @@ def analyse(
                          remedy="Please report this with `dflash-diag snapshot PID` attached.", kind=NOTE)
         return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(failed,), headline=None,
                         errors=tuple(errors))
+    if phase == PHASE_HUNG:
+        # One report never contradicts itself: a pipeline that does not move has no bottleneck stage.
+        pipeline = replace(pipeline, bottleneck="hung",
+                           verdict="hung: nothing moves, so no stage limits throughput (the headline says why)")
+    waits: Maybe[WaitGraph]
+    try:
+        waits = ctx.waits
+    except Exception as exc:
+        waits = NA(f"wait-for graph failed: {type(exc).__name__}: {exc}")
+        errors.append(waits.reason)
     return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=linked, headline=headline,
-                    phase=phase, errors=tuple(errors))
+                    phase=phase, errors=tuple(errors), waits=waits)
 
 
 __all__ = ["analyse"]

@@ -24,24 +24,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from dflash_diag.analysis.findings import REGISTRY
 from dflash_diag.model import Finding, Headline, Severity
 from dflash_diag.model.analysis import PHASE_EXITED, PHASE_HUNG, PHASE_STEADY, PHASE_STOPPED, PHASE_WARMING_UP
 from dflash_diag.model.findings import CAUSE, STATE, SYMPTOM
 
-CANNOT_RUN = frozenset({"process-stopped", "process-zombie"})
+# What explains what is declared by each rule next to its check (``findings._registry.RuleSpec``); these are the
+# sets the passes below read, derived once from those declarations.
+CANNOT_RUN = frozenset(s.id for s in REGISTRY.values() if s.cannot_run)
 # Symptoms read off the stack samples: meaningless while the process cannot run, held back during warm-up.
-SAMPLED_SYMPTOMS = frozenset({"pipeline-bottleneck-target", "pipeline-bottleneck-drafter", "gpu-underused",
-                              "pipeline-hang"})
-STAGE_VERDICTS = frozenset({"pipeline-bottleneck-target", "pipeline-bottleneck-drafter", "gpu-underused"})
+SAMPLED_SYMPTOMS = frozenset(s.id for s in REGISTRY.values() if s.sampled and s.kind == SYMPTOM)
+STAGE_VERDICTS = frozenset(s.id for s in REGISTRY.values() if s.stage_verdict)
 # Causes read off sampled shares: only meaningful while the process runs.
-SAMPLED_CAUSES = frozenset({"gil-contention", "host-sync-storm", "checkpoint-recompute-heavy"})
+SAMPLED_CAUSES = frozenset(s.id for s in REGISTRY.values() if s.sampled and s.kind == CAUSE)
 # Causes that say something is wrong but do not slow anything down: never the "because" of a slow stage.
-NOT_SLOWDOWNS = frozenset({"stale-code", "checkpoint-grad-none", "checkpoint-reentrant", "no-probes", "rule-error",
-                           "thread-died", "cudagraph-multi-thread", "compile-multi-thread"})
-HANG_CAUSES = frozenset({"thread-died"})
+NOT_SLOWDOWNS = frozenset(s.id for s in REGISTRY.values() if not s.slows)
+# Symptoms that say nothing moves: only the causes that declare them in ``explains`` explain them.
+HANGS = frozenset(s.id for s in REGISTRY.values() if s.hang)
+HALTS = frozenset(s.id for s in REGISTRY.values() if s.halts)
+EXPLAINS_HANG: dict[str, frozenset[str]] = {s.id: frozenset(s.explains) for s in REGISTRY.values() if s.explains}
 # A cause that produces another: when both are found, the root is named first (and leads where the other would):
 # empty_cache() after every step hands the blocks back, so every step allocates from the driver again (churn).
-ROOT_CAUSES: dict[str, frozenset[str]] = {"alloc-churn": frozenset({"alloc-empty-cache"})}
+ROOT_CAUSES: dict[str, frozenset[str]] = {}
+for _spec in REGISTRY.values():
+    for _derived in _spec.produces:
+        ROOT_CAUSES[_derived] = ROOT_CAUSES.get(_derived, frozenset()) | {_spec.id}
+SUPERSEDES: dict[str, frozenset[str]] = {s.id: frozenset(s.supersedes) for s in REGISTRY.values() if s.supersedes}
 
 
 def link(findings: Sequence[Finding]) -> tuple[tuple[Finding, ...], Headline | None, str]:
@@ -77,7 +85,9 @@ def _hold_back(findings: list[Finding]) -> tuple[list[Finding], str]:
     stuck = [f for f in findings if f.rule_id == "process-uninterruptible" and f.severity >= Severity.CRITICAL]
     if stuck:
         return [f for f in findings if f.rule_id not in SAMPLED_SYMPTOMS | SAMPLED_CAUSES], PHASE_STOPPED
-    if "pipeline-hang" in ids:
+    superseded = {old for new, olds in SUPERSEDES.items() if new in ids for old in olds}
+    findings = [f for f in findings if f.rule_id not in superseded]
+    if ids & HALTS:
         return [f for f in findings if f.rule_id not in STAGE_VERDICTS], PHASE_HUNG
     if "warming-up" in ids:
         # Rates measured while the first steps compile are not the steady state: stage verdicts are held back,
@@ -95,10 +105,8 @@ def _during_warm_up(f: Finding) -> Finding:
 
 
 def _explains(cause: Finding, symptom: Finding) -> bool:
-    if symptom.rule_id == "pipeline-hang":
-        return cause.rule_id in HANG_CAUSES
-    if symptom.rule_id == "board-stale":
-        return cause.rule_id in HANG_CAUSES
+    if symptom.rule_id in HANGS:
+        return symptom.rule_id in EXPLAINS_HANG.get(cause.rule_id, frozenset())
     if cause.rule_id in NOT_SLOWDOWNS or cause.impact <= 0.0:
         return False
     return not cause.stages or not symptom.stages or bool(set(cause.stages) & set(symptom.stages))
@@ -127,7 +135,7 @@ def _headline(findings: list[Finding]) -> tuple[Headline | None, list[Finding]]:
     states = sorted((f for f in findings if f.kind == STATE and f.severity >= Severity.CRITICAL), key=_strength)
     if states:
         return _lead(states[0]), [states[0]]
-    hang = by_id.get("pipeline-hang")
+    hang = next((f for f in findings if f.rule_id in HALTS and f.kind == SYMPTOM), None)
     if hang is not None:
         return _with_cause(hang, by_id)
     wrong = sorted((f for f in findings if f.kind == CAUSE and f.severity >= Severity.CRITICAL), key=_strength)

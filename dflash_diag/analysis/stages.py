@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from dflash_diag.model import Frame, Observation, SourceLine, ThreadSample, ThreadState
 from dflash_diag.model.evidence import is_library_file
 
-_QUEUE_CALL = re.compile(r"([A-Za-z_][\w\.\[\]'\"]*)\.(put|get)(?:_nowait)?\(")
+QUEUE_CALL = re.compile(r"([A-Za-z_][\w\.\[\]'\"]*)\.(put|get)(?:_nowait)?\(")
 _QUEUE_FILES = ("/queue.py", "/multiprocessing/queues.py")
 _THREADING = "threading.py"
 
@@ -139,7 +139,7 @@ def _queue_use(samples: Sequence[tuple[ThreadSample, ThreadState]], code: Mappin
             continue
         # The program's line that called into the queue names it: `self.hs_q.put(h)`.
         text = obs.line_text(user[0].filename, user[0].line) or _code_text(code, user[0])
-        match = _QUEUE_CALL.search(text or "")
+        match = QUEUE_CALL.search(text or "")
         if match is None:
             continue
         name, method = queue_name(match.group(1)), match.group(2)
@@ -152,6 +152,13 @@ def _queue_use(samples: Sequence[tuple[ThreadSample, ThreadState]], code: Mappin
             receiver, _, method = call.rpartition(".")
             (use.puts if method.startswith("put") else use.gets).setdefault(queue_name(receiver), 0)
     return use
+
+
+def queue_use_of(samples: Sequence[tuple[ThreadSample, ThreadState]], code: Mapping[tuple[str, int], SourceLine],
+                 obs: Observation) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(queues the thread puts into, queues it gets from), by name, from its samples and its functions on disk."""
+    use = _queue_use(samples, code, obs)
+    return tuple(sorted(use.puts)), tuple(sorted(use.gets))
 
 
 def _code_text(code: Mapping[tuple[str, int], SourceLine], frame: Frame) -> str | None:

@@ -209,6 +209,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
 
 def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
     from dflash_diag.model import NA
+    from dflash_diag.view.waits import waits_json
 
     obs, findings, pipeline = analysis.observation, analysis.findings, analysis.pipeline
     headline = analysis.headline
@@ -229,6 +230,7 @@ def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
                      else {"bottleneck": pipeline.bottleneck, "verdict": pipeline.verdict,
                            "stages_from": pipeline.stages_from}),
         "findings": [finding_json(f) for f in findings],
+        "waits": waits_json(analysis.waits),
         "warnings": list(obs.warnings) + list(analysis.errors),
     }
 
@@ -249,6 +251,9 @@ def print_findings(findings: tuple[Finding, ...], report: dict[str, Any]) -> Non
         console.print(f"    [green]fix:[/] {escape(headline['remedy'])}")
     if report["pipeline"]["verdict"] and report["phase"] == "steady":
         console.print(f"pipeline: {escape(report['pipeline']['verdict'])}")
+    path = report["waits"].get("path")
+    if path:
+        console.print(f"waits (root last): {escape(path)}")
     console.print()
     for f in findings:
         linked = f" [dim](because: {', '.join(f.because)})[/]" if f.because else ""

@@ -11,7 +11,7 @@ from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.findings import Finding, Headline, Severity
 from dflash_diag.model.gpu import GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
-from dflash_diag.model.proc import ProcThreadSample
+from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import Frame, StackSample, ThreadSample
 from dflash_diag.model.states import ThreadState
 from dflash_diag.model.stats import PipelineView, StageStats, ThreadStats
@@ -31,6 +31,7 @@ __all__ = [
     "PipelineView",
     "ProcessFacts",
     "ProcThreadSample",
+    "ProcessSample",
     "Severity",
     "SourceFile",
     "SourceLine",

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dflash_diag.model.common import Maybe
+from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.findings import Finding, Headline, Severity
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.stats import PipelineView, ThreadStats
+from dflash_diag.model.waits import WaitGraph
 
 # What the process is doing as a whole, judged from the window (the headline's first word).
 PHASE_STEADY = "steady"
@@ -27,6 +28,8 @@ class Analysis:
     headline: Headline | None  # None: nothing to report
     phase: str = PHASE_STEADY
     errors: tuple[str, ...] = ()  # parts of the analysis that failed (shown, never raised)
+    # What every thread computes or waits on, and the path to the root (``analysis.waits``).
+    waits: Maybe[WaitGraph] = NA("not computed")
 
     @property
     def healthy(self) -> bool:

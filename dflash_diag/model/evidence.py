@@ -56,6 +56,11 @@ class SourceLine:
     # Lines of that function that compute a vocabulary projection (a call on an attribute named like
     # ``lm_head``/``unembed``/``output_projection``) into a name the function never reads again: pure waste.
     unused_logits: tuple[tuple[int, str], ...] = ()  # (line, its text)
+    # Locks, as the code on disk names them (``Registry._lock`` for ``self._lock`` in a method of Registry): the
+    # ``with`` blocks around the line hold them (``holds``); the line itself takes one (``acquires``: a ``with X:``
+    # or ``X.acquire()`` on it). A thread parked at an ``acquires`` line waits for that lock (analysis.waits).
+    holds: tuple[str, ...] = ()
+    acquires: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.gpu import GpuSample
-from dflash_diag.model.proc import ProcThreadSample
+from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import StackSample
 
 
@@ -33,6 +33,8 @@ class Observation:
     process: ProcessFacts | None = None
     code: tuple[SourceLine, ...] = ()
     files: tuple[SourceFile, ...] = ()
+    # Whole-process readings (RSS, threads, open fds), one per /proc sweep, oldest first: resource trends.
+    resources: tuple[ProcessSample, ...] = ()
 
     def line_text(self, filename: str, line: int) -> str | None:
         """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""

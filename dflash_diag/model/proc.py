@@ -20,3 +20,14 @@ class ProcThreadSample:
     # "recvfrom", "epoll_wait"...). None when running, unknown or not readable.
     wchan: str | None = None
     syscall: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """Whole-process resources at one instant (/proc/<pid>/statm, status, fd): what trends over a window show."""
+
+    monotonic_s: float
+    rss_bytes: int | None  # resident set size; None when unreadable
+    threads: int | None
+    open_fds: int | None  # None when /proc/<pid>/fd is not ours to list
+    host_available_bytes: int | None = None  # /proc/meminfo MemAvailable: what the host can still hand out

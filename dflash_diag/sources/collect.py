@@ -111,6 +111,9 @@ class _Scheduler:
         self.proc_reader = io.proc_reader if io.proc_reader is not None else (
             lambda p: procfs.read_threads(p, clock=io.clock)
         )
+        self.resource_reader = io.resource_reader if io.resource_reader is not None else (
+            lambda p: procfs.read_process(p, clock=io.clock)
+        )
         cpus = procfs.allowed_cpus(pid)
         self.allowed_cores = io.cpu_cores or (len(cpus) if cpus else os.cpu_count() or 1)
         self.cpu_reader = io.cpu_reader if io.cpu_reader is not None else default_cpu_reader(cpus, io.clock)
@@ -254,8 +257,10 @@ class _Scheduler:
                 self.check_alive()
             return
         cpu = self.cpu_reader()
+        resources = self.resource_reader(self.pid)
         with self.lock:
             self.window.add_proc(sweep)
+            self.window.add_resources(resources)
             self._note_load(sweep, cpu)
             self.update_rate()
         self.check_alive()

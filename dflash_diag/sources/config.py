@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dflash_diag.model import NA, Board, GpuSample, Maybe, ProcThreadSample, StackSample
+from dflash_diag.model import NA, Board, GpuSample, Maybe, ProcessSample, ProcThreadSample, StackSample
 from dflash_diag.sources.procfs import CpuTimes
 
 MIN_RATE_HZ = 0.2
@@ -79,6 +79,7 @@ class GpuSource(Protocol):
 
 BoardReader = Callable[[int], "Board | NA | None"]
 ProcReader = Callable[[int], tuple[ProcThreadSample, ...]]  # raises AttachError(NO_PROCESS) when the pid is gone
+ResourceReader = Callable[[int], ProcessSample]  # RSS, threads, fds; unreadable fields are None
 CpuReader = Callable[[], "CpuTimes | None"]  # idle/total time of the CPUs the target may use; None: unknown
 LineLookup = Callable[[str, int], "str | None"]
 Redactor = Callable[[Sequence[str]], Sequence[str]]
@@ -92,6 +93,7 @@ class SamplerIO:
     nvml: GpuSource | None = None
     board_reader: BoardReader | None = None
     proc_reader: ProcReader | None = None
+    resource_reader: ResourceReader | None = None
     cpu_reader: CpuReader | None = None
     lines: LineLookup | None = None
     redact_argv: Redactor | None = None

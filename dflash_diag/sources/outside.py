@@ -51,6 +51,15 @@ class _Parsed:
     defs: tuple[_Def, ...]  # sorted by start; nested defs come after their parent
     parsed: bool = True
     imports: tuple[str, ...] = ()  # dotted module names imported at module level
+    withs: tuple[_With, ...] = ()  # with-blocks over a plain name or attribute (a lock, a condition), by line
+
+
+@dataclass(frozen=True, slots=True)
+class _With:
+    line: int  # the ``with`` statement's line: where the lock is taken
+    body_start: int
+    body_end: int
+    items: tuple[str, ...]  # the context expressions that are plain names/attributes (``self._lock``)
 
 
 class OutsideReader:
@@ -212,7 +221,8 @@ def _parse(path: str, mtime_s: float) -> _Parsed | None:
     defs: list[_Def] = []
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
-    return _Parsed(mtime_s=mtime_s, lines=lines, defs=tuple(defs), imports=_module_imports(tree))
+    return _Parsed(mtime_s=mtime_s, lines=lines, defs=tuple(defs), imports=_module_imports(tree),
+                   withs=_lock_withs(tree))
 
 
 def _module_imports(tree: ast.Module) -> tuple[str, ...]:
@@ -296,6 +306,57 @@ def _unused_logits(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, .
     return tuple(lines)
 
 
+def _lock_withs(tree: ast.AST) -> tuple[_With, ...]:
+    """``with X:`` blocks whose X is a name or an attribute: what locks and conditions look like in code. A call
+    (``with open(p)``, ``with torch.no_grad()``) builds a fresh object nobody else can hold: not a lock."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.With | ast.AsyncWith) or not node.body:
+            continue
+        names = []
+        for item in node.items:
+            if isinstance(item.context_expr, ast.Name | ast.Attribute):
+                try:
+                    names.append(ast.unparse(item.context_expr)[:MAX_CALL_TEXT])
+                except (ValueError, RecursionError):
+                    continue
+        if names:
+            out.append(_With(line=node.lineno, body_start=node.body[0].lineno,
+                             body_end=node.end_lineno or node.body[-1].lineno, items=tuple(names)))
+    return tuple(sorted(out, key=lambda w: w.line))
+
+
+_ACQUIRE_CALL = re.compile(r"([A-Za-z_][\w.]*)\.acquire\(")
+
+
+def lock_identity(expression: str, qualname: str | None) -> str:
+    """A lock's name across threads: ``self._lock`` in ``Registry.record`` is ``Registry._lock`` (two instances of
+    one class are one name: the graph errs towards linking them); any other expression stands as written."""
+    if expression.startswith(("self.", "cls.")) and qualname:
+        owner = qualname.split(".<locals>.")[-1].rsplit(".", 1)[0] if "." in qualname else ""
+        if owner and owner != qualname:
+            return f"{owner}.{expression.split('.', 1)[1]}"
+    return expression
+
+
+def _locks_at(line: int, text: str | None, parsed: _Parsed, qualname: str | None) -> tuple[tuple[str, ...], str | None]:
+    holds: dict[str, None] = {}
+    acquires: str | None = None
+    for w in parsed.withs:
+        if w.line > line:
+            break
+        if w.line == line:
+            acquires = lock_identity(w.items[0], qualname)
+        elif w.body_start <= line <= w.body_end:
+            for item in w.items:
+                holds.setdefault(lock_identity(item, qualname), None)
+    if acquires is None and text:
+        match = _ACQUIRE_CALL.search(text)
+        if match is not None:
+            acquires = lock_identity(match.group(1), qualname)
+    return tuple(holds), acquires
+
+
 def _queue_get_args(call: ast.Call) -> bool:
     """Queue.get(block=True, timeout=None): no key argument, unlike dict.get(key)."""
     if any(k.arg not in ("block", "timeout") for k in call.keywords):
@@ -312,7 +373,9 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
     for d in parsed.defs:
         if d.start <= line <= d.end and (inner is None or d.start >= inner.start):
             inner = d
-    return SourceLine(filename=filename, line=line, function=inner.qualname if inner else None, text=text,
+    qualname = inner.qualname if inner else None
+    holds, acquires = _locks_at(line, text, parsed, qualname)
+    return SourceLine(filename=filename, line=line, function=qualname, text=text, holds=holds, acquires=acquires,
                       queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
                       unused_logits=tuple((n, parsed.lines[n - 1].strip()[:120]) for n in inner.unused_logits
                                           if 0 < n <= len(parsed.lines)) if inner else ())

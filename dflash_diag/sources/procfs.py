@@ -18,13 +18,14 @@ from pathlib import Path
 
 from dflash_contract import proc
 from dflash_diag.errors import AttachError, ExitCode
-from dflash_diag.model import NA, Maybe, ProcThreadSample
+from dflash_diag.model import NA, Maybe, ProcessSample, ProcThreadSample
 from dflash_diag.model.text import printable
 
 PROC = Path("/proc")
 MAX_CMDLINE_BYTES = 1024 * 1024
 MAX_ENVIRON_BYTES = 4 * 1024 * 1024
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class ProcParseError(ValueError):
@@ -131,6 +132,46 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
         wchan=_optional(base / "wchan", parse_wchan) if sleeping else None,
         syscall=_optional(base / "syscall", parse_syscall) if sleeping else None,
     )
+
+
+MAX_FDS_COUNTED = 1 << 20  # a listing longer than this is not counted further (bounded work per sweep)
+
+
+def read_process(pid: int, *, clock: Callable[[], float] = time.monotonic) -> ProcessSample:
+    """RSS, thread count and open file descriptors of ``pid``; a field that cannot be read is None."""
+    base = PROC / str(pid)
+    rss: int | None = None
+    threads: int | None = None
+    fds: int | None = None
+    try:
+        rss = int(_read(base / "statm", 256).split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        threads = len(os.listdir(base / "task"))
+    except OSError:
+        pass
+    try:
+        with os.scandir(base / "fd") as entries:
+            fds = 0
+            for _ in entries:
+                fds += 1
+                if fds >= MAX_FDS_COUNTED:
+                    break
+    except OSError:
+        fds = None
+    return ProcessSample(monotonic_s=clock(), rss_bytes=rss, threads=threads, open_fds=fds,
+                         host_available_bytes=_mem_available())
+
+
+def _mem_available() -> int | None:
+    try:
+        for line in _read(PROC / "meminfo", 8192).splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def thread_ids(pid: int) -> tuple[int, ...]:

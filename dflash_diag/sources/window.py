@@ -10,7 +10,16 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dflash_diag.model import NA, Board, GpuSample, Maybe, Observation, ProcThreadSample, StackSample
+from dflash_diag.model import (
+    NA,
+    Board,
+    GpuSample,
+    Maybe,
+    Observation,
+    ProcessSample,
+    ProcThreadSample,
+    StackSample,
+)
 
 MAX_READINGS = 36_000  # 1 h at 10 Hz: hard cap on memory whatever the window
 MAX_LINES = 20_000  # recorded source lines before the cache is dropped (cheap to read again)
@@ -32,6 +41,7 @@ class SampleWindow:
         self.stacks: deque[StackSample] = deque(maxlen=max_readings)
         self.proc: deque[tuple[ProcThreadSample, ...]] = deque(maxlen=max_readings)
         self.gpus: deque[tuple[GpuSample, ...]] = deque(maxlen=max_readings)
+        self.resources: deque[ProcessSample] = deque(maxlen=max_readings)
         self.boards: deque[Board] = deque(maxlen=max_readings)
         self.source_lines: dict[str, str] = {}
         self.gpu_na: NA | None = None
@@ -47,6 +57,9 @@ class SampleWindow:
 
     def add_proc(self, sweep: tuple[ProcThreadSample, ...]) -> None:
         self.proc.append(sweep)
+
+    def add_resources(self, sample: ProcessSample) -> None:
+        self.resources.append(sample)
 
     def add_gpus(self, result: Maybe[tuple[GpuSample, ...]]) -> None:
         if isinstance(result, NA):
@@ -100,6 +113,7 @@ class SampleWindow:
             process_alive=meta.process_alive,
             warnings=meta.warnings,
             source_lines=self._lines_of(stacks),
+            resources=tuple(r for r in self.resources if since_s is None or r.monotonic_s >= since_s),
         )
 
     def _lines_of(self, stacks: Sequence[StackSample]) -> dict[str, str]:
@@ -115,6 +129,8 @@ class SampleWindow:
             self.stacks.popleft()
         while self.proc and self.proc[0] and self.proc[0][0].monotonic_s < before_s:
             self.proc.popleft()
+        while self.resources and self.resources[0].monotonic_s < before_s:
+            self.resources.popleft()
         while self.gpus and self.gpus[0] and self.gpus[0][0].monotonic_s < before_s:
             self.gpus.popleft()
         while len(self.boards) > 1 and self.boards[0].wall_time_s < before_wall_s:

@@ -136,9 +136,11 @@ def _recorded(name: str) -> Observation:
 def test_analyse_on_recorded_stacks_names_the_gil_hog_in_the_headline() -> None:
     a = analyse(_recorded("pyspy_drafter_bound.json"), now_wall_s=1010.0)
     assert a.headline is not None and a.errors == ()
-    assert a.headline.rule_id == "pipeline-bottleneck-drafter" and a.headline.because[0] == "gil-contention"
+    # The wait-for graph follows the drafter's GIL wait to the hog: the path supersedes the stage verdict.
+    assert a.headline.rule_id == "wait-chain" and a.headline.because[0] == "gil-contention"
+    assert "gil-hog" in a.headline.text and "pipeline-bottleneck-drafter" not in {f.rule_id for f in a.findings}
     assert "gil-hog (not a pipeline stage) holds the GIL" in a.headline.text
-    assert a.findings[0].rule_id == "pipeline-bottleneck-drafter" and not a.healthy
+    assert a.findings[0].rule_id == "wait-chain" and not a.healthy
 
 
 def test_analyse_never_raises_on_an_empty_window() -> None:

@@ -10,6 +10,7 @@ the result most severe first, then by estimated impact. Linking causes to sympto
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from types import ModuleType
 
 from dflash_diag.analysis.findings import (
     allocator,
@@ -24,52 +25,45 @@ from dflash_diag.analysis.findings import (
     liveness,
     pipeline,
     process,
+    resources,
     stale,
+    waits,
     wasted,
 )
 from dflash_diag.analysis.findings._context import Context
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.model import Finding, Observation, PipelineView, Severity, ThreadStats
 from dflash_diag.model.findings import NOTE
 
 Rule = Callable[[Context], Iterator[Finding]]
 
-RULE_FAMILIES: tuple[tuple[str, Rule], ...] = (
-    ("process", process.check),
-    ("liveness", liveness.check),
-    ("hang", hang.check),
-    ("pipeline", pipeline.check),
-    ("fastpath", fastpath.check),
-    ("stale", stale.check),
-    ("checkpoint", checkpoint.check),
-    ("compile", compile.check),
-    ("cudagraphs", cudagraphs.check),
-    ("allocator", allocator.check),
-    ("gil", gil.check),
-    ("hostsync", hostsync.check),
-    ("gpu", gpu.check),
-    ("wasted", wasted.check),
+# The rule families, in the order they run: each module has ``check(ctx)`` and ``RULES`` (what it may find).
+FAMILIES: tuple[tuple[str, ModuleType], ...] = (
+    ("process", process),
+    ("liveness", liveness),
+    ("hang", hang),
+    ("waits", waits),
+    ("pipeline", pipeline),
+    ("resources", resources),
+    ("fastpath", fastpath),
+    ("stale", stale),
+    ("checkpoint", checkpoint),
+    ("compile", compile),
+    ("cudagraphs", cudagraphs),
+    ("allocator", allocator),
+    ("gil", gil),
+    ("hostsync", hostsync),
+    ("gpu", gpu),
+    ("wasted", wasted),
 )
-
+RULE_FAMILIES: tuple[tuple[str, Rule], ...] = tuple((name, module.check) for name, module in FAMILIES)
+# The diagnosis' own note: a rule that failed, or found something it did not declare.
+RULE_ERROR = RuleSpec("rule-error", kind=NOTE, slows=False)
+REGISTRY: dict[str, RuleSpec] = {spec.id: spec for _, module in FAMILIES for spec in module.RULES}
+REGISTRY[RULE_ERROR.id] = RULE_ERROR
 # Every rule id a finding may carry (docs/findings.md documents each; a test keeps the two in sync).
-RULE_IDS: tuple[str, ...] = (
-    "process-stopped", "process-zombie", "process-uninterruptible",
-    "process-exited", "no-probes", "board-stale",
-    "pipeline-hang", "thread-died",
-    "pipeline-bottleneck-drafter", "pipeline-bottleneck-target",
-    "gdn-torch-fallback", "flex-attention-eager",
-    "stale-code",
-    "checkpoint-grad-none", "checkpoint-reentrant", "checkpoint-recompute-heavy",
-    "compile-recompile-limit", "compile-recompile-storm", "compile-graph-breaks", "warming-up",
-    "compile-multi-thread",
-    "cudagraph-skipped", "cudagraph-rerecord", "cudagraph-multi-thread",
-    "alloc-churn", "alloc-retries", "alloc-fragmentation", "alloc-empty-cache",
-    "gil-contention",
-    "host-sync-storm",
-    "gpu-underused",
-    "wasted-full-vocab-logits",
-    "rule-error",
-)
+RULE_IDS: tuple[str, ...] = tuple(REGISTRY)
 
 
 def sort_findings(findings: list[Finding] | tuple[Finding, ...]) -> tuple[Finding, ...]:
@@ -88,22 +82,32 @@ def evaluate(
     """All findings for one observation window, most severe first (not yet linked: see ``analysis.analyse``)."""
     ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now_wall_s,
                   assignment=assignment or StageAssignment(stages={}, how=""))
+    return run_families(ctx, FAMILIES)
+
+
+def run_families(ctx: Context, families: tuple[tuple[str, ModuleType], ...]) -> tuple[Finding, ...]:
+    """Every family's findings; a family that raises, or finds what it did not declare, becomes a rule-error."""
     found: list[Finding] = []
-    for family, rule in RULE_FAMILIES:
+    for family, module in families:
+        declared = {spec.id: spec for spec in module.RULES}
         try:
-            found.extend(rule(ctx))
+            for finding in module.check(ctx):
+                spec = declared.get(finding.rule_id)
+                if spec is None or spec.kind != finding.kind:
+                    found.append(_rule_error(family, f"undeclared finding {finding.rule_id!r} ({finding.kind}): "
+                                                     "declare it in the family's RULES"))
+                    continue
+                found.append(finding)
         except Exception as exc:  # a rule bug must not hide the other findings
-            found.append(
-                Finding(
-                    rule_id="rule-error",
-                    severity=Severity.INFO,
-                    claim=f"the {family} rules could not read this observation",
-                    evidence=(("error", f"{type(exc).__name__}: {exc}"[:200]),),
-                    remedy="Please report this with `dflash-diag snapshot PID` attached.",
-                    kind=NOTE,
-                )
-            )
+            found.append(_rule_error(family, f"{type(exc).__name__}: {exc}"))
     return sort_findings(found)
+
+
+def _rule_error(family: str, error: str) -> Finding:
+    return Finding(rule_id=RULE_ERROR.id, severity=Severity.INFO,
+                   claim=f"the {family} rules could not read this observation",
+                   evidence=(("error", error[:200]),),
+                   remedy="Please report this with `dflash-diag snapshot PID` attached.", kind=NOTE)
 
 
 def healthy(findings: tuple[Finding, ...]) -> bool:
@@ -111,4 +115,4 @@ def healthy(findings: tuple[Finding, ...]) -> bool:
     return all(f.severity < Severity.WARNING for f in findings)
 
 
-__all__ = ["RULE_IDS", "evaluate", "healthy", "sort_findings"]
+__all__ = ["REGISTRY", "RULE_IDS", "RuleSpec", "evaluate", "healthy", "run_families", "sort_findings"]

@@ -21,6 +21,7 @@ from dflash_diag.analysis.threads import thread_identity
 from dflash_diag.model import Board, Observation, PipelineView, SourceLine, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import Frame, ThreadSample
+from dflash_diag.model.waits import WaitGraph
 
 # Shares computed from fewer stack samples than this are anecdotes, not rates: sample-based rules ignore
 # such threads (a snapshot's single native dump must not raise "GIL wait 100%").
@@ -39,6 +40,13 @@ class Context:
     def code(self) -> dict[tuple[str, int], SourceLine]:
         """What the files on disk say about each sampled frame location (``sources.outside``)."""
         return {(c.filename, c.line): c for c in self.obs.code}
+
+    @cached_property
+    def waits(self) -> WaitGraph:
+        """The wait-for graph of the window (``analysis.waits``), built once for every rule that reads it."""
+        from dflash_diag.analysis.waits import build  # waits reads this module's helpers
+
+        return build(self)
 
     @cached_property
     def stderr(self) -> StderrFacts:

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 
 from dflash_contract.board import AllocatorKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, num, pct, sub, thread_label
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
 
 # In steady state the caching allocator serves everything from its cache: every cudaMalloc/cudaFree is a
@@ -18,6 +19,13 @@ FRAGMENTATION_SHARE = 0.33
 # Fragmentation only matters when it is big enough to force new cudaMallocs.
 FRAGMENTATION_MIN_BYTES = 512 * 1024**2
 EMPTY_CACHE_FRAME = "empty_cache"
+
+RULES = (
+    RuleSpec("alloc-churn"),
+    RuleSpec("alloc-retries"),
+    RuleSpec("alloc-fragmentation"),
+    RuleSpec("alloc-empty-cache", produces=("alloc-churn",)),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -15,6 +15,7 @@ from dflash_diag.analysis.findings._context import (
     stage_samples,
     sub,
 )
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.stderr import CHECKPOINT_NO_GRAD
 from dflash_diag.model import Finding, Severity, ThreadState
 from dflash_diag.model.evidence import is_library_file
@@ -32,6 +33,12 @@ _CHECKPOINT_FILES = ("torch/utils/checkpoint.py", "torch/autograd/graph.py")
 # anything is checkpointed (seen as a false warning on a healthy GPU program), so that frame is compute.
 _BACKWARD_ENTRY = frozenset({"_engine_run_backward"})
 GRAD_NONE_EXAMPLES = 3
+
+RULES = (
+    RuleSpec("checkpoint-grad-none", slows=False),
+    RuleSpec("checkpoint-reentrant", slows=False),
+    RuleSpec("checkpoint-recompute-heavy", sampled=True),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -24,6 +24,7 @@ from dflash_diag.analysis.findings._context import (
     user_frames,
     version_tuple,
 )
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.findings import STATE
 
@@ -44,6 +45,14 @@ WARMUP_MAX_S = 600.0
 # replaces it with a threading.local, so compiling from several threads stops being a hazard there.
 FX_TRACE_THREAD_SAFE_FROM = (2, 14, 1)
 REASONS_SHOWN = 3
+
+RULES = (
+    RuleSpec("compile-recompile-limit"),
+    RuleSpec("compile-recompile-storm"),
+    RuleSpec("compile-graph-breaks"),
+    RuleSpec("warming-up", kind=STATE),
+    RuleSpec("compile-multi-thread", slows=False),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

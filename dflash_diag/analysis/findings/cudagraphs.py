@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 
 from dflash_contract.board import CudagraphsKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, num, sub, text, version_tuple
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
 
 # CUDAGraph Trees initialise their thread-local state lazily per Python thread from torch 2.13
@@ -16,6 +17,12 @@ CUDAGRAPH_THREAD_SAFE_FROM = (2, 13)
 RERECORD_PER_STEP = 0.5
 # Without step counts: two re-records inside one window is already a pattern.
 RERECORDS_IN_WINDOW = 2
+
+RULES = (
+    RuleSpec("cudagraph-skipped"),
+    RuleSpec("cudagraph-rerecord"),
+    RuleSpec("cudagraph-multi-thread", slows=False),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

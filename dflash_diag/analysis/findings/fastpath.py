@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from dflash_contract.board import CompileKeys, FastpathKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, pct, sub, text
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
 
 # transformers' PyTorch reference implementations of the GatedDeltaNet kernels, by kernel family. A frame with
@@ -23,6 +24,8 @@ _TRANSFORMERS_MODELS = "/transformers/models/"
 # not spend. Below it the fallback is a note, not a warning (a one-launch conv fallback costs little).
 GDN_STACK_SHARE_MIN = 0.05
 EAGER_FLEX_WARNING = "flex_attention called without torch.compile"
+
+RULES = (RuleSpec("gdn-torch-fallback"), RuleSpec("flex-attention-eager"))
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 
 from dflash_contract.board import GilKeys
 from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -34,6 +35,8 @@ MONOPOLY_CPU_PCT = 50.0
 WANTS_PYTHON_SHARE = 0.2
 # A GIL holder that spends this share of its samples compiling holds the GIL because it compiles.
 HOG_COMPILING_SHARE = 0.2
+
+RULES = (RuleSpec("gil-contention", sampled=True),)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, sub
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.findings import SYMPTOM
 
@@ -19,6 +20,8 @@ QUEUE_WAIT_EXPLAINS = 0.30
 _STAGE_WAIT = {"target": ThreadState.QUEUE_PUT, "drafter": ThreadState.QUEUE_GET}
 # A thread outside the named stages drives the GPU when it is not idle at least this share of its samples.
 BUSY_SHARE = 0.5
+
+RULES = (RuleSpec("gpu-underused", kind=SYMPTOM, sampled=True, stage_verdict=True),)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from dflash_contract.board import ProbeName, ThreadsKeys
 from dflash_diag.analysis.findings._context import Context, items, num, text, threads_text
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity, ThreadState
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 
@@ -30,6 +31,11 @@ IDLE_CPU_PCT = 3.0
 _WAITING = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET, ThreadState.IDLE})
 _TOOL_THREADS = ("dflash-diag-",)
 DEATHS_SHOWN = 4
+
+RULES = (
+    RuleSpec("pipeline-hang", kind=SYMPTOM, sampled=True, hang=True, halts=True),
+    RuleSpec("thread-died", slows=False, explains=("pipeline-hang", "board-stale", "stalled")),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from dflash_diag.analysis.classify import is_gpu_sync_frame, is_gpu_sync_line
 from dflash_diag.analysis.findings._context import Context, frame_site, lower_bound, pct, python_frames
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, GpuSample, Severity, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import ThreadSample
@@ -30,6 +31,8 @@ SITES_SHOWN = 3
 # NVML's utilisation is the share of time any kernel runs, so it also reads 99% for small models that keep a
 # GPU fed at 165-240 W of 700 (the H200 casebook's healthy programs): power is shown, never a verdict.
 GPU_SATURATED_PCT = 90.0
+
+RULES = (RuleSpec("host-sync-storm", sampled=True),)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -6,8 +6,15 @@ from collections.abc import Iterator
 
 from dflash_contract.board import stale_after_s
 from dflash_diag.analysis.findings._context import Context
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import NOTE, STATE, SYMPTOM
+
+RULES = (
+    RuleSpec("process-exited", kind=STATE),
+    RuleSpec("no-probes", kind=NOTE, slows=False),
+    RuleSpec("board-stale", kind=SYMPTOM, hang=True),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

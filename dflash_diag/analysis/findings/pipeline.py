@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, stage_label, sub, threads_text
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -46,6 +47,11 @@ _WAITING_REMEDY = (
     "The {stage} threads wait at the lines above instead of computing: find what they wait for there (a network "
     "or disk read, a lock, a sleep, another process) and overlap or remove it (prefetch, more reader threads, a "
     "faster source); faster compute will not help until then."
+)
+
+RULES = (
+    RuleSpec("pipeline-bottleneck-drafter", kind=SYMPTOM, sampled=True, stage_verdict=True),
+    RuleSpec("pipeline-bottleneck-target", kind=SYMPTOM, sampled=True, stage_verdict=True),
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, pct
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import STATE
 
@@ -19,6 +20,12 @@ STOPPED_SHARE = 0.5
 D_STATE_SHARE = 0.5
 MIN_READINGS = 2
 _STOPPED = frozenset("Tt")
+
+RULES = (
+    RuleSpec("process-stopped", kind=STATE, cannot_run=True),
+    RuleSpec("process-zombie", kind=STATE, cannot_run=True),
+    RuleSpec("process-uninterruptible", kind=STATE),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 
 from dflash_contract.board import CodedriftKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, num
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity, SourceLine
 
 # Name at most this many modules in the claim; the evidence lists a few more.
@@ -26,6 +27,8 @@ START_MARGIN_S = 1.0
 _GENERATED = ("torchinductor", "/triton/", "/__pycache__/")
 _REMEDY = ("The running process still executes the old code. Restart the run to pick up the edit "
            "(or revert the file if the edit was not meant for this run).")
+
+RULES = (RuleSpec("stale-code", slows=False),)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, frame_site, pct
+from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
 
 # A vocabulary projection, by function name or by the text of the program's line that calls it; the target of a
@@ -16,6 +17,8 @@ LOGITS_LINE = re.compile(r"lm_head\s*\(|\blogits\s*=|unembed\s*\(|\.logits\b")
 FULL_LOGITS_FLAGS = ("target_full_logits", "full_logits", "compute_target_logits", "target_logits")
 # Any steady share of target samples in a logits projection is waste; 5% keeps a one-off sample from alarming.
 LOGITS_STACK_SHARE = 0.05
+
+RULES = (RuleSpec("wasted-full-vocab-logits"),)
 
 
 def check(ctx: Context) -> Iterator[Finding]:

@@ -1,0 +1,201 @@
+"""What the wait-for graph (``analysis.waits``) says: a deadlock, a stalled process, and the limiting path when
+it runs past what the two-stage verdict can see.
+
+- ``deadlock`` (critical): threads that wait for each other's locks in a cycle, or threads parked on a lock for
+  the whole window while nothing in the process moves (no thread computes, no stack moves, next to no CPU).
+- ``stalled`` (critical): nothing moves and every thread waits on something only another thread of the process
+  can end (a condition, an event, a join, a queue): the run makes no progress at all. Waits on a socket, a
+  pipe, a child process or a sleep can end from outside: a slow source, not a stall we can claim.
+- ``wait-chain`` (a symptom): the threads that train wait, and following what they wait on leads past the pipeline
+  stages (to a loader two queues upstream, a side thread holding the GIL or a lock, a child process). The claim is
+  the path, root last: ``trainer waits on `batches` (get) 80% <- loader spends decode_jpeg (data.py:33) 91%``.
+  A warning when the training threads lose at least half their time on the first wait (a measured cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dflash_diag.analysis.findings._context import Context, pct, threads_text
+from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.model import Finding, Severity
+from dflash_diag.model.findings import CAUSE, SYMPTOM
+from dflash_diag.model.waits import (
+    WAIT_CHILD,
+    WAIT_CONDITION,
+    WAIT_GPU,
+    WAIT_IO,
+    WAIT_JOIN,
+    WAIT_LOCK,
+    WAIT_QUEUE_GET,
+    WAIT_QUEUE_PUT,
+    WAIT_SLEEP,
+    ThreadWaits,
+    WaitGraph,
+    edge_text,
+)
+
+MIN_SAMPLES = 5
+MIN_WINDOW_S = 2.0
+# A lock (or a condition) waited on in this share of a thread's samples is where it has been all window.
+PARKED_SHARE = 0.9
+# Waits only another thread of this process can end: when every thread is parked in one of them, nothing will.
+_INTERNAL = frozenset({WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN, WAIT_QUEUE_GET, WAIT_QUEUE_PUT})
+# Waits a wait-chain may end in: outside the process or the stages (not the GPU: the GPU rules judge that, nor a
+# sleep: by design).
+CHAIN_LEAF_SHARE = 0.5
+SLOW_SHARE = 0.5  # the training threads lose half their time on the first wait: a warning
+_DEADLOCK_REMEDY = (
+    "Take the locks in one global order everywhere (or hold one at a time); a lock held while waiting on a "
+    "condition, a queue or another lock is the usual cause. `py-spy dump --pid PID` shows the same stacks; add "
+    "timeouts to acquire() so a cycle raises instead of hanging."
+)
+
+RULES = (
+    RuleSpec("deadlock", sampled=True, slows=False, halts=True),
+    RuleSpec("stalled", kind=SYMPTOM, sampled=True, hang=True, halts=True),
+    RuleSpec("wait-chain", kind=SYMPTOM, sampled=True,
+             supersedes=("pipeline-bottleneck-drafter", "pipeline-bottleneck-target")),
+)
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    obs = ctx.obs
+    if len(obs.stacks) < MIN_SAMPLES or not obs.process_alive:
+        return
+    graph = ctx.waits
+    stopped = obs.window_s >= MIN_WINDOW_S and not graph.progress
+    deadlock = _deadlock(ctx, graph, stopped)
+    if deadlock is not None:
+        yield deadlock
+    elif stopped:
+        stall = _stalled(ctx, graph)
+        if stall is not None:
+            yield stall
+    if deadlock is None and not stopped:
+        chain = _chain(ctx, graph)
+        if chain is not None:
+            yield chain
+
+
+def _parked(n: ThreadWaits, kinds: frozenset[str]) -> bool:
+    return bool(n.waits) and n.waits[0].kind in kinds and n.waits[0].share >= PARKED_SHARE
+
+
+def _deadlock(ctx: Context, graph: WaitGraph, stopped: bool) -> Finding | None:
+    by_name = {n.name: n for n in graph.threads}
+    cycle = [by_name[name] for name in graph.cycle if name in by_name]
+    if cycle and all(n.computing_share < 0.1 and not n.stack_changed for n in cycle):
+        involved = cycle
+        claim = (f"{threads_text([n.name for n in cycle])} are deadlocked, each waiting for a lock another holds: "
+                 + "; ".join(_lock_text(n) for n in cycle))
+    else:
+        involved = [n for n in graph.threads if _parked(n, frozenset({WAIT_LOCK}))]
+        if not stopped or not involved:
+            return None
+        claim = (f"{threads_text([n.name for n in involved])} are deadlocked: nothing in the process moved for the "
+                 f"{ctx.obs.window_s:.1f} s window and they waited on a lock all of it: "
+                 + "; ".join(_lock_text(n) for n in involved))
+    evidence = [(n.name, _lock_text(n)) for n in involved]
+    evidence += _progress_evidence(ctx, graph)
+    return Finding(rule_id="deadlock", severity=Severity.CRITICAL, claim=claim, evidence=tuple(evidence),
+                   remedy=_DEADLOCK_REMEDY, impact=1.0, kind=CAUSE)
+
+
+def _lock_text(n: ThreadWaits) -> str:
+    edge = n.waits[0]
+    holder = f", held by {threads_text(list(edge.to_threads))}" if edge.to_threads else ""
+    held = f" while holding `{'`, `'.join(n.holds)}`" if n.holds else ""
+    return f"{n.name} {edge_text(edge)}{holder}{held}"
+
+
+def _stalled(ctx: Context, graph: WaitGraph) -> Finding | None:
+    threads = list(graph.threads)
+    if not threads or not all(_parked(n, _INTERNAL) for n in threads):
+        return None
+    if all(n.waits[0].kind in (WAIT_QUEUE_GET, WAIT_QUEUE_PUT) for n in threads):
+        return None  # queue-only: the hang rule says it, with the threads that died
+    waits = "; ".join(f"{n.name} {edge_text(n.waits[0])}" for n in threads[:4])
+    evidence = [(n.name, edge_text(n.waits[0])) for n in threads] + _progress_evidence(ctx, graph)
+    return Finding(
+        rule_id="stalled", severity=Severity.CRITICAL,
+        claim=f"the process is stalled: no thread made progress in the {ctx.obs.window_s:.1f} s window, every "
+              f"thread waits on another: {waits}",
+        evidence=tuple(evidence),
+        remedy="Find which thread should have ended these waits (signalled the condition, set the event, fed the "
+               "queue, finished before the join): it died, or waits itself. Give every wait a timeout that raises, so "
+               "a lost wake-up fails loudly instead of hanging the run.",
+        impact=1.0, kind=SYMPTOM)
+
+
+def _progress_evidence(ctx: Context, graph: WaitGraph) -> list[tuple[str, str]]:
+    out = [("threads computing", "none"), ("stacks that moved", "none")]
+    if graph.process_cpu_pct is not None:
+        out.append(("process CPU over the window", f"{graph.process_cpu_pct:.1f}% of one core"))
+    return out
+
+
+def _chain(ctx: Context, graph: WaitGraph) -> Finding | None:
+    chain = graph.chain
+    if not chain or chain[0].edge is None:
+        return None
+    first = chain[0].edge
+    root = chain[-1]
+    if root.edge is not None and root.edge.kind in (WAIT_GPU, WAIT_SLEEP):
+        return None
+    if len(chain) == 1 and (first.kind not in (WAIT_CHILD, WAIT_IO, WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN)
+                            or first.share < CHAIN_LEAF_SHARE):
+        return None
+    if not _beyond_stages(ctx, graph):
+        return None
+    severity = Severity.WARNING if first.share >= SLOW_SHARE else Severity.INFO
+    start = chain[0]
+    verb = "loses" if len(start.threads) == 1 else "lose"
+    claim = f"{threads_text(list(start.threads))} {verb} {pct(first.share)} of its time waiting: {graph.chain_text()}"
+    if len(start.threads) > 1:
+        claim = claim.replace(" of its time", " of their time", 1)
+    evidence: list[tuple[str, str]] = [("path (root last)", graph.chain_text())]
+    for hop in chain:
+        label = ", ".join(hop.threads[:3])
+        evidence.append((label, edge_text(hop.edge) if hop.edge is not None else f"computes: {hop.hot or '?'}"))
+    return Finding(rule_id="wait-chain", severity=severity, claim=claim, evidence=tuple(evidence),
+                   remedy=_chain_remedy(graph), impact=first.share, kind=SYMPTOM,
+                   # Where throughput is lost: a cause that slows those threads (the GIL hog) explains the path.
+                   stages=tuple(sorted({_stage_of(graph, t) for t in start.threads})))
+
+
+def _stage_of(graph: WaitGraph, name: str) -> str:
+    return next((n.stage for n in graph.threads if n.name == name), "other")
+
+
+def _beyond_stages(ctx: Context, graph: WaitGraph) -> bool:
+    """The chain says more than the two-stage verdict: it starts or ends outside the stages, or is longer than
+    consumer <- producer."""
+    chain = graph.chain
+    start_stages = {_stage_of(graph, t) for t in chain[0].threads}
+    root_stages = {_stage_of(graph, t) for t in chain[-1].threads}
+    if len(chain) >= 3:
+        return True
+    if len(chain) == 2 and start_stages == {"drafter"} and root_stages == {"target"}:
+        return False
+    if len(chain) == 1 and start_stages <= {"drafter", "target"} and chain[0].edge is not None \
+            and chain[0].edge.kind == WAIT_IO:
+        return False  # a stage waiting on a socket: the stage verdict says where
+    return True
+
+
+def _chain_remedy(graph: WaitGraph) -> str:
+    root = graph.chain[-1]
+    who = ", ".join(root.threads[:3])
+    if root.edge is None:
+        return (f"Speed up {who} where it spends its time ({root.hot or 'its hottest functions'}), or run more of "
+                "it in parallel (more threads or worker processes, or move it out of the GIL: a C/vectorised path); "
+                "the threads upstream in the path only wait for it.")
+    kind = root.edge.kind
+    if kind == WAIT_CHILD:
+        return (f"{who} waits on a child process: speed up the child's work, run more workers, or overlap the "
+                "request with training (submit the next one before waiting on this one).")
+    if kind == WAIT_IO:
+        return f"{who} waits on I/O: prefetch, read in parallel, or use a faster source."
+    return (f"{who} waits at {root.edge.site or 'the line above'}: find what should end that wait and why it is "
+            "slow; give the wait a timeout so a stuck peer is noticed.")

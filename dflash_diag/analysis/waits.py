@@ -1,0 +1,395 @@
+"""The wait-for graph: what every thread computes or waits on, who is at the other end, and the path from the
+threads that lose throughput to the root. Pure.
+
+Each sample of each thread is either work (python, native, compile, checkpoint recompute) or a wait, and a wait
+is an edge to what it waits for:
+
+- a queue's ``get`` -> the threads that put into that queue; its ``put`` -> the threads that get from it (queue
+  names come from the program's line, ``self.batches.get()`` is ``batches``, and from the calls in each thread's
+  functions on disk: ``analysis.stages``);
+- a lock (a ``with X:`` or ``X.acquire()`` line the thread is parked on) -> the threads whose code holds ``X``
+  (their frames sit inside a ``with X:`` block on disk: ``sources.outside``);
+- the GIL -> the thread that held it in the same dump;
+- a condition, an event, a join, the GPU, a socket or pipe, a child process, a sleep: edges that end outside
+  what the stacks can follow, named with the line where the thread waits.
+
+The chain starts at the threads that train (their stacks run autograd's backward or an optimizer step; else
+the consumer stage; else the main thread) and follows their largest wait while it costs them at least
+``CHAIN_WAIT_SHARE`` of their time, until it reaches threads that compute (the root: where their time goes) or a
+wait that leaves the process. Progress (anything computing, a stack that moves, CPU time, a step counter) and
+lock cycles make hangs and deadlocks claims with evidence rather than guesses.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dflash_diag.analysis.findings._context import Context, user_frames
+from dflash_diag.analysis.hotspots import hot_functions, spots_text
+from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
+from dflash_diag.model import Frame, ThreadSample, ThreadState, ThreadStats
+from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.waits import (
+    FOLLOWED,
+    WAIT_CHILD,
+    WAIT_CONDITION,
+    WAIT_GIL,
+    WAIT_GPU,
+    WAIT_IO,
+    WAIT_JOIN,
+    WAIT_LOCK,
+    WAIT_OTHER,
+    WAIT_QUEUE_GET,
+    WAIT_QUEUE_PUT,
+    WAIT_SLEEP,
+    ChainHop,
+    ThreadWaits,
+    WaitEdge,
+    WaitGraph,
+)
+
+MIN_SAMPLES = 3  # a thread seen fewer times says nothing about its waits
+CHAIN_WAIT_SHARE = 0.30  # a wait that costs a thread this share of its time is worth following
+EDGE_MIN_SHARE = 0.05  # smaller waits are not listed
+WORK_SHARE = 0.10  # a thread computing in this share of its samples is making progress
+IDLE_CPU_PCT = 3.0  # below this share of one core over the window, the process did no work
+MAX_HOPS = 6
+_TOOL_THREADS = ("dflash-diag-",)
+_WORK = frozenset({ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT})
+_CONDITION_WAITS = {"Condition.wait": "a Condition", "Condition.wait_for": "a Condition", "Event.wait": "an Event",
+                    "Semaphore.acquire": "a Semaphore", "BoundedSemaphore.acquire": "a Semaphore",
+                    "Barrier.wait": "a Barrier", "Barrier._wait": "a Barrier"}
+# The main thread parks in threading._shutdown when the program's code is done and its threads are not.
+_JOIN_WAITS = {"Thread.join", "Thread._wait_for_tstate_lock", "_wait_for_tstate_lock", "_shutdown"}
+_CHILD_FILES = ("multiprocessing/pool.py", "multiprocessing/connection.py", "multiprocessing/popen_fork.py",
+                "multiprocessing/popen_spawn_posix.py", "multiprocessing/queues.py", "concurrent/futures/process.py",
+                "subprocess.py", "multiprocessing/managers.py")
+_IO_FILES = ("socket.py", "selectors.py", "ssl.py", "asyncio/", "http/client.py", "urllib/", "requests/", "urllib3/")
+_TRAINING_FILES = ("torch/autograd/__init__.py", "torch/_tensor.py", "torch/optim/")
+_TRAINING_NAMES = ("backward", "step", "_single_tensor_adamw", "_multi_tensor_adamw", "adamw", "adam", "sgd")
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    t_s: float
+    thread: ThreadSample
+    state: ThreadState
+    gil_holder: str | None  # the thread holding the GIL in the same dump
+
+
+def build(ctx: Context) -> WaitGraph:
+    """The wait-for graph of ``ctx``'s window."""
+    rows = _rows(ctx)
+    stats = {t.name: t for t in ctx.threads}
+    uses = _queue_uses(ctx, rows)
+    nodes = [_node(ctx, name, rs, stats.get(name)) for name, rs in rows.items()
+             if len(rs) >= MIN_SAMPLES and not name.startswith(_TOOL_THREADS)]
+    nodes = [_linked(n, nodes, uses) for n in nodes]
+    cpu = process_cpu_pct(ctx)
+    progress = _progress(ctx, nodes, cpu)
+    note = "" if nodes else f"no thread has {MIN_SAMPLES} samples in the window"
+    return WaitGraph(threads=tuple(sorted(nodes, key=lambda n: (-n.computing_share, n.name))),
+                     chain=_chain(ctx, nodes, rows), progress=progress, process_cpu_pct=cpu,
+                     cycle=_lock_cycle(nodes), note=note)
+
+
+# --- rows -------------------------------------------------------------------------------------------------------
+
+
+def _rows(ctx: Context) -> dict[str, list[_Row]]:
+    """Every thread's samples with their states and the GIL holder of the same dump, in time order, by name."""
+    by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
+    by_name = {t.name: t for t in ctx.threads if t.os_thread_id is None}
+    cursor: dict[str, int] = {}
+    out: dict[str, list[_Row]] = {}
+    for sample in sorted(ctx.obs.stacks, key=lambda s: s.monotonic_s):
+        holder_thread = next((t for t in sample.threads if t.owns_gil), None)
+        holder = _stats_of(holder_thread, by_tid, by_name) if holder_thread is not None else None
+        for thread in sample.threads:
+            stats = _stats_of(thread, by_tid, by_name)
+            if stats is None:
+                continue
+            i = cursor.get(stats.name, 0)
+            if i < len(stats.timeline):
+                out.setdefault(stats.name, []).append(
+                    _Row(sample.monotonic_s, thread, stats.timeline[i], holder.name if holder is not None else None))
+                cursor[stats.name] = i + 1
+    return out
+
+
+def _stats_of(thread: ThreadSample, by_tid: Mapping[int, ThreadStats],
+              by_name: Mapping[str, ThreadStats]) -> ThreadStats | None:
+    if thread.os_thread_id is not None:
+        return by_tid.get(thread.os_thread_id)
+    return by_name.get(thread.name or "")
+
+
+# --- what one sample waits on --------------------------------------------------------------------------------
+
+
+def _site(frame: Frame | None) -> str:
+    if frame is None:
+        return ""
+    return f"{frame.short_filename}:{frame.line} ({frame.name})" if frame.line else f"{frame.short_filename} ({frame.name})"
+
+
+def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:
+    """(kind, target, site) of what the sample waits on; None when it works."""
+    state = row.state
+    if state in _WORK:
+        return None
+    thread = row.thread
+    own = user_frames(thread)
+    site = _site(own[0]) if own else ""
+    if state is ThreadState.GIL_WAIT:
+        return WAIT_GIL, row.gil_holder or "", site
+    if state is ThreadState.GPU_WAIT:
+        return WAIT_GPU, "the GPU", site
+    if state in (ThreadState.QUEUE_GET, ThreadState.QUEUE_PUT):
+        kind = WAIT_QUEUE_GET if state is ThreadState.QUEUE_GET else WAIT_QUEUE_PUT
+        return kind, _queue_at(ctx, own[0]) if own else "", site
+    return _idle_wait(ctx, thread, own, site)
+
+
+def _queue_at(ctx: Context, frame: Frame) -> str:
+    match = QUEUE_CALL.search(ctx.line_text(frame) or "")
+    return queue_name(match.group(1)) if match is not None else ""
+
+
+def _idle_wait(ctx: Context, thread: ThreadSample, own: Sequence[Frame], site: str) -> tuple[str, str, str]:
+    python = [f for f in thread.frames if not f.native]
+    for frame in python:
+        if not is_library_file(frame.filename):
+            break
+        path = frame.filename
+        if path.endswith("threading.py"):
+            if frame.name in _JOIN_WAITS:
+                return WAIT_JOIN, "a thread", site
+            if frame.name in _CONDITION_WAITS:
+                return WAIT_CONDITION, _CONDITION_WAITS[frame.name], site
+        if any(marker in path for marker in _CHILD_FILES):
+            return WAIT_CHILD, "a child process", site
+        if any(marker in path for marker in _IO_FILES):
+            return WAIT_IO, "a socket", site
+    if own:
+        line = ctx.code.get((own[0].filename, own[0].line))
+        if line is not None and line.acquires:
+            return WAIT_LOCK, line.acquires, site
+        text = ctx.line_text(own[0]) or ""
+        if "sleep(" in text:
+            return WAIT_SLEEP, "", site
+        if ".acquire(" in text or text.lstrip().startswith("with "):
+            return WAIT_LOCK, text.strip().removeprefix("with ").rstrip(":")[:60], site
+        if ".join(" in text:
+            return WAIT_JOIN, "a thread", site
+        if ".wait(" in text:
+            return WAIT_CONDITION, "an event", site
+        if any(call in text for call in (".recv(", ".read(", ".readline(", ".accept(", "select(", "input(")):
+            return WAIT_IO, "a read", site
+    return WAIT_OTHER, "", site
+
+
+# --- one thread --------------------------------------------------------------------------------------------
+
+
+def _node(ctx: Context, name: str, rows: list[_Row], stats: ThreadStats | None) -> ThreadWaits:
+    n = len(rows)
+    waits: Counter[tuple[str, str]] = Counter()
+    sites: dict[tuple[str, str], Counter[str]] = {}
+    working = 0
+    for row in rows:
+        found = wait_of(ctx, row)
+        if found is None:
+            working += 1
+            continue
+        kind, target, site = found
+        waits[(kind, target)] += 1
+        sites.setdefault((kind, target), Counter())[site] += 1
+    edges = tuple(WaitEdge(kind=k, target=t, share=c / n, site=sites[(k, t)].most_common(1)[0][0])
+                  for (k, t), c in waits.most_common() if c / n >= EDGE_MIN_SHARE)
+    spots = hot_functions(((r.thread, r.state) for r in rows), n=2)
+    cpu = stats.cpu_pct if stats is not None and isinstance(stats.cpu_pct, float) else None
+    return ThreadWaits(name=name, stage=stats.stage if stats is not None else "other", n_samples=n,
+                       computing_share=working / n, hot=spots_text(spots) if working else "", waits=edges,
+                       cpu_pct=cpu, stack_changed=_moved(rows), holds=_holds(ctx, rows[-1].thread))
+
+
+def _moved(rows: Sequence[_Row]) -> bool:
+    """The thread's innermost Python frame was not the same in every sample."""
+    seen = {next(((f.filename, f.name, f.line) for f in r.thread.frames if not f.native), None) for r in rows}
+    return len(seen) > 1
+
+
+def _holds(ctx: Context, thread: ThreadSample) -> tuple[str, ...]:
+    held: dict[str, None] = {}
+    for frame in user_frames(thread):
+        line = ctx.code.get((frame.filename, frame.line))
+        for lock in line.holds if line is not None else ():
+            held.setdefault(lock, None)
+    return tuple(held)
+
+
+def _queue_uses(ctx: Context, rows: Mapping[str, list[_Row]]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """Thread name -> (queues it puts into, queues it gets from): from its samples and its functions on disk."""
+    code = {(c.filename, c.line): c for c in ctx.obs.code}
+    out = {}
+    for name, rs in rows.items():
+        puts, gets = queue_use_of([(r.thread, r.state) for r in rs], code, ctx.obs)
+        out[name] = (frozenset(puts), frozenset(gets))
+    return out
+
+
+def _linked(node: ThreadWaits, nodes: Sequence[ThreadWaits],
+            uses: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> ThreadWaits:
+    """Fill each edge's far end: producers of a queue it gets from, holders of a lock it wants, the GIL holder."""
+    others = [n for n in nodes if n.name != node.name]
+    linked = []
+    for edge in node.waits:
+        to: tuple[str, ...] = ()
+        if edge.kind in (WAIT_QUEUE_GET, WAIT_QUEUE_PUT):
+            side = 0 if edge.kind == WAIT_QUEUE_GET else 1  # get waits on putters, put on getters
+            named = tuple(n.name for n in others if edge.target and edge.target in uses.get(n.name, ((), ()))[side])
+            # The two sides may name one queue differently (a parameter `out` is the caller's `batches`): any
+            # thread on the other side of some queue, that does not itself wait on this one the same way.
+            to = named or tuple(n.name for n in others if uses.get(n.name, ((), ()))[side]
+                                and not any(e.kind == edge.kind and e.target == edge.target for e in n.waits))
+        elif edge.kind == WAIT_LOCK:
+            to = tuple(n.name for n in others if edge.target in n.holds)
+            if not to:
+                # One lock, two spellings: `a.lock` where the caller holds it, `Registry.lock` (self.lock) inside
+                # the method that waits for it. The attribute's name is what both keep.
+                attr = edge.target.rsplit(".", 1)[-1]
+                to = tuple(n.name for n in others if any(h.rsplit(".", 1)[-1] == attr for h in n.holds))
+        elif edge.kind == WAIT_GIL and edge.target:
+            to = (edge.target,) if edge.target != node.name else ()
+        linked.append(WaitEdge(kind=edge.kind, target=edge.target, share=edge.share, site=edge.site, to_threads=to))
+    return ThreadWaits(name=node.name, stage=node.stage, n_samples=node.n_samples,
+                       computing_share=node.computing_share, hot=node.hot, waits=tuple(linked), cpu_pct=node.cpu_pct,
+                       stack_changed=node.stack_changed, holds=node.holds)
+
+
+# --- progress, cycles ----------------------------------------------------------------------------------------
+
+
+def process_cpu_pct(ctx: Context) -> float | None:
+    """% of one core the whole process used between the first and last /proc readings of the window."""
+    sweeps = [s for s in ctx.obs.proc if s]
+    if len(sweeps) < 2:
+        return None
+    first, last = sweeps[0], sweeps[-1]
+    dt = last[0].monotonic_s - first[0].monotonic_s
+    if dt <= 0.5:
+        return None
+    before = {t.tid: t.run_ns for t in first}
+    used_ns = sum(max(0, t.run_ns - before[t.tid]) for t in last if t.tid in before)
+    return 100.0 * used_ns / 1e9 / dt
+
+
+def _progress(ctx: Context, nodes: Sequence[ThreadWaits], cpu_pct: float | None) -> bool:
+    if any(n.computing_share >= WORK_SHARE or n.stack_changed for n in nodes):
+        return True
+    if cpu_pct is not None and cpu_pct >= IDLE_CPU_PCT:
+        return True
+    first, last = ctx.first_board, ctx.board
+    if first is not None and last is not None and first is not last:
+        a, b = first.session.get("steps"), last.session.get("steps")
+        if isinstance(a, int) and isinstance(b, int) and b > a:
+            return True
+    return False
+
+
+def _lock_cycle(nodes: Sequence[ThreadWaits]) -> tuple[str, ...]:
+    """Threads that each wait (most of the window) for a lock the next one holds, back to the first."""
+    wants = {}
+    for n in nodes:
+        edge = next((e for e in n.waits if e.kind == WAIT_LOCK and e.share >= 0.5 and e.to_threads), None)
+        if edge is not None:
+            wants[n.name] = edge.to_threads
+    for start in sorted(wants):
+        path = [start]
+        while True:
+            nxt = next((t for t in wants.get(path[-1], ()) if t in wants), None)
+            if nxt is None:
+                break
+            if nxt == start:
+                return tuple(path)
+            if nxt in path:
+                break
+            path.append(nxt)
+    return ()
+
+
+# --- the chain ------------------------------------------------------------------------------------------------
+
+
+def _chain(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> tuple[ChainHop, ...]:
+    by_name = {n.name: n for n in nodes}
+    start = start_threads(ctx, nodes, rows)
+    hops: list[ChainHop] = []
+    visited: set[str] = set()
+    group = [by_name[n] for n in start if n in by_name]
+    while group and len(hops) < MAX_HOPS:
+        visited.update(n.name for n in group)
+        edge = _group_wait(group)
+        if edge is None:
+            hops.append(ChainHop(threads=tuple(n.name for n in group), edge=None, hot=_group_hot(ctx, group, rows)))
+            break
+        hops.append(ChainHop(threads=tuple(n.name for n in group), edge=edge))
+        if edge.kind not in FOLLOWED:
+            break
+        group = [by_name[t] for t in edge.to_threads if t in by_name and t not in visited]
+    return tuple(hops)
+
+
+def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> tuple[str, ...]:
+    """The threads that lose throughput when something is slow: those that train (backward, optimizer step),
+    else the consumer stage, else the main thread."""
+    training = tuple(n.name for n in nodes if any(_trains(r.thread) for r in rows.get(n.name, ())))
+    if training:
+        return training
+    consumers = tuple(n.name for n in nodes if n.stage == "drafter")
+    if consumers:
+        return consumers
+    return tuple(n.name for n in nodes if n.name == "MainThread")
+
+
+def _trains(thread: ThreadSample) -> bool:
+    return any(not f.native and f.filename.endswith(_TRAINING_FILES[:2]) and f.name.rsplit(".", 1)[-1] == "backward"
+               or (not f.native and _TRAINING_FILES[2] in f.filename
+                   and f.name.rsplit(".", 1)[-1] in _TRAINING_NAMES) for f in thread.frames)
+
+
+def _group_wait(group: Sequence[ThreadWaits]) -> WaitEdge | None:
+    """The group's largest wait (mean share over its threads), when it costs at least CHAIN_WAIT_SHARE and more
+    than the group computes in that time; its far end is the union of its threads' far ends."""
+    totals: Counter[tuple[str, str]] = Counter()
+    sites: dict[tuple[str, str], str] = {}
+    to: dict[tuple[str, str], dict[str, None]] = {}
+    for n in group:
+        for e in n.waits:
+            key = (e.kind, e.target if e.kind != WAIT_GIL else "")
+            totals[key] += e.share / len(group)
+            sites.setdefault(key, e.site)
+            for t in e.to_threads:
+                to.setdefault(key, {})[t] = None
+    if not totals:
+        return None
+    (kind, target), share = totals.most_common(1)[0]
+    if share < CHAIN_WAIT_SHARE or kind == WAIT_SLEEP:
+        return None
+    holders = tuple(t for t in to.get((kind, target), {}) if t not in {n.name for n in group})
+    if kind == WAIT_GIL:
+        target = ", ".join(holders[:2])
+    return WaitEdge(kind=kind, target=target, share=share, site=sites[(kind, target if kind != WAIT_GIL else "")],
+                    to_threads=holders)
+
+
+def _group_hot(ctx: Context, group: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> str:
+    samples = [(r.thread, r.state) for n in group for r in rows.get(n.name, ())]
+    spots = hot_functions(samples, n=2)
+    return spots_text(spots)
+
+
+__all__ = ["CHAIN_WAIT_SHARE", "build", "process_cpu_pct", "start_threads", "wait_of"]
