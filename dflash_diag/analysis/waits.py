@@ -91,7 +91,7 @@ def build(ctx: Context) -> WaitGraph:
     progress = _progress(ctx, nodes, cpu)
     note = "" if nodes else f"no thread has {MIN_SAMPLES} samples in the window"
     return WaitGraph(threads=tuple(sorted(nodes, key=lambda n: (-n.computing_share, n.name))),
-                     chain=_chain(ctx, nodes, rows), progress=progress, process_cpu_pct=cpu,
+                     chain=_chain(ctx, nodes, rows, uses), progress=progress, process_cpu_pct=cpu,
                      cycle=_lock_cycle(nodes), note=note)
 
 
@@ -324,31 +324,42 @@ def _lock_cycle(nodes: Sequence[ThreadWaits]) -> tuple[str, ...]:
 # --- the chain ------------------------------------------------------------------------------------------------
 
 
-def _chain(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> tuple[ChainHop, ...]:
+def _chain(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],
+           uses: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> tuple[ChainHop, ...]:
     by_name = {n.name: n for n in nodes}
-    start = start_threads(ctx, nodes, rows)
+    start = start_threads(ctx, nodes, rows, uses)
     hops: list[ChainHop] = []
     visited: set[str] = set()
     group = [by_name[n] for n in start if n in by_name]
     while group and len(hops) < MAX_HOPS:
         visited.update(n.name for n in group)
         edge = _group_wait(group)
-        if edge is None:
+        onward = [by_name[t] for t in edge.to_threads if t in by_name and t not in visited] if edge else []
+        if edge is None or (edge.kind in FOLLOWED and not onward and len(hops) > 0):
+            # It computes more than it waits, or it waits only on threads already on the path (a loader blocked
+            # now and then on the full queue it feeds): the root.
             hops.append(ChainHop(threads=tuple(n.name for n in group), edge=None, hot=_group_hot(ctx, group, rows)))
             break
         hops.append(ChainHop(threads=tuple(n.name for n in group), edge=edge))
         if edge.kind not in FOLLOWED:
             break
-        group = [by_name[t] for t in edge.to_threads if t in by_name and t not in visited]
+        group = onward
     return tuple(hops)
 
 
-def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> tuple[str, ...]:
+def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],
+                  uses: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> tuple[str, ...]:
     """The threads that lose throughput when something is slow: those that train (backward, optimizer step),
-    else the consumer stage, else the main thread."""
+    else the pipeline's end (threads that get from a queue and put into none), else the consumer stage, else the
+    main thread."""
     training = tuple(n.name for n in nodes if any(_trains(r.thread) for r in rows.get(n.name, ())))
     if training:
         return training
+    # The end of the pipeline: threads that take from a queue and feed none.
+    sinks = tuple(n.name for n in nodes if any(e.kind == WAIT_QUEUE_GET for e in n.waits)
+                  and not any(e.kind == WAIT_QUEUE_PUT for e in n.waits) and not uses.get(n.name, ((), ()))[0])
+    if sinks:
+        return sinks
     consumers = tuple(n.name for n in nodes if n.stage == "drafter")
     if consumers:
         return consumers
@@ -377,7 +388,8 @@ def _group_wait(group: Sequence[ThreadWaits]) -> WaitEdge | None:
     if not totals:
         return None
     (kind, target), share = totals.most_common(1)[0]
-    if share < CHAIN_WAIT_SHARE or kind == WAIT_SLEEP:
+    computing = sum(n.computing_share for n in group) / len(group)
+    if share < CHAIN_WAIT_SHARE or share < computing or kind == WAIT_SLEEP:
         return None
     holders = tuple(t for t in to.get((kind, target), {}) if t not in {n.name for n in group})
     if kind == WAIT_GIL:

@@ -79,11 +79,16 @@ class WaitGraph:
         parts = []
         for hop in self.chain:
             who = ", ".join(hop.threads[:3]) + (f" and {len(hop.threads) - 3} more" if len(hop.threads) > 3 else "")
-            if hop.edge is not None:
-                parts.append(f"{who} {edge_text(hop.edge)}")
-            else:
-                parts.append(f"{who} {'spends ' + hop.hot if hop.hot else 'computes'}")
+            what = edge_text(hop.edge) if hop.edge is not None else ("spends " + hop.hot if hop.hot else "computes")
+            parts.append(f"{who} {_plural(what) if len(hop.threads) > 1 else what}")
         return " <- ".join(parts)
+
+
+def _plural(verb_phrase: str) -> str:
+    """``waits on ...`` -> ``wait on ...`` for a group of threads."""
+    first, _, rest = verb_phrase.partition(" ")
+    verb = {"waits": "wait", "spends": "spend", "computes": "compute", "sleeps": "sleep", "is": "are"}.get(first, first)
+    return f"{verb} {rest}".rstrip()
 
 
 def edge_text(edge: WaitEdge) -> str:

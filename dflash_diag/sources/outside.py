@@ -265,10 +265,24 @@ def _collect_defs(node: ast.AST, prefix: str, out: list[_Def]) -> None:
             _collect_defs(child, prefix, out)
 
 
+def _own_nodes(func: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's own body: a nested def or class is another function's code (a thread target
+    defined inside ``main`` is not something ``main`` calls)."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _queue_calls(func: ast.AST) -> tuple[str, ...]:
     """`receiver.put` / `receiver.get` calls that look like queue calls (a dict's ``get(key)`` does not)."""
     found: dict[str, None] = {}
-    for node in ast.walk(func):
+    for node in _own_nodes(func):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
         method = node.func.attr
