@@ -36,7 +36,7 @@ def frame_of(
         analysis.findings if not isinstance(analysis.pipeline, NA) else NA("no pipeline view to judge"))
     frame = build_frame(obs, analysis.threads, analysis.pipeline, findings, wall_s=wall_s, rate_hz=rate_hz,
                         native=native, extra_warnings=analysis.errors)
-    return replace(frame, headline=analysis.headline)
+    return replace(frame, headline=analysis.headline, waits=analysis.waits)
 
 
 def collect_frame(pid: int, duration_s: float, config: SamplerConfig, patterns: StagePatterns) -> TopFrame:

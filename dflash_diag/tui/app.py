@@ -38,6 +38,7 @@ from dflash_diag.tui.widgets import (
     sort_key,
 )
 from dflash_diag.view.frame import TopFrame, stats_key
+from dflash_diag.view.waits import waits_lines
 
 # The rates +/- step through: low enough by default to be invisible to the trainer, high for short bursts.
 RATE_STEPS_HZ: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
@@ -178,6 +179,7 @@ class TopApp(App[int]):
         Binding("4", "show_tab('tab-probes')", "Probes", show=False),
         Binding("5", "show_tab('tab-findings')", "Findings", show=False),
         Binding("6", "show_tab('tab-history')", "History", show=False),
+        Binding("7", "show_tab('tab-waits')", "Waits", show=False),
     ]
 
     def __init__(
@@ -232,6 +234,8 @@ class TopApp(App[int]):
                 yield Static(id="findings")
             with TabPane("History", id="tab-history"):
                 yield HistoryPane(id="history")
+            with TabPane("Waits", id="tab-waits"):
+                yield Static(id="waits")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -351,6 +355,7 @@ class TopApp(App[int]):
         for probes in self.query(ProbesPane):
             probes.show(frame)
         self.query_one("#findings", Static).update(_findings_text(frame))
+        self.query_one("#waits", Static).update(Text("\n".join(waits_lines(frame.waits))))
         self.query_one(HistoryPane).show(frame)
 
     # ----- selection -----

@@ -25,6 +25,7 @@ from dflash_diag.model import (
     StackSample,
     ThreadStats,
 )
+from dflash_diag.model.waits import WaitGraph
 from dflash_diag.view.history import EMPTY_HISTORY, History
 
 
@@ -54,6 +55,7 @@ class TopFrame:
     # tok/s, queue depth and GPU utilisation over the last minutes, folded in by the live source (view/history.py)
     history: History = EMPTY_HISTORY
     headline: Headline | None = None  # the analysis' one sentence: the symptom and its cause
+    waits: Maybe[WaitGraph] = NA("not analysed yet")  # the wait-for graph (the Waits tab)
 
 
 def thread_key(name: str | None, os_thread_id: int | None) -> str:

@@ -18,6 +18,7 @@ from dflash_diag.view.text import (
     rate_note,
     top_frame_text,
 )
+from dflash_diag.view.waits import waits_json, waits_lines
 
 JSON_SCHEMA = "dflash-diag.top/1"
 
@@ -177,6 +178,7 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
         "gpus": gpus,
         "probes": probes,
         "findings": findings,
+        "waits": waits_json(frame.waits),
         "warnings": list(frame.warnings),
     }
 
@@ -248,6 +250,7 @@ def frame_to_text(frame: TopFrame) -> str:
         for f in frame.findings:
             out.append(f"  [{f.severity.label}] {f.claim} ({f.rule_id})")
             out.append(f"      fix: {f.remedy}")
+    out += ["", "WAITS"] + [f"  {line}" for line in waits_lines(frame.waits)]
     for warning in frame.warnings:
         out.append(f"warning: {warning}")
     return "\n".join(out) + "\n"

@@ -427,3 +427,27 @@ def test_ctrl_c_and_q_quit_even_from_the_filter_box(key: str) -> None:
 
     app = run(body)
     assert app.return_code == 0  # None when the app was only torn down by the test harness
+
+
+def test_the_waits_tab_shows_the_path_to_the_root_and_each_thread() -> None:
+    from dflash_diag.model.waits import WAIT_QUEUE_GET, ChainHop, ThreadWaits, WaitEdge, WaitGraph
+
+    edge = WaitEdge(kind=WAIT_QUEUE_GET, target="feats", share=0.82, site="fit.py:40 (fit)", to_threads=("loader",))
+    graph = WaitGraph(
+        threads=(ThreadWaits(name="loader", stage="other", n_samples=50, computing_share=0.91,
+                             hot="decode (data.py:33) 91%", waits=(), cpu_pct=97.0, stack_changed=True),
+                 ThreadWaits(name="trainer", stage="drafter", n_samples=50, computing_share=0.1, hot="", waits=(edge,),
+                             cpu_pct=5.0, stack_changed=True, holds=("Trainer._lock",))),
+        chain=(ChainHop(threads=("trainer",), edge=edge), ChainHop(threads=("loader",), edge=None,
+                                                                  hot="decode (data.py:33) 91%")),
+        progress=True, process_cpu_pct=102.0)
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        await pilot.press("7")
+        await pilot.pause()
+        assert app.query_one("#detail", TabbedContent).active == "tab-waits"
+        text = screen_text(app)
+        assert "trainer waits on `feats` (get, empty) 82% at fit.py:40 (fit) <- loader spends decode" in text
+        assert "holds Trainer._lock" in text
+
+    run(body, frame=make_frame(waits=graph), size=(160, 48))

@@ -12,7 +12,7 @@ from dflash_diag.view.report import JSON_SCHEMA, frame_to_json, frame_to_text
 
 TOP_KEYS = {
     "schema", "pid", "cmdline", "wall_time_s", "window_s", "rate_hz", "rate_requested_hz", "rate_reason", "native", "samples", "process_alive",
-    "states", "threads", "stages", "pipeline", "gpus", "probes", "findings", "warnings",
+    "states", "threads", "stages", "pipeline", "gpus", "probes", "findings", "waits", "warnings",
 }  # fmt: skip
 
 
@@ -28,6 +28,7 @@ def test_json_keys_are_stable_and_strict_json() -> None:
     assert doc["pipeline"]["bottleneck"] == "drafter" and doc["stages"]["target"]["tokens_per_s"] == 21_500.0
     assert doc["probes"]["board_age_s"] == 42.0
     assert doc["findings"]["items"][0]["rule_id"] == "stale-code"
+    assert doc["waits"]["schema"] == "dflash-diag.waits/1" and doc["waits"]["status"] in ("ok", "na")
 
 
 def test_na_sections_say_why() -> None:
