@@ -50,6 +50,7 @@ class Result:
     healthy_case: bool
     seconds_to_answer: float  # from starting doctor to its answer
     error: str = ""
+    unwanted: tuple[str, ...] = ()  # forbidden rules that doctor named (a hang also called a bottleneck)
     report: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -62,12 +63,13 @@ class Result:
             return False
         if self.healthy_case:
             return not self.warnings
-        return self.all_named and self.headline_ok
+        return self.all_named and self.headline_ok and not self.unwanted
 
     def row(self) -> dict[str, Any]:
         return {"case": self.case, "mode": self.mode, "expected": list(self.expected), "named": list(self.named),
                 "headline": self.headline_rule, "because": list(self.headline_because),
-                "headline_ok": self.headline_ok, "warnings": list(self.warnings), "healthy_case": self.healthy_case,
+                "headline_ok": self.headline_ok, "unwanted": list(self.unwanted), "warnings": list(self.warnings),
+                "healthy_case": self.healthy_case,
                 "ok": self.ok, "seconds_to_answer": round(self.seconds_to_answer, 1), "error": self.error,
                 "headline_text": self.headline_text,
                 # What doctor said, for a run that missed (the table shows only the verdict).
@@ -204,7 +206,7 @@ def score(case: Case, mode: str, report: dict[str, Any], seconds: float) -> Resu
     return Result(case=case.name, mode=mode, expected=tuple(sorted(expect.rules)),
                   named=tuple(sorted(expect.rules & found)), headline_rule=rule, headline_because=because,
                   headline_text=text, headline_ok=headline_ok, warnings=warnings, healthy_case=case.healthy,
-                  seconds_to_answer=seconds, report=report)
+                  seconds_to_answer=seconds, report=report, unwanted=tuple(sorted(expect.forbid & found)))
 
 
 def _failed(case: Case, mode: str, error: str) -> Result:

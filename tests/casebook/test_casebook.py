@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import CASES, Case
-from harness import MODES, TIME_TO_NAME_S, Result, run_all, run_case
+from harness import MODES, TIME_TO_NAME_S, Result, run_all, run_case, score
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CPU_CASES = [c for c in CASES if not c.gpu]
@@ -54,6 +54,7 @@ def test_case(results: dict[tuple[str, str], Result], case: Case, mode: str) -> 
         return
     assert r.all_named, f"expected {r.expected}, named {r.named}; headline: {r.headline_text}"
     assert r.headline_ok, f"headline {r.headline_rule} because {r.headline_because}: {r.headline_text}"
+    assert not r.unwanted, f"named {r.unwanted}, which this case forbids: {r.headline_text}"
 
 
 @pytest.mark.parametrize("name", ["warmup_compile", "hang_dead_consumers", "gil_hog_side_thread"])
@@ -75,3 +76,15 @@ def test_casebook_covers_the_five_misses_and_enough_programs() -> None:
         for path in (programs / c.program).rglob("*.py"):
             text = path.read_text()
             assert "reference_trainer" not in text and "dflash_diag" not in text and "import probes" not in text, path
+
+
+def test_a_forbidden_rule_fails_a_case_whose_headline_is_right() -> None:
+    """A hang whose report also calls a stage the bottleneck is a wrong answer (hang_report_consistency)."""
+    case = next(c for c in CASES if c.name == "hang_report_consistency")
+    headline = {"rule_id": "pipeline-hang", "because": [], "text": "learner blocked in _await_release (x.py:28)"}
+    hang = {"rule_id": "pipeline-hang", "severity": "critical"}
+    also_slow = {"rule_id": "pipeline-bottleneck-target", "severity": "info"}
+    clean = score(case, "outside", {"findings": [hang], "headline": headline}, 1.0)
+    mixed = score(case, "outside", {"findings": [hang, also_slow], "headline": headline}, 1.0)
+    assert clean.ok and clean.unwanted == ()
+    assert mixed.headline_ok and not mixed.ok and mixed.unwanted == ("pipeline-bottleneck-target",)

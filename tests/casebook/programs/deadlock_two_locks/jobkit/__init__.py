@@ -1,0 +1,1 @@
+"""jobkit: the small pieces our training jobs share (a metrics registry, a background checkpointer)."""

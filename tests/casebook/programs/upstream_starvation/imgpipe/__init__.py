@@ -1,0 +1,1 @@
+"""imgpipe: ingest -> featurize -> fit, three stages joined by bounded queues."""
