@@ -22,6 +22,7 @@ lock cycles make hangs and deadlocks claims with evidence rather than guesses.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ CHAIN_WAIT_SHARE = 0.30  # a wait that costs a thread this share of its time is 
 EDGE_MIN_SHARE = 0.05  # smaller waits are not listed
 WORK_SHARE = 0.10  # a thread computing in this share of its samples is making progress
 IDLE_CPU_PCT = 3.0  # below this share of one core over the window, the process did no work
+THREAD_RUNS_PCT = 0.2  # a thread that used 2 ms a second ran: it is not blocked for good
 MAX_HOPS = 6
 _TOOL_THREADS = ("dflash-diag-",)
 _WORK = frozenset({ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT})
@@ -160,6 +162,11 @@ def _queue_at(ctx: Context, frame: Frame) -> str:
 
 def _idle_wait(ctx: Context, thread: ThreadSample, own: Sequence[Frame], site: str) -> tuple[str, str, str]:
     python = [f for f in thread.frames if not f.native]
+    library = list(itertools.takewhile(lambda f: is_library_file(f.filename), python))
+    # A pool's apply() parks in threading's Condition.wait: what it waits for is the child, not the condition.
+    if any(marker in f.filename for f in library for marker in _CHILD_FILES):
+        call = (ctx.line_text(own[0]) or "").strip() if own else ""
+        return WAIT_CHILD, f"a child process (`{call[:80]}`)" if call else "a child process", site
     for frame in python:
         if not is_library_file(frame.filename):
             break
@@ -169,8 +176,6 @@ def _idle_wait(ctx: Context, thread: ThreadSample, own: Sequence[Frame], site: s
                 return WAIT_JOIN, "a thread", site
             if frame.name in _CONDITION_WAITS:
                 return WAIT_CONDITION, _CONDITION_WAITS[frame.name], site
-        if any(marker in path for marker in _CHILD_FILES):
-            return WAIT_CHILD, "a child process", site
         if any(marker in path for marker in _IO_FILES):
             return WAIT_IO, "a socket", site
     if own:
@@ -291,6 +296,10 @@ def _progress(ctx: Context, nodes: Sequence[ThreadWaits], cpu_pct: float | None)
     if any(n.computing_share >= WORK_SHARE or n.stack_changed for n in nodes):
         return True
     if cpu_pct is not None and cpu_pct >= IDLE_CPU_PCT:
+        return True
+    # A thread blocked for good runs not at all; one whose few milliseconds of work land in no sample (a consumer
+    # of a slow socket) still runs a little: the kernel's count says so where the samples cannot.
+    if any(n.cpu_pct is not None and n.cpu_pct >= THREAD_RUNS_PCT for n in nodes):
         return True
     first, last = ctx.first_board, ctx.board
     if first is not None and last is not None and first is not last:

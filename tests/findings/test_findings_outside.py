@@ -298,7 +298,7 @@ def test_a_side_thread_holding_the_gil_most_of_the_time_is_named_even_on_a_busy_
                                             ThreadState.GIL_WAIT: 0.1, ThreadState.QUEUE_GET: 0.1}, tid=42, n=20)
     f = _run(observation(), (hog, stage))["gil-contention"]
     assert f.claim.startswith("GIL contention: telemetry (not a pipeline stage) holds the GIL 95% of the time")
-    assert f.claim.endswith("fit get it only in what is left") and f.stages == ("drafter",)
+    assert f.claim.endswith("fit gets it only in what is left") and f.stages == ("drafter",)
     # The same share held by a pipeline thread, with no side thread, is that stage's own Python: no finding.
     own = replace(hog, name="fit-0", stage="drafter")
     assert "gil-contention" not in _run(observation(), (own, replace(stage, shares={ThreadState.NATIVE: 1.0})))

@@ -54,10 +54,15 @@ def check(ctx: Context) -> Iterator[Finding]:
     heavy_waiters = [(t, s) for t, s in waiters if lower_bound(s, t.n_samples) >= THREAD_WAIT_SHARE]
     # A side thread that holds the GIL most of the time leaves the stages' Python threads the rest, however the
     # machine schedules them (on an oversubscribed machine their waits also look like CPU waits).
-    monopolies = [t for t in sampled if t.stage == "other" and (
+    # Without stages, the threads that train (the wait-for graph's start: autograd's backward, an optimizer step)
+    # want the GIL between every op they launch.
+    training = set(ctx.waits.chain[0].threads) if ctx.waits.chain else set()
+    monopolies = [t for t in sampled if t.stage == "other" and t.name not in training and (
         lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= MONOPOLY_SHARE or _burns_python(t))]
     wanting = [t for t in sampled if t.stage in ("target", "drafter")
                and t.shares.get(ThreadState.PYTHON, 0.0) + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= WANTS_PYTHON_SHARE]
+    if not any(t.stage in ("target", "drafter") for t in sampled):
+        wanting = [t for t in sampled if t.name in training]
     monopoly = monopolies[0] if monopolies and wanting else None
     if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters and monopoly is None:
         return
@@ -97,7 +102,8 @@ def check(ctx: Context) -> Iterator[Finding]:
     hog = monopoly or (holders[0] if holders else None)
     if only_monopoly and monopoly is not None:
         claim = (f"GIL contention: {monopoly.name} (not a pipeline stage) holds the GIL {monopoly.gil_held_pct:.0f}% "
-                 f"of the time{_where(ctx, monopoly)}: {waiting} get it only in what is left")
+                 f"of the time{_where(ctx, monopoly)}: {waiting} {'gets' if len(heavy_waiters) == 1 else 'get'} it "
+                 "only in what is left")
     elif hog is not None and waiting:
         role = "" if hog.stage in ("target", "drafter") else " (not a pipeline stage)"
         claim = (f"GIL contention: {hog.name}{role} holds the GIL {hog.gil_held_pct:.0f}% of the time{_where(ctx, hog)} "

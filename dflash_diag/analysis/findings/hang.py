@@ -19,6 +19,7 @@ from typing import Any
 from dflash_contract.board import ProbeName, ThreadsKeys
 from dflash_diag.analysis.findings._context import Context, items, num, text, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.waits import process_cpu_pct
 from dflash_diag.model import Finding, Severity, ThreadState
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 
@@ -47,6 +48,11 @@ def check(ctx: Context) -> Iterator[Finding]:
         yield _died(ctx, deaths, hung=hang is not None)
 
 
+def hung_on_queue(ctx: Context) -> bool:
+    """Whether this window is the hang this rule names (threads parked on a queue nobody serves)."""
+    return _hang(ctx, []) is not None
+
+
 def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
     obs = ctx.obs
     if len(obs.stacks) < MIN_SAMPLES or obs.window_s < MIN_WINDOW_S or not obs.process_alive:
@@ -68,7 +74,7 @@ def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
         blocked_get = []
     if not blocked_put and not blocked_get:
         return None
-    cpu_pct = _process_cpu_pct(ctx)
+    cpu_pct = process_cpu_pct(ctx)
     if cpu_pct is not None and cpu_pct >= IDLE_CPU_PCT:
         return None
     queue = ctx.assignment.queue
@@ -176,17 +182,3 @@ def _death_text(ctx: Context, death: Mapping[str, Any]) -> str:
 def _short_where(where: str) -> str:
     path, sep, rest = where.partition(":")
     return f"{path.rsplit('/', 1)[-1]}{sep}{rest}" if sep else where
-
-
-def _process_cpu_pct(ctx: Context) -> float | None:
-    """% of one core the whole process used between the first and last /proc readings of the window."""
-    sweeps = [s for s in ctx.obs.proc if s]
-    if len(sweeps) < 2:
-        return None
-    first, last = sweeps[0], sweeps[-1]
-    dt = last[0].monotonic_s - first[0].monotonic_s
-    if dt <= 0.5:
-        return None
-    before = {t.tid: t.run_ns for t in first}
-    used_ns = sum(max(0, t.run_ns - before[t.tid]) for t in last if t.tid in before)
-    return 100.0 * used_ns / 1e9 / dt

@@ -64,14 +64,19 @@ def check(ctx: Context) -> Iterator[Finding]:
     if len(obs.stacks) < MIN_SAMPLES or not obs.process_alive:
         return
     graph = ctx.waits
-    stopped = obs.window_s >= MIN_WINDOW_S and not graph.progress
+    # "Nothing moved" is a claim about CPU time too: without /proc readings (a recording, an unreadable /proc) a
+    # consumer whose 2 ms steps land in no sample looks stopped. Only a lock cycle is claimed without them.
+    stopped = obs.window_s >= MIN_WINDOW_S and not graph.progress and graph.process_cpu_pct is not None
     deadlock = _deadlock(ctx, graph, stopped)
+    stall = _stalled(ctx, graph) if stopped and deadlock is None else None
     if deadlock is not None:
         yield deadlock
-    elif stopped:
-        stall = _stalled(ctx, graph)
-        if stall is not None:
-            yield stall
+    elif stall is not None:
+        yield stall
+    elif stopped and stall is None and not _queue_hang(ctx):
+        chain = _stopped_chain(ctx, graph)
+        if chain is not None:
+            yield chain
     if deadlock is None and not stopped:
         chain = _chain(ctx, graph)
         if chain is not None:
@@ -93,19 +98,25 @@ def _deadlock(ctx: Context, graph: WaitGraph, stopped: bool) -> Finding | None:
         involved = [n for n in graph.threads if _parked(n, frozenset({WAIT_LOCK}))]
         if not stopped or not involved:
             return None
-        claim = (f"{threads_text([n.name for n in involved])} are deadlocked: nothing in the process moved for the "
+        claim = (f"{threads_text([n.name for n in involved])} {'is' if len(involved) == 1 else 'are'} deadlocked: nothing in the process moved for the "
                  f"{ctx.obs.window_s:.1f} s window and they waited on a lock all of it: "
-                 + "; ".join(_lock_text(n) for n in involved))
-    evidence = [(n.name, _lock_text(n)) for n in involved]
+                 + "; ".join(_lock_text(n, graph) for n in involved))
+    evidence = [(n.name, _lock_text(n, graph)) for n in involved]
     evidence += _progress_evidence(ctx, graph)
     return Finding(rule_id="deadlock", severity=Severity.CRITICAL, claim=claim, evidence=tuple(evidence),
                    remedy=_DEADLOCK_REMEDY, impact=1.0, kind=CAUSE)
 
 
-def _lock_text(n: ThreadWaits) -> str:
+def _lock_text(n: ThreadWaits, graph: WaitGraph | None = None) -> str:
+    """``A waits for lock `L` 100% at f.py:9 (g), held by B[, which waits on a Condition 100% at ...]``."""
     edge = n.waits[0]
     holder = f", held by {threads_text(list(edge.to_threads))}" if edge.to_threads else ""
     held = f" while holding `{'`, `'.join(n.holds)}`" if n.holds else ""
+    by_name = {t.name: t for t in graph.threads} if graph is not None else {}
+    for name in edge.to_threads[:2]:
+        other = by_name.get(name)
+        if other is not None and other.waits and other.waits[0].kind != WAIT_LOCK:
+            holder += f" (which {edge_text(other.waits[0])})"
     return f"{n.name} {edge_text(edge)}{holder}{held}"
 
 
@@ -162,6 +173,31 @@ def _chain(ctx: Context, graph: WaitGraph) -> Finding | None:
                    remedy=_chain_remedy(graph), impact=first.share, kind=SYMPTOM,
                    # Where throughput is lost: a cause that slows those threads (the GIL hog) explains the path.
                    stages=tuple(sorted({_stage_of(graph, t) for t in start.threads})))
+
+
+def _queue_hang(ctx: Context) -> bool:
+    """The hang rule's case (threads parked on a queue whose other side is gone): it says it, with the deaths."""
+    from dflash_diag.analysis.findings.hang import hung_on_queue
+
+    return hung_on_queue(ctx)
+
+
+def _stopped_chain(ctx: Context, graph: WaitGraph) -> Finding | None:
+    """Nothing moved, and the threads that should train wait on something outside (a pipe, a socket, a child):
+    the path says where the run is stuck. Critical: the window saw no progress at all."""
+    chain = graph.chain
+    if not chain or chain[0].edge is None or chain[-1].edge is None:
+        return None
+    if chain[-1].edge.kind in (WAIT_GPU, WAIT_SLEEP) or chain[0].edge.share < PARKED_SHARE:
+        return None
+    waiting = [n for n in graph.threads if n.name not in {t for hop in chain for t in hop.threads}]
+    others = "; ".join(f"{n.name} {edge_text(n.waits[0])}" for n in waiting[:3] if n.waits)
+    claim = (f"the run does not move: nothing in the process progressed in the {ctx.obs.window_s:.1f} s window, "
+             f"and {graph.chain_text()}" + (f" (meanwhile {others})" if others else ""))
+    evidence = [("path (root last)", graph.chain_text())] + _progress_evidence(ctx, graph)
+    return Finding(rule_id="wait-chain", severity=Severity.CRITICAL, claim=claim, evidence=tuple(evidence),
+                   remedy=_chain_remedy(graph), impact=1.0, kind=SYMPTOM,
+                   stages=tuple(sorted({_stage_of(graph, t) for t in chain[0].threads})))
 
 
 def _stage_of(graph: WaitGraph, name: str) -> str:
