@@ -1,6 +1,7 @@
 # The two commands a fresh machine needs:
 #   make run   - the reference DFlash trainer (tiny preset on CPU, a real preset on GPU) under `dflash-diag top`
-#   make test  - the whole test suite
+#   make test  - the whole test suite (what CI runs)
+# For the edit-test loop: `make test-fast` (no subprocess programs, no sampling windows) and `make casebook`.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 RUN_ARGS ?=
 
-.PHONY: setup debugger run test lint bench-cpu clean
+.PHONY: setup debugger run test test-fast casebook lint bench-cpu clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,6 +43,14 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# Unit and in-process tests only: what an edit breaks, in a few minutes on 2 cores.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10
+
+# The casebook alone: every CPU program, attached from outside and under probes (CI runs it inside `make test`).
+casebook: setup
+	$(BIN)/python -m pytest -q tests/casebook
 
 lint: setup
 	$(BIN)/ruff check dflash_diag dflash_contract probes reference_trainer tests bench

@@ -351,9 +351,27 @@ def _chain(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_
             break
         hops.append(ChainHop(threads=tuple(n.name for n in group), edge=edge))
         if edge.kind not in FOLLOWED:
+            child = _children_hop(ctx) if edge.kind == WAIT_CHILD else None
+            if child is not None:
+                hops.append(child)
             break
         group = onward
     return tuple(hops)
+
+
+def _children_hop(ctx: Context) -> ChainHop | None:
+    """The root behind a wait on a child process: where the sampled children spend their working samples."""
+    from dflash_diag.analysis.classify import explain
+
+    samples = ctx.obs.children
+    if not samples:
+        return None
+    rows = [(thread, explain(thread).state) for sample in samples for thread in sample.threads]
+    spots = hot_functions(rows, n=2)
+    pids = tuple(dict.fromkeys(f"child process {s.pid}" for s in samples))
+    if not spots:
+        return ChainHop(threads=pids, edge=WaitEdge(kind=WAIT_OTHER, target="", share=1.0, site=""))
+    return ChainHop(threads=pids, edge=None, hot=spots_text(spots))
 
 
 def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],

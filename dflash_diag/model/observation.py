@@ -35,6 +35,8 @@ class Observation:
     files: tuple[SourceFile, ...] = ()
     # Whole-process readings (RSS, threads, open fds), one per /proc sweep, oldest first: resource trends.
     resources: tuple[ProcessSample, ...] = ()
+    # Stack samples of the process's Python children (workers), oldest first; ``StackSample.pid`` says whose.
+    children: tuple[StackSample, ...] = ()
 
     def line_text(self, filename: str, line: int) -> str | None:
         """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""

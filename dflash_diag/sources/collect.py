@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from dflash_contract import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
-from dflash_diag.model import NA, Board, Observation, ProcThreadSample
+from dflash_diag.model import NA, Board, Observation, ProcThreadSample, StackSample
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
 from dflash_diag.sources.board import read_board
@@ -114,6 +114,10 @@ class _Scheduler:
         self.resource_reader = io.resource_reader if io.resource_reader is not None else (
             lambda p: procfs.read_process(p, clock=io.clock)
         )
+        self.child_lister = io.child_lister if io.child_lister is not None else procfs.python_children
+        self.child_dumper = io.child_dumper if io.child_dumper is not None else self._dump_child
+        self._child_spies: dict[int, PySpy] = {}
+        self._child_turn = 0
         cpus = procfs.allowed_cpus(pid)
         self.allowed_cores = io.cpu_cores or (len(cpus) if cpus else os.cpu_count() or 1)
         self.cpu_reader = io.cpu_reader if io.cpu_reader is not None else default_cpu_reader(cpus, io.clock)
@@ -137,6 +141,7 @@ class _Scheduler:
         self.idle_cores: float | None = None
         self.decision = self.policy.decide(self._rate_inputs(current_hz=0.0))
         self.next_stack_s = self.next_proc_s = self.next_nvml_s = self.next_board_s = io.clock()
+        self.next_child_s = io.clock() + config.child_interval_s / 2  # the process's own first dump goes first
         self._start_ticks: int | None = None
         try:
             self._start_ticks = procfs.process_start_ticks(pid)
@@ -205,7 +210,35 @@ class _Scheduler:
         if now >= self.next_stack_s and self.alive:
             self._dump(first=first)
             self.next_stack_s = max(now + 1.0 / self.decision.rate_hz, self.clock())
-        return min(self.next_stack_s, self.next_proc_s, self.next_board_s, self.next_nvml_s)
+        if now >= self.next_child_s and self.alive:
+            self.sample_children()
+            self.next_child_s = self.clock() + self.config.child_interval_s
+        return min(self.next_stack_s, self.next_proc_s, self.next_board_s, self.next_nvml_s, self.next_child_s)
+
+    def sample_children(self) -> None:
+        """One dump of up to ``max_children`` Python children, in turn; a child that fails or exits is skipped."""
+        children = self.child_lister(self.pid)
+        if not children:
+            return
+        k = self._child_turn % len(children)
+        chosen = (children[k:] + children[:k])[: self.config.max_children]
+        self._child_turn += len(chosen)
+        for child in chosen:
+            try:
+                sample = self.child_dumper(child)
+            except (AttachError, PySpyOutputError):
+                self._child_spies.pop(child, None)
+                continue
+            with self.lock:
+                self.window.add_child(sample)
+        for gone in set(self._child_spies) - set(children):
+            del self._child_spies[gone]
+
+    def _dump_child(self, child: int) -> StackSample:
+        spy = self._child_spies.get(child)
+        if spy is None:
+            spy = self._child_spies[child] = PySpy(child, nice=0 if self.config.burst else 10, retries=1)
+        return spy.dump()
 
     def _dump(self, *, first: bool) -> None:
         self.dumps += 1

@@ -28,6 +28,8 @@ DEFAULT_WINDOW_S = 30.0
 PROC_INTERVAL_S = 0.5  # /proc: tens of µs per thread
 NVML_INTERVAL_S = 1.0  # the driver's utilisation counters update about that often
 BOARD_INTERVAL_S = 0.5  # probes publish at most at 2 Hz
+CHILD_INTERVAL_S = 1.0  # child dumps: ~10-40 ms of py-spy CPU each, a few a second at most
+MAX_CHILDREN = 4
 
 
 def check_rate(rate_hz: float | None) -> float | None:
@@ -60,10 +62,14 @@ class SamplerConfig:
     proc_interval_s: float = PROC_INTERVAL_S
     nvml_interval_s: float = NVML_INTERVAL_S
     board_interval_s: float = BOARD_INTERVAL_S
+    # The process's Python children (multiprocessing workers, a data loader's workers): one non-blocking dump of up
+    # to ``max_children`` of them (round robin) every ``child_interval_s``, so a wait on a child names its work.
+    child_interval_s: float = CHILD_INTERVAL_S
+    max_children: int = MAX_CHILDREN
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rate_hz", check_rate(self.rate_hz))
-        for name in ("window_s", "proc_interval_s", "nvml_interval_s", "board_interval_s"):
+        for name in ("window_s", "proc_interval_s", "nvml_interval_s", "board_interval_s", "child_interval_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value}")
@@ -71,6 +77,10 @@ class SamplerConfig:
 
 class StackSource(Protocol):
     def dump(self) -> StackSample: ...
+
+
+ChildLister = Callable[[int], tuple[int, ...]]  # the Python children of a PID (none when unreadable)
+ChildDumper = Callable[[int], StackSample]  # one non-blocking dump of a child; raises AttachError when it fails
 
 
 class GpuSource(Protocol):
@@ -94,6 +104,8 @@ class SamplerIO:
     board_reader: BoardReader | None = None
     proc_reader: ProcReader | None = None
     resource_reader: ResourceReader | None = None
+    child_lister: ChildLister | None = None
+    child_dumper: ChildDumper | None = None
     cpu_reader: CpuReader | None = None
     lines: LineLookup | None = None
     redact_argv: Redactor | None = None

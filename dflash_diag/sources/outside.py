@@ -19,7 +19,7 @@ import ast
 import os
 import re
 import stat
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -269,9 +269,9 @@ def _own_nodes(func: ast.AST) -> list[ast.AST]:
     """The nodes of a function's own body: a nested def or class is another function's code (a thread target
     defined inside ``main`` is not something ``main`` calls)."""
     out: list[ast.AST] = []
-    todo = list(ast.iter_child_nodes(func))
+    todo = deque(ast.iter_child_nodes(func))  # breadth first, in source order, as ast.walk
     while todo:
-        node = todo.pop()
+        node = todo.popleft()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
             continue
         out.append(node)

@@ -174,6 +174,35 @@ def _mem_available() -> int | None:
     return None
 
 
+MAX_CHILDREN_LISTED = 256
+
+
+def python_children(pid: int) -> tuple[int, ...]:
+    """The direct children of ``pid`` that run a Python interpreter (by their executable's name), oldest first."""
+    found: dict[int, None] = {}
+    try:
+        tasks = os.listdir(PROC / str(pid) / "task")
+    except OSError:
+        return ()
+    for tid in tasks:
+        try:
+            text = _read(PROC / str(pid) / "task" / tid / "children", 65536)
+        except OSError:
+            continue
+        for token in text.split():
+            if token.isdigit() and len(found) < MAX_CHILDREN_LISTED:
+                found.setdefault(int(token), None)
+    out = []
+    for child in sorted(found):
+        try:
+            exe = os.path.basename(os.readlink(PROC / str(child) / "exe"))
+        except OSError:
+            continue
+        if exe.startswith("python"):
+            out.append(child)
+    return tuple(out)
+
+
 def thread_ids(pid: int) -> tuple[int, ...]:
     try:
         names = os.listdir(PROC / str(pid) / "task")

@@ -42,6 +42,7 @@ class SampleWindow:
         self.proc: deque[tuple[ProcThreadSample, ...]] = deque(maxlen=max_readings)
         self.gpus: deque[tuple[GpuSample, ...]] = deque(maxlen=max_readings)
         self.resources: deque[ProcessSample] = deque(maxlen=max_readings)
+        self.children: deque[StackSample] = deque(maxlen=max_readings)
         self.boards: deque[Board] = deque(maxlen=max_readings)
         self.source_lines: dict[str, str] = {}
         self.gpu_na: NA | None = None
@@ -57,6 +58,9 @@ class SampleWindow:
 
     def add_proc(self, sweep: tuple[ProcThreadSample, ...]) -> None:
         self.proc.append(sweep)
+
+    def add_child(self, sample: StackSample) -> None:
+        self.children.append(sample)
 
     def add_resources(self, sample: ProcessSample) -> None:
         self.resources.append(sample)
@@ -114,6 +118,7 @@ class SampleWindow:
             warnings=meta.warnings,
             source_lines=self._lines_of(stacks),
             resources=tuple(r for r in self.resources if since_s is None or r.monotonic_s >= since_s),
+            children=tuple(c for c in self.children if since_s is None or c.monotonic_s >= since_s),
         )
 
     def _lines_of(self, stacks: Sequence[StackSample]) -> dict[str, str]:
@@ -129,6 +134,8 @@ class SampleWindow:
             self.stacks.popleft()
         while self.proc and self.proc[0] and self.proc[0][0].monotonic_s < before_s:
             self.proc.popleft()
+        while self.children and self.children[0].monotonic_s < before_s:
+            self.children.popleft()
         while self.resources and self.resources[0].monotonic_s < before_s:
             self.resources.popleft()
         while self.gpus and self.gpus[0] and self.gpus[0][0].monotonic_s < before_s:

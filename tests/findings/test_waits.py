@@ -121,6 +121,17 @@ def test_a_buffer_that_keeps_every_batch_is_host_memory_growth_with_a_projection
     assert 8.0 <= float(slope.split()[0]) <= 40.0  # the program keeps 2 MiB every 0.1 s: ~21 MB/s
 
 
+@pytest.mark.slow
+def test_a_wait_on_a_worker_process_follows_into_it_and_names_its_hot_function(
+        program: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    report = _doctor(program("pool"), capsys, duration_s="3")
+    chain = report["waits"]["chain"]
+    assert chain[0]["threads"] == ["MainThread"] and chain[0]["waits"]["kind"] == "child"
+    assert "workers.apply(warp_rows" in chain[0]["waits"]["target"]
+    assert chain[-1]["threads"][0].startswith("child process ") and "warp_rows (waits_child.py:" in chain[-1]["hot"]
+    assert report["headline"]["rule_id"] == "wait-chain" and "warp_rows (waits_child.py:" in report["headline"]["text"]
+
+
 # --- the pieces -------------------------------------------------------------------------------------------
 
 
