@@ -291,6 +291,64 @@ CASES: tuple[Case, ...] = (
         expect=HEALTHY, ready=r"step 50 ", healthy=True, both=True, family="healthy",
         tags=("side-thread", "socket-accept"),
     ),
+    # --- Batch B (held out): written last from real bug reports, scored once without tuning -------------------
+    Case(
+        name="gc_every_step",
+        program="gc_every_step",
+        argv=("sft_trainer.py",),
+        cause="a callback runs a full gc.collect() after every step over a large heap of tokenized examples "
+              "(google/tunix#2086)",
+        expect={m: Expect(frozenset(), frozenset(), r"release_host_memory|gc\.collect|garbage collect")
+                for m in ("outside", "probes")},
+        ready=r"'step': 10,",
+        family="slowdown", tags=("gc", "single-loop"), held_out=True,
+    ),
+    Case(
+        name="epoch_worker_respawn",
+        program="epoch_worker_respawn",
+        argv=("train_kws.py",),
+        cause="short epochs with non-persistent DataLoader workers: every epoch forks new workers that rebuild "
+              "their index in worker_init_fn (open-mmlab/mmpretrain#196, pytorch/pytorch#15849)",
+        expect={m: Expect(frozenset(), frozenset(), r"open_shard_index|worker_init|persistent_workers")
+                for m in ("outside", "probes")},
+        ready=r"epoch +2 done",
+        family="slowdown", tags=("dataloader", "child-process", "process-churn"), held_out=True,
+    ),
+    Case(
+        name="fork_held_lock",
+        program="fork_held_lock",
+        argv=("tagger.py",),
+        cause="DataLoader workers forked while a background thread holds the label-map lock: each child inherits "
+              "it held and blocks forever; the main loop waits on them (pytorch/pytorch#24927)",
+        expect={m: Expect(frozenset(), frozenset({"deadlock", "pipeline-hang", "wait-chain"}),
+                          r"lookup \((\w+/)?labelmap\.py:\d+\)|labelmap\.lookup",
+                          forbid=frozenset({"pipeline-bottleneck-target", "pipeline-bottleneck-drafter"}))
+                for m in ("outside", "probes")},
+        ready=r"label map refreshed",
+        family="hang", tags=("fork", "locks", "dataloader", "child-process"), held_out=True,
+    ),
+    Case(
+        name="prefetch_join_hang",
+        program="prefetch_join_hang",
+        argv=("train_seg.py",),
+        cause="at the end of an epoch the loop joins its prefetch thread, which is blocked in Queue.put on a full "
+              "queue nobody drains any more (pytorch/pytorch#21554)",
+        expect={m: Expect(frozenset(), frozenset({"deadlock", "pipeline-hang", "wait-chain"}),
+                          r"(?s)(?=.*__exit__)(?=.*(bg-generator|_produce))",
+                          forbid=frozenset({"pipeline-bottleneck-target", "pipeline-bottleneck-drafter"}))
+                for m in ("outside", "probes")},
+        ready=r"max steps reached",
+        family="hang", tags=("join", "queue"), held_out=True,
+    ),
+    Case(
+        name="async_ckpt_writer",
+        program="async_ckpt_writer",
+        argv=("run.py",),
+        cause="none: a checkpoint writer thread busy compressing and writing (GIL released) beside a training "
+              "loop that keeps its pace (huggingface/transformers#23419)",
+        expect=HEALTHY, ready=r"checkpoint step 50 written", healthy=True, both=True, family="healthy",
+        tags=("side-thread", "checkpoint"), held_out=True,
+    ),
     # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
     Case(
         name="gpu_host_sync",
