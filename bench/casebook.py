@@ -49,6 +49,10 @@ def _select(args: argparse.Namespace) -> list[Case]:
             chosen.append(REFERENCE_TRAINER)
     else:
         chosen = [c for c in CASES if not c.gpu]
+    if args.split == "tuning":
+        chosen = [c for c in chosen if not c.held_out]
+    elif args.split == "held-out":
+        chosen = [c for c in chosen if c.held_out]
     if names is not None:
         unknown = names - {c.name for c in chosen}
         if unknown:
@@ -111,22 +115,27 @@ def table(results: list[Result]) -> str:
         warnings = ", ".join(f"`{w}`" for w in r.warnings) or "none"
         if r.healthy_case and r.warnings:
             warnings = f"**{warnings}**"
-        rows.append(f"| {r.case}{' (GPU)' if case.gpu else ''} | {r.mode} | {case.cause} | {expected} | "
+        rows.append(f"| {r.case}{' (GPU)' if case.gpu else ''}{' (held out)' if case.held_out else ''} | {r.mode} | {case.cause} | {expected} | "
                     f"{named if not r.healthy_case else '-'} | {head} | {right if not r.healthy_case else '-'} | "
                     f"{warnings} | {r.seconds_to_answer:.1f} |")
     return "\n".join(rows)
 
 
 def summary(results: list[Result]) -> dict[str, Any]:
+    """Per mode, and per mode for the held-out cases alone (written last, scored once: what predicts users)."""
+    held_out = {c.name for c in CASES if c.held_out}
     out: dict[str, Any] = {}
-    for mode in MODES:
-        planted = [r for r in results if r.mode == mode and not r.healthy_case]
-        healthy = [r for r in results if r.mode == mode and r.healthy_case]
-        out[mode] = {
+    for mode, split in [(m, "") for m in MODES] + [(m, "held-out") for m in MODES]:
+        rows = [r for r in results if r.mode == mode and (not split or r.case in held_out)]
+        if split and not rows:
+            continue
+        planted = [r for r in rows if not r.healthy_case]
+        healthy = [r for r in rows if r.healthy_case]
+        out[f"{mode} ({split})" if split else mode] = {
             "causes_named": sum(1 for r in planted if r.all_named and not r.error), "causes": len(planted),
             "headlines_right": sum(1 for r in planted if r.headline_ok and not r.error),
             "healthy_with_warnings": sum(1 for r in healthy if r.warnings or r.error), "healthy": len(healthy),
-            "max_seconds_to_answer": max((r.seconds_to_answer for r in results if r.mode == mode), default=0.0),
+            "max_seconds_to_answer": max((r.seconds_to_answer for r in rows), default=0.0),
         }
     return out
 
@@ -158,6 +167,9 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=None, help="programs at a time (default 2 on CPU, 4 --gpu)")
     parser.add_argument("--duration", type=float, default=5.0, help="doctor --duration (default 5 s, its default)")
     parser.add_argument("--out", type=Path, help="write casebook.json and casebook.md here")
+    parser.add_argument("--split", choices=("all", "tuning", "held-out"), default="all",
+                        help="which cases: the held-out ones are written last and scored once, without tuning on "
+                        "them (default all; tune with --split tuning)")
     args = parser.parse_args()
     if args.parallel is None:
         args.parallel = 4 if args.gpu and not args.dry_run else 2

@@ -4,7 +4,7 @@ Everything here works on structured values, before anything is serialised: an en
 command line (a list of arguments), a JSON-like tree (config, board, snapshot document). Plain strings go
 through :func:`redact_text`. Nothing is ever done with regular expressions on serialised JSON, so a secret
 holding ``"`` or ``\\`` cannot slip through and a number can never be corrupted. docs/security.md lists the
-rules; ``tests/test_secrets.py`` holds them to a table of real secret forms and of look-alikes that must stay.
+rules; ``tests/secrets/test_redactor_table.py`` holds them to a table of real secret forms and of look-alikes that must stay.
 
 The rules, in short:
 

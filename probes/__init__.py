@@ -27,7 +27,7 @@ from dflash_contract.board import PROBE_NAMES
 from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
 
 # The version of the dflash-diag distribution this package belongs to. `dflash-diag attach` refuses a process
-# that already imported probes of another version (tests/probes/test_attach.py keeps it equal to pyproject's).
+# that already imported probes of another version (tests/probes/test_attach_inprocess.py keeps it equal to pyproject's).
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ not need, and its layers are called with keyword arguments only (the HF ``Gradie
 style that silently loses every gradient under ``use_reentrant=True``). Parameter names and shapes are
 identical (``layers.N.self_attn.{q,k,v,o}_proj``, ``q_norm``, ``k_norm``, ``mlp.{gate,up,down}_proj``,
 ``input_layernorm``, ``post_attention_layernorm``, ``norm``, ``fc``, ``hidden_norm``);
-``tests/trainer/test_drafter.py`` loads our weights into ``dflash.model.DFlashDraftModel`` with
+``tests/trainer/test_models.py`` loads our weights into ``dflash.model.DFlashDraftModel`` with
 ``strict=True`` and compares outputs.
 
 The architecture, per draft layer: Q comes from the block tokens only; K and V come from the fused

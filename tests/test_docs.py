@@ -82,3 +82,15 @@ def test_every_docs_path_named_anywhere_exists() -> None:
     }
     assert any(m == "docs/states.md" for m, _ in named)
     assert sorted(f"{where}: {m}" for m, where in named if not (ROOT / m).exists()) == []
+
+
+def test_every_test_file_named_in_code_or_docs_exists() -> None:
+    """A comment that says which test holds a rule to account must point at a test that is there."""
+    named = {
+        (m, f.relative_to(ROOT))
+        for f in _repo_text_files()
+        if not f.is_relative_to(ROOT / "tests")
+        for m in re.findall(r"\btests/[\w/]+\.py\b", f.read_text(errors="replace"))
+    }
+    assert any(m.startswith("tests/secrets/") for m, _ in named)
+    assert sorted(f"{where}: {m}" for m, where in named if not (ROOT / m).exists()) == []
