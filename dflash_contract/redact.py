@@ -216,6 +216,30 @@ def _is_password_flag(arg: str) -> bool:
     return arg == "-p"
 
 
+# What an option's name looks like: ``-p``, ``--db-pass``, ``--x.api_key``. An argument that starts with ``-``
+# but is not shaped like this (a PEM key, ``-----BEGIN ... PRIVATE KEY-----``; ``---``) is a value.
+_OPTION_NAME = re.compile(r"--?[A-Za-z][A-Za-z0-9_.\-]*")
+
+
+def _attached_password(arg: str) -> bool:
+    """``-pSECRET``: mysql's password flag with its value attached."""
+    return arg.startswith("-p") and len(arg) > 2 and arg[2] != "=" and not arg.startswith("--")
+
+
+def _option(arg: str) -> tuple[str, str | None] | None:
+    """``(name, value)`` of an option-shaped argument (``value`` None without ``=``), else None."""
+    if not arg.startswith("-"):
+        return None
+    name, eq, value = arg.partition("=")
+    if not _OPTION_NAME.fullmatch(name):
+        return None
+    return name, value if eq else None
+
+
+def _secret_option(name: str) -> bool:
+    return is_secret_name(name) or _is_password_flag(name)
+
+
 def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
     """A command line with secret option values, ``-p X``, ``NAME=secret`` and embedded secrets redacted."""
     out: list[str] = []
@@ -227,19 +251,17 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
             out.append(REDACTED)
             hide_next = False
             continue
-        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2 and arg[1] == "p" and arg[2] != "=":
-            out.append(f"-p{REDACTED}")  # -pSECRET (mysql's attached form)
+        if _attached_password(arg):
+            out.append(f"-p{REDACTED}")
             continue
-        if arg.startswith("-") and "=" in arg:
-            name, _, value = arg.partition("=")
-            if value and (is_secret_name(name) or _is_password_flag(name)):
-                out.append(f"{name}={REDACTED}")
+        option = _option(arg)
+        if option is not None and _secret_option(option[0]):
+            name, value = option
+            if value is None:
+                out.append(arg)
+                hide_next = True  # its value is the next argument
             else:
-                out.append(redact_text(arg))
-            continue
-        if arg.startswith("-") and (is_secret_name(arg) or _is_password_flag(arg)):
-            out.append(arg)
-            hide_next = True
+                out.append(f"{name}={REDACTED}" if value else arg)
             continue
         out.append(redact_text(arg))
     return tuple(out)
@@ -356,19 +378,17 @@ def secret_values(env: Mapping[str, str] | None = None, argv: Sequence[str] = ()
         found.extend(_values_in_text(str(value)))
     hide_next = False
     for arg in argv:
+        option = _option(arg)
         if hide_next:
             found.append(arg)
             hide_next = False
-        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2 and arg[1] == "p" and arg[2] != "=":
+        elif _attached_password(arg):
             found.append(arg[2:])
-        elif arg.startswith("-") and "=" in arg:
-            name, _, value = arg.partition("=")
-            if is_secret_name(name) or _is_password_flag(name):
-                found.append(value)
+        elif option is not None and _secret_option(option[0]):
+            if option[1] is None:
+                hide_next = True
             else:
-                found.extend(_values_in_text(arg))
-        elif arg.startswith("-") and (is_secret_name(arg) or _is_password_flag(arg)):
-            hide_next = True
+                found.append(option[1])
         else:
             found.extend(_values_in_text(arg))
     if tree is not None:

@@ -129,3 +129,28 @@ def test_deep_trees_are_cut_not_crashed() -> None:
         deep = {"k": deep}
     redact_tree(deep)  # no RecursionError
     scrub_tree(deep, ["leaf12"])
+
+
+_PEM_POSITIONAL = ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIpositionalPemKeyBody0123456789\n"
+                   "-----END EC PRIVATE KEY-----")
+
+
+@pytest.mark.parametrize("pem", [_PEM_POSITIONAL, _PEM_POSITIONAL.replace("\n", " "),
+                                 "-----BEGIN PRIVATE KEY-----\nMIIpemWithPadding0123456789abc=\n-----END PRIVATE KEY-----"])
+def test_a_positional_that_starts_with_a_dash_is_not_an_option(pem: str) -> None:
+    """A PEM key given as an argument starts with ``-----`` and holds the words *private key*: it is a value, not
+    a secret-named option (which kept it whole and hid the innocent argument after it instead)."""
+    argv = ["python", "sign.py", pem, "innocent-after-pem", "--db-pass", "hidden"]
+    shown = redact_argv(argv)
+    assert "positionalPemKeyBody" not in " ".join(shown) and "pemWithPadding" not in " ".join(shown), shown
+    assert shown[1:] == ("sign.py", REDACTED, "innocent-after-pem", "--db-pass", REDACTED)
+    known = secret_values({}, argv)
+    assert "innocent-after-pem" not in known and "hidden" in known
+    assert any("MHcCAQEEIpositionalPemKeyBody" in v or "pemWithPadding" in v for v in known), known
+
+
+def test_option_shapes_still_hide_their_values() -> None:
+    argv = ["x", "--api-key=a1b2c3d4e5", "-p", "pw123456", "-pAttached99", "--token", "t0k3n-value", "--lr=3e-4",
+            "---", "-", "--", "keep-me"]
+    assert redact_argv(argv) == ("x", f"--api-key={REDACTED}", "-p", REDACTED, f"-p{REDACTED}", "--token", REDACTED,
+                                 "--lr=3e-4", "---", "-", "--", "keep-me")
