@@ -1,10 +1,12 @@
-"""The one secret redactor, for the probe board (written inside the user's program) and the bug-report bundle.
+"""The one secret redactor, for the probe board (written inside the user's program), everything the tool reads
+from an inspected process (``dflash_diag.sources.redaction``) and the bug-report bundle.
 
 Everything here works on structured values, before anything is serialised: an environment (a mapping), a
 command line (a list of arguments), a JSON-like tree (config, board, snapshot document). Plain strings go
-through :func:`redact_text`. Nothing is ever done with regular expressions on serialised JSON, so a secret
-holding ``"`` or ``\\`` cannot slip through and a number can never be corrupted. docs/security.md lists the
-rules; ``tests/test_secrets.py`` holds them to a table of real secret forms and of look-alikes that must stay.
+through :func:`redact_text`, multi-line text (a stderr tail) through :func:`redact_lines`. Nothing is ever
+done with regular expressions on serialised JSON, so a secret holding ``"`` or ``\\`` cannot slip through and
+a number can never be corrupted. docs/security.md lists the rules; ``tests/secrets/`` holds them to a
+table of real secret forms and of look-alikes that must stay.
 
 The rules, in short:
 
@@ -207,6 +209,20 @@ def redact_text(text: str) -> str:
     if "-" in out:
         out = _OPTION_IN_TEXT.sub(_option_in_text, out)
     return out
+
+
+# A PEM key spans lines: the one rule :func:`redact_lines` applies to the whole text.
+_PEM_BLOCK = next(pattern for label, pattern in TOKEN_FORMATS if label == "PEM private key")
+
+
+def redact_lines(text: str) -> str:
+    """Multi-line text (the tail of a log) with every line through :func:`redact_text` on its own, PEM keys
+    (which span lines) first over the whole: no other rule reaches across a line end (``auth-worker:`` at the end
+    of ``Exception in thread auth-worker:`` must not take the next line for its value)."""
+    if not text or not isinstance(text, str):
+        return text
+    out = _PEM_BLOCK.sub(REDACTED, text) if "PRIVATE KEY" in text else text
+    return "".join(redact_text(line) for line in out.splitlines(keepends=True))
 
 
 # --- command lines -------------------------------------------------------------------------------------------

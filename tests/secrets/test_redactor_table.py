@@ -17,6 +17,7 @@ from dflash_contract.redact import (
     is_secret_name,
     redact_argv,
     redact_env,
+    redact_lines,
     redact_text,
     redact_tree,
     scrub_tree,
@@ -154,3 +155,15 @@ def test_option_shapes_still_hide_their_values() -> None:
             "---", "-", "--", "keep-me"]
     assert redact_argv(argv) == ("x", f"--api-key={REDACTED}", "-p", REDACTED, f"-p{REDACTED}", "--token", REDACTED,
                                  "--lr=3e-4", "---", "-", "--", "keep-me")
+
+
+def test_a_log_tail_is_redacted_line_by_line_and_pem_keys_across_lines() -> None:
+    tail = ("Exception in thread auth-refresh:\nTraceback (most recent call last):\n"
+            '  File "/srv/app.py", line 3, in refresh\n'
+            "RuntimeError: GET https://svc:tailUrlPw0123@api/v1 token tailTokenValue0123\n"
+            f"ValueError: bad key\n{_PEM_POSITIONAL}\nafter the key\n")
+    out = redact_lines(tail)
+    assert "tailUrlPw0123" not in out and "tailTokenValue0123" not in out and "positionalPemKeyBody" not in out
+    # a name that says secret at the end of one line never takes the next line for its value
+    assert out.startswith("Exception in thread auth-refresh:\nTraceback (most recent call last):\n"), out
+    assert out.endswith(f"ValueError: bad key\n{REDACTED}\nafter the key\n"), out
