@@ -20,6 +20,7 @@ from dflash_contract.redact import (
     redact_lines,
     redact_text,
     redact_tree,
+    scrub_text,
     scrub_tree,
     secret_values,
 )
@@ -31,22 +32,32 @@ def _forms(needle: str) -> list[str]:
 
 
 def test_the_table_is_big_enough() -> None:
-    assert len(SECRETS) >= 60
+    assert len(SECRETS) >= 100
     assert len({s.id for s in SECRETS}) == len(SECRETS)
+    assert all(s.env or s.argv or s.config or s.names for s in SECRETS)
 
 
 @pytest.mark.parametrize("secret", SECRETS, ids=[s.id for s in SECRETS])
 def test_each_form_is_redacted_where_it_is_planted(secret: Secret) -> None:
+    """Each form as the one redactor sees it: env, argv and config as structures; names as the sources redact them
+    (the rules, then the secret values of the process's env and argv); an exception message as a stderr tail."""
+    known = secret_values(secret.env, ["python", *secret.argv])
     shown = json.dumps({
         "env": redact_env(secret.env),
         "argv": list(redact_argv(["python", "train.py", *secret.argv])),
         "config": redact_tree(secret.config),
+        "names": [scrub_text(redact_text(name), known) for name in secret.names],
+        "stderr": scrub_text(redact_lines(f"Exception in thread t:\nRuntimeError: {secret.exception}\n"), known),
     })
     for form in _forms(secret.needle):
         assert form not in shown, f"{secret.id}: {shown}"
+    assert all(kept in shown for kept in secret.keep), shown
 
 
-@pytest.mark.parametrize("secret", SECRETS, ids=[s.id for s in SECRETS])
+_PLANTED_IN_VALUES = [s for s in SECRETS if s.env or s.argv or s.config]
+
+
+@pytest.mark.parametrize("secret", _PLANTED_IN_VALUES, ids=[s.id for s in _PLANTED_IN_VALUES])
 def test_each_form_is_hidden_wherever_else_it_appears(secret: Secret) -> None:
     """A secret read from env/argv/config is also scrubbed from unrelated strings (a path, a thread name)."""
     known = secret_values(secret.env, ["python", *secret.argv], tree=secret.config)
