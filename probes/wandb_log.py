@@ -134,8 +134,8 @@ class WandbLogger:
             if alert.rule_id in self._alerted:
                 continue
             self._alerted.add(alert.rule_id)  # once per run, even if wandb refuses it
-            run.alert(title=self._clean(f"dflash-diag: {alert.title}"), text=self._clean(f"[{alert.rule_id}] {alert.text}"),
-                      level="ERROR", wait_duration=ALERT_WAIT_S)
+            title, text = self._clean(f"dflash-diag: {alert.title}"), self._clean(f"[{alert.rule_id}] {alert.text}")
+            run.alert(title=title, text=text, level="ERROR", wait_duration=ALERT_WAIT_S)
             self.alerts += 1
 
 

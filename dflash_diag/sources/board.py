@@ -7,7 +7,8 @@ nesting), every field's type, that the writer is the file's PID, and that it is 
 that PID (start time from /proc), not an earlier one whose PID was reused. What is read is redacted again
 (the same rules the writer applies, to thread and queue names too), so a board from an older or foreign writer
 cannot leak a secret into anything we print; a live process's board also loses every secret value of its argv
-and environment (``sources.redaction``). Any failure is a :class:`BoardError` with a one-line message that says what to do.
+and environment (``sources.redaction``). Any failure is a :class:`BoardError` with a one-line message that says
+what to do.
 
 A board is looked for where the process's own environment says it publishes (``/proc/PID/environ``,
 readable by the same user and root), then in its user's runtime directory, ``/tmp/dflash-diag-UID`` and
