@@ -1,10 +1,12 @@
-"""The one secret redactor, for the probe board (written inside the user's program) and the bug-report bundle.
+"""The one secret redactor, for the probe board (written inside the user's program), everything the tool reads
+from an inspected process (``dflash_diag.sources.redaction``) and the bug-report bundle.
 
 Everything here works on structured values, before anything is serialised: an environment (a mapping), a
 command line (a list of arguments), a JSON-like tree (config, board, snapshot document). Plain strings go
-through :func:`redact_text`. Nothing is ever done with regular expressions on serialised JSON, so a secret
-holding ``"`` or ``\\`` cannot slip through and a number can never be corrupted. docs/security.md lists the
-rules; ``tests/secrets/test_redactor_table.py`` holds them to a table of real secret forms and of look-alikes that must stay.
+through :func:`redact_text`, multi-line text (a stderr tail) through :func:`redact_lines`. Nothing is ever
+done with regular expressions on serialised JSON, so a secret holding ``"`` or ``\\`` cannot slip through and
+a number can never be corrupted. docs/security.md lists the rules; ``tests/secrets/test_redactor_table.py`` holds them to a
+table of real secret forms and of look-alikes that must stay.
 
 The rules, in short:
 
@@ -209,11 +211,49 @@ def redact_text(text: str) -> str:
     return out
 
 
+# A PEM key spans lines: the one rule :func:`redact_lines` applies to the whole text.
+_PEM_BLOCK = next(pattern for label, pattern in TOKEN_FORMATS if label == "PEM private key")
+
+
+def redact_lines(text: str) -> str:
+    """Multi-line text (the tail of a log) with every line through :func:`redact_text` on its own, PEM keys
+    (which span lines) first over the whole: no other rule reaches across a line end (``auth-worker:`` at the end
+    of ``Exception in thread auth-worker:`` must not take the next line for its value)."""
+    if not text or not isinstance(text, str):
+        return text
+    out = _PEM_BLOCK.sub(REDACTED, text) if "PRIVATE KEY" in text else text
+    return "".join(redact_text(line) for line in out.splitlines(keepends=True))
+
+
 # --- command lines -------------------------------------------------------------------------------------------
 
 
 def _is_password_flag(arg: str) -> bool:
     return arg == "-p"
+
+
+# What an option's name looks like: ``-p``, ``--db-pass``, ``--x.api_key``. An argument that starts with ``-``
+# but is not shaped like this (a PEM key, ``-----BEGIN ... PRIVATE KEY-----``; ``---``) is a value.
+_OPTION_NAME = re.compile(r"--?[A-Za-z][A-Za-z0-9_.\-]*")
+
+
+def _attached_password(arg: str) -> bool:
+    """``-pSECRET``: mysql's password flag with its value attached."""
+    return arg.startswith("-p") and len(arg) > 2 and arg[2] != "=" and not arg.startswith("--")
+
+
+def _option(arg: str) -> tuple[str, str | None] | None:
+    """``(name, value)`` of an option-shaped argument (``value`` None without ``=``), else None."""
+    if not arg.startswith("-"):
+        return None
+    name, eq, value = arg.partition("=")
+    if not _OPTION_NAME.fullmatch(name):
+        return None
+    return name, value if eq else None
+
+
+def _secret_option(name: str) -> bool:
+    return is_secret_name(name) or _is_password_flag(name)
 
 
 def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
@@ -227,19 +267,17 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
             out.append(REDACTED)
             hide_next = False
             continue
-        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2 and arg[1] == "p" and arg[2] != "=":
-            out.append(f"-p{REDACTED}")  # -pSECRET (mysql's attached form)
+        if _attached_password(arg):
+            out.append(f"-p{REDACTED}")
             continue
-        if arg.startswith("-") and "=" in arg:
-            name, _, value = arg.partition("=")
-            if value and (is_secret_name(name) or _is_password_flag(name)):
-                out.append(f"{name}={REDACTED}")
+        option = _option(arg)
+        if option is not None and _secret_option(option[0]):
+            name, value = option
+            if value is None:
+                out.append(arg)
+                hide_next = True  # its value is the next argument
             else:
-                out.append(redact_text(arg))
-            continue
-        if arg.startswith("-") and (is_secret_name(arg) or _is_password_flag(arg)):
-            out.append(arg)
-            hide_next = True
+                out.append(f"{name}={REDACTED}" if value else arg)
             continue
         out.append(redact_text(arg))
     return tuple(out)
@@ -356,19 +394,17 @@ def secret_values(env: Mapping[str, str] | None = None, argv: Sequence[str] = ()
         found.extend(_values_in_text(str(value)))
     hide_next = False
     for arg in argv:
+        option = _option(arg)
         if hide_next:
             found.append(arg)
             hide_next = False
-        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2 and arg[1] == "p" and arg[2] != "=":
+        elif _attached_password(arg):
             found.append(arg[2:])
-        elif arg.startswith("-") and "=" in arg:
-            name, _, value = arg.partition("=")
-            if is_secret_name(name) or _is_password_flag(name):
-                found.append(value)
+        elif option is not None and _secret_option(option[0]):
+            if option[1] is None:
+                hide_next = True
             else:
-                found.extend(_values_in_text(arg))
-        elif arg.startswith("-") and (is_secret_name(arg) or _is_password_flag(arg)):
-            hide_next = True
+                found.append(option[1])
         else:
             found.extend(_values_in_text(arg))
     if tree is not None:

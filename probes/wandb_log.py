@@ -18,18 +18,26 @@ to); it is looked up at each publish, so a run started or finished later is foll
 ``interval_s``; every wandb error is swallowed, counted and published on the board
 (``session.wandb``). A critical finding the process can see in its own board (:func:`probes.readings.critical_alerts`)
 raises ``run.alert`` once per run and rule.
+
+The run syncs to the cloud, and metric keys hold names the program chose (``dflash/queue/<name>/depth``): every
+label and alert text goes through the one redactor first, its rules and the secret values of the program's own
+environment and argv, as the board's readers do (a queue named with a token is ``q__redacted_``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import Any
 
+from dflash_contract.redact import redact_text, scrub_text, secret_values
 from probes._common import JsonDict, loaded_module
-from probes.readings import critical_alerts, wandb_metrics
+from probes.readings import Reading, critical_alerts, readings
 
 DEFAULT_INTERVAL_S = 2.0  # wandb: "run.log() is not intended to be called more than a few times per second"
 ALERT_WAIT_S = 300  # wandb's own rate limit between two alerts of the same title
+MAX_REMEMBERED_LABELS = 4096
 
 
 class WandbLogger:
@@ -48,6 +56,9 @@ class WandbLogger:
         self.errors = 0
         self.last_error: str | None = None
         self.cost_s = 0.0
+        # The program's own secrets, read once: a queue named after its database password must not become a key.
+        self._secrets = tuple(sorted(secret_values(os.environ, sys.argv), key=len, reverse=True))
+        self._clean_labels: dict[str, str] = {}
 
     def status(self) -> JsonDict:
         """The board's ``session.wandb`` section."""
@@ -82,7 +93,7 @@ class WandbLogger:
             self._last_log_s = now
             probes = document.get("probes") or {}
             t0 = time.perf_counter()
-            metrics = wandb_metrics(probes, document.get("session"))
+            metrics = self._metrics(probes, document.get("session"))
             if metrics:
                 run.log(metrics, commit=False)  # into the program's open row: see the module docstring
                 self.logs += 1
@@ -93,6 +104,23 @@ class WandbLogger:
             self.errors += 1
             self.last_error = f"{type(exc).__name__}: {exc}"[:300]
             return False
+
+    def _clean(self, text: str) -> str:
+        """``text`` without secrets (the rules, then the program's known values); labels are remembered."""
+        hit = self._clean_labels.get(text)
+        if hit is None:
+            hit = scrub_text(redact_text(text), self._secrets)
+            if len(self._clean_labels) < MAX_REMEMBERED_LABELS:
+                self._clean_labels[text] = hit
+        return hit
+
+    def _metrics(self, probes: JsonDict, session: Any) -> dict[str, float]:
+        """The readings keyed for ``run.log``, their label values (queue names) redacted before they make a key."""
+        out: dict[str, float] = {}
+        for r in readings(probes, session):
+            labels = tuple((k, self._clean(v)) for k, v in r.labels)
+            out[Reading(r.name, r.value, labels).wandb_key] = r.value
+        return out
 
     def _follow(self, run: Any) -> None:
         self._run = run
@@ -106,8 +134,8 @@ class WandbLogger:
             if alert.rule_id in self._alerted:
                 continue
             self._alerted.add(alert.rule_id)  # once per run, even if wandb refuses it
-            run.alert(title=f"dflash-diag: {alert.title}", text=f"[{alert.rule_id}] {alert.text}", level="ERROR",
-                      wait_duration=ALERT_WAIT_S)
+            title, text = self._clean(f"dflash-diag: {alert.title}"), self._clean(f"[{alert.rule_id}] {alert.text}")
+            run.alert(title=title, text=text, level="ERROR", wait_duration=ALERT_WAIT_S)
             self.alerts += 1
 
 

@@ -90,10 +90,12 @@ def _describe(exc: BaseException) -> str:
 def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
     """One dump with native frames; on a process that cannot be suspended, a Python-only dump and the reason."""
     from dflash_diag.sources.pyspy import PySpy  # keeps `dflash-diag --help` light
+    from dflash_diag.sources.redaction import redactor_for
 
+    redact = redactor_for(pid).stack  # as the collector's samples are: the program's names are its text
     spy = PySpy(pid, native=True, timeout_s=timeout_s, retries=2)
     try:
-        return spy.dump(native=True), None
+        return redact(spy.dump(native=True)), None
     except AttachError as exc:
         from dflash_diag.sources.procfs import process_alive
 
@@ -101,7 +103,7 @@ def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
             raise
         # py-spy cannot ptrace-suspend a stopped (SIGSTOP, traced) process; it can still read its memory.
         fallback = PySpy(pid, native=False, timeout_s=timeout_s, retries=2).dump(native=False)
-        return fallback, f"native frames: {exc}; Python-only stacks instead"
+        return redact(fallback), f"native frames: {exc}; Python-only stacks instead"
 
 
 def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:

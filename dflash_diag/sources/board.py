@@ -5,8 +5,10 @@ the look-up and the user-facing errors. Everything read is checked: the director
 at either level, owned by the process's user, 0700/0600, at most 4 MiB), the JSON (finite numbers, bounded
 nesting), every field's type, that the writer is the file's PID, and that it is the *live* process with
 that PID (start time from /proc), not an earlier one whose PID was reused. What is read is redacted again
-(the same rules the writer applies), so a board from an older or foreign writer cannot leak a secret into
-anything we print. Any failure is a :class:`BoardError` with a one-line message that says what to do.
+(the same rules the writer applies, to thread and queue names too), so a board from an older or foreign writer
+cannot leak a secret into anything we print; a live process's board also loses every secret value of its argv
+and environment (``sources.redaction``). Any failure is a :class:`BoardError` with a one-line message that says
+what to do.
 
 A board is looked for where the process's own environment says it publishes (``/proc/PID/environ``,
 readable by the same user and root), then in its user's runtime directory, ``/tmp/dflash-diag-UID`` and
@@ -39,10 +41,10 @@ from dflash_contract.board import (
     stale_after_s,
     unsafe_dir_reason,
 )
-from dflash_contract.redact import redact_argv, redact_tree
 from dflash_diag.errors import BoardError, ExitCode
 from dflash_diag.model.board import Board, WriterIdentity
 from dflash_diag.model.text import printable, printable_tree
+from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 __all__ = ["BOARD_DIR_ENV", "default_board_dir", "find_board", "list_boards", "parse_board", "read_board", "staleness"]
 
@@ -184,8 +186,9 @@ def _read(directory: Path, name: str, expected_uid: int, *, check_live: bool) ->
         raise _error(str(exc)) from None
     except BoardFormatError as exc:
         raise _error(f"board {path} {exc}") from None
-    board = parse_board(data, str(path))
     expected_pid = pid_of_board_name(name)
+    # A live writer's own secrets (argv, environment) are known: hidden wherever its board repeats them.
+    board = parse_board(data, str(path), redactor_for(expected_pid) if check_live and expected_pid else None)
     if expected_pid is not None and board.writer.pid != expected_pid:
         raise _error(f"board {path} was written by PID {board.writer.pid}, not {expected_pid}: refusing it")
     if check_live:
@@ -200,22 +203,23 @@ def _read(directory: Path, name: str, expected_uid: int, *, check_live: bool) ->
     return board
 
 
-def parse_board(data: bytes, path: str) -> Board:
-    """Validate a board document (and redact it again); BoardError says what is wrong with it."""
+def parse_board(data: bytes, path: str, redactor: ProcessRedactor | None = None) -> Board:
+    """Validate a board document (and redact it again: the rules, and the known values of ``redactor``);
+    BoardError says what is wrong with it."""
     try:
         doc = parse_document(data)
     except BoardFormatError as exc:
         raise _error(f"board {path} is malformed: {exc}" if not str(exc).startswith(("empty", "not ")) else
                      f"board {path} is {exc}") from None
-    return _to_model(doc, path)
+    return _to_model(doc, path, redactor or ProcessRedactor())
 
 
-def _to_model(doc: BoardDocument, path: str) -> Board:
+def _to_model(doc: BoardDocument, path: str, redactor: ProcessRedactor) -> Board:
     w = doc["writer"]
     writer = WriterIdentity(
         pid=w["pid"],
         start_time_ticks=w["start_time_ticks"],
-        argv=tuple(printable(a) for a in redact_argv(w["argv"])),
+        argv=tuple(printable(a) for a in redactor.argv(w["argv"])),
         python=printable(w["python"]),
         torch=None if w["torch"] is None else printable(w["torch"]),
         hostname=printable(w["hostname"]),
@@ -226,19 +230,20 @@ def _to_model(doc: BoardDocument, path: str) -> Board:
         seq=doc["seq"],
         wall_time_s=doc["wall_time_s"],
         interval_s=doc["interval_s"],
-        threads={tid: printable(name) for tid, name in doc["threads"].items()},
-        probes=_redacted_mapping(doc["probes"]),
-        app=_redacted_mapping(doc["app"]),
+        threads={tid: printable(redactor.text(name)) for tid, name in doc["threads"].items()},
+        probes=_redacted_mapping(doc["probes"], redactor),
+        app=_redacted_mapping(doc["app"], redactor),
         path=printable(path),
-        session=_redacted_mapping(doc["session"]),
+        session=_redacted_mapping(doc["session"], redactor),
         final=doc["final"],
         publish_interval_s=doc["publish_interval_s"],
     )
 
 
-def _redacted_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
-    """Redacted with the writer's rules (a foreign or older writer may not have), and made printable."""
-    out = printable_tree(redact_tree(value))
+def _redacted_mapping(value: Mapping[str, Any], redactor: ProcessRedactor) -> dict[str, Any]:
+    """Redacted with the writer's rules (a foreign or older writer may not have) and the process's known secret
+    values (queue names are keys: they go through the rules too), and made printable."""
+    out = printable_tree(redactor.tree(value))
     return out if isinstance(out, dict) else {}
 
 

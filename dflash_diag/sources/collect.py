@@ -42,6 +42,7 @@ from dflash_diag.sources.lines import LineCache, read_source_lines, stack_frames
 from dflash_diag.sources.pyspy import PySpy
 from dflash_diag.sources.pyspy_json import PySpyOutputError
 from dflash_diag.sources.rate import RateDecision, RateInputs, RatePolicy
+from dflash_diag.sources.redaction import redactor_for
 from dflash_diag.sources.window import SampleWindow, WindowMeta
 
 EXIT_GRACE_S = 2.0  # a dump that failed this shortly before the process was gone failed because it was exiting
@@ -148,7 +149,10 @@ class _Scheduler:
             argv = procfs.read_cmdline(pid)
         except AttachError:
             argv = ()
-        self.cmdline = tuple(printable(a) for a in (io.redact_argv or redact.redact_argv)(argv))
+        # Everything this scheduler keeps is redacted as it comes in (docs/security.md): the names and paths of
+        # every stack sample, their source lines, the warnings; the board reader redacts boards.
+        self.redactor = io.redactor if io.redactor is not None else redactor_for(pid)
+        self.cmdline = tuple(printable(self.redactor.text(a)) for a in (io.redact_argv or redact.redact_argv)(argv))
 
     # --- the rate ------------------------------------------------------------------------------------------
 
@@ -258,7 +262,9 @@ class _Scheduler:
             # not the end of sampling (if every dump fails, the caller sees an empty window).
             self._count_failure(exc)
             return
+        # Source lines are read by the frames' real paths first; then both are redacted, keys matching.
         new_lines = read_source_lines(stack_frames((sample,)), self.lines, known=self.window.source_lines)
+        sample, new_lines = self.redactor.stack(sample), self.redactor.source_lines(new_lines)
         with self.lock:
             if not sample.native:
                 # py-spy's CPU cost when the source knows it (wall time also counts waiting for a busy CPU).
@@ -332,7 +338,8 @@ class _Scheduler:
 
     def observation(self, since_s: float | None, now_s: float) -> Observation:
         with self.lock:
-            meta = WindowMeta(self.pid, self.cmdline, self.alive, tuple(self.warnings) + self._status_warnings())
+            warnings = tuple(self.redactor.text(w) for w in (*self.warnings, *self._status_warnings()))
+            meta = WindowMeta(self.pid, self.cmdline, self.alive, warnings)
             return self.window.observation(meta, since_s, now_s, self.wall())
 
     def _status_warnings(self) -> tuple[str, ...]:

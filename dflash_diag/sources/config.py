@@ -15,6 +15,7 @@ from typing import Protocol
 
 from dflash_diag.model import NA, Board, GpuSample, Maybe, ProcessSample, ProcThreadSample, StackSample
 from dflash_diag.sources.procfs import CpuTimes
+from dflash_diag.sources.redaction import ProcessRedactor
 
 MIN_RATE_HZ = 0.2
 MAX_RATE_HZ = 50.0
@@ -109,6 +110,7 @@ class SamplerIO:
     cpu_reader: CpuReader | None = None
     lines: LineLookup | None = None
     redact_argv: Redactor | None = None
+    redactor: ProcessRedactor | None = None  # None: the process's own (sources.redaction.redactor_for)
     cpu_cores: int | None = None  # cores the target may run on (its affinity) when not read from the kernel
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time

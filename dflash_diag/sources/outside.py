@@ -25,8 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dflash_contract import proc
+from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import is_library_file
+from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 PROC = Path("/proc")
 STDERR_TAIL_BYTES = 256 * 1024
@@ -65,12 +67,16 @@ class _With:
 class OutsideReader:
     """Reads the outside evidence of one process; keeps parsed source files cached by (path, mtime)."""
 
-    def __init__(self, pid: int, *, proc_root: Path = PROC, max_cached_files: int = 256) -> None:
+    def __init__(self, pid: int, *, proc_root: Path = PROC, max_cached_files: int = 256,
+                 redactor: ProcessRedactor | None = None) -> None:
         self.pid = pid
         self._proc = proc_root / str(pid)
         self._cache: OrderedDict[str, _Parsed | None] = OrderedDict()
         self._max_cached = max_cached_files
         self._uses_cuda: bool | None = None  # once loaded, the driver stays loaded: read /proc/PID/maps until then
+        # What is read here (stderr, source lines, paths) is the program's text: redacted before it is returned.
+        self._redactor = redactor if redactor is not None else redactor_for(pid)
+        self._tail: tuple[str, str] | None = None  # the last stderr tail read, and its redaction
 
     def enrich(self, obs: Observation) -> Observation:
         """``obs`` with ``process``, ``code`` and ``files`` filled in (what cannot be read is left out)."""
@@ -87,8 +93,18 @@ class OutsideReader:
         target, tail, size, mtime = self._stderr()
         if not self._uses_cuda:
             self._uses_cuda = _maps_cuda(self._proc / "maps")
-        return ProcessFacts(state=state, start_wall_s=start, stderr_target=target, stderr_tail=tail,
-                            stderr_size_bytes=size, stderr_mtime_wall_s=mtime, uses_cuda=self._uses_cuda)
+        return ProcessFacts(state=state, start_wall_s=start, stderr_target=self._redactor.text(target),
+                            stderr_tail=self._redacted_tail(tail), stderr_size_bytes=size, stderr_mtime_wall_s=mtime,
+                            uses_cuda=self._uses_cuda)
+
+    def _redacted_tail(self, tail: str | None) -> str | None:
+        """The tail with its secrets redacted (exception messages carry credentialed URLs); the live view reads
+        the same tail on every refresh, so an unchanged one is not redacted again."""
+        if tail is None:
+            return None
+        if self._tail is None or self._tail[0] != tail:
+            self._tail = (tail, self._redactor.lines(tail))
+        return self._tail[1]
 
     def _stderr(self) -> tuple[str, str | None, int | None, float | None]:
         link = self._proc / "fd" / "2"
@@ -124,8 +140,8 @@ class OutsideReader:
         for sample in stacks:
             for thread in sample.threads:
                 for frame in thread.frames:
-                    if frame.native or frame.line <= 0 or is_library_file(frame.filename):
-                        continue
+                    if frame.native or frame.line <= 0 or is_library_file(frame.filename) or REDACTED in frame.filename:
+                        continue  # a path redacted by the collector cannot be opened: no claim about it
                     locations.setdefault((frame.filename, frame.line), None)
                     if len(locations) >= MAX_LOCATIONS:
                         break
@@ -144,7 +160,8 @@ class OutsideReader:
             for line in sorted(lines):
                 code.append(_source_line(filename, line, parsed))
         files.extend(self._imported(by_file, {f.path for f in files}))
-        return tuple(code), tuple(files)
+        redactor = self._redactor
+        return tuple(map(redactor.source_line, code)), tuple(map(redactor.source_file, files))
 
     def _imported(self, sampled: dict[str, list[int]], known: set[str]) -> list[SourceFile]:
         """The program's own modules that sampled files import at module level: loaded at start, maybe edited

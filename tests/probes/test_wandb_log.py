@@ -224,3 +224,47 @@ def test_reference_trainer_logs_readings_by_default_when_its_wandb_is_on(tmp_pat
         assert "tokens_per_s" in row and "q_hs_depth" in row  # beside the trainer's own metrics
         assert row["_step"] - 2 <= row["dflash/probes/step"] <= row["_step"] + 2
         assert row["dflash/checkpoint/grad_none_params"] == 0 and row["dflash/queue/q_hs/maxsize"] > 0
+
+
+SECRET_QUEUES_PROGRAM = textwrap.dedent('''
+    import os, queue, time
+    import wandb
+    import probes
+
+    run = wandb.init(project="probe-test", mode="offline", dir=os.environ["WANDB_DIR"],
+                     settings=wandb.Settings(console="off"))
+    session = probes.start(probes.ProbesConfig(enabled=frozenset({"queues"}), board_dir=os.environ["BOARD_DIR"],
+                                               publish_interval_s=0.1), wandb=True)
+    queues = [session.watch_queue(name, queue.Queue(maxsize=4)) for name in os.environ["QUEUE_NAMES"].split(",")]
+    for step in range(30):
+        for q in queues:
+            q.put(step); q.get()
+        session.step(step)
+        run.log({"loss": 1.0 / (step + 1)})
+        time.sleep(0.05)
+    session.close()
+    run.finish()
+''')
+
+
+@pytest.mark.slow
+def test_queue_names_with_secrets_never_become_wandb_metric_keys(tmp_path: Path, board_dir: Path) -> None:
+    """wandb syncs the run to the cloud: a queue named with a token, or with the value of a secret variable of the
+    program's environment, reaches its metric keys redacted; other names stay readable."""
+    token, env_password = "hf_QueueTokenAbcdefghijklmnopqrstuv4", "queueEnvPassw0rd99"
+    script = tmp_path / "train.py"
+    script.write_text(SECRET_QUEUES_PROGRAM)
+    wandb_dir = tmp_path / "wandb"
+    wandb_dir.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), WANDB_MODE="offline", WANDB_DIR=str(wandb_dir), WANDB_SILENT="true",
+               BOARD_DIR=str(board_dir), DFLASH_DIAG_WANDB_INTERVAL_S="0.1", QUEUE_DB_PASSWORD=env_password,
+               QUEUE_NAMES=f"q_{token},{env_password},pad_token_q")
+    env.pop("WANDB_API_KEY", None)
+    proc = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_run(find_run_file(wandb_dir))
+    keys = {key for row in records.history for key in row}
+    assert not [k for k in keys if token in k or env_password in k], sorted(keys)
+    assert "dflash/queue/pad_token_q/depth" in keys and "dflash/queue/q__redacted_/depth" in keys, sorted(keys)
+    assert "dflash/queue/_redacted_/depth" in keys, sorted(keys)

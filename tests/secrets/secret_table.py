@@ -1,13 +1,17 @@
 """The table of real secret forms that no output of any command may contain, and of look-alikes that must stay.
 
 Each secret is planted where users really put it: an environment variable, an argument of the command line,
-or a value of the app config the program publishes on its board. ``needle`` is the part that must never
-appear (the password itself, not the variable name). The values are fake, in the real formats.
+a value of the app config the program publishes on its board, or a name the program chooses (a thread, the
+function it runs, a directory its code file is in, a queue the probes watch) or an exception message it prints
+when a thread dies (on stderr, a file). A name may reuse a secret of the environment or argv (``env``/``argv``
+hold it then). ``needle`` is the part that must never appear (the password itself, not the variable name);
+``keep`` what was planted with it and must stay. The values are fake, in the real formats.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -18,6 +22,17 @@ class Secret:
     env: dict[str, str] = field(default_factory=dict)
     argv: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
+    thread: str = ""  # a thread of the program named so (with ``exception``: the thread that dies)
+    function: str = ""  # a function a thread runs, named so
+    directory: str = ""  # a directory in the path of the file that function is in
+    queue: str = ""  # a queue the probes watch, named so
+    exception: str = ""  # the message of an uncaught exception raised in a thread (its traceback on stderr)
+    keep: tuple[str, ...] = ()  # planted beside the secret (argv): must survive
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names and texts the program itself chooses for this form."""
+        return tuple(n for n in (self.thread, self.function, self.directory, self.queue, self.exception) if n)
 
 
 _JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
@@ -34,6 +49,12 @@ _GCS = ("https://storage.googleapis.com/bucket/obj?X-Goog-Algorithm=GOOG4-RSA-SH
         "&X-Goog-Expires=900&X-Goog-SignedHeaders=host&X-Goog-Signature=gcsSignedSignature0123456789abcdef")
 _SAS = ("https://acct.blob.core.windows.net/container/blob.bin?sv=2022-11-02&ss=b&srt=o&sp=r"
         "&se=2030-01-01T00:00:00Z&spr=https&sig=azureSasSignature0123456789%3D")
+_PEM_POSITIONAL = ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIpositionalPemKeyBody0123456789\n"
+                   "-----END EC PRIVATE KEY-----")
+_PEM_EXCEPTION = ("bad signing key:\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANstderrPemBody0123abcdef\n"
+                  "-----END PRIVATE KEY-----")
+_GOOGLE_CREDENTIALS = ('{"type": "service_account", "private_key_id": "0123abcd", "private_key": '
+                       '"-----BEGIN PRIVATE KEY-----\\nMIIEvgIBADANgcpCredentialsPemBody0123\\n-----END PRIVATE KEY-----\\n"}')
 _AZURE_CONN = ("DefaultEndpointsProtocol=https;AccountName=acct;"
                "AccountKey=azureAccountKey0123456789+/abcDEF==;EndpointSuffix=core.windows.net")
 
@@ -140,6 +161,66 @@ SECRETS: tuple[Secret, ...] = (
            config={"dataset_url": _S3.replace("s3PresignedSignature0123456789abcdef", "configS3Signature0123456789")}),
     Secret("config numeric password", "86420975", config={"db": {"password": 86420975}}),
     Secret("config JSON text holding a password", "jsonTextPassword0", config={"extra": '{"password": "jsonTextPassword0"}'}),
+    # --- more of the environment and the command line ---
+    Secret("env DOCKER_AUTH_CONFIG (JSON)", "ZG9ja2VyOmRvY2tlckF1dGhQdzAxMjM=",
+           env={"DOCKER_AUTH_CONFIG": '{"auths": {"registry.internal": {"auth": "ZG9ja2VyOmRvY2tlckF1dGhQdzAxMjM="}}}'}),
+    Secret("env GOOGLE_CREDENTIALS (service account JSON)", "MIIEvgIBADANgcpCredentialsPemBody0123",
+           env={"GOOGLE_CREDENTIALS": _GOOGLE_CREDENTIALS}),
+    Secret("env PIP_INDEX_URL user:pw@", "pipIndexPassw0rd", env={"PIP_INDEX_URL": "https://ci:pipIndexPassw0rd@pypi.internal/simple"}),
+    Secret("env TORCH_HOME holding a token (allow-listed value)", "hf_TorchHomeTokenAbcdefghijklmnopq1",
+           env={"TORCH_HOME": "/data/hf_TorchHomeTokenAbcdefghijklmnopq1/torch"}),
+    Secret("argv positional PEM key (starts with -----)", "MHcCAQEEIpositionalPemKeyBody0123456789",
+           argv=(_PEM_POSITIONAL, "innocent-after-pem"), keep=("innocent-after-pem",)),
+    Secret("argv clone URL with x-access-token", "ghs_cloneTokenAbcdefghij0123456789",
+           argv=("https://x-access-token:ghs_cloneTokenAbcdefghij0123456789@github.com/org/repo.git",)),
+    Secret("argv mongodb+srv://user:pw@", "mongoSrvPassw0rd", argv=("mongodb+srv://app:mongoSrvPassw0rd@cluster0.mongodb.net/db",)),
+    Secret("argv --proxy http://user:pw@", "proxyArgPassw0rd", argv=("--proxy", "http://me:proxyArgPassw0rd@proxy.corp:8080")),
+    Secret("argv --hf_token=hf_ (underscores)", "hf_UnderscoreOptTokenAbcdefghijklmnop2",
+           argv=("--hf_token=hf_UnderscoreOptTokenAbcdefghijklmnop2",)),
+    # --- names the program chooses: threads ---
+    Secret("thread hf_", "hf_ThreadTokenAbcdefghijklmnopqrstu1", thread="loader-hf_ThreadTokenAbcdefghijklmnopqrstu1"),
+    Secret("thread xoxp-", "xoxp-2222222222-threadSlackUserToken", thread="xoxp-2222222222-threadSlackUserToken"),
+    Secret("thread ghp_", "ghp_threadGithubToken0123456789abcdef", thread="gh-ghp_threadGithubToken0123456789abcdef"),
+    Secret("thread reusing an env password", "etlKnownPassw0rd", env={"ETL_DB_PASSWORD": "etlKnownPassw0rd"},
+           thread="etl-etlKnownPassw0rd"),
+    Secret("thread reusing an argv secret", "argvKnownTok0123", argv=("--sync-token", "argvKnownTok0123"),
+           thread="sync argvKnownTok0123"),
+    Secret("thread with a credentialed URL", "threadUrlPassw0rd", thread="fetch https://u:threadUrlPassw0rd@host/x"),
+    # --- functions ---
+    Secret("function hf_", "hf_FuncTokenAbcdefghijklmnopqrstu2", function="fetch_hf_FuncTokenAbcdefghijklmnopqrstu2"),
+    Secret("function reusing an env secret", "funcKnownApiKey0123", env={"FUNC_API_KEY": "funcKnownApiKey0123"},
+           function="call_funcKnownApiKey0123"),
+    Secret("function xoxb-", "xoxb-333333333333-funcSlackBotToken0", function="xoxb-333333333333-funcSlackBotToken0"),
+    Secret("function sk-", "sk-funcOpenaiKeyAbcdefghijklmnop0123", function="sk-funcOpenaiKeyAbcdefghijklmnop0123"),
+    # --- file paths ---
+    Secret("file in a hf_ directory", "hf_FileTokenAbcdefghijklmnopqrst3", directory="hf_FileTokenAbcdefghijklmnopqrst3"),
+    Secret("file in a directory named after an env password", "dataDirPassw0rd", env={"DATA_PASSWORD": "dataDirPassw0rd"},
+           directory="dataDirPassw0rd"),
+    Secret("file in a glpat- directory", "glpat-fileGitlabToken0123456789", directory="glpat-fileGitlabToken0123456789"),
+    Secret("file in an AKIA directory", "AKIAFILEDIRKEY000001", directory="AKIAFILEDIRKEY000001"),
+    # --- queues (names on the board, in trace counters, in wandb metric keys) ---
+    Secret("queue hf_", "hf_QueueTokenAbcdefghijklmnopqrstuv4", queue="q_hf_QueueTokenAbcdefghijklmnopqrstuv4"),
+    Secret("queue named after an env secret", "queueEnvSecret0123", env={"QUEUE_SECRET": "queueEnvSecret0123"},
+           queue="queueEnvSecret0123"),
+    Secret("queue named after an argv secret", "queueArgvPassw0rd", argv=("--queue-password", "queueArgvPassw0rd"),
+           queue="in-queueArgvPassw0rd"),
+    Secret("queue sk-", "sk-queueKeyAbcdefghijklmnopqrst0123", queue="sk-queueKeyAbcdefghijklmnopqrst0123"),
+    Secret("queue xoxb-", "xoxb-444444444444-queueSlackToken0", queue="xoxb-444444444444-queueSlackToken0"),
+    Secret("queue with a URL password", "queueRedisPassw0rd", queue="redis://:queueRedisPassw0rd@cache/0"),
+    # --- a dead thread's exception, on stderr ---
+    Secret("exception with a URL password", "stderrUrlPassw0rd",
+           exception="GET https://svc:stderrUrlPassw0rd@api.internal/v1 failed"),
+    Secret("exception with an sk- key", "sk-stderrKeyAbcdefghijklmnop0123456789",
+           exception="invalid key sk-stderrKeyAbcdefghijklmnop0123456789"),
+    Secret("exception in a thread named with a token", "hf_DeadThreadTokenAbcdefghijklmno5",
+           thread="uploader-hf_DeadThreadTokenAbcdefghijklmno5", exception="upload failed"),
+    Secret("exception with an env password", "stderrEnvPassw0rd", env={"SERVICE_PASSWORD": "stderrEnvPassw0rd"},
+           exception="login failed for stderrEnvPassw0rd"),
+    Secret("exception with a Bearer header", "stderrBearerTok0123456",
+           exception="401 for Authorization: Bearer stderrBearerTok0123456"),
+    Secret("exception with password= in a query", "stderrQueryPassw0rd",
+           exception="GET /login?user=a&password=stderrQueryPassw0rd failed"),
+    Secret("exception with a PEM key across lines", "MIIEvQIBADANstderrPemBody0123abcdef", exception=_PEM_EXCEPTION),
 )
 
 # Values that look like secrets by name or shape but are what a maintainer needs: they must stay.
@@ -159,6 +240,11 @@ LOOKALIKE_ARGV: tuple[str, ...] = (
     "--tokenizer", "Qwen/Qwen3-8B", "--mask-token-id", "151669", "--num-passes", "3", "--max-tokens", "4096",
     "--sort-key", "length", "git@github.com:org/repo.git", "https://huggingface.co/Qwen/Qwen3-8B", "--lr=3e-4",
 )
+# Names a program chooses that only look like secrets: they stay readable wherever they are shown.
+LOOKALIKE_THREAD = "tokenizer-0"
+LOOKALIKE_FUNCTION = "sort_key_fn"
+LOOKALIKE_FILE = "hf_transfer_utils.py"
+LOOKALIKE_QUEUES = ("pad_token_q", "tokens_per_s_q")
 LOOKALIKE_ENV: dict[str, str] = {
     "CUDA_VISIBLE_DEVICES": "0",
     "OMP_NUM_THREADS": "4",
@@ -190,3 +276,21 @@ def all_config() -> dict[str, Any]:
     for s in SECRETS:
         out.update(s.config)
     return out
+
+
+def all_plants(code_dir: Path) -> dict[str, Any]:
+    """What the workload names (its ``--plant-json``): one worker thread per row of threads, functions and files
+    (a form's name, else a plain one), the queues, the threads that die; and the look-alikes."""
+    threads = [s.thread for s in SECRETS if s.thread and not s.exception]
+    functions = [s.function for s in SECRETS if s.function]
+    directories = [s.directory for s in SECRETS if s.directory]
+    workers = [{"thread": threads[i] if i < len(threads) else f"plain-worker-{i}",
+                "function": functions[i] if i < len(functions) else "step",
+                "file": str(code_dir / (directories[i] if i < len(directories) else f"plain-{i}") / "worker.py")}
+               for i in range(max(len(threads), len(functions), len(directories)))]
+    workers.append({"thread": LOOKALIKE_THREAD, "function": LOOKALIKE_FUNCTION,
+                    "file": str(code_dir / "lib" / LOOKALIKE_FILE)})
+    deaths = [{"thread": s.thread or f"dying-{i}", "message": s.exception}
+              for i, s in enumerate(SECRETS) if s.exception]
+    return {"workers": workers, "queues": [*(s.queue for s in SECRETS if s.queue), *LOOKALIKE_QUEUES],
+            "deaths": deaths}

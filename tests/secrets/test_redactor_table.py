@@ -17,8 +17,10 @@ from dflash_contract.redact import (
     is_secret_name,
     redact_argv,
     redact_env,
+    redact_lines,
     redact_text,
     redact_tree,
+    scrub_text,
     scrub_tree,
     secret_values,
 )
@@ -30,22 +32,32 @@ def _forms(needle: str) -> list[str]:
 
 
 def test_the_table_is_big_enough() -> None:
-    assert len(SECRETS) >= 60
+    assert len(SECRETS) >= 100
     assert len({s.id for s in SECRETS}) == len(SECRETS)
+    assert all(s.env or s.argv or s.config or s.names for s in SECRETS)
 
 
 @pytest.mark.parametrize("secret", SECRETS, ids=[s.id for s in SECRETS])
 def test_each_form_is_redacted_where_it_is_planted(secret: Secret) -> None:
+    """Each form as the one redactor sees it: env, argv and config as structures; names as the sources redact them
+    (the rules, then the secret values of the process's env and argv); an exception message as a stderr tail."""
+    known = secret_values(secret.env, ["python", *secret.argv])
     shown = json.dumps({
         "env": redact_env(secret.env),
         "argv": list(redact_argv(["python", "train.py", *secret.argv])),
         "config": redact_tree(secret.config),
+        "names": [scrub_text(redact_text(name), known) for name in secret.names],
+        "stderr": scrub_text(redact_lines(f"Exception in thread t:\nRuntimeError: {secret.exception}\n"), known),
     })
     for form in _forms(secret.needle):
         assert form not in shown, f"{secret.id}: {shown}"
+    assert all(kept in shown for kept in secret.keep), shown
 
 
-@pytest.mark.parametrize("secret", SECRETS, ids=[s.id for s in SECRETS])
+_PLANTED_IN_VALUES = [s for s in SECRETS if s.env or s.argv or s.config]
+
+
+@pytest.mark.parametrize("secret", _PLANTED_IN_VALUES, ids=[s.id for s in _PLANTED_IN_VALUES])
 def test_each_form_is_hidden_wherever_else_it_appears(secret: Secret) -> None:
     """A secret read from env/argv/config is also scrubbed from unrelated strings (a path, a thread name)."""
     known = secret_values(secret.env, ["python", *secret.argv], tree=secret.config)
@@ -129,3 +141,40 @@ def test_deep_trees_are_cut_not_crashed() -> None:
         deep = {"k": deep}
     redact_tree(deep)  # no RecursionError
     scrub_tree(deep, ["leaf12"])
+
+
+_PEM_POSITIONAL = ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIpositionalPemKeyBody0123456789\n"
+                   "-----END EC PRIVATE KEY-----")
+
+
+@pytest.mark.parametrize("pem", [_PEM_POSITIONAL, _PEM_POSITIONAL.replace("\n", " "),
+                                 "-----BEGIN PRIVATE KEY-----\nMIIpemWithPadding0123456789abc=\n-----END PRIVATE KEY-----"])
+def test_a_positional_that_starts_with_a_dash_is_not_an_option(pem: str) -> None:
+    """A PEM key given as an argument starts with ``-----`` and holds the words *private key*: it is a value, not
+    a secret-named option (which kept it whole and hid the innocent argument after it instead)."""
+    argv = ["python", "sign.py", pem, "innocent-after-pem", "--db-pass", "hidden"]
+    shown = redact_argv(argv)
+    assert "positionalPemKeyBody" not in " ".join(shown) and "pemWithPadding" not in " ".join(shown), shown
+    assert shown[1:] == ("sign.py", REDACTED, "innocent-after-pem", "--db-pass", REDACTED)
+    known = secret_values({}, argv)
+    assert "innocent-after-pem" not in known and "hidden" in known
+    assert any("MHcCAQEEIpositionalPemKeyBody" in v or "pemWithPadding" in v for v in known), known
+
+
+def test_option_shapes_still_hide_their_values() -> None:
+    argv = ["x", "--api-key=a1b2c3d4e5", "-p", "pw123456", "-pAttached99", "--token", "t0k3n-value", "--lr=3e-4",
+            "---", "-", "--", "keep-me"]
+    assert redact_argv(argv) == ("x", f"--api-key={REDACTED}", "-p", REDACTED, f"-p{REDACTED}", "--token", REDACTED,
+                                 "--lr=3e-4", "---", "-", "--", "keep-me")
+
+
+def test_a_log_tail_is_redacted_line_by_line_and_pem_keys_across_lines() -> None:
+    tail = ("Exception in thread auth-refresh:\nTraceback (most recent call last):\n"
+            '  File "/srv/app.py", line 3, in refresh\n'
+            "RuntimeError: GET https://svc:tailUrlPw0123@api/v1 token tailTokenValue0123\n"
+            f"ValueError: bad key\n{_PEM_POSITIONAL}\nafter the key\n")
+    out = redact_lines(tail)
+    assert "tailUrlPw0123" not in out and "tailTokenValue0123" not in out and "positionalPemKeyBody" not in out
+    # a name that says secret at the end of one line never takes the next line for its value
+    assert out.startswith("Exception in thread auth-refresh:\nTraceback (most recent call last):\n"), out
+    assert out.endswith(f"ValueError: bad key\n{REDACTED}\nafter the key\n"), out
