@@ -233,6 +233,8 @@ class _Scheduler:
             except (AttachError, PySpyOutputError):
                 self._child_spies.pop(child, None)
                 continue
+            # A child runs the same program: its names and paths are redacted like the process's own samples.
+            sample = self.redactor.stack(sample)
             with self.lock:
                 self.window.add_child(sample)
         for gone in set(self._child_spies) - set(children):
