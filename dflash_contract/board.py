@@ -37,7 +37,7 @@ MAX_STRING_CHARS: Final = 64 * 1024
 
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
-    "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads",
+    "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
 )  # == the ProbeName constants below (checked by tests/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -62,6 +62,7 @@ class ProbeName:
     FASTPATH: Final = "fastpath"
     CODEDRIFT: Final = "codedrift"
     THREADS: Final = "threads"
+    HEALTH: Final = "health"
 
 
 class PayloadKeys:
@@ -159,6 +160,31 @@ class CheckpointKeys:
     TRAINABLE_PARAMS: Final = "trainable_params"
     USE_REENTRANT: Final = "use_reentrant"
     WATCHED_MODELS: Final = "watched_models"
+
+
+class HealthKeys:
+    """Keys of the ``health`` payload (training health, read at optimizer steps) and of its group rows."""
+
+    ARMED: Final = "armed"
+    STEPS: Final = "steps"  # optimizer steps seen (every one counts; a few are sampled)
+    SAMPLES: Final = "samples"  # steps that were sampled
+    LAST_SAMPLE_STEP: Final = "last_sample_step"
+    GROUPS: Final = "groups"
+    GROUP: Final = "group"  # "<optimizer>#<index>"
+    TENSORS: Final = "tensors"
+    LR: Final = "lr"
+    GRAD_NONE: Final = "grad_none"  # tensors whose .grad is None at the step
+    GRAD_ZERO: Final = "grad_zero"  # tensors whose gradient is all zero
+    GRAD_NONFINITE: Final = "grad_nonfinite"
+    UPDATE_RATIO: Final = "update_ratio"  # |dw| / |w| of watched slices since the previous sample; None: first
+    UNCHANGED_SINCE_STEP: Final = "unchanged_since_step"  # weights identical since this step (None: they move)
+    LR_ZERO_SINCE_STEP: Final = "lr_zero_since_step"
+    LOSS: Final = "loss"  # the value handed to backward() at the last sample (None: none seen)
+    LOSS_NONFINITE_SINCE_STEP: Final = "loss_nonfinite_since_step"
+    LOSS_NONFINITE_SINCE_WALL_S: Final = "loss_nonfinite_since_wall_s"
+    GRAD_NONFINITE_SINCE_STEP: Final = "grad_nonfinite_since_step"
+    SAMPLE_MS_MEAN: Final = "sample_ms_mean"  # what one sample costs the step it runs in (one device sync)
+    INTERVAL_S: Final = "interval_s"
 
 
 class CompileKeys:

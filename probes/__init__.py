@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dflash_contract.board import PROBE_NAMES
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
+from probes import (
+    allocator,
+    checkpoint,
+    codedrift,
+    compile,
+    cudagraphs,
+    fastpath,
+    gil,
+    health,
+    queues,
+    threads,
+)
 
 # The version of the dflash-diag distribution this package belongs to. `dflash-diag attach` refuses a process
 # that already imported probes of another version (tests/probes/test_attach_inprocess.py keeps it equal to pyproject's).
@@ -60,6 +71,7 @@ class ProbesConfig:
     fastpath: fastpath.Config = field(default_factory=fastpath.Config)
     codedrift: codedrift.Config = field(default_factory=codedrift.Config)
     threads: threads.Config = field(default_factory=threads.Config)
+    health: health.Config = field(default_factory=health.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

@@ -350,6 +350,10 @@ def _torch_hooks() -> JsonDict:
         out["checkpoint.CheckpointFunction.apply(own)"] = _ref(vars(cls).get("apply")) if cls is not None else None
         out["checkpoint._checkpoint_without_reentrant_generator"] = _ref(
             getattr(tuc, "_checkpoint_without_reentrant_generator", None))
+    torch = mods.get("torch")
+    tensor = getattr(torch, "Tensor", None)
+    if tensor is not None:
+        out["torch.Tensor.backward"] = _ref(vars(tensor).get("backward"))  # the health probe wraps it
     optim = mods.get("torch.optim.optimizer")
     if optim is not None:
         for attr in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks"):

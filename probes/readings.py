@@ -17,9 +17,12 @@ Standard library only: the Prometheus exporter (``dflash-diag export``) uses it 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from dflash_contract.health import judge
 
 GAUGE = "gauge"
 COUNTER = "counter"  # monotonically increasing over the life of the process
@@ -71,6 +74,14 @@ CATALOGUE: dict[str, tuple[str, tuple[str, ...], str]] = {
     "fastpath_fallback": (GAUGE, (), "1 when a slow fallback path (torch GatedDeltaNet, eager flex_attention) runs"),
     # codedrift
     "codedrift_stale_modules": (GAUGE, (), "imported modules whose source changed on disk since the import"),
+    # health (per optimizer parameter group "<Optimizer>#<n>/<group>")
+    "health_lr": (GAUGE, ("group",), "learning rate of the group at the last sampled step"),
+    "health_grad_none": (GAUGE, ("group",), "tensors of the group whose .grad was None at the sampled step"),
+    "health_grad_nonfinite": (GAUGE, ("group",), "tensors of the group with a NaN/inf gradient at the sampled step"),
+    "health_update_ratio": (GAUGE, ("group",), "|dw|/|w| of watched weight slices since the previous sample"),
+    "health_loss": (GAUGE, (), "the loss handed to backward() at the last sampled step"),
+    "health_steps": (COUNTER, (), "optimizer steps seen by the health probe"),
+    "health_sample_ms": (GAUGE, (), "mean cost of one health sample to the step it runs in (ms)"),
     # the probe session itself
     "probes_steps": (COUNTER, (), "session.step() calls the program made"),
     "probes_step": (GAUGE, (), "the training step the program last passed to session.step()"),
@@ -147,6 +158,8 @@ _CHECKPOINT_FIELDS = (("checkpoint_grad_none_params", "grad_none_count"),
                       ("checkpoint_trainable_params", "trainable_params"), ("checkpoint_mixed_modes", "mixed_modes"))
 _SESSION_FIELDS = (("probes_steps", "steps"), ("probes_step", "step"), ("probes_publish_cost_ms", "publish_cost_ms_mean"),
                    ("probes_publish_errors", "publish_errors"))
+_HEALTH_GROUP_FIELDS = (("health_lr", "lr"), ("health_grad_none", "grad_none"),
+                        ("health_grad_nonfinite", "grad_nonfinite"), ("health_update_ratio", "update_ratio"))
 _RESERVED = frozenset({"status", "reason", "errors", "hook_errors", "last_hook_error"})
 
 
@@ -176,6 +189,14 @@ def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None
         out.extend(_fields(checkpoint, _CHECKPOINT_FIELDS))
     out.extend(_fields(_ok(probes, "fastpath"), (("fastpath_fallback", "fallback"),)))
     out.extend(_fields(_ok(probes, "codedrift"), (("codedrift_stale_modules", "stale_count"),)))
+    health = _ok(probes, "health")
+    if health is not None:
+        groups = health.get("groups")
+        for group in groups if isinstance(groups, list) else ():
+            if isinstance(group, Mapping) and isinstance(group.get("group"), str):
+                out.extend(_fields(group, _HEALTH_GROUP_FIELDS, (("group", group["group"]),)))
+        out.extend(_fields(health, (("health_loss", "loss"), ("health_steps", "steps"),
+                                    ("health_sample_ms", "sample_ms_mean"))))
     if isinstance(session, Mapping):
         out.extend(_fields(session, _SESSION_FIELDS))
     return out
@@ -186,7 +207,7 @@ def wandb_metrics(probes: Mapping[str, Any], session: Mapping[str, Any] | None =
     return {r.wandb_key: r.value for r in readings(probes, session)}
 
 
-def critical_alerts(probes: Mapping[str, Any]) -> list[Alert]:
+def critical_alerts(probes: Mapping[str, Any], now_wall_s: float | None = None) -> list[Alert]:
     """The critical findings a process can tell from its own board (the rule ids of docs/findings.md)."""
     out: list[Alert] = []
     checkpoint = _ok(probes, "checkpoint")
@@ -210,4 +231,9 @@ def critical_alerts(probes: Mapping[str, Any]) -> list[Alert]:
                  "Training is silently updating only part of the model. Fix: use_reentrant=False "
                  "(or pass the tensors positionally to the checkpointed function). `dflash-diag doctor PID` explains.",
         ))
+    # The health verdicts are judged by the one function doctor's health rules use.
+    for verdict in judge(_ok(probes, "health"), now_wall_s if now_wall_s is not None else time.time()):
+        if verdict.critical:
+            out.append(Alert(rule_id=verdict.rule_id, title=verdict.claim[:80], text=f"{verdict.claim}. Fix: "
+                             f"{verdict.remedy} `dflash-diag doctor PID` explains."))
     return out

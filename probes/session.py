@@ -21,7 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from dflash_contract.board import BOARD_SCHEMA
 from dflash_contract.redact import redact_text, redact_tree
-from probes import allocator, checkpoint, codedrift, compile, cudagraphs, fastpath, gil, queues, threads
+from probes import (
+    allocator,
+    checkpoint,
+    codedrift,
+    compile,
+    cudagraphs,
+    fastpath,
+    gil,
+    health,
+    queues,
+    threads,
+)
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
 from probes.board_writer import BoardPublisher, writer_identity
 from probes.wandb_log import WandbLogger
@@ -52,6 +63,8 @@ def _build(name: str, config: ProbesConfig) -> Probe:
         return codedrift.CodedriftProbe(config.codedrift)
     if name == "threads":
         return threads.ThreadsProbe(config.threads)
+    if name == "health":
+        return health.HealthProbe(config.health)
     raise ValueError(f"unknown probe {name!r}")
 
 
@@ -163,14 +176,19 @@ class ProbeSession:
             return q
 
     def watch_model(self, name: str, model: Any) -> None:
-        """Name ``model``'s parameters for the grad-None check (which runs before each optimizer step)."""
-        probe = self._checkpoint
-        if probe is None or self._closed:
+        """Name ``model``'s parameters for the grad-None check (which runs before each optimizer step); the
+        health probe arms on it too (the program has imported torch.optim by then)."""
+        if self._closed:
             return
-        try:
-            probe.watch_model(name, model)
-        except Exception as exc:
-            self._slots["checkpoint"].failed(exc)
+        for slot_name in ("checkpoint", "health"):
+            slot = self._slots.get(slot_name)
+            probe = slot.probe if slot is not None else None
+            if probe is None:
+                continue
+            try:
+                probe.watch_model(name, model)  # type: ignore[attr-defined]
+            except Exception as exc:
+                slot.failed(exc)  # type: ignore[union-attr]
 
     def set_app(self, **fields: Any) -> None:
         """Merge ``fields`` into the board's "app" section (made JSON-safe when published)."""

@@ -94,7 +94,7 @@ def build(ctx: Context) -> WaitGraph:
     note = "" if nodes else f"no thread has {MIN_SAMPLES} samples in the window"
     return WaitGraph(threads=tuple(sorted(nodes, key=lambda n: (-n.computing_share, n.name))),
                      chain=_chain(ctx, nodes, rows, uses), progress=progress, process_cpu_pct=cpu,
-                     cycle=_lock_cycle(nodes), note=note)
+                     cycle=_lock_cycle(nodes), note=note, trains=training_threads(nodes, rows))
 
 
 # --- rows -------------------------------------------------------------------------------------------------------
@@ -379,7 +379,7 @@ def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str,
     """The threads that lose throughput when something is slow: those that train (backward, optimizer step),
     else the pipeline's end (threads that get from a queue and put into none), else the consumer stage, else the
     main thread."""
-    training = tuple(n.name for n in nodes if any(_trains(r.thread) for r in rows.get(n.name, ())))
+    training = training_threads(nodes, rows)
     if training:
         return training
     # The end of the pipeline: threads that take from a queue and feed none.
@@ -391,6 +391,10 @@ def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str,
     if consumers:
         return consumers
     return tuple(n.name for n in nodes if n.name == "MainThread")
+
+
+def training_threads(nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> tuple[str, ...]:
+    return tuple(n.name for n in nodes if any(_trains(r.thread) for r in rows.get(n.name, ())))
 
 
 def _trains(thread: ThreadSample) -> bool:

@@ -68,6 +68,7 @@ class WaitGraph:
     progress: bool  # anything moved in the window: CPU time, a changing stack, a step counter
     process_cpu_pct: float | None
     cycle: tuple[str, ...] = ()  # threads waiting on each other's locks, in order; () when none
+    trains: tuple[str, ...] = ()  # threads whose stacks run autograd's backward or an optimizer step
     note: str = ""  # why the graph is partial ("too few samples"), "" when whole
 
     @property
