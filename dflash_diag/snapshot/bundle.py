@@ -15,7 +15,8 @@ Any failure is a one-line :class:`CommandError` (exit codes in docs/security.md)
 removed, nothing half-written is left.
 
 Read: bundles come from other people: tar members are validated (regular files only, no absolute paths or
-``..``, bounded sizes and counts) and only ``snapshot.json`` is read, into memory, never extracted.
+``..``, bounded sizes and counts) and only ``snapshot.json`` is read, into memory, never extracted; its
+decoding is bounded and its shape checked before use (:mod:`dflash_diag.snapshot.shape`).
 """
 
 from __future__ import annotations
@@ -477,18 +478,12 @@ def _bad(source: str, why: str) -> CommandError:
 
 
 def _parse_doc(data: bytes, source: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise _bad(source, f"snapshot.json is not valid JSON ({exc.__class__.__name__})") from None
-    if not isinstance(doc, dict):
-        raise _bad(source, "snapshot.json is not a JSON object")
-    schema = doc.get("schema")
-    if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
-        raise _bad(source, "not a dflash-diag snapshot (no 'dflash-diag.snapshot/N' schema)")
-    if schema not in SUPPORTED_SCHEMAS:
-        raise _bad(source, f"snapshot schema {schema} is newer than this dflash-diag understands: upgrade it")
-    return doc
+    """The fields of snapshot.json that ``diff`` reads, checked by shape and bounded in size (snapshot.shape)."""
+    from dflash_diag.snapshot.shape import checked
+
+    if len(data) > MAX_MEMBER_BYTES:
+        raise _bad(source, f"snapshot.json is larger than {MAX_MEMBER_BYTES >> 20} MiB")
+    return checked(data, source, SUPPORTED_SCHEMAS, SCHEMA_PREFIX)
 
 
 def _safe_member_name(name: str) -> bool:
