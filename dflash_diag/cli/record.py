@@ -74,7 +74,7 @@ class RecordCommand:
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from dflash_diag.export.output import prepare_file  # keeps --help fast
+        from dflash_diag.snapshot.output import prepare_file  # keeps --help fast
         from dflash_diag.sources.procfs import process_alive
         from dflash_diag.sources.pyspy import PySpy
 
