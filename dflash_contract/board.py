@@ -364,17 +364,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
 
 
-def loads_strict(data: bytes | str, *, max_depth: int = MAX_BOARD_DEPTH) -> Any:
+def loads_strict(data: bytes | str, *, max_depth: int | None = MAX_BOARD_DEPTH) -> Any:
     """JSON without NaN/Infinity, numbers that overflow to infinity, or nesting deeper than ``max_depth``.
 
-    ValueError (UnicodeDecodeError included) on anything else; never RecursionError."""
+    ValueError (UnicodeDecodeError included) on anything else; never RecursionError. ``max_depth=None``
+    skips the linear pre-pass (a pure-Python loop, seconds on tens of MiB): nesting is then bounded only by
+    the interpreter's recursion limit, and the caller checks the depth of what it gets."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
-    if _nesting_exceeds(text, max_depth):
+    if max_depth is not None and _nesting_exceeds(text, max_depth):
         raise ValueError(f"nested deeper than {max_depth} levels")
     try:
         return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
-        raise ValueError(f"nested deeper than {max_depth} levels") from None
+        raise ValueError(f"nested deeper than {max_depth or 'the recursion limit allows'} levels") from None
 
 
 def _nesting_exceeds(text: str, max_depth: int) -> bool:
@@ -733,7 +735,9 @@ def remove_stale_boards(directory: Path) -> list[str]:
     Only in a safe directory of ours; only regular files of ours named ``PID.json`` / ``PID.json.tmp.HEX``;
     a board only when it is a valid board whose writer is that PID and that process is no longer running
     with the board's start time (it died, or the PID now belongs to another process); a temporary only when
-    no process with that PID runs. Anything else is left alone."""
+    it holds what the probes write for that PID, whole or cut (empty included), and that writer no longer
+    runs (with the start time the temporary records, when the write got that far). Anything else is left
+    alone."""
     removed: list[str] = []
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -767,19 +771,53 @@ def _stale_entry(dir_fd: int, name: str) -> bool:
         return False
     if tmp is not None:
         tmp_pid = int(tmp.group(1))
-        return proc.is_valid_pid(tmp_pid) and not proc.process_alive(tmp_pid)
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return False
-    try:
-        data = os.read(fd, MAX_BOARD_BYTES + 1)
-    finally:
-        os.close(fd)
-    writer = _writer_of(data) if len(data) <= MAX_BOARD_BYTES else None
+        head = _read_head(dir_fd, name, _TMP_HEAD_BYTES)
+        return proc.is_valid_pid(tmp_pid) and head is not None and _tmp_writer_gone(head, tmp_pid)
+    data = _read_head(dir_fd, name, MAX_BOARD_BYTES + 1)
+    writer = _writer_of(data) if data is not None and len(data) <= MAX_BOARD_BYTES else None
     if writer is None or writer[0] != pid:
         return False  # not a board of ours as we write them: not ours to delete
     return not proc.process_alive(pid, writer[1])
+
+
+def _read_head(dir_fd: int, name: str, limit: int) -> bytes | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+# What the probes' publisher writes (compact JSON, keys in this order): a temporary is theirs when it holds
+# this header, or any cut of it (killed before or while writing, an empty file included).
+_TMP_HEAD_BYTES = 256
+_TICKS = re.compile(rb'"start_time_ticks":(\d{1,20})[,}]')
+_TICKS_CUT = re.compile(rb'"start_time_ticks":\d{0,20}')
+
+
+def _tmp_header(pid: int) -> bytes:
+    return b'{"schema":"%s","writer":{"pid":%d,' % (BOARD_SCHEMA.encode(), pid)
+
+
+def _tmp_writer_gone(head: bytes, pid: int) -> bool:
+    """Whether ``head`` (the first bytes of ``PID.json.tmp.HEX``) is the probes' own (partial) write for
+    ``pid`` and its writer no longer runs: the start time when the write got that far, else the PID alone."""
+    header = _tmp_header(pid)
+    if len(head) <= len(header):
+        return header.startswith(head) and not proc.process_alive(pid)
+    if not head.startswith(header):
+        return False  # something else under one of our names: not ours to delete
+    rest = head[len(header):]
+    ticks = _TICKS.match(rest)
+    if ticks is not None:  # ticks 0: the writer could not read its own start time; the PID alone tells
+        return not proc.process_alive(pid, int(ticks[1]) or None)
+    cut = _TICKS_CUT.fullmatch(rest) is not None or b'"start_time_ticks":'.startswith(rest)
+    return cut and not proc.process_alive(pid)
 
 
 def iter_board_names(directory: Path) -> Iterator[tuple[str, int]]:

@@ -83,3 +83,13 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{shown(text)[:40]!r} is not a finite number")
     return value
+
+
+def output_path_arg(text: str) -> str:
+    """A path to write (``-o``, ``--screenshot``, ``--child-log``): never empty (``-o ""`` must not quietly mean
+    the default name) and without a NUL character (no file system takes one)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the path is empty: give a file name (or leave the option out)")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("the path holds a NUL character")
+    return text

@@ -90,6 +90,8 @@ class DoctorCommand:
             dump_json(report)
         else:
             print_findings(analysis.findings, report)
+        if any(f.rule_id == "process-zombie" for f in analysis.findings):
+            return ExitCode.NO_PROCESS  # it has exited: the report says so, the code is every command's (3)
         if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
             return ExitCode.FINDINGS
         return ExitCode.OK

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_diag import __version__
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg, shown
+from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, rate_arg, shown
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 DEFAULT_DURATION_S = 10.0
@@ -59,7 +59,7 @@ class RecordCommand:
         parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to record")
         parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
                             help=f"seconds to sample (default {DEFAULT_DURATION_S:g}, at most {MAX_DURATION_S:g})")
-        parser.add_argument("-o", "--output", metavar="FILE",
+        parser.add_argument("-o", "--output", metavar="FILE", type=output_path_arg,
                             help="where to write (default: ./dflash-diag-trace-PID-TIME.json, "
                             "or .speedscope.json with --format speedscope)")
         parser.add_argument("--format", choices=FORMATS, default="chrome",
@@ -74,7 +74,7 @@ class RecordCommand:
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from dflash_diag.export.output import prepare_file  # keeps --help fast
+        from dflash_diag.snapshot.output import prepare_file  # keeps --help fast
         from dflash_diag.sources.procfs import process_alive
         from dflash_diag.sources.pyspy import PySpy
 
@@ -87,7 +87,7 @@ class RecordCommand:
             raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
         speedscope = args.format == "speedscope"
         suffix = ".speedscope.json" if speedscope else ".json"
-        output = Path(args.output) if args.output else Path(
+        output = Path(args.output) if args.output is not None else Path(
             f"dflash-diag-trace-{args.pid}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}")
         PySpy(args.pid).check()  # fail fast, with the diagnosis
         prepared = prepare_file(output, force=args.force, is_ours=is_our_speedscope if speedscope else is_our_trace,

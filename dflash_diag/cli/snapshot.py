@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg, shown
+from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, shown
 from dflash_diag.errors import CommandError, ExitCode
 
 # The same values as snapshot.gather's (kept here so that --help does not import the bundle code; a test checks).
@@ -32,7 +32,7 @@ class SnapshotCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to snapshot")
-        parser.add_argument("-o", "--output", metavar="FILE",
+        parser.add_argument("-o", "--output", metavar="FILE", type=output_path_arg,
                             help="where to write (default: ./dflash-diag-snapshot-PID-TIME.tar.gz)")
         parser.add_argument("--dir", action="store_true", help="write a directory instead of a .tar.gz")
         parser.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -54,7 +54,7 @@ class SnapshotCommand:
         # Refuse early what can never work (no py-spy, another user's process, not Python): an empty bundle
         # helps nobody. A hung or dying process passes this check and gets what can still be read.
         PySpy(args.pid).check()
-        output = Path(args.output) if args.output else None
+        output = Path(args.output) if args.output is not None else None
         if output is not None and not args.dir and not output.name.endswith((".tar.gz", ".tgz")):
             raise CommandError(f"{shown(output)}: a bundle file must end in .tar.gz (or use --dir for a directory)",
                                ExitCode.USAGE)

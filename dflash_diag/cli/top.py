@@ -14,12 +14,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dflash_diag.analysis.threads import StagePatterns
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg, shown
+from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, rate_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
 from dflash_diag.sources.config import SamplerConfig
+
+if TYPE_CHECKING:
+    from dflash_diag.snapshot.output import PreparedFile
 
 MAX_RATE_HZ = 50.0
 DEFAULT_WINDOW_S = 30.0
@@ -113,12 +116,14 @@ class TopCommand:
         parser.add_argument(
             "--screenshot",
             metavar="SVG",
+            type=output_path_arg,
             help="no terminal needed: run the live view headless for --duration seconds, save it as SVG, exit",
         )
         parser.add_argument(
             "--size", default="120x40", metavar="WxH", help="terminal size for --screenshot (default 120x40)"
         )
-        parser.add_argument("--child-log", metavar="PATH", help="launch mode: file for the command's output")
+        parser.add_argument("--child-log", metavar="PATH", type=output_path_arg,
+                            help="launch mode: file for the command's output")
         parser.add_argument(
             "--keep-child", action="store_true", help="launch mode: leave the command running on quit"
         )
@@ -126,15 +131,16 @@ class TopCommand:
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         target = _parse_target(args)
         _validate(args)
-        if not args.batch and not args.screenshot and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if not args.batch and args.screenshot is None and not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise CommandError(
                 "the live view needs a terminal: use --batch (and --json) for scripts", ExitCode.USAGE
             )
-        if isinstance(target, int):
-            return _run_attached(target, args, child=None)
-        with _launched(target, args) as child:
-            interpreter = _wait_attachable(child, args)
-            return _run_attached(interpreter, args, child=child)
+        with _reserved_screenshot(args) as shot:  # a bad --screenshot fails before anything is attached
+            if isinstance(target, int):
+                return _run_attached(target, args, child=None, shot=shot)
+            with _launched(target, args) as child:
+                interpreter = _wait_attachable(child, args)
+                return _run_attached(interpreter, args, child=child, shot=shot)
 
 
 # ----- arguments -----
@@ -183,15 +189,9 @@ def _validate(args: argparse.Namespace) -> None:
         if args.batch:
             raise CommandError("--screenshot and --batch do not go together", ExitCode.USAGE)
         args.size_cells = _parse_size(args.size)
-        target = Path(args.screenshot)
-        if target.suffix != ".svg":
-            raise CommandError(f"--screenshot {target}: the file name must end in .svg", ExitCode.USAGE)
-        if os.path.lexists(target):  # never over an existing file (checked again, atomically, when written)
-            raise CommandError(f"--screenshot {target}: exists; choose another path", ExitCode.EXISTS)
-        if not target.resolve().parent.is_dir():
-            raise CommandError(
-                f"--screenshot {target}: directory {target.parent} does not exist", ExitCode.BAD_INPUT
-            )
+        if not args.screenshot.endswith(".svg"):
+            raise CommandError(f"--screenshot {shown(args.screenshot)[:200]}: the file name must end in .svg",
+                               ExitCode.USAGE)
     if args.json and not args.batch:
         raise CommandError("--json needs --batch (the live screen has no JSON form)", ExitCode.USAGE)
     for flag, pattern in (
@@ -222,11 +222,29 @@ def _patterns(args: argparse.Namespace) -> StagePatterns:
     return StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
 
 
-def _run_attached(pid: int, args: argparse.Namespace, child: Child | None) -> int:
+@contextmanager
+def _reserved_screenshot(args: argparse.Namespace) -> Iterator[PreparedFile | None]:
+    """--screenshot's destination checked and its temporary sibling reserved (the rules of every output,
+    snapshot.output: exit 7 when it exists, 9 for /, home or the working directory, 11 when it cannot be
+    written); the sibling is removed unless the screenshot was committed."""
+    if args.screenshot is None:
+        yield None
+        return
+    from dflash_diag.snapshot.output import never_ours, prepare_file
+
+    shot = prepare_file(Path(args.screenshot), force=False, is_ours=never_ours, what="screenshot",
+                        flag="--screenshot", forceable=False)
+    try:
+        yield shot
+    finally:
+        shot.abandon()  # a no-op once committed
+
+
+def _run_attached(pid: int, args: argparse.Namespace, child: Child | None, shot: PreparedFile | None) -> int:
     check_attachable(pid)  # AttachError -> one line, its exit code, before any screen or output
     if args.batch:
         return _run_batch(pid, args, child)
-    return _run_tui(pid, args, child)
+    return _run_tui(pid, args, child, shot)
 
 
 def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
@@ -242,24 +260,25 @@ def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
     return ExitCode.OK
 
 
-def _run_tui(pid: int, args: argparse.Namespace, child: Child | None) -> int:
+def _run_tui(pid: int, args: argparse.Namespace, child: Child | None, shot: PreparedFile | None) -> int:
     from dflash_diag.cli.top_live import LiveSource
     from dflash_diag.tui.app import TopApp
 
     source = LiveSource(pid, _sampler_config(args), _patterns(args))
     try:
         first = source.poll()  # attach now, so a failure is one line on the terminal, not a broken screen
-        if args.screenshot is not None:
+        if shot is not None:
             app = TopApp(
                 source,
                 refresh_s=args.refresh,
                 initial_frame=first,
                 native=args.native,
-                screenshot=(args.screenshot, args.duration),
+                screenshot_after_s=args.duration,
             )
             code = app.run(headless=True, size=args.size_cells)
-            if app.screenshot_error is not None:
-                raise CommandError(app.screenshot_error, int(code or ExitCode.CANNOT_WRITE))
+            if app.screenshot_svg is None:
+                return int(code or ExitCode.FAILURE)  # the app stopped first and said why
+            shot.commit(app.screenshot_svg.encode("utf-8"))  # exit 11 in one line when it cannot be written
             print(f"dflash-diag top: screenshot written to {shown(args.screenshot)}", file=sys.stderr)
         else:
             app = TopApp(source, refresh_s=args.refresh, initial_frame=first, native=args.native)
@@ -304,9 +323,9 @@ def _open_child_log(args: argparse.Namespace) -> tuple[Path, TextIO]:
         except FileExistsError:
             raise CommandError(f"--child-log {path}: exists; choose another path", ExitCode.EXISTS) from None
         except OSError as exc:
-            raise CommandError(
-                f"--child-log {path}: cannot create ({exc.strerror})", ExitCode.BAD_INPUT
-            ) from None
+            from dflash_diag.snapshot.output import cannot_write
+
+            raise cannot_write(path, exc, "--child-log") from None
         return path, os.fdopen(fd, "w")
     directory = Path(tempfile.mkdtemp(prefix="dflash-diag-top-"))  # mode 0700
     path = directory / "child.log"

@@ -3,7 +3,7 @@
 A ``prometheus_client`` custom collector: every scrape re-reads the boards (the PIDs given, or every board
 in the board directory with ``--all``), so processes that start or exit between two scrapes appear and
 disappear without a restart; per-GPU utilisation comes from NVML. Reading a board is a file read (~0.1 ms),
-never a ptrace: a scrape costs the trainers nothing.
+never a ptrace; :mod:`dflash_diag.export.serve` renders the page at most once a second, however many scrape.
 
 Names: ``dflash_`` + the catalogue name of :mod:`probes.readings`, in Prometheus' base units (seconds,
 ``_ratio`` for 0..1 shares, ``_per_second``), counters with ``_total``. Every process series carries

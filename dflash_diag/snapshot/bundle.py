@@ -1,12 +1,14 @@
 """Writing a bundle without ever destroying what dflash-diag did not write, and reading one back safely.
 
-Write, in two steps so that a bad ``-o`` fails before seconds of sampling are spent:
+Write, in two steps so that a bad ``-o`` fails before seconds of sampling are spent, by the rules every output
+follows (:mod:`dflash_diag.snapshot.output`):
 
 - :func:`prepare_output` checks the destination and reserves a temporary sibling (0600 file / 0700
-  directory, a short name of our own) in the target directory, which proves the directory is writable.
-  ``/``, the home directory, the working directory and their ancestors are always refused. An existing
-  output is refused unless ``force``; with ``force`` it is replaced only when it is a bundle this tool
-  wrote: its ``MANIFEST.json`` names every file and each file still has the SHA-256 written there.
+  directory, a short name of our own that names its writer) in the target directory, which proves the
+  directory is writable. ``/``, the home directory, the working directory and their ancestors are always
+  refused. An existing output is refused unless ``force``; with ``force`` it is replaced only when it is a
+  bundle this tool wrote: its ``MANIFEST.json`` names every file and each file still has the SHA-256
+  written there.
 - :meth:`PreparedOutput.commit` writes the files into the temporary sibling and renames it into place.
   A replaced bundle directory is moved aside first and then emptied file by file (only the names its
   manifest lists) and removed with ``rmdir``: never a recursive delete.
@@ -15,20 +17,18 @@ Any failure is a one-line :class:`CommandError` (exit codes in docs/security.md)
 removed, nothing half-written is left.
 
 Read: bundles come from other people: tar members are validated (regular files only, no absolute paths or
-``..``, bounded sizes and counts) and only ``snapshot.json`` is read, into memory, never extracted.
+``..``, bounded sizes and counts) and only ``snapshot.json`` is read, into memory, never extracted; its
+decoding is bounded and its shape checked before use (:mod:`dflash_diag.snapshot.shape`).
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import json
 import os
-import secrets
 import stat
 import tarfile
-import tempfile
 import time
 import zlib
 from collections.abc import Mapping
@@ -37,6 +37,19 @@ from typing import IO, Any
 
 from dflash_diag import __version__
 from dflash_diag.errors import CommandError, ExitCode
+
+# One set of rules for every output: where none may go, the errno table, the temporary siblings.
+from dflash_diag.snapshot.output import (
+    aside_name,
+    cannot_write,
+    check_destination,
+    exists_error,
+    place_file,
+    reserve_sibling,
+    shown_path,
+    unlink_quietly,
+    unsafe,
+)
 
 SCHEMA_PREFIX = "dflash-diag.snapshot/"
 SUPPORTED_SCHEMAS = ("dflash-diag.snapshot/1",)
@@ -47,79 +60,13 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 # What makes a bundle recognisably ours: this file, listing every other file with its SHA-256.
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_SCHEMA = "dflash-diag.bundle-manifest/1"
-# Our own short sibling names (a long -o name must not make the temporary name too long).
-TMP_PREFIX = ".dflash-diag-tmp-"
-OLD_PREFIX = ".dflash-diag-old-"
 
 
 def default_name(pid: int, now_wall_s: float) -> str:
     return f"dflash-diag-snapshot-{pid}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now_wall_s))}"
 
 
-# --- what may be written where ---------------------------------------------------------------------------
-
-
-def _unsafe(message: str) -> CommandError:
-    return CommandError(message, ExitCode.UNSAFE_OUTPUT)
-
-
-def cannot_write(path: Path | str, exc: OSError) -> CommandError:
-    """The one-line error (exit 11) for an output that cannot be written, naming what to do about it."""
-    why = {
-        errno.ENOSPC: "no space left on the device: free some space or pick another -o",
-        errno.EDQUOT: "disk quota exceeded: free some space or pick another -o",
-        errno.EROFS: "read-only file system: pick another -o",
-        errno.EACCES: "permission denied: pick a directory you can write to",
-        errno.EPERM: "not permitted: pick a directory you can write to",
-        errno.ENAMETOOLONG: "name too long: pick a shorter -o",
-        errno.ENOENT: "no such directory: create it or pick another -o",
-        errno.ENOTDIR: "a part of the path is not a directory: pick another -o",
-    }.get(exc.errno or 0, f"{exc.strerror or exc.__class__.__name__}: pick another -o")
-    return CommandError(f"cannot write {shown_path(path)}: {why}", ExitCode.CANNOT_WRITE)
-
-
-def shown_path(path: Path | str) -> str:
-    """A path as one printable line (a non-UTF-8 or control-character name must not garble the terminal)."""
-    text = os.fsdecode(path) if isinstance(path, bytes) else str(path)
-    return "".join(ch if ch.isprintable() and not 0xDC80 <= ord(ch) <= 0xDCFF else repr(ch)[1:-1] for ch in text)
-
-
-def _guarded_dirs() -> list[tuple[str, str]]:
-    """Directories no output may be or contain: the root, the home directory, the working directory."""
-    guarded = [("/", "the root directory")]
-    homes = {os.path.expanduser("~")}
-    try:
-        import pwd  # POSIX only
-
-        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
-    except (ImportError, KeyError):
-        pass
-    guarded += [(os.path.realpath(h), "your home directory") for h in homes if h and h != "~"]
-    try:
-        guarded.append((os.path.realpath(os.getcwd()), "the working directory"))
-    except OSError:
-        pass
-    return guarded
-
-
-def protected_reason(path: Path) -> str | None:
-    """Why ``path`` may never be an output (it is /, home or the working directory, or holds one), else None."""
-    real = os.path.realpath(path)
-    for guarded, label in _guarded_dirs():
-        if real == guarded:
-            return f"is {label}"
-        if guarded == "/":
-            continue
-        if guarded.startswith(real.rstrip("/") + "/"):
-            return f"holds {label}"
-    return None
-
-
-def _name_max(directory: Path) -> int:
-    try:
-        return int(os.pathconf(directory, "PC_NAME_MAX"))
-    except (OSError, ValueError):
-        return 255
+# --- recognising our own bundle ----------------------------------------------------------------------------
 
 
 def _plain_name(name: object) -> bool:
@@ -315,7 +262,7 @@ class PreparedOutput:
         if self.as_dir:
             _remove_our_files(tmp, self._written)
         else:
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
 
     # -- writing --------------------------------------------------------------------------------------
 
@@ -345,43 +292,25 @@ class PreparedOutput:
 
     def _place_file(self) -> None:
         assert self._tmp is not None
-        if self.replace:
-            reason = _tar_not_ours(self.path) if os.path.lexists(self.path) else None
-            if reason is not None:  # changed while we sampled
-                raise _unsafe(f"{shown_path(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
-            os.replace(self._tmp, self.path)  # atomic over our own old bundle
-            return
-        try:
-            os.link(self._tmp, self.path)  # never replaces: fails if something appeared there meanwhile
-        except FileExistsError:
-            raise _exists(self.path) from None
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
-                raise
-            if os.path.lexists(self.path):  # a file system without hard links
-                raise _exists(self.path) from None
-            os.rename(self._tmp, self.path)
-            return
-        _unlink_quietly(self._tmp)
+        place_file(self._tmp, self.path, replace=self.replace, what="bundle", why_not_ours=_tar_not_ours)
 
     def _place_dir(self) -> None:
         assert self._tmp is not None
-        parent = self.path.parent
         if not self.replace:
             try:
                 os.mkdir(self.path, 0o700)  # claim the name: fails if anything appeared there meanwhile
             except FileExistsError:
-                raise _exists(self.path) from None
+                raise exists_error(self.path, "bundle") from None
             os.rename(self._tmp, self.path)  # onto our own empty directory
             return
         reason, listed = _dir_not_ours(self.path) if os.path.lexists(self.path) else (None, {})
         if reason is not None:
-            raise _unsafe(f"{shown_path(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
+            raise unsafe(f"{shown_path(self.path)} {reason}: --force replaces only a bundle dflash-diag wrote")
         if not listed:
             os.mkdir(self.path, 0o700)
             os.rename(self._tmp, self.path)
             return
-        old = parent / f"{OLD_PREFIX}{secrets.token_hex(6)}"
+        old = aside_name(self.path.parent)
         os.rename(self.path, old)  # our old bundle, intact, out of the way
         try:
             os.rename(self._tmp, self.path)
@@ -391,72 +320,25 @@ class PreparedOutput:
         _remove_our_files(old, [*listed, MANIFEST_NAME], listed)
 
 
-def _exists(path: Path) -> CommandError:
-    return CommandError(f"{shown_path(path)} exists: pass --force to replace a bundle dflash-diag wrote there, "
-                        "or -o another path", ExitCode.EXISTS)
-
-
 def _remove_our_files(directory: Path, names: list[str], digests: Mapping[str, str] | None = None) -> None:
     """Unlink ``names`` in ``directory`` (each only if still the file we wrote), then rmdir it if empty."""
     for name in names:
         target = directory / name
         if digests is not None and name in digests and _file_sha256(target) != digests[name]:
             continue  # changed under us: not ours any more, leave it (and so the directory)
-        _unlink_quietly(target)
+        unlink_quietly(target)
     try:
         os.rmdir(directory)  # fails, harmlessly, if anything else is in it
     except OSError:
         pass
 
 
-def _unlink_quietly(path: Path | str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def prepare_output(path: Path, *, as_dir: bool, force: bool) -> PreparedOutput:
     """Check where a bundle goes and reserve its temporary sibling, before any sampling (docstring above)."""
-    text = str(path)
-    if not text or "\0" in text:
-        raise CommandError("the output path is empty or holds a NUL character", ExitCode.USAGE)
-    reason = protected_reason(path)
-    if reason is not None:
-        raise _unsafe(f"{shown_path(path)} {reason}: dflash-diag never writes a bundle there; pick a new name with -o")
-    parent = path.parent
-    try:
-        if not stat.S_ISDIR(os.stat(parent).st_mode):
-            raise CommandError(f"{shown_path(parent)} is not a directory: pick another -o", ExitCode.CANNOT_WRITE)
-    except OSError as exc:
-        raise cannot_write(parent, exc) from None
-    name_max = _name_max(parent)
-    if len(os.fsencode(path.name)) > name_max:
-        raise CommandError(f"{shown_path(path.name)[:40]}...: the name is longer than the {name_max} bytes this file "
-                           "system allows: pick a shorter -o", ExitCode.CANNOT_WRITE)
-    replace = os.path.lexists(path)
-    if replace:
-        if not force:
-            raise _exists(path)
-        if os.path.islink(path):
-            raise _unsafe(f"{shown_path(path)} is a symlink: --force replaces only a bundle dflash-diag wrote; "
-                          "remove the link or pick another -o")
-        why = _dir_not_ours(path)[0] if as_dir else _tar_not_ours(path)
-        if why is not None:
-            raise _unsafe(f"{shown_path(path)} {why}: --force replaces only a bundle dflash-diag wrote; "
-                          "move it away or pick another -o")
-    try:
-        if as_dir:
-            return PreparedOutput(path, as_dir=True, replace=replace, fd=None,
-                                  tmp=Path(tempfile.mkdtemp(prefix=TMP_PREFIX, suffix=".tmp", dir=parent)))
-        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".tmp", dir=parent)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:  # the directory exists, yet nothing can be created in it (/proc)
-            raise CommandError(f"cannot write {shown_path(path)}: files cannot be created in {shown_path(parent)}: "
-                               "pick another -o", ExitCode.CANNOT_WRITE) from None
-        raise cannot_write(path, exc) from None
-    os.fchmod(fd, 0o600)
-    return PreparedOutput(path, as_dir=False, replace=replace, tmp=Path(tmp), fd=fd)
+    replace = check_destination(path, force=force, what="bundle",
+                                why_not_ours=(lambda p: _dir_not_ours(p)[0]) if as_dir else _tar_not_ours)
+    tmp, fd = reserve_sibling(path, as_dir=as_dir)
+    return PreparedOutput(path, as_dir=as_dir, replace=replace, tmp=tmp, fd=fd)
 
 
 def write_tar(path: Path, top: str, files: Mapping[str, bytes], *, force: bool, mtime_s: float) -> Path:
@@ -477,18 +359,12 @@ def _bad(source: str, why: str) -> CommandError:
 
 
 def _parse_doc(data: bytes, source: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise _bad(source, f"snapshot.json is not valid JSON ({exc.__class__.__name__})") from None
-    if not isinstance(doc, dict):
-        raise _bad(source, "snapshot.json is not a JSON object")
-    schema = doc.get("schema")
-    if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
-        raise _bad(source, "not a dflash-diag snapshot (no 'dflash-diag.snapshot/N' schema)")
-    if schema not in SUPPORTED_SCHEMAS:
-        raise _bad(source, f"snapshot schema {schema} is newer than this dflash-diag understands: upgrade it")
-    return doc
+    """The fields of snapshot.json that ``diff`` reads, checked by shape and bounded in size (snapshot.shape)."""
+    from dflash_diag.snapshot.shape import checked
+
+    if len(data) > MAX_MEMBER_BYTES:
+        raise _bad(source, f"snapshot.json is larger than {MAX_MEMBER_BYTES >> 20} MiB")
+    return checked(data, source, SUPPORTED_SCHEMAS, SCHEMA_PREFIX)
 
 
 def _safe_member_name(name: str) -> bool:

@@ -10,6 +10,7 @@ Ties keep a stable order (kind, then key). Rates are the effect, listed apart, n
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -179,6 +180,14 @@ def _layout(doc: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _ratio(b: float, a: float) -> float | None:
+    """b / a, or None when there is no finite answer (a is zero, or the quotient overflows)."""
+    if not a:
+        return None
+    ratio = b / a
+    return ratio if math.isfinite(ratio) else None
+
+
 def _rates(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[RateDelta]:
     ra, rb = _mapping(a, "rates"), _mapping(b, "rates")
     out: list[RateDelta] = []
@@ -187,7 +196,7 @@ def _rates(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[RateDelta]:
         va, vb = ra.get(key), rb.get(key)
         if va is None and vb is None:
             continue
-        ratio = vb / va if isinstance(va, int | float) and isinstance(vb, int | float) and va else None
+        ratio = _ratio(vb, va) if isinstance(va, int | float) and isinstance(vb, int | float) else None
         out.append(RateDelta(label, _show(va), _show(vb), ratio))
     sa, sb = _mapping(ra, "state_shares"), _mapping(rb, "state_shares")
     for stage in sorted(set(sa) | set(sb)):
@@ -195,8 +204,7 @@ def _rates(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[RateDelta]:
         for state in sorted(set(xa) | set(xb)):
             va, vb = float(xa.get(state) or 0.0), float(xb.get(state) or 0.0)
             if abs(vb - va) >= SHARE_DELTA_MIN:
-                out.append(RateDelta(f"{stage} {state} share", f"{100 * va:.0f}%", f"{100 * vb:.0f}%",
-                                     vb / va if va else None))
+                out.append(RateDelta(f"{stage} {state} share", f"{100 * va:.0f}%", f"{100 * vb:.0f}%", _ratio(vb, va)))
     return out
 
 

@@ -7,8 +7,6 @@ the UI changes state only in the message handler.
 
 from __future__ import annotations
 
-import errno
-import os
 import threading
 from pathlib import Path
 
@@ -190,11 +188,13 @@ class TopApp(App[int]):
         initial_frame: TopFrame | None = None,
         start_sampler: bool = True,
         native: bool = False,
-        screenshot: tuple[str, float] | None = None,
+        screenshot_after_s: float | None = None,
     ) -> None:
         super().__init__()
-        self.screenshot = screenshot  # (svg path, after seconds): save the screen then exit (--screenshot)
-        self.screenshot_error: str | None = None
+        # --screenshot: after this many seconds the screen is kept as SVG text and the app exits; the command
+        # writes it (temporary sibling, rename: snapshot.output), never the app, whose crash report shows locals.
+        self.screenshot_after_s = screenshot_after_s
+        self.screenshot_svg: str | None = None
         self.source = source
         self.refresh_s = refresh_s
         self.frame: TopFrame | None = initial_frame  # what is on screen
@@ -245,23 +245,23 @@ class TopApp(App[int]):
         if self._start_sampler:
             self._sampler = SamplerThread(self, self.source, self.refresh_s)
             self._sampler.start()
-        if self.screenshot is not None:
-            self.set_timer(self.screenshot[1], self._save_screenshot_and_exit)
+        if self.screenshot_after_s is not None:
+            self.set_timer(self.screenshot_after_s, self._keep_screenshot_and_exit)
 
-    def _save_screenshot_and_exit(self) -> None:
-        assert self.screenshot is not None
-        path = Path(self.screenshot[0])
-        data = self.export_screenshot().encode("utf-8")
-        try:
-            # O_EXCL|O_NOFOLLOW: never over a file that appeared since `top` checked, never through a link.
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            self.screenshot_error = f"--screenshot {path}: cannot create it ({exc.strerror})"
-            self.exit(ExitCode.EXISTS if exc.errno == errno.EEXIST else ExitCode.CANNOT_WRITE)
-            return
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+    def _keep_screenshot_and_exit(self) -> None:
+        self.screenshot_svg = self.export_screenshot()
         self.exit(ExitCode.OK)
+
+    def _fatal_error(self) -> None:
+        """A crash report without local variables (Textual's default shows them: a frame's locals can hold a
+        board value, an environment or a path that must not reach a terminal log or a pasted issue)."""
+        from rich.segment import Segments
+        from rich.traceback import Traceback
+
+        self.bell()
+        traceback = Traceback(show_locals=False, width=None)
+        self._exit_renderables.append(Segments(self.console.render(traceback, self.console.options)))
+        self._close_messages_no_wait()
 
     def on_unmount(self) -> None:
         self._stop_sampler()

@@ -230,7 +230,8 @@ def test_only_our_boards_of_dead_processes_are_removed(board_dir: Path, tmp_path
     assert my_ticks is not None
     files = {
         f"{dead}.json": _board_of(dead, ticks),  # removed: a valid board, its writer is gone
-        f"{dead}.json.tmp.0a1b2c": b"half a board",  # removed: a half-written temporary of a dead PID
+        f"{dead}.json.tmp.0a1b2c": _board_of(dead, ticks)[:9],  # removed: a half-written temporary of a dead PID
+        f"{dead}.json.tmp.0a1b2d": b"half a board",  # kept: not what the probes write (test_board_tmp_cleanup.py)
         f"{me}.json": _board_of(me, my_ticks),  # kept: its writer runs
         f"{me}.json.tmp.0a1b2c": b"being written",  # kept: its writer runs
         f"{dead + 1 if dead + 1 != me else dead + 2}.json": _board_of(dead, ticks),  # kept: written by another PID

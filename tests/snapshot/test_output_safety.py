@@ -21,15 +21,8 @@ from conftest_snapshot import Spawn
 
 from dflash_diag.cli import main
 from dflash_diag.errors import CommandError, ExitCode
-from dflash_diag.snapshot.bundle import (
-    MANIFEST_NAME,
-    OLD_PREFIX,
-    TMP_PREFIX,
-    prepare_output,
-    protected_reason,
-    write_dir,
-    write_tar,
-)
+from dflash_diag.snapshot.bundle import MANIFEST_NAME, prepare_output, write_dir, write_tar
+from dflash_diag.snapshot.output import OLD_PREFIX, TMP_PREFIX, protected_reason
 
 FILES = {"report.md": b"# report\n", "snapshot.json": b'{"schema": "dflash-diag.snapshot/1"}\n'}
 SELF = str(os.getpid())  # a live Python process: every refusal below happens before it would be sampled
