@@ -39,6 +39,7 @@ def test_every_critical_rule_reading_only_the_board_is_mirrored() -> None:
     import inspect
 
     import dflash_diag.analysis.findings as findings_pkg
+    import probes.readings as readings_module
 
     # Critical rules that need more than the board, and so cannot be checked in process: a stopped, zombie or
     # stuck process cannot report on itself (/proc, read from outside); a hang is judged from every thread's
@@ -46,5 +47,8 @@ def test_every_critical_rule_reading_only_the_board_is_mirrored() -> None:
     needs_more = {"process", "hang", "waits"}
     counts = {name: inspect.getsource(m).count("Severity.CRITICAL")
               for name, m in inspect.getmembers(findings_pkg, inspect.ismodule) if name not in needs_more}
+    # health's critical verdicts are judged by dflash_contract.health.judge, which critical_alerts calls too.
+    assert counts.get("health") == 1 and "judge(" in inspect.getsource(readings_module.critical_alerts)
+    counts.pop("health")
     assert sum(counts.values()) == 1 and counts.get("checkpoint") == 1, \
         "a new critical rule: mirror it in probes/readings.py"
