@@ -49,3 +49,14 @@ class AttachError(DflashDiagError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived in a command that changed another process (``cli/_signals.py``).
+
+    A BaseException, like KeyboardInterrupt: ``except Exception`` does not stop it, ``finally`` blocks run
+    (the detach), and the command exits 128+N."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
