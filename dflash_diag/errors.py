@@ -19,7 +19,8 @@ class ExitCode:
     FINDINGS = 10  # `doctor --fail-on`: findings at or above the threshold were raised
     CANNOT_WRITE = 11  # the output cannot be written: no such or unwritable directory, disk full, name too long
     UNSUPPORTED = 12  # `attach`: a CPython version (or build) the probes cannot be injected into
-    ATTACH_FAILED = 13  # `attach`/`detach`: the process is stopped or traced, or the injected probes failed
+    ATTACH_FAILED = 13  # `attach`/`detach`: the process is stopped, traced, the command itself (or an ancestor
+    # waiting for it), or the injected probes failed
     ATTACH_TIMEOUT = 14  # `attach`/`detach`: the process did not reach a safe point in time (request cancelled)
 
 

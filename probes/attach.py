@@ -181,8 +181,8 @@ def detach(owner: JsonDict | None = None) -> JsonDict:
         return {"ok": False, "error": f"nothing to detach: {why}", "not_attached": True}
     if owner is not None and state.get("lease") != owner:
         return {"ok": False, "not_owner": True,
-                "error": "the probes attached in this process are not held for this command (a later `dflash-diag "
-                         "attach` made them a lasting install): left in place"}
+                "error": "the probes attached in this process are not held for this command (`dflash-diag attach` "
+                         "without a lease made them a lasting install): left in place"}
     session = probes.current()
     removed: list[str] = []
     if session is not None:

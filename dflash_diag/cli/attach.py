@@ -6,12 +6,15 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_contract import proc
 from dflash_contract.board import PROBE_NAMES
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
+
+if TYPE_CHECKING:
+    from dflash_diag.sources.inject import Lease
 
 KNOWN_PROBES = PROBE_NAMES  # the board contract's list
 ATTACH_SCHEMA = "dflash-diag.attach-report/1"
@@ -51,7 +54,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="print the debugger session on stderr")
 
 
-def run_injection(args: argparse.Namespace, action: str, names: list[str], *, lease: Any = None,
+def run_injection(args: argparse.Namespace, action: str, names: list[str], *, lease: Lease | None = None,
                   progress: Callable[[str], None] | None = None) -> Any:
     """Run one injection for a command; its Outcome. Errors stay AttachError (one line, exit code).
 
@@ -143,7 +146,10 @@ class AttachCommand:
             if args.lease_pid == args.pid:
                 raise CommandError(f"--lease-pid {args.pid} is the process the probes go into: give the PID of "
                                    "the process they are for (e.g. $$, this shell)", ExitCode.USAGE)
-            lease = Lease.of(args.lease_pid)
+            lease = Lease.for_target(args.pid, args.lease_pid)
+            if lease is None:
+                raise CommandError(f"PID {args.pid} runs in another PID namespace (a container?): it cannot see PID "
+                                   f"{args.lease_pid}, so --lease-pid cannot be used for it", ExitCode.USAGE)
         outcome = run_injection(args, "attach", args.probes, lease=lease)
         _fail_if_not_ok(outcome)
         if args.json:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Finding, Observation, Severity
 from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
+
+if TYPE_CHECKING:
+    from dflash_diag.sources.inject import Lease
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
@@ -107,7 +111,7 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
     from dflash_diag.errors import Terminated
     from dflash_diag.sources.inject import Lease
 
-    lease = Lease.of()
+    lease = Lease.for_target(args.pid)  # None: another PID namespace (said when the probes go in)
     steps: list[str] = []  # the injection's progress: non-empty once the request may have reached the process
     attached: dict[str, Any] | None = None
     interrupted = False
@@ -126,7 +130,8 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
     return analysis, report
 
 
-def _attach_for_diagnosis(args: argparse.Namespace, lease: Any, progress: Any) -> dict[str, Any] | None:
+def _attach_for_diagnosis(args: argparse.Namespace, lease: Lease | None,
+                          progress: Callable[[str], None]) -> dict[str, Any] | None:
     """`--attach`: start the probes missing from the process's board (none if it has them all)."""
     from dflash_diag.cli.attach import KNOWN_PROBES, outcome_json, run_injection
     from dflash_diag.errors import BoardError
@@ -140,6 +145,10 @@ def _attach_for_diagnosis(args: argparse.Namespace, lease: Any, progress: Any) -
         return None
     print(f"dflash-diag doctor: PID {args.pid} runs without {'some ' if enabled else ''}probes: attaching them "
           "for this diagnosis (they leave with this command)", file=sys.stderr, flush=True)
+    if lease is None:
+        print(f"dflash-diag doctor: PID {args.pid} runs in another PID namespace: the probes cannot hold a lease on "
+              f"this command; should it be killed (SIGKILL), run `dflash-diag detach {args.pid}`", file=sys.stderr,
+              flush=True)
     inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=ATTACH_TIMEOUT_S,
                                      board_dir=args.board_dir, json=True, verbose=False)
     outcome = run_injection(inject_args, "attach", list(KNOWN_PROBES), lease=lease, progress=progress)
@@ -148,7 +157,7 @@ def _attach_for_diagnosis(args: argparse.Namespace, lease: Any, progress: Any) -
     return outcome_json(outcome)
 
 
-def _detach_after_diagnosis(args: argparse.Namespace, lease: Any, *, said_attached: bool) -> None:
+def _detach_after_diagnosis(args: argparse.Namespace, lease: Lease | None, *, said_attached: bool) -> None:
     """Detach the probes this command's lease holds (none other); one line on stderr says what happened."""
     from dflash_diag.cli.attach import run_injection
 
@@ -157,8 +166,9 @@ def _detach_after_diagnosis(args: argparse.Namespace, lease: Any, *, said_attach
     try:
         result = run_injection(inject_args, "detach", [], lease=lease).result
     except Exception as exc:  # the diagnosis is done: report, do not lose it
-        print(f"dflash-diag doctor: detach failed: {exc}; the probes detach by themselves once this command has "
-              f"exited (or run `dflash-diag detach {args.pid}`)", file=sys.stderr, flush=True)
+        after = "the probes detach by themselves once this command has exited, or run" if lease else "run"
+        print(f"dflash-diag doctor: detach failed: {exc}; {after} `dflash-diag detach {args.pid}`", file=sys.stderr,
+              flush=True)
         return
     left = result.get("hooks_left") or []
     if result.get("not_attached") and not said_attached:

@@ -495,14 +495,24 @@ class Lease:
     start_ticks: int
 
     @classmethod
-    def of(cls, pid: int | None = None) -> Lease:
-        """The lease of ``pid`` (default: this process); AttachError when it does not run."""
-        which = os.getpid() if pid is None else pid
+    def for_target(cls, target_pid: int, holder_pid: int | None = None) -> Lease | None:
+        """The lease of ``holder_pid`` (default: this process) for probes in ``target_pid``; None when the target
+        lives in another PID namespace (a container seen from the host): it cannot see the holder's PID.
+        AttachError when the holder does not run."""
+        which = os.getpid() if holder_pid is None else holder_pid
         ticks = proc.start_time_ticks(which)
         if ticks is None or not proc.process_alive(which, ticks):
             raise AttachError(f"no process with PID {which} to hold the probes' lease (it exited or never existed)",
                               ExitCode.NO_PROCESS)
-        return cls(which, ticks)
+        return cls(which, ticks) if same_pid_namespace(target_pid) is not False else None
+
+
+def same_pid_namespace(pid: int) -> bool | None:
+    """Whether ``pid`` numbers processes as we do (its PID namespace is ours); None when /proc does not say."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino == os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
 
 
 @dataclass

@@ -12,6 +12,7 @@ items 5 and 8), with real processes and a real gdb.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -99,6 +100,23 @@ def test_doctor_attach_killed_leaves_a_lease_the_probes_honour(gdb: str, start_p
     time.sleep(0.5)  # the board thread that ran the detach ends right after it
     assert _inventory(plain.pid, board_dir) == before
     plain.keeps_running()
+
+
+def test_attach_ended_by_sigterm_cancels_its_request_like_ctrl_c(gdb: str, start_plain, board_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    plain = start_plain("join")
+    extra, _pidfile = slow_gdb(tmp_path, gdb)
+    attach = subprocess.Popen([*CLI, "attach", str(plain.pid)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="3"))
+    wait_for(lambda: all_stopped(plain.pid), 30, "gdb to stop the process")
+    attach.send_signal(signal.SIGTERM)
+    _out, err = attach.communicate(timeout=60)
+    assert attach.returncode == 128 + signal.SIGTERM, err  # before: killed on the spot (-15)
+    assert "Traceback" not in err
+    wait_for(lambda: task_states(plain.pid) and not {"T", "t"} & set(task_states(plain.pid)), 20, "the detach")
+    plain.keeps_running()
+    assert not (board_dir / f"{plain.pid}.json").exists()
+    assert [p.name for p in board_dir.iterdir() if ".control" in p.name or ".result" in p.name] == []
 
 
 def test_attach_with_a_lease_pid_leaves_when_that_process_exits(gdb: str, start_plain, board_dir: Path) -> None:
@@ -220,3 +238,20 @@ def test_a_killed_command_takes_its_debugger_with_it(gdb: str, start_plain, boar
     wait_for(lambda: task_states(plain.pid) and not {"T", "t"} & set(task_states(plain.pid)), 10, "the detach")
     assert time.monotonic() - t0 < 5.0  # before the fix: stopped for the debugger's 120 s
     plain.keeps_running()
+
+
+def test_a_lease_pid_is_refused_for_a_process_in_another_pid_namespace(board_dir: Path) -> None:
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to start a process in its own PID namespace")
+    outer = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "60"])
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        inner = wait_for(lambda: _children(outer.pid), 10, "the process in the new PID namespace")[0]  # type: ignore[index]
+        res = cli("attach", str(inner), "--lease-pid", str(holder.pid), env=env_for(board_dir))
+        assert res.returncode == ExitCode.USAGE and "runs in another PID namespace" in res.stderr, res.stderr
+    finally:
+        for p in (outer, holder):
+            p.kill()
+            p.wait()
