@@ -154,6 +154,16 @@ def micro_benchmark(rounds: int) -> dict[str, Any]:
             for _ in range(20):
                 session.publish()
             out["publish_all_probes_ms"] = (time.perf_counter() - t0) / 20 * 1e3
+            # The lease check the board thread makes on each wake-up (at most 2 a second) when `doctor --attach`
+            # put the probes in: one read of /proc/PID/stat of the command that attached them.
+            from dflash_contract import proc
+            from probes.session import Lease
+
+            lease = Lease(os.getppid(), proc.start_time_ticks(os.getppid()) or 0, lambda: None)
+            session.set_lease(lease)
+            out["lease_check_us"] = _ns_per_call(session.check_lease, 20_000) / 1e3
+            out["lease_check_cpu_share_at_2hz_pct"] = 100.0 * 2 * out["lease_check_us"] / 1e6
+            session.set_lease(None)
             drift = session._slots["codedrift"].probe
             assert isinstance(drift, codedrift.CodedriftProbe)
             costs = [drift.check()["check_cost_ms"] for _ in range(10)]

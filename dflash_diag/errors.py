@@ -19,7 +19,8 @@ class ExitCode:
     FINDINGS = 10  # `doctor --fail-on`: findings at or above the threshold were raised
     CANNOT_WRITE = 11  # the output cannot be written: no such or unwritable directory, disk full, name too long
     UNSUPPORTED = 12  # `attach`: a CPython version (or build) the probes cannot be injected into
-    ATTACH_FAILED = 13  # `attach`/`detach`: the process is stopped or traced, or the injected probes failed
+    ATTACH_FAILED = 13  # `attach`/`detach`: the process is stopped, traced, the command itself (or an ancestor
+    # waiting for it), or the injected probes failed
     ATTACH_TIMEOUT = 14  # `attach`/`detach`: the process did not reach a safe point in time (request cancelled)
 
 
@@ -49,3 +50,14 @@ class AttachError(DflashDiagError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived in a command that changed another process (``cli/_signals.py``).
+
+    A BaseException, like KeyboardInterrupt: ``except Exception`` does not stop it, ``finally`` blocks run
+    (the detach), and the command exits 128+N."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum

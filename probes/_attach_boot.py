@@ -71,6 +71,11 @@ def _dflash_diag_attach_main(control_path: str) -> None:
             raise ValueError("board_dir must be an absolute path")
         if not isinstance(control.get("version"), str) or not isinstance(control.get("nonce"), str):
             raise ValueError("version and nonce must be strings")
+        lease = control.get("lease")
+        if lease is not None and not (isinstance(lease, dict) and set(lease) == {"pid", "start_ticks"}
+                                      and all(type(v) is int for v in lease.values())
+                                      and lease["pid"] > 0 and lease["start_ticks"] >= 0):
+            raise ValueError("lease must be {pid, start_ticks} (integers)")
 
     def declared_version(init_file: str) -> str | None:
         try:
@@ -149,6 +154,7 @@ def _dflash_diag_attach_main(control_path: str) -> None:
             control["action"], names=frozenset(control["probes"]), board_dir=control.get("board_dir"),
             discover=bool(control.get("discover", True)),
             attacher={"method": str(control.get("method", ""))[:32], "by_pid": control.get("attacher_pid")},
+            lease=control.get("lease"),
         ))
     except KeyboardInterrupt:
         interrupted = True

@@ -16,6 +16,11 @@ returned result.
   with the one taken before the attach: ``hooks_left`` lists any difference.
 - ``inventory``: the hook inventory alone (tests inspect a live process with it).
 
+A lease (``doctor --attach``; ``attach --lease-pid``) ties the probes an attach started to a process outside:
+the board thread detaches them, exactly as ``detach`` would, once that process is gone (``Lease`` in
+probes/session.py). A detach that names a lease detaches only probes held for it; a later attach without a
+lease makes leased probes a lasting install. Attach, detach and the lease's detach never overlap (one lock).
+
 What cannot be undone, by design: modules stay imported (``probes.*``; importing them registered one
 ``os.register_at_fork`` handler, which does nothing without a session). No audit hook is ever added. The
 session's ``atexit`` callback is unregistered on close; CPython cannot list atexit callbacks (and its
@@ -32,6 +37,7 @@ import time
 from typing import Any
 
 import probes
+from dflash_contract import proc
 from probes import codedrift
 from probes._common import JsonDict, thread_name
 
@@ -49,17 +55,25 @@ _OWN_PREFIXES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<string>"
 
 # What attach did, so detach can undo exactly that (None: not attached by dflash-diag attach).
 _STATE: dict[str, Any] = {"attached": None}
+# Attach and detach run in the main thread (a pending call), the lease's detach on the board thread.
+_LOCK = threading.RLock()
 
 
 def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | None = None,
-        discover: bool = True, attacher: JsonDict | None = None) -> JsonDict:
-    """Entry point of the bootstrap: one of ``ACTIONS``; a JSON-safe result with ``ok`` and ``error``."""
+        discover: bool = True, attacher: JsonDict | None = None, lease: JsonDict | None = None) -> JsonDict:
+    """Entry point of the bootstrap: one of ``ACTIONS``; a JSON-safe result with ``ok`` and ``error``.
+
+    ``lease`` (``{"pid", "start_ticks"}``): for attach, the process the probes are held for; for detach, detach
+    only probes held for it."""
     t0 = time.perf_counter()
     try:
         if action == "attach":
-            out = attach(names, board_dir=board_dir, discover=discover, attacher=attacher or {})
+            with _LOCK:
+                out = attach(names, board_dir=board_dir, discover=discover, attacher=attacher or {},
+                             lease=_valid_lease(lease))
         elif action == "detach":
-            out = detach()
+            with _LOCK:
+                out = detach(owner=_valid_lease(lease))
         elif action == "inventory":
             out = {"ok": True, "error": None, "inventory": inventory()}
         else:
@@ -74,15 +88,38 @@ def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | No
 # --- attach / detach ----------------------------------------------------------------------------------
 
 
-def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, attacher: JsonDict) -> JsonDict:
+def _valid_lease(lease: object) -> JsonDict | None:
+    """``{"pid": int, "start_ticks": int}`` or None; ValueError for anything else (the bootstrap checked it too)."""
+    if lease is None:
+        return None
+    if not (isinstance(lease, dict) and proc.is_valid_pid(lease.get("pid"))
+            and isinstance(lease.get("start_ticks"), int) and lease["start_ticks"] >= 0):
+        raise ValueError("lease must be {pid, start_ticks}")
+    return {"pid": lease["pid"], "start_ticks": lease["start_ticks"]}
+
+
+def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, attacher: JsonDict,
+           lease: JsonDict | None = None) -> JsonDict:
     unknown = set(names) - probes.ALL_PROBES
     if unknown:
         return {"ok": False, "error": f"unknown probes: {', '.join(sorted(unknown))}"}
+    if lease is not None and not proc.process_alive(lease["pid"], lease["start_ticks"]):
+        return {"ok": False, "error": f"the command that asked for the probes (PID {lease['pid']}) is gone: "
+                                      "nothing attached"}
     if _STATE["attached"] is not None:
+        state = _STATE["attached"]
         session = probes.current()
-        return {"ok": True, "error": None, "already": True, "session": _STATE["attached"]["session"],
-                "added": list(_STATE["attached"]["added"]), "enabled": sorted(session.enabled) if session else [],
-                "board_path": session.board_path if session else None, "discovered": _STATE["attached"]["discovered"]}
+        dropped = lease is None and state.get("lease") is not None
+        if dropped:  # asked for without a lease: a lasting install now, not the leaseholder's to take out
+            state["lease"] = None
+            if session is not None:
+                session.set_lease(None)
+                session.set_attached({**(session.attached or {}), "lease": None})
+                session.publish()
+        return {"ok": True, "error": None, "already": True, "session": state["session"],
+                "added": list(state["added"]), "enabled": sorted(session.enabled) if session else [],
+                "board_path": session.board_path if session else None, "discovered": state["discovered"],
+                "lease": state.get("lease"), "lease_dropped": dropped}
     before = inventory()
     hook_was_installed = codedrift.import_hook_installed()
     session = probes.current()
@@ -96,27 +133,56 @@ def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, atta
         kind, added = "existing", session.add_probes(names)
     # Recorded at once: whatever happens next, detach can undo this.
     state = {"session": kind, "added": added, "hook_was_installed": hook_was_installed, "inventory": before,
-             "discovered": {"queues": [], "models": []}}
+             "discovered": {"queues": [], "models": []}, "lease": lease}
     _STATE["attached"] = state
     if discover:
         try:
             state["discovered"] = discover_objects(session, queues="queues" in added, models="checkpoint" in added)
         except Exception as exc:  # a strange object in a frame: the probes run, unnamed
             state["discovered"] = {"queues": [], "models": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
-    session.set_attached({"wall_s": time.time(), "probes": added, "session": kind, **attacher})
+    session.set_attached({"wall_s": time.time(), "probes": added, "session": kind, **attacher, "lease": lease})
+    if lease is not None:
+        from probes.session import Lease
+
+        session.set_lease(Lease(lease["pid"], lease["start_ticks"], _owner_gone))
     session.publish()  # the board shows the new probes now, not at the next timer tick
     return {"ok": True, "error": None, "already": False, "session": kind, "added": added,
             "enabled": sorted(session.enabled), "board_path": session.board_path,
-            "board_error": session.board_error, "discovered": state["discovered"]}
+            "board_error": session.board_error, "discovered": state["discovered"], "lease": lease}
 
 
-def detach() -> JsonDict:
+def _owner_gone() -> None:
+    """The lease's on_lost, on the board thread: the command that attached the probes is gone, detach them.
+
+    Skipped (asked again at the next wake-up) while an attach or detach runs in the main thread."""
+    if not _LOCK.acquire(blocking=False):
+        return
+    try:
+        state = _STATE["attached"]
+        lease = state.get("lease") if state is not None else None
+        if lease is None or proc.process_alive(lease["pid"], lease["start_ticks"]):
+            return
+        out = detach()
+        # This very thread (the board's) is still alive in the inventory: it ends when this returns.
+        hooks = [h for h in out.get("hooks_left") or [] if not h.startswith("threads:")]
+        left = f"; {len(hooks)} hook(s) left: {'; '.join(hooks)[:300]}" if hooks else ""
+        print(f"dflash-diag probes: PID {lease['pid']}, the dflash-diag command that attached them, is gone: "
+              f"probes detached ({', '.join(out.get('removed') or []) or 'none'}){left}", file=sys.stderr, flush=True)
+    finally:
+        _LOCK.release()
+
+
+def detach(owner: JsonDict | None = None) -> JsonDict:
     state = _STATE["attached"]
     if state is None:
         session = probes.current()
         why = ("its probes were started by the program itself (dflash-diag run or probes.start()), "
                "not by dflash-diag attach" if session is not None else "no probes run in it")
         return {"ok": False, "error": f"nothing to detach: {why}", "not_attached": True}
+    if owner is not None and state.get("lease") != owner:
+        return {"ok": False, "not_owner": True,
+                "error": "the probes attached in this process are not held for this command (`dflash-diag attach` "
+                         "without a lease made them a lasting install): left in place"}
     session = probes.current()
     removed: list[str] = []
     if session is not None:
@@ -124,8 +190,9 @@ def detach() -> JsonDict:
             removed = sorted(session.enabled)
             probes.stop()
         else:
+            session.set_lease(None)
+            session.set_attached(None)  # before the publish remove_probes makes: the board says both at once
             removed = session.remove_probes(state["added"])
-            session.set_attached(None)
             session.publish()
     if not state["hook_was_installed"] and codedrift.import_hook_installed():
         codedrift.uninstall_import_hook()

@@ -4,6 +4,11 @@ Publishing never runs on the training thread: ``step()`` only notes the step and
 (at most every ``publish_interval_s``), sets an Event. One daemon thread waits on that Event with a
 ``timer_interval_s`` timeout (so programs that never call ``step()`` still publish), gathers the probes'
 snapshots, and writes the board. It sleeps between publishes; it never spins.
+
+Probes that `doctor --attach` put into the process are leased to it: on each of its wake-ups (at most every
+``publish_interval_s``, at least every ``timer_interval_s``) the board thread also checks that the command
+still runs (one read of ``/proc/PID/stat``) and, when it is gone, calls the lease's ``on_lost`` (which detaches
+them). No other thread is added for it.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import queue as _queue
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dflash_contract import proc
 from dflash_contract.board import BOARD_SCHEMA
 from dflash_contract.redact import redact_text, redact_tree
 from probes import (
@@ -42,6 +48,19 @@ if TYPE_CHECKING:
 
 # After this many consecutive snapshot failures a probe is switched off (its last error stays on the board).
 MAX_CONSECUTIVE_ERRORS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """The process some probes are held for (the command that attached them): ``on_lost`` runs, on the board
+    thread, once it is gone (a PID alone is reused: the start time tells it is the same process)."""
+
+    pid: int
+    start_ticks: int
+    on_lost: Callable[[], object]
+
+    def held(self) -> bool:
+        return proc.process_alive(self.pid, self.start_ticks)
 
 
 def _build(name: str, config: ProbesConfig) -> Probe:
@@ -128,6 +147,8 @@ class ProbeSession:
         self.publishes = 0
         self.publish_cost_s = 0.0
         self._attached: dict[str, Any] | None = None  # set by `dflash-diag attach` (probes/attach.py)
+        self._lease: Lease | None = None  # set by an attach that holds its probes for a command (doctor --attach)
+        self.lease_checks = 0
         # Replaced, never mutated, once built: the board thread iterates the dict it read (add/remove_probes).
         self._slots: dict[str, _Slot] = {name: _new_slot(name, config) for name in sorted(config.enabled)}
         self._queues: queues.QueuesProbe | None = None
@@ -244,9 +265,33 @@ class ProbeSession:
         self.publish()
         return gone
 
+    @property
+    def attached(self) -> dict[str, Any] | None:
+        """What `dflash-diag attach` noted (the board's ``session.attached``), None when nothing was attached."""
+        return self._attached
+
     def set_attached(self, info: dict[str, Any] | None) -> None:
         """Note on the board that probes were added from outside (`dflash-diag attach`), or clear the note."""
         self._attached = None if info is None else dict(info)
+
+    def set_lease(self, lease: Lease | None) -> None:
+        """Hold probes for a process outside (see :class:`Lease`), or stop holding them (None)."""
+        self._lease = lease
+
+    def check_lease(self) -> bool:
+        """On the board thread: False (after ``on_lost`` ran) when the lease's process is gone, else True.
+        ``on_lost`` clears the lease when it acted; if it could not yet, the next wake-up asks again."""
+        lease = self._lease
+        if lease is None:
+            return True
+        self.lease_checks += 1
+        if lease.held():
+            return True
+        try:
+            lease.on_lost()
+        except Exception as exc:  # never into the program; the board says what happened
+            self.board_error = f"lease: {type(exc).__name__}: {exc}"[:300]
+        return False
 
     def close(self) -> None:
         """Final publish, probes unhooked, board removed (unless keep_board). Idempotent."""
@@ -287,6 +332,8 @@ class ProbeSession:
             self._wake.clear()
             if self._stop.is_set():
                 break
+            if not self.check_lease() and self._stop.is_set():
+                break  # the lease's owner is gone and its probes closed this session
             wait_s = self.config.publish_interval_s - (time.monotonic() - self._last_publish_mono)
             if wait_s > 0 and self._stop.wait(wait_s):
                 break

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from dflash_diag import __version__
 from dflash_diag.cli._output import OneLineParser, shown
-from dflash_diag.errors import DflashDiagError, ExitCode
+from dflash_diag.errors import DflashDiagError, ExitCode, Terminated
 
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE: the reader of our output went away, as `| head` does
 
@@ -98,6 +98,8 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Terminated as exc:  # SIGTERM/SIGHUP, handled like Ctrl-C by the commands that install probes
+        return 128 + exc.signum
 
 
 def _quiet_after_broken_pipe() -> int:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_contract import proc
 from dflash_contract.board import PROBE_NAMES
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
+
+if TYPE_CHECKING:
+    from dflash_diag.sources.inject import Lease
 
 KNOWN_PROBES = PROBE_NAMES  # the board contract's list
 ATTACH_SCHEMA = "dflash-diag.attach-report/1"
@@ -50,9 +54,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="print the debugger session on stderr")
 
 
-def run_injection(args: argparse.Namespace, action: str, names: list[str]) -> Any:
-    """Run one injection for a command; its Outcome. Errors stay AttachError (one line, exit code)."""
+def run_injection(args: argparse.Namespace, action: str, names: list[str], *, lease: Lease | None = None,
+                  progress: Callable[[str], None] | None = None) -> Any:
+    """Run one injection for a command; its Outcome. Errors stay AttachError (one line, exit code).
+
+    SIGTERM and SIGHUP cancel it like Ctrl-C (cli/_signals.py), then the command exits 128+N. ``lease``: an
+    ``inject.Lease``; ``progress``: called with each step instead of the messages on a terminal."""
     from dflash_contract.board import BoardDirError, ensure_private_dir
+    from dflash_diag.cli._signals import terminate_like_ctrl_c
     from dflash_diag.sources.board import default_board_dir
     from dflash_diag.sources.inject import inject
 
@@ -65,14 +74,14 @@ def run_injection(args: argparse.Namespace, action: str, names: list[str]) -> An
     except (BoardDirError, OSError) as exc:
         raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
     args.resolved_board_dir = board_dir
-    progress = None
-    if not args.json and sys.stderr.isatty():
+    if progress is None and not args.json and sys.stderr.isatty():
         def progress(message: str) -> None:
             print(f"dflash-diag {action}: {message}...", file=sys.stderr, flush=True)
     transcript: list[str] = []
     try:
-        return inject(args.pid, action, names=names, board_dir=board_dir, method=args.method,
-                      timeout_s=args.timeout, progress=progress, transcript=transcript)
+        with terminate_like_ctrl_c():
+            return inject(args.pid, action, names=names, board_dir=board_dir, method=args.method,
+                          timeout_s=args.timeout, progress=progress, transcript=transcript, lease=lease)
     finally:
         if args.verbose and transcript:
             print("\n".join(transcript), file=sys.stderr)
@@ -110,20 +119,38 @@ class AttachCommand:
     started under `dflash-diag run`. `dflash-diag detach PID` undoes it. How it works and what can go wrong:
     docs/attach.md.
 
+    The probes stay until `detach` (or the process ends); with --lease-pid they leave by themselves once
+    that process exits.
+
       dflash-diag attach 12345
       dflash-diag attach 12345 --probes checkpoint,compile --method cuda-gdb
+      dflash-diag attach 12345 --lease-pid $$        # detached by themselves when this shell exits
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--probes", default="all", type=parse_probes, metavar="LIST",
                             help=f"probes to start: all (default), or a comma list of {', '.join(KNOWN_PROBES)}; "
                                  "'-name' drops one")
+        parser.add_argument("--lease-pid", type=pid_arg, metavar="PID",
+                            help="hold the probes for process PID: they detach by themselves within about 2 s of "
+                                 "its exit (e.g. $$, this shell); default: they stay until `dflash-diag detach`")
         _add_common(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not args.probes:
             raise CommandError("--probes names no probe: nothing to attach", ExitCode.USAGE)
-        outcome = run_injection(args, "attach", args.probes)
+        lease = None
+        if args.lease_pid is not None:
+            from dflash_diag.sources.inject import Lease
+
+            if args.lease_pid == args.pid:
+                raise CommandError(f"--lease-pid {args.pid} is the process the probes go into: give the PID of "
+                                   "the process they are for (e.g. $$, this shell)", ExitCode.USAGE)
+            lease = Lease.for_target(args.pid, args.lease_pid)
+            if lease is None:
+                raise CommandError(f"PID {args.pid} runs in another PID namespace (a container?): it cannot see PID "
+                                   f"{args.lease_pid}, so --lease-pid cannot be used for it", ExitCode.USAGE)
+        outcome = run_injection(args, "attach", args.probes, lease=lease)
         _fail_if_not_ok(outcome)
         if args.json:
             dump_json(outcome_json(outcome))
@@ -173,6 +200,8 @@ def print_attached(outcome: Any) -> None:
     if r.get("already"):
         print(f"PID {outcome.pid} already has the probes attach started ({', '.join(r.get('added') or [])}); "
               f"board {r.get('board_path')}")
+        if r.get("lease_dropped"):
+            print("  they were held for another command (doctor --attach): now they stay until `dflash-diag detach`")
         return
     kind = "added to the program's own probe session" if r.get("session") == "existing" else "started"
     print(f"attached to PID {outcome.pid} (Python {outcome.python}): probes {kind}: {', '.join(r.get('added') or []) or 'none'}")
@@ -185,6 +214,9 @@ def print_attached(outcome: Any) -> None:
     print(f"  board: {board or 'not written: ' + str(r.get('board_error'))}")
     print(f"  look: dflash-diag board {outcome.pid} | doctor {outcome.pid} | top {outcome.pid};  "
           f"undo: dflash-diag detach {outcome.pid}")
+    lease = r.get("lease")
+    if lease:
+        print(f"  held for PID {lease['pid']}: the probes detach by themselves once it exits")
 
 
 def print_detached(outcome: Any) -> None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Finding, Observation, Severity
 from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
+
+if TYPE_CHECKING:
+    from dflash_diag.sources.inject import Lease
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
@@ -20,6 +24,7 @@ MAX_DURATION_S = 600.0
 # busy 2-core box gave 9 samples in 5 s: too few to tell a recompile storm from warm-up. Longer windows, and
 # --rate, get the live budget (a tenth of a core).
 BURST_MAX_S = 30.0
+ATTACH_TIMEOUT_S = 30.0  # --attach: each of the attach and the detach (`attach --timeout`'s default)
 DOCTOR_SCHEMA = "dflash-diag.doctor/1"
 _FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 _STYLE = {Severity.CRITICAL: "bold white on red", Severity.WARNING: "bold black on yellow", Severity.INFO: "bold cyan"}
@@ -76,16 +81,13 @@ class DoctorCommand:
         for flag, value in (("--target-pattern", args.target_pattern), ("--drafter-pattern", args.drafter_pattern)):
             if value is not None and not value.strip(" ,"):
                 raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
-        attached = _attach_for_diagnosis(args) if args.attach else None
-        try:
-            analysis, report = diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
-                                        target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern,
-                                        config=sampler_config(args.duration, args.rate, args.board_dir))
-        finally:
-            if attached is not None:
-                _detach_after_diagnosis(args)
-        if attached is not None:
-            report["attached"] = attached
+        if args.attach:
+            from dflash_diag.cli._signals import terminate_like_ctrl_c
+
+            with terminate_like_ctrl_c():
+                analysis, report = _diagnose_attached(args)
+        else:
+            analysis, report = _diagnose(args)
         if args.json:
             dump_json(report)
         else:
@@ -97,7 +99,41 @@ class DoctorCommand:
         return ExitCode.OK
 
 
-def _attach_for_diagnosis(args: argparse.Namespace) -> dict[str, Any] | None:
+def _diagnose(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
+    return diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
+                    target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern,
+                    config=sampler_config(args.duration, args.rate, args.board_dir))
+
+
+def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
+    """`--attach`: probes in, the diagnosis, probes out, on every exit this command sees: done, an error, Ctrl-C,
+    SIGTERM, SIGHUP (the signal's exit code after the detach). The probes are leased to this command, so on
+    the exit it cannot see (SIGKILL) they detach by themselves (probes/session.py's Lease)."""
+    from dflash_diag.cli._signals import deferred
+    from dflash_diag.errors import Terminated
+    from dflash_diag.sources.inject import Lease
+
+    lease = Lease.for_target(args.pid)  # None: another PID namespace (said when the probes go in)
+    steps: list[str] = []  # the injection's progress: non-empty once the request may have reached the process
+    attached: dict[str, Any] | None = None
+    interrupted = False
+    try:
+        attached = _attach_for_diagnosis(args, lease, steps.append)
+        analysis, report = _diagnose(args)
+    except (KeyboardInterrupt, Terminated):
+        interrupted = True
+        raise
+    finally:
+        if attached is not None or (interrupted and steps):
+            with deferred():  # a second Ctrl-C or SIGTERM must not cut the detach short (it is bounded)
+                _detach_after_diagnosis(args, lease, said_attached=attached is not None)
+    if attached is not None:
+        report["attached"] = attached
+    return analysis, report
+
+
+def _attach_for_diagnosis(args: argparse.Namespace, lease: Lease | None,
+                          progress: Callable[[str], None]) -> dict[str, Any] | None:
     """`--attach`: start the probes missing from the process's board (none if it has them all)."""
     from dflash_diag.cli.attach import KNOWN_PROBES, outcome_json, run_injection
     from dflash_diag.errors import BoardError
@@ -110,26 +146,39 @@ def _attach_for_diagnosis(args: argparse.Namespace) -> dict[str, Any] | None:
     if set(KNOWN_PROBES) <= enabled:
         return None
     print(f"dflash-diag doctor: PID {args.pid} runs without {'some ' if enabled else ''}probes: attaching them "
-          "for this diagnosis", file=sys.stderr, flush=True)
-    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=30.0, board_dir=args.board_dir,
-                                     json=True, verbose=False)
-    outcome = run_injection(inject_args, "attach", list(KNOWN_PROBES))
+          "for this diagnosis (they leave with this command)", file=sys.stderr, flush=True)
+    if lease is None:
+        print(f"dflash-diag doctor: PID {args.pid} runs in another PID namespace: the probes cannot hold a lease on "
+              f"this command; should it be killed (SIGKILL), run `dflash-diag detach {args.pid}`", file=sys.stderr,
+              flush=True)
+    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=ATTACH_TIMEOUT_S,
+                                     board_dir=args.board_dir, json=True, verbose=False)
+    outcome = run_injection(inject_args, "attach", list(KNOWN_PROBES), lease=lease, progress=progress)
     if not outcome.result.get("ok"):
         raise AttachError(f"PID {args.pid}: the probes did not start: {outcome.result.get('error')}", ExitCode.ATTACH_FAILED)
     return outcome_json(outcome)
 
 
-def _detach_after_diagnosis(args: argparse.Namespace) -> None:
+def _detach_after_diagnosis(args: argparse.Namespace, lease: Lease | None, *, said_attached: bool) -> None:
+    """Detach the probes this command's lease holds (none other); one line on stderr says what happened."""
     from dflash_diag.cli.attach import run_injection
 
-    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=30.0, board_dir=args.board_dir,
-                                     json=True, verbose=False)
+    inject_args = argparse.Namespace(pid=args.pid, method=args.attach_method, timeout=ATTACH_TIMEOUT_S,
+                                     board_dir=args.board_dir, json=True, verbose=False)
     try:
-        outcome = run_injection(inject_args, "detach", [])
-        left = outcome.result.get("hooks_left") or []
-        note = "" if outcome.result.get("ok") and not left else f" ({outcome.result.get('error') or left})"
+        result = run_injection(inject_args, "detach", [], lease=lease).result
     except Exception as exc:  # the diagnosis is done: report, do not lose it
-        note = f" (detach failed: {exc}; run `dflash-diag detach {args.pid}`)"
+        after = "the probes detach by themselves once this command has exited, or run" if lease else "run"
+        print(f"dflash-diag doctor: detach failed: {exc}; {after} `dflash-diag detach {args.pid}`", file=sys.stderr,
+              flush=True)
+        return
+    left = result.get("hooks_left") or []
+    if result.get("not_attached") and not said_attached:
+        return  # interrupted before the probes started: nothing to take out
+    if result.get("not_owner"):
+        print(f"dflash-diag doctor: probes left in PID {args.pid}: {result.get('error')}", file=sys.stderr, flush=True)
+        return
+    note = "" if result.get("ok") and not left else f" ({result.get('error') or left})"
     print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
 
 

@@ -19,13 +19,21 @@ How (docs/attach.md has the whole story):
    deleted first: a late pending call finds nothing to claim and does nothing.
 
 The debugger is driven one command at a time over a pipe, in its own session: a Ctrl-C in our terminal does
-not reach it; if we die, it reads EOF and detaches. It is killed only between commands (never inside a call
-into the process), and the process is sent SIGCONT if it is left stopped.
+not reach it; if we die, it reads EOF and detaches, and the kernel sends it SIGTERM (PR_SET_PDEATHSIG), on
+which it detaches and quits too, even when it was not reading. It is killed only between commands (never inside
+a call into the process), and the process is sent SIGCONT if it is left stopped. ``timeout_s`` bounds every
+wait: each debugger command gets what is left of it (a call into the process already in flight at the
+deadline gets CALL_GRACE_S more, a bootstrap that already claimed the request CLAIMED_GRACE_S more).
+
+This command's own process (or one of its threads), and an ancestor whose main thread waits for it, are
+refused before anything runs: the debugger would stop the command that drives it, or the ancestor could run
+the bootstrap only once the command has exited.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import platform
@@ -67,6 +75,19 @@ _LOCK_WAIT_FUNCS = frozenset({"PyThread_acquire_lock_timed", "_PyMutex_LockTimed
                               "_PyParkingLot_Park", "PyMutex_Lock"})
 _RESTART_ERRNOS = frozenset({-512, -513, -514, -516})  # ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK
 _FUTEX_X86_64 = 202
+# The system calls in which a parent waits for its child, or reads its output (first field of /proc/PID/syscall).
+_WAIT_SYSCALLS = {
+    "x86_64": {61: "wait4", 247: "waitid", 0: "read", 7: "poll", 23: "select", 270: "pselect6", 271: "ppoll",
+               232: "epoll_wait", 281: "epoll_pwait"},
+    "aarch64": {260: "wait4", 95: "waitid", 63: "read", 73: "ppoll", 72: "pselect6", 22: "epoll_pwait"},
+}
+_CHILD_WAITS = frozenset({"wait4", "waitid"})
+MAX_ANCESTORS = 64
+MAX_FDS_SCANNED = 4096
+CALL_GRACE_S = 10.0  # a call into the process in flight at the deadline: killing the debugger then kills the process
+CLAIMED_GRACE_S = 10.0  # the bootstrap claimed the request: it runs, its answer is a moment away
+FINISH_S = 1.0  # the least a debugger gets to detach and quit before it is killed (between commands)
+PR_SET_PDEATHSIG = 1
 
 
 # --- what we know about the target before touching it ---------------------------------------------------
@@ -164,6 +185,7 @@ def preflight(pid: int) -> Target:
         status = _status_fields(pid)
     except OSError as exc:
         raise AttachError(f"cannot read /proc/{pid}/status: {exc.strerror}", ExitCode.PERMISSION) from None
+    refuse_self_or_waiting_ancestor(pid, status)
     uids = status.get("Uid", "").split()
     me = os.geteuid()
     if uids and any(int(u) != me for u in uids[:2]):
@@ -197,6 +219,75 @@ def preflight(pid: int) -> Target:
         check_version(pid, version)
     return Target(pid=pid, start_ticks=_start_ticks(pid), exe=exe, python=version, free_threaded=free_threaded,
                   symbols=symbols, version=full, symbols_note=note)
+
+
+def refuse_self_or_waiting_ancestor(pid: int, status: Mapping[str, str]) -> None:
+    """AttachError (exit 13) for this very process, and for an ancestor whose main thread waits for us.
+
+    A debugger attached to its own driver stops the driver: nothing answers again, not even --timeout. An
+    ancestor blocked in waitpid() (or reading our output) runs the pending call only after we exit."""
+    me = os.getpid()
+    tgid = int(status.get("Tgid") or pid)
+    if tgid == me:
+        which = "" if pid == me else f" (a thread of PID {me})"
+        raise AttachError(f"PID {pid} is this dflash-diag command itself{which}: its debugger would stop the command "
+                          "that drives it; give the PID of the program to look at", ExitCode.ATTACH_FAILED)
+    if tgid not in ancestors(me):
+        return
+    why = waits_for_us(tgid)
+    if why is not None:
+        raise AttachError(f"PID {tgid} is an ancestor of this command and its main thread waits for the command to end "
+                          f"({why}): it could run the probes' bootstrap only after the command exits; run dflash-diag "
+                          "from another process (another shell, or subprocess.Popen without waiting)",
+                          ExitCode.ATTACH_FAILED)
+
+
+def ancestors(pid: int) -> list[int]:
+    """The parent of ``pid``, its parent, ... up to init (bounded; empty when /proc cannot tell)."""
+    out: list[int] = []
+    st = proc.read_stat(pid)
+    while st is not None and st.ppid > 1 and len(out) < MAX_ANCESTORS:
+        out.append(st.ppid)
+        st = proc.read_stat(st.ppid)
+    return out
+
+
+def waits_for_us(pid: int, machine: str | None = None) -> str | None:
+    """How the main thread of ``pid`` (an ancestor) waits for this command: "wait4", "poll on its output"...;
+    None when it does not (it runs, sleeps in a lock wait that attach can nudge, or /proc does not say)."""
+    try:
+        fields = _read_text(f"/proc/{pid}/syscall", 4096).split()
+        number = int(fields[0])
+    except (OSError, ValueError, IndexError):
+        return None  # "running", unreadable, or not in a system call
+    name = _WAIT_SYSCALLS.get(machine or platform.machine(), {}).get(number)
+    if name is None:
+        return None
+    if name in _CHILD_WAITS:
+        return f"{name}: it waits for a child to exit"
+    return f"{name} on this command's output" if _shares_our_pipes(pid) else None
+
+
+def _shares_our_pipes(pid: int) -> bool:
+    """True when ``pid`` holds a pipe that is this command's stdin, stdout or stderr (it reads what we print)."""
+    ours: set[tuple[int, int]] = set()
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            st = os.fstat(fd)
+            if stat.S_ISFIFO(st.st_mode):
+                ours.add((st.st_dev, st.st_ino))
+    if not ours:
+        return False
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")[:MAX_FDS_SCANNED]
+    except OSError:
+        return False
+    for name in names:
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/proc/{pid}/fd/{name}")
+            if (st.st_dev, st.st_ino) in ours:
+                return True
+    return False
 
 
 def _symbols(pid: int, maps: str, exe: str) -> tuple[ProcessSymbols | None, str | None, str | None]:
@@ -395,6 +486,35 @@ def should_nudge(orig_rax: int | None, rax: int | None, functions: Sequence[str]
 # --- the files that carry the request and the answer ------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Lease:
+    """The process the probes are held for (``doctor --attach``: the command itself): with ``attach`` they detach
+    by themselves once it is gone; with ``detach`` only probes held for it are detached."""
+
+    pid: int
+    start_ticks: int
+
+    @classmethod
+    def for_target(cls, target_pid: int, holder_pid: int | None = None) -> Lease | None:
+        """The lease of ``holder_pid`` (default: this process) for probes in ``target_pid``; None when the target
+        lives in another PID namespace (a container seen from the host): it cannot see the holder's PID.
+        AttachError when the holder does not run."""
+        which = os.getpid() if holder_pid is None else holder_pid
+        ticks = proc.start_time_ticks(which)
+        if ticks is None or not proc.process_alive(which, ticks):
+            raise AttachError(f"no process with PID {which} to hold the probes' lease (it exited or never existed)",
+                              ExitCode.NO_PROCESS)
+        return cls(which, ticks) if same_pid_namespace(target_pid) is not False else None
+
+
+def same_pid_namespace(pid: int) -> bool | None:
+    """Whether ``pid`` numbers processes as we do (its PID namespace is ours); None when /proc does not say."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino == os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
 @dataclass
 class Request:
     directory: Path
@@ -434,7 +554,7 @@ def write_private(path: Path, data: bytes) -> None:
 
 
 def control_document(req: Request, action: str, names: Sequence[str], board_dir: str | None, deadline_wall_s: float,
-                     method: str, package_root: str) -> dict[str, Any]:
+                     method: str, package_root: str, lease: Lease | None = None) -> dict[str, Any]:
     if action not in ACTIONS:
         raise AttachError(f"unknown action {action!r}", ExitCode.USAGE)
     unknown = sorted(set(names) - set(KNOWN_PROBES))
@@ -445,6 +565,7 @@ def control_document(req: Request, action: str, names: Sequence[str], board_dir:
         "package_root": package_root, "probes": sorted(set(names)), "board_dir": board_dir,
         "result_path": str(req.result), "deadline_wall_s": deadline_wall_s, "discover": True, "method": method,
         "attacher_pid": os.getpid(),
+        "lease": None if lease is None else {"pid": lease.pid, "start_ticks": lease.start_ticks},
     }
 
 
@@ -495,6 +616,31 @@ def clean_stale(directory: Path, max_age_s: float = 600.0) -> None:
                     os.unlink(entry.path)
 
 
+# --- the debugger's life is bound to ours ---------------------------------------------------------------
+
+
+def die_with_us() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child receive SIGTERM when this process dies, even by SIGKILL
+    (PR_SET_PDEATHSIG): gdb answers it by detaching and quitting. None where prctl cannot be called.
+
+    The kernel sends it when the *thread* that started the child exits: the commands start it from the main
+    thread and wait for it there."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # we died between the fork and the prctl: the signal will never come
+            os._exit(1)
+
+    return arm
+
+
 # --- driving gdb ---------------------------------------------------------------------------------------
 
 
@@ -509,11 +655,13 @@ class DebuggerTimeout(Exception):
 class GdbSession:
     """gdb (or cuda-gdb) read one command at a time from a pipe; each answer ends at an echoed marker."""
 
-    def __init__(self, argv: Sequence[str], transcript: list[str]) -> None:
+    def __init__(self, argv: Sequence[str], transcript: list[str], deadline_mono: float = float("inf")) -> None:
         env = dict(os.environ, LC_ALL="C", LANG="C", TERM="dumb", DEBUGINFOD_URLS="")
         self.proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True, env=env)
+                                     stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                                     preexec_fn=die_with_us())
         self.transcript = transcript
+        self.deadline_mono = deadline_mono  # no command waits past it (the command's --timeout)
         self._n = 0
         self._tag = secrets.token_hex(4)
         self._buf = b""
@@ -521,6 +669,12 @@ class GdbSession:
         self.marker = ""
 
     def command(self, cmd: str, timeout_s: float, *, call: bool = False) -> str:
+        """Send ``cmd``; its output. Waits at most ``timeout_s``, and never past the deadline."""
+        left_s = self.deadline_mono - time.monotonic()
+        if left_s <= 0:
+            raise DebuggerTimeout("the --timeout ran out")
+        cut = left_s < timeout_s
+        timeout_s = min(timeout_s, left_s)
         self._n += 1
         marker = self.marker = f"@@dflash-diag-{self._tag}-{self._n}@@"
         t0 = time.monotonic()
@@ -531,7 +685,12 @@ class GdbSession:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise DebuggerDied(self._last_words()) from None
-        out = self._read_until(marker.encode(), timeout_s)
+        try:
+            out = self._read_until(marker.encode(), timeout_s)
+        except DebuggerTimeout:
+            if cut:
+                raise DebuggerTimeout(f"{cmd.split()[0]}: the --timeout ran out") from None
+            raise
         self.in_call = False
         # Prompts ("(gdb) ", "(cuda-gdb) ") precede the answers when stdin is a pipe: drop them.
         text = re.sub(r"^(?:\([\w-]*gdb\) ?)+", "", out.decode("utf-8", "replace"), flags=re.M)
@@ -574,11 +733,14 @@ class GdbSession:
         return f"status {self.proc.returncode}: {_last_line(said)}" if said.strip() else f"status {self.proc.returncode}"
 
     def finish(self, timeout_s: float = 10.0) -> None:
-        """Detach and quit; a debugger that does not exit in time is killed (it is between commands)."""
-        with contextlib.suppress(BrokenPipeError, OSError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(b"detach\nquit\n")
-            self.proc.stdin.close()
+        """Detach and quit; a debugger that does not exit in time is killed (it is between commands).
+
+        Idempotent: a finish cut short (Ctrl-C, SIGTERM while waiting for the exit) is finished again."""
+        stdin = self.proc.stdin
+        if stdin is not None and not stdin.closed:
+            with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+                stdin.write(b"detach\nquit\n")
+                stdin.close()
         try:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -637,6 +799,7 @@ class _Run:
     method: str
     path: str
     timeout_s: float
+    deadline_mono: float = float("inf")
     transcript: list[str] = field(default_factory=list)
     stopped_s: float | None = None
     nudged: bool = False
@@ -667,10 +830,12 @@ def package_paths() -> tuple[str, str]:
 
 def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path, method: str = "auto",
            timeout_s: float = DEFAULT_TIMEOUT_S, progress: Callable[[str], None] | None = None,
-           environ: Mapping[str, str] | None = None, transcript: list[str] | None = None) -> Outcome:
+           environ: Mapping[str, str] | None = None, transcript: list[str] | None = None,
+           lease: Lease | None = None) -> Outcome:
     """Run ``action`` inside ``pid`` and return its answer; AttachError (one line, exit code) otherwise.
 
-    ``transcript`` (optional) receives the debugger session as it goes, also when the injection fails."""
+    ``transcript`` (optional) receives the debugger session as it goes, also when the injection fails.
+    ``lease``: see :class:`Lease`. Nothing waits past ``timeout_s`` but the graces of the module docstring."""
     t0 = time.monotonic()
     say = progress or (lambda _msg: None)
     target = preflight(pid)
@@ -680,15 +845,15 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
     package_root, boot = package_paths()
     clean_stale(board_dir)
     run = _Run(target=target, req=Request(board_dir, pid), method=chosen, path=path, timeout_s=timeout_s,
-               transcript=transcript if transcript is not None else [])
-    deadline_wall_s = time.time() + timeout_s
-    doc = control_document(run.req, action, names, str(board_dir), deadline_wall_s, chosen, package_root)
+               deadline_mono=t0 + timeout_s, transcript=transcript if transcript is not None else [])
+    deadline_wall_s = time.time() + timeout_s - (time.monotonic() - t0)
+    doc = control_document(run.req, action, names, str(board_dir), deadline_wall_s, chosen, package_root, lease)
     program = fixed_program(boot, str(run.req.control))
     try:
         write_private(run.req.control, json.dumps(doc).encode())
         say(f"{chosen}: attaching to PID {pid}")
         if chosen in ("gdb", "cuda-gdb"):
-            _via_gdb(run, program, t0)
+            _via_gdb(run, program)
         elif chosen == "lldb":
             _via_lldb(run, program)
         else:
@@ -696,7 +861,7 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
             _via_remote_exec(run)
         queued_at = time.monotonic()
         say("waiting for the process to reach a safe point")
-        result = _wait_for_result(run, t0)
+        result = _wait_for_result(run)
     finally:
         remove_quietly(run.req.paths())
     python = run.python_version or target.version or str(result.get("python") or target.python_label)
@@ -706,24 +871,25 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
                    transcript=tuple(run.transcript))
 
 
-def _left(run: _Run, t0: float, at_least_s: float = 1.0) -> float:
-    return max(at_least_s, run.timeout_s - (time.monotonic() - t0))
+def _left_s(run: _Run) -> float:
+    """What the --timeout leaves (at least FINISH_S: enough for a debugger to detach and quit)."""
+    return max(FINISH_S, run.deadline_mono - time.monotonic())
 
 
-def _via_gdb(run: _Run, program: str, t0: float) -> None:
+def _via_gdb(run: _Run, program: str) -> None:
     pid = run.target.pid
-    session = GdbSession(gdb_argv(run.path), run.transcript)
+    session = GdbSession(gdb_argv(run.path), run.transcript, run.deadline_mono)
     attached_at: float | None = None
     try:
-        session.command("show version", _left(run, t0, 10.0))
+        session.command("show version", run.timeout_s)  # every command is cut at the deadline
         attached_at = time.monotonic()
-        out = session.command(f"attach {pid}", _left(run, t0, 10.0))
+        out = session.command(f"attach {pid}", run.timeout_s)
         _check_attached(pid, out, run.path)
         for setting in ("set scheduler-locking off", "set unwindonsignal on"):
             session.command(setting, 10.0)
         # libc's unwind tables, to read the main thread's stack through its syscall wrappers (small, fast).
         for lib in ("/libc[.-]", "/ld-musl"):
-            session.command(f"sharedlibrary {lib}", _left(run, t0, 10.0))
+            session.command(f"sharedlibrary {lib}", run.timeout_s)
         addresses = run.target.symbols.addresses if run.target.symbols is not None else _ask_symbols(run, session)
         addr = _map_page(run, session, addresses["mmap"])
         _write_page(session, addr, program)
@@ -736,15 +902,15 @@ def _via_gdb(run: _Run, program: str, t0: float) -> None:
         _maybe_nudge(run, session)
         session.command("detach", 10.0)
         run.stopped_s = time.monotonic() - attached_at
-        session.finish()
+        session.finish(min(10.0, _left_s(run)))
         resume_if_stopped(pid)  # a debugger that left it stopped (it should not): resume it
     except DebuggerTimeout as exc:
         _abandon(run, session, attached_at, f"{os.path.basename(run.path)} did not answer ({exc})")
     except DebuggerDied as exc:
         _abandon(run, session, attached_at, f"{os.path.basename(run.path)} exited during the attach ({exc})")
-    except BaseException:
-        if session.proc.poll() is None:
-            session.finish()
+    except BaseException:  # an AttachError, or Ctrl-C / SIGTERM / SIGHUP (cli/_signals.py): detach, then go
+        if session.proc.poll() is None:  # it reads "detach" once a call in flight has returned: wait for that
+            session.finish(CALL_GRACE_S if session.in_call else min(10.0, _left_s(run)))
         if attached_at is not None:
             run.stopped_s = time.monotonic() - attached_at
         resume_if_stopped(pid)
@@ -756,8 +922,8 @@ def _abandon(run: _Run, session: GdbSession, attached_at: float | None, why: str
         # A call into the process is in flight: killing the debugger now would leave the thread to return
         # into a breakpoint. Give it one more generous chance before giving up.
         with contextlib.suppress(DebuggerTimeout, DebuggerDied):
-            session._read_until(session.marker.encode(), 10.0)
-    session.kill()
+            session._read_until(session.marker.encode(), CALL_GRACE_S)
+    session.finish(FINISH_S)  # between commands now: detach and quit if it still reads, else killed
     resumed = resume_if_stopped(run.target.pid)
     if attached_at is not None:
         run.stopped_s = time.monotonic() - attached_at
@@ -893,8 +1059,8 @@ def _via_lldb(run: _Run, program: str) -> None:
         argv += ["-o", cmd]
     t = time.monotonic()
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=run.timeout_s, stdin=subprocess.DEVNULL,
-                              start_new_session=True, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=_left_s(run), stdin=subprocess.DEVNULL,
+                              start_new_session=True, check=False, preexec_fn=die_with_us())
         out = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
         out = str(exc.stdout or "")
@@ -916,8 +1082,9 @@ def _via_lldb(run: _Run, program: str) -> None:
 def _via_remote_exec(run: _Run) -> None:
     argv = remote_exec_argv(run.path, run.target.pid, str(run.req.script))
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=min(60.0, run.timeout_s),
-                              stdin=subprocess.DEVNULL, check=False, env={"PATH": os.environ.get("PATH", "")})
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=min(60.0, _left_s(run)),
+                              stdin=subprocess.DEVNULL, check=False, env={"PATH": os.environ.get("PATH", "")},
+                              preexec_fn=die_with_us())
     except subprocess.TimeoutExpired:
         raise AttachError("sys.remote_exec did not return in time", ExitCode.ATTACH_FAILED) from None
     run.transcript.append(proc.stdout + proc.stderr)
@@ -927,10 +1094,10 @@ def _via_remote_exec(run: _Run) -> None:
         raise AttachError(f"sys.remote_exec into PID {run.target.pid} failed: {last}", code)
 
 
-def _wait_for_result(run: _Run, t0: float) -> dict[str, Any]:
+def _wait_for_result(run: _Run) -> dict[str, Any]:
     pid = run.target.pid
     req = run.req
-    deadline = t0 + run.timeout_s
+    deadline = run.deadline_mono
     while True:
         result = read_result(req.result, req.nonce)
         if result is not None:
@@ -945,14 +1112,14 @@ def _wait_for_result(run: _Run, t0: float) -> dict[str, Any]:
     try:
         os.unlink(req.control)
     except FileNotFoundError:
-        claimed_grace = time.monotonic() + 10.0  # claimed just now: it is running, give it a moment
+        claimed_grace = time.monotonic() + CLAIMED_GRACE_S  # claimed just now: it is running, give it a moment
         while time.monotonic() < claimed_grace:
             result = read_result(req.result, req.nonce)
             if result is not None:
                 _mark_page_done(run)
                 return result
             time.sleep(0.05)
-        raise AttachError(f"the probes' bootstrap started in PID {pid} but gave no answer in {run.timeout_s + 10:g} s; "
+        raise AttachError(f"the probes' bootstrap started in PID {pid} but gave no answer in {run.timeout_s + CLAIMED_GRACE_S:g} s; "
                           f"`dflash-diag board {pid}` shows whether the probes run", ExitCode.ATTACH_TIMEOUT) from None
     with contextlib.suppress(OSError):
         os.unlink(_page_state_path(run))  # the queued call still points at that page: never reuse it

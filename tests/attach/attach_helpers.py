@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -97,3 +98,38 @@ class Plain:
         start = self.count()
         wait_for(lambda: self.count() >= start + 20, timeout_s, "the program's threads making progress")
         assert self.proc.poll() is None
+
+
+# A gdb that forwards its commands to the real one, pausing after `attach`: a window in which the process
+# is certainly stopped and the debugger between two commands, to kill it (or the command) right there.
+SLOW_GDB = """#!{python}
+import os, subprocess, sys, time
+real = subprocess.Popen([{gdb!r}, *sys.argv[1:]], stdin=subprocess.PIPE)
+with open(os.environ["SLOW_GDB_PIDFILE"], "w") as fh:
+    fh.write(str(real.pid))
+try:
+    for line in iter(sys.stdin.buffer.readline, b""):
+        real.stdin.write(line)
+        real.stdin.flush()
+        if line.startswith(b"attach "):
+            time.sleep(float(os.environ.get("SLOW_GDB_PAUSE_S", "6")))
+    real.stdin.close()
+except BrokenPipeError:
+    pass
+sys.exit(real.wait())
+"""
+
+
+def slow_gdb(tmp_path: Path, gdb: str) -> tuple[dict[str, str], Path]:
+    bindir = tmp_path / "slow-bin"
+    bindir.mkdir()
+    wrapper = bindir / "gdb"
+    wrapper.write_text(SLOW_GDB.format(python=sys.executable, gdb=gdb))
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    pidfile = tmp_path / "gdb.pid"
+    return {"PATH": f"{bindir}:{os.environ.get('PATH', '')}", "SLOW_GDB_PIDFILE": str(pidfile)}, pidfile
+
+
+def all_stopped(pid: int) -> bool:
+    states = task_states(pid)
+    return bool(states) and all(s == "t" for s in states)

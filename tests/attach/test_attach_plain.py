@@ -12,14 +12,13 @@ import ctypes
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from attach_helpers import ROOT, cli, env_for, task_states, wait_for
+from attach_helpers import ROOT, all_stopped, cli, env_for, slow_gdb, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
 from dflash_diag.sources.board import read_board
@@ -223,48 +222,13 @@ def test_a_debugger_that_cannot_start_is_named_with_its_error(start_plain, board
     plain.keeps_running()
 
 
-# A gdb that forwards its commands to the real one, pausing after `attach`: a window in which the process
-# is certainly stopped and the debugger between two commands, to kill it (or the command) right there.
-SLOW_GDB = """#!{python}
-import os, subprocess, sys, time
-real = subprocess.Popen([{gdb!r}, *sys.argv[1:]], stdin=subprocess.PIPE)
-with open(os.environ["SLOW_GDB_PIDFILE"], "w") as fh:
-    fh.write(str(real.pid))
-try:
-    for line in iter(sys.stdin.buffer.readline, b""):
-        real.stdin.write(line)
-        real.stdin.flush()
-        if line.startswith(b"attach "):
-            time.sleep(float(os.environ.get("SLOW_GDB_PAUSE_S", "6")))
-    real.stdin.close()
-except BrokenPipeError:
-    pass
-sys.exit(real.wait())
-"""
-
-
-def _slow_gdb(tmp_path: Path, gdb: str) -> tuple[dict[str, str], Path]:
-    bindir = tmp_path / "slow-bin"
-    bindir.mkdir()
-    wrapper = bindir / "gdb"
-    wrapper.write_text(SLOW_GDB.format(python=sys.executable, gdb=gdb))
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    pidfile = tmp_path / "gdb.pid"
-    return {"PATH": f"{bindir}:{os.environ.get('PATH', '')}", "SLOW_GDB_PIDFILE": str(pidfile)}, pidfile
-
-
-def _all_stopped(pid: int) -> bool:
-    states = task_states(pid)
-    return bool(states) and all(s == "t" for s in states)
-
-
 def test_a_debugger_killed_mid_attach_leaves_the_process_running(gdb: str, start_plain, board_dir: Path,
                                                                 tmp_path: Path) -> None:
     plain = start_plain("join")
-    extra, pidfile = _slow_gdb(tmp_path, gdb)
+    extra, pidfile = slow_gdb(tmp_path, gdb)
     attach = subprocess.Popen([sys.executable, "-m", "dflash_diag", "attach", str(plain.pid)], cwd=ROOT,
                               env=env_for(board_dir, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: _all_stopped(plain.pid), 30, "gdb to stop the process")
+    wait_for(lambda: all_stopped(plain.pid), 30, "gdb to stop the process")
     os.kill(int(pidfile.read_text()), signal.SIGKILL)  # the debugger dies holding the process
     out, err = attach.communicate(timeout=60)
     assert attach.returncode == ExitCode.ATTACH_FAILED, err
@@ -278,11 +242,11 @@ def test_a_debugger_killed_mid_attach_leaves_the_process_running(gdb: str, start
 def test_the_command_killed_mid_attach_leaves_the_process_running(gdb: str, start_plain, board_dir: Path,
                                                                  tmp_path: Path) -> None:
     plain = start_plain("join")
-    extra, _pidfile = _slow_gdb(tmp_path, gdb)
+    extra, _pidfile = slow_gdb(tmp_path, gdb)
     attach = subprocess.Popen([sys.executable, "-m", "dflash_diag", "attach", str(plain.pid)], cwd=ROOT,
                               env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="3"),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: _all_stopped(plain.pid), 30, "gdb to stop the process")
+    wait_for(lambda: all_stopped(plain.pid), 30, "gdb to stop the process")
     attach.kill()  # gdb, in its own session, reads EOF and detaches
     attach.wait()
     wait_for(lambda: task_states(plain.pid) and not {"T", "t"} & set(task_states(plain.pid)), 20, "the detach")

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,6 +145,30 @@ def test_doctor_attach_does_it_in_one_go(trainer: Trainer) -> None:
     assert set(report["attached"]["result"]["added"]) == ALL
     assert "probes detached" in res.stderr
     assert read_board(trainer.pid, trainer.board_dir).session["enabled"] == []
+
+
+def test_a_killed_doctor_attach_gives_the_trainers_session_back_by_itself(trainer: Trainer,
+                                                                          inventory_before: dict) -> None:
+    doctor = subprocess.Popen([sys.executable, "-m", "dflash_diag", "doctor", str(trainer.pid), "--attach",
+                               "--duration", "120", "--json"], env=env_for(trainer.board_dir),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: set(read_board(trainer.pid, trainer.board_dir).session["enabled"]) == ALL, 60,
+                 "the probes doctor --attach added to the trainer's own session")
+    finally:
+        doctor.kill()  # SIGKILL: nothing in doctor runs; the lease on the trainer's board thread does the detach
+        doctor.wait()
+    t0 = time.monotonic()
+
+    def given_back() -> bool:
+        session = read_board(trainer.pid, trainer.board_dir).session
+        return session["enabled"] == [] and session["attached"] is None
+
+    wait_for(given_back, 30, "the lease to take the probes out of the trainer's session")
+    assert time.monotonic() - t0 < 5.0
+    trainer.advances()  # its own session (and board) go on, and so does training
+    after = inject(trainer.pid, "inventory", board_dir=trainer.board_dir, timeout_s=60).result["inventory"]
+    assert after == inventory_before
 
 
 def test_doctor_without_a_board_says_attach_would_add_the_evidence(gdb: str, tmp_path: Path) -> None:

@@ -113,6 +113,90 @@ def test_attach_joins_the_programs_own_session_and_detach_gives_it_back(no_sessi
     assert sorted(board["probes"]) == ["queues"] and board["session"]["attached"] is None
 
 
+# --- the lease: probes held for a command outside (doctor --attach) leave when it is gone ------------------
+
+
+@pytest.fixture
+def owner():
+    """A process to hold the probes for (what doctor --attach is), and its lease."""
+    from dflash_contract import proc
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    lease = {"pid": child.pid, "start_ticks": proc.start_time_ticks(child.pid)}
+    yield child, lease
+    child.kill()
+    child.wait()
+
+
+def _gone(child: subprocess.Popen) -> None:
+    child.kill()
+    child.wait()
+
+
+def _wait(predicate, timeout_s: float) -> float:
+    t0 = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - t0 < timeout_s, f"not in {timeout_s} s"
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def test_a_leased_attach_detaches_itself_once_its_owner_is_gone(no_session, owner, tmp_path: Path, capfd) -> None:
+    child, lease = owner
+    board = tmp_path / "b" / f"{os.getpid()}.json"
+    before = attach_mod.inventory()
+    out = attach_mod.run("attach", names=probes.ALL_PROBES, board_dir=str(tmp_path / "b"), lease=lease)
+    assert out["ok"] and out["lease"] == lease, out
+    assert json.loads(board.read_text())["session"]["attached"]["lease"] == lease
+    time.sleep(1.5)  # ticks of the board thread while the owner runs: nothing happens
+    assert probes.current() is not None and probes.current().lease_checks >= 1
+    _gone(child)
+    took_s = _wait(lambda: probes.current() is None and not board.exists(), 10.0)
+    assert took_s < 3.0  # one board-thread tick (timer_interval_s = 1 s), plus the detach
+    _wait(lambda: not [t for t in threading.enumerate() if t.name.startswith("dflash-diag")], 5.0)
+    assert attach_mod.hooks_left(before, attach_mod.inventory()) == []
+    assert attach_mod.run("detach")["not_attached"]  # nothing is left to detach
+    assert f"PID {child.pid}, the dflash-diag command that attached them, is gone: probes detached" in capfd.readouterr().err
+
+
+def test_a_leased_attach_gives_the_programs_own_session_back(no_session, owner, tmp_path: Path) -> None:
+    child, lease = owner
+    own = probes.start(probes.ProbesConfig(enabled=frozenset({"queues"}), board_dir=str(tmp_path / "b")))
+    out = attach_mod.run("attach", names=frozenset({"queues", "gil"}), lease=lease)
+    assert out["ok"] and out["session"] == "existing" and out["added"] == ["gil"]
+    _gone(child)
+    board_path = tmp_path / "b" / f"{os.getpid()}.json"
+
+    def given_back() -> bool:
+        board = json.loads(board_path.read_text())
+        return sorted(board["probes"]) == ["queues"] and board["session"]["attached"] is None
+
+    _wait(given_back, 10.0)
+    assert own.enabled == {"queues"} and own.attached is None
+    assert probes.current() is own and own._thread.is_alive()  # the program's own session and board go on
+
+
+def test_a_lease_whose_owner_is_already_gone_attaches_nothing(no_session, owner, tmp_path: Path) -> None:
+    child, lease = owner
+    _gone(child)
+    out = attach_mod.run("attach", names=probes.ALL_PROBES, board_dir=str(tmp_path / "b"), lease=lease)
+    assert not out["ok"] and "is gone: nothing attached" in out["error"]
+    assert probes.current() is None
+
+
+def test_an_attach_without_lease_makes_leased_probes_lasting(no_session, owner, tmp_path: Path) -> None:
+    child, lease = owner
+    assert attach_mod.run("attach", names=frozenset({"gil"}), board_dir=str(tmp_path / "b"), lease=lease)["ok"]
+    again = attach_mod.run("attach", names=frozenset({"gil"}))  # `dflash-diag attach`, deliberately
+    assert again["already"] and again["lease_dropped"] and again["lease"] is None
+    refused = attach_mod.run("detach", lease=lease)  # the leaseholder's detach: no longer its probes
+    assert not refused["ok"] and refused["not_owner"] and probes.current() is not None
+    _gone(child)
+    time.sleep(2.5)  # two board-thread ticks: the lease is gone, nothing detaches
+    assert probes.current() is not None and probes.current().enabled == {"gil"}
+    assert attach_mod.run("detach")["ok"]  # a plain detach still takes them out
+
+
 def test_detach_without_attach_says_so(no_session, tmp_path: Path) -> None:
     out = attach_mod.run("detach")
     assert not out["ok"] and out["not_attached"] and "no probes run" in out["error"]
@@ -209,6 +293,8 @@ def test_bootstrap_loads_the_installed_probes_and_starts_them(tmp_path: Path) ->
         (lambda d: {**d, "probes": ["gil; import os"]}, "probe names"),
         (lambda d: {**d, "action": "rm"}, "unknown action"),
         (lambda d: {**d, "version": "9.9.9"}, "is not version 9.9.9"),
+        (lambda d: {**d, "lease": {"pid": "1", "start_ticks": 5}}, "lease must be"),
+        (lambda d: {**d, "lease": {"pid": 1}}, "lease must be"),
     ],
 )
 def test_bootstrap_refuses_a_bad_control_file_and_starts_nothing(tmp_path: Path, change, message: str) -> None:
