@@ -42,6 +42,7 @@ NOT_SLOWDOWNS = frozenset(s.id for s in REGISTRY.values() if not s.slows)
 # Symptoms that say nothing moves: only the causes that declare them in ``explains`` explain them.
 HANGS = frozenset(s.id for s in REGISTRY.values() if s.hang)
 HALTS = frozenset(s.id for s in REGISTRY.values() if s.halts)
+UNLINKED = frozenset(s.id for s in REGISTRY.values() if s.unlinked)
 EXPLAINS_HANG: dict[str, frozenset[str]] = {s.id: frozenset(s.explains) for s in REGISTRY.values() if s.explains}
 # A cause that produces another: when both are found, the root is named first (and leads where the other would):
 # empty_cache() after every step hands the blocks back, so every step allocates from the driver again (churn).
@@ -105,6 +106,8 @@ def _during_warm_up(f: Finding) -> Finding:
 
 
 def _explains(cause: Finding, symptom: Finding) -> bool:
+    if symptom.rule_id in UNLINKED:
+        return False
     if symptom.rule_id in HANGS:
         return symptom.rule_id in EXPLAINS_HANG.get(cause.rule_id, frozenset())
     if cause.rule_id in NOT_SLOWDOWNS or cause.impact <= 0.0:

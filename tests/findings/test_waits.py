@@ -119,6 +119,10 @@ def test_a_buffer_that_keeps_every_batch_is_host_memory_growth_with_a_projection
     assert "RSS +" in finding["claim"] and "is gone in" in finding["claim"]
     slope = next(e["value"] for e in finding["evidence"] if e["name"] == "RSS slope")
     assert 8.0 <= float(slope.split()[0]) <= 40.0  # the program keeps 2 MiB every 0.1 s: ~21 MB/s
+    # Where the time goes is said too, as information, and never takes the cause's headline.
+    where = next(f for f in report["findings"] if f["rule_id"] == "where-time-goes")
+    assert where["severity"] == "info" and "MainThread" in where["claim"] and where["because"] == []
+    assert report["headline"]["rule_id"] == "host-memory-growth"
 
 
 @pytest.mark.slow

@@ -34,6 +34,8 @@ class RuleSpec:
     produces: tuple[str, ...] = ()
     # The process cannot run at all (stopped, zombie): every sampled finding is dropped beside it.
     cannot_run: bool = False
+    # A plain statement of where time goes, for when no rule names a cause: no cause is linked to it.
+    unlinked: bool = False
     # Symptoms this one says better: held back when this one is found (the wait chain over a stage verdict).
     supersedes: tuple[str, ...] = ()
 

@@ -56,6 +56,7 @@ RULES = (
     RuleSpec("stalled", kind=SYMPTOM, sampled=True, hang=True, halts=True),
     RuleSpec("wait-chain", kind=SYMPTOM, sampled=True,
              supersedes=("pipeline-bottleneck-drafter", "pipeline-bottleneck-target")),
+    RuleSpec("where-time-goes", kind=SYMPTOM, sampled=True, unlinked=True),
 )
 
 
@@ -81,6 +82,8 @@ def check(ctx: Context) -> Iterator[Finding]:
         chain = _chain(ctx, graph)
         if chain is not None:
             yield chain
+        elif graph.chain:
+            yield _where_time_goes(ctx, graph)
 
 
 def _parked(n: ThreadWaits, kinds: frozenset[str]) -> bool:
@@ -198,6 +201,17 @@ def _stopped_chain(ctx: Context, graph: WaitGraph) -> Finding | None:
     return Finding(rule_id="wait-chain", severity=Severity.CRITICAL, claim=claim, evidence=tuple(evidence),
                    remedy=_chain_remedy(graph), impact=1.0, kind=SYMPTOM,
                    stages=tuple(sorted({_stage_of(graph, t) for t in chain[0].threads})))
+
+
+def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
+    """The root of the graph as information: what the main path does, for when no rule names anything (it leads
+    only when nothing else does, and no cause is linked to it)."""
+    return Finding(
+        rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0,
+        claim=f"where the time goes (no rule names a cause): {graph.chain_text()}",
+        evidence=(("path (root last)", graph.chain_text()),),
+        remedy="If this is slower than expected, the root's functions above are where to look: `dflash-diag top PID` "
+               "shows them live, `dflash-diag record PID` as a timeline.")
 
 
 def _stage_of(graph: WaitGraph, name: str) -> str:
