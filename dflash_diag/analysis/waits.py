@@ -366,9 +366,22 @@ def _children_hop(ctx: Context) -> ChainHop | None:
     samples = ctx.obs.children
     if not samples:
         return None
-    rows = [(thread, explain(thread).state) for sample in samples for thread in sample.threads]
-    spots = hot_functions(rows, n=2)
     pids = tuple(dict.fromkeys(f"child process {s.pid}" for s in samples))
+    rows = [(thread, explain(thread).state) for sample in samples for thread in sample.threads]
+    # A child's thread that is neither on a CPU nor holding the GIL waits: on what, its line says (a lock it
+    # inherited held across fork, a pipe back to the parent).
+    waits: Counter[tuple[str, str, str]] = Counter()
+    for thread, _ in rows:
+        if thread.active or thread.owns_gil:
+            continue
+        own = user_frames(thread)
+        waits[_idle_wait(ctx, thread, own, _site(own[0]) if own else "")] += 1
+    busy = sum(1 for thread, _ in rows if thread.active or thread.owns_gil)
+    if waits:
+        (kind, target, site), count = waits.most_common(1)[0]
+        if count > busy and kind in (WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN):
+            return ChainHop(threads=pids, edge=WaitEdge(kind=kind, target=target, share=count / len(rows), site=site))
+    spots = hot_functions([(t, s) for t, s in rows if t.active or t.owns_gil] or rows, n=2)
     if not spots:
         return ChainHop(threads=pids, edge=WaitEdge(kind=WAIT_OTHER, target="", share=1.0, site=""))
     return ChainHop(threads=pids, edge=None, hot=spots_text(spots))

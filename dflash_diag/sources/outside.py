@@ -80,7 +80,8 @@ class OutsideReader:
 
     def enrich(self, obs: Observation) -> Observation:
         """``obs`` with ``process``, ``code`` and ``files`` filled in (what cannot be read is left out)."""
-        code, files = self.code_facts(obs.stacks)
+        # The children run the program's files too: what their lines do (a lock they wait for) is read the same way.
+        code, files = self.code_facts((*obs.stacks, *obs.children))
         return replace(obs, process=self.process_facts(), code=code, files=files)
 
     # --- the process ---------------------------------------------------------------------------------

@@ -53,6 +53,8 @@ class Case:
     miss: str = ""  # which of issue 9's five misses it reproduces, if any
     tags: tuple[str, ...] = field(default_factory=tuple)
     held_out: bool = False  # written last, scored once without tuning: docs/benchmarks.md reports it apart
+    # mode -> why doctor misses it today (docs/benchmarks.md): CI still runs it, as an expected failure that may pass.
+    known_miss: dict[str, str] = field(default_factory=dict)
 
 
 CASES: tuple[Case, ...] = (

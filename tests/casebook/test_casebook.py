@@ -45,7 +45,13 @@ def _ids() -> list[str]:
     return [f"{c.name}-{m}" for c in CPU_CASES for m in MODES]
 
 
-@pytest.mark.parametrize(("case", "mode"), [(c, m) for c in CPU_CASES for m in MODES], ids=_ids())
+def _params() -> list[object]:
+    """Every (case, mode); a known miss (docs/benchmarks.md says why) runs as a non-strict expected failure."""
+    return [pytest.param(c, m, marks=pytest.mark.xfail(strict=False, reason=c.known_miss[m]))
+            if m in c.known_miss else pytest.param(c, m) for c in CPU_CASES for m in MODES]
+
+
+@pytest.mark.parametrize(("case", "mode"), _params(), ids=_ids())
 def test_case(results: dict[tuple[str, str], Result], case: Case, mode: str) -> None:
     r = results[(case.name, mode)]
     assert not r.error, r.error

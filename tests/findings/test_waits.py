@@ -82,7 +82,8 @@ def test_a_lock_order_deadlock_is_a_critical_headline_naming_both_threads_and_li
     headline = report["headline"]
     assert headline["rule_id"] == "deadlock" and headline["severity"] == "critical", headline
     assert "books-writer" in headline["text"] and "auditor" in headline["text"]
-    assert "Ledger.lock" in headline["text"] and "waits_child.py:24" in headline["text"]
+    acquire = 1 + CHILD.read_text().splitlines().index("            with other.lock:")
+    assert "Ledger.lock" in headline["text"] and f"waits_child.py:{acquire}" in headline["text"]
     waits = report["waits"]
     assert waits["status"] == "ok" and waits["progress"] is False
     assert sorted(waits["cycle"]) == ["auditor", "books-writer"]

@@ -22,6 +22,7 @@ from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.waits import process_cpu_pct
 from dflash_diag.model import Finding, Severity, ThreadState
 from dflash_diag.model.findings import CAUSE, SYMPTOM
+from dflash_diag.model.waits import edge_text
 
 MIN_SAMPLES = 5
 MIN_WINDOW_S = 2.0
@@ -103,6 +104,13 @@ def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
     board = ctx.board
     if board is not None:
         evidence.append(("last board update", f"{board.age_s(ctx.now_wall_s):.0f} s ago"))
+    # The threads off the queue are part of the hang too: what they wait on (a join on the blocked producer, a
+    # condition) says how it came about.
+    on_queue_names = {t.name for t in blocked_put + blocked_get}
+    others = [n for n in ctx.waits.threads if n.name not in on_queue_names and n.waits and n.waits[0].share >= 0.9]
+    if others:
+        parts.append("meanwhile " + "; ".join(f"{n.name} {edge_text(n.waits[0])}" for n in others[:3]))
+        evidence.extend((f"waits: {n.name}", edge_text(n.waits[0])) for n in others[:DEATHS_SHOWN])
     stages = tuple(sorted({"drafter" for _ in blocked_put} | {"target" for _ in blocked_get}))
     return Finding(
         rule_id="pipeline-hang",
