@@ -134,7 +134,8 @@ def _stats_of(thread: ThreadSample, by_tid: Mapping[int, ThreadStats],
 def _site(frame: Frame | None) -> str:
     if frame is None:
         return ""
-    return f"{frame.short_filename}:{frame.line} ({frame.name})" if frame.line else f"{frame.short_filename} ({frame.name})"
+    # The format of every place a report names: ``decode (data.py:33)``, as the hot spots are written.
+    return f"{frame.name} ({frame.short_filename}:{frame.line})" if frame.line else f"{frame.name} ({frame.short_filename})"
 
 
 def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:

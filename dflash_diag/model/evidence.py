@@ -6,6 +6,7 @@ Read by ``sources.outside``; judged by ``analysis`` (stale code, thread deaths, 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -17,12 +18,25 @@ _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/",
 _PYLIB = re.compile(r"python3\.\d+t?")
 
 
+def _probes_dir() -> str | None:
+    """This distribution's ``probes`` package, beside ``dflash_diag`` (not whatever ``probes`` a user's path holds):
+    its frames are the tool's own, never the program's hot code, even in a source checkout."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    candidate = os.path.join(root, "probes")
+    return os.path.join(candidate, "") if os.path.isfile(os.path.join(candidate, "_attach_boot.py")) else None
+
+
+_PROBES_DIR = _probes_dir()
+
+
 def is_library_file(filename: str) -> bool:
-    """True for the standard library, installed packages, code torch generates, and pseudo-files (``<frozen ...>``,
-    ``<string>``), by path."""
+    """True for the standard library, installed packages, code torch generates, the probes' own code, and
+    pseudo-files (``<frozen ...>``, ``<string>``), by path."""
     if not filename or filename.startswith("<"):
         return True
     if any(m in filename for m in _LIBRARY_MARKERS):
+        return True
+    if _PROBES_DIR is not None and filename.startswith(_PROBES_DIR):
         return True
     parts = filename.split("/")
     return any(_PYLIB.fullmatch(p) is not None and i > 0 and parts[i - 1] in ("lib", "lib64")

@@ -32,7 +32,7 @@ class WaitEdge:
     kind: str  # one of WAIT_KINDS
     target: str  # which queue / lock / thread / device; "" when unknown
     share: float  # of the thread's samples
-    site: str  # the program's line where it waits: "loader.py:33 (Loader.next_batch)"; "" when unknown
+    site: str  # the program's line where it waits: "Loader.next_batch (loader.py:33)"; "" when unknown
     to_threads: tuple[str, ...] = ()  # the threads at the other end, where known (holders, producers, consumers)
 
 
@@ -93,7 +93,7 @@ def _plural(verb_phrase: str) -> str:
 
 
 def edge_text(edge: WaitEdge) -> str:
-    """``waits on `batches` (get) 80% at train.py:12 (fit)``."""
+    """``waits on `batches` (get) 80% at fit (train.py:12)``."""
     share = f"{100.0 * edge.share:.0f}%"
     at = f" at {edge.site}" if edge.site else ""
     what = {

@@ -102,3 +102,18 @@ def test_a_producer_waiting_on_its_input_is_named_where_it_waits(consumer_seen_w
     assert "not computing" in verdict.claim and "fetch_shard (fetch.py:19)" in verdict.claim
     assert dict(verdict.evidence)["target waits in"] == "fetch_shard (fetch.py:19) 100%"
     assert "what they wait for" in verdict.remedy
+
+
+def test_the_probes_own_frames_are_never_the_programs_hot_code() -> None:
+    """The health probe wraps Tensor.backward: in a source checkout its frame sits in every backward's stack, and
+    must not be named as where the program spends its time."""
+    import probes.health
+    from dflash_diag.model.evidence import is_library_file
+
+    assert is_library_file(probes.health.__file__)
+    wrapped = (Frame("HealthProbe._arm.<locals>.backward", probes.health.__file__, 99),
+               Frame("Tensor.backward", f"{LIB}/site-packages/torch/_tensor.py", 625),
+               Frame("train_step", "/app/train.py", 40))
+    thread = ThreadSample(thread_id=1, os_thread_id=1, name="w", active=True, owns_gil=False, frames=wrapped)
+    (spot,) = hot_functions([(thread, ThreadState.NATIVE)] * 4)
+    assert spot.function == "train_step"

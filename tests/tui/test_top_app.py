@@ -432,7 +432,7 @@ def test_ctrl_c_and_q_quit_even_from_the_filter_box(key: str) -> None:
 def test_the_waits_tab_shows_the_path_to_the_root_and_each_thread() -> None:
     from dflash_diag.model.waits import WAIT_QUEUE_GET, ChainHop, ThreadWaits, WaitEdge, WaitGraph
 
-    edge = WaitEdge(kind=WAIT_QUEUE_GET, target="feats", share=0.82, site="fit.py:40 (fit)", to_threads=("loader",))
+    edge = WaitEdge(kind=WAIT_QUEUE_GET, target="feats", share=0.82, site="fit (fit.py:40)", to_threads=("loader",))
     graph = WaitGraph(
         threads=(ThreadWaits(name="loader", stage="other", n_samples=50, computing_share=0.91,
                              hot="decode (data.py:33) 91%", waits=(), cpu_pct=97.0, stack_changed=True),
@@ -447,7 +447,7 @@ def test_the_waits_tab_shows_the_path_to_the_root_and_each_thread() -> None:
         await pilot.pause()
         assert app.query_one("#detail", TabbedContent).active == "tab-waits"
         text = screen_text(app)
-        assert "trainer waits on `feats` (get, empty) 82% at fit.py:40 (fit) <- loader spends decode" in text
+        assert "trainer waits on `feats` (get, empty) 82% at fit (fit.py:40) <- loader spends decode" in text
         assert "holds Trainer._lock" in text
 
     run(body, frame=make_frame(waits=graph), size=(160, 48))
