@@ -114,8 +114,8 @@ def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
                          f"{g.get(HealthKeys.GRAD_ZERO)} with an all-zero one"))
     return Verdict(
         rule_id="training-no-update", critical=True,
-        claim=f"{len(stuck)} of {len(groups)} parameter groups train nothing: their weights have not changed in "
-              f"{steps - first} optimizer steps ({names}){why}",
+        claim=f"{len(stuck)} of {len(groups)} parameter groups do not train: their watched weights (slices spread "
+              f"over each group) have not changed in {steps - first} optimizer steps ({names}){why}",
         evidence=tuple(evidence),
         remedy="Make the optimizer hold the parameters the forward uses: build it after the model is final (after "
                ".to(device), wrapping, re-creating modules, loading a checkpoint into a new object), check "
@@ -131,6 +131,8 @@ def _why_stuck(groups: list[Mapping[str, Any]]) -> str:
                 "(a model copy, or modules re-created after the optimizer was built)")
     if tensors and zero + none == tensors:
         return "; every gradient is zero: the loss does not depend on these weights"
+    if none:
+        return f"; {none} of their {tensors} tensors get no gradient (cut from the graph, or not used in the forward)"
     return ""
 
 

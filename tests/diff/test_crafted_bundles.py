@@ -148,6 +148,7 @@ def _diff_in_a_box(a: Path, b: Path, *extra: str) -> tuple[subprocess.CompletedP
     return proc, time.monotonic() - started
 
 
+@pytest.mark.slow  # a memory-limited subprocess on tens of MiB
 def test_sixty_mib_of_empty_objects_is_refused_cheaply(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(_doc()))
@@ -161,6 +162,7 @@ def test_sixty_mib_of_empty_objects_is_refused_cheaply(tmp_path: Path) -> None:
     assert elapsed_s < 20
 
 
+@pytest.mark.slow  # a memory-limited subprocess on tens of MiB
 def test_three_million_config_keys_are_refused_cheaply(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(_doc()))
@@ -174,6 +176,7 @@ def test_three_million_config_keys_are_refused_cheaply(tmp_path: Path) -> None:
     assert elapsed_s < 20
 
 
+@pytest.mark.slow  # a memory-limited subprocess on tens of MiB
 def test_the_largest_accepted_config_diffs_in_bounded_time(tmp_path: Path) -> None:
     """At the cap, every key changed on both sides: the whole ranked table, in seconds, not minutes."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"

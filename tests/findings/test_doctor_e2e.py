@@ -92,6 +92,16 @@ def test_reentrant_scenario_is_critical(trainer: Any, capsys: pytest.CaptureFixt
     assert _serious(report).get("checkpoint-grad-none") == "critical"
     assert report["findings"][0]["rule_id"] == "checkpoint-grad-none"  # most severe first
     assert main(["doctor", str(pid), "--duration", "1", "--fail-on", "critical"]) == ExitCode.FINDINGS
+    capsys.readouterr()
+    # The health probe sees it too, by its own evidence: the draft layers' weights never move (once it has seen
+    # the 10 optimizer steps its verdict needs; a loaded box steps slowly).
+    deadline = time.monotonic() + 90.0
+    while "training-no-update" not in _ids(report) and time.monotonic() < deadline:
+        time.sleep(2.0)
+        report = _doctor(pid, capsys)
+    assert _serious(report).get("training-no-update") == "critical"
+    claim = next(f["claim"] for f in report["findings"] if f["rule_id"] == "training-no-update")
+    assert "get no gradient" in claim
 
 
 def _ids(report: dict[str, Any]) -> set[str]:
