@@ -6,6 +6,8 @@ the RSS slope, the registry that refuses an undeclared finding)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -61,7 +63,11 @@ def program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     yield start
     for proc in started:
-        proc.kill()
+        # The program and, under `dflash-diag run`, the run process that started it: one session, one group.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         proc.wait(timeout=30)
 
 
