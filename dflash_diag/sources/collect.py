@@ -46,6 +46,7 @@ from dflash_diag.sources.redaction import redactor_for
 from dflash_diag.sources.window import SampleWindow, WindowMeta
 
 EXIT_GRACE_S = 2.0  # a dump that failed this shortly before the process was gone failed because it was exiting
+LIVE_CHILD_FACTOR = 5
 LOAD_SPAN_S = 3.0  # the CPU load the rate policy sees is measured over about this long
 Progress = Callable[[float, float], None]  # (elapsed_s, total_s)
 
@@ -216,7 +217,10 @@ class _Scheduler:
             self.next_stack_s = max(now + 1.0 / self.decision.rate_hz, self.clock())
         if now >= self.next_child_s and self.alive:
             self.sample_children()
-            self.next_child_s = self.clock() + self.config.child_interval_s
+            # A child dump costs py-spy 6-40 ms of CPU like any other: once a second in a one-off burst (doctor,
+            # snapshot), five times rarer for the live sampler, whose budget is a tenth of a core.
+            interval_s = self.config.child_interval_s * (1 if self.config.burst else LIVE_CHILD_FACTOR)
+            self.next_child_s = self.clock() + interval_s
         return min(self.next_stack_s, self.next_proc_s, self.next_board_s, self.next_nvml_s, self.next_child_s)
 
     def sample_children(self) -> None:
