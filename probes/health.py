@@ -289,8 +289,8 @@ def _host_values(torch: Any, readings: list[Any], loss: Any) -> dict[str, Any]:
             out["loss"] = values[0]
         else:
             moved_base.setdefault(key, [0.0, 0.0])[0 if what == "moved" else 1] += values[0]
-    for key, (moved, base) in moved_base.items():
-        out["ratios"][key] = moved / base if base > 0 else (0.0 if moved == 0 else math.inf)
+    for key, (moved_norm, base_norm) in moved_base.items():
+        out["ratios"][key] = moved_norm / base_norm if base_norm > 0 else (0.0 if moved_norm == 0 else math.inf)
     return out
 
 

@@ -420,19 +420,19 @@ def _trains(thread: ThreadSample) -> bool:
 def _group_wait(group: Sequence[ThreadWaits]) -> WaitEdge | None:
     """The group's largest wait (mean share over its threads), when it costs at least CHAIN_WAIT_SHARE and more
     than the group computes in that time; its far end is the union of its threads' far ends."""
-    totals: Counter[tuple[str, str]] = Counter()
+    totals: dict[tuple[str, str], float] = {}
     sites: dict[tuple[str, str], str] = {}
     to: dict[tuple[str, str], dict[str, None]] = {}
     for n in group:
         for e in n.waits:
             key = (e.kind, e.target if e.kind != WAIT_GIL else "")
-            totals[key] += e.share / len(group)
+            totals[key] = totals.get(key, 0.0) + e.share / len(group)
             sites.setdefault(key, e.site)
             for t in e.to_threads:
                 to.setdefault(key, {})[t] = None
     if not totals:
         return None
-    (kind, target), share = totals.most_common(1)[0]
+    (kind, target), share = max(totals.items(), key=lambda kv: kv[1])
     computing = sum(n.computing_share for n in group) / len(group)
     if share < CHAIN_WAIT_SHARE or share < computing or kind == WAIT_SLEEP:
         return None
