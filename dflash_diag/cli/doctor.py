@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dflash_diag.cli._observe import BURST_MAX_S, sampler_config
 from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
@@ -19,11 +20,6 @@ if TYPE_CHECKING:
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
-# doctor is a one-off window the user asked for, like snapshot's: 20 stack samples a second with py-spy allowed half
-# a core (never pausing the process: --nonblocking), for windows up to BURST_MAX_S. At the live sampler's 2 Hz, a
-# busy 2-core box gave 9 samples in 5 s: too few to tell a recompile storm from warm-up. Longer windows, and
-# --rate, get the live budget (a tenth of a core).
-BURST_MAX_S = 30.0
 ATTACH_TIMEOUT_S = 30.0  # --attach: each of the attach and the detach (`attach --timeout`'s default)
 DOCTOR_SCHEMA = "dflash-diag.doctor/1"
 _FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
@@ -182,19 +178,13 @@ def _detach_after_diagnosis(args: argparse.Namespace, lease: Lease | None, *, sa
     print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
 
 
-def sampler_config(duration_s: float, rate_hz: float | None, board_dir: str | None) -> SamplerConfig:
-    """A burst for a short window nobody asked a rate for; else the rate asked (or auto) on the live budget."""
-    if rate_hz is None and duration_s <= BURST_MAX_S:
-        return SamplerConfig(rate_hz=BURST_RATE_HZ, burst=True, board_dir=board_dir)
-    return SamplerConfig(rate_hz=rate_hz, board_dir=board_dir)
-
-
 def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progress: bool = True,
              target_pattern: str | None = None, drafter_pattern: str | None = None,
              config: SamplerConfig | None = None) -> tuple[Analysis, dict[str, Any]]:
     """Sample ``pid`` and analyse it (``analysis.analyse``); the analysis and the JSON report."""
     from dflash_diag.analysis import analyse
-    from dflash_diag.sources.collect import Collector
+    from dflash_diag.analysis.threads import StagePatterns
+    from dflash_diag.cli._observe import observe
     from dflash_diag.sources.outside import OutsideReader
     from dflash_diag.sources.pyspy import PySpy
 
@@ -208,15 +198,10 @@ def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progr
         obs = outside.enrich(_empty_observation(pid, duration_s))
         analysis = analyse(obs, now_wall_s=time.time())
         return analysis, report_json(pid, analysis)
-    collector = Collector(pid, config or sampler_config(duration_s, None, board_dir))
-    obs = outside.enrich(_collect_with_progress(collector, duration_s, progress))
-    if not obs.stacks and (obs.process is None or obs.process.state not in ("Z", "T", "t", "D")):
-        raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "
-                          f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
-    from dflash_diag.analysis.threads import StagePatterns
-
     patterns = StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
-    analysis = analyse(obs, patterns, now_wall_s=time.time())
+    observed = observe(pid, duration_s, config or sampler_config(duration_s, None, board_dir), progress=progress,
+                       patterns=patterns)
+    analysis = observed.analysis
     return analysis, report_json(pid, analysis)
 
 
@@ -226,17 +211,6 @@ def _empty_observation(pid: int, window_s: float) -> Observation:
     return Observation(pid=pid, cmdline=(), started_wall_s=time.time(), window_s=0.0, stacks=(), proc=(),
                        gpus=NA("not sampled: the process is a zombie"), boards=NA("not read: the process is a zombie"),
                        process_alive=False, warnings=(f"not sampled: PID {pid} is a zombie",))
-
-
-def _collect_with_progress(collector: Any, duration_s: float, progress: bool) -> Any:
-    if not progress or not sys.stderr.isatty():
-        return collector.collect(duration_s)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("sampling PID"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:g} s"),
-                  TimeRemainingColumn(), transient=True, console=_console(stderr=True)) as bar:
-        task = bar.add_task("sampling", total=duration_s)
-        return collector.collect(duration_s, progress=lambda done, total: bar.update(task, completed=done))
 
 
 def _console(stderr: bool = False) -> Any:

@@ -109,23 +109,18 @@ class RecordCommand:
         return ExitCode.OK
 
     def _record(self, args: argparse.Namespace, speedscope: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        from dflash_diag.analysis.findings import evaluate
-        from dflash_diag.analysis.pipeline import pipeline_view
-        from dflash_diag.analysis.threads import aggregate_threads
-        from dflash_diag.cli.doctor import _collect_with_progress
+        from dflash_diag.cli._observe import observe, sampler_config
         from dflash_diag.export.speedscope import speedscope as speedscope_doc
         from dflash_diag.export.trace import chrome_trace
-        from dflash_diag.sources.collect import Collector
-        from dflash_diag.sources.config import SamplerConfig
 
-        collector = Collector(args.pid, SamplerConfig(rate_hz=args.rate, native=args.native, board_dir=args.board_dir))
-        obs = _collect_with_progress(collector, args.duration, not args.json)
+        # doctor's window: the same sampling (a burst for a short window), the outside evidence and the one
+        # analysis, so the trace's findings are linked (``because``) and held back in warm-up as doctor's are.
+        config = sampler_config(args.duration, args.rate, args.board_dir, native=args.native)
+        observed = observe(args.pid, args.duration, config, progress=not args.json)
+        obs, threads, findings = observed.observation, observed.analysis.threads, observed.analysis.findings
         if not obs.stacks:
             raise AttachError(f"no stack sample of PID {args.pid} could be taken in {args.duration:g} s "
                               f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
-        now = time.time()
-        threads = aggregate_threads(obs)
-        findings = evaluate(obs, threads, pipeline_view(obs, threads, now_wall_s=now), now_wall_s=now)
         if speedscope:
             doc = speedscope_doc(obs, threads, tool_version=__version__)
         else:

@@ -14,8 +14,8 @@ from dataclasses import replace
 from dflash_diag.analysis import analyse
 from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.errors import AttachError, CommandError, ExitCode
-from dflash_diag.model import NA, Finding, Maybe, Observation
-from dflash_diag.sources.collect import Collector, LiveSampler
+from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation
+from dflash_diag.sources.collect import LiveSampler
 from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.sources.outside import OutsideReader
 from dflash_diag.view.frame import TopFrame, build_frame
@@ -31,7 +31,10 @@ def frame_of(
     """Observation -> frame, through the one analysis ``doctor`` and ``snapshot`` use
     (:func:`dflash_diag.analysis.analyse`). An analysis that fails becomes an N/A pane with the reason, never a
     dead screen."""
-    analysis = analyse(obs, patterns, now_wall_s=wall_s)
+    return _frame(obs, analyse(obs, patterns, now_wall_s=wall_s), wall_s=wall_s, rate_hz=rate_hz, native=native)
+
+
+def _frame(obs: Observation, analysis: Analysis, *, wall_s: float, rate_hz: float, native: bool) -> TopFrame:
     findings: Maybe[tuple[Finding, ...]] = (
         analysis.findings if not isinstance(analysis.pipeline, NA) else NA("no pipeline view to judge"))
     frame = build_frame(obs, analysis.threads, analysis.pipeline, findings, wall_s=wall_s, rate_hz=rate_hz,
@@ -41,10 +44,12 @@ def frame_of(
 
 def collect_frame(pid: int, duration_s: float, config: SamplerConfig, patterns: StagePatterns) -> TopFrame:
     """Batch mode: sample for ``duration_s`` and analyse the whole run as one window."""
-    collector = Collector(pid, config)
-    obs = OutsideReader(pid).enrich(collector.collect(duration_s))
-    frame = frame_of(obs, patterns, wall_s=time.time(), rate_hz=collector.effective_rate_hz, native=config.native)
-    return replace(frame, requested_rate_hz=config.rate_hz, rate_reason=collector.rate_reason)
+    from dflash_diag.cli._observe import observe
+
+    observed = observe(pid, duration_s, config, patterns=patterns, require_stacks=False)
+    frame = _frame(observed.observation, observed.analysis, wall_s=time.time(), rate_hz=observed.rate_hz,
+                   native=config.native)
+    return replace(frame, requested_rate_hz=config.rate_hz, rate_reason=observed.rate_reason)
 
 
 class LiveSource:

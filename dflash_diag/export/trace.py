@@ -305,6 +305,10 @@ def _finding_instants(pid: int, findings: tuple[Finding, ...], tb: Timebase) -> 
     events = []
     for f in findings:
         args = {"severity": f.severity.label, "claim": f.claim, "remedy": f.remedy}
+        if f.because:  # the causal links, as doctor's JSON has them
+            args["because"] = ", ".join(f.because)
+        if f.explains:
+            args["explains"] = ", ".join(f.explains)
         args.update({f"evidence: {name}": value for name, value in f.evidence[:8]})
         event = _instant(pid, f"{f.severity.label}: {f.rule_id}", tb.end_us, None, args, "finding")
         event["s"] = "g"

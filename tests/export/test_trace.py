@@ -165,3 +165,16 @@ def test_kept_traces_are_valid(path: Path) -> None:
     assert validate_trace(doc) == []
     assert any(e.get("cat") == "state" for e in doc["traceEvents"])
     assert any(e["ph"] == "C" and e["name"].endswith("depth") for e in doc["traceEvents"])
+
+
+def test_trace_findings_carry_their_causal_links(analysed) -> None:
+    """record goes through the one analysis (linked findings): a symptom's causes show in its instant's args."""
+    from dataclasses import replace
+
+    obs, threads, findings = analysed
+    linked = tuple(replace(f, because=("gil-contention",), explains=()) if i == 0 else f
+                   for i, f in enumerate(findings))
+    doc = chrome_trace(obs, threads, linked, tool_version="t")
+    instants = [e for e in doc["traceEvents"] if e.get("cat") == "finding"]
+    assert instants[0]["args"]["because"] == "gil-contention"
+    assert all("because" not in e["args"] for e in instants[1:] if not any(f.because for f in findings))
