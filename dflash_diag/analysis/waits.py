@@ -239,10 +239,9 @@ def _holds(ctx: Context, thread: ThreadSample) -> tuple[str, ...]:
 
 def _queue_uses(ctx: Context, rows: Mapping[str, list[_Row]]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """Thread name -> (queues it puts into, queues it gets from): from its samples and its functions on disk."""
-    code = {(c.filename, c.line): c for c in ctx.obs.code}
     out = {}
     for name, rs in rows.items():
-        puts, gets = queue_use_of([(r.thread, r.state) for r in rs], code, ctx.obs)
+        puts, gets = queue_use_of([(r.thread, r.state) for r in rs], ctx.code, ctx.obs)
         out[name] = (frozenset(puts), frozenset(gets))
     return out
 

@@ -74,7 +74,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         yield deadlock
     elif stall is not None:
         yield stall
-    elif stopped and stall is None and not _queue_hang(ctx):
+    elif stopped and not _queue_hang(ctx):
         chain = _stopped_chain(ctx, graph)
         if chain is not None:
             yield chain
