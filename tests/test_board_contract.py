@@ -42,7 +42,7 @@ def test_probe_names_are_defined_once_and_used_everywhere() -> None:
     assert run.KNOWN_PROBES is contract.PROBE_NAMES and attach.KNOWN_PROBES is contract.PROBE_NAMES
     assert inject.KNOWN_PROBES is contract.PROBE_NAMES
     listed = re.compile(r'\(\s*"gil",\s*"allocator"')
-    assert [str(p.relative_to(ROOT)) for p in CODE if listed.search(_source(p))] == ["dflash_contract/board.py"]
+    assert [str(p.relative_to(ROOT)) for p in CODE if listed.search(_source(p))] == ["dflash_contract/board/keys.py"]
 
 
 def test_every_payload_key_is_written_by_its_probe() -> None:
@@ -73,8 +73,8 @@ def test_one_definition_of_the_schema_strict_json_stat_and_the_redactor() -> Non
         rx = re.compile(pattern)
         return sorted(str(p.relative_to(ROOT)) for p in CODE if rx.search(_source(p)))
 
-    assert where(r'"dflash-diag\.board/1"') == ["dflash_contract/board.py"]
-    assert where(r"def _reject_constant") == ["dflash_contract/board.py"]
+    assert where(r'"dflash-diag\.board/1"') == ["dflash_contract/board/schema.py"]
+    assert where(r"def _reject_constant") == ["dflash_contract/board/validate.py"]
     assert where(r"split\(\)\[19\]|rest\[19\]") == ["dflash_contract/proc.py"]  # /proc stat field 22
     assert where(r"(?m)^def (redact_\w+|scrub_\w+)") == ["dflash_contract/redact.py"]
     assert where(r"(?m)^def (process_alive|process_exists)\b") == ["dflash_contract/proc.py"]

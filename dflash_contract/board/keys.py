@@ -1,0 +1,279 @@
+"""The board's names: the probes, their statuses, and every payload key, as constants (docs/board.md).
+
+A key is spelled once, here: the probes write ``QueueKeys.DEPTH`` and every reader (analysis, the screens, the
+bundle, the trace, the Prometheus and wandb series) reads ``QueueKeys.DEPTH``. tests/test_board_contract.py
+scans every module for a key spelled as a literal, so a renamed key cannot silently empty a reader.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
+PROBE_NAMES: Final[tuple[str, ...]] = (
+    "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
+)  # == the ProbeName constants below (checked by tests/test_board_contract.py)
+STATUS_OK: Final = "ok"
+STATUS_NA: Final = "na"
+STATUS_ERROR: Final = "error"
+PROBE_STATUSES: Final = frozenset({STATUS_OK, STATUS_NA, STATUS_ERROR})
+
+
+# --- payload keys: the names the probes write and analysis, the screens and the bundle read -------------------
+# (docs/board.md describes each). Constants, so a key is spelled once: a reader that names a key the writer
+# does not write fails the contract test instead of reading None forever.
+
+
+class ProbeName:
+    """The probes' names (the keys of the board's ``probes`` section)."""
+
+    GIL: Final = "gil"
+    ALLOCATOR: Final = "allocator"
+    QUEUES: Final = "queues"
+    CHECKPOINT: Final = "checkpoint"
+    COMPILE: Final = "compile"
+    CUDAGRAPHS: Final = "cudagraphs"
+    FASTPATH: Final = "fastpath"
+    CODEDRIFT: Final = "codedrift"
+    THREADS: Final = "threads"
+    HEALTH: Final = "health"
+
+
+class PayloadKeys:
+    """Keys every probe payload may carry."""
+
+    STATUS: Final = "status"  # ok | na | error
+    REASON: Final = "reason"  # with na and error
+    ERRORS: Final = "errors"  # with error: how many snapshots failed
+    HOOK_ERRORS: Final = "hook_errors"  # failures caught inside the program's calls
+    LAST_HOOK_ERROR: Final = "last_hook_error"
+
+
+class GilKeys:
+    """Keys of the ``gil`` payload (and of its nested rows)."""
+
+    CONTENTION_SHARE: Final = "contention_share"
+    CPU_SHARE: Final = "cpu_share"
+    FREE_THREADED: Final = "free_threaded"
+    KNOCK_INTERVAL_S: Final = "knock_interval_s"
+    KNOCKER_RUNQ_SHARE: Final = "knocker_runq_share"
+    RUNQ_SHARE: Final = "runq_share"
+    SAMPLES: Final = "samples"
+    SWITCH_INTERVAL_S: Final = "switch_interval_s"
+    THREADS: Final = "threads"
+    TID: Final = "tid"
+    TIMER_SLACK_MS: Final = "timer_slack_ms"
+    WAIT_MAX_MS: Final = "wait_max_ms"
+    WAIT_MEAN_MS: Final = "wait_mean_ms"
+    WAIT_P99_MS: Final = "wait_p99_ms"
+    WINDOW_S: Final = "window_s"
+
+
+class AllocatorKeys:
+    """Keys of the ``allocator`` payload (and of its nested rows)."""
+
+    ALLOC_RETRIES: Final = "alloc_retries"
+    ALLOC_RETRIES_PER_S: Final = "alloc_retries_per_s"
+    ALLOCATED_BYTES: Final = "allocated_bytes"
+    ALLOCATED_PEAK_BYTES: Final = "allocated_peak_bytes"
+    ALLOCATED_SWING_BYTES: Final = "allocated_swing_bytes"
+    ALLOCATIONS_PER_S: Final = "allocations_per_s"
+    DEVICE_ALLOC_PER_S: Final = "device_alloc_per_s"
+    DEVICE_FREE_PER_S: Final = "device_free_per_s"
+    DEVICES: Final = "devices"
+    EMPTY_CACHE_CALLS: Final = "empty_cache_calls"
+    FRAGMENTATION_SHARE: Final = "fragmentation_share"
+    INACTIVE_SPLIT_BYTES: Final = "inactive_split_bytes"
+    NUM_DEVICE_ALLOC: Final = "num_device_alloc"
+    NUM_DEVICE_FREE: Final = "num_device_free"
+    NUM_SYNC_ALL_STREAMS: Final = "num_sync_all_streams"
+    OOM_REJECTIONS: Final = "oom_rejections"
+    OOMS: Final = "ooms"
+    RESERVED_BYTES: Final = "reserved_bytes"
+    RESERVED_PEAK_BYTES: Final = "reserved_peak_bytes"
+    RESERVED_SWING_BYTES: Final = "reserved_swing_bytes"
+    SYNC_ALL_STREAMS_PER_S: Final = "sync_all_streams_per_s"
+    WINDOW_S: Final = "window_s"
+
+
+class QueueKeys:
+    """Keys of the ``queues`` payload (and of its nested rows)."""
+
+    CONSUMERS: Final = "consumers"
+    DEPTH: Final = "depth"
+    DEPTH_HISTORY: Final = "depth_history"
+    DEPTH_MEAN: Final = "depth_mean"
+    GET_BLOCKED_S: Final = "get_blocked_s"
+    GET_BLOCKED_SHARE: Final = "get_blocked_share"
+    GET_WAITING: Final = "get_waiting"
+    GETS_PER_S: Final = "gets_per_s"
+    INSTRUMENTED: Final = "instrumented"
+    MAXSIZE: Final = "maxsize"
+    PRODUCERS: Final = "producers"
+    PUT_BLOCKED_S: Final = "put_blocked_s"
+    PUT_BLOCKED_SHARE: Final = "put_blocked_share"
+    PUT_WAITING: Final = "put_waiting"
+    PUTS_PER_S: Final = "puts_per_s"
+    WINDOW_S: Final = "window_s"
+
+
+class CheckpointKeys:
+    """Keys of the ``checkpoint`` payload (and of its nested rows)."""
+
+    ARMED: Final = "armed"
+    CALLS: Final = "calls"
+    CHECKED_BACKWARD_STEPS: Final = "checked_backward_steps"
+    GRAD_NONE_COUNT: Final = "grad_none_count"
+    GRAD_NONE_PARAMS: Final = "grad_none_params"
+    MIXED_MODES: Final = "mixed_modes"
+    NON_REENTRANT: Final = "non_reentrant"
+    OPTIMIZER_HOOK: Final = "optimizer_hook"
+    REENTRANT: Final = "reentrant"
+    SITE: Final = "site"
+    SITES: Final = "sites"
+    TRAINABLE_PARAMS: Final = "trainable_params"
+    USE_REENTRANT: Final = "use_reentrant"
+    WATCHED_MODELS: Final = "watched_models"
+
+
+class HealthKeys:
+    """Keys of the ``health`` payload (training health, read at optimizer steps) and of its group rows."""
+
+    ARMED: Final = "armed"
+    STEPS: Final = "steps"  # optimizer steps seen (every one counts; a few are sampled)
+    SAMPLES: Final = "samples"  # steps that were sampled
+    LAST_SAMPLE_STEP: Final = "last_sample_step"
+    GROUPS: Final = "groups"
+    GROUP: Final = "group"  # "<optimizer>#<index>"
+    TENSORS: Final = "tensors"
+    LR: Final = "lr"
+    GRAD_NONE: Final = "grad_none"  # tensors whose .grad is None at the step
+    GRAD_ZERO: Final = "grad_zero"  # tensors whose gradient is all zero
+    GRAD_NONFINITE: Final = "grad_nonfinite"
+    UPDATE_RATIO: Final = "update_ratio"  # |dw| / |w| of watched slices since the previous sample; None: first
+    UNCHANGED_SINCE_STEP: Final = "unchanged_since_step"  # weights identical since this step (None: they move)
+    LR_ZERO_SINCE_STEP: Final = "lr_zero_since_step"
+    LOSS: Final = "loss"  # the value handed to backward() at the last sample (None: none seen)
+    LOSS_NONFINITE_SINCE_STEP: Final = "loss_nonfinite_since_step"
+    LOSS_NONFINITE_SINCE_WALL_S: Final = "loss_nonfinite_since_wall_s"
+    GRAD_NONFINITE_SINCE_STEP: Final = "grad_nonfinite_since_step"
+    SAMPLE_MS_MEAN: Final = "sample_ms_mean"  # what one sample costs the step it runs in (one device sync)
+    INTERVAL_S: Final = "interval_s"
+
+
+class CompileKeys:
+    """Keys of the ``compile`` payload (and of its nested rows)."""
+
+    BY_FUNCTION: Final = "by_function"
+    BY_THREAD: Final = "by_thread"
+    COMPILE_TIME_S: Final = "compile_time_s"
+    COMPILES: Final = "compiles"
+    COMPILING_NOW: Final = "compiling_now"
+    DYNAMO_LOADED: Final = "dynamo_loaded"
+    FAILED_COMPILES: Final = "failed_compiles"
+    FALLBACK: Final = "fallback"
+    FILE: Final = "file"
+    FUNCTION: Final = "function"
+    GRAPH_BREAK_REASONS: Final = "graph_break_reasons"
+    GRAPH_BREAKS: Final = "graph_breaks"
+    LAST_REASON: Final = "last_reason"
+    LIMIT: Final = "limit"
+    LIMIT_HITS: Final = "limit_hits"
+    LIMIT_TYPE: Final = "limit_type"
+    POLLED_AT_S: Final = "polled_at_s"
+    RECENT_GRAPH_BREAKS: Final = "recent_graph_breaks"
+    RECENT_RECOMPILES: Final = "recent_recompiles"
+    RECOMPILE_LIMIT: Final = "recompile_limit"
+    RECOMPILE_LIMIT_HITS: Final = "recompile_limit_hits"
+    RECOMPILES: Final = "recompiles"
+    SITE: Final = "site"
+    THREAD: Final = "thread"
+    WALL_TIME_S: Final = "wall_time_s"
+
+
+class CudagraphsKeys:
+    """Keys of the ``cudagraphs`` payload (and of its nested rows)."""
+
+    CAPTURE_THREADS: Final = "capture_threads"
+    CAPTURES: Final = "captures"
+    CAPTURES_BY_THREAD: Final = "captures_by_thread"
+    CUDA_AVAILABLE: Final = "cuda_available"
+    MULTI_THREAD_HAZARD: Final = "multi_thread_hazard"
+    PARTITION_MESSAGES: Final = "partition_messages"
+    PARTITIONS: Final = "partitions"
+    RECORDED_NON_STATIC_INPUTS: Final = "recorded_non_static_inputs"
+    REPLAYS: Final = "replays"
+    REPLAYS_BY_THREAD: Final = "replays_by_thread"
+    RERECORDS: Final = "rerecords"
+    SKIP_REASONS: Final = "skip_reasons"
+    SKIPS: Final = "skips"
+    TORCH: Final = "torch"
+
+
+class FastpathKeys:
+    """Keys of the ``fastpath`` payload (and of its nested rows)."""
+
+    CAUSAL_CONV1D_IMPORTABLE: Final = "causal_conv1d_importable"
+    CAUSAL_CONV1D_IMPORTED: Final = "causal_conv1d_imported"
+    CAUSAL_CONV1D_VERSION: Final = "causal_conv1d_version"
+    CUDA_AVAILABLE: Final = "cuda_available"
+    FALLBACK: Final = "fallback"
+    FALLBACK_WARNINGS: Final = "fallback_warnings"
+    FAST_PATH_AVAILABLE: Final = "fast_path_available"
+    FLA_IMPORTABLE: Final = "fla_importable"
+    FLA_IMPORTED: Final = "fla_imported"
+    FLA_VERSION: Final = "fla_version"
+    FLEX_ATTENTION: Final = "flex_attention"
+    GDN_FAST_PATH: Final = "gdn_fast_path"
+    GDN_KERNELS: Final = "gdn_kernels"
+    GDN_REASON: Final = "gdn_reason"
+    TRITON_VERSION: Final = "triton_version"
+
+
+class ThreadsKeys:
+    """Keys of the ``threads`` payload (and of its nested rows)."""
+
+    ALIVE: Final = "alive"
+    DEATHS: Final = "deaths"
+    DEATHS_TOTAL: Final = "deaths_total"
+    EXCEPTION: Final = "exception"
+    GONE: Final = "gone"
+    LAST_SEEN_WALL_S: Final = "last_seen_wall_s"
+    NATIVE_ID: Final = "native_id"
+    THREAD: Final = "thread"
+    WALL_TIME_S: Final = "wall_time_s"
+    WHERE: Final = "where"
+
+
+class CodedriftKeys:
+    """Keys of the ``codedrift`` payload (and of its nested rows)."""
+
+    ACTIVE: Final = "active"
+    CHECK_COST_MS: Final = "check_cost_ms"
+    CHECKED_MODULES: Final = "checked_modules"
+    CHECKED_WALL_S: Final = "checked_wall_s"
+    FILE: Final = "file"
+    HASHED_FILES: Final = "hashed_files"
+    HOW: Final = "how"
+    IMPORT_HOOK: Final = "import_hook"
+    IMPORT_WALL_S: Final = "import_wall_s"
+    INSTALLED: Final = "installed"
+    MODULE: Final = "module"
+    MTIME_WALL_S: Final = "mtime_wall_s"
+    STALE: Final = "stale"
+    STALE_COUNT: Final = "stale_count"
+    TRACKED_FILES: Final = "tracked_files"
+
+
+class AppKeys:
+    """The ``app`` section a training program publishes (all optional; readers show what is there)."""
+
+    NAME: Final = "name"
+    STEP: Final = "step"
+    TOKENS_PER_S: Final = "tokens_per_s"
+    TARGET_BATCHES_PER_S: Final = "target_batches_per_s"
+    DRAFTER_BATCHES_PER_S: Final = "drafter_batches_per_s"
+    STEP_MS: Final = "step_ms"
+    CONFIG: Final = "config"
+    THREADS: Final = "threads"
+    SCENARIO: Final = "scenario"
