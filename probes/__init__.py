@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dflash_contract.board import PROBE_NAMES
+from dflash_contract.board import PROBE_NAMES, parse_probe_list
 from probes import (
     allocator,
     checkpoint,
@@ -84,26 +84,6 @@ class ProbesConfig:
             raise ValueError("timer_interval_s must be >= publish_interval_s")
         if not self.wandb_interval_s > 0:
             raise ValueError("wandb_interval_s must be > 0")
-
-
-def parse_probe_list(text: str) -> frozenset[str]:
-    """``"all"``, ``"none"``/``""`` or a comma list (``"gil,queues"``; ``"all,-gil"`` drops one)."""
-    names: set[str] = set()
-    for raw in text.split(","):
-        item = raw.strip().lower()
-        if not item or item == "none":
-            continue
-        if item == "all":
-            names |= ALL_PROBES
-        elif item.startswith("-"):
-            names.discard(item[1:])
-            if item[1:] not in ALL_PROBES:
-                raise ValueError(f"unknown probe {item[1:]!r} (known: all, none, {', '.join(sorted(ALL_PROBES))})")
-        elif item in ALL_PROBES:
-            names.add(item)
-        else:
-            raise ValueError(f"unknown probe {item!r} (known: all, none, {', '.join(sorted(ALL_PROBES))})")
-    return frozenset(names)
 
 
 def config_from_env(environ: dict[str, str] | None = None) -> ProbesConfig:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dflash_contract import proc
-from dflash_contract.board import BOARD_SCHEMA
+from dflash_contract.board import BOARD_SCHEMA, ProbeName
 from dflash_contract.redact import redact_text, redact_tree
 from probes import (
     allocator,
@@ -63,28 +63,26 @@ class Lease:
         return proc.process_alive(self.pid, self.start_ticks)
 
 
+# Each probe's class, by its board name; it is built from the ProbesConfig field of the same name (``config.gil``).
+PROBE_CLASSES: dict[str, Callable[[Any], Probe]] = {
+    ProbeName.GIL: gil.GilProbe,
+    ProbeName.ALLOCATOR: allocator.AllocatorProbe,
+    ProbeName.COMPILE: compile.CompileProbe,
+    ProbeName.CUDAGRAPHS: cudagraphs.CudagraphsProbe,
+    ProbeName.QUEUES: queues.QueuesProbe,
+    ProbeName.CHECKPOINT: checkpoint.CheckpointProbe,
+    ProbeName.FASTPATH: fastpath.FastpathProbe,
+    ProbeName.CODEDRIFT: codedrift.CodedriftProbe,
+    ProbeName.THREADS: threads.ThreadsProbe,
+    ProbeName.HEALTH: health.HealthProbe,
+}
+
+
 def _build(name: str, config: ProbesConfig) -> Probe:
-    if name == "gil":
-        return gil.GilProbe(config.gil)
-    if name == "allocator":
-        return allocator.AllocatorProbe(config.allocator)
-    if name == "compile":
-        return compile.CompileProbe(config.compile)
-    if name == "cudagraphs":
-        return cudagraphs.CudagraphsProbe(config.cudagraphs)
-    if name == "queues":
-        return queues.QueuesProbe(config.queues)
-    if name == "checkpoint":
-        return checkpoint.CheckpointProbe(config.checkpoint)
-    if name == "fastpath":
-        return fastpath.FastpathProbe(config.fastpath)
-    if name == "codedrift":
-        return codedrift.CodedriftProbe(config.codedrift)
-    if name == "threads":
-        return threads.ThreadsProbe(config.threads)
-    if name == "health":
-        return health.HealthProbe(config.health)
-    raise ValueError(f"unknown probe {name!r}")
+    cls = PROBE_CLASSES.get(name)
+    if cls is None:
+        raise ValueError(f"unknown probe {name!r}")
+    return cls(getattr(config, name))
 
 
 def _new_slot(name: str, config: ProbesConfig) -> _Slot:

@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import probes
 from dflash_contract import board as contract
 
@@ -41,8 +43,30 @@ def test_probe_names_are_defined_once_and_used_everywhere() -> None:
 
     assert run.KNOWN_PROBES is contract.PROBE_NAMES and attach.KNOWN_PROBES is contract.PROBE_NAMES
     assert inject.KNOWN_PROBES is contract.PROBE_NAMES
+    from probes import ProbesConfig, session
+
+    # One factory table: every probe has a class and a config field of its name; nothing else is built.
+    assert set(session.PROBE_CLASSES) == set(contract.PROBE_NAMES)
+    assert all(hasattr(ProbesConfig(), name) for name in contract.PROBE_NAMES)
     listed = re.compile(r'\(\s*"gil",\s*"allocator"')
     assert [str(p.relative_to(ROOT)) for p in CODE if listed.search(_source(p))] == ["dflash_contract/board/keys.py"]
+
+
+def test_one_probe_list_grammar_for_run_attach_the_environment_and_the_trainer() -> None:
+    import argparse
+
+    from dflash_diag.cli import attach, run
+
+    assert probes.parse_probe_list is contract.parse_probe_list
+    assert attach.parse_probes("all,-gil,-health") == sorted(set(contract.PROBE_NAMES) - {"gil", "health"})
+    assert run._check_probe_list("gil, queues") == "gil, queues"
+    for bad in ("gli", "-all", "--gil"):  # what the program's bootstrap would refuse, `run` refuses first
+        with pytest.raises(ValueError, match="unknown probe"):
+            contract.parse_probe_list(bad)
+        with pytest.raises(argparse.ArgumentTypeError, match="unknown probe"):
+            run._check_probe_list(bad)
+        with pytest.raises(argparse.ArgumentTypeError, match="unknown probe"):
+            attach.parse_probes(bad)
 
 
 def test_every_payload_key_is_written_by_its_probe() -> None:

@@ -3,7 +3,7 @@
 One home for everything the writer (``probes``, inside the user's program) and the readers (``dflash-diag``
 board, top, doctor, snapshot) must agree on, a module per job:
 
-- :mod:`~dflash_contract.board.keys`: the probe names and statuses, and every
+- :mod:`~dflash_contract.board.keys`: the probe names and statuses, the ``--probes LIST`` grammar, and every
   payload key as a constant (a key is never spelled twice);
 - :mod:`~dflash_contract.board.schema`: the schema tag, the size and nesting bounds, the document's TypedDicts;
 - :mod:`~dflash_contract.board.validate`: strict JSON (no NaN/Infinity, no ``1e999`` overflowing to infinity,
@@ -51,6 +51,7 @@ from dflash_contract.board.keys import (
     ProbeName,
     QueueKeys,
     ThreadsKeys,
+    parse_probe_list,
 )
 from dflash_contract.board.schema import (
     BOARD_SCHEMA,
@@ -78,6 +79,6 @@ __all__ = [
     "CodedriftKeys", "CompileKeys", "CudagraphsKeys", "FastpathKeys", "GilKeys", "HealthKeys", "PayloadKeys",
     "ProbeName", "ProbePayload", "QueueKeys", "SessionInfo", "ThreadsKeys", "WriterIdentity",
     "board_file_name", "candidate_dirs", "choose_board_dir", "default_board_dir", "ensure_private_dir", "is_stale",
-    "iter_board_names", "loads_strict", "parse_document", "pid_of_board_name", "read_board_bytes",
+    "iter_board_names", "loads_strict", "parse_document", "parse_probe_list", "pid_of_board_name", "read_board_bytes",
     "remove_stale_boards", "stale_after_s", "tmp_board_dir", "unsafe_dir_reason", "validate_document",
 ]

@@ -19,6 +19,29 @@ STATUS_ERROR: Final = "error"
 PROBE_STATUSES: Final = frozenset({STATUS_OK, STATUS_NA, STATUS_ERROR})
 
 
+def parse_probe_list(text: str) -> frozenset[str]:
+    """The probes a ``--probes LIST`` selects: ``all``, ``none`` (or nothing), or a comma list read left to right
+    (``gil,queues``; ``all,-gil`` drops one). One grammar for ``dflash-diag run --probes``, ``attach --probes``,
+    ``$DFLASH_DIAG_PROBES`` and the reference trainer; ValueError naming the unknown probe and the known ones."""
+    names: set[str] = set()
+    for raw in text.split(","):
+        item = raw.strip().lower()
+        if not item or item == "none":
+            continue
+        if item == "all":
+            names.update(PROBE_NAMES)
+            continue
+        drop = item.startswith("-")
+        name = item[1:] if drop else item
+        if name not in PROBE_NAMES:
+            raise ValueError(f"unknown probe {name!r} (known: all, none, {', '.join(PROBE_NAMES)})")
+        if drop:
+            names.discard(name)
+        else:
+            names.add(name)
+    return frozenset(names)
+
+
 # --- payload keys: the names the probes write and analysis, the screens and the bundle read -------------------
 # (docs/board.md describes each). Constants, so a key is spelled once: a reader that names a key the writer
 # does not write fails the contract test instead of reading None forever.

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dflash_contract import proc
-from dflash_contract.board import PROBE_NAMES
+from dflash_contract.board import PROBE_NAMES, parse_probe_list
 from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
@@ -21,24 +21,11 @@ ATTACH_SCHEMA = "dflash-diag.attach-report/1"
 
 
 def parse_probes(text: str) -> list[str]:
-    """``all`` | ``none`` | comma list, ``-name`` drops one (the same grammar as `dflash-diag run --probes`)."""
-    names: set[str] = set()
-    for raw in text.split(","):
-        item = raw.strip().lower()
-        if not item or item == "none":
-            continue
-        if item == "all":
-            names |= set(KNOWN_PROBES)
-            continue
-        drop = item.startswith("-")
-        name = item.lstrip("-")
-        if name not in KNOWN_PROBES:
-            raise argparse.ArgumentTypeError(f"unknown probe {name!r} (known: all, none, {', '.join(KNOWN_PROBES)})")
-        if drop:
-            names.discard(name)
-        else:
-            names.add(name)
-    return sorted(names)
+    """``--probes LIST``, by the contract's one grammar (``dflash_contract.board.parse_probe_list``), sorted."""
+    try:
+        return sorted(parse_probe_list(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:

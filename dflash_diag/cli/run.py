@@ -12,7 +12,13 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from dflash_contract.board import BOARD_DIR_ENV, PROBE_NAMES, BoardDirError, choose_board_dir
+from dflash_contract.board import (
+    BOARD_DIR_ENV,
+    PROBE_NAMES,
+    BoardDirError,
+    choose_board_dir,
+    parse_probe_list,
+)
 from dflash_diag.cli._output import shown
 from dflash_diag.errors import CommandError, ExitCode
 
@@ -25,10 +31,11 @@ FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, sign
 
 
 def _check_probe_list(text: str) -> str:
-    for raw in text.split(","):
-        item = raw.strip().lower().lstrip("-")
-        if item and item not in ("all", "none") and item not in KNOWN_PROBES:
-            raise argparse.ArgumentTypeError(f"unknown probe {item!r} (known: all, none, {', '.join(KNOWN_PROBES)})")
+    """``--probes LIST`` checked by the contract's one grammar; the text itself goes to the program's bootstrap."""
+    try:
+        parse_probe_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
