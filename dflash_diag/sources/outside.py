@@ -19,7 +19,7 @@ import ast
 import os
 import re
 import stat
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,11 +28,11 @@ from dflash_contract import proc
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import is_library_file
+from dflash_diag.sources.lines import SourceFiles
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 PROC = Path("/proc")
 STDERR_TAIL_BYTES = 256 * 1024
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
 MAX_FILES = 64  # distinct source files examined per observation
 MAX_LOCATIONS = 4096  # distinct (file, line) pairs examined per observation
 MAX_CALL_TEXT = 60
@@ -48,7 +48,6 @@ class _Def:
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
-    mtime_s: float
     lines: tuple[str, ...]
     defs: tuple[_Def, ...]  # sorted by start; nested defs come after their parent
     parsed: bool = True
@@ -71,8 +70,7 @@ class OutsideReader:
                  redactor: ProcessRedactor | None = None) -> None:
         self.pid = pid
         self._proc = proc_root / str(pid)
-        self._cache: OrderedDict[str, _Parsed | None] = OrderedDict()
-        self._max_cached = max_cached_files
+        self._files: SourceFiles[_Parsed] = SourceFiles(_parse, max_cached_files)
         self._uses_cuda: bool | None = None  # once loaded, the driver stays loaded: read /proc/PID/maps until then
         # What is read here (stderr, source lines, paths) is the program's text: redacted before it is returned.
         self._redactor = redactor if redactor is not None else redactor_for(pid)
@@ -154,7 +152,7 @@ class OutsideReader:
         files: list[SourceFile] = []
         for filename, lines in by_file.items():
             path = self._resolve(filename)
-            parsed, mtime, exists = self._parsed(path)
+            parsed, mtime, exists = self._files.get(path)
             files.append(SourceFile(path=filename, exists=exists, mtime_wall_s=mtime))
             if parsed is None:
                 continue  # unreadable or gone: no claim about its lines
@@ -170,7 +168,7 @@ class OutsideReader:
         out: list[SourceFile] = []
         for filename in sampled:
             path = self._resolve(filename)
-            parsed = self._cache.get(path)
+            parsed = self._files.cached(path)
             for module in parsed.imports if parsed is not None else ():
                 found = _find_module(path, module)
                 if found is None or found in known or is_library_file(found) or len(out) >= MAX_FILES:
@@ -192,25 +190,6 @@ class OutsideReader:
         except OSError:
             return filename
 
-    def _parsed(self, path: str) -> tuple[_Parsed | None, float | None, bool]:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return None, None, False
-        except OSError:
-            return None, None, True
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
-            return None, st.st_mtime, True
-        cached = self._cache.get(path)
-        if cached is not None and cached.mtime_s == st.st_mtime:
-            self._cache.move_to_end(path)
-            return cached, st.st_mtime, True
-        parsed = _parse(path, st.st_mtime)
-        self._cache[path] = parsed
-        while len(self._cache) > self._max_cached:
-            self._cache.popitem(last=False)
-        return parsed, st.st_mtime, True
-
 
 MAX_MAPS_BYTES = 16 * 1024 * 1024
 
@@ -225,21 +204,16 @@ def _maps_cuda(path: Path) -> bool | None:
     return b"/libcuda.so" in data
 
 
-def _parse(path: str, mtime_s: float) -> _Parsed | None:
-    try:
-        with open(path, "rb") as fh:
-            source = fh.read(MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return None
+def _parse(path: str, source: str) -> _Parsed:
     lines = tuple(source.splitlines())
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return _Parsed(mtime_s=mtime_s, lines=lines, defs=(), parsed=False)  # the text still answers line lookups
+        return _Parsed(lines=lines, defs=(), parsed=False)  # the text still answers line lookups
     defs: list[_Def] = []
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
-    return _Parsed(mtime_s=mtime_s, lines=lines, defs=tuple(defs), imports=_module_imports(tree),
+    return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree),
                    withs=_lock_withs(tree))
 
 
