@@ -40,8 +40,8 @@ from dflash_diag.errors import CommandError, ExitCode
 
 # One set of rules for every output: where none may go, the errno table, the temporary siblings.
 from dflash_diag.snapshot.output import (
+    ReservedOutput,
     aside_name,
-    cannot_write,
     check_destination,
     exists_error,
     place_file,
@@ -217,15 +217,12 @@ def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo | None, limit: i
     return fh.read(limit + 1) if fh is not None else None
 
 
-class PreparedOutput:
-    """A checked destination with its temporary sibling reserved; :meth:`commit` or :meth:`abandon` it."""
+class PreparedOutput(ReservedOutput):
+    """A bundle's destination, checked, with its temporary sibling reserved; :meth:`commit` or :meth:`abandon` it."""
 
     def __init__(self, path: Path, *, as_dir: bool, replace: bool, tmp: Path, fd: int | None) -> None:
-        self.path = path
+        super().__init__(path, replace=replace, tmp=tmp, fd=fd)
         self.as_dir = as_dir
-        self.replace = replace  # an existing bundle of ours is to be replaced
-        self._tmp: Path | None = tmp
-        self._fd = fd
         self._written: list[str] = []
 
     def commit(self, files: Mapping[str, bytes], *, top: str, mtime_s: float) -> Path:
@@ -234,31 +231,19 @@ class PreparedOutput:
             raise RuntimeError("this output was already committed or abandoned")
         if not all(_plain_name(n) and n != MANIFEST_NAME for n in files):
             raise ValueError("bundle file names must be plain names other than MANIFEST.json")
-        try:
-            everything = {**files, MANIFEST_NAME: manifest_bytes(files)}
-            if self.as_dir:
-                self._write_dir(everything)
-                self._place_dir()
-            else:
-                self._write_tar(everything, top, mtime_s)
-                self._place_file()
-        except OSError as exc:
-            self.abandon()
-            raise cannot_write(self.path, exc) from None
-        except BaseException:
-            self.abandon()
-            raise
-        self._tmp = None
-        return self.path
+        return self._commit(lambda tmp: self._write_and_place(files, top, mtime_s))
 
-    def abandon(self) -> None:
-        """Remove the temporary sibling (only the files we put in it)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        tmp, self._tmp = self._tmp, None
-        if tmp is None:
-            return
+    def _write_and_place(self, files: Mapping[str, bytes], top: str, mtime_s: float) -> None:
+        everything = {**files, MANIFEST_NAME: manifest_bytes(files)}
+        if self.as_dir:
+            self._write_dir(everything)
+            self._place_dir()
+        else:
+            self._write_tar(everything, top, mtime_s)
+            self._place_file()
+
+    def _remove_tmp(self, tmp: Path) -> None:
+        """Only the files we put in it: a directory is emptied name by name and removed with rmdir."""
         if self.as_dir:
             _remove_our_files(tmp, self._written)
         else:
@@ -267,9 +252,7 @@ class PreparedOutput:
     # -- writing --------------------------------------------------------------------------------------
 
     def _write_tar(self, files: Mapping[str, bytes], top: str, mtime_s: float) -> None:
-        assert self._fd is not None
-        fd, self._fd = self._fd, None
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        with os.fdopen(self._take_fd(), "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for name, data in files.items():
                 info = tarfile.TarInfo(f"{top}/{name}")
                 info.size, info.mode, info.mtime = len(data), 0o600, int(mtime_s)

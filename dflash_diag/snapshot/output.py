@@ -304,32 +304,24 @@ def _file_not_ours(is_ours: Callable[[bytes], bool], what: str) -> Callable[[Pat
     return why
 
 
-class PreparedFile:
-    """A checked destination with its temporary sibling reserved; :meth:`commit` or :meth:`abandon` it."""
+class ReservedOutput:
+    """A checked destination with its temporary sibling reserved: commit it once, or abandon it. The one
+    commit-or-nothing discipline of every output (a file here, a bundle in ``bundle.py``): any failure removes the
+    sibling and leaves nothing half-written (exit 11 for an OSError)."""
 
-    def __init__(self, path: Path, *, replace: bool, tmp: Path, fd: int, why_not_ours: Callable[[Path], str | None],
-                 what: str, flag: str, forceable: bool) -> None:
+    def __init__(self, path: Path, *, replace: bool, tmp: Path, fd: int | None, flag: str = "-o") -> None:
         self.path = path
-        self.replace = replace
+        self.replace = replace  # an existing output of ours is to be replaced
         self._tmp: Path | None = tmp
-        self._fd: int | None = fd
-        self._why_not_ours = why_not_ours
-        self._what = what
+        self._fd = fd
         self._flag = flag
-        self._forceable = forceable
 
-    def commit(self, data: bytes) -> Path:
-        """Write ``data``, fsync, move into place; on any failure nothing is left (exit 11 for an OSError)."""
-        if self._tmp is None or self._fd is None:
+    def _commit(self, write_and_place: Callable[[Path], None]) -> Path:
+        """Run ``write_and_place(tmp)``; on any failure abandon the sibling, an OSError as one line (exit 11)."""
+        if self._tmp is None:
             raise RuntimeError("this output was already committed or abandoned")
-        fd, self._fd = self._fd, None
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            place_file(self._tmp, self.path, replace=self.replace, what=self._what, why_not_ours=self._why_not_ours,
-                       flag=self._flag, forceable=self._forceable)
+            write_and_place(self._tmp)
         except OSError as exc:
             self.abandon()
             raise cannot_write(self.path, exc, self._flag) from None
@@ -339,6 +331,13 @@ class PreparedFile:
         self._tmp = None
         return self.path
 
+    def _take_fd(self) -> int:
+        """The reserved file's descriptor, handed over once (whoever takes it closes it)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise RuntimeError("this output was already committed or abandoned")
+        return fd
+
     def abandon(self) -> None:
         """Remove the temporary sibling (a no-op once committed)."""
         if self._fd is not None:
@@ -346,7 +345,35 @@ class PreparedFile:
             self._fd = None
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
-            unlink_quietly(tmp)
+            self._remove_tmp(tmp)
+
+    def _remove_tmp(self, tmp: Path) -> None:
+        unlink_quietly(tmp)
+
+
+class PreparedFile(ReservedOutput):
+    """One file's destination, checked, with its temporary sibling reserved; :meth:`commit` or :meth:`abandon` it."""
+
+    def __init__(self, path: Path, *, replace: bool, tmp: Path, fd: int, why_not_ours: Callable[[Path], str | None],
+                 what: str, flag: str, forceable: bool) -> None:
+        super().__init__(path, replace=replace, tmp=tmp, fd=fd, flag=flag)
+        self._why_not_ours = why_not_ours
+        self._what = what
+        self._forceable = forceable
+
+    def commit(self, data: bytes) -> Path:
+        """Write ``data``, fsync, move into place; on any failure nothing is left (exit 11 for an OSError)."""
+        if self._fd is None:
+            raise RuntimeError("this output was already committed or abandoned")
+        return self._commit(lambda tmp: self._write_and_place(tmp, data))
+
+    def _write_and_place(self, tmp: Path, data: bytes) -> None:
+        with os.fdopen(self._take_fd(), "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        place_file(tmp, self.path, replace=self.replace, what=self._what, why_not_ours=self._why_not_ours,
+                   flag=self._flag, forceable=self._forceable)
 
 
 def never_ours(data: bytes) -> bool:
