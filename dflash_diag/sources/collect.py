@@ -362,13 +362,13 @@ class _Scheduler:
             self.window.prune(before_s, self.wall() - (self.clock() - before_s))
 
 
-class Collector:
-    """Sample one process for a fixed duration (``doctor``, ``snapshot``, ``top --batch``)."""
+class _Sampler:
+    """What both samplers show of their one scheduler: the process's argv and the rate it samples at, and why."""
 
-    def __init__(self, pid: int, config: SamplerConfig | None = None, io: SamplerIO | None = None) -> None:
+    def __init__(self, pid: int, config: SamplerConfig, io: SamplerIO) -> None:
         self.pid = pid
-        self._io = io or SamplerIO()
-        self._scheduler = _Scheduler(pid, config or SamplerConfig(), self._io)
+        self._io = io
+        self._scheduler = _Scheduler(pid, config, io)
 
     @property
     def cmdline(self) -> tuple[str, ...]:
@@ -382,6 +382,13 @@ class Collector:
     @property
     def rate_reason(self) -> str:
         return self._scheduler.decision.reason
+
+
+class Collector(_Sampler):
+    """Sample one process for a fixed duration (``doctor``, ``snapshot``, ``top --batch``)."""
+
+    def __init__(self, pid: int, config: SamplerConfig | None = None, io: SamplerIO | None = None) -> None:
+        super().__init__(pid, config or SamplerConfig(), io or SamplerIO())
 
     def collect(self, duration_s: float, progress: Progress | None = None) -> Observation:
         """Sample for ``duration_s``; AttachError when the very first dump fails (with the diagnosis).
@@ -410,18 +417,17 @@ class Collector:
         return sched.observation(start, sched.clock())
 
 
-class LiveSampler:
+class LiveSampler(_Sampler):
     """Continuous sampling on a daemon thread; ``poll()`` returns the last ``window_s`` as an Observation."""
 
     def __init__(self, pid: int, config: SamplerConfig | None = None, io: SamplerIO | None = None) -> None:
         config = config or SamplerConfig()
-        self.pid = pid
+        super().__init__(pid, config, io or SamplerIO())
         self.window_s = config.window_s
         self._start_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._scheduler = _Scheduler(pid, config, io or SamplerIO())
 
     # --- control (any thread) --------------------------------------------------------------------------
 
@@ -429,18 +435,6 @@ class LiveSampler:
     def rate_hz(self) -> float | None:
         """The rate asked for; None: auto."""
         return self._scheduler.requested_rate_hz
-
-    @property
-    def effective_rate_hz(self) -> float:
-        return self._scheduler.decision.rate_hz
-
-    @property
-    def rate_reason(self) -> str:
-        return self._scheduler.decision.reason
-
-    @property
-    def cmdline(self) -> tuple[str, ...]:
-        return self._scheduler.cmdline
 
     # The setters never wait for a dump in progress (they run on the UI thread): plain attribute stores.
     def set_rate(self, rate_hz: float | None) -> float | None:
