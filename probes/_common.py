@@ -11,6 +11,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from dflash_contract.board import STATUS_ERROR, STATUS_NA, PayloadKeys
+
 JsonDict = dict[str, Any]
 
 # Bounded lists on the board (docs/board.md: recent_* lists hold at most 32 entries, newest last).
@@ -28,11 +30,11 @@ class Probe(Protocol):
 
 
 def na(reason: str) -> JsonDict:
-    return {"status": "na", "reason": reason}
+    return {PayloadKeys.STATUS: STATUS_NA, PayloadKeys.REASON: reason}
 
 
 def error_payload(reason: str, errors: int) -> JsonDict:
-    return {"status": "error", "reason": reason, "errors": errors}
+    return {PayloadKeys.STATUS: STATUS_ERROR, PayloadKeys.REASON: reason, PayloadKeys.ERRORS: errors}
 
 
 class HookGuard:

@@ -135,7 +135,7 @@ class CheckpointProbe:
 
     def _record(self, reentrant: bool) -> None:
         try:
-            self._calls["reentrant" if reentrant else "non_reentrant"] += 1
+            self._calls[CheckpointKeys.REENTRANT if reentrant else CheckpointKeys.NON_REENTRANT] += 1
             key = (caller_site(), reentrant)
             if key in self._sites or len(self._sites) < self.config.max_sites:
                 self._sites[key] = self._sites.get(key, 0) + 1
@@ -212,7 +212,7 @@ class CheckpointProbe:
             CheckpointKeys.CHECKED_BACKWARD_STEPS: self._checked_steps,
             CheckpointKeys.OPTIMIZER_HOOK: self._hook_handle is not None,
             CheckpointKeys.WATCHED_MODELS: sorted(self._models),
-            "hook_errors": self.guard.errors,
+            PayloadKeys.HOOK_ERRORS: self.guard.errors,
         }
 
     def close(self) -> None:

@@ -217,7 +217,7 @@ class CompileProbe:
         if loaded_module("torch._dynamo") is None:
             return {PayloadKeys.STATUS: "ok", CompileKeys.DYNAMO_LOADED: False, CompileKeys.COMPILES: 0, CompileKeys.RECOMPILES: 0, CompileKeys.GRAPH_BREAKS: 0,
                     CompileKeys.RECOMPILE_LIMIT_HITS: 0, CompileKeys.COMPILE_TIME_S: 0.0, CompileKeys.COMPILING_NOW: False,
-                    "hook_errors": self.guard.errors}
+                    PayloadKeys.HOOK_ERRORS: self.guard.errors}
         self._fold_metrics()
         counters = getattr(loaded_module("torch._dynamo.utils"), "counters", {})
         reasons: dict[str, int] = {}
@@ -249,8 +249,8 @@ class CompileProbe:
             CompileKeys.LIMIT_HITS: list(self._limit_hits),
             CompileKeys.BY_THREAD: {k: dict(v) for k, v in list(self._by_thread.items())},
             CompileKeys.BY_FUNCTION: {k: dict(v) for k, v in list(self._by_function.items())},
-            "hook_errors": self.guard.errors,
-            "last_hook_error": self.guard.last_error,
+            PayloadKeys.HOOK_ERRORS: self.guard.errors,
+            PayloadKeys.LAST_HOOK_ERROR: self.guard.last_error,
             CompileKeys.POLLED_AT_S: time.time(),
         }
 

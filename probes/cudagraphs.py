@@ -166,7 +166,7 @@ class CudagraphsProbe:
             CudagraphsKeys.CAPTURE_THREADS: sorted(self._capture_threads),
             CudagraphsKeys.CAPTURES_BY_THREAD: dict(self._capture_threads),
             CudagraphsKeys.MULTI_THREAD_HAZARD: multi_thread_hazard(version, has_lock) if version else None,
-            "hook_errors": self.guard.errors,
+            PayloadKeys.HOOK_ERRORS: self.guard.errors,
         }
 
     def close(self) -> None:

@@ -192,7 +192,7 @@ class FastpathProbe:
             FastpathKeys.FALLBACK: bool(fast is False or self._flex_eager or self._warnings),
             FastpathKeys.FLEX_ATTENTION: flex,
             FastpathKeys.FALLBACK_WARNINGS: list(self._warnings),
-            "hook_errors": self.guard.errors,
+            PayloadKeys.HOOK_ERRORS: self.guard.errors,
         }
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from dflash_contract.board import PayloadKeys, QueueKeys
 from probes._common import JsonDict
 
 _STATS_ATTR = "_dflash_diag_stats"
-_RESERVED_NAMES = frozenset({"status", "reason", "errors", "hook_errors"})
+_RESERVED_NAMES = frozenset({PayloadKeys.STATUS, PayloadKeys.REASON, PayloadKeys.ERRORS, PayloadKeys.HOOK_ERRORS})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,6 +22,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import (
+    STATUS_OK,
+    AllocatorKeys,
+    CheckpointKeys,
+    CodedriftKeys,
+    CompileKeys,
+    CudagraphsKeys,
+    FastpathKeys,
+    GilKeys,
+    HealthKeys,
+    PayloadKeys,
+    ProbeName,
+    QueueKeys,
+    SessionKeys,
+)
 from dflash_contract.health import judge
 
 GAUGE = "gauge"
@@ -126,7 +141,7 @@ def _num(payload: Mapping[str, Any] | None, key: str) -> float | None:
 
 def _ok(probes: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
     payload = probes.get(name)
-    return payload if isinstance(payload, Mapping) and payload.get("status") == "ok" else None
+    return payload if isinstance(payload, Mapping) and payload.get(PayloadKeys.STATUS) == STATUS_OK else None
 
 
 def _fields(payload: Mapping[str, Any] | None, pairs: tuple[tuple[str, str], ...],
@@ -137,66 +152,77 @@ def _fields(payload: Mapping[str, Any] | None, pairs: tuple[tuple[str, str], ...
             yield Reading(name, value, labels)
 
 
-_QUEUE_FIELDS = (("queue_depth", "depth"), ("queue_maxsize", "maxsize"),
-                 ("queue_put_blocked_share", "put_blocked_share"), ("queue_get_blocked_share", "get_blocked_share"),
-                 ("queue_puts_per_s", "puts_per_s"), ("queue_gets_per_s", "gets_per_s"))
-_GIL_FIELDS = (("gil_wait_mean_ms", "wait_mean_ms"), ("gil_wait_p99_ms", "wait_p99_ms"),
-               ("gil_contention_share", "contention_share"))
-_COMPILE_FIELDS = (("compile_compiles", "compiles"), ("compile_recompiles", "recompiles"),
-                   ("compile_graph_breaks", "graph_breaks"), ("compile_recompile_limit_hits", "recompile_limit_hits"),
-                   ("compile_failed_compiles", "failed_compiles"), ("compile_time_s", "compile_time_s"),
-                   ("compile_compiling_now", "compiling_now"))
-_CUDAGRAPH_FIELDS = (("cudagraph_captures", "captures"), ("cudagraph_skips", "skips"),
-                     ("cudagraph_rerecords", "rerecords"), ("cudagraph_replays", "replays"))
-_ALLOCATOR_FIELDS = (("allocator_device_alloc_per_s", "device_alloc_per_s"),
-                     ("allocator_device_free_per_s", "device_free_per_s"),
-                     ("allocator_alloc_retries", "alloc_retries"), ("allocator_ooms", "ooms"),
-                     ("allocator_allocated_bytes", "allocated_bytes"), ("allocator_reserved_bytes", "reserved_bytes"),
-                     ("allocator_reserved_swing_bytes", "reserved_swing_bytes"),
-                     ("allocator_fragmentation_share", "fragmentation_share"))
-_CHECKPOINT_FIELDS = (("checkpoint_grad_none_params", "grad_none_count"),
-                      ("checkpoint_trainable_params", "trainable_params"), ("checkpoint_mixed_modes", "mixed_modes"))
-_SESSION_FIELDS = (("probes_steps", "steps"), ("probes_step", "step"), ("probes_publish_cost_ms", "publish_cost_ms_mean"),
-                   ("probes_publish_errors", "publish_errors"))
-_HEALTH_GROUP_FIELDS = (("health_lr", "lr"), ("health_grad_none", "grad_none"),
-                        ("health_grad_nonfinite", "grad_nonfinite"), ("health_update_ratio", "update_ratio"))
-_RESERVED = frozenset({"status", "reason", "errors", "hook_errors", "last_hook_error"})
+# (catalogue name, payload key) per payload: the keys are the contract's constants, so a renamed key renames the
+# series' source too (tests/test_board_contract.py scans this module like every other).
+_QUEUE_FIELDS = (("queue_depth", QueueKeys.DEPTH), ("queue_maxsize", QueueKeys.MAXSIZE),
+                 ("queue_put_blocked_share", QueueKeys.PUT_BLOCKED_SHARE),
+                 ("queue_get_blocked_share", QueueKeys.GET_BLOCKED_SHARE),
+                 ("queue_puts_per_s", QueueKeys.PUTS_PER_S), ("queue_gets_per_s", QueueKeys.GETS_PER_S))
+_GIL_FIELDS = (("gil_wait_mean_ms", GilKeys.WAIT_MEAN_MS), ("gil_wait_p99_ms", GilKeys.WAIT_P99_MS),
+               ("gil_contention_share", GilKeys.CONTENTION_SHARE))
+_COMPILE_FIELDS = (("compile_compiles", CompileKeys.COMPILES), ("compile_recompiles", CompileKeys.RECOMPILES),
+                   ("compile_graph_breaks", CompileKeys.GRAPH_BREAKS),
+                   ("compile_recompile_limit_hits", CompileKeys.RECOMPILE_LIMIT_HITS),
+                   ("compile_failed_compiles", CompileKeys.FAILED_COMPILES),
+                   ("compile_time_s", CompileKeys.COMPILE_TIME_S), ("compile_compiling_now", CompileKeys.COMPILING_NOW))
+_CUDAGRAPH_FIELDS = (("cudagraph_captures", CudagraphsKeys.CAPTURES), ("cudagraph_skips", CudagraphsKeys.SKIPS),
+                     ("cudagraph_rerecords", CudagraphsKeys.RERECORDS), ("cudagraph_replays", CudagraphsKeys.REPLAYS))
+_ALLOCATOR_FIELDS = (("allocator_device_alloc_per_s", AllocatorKeys.DEVICE_ALLOC_PER_S),
+                     ("allocator_device_free_per_s", AllocatorKeys.DEVICE_FREE_PER_S),
+                     ("allocator_alloc_retries", AllocatorKeys.ALLOC_RETRIES), ("allocator_ooms", AllocatorKeys.OOMS),
+                     ("allocator_allocated_bytes", AllocatorKeys.ALLOCATED_BYTES),
+                     ("allocator_reserved_bytes", AllocatorKeys.RESERVED_BYTES),
+                     ("allocator_reserved_swing_bytes", AllocatorKeys.RESERVED_SWING_BYTES),
+                     ("allocator_fragmentation_share", AllocatorKeys.FRAGMENTATION_SHARE))
+_CHECKPOINT_FIELDS = (("checkpoint_grad_none_params", CheckpointKeys.GRAD_NONE_COUNT),
+                      ("checkpoint_trainable_params", CheckpointKeys.TRAINABLE_PARAMS),
+                      ("checkpoint_mixed_modes", CheckpointKeys.MIXED_MODES))
+_CHECKPOINT_CALL_FIELDS = (("checkpoint_reentrant_calls", CheckpointKeys.REENTRANT),
+                           ("checkpoint_non_reentrant_calls", CheckpointKeys.NON_REENTRANT))
+_SESSION_FIELDS = (("probes_steps", SessionKeys.STEPS), ("probes_step", SessionKeys.STEP),
+                   ("probes_publish_cost_ms", SessionKeys.PUBLISH_COST_MS_MEAN),
+                   ("probes_publish_errors", SessionKeys.PUBLISH_ERRORS))
+_HEALTH_GROUP_FIELDS = (("health_lr", HealthKeys.LR), ("health_grad_none", HealthKeys.GRAD_NONE),
+                        ("health_grad_nonfinite", HealthKeys.GRAD_NONFINITE),
+                        ("health_update_ratio", HealthKeys.UPDATE_RATIO))
+_HEALTH_FIELDS = (("health_loss", HealthKeys.LOSS), ("health_steps", HealthKeys.STEPS),
+                  ("health_sample_ms", HealthKeys.SAMPLE_MS_MEAN))
+_RESERVED = frozenset({PayloadKeys.STATUS, PayloadKeys.REASON, PayloadKeys.ERRORS, PayloadKeys.HOOK_ERRORS,
+                       PayloadKeys.LAST_HOOK_ERROR})  # keys of the queues payload that are not a queue
 
 
 def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None) -> list[Reading]:
     """Every catalogued number found in a board's ``probes`` (and ``session``) sections; absent ones are skipped."""
     out: list[Reading] = []
-    queues = _ok(probes, "queues")
+    queues = _ok(probes, ProbeName.QUEUES)
     if queues is not None:
         for name, payload in sorted(queues.items()):
             if name not in _RESERVED and isinstance(payload, Mapping):
                 out.extend(_fields(payload, _QUEUE_FIELDS, (("queue", str(name)),)))
-    out.extend(_fields(_ok(probes, "gil"), _GIL_FIELDS))
-    out.extend(_fields(_ok(probes, "compile"), _COMPILE_FIELDS))
-    out.extend(_fields(_ok(probes, "cudagraphs"), _CUDAGRAPH_FIELDS))
-    allocator = _ok(probes, "allocator")
+    out.extend(_fields(_ok(probes, ProbeName.GIL), _GIL_FIELDS))
+    out.extend(_fields(_ok(probes, ProbeName.COMPILE), _COMPILE_FIELDS))
+    out.extend(_fields(_ok(probes, ProbeName.CUDAGRAPHS), _CUDAGRAPH_FIELDS))
+    allocator = _ok(probes, ProbeName.ALLOCATOR)
     if allocator is not None:
-        devices = allocator.get("devices")
+        devices = allocator.get(AllocatorKeys.DEVICES)
         if isinstance(devices, Mapping):
             for device, payload in sorted(devices.items(), key=lambda kv: str(kv[0])):
                 out.extend(_fields(payload, _ALLOCATOR_FIELDS, (("device", f"cuda:{device}"),)))
-        out.extend(_fields(allocator, (("allocator_empty_cache_calls", "empty_cache_calls"),)))
-    checkpoint = _ok(probes, "checkpoint")
+        out.extend(_fields(allocator, (("allocator_empty_cache_calls", AllocatorKeys.EMPTY_CACHE_CALLS),)))
+    checkpoint = _ok(probes, ProbeName.CHECKPOINT)
     if checkpoint is not None:
-        calls = checkpoint.get("calls")
-        out.extend(_fields(calls if isinstance(calls, Mapping) else None,
-                           (("checkpoint_reentrant_calls", "reentrant"), ("checkpoint_non_reentrant_calls", "non_reentrant"))))
+        calls = checkpoint.get(CheckpointKeys.CALLS)
+        out.extend(_fields(calls if isinstance(calls, Mapping) else None, _CHECKPOINT_CALL_FIELDS))
         out.extend(_fields(checkpoint, _CHECKPOINT_FIELDS))
-    out.extend(_fields(_ok(probes, "fastpath"), (("fastpath_fallback", "fallback"),)))
-    out.extend(_fields(_ok(probes, "codedrift"), (("codedrift_stale_modules", "stale_count"),)))
-    health = _ok(probes, "health")
+    out.extend(_fields(_ok(probes, ProbeName.FASTPATH), (("fastpath_fallback", FastpathKeys.FALLBACK),)))
+    out.extend(_fields(_ok(probes, ProbeName.CODEDRIFT), (("codedrift_stale_modules", CodedriftKeys.STALE_COUNT),)))
+    health = _ok(probes, ProbeName.HEALTH)
     if health is not None:
-        groups = health.get("groups")
+        groups = health.get(HealthKeys.GROUPS)
         for group in groups if isinstance(groups, list) else ():
-            if isinstance(group, Mapping) and isinstance(group.get("group"), str):
-                out.extend(_fields(group, _HEALTH_GROUP_FIELDS, (("group", group["group"]),)))
-        out.extend(_fields(health, (("health_loss", "loss"), ("health_steps", "steps"),
-                                    ("health_sample_ms", "sample_ms_mean"))))
+            if isinstance(group, Mapping) and isinstance(group.get(HealthKeys.GROUP), str):
+                out.extend(_fields(group, _HEALTH_GROUP_FIELDS, (("group", group[HealthKeys.GROUP]),)))
+        out.extend(_fields(health, _HEALTH_FIELDS))
     if isinstance(session, Mapping):
         out.extend(_fields(session, _SESSION_FIELDS))
     return out
@@ -210,16 +236,16 @@ def wandb_metrics(probes: Mapping[str, Any], session: Mapping[str, Any] | None =
 def critical_alerts(probes: Mapping[str, Any], now_wall_s: float | None = None) -> list[Alert]:
     """The critical findings a process can tell from its own board (the rule ids of docs/findings.md)."""
     out: list[Alert] = []
-    checkpoint = _ok(probes, "checkpoint")
-    count = _num(checkpoint, "grad_none_count") or 0.0
-    names = checkpoint.get("grad_none_params") if checkpoint is not None else None
+    checkpoint = _ok(probes, ProbeName.CHECKPOINT)
+    count = _num(checkpoint, CheckpointKeys.GRAD_NONE_COUNT) or 0.0
+    names = checkpoint.get(CheckpointKeys.GRAD_NONE_PARAMS) if checkpoint is not None else None
     names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
     if not count and names:
         count = float(len(names))
     if count > 0 and checkpoint is not None:
-        trainable = _num(checkpoint, "trainable_params")
-        calls = checkpoint.get("calls") if isinstance(checkpoint.get("calls"), Mapping) else {}
-        reentrant = _num(calls, "reentrant") or 0.0
+        trainable = _num(checkpoint, CheckpointKeys.TRAINABLE_PARAMS)
+        calls = checkpoint.get(CheckpointKeys.CALLS) if isinstance(checkpoint.get(CheckpointKeys.CALLS), Mapping) else {}
+        reentrant = _num(calls, CheckpointKeys.REENTRANT) or 0.0
         cause = ("use_reentrant=True checkpoints pass no gradient to these parameters" if reentrant > 0
                  else "their gradients never arrive (frozen by mistake, unused, or cut from the graph)")
         of = f" of {trainable:.0f}" if trainable else ""
@@ -232,7 +258,7 @@ def critical_alerts(probes: Mapping[str, Any], now_wall_s: float | None = None) 
                  "(or pass the tensors positionally to the checkpointed function). `dflash-diag doctor PID` explains.",
         ))
     # The health verdicts are judged by the one function doctor's health rules use.
-    for verdict in judge(_ok(probes, "health"), now_wall_s if now_wall_s is not None else time.time()):
+    for verdict in judge(_ok(probes, ProbeName.HEALTH), now_wall_s if now_wall_s is not None else time.time()):
         if verdict.critical:
             out.append(Alert(rule_id=verdict.rule_id, title=verdict.claim[:80], text=f"{verdict.claim}. Fix: "
                              f"{verdict.remedy} `dflash-diag doctor PID` explains."))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dflash_contract import proc
-from dflash_contract.board import BOARD_SCHEMA, ProbeName
+from dflash_contract.board import BOARD_SCHEMA, ProbeName, SessionKeys
 from dflash_contract.redact import redact_text, redact_tree
 from probes import (
     allocator,
@@ -410,16 +410,16 @@ class ProbeSession:
                 "probes": self.snapshot_probes(),
                 "app": self._redacted_app(),
                 "session": {
-                    "enabled": sorted(self.config.enabled),
-                    "steps": self._steps,
-                    "step": self._step,
-                    "last_step_wall_s": self._last_step_wall_s,
-                    "publishes": self.publishes,
-                    "publish_errors": self.publish_errors,
-                    "publish_cost_ms_mean": 1e3 * self.publish_cost_s / self.publishes if self.publishes else None,
-                    "board_error": self.board_error,
-                    "wandb": self._wandb.status() if self._wandb is not None else {"enabled": False},
-                    "attached": self._attached,
+                    SessionKeys.ENABLED: sorted(self.config.enabled),
+                    SessionKeys.STEPS: self._steps,
+                    SessionKeys.STEP: self._step,
+                    SessionKeys.LAST_STEP_WALL_S: self._last_step_wall_s,
+                    SessionKeys.PUBLISHES: self.publishes,
+                    SessionKeys.PUBLISH_ERRORS: self.publish_errors,
+                    SessionKeys.PUBLISH_COST_MS_MEAN: 1e3 * self.publish_cost_s / self.publishes if self.publishes else None,
+                    SessionKeys.BOARD_ERROR: self.board_error,
+                    SessionKeys.WANDB: self._wandb.status() if self._wandb is not None else {"enabled": False},
+                    SessionKeys.ATTACHED: self._attached,
                 },
             }
         )

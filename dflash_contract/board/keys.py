@@ -297,6 +297,24 @@ class AppKeys:
     TARGET_BATCHES_PER_S: Final = "target_batches_per_s"
     DRAFTER_BATCHES_PER_S: Final = "drafter_batches_per_s"
     STEP_MS: Final = "step_ms"
-    CONFIG: Final = "config"
-    THREADS: Final = "threads"
+    CONFIG: Final = "config"  # the program's own settings, flat (readers look for a few common names in it)
+    THREADS: Final = "threads"  # thread name -> {ROLE, DEVICE}
+    ROLE: Final = "role"  # a thread's pipeline stage ("target", "drafter")
+    DEVICE: Final = "device"  # the device a thread (or the config) runs on ("cuda:1", "cpu")
     SCENARIO: Final = "scenario"
+    VERSIONS: Final = "versions"  # package -> version, when the program reports its own (a bug report prefers them)
+
+
+class SessionKeys:
+    """The ``session`` section: the writer's own bookkeeping (probes/session.py writes it; docs/board.md)."""
+
+    ENABLED: Final = "enabled"  # the probes running
+    STEPS: Final = "steps"  # session.step() calls
+    STEP: Final = "step"  # the step the program last passed
+    LAST_STEP_WALL_S: Final = "last_step_wall_s"
+    PUBLISHES: Final = "publishes"
+    PUBLISH_ERRORS: Final = "publish_errors"
+    PUBLISH_COST_MS_MEAN: Final = "publish_cost_ms_mean"
+    BOARD_ERROR: Final = "board_error"
+    WANDB: Final = "wandb"
+    ATTACHED: Final = "attached"  # what `dflash-diag attach` started (docs/attach.md)

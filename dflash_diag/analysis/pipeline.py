@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from dflash_contract.board import ProbeName, QueueKeys, is_stale
+from dflash_contract.board import AppKeys, ProbeName, QueueKeys, is_stale
 from dflash_diag.model import (
     NA,
     Board,
@@ -78,7 +78,7 @@ def _stage_rates(stage: str, board: Board | None) -> tuple[Maybe[float], Maybe[f
     batches = _num(app.get(f"{stage}_batches_per_s"))
     tokens = _num(app.get(f"{stage}_tokens_per_s"))
     if tokens is None:
-        tokens = _num(app.get("tokens_per_s"))  # one pipeline: both stages move the same tokens
+        tokens = _num(app.get(AppKeys.TOKENS_PER_S))  # one pipeline: both stages move the same tokens
     return (
         batches if batches is not None else NA(f"app section has no {stage}_batches_per_s"),
         tokens if tokens is not None else NA("app section has no tokens_per_s"),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from dflash_contract.board import AppKeys
 from dflash_diag.analysis.classify import (
     MIN_EVIDENCE_S,
     Classification,
@@ -411,11 +412,11 @@ def _board_names(board: Board | None) -> Mapping[int, str]:
 
 def _board_roles(board: Board | None) -> dict[str, str]:
     """Thread name -> role ("target"/"drafter") from the board's ``app.threads[name].role``."""
-    threads = board.app.get("threads") if board is not None and isinstance(board.app, Mapping) else None
+    threads = board.app.get(AppKeys.THREADS) if board is not None and isinstance(board.app, Mapping) else None
     if not isinstance(threads, Mapping):
         return {}
-    return {n: i["role"] for n, i in threads.items()
-            if isinstance(n, str) and isinstance(i, Mapping) and isinstance(i.get("role"), str)}
+    return {n: i[AppKeys.ROLE] for n, i in threads.items()
+            if isinstance(n, str) and isinstance(i, Mapping) and isinstance(i.get(AppKeys.ROLE), str)}
 
 
 _DEVICE = re.compile(r"^(?:cuda|gpu)?:?(\d+)$")
@@ -425,14 +426,14 @@ def _board_devices(board: Board | None) -> dict[str, int | None]:
     """Thread name -> GPU index from the board's ``app.threads[name].device`` ("cuda:1", 1); None for "cpu"."""
     if board is None:
         return {}
-    threads = board.app.get("threads") if isinstance(board.app, Mapping) else None
+    threads = board.app.get(AppKeys.THREADS) if isinstance(board.app, Mapping) else None
     if not isinstance(threads, Mapping):
         return {}
     out: dict[str, int | None] = {}
     for name, info in threads.items():
         if not isinstance(name, str) or not isinstance(info, Mapping):
             continue
-        device = info.get("device")
+        device = info.get(AppKeys.DEVICE)
         if isinstance(device, int) and not isinstance(device, bool) and device >= 0:
             out[name] = device
         elif isinstance(device, str):

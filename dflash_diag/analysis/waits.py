@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dflash_contract.board import SessionKeys
 from dflash_diag.analysis.findings._context import Context, user_frames
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
@@ -303,7 +304,7 @@ def _progress(ctx: Context, nodes: Sequence[ThreadWaits], cpu_pct: float | None)
         return True
     first, last = ctx.first_board, ctx.board
     if first is not None and last is not None and first is not last:
-        a, b = first.session.get("steps"), last.session.get("steps")
+        a, b = first.session.get(SessionKeys.STEPS), last.session.get(SessionKeys.STEPS)
         if isinstance(a, int) and isinstance(b, int) and b > a:
             return True
     return False

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dflash_contract.board import STATUS_OK, PayloadKeys
 from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, pid_arg, shown
 from dflash_diag.errors import BoardError, ExitCode
@@ -70,7 +71,7 @@ class BoardCommand:
         for b in live:
             stale = staleness(b, now_s)
             age = f"{b.age_s(now_s):.0f} s" + (" (stale)" if stale else "")
-            ok = sum(1 for p in b.probes.values() if p.get("status") == "ok")
+            ok = sum(1 for p in b.probes.values() if p.get(PayloadKeys.STATUS) == STATUS_OK)
             table.add_row(str(b.writer.pid), age, f"{ok}/{len(b.probes)}", " ".join(b.writer.argv)[:80])
         _console().print(table)
         for problem in problems:

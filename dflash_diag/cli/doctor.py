@@ -131,12 +131,13 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
 def _attach_for_diagnosis(args: argparse.Namespace, lease: Lease | None,
                           progress: Callable[[str], None]) -> dict[str, Any] | None:
     """`--attach`: start the probes missing from the process's board (none if it has them all)."""
+    from dflash_contract.board import SessionKeys
     from dflash_diag.cli.attach import KNOWN_PROBES, outcome_json, run_injection
     from dflash_diag.errors import BoardError
     from dflash_diag.sources.board import read_board
 
     try:
-        enabled = set(read_board(args.pid, args.board_dir).session.get("enabled") or ())
+        enabled = set(read_board(args.pid, args.board_dir).session.get(SessionKeys.ENABLED) or ())
     except BoardError:
         enabled = set()
     if set(KNOWN_PROBES) <= enabled:

@@ -23,6 +23,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from dflash_contract.board import AppKeys
 from dflash_diag.errors import DflashDiagError
 from dflash_diag.model import NA, Board, GpuSample
 from dflash_diag.sources.board import list_boards, read_board
@@ -144,8 +145,8 @@ class BoardCollector(Collector):
                           else GaugeMetricFamily(name, help_text, labels=[*PROCESS_LABELS, *extra]))
                 families[name] = family
             family.add_metric([*labels, *(v for _, v in reading.labels)], reading.value * scale)
-        for key, name, help_text in (("tokens_per_s", "dflash_app_tokens_per_second", "tokens per second the program reports"),
-                                     ("step", "dflash_app_step", "the training step the program reports")):
+        for key, name, help_text in ((AppKeys.TOKENS_PER_S, "dflash_app_tokens_per_second", "tokens per second the program reports"),
+                                     (AppKeys.STEP, "dflash_app_step", "the training step the program reports")):
             value = board.app.get(key) if isinstance(board.app, Mapping) else None
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
                 family = families.setdefault(name, GaugeMetricFamily(name, help_text, labels=list(PROCESS_LABELS)))
@@ -180,7 +181,7 @@ def _reason(error: DflashDiagError) -> str:
 
 
 def _process_labels(board: Board) -> tuple[str, ...]:
-    app_name = board.app.get("name") if isinstance(board.app, Mapping) else None
+    app_name = board.app.get(AppKeys.NAME) if isinstance(board.app, Mapping) else None
     program = app_name if isinstance(app_name, str) and app_name else program_of(board.writer.argv)
     return (str(board.writer.pid), program[:80], board.writer.hostname[:120])
 

@@ -23,6 +23,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import (
+    AppKeys,
+    CompileKeys,
+    CudagraphsKeys,
+    PayloadKeys,
+    ProbeName,
+    QueueKeys,
+    SessionKeys,
+)
 from dflash_diag.analysis.threads import ClassifiedThread, classify_stacks
 from dflash_diag.export.timebase import Timebase, sample_ends, timebase
 from dflash_diag.model import Board, Finding, Frame, Observation, ThreadState, ThreadStats
@@ -192,12 +201,12 @@ def _board_counters(pid: int, boards: list[Board], tb: Timebase) -> list[dict[st
     previous: Board | None = None
     for board in boards:
         ts = tb.wall_us(board.wall_time_s)
-        queues = board.probe("queues") or {}
+        queues = board.probe(ProbeName.QUEUES) or {}
         for qname, payload in sorted(queues.items()):
-            depth = _number(payload.get("depth")) if isinstance(payload, Mapping) else None
+            depth = _number(payload.get(QueueKeys.DEPTH)) if isinstance(payload, Mapping) else None
             if depth is not None:
                 events.append(_counter(pid, f"{qname} depth", ts, items=depth))
-        tokens = _number(board.app.get("tokens_per_s")) if isinstance(board.app, Mapping) else None
+        tokens = _number(board.app.get(AppKeys.TOKENS_PER_S)) if isinstance(board.app, Mapping) else None
         if tokens is not None:
             events.append(_counter(pid, "tok/s", ts, **{"tok/s": tokens}))
         rate = _steps_per_s(previous, board)
@@ -210,7 +219,7 @@ def _board_counters(pid: int, boards: list[Board], tb: Timebase) -> list[dict[st
 def _steps_per_s(before: Board | None, after: Board) -> float | None:
     if before is None:
         return None
-    a, b = _number(before.session.get("steps")), _number(after.session.get("steps"))
+    a, b = _number(before.session.get(SessionKeys.STEPS)), _number(after.session.get(SessionKeys.STEPS))
     dt = after.wall_time_s - before.wall_time_s
     if a is None or b is None or dt <= 0 or b < a:
         return None
@@ -253,26 +262,26 @@ def _compile_instants(pid: int, boards: list[Board], tb: Timebase) -> list[dict[
     seen: set[tuple[Any, ...]] = set()
     events: list[dict[str, Any]] = []
     for board in boards:
-        payload = board.probe("compile")
+        payload = board.probe(ProbeName.COMPILE)
         if payload is None:
             continue
         tids = _tids_by_name(board)
-        for key, kind in (("recent_recompiles", "recompile"), ("recent_graph_breaks", "graph break"),
-                          ("limit_hits", "recompile limit hit")):
+        for key, kind in ((CompileKeys.RECENT_RECOMPILES, "recompile"), (CompileKeys.RECENT_GRAPH_BREAKS, "graph break"),
+                          (CompileKeys.LIMIT_HITS, "recompile limit hit")):
             entries = payload.get(key)
             for entry in entries if isinstance(entries, list) else ():
                 if not isinstance(entry, Mapping):
                     continue
-                wall = _number(entry.get("wall_time_s"))
-                what = entry.get("function") or entry.get("site") or "?"
-                ident = (kind, wall, what, entry.get("reason"))
+                wall = _number(entry.get(CompileKeys.WALL_TIME_S))
+                what = entry.get(CompileKeys.FUNCTION) or entry.get(CompileKeys.SITE) or "?"
+                ident = (kind, wall, what, entry.get(PayloadKeys.REASON))
                 if wall is None or ident in seen:
                     continue
                 seen.add(ident)
                 ts = tb.wall_us(wall)
                 if ts < 0:
                     continue  # before the window
-                thread = entry.get("thread")
+                thread = entry.get(CompileKeys.THREAD)
                 events.append(_instant(pid, f"{kind}: {what}", ts, tids.get(thread) if isinstance(thread, str) else None,
                                        {k: v for k, v in entry.items() if isinstance(v, (str, int, float, bool))},
                                        "compile"))
@@ -283,13 +292,13 @@ def _cudagraph_instants(pid: int, boards: list[Board], tb: Timebase) -> list[dic
     events: list[dict[str, Any]] = []
     previous: Mapping[str, Any] | None = None
     for board in boards:
-        payload = board.probe("cudagraphs")
+        payload = board.probe(ProbeName.CUDAGRAPHS)
         if payload is None:
             continue
         if previous is not None:
             ts = tb.wall_us(board.wall_time_s)
-            for key, name, extra in (("captures", "CUDA graph capture", "capture_threads"),
-                                     ("skips", "CUDA graph skipped", "skip_reasons")):
+            for key, name, extra in ((CudagraphsKeys.CAPTURES, "CUDA graph capture", CudagraphsKeys.CAPTURE_THREADS),
+                                     (CudagraphsKeys.SKIPS, "CUDA graph skipped", CudagraphsKeys.SKIP_REASONS)):
                 now, before = _number(payload.get(key)), _number(previous.get(key))
                 if now is not None and before is not None and now > before:
                     detail = payload.get(extra)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_contract.board import BOARD_SCHEMA
+from dflash_contract.board import BOARD_SCHEMA, STATUS_OK, PayloadKeys
 
 __all__ = ["BOARD_SCHEMA", "Board", "WriterIdentity"]
 
@@ -46,7 +46,7 @@ class Board:
     def probe(self, name: str) -> Mapping[str, Any] | None:
         """The payload of one probe, or None when the probe did not publish."""
         payload = self.probes.get(name)
-        return payload if payload is not None and payload.get("status") == "ok" else None
+        return payload if payload is not None and payload.get(PayloadKeys.STATUS) == STATUS_OK else None
 
     def age_s(self, now_wall_s: float) -> float:
         return max(0.0, now_wall_s - self.wall_time_s)

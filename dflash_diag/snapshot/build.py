@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_contract.board import CodedriftKeys, ProbeName
+from dflash_contract.board import AppKeys, CodedriftKeys, ProbeName
 from dflash_contract.redact import (
     redact_argv,
     redact_env,
@@ -40,6 +40,7 @@ from dflash_diag.model import (
 from dflash_diag.snapshot.gather import Gathered
 from dflash_diag.snapshot.jsonable import to_jsonable
 from dflash_diag.snapshot.report import render_report
+from dflash_diag.snapshot.shape import RATE_KEYS
 from dflash_diag.snapshot.svg import timeline_svg
 
 SCHEMA = "dflash-diag.snapshot/1"
@@ -101,7 +102,7 @@ def _stage_shares(threads: tuple[ThreadStats, ...]) -> dict[str, dict[str, float
 def _rates(g: Gathered, a: Analysis) -> dict[str, Any]:
     app = g.board.app if g.board is not None else {}
     rates: dict[str, Any] = {}
-    for key in ("tokens_per_s", "target_batches_per_s", "drafter_batches_per_s", "step_ms", "step"):
+    for key in RATE_KEYS:
         value = app.get(key) if isinstance(app, Mapping) else None
         rates[key] = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     rates["state_shares"] = _stage_shares(a.threads)
@@ -111,7 +112,7 @@ def _rates(g: Gathered, a: Analysis) -> dict[str, Any]:
 def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any]:
     board = g.board
     app = dict(board.app) if board is not None else {}
-    raw_config = app.get("config")
+    raw_config = app.get(AppKeys.CONFIG)
     config: Mapping[str, Any] = raw_config if isinstance(raw_config, Mapping) else {}
     env = g.environ if isinstance(g.environ, dict) else {}
     obs = a.observation
@@ -134,10 +135,10 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
             "hostname": board.writer.hostname if board is not None else platform.node(),
         },
         "versions": g.versions,
-        "app": {k: v for k, v in app.items() if k not in ("config", "threads")},
+        "app": {k: v for k, v in app.items() if k not in (AppKeys.CONFIG, AppKeys.THREADS)},
         "config": config,
         "flags": {k: v for k, v in config.items() if isinstance(v, bool)},
-        "app_threads": app.get("threads", {}),
+        "app_threads": app.get(AppKeys.THREADS, {}),
         "env": redact_env(env) if env else g.environ,  # allow-list: values of diagnosis knobs only
         "env_knobs": {k: v for k, v in sorted(redact_env(env).items()) if ENV_KNOB.match(k)},
         "headline": a.headline,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import CheckpointKeys, GilKeys
+from dflash_contract.board import AppKeys, CheckpointKeys, FastpathKeys, GilKeys, ProbeName
 
 # Prior likelihood that a change of this kind explains a throughput difference.
 KIND_PRIOR: dict[str, float] = {
@@ -154,19 +154,19 @@ def _probe_facts(doc: Mapping[str, Any]) -> dict[str, Any]:
     board = _mapping(doc, "board")
     probes = _mapping(board, "probes")
     facts: dict[str, Any] = {}
-    fast = _mapping(probes, "fastpath")
-    for key in ("gdn_fast_path", "flex_attention"):
+    fast = _mapping(probes, ProbeName.FASTPATH)
+    for key in (FastpathKeys.GDN_FAST_PATH, FastpathKeys.FLEX_ATTENTION):
         if key in fast:
             facts[f"fastpath.{key}"] = fast[key]
-    for k, v in _mapping(fast, "gdn_kernels").items():
+    for k, v in _mapping(fast, FastpathKeys.GDN_KERNELS).items():
         facts[f"fastpath.gdn_kernels.{k}"] = v
-    calls = _mapping(_mapping(probes, "checkpoint"), "calls")
+    calls = _mapping(_mapping(probes, ProbeName.CHECKPOINT), CheckpointKeys.CALLS)
     if calls:
         re_calls, non = calls.get(CheckpointKeys.REENTRANT) or 0, calls.get(CheckpointKeys.NON_REENTRANT) or 0
         facts["checkpoint.mode"] = ("mixed" if re_calls and non else "reentrant" if re_calls
                                     else "non-reentrant" if non else "unused")
-    gil = _mapping(probes, "gil")
-    if "free_threaded" in gil:
+    gil = _mapping(probes, ProbeName.GIL)
+    if GilKeys.FREE_THREADED in gil:
         facts["gil.free_threaded"] = gil[GilKeys.FREE_THREADED]
     return facts
 
@@ -191,8 +191,8 @@ def _ratio(b: float, a: float) -> float | None:
 def _rates(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[RateDelta]:
     ra, rb = _mapping(a, "rates"), _mapping(b, "rates")
     out: list[RateDelta] = []
-    for key, label in (("tokens_per_s", "tok/s"), ("target_batches_per_s", "target b/s"),
-                       ("drafter_batches_per_s", "drafter b/s"), ("step_ms", "step ms")):
+    for key, label in ((AppKeys.TOKENS_PER_S, "tok/s"), (AppKeys.TARGET_BATCHES_PER_S, "target b/s"),
+                       (AppKeys.DRAFTER_BATCHES_PER_S, "drafter b/s"), (AppKeys.STEP_MS, "step ms")):
         va, vb = ra.get(key), rb.get(key)
         if va is None and vb is None:
             continue

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from dflash_contract.board import AppKeys
 from dflash_diag.errors import AttachError
 from dflash_diag.model import NA, Board, Maybe, Observation, ProcThreadSample, StackSample
 from dflash_diag.snapshot import environment
@@ -176,7 +177,7 @@ def gather(
     board_job = jobs["board"]
     board_job.done.wait(max(0.0, min(0.5, deadline_s - (time.monotonic() - t0))))
     board = board_job.result if board_job.done.is_set() and isinstance(board_job.result, Board) else None
-    app_versions = board.app.get("versions") if board is not None and isinstance(board.app.get("versions"), dict) else None
+    app_versions = board.app.get(AppKeys.VERSIONS) if board is not None and isinstance(board.app.get(AppKeys.VERSIONS), dict) else None
     later = {
         "versions": _Job("versions", lambda: environment.versions(
             pid, app_versions, board.writer.python if board else None, board.writer.torch if board else None,

@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dflash_contract.board import AppKeys
+
 MAX_PROBE_JSON_CHARS = 1500
 
 
@@ -91,10 +93,10 @@ def _pipeline(doc: Mapping[str, Any]) -> list[str]:
     if p.get("verdict"):
         out += [f"**{p.get('verdict')}**", ""]
     rows: list[list[Any]] = [
-        ["tokens/s", rates.get("tokens_per_s")],
-        ["target batches/s", rates.get("target_batches_per_s")],
-        ["drafter batches/s", rates.get("drafter_batches_per_s")],
-        ["step", rates.get("step")],
+        ["tokens/s", rates.get(AppKeys.TOKENS_PER_S)],
+        ["target batches/s", rates.get(AppKeys.TARGET_BATCHES_PER_S)],
+        ["drafter batches/s", rates.get(AppKeys.DRAFTER_BATCHES_PER_S)],
+        ["step", rates.get(AppKeys.STEP)],
         [f"{p.get('queue_name', 'q_hs')} depth / max", f"{_val(p.get('queue_depth'))} / {_val(p.get('queue_maxsize'))}"],
         ["queue trend", f"{p['queue_trend_per_s']:+.2f} items/s" if isinstance(p.get("queue_trend_per_s"), int | float)
          else p.get("queue_trend_per_s")],

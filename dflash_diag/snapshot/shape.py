@@ -24,7 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dflash_contract.board import MAX_STRING_CHARS, loads_strict
+from dflash_contract.board import (
+    MAX_STRING_CHARS,
+    AppKeys,
+    CheckpointKeys,
+    FastpathKeys,
+    GilKeys,
+    ProbeName,
+    loads_strict,
+)
 from dflash_diag.errors import CommandError, ExitCode
 
 MAX_JSON_TOKENS = 1_000_000  # a real snapshot.json of the reference trainer has ~5,000
@@ -33,7 +41,7 @@ MAX_SECTION_ENTRIES = 10_000  # config keys (flattened), files, threads, finding
 MAX_VIEW_CHARS = 4 * 1024 * 1024  # every string diff keeps, keys included
 
 # The rates diff compares (snapshot.build._rates writes them), and the board probes it reads.
-RATE_KEYS = ("tokens_per_s", "target_batches_per_s", "drafter_batches_per_s", "step_ms", "step")
+RATE_KEYS = (AppKeys.TOKENS_PER_S, AppKeys.TARGET_BATCHES_PER_S, AppKeys.DRAFTER_BATCHES_PER_S, AppKeys.STEP_MS, AppKeys.STEP)
 SCALAR = (str, int, float, bool, type(None))
 
 
@@ -205,9 +213,10 @@ def checked_view(doc: Any) -> dict[str, Any]:
                      "state_shares": lambda v, w: _object(v, w, budget, numbers)})
     code = _record({"files": lambda v, w: _object(v, w, budget, text), "changed_after_start": texts,
                     "stale_modules": lambda v, w: _list(v, w, budget, stale)})
-    fastpath = _record({"gdn_fast_path": scalar, "flex_attention": scalar, "gdn_kernels": scalars})
-    probes = _record({"fastpath": fastpath, "checkpoint": _record({"calls": numbers}),
-                      "gil": _record({"free_threaded": scalar})})
+    fastpath = _record({FastpathKeys.GDN_FAST_PATH: scalar, FastpathKeys.FLEX_ATTENTION: scalar,
+                        FastpathKeys.GDN_KERNELS: scalars})
+    probes = _record({ProbeName.FASTPATH: fastpath, ProbeName.CHECKPOINT: _record({CheckpointKeys.CALLS: numbers}),
+                      ProbeName.GIL: _record({GilKeys.FREE_THREADED: scalar})})
     board = _record({"probes": probes})
     top: dict[str, Callable[[Any, str], Any]] = {
         "schema": text, "pid": _number, "created_utc": text, "process": process,

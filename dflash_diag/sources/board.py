@@ -30,6 +30,7 @@ from dflash_contract.board import (
     BoardDirError,
     BoardDocument,
     BoardFormatError,
+    SessionKeys,
     board_file_name,
     candidate_dirs,
     default_board_dir,
@@ -254,8 +255,8 @@ def staleness(board: Board, now_wall_s: float) -> str | None:
     age_s = board.age_s(now_wall_s)
     if age_s > stale_after_s(board.interval_s):
         return f"no update for {age_s:.0f} s: hung? (the board thread publishes every {board.interval_s:g} s)"
-    last_step = board.session.get("last_step_wall_s")
-    if isinstance(last_step, (int, float)) and not isinstance(last_step, bool) and board.session.get("steps"):
+    last_step = board.session.get(SessionKeys.LAST_STEP_WALL_S)
+    if isinstance(last_step, (int, float)) and not isinstance(last_step, bool) and board.session.get(SessionKeys.STEPS):
         quiet_s = now_wall_s - float(last_step)
         if quiet_s > NO_STEP_STALL_S:
             return f"no training step for {quiet_s:.0f} s (the process is alive and publishing): stalled?"

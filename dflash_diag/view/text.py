@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dflash_contract.board import (
+    STATUS_OK,
     AllocatorKeys,
     CheckpointKeys,
     CodedriftKeys,
@@ -15,6 +16,7 @@ from dflash_contract.board import (
     CudagraphsKeys,
     FastpathKeys,
     GilKeys,
+    PayloadKeys,
     ProbeName,
     QueueKeys,
     ThreadsKeys,
@@ -187,8 +189,8 @@ def probe_summary(board: Maybe[Board]) -> list[tuple[str, str]]:
         if raw is None:
             rows.append((name, "not published"))
             continue
-        if raw.get("status") != "ok":
-            rows.append((name, f"N/A: {raw.get('reason', raw.get('status', '?'))}"))
+        if raw.get(PayloadKeys.STATUS) != STATUS_OK:
+            rows.append((name, f"N/A: {raw.get(PayloadKeys.REASON, raw.get(PayloadKeys.STATUS, '?'))}"))
             continue
         rows.append((name, _PROBE_FORMATTERS[name](raw)))
     return rows

@@ -138,7 +138,7 @@ HEALTHY_PROBES: dict[str, dict[str, Any]] = {
                    "capture_threads": ["drafter-0"], "multi_thread_hazard": None},
     "queues": {"q_hs": {"depth": 2, "maxsize": 8, "put_blocked_share": 0.05, "get_blocked_share": 0.05}},
     "checkpoint": {"calls": {"reentrant": 0, "non_reentrant": 96}, "sites": [], "grad_none_params": [],
-                   "grad_none_count": 0, "trainable_params": 58, "recompute_s": 0.1, "checked_backward_steps": 3},
+                   "grad_none_count": 0, "trainable_params": 58, "checked_backward_steps": 3},
     "fastpath": {"fla_importable": True, "gdn_kernels": {"chunk_gated_delta_rule": "fla"}, "gdn_fast_path": True,
                  "flex_attention": "compiled", "fallback_warnings": []},
     "codedrift": {"checked_modules": 900, "stale": [], "check_cost_ms": 3.0},

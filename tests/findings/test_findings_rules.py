@@ -192,15 +192,6 @@ def test_recompute_share_from_few_samples_is_not_enough() -> None:
     assert _run(threads=threads) == ()
 
 
-def test_recompute_heavy_from_probe_time() -> None:
-    last = board({**HEALTHY_PROBES, "checkpoint": {**HEALTHY_PROBES["checkpoint"], "recompute_s": 3.0}},
-                 HEALTHY_APP, wall_time_s=NOW_S + 4.0)
-    first = board({**HEALTHY_PROBES, "checkpoint": {**HEALTHY_PROBES["checkpoint"], "recompute_s": 1.0}},
-                  HEALTHY_APP, wall_time_s=NOW_S)
-    f = _one(_run(boards=(first, last), now=NOW_S + 4.0), "checkpoint-recompute-heavy")
-    assert dict(f.evidence)["recompute time (probe)"].startswith("50%")
-
-
 # --- compile ------------------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dflash_contract.board import AppKeys
 from dflash_diag.sources.board import read_board
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +54,12 @@ def test_healthy_tiny_run_is_quiet(tmp_path: Path, board_dir: Path) -> None:
     assert all(v == "torch_fallback" for v in probes["fastpath"]["gdn_kernels"].values())
     assert probes["gil"]["status"] == "ok"
     assert all(p.get("hook_errors", 0) == 0 for p in probes.values())
+    # The trainer publishes its app section by name, as any program would: the names the readers know (AppKeys).
+    app = board["app"]
+    assert {AppKeys.NAME, AppKeys.STEP, AppKeys.TOKENS_PER_S, AppKeys.TARGET_BATCHES_PER_S, AppKeys.DRAFTER_BATCHES_PER_S,
+            AppKeys.STEP_MS, AppKeys.CONFIG, AppKeys.THREADS, AppKeys.SCENARIO} <= set(app), sorted(app)
+    assert {row[AppKeys.ROLE] for row in app[AppKeys.THREADS].values()} >= {"target", "drafter"}
+    assert all(row[AppKeys.DEVICE] == "cpu" for row in app[AppKeys.THREADS].values())
 
 
 def test_reentrant_flag_shows_at_the_trainer_call_sites(tmp_path: Path, board_dir: Path) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from dflash_contract.board import ProbeName
+from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.analysis.threads import thread_identity
@@ -129,7 +129,7 @@ class Context:
         return board.app if board is not None and isinstance(board.app, Mapping) else {}
 
     def app_config(self) -> Mapping[str, Any]:
-        config = self.app().get("config")
+        config = self.app().get(AppKeys.CONFIG)
         return config if isinstance(config, Mapping) else {}
 
     def board_window_s(self) -> float:
@@ -217,10 +217,10 @@ def mean_share(threads: Iterable[ThreadStats], state: ThreadState) -> float:
 def on_cuda(ctx: Context) -> bool | None:
     app = ctx.app()
     devices: list[str] = []
-    for info in sub(app, "threads").values():
-        if isinstance(info, Mapping) and isinstance(info.get("device"), str):
-            devices.append(info["device"])
-    config_device = ctx.app_config().get("device")
+    for info in sub(app, AppKeys.THREADS).values():
+        if isinstance(info, Mapping) and isinstance(info.get(AppKeys.DEVICE), str):
+            devices.append(info[AppKeys.DEVICE])
+    config_device = ctx.app_config().get(AppKeys.DEVICE)
     if isinstance(config_device, str):
         devices.append(config_device)
     if devices:
@@ -229,9 +229,9 @@ def on_cuda(ctx: Context) -> bool | None:
     if board is not None:
         allocator = board.probes.get(ProbeName.ALLOCATOR)
         if isinstance(allocator, Mapping):
-            if allocator.get("status") == "ok":
+            if allocator.get(PayloadKeys.STATUS) == STATUS_OK:
                 return True
-            if "no cuda" in str(allocator.get("reason", "")).lower():
+            if "no cuda" in str(allocator.get(PayloadKeys.REASON, "")).lower():
                 return False
     return None
 

@@ -168,31 +168,22 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
             share = mean_share(threads, ThreadState.CHECKPOINT)
             by_stage.append((stage, share, lower_bound(share, stage_samples(threads))))
     stage, share, sure_share = max(by_stage, key=lambda s: s[2], default=("drafter", 0.0, 0.0))
-    probe_share = 0.0
-    first = ctx.first_probe(ProbeName.CHECKPOINT)
-    window_s = ctx.board_window_s()
-    recompute_now, recompute_then = num(payload, "recompute_s"), num(first, "recompute_s")
-    n_drafters = max(1, len(ctx.stage_threads("drafter")))
-    if recompute_now is not None and recompute_then is not None and window_s > 0:
-        probe_share = max(0.0, recompute_now - recompute_then) / window_s / n_drafters
+    # Sampled only: the checkpoint probe does not time recompute (docs/board.md: no recompute_s is published).
     hook_share, hook_n, hook_site = _hook_share(ctx, stage)
     hook_heavy = lower_bound(hook_share, hook_n) >= HOOK_WARNING_SHARE
-    if max(sure_share, probe_share) < RECOMPUTE_INFO_SHARE and not hook_heavy:
+    if sure_share < RECOMPUTE_INFO_SHARE and not hook_heavy:
         return
-    worst = max(share, probe_share)
     reentrant, non_reentrant = _calls(payload)
     mode = "saved-tensor hooks (use_reentrant=False)" if non_reentrant > reentrant else "reentrant recompute"
     evidence: list[tuple[str, str]] = []
     if share > 0:
         evidence.append((f"{stage} samples in recompute", pct(share)))
-    if probe_share > 0:
-        evidence.append(("recompute time (probe)", f"{pct(probe_share)} of each drafter thread"))
     evidence.append(("checkpoint Python holding the GIL", pct(hook_share) + (f" at {hook_site}" if hook_site else "")))
     if reentrant or non_reentrant:
         evidence.append(("mode", mode))
     claim = (f"{stage} threads spend {pct(hook_share)} of their time in checkpoint machinery's own Python"
              if hook_heavy else
-             f"{stage} threads spend {pct(worst)} of their time in activation-checkpoint recompute")
+             f"{stage} threads spend {pct(share)} of their time in activation-checkpoint recompute")
     yield Finding(
         rule_id="checkpoint-recompute-heavy",
         severity=Severity.WARNING if hook_heavy else Severity.INFO,
@@ -200,7 +191,7 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
         evidence=tuple(evidence),
         remedy="Checkpoint fewer/larger regions (e.g. fewer loss chunks), compile the checkpointed region, or "
         "compare use_reentrant modes (saved-tensor hooks cost Python time per chunk under the GIL).",
-        impact=worst,
+        impact=share,
         stages=(stage,) if stage != "other" else (),
     )
 

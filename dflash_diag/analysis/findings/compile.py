@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
-from dflash_contract.board import CompileKeys, ProbeName
+from dflash_contract.board import CompileKeys, PayloadKeys, ProbeName
 from dflash_diag.analysis.findings._context import (
     Context,
     frame_site,
@@ -56,7 +56,7 @@ RULES = (
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("compile")
+    payload = ctx.probe(ProbeName.COMPILE)
     episodes = compile_episodes(ctx)
     limit = list(_limit(ctx, payload))
     yield from limit
@@ -163,7 +163,7 @@ def _limit(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Findi
 def _storm(ctx: Context, payload: Mapping[str, object] | None,
            episodes: dict[str, tuple[ThreadStats, float, dict[str, int]]]) -> Iterator[Finding]:
     total = num(payload, CompileKeys.RECOMPILES)
-    before = num(ctx.first_probe("compile"), CompileKeys.RECOMPILES)
+    before = num(ctx.first_probe(ProbeName.COMPILE), CompileKeys.RECOMPILES)
     window_s = ctx.board_window_s()
     rate = (total - before) / window_s if total is not None and before is not None and window_s > 0 else None
     probe_storm = total is not None and (total >= RECOMPILE_STORM_TOTAL or (rate is not None and rate >= RECOMPILE_STORM_PER_S))
@@ -179,7 +179,7 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
     if rate is not None:
         evidence.append(("recompile rate", f"{rate:.2f}/s"))
     recent = [r for r in items(payload, CompileKeys.RECENT_RECOMPILES) if isinstance(r, Mapping)]
-    reasons = Counter(_reason_line(r.get("reason")) for r in recent)
+    reasons = Counter(_reason_line(r.get(PayloadKeys.REASON)) for r in recent)
     functions = Counter(str(r.get(CompileKeys.FUNCTION)) for r in recent)
     for reason, n in reasons.most_common(REASONS_SHOWN):
         evidence.append((f"reason (x{n})", reason))

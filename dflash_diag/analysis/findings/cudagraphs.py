@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dflash_contract.board import CudagraphsKeys, ProbeName
+from dflash_contract.board import AppKeys, CudagraphsKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, num, sub, text, version_tuple
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
@@ -79,10 +79,10 @@ def _rerecords(ctx: Context, payload: Mapping[str, object]) -> Iterator[Finding]
     if now is None or before is None or now <= before:
         return
     delta = now - before
-    step_now, step_then = num(ctx.app(), "step"), None
+    step_now, step_then = num(ctx.app(), AppKeys.STEP), None
     first = ctx.first_board
     if first is not None and isinstance(first.app, Mapping):
-        step_then = num(first.app, "step")
+        step_then = num(first.app, AppKeys.STEP)
     steps = step_now - step_then if step_now is not None and step_then is not None else None
     per_step = delta / steps if steps else None
     if per_step is not None:

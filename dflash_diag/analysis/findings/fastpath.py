@@ -57,7 +57,7 @@ def _stack_shares(ctx: Context) -> tuple[dict[str, float], dict[str, str], int]:
 
 
 def _gdn(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("fastpath")
+    payload = ctx.probe(ProbeName.FASTPATH)
     kernels = {k: v for k, v in sub(payload, FastpathKeys.GDN_KERNELS).items() if isinstance(v, str)}
     status: dict[str, str] = {}  # family -> "fallback" | "fast"
     for kernel, value in kernels.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dflash_contract.board import GilKeys
+from dflash_contract.board import GilKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions
@@ -40,7 +40,7 @@ RULES = (RuleSpec("gil-contention", sampled=True),)
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    payload = ctx.probe("gil")
+    payload = ctx.probe(ProbeName.GIL)
     contention = num(payload, GilKeys.CONTENTION_SHARE)
     runq = num(payload, GilKeys.KNOCKER_RUNQ_SHARE)
     if contention is not None and runq is not None:

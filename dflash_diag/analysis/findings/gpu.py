@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dflash_contract.board import AppKeys
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
@@ -74,8 +75,8 @@ def check(ctx: Context) -> Iterator[Finding]:
 
 def _threads_by_gpu(ctx: Context) -> dict[int, tuple[ThreadStats, ...]]:
     devices: dict[str, int] = {}
-    for name, info in sub(ctx.app(), "threads").items():
-        device = info.get("device") if hasattr(info, "get") else None
+    for name, info in sub(ctx.app(), AppKeys.THREADS).items():
+        device = info.get(AppKeys.DEVICE) if hasattr(info, "get") else None
         if isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit():
             devices[str(name)] = int(device[5:])
     out: dict[int, list[ThreadStats]] = {}

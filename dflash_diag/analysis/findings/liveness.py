@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_contract.board import stale_after_s
+from dflash_contract.board import AppKeys, stale_after_s
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
@@ -51,7 +51,7 @@ def check(ctx: Context) -> Iterator[Finding]:
             severity=Severity.WARNING,
             claim=f"no board update for {age_s:.0f} s: the training loop looks hung or stuck in one step",
             evidence=(("last update", f"{age_s:.1f} s ago"), ("expected every", f"{board.interval_s:.1f} s"),
-                      ("last step", str(board.app.get("step", "unknown")))),
+                      ("last step", str(board.app.get(AppKeys.STEP, "unknown")))),
             remedy="Look at the stacks (`dflash-diag snapshot PID`): a deadlock, a GPU hang or a stuck collective "
             "shows as every worker blocked in the same place.",
             impact=0.5,

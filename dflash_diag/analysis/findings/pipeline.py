@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dflash_contract.board import AppKeys
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, stage_label, sub, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
@@ -140,7 +141,8 @@ def check(ctx: Context) -> Iterator[Finding]:
 def _dedicated_gpus(ctx: Context, waiting: str, busy: str) -> tuple[int, ...]:
     """GPUs that only the waiting stage drives (from the devices the board gives its threads): they idle while it
     waits. A GPU both stages share does not idle when one of them waits (the GPU-utilisation rule judges it)."""
-    board = {str(name): info.get("device") for name, info in sub(ctx.app(), "threads").items() if hasattr(info, "get")}
+    board = {str(name): info.get(AppKeys.DEVICE) for name, info in sub(ctx.app(), AppKeys.THREADS).items()
+             if hasattr(info, "get")}
 
     def device(t: ThreadStats) -> int | None:
         if t.gpu_index is not None:
