@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_diag.analysis.threads import ClassifiedThread, classify_stacks
+from dflash_diag.analysis.threads import ClassifiedThread, classify_stacks, cuda_loaded
 from dflash_diag.export.timebase import Timebase, sample_ends, timebase
 from dflash_diag.model import Board, Finding, Frame, Observation, ThreadState, ThreadStats
 
@@ -135,7 +135,7 @@ def _state_slices(spans: list[_Span]) -> Iterator[tuple[_Span, list[_Span]]]:
 
 def _thread_events(obs: Observation, threads: tuple[ThreadStats, ...], tb: Timebase) -> list[dict[str, Any]]:
     pid = obs.pid
-    grouped = classify_stacks(obs.stacks, obs.line_text)
+    grouped = classify_stacks(obs.stacks, obs.line_text, cuda=cuda_loaded(obs))
     ends = sample_ends(obs)
     order = {t.os_thread_id: i for i, t in enumerate(threads) if t.os_thread_id is not None}
     names = {t.os_thread_id: t for t in threads if t.os_thread_id is not None}
