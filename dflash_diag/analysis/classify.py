@@ -373,13 +373,16 @@ def explain(
     lines: LineLookup | None = None,
     gil_held_elsewhere: bool | None = None,
     device: DeviceEvidence | None = None,
+    cuda: bool | None = None,
 ) -> Classification:
     """The state of one thread in one sample, and the rule that decided it.
 
     ``os_evidence``: what /proc said about the thread around the sample (its CPU use, where the kernel has it
     blocked); ``gil_held_elsewhere``: whether another thread owned the GIL in the same dump (None: unknown);
-    ``device``: how busy the GPU the thread works on was at the time (None: no GPU known). Without them the
-    rules fall back to frames and flags alone (docs/states.md, "Known limits").
+    ``device``: how busy the GPU the thread works on was at the time (None: no GPU known); ``cuda``: whether the
+    process has the CUDA driver loaded (False: a `.item()` or `.tolist()` line reads host memory, it cannot wait on
+    a GPU; None: unknown). Without them the rules fall back to frames and flags alone (docs/states.md, "Known
+    limits").
     """
     py_frames = _python_frames(thread)
     native_top = _innermost_native(thread)
@@ -433,7 +436,7 @@ def explain(
     # 7. The source line tells what a C call does: syncs and sleeps leave no Python frame.
     text = lines(top.filename, top.line) if lines is not None else None
     kind = _line_kind(text) if text else None
-    if kind is ThreadState.GPU_WAIT:
+    if kind is ThreadState.GPU_WAIT and cuda is not False:
         return Classification(ThreadState.GPU_WAIT, f"host sync at `{text.strip()}`")  # type: ignore[union-attr]
     if kind is ThreadState.IDLE:
         return Classification(ThreadState.IDLE, f"blocking call at `{text.strip()}`")  # type: ignore[union-attr]
@@ -543,9 +546,11 @@ def classify(
     lines: LineLookup | None = None,
     gil_held_elsewhere: bool | None = None,
     device: DeviceEvidence | None = None,
+    cuda: bool | None = None,
 ) -> ThreadState:
     """The state of one thread in one sample (see :func:`explain` for the rule that chose it)."""
-    return explain(thread, os_evidence, lines=lines, gil_held_elsewhere=gil_held_elsewhere, device=device).state
+    return explain(thread, os_evidence, lines=lines, gil_held_elsewhere=gil_held_elsewhere, device=device,
+                   cuda=cuda).state
 
 
 def gil_holder(sample: StackSample) -> int | None:

@@ -6,7 +6,7 @@ import bisect
 import fnmatch
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
@@ -163,14 +163,21 @@ def _process_gpu(obs: Observation) -> int | None:
     return None
 
 
+def cuda_loaded(obs: Observation) -> bool | None:
+    """Whether the CUDA driver is mapped into the process (/proc/PID/maps); None when that was not read."""
+    return obs.process.uses_cuda if obs.process is not None else None
+
+
 def classify_stacks(
     stacks: tuple[StackSample, ...],
     lines: LineLookup | None = None,
     *,
     os_timeline: OsTimeline | None = None,
     gpu_timeline: GpuTimeline | None = None,
+    cuda: bool | None = None,
 ) -> dict[int, list[ClassifiedThread]]:
-    """Every thread of every dump classified, grouped by :func:`thread_identity`, in time order."""
+    """Every thread of every dump classified, grouped by :func:`thread_identity`, in time order (``cuda``: whether
+    the process has the CUDA driver loaded, see :func:`classify.explain`)."""
     out: dict[int, list[ClassifiedThread]] = {}
     for sample in sorted(stacks, key=lambda s: s.monotonic_s):
         holder = gil_holder(sample)
@@ -180,7 +187,8 @@ def classify_stacks(
             device = None
             if gpu_timeline is not None and thread.name:
                 device = gpu_timeline.at(gpu_timeline.device_of(thread.name), sample.monotonic_s)
-            c: Classification = explain(thread, os_ev, lines=lines, gil_held_elsewhere=elsewhere, device=device)
+            c: Classification = explain(thread, os_ev, lines=lines, gil_held_elsewhere=elsewhere, device=device,
+                                        cuda=cuda)
             out.setdefault(thread_identity(thread), []).append(
                 ClassifiedThread(sample.monotonic_s, thread, c.state, c.rule)
             )
@@ -290,7 +298,7 @@ def aggregate(
     devices = _board_devices(board)
     roles = _board_roles(board)
     grouped = classify_stacks(obs.stacks, lookup, os_timeline=OsTimeline(obs.proc),
-                              gpu_timeline=GpuTimeline(obs, devices))
+                              gpu_timeline=GpuTimeline(obs, devices), cuda=cuda_loaded(obs))
     name_of = {ident: _name_of(ident, rows, board_names) for ident, rows in grouped.items()}
     assignment = _assign_stages(grouped, name_of, patterns, roles, obs)
     stage_of = {ident: assignment.stages.get(ident, "other") for ident in name_of}
@@ -313,6 +321,7 @@ def aggregate(
                 n_samples=n,
                 shares=shares,
                 cpu_pct=cpu_pct(obs, os_tid),
+                runq_pct=runq_pct(obs, os_tid),
                 gil_held_pct=100.0 * sum(1 for r in rows if r.thread.owns_gil) / n,
                 top_frame=_top_frame(rows),
                 gpu_index=devices.get(name),
@@ -392,9 +401,18 @@ def _top_frame(rows: list[ClassifiedThread]) -> Frame | None:
 
 def cpu_pct(obs: Observation, tid: int | None) -> Maybe[float]:
     """% of one core the thread used over the window, from the first and last /proc readings of it."""
+    return _proc_pct(obs, tid, lambda p: p.run_ns)
+
+
+def runq_pct(obs: Observation, tid: int | None) -> Maybe[float]:
+    """% of the window the thread was runnable but waited for a CPU (schedstat), first to last /proc reading."""
+    return _proc_pct(obs, tid, lambda p: p.runq_wait_ns)
+
+
+def _proc_pct(obs: Observation, tid: int | None, ns_of: Callable[[ProcThreadSample], int]) -> Maybe[float]:
     if tid is None:
         return NA("py-spy did not report the thread's native id")
-    readings = [(p.monotonic_s, p.run_ns) for sweep in obs.proc for p in sweep if p.tid == tid]
+    readings = [(p.monotonic_s, ns_of(p)) for sweep in obs.proc for p in sweep if p.tid == tid]
     if len(readings) < 2:
         return NA("needs two /proc readings" if obs.proc else "no /proc readings")
     readings.sort()

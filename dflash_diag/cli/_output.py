@@ -7,6 +7,7 @@
 - :class:`OneLineParser`: argparse that reports a bad argument in one line (and ``--help``), exit code 2.
 - :func:`console`: the Rich console every command prints with; a closed pipe raises BrokenPipeError like
   ``print`` does (Rich's own answer is ``SystemExit(1)``), so ``main`` ends every command the same way (141).
+- :func:`print_lines`: the rich adapter of a finding's lines (``view/findings.py``): ``doctor``'s findings.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Iterable
 from typing import IO, Any, NoReturn
 
 from dflash_contract.proc import PID_MAX
 from dflash_contract.redact import redact_strings
 from dflash_diag.errors import ExitCode
 from dflash_diag.model.text import printable, printable_tree
+from dflash_diag.view.findings import BADGE, LABEL, SEVERITY_STYLE, TAG_STYLE, VALUE, Line
 
 
 def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = False) -> Any:
@@ -33,6 +36,40 @@ def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = Fals
             raise BrokenPipeError
 
     return _Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap, markup=markup)
+
+
+_INDENT = "    "
+
+
+def print_lines(out: Any, lines: Iterable[Line]) -> None:
+    """Draw finding lines on a Rich console: a coloured badge, evidence as an aligned two-column grid, a blank
+    line before each finding. Text objects, never markup, so a claim's ``[brackets]`` print as they are."""
+    from rich.table import Table
+    from rich.text import Text
+
+    grid: Table | None = None
+    for line in lines:
+        if line.role == "evidence":
+            if grid is None:
+                grid = Table.grid(padding=(0, 2))
+                grid.add_column(style=TAG_STYLE[LABEL], no_wrap=True)
+                grid.add_column()
+            grid.add_row(_INDENT * line.depth + line.tagged(LABEL), line.tagged(VALUE))
+            continue
+        if grid is not None:
+            out.print(grid)
+            grid = None
+        if line.role == "finding":
+            out.print()
+        text = Text(_INDENT * line.depth)
+        for span in line.spans:
+            if span.tag == BADGE:
+                text.append(f" {span.text} ", style=SEVERITY_STYLE.get(line.severity, ""))
+            else:
+                text.append(span.text, style=TAG_STYLE.get(span.tag, ""))
+        out.print(text)
+    if grid is not None:
+        out.print(grid)
 
 
 def shown(value: object) -> str:

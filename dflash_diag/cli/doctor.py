@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from dflash_diag.cli._observe import BURST_MAX_S, sampler_config
 from dflash_diag.cli._output import console as make_console
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg, rate_arg
+from dflash_diag.cli._output import dump_json, finite_float, pid_arg, print_lines, rate_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
-from dflash_diag.model import Analysis, Finding, Observation, Severity
+from dflash_diag.model import Analysis, Observation, Severity
 from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
+from dflash_diag.view.findings import finding_json, headline_json
 
 if TYPE_CHECKING:
     from dflash_diag.sources.inject import Lease
@@ -23,7 +24,6 @@ MAX_DURATION_S = 600.0
 ATTACH_TIMEOUT_S = 30.0  # --attach: each of the attach and the detach (`attach --timeout`'s default)
 DOCTOR_SCHEMA = "dflash-diag.doctor/1"
 _FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
-_STYLE = {Severity.CRITICAL: "bold white on red", Severity.WARNING: "bold black on yellow", Severity.INFO: "bold cyan"}
 
 
 class DoctorCommand:
@@ -87,7 +87,7 @@ class DoctorCommand:
         if args.json:
             dump_json(report)
         else:
-            print_findings(analysis.findings, report)
+            print_findings(report)
         if any(f.rule_id == "process-zombie" for f in analysis.findings):
             return ExitCode.NO_PROCESS  # it has exited: the report says so, the code is every command's (3)
         if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
@@ -218,27 +218,11 @@ def _console(stderr: bool = False) -> Any:
     return make_console(stderr=stderr)
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
-    return {
-        "rule_id": f.rule_id,
-        "severity": f.severity.label,
-        "kind": f.kind,
-        "claim": f.claim,
-        "evidence": [{"name": name, "value": value} for name, value in f.evidence],
-        "remedy": f.remedy,
-        "impact": round(f.impact, 3),
-        "stages": list(f.stages),
-        "because": list(f.because),
-        "explains": list(f.explains),
-    }
-
-
 def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
     from dflash_diag.model import NA
     from dflash_diag.view.waits import waits_json
 
     obs, findings, pipeline = analysis.observation, analysis.findings, analysis.pipeline
-    headline = analysis.headline
     return {
         "schema": DOCTOR_SCHEMA,
         "pid": pid,
@@ -247,9 +231,7 @@ def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
         "threads": len(analysis.threads),
         "process_alive": obs.process_alive,
         "phase": analysis.phase,
-        "headline": None if headline is None else {
-            "rule_id": headline.rule_id, "severity": headline.severity.label, "text": headline.text,
-            "remedy": headline.remedy, "because": list(headline.because)},
+        "headline": headline_json(analysis.headline),
         "summary": {s.label: sum(1 for f in findings if f.severity == s) for s in reversed(Severity)},
         "healthy": analysis.healthy,
         "pipeline": ({"bottleneck": "unknown", "verdict": str(pipeline), "stages_from": ""} if isinstance(pipeline, NA)
@@ -261,40 +243,27 @@ def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
     }
 
 
-def print_findings(findings: tuple[Finding, ...], report: dict[str, Any]) -> None:
+def print_findings(report: dict[str, Any]) -> None:
+    """The report as text: the header, the headline, the pipeline and waits, every finding (drawn from the report's
+    own documents, view/findings.py), the summary."""
     from rich.markup import escape
-    from rich.table import Table
+
+    from dflash_diag.view.findings import finding_lines, headline_lines
 
     console = _console()
     console.print(f"[bold]dflash-diag doctor[/]: PID {report['pid']}, {report['window_s']:.1f} s sampled, "
                   f"{report['stack_samples']} stack samples of {report['threads']} threads"
                   + ("" if report["process_alive"] else " [red](the process exited)[/]"))
-    headline = report["headline"]
-    if headline is not None:
-        style = _STYLE[_FAIL_ON[headline["severity"]]]
+    if report["headline"] is not None:
         console.print()
-        console.print(f"[{style}] {headline['severity'].upper()} [/] [bold]{escape(headline['text'])}[/]")
-        console.print(f"    [green]fix:[/] {escape(headline['remedy'])}")
+        print_lines(console, headline_lines(report["headline"]))
     if report["pipeline"]["verdict"] and report["phase"] == "steady":
         console.print(f"pipeline: {escape(report['pipeline']['verdict'])}")
     path = report["waits"].get("path")
     if path:
         console.print(f"waits (root last): {escape(path)}")
+    print_lines(console, [line for doc in report["findings"] for line in finding_lines(doc)])
     console.print()
-    for f in findings:
-        linked = f" [dim](because: {', '.join(f.because)})[/]" if f.because else ""
-        linked += f" [dim](explains: {', '.join(f.explains)})[/]" if f.explains else ""
-        console.print(f"[{_STYLE[f.severity]}] {f.severity.label.upper()} [/] [bold]{f.rule_id}[/]: {escape(f.claim)}"
-                      + linked)
-        if f.evidence:
-            table = Table.grid(padding=(0, 2))
-            table.add_column(style="dim", no_wrap=True)
-            table.add_column()
-            for name, value in f.evidence:
-                table.add_row(f"    {escape(name)}", escape(value))
-            console.print(table)
-        console.print(f"    [green]fix:[/] {escape(f.remedy)}")
-        console.print()
     summary = report["summary"]
     if report["healthy"]:
         extra = f" ({summary['info']} informational)" if summary["info"] else ""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, shown
 from dflash_diag.errors import CommandError, ExitCode
+from dflash_diag.view.findings import finding_json, finding_lines, plain_lines
 
 # The same values as snapshot.gather's (kept here so that --help does not import the bundle code; a test checks).
 DEFAULT_DURATION_S = 1.5
@@ -66,16 +67,15 @@ class SnapshotCommand:
         if args.json:
             dump_json({"path": shown(result.path), "elapsed_s": round(result.elapsed_s, 3),
                        "alive_at_end": result.alive_at_end,
-                       "findings": [{"rule_id": f.rule_id, "severity": f.severity.label, "claim": f.claim}
-                                    for f in result.findings],
+                       "findings": [finding_json(f) for f in result.findings],
                        "missing": [{"what": w, "why": y} for w, y in result.missing]})
             return ExitCode.OK
         serious = [f for f in result.findings if f.severity.label in ("warning", "critical")]
         print(f"wrote {shown(result.path)} in {result.elapsed_s:.1f} s: {len(result.findings)} findings"
               f" ({len(serious)} warning or critical)"
               + ("" if result.alive_at_end else "; the process exited during the snapshot"))
-        for f in serious[:5]:
-            print(f"  {f.severity.label.upper():8} {f.rule_id}: {shown(f.claim)}")
+        for line in plain_lines((line for f in serious[:5] for line in finding_lines(finding_json(f), "claim")), "  "):
+            print(shown(line))
         for what, why in result.missing:
             print(f"  missing: {shown(what)}: {shown(why)}", file=sys.stderr)
         return ExitCode.OK

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dflash_diag.analysis.threads import classify_stacks
+from dflash_diag.analysis.threads import classify_stacks, cuda_loaded
 from dflash_diag.export.timebase import sample_ends
 from dflash_diag.model import Frame, Observation, ThreadStats
 
@@ -33,7 +33,7 @@ def speedscope(obs: Observation, threads: tuple[ThreadStats, ...], *, tool_versi
             frames.append(entry)
         return index[key]
 
-    grouped = classify_stacks(obs.stacks, obs.line_text)
+    grouped = classify_stacks(obs.stacks, obs.line_text, cuda=cuda_loaded(obs))
     ends = sample_ends(obs)
     order = {t.os_thread_id: i for i, t in enumerate(threads) if t.os_thread_id is not None}
     stats = {t.os_thread_id: t for t in threads if t.os_thread_id is not None}

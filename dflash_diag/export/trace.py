@@ -32,12 +32,14 @@ from dflash_contract.board import (
     QueueKeys,
     SessionKeys,
 )
-from dflash_diag.analysis.threads import ClassifiedThread, classify_stacks
+from dflash_diag.analysis.threads import ClassifiedThread, classify_stacks, cuda_loaded
 from dflash_diag.export.timebase import Timebase, sample_ends, timebase
 from dflash_diag.model import Board, Finding, Frame, Observation, ThreadState, ThreadStats
+from dflash_diag.view.findings import finding_json
 
 GENERATOR = "dflash-diag"
-TRACE_SCHEMA = "dflash-diag.trace/1"
+# 2: a finding's args are the one finding document (docs/findings.md); 1 had flat "evidence: NAME" keys.
+TRACE_SCHEMA = "dflash-diag.trace/2"
 # Chrome's reserved colour names (trace-viewer's color scheme), so states look alike in every trace.
 STATE_COLOURS: dict[ThreadState, str] = {
     ThreadState.PYTHON: "thread_state_running",
@@ -144,7 +146,7 @@ def _state_slices(spans: list[_Span]) -> Iterator[tuple[_Span, list[_Span]]]:
 
 def _thread_events(obs: Observation, threads: tuple[ThreadStats, ...], tb: Timebase) -> list[dict[str, Any]]:
     pid = obs.pid
-    grouped = classify_stacks(obs.stacks, obs.line_text)
+    grouped = classify_stacks(obs.stacks, obs.line_text, cuda=cuda_loaded(obs))
     ends = sample_ends(obs)
     order = {t.os_thread_id: i for i, t in enumerate(threads) if t.os_thread_id is not None}
     names = {t.os_thread_id: t for t in threads if t.os_thread_id is not None}
@@ -311,15 +313,12 @@ def _cudagraph_instants(pid: int, boards: list[Board], tb: Timebase) -> list[dic
 
 
 def _finding_instants(pid: int, findings: tuple[Finding, ...], tb: Timebase) -> list[dict[str, Any]]:
+    """Each finding's instant carries the finding's one document as its args (doctor's JSON, view/findings.py):
+    evidence as {name, value} pairs, the causal links; Perfetto shows them as nested args."""
     events = []
     for f in findings:
-        args = {"severity": f.severity.label, "claim": f.claim, "remedy": f.remedy}
-        if f.because:  # the causal links, as doctor's JSON has them
-            args["because"] = ", ".join(f.because)
-        if f.explains:
-            args["explains"] = ", ".join(f.explains)
-        args.update({f"evidence: {name}": value for name, value in f.evidence[:8]})
-        event = _instant(pid, f"{f.severity.label}: {f.rule_id}", tb.end_us, None, args, "finding")
+        event = _instant(pid, f"{f.severity.label}: {f.rule_id}", tb.end_us, None, {}, "finding")
+        event["args"] = dict(finding_json(f))  # whole, as in every other output (a claim is not cut at 500)
         event["s"] = "g"
         events.append(event)
     return events

@@ -34,6 +34,9 @@ class ThreadStats:
     # The thread's entry point: its outermost frame outside threading.py (the target function of a
     # threading.Thread); threads that share it do the same job. None when no Python frame was seen.
     entry: Frame | None = None
+    # From /proc schedstat: % of the window the thread was runnable but waited for a CPU (an oversubscribed
+    # machine). With ``cpu_pct`` it tells how long the thread slept: 100 - cpu_pct - runq_pct.
+    runq_pct: Maybe[float] = NA("not read")
 
 
 @dataclass(frozen=True, slots=True)

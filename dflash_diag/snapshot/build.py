@@ -42,8 +42,11 @@ from dflash_diag.snapshot.jsonable import to_jsonable
 from dflash_diag.snapshot.report import render_report
 from dflash_diag.snapshot.shape import RATE_KEYS
 from dflash_diag.snapshot.svg import timeline_svg
+from dflash_diag.view.findings import finding_json, headline_json
 
-SCHEMA = "dflash-diag.snapshot/1"
+# 2: findings are the one finding document (docs/findings.md): evidence a list of {name, value} objects (1 had
+# [name, value] lists). diff reads both (bundle.SUPPORTED_SCHEMAS).
+SCHEMA = "dflash-diag.snapshot/2"
 # Environment variables that change how torch/CUDA/threads behave: shown in the report and compared by `diff`.
 ENV_KNOB = re.compile(
     r"^(PYTORCH_.*|TORCH.*|CUDA_.*|CUBLAS.*|CUDNN.*|NCCL_.*|NVIDIA_.*|TRITON_.*|OMP_.*|MKL_.*|OPENBLAS_.*|"
@@ -141,9 +144,9 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
         "app_threads": app.get(AppKeys.THREADS, {}),
         "env": redact_env(env) if env else g.environ,  # allow-list: values of diagnosis knobs only
         "env_knobs": {k: v for k, v in sorted(redact_env(env).items()) if ENV_KNOB.match(k)},
-        "headline": a.headline,
+        "headline": headline_json(a.headline),  # the one finding document (view/findings.py)
         "phase": a.phase,
-        "findings": a.findings,
+        "findings": [finding_json(f) for f in a.findings],
         "rates": _rates(g, a),
         "pipeline": a.pipeline,
         "threads": a.threads,

@@ -52,7 +52,8 @@ from dflash_diag.snapshot.output import (
 )
 
 SCHEMA_PREFIX = "dflash-diag.snapshot/"
-SUPPORTED_SCHEMAS = ("dflash-diag.snapshot/1",)
+# What diff reads: 1 differs from 2 only in the shape of a finding's evidence, which diff does not compare.
+SUPPORTED_SCHEMAS = ("dflash-diag.snapshot/1", "dflash-diag.snapshot/2")
 MAX_MEMBERS = 64
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024

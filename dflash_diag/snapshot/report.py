@@ -7,10 +7,21 @@ flags, environment knobs, threads and their states, pipeline, GPUs, probes, code
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dflash_contract.board import AppKeys
+from dflash_diag.view.findings import (
+    BADGE,
+    FIX,
+    RULE,
+    FindingDoc,
+    HeadlineDoc,
+    Line,
+    Span,
+    findings_lines,
+    headline_lines,
+)
 
 MAX_PROBE_JSON_CHARS = 1500
 
@@ -39,29 +50,43 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return out
 
 
-def _findings(doc: Mapping[str, Any]) -> list[str]:
-    findings = doc.get("findings") or []
-    out = ["## Findings", ""]
-    headline = doc.get("headline")
-    if isinstance(headline, Mapping) and headline.get("text"):
-        out += [f"**[{str(headline.get('severity', '')).upper()}] {headline['text']}**", "",
-                f"Fix: {headline.get('remedy')}", ""]
-    serious = [f for f in findings if f.get("severity") in ("warning", "critical")]
-    if not findings:
-        out.append("No findings: nothing known to be wrong was seen in the sampling window.")
-    elif not serious:
-        out.append("No warning or critical findings. Informational:")
-        out.append("")
-    for f in findings:
-        out.append(f"### [{str(f.get('severity', '')).upper()}] `{f.get('rule_id')}`: {f.get('claim')}")
-        out.append("")
-        if f.get("because"):
-            out.append(f"- because: {', '.join(f'`{r}`' for r in f['because'])}")
-        for name, value in f.get("evidence") or []:
-            out.append(f"- {name}: {value}")
-        out.append(f"- **fix**: {f.get('remedy')}")
-        out.append("")
+def markdown_lines(lines: Iterable[Line]) -> list[str]:
+    """The markdown adapter of finding lines (view/findings.py): the headline in bold, a finding as a heading with
+    its evidence and fix as a list under it, a badge as ``[WARNING]``, a rule id as code."""
+    out: list[str] = []
+    under = ""  # the role of the line the indented ones belong to
+    for line in lines:
+        text = "".join(_markdown_span(span) for span in line.spans)
+        if line.depth == 0:
+            under = line.role
+            out += [{"headline": f"**{text}**", "finding": f"### {text}"}.get(line.role, text), ""]
+        elif under == "headline":  # its fix: a paragraph of its own
+            out += [text, ""]
+        else:
+            out.append(f"- {text}")
+            if line.role == "fix":  # a finding's last line
+                out.append("")
     return out
+
+
+def _markdown_span(span: Span) -> str:
+    if span.tag == BADGE:
+        return f"[{span.text}]"
+    if span.tag == RULE:
+        return f"`{span.text}`"
+    if span.tag == FIX:
+        return f"**{span.text}**"
+    return span.text
+
+
+def _findings(doc: Mapping[str, Any]) -> list[str]:
+    # The document build.py has just written (view/findings.py's shapes), redacted: drawn as it stands.
+    findings: list[FindingDoc] = doc.get("findings") or []
+    headline: HeadlineDoc | None = doc.get("headline")
+    out = ["## Findings", ""] + (markdown_lines(headline_lines(headline)) if headline is not None else [])
+    if findings and not any(f["severity"] in ("warning", "critical") for f in findings):
+        out += ["No warning or critical findings. Informational:", ""]
+    return out + markdown_lines(findings_lines(None, findings))
 
 
 def _threads(doc: Mapping[str, Any]) -> list[str]:

@@ -22,7 +22,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
 from dflash_diag.errors import DflashDiagError, ExitCode
-from dflash_diag.model import NA, ThreadStats
+from dflash_diag.model import ThreadStats
+from dflash_diag.tui.render import finding_texts
 from dflash_diag.tui.source import TopSource
 from dflash_diag.tui.widgets import (
     GpuPane,
@@ -35,6 +36,7 @@ from dflash_diag.tui.widgets import (
     TopHeader,
     sort_key,
 )
+from dflash_diag.view.findings import maybe_findings_lines
 from dflash_diag.view.frame import TopFrame, stats_key
 from dflash_diag.view.waits import waits_lines
 
@@ -488,20 +490,5 @@ class TopApp(App[int]):
 
 
 def _findings_text(frame: TopFrame) -> Text:
-    if isinstance(frame.findings, NA):
-        return Text(str(frame.findings), style="dim")
-    if not frame.findings:
-        return Text("No findings: nothing looks wrong in this window.", style="green")
-    text = Text()
-    if frame.headline is not None:
-        text.append(f"{frame.headline.text}\n", style="bold red" if frame.headline.severity >= 3 else "bold")
-        text.append(f"fix: {frame.headline.remedy}\n\n")
-    for finding in frame.findings:
-        text.append(
-            f"[{finding.severity.label}] ", style="bold red" if finding.severity >= 3 else "bold yellow"
-        )
-        text.append(f"{finding.claim}  ({finding.rule_id})\n", style="bold")
-        for name, value in finding.evidence:
-            text.append(f"    {name}: {value}\n", style="dim")
-        text.append(f"    fix: {finding.remedy}\n")
-    return text
+    """The findings tab: the headline, then every finding with its evidence and fix (view/findings.py)."""
+    return Text("\n").join(finding_texts(maybe_findings_lines(frame.findings, frame.headline)))

@@ -1,4 +1,5 @@
-"""Rich renderings of frame parts for the TUI (bars, strips, stacks); the plain-text parts are view/text.py."""
+"""Rich renderings of frame parts for the TUI (bars, strips, stacks, findings); the plain-text parts are
+view/text.py, the words of a finding view/findings.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from rich.text import Text
 
 from dflash_diag.model import Frame, ThreadState
+from dflash_diag.view.findings import BADGE, SEVERITY_STYLE, TAG_STYLE, Line
 from dflash_diag.view.text import STATE_CHAR, STATE_ORDER, STATE_SHORT, STATE_STYLE, dominant, frame_text, pct
 
 
@@ -70,3 +72,21 @@ def stack_lines(frames: Iterable[Frame]) -> list[Text]:
             line.append(f"  {where}", style="dim")
         lines.append(line)
     return lines
+
+
+def finding_texts(lines: Iterable[Line], *, indent: str = "", one_line: bool = False) -> list[Text]:
+    """The Textual adapter of finding lines (view/findings.py): one Text per line, a coloured badge, evidence and
+    fix indented under their finding, a blank line before each finding but the first. ``one_line``: each line cut
+    to the pane's width and no blank lines (the narrow side pane)."""
+    out: list[Text] = []
+    for line in lines:
+        if line.role == "finding" and out and not one_line:
+            out.append(Text())
+        text = Text(indent + "    " * line.depth, no_wrap=one_line, overflow="ellipsis" if one_line else "fold")
+        for span in line.spans:
+            if span.tag == BADGE:
+                text.append(f" {span.text} ", style=SEVERITY_STYLE.get(line.severity, ""))
+            else:
+                text.append(span.text, style=TAG_STYLE.get(span.tag, ""))
+        out.append(text)
+    return out

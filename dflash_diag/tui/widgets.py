@@ -13,7 +13,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Sparkline, Static
 
 from dflash_diag.model import NA, Maybe, PipelineView, StageStats, ThreadState, ThreadStats
-from dflash_diag.tui.render import dominant_text, legend, share_bar, stack_lines, strip
+from dflash_diag.tui.render import dominant_text, finding_texts, legend, share_bar, stack_lines, strip
+from dflash_diag.view.findings import maybe_findings_lines
 from dflash_diag.view.frame import TopFrame, stats_key
 from dflash_diag.view.history import TOKENS, Series, buckets, queue_series_name
 from dflash_diag.view.text import (
@@ -293,10 +294,6 @@ class GpuPane(Static):
         self.update(Group(*lines))
 
 
-def _severity_style(level: int) -> str:
-    return {3: "bold white on red", 2: "bold yellow"}.get(level, "cyan")
-
-
 class ProbesPane(Static):
     """Probe readings from the board, its staleness, and the live findings (``compact``: claims only)."""
 
@@ -311,23 +308,8 @@ class ProbesPane(Static):
             line.append(reading, style="red" if ("STALE" in reading or "SLOW" in reading) else "")
             lines.append(line)
         lines.append(Text("findings", style="bold underline"))
-        if frame.headline is not None:
-            head = Text("  ", no_wrap=self.compact, overflow="ellipsis")
-            head.append(frame.headline.text, style="bold")
-            lines.append(head)
-        if isinstance(frame.findings, NA):
-            lines.append(Text(f"  {frame.findings}", style="dim"))
-        elif not frame.findings:
-            lines.append(Text("  none: nothing looks wrong in this window", style="green"))
-        else:
-            for finding in frame.findings:
-                line = Text("  ", no_wrap=self.compact, overflow="ellipsis")
-                line.append(f" {finding.severity.label} ", style=_severity_style(int(finding.severity)))
-                line.append(f" {finding.claim}")
-                line.append(f"  [{finding.rule_id}]", style="dim")
-                lines.append(line)
-                if not self.compact:
-                    lines.append(Text(f"    fix: {finding.remedy}", style="dim"))
+        shown = maybe_findings_lines(frame.findings, frame.headline, "claim" if self.compact else "fix")
+        lines += finding_texts(shown, indent="  ", one_line=self.compact)
         for warning in frame.warnings:
             lines.append(Text(f"warning: {warning}", style="yellow"))
         self.update(Group(*lines))

@@ -6,7 +6,8 @@ import math
 import time
 from typing import Any
 
-from dflash_diag.model import NA, Finding, Frame, GpuSample, Maybe, StageStats, ThreadStats
+from dflash_diag.model import NA, Frame, GpuSample, Maybe, StageStats, ThreadStats
+from dflash_diag.view.findings import finding_json, headline_json, maybe_findings_lines, plain_lines
 from dflash_diag.view.frame import TopFrame
 from dflash_diag.view.text import (
     STATE_ORDER,
@@ -20,7 +21,9 @@ from dflash_diag.view.text import (
 )
 from dflash_diag.view.waits import waits_json, waits_lines
 
-JSON_SCHEMA = "dflash-diag.top/1"
+# 2: each finding is the one finding document (docs/findings.md): evidence a list of {name, value} pairs (1 had an
+# object, which kept one value of a name given twice) and kind, impact, stages, because, explains; and the headline.
+JSON_SCHEMA = "dflash-diag.top/2"
 
 
 def _num(value: Maybe[float] | Maybe[int] | None) -> float | int | None:
@@ -96,16 +99,6 @@ def _gpu_json(gpu: GpuSample) -> dict[str, Any]:
     }
 
 
-def _finding_json(finding: Finding) -> dict[str, Any]:
-    return {
-        "rule_id": finding.rule_id,
-        "severity": finding.severity.label,
-        "claim": finding.claim,
-        "evidence": {name: value for name, value in finding.evidence},
-        "remedy": finding.remedy,
-    }
-
-
 def frame_to_json(frame: TopFrame) -> dict[str, Any]:
     """The machine-readable batch report. Keys are stable (docs/top.md); every section has a ``status``."""
     pipeline: dict[str, Any]
@@ -157,7 +150,7 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
     findings: dict[str, Any] = (
         _na(frame.findings)
         if isinstance(frame.findings, NA)
-        else {"status": "ok", "items": [_finding_json(f) for f in frame.findings]}
+        else {"status": "ok", "items": [finding_json(f) for f in frame.findings]}
     )
     return {
         "schema": JSON_SCHEMA,
@@ -177,6 +170,7 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
         "pipeline": pipeline,
         "gpus": gpus,
         "probes": probes,
+        "headline": headline_json(frame.headline),
         "findings": findings,
         "waits": waits_json(frame.waits),
         "warnings": list(frame.warnings),
@@ -241,15 +235,8 @@ def frame_to_text(frame: TopFrame) -> str:
     out += ["", "PROBES", f"  {board_age_text(frame.board, frame.wall_s)}"]
     if not isinstance(frame.board, NA):
         out += [f"  {name:<11} {reading}" for name, reading in probe_summary(frame.board)]
-    out += ["", "FINDINGS"]
-    if isinstance(frame.findings, NA):
-        out.append(f"  {frame.findings}")
-    elif not frame.findings:
-        out.append("  none")
-    else:
-        for f in frame.findings:
-            out.append(f"  [{f.severity.label}] {f.claim} ({f.rule_id})")
-            out.append(f"      fix: {f.remedy}")
+    out += ["", "FINDINGS"] + plain_lines(
+        maybe_findings_lines(frame.findings, frame.headline), indent="  ")
     out += ["", "WAITS"] + [f"  {line}" for line in waits_lines(frame.waits)]
     for warning in frame.warnings:
         out.append(f"warning: {warning}")

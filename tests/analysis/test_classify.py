@@ -323,6 +323,16 @@ def test_rule_with_os_and_gpu_evidence(label: str, sample: ThreadSample, gil_els
     assert words in c.rule, c.rule
 
 
+def test_a_sync_line_in_a_process_without_cuda_is_host_work_not_a_gpu_wait() -> None:
+    """`.tolist()` / `.item()` on a process with no CUDA driver mapped reads host memory: it cannot wait on a GPU."""
+    running = thread(py("step", APP, 1), active=True)
+    assert explain(running, lines=app_lines, gil_held_elsewhere=True).state is S.GPU_WAIT  # unknown: the line decides
+    assert explain(running, lines=app_lines, gil_held_elsewhere=True, cuda=True).state is S.GPU_WAIT
+    assert explain(running, lines=app_lines, gil_held_elsewhere=True, cuda=False).state is S.NATIVE
+    holding = thread(py("step", APP, 5), active=True, gil=True)
+    assert explain(holding, lines=app_lines, cuda=False).state is S.PYTHON
+
+
 def test_wait_kind_in_words() -> None:
     assert wait_kind("unix_stream_read_generic", "recvfrom") == "a socket read (recvfrom, unix_stream_read_generic)"
     assert wait_kind("ep_poll", None).startswith("poll/select")

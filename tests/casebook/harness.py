@@ -243,9 +243,15 @@ def run_all(cases: list[Case], modes: tuple[str, ...] = MODES, *, parallel: int 
             python: str | None = None, progress: Any = None, extra_args: tuple[str, ...] = (),
             ready_timeout_s: float | None = None) -> list[Result]:
     """Every (case, mode), ``parallel`` at a time; results in case order."""
+    return run_jobs([(c, m) for c in cases for m in modes], parallel=parallel, duration_s=duration_s, python=python,
+                    progress=progress, extra_args=extra_args, ready_timeout_s=ready_timeout_s)
+
+
+def run_jobs(jobs: list[tuple[Case, str]], *, parallel: int = 2, duration_s: float = 5.0, python: str | None = None,
+             progress: Any = None, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None) -> list[Result]:
+    """Each (case, mode) of ``jobs``, ``parallel`` at a time; results in the order of ``jobs``."""
     from concurrent.futures import as_completed
 
-    jobs = [(c, m) for c in cases for m in modes]
     results: dict[tuple[str, str], Result] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python, extra_args=extra_args,

@@ -69,6 +69,28 @@ def test_identical_snapshots_have_no_changes(tmp_path: Path, capsys: pytest.Capt
     assert "no differences" in capsys.readouterr().out
 
 
+def test_a_schema_1_bundle_diffs_against_a_schema_2_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Schema 2 changed a finding's evidence from [name, value] lists to {name, value} objects (docs/findings.md):
+    diff still reads the bundles written before, and compares their findings with the new ones."""
+    from dflash_diag.model import Finding, Severity
+    from dflash_diag.snapshot.build import SCHEMA
+    from dflash_diag.view.findings import finding_json
+
+    old_finding = {"rule_id": "stale-code", "severity": "critical", "claim": "x changed", "remedy": "restart",
+                   "evidence": [["stale module", "a.loss"], ["stale module", "a.model"]], "impact": 0.3,
+                   "kind": "cause", "stages": [], "because": [], "explains": []}  # as schema 1 wrote it
+    new_finding = finding_json(Finding("gil-contention", Severity.WARNING, "GIL contention 40%",
+                                       (("contention", "40%"),), "fewer Python threads"))
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(_doc(findings=[old_finding])))
+    new.write_text(json.dumps({**_doc(findings=[new_finding]), "schema": SCHEMA}))
+    assert SCHEMA == "dflash-diag.snapshot/2"
+    assert main(["diff", str(old), str(new), "--json"]) == ExitCode.OK
+    changes = {(c["kind"], c["key"]): (c["a"], c["b"]) for c in json.loads(capsys.readouterr().out)["changes"]}
+    assert changes[("finding", "stale-code")] == ("critical", "(none)")
+    assert changes[("finding", "gil-contention")] == ("(none)", "warning")
+
+
 def _tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Path:
     with tarfile.open(path, "w:gz") as tar:
         for info, data in members:

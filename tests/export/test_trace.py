@@ -176,5 +176,5 @@ def test_trace_findings_carry_their_causal_links(analysed) -> None:
                    for i, f in enumerate(findings))
     doc = chrome_trace(obs, threads, linked, tool_version="t")
     instants = [e for e in doc["traceEvents"] if e.get("cat") == "finding"]
-    assert instants[0]["args"]["because"] == "gil-contention"
-    assert all("because" not in e["args"] for e in instants[1:] if not any(f.because for f in findings))
+    assert instants[0]["args"]["because"] == ["gil-contention"]
+    assert all(e["args"]["because"] == [] for e in instants[1:] if not any(f.because for f in findings))

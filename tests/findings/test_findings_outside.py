@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from findings_builders import (
     NOW_S,
     board,
@@ -283,6 +284,14 @@ def test_host_syncs_on_a_saturated_gpu_are_information() -> None:
     assert _run(idle, threads)["host-sync-storm"].severity == Severity.WARNING
 
 
+def test_no_host_sync_storm_in_a_process_without_the_cuda_driver() -> None:
+    """A `.tolist()` in a process with no CUDA driver mapped (/proc/PID/maps) copies host memory: no GPU to wait on."""
+    threads, stacks = _syncing_drafter()
+    obs = replace(observation(), stacks=stacks, process=replace(_facts(), uses_cuda=False))
+    assert "host-sync-storm" not in _run(obs, threads)
+    assert "host-sync-storm" in _run(replace(obs, process=replace(_facts(), uses_cuda=True)), threads)
+
+
 def test_gpu_power_is_evidence_not_a_verdict() -> None:
     """Small models keep an H200 99% busy at 165-240 W of 700: the power is shown, the GPU still reads saturated."""
     threads, stacks = _syncing_drafter()
@@ -302,6 +311,42 @@ def test_a_side_thread_holding_the_gil_most_of_the_time_is_named_even_on_a_busy_
     # The same share held by a pipeline thread, with no side thread, is that stage's own Python: no finding.
     own = replace(hog, name="fit-0", stage="drafter")
     assert "gil-contention" not in _run(observation(), (own, replace(stage, shares={ThreadState.NATIVE: 1.0})))
+
+
+def _trainer_and_monitor(cpu_pct: float, runq_pct: float, *, monitor_stage: str = "other",
+                         held_pct: float = 50.0) -> tuple[tuple[ThreadStats, ...], tuple[StackSample, ...]]:
+    """A training loop (backward in its stacks, computing in every sample) and a side thread holding the GIL."""
+    fit = (Frame("Tensor.backward", "/venv/lib/python3.11/site-packages/torch/_tensor.py", 600),
+           Frame("main", "/app/train_mlp.py", 58))
+    hist = (Frame("weight_histogram", "/app/train_mlp.py", 26), Frame("watch_weights", "/app/train_mlp.py", 35))
+    n = 100
+    stacks = tuple(stack([thread_sample("MainThread", fit, tid=1),
+                          thread_sample("weight-watch", hist, tid=2, gil=i < held_pct)], t=i * 0.05) for i in range(n))
+    trainer = replace(thread_stats("MainThread", "other", {ThreadState.NATIVE: 1.0}, tid=1, n=n,
+                                   timeline=[ThreadState.NATIVE] * n), cpu_pct=cpu_pct, runq_pct=runq_pct)
+    monitor = replace(thread_stats("weight-watch", monitor_stage, {ThreadState.PYTHON: 0.6, ThreadState.IDLE: 0.4},
+                                   tid=2, n=n, gil_held_pct=held_pct), cpu_pct=30.0, runq_pct=2.0)
+    return (trainer, monitor), stacks
+
+
+def test_a_training_thread_asleep_while_a_side_thread_holds_the_gil_is_contention_with_its_cost() -> None:
+    """Every sample of the training loop computes (a GIL waiter between two ops looks like the op it will run),
+    but /proc says it slept 20% of the window: the side thread holding the GIL half the time costs that."""
+    threads, stacks = _trainer_and_monitor(cpu_pct=62.0, runq_pct=18.0)
+    f = _run(replace(observation(), stacks=stacks), threads)["gil-contention"]
+    assert f.severity == Severity.WARNING and f.impact == pytest.approx(0.20)
+    assert f.claim.startswith("GIL contention: weight-watch (not a pipeline stage) holds the GIL 50% of the time")
+    assert "MainThread, which computes in every sample, was asleep 20% of the window" in f.claim
+    assert dict(f.evidence)["MainThread (/proc)"] == ("on a CPU 62%, runnable and waiting for a CPU 18%, asleep 20% "
+                                                      "of the window")
+    # Asleep only 5%: no measured cost. A monitor that is a pipeline stage: its Python is the stage's own work.
+    threads, stacks = _trainer_and_monitor(cpu_pct=80.0, runq_pct=15.0)
+    assert "gil-contention" not in _run(replace(observation(), stacks=stacks), threads)
+    threads, stacks = _trainer_and_monitor(cpu_pct=62.0, runq_pct=18.0, monitor_stage="target")
+    assert "gil-contention" not in _run(replace(observation(), stacks=stacks), threads)
+    # A side thread that rarely holds the GIL does not explain the sleep.
+    threads, stacks = _trainer_and_monitor(cpu_pct=62.0, runq_pct=18.0, held_pct=10.0)
+    assert "gil-contention" not in _run(replace(observation(), stacks=stacks), threads)
 
 
 def test_a_side_thread_burning_a_core_in_python_is_a_gil_hog_from_few_samples() -> None:

@@ -51,7 +51,7 @@ def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsy
         for secret in planted:
             assert secret not in text, f"{secret!r} leaked into {path.name}"
     doc = _doc(top)
-    assert doc["schema"] == "dflash-diag.snapshot/1", doc["missing"]
+    assert doc["schema"] == "dflash-diag.snapshot/2", doc["missing"]
     assert doc["board"] is not None, doc["missing"]
     assert doc["env"]["WANDB_API_KEY"] == "<redacted>" and doc["env"]["HF_TOKEN"] == "<redacted>"
     assert "--api-key=<redacted>" in doc["process"]["argv"]

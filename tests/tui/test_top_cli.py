@@ -37,7 +37,7 @@ def _cli(*args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[st
 
 
 def _assert_plausible(report: dict, pid: int) -> None:
-    assert report["schema"] == "dflash-diag.top/1"
+    assert report["schema"] == "dflash-diag.top/2"
     assert report["pid"] == pid and report["process_alive"] is True
     assert report["samples"] >= 2
     by_name = {t["name"]: t for t in report["threads"]}

@@ -12,7 +12,7 @@ from dflash_diag.view.report import JSON_SCHEMA, frame_to_json, frame_to_text
 
 TOP_KEYS = {
     "schema", "pid", "cmdline", "wall_time_s", "window_s", "rate_hz", "rate_requested_hz", "rate_reason", "native", "samples", "process_alive",
-    "states", "threads", "stages", "pipeline", "gpus", "probes", "findings", "waits", "warnings",
+    "states", "threads", "stages", "pipeline", "gpus", "probes", "headline", "findings", "waits", "warnings",
 }  # fmt: skip
 
 
@@ -56,5 +56,5 @@ def test_text_report_sections() -> None:
     for section in ("PIPELINE", "THREADS", "GPUS", "PROBES", "FINDINGS"):
         assert f"\n{section}\n" in text
     assert (
-        "no update for 42 s" in text and "[critical]" in text and "verdict (last 10 s): drafter-bound: q_hs 12/16 rising" in text
+        "no update for 42 s" in text and "[CRITICAL] stale-code: " in text and "verdict (last 10 s): drafter-bound: q_hs 12/16 rising" in text
     )

@@ -233,6 +233,10 @@ def on_cuda(ctx: Context) -> bool | None:
                 return True
             if "no cuda" in str(allocator.get(PayloadKeys.REASON, "")).lower():
                 return False
+    # From outside: a process without the CUDA driver mapped runs nothing on a GPU (yet).
+    facts = ctx.obs.process
+    if facts is not None and facts.uses_cuda is False:
+        return False
     return None
 
 

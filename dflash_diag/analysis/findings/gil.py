@@ -36,6 +36,16 @@ WANTS_PYTHON_SHARE = 0.2
 # A GIL holder that spends this share of its samples compiling holds the GIL because it compiles.
 HOG_COMPILING_SHARE = 0.2
 
+# A thread whose samples (nearly) all compute, yet which /proc shows asleep (neither on a CPU nor waiting for one)
+# this share of the window, waits where its stacks cannot show it: a Python thread between two ops waits for
+# the GIL there (py-spy reads it as the op it is about to run).
+HIDDEN_SLEEP_PCT = 15.0
+HIDDEN_WORK_SHARE = 0.8
+# ... and the GIL it waits for is named when a thread off the training path holds it in this share of the dumps
+# (lower bound).
+SIDE_HOLDER_SHARE = 0.25
+_WORK = (ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT)
+
 RULES = (RuleSpec("gil-contention", sampled=True),)
 
 
@@ -64,7 +74,10 @@ def check(ctx: Context) -> Iterator[Finding]:
     if not any(t.stage in ("target", "drafter") for t in sampled):
         wanting = [t for t in sampled if t.name in training]
     monopoly = monopolies[0] if monopolies and wanting else None
+    hidden = _hidden_wait(ctx, sampled, training)
     if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters and monopoly is None:
+        if hidden is not None:
+            yield _hidden_finding(ctx, *hidden)
         return
     only_monopoly = monopoly is not None and not heavy_waiters and (contention or 0.0) < CONTENTION_WARNING_SHARE
     if only_monopoly:
@@ -133,6 +146,47 @@ def check(ctx: Context) -> Iterator[Finding]:
         impact=impact,
         stages=stages,
     )
+
+
+def _hidden_wait(ctx: Context, sampled: list[ThreadStats],
+                 training: set[str]) -> tuple[ThreadStats, float, ThreadStats] | None:
+    """(training thread, % of the window it slept unseen, the side thread holding the GIL), when /proc shows a
+    training thread whose samples all compute asleep a measurable share of the window while a thread off the
+    training path holds the GIL."""
+    holders = sorted((t for t in sampled if t.name not in training and t.stage == "other"
+                      and lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= SIDE_HOLDER_SHARE),
+                     key=lambda t: -t.gil_held_pct)
+    if not holders:
+        return None
+    for t in sampled:
+        if t.name not in training or sum(t.shares.get(s, 0.0) for s in _WORK) < HIDDEN_WORK_SHARE:
+            continue
+        if is_na(t.cpu_pct) or is_na(t.runq_pct):
+            continue
+        slept = 100.0 - float(t.cpu_pct) - float(t.runq_pct)  # type: ignore[arg-type]
+        if slept >= HIDDEN_SLEEP_PCT:
+            return t, slept, holders[0]
+    return None
+
+
+def _hidden_finding(ctx: Context, waiter: ThreadStats, slept_pct: float, hog: ThreadStats) -> Finding:
+    cpu, runq = float(waiter.cpu_pct), float(waiter.runq_pct)  # type: ignore[arg-type]
+    claim = (f"GIL contention: {hog.name} (not a pipeline stage) holds the GIL {hog.gil_held_pct:.0f}% of the time"
+             f"{_where(ctx, hog)}, and {waiter.name}, which computes in every sample, was asleep {slept_pct:.0f}% of "
+             "the window: waiting for the GIL between its ops, where its stacks cannot show it")
+    evidence = (
+        (f"{waiter.name} (/proc)", f"on a CPU {cpu:.0f}%, runnable and waiting for a CPU {runq:.0f}%, asleep "
+                                   f"{slept_pct:.0f}% of the window"),
+        (f"{waiter.name} (samples)", f"computing in {pct(sum(waiter.shares.get(s, 0.0) for s in _WORK))}: no wait "
+                                     "its code makes"),
+        (f"holds: {hog.name}", f"{hog.gil_held_pct:.0f}% of samples{_where(ctx, hog)}" + _cpu_text(hog)),
+    )
+    return Finding(
+        rule_id="gil-contention", severity=Severity.WARNING, claim=claim, evidence=evidence,
+        remedy="Cut the Python work of the thread that holds the GIL (move side work such as metrics, weight "
+        "histograms or logging out of the process, make it rarer, or do it in vectorised torch/numpy calls that "
+        "release the GIL); `dflash-diag run` adds the GIL probe, which measures each wait.",
+        impact=slept_pct / 100.0)
 
 
 def _burns_python(t: ThreadStats) -> bool:

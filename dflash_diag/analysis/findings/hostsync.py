@@ -36,6 +36,8 @@ RULES = (RuleSpec("host-sync-storm", sampled=True),)
 
 
 def check(ctx: Context) -> Iterator[Finding]:
+    if ctx.on_cuda() is False:
+        return  # `.item()` on a process that runs nothing on a GPU reads host memory: no device to wait on
     # Pipeline stages are judged as a whole; threads outside them one by one (an idle main thread must not
     # dilute a training thread that syncs all the time).
     groups: list[tuple[str, str, tuple[ThreadStats, ...]]] = [
