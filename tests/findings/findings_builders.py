@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dflash_diag.analysis.findings import evaluate
 from dflash_diag.model import (
     NA,
     Board,
+    Finding,
     Frame,
     Observation,
     PipelineView,
@@ -161,3 +163,25 @@ def healthy_board(**overrides: Any) -> Board:
     for name, payload in overrides.items():
         probes[name] = {**probes.get(name, {}), **payload}
     return board(probes, HEALTHY_APP)
+
+
+# --- running the rules (the per-family tests, test_rules_*.py) ---------------------------------------------
+
+
+def _run(boards: Any = None, threads: Any = HEALTHY_THREADS, pipe: Any = None, stacks: Any = (), alive: bool = True,
+         now: float = NOW_S) -> tuple[Finding, ...]:
+    obs = observation(boards if boards is not None else (healthy_board(),), stacks, alive=alive)
+    return evaluate(obs, threads, pipe or pipeline(), now_wall_s=now)
+
+
+def _ids(findings: tuple[Finding, ...]) -> set[str]:
+    return {f.rule_id for f in findings}
+
+
+def _one(findings: tuple[Finding, ...], rule_id: str) -> Finding:
+    matching = [f for f in findings if f.rule_id == rule_id]
+    assert len(matching) == 1, f"{rule_id} not raised exactly once: {[f.rule_id for f in findings]}"
+    finding = matching[0]
+    assert finding.claim and finding.remedy and finding.evidence
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in finding.evidence)
+    return finding
