@@ -153,7 +153,7 @@ def _fields(payload: Mapping[str, Any] | None, pairs: tuple[tuple[str, str], ...
 
 
 # (catalogue name, payload key) per payload: the keys are the contract's constants, so a renamed key renames the
-# series' source too (tests/test_board_contract.py scans this module like every other).
+# series' source too (tests/contract/test_board_contract.py scans this module like every other).
 _QUEUE_FIELDS = (("queue_depth", QueueKeys.DEPTH), ("queue_maxsize", QueueKeys.MAXSIZE),
                  ("queue_put_blocked_share", QueueKeys.PUT_BLOCKED_SHARE),
                  ("queue_get_blocked_share", QueueKeys.GET_BLOCKED_SHARE),

@@ -1,1 +1,31 @@
-"""Makes tests/ importable from every test directory (``from workload import pipeline_child``)."""
+"""Makes tests/ importable from every test directory (``from workload import pipeline_child``), and holds the
+fixtures several directories share."""
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def board_dir(tmp_path: Path) -> Path:
+    """A private (0700) board directory of the test's own (attach/ and snapshot/ have variants of their own)."""
+    d = tmp_path / "boards"
+    d.mkdir(mode=0o700)
+    os.chmod(d, 0o700)
+    return d
+
+
+@pytest.fixture(scope="session")
+def workload() -> Iterator[subprocess.Popen[str]]:
+    """A live threaded torch process for real py-spy to attach to (the ``top`` tests: cli/ and tui/)."""
+    import workload as wl
+
+    proc = wl.start(max_s=300)
+    try:
+        yield proc
+    finally:
+        wl.stop(proc)

@@ -1,7 +1,7 @@
 """The board's names: the probes, their statuses, and every payload key, as constants (docs/board.md).
 
 A key is spelled once, here: the probes write ``QueueKeys.DEPTH`` and every reader (analysis, the screens, the
-bundle, the trace, the Prometheus and wandb series) reads ``QueueKeys.DEPTH``. tests/test_board_contract.py
+bundle, the trace, the Prometheus and wandb series) reads ``QueueKeys.DEPTH``. tests/contract/test_board_contract.py
 scans every module for a key spelled as a literal, so a renamed key cannot silently empty a reader.
 """
 
@@ -12,7 +12,7 @@ from typing import Final
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
     "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
-)  # == the ProbeName constants below (checked by tests/test_board_contract.py)
+)  # == the ProbeName constants below (checked by tests/contract/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
 STATUS_ERROR: Final = "error"

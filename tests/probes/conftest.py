@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import importlib.machinery
-import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -10,14 +9,6 @@ from pathlib import Path
 import pytest
 
 import probes
-
-
-@pytest.fixture
-def board_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "boards"
-    d.mkdir(mode=0o700)
-    os.chmod(d, 0o700)
-    return d
 
 
 @pytest.fixture

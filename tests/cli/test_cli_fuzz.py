@@ -127,7 +127,7 @@ def test_run_names_itself_not_a_list(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_non_utf8_arguments_from_a_real_shell(tmp_path: Path) -> None:
     """Bytes that are not UTF-8 (a file name from another locale) reach argparse as surrogates."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     for argv in ([b"board", b"--board-dir", b"/tmp/\xff\xfe"], [b"board", b"4194301", b"--board-dir", b"/tmp/\xff"],
                  [b"snapshot", b"4194301", b"-o", b"\xff.tar.gz"], [b"diff", b"\xff", b"\xfe"],
                  [b"top", b"--pid", b"\xff", b"--batch"]):

@@ -12,7 +12,7 @@ import pytest
 import probes
 from dflash_contract import board as contract
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CODE = [p for d in ("dflash_diag", "probes", "dflash_contract", "reference_trainer")
         for p in sorted((ROOT / d).rglob("*.py"))]
 # Every module that writes or reads a board: all of them but the contract, which defines the keys.

@@ -19,7 +19,7 @@ import pytest
 from dflash_diag.cli import EXIT_BROKEN_PIPE, main
 from dflash_diag.snapshot.bundle import write_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EVIL = "\x1b[2J\x1b]0;pwned\x07[bold red]MARKUP[/bold red]\u202e"
 CHILD = f"""
 import threading, time, sys
