@@ -42,6 +42,7 @@ def test_version() -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == f"dflash-diag {__version__}"
 
 
+@pytest.mark.slow
 def test_reference_trainer_help() -> None:
     proc = _run("-m", "reference_trainer", "--help")
     assert proc.returncode == 0, proc.stderr

@@ -92,6 +92,7 @@ def _closed_pipe_run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[
         os.close(write_fd)
 
 
+@pytest.mark.slow
 def test_every_command_is_quiet_on_a_closed_pipe(tmp_path: Path) -> None:
     a, b = _bundle(tmp_path / "a"), _bundle(tmp_path / "b")
     runs = [["--help"], ["board", "--json"], ["board"], ["diff", str(a), str(b), "--json"], ["diff", str(a), str(b), "--all"]]

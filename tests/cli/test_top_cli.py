@@ -127,6 +127,7 @@ def test_live_view_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     assert "use --batch" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_launch_of_a_non_python_command_is_diagnosed_and_stopped(tmp_path: Path) -> None:
     res = _cli("--batch", "--child-log", str(tmp_path / "log"), "--", "sleep", "60", timeout_s=60)
     assert res.returncode == ExitCode.NOT_PYTHON

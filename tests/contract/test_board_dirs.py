@@ -88,6 +88,7 @@ def nobody_dir() -> Iterator[Path]:
     shutil.rmtree(parent)  # made by this fixture, holds only what the child wrote
 
 
+@pytest.mark.slow
 @needs_nobody
 def test_root_finds_and_reads_a_users_board(nobody_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = {"PATH": "/usr/bin:/bin", "DFLASH_DIAG_BOARD_DIR": str(nobody_dir)}
@@ -103,6 +104,7 @@ def test_root_finds_and_reads_a_users_board(nobody_dir: Path, capsys: pytest.Cap
         _stop(child)
 
 
+@pytest.mark.slow
 @needs_nobody
 def test_another_user_is_told_the_board_is_private(capsys: pytest.CaptureFixture[str]) -> None:
     """nobody asks about a root process: "private to that user", not "run it under probes"."""
@@ -116,6 +118,7 @@ def test_another_user_is_told_the_board_is_private(capsys: pytest.CaptureFixture
     assert out.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 @needs_nobody
 def test_squatted_tmp_dir_is_said_loudly_and_worked_around() -> None:
     """Root (standing in for another local user) creates /tmp/dflash-diag-65534 first."""
@@ -147,6 +150,7 @@ def test_squatted_tmp_dir_is_said_loudly_and_worked_around() -> None:
                 p.rmdir()
 
 
+@pytest.mark.slow
 @needs_nobody
 def test_run_says_so_loudly_and_prints_the_board_it_will_really_use() -> None:
     """`run` checks the board directory before it starts the program: a squatted default is named in a
@@ -264,6 +268,7 @@ def test_another_users_stale_board_is_left_alone(board_dir: Path) -> None:
     assert remove_stale_boards(board_dir) == [] and path.exists()
 
 
+@pytest.mark.slow
 def test_a_sigkilled_program_leaves_no_board_forever(board_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(board_dir), "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT))], env=env, stdout=subprocess.PIPE,

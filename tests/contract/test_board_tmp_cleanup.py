@@ -52,6 +52,7 @@ def _left_by_a_dying_writer(board_dir: Path, cut: int) -> tuple[int, str]:
     return pid, tmp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cut", [0, 12, 60, 400, -1],
                          ids=["empty", "cut in the schema", "cut in the writer", "cut later", "whole, not renamed"])
 def test_a_dead_publishers_temporary_is_removed(cut: int, board_dir: Path) -> None:
@@ -62,6 +63,7 @@ def test_a_dead_publishers_temporary_is_removed(cut: int, board_dir: Path) -> No
     assert not (board_dir / tmp).exists()
 
 
+@pytest.mark.slow
 def test_other_content_under_a_dead_pids_temporary_name_stays(board_dir: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     pid, tmp = _left_by_a_dying_writer(board_dir, 60)  # a real dead writer: its PID names the planted files

@@ -192,6 +192,7 @@ def test_escapes_and_markup_in_a_board_never_reach_the_terminal(board_dir: Path,
     assert "[bold" in text  # markup printed as text, never interpreted
 
 
+@pytest.mark.slow
 def test_crafted_board_does_not_break_snapshot_or_top(board_dir: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """The seed: a board nested 400 deep crashed `board` and `snapshot` with RecursionError."""

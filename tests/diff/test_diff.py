@@ -17,6 +17,7 @@ from dflash_diag.snapshot import take_snapshot
 from dflash_diag.snapshot.compare import compare
 
 
+@pytest.mark.slow
 def test_flag_flip_is_the_first_change(spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fast = spawn("--probes", "--reentrant", "true")
     a = take_snapshot(fast.pid, output=tmp_path / "a.tar.gz", duration_s=0.5).path

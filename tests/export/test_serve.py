@@ -86,6 +86,7 @@ def _flood(url: str, clients: int, per_client: int) -> tuple[list[tuple[int, byt
     return answers, most, time.monotonic() - t0
 
 
+@pytest.mark.slow
 def test_a_flood_is_served_from_one_render_by_a_fixed_pool_at_a_bounded_rate(published: tuple[Path, int]) -> None:
     board_dir, pid = published
     collector = BoardCollector([pid], board_dir=str(board_dir))
@@ -103,6 +104,7 @@ def test_a_flood_is_served_from_one_render_by_a_fixed_pool_at_a_bounded_rate(pub
     assert elapsed_s >= (60 - 1) / DEFAULT_MAX_REQUESTS_PER_S * 0.9  # at most 20 scrapes a second
 
 
+@pytest.mark.slow
 def test_the_page_is_rendered_again_once_it_is_older_than_its_age(published: tuple[Path, int]) -> None:
     board_dir, pid = published
     now = [0.0]
@@ -132,6 +134,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["file", "env"])
 def test_a_bearer_token_is_required_when_set(source: str, published: tuple[Path, int], tmp_path: Path) -> None:
     board_dir, _ = published
@@ -180,6 +183,7 @@ SYSTEM_PY = "/usr/bin/python3"  # one another user may run (the venv's may be pr
 NOBODY = 65534
 
 
+@pytest.mark.slow
 def test_a_unix_socket_only_its_user_can_open(published: tuple[Path, int]) -> None:
     board_dir, _ = published
     where = Path(tempfile.mkdtemp(prefix="dflash-serve-", dir="/tmp"))

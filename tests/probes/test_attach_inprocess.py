@@ -141,6 +141,7 @@ def _wait(predicate, timeout_s: float) -> float:
     return time.monotonic() - t0
 
 
+@pytest.mark.slow
 def test_a_leased_attach_detaches_itself_once_its_owner_is_gone(no_session, owner, tmp_path: Path, capfd) -> None:
     child, lease = owner
     board = tmp_path / "b" / f"{os.getpid()}.json"
@@ -159,6 +160,7 @@ def test_a_leased_attach_detaches_itself_once_its_owner_is_gone(no_session, owne
     assert f"PID {child.pid}, the dflash-diag command that attached them, is gone: probes detached" in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_leased_attach_gives_the_programs_own_session_back(no_session, owner, tmp_path: Path) -> None:
     child, lease = owner
     own = probes.start(probes.ProbesConfig(enabled=frozenset({"queues"}), board_dir=str(tmp_path / "b")))
@@ -184,6 +186,7 @@ def test_a_lease_whose_owner_is_already_gone_attaches_nothing(no_session, owner,
     assert probes.current() is None
 
 
+@pytest.mark.slow
 def test_an_attach_without_lease_makes_leased_probes_lasting(no_session, owner, tmp_path: Path) -> None:
     child, lease = owner
     assert attach_mod.run("attach", names=frozenset({"gil"}), board_dir=str(tmp_path / "b"), lease=lease)["ok"]

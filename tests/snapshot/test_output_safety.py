@@ -220,6 +220,7 @@ def test_own_bundle_edited_while_sampling_is_not_replaced(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
 
+@pytest.mark.slow
 def test_end_to_end_force_replaces_a_real_bundle_and_nothing_else(spawn: Spawn, tmp_path: Path) -> None:
     child = spawn()
     where = tmp_path / "out"

@@ -33,6 +33,7 @@ def _doc(top: Path) -> dict[str, Any]:
     return json.loads((top / "snapshot.json").read_text())
 
 
+@pytest.mark.slow
 def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     child = spawn("--probes", "--threads", "3", f"--api-key={API_KEY}", "--token", TOKEN, env=SECRETS)
     out = tmp_path / "report.tar.gz"
@@ -74,6 +75,7 @@ def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsy
     assert report.index("## Findings") < report.index("## Versions") < report.index("## Threads and their states")
 
 
+@pytest.mark.slow
 def test_refuses_to_overwrite_without_force(spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     child = spawn()
     out = tmp_path / "exists.tar.gz"
@@ -89,6 +91,7 @@ def test_refuses_to_overwrite_without_force(spawn: Spawn, tmp_path: Path, capsys
     assert tarfile.is_tarfile(out) and stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
+@pytest.mark.slow
 def test_directory_form_is_private(spawn: Spawn, tmp_path: Path) -> None:
     child = spawn()
     out = tmp_path / "bundle"
@@ -98,6 +101,7 @@ def test_directory_form_is_private(spawn: Spawn, tmp_path: Path) -> None:
     assert _doc(out)["pid"] == child.pid
 
 
+@pytest.mark.slow
 def test_hung_process_still_gives_a_report(spawn: Spawn, tmp_path: Path) -> None:
     child = spawn()
     os.kill(child.pid, signal.SIGSTOP)  # hung: py-spy cannot suspend it for native frames, /proc still reads
@@ -112,6 +116,7 @@ def test_hung_process_still_gives_a_report(spawn: Spawn, tmp_path: Path) -> None
     assert "## Missing from this report" in (top / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_process_dying_mid_snapshot_writes_what_it_got(spawn: Spawn, tmp_path: Path) -> None:
     child = spawn()
     killer = threading.Timer(0.4, lambda: os.kill(child.pid, signal.SIGKILL))

@@ -46,6 +46,7 @@ def _kill_while_writing(argv: list[str], where: Path) -> list[str]:
     return sorted(p.name for p in where.iterdir() if p.name.startswith(TMP_PREFIX))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["snapshot", "snapshot --dir", "record"])
 def test_a_killed_commands_sibling_is_removed_by_the_next_run(command: str, spawn: Spawn, tmp_path: Path) -> None:
     child = spawn()

@@ -23,6 +23,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.slow
 def test_next_start_removes_only_stale_temp_files_of_dead_writers(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -57,6 +58,7 @@ def test_next_start_removes_only_stale_temp_files_of_dead_writers(tmp_path: Path
         live_writer.wait()
 
 
+@pytest.mark.slow
 def test_sighup_checkpoints_and_exits_like_sigterm(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DFLASH_DIAG_BOARD_DIR": str(tmp_path / "board")}

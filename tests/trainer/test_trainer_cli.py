@@ -17,6 +17,7 @@ SUMMARY_KEYS = {"steps", "tokens_per_s", "loss_first", "loss_last", "target_batc
                 "queue_depth_mean", "threads"}
 
 
+@pytest.mark.slow
 def test_tiny_preset_trains_and_loss_falls(tmp_path: Path) -> None:
     summary_path = tmp_path / "summary.json"
     result = cli(tiny_args(tmp_path, "--max-steps", "80", "--summary-json", str(summary_path)), tmp_path)
@@ -41,6 +42,7 @@ def test_tiny_preset_trains_and_loss_falls(tmp_path: Path) -> None:
     assert oct((tmp_path / "ckpt" / "checkpoint.pt").stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, needle, code", [
     (["--max-steps", "0"], "--max-steps must be >= 1", 2),
     (["--resume", "missing.pt"], "no checkpoint at missing.pt", 6),
@@ -76,6 +78,7 @@ def test_bad_flags_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert len(errors) == 1 and needle in errors[0], err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fail_at, drafters", [("target:3", "cpu"), ("drafter:2", "cpu,cpu")])
 def test_a_failing_thread_stops_the_run_nonzero_within_seconds(tmp_path: Path, fail_at: str, drafters: str) -> None:
     start = time.monotonic()
@@ -89,6 +92,7 @@ def test_a_failing_thread_stops_the_run_nonzero_within_seconds(tmp_path: Path, f
     assert time.monotonic() - start < 90  # not a hang (startup under CPU contention dominates this)
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_and_resume_loses_no_step(tmp_path: Path) -> None:
     steps = 12
     straight = tmp_path / "straight.jsonl"

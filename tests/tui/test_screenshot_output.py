@@ -42,6 +42,7 @@ def _one_line(res: subprocess.CompletedProcess[str]) -> str:
     return res.stderr
 
 
+@pytest.mark.slow
 def test_a_screenshot_is_written_whole(light: subprocess.Popen[str], tmp_path: Path) -> None:
     svg = tmp_path / "top.svg"
     res = _top(light.pid, str(svg))
@@ -50,6 +51,7 @@ def test_a_screenshot_is_written_whole(light: subprocess.Popen[str], tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["top.svg"]
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_leaves_nothing(light: subprocess.Popen[str], tmp_path: Path) -> None:
     mnt = tmp_path / "small"
     mnt.mkdir()
