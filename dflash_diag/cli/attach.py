@@ -14,7 +14,7 @@ from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 if TYPE_CHECKING:
-    from dflash_diag.sources.inject import Lease
+    from dflash_diag.inject.request import Lease
 
 KNOWN_PROBES = PROBE_NAMES  # the board contract's list
 ATTACH_SCHEMA = "dflash-diag.attach-report/1"
@@ -42,7 +42,8 @@ def parse_probes(text: str) -> list[str]:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    from dflash_diag.sources.inject import DEFAULT_TIMEOUT_S, METHODS
+    from dflash_diag.inject.injection import DEFAULT_TIMEOUT_S
+    from dflash_diag.inject.method import METHODS
 
     parser.add_argument("pid", type=pid_arg, metavar="PID", help="the running Python process")
     parser.add_argument("--method", choices=METHODS, default="auto",
@@ -62,8 +63,8 @@ def run_injection(args: argparse.Namespace, action: str, names: list[str], *, le
     ``inject.Lease``; ``progress``: called with each step instead of the messages on a terminal."""
     from dflash_contract.board import BoardDirError, ensure_private_dir
     from dflash_diag.cli._signals import terminate_like_ctrl_c
+    from dflash_diag.inject.orchestrate import inject
     from dflash_diag.sources.board import default_board_dir
-    from dflash_diag.sources.inject import inject
 
     if not 1.0 <= args.timeout <= 3600.0:
         raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)
@@ -141,7 +142,7 @@ class AttachCommand:
             raise CommandError("--probes names no probe: nothing to attach", ExitCode.USAGE)
         lease = None
         if args.lease_pid is not None:
-            from dflash_diag.sources.inject import Lease
+            from dflash_diag.inject.request import Lease
 
             if args.lease_pid == args.pid:
                 raise CommandError(f"--lease-pid {args.pid} is the process the probes go into: give the PID of "

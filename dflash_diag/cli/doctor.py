@@ -16,7 +16,7 @@ from dflash_diag.model import Analysis, Finding, Observation, Severity
 from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
 
 if TYPE_CHECKING:
-    from dflash_diag.sources.inject import Lease
+    from dflash_diag.inject.request import Lease
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
@@ -107,7 +107,7 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
     the exit it cannot see (SIGKILL) they detach by themselves (probes/session.py's Lease)."""
     from dflash_diag.cli._signals import deferred
     from dflash_diag.errors import Terminated
-    from dflash_diag.sources.inject import Lease
+    from dflash_diag.inject.request import Lease
 
     lease = Lease.for_target(args.pid)  # None: another PID namespace (said when the probes go in)
     steps: list[str] = []  # the injection's progress: non-empty once the request may have reached the process

@@ -15,7 +15,7 @@ from attach_helpers import NO_GDB, PLAIN, Plain, wait_for
 
 @pytest.fixture(scope="session")
 def gdb() -> str:
-    from dflash_diag.sources.inject import has_cap_sys_ptrace, ptrace_scope
+    from dflash_diag.sources.ptrace_access import has_cap_sys_ptrace, ptrace_scope
 
     path = shutil.which("gdb")
     if path is None:

@@ -23,7 +23,7 @@ import pytest
 from attach_helpers import CLI, ROOT, all_stopped, cli, env_for, slow_gdb, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
-from dflash_diag.sources.inject import inject
+from dflash_diag.inject.orchestrate import inject
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,8 @@ import pytest
 from attach_helpers import ROOT, all_stopped, cli, env_for, slow_gdb, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
+from dflash_diag.inject.orchestrate import inject
 from dflash_diag.sources.board import read_board
-from dflash_diag.sources.inject import inject
 from probes import ALL_PROBES
 
 pytestmark = pytest.mark.slow
@@ -170,7 +170,7 @@ def test_refuses_another_users_process(gdb: str, start_plain, board_dir: Path, t
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")
 def test_refuses_when_ptrace_is_not_permitted(gdb: str) -> None:
     from dflash_diag.errors import AttachError
-    from dflash_diag.sources.inject import preflight
+    from dflash_diag.inject.preflight import preflight
 
     # A process that changed its uid is not dumpable: without CAP_SYS_PTRACE even its own user may not trace it.
     target = os.fork()

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from attach_helpers import cli, env_for, wait_for
 
+from dflash_diag.inject.orchestrate import inject
 from dflash_diag.sources.board import read_board
-from dflash_diag.sources.inject import inject
 from probes import ALL_PROBES
 
 pytestmark = pytest.mark.slow
