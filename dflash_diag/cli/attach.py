@@ -47,7 +47,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("pid", type=pid_arg, metavar="PID", help="the running Python process")
     parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="how to get in: auto (remote-exec on Python 3.14+, else gdb, cuda-gdb, lldb), or one of them")
+                        help="how to get in: auto (ptrace: no debugger, one thread paused about a millisecond; "
+                             "else remote-exec on Python 3.14+, gdb, cuda-gdb, lldb), or one of them")
     parser.add_argument("--timeout", type=finite_float, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"give up (and cancel the request) after S seconds (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--board-dir", metavar="DIR", help="the board directory (default: see docs/board.md)")
@@ -97,6 +98,8 @@ def outcome_json(outcome: Any) -> dict[str, Any]:
         "debugger": outcome.debugger,
         "python": outcome.python,
         "stopped_s": None if outcome.stopped_s is None else round(outcome.stopped_s, 4),
+        "paused_ms": None if outcome.paused_s is None else round(1e3 * outcome.paused_s, 3),
+        "threads_paused": outcome.threads_paused,
         "waited_s": round(outcome.waited_s, 4),
         "total_s": round(outcome.total_s, 4),
         "nudged_main_thread": outcome.nudged,
@@ -114,9 +117,9 @@ def _fail_if_not_ok(outcome: Any) -> None:
 class AttachCommand:
     """Start the probes inside a Python process that is already running (no restart, no code change).
 
-    A debugger (gdb, cuda-gdb or lldb; Python 3.14's sys.remote_exec where the process runs 3.14) makes the
-    process run the installed probes' bootstrap at a safe point of its interpreter. The process is stopped
-    for a fraction of a second; then `top`, `doctor`, `board` and `snapshot` see a board as if it had been
+    This command's own ptrace injector (no debugger; one thread paused for about a millisecond), or a debugger
+    (gdb, cuda-gdb or lldb; Python 3.14's sys.remote_exec where the process runs 3.14), makes the process run
+    the installed probes' bootstrap at a safe point of its interpreter; then `top`, `doctor`, `board` and `snapshot` see a board as if it had been
     started under `dflash-diag run`. `dflash-diag detach PID` undoes it. How it works and what can go wrong:
     docs/attach.md.
 
@@ -190,9 +193,20 @@ class DetachCommand:
         return ExitCode.OK
 
 
+def pause_text(outcome: Any) -> str:
+    """``paused 1.2 ms (1 of 5 threads) by ptrace``: the longest any one thread could not run, and how many."""
+    if outcome.paused_s is None:
+        return f"by {outcome.method}"
+    if outcome.threads_paused == 0:
+        return f"no thread paused ({outcome.method})"
+    ms = 1e3 * outcome.paused_s
+    amount = f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+    threads = outcome.threads_paused
+    return f"paused {amount} ({threads} thread{'s' if threads != 1 else ''}) by {outcome.method}"
+
+
 def _timing(outcome: Any) -> str:
-    stopped = f"stopped {1e3 * outcome.stopped_s:.0f} ms by {outcome.method}" if outcome.stopped_s is not None else outcome.method
-    return f"{stopped}; ran {1e3 * outcome.waited_s:.0f} ms later in {outcome.result.get('thread', '?')}" + (
+    return f"{pause_text(outcome)}; ran {1e3 * outcome.waited_s:.0f} ms later in {outcome.result.get('thread', '?')}" + (
         " (woken from a lock wait)" if outcome.nudged else "")
 
 

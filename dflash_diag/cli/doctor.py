@@ -63,7 +63,9 @@ class DoctorCommand:
         parser.add_argument("--attach", action="store_true",
                             help="when the process runs without (all) probes, attach them for the diagnosis and detach "
                                  "them afterwards (`dflash-diag attach`, docs/attach.md)")
-        parser.add_argument("--attach-method", default="auto", choices=("auto", "remote-exec", "gdb", "cuda-gdb", "lldb"),
+        from dflash_diag.inject.method import METHODS
+
+        parser.add_argument("--attach-method", default="auto", choices=METHODS,
                             help="with --attach: how to get in (default auto)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

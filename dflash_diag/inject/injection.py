@@ -31,12 +31,17 @@ class Outcome:
     method: str
     debugger: str | None
     python: str
-    stopped_s: float | None  # how long the debugger held the process stopped
+    stopped_s: float | None  # how long the injector held the process (ptrace: the one thread it used) stopped
     waited_s: float  # from queueing the call to the answer
     total_s: float
     nudged: bool
     result: Mapping[str, Any]
     transcript: tuple[str, ...] = ()
+    # The pause: the longest time one thread of the process could not run its own code (from the first stop
+    # to the last resume of that thread), and how many threads were stopped (debuggers: all; ptrace: one, or
+    # a few for some microseconds while it looks for a thread at a safe place; remote-exec: none).
+    paused_s: float | None = None
+    threads_paused: int | None = None
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Run:
     deadline_mono: float = float("inf")
     transcript: list[str] = field(default_factory=list)
     stopped_s: float | None = None
+    paused_s: float | None = None
+    threads_paused: int | None = None
     nudged: bool = False
     python_version: str | None = None
     main_thread_where: str | None = None

@@ -7,15 +7,16 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.inject.preflight import Target
 
-METHODS = ("auto", "remote-exec", "gdb", "cuda-gdb", "lldb")
+METHODS = ("auto", "ptrace", "remote-exec", "gdb", "cuda-gdb", "lldb")
 DEBUGGERS = ("gdb", "cuda-gdb", "lldb")
 
 
@@ -35,6 +36,17 @@ def find_debugger(name: str, environ: Mapping[str, str] | None = None) -> str | 
     return None
 
 
+def ptrace_helper() -> str | None:
+    """The interpreter that runs the ptrace driver, where the driver works (Linux x86-64); None elsewhere."""
+    if sys.platform.startswith("linux") and platform.machine() == "x86_64":
+        return sys.executable
+    return None
+
+
+def ptrace_unsupported() -> str:
+    return f"the ptrace injector drives Linux x86-64 only; this is {sys.platform} {platform.machine()}"
+
+
 def remote_exec_helper(target: Target) -> str | None:
     """An interpreter of the target's version to call ``sys.remote_exec`` from: the target's own executable
     when it is a python3.14+ binary, else this interpreter when it has the same version."""
@@ -47,10 +59,17 @@ def remote_exec_helper(target: Target) -> str | None:
     return None
 
 
-def choose_method(requested: str, version: tuple[int, int] | None, found: Mapping[str, str | None]) -> tuple[str, str]:
-    """(method, executable) for ``requested`` (one of METHODS); AttachError when it cannot be used."""
+def choose_method(requested: str, version: tuple[int, int] | None, found: Mapping[str, str | None],
+                  skip: Collection[str] = ()) -> tuple[str, str]:
+    """(method, executable) for ``requested`` (one of METHODS); AttachError when it cannot be used.
+
+    ``auto``: ptrace where it works (no debugger, a pause of about a millisecond), then sys.remote_exec on
+    3.14+, then the debuggers; ``skip``: methods already found unusable for this process."""
     if requested not in METHODS:
         raise AttachError(f"unknown method {requested!r} (one of {', '.join(METHODS)})", ExitCode.USAGE)
+    if requested == "ptrace" and not found.get("ptrace"):
+        raise AttachError(f"--method ptrace: {ptrace_unsupported()}; use gdb, cuda-gdb or lldb",
+                          ExitCode.UNSUPPORTED)
     if requested == "remote-exec":
         if version is None or version < (3, 14):
             shown = "an unknown version" if version is None else f"Python {version[0]}.{version[1]}"
@@ -65,13 +84,16 @@ def choose_method(requested: str, version: tuple[int, int] | None, found: Mappin
             raise AttachError(f"{requested} is not installed (or not on PATH): {_install_hint(requested)}",
                               ExitCode.MISSING_TOOL)
         return requested, path
-    order = ("remote-exec", "gdb", "cuda-gdb", "lldb") if version is not None and version >= (3, 14) else DEBUGGERS
+    newer = version is not None and version >= (3, 14)
+    order = ("ptrace", "remote-exec", *DEBUGGERS) if newer else ("ptrace", *DEBUGGERS)
     for method in order:
         path = found.get(method)
-        if path:
+        if path and method not in skip:
             return method, path
-    raise AttachError("no debugger to attach with: install gdb (Debian/Ubuntu: apt-get install gdb; `make setup` "
-                      "does it as root), or point --method at cuda-gdb or lldb", ExitCode.MISSING_TOOL)
+    ptrace_note = f"{ptrace_unsupported()}, " if not found.get("ptrace") else "ptrace cannot be used for it, "
+    raise AttachError(f"no debugger to attach with ({ptrace_note}and none is installed): install gdb "
+                      "(Debian/Ubuntu: apt-get install gdb; `make setup` does it as root), or point --method at "
+                      "cuda-gdb or lldb", ExitCode.MISSING_TOOL)
 
 
 def _install_hint(method: str) -> str:

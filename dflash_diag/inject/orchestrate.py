@@ -2,7 +2,8 @@
 
 The steps (docs/attach.md has the whole story): pre-flight from /proc (``preflight``), the method
 (``method``), a private control file in the board directory (``request``), the fixed program (``program``)
-queued at a safe point of the interpreter by one method (``ptrace``, ``gdb``, ``lldb``, ``remote_exec``),
+queued at a safe point of the interpreter by one method (``ptrace``, ``gdb``, ``lldb``, ``remote_exec``; ``auto``
+goes on to the next when ptrace cannot be used and did nothing to the process),
 then the bootstrap's answer, waited for with a timeout. On timeout the control file is deleted first: a late
 pending call finds nothing to claim and does nothing.
 """
@@ -22,9 +23,16 @@ from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.inject.gdb import via_gdb
 from dflash_diag.inject.injection import CLAIMED_GRACE_S, DEFAULT_TIMEOUT_S, Outcome, Run
 from dflash_diag.inject.lldb import via_lldb
-from dflash_diag.inject.method import DEBUGGERS, choose_method, find_debugger, remote_exec_helper
+from dflash_diag.inject.method import (
+    DEBUGGERS,
+    choose_method,
+    find_debugger,
+    ptrace_helper,
+    remote_exec_helper,
+)
 from dflash_diag.inject.preflight import preflight, proc_state
 from dflash_diag.inject.program import fixed_program
+from dflash_diag.inject.ptrace import PtraceUnavailable, via_ptrace
 from dflash_diag.inject.remote_exec import via_remote_exec
 from dflash_diag.inject.request import (
     Lease,
@@ -75,34 +83,62 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
     target = preflight(pid)
     found: dict[str, str | None] = {name: find_debugger(name, environ) for name in DEBUGGERS}
     found["remote-exec"] = remote_exec_helper(target)
+    found["ptrace"] = ptrace_helper()
     chosen, path = choose_method(method, target.python, found)
     package_root, boot = package_paths()
     clean_stale(board_dir)
     run = Run(target=target, req=Request(board_dir, pid), method=chosen, path=path, timeout_s=timeout_s,
-               deadline_mono=t0 + timeout_s, transcript=transcript if transcript is not None else [])
+              deadline_mono=t0 + timeout_s, transcript=transcript if transcript is not None else [])
     deadline_wall_s = time.time() + timeout_s - (time.monotonic() - t0)
     doc = control_document(run.req, action, names, str(board_dir), deadline_wall_s, chosen, package_root, lease)
     program = fixed_program(boot, str(run.req.control))
     try:
         write_private(run.req.control, json.dumps(doc).encode())
-        say(f"{chosen}: attaching to PID {pid}")
-        if chosen in ("gdb", "cuda-gdb"):
-            via_gdb(run, program)
-        elif chosen == "lldb":
-            via_lldb(run, program)
-        else:
-            write_private(run.req.script, program.encode())
-            via_remote_exec(run)
+        while True:
+            say(f"{run.method}: attaching to PID {pid}")
+            try:
+                _queue(run, program)
+                break
+            except PtraceUnavailable as exc:  # nothing was done to the process: the next method, under auto
+                if method != "auto":
+                    raise
+                run.transcript.append(f"ptrace: {exc}; trying the next method")
+                run.method, run.path = choose_method("auto", target.python, found, skip={"ptrace"})
         queued_at = time.monotonic()
         say("waiting for the process to reach a safe point")
         result = _wait_for_result(run)
     finally:
         remove_quietly(run.req.paths())
     python = run.python_version or target.version or str(result.get("python") or target.python_label)
-    return Outcome(pid=pid, action=action, method=chosen, debugger=path if chosen != "remote-exec" else None,
-                   python=python, stopped_s=run.stopped_s, waited_s=time.monotonic() - queued_at,
-                   total_s=time.monotonic() - t0, nudged=run.nudged, result=result,
-                   transcript=tuple(run.transcript))
+    debugger = run.path if run.method in ("gdb", "cuda-gdb", "lldb") else None
+    return Outcome(pid=pid, action=action, method=run.method, debugger=debugger, python=python,
+                   stopped_s=run.stopped_s, waited_s=time.monotonic() - queued_at, total_s=time.monotonic() - t0,
+                   nudged=run.nudged, result=result, transcript=tuple(run.transcript), paused_s=run.paused_s,
+                   threads_paused=run.threads_paused)
+
+
+def _queue(run: Run, program: str) -> None:
+    """Make the process queue the fixed program, by ``run.method``."""
+    if run.method == "ptrace":
+        via_ptrace(run, program)  # it measures the pause of each thread it stopped
+        return
+    if run.method == "remote-exec":
+        write_private(run.req.script, program.encode())
+        via_remote_exec(run)
+        run.paused_s, run.threads_paused = 0.0, 0  # sys.remote_exec writes into the process; nothing stops
+        return
+    threads = thread_count(run.target.pid)  # a debugger stops them all (all-stop mode), for as long as it holds
+    try:
+        (via_lldb if run.method == "lldb" else via_gdb)(run, program)
+    finally:
+        run.paused_s, run.threads_paused = run.stopped_s, threads if run.stopped_s is not None else None
+
+
+def thread_count(pid: int) -> int | None:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
 
 
 def _wait_for_result(run: Run) -> dict[str, Any]:

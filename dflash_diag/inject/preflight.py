@@ -30,6 +30,11 @@ _WAIT_SYSCALLS = {
     "aarch64": {260: "wait4", 95: "waitid", 63: "read", 73: "ppoll", 72: "pselect6", 22: "epoll_pwait"},
 }
 _CHILD_WAITS = frozenset({"wait4", "waitid"})
+# Where a thread blocks, by system call number (x86-64): to say where a main thread that runs no Python sits.
+SYSCALL_NAMES_X86_64 = {0: "read", 1: "write", 7: "poll", 23: "select", 34: "pause", 35: "nanosleep", 43: "accept",
+                        45: "recvfrom", 47: "recvmsg", 61: "wait4", 202: "futex", 230: "clock_nanosleep",
+                        232: "epoll_wait", 247: "waitid", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait",
+                        288: "accept4", 441: "epoll_pwait2"}
 MAX_ANCESTORS = 64
 MAX_FDS_SCANNED = 4096
 
@@ -182,6 +187,21 @@ def waits_for_us(pid: int, machine: str | None = None) -> str | None:
     if name in _CHILD_WAITS:
         return f"{name}: it waits for a child to exit"
     return f"{name} on this command's output" if _shares_our_pipes(pid) else None
+
+
+def syscall_name(number: int, machine: str | None = None) -> str:
+    if (machine or platform.machine()) == "x86_64" and number in SYSCALL_NAMES_X86_64:
+        return SYSCALL_NAMES_X86_64[number]
+    return f"system call {number}"
+
+
+def blocked_in(pid: int, tid: int | None = None) -> str | None:
+    """The system call a thread (default: the main thread) blocks in now, from /proc; None when it runs."""
+    try:
+        first = _read_text(f"/proc/{pid}/task/{tid or pid}/syscall", 4096).split()[0]
+    except (OSError, IndexError):
+        return None
+    return syscall_name(int(first)) if first.isdigit() else None
 
 
 def _shares_our_pipes(pid: int) -> bool:
