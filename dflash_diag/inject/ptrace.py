@@ -27,7 +27,7 @@ from dflash_diag.inject.injection import CALL_GRACE_S, Run, left_s
 from dflash_diag.inject.nudge import LOCK_WAIT_FUNCS
 from dflash_diag.inject.preflight import blocked_in, syscall_name
 from dflash_diag.inject.program import page_words
-from dflash_diag.inject.request import note_page, reusable_page
+from dflash_diag.inject.request import note_page, remove_quietly, reusable_page
 from dflash_diag.sources.elfsyms import ProcessSymbols, parse_maps
 from dflash_diag.sources.ptrace_access import not_permitted
 
@@ -118,6 +118,8 @@ def via_ptrace(run: Run, program: str) -> None:
         raise AttachError(f"the ptrace helper did not finish in {budget_s:g} s; PID {run.target.pid} was left to "
                           "the kernel's detach", ExitCode.ATTACH_FAILED) from None
     except BaseException:  # Ctrl-C, SIGTERM: the helper finishes its bounded work and lets go; wait for that
+        # Cancel first: the call it may still queue then finds no request to claim, and does nothing.
+        remove_quietly([run.req.control])
         try:
             helper.wait(timeout=budget_s + CALL_GRACE_S)
         except subprocess.TimeoutExpired:

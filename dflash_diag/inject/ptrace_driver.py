@@ -316,9 +316,10 @@ class Driver:
                 if time.monotonic() >= search_deadline:
                     break
             if time.monotonic() >= search_deadline:
-                raise DriverError("no-safe-thread", f"no thread of PID {self.pid} stopped at a safe place in "
-                                  f"{self.plan.get('search_s', 2.0):g} s ({self.report.samples} tries): all ran "
-                                  "outside the Python runtime and outside system calls")
+                reasons = "; ".join(sorted(set(self.report.skipped.values()))) or "no thread to try"
+                raise DriverError("no-safe-thread", f"no thread of PID {self.pid} could run the calls in "
+                                  f"{self.plan.get('search_s', 2.0):g} s ({self.report.samples} stopped and let go): "
+                                  f"{reasons}")
             time.sleep(0.005)
 
     # --- the state we change and put back --------------------------------------------------------------------

@@ -78,6 +78,8 @@ print("ready", os.getpid(), flush=True)
 if mode == "select":                 # parked in a C call that is not a lock: no safe point until poked
     fd = os.open(sys.argv[3], os.O_RDONLY | os.O_NONBLOCK)
     select.select([fd], [], [])
+if mode == "queue":                  # parked in Queue.get() on a queue nobody fills: a lock wait
+    queue.Queue().get()
 workers[0].join()                    # parked in a lock wait, forever
 """
 
