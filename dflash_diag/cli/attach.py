@@ -100,6 +100,8 @@ def outcome_json(outcome: Any) -> dict[str, Any]:
         "stopped_s": None if outcome.stopped_s is None else round(outcome.stopped_s, 4),
         "paused_ms": None if outcome.paused_s is None else round(1e3 * outcome.paused_s, 3),
         "threads_paused": outcome.threads_paused,
+        "stops": outcome.stops,
+        "paused_total_ms": None if outcome.paused_total_s is None else round(1e3 * outcome.paused_total_s, 3),
         "waited_s": round(outcome.waited_s, 4),
         "total_s": round(outcome.total_s, 4),
         "nudged_main_thread": outcome.nudged,
@@ -194,15 +196,22 @@ class DetachCommand:
 
 
 def pause_text(outcome: Any) -> str:
-    """``paused 1.2 ms (1 of 5 threads) by ptrace``: the longest any one thread could not run, and how many."""
+    """``paused 1.2 ms (1 thread) by ptrace``: the longest any one thread could not run at a stretch, how many
+    threads were stopped, and (ptrace, when it let some go first) how many stops and their sum."""
     if outcome.paused_s is None:
         return f"by {outcome.method}"
     if outcome.threads_paused == 0:
         return f"no thread paused ({outcome.method})"
-    ms = 1e3 * outcome.paused_s
-    amount = f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
     threads = outcome.threads_paused
-    return f"paused {amount} ({threads} thread{'s' if threads != 1 else ''}) by {outcome.method}"
+    detail = f"{threads} thread{'s' if threads != 1 else ''}"
+    if (outcome.stops or 0) > 1 and outcome.paused_total_s is not None:  # let go until one stopped at a safe place
+        detail += f"; {outcome.stops} stops, {_ms(outcome.paused_total_s)} in all"
+    return f"paused {_ms(outcome.paused_s)} ({detail}) by {outcome.method}"
+
+
+def _ms(seconds: float) -> str:
+    ms = 1e3 * seconds
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
 
 def _timing(outcome: Any) -> str:

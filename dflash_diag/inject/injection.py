@@ -42,6 +42,8 @@ class Outcome:
     # a few for some microseconds while it looks for a thread at a safe place; remote-exec: none).
     paused_s: float | None = None
     threads_paused: int | None = None
+    stops: int | None = None  # how many times a thread was stopped (ptrace may stop and let go before it calls)
+    paused_total_s: float | None = None  # all the stops added up
 
 
 @dataclass
@@ -56,6 +58,8 @@ class Run:
     stopped_s: float | None = None
     paused_s: float | None = None
     threads_paused: int | None = None
+    stops: int | None = None  # how many times a thread was stopped (ptrace may stop and let go before it calls)
+    paused_total_s: float | None = None  # all the stops added up
     nudged: bool = False
     python_version: str | None = None
     main_thread_where: str | None = None

@@ -114,7 +114,7 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
     return Outcome(pid=pid, action=action, method=run.method, debugger=debugger, python=python,
                    stopped_s=run.stopped_s, waited_s=time.monotonic() - queued_at, total_s=time.monotonic() - t0,
                    nudged=run.nudged, result=result, transcript=tuple(run.transcript), paused_s=run.paused_s,
-                   threads_paused=run.threads_paused)
+                   threads_paused=run.threads_paused, stops=run.stops, paused_total_s=run.paused_total_s)
 
 
 def _queue(run: Run, program: str) -> None:

@@ -152,6 +152,8 @@ def _account(run: Run, report: dict[str, Any]) -> None:
     pauses = [float(v) for v in (report.get("pauses_us") or {}).values()]
     run.paused_s = max(pauses) / 1e6 if pauses else None
     run.threads_paused = len(pauses)
+    run.stops = int(report.get("samples") or 0)
+    run.paused_total_s = sum(float(v) for v in (report.get("stopped_us") or {}).values()) / 1e6
     run.stopped_s = run.paused_s
     run.nudged = bool(report.get("nudged"))
     if report.get("main_thread"):

@@ -207,6 +207,8 @@ class Driver:
         self.fp_len = 0
         self.fp_legacy: Any = None
         self.stopped_at = 0.0
+        self.seized_ever = False
+        self.unstopped: set[int] = set()  # seized, interrupted, not stopped in time: never tried again
 
     # --- one thread: seize, interrupt, wait, let go -----------------------------------------------------------
 
@@ -239,10 +241,12 @@ class Driver:
         try:
             self.libc.ptrace(PTRACE_SEIZE, tid)
         except OSError as exc:
-            if exc.errno == errno.ESRCH:
-                return False  # that thread ended meanwhile
+            if exc.errno == errno.ESRCH or (exc.errno == errno.EPERM and self.seized_ever):
+                self.report.skipped[str(tid)] = f"cannot be seized ({exc.strerror})"
+                return False  # it ended meanwhile; or (a sibling was seized) it is an exiting thread
             kind = "permission" if exc.errno == errno.EPERM else "failed"
             raise DriverError(kind, f"ptrace(PTRACE_SEIZE) of thread {tid}: {exc.strerror}") from None
+        self.seized_ever = True
         self.tid = tid
         self.stopped_at = time.monotonic()
         try:
@@ -253,8 +257,9 @@ class Driver:
         deadline = time.monotonic() + float(self.plan.get("stop_timeout_s", 0.5))
         while True:
             status = self._wait(tid, max(0.0, deadline - time.monotonic()))
-            if status is None:  # in an uninterruptible wait: let the kernel detach it when we exit
+            if status is None:  # in an uninterruptible wait: let go of it once it stops, or at our exit
                 self.report.skipped[str(tid)] = "did not stop in time (uninterruptible wait?)"
+                self.unstopped.add(tid)
                 self.tid = None
                 return False
             if status >> 16 == PTRACE_EVENT_STOP:
@@ -297,6 +302,8 @@ class Driver:
         search_deadline = time.monotonic() + float(self.plan.get("search_s", 2.0))
         while True:
             for tid in threads_of(self.pid):
+                if tid in self.unstopped:
+                    continue
                 try:
                     blocked, ignored = signal_masks(self.pid, tid)
                 except OSError:
@@ -462,11 +469,20 @@ class Driver:
             if rep.tid is not None and self.tid is not None:
                 self._step("restoring")
             self._let_go()
+            self._let_go_of_late_stops()
             if rep.tid is not None and str(rep.tid) in rep.pauses_us:
                 rep.steps_us["resumed"] = rep.pauses_us[str(rep.tid)]
             if self.mem_fd is not None:
                 os.close(self.mem_fd)
         return rep
+
+    def _let_go_of_late_stops(self) -> None:
+        """Threads that did not stop in time but may have since: detach them now (the rest the kernel detaches
+        when this helper exits; an interrupt it never delivered is dropped then)."""
+        for tid in sorted(self.unstopped):
+            with contextlib.suppress(OSError, DriverError):
+                if self._wait(tid, 0.0) is not None:
+                    self.libc.ptrace(PTRACE_DETACH, tid)
 
     def _nudge_if_parked(self, regs: Regs) -> None:
         """A main thread in a futex wait under a Python lock acquire: its wait returns EINTR (docs/attach.md)."""

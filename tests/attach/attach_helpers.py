@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "dflash_diag"]
-NO_GDB = "gdb is not installed: `make setup` installs it (as root: apt-get install gdb); attach tests need a real debugger"
+NO_GDB = "gdb is not installed: `make setup` installs it (as root: apt-get install gdb); the tests about the debugger need it"
 
 
 def env_for(board_dir: Path, **extra: str) -> dict[str, str]:

@@ -122,6 +122,8 @@ def test_the_pause_is_printed_and_in_the_json() -> None:
     assert pause_text(_outcome()) == "paused 1.2 ms (1 thread) by ptrace"
     assert pause_text(_outcome(method="gdb", paused_s=0.31, threads_paused=5)) == "paused 310 ms (5 threads) by gdb"
     assert pause_text(_outcome(method="remote-exec", paused_s=0.0, threads_paused=0)) == "no thread paused (remote-exec)"
+    sampled = _outcome(paused_s=0.0067, stops=20, paused_total_s=0.046)
+    assert pause_text(sampled) == "paused 6.7 ms (1 thread; 20 stops, 46 ms in all) by ptrace"
     doc = outcome_json(_outcome())
     assert doc["paused_ms"] == 1.2 and doc["threads_paused"] == 1 and doc["method"] == "ptrace"
 
