@@ -37,10 +37,10 @@ def _source(path: Path) -> str:
 def test_probe_names_are_defined_once_and_used_everywhere() -> None:
     assert set(contract.PROBE_NAMES) == set(_constants(contract.ProbeName).values()) == probes.ALL_PROBES
     from dflash_diag.cli import attach, run
-    from dflash_diag.sources import inject
+    from dflash_diag.inject import request as inject_request
 
     assert run.KNOWN_PROBES is contract.PROBE_NAMES and attach.KNOWN_PROBES is contract.PROBE_NAMES
-    assert inject.KNOWN_PROBES is contract.PROBE_NAMES
+    assert inject_request.KNOWN_PROBES is contract.PROBE_NAMES
     listed = re.compile(r'\(\s*"gil",\s*"allocator"')
     assert [str(p.relative_to(ROOT)) for p in CODE if listed.search(_source(p))] == ["dflash_contract/board.py"]
 
