@@ -24,8 +24,9 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed debugger
 
-# `dflash-diag attach` needs a debugger (gdb). Installed here where the machine allows it (root with apt-get, as
-# on the Debian CI machine); elsewhere a note says how, and the attach tests skip saying why.
+# `dflash-diag attach` injects by itself on Linux x86-64 (ptrace) and needs a debugger (gdb) elsewhere; the tests
+# of its gdb method need gdb. Installed here where the machine allows it (root with apt-get, as on the Debian CI
+# machine); elsewhere a note says how, and those tests skip saying why.
 debugger:
 	@if command -v gdb >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

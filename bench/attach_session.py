@@ -91,7 +91,7 @@ def _phase(log: StepLog, seconds: float, name: str) -> dict[str, Any]:
 
 
 def _debugger_version(method: str) -> str | None:
-    from dflash_diag.sources.inject import find_debugger
+    from dflash_diag.inject.method import find_debugger
 
     path = find_debugger(method) if method in ("gdb", "cuda-gdb", "lldb") else None
     if path is None:
@@ -159,7 +159,7 @@ def main() -> int:
 
 def _session(args: argparse.Namespace, warmup_s: float, env: dict[str, str], trainer: subprocess.Popen[str],
              log: StepLog, report: dict[str, Any]) -> bool:
-    from dflash_diag.sources.inject import inject
+    from dflash_diag.inject.orchestrate import inject
 
     pid = trainer.pid
     deadline = time.monotonic() + warmup_s + 600

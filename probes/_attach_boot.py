@@ -1,33 +1,40 @@
 """The fixed bootstrap `dflash-diag attach` / `detach` run inside a live Python process (docs/attach.md).
 
-It is executed, never imported: the debugger (a pending call of ``PyRun_SimpleString``) or Python 3.14's
-``sys.remote_exec`` runs a fixed one-statement program that execs this file with one global, ``CONTROL``:
-the path of a private (0600) control file the ``dflash-diag`` command wrote. Nothing the user typed is
+It is executed, never imported: a pending call of ``PyRun_SimpleString`` (queued by the ptrace driver or a
+debugger) or Python 3.14's ``sys.remote_exec`` runs a fixed one-statement program that execs this file with
+one global, ``CONTROL``: the path of a private (0600) control file the ``dflash-diag`` command wrote. Nothing the user typed is
 ever part of the code that runs; the control file's values are validated here again (an enum of actions,
 the known probe names, absolute paths, this very PID, a deadline).
 
 Steps: claim the control file (rename: a command that timed out cancels by deleting it first, so a late
 run does nothing), load the ``probes`` package this file belongs to (or the copy the process already
 imported, when its version is the same: refused otherwise), run ``probes.attach.run`` and write the result
-file (0600, atomic). Standard library only; no exception leaves this file (the pending call must return 0,
-and an exception there would surface in the program); a KeyboardInterrupt that arrives meanwhile is
-re-delivered to the main thread.
+file (0600, atomic). The protocol (schema, actions, file names, the checks) is ``dflash_contract/attach.py``,
+loaded by its path from this installation. Standard library only; no exception leaves this file (the pending
+call must return 0, and an exception there would surface in the program); a KeyboardInterrupt that arrives
+meanwhile is re-delivered to the main thread.
 """
 
 
 def _dflash_diag_attach_main(control_path: str) -> None:
+    import importlib.util
     import json
     import os
     import re
     import stat
     import sys
-    import time
 
-    schema = "dflash-diag.attach/1"
-    max_control_bytes = 64 * 1024
     here = os.path.dirname(os.path.abspath(__file__))  # .../probes
-    result: dict = {"schema": schema, "ok": False, "error": None}
-    claimed = control_path + ".claimed"
+    # The protocol (dflash_contract/attach.py) of this very installation, loaded by its path: nothing of the
+    # program's own import path decides what this file checks.
+    spec = importlib.util.spec_from_file_location(
+        "_dflash_diag_attach_contract", os.path.join(os.path.dirname(here), "dflash_contract", "attach.py"))
+    if spec is None or spec.loader is None:
+        return
+    contract = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(contract)
+    result: dict = {"schema": contract.SCHEMA, "ok": False, "error": None}
+    claimed = control_path + contract.CLAIMED_SUFFIX
     try:
         os.rename(control_path, claimed)
     except OSError:
@@ -39,9 +46,9 @@ def _dflash_diag_attach_main(control_path: str) -> None:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
                 raise ValueError("control file is not a private regular file of this user")
-            if st.st_size > max_control_bytes:
+            if st.st_size > contract.MAX_CONTROL_BYTES:
                 raise ValueError("control file too large")
-            data = os.read(fd, max_control_bytes + 1)
+            data = os.read(fd, contract.MAX_CONTROL_BYTES + 1)
         finally:
             os.close(fd)
             try:
@@ -52,30 +59,6 @@ def _dflash_diag_attach_main(control_path: str) -> None:
         if not isinstance(value, dict):
             raise ValueError("control file is not a JSON object")
         return value
-
-    def check(control: dict) -> None:
-        if control.get("schema") != schema:
-            raise ValueError(f"control schema {control.get('schema')!r} is not {schema}")
-        if control.get("pid") != os.getpid():
-            raise ValueError(f"control file is for PID {control.get('pid')}, this is {os.getpid()}")
-        deadline = control.get("deadline_wall_s")
-        if not isinstance(deadline, (int, float)) or time.time() > deadline:
-            raise TimeoutError("control file expired: the command gave up waiting")
-        if control.get("action") not in ("attach", "detach", "inventory"):
-            raise ValueError(f"unknown action {control.get('action')!r}")
-        names = control.get("probes")
-        if not (isinstance(names, list) and all(isinstance(n, str) and re.fullmatch(r"[a-z]{1,32}", n) for n in names)):
-            raise ValueError("probe names must be a list of lowercase words")
-        board_dir = control.get("board_dir")
-        if board_dir is not None and not (isinstance(board_dir, str) and os.path.isabs(board_dir)):
-            raise ValueError("board_dir must be an absolute path")
-        if not isinstance(control.get("version"), str) or not isinstance(control.get("nonce"), str):
-            raise ValueError("version and nonce must be strings")
-        lease = control.get("lease")
-        if lease is not None and not (isinstance(lease, dict) and set(lease) == {"pid", "start_ticks"}
-                                      and all(type(v) is int for v in lease.values())
-                                      and lease["pid"] > 0 and lease["start_ticks"] >= 0):
-            raise ValueError("lease must be {pid, start_ticks} (integers)")
 
     def declared_version(init_file: str) -> str | None:
         try:
@@ -124,7 +107,7 @@ def _dflash_diag_attach_main(control_path: str) -> None:
 
     def write_result(path: str) -> None:
         data = json.dumps(result, default=str, allow_nan=False).encode()
-        tmp = f"{path}.tmp"
+        tmp = path + contract.TMP_SUFFIX
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             view = memoryview(data)
@@ -138,12 +121,10 @@ def _dflash_diag_attach_main(control_path: str) -> None:
     result_path = None
     try:
         control = read_control()
-        rp = control.get("result_path")
-        if (isinstance(rp, str) and os.path.dirname(rp) == os.path.dirname(control_path)
-                and re.fullmatch(r"\.attach-\d+\.[0-9a-f]{16}\.result", os.path.basename(rp))):
-            result_path = rp
+        if contract.is_result_path(control.get("result_path"), control_path):
+            result_path = control["result_path"]
         result["nonce"] = control.get("nonce")
-        check(control)
+        contract.check_control(control, os.getpid())
         module, how = load_probes(control["version"])
         import importlib
 

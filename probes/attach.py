@@ -38,6 +38,7 @@ from typing import Any
 
 import probes
 from dflash_contract import proc
+from dflash_contract.attach import ACTIONS, valid_lease
 from probes import codedrift
 from probes._common import JsonDict, thread_name
 
@@ -49,7 +50,6 @@ MAX_CONTAINER_ITEMS = 16
 MAX_FOUND = 16
 MAX_LOGGERS = 4000
 
-ACTIONS = ("attach", "detach", "inventory")
 # Frames of the attach machinery itself are not the program's: discovery skips them.
 _OWN_PREFIXES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<string>")
 
@@ -67,17 +67,17 @@ def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | No
     only probes held for it."""
     t0 = time.perf_counter()
     try:
-        if action == "attach":
+        if action not in ACTIONS:  # the protocol's list (dflash_contract.attach)
+            out = {"ok": False, "error": f"unknown action {action!r}"}
+        elif action == "attach":
             with _LOCK:
                 out = attach(names, board_dir=board_dir, discover=discover, attacher=attacher or {},
                              lease=_valid_lease(lease))
         elif action == "detach":
             with _LOCK:
                 out = detach(owner=_valid_lease(lease))
-        elif action == "inventory":
+        else:  # inventory
             out = {"ok": True, "error": None, "inventory": inventory()}
-        else:
-            out = {"ok": False, "error": f"unknown action {action!r}"}
     except Exception as exc:  # never into the program: the caller writes the result file
         out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
     out["thread"] = thread_name()
@@ -92,8 +92,7 @@ def _valid_lease(lease: object) -> JsonDict | None:
     """``{"pid": int, "start_ticks": int}`` or None; ValueError for anything else (the bootstrap checked it too)."""
     if lease is None:
         return None
-    if not (isinstance(lease, dict) and proc.is_valid_pid(lease.get("pid"))
-            and isinstance(lease.get("start_ticks"), int) and lease["start_ticks"] >= 0):
+    if not valid_lease(lease) or not isinstance(lease, dict):  # the protocol's rule (dflash_contract.attach)
         raise ValueError("lease must be {pid, start_ticks}")
     return {"pid": lease["pid"], "start_ticks": lease["start_ticks"]}
 

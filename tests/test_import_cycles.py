@@ -200,5 +200,5 @@ def test_architecture_doc_states_the_real_layer_imports() -> None:
             row[slot].update(_layer(t) for t in targets if _layer(t) != src)
     real = {k: (e, lz - e) for k, (e, lz) in real.items()}
     documented = _documented_layers()
-    assert set(documented) >= {"model", "sources", "analysis", "view", "tui", "snapshot", "export", "cli"}
+    assert set(documented) >= {"model", "sources", "inject", "analysis", "view", "tui", "snapshot", "export", "cli"}
     assert {k: v for k, v in real.items() if k in documented} == documented

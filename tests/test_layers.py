@@ -1,7 +1,8 @@
 """The layer rules, checked on the import statements of every module.
 
 dflash_contract (stdlib: the board contract, /proc identity, the redactor; imported by probes and tool alike) |
-probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O) | analysis (pure) | view (top's frame
+probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O, reads) | inject (writes into a live
+process: attach/detach) | analysis (pure) | view (top's frame
 and batch report) | tui (the screen: model + view only), snapshot | cli (wires real sources into everything).
 docs/architecture.md describes the layers and tabulates these rules.
 """
@@ -76,9 +77,32 @@ def test_sources_do_not_import_presentation() -> None:
     assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "dflash_contract"}, banned) == []
 
 
+def test_sources_only_read_the_injector_is_apart() -> None:
+    """``sources`` reads the outside world; writing into a live process is ``inject``'s alone, and only the
+    commands start an injection (``cli``; snapshot and export never do)."""
+    assert [v for v in _violations("dflash_diag/sources", set(), ()) if " imports dflash_diag.inject" in v] == []
+    users = sorted({str(p.relative_to(ROOT).parts[1]) for p in _modules("dflash_diag")
+                    if p.relative_to(ROOT).parts[1] not in ("inject", "cli")
+                    and any(_within(n, ("dflash_diag.inject",)) for n in _imports(p))})
+    assert users == []
+
+
+def test_inject_reads_through_sources_and_never_presents() -> None:
+    banned = ("dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.analysis",
+              "dflash_diag.view", "dflash_diag.export", "textual", "rich", "probes")
+    assert _violations("dflash_diag/inject", {"dflash_diag", "dflash_contract"}, banned) == []
+
+
+def test_the_attach_protocol_loads_alone() -> None:
+    """The bootstrap loads ``dflash_contract/attach.py`` by its path inside the user's program, before anything
+    of ours is importable there: it may import the standard library only, not even the rest of its package."""
+    assert [n for n in _imports(ROOT / "dflash_contract" / "attach.py") if _top(n) not in STDLIB] == []
+
+
 def test_the_tool_never_imports_the_probes() -> None:
     """The tool reads what probes publish through the contract; it does not run probe code."""
-    for package in ("dflash_diag/model", "dflash_diag/sources", "dflash_diag/analysis", "dflash_diag/tui"):
+    for package in ("dflash_diag/model", "dflash_diag/sources", "dflash_diag/analysis", "dflash_diag/tui",
+                    "dflash_diag/inject"):
         assert [v for v in _violations(package, set(), ()) if " imports probes" in v] == []
 
 

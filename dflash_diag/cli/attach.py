@@ -14,7 +14,7 @@ from dflash_diag.cli._output import dump_json, finite_float, pid_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 if TYPE_CHECKING:
-    from dflash_diag.sources.inject import Lease
+    from dflash_diag.inject.request import Lease
 
 KNOWN_PROBES = PROBE_NAMES  # the board contract's list
 ATTACH_SCHEMA = "dflash-diag.attach-report/1"
@@ -29,11 +29,13 @@ def parse_probes(text: str) -> list[str]:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    from dflash_diag.sources.inject import DEFAULT_TIMEOUT_S, METHODS
+    from dflash_diag.inject.injection import DEFAULT_TIMEOUT_S
+    from dflash_diag.inject.method import METHODS
 
     parser.add_argument("pid", type=pid_arg, metavar="PID", help="the running Python process")
     parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="how to get in: auto (remote-exec on Python 3.14+, else gdb, cuda-gdb, lldb), or one of them")
+                        help="how to get in: auto (ptrace: no debugger, one thread paused about a millisecond; "
+                             "else remote-exec on Python 3.14+, gdb, cuda-gdb, lldb), or one of them")
     parser.add_argument("--timeout", type=finite_float, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"give up (and cancel the request) after S seconds (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--board-dir", metavar="DIR", help="the board directory (default: see docs/board.md)")
@@ -49,8 +51,8 @@ def run_injection(args: argparse.Namespace, action: str, names: list[str], *, le
     ``inject.Lease``; ``progress``: called with each step instead of the messages on a terminal."""
     from dflash_contract.board import BoardDirError, ensure_private_dir
     from dflash_diag.cli._signals import terminate_like_ctrl_c
+    from dflash_diag.inject.orchestrate import inject
     from dflash_diag.sources.board import default_board_dir
-    from dflash_diag.sources.inject import inject
 
     if not 1.0 <= args.timeout <= 3600.0:
         raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)
@@ -83,6 +85,10 @@ def outcome_json(outcome: Any) -> dict[str, Any]:
         "debugger": outcome.debugger,
         "python": outcome.python,
         "stopped_s": None if outcome.stopped_s is None else round(outcome.stopped_s, 4),
+        "paused_ms": None if outcome.paused_s is None else round(1e3 * outcome.paused_s, 3),
+        "threads_paused": outcome.threads_paused,
+        "stops": outcome.stops,
+        "paused_total_ms": None if outcome.paused_total_s is None else round(1e3 * outcome.paused_total_s, 3),
         "waited_s": round(outcome.waited_s, 4),
         "total_s": round(outcome.total_s, 4),
         "nudged_main_thread": outcome.nudged,
@@ -100,9 +106,9 @@ def _fail_if_not_ok(outcome: Any) -> None:
 class AttachCommand:
     """Start the probes inside a Python process that is already running (no restart, no code change).
 
-    A debugger (gdb, cuda-gdb or lldb; Python 3.14's sys.remote_exec where the process runs 3.14) makes the
-    process run the installed probes' bootstrap at a safe point of its interpreter. The process is stopped
-    for a fraction of a second; then `top`, `doctor`, `board` and `snapshot` see a board as if it had been
+    This command's own ptrace injector (no debugger; one thread paused for about a millisecond), or a debugger
+    (gdb, cuda-gdb or lldb; Python 3.14's sys.remote_exec where the process runs 3.14), makes the process run
+    the installed probes' bootstrap at a safe point of its interpreter; then `top`, `doctor`, `board` and `snapshot` see a board as if it had been
     started under `dflash-diag run`. `dflash-diag detach PID` undoes it. How it works and what can go wrong:
     docs/attach.md.
 
@@ -128,7 +134,7 @@ class AttachCommand:
             raise CommandError("--probes names no probe: nothing to attach", ExitCode.USAGE)
         lease = None
         if args.lease_pid is not None:
-            from dflash_diag.sources.inject import Lease
+            from dflash_diag.inject.request import Lease
 
             if args.lease_pid == args.pid:
                 raise CommandError(f"--lease-pid {args.pid} is the process the probes go into: give the PID of "
@@ -176,9 +182,27 @@ class DetachCommand:
         return ExitCode.OK
 
 
+def pause_text(outcome: Any) -> str:
+    """``paused 1.2 ms (1 thread) by ptrace``: the longest any one thread could not run at a stretch, how many
+    threads were stopped, and (ptrace, when it let some go first) how many stops and their sum."""
+    if outcome.paused_s is None:
+        return f"by {outcome.method}"
+    if outcome.threads_paused == 0:
+        return f"no thread paused ({outcome.method})"
+    threads = outcome.threads_paused
+    detail = f"{threads} thread{'s' if threads != 1 else ''}"
+    if (outcome.stops or 0) > 1 and outcome.paused_total_s is not None:  # let go until one stopped at a safe place
+        detail += f"; {outcome.stops} stops, {_ms(outcome.paused_total_s)} in all"
+    return f"paused {_ms(outcome.paused_s)} ({detail}) by {outcome.method}"
+
+
+def _ms(seconds: float) -> str:
+    ms = 1e3 * seconds
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
 def _timing(outcome: Any) -> str:
-    stopped = f"stopped {1e3 * outcome.stopped_s:.0f} ms by {outcome.method}" if outcome.stopped_s is not None else outcome.method
-    return f"{stopped}; ran {1e3 * outcome.waited_s:.0f} ms later in {outcome.result.get('thread', '?')}" + (
+    return f"{pause_text(outcome)}; ran {1e3 * outcome.waited_s:.0f} ms later in {outcome.result.get('thread', '?')}" + (
         " (woken from a lock wait)" if outcome.nudged else "")
 
 

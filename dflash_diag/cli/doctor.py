@@ -17,7 +17,7 @@ from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, 
 from dflash_diag.view.findings import finding_json, headline_json
 
 if TYPE_CHECKING:
-    from dflash_diag.sources.inject import Lease
+    from dflash_diag.inject.request import Lease
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
@@ -63,7 +63,9 @@ class DoctorCommand:
         parser.add_argument("--attach", action="store_true",
                             help="when the process runs without (all) probes, attach them for the diagnosis and detach "
                                  "them afterwards (`dflash-diag attach`, docs/attach.md)")
-        parser.add_argument("--attach-method", default="auto", choices=("auto", "remote-exec", "gdb", "cuda-gdb", "lldb"),
+        from dflash_diag.inject.method import METHODS
+
+        parser.add_argument("--attach-method", default="auto", choices=METHODS,
                             help="with --attach: how to get in (default auto)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -107,7 +109,7 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
     the exit it cannot see (SIGKILL) they detach by themselves (probes/session.py's Lease)."""
     from dflash_diag.cli._signals import deferred
     from dflash_diag.errors import Terminated
-    from dflash_diag.sources.inject import Lease
+    from dflash_diag.inject.request import Lease
 
     lease = Lease.for_target(args.pid)  # None: another PID namespace (said when the probes go in)
     steps: list[str] = []  # the injection's progress: non-empty once the request may have reached the process

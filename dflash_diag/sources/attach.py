@@ -7,6 +7,7 @@ import os
 
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.sources.procfs import process_alive
+from dflash_diag.sources.ptrace_access import PTRACE_FIX, scope_note
 
 # "Failed to find python version" and friends happen on ~40% of attaches to a fresh interpreter and go away
 # on retry; these markers mean "try again".
@@ -22,13 +23,6 @@ _TRANSIENT_MARKERS = (
     "Interrupted system call",
 )
 _PERMISSION_MARKERS = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
-
-PTRACE_FIX = (
-    "run dflash-diag as the process's user with ptrace allowed (sysctl kernel.yama.ptrace_scope=0), "
-    "or as root / with CAP_SYS_PTRACE (sudo dflash-diag ...); in a container add --cap-add SYS_PTRACE "
-    "(Kubernetes: securityContext.capabilities.add: [SYS_PTRACE])"
-)
-
 
 def looks_like_python(pid: int) -> bool | None:
     """Whether the process runs a Python interpreter: exe named python*, or libpython mapped. None: cannot tell."""
@@ -69,25 +63,14 @@ def attach_error(pid: int, stderr: str) -> AttachError:
     if any(marker in stderr.lower() for marker in _PERMISSION_MARKERS) or other_user(pid):
         owner = _owner(pid)
         who = f" (owned by uid {owner}, you are uid {os.geteuid()})" if owner is not None and owner != os.geteuid() else ""
-        scope = _ptrace_scope()
-        now = f" (kernel.yama.ptrace_scope is {scope} here)" if scope not in (None, "0") else ""
-        return AttachError(f"not allowed to inspect PID {pid}{who}: {first}{now}; {PTRACE_FIX}", ExitCode.PERMISSION)
+        return AttachError(f"not allowed to inspect PID {pid}{who}: {first}{scope_note()}; {PTRACE_FIX}",
+                           ExitCode.PERMISSION)
     if looks_like_python(pid) is False:
         return AttachError(
             f"PID {pid} ({exe_name(pid)}) is not a Python process: py-spy found no interpreter in it",
             ExitCode.NOT_PYTHON,
         )
     return AttachError(f"py-spy could not read PID {pid}: {first}", ExitCode.FAILURE)
-
-
-def _ptrace_scope() -> str | None:
-    """The Yama ptrace policy (0: classic, 1: descendants only, 2: admin only, 3: none), None without Yama."""
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as fh:
-            value = fh.read().strip()
-    except OSError:
-        return None
-    return value if value.isdigit() else None
 
 
 def first_error_line(stderr: str) -> str:

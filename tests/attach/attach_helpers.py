@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "dflash_diag"]
-NO_GDB = "gdb is not installed: `make setup` installs it (as root: apt-get install gdb); attach tests need a real debugger"
+NO_GDB = "gdb is not installed: `make setup` installs it (as root: apt-get install gdb); the tests about the debugger need it"
 
 
 def env_for(board_dir: Path, **extra: str) -> dict[str, str]:
@@ -78,6 +78,8 @@ print("ready", os.getpid(), flush=True)
 if mode == "select":                 # parked in a C call that is not a lock: no safe point until poked
     fd = os.open(sys.argv[3], os.O_RDONLY | os.O_NONBLOCK)
     select.select([fd], [], [])
+if mode == "queue":                  # parked in Queue.get() on a queue nobody fills: a lock wait
+    queue.Queue().get()
 workers[0].join()                    # parked in a lock wait, forever
 """
 

@@ -1,4 +1,5 @@
-"""Real attaches need a real debugger: gdb (installed by `make setup` as root on Debian)."""
+"""Real attaches: through this command's own ptrace injector (Linux x86-64, no debugger), or a real gdb
+(installed by `make setup` as root on Debian) for the tests about the debugger itself."""
 
 from __future__ import annotations
 
@@ -13,19 +14,33 @@ import pytest
 from attach_helpers import NO_GDB, PLAIN, Plain, wait_for
 
 
+def _skip_unless_ptrace_is_allowed(who: str) -> None:
+    from dflash_diag.sources.ptrace_access import has_cap_sys_ptrace, ptrace_scope
+
+    scope = ptrace_scope()
+    if scope == 3 or (scope in (1, 2) and not has_cap_sys_ptrace()):
+        # the tracer is the test process's grandchild's sibling, never an ancestor of the target: Yama forbids it
+        pytest.skip(f"kernel.yama.ptrace_scope is {scope} and this user lacks CAP_SYS_PTRACE: {who} may not "
+                    "attach here (run as root, or sysctl kernel.yama.ptrace_scope=0)")
+
+
 @pytest.fixture(scope="session")
 def gdb() -> str:
-    from dflash_diag.sources.inject import has_cap_sys_ptrace, ptrace_scope
-
     path = shutil.which("gdb")
     if path is None:
         pytest.skip(NO_GDB)
-    scope = ptrace_scope()
-    if scope == 3 or (scope in (1, 2) and not has_cap_sys_ptrace()):
-        # gdb is the test process's grandchild's sibling, never an ancestor of the target: Yama forbids it
-        pytest.skip(f"kernel.yama.ptrace_scope is {scope} and this user lacks CAP_SYS_PTRACE: no debugger may "
-                    "attach here (run as root, or sysctl kernel.yama.ptrace_scope=0)")
+    _skip_unless_ptrace_is_allowed("no debugger")
     return path
+
+
+@pytest.fixture(scope="session")
+def ptrace_ok() -> None:
+    """The ptrace injector can work here (Linux x86-64, ptrace allowed): what `--method auto` then uses."""
+    from dflash_diag.inject.method import ptrace_helper, ptrace_unsupported
+
+    if ptrace_helper() is None:
+        pytest.skip(ptrace_unsupported())
+    _skip_unless_ptrace_is_allowed("the ptrace injector")
 
 
 @pytest.fixture

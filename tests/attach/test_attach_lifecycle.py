@@ -1,5 +1,6 @@
 """What `doctor --attach`, `attach` and `detach` leave behind when they end other than by finishing (issue 22,
-items 5 and 8), with real processes and a real gdb.
+items 5 and 8), with real processes: through the ptrace injector (`--method auto`), and with a real gdb where
+the test is about the debugger (its window, its death, its answers).
 
 - `doctor --attach` ended by SIGTERM or SIGHUP detaches first, then exits 128+N; killed by SIGKILL, the
   probes' lease makes them detach by themselves (the board thread sees the command is gone);
@@ -23,7 +24,7 @@ import pytest
 from attach_helpers import CLI, ROOT, all_stopped, cli, env_for, slow_gdb, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
-from dflash_diag.sources.inject import inject
+from dflash_diag.inject.orchestrate import inject
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +59,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_doctor_attach_ended_by_a_signal_detaches_then_exits_128_plus_n(gdb: str, start_plain, board_dir: Path,
+def test_doctor_attach_ended_by_a_signal_detaches_then_exits_128_plus_n(ptrace_ok: None, start_plain, board_dir: Path,
                                                                        sig: int) -> None:
     plain = start_plain("join")
     before = _inventory(plain.pid, board_dir)
@@ -78,7 +79,7 @@ def test_doctor_attach_ended_by_a_signal_detaches_then_exits_128_plus_n(gdb: str
     plain.keeps_running()
 
 
-def test_doctor_attach_killed_leaves_a_lease_the_probes_honour(gdb: str, start_plain, board_dir: Path,
+def test_doctor_attach_killed_leaves_a_lease_the_probes_honour(ptrace_ok: None, start_plain, board_dir: Path,
                                                                tmp_path: Path) -> None:
     log = tmp_path / "plain.stderr"
     with log.open("w") as stderr:
@@ -106,7 +107,7 @@ def test_attach_ended_by_sigterm_cancels_its_request_like_ctrl_c(gdb: str, start
                                                                  tmp_path: Path) -> None:
     plain = start_plain("join")
     extra, _pidfile = slow_gdb(tmp_path, gdb)
-    attach = subprocess.Popen([*CLI, "attach", str(plain.pid)], cwd=ROOT, stdout=subprocess.PIPE,
+    attach = subprocess.Popen([*CLI, "attach", str(plain.pid), "--method", "gdb"], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="3"))
     wait_for(lambda: all_stopped(plain.pid), 30, "gdb to stop the process")
     attach.send_signal(signal.SIGTERM)
@@ -119,7 +120,7 @@ def test_attach_ended_by_sigterm_cancels_its_request_like_ctrl_c(gdb: str, start
     assert [p.name for p in board_dir.iterdir() if ".control" in p.name or ".result" in p.name] == []
 
 
-def test_attach_with_a_lease_pid_leaves_when_that_process_exits(gdb: str, start_plain, board_dir: Path) -> None:
+def test_attach_with_a_lease_pid_leaves_when_that_process_exits(ptrace_ok: None, start_plain, board_dir: Path) -> None:
     plain = start_plain("join")
     holder = subprocess.Popen(["sleep", "120"])
     try:
@@ -164,7 +165,7 @@ sys.exit(main([command, str(target), "--timeout", "5", "--board-dir", board_dir]
 
 
 @pytest.mark.parametrize(("command", "which"), [("attach", "pid"), ("detach", "pid"), ("attach", "thread")])
-def test_attaching_to_its_own_process_is_refused_at_once(gdb: str, board_dir: Path, command: str,
+def test_attaching_to_its_own_process_is_refused_at_once(ptrace_ok: None, board_dir: Path, command: str,
                                                          which: str) -> None:
     t0 = time.monotonic()
     res = subprocess.run([sys.executable, "-c", SELF, command, which, str(board_dir)], cwd=ROOT, env=env_for(board_dir),
@@ -188,7 +189,7 @@ print(json.dumps({"rc": res.returncode, "stderr": res.stderr if capture else Non
 
 
 @pytest.mark.parametrize("how", ["capture", "wait"])
-def test_attaching_to_an_ancestor_that_waits_for_it_is_refused_at_once(gdb: str, board_dir: Path, how: str) -> None:
+def test_attaching_to_an_ancestor_that_waits_for_it_is_refused_at_once(ptrace_ok: None, board_dir: Path, how: str) -> None:
     res = subprocess.run([sys.executable, "-c", PARENT, how], cwd=ROOT, env=env_for(board_dir), capture_output=True,
                          text=True, timeout=90)
     assert res.returncode == 0, res.stderr
@@ -205,7 +206,8 @@ def test_timeout_bounds_a_debugger_that_stops_answering(gdb: str, start_plain, b
     plain = start_plain("join")
     extra, _pidfile = slow_gdb(tmp_path, gdb)  # answers `attach`, then nothing for 60 s
     t0 = time.monotonic()
-    res = cli("attach", str(plain.pid), "--timeout", "2", env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="60"))
+    res = cli("attach", str(plain.pid), "--timeout", "2", "--method", "gdb",
+              env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="60"))
     took_s = time.monotonic() - t0
     assert res.returncode == ExitCode.ATTACH_FAILED, res.stderr
     assert "the --timeout ran out)" in res.stderr and "nothing was injected" in res.stderr
@@ -225,7 +227,7 @@ def _children(pid: int) -> list[int]:
 def test_a_killed_command_takes_its_debugger_with_it(gdb: str, start_plain, board_dir: Path, tmp_path: Path) -> None:
     plain = start_plain("join")
     extra, pidfile = slow_gdb(tmp_path, gdb)  # a debugger busy for 120 s: it reads no end-of-file meanwhile
-    attach = subprocess.Popen([*CLI, "attach", str(plain.pid)], cwd=ROOT, stdout=subprocess.DEVNULL,
+    attach = subprocess.Popen([*CLI, "attach", str(plain.pid), "--method", "gdb"], cwd=ROOT, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="120"))
     wait_for(lambda: all_stopped(plain.pid), 30, "gdb to stop the process")
     debugger = _children(attach.pid)

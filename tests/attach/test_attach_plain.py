@@ -1,4 +1,5 @@
-"""`dflash-diag attach` / `detach` with a real gdb on a plain threaded program that never imported probes.
+"""`dflash-diag attach` / `detach` on a plain threaded program that never imported probes: through the ptrace
+injector (what `--method auto` uses, no debugger), and with a real gdb where the test is about the debugger.
 
 Its main thread is parked in ``join()`` for good (the case a pending call alone would never reach), or in
 ``select()`` (not a lock: the request must time out and be cancelled). Refusals are real too: a process
@@ -21,13 +22,14 @@ import pytest
 from attach_helpers import ROOT, all_stopped, cli, env_for, slow_gdb, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
+from dflash_diag.inject.orchestrate import inject
 from dflash_diag.sources.board import read_board
-from dflash_diag.sources.inject import inject
 from probes import ALL_PROBES
 
 pytestmark = pytest.mark.slow
 
 ALL = set(ALL_PROBES)  # every probe the package has
+PAUSE_BOUND_MS = 50.0  # the ptrace injector's goal (a few ms; scheduling on a loaded 2-core box adds some)
 
 
 def _inventory(pid: int, board_dir: Path) -> dict:
@@ -36,15 +38,21 @@ def _inventory(pid: int, board_dir: Path) -> dict:
     return out.result["inventory"]
 
 
-def test_attach_then_detach_on_a_program_parked_in_join(gdb: str, start_plain, board_dir: Path) -> None:
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_attach_then_detach_on_a_program_parked_in_join(method: str, start_plain, board_dir: Path,
+                                                        request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue("ptrace_ok" if method == "ptrace" else "gdb")
     plain = start_plain("join")
     env = env_for(board_dir)
     before = _inventory(plain.pid, board_dir)
     assert before["threads"] == []
-    res = cli("attach", str(plain.pid), "--json", env=env)
+    res = cli("attach", str(plain.pid), "--json", "--method", method, env=env)
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
-    assert report["method"] == "gdb" and report["nudged_main_thread"] is True  # woken from join() by EINTR
+    assert report["method"] == method and report["nudged_main_thread"] is True  # woken from join() by EINTR
+    assert report["paused_ms"] > 0 and report["threads_paused"] >= 1
+    if method == "ptrace":  # one thread, for milliseconds; the others ran on
+        assert report["threads_paused"] == 1 and report["paused_ms"] < PAUSE_BOUND_MS, report
     assert report["result"]["session"] == "new" and set(report["result"]["added"]) == ALL
     assert report["result"]["discovered"]["queues"] == ["q"]
     assert report["result"]["thread"] == "MainThread" and 0 < report["stopped_s"] < 20
@@ -54,13 +62,13 @@ def test_attach_then_detach_on_a_program_parked_in_join(gdb: str, start_plain, b
         assert board.probes[name]["status"] == "ok", (name, board.probes[name])
     assert board.probes["allocator"] == {"status": "na", "reason": "no CUDA: torch not imported"}
     assert {"producer", "consumer", "dflash-diag-board", "dflash-diag-gil-knocker"} <= set(board.threads.values())
-    assert board.session["attached"]["method"] == "gdb"
+    assert board.session["attached"]["method"] == method
     plain.keeps_running()
     shown = cli("board", str(plain.pid), "--json", env=env)
     assert shown.returncode == 0 and json.loads(shown.stdout)["probes"]["queues"]["q"]["maxsize"] == 4
-    res = cli("detach", str(plain.pid), env=env)
+    res = cli("detach", str(plain.pid), "--method", method, env=env)
     assert res.returncode == 0, res.stderr
-    assert "no hook left" in res.stdout
+    assert "no hook left" in res.stdout and f"by {method}" in res.stdout
     assert not (board_dir / f"{plain.pid}.json").exists()
     plain.keeps_running()
     after = _inventory(plain.pid, board_dir)  # a second look from outside, after the detach
@@ -78,7 +86,7 @@ def _board_with_traffic(pid: int, board_dir: Path):
 
 
 def test_a_main_thread_that_never_runs_python_times_out_and_nothing_starts_later(
-        gdb: str, start_plain, board_dir: Path, tmp_path: Path) -> None:
+        ptrace_ok: None, start_plain, board_dir: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "poke"
     os.mkfifo(fifo)
     plain = start_plain("select", str(fifo))
@@ -94,7 +102,7 @@ def test_a_main_thread_that_never_runs_python_times_out_and_nothing_starts_later
     assert _inventory(plain.pid, board_dir)["threads"] == []  # no probe thread was ever started
 
 
-def test_refuses_what_is_not_python(gdb: str, board_dir: Path) -> None:
+def test_refuses_what_is_not_python(ptrace_ok: None, board_dir: Path) -> None:
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
         res = cli("attach", str(sleeper.pid), env=env_for(board_dir))
@@ -104,7 +112,7 @@ def test_refuses_what_is_not_python(gdb: str, board_dir: Path) -> None:
         sleeper.wait()
 
 
-def test_refuses_a_stopped_process_and_leaves_it_stopped(gdb: str, start_plain, board_dir: Path) -> None:
+def test_refuses_a_stopped_process_and_leaves_it_stopped(ptrace_ok: None, start_plain, board_dir: Path) -> None:
     plain = start_plain("join")
     os.kill(plain.pid, signal.SIGSTOP)
     try:
@@ -117,7 +125,7 @@ def test_refuses_a_stopped_process_and_leaves_it_stopped(gdb: str, start_plain, 
     plain.keeps_running()
 
 
-def test_refuses_a_process_someone_already_traces(gdb: str, start_plain, board_dir: Path) -> None:
+def test_refuses_a_process_someone_already_traces(ptrace_ok: None, start_plain, board_dir: Path) -> None:
     plain = start_plain("join")
     libc = ctypes.CDLL(None, use_errno=True)
     ptrace_seize = 0x4206  # a tracer that does not stop the process
@@ -144,7 +152,7 @@ def _as_nobody(fn) -> int:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start processes as another user")
-def test_refuses_another_users_process(gdb: str, start_plain, board_dir: Path, tmp_path: Path) -> None:
+def test_refuses_another_users_process(ptrace_ok: None, start_plain, board_dir: Path, tmp_path: Path) -> None:
     open_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"dflash-attach-{os.getpid()}"
     open_dir.mkdir(mode=0o755, exist_ok=True)
     try:
@@ -168,9 +176,9 @@ def test_refuses_another_users_process(gdb: str, start_plain, board_dir: Path, t
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")
-def test_refuses_when_ptrace_is_not_permitted(gdb: str) -> None:
+def test_refuses_when_ptrace_is_not_permitted(ptrace_ok: None) -> None:
     from dflash_diag.errors import AttachError
-    from dflash_diag.sources.inject import preflight
+    from dflash_diag.inject.preflight import preflight
 
     # A process that changed its uid is not dumpable: without CAP_SYS_PTRACE even its own user may not trace it.
     target = os.fork()
@@ -201,8 +209,8 @@ def test_says_which_debugger_is_missing(start_plain, board_dir: Path, tmp_path: 
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     env = env_for(board_dir, PATH=str(empty))
-    res = cli("attach", str(plain.pid), env=env)
-    assert res.returncode == ExitCode.MISSING_TOOL and "install gdb" in res.stderr
+    res = cli("attach", str(plain.pid), "--method", "gdb", env=env)
+    assert res.returncode == ExitCode.MISSING_TOOL and "gdb is not installed" in res.stderr
     res = cli("attach", str(plain.pid), "--method", "cuda-gdb", env=env)
     assert res.returncode == ExitCode.MISSING_TOOL and "cuda-gdb is not installed" in res.stderr
     assert "T" not in task_states(plain.pid)
@@ -215,7 +223,8 @@ def test_a_debugger_that_cannot_start_is_named_with_its_error(start_plain, board
     broken = bindir / "gdb"  # what a cuda-gdb without its libncurses does
     broken.write_text("#!/bin/sh\necho 'gdb: error while loading shared libraries: libncursesw.so.5' >&2\nexit 127\n")
     broken.chmod(0o755)
-    res = cli("attach", str(plain.pid), env=env_for(board_dir, PATH=f"{bindir}:{os.environ.get('PATH', '')}"))
+    res = cli("attach", str(plain.pid), "--method", "gdb",
+              env=env_for(board_dir, PATH=f"{bindir}:{os.environ.get('PATH', '')}"))
     assert res.returncode == ExitCode.ATTACH_FAILED
     assert "status 127: gdb: error while loading shared libraries: libncursesw.so.5" in res.stderr
     assert "nothing was injected" in res.stderr and "Traceback" not in res.stderr
@@ -226,8 +235,9 @@ def test_a_debugger_killed_mid_attach_leaves_the_process_running(gdb: str, start
                                                                 tmp_path: Path) -> None:
     plain = start_plain("join")
     extra, pidfile = slow_gdb(tmp_path, gdb)
-    attach = subprocess.Popen([sys.executable, "-m", "dflash_diag", "attach", str(plain.pid)], cwd=ROOT,
-                              env=env_for(board_dir, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    attach = subprocess.Popen([sys.executable, "-m", "dflash_diag", "attach", str(plain.pid), "--method", "gdb"],
+                              cwd=ROOT, env=env_for(board_dir, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
     wait_for(lambda: all_stopped(plain.pid), 30, "gdb to stop the process")
     os.kill(int(pidfile.read_text()), signal.SIGKILL)  # the debugger dies holding the process
     out, err = attach.communicate(timeout=60)
@@ -243,8 +253,8 @@ def test_the_command_killed_mid_attach_leaves_the_process_running(gdb: str, star
                                                                  tmp_path: Path) -> None:
     plain = start_plain("join")
     extra, _pidfile = slow_gdb(tmp_path, gdb)
-    attach = subprocess.Popen([sys.executable, "-m", "dflash_diag", "attach", str(plain.pid)], cwd=ROOT,
-                              env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="3"),
+    attach = subprocess.Popen([sys.executable, "-m", "dflash_diag", "attach", str(plain.pid), "--method", "gdb"],
+                              cwd=ROOT, env=env_for(board_dir, **extra, SLOW_GDB_PAUSE_S="3"),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: all_stopped(plain.pid), 30, "gdb to stop the process")
     attach.kill()  # gdb, in its own session, reads EOF and detaches

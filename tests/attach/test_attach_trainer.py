@@ -1,4 +1,5 @@
-"""`dflash-diag attach` on the tiny reference trainer started without probes (``--probes none``), with gdb.
+"""`dflash-diag attach` on the tiny reference trainer started without probes (``--probes none``), through the
+ptrace injector (`--method auto`: no debugger).
 
 One trainer for the module (the `reentrant` scenario: the drafter's layers silently get no gradient, a
 failure only the probes see). Attached, the board carries every section and names the grad-None
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 from attach_helpers import cli, env_for, wait_for
 
+from dflash_diag.inject.orchestrate import inject
 from dflash_diag.sources.board import read_board
-from dflash_diag.sources.inject import inject
 from probes import ALL_PROBES
 
 pytestmark = pytest.mark.slow
@@ -50,7 +51,7 @@ class Trainer:
 
 
 @pytest.fixture(scope="module")
-def trainer(gdb: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
+def trainer(ptrace_ok: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
     work = tmp_path_factory.mktemp("trainer")
     board_dir = work / "boards"
     board_dir.mkdir(mode=0o700)
@@ -171,7 +172,7 @@ def test_a_killed_doctor_attach_gives_the_trainers_session_back_by_itself(traine
     assert after == inventory_before
 
 
-def test_doctor_without_a_board_says_attach_would_add_the_evidence(gdb: str, tmp_path: Path) -> None:
+def test_doctor_without_a_board_says_attach_would_add_the_evidence(tmp_path: Path) -> None:
     script = tmp_path / "spin.py"
     script.write_text("import threading, time\n"
                       "def spin():\n    while True: sum(range(1000))\n"

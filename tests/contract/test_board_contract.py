@@ -44,6 +44,8 @@ NOT_BOARD_KEYS = {
     ("probes/readings.py", "compile_time_s"): "the Prometheus/wandb series' catalogue name",
     ("probes/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/cli/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
+    ("dflash_diag/inject/ptrace.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
+    ("dflash_diag/inject/ptrace_driver.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
     ("dflash_diag/analysis/findings/cudagraphs.py", "skips"): _EVIDENCE,
     ("dflash_diag/analysis/findings/cudagraphs.py", "captures"): _EVIDENCE,
     ("dflash_diag/analysis/findings/cudagraphs.py", "partitions"): _EVIDENCE,
@@ -80,10 +82,10 @@ def _source(path: Path) -> str:
 def test_probe_names_are_defined_once_and_used_everywhere() -> None:
     assert set(contract.PROBE_NAMES) == set(_constants(contract.ProbeName).values()) == probes.ALL_PROBES
     from dflash_diag.cli import attach, run
-    from dflash_diag.sources import inject
+    from dflash_diag.inject import request as inject_request
 
     assert run.KNOWN_PROBES is contract.PROBE_NAMES and attach.KNOWN_PROBES is contract.PROBE_NAMES
-    assert inject.KNOWN_PROBES is contract.PROBE_NAMES
+    assert inject_request.KNOWN_PROBES is contract.PROBE_NAMES
     from probes import ProbesConfig, session
 
     # One factory table: every probe has a class and a config field of its name; nothing else is built.

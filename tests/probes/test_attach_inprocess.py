@@ -247,13 +247,9 @@ print("THREADS", sorted(t.name for t in threading.enumerate()), "SESSION", "prob
 
 
 def _run_bootstrap(tmp_path: Path, make_control, extra_path: tuple[str, ...] = ()) -> tuple[dict | None, str]:
-    from dflash_diag.sources.inject import (
-        Request,
-        control_document,
-        fixed_program,
-        package_paths,
-        write_private,
-    )
+    from dflash_diag.inject.orchestrate import package_paths
+    from dflash_diag.inject.program import fixed_program
+    from dflash_diag.inject.request import Request, control_document, write_private
 
     board_dir = tmp_path / "board"
     board_dir.mkdir(mode=0o700, exist_ok=True)

@@ -1,0 +1,93 @@
+"""The attach protocol: what `dflash-diag attach`/`detach` (the tool) and the bootstrap it runs inside a process
+(``probes/_attach_boot.py``) agree on. docs/attach.md tells the whole story.
+
+The tool writes a *control file* (a JSON request) into the board directory and makes the process run a fixed
+program that execs the bootstrap with that file's path. The bootstrap claims the request by renaming it, checks
+every field again, acts, and writes a *result file* the tool waits for. A request the tool gave up on is
+cancelled by deleting its control file first: a late bootstrap finds nothing to claim.
+
+Standard library only, and no import of the rest of this package: the bootstrap, which runs inside the user's
+program before anything of ours is imported, loads this file by its path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any
+
+SCHEMA = "dflash-diag.attach/1"  # of the control file and of the result file
+ACTIONS = ("attach", "detach", "inventory")  # what a request may ask; nothing else runs
+MAX_CONTROL_BYTES = 64 * 1024
+MAX_RESULT_BYTES = 4 << 20
+NONCE_HEX_CHARS = 16  # secrets.token_hex(8): a request's name cannot be guessed or replayed
+PROBE_NAME = re.compile(r"[a-z]{1,32}")
+
+# The files of one request, in the board directory: <prefix>.control (the request), .control.claimed (the
+# bootstrap's once it renamed it), .result (the answer, written through .result.tmp), .py (the script Python
+# 3.14's sys.remote_exec runs); and one per process, .attach-PID.page: where the tool's page is in that process.
+CLAIMED_SUFFIX = ".claimed"
+TMP_SUFFIX = ".tmp"
+RESULT_NAME = re.compile(r"\.attach-\d+\.[0-9a-f]{16}\.result")
+# Every name above, and only those: what a clean-up of stale requests may remove.
+OWN_FILE = re.compile(r"\.attach-(\d+)\.(?:[0-9a-f]{16}\.(?:control(?:\.claimed)?|result(?:\.tmp)?|py)|page)")
+
+
+def request_prefix(pid: int, nonce: str) -> str:
+    return f".attach-{int(pid)}.{nonce}"
+
+
+def control_name(pid: int, nonce: str) -> str:
+    return request_prefix(pid, nonce) + ".control"
+
+
+def result_name(pid: int, nonce: str) -> str:
+    return request_prefix(pid, nonce) + ".result"
+
+
+def script_name(pid: int, nonce: str) -> str:
+    return request_prefix(pid, nonce) + ".py"
+
+
+def page_name(pid: int) -> str:
+    return f".attach-{int(pid)}.page"
+
+
+def is_result_path(result_path: object, control_path: str) -> bool:
+    """Whether ``result_path`` is a result file beside ``control_path`` (the bootstrap writes nowhere else)."""
+    return (isinstance(result_path, str) and os.path.dirname(result_path) == os.path.dirname(control_path)
+            and RESULT_NAME.fullmatch(os.path.basename(result_path)) is not None)
+
+
+def valid_lease(lease: object) -> bool:
+    """``None`` or ``{"pid": int > 0, "start_ticks": int >= 0}`` (a process the probes are held for)."""
+    return lease is None or (isinstance(lease, dict) and set(lease) == {"pid", "start_ticks"}
+                             and all(type(v) is int for v in lease.values())
+                             and lease["pid"] > 0 and lease["start_ticks"] >= 0)
+
+
+def check_control(control: dict[str, Any], pid: int, now_wall_s: float | None = None) -> None:
+    """ValueError (TimeoutError once its deadline passed) when ``control`` is not a request this process may run.
+
+    The bootstrap checks again what the tool wrote: a control file is a file on disk, not a promise."""
+    if control.get("schema") != SCHEMA:
+        raise ValueError(f"control schema {control.get('schema')!r} is not {SCHEMA}")
+    if control.get("pid") != pid:
+        raise ValueError(f"control file is for PID {control.get('pid')}, this is {pid}")
+    deadline = control.get("deadline_wall_s")
+    now = time.time() if now_wall_s is None else now_wall_s
+    if not isinstance(deadline, (int, float)) or now > deadline:
+        raise TimeoutError("control file expired: the command gave up waiting")
+    if control.get("action") not in ACTIONS:
+        raise ValueError(f"unknown action {control.get('action')!r}")
+    names = control.get("probes")
+    if not (isinstance(names, list) and all(isinstance(n, str) and PROBE_NAME.fullmatch(n) for n in names)):
+        raise ValueError("probe names must be a list of lowercase words")
+    board_dir = control.get("board_dir")
+    if board_dir is not None and not (isinstance(board_dir, str) and os.path.isabs(board_dir)):
+        raise ValueError("board_dir must be an absolute path")
+    if not isinstance(control.get("version"), str) or not isinstance(control.get("nonce"), str):
+        raise ValueError("version and nonce must be strings")
+    if not valid_lease(control.get("lease")):
+        raise ValueError("lease must be {pid, start_ticks} (integers)")
