@@ -60,11 +60,14 @@ _LOCK = threading.RLock()
 
 
 def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | None = None,
-        discover: bool = True, attacher: JsonDict | None = None, lease: JsonDict | None = None) -> JsonDict:
+        discover: bool = True, attacher: JsonDict | None = None, lease: JsonDict | None = None,
+        kernels: JsonDict | None = None, files_prefix: str | None = None) -> JsonDict:
     """Entry point of the bootstrap: one of ``ACTIONS``; a JSON-safe result with ``ok`` and ``error``.
 
     ``lease`` (``{"pid", "start_ticks"}``): for attach, the process the probes are held for; for detach, detach
-    only probes held for it."""
+    only probes held for it; for kernels, the command the recording is for (it stops when that one is gone).
+    ``kernels`` and ``files_prefix``: the kernel recording's parameters and where its files go
+    (``probes.kernels``)."""
     t0 = time.perf_counter()
     try:
         if action not in ACTIONS:  # the protocol's list (dflash_contract.attach)
@@ -76,6 +79,10 @@ def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | No
         elif action == "detach":
             with _LOCK:
                 out = detach(owner=_valid_lease(lease))
+        elif action == "kernels":
+            from probes import kernels as kernel_recording
+
+            out = kernel_recording.start(kernels or {}, files_prefix=files_prefix or "", lease=_valid_lease(lease))
         else:  # inventory
             out = {"ok": True, "error": None, "inventory": inventory()}
     except Exception as exc:  # never into the program: the caller writes the result file
@@ -446,6 +453,10 @@ def _torch_hooks() -> JsonDict:
     node = getattr(trees, "CUDAGraphNode", None)
     if node is not None:
         out["cudagraph_trees.CUDAGraphNode.run_graph"] = _ref(getattr(node, "run_graph", None))
+    profiler = mods.get("torch.autograd.profiler")
+    if profiler is not None:  # `record --kernels` wraps it while it records; a running profiler sets the flag
+        out["autograd.profiler._prepare_profiler"] = _ref(getattr(profiler, "_prepare_profiler", None))
+        out["autograd.profiler._is_profiler_enabled"] = bool(getattr(profiler, "_is_profiler_enabled", False))
     cuda = mods.get("torch.cuda")
     if cuda is not None:
         out["cuda.empty_cache"] = _ref(getattr(cuda, "empty_cache", None))

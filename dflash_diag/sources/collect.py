@@ -383,8 +383,10 @@ class Collector:
     def rate_reason(self) -> str:
         return self._scheduler.decision.reason
 
-    def collect(self, duration_s: float, progress: Progress | None = None) -> Observation:
-        """Sample for ``duration_s``; AttachError when the very first dump fails (with the diagnosis).
+    def collect(self, duration_s: float, progress: Progress | None = None,
+                until: Callable[[], bool] | None = None) -> Observation:
+        """Sample for ``duration_s`` (or until ``until()`` says so, looked at between samples); AttachError when
+        the very first dump fails (with the diagnosis).
 
         If the process exits meanwhile, returns what was gathered with ``process_alive=False``.
         """
@@ -402,7 +404,7 @@ class Collector:
             now = sched.clock()
             if progress is not None:
                 progress(min(now - start, duration_s), duration_s)
-            if not sched.alive or now >= deadline:
+            if not sched.alive or now >= deadline or (until is not None and not first and until()):
                 break
             self._io.sleep(max(0.0, min(due, deadline) - now))
         if sched.alive:
