@@ -149,9 +149,11 @@ def marked_rate(doc: dict[str, Any]) -> dict[str, Any]:
     best = max(marks.values(), key=len, default=[])
     if len(best) < 2:
         return {"steps_per_s": None, "marks": len(best)}
-    span_s = (max(best) - min(best)) / 1e6
-    return {"steps_per_s": round((len(best) - 1) / span_s, 3) if span_s > 0 else None, "marks": len(best),
-            "step_ms_median": round(statistics.median(b - a for a, b in zip(sorted(best), sorted(best)[1:])) / 1e3, 2)}
+    times = sorted(best)
+    span_s = (times[-1] - times[0]) / 1e6
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    return {"steps_per_s": round((len(times) - 1) / span_s, 3) if span_s > 0 else None, "marks": len(times),
+            "step_ms_median": round(statistics.median(gaps) / 1e3, 2)}
 
 
 def check_trace(path: Path, cuda_expected: bool) -> dict[str, Any]:
