@@ -23,7 +23,8 @@ Writes ``record_kernels.json`` and ``record_kernels.md`` (and the trace) to ``--
 limit and the whole run ``--budget-s`` (default 450 s: under 8 minutes). Exit 1 when a check failed.
 
   .venv/bin/python bench/record_kernels.py --dry-run --out /tmp/rk-dry                        # CPU, tested
-  .venv/bin/python bench/record_kernels.py --preset tiny --window-s 20 --steps 5 --out /tmp/rk-cpu
+  .venv/bin/python bench/record_kernels.py --preset tiny --window-s 20 --steps 20 --out /tmp/rk-cpu
+  .venv/bin/python bench/record_kernels.py --micro 5 --out /tmp/rk-micro        # the cost per op, in-process
   python bench/record_kernels.py --preset qwen3.5-4b --steps 5 --out /tmp/rk-h200 \\
       --fixture tests/fixtures/h200/kernels-qwen3.5-4b.json
 """
@@ -243,6 +244,73 @@ def run(args: argparse.Namespace, out: Path, say: Callable[[str], None]) -> dict
     return result
 
 
+def micro(seconds: float, work: Path, rounds: int = 3) -> dict[str, Any]:
+    """The recording's cost per op, in this process: a thread runs small matmuls (one intra-op thread) for
+    ``seconds`` untouched, then while `probes.kernels` records (every thread), then after, ``rounds`` times
+    (medians: a shared machine's load moves between windows); a second thread ticks every millisecond and reports
+    its longest gap while the profiler stops and exports (they hold the GIL)."""
+    import torch
+
+    from probes import kernels
+
+    torch.set_num_threads(1)
+    counter, stop = [0], threading.Event()
+
+    def loop() -> None:
+        x = torch.randn(16, 16)
+        while not stop.is_set():
+            torch.mm(x, x)
+            counter[0] += 1
+
+    def us_per_op() -> float:
+        c0, t0 = counter[0], time.monotonic()
+        time.sleep(seconds)
+        return 1e6 * (time.monotonic() - t0) / max(1, counter[0] - c0)
+
+    gaps: list[tuple[float, float]] = []
+
+    def tick() -> None:
+        last = time.monotonic()
+        while not stop.is_set():
+            time.sleep(0.001)
+            now = time.monotonic()
+            gaps.append((now, now - last))
+            last = now
+
+    boards = work / "micro"
+    boards.mkdir(mode=0o700, exist_ok=True)
+    threads = [threading.Thread(target=loop, daemon=True), threading.Thread(target=tick, daemon=True)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    rows: list[dict[str, float]] = []
+    for r in range(rounds):
+        prefix = str(boards / f".attach-1.{r:016x}")
+        before = us_per_op()
+        started = kernels.start({"duration_s": seconds + 0.3, "steps": None}, files_prefix=prefix, lease=None)
+        if not started.get("ok"):
+            raise RuntimeError(f"the recording did not start: {started}")
+        during = us_per_op()
+        t_end = time.monotonic()
+        while not os.path.exists(prefix + ".kernels"):
+            time.sleep(0.01)
+        stopped_at = time.monotonic()
+        outcome = json.loads(Path(prefix + ".kernels").read_text())
+        after = us_per_op()
+        events = len(json.loads(Path(prefix + ".trace.json").read_text())["traceEvents"])
+        for suffix in (".trace.json", ".kernels"):  # hundreds of MB a round: not kept
+            os.unlink(prefix + suffix)
+        longest = max((g for t, g in gaps if t_end - 0.5 <= t <= stopped_at + 0.2), default=0.0)
+        rows.append({"before_us_per_op": before, "while_recording_us_per_op": during, "after_us_per_op": after,
+                     "events": events, "stop_ms": outcome["stop_ms"], "export_ms": outcome["export_ms"],
+                     "stop_us_per_event": 1e3 * outcome["stop_ms"] / events,
+                     "export_us_per_event": 1e3 * outcome["export_ms"] / events,
+                     "longest_gap_ms": 1e3 * longest})
+    stop.set()
+    return {"seconds": seconds, "rounds": rows,
+            "median": {k: round(statistics.median(row[k] for row in rows), 2) for k in rows[0]}}
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else round(a / b, 3)
 
@@ -297,7 +365,17 @@ def main() -> int:
     ap.add_argument("--fixture", help="also record a short trace (--steps 1, 20,000 events) to this path, for the tests")
     ap.add_argument("--out", required=True)
     ap.add_argument("--dry-run", action="store_true", help="CPU check: tiny preset, 2 steps, 4 s windows")
+    ap.add_argument("--micro", type=float, metavar="S",
+                    help="only the per-op cost, in this process: S seconds before, while recording and after")
     args = ap.parse_args()
+    if args.micro:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        found = micro(args.micro, out)
+        found["machine"], found["date"] = f"{platform.node()}, {os.cpu_count()} CPUs", time.strftime("%Y-%m-%d")
+        (out / "record_kernels_micro.json").write_text(json.dumps(found, indent=2) + "\n")
+        print(json.dumps(found, indent=2))
+        return 0
     if args.dry_run:
         args.preset, args.steps, args.window_s, args.warm_steps, args.budget_s = "tiny", 2, 4.0, 4, 300.0
     out = Path(args.out)

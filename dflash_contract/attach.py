@@ -42,7 +42,7 @@ OWN_FILE = re.compile(r"\.attach-(\d+)\.(?:[0-9a-f]{16}\.(?:control(?:\.claimed)
                       r"|trace\.json|stop|kernels(?:\.tmp)?)|page)")
 # What a kernel recording may be asked for: the longest window, the most optimizer steps, the tick at which
 # the process checks its end conditions (the stop file, the lease, the steps, the deadline).
-KERNELS_MAX_DURATION_S = 120.0
+KERNELS_MAX_DURATION_S = 30.0
 KERNELS_MAX_STEPS = 100_000
 
 

@@ -88,6 +88,7 @@ class Recording:
     hook_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     wake: threading.Event = field(default_factory=threading.Event)  # the steps are reached: end now, not at the tick
+    pid: int = field(default_factory=os.getpid)
 
     @property
     def stopped(self) -> bool:
@@ -265,8 +266,13 @@ def _install_hooks(rec: Recording, autograd_profiler: Any) -> None:
 
     def prepare_profiler(*args: Any, **kwargs: Any) -> Any:
         # The program starts a profiler of its own: ours steps aside first, so the program's starts as it would have.
-        _stop_profiler(rec, "program-profiler")
-        _restore_prepare(rec)
+        # Never an exception into the program's call; never in a forked child (the recording is the parent's).
+        if os.getpid() == rec.pid:
+            try:
+                _stop_profiler(rec, "program-profiler")
+                _restore_prepare(rec)
+            except Exception:
+                rec.hook_errors += 1
         return original(*args, **kwargs)
 
     prepare_profiler.__dflash_diag_kernels__ = True  # type: ignore[attr-defined]

@@ -157,8 +157,8 @@ def _span_event(pid: int, tid: int, span: TraceSpan, at: Any) -> dict[str, Any]:
     args: dict[str, Any] = dict(span.args)
     if span.correlation is not None:
         args["correlation"] = span.correlation
-    if span.device is not None:
-        args["device"] = span.device
+    if span.cat in GPU_CATS:  # on a track of its own: the device and stream say where it ran (doctor reads them back)
+        args["device"], args["stream"] = span.device, span.tid
     return {"name": span.name, "cat": span.cat, "ph": "X", "pid": pid, "tid": tid, "ts": start,
             "dur": max(0.0, round(end - start, 3)), "args": args}
 

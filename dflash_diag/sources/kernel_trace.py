@@ -3,7 +3,9 @@ given to `doctor --kernels-trace` (one `record --kernels` wrote, or one torch.pr
 
 Bounded and strict: at most ``MAX_TRACE_BYTES`` read, at most ``MAX_SPANS`` spans kept (the earliest: the rest is
 counted), names cut to ``MAX_NAME_CHARS``, only the categories of ``model.kernels.TRACE_CATS``, numbers finite.
-A file that holds none of them is refused (exit 6): it is not a trace of torch.profiler.
+A file that holds none of them is refused (exit 6): it is not a trace of torch.profiler. The program chose many of
+the names (its annotations, its threads): every name and text argument goes through the process's redactor
+(``sources.redaction``), like everything else the sources return.
 
 The clock: torch.profiler's timestamps are Unix time in microseconds (from ``baseTimeNanoseconds``), read through
 its approximate clock (the TSC, converted when the profiler started). The process marks both ends of a
@@ -18,7 +20,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from dflash_diag.model.kernels import (
     StepMark,
     TraceSpan,
 )
+from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 MAX_TRACE_BYTES = 1 << 30
 MAX_SPANS = 2_000_000
@@ -40,9 +43,10 @@ MAX_ARGS = 8
 CLOCK_MARK_PREFIX = "dflash-diag clock "
 # torch's own annotations that mark a step: `prof.step()` of a scheduled torch.profiler.profile.
 PROFILER_STEP_PREFIX = "ProfilerStep#"
-# The args kept on a span (for the trace a user opens): the launch geometry and what ties a kernel to its launch.
-KEPT_ARGS = ("correlation", "device", "stream", "grid", "block", "registers per thread", "shared memory",
-             "bytes", "memory bandwidth (GB/s)")
+# The args kept on a GPU span for the trace a user opens (the launch geometry); the device, the stream and the
+# correlation id are the span's own fields.
+KEPT_ARGS = ("grid", "block", "registers per thread", "shared memory", "bytes", "memory bandwidth (GB/s)")
+LINKED_CATS = GPU_CATS | LAUNCH_CATS  # the spans CUPTI's correlation id ties together
 
 
 class KernelTraceError(CommandError):
@@ -69,7 +73,7 @@ def read_trace_file(path: Path, *, pid: int | None = None) -> KernelTrace:
         os.close(fd)
     if path.suffix == ".gz" or data[:2] == b"\x1f\x8b":
         raise KernelTraceError(f"{path} is compressed: gunzip it first")
-    trace = parse_trace(data, source=str(path))
+    trace = parse_trace(data, source=str(path), redactor=redactor_for(pid) if pid is not None else None)
     if pid is not None and trace.pid is not None and trace.pid != pid:
         raise KernelTraceError(f"the kernel trace {path} is of PID {trace.pid}, not of PID {pid}")
     return trace
@@ -90,8 +94,10 @@ def _document(data: bytes, source: str) -> dict[str, Any]:
     return doc
 
 
-def parse_trace(data: bytes, *, source: str) -> KernelTrace:
-    """torch.profiler's events of a Chrome trace (torch's own export, or `record --kernels`' output)."""
+def parse_trace(data: bytes, *, source: str, redactor: ProcessRedactor | None = None) -> KernelTrace:
+    """torch.profiler's events of a Chrome trace (torch's own export, or `record --kernels`' output); names redacted
+    by ``redactor`` (default: the rules alone)."""
+    text = (redactor or ProcessRedactor()).text
     doc = _document(data, source)
     events = doc["traceEvents"]
     spans: list[TraceSpan] = []
@@ -103,9 +109,9 @@ def parse_trace(data: bytes, *, source: str) -> KernelTrace:
             continue
         ph = e.get("ph")
         if ph == "M":
-            _thread_name(e, names)
+            _thread_name(e, names, text)
         elif ph == "X" and e.get("cat") in TRACE_CATS:
-            span = _span(e)
+            span = _span(e, text)
             if span is None:
                 continue
             if span.cat not in GPU_CATS and isinstance(e.get("pid"), int):
@@ -151,38 +157,45 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _thread_name(e: Mapping[str, Any], names: dict[int, str]) -> None:
+def _thread_name(e: Mapping[str, Any], names: dict[int, str], text: Callable[[str], str]) -> None:
     name = _mapping(e.get("args")).get("name")
     tid = _int(e.get("tid"))
     if e.get("name") == "thread_name" and tid is not None and isinstance(name, str):
-        names.setdefault(tid, name[:MAX_NAME_CHARS])
+        names.setdefault(tid, text(name[:MAX_NAME_CHARS]))
 
 
-def _span(e: Mapping[str, Any]) -> TraceSpan | None:
+def _span(e: Mapping[str, Any], text: Callable[[str], str]) -> TraceSpan | None:
+    """One of torch's complete events (its hot path: hundreds of thousands of them in a recording)."""
     ts, dur, name = _number(e.get("ts")), _number(e.get("dur")), e.get("name")
     if ts is None or dur is None or dur < 0 or not isinstance(name, str):
         return None
     args = _mapping(e.get("args"))
     cat = str(e["cat"])
     if cat in GPU_CATS:  # torch's own export: pid = the device, tid = the stream; ours keeps both in args
-        device = _int(args.get("device")) if _int(args.get("device")) is not None else _int(e.get("pid"))
-        tid = _int(args.get("stream")) if _int(args.get("stream")) is not None else _int(e.get("tid"))
+        device = _int(args.get("device"))
+        device = _int(e.get("pid")) if device is None else device
+        tid = _int(args.get("stream"))
+        tid = _int(e.get("tid")) if tid is None else tid
     else:
         device, tid = None, _int(e.get("tid"))
     if tid is None:
         return None
-    kept = tuple((k, _arg(args[k])) for k in KEPT_ARGS if k in args and _arg(args[k]) is not None)[:MAX_ARGS]
-    corr = _int(args.get("correlation"))
-    return TraceSpan(cat=cat, name=name[:MAX_NAME_CHARS], start_us=ts, dur_us=dur, tid=tid,
-                     device=device, correlation=corr if cat in GPU_CATS | LAUNCH_CATS else None,
-                     args=tuple((k, v) for k, v in kept if v is not None))  # type: ignore[misc]
+    kept: list[tuple[str, str | int | float | bool]] = []
+    if args and cat in GPU_CATS:  # the launch geometry is the GPU spans' (host spans carry ids only)
+        for key in KEPT_ARGS:
+            value = _arg(args.get(key), text) if key in args else None
+            if value is not None:
+                kept.append((key, value))
+    corr = _int(args.get("correlation")) if cat in LINKED_CATS else None
+    return TraceSpan(cat=cat, name=text(name[:MAX_NAME_CHARS]), start_us=ts, dur_us=dur, tid=tid, device=device,
+                     correlation=corr, args=tuple(kept[:MAX_ARGS]))
 
 
-def _arg(value: Any) -> str | int | float | bool | None:
+def _arg(value: Any, text: Callable[[str], str]) -> str | int | float | bool | None:
     if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
         return value
     if isinstance(value, str):
-        return value[:MAX_NAME_CHARS]
+        return text(value[:MAX_NAME_CHARS])
     if isinstance(value, list) and len(value) <= 4 and all(isinstance(v, int) for v in value):
         return "x".join(str(v) for v in value)  # a launch's grid or block: [x, y, z]
     return None
@@ -195,14 +208,15 @@ def recorded_trace(data: bytes, outcome: Mapping[str, Any], pid: int,
                    wall_minus_mono_s: float | None = None) -> tuple[KernelTrace, ClockMap]:
     """torch's trace of a recording, with the outcome's thread names and step marks, and its clock map
     (``wall_minus_mono_s``: this machine's wall - monotonic clock, for a trace without clock marks)."""
-    trace = parse_trace(data, source="record --kernels")
+    redactor = redactor_for(pid)
+    trace = parse_trace(data, source="record --kernels", redactor=redactor)
     clock = clock_map(trace, outcome.get("clock_marks"), wall_minus_mono_s)
     names = dict(trace.thread_names)
     threads = outcome.get("threads")
     if isinstance(threads, dict):
         for key, name in list(threads.items())[:4096]:
             if isinstance(key, str) and key.isdigit() and isinstance(name, str):
-                names[int(key)] = name[:MAX_NAME_CHARS]
+                names[int(key)] = redactor.text(name[:MAX_NAME_CHARS])
     steps = tuple(StepMark(clock.trace_us(mark[0] / 1e3), mark[1]) for mark in _step_marks(outcome.get("step_marks")))
     spans = tuple(s for s in trace.spans if not s.name.startswith(CLOCK_MARK_PREFIX))
     return KernelTrace(pid=pid, spans=spans, thread_names=names, steps=steps or trace.steps,

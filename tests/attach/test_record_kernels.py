@@ -160,6 +160,13 @@ def test_a_recording_then_the_programs_profiler_and_a_second_recording(program: 
     again = program.record(tmp_path / "k2.json", "--duration", "1")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["reason"] == "duration"
+    # doctor weighs the trace: its summary in the JSON, the trace's note among the findings
+    doctor = cli("doctor", str(program.pid), "--duration", "1", "--json", "--kernels-trace", str(tmp_path / "k.json"),
+                 "--board-dir", str(program.board_dir), env=program.env)
+    assert doctor.returncode == 0, doctor.stderr
+    report = json.loads(doctor.stdout)
+    assert report["kernels"]["host_spans"] == summary["host_spans"] and report["kernels"]["devices"] == []
+    assert any(f["rule_id"] == "kernel-trace" for f in report["findings"])
 
 
 def test_refusals_are_one_line_with_their_own_code(program: Program, tmp_path: Path,

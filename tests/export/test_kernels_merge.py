@@ -1,11 +1,12 @@
 """`record --kernels`' one trace: torch.profiler's events (the handmade trace of tests/kernel_traces.py, in torch's own
 export format) merged with the recorded tiny-trainer stacks: valid Trace Event Format, every thread's ops on its own
 track under our names, the sampled states beside them, CUDA streams as tracks with launch arrows, torch's clock placed
-on ours through the clock marks, and the events bound."""
+on ours through the clock marks, and the events bound. And a real H200 recording, when one was kept."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +15,13 @@ from test_trace import recorded_observation
 from trace_format import strict_json, validate_trace
 
 from dflash_diag.analysis.findings import evaluate
+from dflash_diag.analysis.kernels import summarise
 from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import aggregate_threads
 from dflash_diag.export.kernels import GPU_TID_BASE, SAMPLED_TID_BASE, kernels_trace
-from dflash_diag.sources.kernel_trace import recorded_trace
+from dflash_diag.sources.kernel_trace import parse_trace, read_trace_file, recorded_trace
 
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "kernels-qwen3.5-4b.json"
 PID, TARGET, DRAFTER = 23071, 23180, 23181  # the recorded tiny trainer's process and threads
 MONO0_NS = 100_000_000_000  # its first stack sample: 100.0 s on the monotonic clock
 
@@ -89,6 +92,20 @@ def test_one_timeline_for_kernels_ops_and_sampled_states() -> None:
     assert merged.left_out == 0 and merged.cut_at_s is None
 
 
+def test_doctor_reads_back_what_record_wrote_to_the_same_summary() -> None:
+    merged, doc, _ = _merge()
+    trace_data, outcome = _recording()
+    raw, _ = recorded_trace(trace_data.data(), outcome, PID)
+    again = parse_trace(json.dumps(doc).encode(), source="kernels.json")
+    assert again.pid == PID and again.thread_names[DRAFTER] == "drafter-0 [drafter]"
+    a, b = summarise(raw), summarise(again)
+    assert b.gpu_spans == a.gpu_spans == 3 and [d.device for d in b.devices] == [0]
+    assert b.devices[0].busy_us == pytest.approx(a.devices[0].busy_us, abs=0.01)
+    assert b.devices[0].idle_us == pytest.approx(a.devices[0].idle_us, abs=0.01)
+    assert b.gpu_time_by_thread == a.gpu_time_by_thread and b.gpu_time_by_phase == a.gpu_time_by_phase
+    assert b.steps == 2  # the step marks, read back from the instants
+
+
 def test_the_events_are_bounded_and_the_cut_is_said() -> None:
     merged, doc, _ = _merge(extra_ops=2_000, max_events=1_000)
     assert validate_trace(doc) == []
@@ -118,3 +135,13 @@ def test_the_trace_without_marks_uses_the_wall_clock() -> None:
     trace, clock = recorded_trace(t.data(), {}, PID, wall_minus_mono_s=1_790_000_000.0)
     base_us = 1_790_000_000_000_000_000 / 1e3
     assert clock.mono_us(T0_US) == pytest.approx(base_us + T0_US - 1_790_000_000.0 * 1e6)
+
+
+@pytest.mark.skipif(not H200.exists(), reason="no real H200 kernel trace kept yet (tests/fixtures/kernels/README.md)")
+def test_the_real_h200_recording_is_valid_and_its_kernels_are_tied_to_launches() -> None:
+    assert validate_trace(strict_json(H200.read_bytes())) == []
+    s = summarise(read_trace_file(H200))
+    assert s.gpu_spans > 100 and s.devices and s.devices[0].busy_us > 0
+    gpu_us = sum(us for _, us in s.gpu_time_by_phase)
+    assert s.unattributed_gpu_us < 0.2 * gpu_us  # most kernels tied to the call that launched them
+    assert {"forward", "backward"} & {p for p, _ in s.gpu_time_by_phase}
