@@ -139,7 +139,7 @@ def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, atta
         kind, added = "existing", session.add_probes(names)
     # Recorded at once: whatever happens next, detach can undo this.
     state = {"session": kind, "added": added, "hook_was_installed": hook_was_installed, "inventory": before,
-             "discovered": {"queues": [], "models": []}, "lease": lease}
+             "discovered": {"queues": [], "models": []}, "lease": lease, "recording_at_attach": _kernels_recording()}
     _STATE["attached"] = state
     if discover:
         try:
@@ -205,8 +205,29 @@ def detach(owner: JsonDict | None = None) -> JsonDict:
     _STATE["attached"] = None
     after = inventory()
     left = hooks_left(state["inventory"], after)
+    if _kernels_recording() or state.get("recording_at_attach"):
+        # `record --kernels` ran at one of the two inventories: its thread, step hook and wrapper are its own and
+        # leave with it (its tests check that they do), not something the probes left.
+        left = [h for h in hooks_left(_without_recording(state["inventory"]), _without_recording(after))
+                if not h.startswith(_RECORDING_HOOKS)]
     return {"ok": True, "error": None, "session": state["session"], "removed": removed, "hooks_left": left,
             "threads_left": after["threads"]}
+
+
+# What a `record --kernels` recording (probes/kernels.py) changes while it runs, in the inventory's words.
+_RECORDING_HOOKS = ("torch.autograd.profiler.", "torch.optim._global_optimizer_post_hooks")
+
+
+def _kernels_recording() -> bool:
+    recording = sys.modules.get("probes.kernels")
+    return recording is not None and recording.recording() is not None
+
+
+def _without_recording(inv: JsonDict) -> JsonDict:
+    threads = inv.get("threads")
+    if not isinstance(threads, list):
+        return inv
+    return {**inv, "threads": [t for t in threads if t != "dflash-diag-kernels"]}
 
 
 # --- discovery ------------------------------------------------------------------------------------------

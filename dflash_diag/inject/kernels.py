@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_contract import attach as protocol
-from dflash_diag.errors import AttachError, ExitCode
+from dflash_diag.errors import AttachError, ExitCode, Terminated
 from dflash_diag.inject.injection import Outcome
 from dflash_diag.inject.preflight import proc_state
 from dflash_diag.inject.request import Lease, Request, write_private
@@ -34,6 +34,7 @@ POLL_S = 0.05
 # the events recorded (docs/benchmarks.md); the command waits this long for it before it gives up.
 END_GRACE_S = 120.0
 ABORT_WAIT_S = 30.0  # Ctrl-C / SIGTERM: how long the command waits for the process to say the profiler stopped
+STARTING_ABORT_WAIT_S = 1.0  # ... when it came during the start: the recording most likely never began
 REFUSALS = {"no-torch": ExitCode.NO_TORCH, "profiler-active": ExitCode.PROFILER_BUSY,
             "unsupported": ExitCode.UNSUPPORTED}
 
@@ -88,7 +89,13 @@ def start_recording(pid: int, *, board_dir: Path, duration_s: float, steps: int 
     try:
         outcome = inject(pid, "kernels", board_dir=board_dir, method=method, timeout_s=timeout_s, progress=progress,
                          lease=lease, request=request, kernels=params)
-    except BaseException:
+    except (KeyboardInterrupt, Terminated):
+        # Ctrl-C or SIGTERM while the answer was on its way: the recording may have started. Ask it to stop and
+        # give it a moment to say so (its lease covers the rest once this command has exited).
+        abort(pid, files, wait_s=STARTING_ABORT_WAIT_S)
+        files.remove()
+        raise
+    except BaseException:  # the request failed or was cancelled: nothing started
         files.remove()
         raise
     result = outcome.result

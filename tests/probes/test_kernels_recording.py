@@ -188,3 +188,19 @@ def test_a_lease_of_a_process_already_gone_starts_nothing(prefix: str) -> None:
     refused = kernels.start({"duration_s": 5.0, "steps": None}, files_prefix=prefix,
                             lease={"pid": 2**22 - 3, "start_ticks": 1})
     assert refused["ok"] is False and "is gone" in refused["error"] and kernels.recording() is None
+
+
+def test_a_detach_beside_a_recording_does_not_count_the_recordings_hooks(worker: Worker, prefix: str,
+                                                                           tmp_path: Path) -> None:
+    import probes
+
+    assert probes.current() is None
+    assert attach_mod.run("attach", names=frozenset({"gil"}), board_dir=str(Path(prefix).parent), discover=False)["ok"]
+    try:
+        assert kernels.start({"duration_s": 20.0, "steps": None}, files_prefix=prefix, lease=None)["ok"]
+        detached = attach_mod.run("detach")  # the recording's wrapper, hook and thread are there now, not before
+        assert detached["ok"] and detached["hooks_left"] == []
+    finally:
+        probes.stop()
+        Path(prefix + ".stop").write_bytes(b"abort")
+        _wait_idle()
