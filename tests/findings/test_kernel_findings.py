@@ -45,6 +45,13 @@ def test_a_launch_bound_loop_is_a_warning_that_names_the_launching_thread() -> N
     assert f.impact == pytest.approx(0.375, abs=0.01)
 
 
+def test_launchers_starved_by_their_queue_are_not_called_slow_to_launch() -> None:
+    trace = launch_loop(steps=6, kernels_per_step=100, kernel_us=100.0, host_gap_us=60.0, ahead=False)
+    waiting = (thread_stats("drafter-0", "drafter", {ThreadState.QUEUE_GET: 0.6, ThreadState.NATIVE: 0.4}, tid=A, n=40),)
+    (f,) = [f for f in _findings(trace, waiting) if f.rule_id == "gpu-launch-bound"]
+    assert f.severity == Severity.INFO and "wait on a queue or idle 60% of the sampled time" in f.claim
+
+
 def test_a_gpu_bound_loop_gets_no_launch_bound_finding_only_the_note() -> None:
     trace = launch_loop(steps=6, kernels_per_step=100, kernel_us=100.0, host_gap_us=60.0, ahead=True)
     found = _findings(trace)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.kernels import EDGES, short_kernel_name
-from dflash_diag.model import Finding, Severity
+from dflash_diag.model import Finding, Severity, ThreadState
 from dflash_diag.model.findings import NOTE
 from dflash_diag.model.kernels import (
     AFTER_SYNC,
@@ -28,6 +28,10 @@ LAUNCH_BOUND_INFO_SHARE = 0.05
 # Fewer GPU spans than this, or a shorter window, is not a trace of training steps: no verdict on its gaps.
 MIN_GPU_SPANS = 50
 MIN_WINDOW_US = 50_000.0
+# Launching threads that wait on a queue (or idle) this share of their samples are starved of work, not slow to
+# launch it: gpu-underused's rule draws the same line (its QUEUE_WAIT_EXPLAINS).
+WAITING_EXPLAINS = 0.30
+WAITING_STATES = (ThreadState.QUEUE_GET, ThreadState.QUEUE_PUT, ThreadState.IDLE)
 # A trace older than this may not describe the process as it runs now: the evidence says how old it is.
 STALE_TRACE_S = 600.0
 THREADS_SHOWN = 3
@@ -71,6 +75,12 @@ def _launch_bound(ctx: Context, summary: KernelSummary, device: DeviceKernels) -
              "launch-bound (each time, the next kernel was launched only after the GPU had run out of work)")
     if sync >= LAUNCH_BOUND_INFO_SHARE:
         claim += f"; {pct(sync)} of it right after a host sync"
+    waiting = _waiting_share(ctx, launchers)
+    if waiting >= WAITING_EXPLAINS:
+        # The launching threads sat in a queue or idle, not launching: the GPU waits for their work to arrive (the
+        # pipeline findings say why), not for the launch path. Worth knowing, not this rule's cost to claim.
+        claim += (f"; its launching threads wait on a queue or idle {pct(waiting)} of the sampled time, so the "
+                  "work arrives late rather than its launches: see the pipeline findings")
     evidence = [("GPU", gpu_line(device)),
                 ("launch-bound by thread", ", ".join(f"{name} {pct(s)}" for name, s, _ in launchers[:6]) or "-")]
     longest = [g for g in summary.longest_idle if g.device == device.device][:3]
@@ -86,8 +96,23 @@ def _launch_bound(ctx: Context, summary: KernelSummary, device: DeviceKernels) -
         remedy += "; the syncs drain the GPU's queue: keep values on the device (no .item()/.cpu() inside the step)"
     return Finding(
         rule_id="gpu-launch-bound",
-        severity=Severity.WARNING if share >= LAUNCH_BOUND_WARNING_SHARE else Severity.INFO,
+        severity=Severity.WARNING if share >= LAUNCH_BOUND_WARNING_SHARE and waiting < WAITING_EXPLAINS
+        else Severity.INFO,
         claim=claim, evidence=tuple(evidence), remedy=remedy + ".", impact=share, stages=stages)
+
+
+def _waiting_share(ctx: Context, launchers: list[tuple[str, float, str]]) -> float:
+    """How much of their sampled time the launching threads (weighted by the idle they caused) spent waiting on a
+    queue or idle; 0 when none of them was sampled (torch's autograd thread, a trace without a window)."""
+    by_name = {t.name: t for t in ctx.sampled()}
+    weighted = total = 0.0
+    for name, share, _ in launchers:
+        stats = by_name.get(name)
+        if stats is None:
+            continue
+        weighted += share * sum(stats.shares.get(s, 0.0) for s in WAITING_STATES)
+        total += share
+    return weighted / total if total > 0 else 0.0
 
 
 def gpu_line(device: DeviceKernels) -> str:
