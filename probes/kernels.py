@@ -84,6 +84,7 @@ class Recording:
     step_hook: bool = False  # torch has global optimizer step hooks (steps are counted)
     prepare_original: Any = None
     stopped_reason: str | None = None
+    stop_began_mono_ns: int | None = None  # when the end was decided: what follows is ours (stop, export), not the program's
     stop_ms: float | None = None
     hook_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -316,6 +317,7 @@ def _stop_profiler(rec: Recording, reason: str) -> None:
     with rec.lock:
         if rec.stopped:
             return
+        rec.stop_began_mono_ns = time.monotonic_ns()
         rec.stopped_reason = reason
         try:
             rec.clock_marks += clock_marks(rec.torch, "end")
@@ -378,7 +380,8 @@ def _end(rec: Recording, reason: str) -> None:
         _remove_hooks(rec)
     outcome: JsonDict = {"schema": OUTCOME_SCHEMA, "ok": error is None, "error": error, "reason": rec.stopped_reason,
                          "cuda": rec.cuda, "torch": str(getattr(rec.torch, "__version__", "?")),
-                         "started_mono_ns": rec.started_mono_ns, "stopped_mono_ns": time.monotonic_ns(),
+                         "started_mono_ns": rec.started_mono_ns, "stop_began_mono_ns": rec.stop_began_mono_ns,
+                         "stopped_mono_ns": time.monotonic_ns(),
                          "steps": rec.steps(), "optimizers": len(rec.optimizers),
                          "step_marks": rec.step_marks, "step_hook": rec.step_hook,
                          "hook_errors": rec.hook_errors, "clock_marks": rec.clock_marks,

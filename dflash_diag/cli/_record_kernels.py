@@ -83,11 +83,30 @@ def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: d
         data = recording.read_trace(started.files)
         trace, clock = recorded_trace(data, outcome, args.pid, wall_minus_mono_s=time.time() - time.monotonic())
         state.update(outcome=outcome, clock=clock, torch_bytes=len(data))
-        return replace(obs, kernels=trace)
+        return replace(until_stop(obs, outcome.get("stop_began_mono_ns")), kernels=trace)
 
     config = sampler_config(duration_s, args.rate, args.board_dir, native=args.native)
     return observe(args.pid, duration_s, config, progress=not args.json,
                    until=lambda: recording.ended(started.files), finish=finish)
+
+
+def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
+    """The window up to the moment the recording's end was decided: what follows is the profiler's stop and export
+    (the GIL held by our thread, the program's threads waiting for it), ours and not the program's: its cost is
+    reported as such (``stop_ms``, ``export_ms``), never diagnosed as the program's GIL contention."""
+    if not isinstance(stop_began_mono_ns, int) or isinstance(stop_began_mono_ns, bool):
+        return obs
+    cut_s = stop_began_mono_ns / 1e9
+    stacks = tuple(s for s in obs.stacks if s.monotonic_s <= cut_s)
+    if not stacks or len(stacks) == len(obs.stacks):
+        return obs
+    proc = tuple(sweep for sweep in obs.proc if not sweep or sweep[0].monotonic_s <= cut_s)
+    gpus = tuple(sweep for sweep in obs.gpus if not sweep or sweep[0].monotonic_s <= cut_s) \
+        if isinstance(obs.gpus, tuple) else obs.gpus
+    resources = tuple(r for r in obs.resources if r.monotonic_s <= cut_s)
+    start_s = min(s.monotonic_s for s in obs.stacks)
+    return replace(obs, stacks=stacks, proc=proc, gpus=gpus, resources=resources,
+                   window_s=max(0.0, min(obs.window_s, cut_s - start_s)))
 
 
 def _merge(args: argparse.Namespace, started: Any, observed: Any,

@@ -18,6 +18,7 @@ then on the trace's time base, widened to start at the first of our samples and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -202,7 +203,10 @@ def _ordered(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             stack.pop()
         end = e["ts"] + e["dur"]
         if stack and end > stack[-1]:  # rounding made a child end after its parent: it ends with it
-            e["dur"] = max(0.0, round(stack[-1] - e["ts"], 3))
-            end = stack[-1]
+            dur = max(0.0, stack[-1] - e["ts"])
+            while dur > 0.0 and e["ts"] + dur > stack[-1]:  # as a reader adds them up, in floating point
+                dur = math.nextafter(dur, 0.0)
+            e["dur"] = dur
+            end = e["ts"] + dur
         stack.append(end)
     return meta + rest

@@ -199,7 +199,7 @@ def test_the_command_ended_by_a_signal_leaves_no_profiler(program: Program, tmp_
     before = program.inventory()
     out = tmp_path / "never.json"
     cmd = [*CLI, "record", "--kernels", str(program.pid), "--method", "ptrace", "--board-dir", str(program.board_dir),
-           "--duration", "60", "-o", str(out)]
+           "--duration", "30", "-o", str(out)]
     rec = subprocess.Popen(cmd, env=program.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: rec.poll() is not None or program.profiling(), 120, "the profiler to run in the program")

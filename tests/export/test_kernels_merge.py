@@ -18,7 +18,7 @@ from dflash_diag.analysis.findings import evaluate
 from dflash_diag.analysis.kernels import summarise
 from dflash_diag.analysis.pipeline import pipeline_view
 from dflash_diag.analysis.threads import aggregate_threads
-from dflash_diag.export.kernels import GPU_TID_BASE, SAMPLED_TID_BASE, kernels_trace
+from dflash_diag.export.kernels import GPU_TID_BASE, SAMPLED_TID_BASE, _ordered, kernels_trace
 from dflash_diag.sources.kernel_trace import parse_trace, read_trace_file, recorded_trace
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "kernels-qwen3.5-4b.json"
@@ -127,6 +127,15 @@ def test_a_child_that_rounding_pushed_past_its_parent_ends_with_it() -> None:
     assert clock.method == "wall clock"
     doc = strict_json(json.dumps(kernels_trace(obs, threads, (), trace, clock, tool_version="t", recording={}).doc))
     assert validate_trace(doc) == []
+
+
+def test_ends_equal_in_decimal_but_not_in_binary_still_nest() -> None:
+    # A real recording's pair: 356065.573 + 85588.149 is 441653.72199999995, 356073.281 + 85580.441 is 441653.722.
+    parent = {"ph": "X", "pid": 1, "tid": 1, "ts": 356065.573, "dur": 85588.149, "name": "a"}
+    child = {"ph": "X", "pid": 1, "tid": 1, "ts": 356073.281, "dur": 85580.441, "name": "b"}
+    meta = {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "t"}}
+    assert validate_trace({"traceEvents": [meta, dict(parent), dict(child)]}) != []  # as torch's numbers come
+    assert validate_trace({"traceEvents": _ordered([meta, parent, child])}) == []
 
 
 def test_the_trace_without_marks_uses_the_wall_clock() -> None:

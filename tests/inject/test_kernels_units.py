@@ -106,3 +106,16 @@ def test_doctor_refuses_a_trace_of_another_process_before_sampling(capsys: pytes
     code = main(["doctor", str(os.getpid()), "--kernels-trace", str(fixture)])
     err = capsys.readouterr().err
     assert code == ExitCode.BAD_INPUT and f"is of PID 4242, not of PID {os.getpid()}" in err and err.count("\n") == 1
+
+
+def test_the_window_ends_where_the_recordings_end_was_decided() -> None:
+    from dflash_diag.cli._record_kernels import until_stop
+    from dflash_diag.model import NA, Observation, StackSample
+
+    stacks = tuple(StackSample(pid=1, monotonic_s=100.0 + 0.1 * i, wall_s=0.0, duration_s=0.01, native=False, threads=())
+                   for i in range(30))
+    obs = Observation(pid=1, cmdline=(), started_wall_s=0.0, window_s=3.0, stacks=stacks, proc=(), gpus=NA("x"),
+                      boards=(), process_alive=True, warnings=())
+    cut = until_stop(obs, int(101.95e9))  # the stop and the export (GIL held by our thread) are not the program's
+    assert len(cut.stacks) == 20 and cut.window_s == pytest.approx(1.95)
+    assert until_stop(obs, None) is obs and until_stop(obs, int(200e9)) is obs
