@@ -101,8 +101,9 @@ def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
     if not stacks or len(stacks) == len(obs.stacks):
         return obs
     proc = tuple(sweep for sweep in obs.proc if not sweep or sweep[0].monotonic_s <= cut_s)
-    gpus = tuple(sweep for sweep in obs.gpus if not sweep or sweep[0].monotonic_s <= cut_s) \
-        if isinstance(obs.gpus, tuple) else obs.gpus
+    gpus: Any = obs.gpus  # Maybe[...]: a tuple of sweeps, or NA
+    if isinstance(gpus, tuple):
+        gpus = tuple(sweep for sweep in gpus if not sweep or sweep[0].monotonic_s <= cut_s)
     resources = tuple(r for r in obs.resources if r.monotonic_s <= cut_s)
     start_s = min(s.monotonic_s for s in obs.stacks)
     return replace(obs, stacks=stacks, proc=proc, gpus=gpus, resources=resources,
