@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 SCHEMA = "dflash-diag.attach/1"  # of the control file and of the result file
-ACTIONS = ("attach", "detach", "inventory")  # what a request may ask; nothing else runs
+ACTIONS = ("attach", "detach", "inventory", "kernels")  # what a request may ask; nothing else runs
 MAX_CONTROL_BYTES = 64 * 1024
 MAX_RESULT_BYTES = 4 << 20
 NONCE_HEX_CHARS = 16  # secrets.token_hex(8): a request's name cannot be guessed or replayed
@@ -30,8 +30,20 @@ PROBE_NAME = re.compile(r"[a-z]{1,32}")
 CLAIMED_SUFFIX = ".claimed"
 TMP_SUFFIX = ".tmp"
 RESULT_NAME = re.compile(r"\.attach-\d+\.[0-9a-f]{16}\.result")
+# A kernel recording (action "kernels", `dflash-diag record --kernels`) adds three files of the same request:
+# .trace.json (torch.profiler's export, written by the process), .stop (the command asks for an early end) and
+# .kernels (the recording's outcome, written through .kernels.tmp once the profiler is stopped).
+TRACE_SUFFIX = ".trace.json"
+STOP_SUFFIX = ".stop"
+OUTCOME_SUFFIX = ".kernels"
+KERNELS_OUTCOME_SCHEMA = "dflash-diag.kernels-outcome/1"  # of the .kernels file
 # Every name above, and only those: what a clean-up of stale requests may remove.
-OWN_FILE = re.compile(r"\.attach-(\d+)\.(?:[0-9a-f]{16}\.(?:control(?:\.claimed)?|result(?:\.tmp)?|py)|page)")
+OWN_FILE = re.compile(r"\.attach-(\d+)\.(?:[0-9a-f]{16}\.(?:control(?:\.claimed)?|result(?:\.tmp)?|py"
+                      r"|trace\.json|stop|kernels(?:\.tmp)?)|page)")
+# What a kernel recording may be asked for: the longest window, the most optimizer steps, the tick at which
+# the process checks its end conditions (the stop file, the lease, the steps, the deadline).
+KERNELS_MAX_DURATION_S = 30.0
+KERNELS_MAX_STEPS = 100_000
 
 
 def request_prefix(pid: int, nonce: str) -> str:
@@ -48,6 +60,13 @@ def result_name(pid: int, nonce: str) -> str:
 
 def script_name(pid: int, nonce: str) -> str:
     return request_prefix(pid, nonce) + ".py"
+
+
+def kernels_prefix(control_path: str) -> str:
+    """The path every file of a kernel recording starts with: its control file's path without ``.control``."""
+    if not control_path.endswith(".control"):
+        raise ValueError("not a control file's path")
+    return control_path[: -len(".control")]
 
 
 def page_name(pid: int) -> str:
@@ -91,3 +110,17 @@ def check_control(control: dict[str, Any], pid: int, now_wall_s: float | None = 
         raise ValueError("version and nonce must be strings")
     if not valid_lease(control.get("lease")):
         raise ValueError("lease must be {pid, start_ticks} (integers)")
+    if control["action"] == "kernels":
+        check_kernels(control.get("kernels"))
+
+
+def check_kernels(params: object) -> None:
+    """ValueError unless ``params`` is ``{"duration_s": seconds, "steps": int or None}`` within the bounds."""
+    if not isinstance(params, dict) or set(params) != {"duration_s", "steps"}:
+        raise ValueError("kernels must be {duration_s, steps}")
+    duration = params["duration_s"]
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0.1 <= duration <= KERNELS_MAX_DURATION_S:
+        raise ValueError(f"kernels.duration_s must be between 0.1 and {KERNELS_MAX_DURATION_S:g} seconds")
+    steps = params["steps"]
+    if steps is not None and (type(steps) is not int or not 1 <= steps <= KERNELS_MAX_STEPS):
+        raise ValueError(f"kernels.steps must be an integer between 1 and {KERNELS_MAX_STEPS}")

@@ -22,6 +22,8 @@ class ExitCode:
     ATTACH_FAILED = 13  # `attach`/`detach`: the process is stopped, traced, the command itself (or an ancestor
     # waiting for it), or the injected probes failed
     ATTACH_TIMEOUT = 14  # `attach`/`detach`: the process did not reach a safe point in time (request cancelled)
+    NO_TORCH = 15  # `record --kernels`: the process has not imported torch
+    PROFILER_BUSY = 16  # `record --kernels`: a torch profiler already runs (or warms up) in the process
 
 
 class DflashDiagError(Exception):

@@ -135,7 +135,8 @@ def _dflash_diag_attach_main(control_path: str) -> None:
             control["action"], names=frozenset(control["probes"]), board_dir=control.get("board_dir"),
             discover=bool(control.get("discover", True)),
             attacher={"method": str(control.get("method", ""))[:32], "by_pid": control.get("attacher_pid")},
-            lease=control.get("lease"),
+            lease=control.get("lease"), kernels=control.get("kernels"),
+            files_prefix=contract.kernels_prefix(control_path) if control["action"] == "kernels" else None,
         ))
     except KeyboardInterrupt:
         interrupted = True

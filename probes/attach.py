@@ -60,11 +60,14 @@ _LOCK = threading.RLock()
 
 
 def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | None = None,
-        discover: bool = True, attacher: JsonDict | None = None, lease: JsonDict | None = None) -> JsonDict:
+        discover: bool = True, attacher: JsonDict | None = None, lease: JsonDict | None = None,
+        kernels: JsonDict | None = None, files_prefix: str | None = None) -> JsonDict:
     """Entry point of the bootstrap: one of ``ACTIONS``; a JSON-safe result with ``ok`` and ``error``.
 
     ``lease`` (``{"pid", "start_ticks"}``): for attach, the process the probes are held for; for detach, detach
-    only probes held for it."""
+    only probes held for it; for kernels, the command the recording is for (it stops when that one is gone).
+    ``kernels`` and ``files_prefix``: the kernel recording's parameters and where its files go
+    (``probes.kernels``)."""
     t0 = time.perf_counter()
     try:
         if action not in ACTIONS:  # the protocol's list (dflash_contract.attach)
@@ -76,6 +79,10 @@ def run(action: str, *, names: frozenset[str] = frozenset(), board_dir: str | No
         elif action == "detach":
             with _LOCK:
                 out = detach(owner=_valid_lease(lease))
+        elif action == "kernels":
+            from probes import kernels as kernel_recording
+
+            out = kernel_recording.start(kernels or {}, files_prefix=files_prefix or "", lease=_valid_lease(lease))
         else:  # inventory
             out = {"ok": True, "error": None, "inventory": inventory()}
     except Exception as exc:  # never into the program: the caller writes the result file
@@ -132,7 +139,7 @@ def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, atta
         kind, added = "existing", session.add_probes(names)
     # Recorded at once: whatever happens next, detach can undo this.
     state = {"session": kind, "added": added, "hook_was_installed": hook_was_installed, "inventory": before,
-             "discovered": {"queues": [], "models": []}, "lease": lease}
+             "discovered": {"queues": [], "models": []}, "lease": lease, "recording_at_attach": _kernels_recording()}
     _STATE["attached"] = state
     if discover:
         try:
@@ -198,8 +205,29 @@ def detach(owner: JsonDict | None = None) -> JsonDict:
     _STATE["attached"] = None
     after = inventory()
     left = hooks_left(state["inventory"], after)
+    if _kernels_recording() or state.get("recording_at_attach"):
+        # `record --kernels` ran at one of the two inventories: its thread, step hook and wrapper are its own and
+        # leave with it (its tests check that they do), not something the probes left.
+        left = [h for h in hooks_left(_without_recording(state["inventory"]), _without_recording(after))
+                if not h.startswith(_RECORDING_HOOKS)]
     return {"ok": True, "error": None, "session": state["session"], "removed": removed, "hooks_left": left,
             "threads_left": after["threads"]}
+
+
+# What a `record --kernels` recording (probes/kernels.py) changes while it runs, in the inventory's words.
+_RECORDING_HOOKS = ("torch.autograd.profiler.", "torch.optim._global_optimizer_post_hooks")
+
+
+def _kernels_recording() -> bool:
+    recording = sys.modules.get("probes.kernels")
+    return recording is not None and recording.recording() is not None
+
+
+def _without_recording(inv: JsonDict) -> JsonDict:
+    threads = inv.get("threads")
+    if not isinstance(threads, list):
+        return inv
+    return {**inv, "threads": [t for t in threads if t != "dflash-diag-kernels"]}
 
 
 # --- discovery ------------------------------------------------------------------------------------------
@@ -446,6 +474,10 @@ def _torch_hooks() -> JsonDict:
     node = getattr(trees, "CUDAGraphNode", None)
     if node is not None:
         out["cudagraph_trees.CUDAGraphNode.run_graph"] = _ref(getattr(node, "run_graph", None))
+    profiler = mods.get("torch.autograd.profiler")
+    if profiler is not None:  # `record --kernels` wraps it while it records; a running profiler sets the flag
+        out["autograd.profiler._prepare_profiler"] = _ref(getattr(profiler, "_prepare_profiler", None))
+        out["autograd.profiler._is_profiler_enabled"] = bool(getattr(profiler, "_is_profiler_enabled", False))
     cuda = mods.get("torch.cuda")
     if cuda is not None:
         out["cuda.empty_cache"] = _ref(getattr(cuda, "empty_cache", None))

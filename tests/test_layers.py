@@ -145,6 +145,6 @@ def test_exports_sit_above_analysis_and_below_the_cli() -> None:
     allowed = {"dflash_diag", "dflash_contract", "prometheus_client", "probes.readings"}
     assert _violations("dflash_diag/export", allowed, banned) == []
     pure = ("dflash_diag.sources", "prometheus_client", "socket", "pynvml")
-    for module in ("trace", "speedscope", "timebase"):
+    for module in ("trace", "speedscope", "timebase", "kernels"):
         path = ROOT / "dflash_diag" / "export" / f"{module}.py"
         assert [n for n in _imports(path) if _within(n, pure)] == [], module

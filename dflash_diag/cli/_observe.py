@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,16 +47,21 @@ class Observed:
 
 
 def observe(pid: int, duration_s: float, config: SamplerConfig, *, progress: bool = False,
-            patterns: StagePatterns | None = None, require_stacks: bool = True) -> Observed:
+            patterns: StagePatterns | None = None, require_stacks: bool = True,
+            until: Callable[[], bool] | None = None,
+            finish: Callable[[Observation], Observation] | None = None) -> Observed:
     """Sample ``pid`` for ``duration_s`` (a progress bar on a terminal), add the outside evidence, analyse.
     With ``require_stacks``, AttachError(NO_PROCESS) when not one stack sample could be taken of a process that
-    could run (``top --batch`` reports such a window as it is)."""
+    could run (``top --batch`` reports such a window as it is). ``until``: the window ends early once it says so;
+    ``finish``: adds evidence gathered beside the window before the analysis (``record --kernels``' trace)."""
     from dflash_diag.analysis import analyse
     from dflash_diag.sources.collect import Collector
     from dflash_diag.sources.outside import OutsideReader
 
     collector = Collector(pid, config)
-    obs = OutsideReader(pid).enrich(collect_with_progress(collector, duration_s, progress))
+    obs = OutsideReader(pid).enrich(collect_with_progress(collector, duration_s, progress, until))
+    if finish is not None:
+        obs = finish(obs)
     if require_stacks and not obs.stacks and (obs.process is None or obs.process.state not in ("Z", "T", "t", "D")):
         raise AttachError(f"no stack sample of PID {pid} could be taken in {duration_s:g} s "
                           f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
@@ -63,12 +69,13 @@ def observe(pid: int, duration_s: float, config: SamplerConfig, *, progress: boo
     return Observed(obs, analysis, collector.effective_rate_hz, collector.rate_reason)
 
 
-def collect_with_progress(collector: Collector, duration_s: float, progress: bool) -> Observation:
+def collect_with_progress(collector: Collector, duration_s: float, progress: bool,
+                          until: Callable[[], bool] | None = None) -> Observation:
     if not progress or not sys.stderr.isatty():
-        return collector.collect(duration_s)
+        return collector.collect(duration_s, until=until)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("sampling PID"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:g} s"),
                   TimeRemainingColumn(), transient=True, console=console(stderr=True)) as bar:
         task = bar.add_task("sampling", total=duration_s)
-        return collector.collect(duration_s, progress=lambda done, total: bar.update(task, completed=done))
+        return collector.collect(duration_s, progress=lambda done, total: bar.update(task, completed=done), until=until)

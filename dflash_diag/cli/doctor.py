@@ -6,11 +6,12 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dflash_diag.cli._observe import BURST_MAX_S, sampler_config
 from dflash_diag.cli._output import console as make_console
-from dflash_diag.cli._output import dump_json, finite_float, pid_arg, print_lines, rate_arg
+from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, print_lines, rate_arg
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Observation, Severity
 from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
@@ -18,6 +19,7 @@ from dflash_diag.view.findings import finding_json, headline_json
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
+    from dflash_diag.model.kernels import KernelTrace
 
 DEFAULT_DURATION_S = 5.0
 MAX_DURATION_S = 600.0
@@ -60,6 +62,10 @@ class DoctorCommand:
                             "(default target-*; when no thread matches, stages are inferred from queue use)")
         parser.add_argument("--drafter-pattern", metavar="GLOBS",
                             help="thread names of the drafter (consumer) stage (default drafter-*)")
+        parser.add_argument("--kernels-trace", metavar="FILE", type=output_path_arg,
+                            help="a torch.profiler trace of this process (`dflash-diag record --kernels`, or a trace "
+                                 "torch.profiler exported) to weigh as evidence: GPU idle between kernels, who "
+                                 "launched them, launch-bound gaps (docs/findings.md)")
         parser.add_argument("--attach", action="store_true",
                             help="when the process runs without (all) probes, attach them for the diagnosis and detach "
                                  "them afterwards (`dflash-diag attach`, docs/attach.md)")
@@ -79,6 +85,13 @@ class DoctorCommand:
         for flag, value in (("--target-pattern", args.target_pattern), ("--drafter-pattern", args.drafter_pattern)):
             if value is not None and not value.strip(" ,"):
                 raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
+        args.kernels = None
+        if args.kernels_trace is not None:  # read (and refused) before any sampling
+            from pathlib import Path
+
+            from dflash_diag.sources.kernel_trace import read_trace_file
+
+            args.kernels = read_trace_file(Path(args.kernels_trace), pid=args.pid)
         if args.attach:
             from dflash_diag.cli._signals import terminate_like_ctrl_c
 
@@ -100,7 +113,8 @@ class DoctorCommand:
 def _diagnose(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
     return diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
                     target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern,
-                    config=sampler_config(args.duration, args.rate, args.board_dir))
+                    config=sampler_config(args.duration, args.rate, args.board_dir),
+                    kernels=getattr(args, "kernels", None))
 
 
 def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
@@ -183,8 +197,9 @@ def _detach_after_diagnosis(args: argparse.Namespace, lease: Lease | None, *, sa
 
 def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progress: bool = True,
              target_pattern: str | None = None, drafter_pattern: str | None = None,
-             config: SamplerConfig | None = None) -> tuple[Analysis, dict[str, Any]]:
-    """Sample ``pid`` and analyse it (``analysis.analyse``); the analysis and the JSON report."""
+             config: SamplerConfig | None = None, kernels: KernelTrace | None = None) -> tuple[Analysis, dict[str, Any]]:
+    """Sample ``pid`` and analyse it (``analysis.analyse``), with its torch.profiler trace (``kernels``) as evidence
+    when one was given; the analysis and the JSON report."""
     from dflash_diag.analysis import analyse
     from dflash_diag.analysis.threads import StagePatterns
     from dflash_diag.cli._observe import observe
@@ -203,7 +218,7 @@ def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progr
         return analysis, report_json(pid, analysis)
     patterns = StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
     observed = observe(pid, duration_s, config or sampler_config(duration_s, None, board_dir), progress=progress,
-                       patterns=patterns)
+                       patterns=patterns, finish=None if kernels is None else lambda obs: replace(obs, kernels=kernels))
     analysis = observed.analysis
     return analysis, report_json(pid, analysis)
 
@@ -221,6 +236,7 @@ def _console(stderr: bool = False) -> Any:
 
 
 def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
+    from dflash_diag.analysis.kernels import summarise, summary_json
     from dflash_diag.model import NA
     from dflash_diag.view.waits import waits_json
 
@@ -241,6 +257,7 @@ def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
                            "stages_from": pipeline.stages_from}),
         "findings": [finding_json(f) for f in findings],
         "waits": waits_json(analysis.waits),
+        "kernels": None if obs.kernels is None else summary_json(summarise(obs.kernels)),
         "warnings": list(obs.warnings) + list(analysis.errors),
     }
 

@@ -79,9 +79,11 @@ def chrome_trace(
     findings: tuple[Finding, ...],
     *,
     tool_version: str,
+    tb: Timebase | None = None,
 ) -> dict[str, Any]:
-    """The Trace Event Format document of one observation window (see the module docstring)."""
-    tb = timebase(obs)
+    """The Trace Event Format document of one observation window (see the module docstring); ``tb``: the time
+    base to use (default: the window's own; ``record --kernels`` widens it to hold the profiler's events)."""
+    tb = tb or timebase(obs)
     pid = obs.pid
     events: list[dict[str, Any]] = [
         _meta(pid, 0, "process_name", name=f"PID {pid}: {' '.join(obs.cmdline)[:120] or 'python'}"),

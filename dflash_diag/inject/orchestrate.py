@@ -73,11 +73,14 @@ def package_paths() -> tuple[str, str]:
 def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path, method: str = "auto",
            timeout_s: float = DEFAULT_TIMEOUT_S, progress: Callable[[str], None] | None = None,
            environ: Mapping[str, str] | None = None, transcript: list[str] | None = None,
-           lease: Lease | None = None) -> Outcome:
+           lease: Lease | None = None, request: Request | None = None,
+           kernels: Mapping[str, Any] | None = None) -> Outcome:
     """Run ``action`` inside ``pid`` and return its answer; AttachError (one line, exit code) otherwise.
 
     ``transcript`` (optional) receives the debugger session as it goes, also when the injection fails.
-    ``lease``: see :class:`Lease`. Nothing waits past ``timeout_s`` but the graces of the module docstring."""
+    ``lease``: see :class:`Lease`. ``request``: the request to use (its nonce names the files a kernel recording
+    leaves; default a new one in ``board_dir``); ``kernels``: the parameters of the ``kernels`` action.
+    Nothing waits past ``timeout_s`` but the graces of the module docstring."""
     t0 = time.monotonic()
     say = progress or (lambda _msg: None)
     target = preflight(pid)
@@ -87,10 +90,11 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
     chosen, path = choose_method(method, target.python, found)
     package_root, boot = package_paths()
     clean_stale(board_dir)
-    run = Run(target=target, req=Request(board_dir, pid), method=chosen, path=path, timeout_s=timeout_s,
+    run = Run(target=target, req=request or Request(board_dir, pid), method=chosen, path=path, timeout_s=timeout_s,
               deadline_mono=t0 + timeout_s, transcript=transcript if transcript is not None else [])
     deadline_wall_s = time.time() + timeout_s - (time.monotonic() - t0)
-    doc = control_document(run.req, action, names, str(board_dir), deadline_wall_s, chosen, package_root, lease)
+    doc = control_document(run.req, action, names, str(board_dir), deadline_wall_s, chosen, package_root, lease,
+                           kernels)
     program = fixed_program(boot, str(run.req.control))
     try:
         write_private(run.req.control, json.dumps(doc).encode())

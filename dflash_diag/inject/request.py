@@ -13,7 +13,7 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,11 @@ class Request:
     def script(self) -> Path:
         return self.directory / protocol.script_name(self.pid, self.nonce)
 
+    @property
+    def prefix(self) -> Path:
+        """Where the files of this request start (a kernel recording adds its own suffixes)."""
+        return self.directory / protocol.request_prefix(self.pid, self.nonce)
+
     def paths(self) -> tuple[Path, ...]:
         c, r = str(self.control), str(self.result)
         return (self.control, Path(c + protocol.CLAIMED_SUFFIX), self.result, Path(r + protocol.TMP_SUFFIX), self.script)
@@ -97,9 +102,17 @@ def write_private(path: Path, data: bytes) -> None:
 
 
 def control_document(req: Request, action: str, names: Sequence[str], board_dir: str | None, deadline_wall_s: float,
-                     method: str, package_root: str, lease: Lease | None = None) -> dict[str, Any]:
+                     method: str, package_root: str, lease: Lease | None = None,
+                     kernels: Mapping[str, Any] | None = None) -> dict[str, Any]:
     if action not in protocol.ACTIONS:
         raise AttachError(f"unknown action {action!r}", ExitCode.USAGE)
+    extra: dict[str, Any] = {}
+    if action == "kernels":
+        extra["kernels"] = dict(kernels or {})
+        try:
+            protocol.check_kernels(extra["kernels"])  # the bootstrap checks it again
+        except ValueError as exc:
+            raise AttachError(str(exc), ExitCode.USAGE) from None
     unknown = sorted(set(names) - set(KNOWN_PROBES))
     if unknown:
         raise AttachError(f"unknown probes: {', '.join(unknown)} (known: {', '.join(KNOWN_PROBES)})", ExitCode.USAGE)
@@ -109,6 +122,7 @@ def control_document(req: Request, action: str, names: Sequence[str], board_dir:
         "result_path": str(req.result), "deadline_wall_s": deadline_wall_s, "discover": True, "method": method,
         "attacher_pid": os.getpid(),
         "lease": None if lease is None else {"pid": lease.pid, "start_ticks": lease.start_ticks},
+        **extra,
     }
 
 

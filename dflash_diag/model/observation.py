@@ -9,6 +9,7 @@ from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.gpu import GpuSample
+from dflash_diag.model.kernels import KernelTrace
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import StackSample
 
@@ -37,6 +38,8 @@ class Observation:
     resources: tuple[ProcessSample, ...] = ()
     # Stack samples of the process's Python children (workers), oldest first; ``StackSample.pid`` says whose.
     children: tuple[StackSample, ...] = ()
+    # A torch.profiler trace of the process, when one was taken (`record --kernels`, `doctor --kernels-trace`).
+    kernels: KernelTrace | None = None
 
     def line_text(self, filename: str, line: int) -> str | None:
         """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""

@@ -390,8 +390,10 @@ class Collector(_Sampler):
     def __init__(self, pid: int, config: SamplerConfig | None = None, io: SamplerIO | None = None) -> None:
         super().__init__(pid, config or SamplerConfig(), io or SamplerIO())
 
-    def collect(self, duration_s: float, progress: Progress | None = None) -> Observation:
-        """Sample for ``duration_s``; AttachError when the very first dump fails (with the diagnosis).
+    def collect(self, duration_s: float, progress: Progress | None = None,
+                until: Callable[[], bool] | None = None) -> Observation:
+        """Sample for ``duration_s`` (or until ``until()`` says so, looked at between samples); AttachError when
+        the very first dump fails (with the diagnosis).
 
         If the process exits meanwhile, returns what was gathered with ``process_alive=False``.
         """
@@ -409,7 +411,7 @@ class Collector(_Sampler):
             now = sched.clock()
             if progress is not None:
                 progress(min(now - start, duration_s), duration_s)
-            if not sched.alive or now >= deadline:
+            if not sched.alive or now >= deadline or (until is not None and not first and until()):
                 break
             self._io.sleep(max(0.0, min(due, deadline) - now))
         if sched.alive:

@@ -76,3 +76,33 @@ def test_force_replaces_our_own_trace(trainer, tmp_path: Path, capsys) -> None:
     first = out.read_bytes()
     assert _record(trainer, out, "--force") == ExitCode.OK
     assert out.read_bytes() != first and validate_trace(strict_json(out.read_bytes())) == []
+
+
+def test_kernels_of_the_tiny_trainer_share_one_timeline_with_its_states(trainer, tmp_path: Path, capsys) -> None:
+    """`record --kernels`: torch.profiler started inside the running trainer (ptrace injector) for 2 optimizer steps;
+    its CPU ops on the training threads' own tracks, our sampled states beside them, the probes' counters."""
+    from dflash_diag.inject.method import ptrace_helper, ptrace_unsupported
+
+    if ptrace_helper() is None:
+        pytest.skip(ptrace_unsupported())
+    out = tmp_path / "kernels.json"
+    assert main(["record", "--kernels", str(trainer.pid), "--steps", "2", "--method", "ptrace", "-o", str(out),
+                 "--board-dir", str(trainer.board_dir), "--json"]) == ExitCode.OK
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["reason"] == "steps" and summary["steps"] >= 2 and summary["host_spans"] > 1000
+    assert summary["clock"]["method"] == "marks" and summary["clock"]["uncertainty_us"] < 1000
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    doc = strict_json(out.read_bytes())
+    assert validate_trace(doc) == []
+    events = doc["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    for thread in ("target-0 [target]", "drafter-0 [drafter]"):
+        tid = next(t for t, n in names.items() if n == thread)
+        assert any(e.get("cat") == "cpu_op" and e["tid"] == tid for e in events)  # torch's ops of that thread
+        sampled = next(t for t, n in names.items() if n == f"{thread} · sampled")
+        assert any(e.get("cat") == "state" and e["tid"] == sampled for e in events)  # our states beside them
+    drafter = next(t for t, n in names.items() if n == "drafter-0 [drafter]")
+    assert any(e.get("cat") == "step" and e["tid"] == drafter for e in events)  # its optimizer steps
+    assert {"q_hs depth", "tok/s"} <= {e["name"] for e in events if e["ph"] == "C"}  # the probes' counters
+    assert doc["otherData"]["kernels"]["reason"] == "steps" and doc["otherData"]["kernels"]["left_out"] == 0
+    assert not [p for p in trainer.board_dir.iterdir() if ".trace.json" in p.name or ".kernels" in p.name]

@@ -23,6 +23,7 @@ from dflash_diag.analysis.findings import (
     hang,
     health,
     hostsync,
+    kernels,
     liveness,
     pipeline,
     process,
@@ -57,6 +58,7 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("gil", gil),
     ("hostsync", hostsync),
     ("gpu", gpu),
+    ("kernels", kernels),
     ("wasted", wasted),
 )
 RULE_FAMILIES: tuple[tuple[str, Rule], ...] = tuple((name, module.check) for name, module in FAMILIES)

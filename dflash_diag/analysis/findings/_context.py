@@ -15,11 +15,13 @@ from functools import cached_property
 from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
+from dflash_diag.analysis.kernels import summarise
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.analysis.threads import thread_identity
 from dflash_diag.model import Board, Observation, PipelineView, SourceLine, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.stacks import Frame, ThreadSample
 from dflash_diag.model.waits import WaitGraph
 
@@ -47,6 +49,11 @@ class Context:
         from dflash_diag.analysis.waits import build  # waits reads this module's helpers
 
         return build(self)
+
+    @cached_property
+    def kernels(self) -> KernelSummary | None:
+        """The summary of the process's torch.profiler trace, when one was given (``analysis.kernels``)."""
+        return summarise(self.obs.kernels) if self.obs.kernels is not None else None
 
     @cached_property
     def stderr(self) -> StderrFacts:

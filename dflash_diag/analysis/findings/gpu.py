@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dflash_contract.board import AppKeys
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.kernels import trace_evidence
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.findings import SYMPTOM
 
@@ -54,6 +55,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         python = mean_share(threads, ThreadState.PYTHON)
         gil = mean_share(threads, ThreadState.GIL_WAIT)
         sync = mean_share(threads, ThreadState.GPU_WAIT)
+        traced = trace_evidence(ctx, index)
         yield Finding(
             rule_id="gpu-underused",
             severity=Severity.WARNING,
@@ -64,7 +66,7 @@ def check(ctx: Context) -> Iterator[Finding]:
                 ("threads", ", ".join(t.name for t in threads[:6])),
                 ("their time", f"python+GIL {pct(python)}, GIL wait {pct(gil)}, GPU wait {pct(sync)}, "
                                f"queue wait {pct(waiting)}"),
-            ),
+            ) + ((traced,) if traced is not None else ()),
             remedy="The GPU waits for kernel launches: cut Python per step (torch.compile, CUDA graphs, fused ops), "
             "relieve GIL contention (fewer busy Python threads), remove host syncs; see the other findings.",
             impact=max(0.0, 1.0 - util / 100.0) * 0.5,

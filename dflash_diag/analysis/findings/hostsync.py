@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dflash_diag.analysis.classify import is_gpu_sync_frame, is_gpu_sync_line
 from dflash_diag.analysis.findings._context import Context, frame_site, lower_bound, pct, python_frames
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.kernels import trace_evidence
 from dflash_diag.model import Finding, GpuSample, Severity, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import ThreadSample
@@ -60,6 +61,9 @@ def check(ctx: Context) -> Iterator[Finding]:
     util = _gpu_util_pct(ctx, threads)
     if util is not None:
         evidence.append(("GPU utilisation", f"{util:.0f}% (NVML, mean over the window)"))
+    traced = trace_evidence(ctx)
+    if traced is not None:
+        evidence.append(traced)
     power = _gpu_power(ctx, threads)
     if power is not None:
         evidence.append(("GPU power", f"{power[0]:.0f} W of its {power[1]:.0f} W limit (NVML, mean over the window)"))

@@ -1,0 +1,276 @@
+"""What a torch.profiler trace says about the GPU: busy and idle time per device, who launched what, which phase of
+the step, the top kernels, and why the GPU idled between kernels. Pure.
+
+Each GPU span (kernel, copy, set) is tied to the host call that launched it by CUPTI's correlation id; that call
+ran on a thread (the *launching thread*) inside the host's ops, which give the *phase*: ``optimizer`` inside
+``Optimizer.step``/``zero_grad`` (torch annotates both), ``backward`` inside the autograd engine's functions or a
+``*Backward*`` op, ``forward`` inside any other op, ``outside ops`` for a launch no op encloses (a Triton kernel
+called from Python).
+
+An idle gap between two GPU spans of a device is judged by the launch of the span that ends it:
+
+- **launch-bound**: that launch began only after the GPU had gone idle: the GPU waited for the host (Python, the
+  GIL, the launch path itself). The gap is the launching thread's;
+- **after-sync**: the same, right after the launching thread waited for the GPU in a host sync
+  (``cudaStreamSynchronize`` and kin, ``.item()``): the sync drained the queue, the host then had to launch again;
+- **queued**: it was launched before the GPU idled and still started late (a dependency on another stream, an
+  event): not the host's doing;
+- **unattributed**: its launch is not in the trace.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+
+from dflash_diag.model.kernels import (
+    AFTER_SYNC,
+    GPU_CATS,
+    HOST_CATS,
+    LAUNCH_BOUND,
+    LAUNCH_CATS,
+    QUEUED,
+    UNATTRIBUTED,
+    DeviceKernels,
+    IdleSpan,
+    KernelStat,
+    KernelSummary,
+    KernelTrace,
+    TraceSpan,
+)
+
+EDGES = "edges"  # idle before the first GPU span of the window or after the last: no launch to judge it by
+# Host calls that wait for the GPU: the runtime's and the driver's syncs, blocking copies, and torch's ops that
+# read a device value back (``.item()``).
+SYNC_CALLS = frozenset({
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D",
+    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2",
+    "aten::item", "aten::_local_scalar_dense",
+})
+# A sync that returned this long before the GPU went idle did not cause the gap.
+SYNC_SLACK_US = 50.0
+TOP_KERNELS = 10
+LONGEST_IDLE = 5
+OPTIMIZER_PREFIXES = ("Optimizer.step", "Optimizer.zero_grad")
+BACKWARD_PREFIXES = ("autograd::engine::evaluate_function",)
+PHASES = ("forward", "backward", "optimizer", "outside ops", "unattributed")
+
+
+def summarise(trace: KernelTrace) -> KernelSummary:
+    """The summary of a trace (see the module docstring)."""
+    spans = trace.spans
+    gpu = [s for s in spans if s.cat in GPU_CATS]
+    launch_of = {s.correlation: s for s in spans if s.cat in LAUNCH_CATS and s.correlation is not None}
+    host = [s for s in spans if s.cat in HOST_CATS]
+    w0, w1 = trace.window_us
+    step_window = _step_window(trace)
+    window = step_window or (w0, w1)
+    syncs = _sync_ends(s for s in spans if s.name in SYNC_CALLS)
+    devices: list[DeviceKernels] = []
+    idle: list[IdleSpan] = []
+    for device in sorted({s.device for s in gpu if s.device is not None}):
+        on_device = sorted((s for s in gpu if s.device == device), key=lambda s: s.start_us)
+        summary, gaps = _device(device, on_device, window, launch_of, syncs)
+        devices.append(summary)
+        idle += gaps
+    phase_of = _phases(host, launch_of.values())
+    by_thread: dict[int, list[float]] = {}
+    by_phase: defaultdict[str, float] = defaultdict(float)
+    unattributed = 0.0
+    for s in gpu:
+        launch = launch_of.get(s.correlation) if s.correlation is not None else None
+        if launch is None:
+            unattributed += s.dur_us
+            by_phase["unattributed"] += s.dur_us
+            continue
+        entry = by_thread.setdefault(launch.tid, [0.0, 0.0])
+        entry[0] += s.dur_us
+        entry[1] += 1
+        by_phase[phase_of.get(id(launch), "outside ops")] += s.dur_us
+    host_bound = [g for g in idle if g.kind in (LAUNCH_BOUND, AFTER_SYNC)]
+    return KernelSummary(
+        window_us=max(0.0, w1 - w0),
+        steps=_step_count(trace),
+        step_window_us=(step_window[1] - step_window[0]) if step_window else None,
+        devices=tuple(devices),
+        gpu_time_by_thread=tuple(sorted(((tid, v[0], int(v[1])) for tid, v in by_thread.items()), key=lambda x: -x[1])),
+        gpu_time_by_phase=tuple(sorted(((p, us) for p, us in by_phase.items() if us > 0), key=lambda x: -x[1])),
+        top_kernels=_top(gpu),
+        longest_idle=tuple(sorted(host_bound, key=lambda g: -g.dur_us)[:LONGEST_IDLE]),
+        host_spans=len(host) + len(launch_of),
+        gpu_spans=len(gpu),
+        unattributed_gpu_us=unattributed,
+        thread_names=dict(trace.thread_names),
+        source=trace.source,
+        started_wall_s=trace.started_wall_s,
+        spans_left_out=trace.spans_left_out,
+    )
+
+
+def _step_count(trace: KernelTrace) -> int:
+    """Steps marked: those of the thread that marked most (replicas that step together count one step each)."""
+    per_thread = Counter(m.tid for m in trace.steps)
+    return max(per_thread.values(), default=0)
+
+
+def _step_window(trace: KernelTrace) -> tuple[float, float] | None:
+    """From the first step mark to the last, when two or more were marked: what "of the step" is measured over."""
+    if _step_count(trace) < 2:
+        return None
+    first, last = trace.steps[0].at_us, trace.steps[-1].at_us
+    return (first, last) if last > first else None
+
+
+def _sync_ends(spans: Iterable[TraceSpan]) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for s in spans:
+        out.setdefault(s.tid, []).append(s.end_us)
+    for ends in out.values():
+        ends.sort()
+    return out
+
+
+def _synced_before(syncs: dict[int, list[float]], tid: int, gap_start_us: float, launch_us: float) -> bool:
+    """Whether the thread came out of a host sync between the GPU going idle and its launch."""
+    ends = syncs.get(tid)
+    if not ends:
+        return False
+    i = bisect.bisect_left(ends, gap_start_us - SYNC_SLACK_US)
+    return i < len(ends) and ends[i] <= launch_us
+
+
+def _device(device: int, spans: Sequence[TraceSpan], window: tuple[float, float], launch_of: dict[int, TraceSpan],
+            syncs: dict[int, list[float]]) -> tuple[DeviceKernels, list[IdleSpan]]:
+    w0, w1 = window
+    busy = 0.0
+    idle: defaultdict[str, float] = defaultdict(float)
+    by_thread: dict[str, defaultdict[int, float]] = {}
+    gaps: list[IdleSpan] = []
+    end: float | None = None  # where the GPU went idle (the end of the busy run so far)
+    for s in spans:
+        if end is not None and s.start_us <= end:  # overlaps the busy run: extends it
+            if s.end_us > end:
+                busy += _clip(end, s.end_us, w0, w1)
+                end = s.end_us
+            continue
+        if end is None:
+            idle[EDGES] += _clip(w0, s.start_us, w0, w1)
+        else:
+            dur = _clip(end, s.start_us, w0, w1)
+            if dur > 0:
+                kind, tid = _judge(s, end, launch_of, syncs)
+                idle[kind] += dur
+                if tid is not None:
+                    by_thread.setdefault(kind, defaultdict(float))[tid] += dur
+                gaps.append(IdleSpan(device=device, start_us=max(end, w0), dur_us=dur, kind=kind, tid=tid))
+        busy += _clip(s.start_us, s.end_us, w0, w1)
+        end = s.end_us
+    if end is not None:
+        idle[EDGES] += _clip(end, w1, w0, w1)
+    window_us = max(0.0, w1 - w0)
+    return DeviceKernels(device=device, window_us=window_us, busy_us=busy, idle_us=dict(idle),
+                         idle_by_thread={k: dict(v) for k, v in by_thread.items()}, gpu_spans=len(spans)), gaps
+
+
+def _clip(a: float, b: float, w0: float, w1: float) -> float:
+    return max(0.0, min(b, w1) - max(a, w0))
+
+
+def _judge(next_span: TraceSpan, idle_from_us: float, launch_of: dict[int, TraceSpan],
+           syncs: dict[int, list[float]]) -> tuple[str, int | None]:
+    launch = launch_of.get(next_span.correlation) if next_span.correlation is not None else None
+    if launch is None:
+        return UNATTRIBUTED, None
+    if launch.start_us < idle_from_us:
+        return QUEUED, launch.tid
+    if _synced_before(syncs, launch.tid, idle_from_us, launch.start_us):
+        return AFTER_SYNC, launch.tid
+    return LAUNCH_BOUND, launch.tid
+
+
+def phase(names: Iterable[str]) -> str:
+    """The phase of a launch from the names of the host spans around it (innermost first or any order)."""
+    names = list(names)
+    if any(n.startswith(OPTIMIZER_PREFIXES) for n in names):
+        return "optimizer"
+    if any(n.startswith(BACKWARD_PREFIXES) or "Backward" in n for n in names):
+        return "backward"
+    return "forward" if names else "outside ops"
+
+
+def _phases(host: Sequence[TraceSpan], launch_spans: Iterable[TraceSpan]) -> dict[int, str]:
+    """id(launch) -> its phase, by a sweep of each thread's host spans (nested: a stack)."""
+    by_tid: dict[int, list[TraceSpan]] = {}
+    for s in host:
+        by_tid.setdefault(s.tid, []).append(s)
+    launches_by_tid: dict[int, list[TraceSpan]] = {}
+    for launch in launch_spans:
+        launches_by_tid.setdefault(launch.tid, []).append(launch)
+    out: dict[int, str] = {}
+    for tid, items in launches_by_tid.items():
+        spans = sorted(by_tid.get(tid, ()), key=lambda s: (s.start_us, -s.dur_us))
+        stack: list[TraceSpan] = []
+        i = 0
+        for launch in sorted(items, key=lambda s: s.start_us):
+            while i < len(spans) and spans[i].start_us <= launch.start_us:
+                while stack and stack[-1].end_us < spans[i].start_us:
+                    stack.pop()
+                stack.append(spans[i])
+                i += 1
+            while stack and stack[-1].end_us < launch.start_us:
+                stack.pop()
+            out[id(launch)] = phase(s.name for s in stack if s.start_us <= launch.start_us <= s.end_us)
+    return out
+
+
+def _top(gpu: Sequence[TraceSpan]) -> tuple[KernelStat, ...]:
+    totals: dict[str, list[float]] = {}
+    for s in gpu:
+        entry = totals.setdefault(s.name, [0.0, 0.0])
+        entry[0] += s.dur_us
+        entry[1] += 1
+    ranked = sorted(totals.items(), key=lambda kv: (-round(kv[1][0], 3), kv[0]))[:TOP_KERNELS]
+    return tuple(KernelStat(name=name, count=int(v[1]), total_us=v[0]) for name, v in ranked)
+
+
+def short_kernel_name(name: str, limit: int = 80) -> str:
+    """A kernel's name without its template arguments (``void at::native::foo<float, 4>(...)`` -> ``at::native::foo``)."""
+    text = name.removeprefix("void ")
+    for cut in ("<", "("):
+        if cut in text:
+            text = text[: text.index(cut)]
+    text = text.strip() or name
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summary_json(summary: KernelSummary) -> dict[str, object]:
+    """The summary as JSON (``doctor --json``'s and ``record --kernels --json``'s ``kernels``): times in ms."""
+    def ms(us: float) -> float:
+        return round(us / 1e3, 3)
+
+    return {
+        "source": summary.source,
+        "window_ms": ms(summary.window_us),
+        "steps": summary.steps,
+        "step_window_ms": None if summary.step_window_us is None else ms(summary.step_window_us),
+        "gpu_spans": summary.gpu_spans,
+        "host_spans": summary.host_spans,
+        "spans_left_out": summary.spans_left_out,
+        "devices": [{
+            "device": d.device, "window_ms": ms(d.window_us), "busy_ms": ms(d.busy_us),
+            "idle_ms": {kind: ms(us) for kind, us in sorted(d.idle_us.items())},
+            "idle_by_thread_ms": {kind: [{"tid": tid, "thread": summary.thread_label(tid), "ms": ms(us)}
+                                         for tid, us in sorted(by.items(), key=lambda kv: -kv[1])[:8]]
+                                  for kind, by in sorted(d.idle_by_thread.items())},
+        } for d in summary.devices],
+        "gpu_time_by_thread_ms": [{"tid": tid, "thread": summary.thread_label(tid), "ms": ms(us), "spans": n}
+                                  for tid, us, n in summary.gpu_time_by_thread[:16]],
+        "gpu_time_by_phase_ms": {p: ms(us) for p, us in summary.gpu_time_by_phase},
+        "unattributed_gpu_ms": ms(summary.unattributed_gpu_us),
+        "top_kernels": [{"name": k.name, "count": k.count, "total_ms": ms(k.total_us), "mean_us": round(k.mean_us, 3)}
+                        for k in summary.top_kernels],
+        "longest_host_bound_gaps": [{"device": g.device, "kind": g.kind, "ms": ms(g.dur_us),
+                                     "thread": summary.thread_label(g.tid), "tid": g.tid}
+                                    for g in summary.longest_idle],
+    }
