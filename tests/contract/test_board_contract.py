@@ -45,6 +45,8 @@ NOT_BOARD_KEYS = {
     ("probes/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/cli/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/inject/ptrace.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
+    ("dflash_diag/analysis/kernels.py", "devices"): "a field of the kernel-trace summary (docs/integrations.md)",
+    ("probes/kernels.py", "hook_errors"): "a field of the kernel recorder's outcome file, not of the board",
     ("dflash_diag/inject/ptrace_driver.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
     ("dflash_diag/analysis/findings/cudagraphs.py", "skips"): _EVIDENCE,
     ("dflash_diag/analysis/findings/cudagraphs.py", "captures"): _EVIDENCE,
