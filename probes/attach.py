@@ -447,6 +447,10 @@ def _torch_hooks() -> JsonDict:
     node = getattr(trees, "CUDAGraphNode", None)
     if node is not None:
         out["cudagraph_trees.CUDAGraphNode.run_graph"] = _ref(getattr(node, "run_graph", None))
+    dist = mods.get("torch.distributed")
+    if dist is not None:  # the collectives probe wraps these
+        for op in ("all_reduce", "barrier", "broadcast", "all_gather"):
+            out[f"distributed.{op}"] = _ref(getattr(dist, op, None))
     cuda = mods.get("torch.cuda")
     if cuda is not None:
         out["cuda.empty_cache"] = _ref(getattr(cuda, "empty_cache", None))

@@ -31,6 +31,7 @@ from probes import (
     allocator,
     checkpoint,
     codedrift,
+    collectives,
     compile,
     cudagraphs,
     fastpath,
@@ -84,6 +85,8 @@ def _build(name: str, config: ProbesConfig) -> Probe:
         return threads.ThreadsProbe(config.threads)
     if name == "health":
         return health.HealthProbe(config.health)
+    if name == "collectives":
+        return collectives.CollectivesProbe(config.collectives)
     raise ValueError(f"unknown probe {name!r}")
 
 
