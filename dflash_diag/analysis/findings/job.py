@@ -225,7 +225,7 @@ def _elsewhere_text(ctx: JobContext, s: RankSummary, hang: _Hang) -> str:
     if s in hang.mismatch and s.collective is not None:
         text = f"it waits in another collective, {s.collective.op} at {s.collective.site or '?'}"
     else:
-        text = f"it waits {_own_wait(ctx, s)}"
+        text = _own_wait(ctx, s)
     if s.probe is not None and hang.seq is not None:
         if s.probe.current_seq == hang.seq and s.probe.current_op and s.probe.current_op != hang.op:
             text += f" (its collective #{hang.seq} is {s.probe.current_op})"
@@ -235,16 +235,15 @@ def _elsewhere_text(ctx: JobContext, s: RankSummary, hang: _Hang) -> str:
 
 
 def _own_wait(ctx: JobContext, s: RankSummary) -> str:
-    """What the rank's training thread does instead: its largest wait, with the chain behind it, or where it is."""
+    """What the rank's training thread does instead: computes (where), or its largest wait (where), or where it is."""
     analysis = ctx.analysis_of(s)
     graph = analysis.waits if analysis is not None else None
-    if isinstance(graph, WaitGraph):
-        node = next((n for n in graph.threads if n.name == s.thread), None)
-        if node is not None and node.waits:
-            chain = graph.chain_text() if graph.chain and graph.chain[0].threads and s.thread in graph.chain[0].threads \
-                else ""
-            return chain.split(" ", 1)[-1] if chain else edge_text(node.waits[0]).removeprefix("waits ")
-    return f"at {s.where}" if s.where else "(no stack of its own code)"
+    node = next((n for n in graph.threads if n.name == s.thread), None) if isinstance(graph, WaitGraph) else None
+    if node is not None and node.computing_share >= 0.5 and node.hot:
+        return f"its {s.thread} computes: {node.hot}"
+    if node is not None and node.waits:
+        return f"its {s.thread} {edge_text(node.waits[0])}"
+    return f"its {s.thread or 'main thread'} is at {s.where}" if s.where else "no stack of its own code was seen"
 
 
 def _who(ranks: Sequence[RankSummary]) -> str:
