@@ -23,6 +23,7 @@ from dflash_diag.model.evidence import ProcessFacts
 from dflash_diag.model.job import JobObservation, JobTopology, RankIdentity
 from dflash_diag.sources import procfs
 from dflash_diag.sources.config import BURST_RATE_HZ, SamplerConfig, SamplerIO
+from dflash_diag.sources.pyspy_find import find_pyspy
 
 MIN_RANK_RATE_HZ = 4.0  # fewer stacks a second per rank leave a 5 s window too few samples to judge shares
 Progress = Callable[[float, float], None]
@@ -81,6 +82,9 @@ class JobCollector:
     def collect(self, duration_s: float, progress: Progress | None = None) -> JobObservation:
         """Every rank over one window of ``duration_s``; never raises for one rank's failure (see the module)."""
         ranks = self.topology.ranks
+        # Before the threads: finding py-spy may read sysconfig, whose first use is not thread-safe (two threads
+        # at once saw a half-built config: AttributeError 'userbase').
+        find_pyspy()
         started_wall, start = time.time(), self._clock()
         with ThreadPoolExecutor(max_workers=max(1, len(ranks)), thread_name_prefix="dflash-diag-rank") as pool:
             futures = [pool.submit(self._one, rank, duration_s) for rank in ranks]

@@ -39,7 +39,8 @@ MIN_WINDOW_S = 2.0
 WAIT_SHARE = 0.30  # the waiting ranks lose at least this share of their time in the collective: a measured cost
 GAP = 0.25  # ... and the straggler waits at least this much less than each of them
 HANG_SHARE = 0.90  # in one collective (or parked on one wait) for the whole window, give or take a sample
-SAME_WORK_SHARE = 0.05  # the straggler's hottest function takes at least this share of a peer's time: the same code
+SAME_WORK_SHARE = 0.03  # the straggler's hottest function takes at least this share of its peers' time: the same code
+MIN_SAME_WORK_SAMPLES = 2  # ... seen in at least this many of their samples, pooled
 DEATHS_SHOWN = 4
 # torchrun's report of a failed rank on its stderr, and the rank's own exception line ("[rank1]: ValueError: ...").
 _FAILED = re.compile(r"failed \(exitcode: (-?\d{1,4})\) local_rank: (\d{1,6}) \(pid: (\d{1,8})\)")
@@ -336,29 +337,55 @@ def _time_goes(ctx: JobContext, s: RankSummary) -> str:
 
 
 def _uneven(ctx: JobContext, st: _Straggler) -> Finding | None:
-    """The straggler's hottest function is one its peers run too: the same work, more of it."""
+    """The straggler's hottest function is one its peers run too (in their samples pooled: each peer alone has too
+    few samples outside the collective to weigh), and it takes the straggler at least twice their share."""
     slow_rows = _hot_rows(ctx, st.slow)
     if not slow_rows:
         return None
     top, top_share = slow_rows[0]
-    peer_shares = []
+    pooled_hits = pooled_total = 0
+    per_peer = []
     for s in st.waiting:
-        rows = dict(_hot_rows(ctx, s))
-        peer_shares.append(rows.get(top, 0.0))
-    if not peer_shares or min(peer_shares) < SAME_WORK_SHARE or top_share < 2 * max(peer_shares):
+        counts, total = _function_counts(ctx, s)
+        pooled_hits += counts.get(top, 0)
+        pooled_total += total
+        per_peer.append(counts.get(top, 0) / total if total else 0.0)
+    peers = pooled_hits / pooled_total if pooled_total else 0.0
+    if pooled_hits < MIN_SAME_WORK_SAMPLES or peers < SAME_WORK_SHARE or top_share < 2 * peers:
         return None
     name, filename, _ = top
-    peers = sum(peer_shares) / len(peer_shares)
     claim = (f"{st.slow.identity.label} does more of the same work than its peers: {pct(top_share)} of its time in "
              f"{name} ({filename.rsplit('/', 1)[-1]}), against {pct(peers)} on {_who(st.waiting)}: uneven per-rank "
              "input (a larger shard, longer sequences, more tokens per batch) or a slower core")
     evidence = [(st.slow.identity.label, f"{name}: {pct(top_share)}")]
-    evidence += [(s.identity.label, f"{name}: {pct(v)}") for s, v in zip(st.waiting, peer_shares, strict=True)]
+    evidence += [(s.identity.label, f"{name}: {pct(v)}") for s, v in zip(st.waiting, per_peer, strict=True)]
     return Finding(rule_id="rank-uneven-input", severity=Severity.WARNING, claim=claim, evidence=tuple(evidence),
                    remedy="Balance the input per rank: a DistributedSampler (drop_last, or pad), bucket sequences by "
                           "length across ranks, or split by tokens rather than by samples; if the input is even, "
                           "compare the ranks' CPU or GPU (clocks, throttling, another job on it).",
                    impact=max(0.0, top_share - peers), kind=CAUSE)
+
+
+def _function_counts(ctx: JobContext, s: RankSummary) -> tuple[Counter[tuple[str, str, int]], int]:
+    """Samples of the rank's training thread charged to each function while it works outside a collective, and the
+    thread's samples in all."""
+    from dflash_diag.analysis.collectives import collective_op
+    from dflash_diag.analysis.hotspots import NOT_WORK, charge_frame
+    from dflash_diag.analysis.job import rank_rows
+
+    analysis = ctx.analysis_of(s)
+    obs = next((o for o, x in zip(ctx.job.ranks, ctx.summaries, strict=True) if x is s), None)
+    if analysis is None or obs is None:
+        return Counter(), 0
+    rows = rank_rows(obs, analysis).get(s.thread, [])
+    counts: Counter[tuple[str, str, int]] = Counter()
+    for thread, state in rows:
+        if state in NOT_WORK or collective_op(thread, obs.line_text) is not None:
+            continue
+        frame = charge_frame(thread)
+        if frame is not None:
+            counts[(frame.name, frame.filename, 0)] += 1
+    return counts, len(rows)
 
 
 def _hot_rows(ctx: JobContext, s: RankSummary) -> list[tuple[tuple[str, str, int], float]]:
@@ -446,7 +473,8 @@ def _launcher_report(ctx: JobContext) -> tuple[list[tuple[int, int, int]], dict[
 def _died_finding(ctx: JobContext, deaths: _Deaths, *, hung: bool) -> Finding:
     if deaths.exited:
         severity = Severity.CRITICAL
-        claim = f"{', '.join(deaths.exited)} died: " + "; ".join(deaths.lines[:3])
+        claim = ("a rank died: " if len(deaths.exited) == 1 else f"{len(deaths.exited)} ranks died: ") \
+            + "; ".join(deaths.lines[:3])
     else:
         severity = Severity.WARNING
         claim = "a rank died and the launcher restarted the group: " + "; ".join(deaths.lines[:3])
