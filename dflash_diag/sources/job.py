@@ -187,6 +187,20 @@ def _topology(tree: ProcessTree, asked: int, how: str, launcher: int | None, ran
                        ranks=tuple(ranks), notes=tuple(out))
 
 
+_LAUNCHER_SCRIPTS = frozenset({"torchrun"})
+_LAUNCHER_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch"})
+
+
+def is_launcher_argv(argv: tuple[str, ...] | list[str]) -> bool:
+    """``python .../torchrun ...`` or ``python -m torch.distributed.run ...`` (as the probes' bootstrap tells)."""
+    args = list(argv[1:])
+    while args and args[0].startswith("-") and args[0] not in ("-m", "-c", "-"):
+        args = args[2:] if args[0] in ("-X", "-W") else args[1:]
+    if len(args) >= 2 and args[0] == "-m":
+        return args[1] in _LAUNCHER_MODULES
+    return bool(args) and args[0] not in ("-c", "-") and args[0].rsplit("/", 1)[-1] in _LAUNCHER_SCRIPTS
+
+
 def job_processes(topology: JobTopology) -> tuple[int, ...]:
     """Every PID of the job: the ranks, in order."""
     return tuple(r.pid for r in topology.ranks)
@@ -198,4 +212,4 @@ def is_rank(pid: int) -> bool:
     return isinstance(env, dict) and rank_identity(pid, env, None) is not None
 
 
-__all__ = ["ProcessTree", "find_job", "is_rank", "job_processes", "rank_identity"]
+__all__ = ["ProcessTree", "find_job", "is_launcher_argv", "is_rank", "job_processes", "rank_identity"]

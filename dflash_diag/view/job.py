@@ -3,11 +3,22 @@ the rows ``doctor``, ``top --batch`` and the live view print. Plain: no screen l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dflash_diag.model.job import JobAnalysis, JobTopology, RankSummary
 
 JOB_SCHEMA = "dflash-diag.job/1"
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What ``top`` shows of a job above the selected rank's threads: the title and one row per rank."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    selected: int  # the row whose threads the frame holds
 
 
 def _pct(share: float) -> float:
@@ -60,7 +71,7 @@ def _short(text: str, width: int) -> str:
 def rank_rows(analysis: JobAnalysis) -> list[tuple[str, ...]]:
     """One row per rank: rank, PID, state, share in collectives, workers, step, the collective it waits in (where),
     where its time goes."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for s in analysis.summaries:
         ident = s.identity
         state = "exited" if s.exited else ("gone" if not s.alive else ("moving" if s.progress else "stuck"))
@@ -102,4 +113,4 @@ def job_title(analysis: JobAnalysis) -> str:
     return f"job of {who}: {len(topo.ranks)} rank(s){world}{restarts}, {job.window_s:.1f} s sampled"
 
 
-__all__ = ["JOB_SCHEMA", "RANK_HEADER", "job_json", "job_title", "rank_json", "rank_lines", "rank_rows"]
+__all__ = ["JOB_SCHEMA", "RANK_HEADER", "JobView", "job_json", "job_title", "rank_json", "rank_lines", "rank_rows"]
