@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.board import CollectivesKeys
 from dflash_contract.health import judge
 
 GAUGE = "gauge"
@@ -82,6 +83,11 @@ CATALOGUE: dict[str, tuple[str, tuple[str, ...], str]] = {
     "health_loss": (GAUGE, (), "the loss handed to backward() at the last sampled step"),
     "health_steps": (COUNTER, (), "optimizer steps seen by the health probe"),
     "health_sample_ms": (GAUGE, (), "mean cost of one health sample to the step it runs in (ms)"),
+    # collectives (a rank of a torch.distributed job; labelled with its rank)
+    "collectives_entered": (COUNTER, ("rank",), "torch.distributed collective calls entered"),
+    "collectives_completed": (COUNTER, ("rank",), "collective calls returned from"),
+    "collectives_async_issued": (COUNTER, ("rank",), "collective calls made with async_op=True"),
+    "collectives_in_collectives_s": (COUNTER, ("rank",), "seconds spent inside collective calls"),
     # the probe session itself
     "probes_steps": (COUNTER, (), "session.step() calls the program made"),
     "probes_step": (GAUGE, (), "the training step the program last passed to session.step()"),
@@ -160,6 +166,10 @@ _SESSION_FIELDS = (("probes_steps", "steps"), ("probes_step", "step"), ("probes_
                    ("probes_publish_errors", "publish_errors"))
 _HEALTH_GROUP_FIELDS = (("health_lr", "lr"), ("health_grad_none", "grad_none"),
                         ("health_grad_nonfinite", "grad_nonfinite"), ("health_update_ratio", "update_ratio"))
+_COLLECTIVES_FIELDS = (("collectives_entered", CollectivesKeys.ENTERED),
+                       ("collectives_completed", CollectivesKeys.COMPLETED),
+                       ("collectives_async_issued", CollectivesKeys.ASYNC_ISSUED),
+                       ("collectives_in_collectives_s", CollectivesKeys.IN_COLLECTIVES_S))
 _RESERVED = frozenset({"status", "reason", "errors", "hook_errors", "last_hook_error"})
 
 
@@ -197,6 +207,11 @@ def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None
                 out.extend(_fields(group, _HEALTH_GROUP_FIELDS, (("group", group["group"]),)))
         out.extend(_fields(health, (("health_loss", "loss"), ("health_steps", "steps"),
                                     ("health_sample_ms", "sample_ms_mean"))))
+    collectives = _ok(probes, "collectives")
+    if collectives is not None:
+        rank = collectives.get(CollectivesKeys.RANK)
+        label = (("rank", str(rank) if isinstance(rank, int) and not isinstance(rank, bool) else ""),)
+        out.extend(_fields(collectives, _COLLECTIVES_FIELDS, label))
     if isinstance(session, Mapping):
         out.extend(_fields(session, _SESSION_FIELDS))
     return out

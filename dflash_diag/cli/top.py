@@ -399,10 +399,10 @@ def _launched(command: Sequence[str], args: argparse.Namespace) -> Iterator[Chil
             start_new_session=True,
         )
     except FileNotFoundError:
-        log.close()
+        _discard_child_log(log_path, log, args)
         raise CommandError(f"cannot launch {command[0]!r}: command not found", ExitCode.BAD_INPUT) from None
     except PermissionError:
-        log.close()
+        _discard_child_log(log_path, log, args)
         raise CommandError(f"cannot launch {shown(command[0])!r}: permission denied", ExitCode.PERMISSION) from None
     child = Child(process, log_path, keep=args.keep_child)
     print(f"dflash-diag top: launched PID {child.pid}; its output goes to {shown(log_path)}", file=sys.stderr)
@@ -411,6 +411,18 @@ def _launched(command: Sequence[str], args: argparse.Namespace) -> Iterator[Chil
     finally:
         log.close()
         _stop_child(child)
+
+
+def _discard_child_log(path: Path, log: TextIO, args: argparse.Namespace) -> None:
+    """Nothing was launched: the empty log this command just created (O_EXCL, so ours) goes, and its private
+    directory when it made one."""
+    log.close()
+    path.unlink(missing_ok=True)
+    if args.child_log is None:
+        try:
+            path.parent.rmdir()
+        except OSError:
+            pass
 
 
 def _stop_child(child: Child) -> None:

@@ -61,7 +61,7 @@ def collect_job(topology: JobTopology, duration_s: float, config: SamplerConfig,
 
 
 def batch_json(analysis: JobAnalysis, frames: tuple[TopFrame, ...]) -> dict[str, Any]:
-    from dflash_diag.cli.doctor import finding_json
+    from dflash_diag.view.job import finding_row
     from dflash_diag.view.report import JSON_SCHEMA, frame_to_json
 
     headline = analysis.headline
@@ -69,7 +69,7 @@ def batch_json(analysis: JobAnalysis, frames: tuple[TopFrame, ...]) -> dict[str,
         "schema": JSON_SCHEMA, "kind": "job", "phase": analysis.phase,
         "headline": None if headline is None else {"rule_id": headline.rule_id, "severity": headline.severity.label,
                                                    "text": headline.text, "remedy": headline.remedy},
-        "findings": [finding_json(f) for f in analysis.findings],
+        "findings": [finding_row(f) for f in analysis.findings],
         "job": job_json(analysis),
         "ranks": [{"rank": s.identity.rank, "pid": s.identity.pid, "frame": frame_to_json(f)}
                   for s, f in zip(analysis.summaries, frames, strict=True)],

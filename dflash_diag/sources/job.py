@@ -83,8 +83,8 @@ class ProcessTree:
 def _environ(tree: ProcessTree, pid: int) -> dict[str, str] | None:
     try:
         env = tree.environ(pid)
-    except AttachError:
-        return None  # it exited meanwhile
+    except (AttachError, OSError):
+        return None  # it exited meanwhile, or its /proc entry cannot be read (a kernel thread, another namespace)
     return env if isinstance(env, dict) else None
 
 
@@ -161,7 +161,7 @@ def _from_launcher(tree: ProcessTree, pid: int) -> JobTopology | None:
 def _children(tree: ProcessTree, pid: int) -> tuple[int, ...]:
     try:
         return tuple(c for c in tree.children(pid) if proc.is_valid_pid(c))
-    except OSError:
+    except (AttachError, OSError):
         return ()
 
 
@@ -173,7 +173,7 @@ def _topology(tree: ProcessTree, asked: int, how: str, launcher: int | None, ran
     if launcher is not None:
         try:
             cmdline = tuple(printable(a) for a in redact_argv(tree.cmdline(launcher)))
-        except AttachError:
+        except (AttachError, OSError):
             cmdline = ()
     out = list(notes)
     world = max((r.world_size for r in ranks if r.world_size is not None), default=None)
@@ -201,6 +201,11 @@ def is_launcher_argv(argv: tuple[str, ...] | list[str]) -> bool:
     return bool(args) and args[0] not in ("-c", "-") and args[0].rsplit("/", 1)[-1] in _LAUNCHER_SCRIPTS
 
 
+def is_launcher_command(command: tuple[str, ...] | list[str]) -> bool:
+    """A command line as typed (``torchrun ...``, ``python -m torch.distributed.run ...``) that starts ranks."""
+    return bool(command) and (command[0].rsplit("/", 1)[-1] in _LAUNCHER_SCRIPTS or is_launcher_argv(command))
+
+
 def job_processes(topology: JobTopology) -> tuple[int, ...]:
     """Every PID of the job: the ranks, in order."""
     return tuple(r.pid for r in topology.ranks)
@@ -208,8 +213,11 @@ def job_processes(topology: JobTopology) -> tuple[int, ...]:
 
 def is_rank(pid: int) -> bool:
     """Whether the process's environment names it a rank (the CLI's quick test, before a job is looked for)."""
-    env = procfs.read_environ(pid)
+    try:
+        env = procfs.read_environ(pid)
+    except (AttachError, OSError):
+        return False
     return isinstance(env, dict) and rank_identity(pid, env, None) is not None
 
 
-__all__ = ["ProcessTree", "find_job", "is_launcher_argv", "is_rank", "job_processes", "rank_identity"]
+__all__ = ["ProcessTree", "find_job", "is_launcher_argv", "is_launcher_command", "is_rank", "job_processes", "rank_identity"]

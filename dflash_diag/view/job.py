@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_diag.model import Finding
 from dflash_diag.model.job import JobAnalysis, JobTopology, RankSummary
 
 JOB_SCHEMA = "dflash-diag.job/1"
@@ -47,6 +48,13 @@ def rank_json(s: RankSummary) -> dict[str, Any]:
         "step": s.step, "probe": probe, "workers": s.workers,
         "headline": s.headline, "severity": s.severity.label if s.severity is not None else None,
     }
+
+
+def finding_row(f: Finding) -> dict[str, Any]:
+    """One finding as the job section lists it (the fields of doctor's ``findings`` entries)."""
+    return {"rule_id": f.rule_id, "severity": f.severity.label, "kind": f.kind, "claim": f.claim,
+            "evidence": [{"name": name, "value": value} for name, value in f.evidence], "remedy": f.remedy,
+            "because": list(f.because), "explains": list(f.explains)}
 
 
 def topology_json(topo: JobTopology) -> dict[str, Any]:
@@ -113,4 +121,4 @@ def job_title(analysis: JobAnalysis) -> str:
     return f"job of {who}: {len(topo.ranks)} rank(s){world}{restarts}, {job.window_s:.1f} s sampled"
 
 
-__all__ = ["JOB_SCHEMA", "RANK_HEADER", "JobView", "job_json", "job_title", "rank_json", "rank_lines", "rank_rows"]
+__all__ = ["JOB_SCHEMA", "RANK_HEADER", "JobView", "finding_row", "job_json", "job_title", "rank_json", "rank_lines", "rank_rows"]
