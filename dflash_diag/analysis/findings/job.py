@@ -176,7 +176,8 @@ def _hang_finding(ctx: JobContext, hang: _Hang, deaths: _Deaths) -> Finding:
     window = ctx.job.window_s
     at = f" at {hang.site}" if hang.site else ""
     numbered = f" (collective #{hang.seq})" if hang.seq is not None else ""
-    parts = [f"{_who(hang.waiting)} wait in {hang.op}{numbered}{at} for the whole {window:.1f} s window"]
+    parts = [f"{_who(hang.waiting)} {_verb('wait', hang.waiting)} in {hang.op}{numbered}{at} for the whole "
+             f"{window:.1f} s window"]
     evidence: list[tuple[str, str]] = [(s.identity.label, _waits_text(s)) for s in hang.waiting]
     for s in hang.elsewhere:
         parts.append(f"{s.identity.label} never entered it: {_elsewhere_text(ctx, s, hang)}")
@@ -247,6 +248,11 @@ def _own_wait(ctx: JobContext, s: RankSummary) -> str:
     return f"its {s.thread or 'main thread'} is at {s.where}" if s.where else "no stack of its own code was seen"
 
 
+def _verb(verb: str, ranks: Sequence[RankSummary]) -> str:
+    """``wait`` for several ranks, ``waits`` for one."""
+    return verb if len(ranks) > 1 else verb + "s"
+
+
 def _who(ranks: Sequence[RankSummary]) -> str:
     from dflash_diag.analysis.job import ranks_text
 
@@ -307,9 +313,10 @@ def _straggler_finding(ctx: JobContext, st: _Straggler) -> Finding:
     mean_wait = sum(s.collective_share for s in st.waiting) / len(st.waiting)
     at = f" at {st.site}" if st.site else ""
     where = _time_goes(ctx, slow)
-    claim = (f"{slow.identity.label} is the straggler: {_who(st.waiting)} wait for it in {st.op}{at} "
-             f"{pct(mean_wait)} of their time, while {slow.identity.label} waits {pct(slow.collective_share)} and "
-             f"{where}")
+    their = "their" if len(st.waiting) > 1 else "its"
+    claim = (f"{slow.identity.label} is the straggler: {_who(st.waiting)} {_verb('wait', st.waiting)} for it in "
+             f"{st.op}{at} {pct(mean_wait)} of {their} time, while {slow.identity.label} waits "
+             f"{pct(slow.collective_share)} and {where}")
     evidence: list[tuple[str, str]] = [(f"{slow.identity.label} (PID {slow.identity.pid})", where)]
     evidence += [(f"{s.identity.label} (PID {s.identity.pid})", _waits_text(s)) for s in st.waiting]
     evidence.append((f"{slow.identity.label} in collectives", f"{pct(slow.collective_share)} of {slow.n_samples} samples"))
