@@ -36,11 +36,12 @@ from dflash_diag.model.waits import WaitGraph, edge_text
 
 MIN_SAMPLES = 8  # a rank with fewer stack samples says nothing about its shares
 MIN_WINDOW_S = 2.0
-WAIT_SHARE = 0.30  # the waiting ranks lose at least this share of their time in the collective: a measured cost
-GAP = 0.25  # ... and the straggler waits at least this much less than each of them
+WAIT_SHARE = 0.30  # each waiting rank loses at least this share of its time in the collective: a measured cost
+GAP = 0.25  # ... and the straggler waits at least this much less than their mean, and at most half of it
 HANG_SHARE = 0.90  # in one collective (or parked on one wait) for the whole window, give or take a sample
 SAME_WORK_SHARE = 0.03  # the straggler's hottest function takes at least this share of its peers' time: the same code
 MIN_SAME_WORK_SAMPLES = 2  # ... seen in at least this many of their samples, pooled
+SAME_WORK_RATIO = 1.5  # ... and it takes the straggler at least this many times their share
 DEATHS_SHOWN = 4
 # torchrun's report of a failed rank on its stderr, and the rank's own exception line ("[rank1]: ValueError: ...").
 _FAILED = re.compile(r"failed \(exitcode: (-?\d{1,4})\) local_rank: (\d{1,6}) \(pid: (\d{1,8})\)")
@@ -296,7 +297,9 @@ def _find_straggler(ctx: JobContext) -> _Straggler | None:
     waiting = [s for s in sampled if s is not slow]
     if min(s.collective_share for s in waiting) < WAIT_SHARE:
         return None
-    if min(s.collective_share for s in waiting) - slow.collective_share < GAP:
+    # Against the waiting ranks' mean: one rank's share of ~30 samples moves by +-9 points from window to window.
+    mean_wait = sum(s.collective_share for s in waiting) / len(waiting)
+    if mean_wait - slow.collective_share < GAP or slow.collective_share > mean_wait / 2:
         return None
     ops = Counter(s.collective.op for s in waiting if s.collective is not None)
     if not ops:
@@ -345,7 +348,7 @@ def _time_goes(ctx: JobContext, s: RankSummary) -> str:
 
 def _uneven(ctx: JobContext, st: _Straggler) -> Finding | None:
     """The straggler's hottest function is one its peers run too (in their samples pooled: each peer alone has too
-    few samples outside the collective to weigh), and it takes the straggler at least twice their share."""
+    few samples outside the collective to weigh), and it takes the straggler at least 1.5 times their share."""
     slow_rows = _hot_rows(ctx, st.slow)
     if not slow_rows:
         return None
@@ -358,7 +361,7 @@ def _uneven(ctx: JobContext, st: _Straggler) -> Finding | None:
         pooled_total += total
         per_peer.append(counts.get(top, 0) / total if total else 0.0)
     peers = pooled_hits / pooled_total if pooled_total else 0.0
-    if pooled_hits < MIN_SAME_WORK_SAMPLES or peers < SAME_WORK_SHARE or top_share < 2 * peers:
+    if pooled_hits < MIN_SAME_WORK_SAMPLES or peers < SAME_WORK_SHARE or top_share < SAME_WORK_RATIO * peers:
         return None
     name, filename, _ = top
     claim = (f"{st.slow.identity.label} does more of the same work than its peers: {pct(top_share)} of its time in "
