@@ -316,6 +316,7 @@ class CollectivesKeys:
     TOTAL_MS: Final = "total_ms"
     IN_COLLECTIVES_S: Final = "in_collectives_s"  # wall time inside (synchronous) collective calls since armed
     RECENT: Final = "recent"  # the newest calls, oldest first: SEQ, OP, DURATION_MS
+    FROM_START: Final = "from_start"  # armed before the process group existed: SEQ numbers every call of the rank
 
 
 class AppKeys:

@@ -13,7 +13,9 @@ function) once the program has imported it. A wrapper costs two clock reads and 
 bench/collectives_probe.py), next to a collective's tens of microseconds at least; a call made inside another (``all_gather_object`` calls
 ``all_gather``) is not counted twice. Calls made with ``async_op=True`` return when issued: they are counted as
 issued, and their wait on the work handle shows in the stacks instead. DDP's gradient all-reduce runs in C++
-(its reducer) and is not seen here. Memory is bounded (``recent``: 32 calls). ``close()`` puts the originals back.
+(its reducer) and is not seen here. The numbers line up across ranks only when every rank's probe armed before its
+process group existed (``from_start``: under ``dflash-diag run`` the probes start with the interpreter); a probe
+attached later numbers the calls it saw. Memory is bounded (``recent``: 32 calls). ``close()`` puts the originals back.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class CollectivesProbe:
         self._local = threading.local()
         self._patched: list[tuple[Any, str, Any]] = []  # (module, attribute, original)
         self._armed = False
+        self._from_start = False  # armed before the default process group existed: no call was missed
         self._closed = False
         self._entered = 0
         self._completed = 0
@@ -76,6 +79,7 @@ class CollectivesProbe:
         c10d = loaded_module("torch.distributed.distributed_c10d")
         if dist is None or c10d is None or not _available(dist):
             return
+        self._from_start = not _initialized(dist)
         wrapped: dict[int, Any] = {}
         for module in (dist, c10d):
             for op in OPS:
@@ -159,6 +163,7 @@ class CollectivesProbe:
             return {
                 PayloadKeys.STATUS: STATUS_OK,
                 CollectivesKeys.ARMED: True,
+                CollectivesKeys.FROM_START: self._from_start,
                 CollectivesKeys.BACKEND: backend,
                 CollectivesKeys.RANK: rank,
                 CollectivesKeys.WORLD_SIZE: world,
@@ -191,6 +196,13 @@ def _available(dist: Any) -> bool:
         return bool(dist.is_available())
     except Exception:
         return False
+
+
+def _initialized(dist: Any) -> bool:
+    try:
+        return bool(dist.is_initialized())
+    except Exception:
+        return True  # cannot tell: the numbers may have missed calls
 
 
 def _group_facts(dist: Any) -> tuple[str | None, int | None, int | None]:

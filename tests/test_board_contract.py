@@ -17,12 +17,13 @@ KEY_CLASSES = {
     "gil": contract.GilKeys, "allocator": contract.AllocatorKeys, "queues": contract.QueueKeys,
     "checkpoint": contract.CheckpointKeys, "compile": contract.CompileKeys, "cudagraphs": contract.CudagraphsKeys,
     "fastpath": contract.FastpathKeys, "codedrift": contract.CodedriftKeys, "threads": contract.ThreadsKeys,
+    "collectives": contract.CollectivesKeys,
 }
-READERS = [ROOT / "dflash_diag/analysis/pipeline.py", ROOT / "dflash_diag/view/text.py",
+READERS = [ROOT / "dflash_diag/analysis/pipeline.py", ROOT / "dflash_diag/view/text.py", ROOT / "dflash_diag/analysis/job.py",
            *sorted((ROOT / "dflash_diag/analysis/findings").glob("*.py"))]
 # Keys too generic to tell which probe a literal means (they are also app, snapshot or thread fields).
 GENERIC = {"threads", "status", "reason", "step", "window_s", "site", "fallback", "file", "cuda_available",
-           "function", "thread", "module", "torch", "tid", "samples", "calls", "limit", "how", "active"}
+           "function", "thread", "module", "torch", "tid", "samples", "calls", "limit", "how", "active", "rank"}
 READER_CALLS = {"num", "sub", "items", "pct", "text", "flag", "get", "_num", "_get", "_sub", "_items"}
 
 

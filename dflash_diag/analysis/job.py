@@ -39,6 +39,8 @@ from dflash_diag.model.job import (
 from dflash_diag.model.waits import WaitGraph
 
 _TOOL_THREADS = ("dflash-diag-",)
+MAX_RECENT = 64  # rows of one board's recent collectives read (the probe writes 32)
+MAX_RECENT_KEPT = 2048  # over every board of the window
 _WORK = frozenset({ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT})
 Row = tuple[ThreadSample, ThreadState]
 
@@ -187,6 +189,14 @@ def probe_collective(obs: Observation) -> ProbeCollective | None:
     first = first_board.probe(ProbeName.COLLECTIVES) if first_board is not None else None
     first_entered = _int(first.get(CollectivesKeys.ENTERED)) if isinstance(first, Mapping) else None
     backend = payload.get(CollectivesKeys.BACKEND)
+    recent: dict[int, str] = {}
+    for b in obs.boards if isinstance(obs.boards, tuple) else ():
+        rows = (b.probe(ProbeName.COLLECTIVES) or {}).get(CollectivesKeys.RECENT)
+        for entry in rows[:MAX_RECENT] if isinstance(rows, list) else ():
+            seq = _int(entry.get(CollectivesKeys.SEQ)) if isinstance(entry, Mapping) else None
+            name = entry.get(CollectivesKeys.OP) if isinstance(entry, Mapping) else None
+            if seq is not None and isinstance(name, str) and len(recent) < MAX_RECENT_KEPT:
+                recent[seq] = name[:64]
     op = row.get(CollectivesKeys.OP)
     last_op = last.get(CollectivesKeys.OP) if isinstance(last, Mapping) else None
     return ProbeCollective(
@@ -196,7 +206,8 @@ def probe_collective(obs: Observation) -> ProbeCollective | None:
         last_op=last_op if isinstance(last_op, str) else None,
         in_collectives_s=_float(payload.get(CollectivesKeys.IN_COLLECTIVES_S)),
         backend=backend if isinstance(backend, str) else None,
-        entered_in_window=entered - first_entered if first_entered is not None and entered >= first_entered else None)
+        entered_in_window=entered - first_entered if first_entered is not None and entered >= first_entered else None,
+        recent=tuple(sorted(recent.items())), from_start=payload.get(CollectivesKeys.FROM_START) is True)
 
 
 # --- the findings of the job and of its ranks -------------------------------------------------------------------

@@ -112,6 +112,9 @@ class ProbeCollective:
     in_collectives_s: float | None  # time spent inside collective calls since the probe armed
     backend: str | None
     entered_in_window: int | None = None  # calls entered between the window's first and newest board
+    # (sequence number, operation) of the calls the window's boards listed as recent, oldest first
+    recent: tuple[tuple[int, str], ...] = ()
+    from_start: bool = False  # numbered from the rank's first call: the numbers compare across ranks
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,8 @@ def test_a_collective_only_rank_0_calls_hangs_the_job_and_is_named() -> None:
 
 def test_the_probes_number_the_hung_collective() -> None:
     def payload(seq: int, op: str, entered: int) -> dict[str, Any]:
-        return {"status": "ok", K.ARMED: True, K.BACKEND: "gloo", K.ENTERED: entered, K.COMPLETED: entered - 1,
+        return {"status": "ok", K.ARMED: True, K.FROM_START: True, K.BACKEND: "gloo", K.ENTERED: entered,
+                K.COMPLETED: entered - 1,
                 K.CURRENT: [{K.SEQ: seq, K.OP: op, K.THREAD: "MainThread", K.SINCE_WALL_S: NOW - 40}],
                 K.LAST: {K.SEQ: seq - 1, K.OP: "all_reduce"}, K.IN_COLLECTIVES_S: 41.0}
 
@@ -80,6 +81,26 @@ def test_the_probes_number_the_hung_collective() -> None:
     assert "(its collective #94 is barrier)" in a.headline.text
     rows = {s.identity.rank: s for s in a.summaries}
     assert rows[0].probe is not None and rows[0].probe.current_op == "barrier" and rows[0].probe.entered_in_window == 0
+
+
+def _sequence(ops: list[str], *, from_start: bool = True) -> dict[str, Any]:
+    return {"status": "ok", K.ARMED: True, K.FROM_START: from_start, K.ENTERED: len(ops), K.COMPLETED: len(ops),
+            K.CURRENT: [], K.RECENT: [{K.SEQ: i + 1, K.OP: op, K.DURATION_MS: 1.0} for i, op in enumerate(ops)]}
+
+
+def test_ranks_whose_collective_sequences_no_longer_line_up_are_a_critical_mismatch() -> None:
+    """Rank 2 skipped one all_reduce: from there its calls pair with the others' next ones (wrong results)."""
+    steps = ["all_reduce"] * 9 + ["broadcast"]
+    good = steps * 3
+    skipped = steps[:4] + steps[5:] + steps * 2
+    boards = {0: [_sequence(good)], 1: [_sequence(good)], 2: [_sequence(skipped)], 3: [_sequence(good)]}
+    a = _analyse(load_job("ddp_healthy", boards=boards))
+    assert a.headline is not None and a.headline.rule_id == "collective-mismatch"
+    assert a.headline.text.startswith("the ranks' collective calls no longer line up: at collective #9 ranks 0, 1, 3 "
+                                      "made all_reduce, rank 2 made broadcast")
+    # numbers from a probe that armed after the process group existed do not compare
+    late = {r: [_sequence([e[K.OP] for e in b[0][K.RECENT]], from_start=False)] for r, b in boards.items()}
+    assert "collective-mismatch" not in _ids(_analyse(load_job("ddp_healthy", boards=late)))
 
 
 def test_a_dead_training_thread_hangs_its_peers_and_explains_the_hang() -> None:

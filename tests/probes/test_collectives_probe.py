@@ -44,6 +44,7 @@ def test_each_call_is_numbered_once_and_timed(group: None) -> None:
         work.wait()
         snap = probe.snapshot(time.monotonic())
         assert snap["status"] == "ok" and snap[K.ARMED] is True
+        assert snap[K.FROM_START] is False  # the group existed before the probe: earlier calls were not seen
         assert (snap[K.BACKEND], snap[K.RANK], snap[K.WORLD_SIZE]) == ("gloo", 0, 1)
         assert snap[K.ENTERED] == 4 and snap[K.COMPLETED] == 4 and snap[K.ASYNC_ISSUED] == 1
         assert [r[K.OP] for r in snap[K.RECENT]] == ["all_reduce", "barrier", "all_gather_object", "all_reduce"]

@@ -108,6 +108,10 @@ def check(ctx: JobContext) -> Iterator[Finding]:
         yield _hang_finding(ctx, hang, deaths)
         if hang.mismatch:
             yield _mismatch_finding(ctx, hang)
+    if hang is None or not hang.mismatch:
+        shifted = _sequence_mismatch(ctx)
+        if shifted is not None:
+            yield shifted
     straggler = ctx.straggler
     if straggler is not None:
         yield _straggler_finding(ctx, straggler)
@@ -168,7 +172,8 @@ def _find_hang(ctx: JobContext) -> _Hang | None:
     other_coll = tuple(s for s in stuck if s not in waiting)
     if len(sampled) == 1 and not ctx.deaths.any and not ctx.job.topology.notes:
         return None  # one rank alone in a collective: nothing here says for whom (its own analysis says where)
-    seqs = Counter(s.probe.current_seq for s in waiting if s.probe is not None and s.probe.current_seq is not None)
+    seqs = Counter(s.probe.current_seq for s in waiting
+                   if s.probe is not None and s.probe.current_seq is not None and s.probe.from_start)
     seq = seqs.most_common(1)[0][0] if seqs else None
     return _Hang(waiting=waiting, elsewhere=tuple(rest) + other_coll, op=op, site=site, mismatch=other_coll, seq=seq)
 
@@ -229,7 +234,7 @@ def _elsewhere_text(ctx: JobContext, s: RankSummary, hang: _Hang) -> str:
         text = f"it waits in another collective, {s.collective.op} at {s.collective.site or '?'}"
     else:
         text = _own_wait(ctx, s)
-    if s.probe is not None and hang.seq is not None:
+    if s.probe is not None and s.probe.from_start and hang.seq is not None:
         if s.probe.current_seq == hang.seq and s.probe.current_op and s.probe.current_op != hang.op:
             text += f" (its collective #{hang.seq} is {s.probe.current_op})"
         elif s.probe.entered < hang.seq:
@@ -275,6 +280,31 @@ def _mismatch_finding(ctx: JobContext, hang: _Hang) -> Finding:
                    remedy="Call every collective on every rank, in the same order: move the collective out of the "
                           "rank-specific branch (or give the other ranks the same call); TORCH_DISTRIBUTED_DEBUG=DETAIL "
                           "makes mismatched collectives raise with both call sites.",
+                   impact=1.0, kind=CAUSE)
+
+
+def _sequence_mismatch(ctx: JobContext) -> Finding | None:
+    """With the probes: at one sequence number, ranks made different collective calls. Their sequences no longer
+    line up: a rank skipped (or added) a collective, and from there on every call pairs with the wrong one."""
+    by_seq: dict[int, dict[str, list[RankSummary]]] = {}
+    for s in ctx.summaries:  # only numbers that count every call of their rank compare across ranks
+        for seq, op in s.probe.recent if s.probe is not None and s.probe.from_start else ():
+            by_seq.setdefault(seq, {}).setdefault(op, []).append(s)
+    differ = sorted(seq for seq, ops in by_seq.items() if len(ops) > 1)
+    if not differ:
+        return None
+    seq = differ[0]
+    groups = sorted(by_seq[seq].items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    parts = [f"{_who(ranks)} made {op}" for op, ranks in groups]
+    claim = (f"the ranks' collective calls no longer line up: at collective #{seq} " + ", ".join(parts)
+             + f" ({len(differ)} of the numbers both sides saw differ): a rank skipped or added a collective, so "
+             "each call now pairs with another rank's different one (wrong results, or a hang at the next mismatch)")
+    evidence = [(f"collective #{n}", "; ".join(f"{_who(r)}: {op}" for op, r in sorted(by_seq[n].items())))
+                for n in differ[:4]]
+    return Finding(rule_id="collective-mismatch", severity=Severity.CRITICAL, claim=claim, evidence=tuple(evidence),
+                   remedy="Make every rank make the same collective calls in the same order (a rank that skips a "
+                          "batch must still join its all_reduce, or every rank skips it); "
+                          "TORCH_DISTRIBUTED_DEBUG=DETAIL checks each call's operation and shapes across ranks.",
                    impact=1.0, kind=CAUSE)
 
 
