@@ -377,33 +377,42 @@ def _time_goes(ctx: JobContext, s: RankSummary) -> str:
 
 
 def _uneven(ctx: JobContext, st: _Straggler) -> Finding | None:
-    """The straggler's hottest function is one its peers run too (in their samples pooled: each peer alone has too
-    few samples outside the collective to weigh), and it takes the straggler at least 1.5 times their share."""
-    slow_rows = _hot_rows(ctx, st.slow)
-    if not slow_rows:
-        return None
-    top, top_share = slow_rows[0]
-    pooled_hits = pooled_total = 0
-    per_peer = []
+    """The straggler works in the functions its peers work in too, only longer: most of its work is in functions
+    its peers run (their samples pooled: each peer alone has few samples outside the collective), and that work
+    takes it at least 1.5 times their share. A straggler whose time goes to work of its own (a metrics refresh only
+    it does) is no uneven input: its shared work is a small part of what it does."""
+    slow_counts, slow_total = _function_counts(ctx, st.slow)
+    pooled: Counter[tuple[str, str, int]] = Counter()
+    pooled_total = 0
+    per_peer: list[tuple[RankSummary, Counter[tuple[str, str, int]], int]] = []
     for s in st.waiting:
         counts, total = _function_counts(ctx, s)
-        pooled_hits += counts.get(top, 0)
+        pooled.update(counts)
         pooled_total += total
-        per_peer.append(counts.get(top, 0) / total if total else 0.0)
-    peers = pooled_hits / pooled_total if pooled_total else 0.0
-    if pooled_hits < MIN_SAME_WORK_SAMPLES or peers < SAME_WORK_SHARE or top_share < SAME_WORK_RATIO * peers:
+        per_peer.append((s, counts, total))
+    shared = [f for f in slow_counts if pooled[f] > 0]
+    if not slow_total or not pooled_total or not shared:
         return None
-    name, filename, _ = top
-    claim = (f"{st.slow.identity.label} does more of the same work than its peers: {pct(top_share)} of its time in "
-             f"{name} ({filename.rsplit('/', 1)[-1]}), against {pct(peers)} on {_who(st.waiting)}: uneven per-rank "
-             "input (a larger shard, longer sequences, more tokens per batch) or a slower core")
-    evidence = [(st.slow.identity.label, f"{name}: {pct(top_share)}")]
-    evidence += [(s.identity.label, f"{name}: {pct(v)}") for s, v in zip(st.waiting, per_peer, strict=True)]
+    slow_work = sum(slow_counts.values()) / slow_total
+    slow_shared = sum(slow_counts[f] for f in shared) / slow_total
+    hits = sum(pooled[f] for f in shared)
+    peers = hits / pooled_total
+    if (hits < MIN_SAME_WORK_SAMPLES or peers < SAME_WORK_SHARE or slow_shared < SAME_WORK_RATIO * peers
+            or slow_shared < slow_work / 2):
+        return None
+    names = ", ".join(f"{name} ({filename.rsplit('/', 1)[-1]})"
+                      for name, filename, _ in sorted(shared, key=lambda f: -slow_counts[f])[:2])
+    claim = (f"{st.slow.identity.label} does more of the same work than its peers: {pct(slow_shared)} of its time in "
+             f"{names}, against {pct(peers)} on {_who(st.waiting)}: uneven per-rank input (a larger shard, longer "
+             "sequences, more tokens per batch) or a slower core")
+    evidence = [(st.slow.identity.label, f"{pct(slow_shared)} in the work its peers do too, {pct(slow_work)} working")]
+    evidence += [(s.identity.label, f"{pct(sum(c[f] for f in shared) / t if t else 0.0)} in that work")
+                 for s, c, t in per_peer]
     return Finding(rule_id="rank-uneven-input", severity=Severity.WARNING, claim=claim, evidence=tuple(evidence),
                    remedy="Balance the input per rank: a DistributedSampler (drop_last, or pad), bucket sequences by "
                           "length across ranks, or split by tokens rather than by samples; if the input is even, "
                           "compare the ranks' CPU or GPU (clocks, throttling, another job on it).",
-                   impact=max(0.0, top_share - peers), kind=CAUSE)
+                   impact=max(0.0, slow_shared - peers), kind=CAUSE)
 
 
 def _function_counts(ctx: JobContext, s: RankSummary) -> tuple[Counter[tuple[str, str, int]], int]:
@@ -426,24 +435,6 @@ def _function_counts(ctx: JobContext, s: RankSummary) -> tuple[Counter[tuple[str
         if frame is not None:
             counts[(frame.name, frame.filename, 0)] += 1
     return counts, len(rows)
-
-
-def _hot_rows(ctx: JobContext, s: RankSummary) -> list[tuple[tuple[str, str, int], float]]:
-    """(function, file, 0) -> share of the rank's training-thread samples, hottest first (work outside collectives)."""
-    from dflash_diag.analysis.collectives import collective_op
-    from dflash_diag.analysis.hotspots import hot_functions
-    from dflash_diag.analysis.job import rank_rows
-
-    analysis = ctx.analysis_of(s)
-    obs = next((o for o, x in zip(ctx.job.ranks, ctx.summaries, strict=True) if x is s), None)
-    if analysis is None or obs is None:
-        return []
-    rows = rank_rows(obs, analysis).get(s.thread, [])
-    outside = [(t, st) for t, st in rows if collective_op(t, obs.line_text) is None]
-    if not rows:
-        return []
-    scale = len(outside) / len(rows)
-    return [((h.function, h.filename, 0), h.share * scale) for h in hot_functions(outside, n=5, min_share=0.02)]
 
 
 # --- deaths ------------------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def train() -> None:
             p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
         opt.step()
-        time.sleep(0.05)
+        time.sleep(0.02)
         if metrics is not None:
             metrics.update(step, loss.item(), logits.detach())
         if rank == 0 and step % 20 == 0:
