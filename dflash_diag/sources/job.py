@@ -114,11 +114,17 @@ def find_job(pid: int, tree: ProcessTree | None = None) -> JobTopology | None:
     return _from_launcher(tree, pid)
 
 
-def _from_rank(tree: ProcessTree, pid: int, identity: RankIdentity, key: tuple[str, ...]) -> JobTopology:
+def _from_rank(tree: ProcessTree, pid: int, identity: RankIdentity, key: tuple[str, ...],
+               depth: int = 0) -> JobTopology:
     stat = tree.stat(pid)
     parent = stat.ppid if stat is not None else 0
+    above = _identity(tree, parent) if proc.is_valid_pid(parent) and parent > 1 else None
+    if above is not None and above[1] == key and above[0].rank == identity.rank and depth < MAX_DEPTH:
+        # A data-loader worker inherits its rank's environment: the job is its rank's.
+        job = _from_rank(tree, parent, above[0], key, depth + 1)
+        return replace(job, notes=(*job.notes, f"PID {pid} is a worker process of {above[0].label} (PID {parent})"))
     peers: list[RankIdentity] = []
-    if proc.is_valid_pid(parent) and parent > 1 and _identity(tree, parent) is None:
+    if proc.is_valid_pid(parent) and parent > 1 and above is None:
         for child in _children(tree, parent):
             found = _identity(tree, child)
             if found is not None and found[1] == key:

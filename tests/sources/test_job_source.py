@@ -85,6 +85,12 @@ def test_any_rank_finds_its_launcher_and_peers(torchrun_tree: FakeTree) -> None:
     assert [r.rank for r in job.ranks] == [0, 1, 2]
 
 
+def test_a_ranks_data_loader_worker_finds_its_ranks_job(torchrun_tree: FakeTree) -> None:
+    job = find_job(42, torchrun_tree.tree())  # rank 1's worker: it inherited RANK=1
+    assert job is not None and job.launcher_pid == 20 and [r.pid for r in job.ranks] == [31, 32, 33]
+    assert any("PID 42 is a worker process of rank 1 (PID 32)" in n for n in job.notes)
+
+
 def test_a_rank_without_a_launcher_is_a_job_of_one_with_a_note() -> None:
     t = FakeTree()
     t.add(50, 1, _rank_env(3, world=8))
