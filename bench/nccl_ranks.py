@@ -113,7 +113,8 @@ def run_phase(backend: str, phase: str, device: str, out: Path, timeout_s: float
 
 def _dumps(pid: int, path: Path) -> dict[str, Any]:
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    dumps, tops = [], Counter()
+    dumps: list[dict[str, Any]] = []
+    tops: Counter[str] = Counter()
     in_dist = 0
     for _ in range(DUMPS):
         res = subprocess.run([pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"], capture_output=True,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from dflash_diag.model import Analysis
 from dflash_diag.model.job import JobAnalysis, JobObservation, JobTopology
 from dflash_diag.snapshot import SnapshotResult, _top_name, output_path
 from dflash_diag.snapshot.build import analyse_gathered, build_files
@@ -66,7 +67,8 @@ def take_job_snapshot(
                           alive_at_end=any(g.alive_at_end for g in gathered))
 
 
-def job_files(analysis: JobAnalysis, gathered: list[Gathered], analyses: list, end_wall_s: float) -> dict[str, bytes]:
+def job_files(analysis: JobAnalysis, gathered: list[Gathered], analyses: list[Analysis],
+              end_wall_s: float) -> dict[str, bytes]:
     """The lowest rank's bundle, the job's section and report on top, the other ranks' own files beside."""
     from dflash_contract.redact import redact_tree, scrub_tree
     from dflash_diag.snapshot.build import known_secrets
