@@ -28,6 +28,7 @@ from probes import (
     allocator,
     checkpoint,
     codedrift,
+    collectives,
     compile,
     cudagraphs,
     fastpath,
@@ -72,6 +73,7 @@ class ProbesConfig:
     codedrift: codedrift.Config = field(default_factory=codedrift.Config)
     threads: threads.Config = field(default_factory=threads.Config)
     health: health.Config = field(default_factory=health.Config)
+    collectives: collectives.Config = field(default_factory=collectives.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

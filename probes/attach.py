@@ -478,6 +478,10 @@ def _torch_hooks() -> JsonDict:
     if profiler is not None:  # `record --kernels` wraps it while it records; a running profiler sets the flag
         out["autograd.profiler._prepare_profiler"] = _ref(getattr(profiler, "_prepare_profiler", None))
         out["autograd.profiler._is_profiler_enabled"] = bool(getattr(profiler, "_is_profiler_enabled", False))
+    dist = mods.get("torch.distributed")
+    if dist is not None:  # the collectives probe wraps these
+        for op in ("all_reduce", "barrier", "broadcast", "all_gather"):
+            out[f"distributed.{op}"] = _ref(getattr(dist, op, None))
     cuda = mods.get("torch.cuda")
     if cuda is not None:
         out["cuda.empty_cache"] = _ref(getattr(cuda, "empty_cache", None))

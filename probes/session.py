@@ -31,6 +31,7 @@ from probes import (
     allocator,
     checkpoint,
     codedrift,
+    collectives,
     compile,
     cudagraphs,
     fastpath,
@@ -75,6 +76,7 @@ PROBE_CLASSES: dict[str, Callable[[Any], Probe]] = {
     ProbeName.CODEDRIFT: codedrift.CodedriftProbe,
     ProbeName.THREADS: threads.ThreadsProbe,
     ProbeName.HEALTH: health.HealthProbe,
+    ProbeName.COLLECTIVES: collectives.CollectivesProbe,
 }
 
 

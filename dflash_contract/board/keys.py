@@ -12,6 +12,7 @@ from typing import Final
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
     "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
+    "collectives",
 )  # == the ProbeName constants below (checked by tests/contract/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -60,6 +61,7 @@ class ProbeName:
     CODEDRIFT: Final = "codedrift"
     THREADS: Final = "threads"
     HEALTH: Final = "health"
+    COLLECTIVES: Final = "collectives"
 
 
 class PayloadKeys:
@@ -266,6 +268,32 @@ class ThreadsKeys:
     THREAD: Final = "thread"
     WALL_TIME_S: Final = "wall_time_s"
     WHERE: Final = "where"
+
+
+class CollectivesKeys:
+    """Keys of the ``collectives`` payload: this rank's torch.distributed collective calls, in sequence."""
+
+    ARMED: Final = "armed"
+    BACKEND: Final = "backend"
+    RANK: Final = "rank"
+    WORLD_SIZE: Final = "world_size"
+    ENTERED: Final = "entered"  # collective calls entered (the sequence number of the newest)
+    COMPLETED: Final = "completed"  # ... returned from (an async call returns when issued)
+    ASYNC_ISSUED: Final = "async_issued"  # calls made with async_op=True (they complete in a work handle)
+    CURRENT: Final = "current"  # the calls threads are in now: rows of SEQ, OP, THREAD, SINCE_WALL_S
+    LAST: Final = "last"  # the newest call returned from: SEQ, OP, DURATION_MS, ENDED_WALL_S
+    SEQ: Final = "seq"
+    OP: Final = "op"
+    THREAD: Final = "thread"
+    SINCE_WALL_S: Final = "since_wall_s"
+    DURATION_MS: Final = "duration_ms"
+    ENDED_WALL_S: Final = "ended_wall_s"
+    BY_OP: Final = "by_op"  # op -> {COUNT, TOTAL_MS}
+    COUNT: Final = "count"
+    TOTAL_MS: Final = "total_ms"
+    IN_COLLECTIVES_S: Final = "in_collectives_s"  # wall time inside (synchronous) collective calls since armed
+    RECENT: Final = "recent"  # the newest calls, oldest first: SEQ, OP, DURATION_MS
+    FROM_START: Final = "from_start"  # armed before the process group existed: SEQ numbers every call of the rank
 
 
 class CodedriftKeys:

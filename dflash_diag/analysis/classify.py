@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.model import Frame, StackSample, ThreadSample, ThreadState
 
 # (filename, line) -> the stripped source text of that line, or None when unknown. Injected so that the
@@ -421,7 +422,14 @@ def explain(
     if gil is not None:
         return gil
 
-    # 6. Idle: parked in threading/select/sockets.
+    # 6. In a torch.distributed collective: waiting for the peer ranks. gloo parks the caller on a condition while
+    #    its own threads move and reduce the data, NCCL's host call only enqueues: the caller's own CPU time in it
+    #    is bookkeeping (or a wake-up waiting for a core on a busy box), never the program's work.
+    op = collective_op(thread, lines)
+    if op is not None:
+        return Classification(ThreadState.IDLE, f"in collective {op}: waits on the peer ranks")
+
+    # 7. Idle: parked in threading/select/sockets.
     idle = _threading_idle(py_frames)
     if idle is not None:
         return Classification(ThreadState.IDLE, idle)
@@ -433,7 +441,7 @@ def explain(
     if top is None:
         return Classification(ThreadState.IDLE, "no Python frames")
 
-    # 7. The source line tells what a C call does: syncs and sleeps leave no Python frame.
+    # 8. The source line tells what a C call does: syncs and sleeps leave no Python frame.
     text = lines(top.filename, top.line) if lines is not None else None
     kind = _line_kind(text) if text else None
     if kind is ThreadState.GPU_WAIT and cuda is not False:
@@ -451,13 +459,13 @@ def explain(
         return Classification(ThreadState.NATIVE, f"{name}: backward in the autograd engine")
 
     in_torch = _in_native_compute_py(py_frames)
-    # 8. Submitting CUDA work while the device is saturated: the host waits on the GPU (a full launch queue,
+    # 9. Submitting CUDA work while the device is saturated: the host waits on the GPU (a full launch queue,
     #    or a sync inside the op), whether it spins (on CPU) or sleeps.
     if in_torch and gpu_busy and device is not None:
         return Classification(ThreadState.GPU_WAIT, f"in torch/triton ops while GPU{device.index} is "
                                                      f"{device.util_pct:.0f}% busy: the host waits on the device")
 
-    # 9. The kernel says the thread did not run around this sample: it waits (socket, lock, C-level queue...),
+    # 10. The kernel says the thread did not run around this sample: it waits (socket, lock, C-level queue...),
     #    it neither computes nor contends for the GIL (a GIL waiter gets the GIL every switch interval and runs).
     if blocked and os_evidence is not None:
         return Classification(ThreadState.IDLE, f"blocked in {os_evidence.blocked_in()}, "

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dflash_contract.board import SessionKeys
+from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.findings._context import Context, user_frames
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
@@ -36,6 +37,7 @@ from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.waits import (
     FOLLOWED,
     WAIT_CHILD,
+    WAIT_COLLECTIVE,
     WAIT_CONDITION,
     WAIT_GIL,
     WAIT_GPU,
@@ -163,6 +165,9 @@ def _queue_at(ctx: Context, frame: Frame) -> str:
 
 
 def _idle_wait(ctx: Context, thread: ThreadSample, own: Sequence[Frame], site: str) -> tuple[str, str, str]:
+    op = collective_op(thread, ctx.obs.line_text)
+    if op is not None:  # the peer ranks are other processes: the job's analysis follows this edge (analysis.job)
+        return WAIT_COLLECTIVE, op, site
     python = [f for f in thread.frames if not f.native]
     library = list(itertools.takewhile(lambda f: is_library_file(f.filename), python))
     # A pool's apply() parks in threading's Condition.wait: what it waits for is the child, not the condition.

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from dflash_diag.cli._job import add_job_flag, job_topology
 from dflash_diag.cli._observe import BURST_MAX_S, sampler_config
 from dflash_diag.cli._output import console as make_console
 from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, print_lines, rate_arg
@@ -19,6 +20,7 @@ from dflash_diag.view.findings import finding_json, headline_json
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
+    from dflash_diag.model.job import JobTopology
     from dflash_diag.model.kernels import KernelTrace
 
 DEFAULT_DURATION_S = 5.0
@@ -42,6 +44,7 @@ class DoctorCommand:
       dflash-diag doctor 12345 --duration 10 --json
       dflash-diag doctor 12345 --fail-on warning     # exit 10 when a warning or worse is found (CI, scripts)
       dflash-diag doctor 12345 --attach              # no probes in it? attach them for the diagnosis, then detach
+      dflash-diag doctor TORCHRUN_PID                # a torchrun job (or any rank's PID): every rank, one window
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
@@ -73,6 +76,7 @@ class DoctorCommand:
 
         parser.add_argument("--attach-method", default="auto", choices=METHODS,
                             help="with --attach: how to get in (default auto)")
+        add_job_flag(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not 0.5 <= args.duration <= MAX_DURATION_S:
@@ -92,6 +96,9 @@ class DoctorCommand:
             from dflash_diag.sources.kernel_trace import read_trace_file
 
             args.kernels = read_trace_file(Path(args.kernels_trace), pid=args.pid)
+        topology = job_topology(args.pid, args.job)
+        if topology is not None:
+            return _run_job(args, topology)
         if args.attach:
             from dflash_diag.cli._signals import terminate_like_ctrl_c
 
@@ -108,6 +115,26 @@ class DoctorCommand:
         if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
             return ExitCode.FINDINGS
         return ExitCode.OK
+
+
+def _run_job(args: argparse.Namespace, topology: JobTopology) -> int:
+    """A launcher or a rank: every rank in one window, the job's findings (cli/_job.py, docs/jobs.md)."""
+    from dflash_diag.analysis.threads import StagePatterns
+    from dflash_diag.cli._job import check_job_args, job_report_json, observe_job, print_job_report
+
+    check_job_args(args)
+    patterns = StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
+    observed = observe_job(topology, args.duration, sampler_config(args.duration, args.rate, args.board_dir),
+                           progress=not args.json, patterns=patterns)
+    analysis = observed.analysis
+    report = job_report_json(args.pid, analysis, DOCTOR_SCHEMA)
+    if args.json:
+        dump_json(report)
+    else:
+        print_job_report(analysis, report)
+    if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
+        return ExitCode.FINDINGS
+    return ExitCode.OK
 
 
 def _diagnose(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:

@@ -10,6 +10,7 @@ import signal
 import stat
 import sys
 import threading
+from collections.abc import Iterable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -48,6 +49,10 @@ class ExportCommand:
         parser.allow_abbrev = False
         parser.add_argument("pids", type=pid_arg, nargs="*", metavar="PID", help="processes to export (or --all)")
         parser.add_argument("--all", action="store_true", help="every process with a probe board in the board directory")
+        parser.add_argument("--job", type=pid_arg, metavar="PID",
+                            help="every rank of the job PID launches or belongs to (torchrun's PID, or any rank's; "
+                                 "docs/jobs.md): the ranks are found again at each scrape, so a restarted group is "
+                                 "followed")
         parser.add_argument("--port", type=int, metavar="N",
                             help="TCP port to listen on (0: any free port, printed at start)")
         parser.add_argument("--host", default=DEFAULT_HOST, metavar="ADDR",
@@ -62,8 +67,15 @@ class ExportCommand:
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        if bool(args.pids) == bool(args.all):
-            raise CommandError("give PIDs or --all (not both): dflash-diag export --port N --all", ExitCode.USAGE)
+        if sum((bool(args.pids), bool(args.all), args.job is not None)) != 1:
+            raise CommandError("give PIDs or --all (not both), or --job PID: dflash-diag export --port N --all",
+                               ExitCode.USAGE)
+        pids: Iterable[int] | None = None if args.all else args.pids
+        if args.job is not None:
+            from dflash_diag.cli._job import job_topology
+
+            job_topology(args.job, True)  # a PID that is no job is a usage error now, not an empty page later
+            pids = JobPids(args.job)
         if (args.port is None) == (args.unix_socket is None):
             raise CommandError("give --port N (TCP) or --unix-socket PATH (not both)", ExitCode.USAGE)
         if args.port is not None and not 0 <= args.port <= 65535:
@@ -79,12 +91,12 @@ class ExportCommand:
         from dflash_diag.export.prometheus import BoardCollector, default_gpus, registry_for
         from dflash_diag.export.serve import CachedPage, serve_in_thread
 
-        collector = BoardCollector(None if args.all else args.pids, board_dir=args.board_dir,
-                                   gpus=None if args.no_gpu else default_gpus())
+        collector = BoardCollector(pids, board_dir=args.board_dir, gpus=None if args.no_gpu else default_gpus())
         page = CachedPage(registry_for(collector))
         server = _listen(args, page, token)
         serve_in_thread(server)
-        what = "every probed process" if args.all else f"PID {', '.join(map(str, args.pids))}"
+        what = ("every probed process" if args.all else f"the ranks of the job of PID {args.job}"
+                if args.job is not None else f"PID {', '.join(map(str, args.pids))}")
         guard = " (bearer token required)" if token else ""
         if args.unix_socket is not None:
             print(f"dflash-diag export: serving {what} on the Unix socket {shown(args.unix_socket)} (0600){guard} "
@@ -102,6 +114,20 @@ class ExportCommand:
                       "machine use --unix-socket or --token-file", file=sys.stderr, flush=True)
         _serve_until_signal(server)
         return ExitCode.OK
+
+
+class JobPids:
+    """The PIDs of a job's ranks, found again each time they are iterated (each scrape): a group torchrun restarts
+    has new PIDs."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def __iter__(self) -> Iterator[int]:
+        from dflash_diag.sources.job import find_job
+
+        job = find_job(self.pid)
+        return iter(tuple(r.pid for r in job.ranks) if job is not None else ())
 
 
 def _token(path: str | None) -> str | None:

@@ -7,14 +7,17 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_contract.attach import KERNELS_MAX_DURATION_S, KERNELS_MAX_STEPS
 from dflash_diag import __version__
+from dflash_diag.cli._job import add_job_flag, job_topology
 from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, rate_arg, shown
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 
 DEFAULT_MAX_EVENTS = 1_000_000  # export.kernels' default, kept here so --help imports no exporter
+if TYPE_CHECKING:
+    from dflash_diag.model.job import JobTopology
 
 DEFAULT_DURATION_S = 10.0
 MAX_DURATION_S = 600.0
@@ -106,6 +109,7 @@ class RecordCommand:
         kernels.add_argument("--timeout", type=finite_float, default=DEFAULT_TIMEOUT_S, metavar="S",
                              help=f"with --kernels: give up starting the profiler after S seconds (default "
                                   f"{DEFAULT_TIMEOUT_S:g})")
+        add_job_flag(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dflash_diag.snapshot.output import prepare_file  # keeps --help fast
@@ -128,11 +132,13 @@ class RecordCommand:
         suffix = ".speedscope.json" if speedscope else ".json"
         output = Path(args.output) if args.output is not None else Path(
             f"dflash-diag-trace-{args.pid}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}")
-        PySpy(args.pid).check()  # fail fast, with the diagnosis
+        topology = job_topology(args.pid, args.job)
+        PySpy(topology.ranks[0].pid if topology is not None else args.pid).check()  # fail fast, with the diagnosis
         prepared = prepare_file(output, force=args.force, is_ours=is_our_speedscope if speedscope else is_our_trace,
                                 what="speedscope profile" if speedscope else "trace")
         try:
-            doc, summary = self._record(args, speedscope)
+            doc, summary = (self._record_job(args, topology, speedscope) if topology is not None
+                            else self._record(args, speedscope))
             data = (json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n").encode()
             path = prepared.commit(data)
         except BaseException:
@@ -146,6 +152,25 @@ class RecordCommand:
             print(f"wrote {shown(path)}: {summary['threads']} threads, {summary['stack_samples']} stack samples over "
                   f"{summary['window_s']:.1f} s, {summary['findings']} findings; open it in {where}")
         return ExitCode.OK
+
+    def _record_job(self, args: argparse.Namespace, topology: JobTopology,
+                    speedscope: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Every rank of the job in one window (doctor's), one file: a process track or profile per rank."""
+        from dflash_diag.cli._job import observe_job
+        from dflash_diag.cli._observe import sampler_config
+        from dflash_diag.export.jobtrace import job_speedscope, job_trace
+
+        config = sampler_config(args.duration, args.rate, args.board_dir, native=args.native)
+        analysis = observe_job(topology, args.duration, config, progress=not args.json).analysis
+        job = analysis.observation
+        doc = (job_speedscope(analysis, tool_version=__version__) if speedscope
+               else job_trace(analysis, tool_version=__version__))
+        summary = {"pid": args.pid, "window_s": round(job.window_s, 3),
+                   "stack_samples": sum(len(o.stacks) for o in job.ranks),
+                   "threads": sum(len(a.threads) for a in analysis.ranks), "findings": len(analysis.findings),
+                   "process_alive": any(o.process_alive for o in job.ranks), "ranks": len(job.ranks),
+                   "events": len(doc.get("traceEvents", ())) if not speedscope else len(doc["profiles"])}
+        return doc, summary
 
     def _record(self, args: argparse.Namespace, speedscope: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         from dflash_diag.cli._observe import observe, sampler_config

@@ -21,6 +21,7 @@ from dflash_contract.board import (
 )
 from dflash_diag.cli._output import shown
 from dflash_diag.errors import CommandError, ExitCode
+from dflash_diag.sources.job import is_launcher_command
 
 # The probes package sits next to dflash_diag (one distribution); its bootstrap is a sitecustomize.py.
 BOOTSTRAP_DIR = Path(__file__).resolve().parents[2] / "probes" / "_bootstrap"
@@ -82,12 +83,18 @@ class RunCommand:
             child = subprocess.Popen([executable, *command[1:]], env=env)
         except OSError as exc:
             raise CommandError(f"cannot start {shown(command[0])}: {exc.strerror}", ExitCode.BAD_INPUT) from None
-        print(
-            f"dflash-diag run: PID {child.pid} under probes ({shown(args.probes)}); board {shown(str(board_dir / f'{child.pid}.json'))}; "
-            f"look: dflash-diag board {child.pid}",
-            file=sys.stderr,
-        )
-        return _wait_forwarding(child, board_dir / f"{child.pid}.json")
+        launcher = is_launcher_command(command)
+        if launcher:  # the bootstrap leaves the launcher alone and probes each rank it starts (docs/jobs.md)
+            print(f"dflash-diag run: PID {child.pid} under probes ({shown(args.probes)}): a launcher of ranks; each rank "
+                  f"publishes its own board in {shown(str(board_dir))}; look: dflash-diag doctor {child.pid}",
+                  file=sys.stderr)
+        else:
+            print(
+                f"dflash-diag run: PID {child.pid} under probes ({shown(args.probes)}); board {shown(str(board_dir / f'{child.pid}.json'))}; "
+                f"look: dflash-diag board {child.pid}",
+                file=sys.stderr,
+            )
+        return _wait_forwarding(child, board_dir / f"{child.pid}.json", note_missing=not launcher)
 
     def _child_env(self, args: argparse.Namespace) -> dict[str, str]:
         env = dict(os.environ)
@@ -134,7 +141,7 @@ def _in_foreground() -> bool:
 NO_BOARD_NOTE_S = 20.0
 
 
-def _wait_forwarding(child: subprocess.Popen[bytes], board_path: Path) -> int:
+def _wait_forwarding(child: subprocess.Popen[bytes], board_path: Path, *, note_missing: bool = True) -> int:
     def forward(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and _in_foreground():
             return  # the terminal sent it to the whole group: the program has it already
@@ -145,7 +152,7 @@ def _wait_forwarding(child: subprocess.Popen[bytes], board_path: Path) -> int:
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, *FORWARDED)}
     started = time.monotonic()
-    noted = False
+    noted = not note_missing
     try:
         while True:
             try:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from dflash_diag.cli._job import add_job_flag, job_topology
 from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, shown
 from dflash_diag.errors import CommandError, ExitCode
 from dflash_diag.view.findings import finding_json, finding_lines, plain_lines
@@ -42,6 +43,7 @@ class SnapshotCommand:
                             "the whole snapshot takes about this plus 0.5-1 s)")
         parser.add_argument("--json", action="store_true", help="print the result (path, findings, missing) as JSON")
         parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
+        add_job_flag(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dflash_diag.snapshot import take_snapshot
@@ -52,9 +54,10 @@ class SnapshotCommand:
             raise CommandError(f"--duration must be in (0, {MAX_DURATION_S:g}] seconds", ExitCode.USAGE)
         if args.pid <= 0 or not process_alive(args.pid):
             raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+        topology = job_topology(args.pid, args.job)
         # Refuse early what can never work (no py-spy, another user's process, not Python): an empty bundle
         # helps nobody. A hung or dying process passes this check and gets what can still be read.
-        PySpy(args.pid).check()
+        PySpy(topology.ranks[0].pid if topology is not None else args.pid).check()
         output = Path(args.output) if args.output is not None else None
         if output is not None and not args.dir and not output.name.endswith((".tar.gz", ".tgz")):
             raise CommandError(f"{shown(output)}: a bundle file must end in .tar.gz (or use --dir for a directory)",
@@ -62,8 +65,14 @@ class SnapshotCommand:
         if not args.json and sys.stderr.isatty():
             print(f"snapshot of PID {args.pid}: sampling {args.duration:g} s ...", file=sys.stderr)
         deadline_s = max(DEFAULT_DEADLINE_S, args.duration + 0.5)  # the window, then the sources' last reads
-        result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
-                               duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
+        if topology is not None:  # every rank at once, the job analysed across them (docs/jobs.md)
+            from dflash_diag.snapshot.job import take_job_snapshot
+
+            result = take_job_snapshot(topology, output=output, as_dir=args.dir, force=args.force,
+                                       duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
+        else:
+            result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
+                                   duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
         if args.json:
             dump_json({"path": shown(result.path), "elapsed_s": round(result.elapsed_s, 3),
                        "alive_at_end": result.alive_at_end,

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from dflash_diag.analysis.threads import StagePatterns
+from dflash_diag.cli._job import add_job_flag, job_topology
 from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, rate_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
 from dflash_diag.sources.config import SamplerConfig
 
 if TYPE_CHECKING:
+    from dflash_diag.model.job import JobTopology
     from dflash_diag.snapshot.output import PreparedFile
+    from dflash_diag.tui.source import TopSource
 
 MAX_RATE_HZ = 50.0
 DEFAULT_WINDOW_S = 30.0
@@ -127,6 +130,7 @@ class TopCommand:
         parser.add_argument(
             "--keep-child", action="store_true", help="launch mode: leave the command running on quit"
         )
+        add_job_flag(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         target = _parse_target(args)
@@ -241,10 +245,54 @@ def _reserved_screenshot(args: argparse.Namespace) -> Iterator[PreparedFile | No
 
 
 def _run_attached(pid: int, args: argparse.Namespace, child: Child | None, shot: PreparedFile | None) -> int:
+    topology = _job_of(pid, args, launched=child is not None)
+    if topology is not None:
+        return _run_job(topology, args, shot)
     check_attachable(pid)  # AttachError -> one line, its exit code, before any screen or output
     if args.batch:
         return _run_batch(pid, args, child)
     return _run_tui(pid, args, child, shot)
+
+
+def _job_of(pid: int, args: argparse.Namespace, *, launched: bool) -> JobTopology | None:
+    """The job ``pid`` launches or belongs to (docs/jobs.md); a launcher top started gets time to start its ranks."""
+    from dflash_diag.sources.job import is_launcher_argv
+    from dflash_diag.sources.procfs import read_cmdline
+
+    if args.job is False:
+        return None
+    topology = job_topology(pid, None)
+    if topology is None and launched:
+        try:
+            launcher = is_launcher_argv(read_cmdline(pid))
+        except AttachError:
+            launcher = False
+        deadline = time.monotonic() + ATTACH_WAIT_S
+        while launcher and topology is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            topology = job_topology(pid, None)
+    if topology is None and args.job:
+        return job_topology(pid, True)  # a usage error that says what the PID is not
+    return topology
+
+
+def _run_job(topology: JobTopology, args: argparse.Namespace, shot: PreparedFile | None) -> int:
+    from dflash_diag.cli.top_job import JobLiveSource, batch_json, batch_text, collect_job
+
+    if args.batch:
+        from dflash_diag.cli._observe import sampler_config
+
+        # doctor's window: a short one is a burst shared between the ranks (sources/jobcollect.py)
+        config = sampler_config(args.duration, args.rate, args.board_dir, native=args.native)
+        analysis, frames, _ = collect_job(topology, args.duration, config, _patterns(args))
+        if args.json:
+            dump_json(batch_json(analysis, frames))
+        else:
+            sys.stdout.write(batch_text(analysis, frames))
+        sys.stdout.flush()
+        return ExitCode.OK
+    return _run_tui(topology.asked_pid, args, None, shot,
+                    source=JobLiveSource(topology, _sampler_config(args), _patterns(args)))
 
 
 def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
@@ -260,11 +308,12 @@ def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
     return ExitCode.OK
 
 
-def _run_tui(pid: int, args: argparse.Namespace, child: Child | None, shot: PreparedFile | None) -> int:
+def _run_tui(pid: int, args: argparse.Namespace, child: Child | None, shot: PreparedFile | None,
+             source: TopSource | None = None) -> int:
     from dflash_diag.cli.top_live import LiveSource
     from dflash_diag.tui.app import TopApp
 
-    source = LiveSource(pid, _sampler_config(args), _patterns(args))
+    source = source if source is not None else LiveSource(pid, _sampler_config(args), _patterns(args))
     try:
         first = source.poll()  # attach now, so a failure is one line on the terminal, not a broken screen
         if shot is not None:
@@ -350,10 +399,10 @@ def _launched(command: Sequence[str], args: argparse.Namespace) -> Iterator[Chil
             start_new_session=True,
         )
     except FileNotFoundError:
-        log.close()
+        _discard_child_log(log_path, log, args)
         raise CommandError(f"cannot launch {command[0]!r}: command not found", ExitCode.BAD_INPUT) from None
     except PermissionError:
-        log.close()
+        _discard_child_log(log_path, log, args)
         raise CommandError(f"cannot launch {shown(command[0])!r}: permission denied", ExitCode.PERMISSION) from None
     child = Child(process, log_path, keep=args.keep_child)
     print(f"dflash-diag top: launched PID {child.pid}; its output goes to {shown(log_path)}", file=sys.stderr)
@@ -362,6 +411,18 @@ def _launched(command: Sequence[str], args: argparse.Namespace) -> Iterator[Chil
     finally:
         log.close()
         _stop_child(child)
+
+
+def _discard_child_log(path: Path, log: TextIO, args: argparse.Namespace) -> None:
+    """Nothing was launched: the empty log this command just created (O_EXCL, so ours) goes, and its private
+    directory when it made one."""
+    log.close()
+    path.unlink(missing_ok=True)
+    if args.child_log is None:
+        try:
+            path.parent.rmdir()
+        except OSError:
+            pass
 
 
 def _stop_child(child: Child) -> None:

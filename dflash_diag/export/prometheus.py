@@ -74,7 +74,9 @@ class BoardCollector(Collector):
 
     def __init__(self, pids: Iterable[int] | None = None, *, board_dir: str | None = None,
                  gpus: GpuReader | None = None) -> None:
-        self.pids = tuple(pids) if pids is not None else None
+        # A one-shot iterator is kept as a tuple; any other iterable is read again at each scrape (a job's ranks,
+        # found again after torchrun restarts them: cli/export.py's JobPids).
+        self.pids: Iterable[int] | None = tuple(pids) if isinstance(pids, Iterator) else pids
         self.board_dir = board_dir
         self._gpus = gpus
         self._lock = threading.Lock()  # the HTTP server may scrape from several threads

@@ -18,9 +18,10 @@ WAIT_GPU = "gpu"  # a host-device sync -> the device
 WAIT_IO = "io"  # socket, pipe, file, select -> the peer (outside the process)
 WAIT_CHILD = "child"  # a worker process (multiprocessing, subprocess) -> that process
 WAIT_SLEEP = "sleep"  # time.sleep: by design
+WAIT_COLLECTIVE = "collective"  # a torch.distributed call (all_reduce, barrier...) -> the peer ranks (other processes)
 WAIT_OTHER = "other"  # blocked, and nothing tells on what
 WAIT_KINDS = (WAIT_QUEUE_GET, WAIT_QUEUE_PUT, WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN, WAIT_GIL, WAIT_GPU, WAIT_IO,
-              WAIT_CHILD, WAIT_SLEEP, WAIT_OTHER)
+              WAIT_CHILD, WAIT_SLEEP, WAIT_COLLECTIVE, WAIT_OTHER)
 # Waits another thread of the process can end (the graph can follow them); the others end outside it.
 FOLLOWED = frozenset({WAIT_QUEUE_GET, WAIT_QUEUE_PUT, WAIT_LOCK, WAIT_GIL, WAIT_JOIN})
 
@@ -107,6 +108,7 @@ def edge_text(edge: WaitEdge) -> str:
         WAIT_IO: f"waits on {edge.target or 'I/O'}",
         WAIT_CHILD: f"waits on {edge.target or 'a child process'}",
         WAIT_SLEEP: "sleeps",
+        WAIT_COLLECTIVE: f"waits on the peer ranks in {edge.target or 'a collective'}",
         WAIT_OTHER: "is blocked",
     }.get(edge.kind, f"waits ({edge.kind})")
     return f"{what} {share}{at}"

@@ -347,3 +347,21 @@ def allowed_cpus(pid: int) -> frozenset[int] | None:
         return frozenset(os.sched_getaffinity(pid))
     except OSError:
         return None
+
+
+def all_children(pid: int) -> tuple[int, ...]:
+    """The direct children of ``pid`` (any program), oldest PID first; none when unreadable or gone."""
+    found: dict[int, None] = {}
+    try:
+        tasks = os.listdir(PROC / str(pid) / "task")
+    except OSError:
+        return ()
+    for tid in tasks:
+        try:
+            text = _read(PROC / str(pid) / "task" / tid / "children", 65536)
+        except OSError:
+            continue
+        for token in text.split():
+            if token.isdigit() and len(token) < 12 and len(found) < MAX_CHILDREN_LISTED:
+                found.setdefault(int(token), None)
+    return tuple(sorted(found))

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 
 from dflash_diag.errors import DflashDiagError, ExitCode
 from dflash_diag.model import ThreadStats
+from dflash_diag.tui.ranks import RanksPane
 from dflash_diag.tui.render import finding_texts
 from dflash_diag.tui.source import TopSource
 from dflash_diag.tui.widgets import (
@@ -128,6 +129,7 @@ HELP_TEXT = """\
   n          toggle native frames (samples with --native pause the process: rate-limited)
   + / -      sampling rate up / down;  a  back to the automatic rate (2-10 Hz by idle CPU)
   w          write a snapshot (bug-report bundle) of the process
+  [ / ]      a job (torchrun): the previous / next rank, whose threads, stacks and timeline are shown
   1-6        show stack / timeline / GPUs / probes / findings / history (tok/s, queue, GPUs over minutes)
   ? or h     this help;  q or ctrl+c  quit
 
@@ -180,6 +182,8 @@ class TopApp(App[int]):
         Binding("5", "show_tab('tab-findings')", "Findings", show=False),
         Binding("6", "show_tab('tab-history')", "History", show=False),
         Binding("7", "show_tab('tab-waits')", "Waits", show=False),
+        Binding("left_square_bracket", "rank(-1)", "Rank-", show=False),
+        Binding("right_square_bracket", "rank(1)", "Rank+", show=False),
     ]
 
     def __init__(
@@ -217,6 +221,7 @@ class TopApp(App[int]):
     def compose(self) -> ComposeResult:
         yield TopHeader(id="header")
         yield PipelinePane(id="pipeline")
+        yield RanksPane(id="ranks")
         yield Input(placeholder="filter threads (name, stage, frame); enter to close", id="filter")
         yield ThreadsTable(id="threads")
         # Tall terminals also show GPUs and probes at a glance (the `narrow` class hides this row).
@@ -341,6 +346,7 @@ class TopApp(App[int]):
             return
         with self.batch_update():
             self.query_one(PipelinePane).show(frame)
+            self.query_one(RanksPane).show(frame)
             table = self.query_one(ThreadsTable)
             table.ensure_columns(self.size.width)
             rows = self.visible_rows()
@@ -483,6 +489,19 @@ class TopApp(App[int]):
     def action_quit(self) -> None:  # type: ignore[override]
         self._stop_sampler()
         self.exit(ExitCode.OK)
+
+    def action_rank(self, step: int) -> None:
+        """A job: show the threads of the previous / next rank (the source re-frames on its next poll)."""
+        select = getattr(self.source, "select_rank", None)
+        if select is None:
+            self.notify("one process: no ranks to pick (docs/jobs.md)", timeout=2)
+            return
+        index = select(step)
+        self.selected = None
+        rows = self.frame.job.rows if self.frame is not None and self.frame.job is not None else ()
+        label = f"rank {rows[index][0]}" if 0 <= index < len(rows) else f"row {index}"
+        self.notify(f"showing {label}", timeout=2)
+        self._wake_sampler()
 
     def _wake_sampler(self) -> None:
         if self._sampler is not None:

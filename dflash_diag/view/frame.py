@@ -27,6 +27,7 @@ from dflash_diag.model import (
 )
 from dflash_diag.model.waits import WaitGraph
 from dflash_diag.view.history import EMPTY_HISTORY, History
+from dflash_diag.view.job import JobView
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,8 @@ class TopFrame:
     history: History = EMPTY_HISTORY
     headline: Headline | None = None  # the analysis' one sentence: the symptom and its cause
     waits: Maybe[WaitGraph] = NA("not analysed yet")  # the wait-for graph (the Waits tab)
+    # A job (docs/jobs.md): one row per rank; the threads above are the selected rank's. None: one process.
+    job: JobView | None = None
 
 
 def thread_key(name: str | None, os_thread_id: int | None) -> str:

@@ -55,6 +55,8 @@ class Case:
     held_out: bool = False  # written last, scored once without tuning: docs/benchmarks.md reports it apart
     # mode -> why doctor misses it today (docs/benchmarks.md): CI still runs it, as an expected failure that may pass.
     known_miss: dict[str, str] = field(default_factory=dict)
+    # A job (torchrun): mode -> the PID CI gives doctor ("launcher" or "rank:N"); bench/jobs.py runs every target.
+    targets: dict[str, str] = field(default_factory=dict)
 
 
 CASES: tuple[Case, ...] = (
@@ -414,4 +416,65 @@ REFERENCE_TRAINER = Case(
     expect=HEALTHY,
     ready=r"step +(1[0-9]|[2-9][0-9]|[0-9]{3,}) +\|",
     settle_s=5.0, ready_timeout_s=300.0, gpu=True, healthy=True, family="healthy",
+)
+
+
+# --- Jobs: torchrun programs, one process per rank (gloo on CPU), each rank with a DataLoader worker process -------
+# (docs/jobs.md). Started as `python -m torch.distributed.run ...`; under `dflash-diag run` the probes reach every
+# rank. doctor is given the launcher's PID or one rank's (``targets``): it must find the whole job from either.
+def _torchrun(ranks: int, script: str) -> tuple[str, ...]:
+    return ("-m", "torch.distributed.run", "--nproc-per-node", str(ranks), script)
+
+
+JOB_CASES: tuple[Case, ...] = (
+    Case(
+        name="ddp_straggler",
+        program="ddp_straggler",
+        argv=_torchrun(4, "train.py"),
+        cause="rank 0 also refreshes the dashboard's metrics in pure Python after every step: ranks 1-3 wait for it in "
+              "all_reduce",
+        expect=_both({"rank-straggler"}, {"rank-straggler"}, r"rank 0 is the straggler.*metrics\.py"),
+        ready=r"step 40 ", settle_s=2.0, ready_timeout_s=240.0, family="job",
+        targets={"outside": "rank:2", "probes": "launcher"},
+    ),
+    Case(
+        name="ddp_uneven_shards",
+        program="ddp_uneven_shards",
+        argv=_torchrun(3, "train_seq.py"),
+        cause="shards cut by document count: rank 1 holds the long documents and pads every batch to 384 tokens",
+        expect=_both({"rank-straggler", "rank-uneven-input"}, {"rank-straggler"}, r"rank 1 is the straggler"),
+        ready=r"step 20\b", settle_s=2.0, ready_timeout_s=240.0, family="job",
+        targets={"outside": "launcher", "probes": "rank:2"},
+    ),
+    Case(
+        name="ddp_rank0_barrier",
+        program="ddp_rank0_barrier",
+        argv=_torchrun(3, "pretrain.py"),
+        cause="only rank 0 saves checkpoints, and the save helper calls dist.barrier(): ranks 1, 2 wait in the next "
+              "all_reduce, rank 0 in a barrier nobody else enters",
+        expect={m: Expect(frozenset({"collective-hang", "collective-mismatch"}), frozenset({"collective-hang"}),
+                          r"rank 0 never entered it.*barrier at save \(ckpt\.py:\d+\)",
+                          frozenset({"rank-straggler"})) for m in ("outside", "probes")},
+        ready=r"saving step 30", settle_s=3.0, ready_timeout_s=240.0, family="job",
+        targets={"outside": "launcher", "probes": "rank:1"},
+    ),
+    Case(
+        name="ddp_thread_died",
+        program="ddp_thread_died",
+        argv=_torchrun(3, "worker_train.py"),
+        cause="each rank trains on a thread; rank 2's dies of a shape error while its process lives on: ranks 0, 1 "
+              "wait in all_reduce for it forever",
+        expect={m: Expect(frozenset({"collective-hang", "thread-died"}), frozenset({"collective-hang"}),
+                          r"rank 2 never entered it", frozenset({"rank-straggler"})) for m in ("outside", "probes")},
+        ready=r"rank 2: trainer stopped", settle_s=2.0, ready_timeout_s=240.0, family="job",
+        targets={"outside": "launcher", "probes": "rank:0"},
+    ),
+    Case(
+        name="ddp_healthy",
+        program="ddp_healthy",
+        argv=_torchrun(4, "fit.py"),
+        cause="none: four ranks with the same data and the same work",
+        expect=HEALTHY, ready=r"step 50 ", settle_s=2.0, ready_timeout_s=240.0, healthy=True, family="job",
+        targets={"outside": "rank:1", "probes": "launcher"},
+    ),
 )

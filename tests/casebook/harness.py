@@ -52,6 +52,7 @@ class Result:
     error: str = ""
     unwanted: tuple[str, ...] = ()  # forbidden rules that doctor named (a hang also called a bottleneck)
     report: dict[str, Any] = field(default_factory=dict)
+    target: str = ""  # a job's PID doctor was given: "launcher" or "rank:N" ("" for one process)
 
     @property
     def all_named(self) -> bool:
@@ -66,7 +67,8 @@ class Result:
         return self.all_named and self.headline_ok and not self.unwanted
 
     def row(self) -> dict[str, Any]:
-        return {"case": self.case, "mode": self.mode, "expected": list(self.expected), "named": list(self.named),
+        return {"case": self.case, "mode": self.mode, **({"target": self.target} if self.target else {}),
+                "expected": list(self.expected), "named": list(self.named),
                 "headline": self.headline_rule, "because": list(self.headline_because),
                 "headline_ok": self.headline_ok, "unwanted": list(self.unwanted), "warnings": list(self.warnings),
                 "healthy_case": self.healthy_case,
@@ -85,11 +87,13 @@ def dflash_diag_argv() -> list[str]:
 
 
 def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | None = None,
-             keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None) -> Result:
+             keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None,
+             target: str = "") -> Result:
     """Start, wait, act, diagnose, stop. Never raises: a failure is a Result with ``error``.
 
     ``extra_args`` go after the program's own arguments (``--device cuda``); a case without a program directory
-    is the reference trainer, run from the repository root (outside mode: its own probes off).
+    is the reference trainer, run from the repository root (outside mode: its own probes off). ``target``: which
+    PID doctor is given for a job (``launcher``, the default, or ``rank:N``).
     """
     work = Path(tempfile.mkdtemp(prefix=f"casebook-{case.name}-{mode}-"))
     os.chmod(work, 0o700)
@@ -118,7 +122,10 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
     try:
         pid = _wait_ready(case, mode, proc, work)
         _act(case, pid, work)
+        pid = _target_pid(pid, target)
         result = _diagnose(case, mode, pid, env, duration_s)
+        if target:
+            result.target = target
         return result
     except _NotReady as exc:
         result = _failed(case, mode, f"{exc} (logs kept in {work})" + _tail(work))
@@ -131,6 +138,23 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
 
 class _NotReady(Exception):
     pass
+
+
+def _target_pid(pid: int, target: str) -> int:
+    """The launcher's PID as started (``launcher`` or ""), or the PID of rank N of its job (``rank:N``)."""
+    if not target or target == "launcher":
+        return pid
+    from dflash_diag.sources.job import find_job
+
+    want = int(target.split(":", 1)[1])
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        job = find_job(pid)
+        ranks = {r.rank: r.pid for r in job.ranks} if job is not None else {}
+        if want in ranks:
+            return ranks[want]
+        time.sleep(0.5)
+    raise _NotReady(f"no rank {want} below PID {pid}")
 
 
 def _wait_ready(case: Case, mode: str, proc: subprocess.Popen[bytes], work: Path) -> int:
@@ -216,16 +240,35 @@ def _failed(case: Case, mode: str, error: str) -> Result:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the group this harness started (the program, and `dflash-diag run` with its child)."""
+    """Kill the group this harness started (the program, and `dflash-diag run` with its child), and every process
+    below it: torchrun starts each rank in a session of its own, out of the group's reach."""
+    below = _descendants(proc.pid)
     try:
         os.killpg(proc.pid, signal.SIGCONT)  # a stopped process cannot die of SIGTERM's handler
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children first), read from /proc before anything is killed."""
+    from dflash_diag.sources.procfs import all_children
+
+    out: list[int] = []
+    level = [pid]
+    while level and len(out) < 1024:
+        level = [c for p in level for c in all_children(p)]
+        out.extend(level)
+    return out
 
 
 def _read(path: Path) -> str:

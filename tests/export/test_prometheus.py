@@ -169,6 +169,8 @@ FULL_PROBES = {
     "codedrift": {"status": "ok", "stale_count": 0},
     "health": {"status": "ok", "steps": 12, "loss": 2.5, "sample_ms_mean": 0.8, "groups": [
         {"group": "AdamW#0/0", "lr": 3e-4, "grad_none": 0, "grad_nonfinite": 0, "update_ratio": 1e-3}]},
+    "collectives": {"status": "ok", "armed": True, "rank": 1, "entered": 120, "completed": 119, "async_issued": 0,
+                    "in_collectives_s": 4.5},
 }
 
 

@@ -23,6 +23,7 @@ from dflash_diag.analysis.findings import (
     hang,
     health,
     hostsync,
+    job,
     kernels,
     liveness,
     pipeline,
@@ -34,6 +35,7 @@ from dflash_diag.analysis.findings import (
 )
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.job import JobContext
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.model import Finding, Observation, PipelineView, Severity, ThreadStats
 from dflash_diag.model.findings import NOTE
@@ -62,9 +64,11 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("wasted", wasted),
 )
 RULE_FAMILIES: tuple[tuple[str, Rule], ...] = tuple((name, module.check) for name, module in FAMILIES)
+# The rules of a job of several ranks (``analysis.job``): their ``check`` reads a ``findings.job.JobContext``.
+JOB_FAMILIES: tuple[tuple[str, ModuleType], ...] = (("job", job),)
 # The diagnosis' own note: a rule that failed, or found something it did not declare.
 RULE_ERROR = RuleSpec("rule-error", kind=NOTE, slows=False)
-REGISTRY: dict[str, RuleSpec] = {spec.id: spec for _, module in FAMILIES for spec in module.RULES}
+REGISTRY: dict[str, RuleSpec] = {spec.id: spec for _, module in FAMILIES + JOB_FAMILIES for spec in module.RULES}
 REGISTRY[RULE_ERROR.id] = RULE_ERROR
 # Every rule id a finding may carry (docs/findings.md documents each; a test keeps the two in sync).
 RULE_IDS: tuple[str, ...] = tuple(REGISTRY)
@@ -89,7 +93,7 @@ def evaluate(
     return run_families(ctx, FAMILIES)
 
 
-def run_families(ctx: Context, families: tuple[tuple[str, ModuleType], ...]) -> tuple[Finding, ...]:
+def run_families(ctx: Context | JobContext, families: tuple[tuple[str, ModuleType], ...]) -> tuple[Finding, ...]:
     """Every family's findings; a family that raises, or finds what it did not declare, becomes a rule-error."""
     found: list[Finding] = []
     for family, module in families:
@@ -119,4 +123,4 @@ def healthy(findings: tuple[Finding, ...]) -> bool:
     return all(f.severity < Severity.WARNING for f in findings)
 
 
-__all__ = ["REGISTRY", "RULE_IDS", "RuleSpec", "evaluate", "healthy", "run_families", "sort_findings"]
+__all__ = ["JOB_FAMILIES", "REGISTRY", "RULE_IDS", "RuleSpec", "evaluate", "healthy", "run_families", "sort_findings"]

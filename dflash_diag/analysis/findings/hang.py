@@ -36,7 +36,7 @@ DEATHS_SHOWN = 4
 
 RULES = (
     RuleSpec("pipeline-hang", kind=SYMPTOM, sampled=True, hang=True, halts=True),
-    RuleSpec("thread-died", slows=False, explains=("pipeline-hang", "board-stale", "stalled")),
+    RuleSpec("thread-died", slows=False, explains=("pipeline-hang", "board-stale", "stalled", "collective-hang")),
 )
 
 

@@ -1,0 +1,124 @@
+"""A job, one row per rank: the ``job`` section of ``doctor --json`` and ``top --batch --json`` (docs/jobs.md), and
+the rows ``doctor``, ``top --batch`` and the live view print. Plain: no screen library."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_diag.model import Finding
+from dflash_diag.model.job import JobAnalysis, JobTopology, RankSummary
+
+JOB_SCHEMA = "dflash-diag.job/1"
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What ``top`` shows of a job above the selected rank's threads: the title and one row per rank."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    selected: int  # the row whose threads the frame holds
+
+
+def _pct(share: float) -> float:
+    return round(100.0 * share, 1)
+
+
+def rank_json(s: RankSummary) -> dict[str, Any]:
+    ident = s.identity
+    probe = None
+    if s.probe is not None:
+        p = s.probe
+        probe = {"entered": p.entered, "completed": p.completed, "current_op": p.current_op,
+                 "current_seq": p.current_seq,
+                 "current_for_s": None if p.current_for_s is None else round(p.current_for_s, 1),
+                 "last_op": p.last_op, "entered_in_window": p.entered_in_window, "backend": p.backend,
+                 "in_collectives_s": None if p.in_collectives_s is None else round(p.in_collectives_s, 3)}
+    return {
+        "rank": ident.rank, "local_rank": ident.local_rank, "pid": ident.pid, "alive": s.alive, "exited": s.exited,
+        "samples": s.n_samples, "thread": s.thread,
+        "collective_wait_pct": _pct(s.collective_share),
+        "collective": None if s.collective is None else {"op": s.collective.op, "site": s.collective.site,
+                                                         "pct": _pct(s.collective.share)},
+        "in_collective_now": None if s.now is None else {"op": s.now.op, "site": s.now.site},
+        "computing_pct": _pct(s.computing_share), "hot": s.hot, "where": s.where,
+        "cpu_pct": None if s.cpu_pct is None else round(s.cpu_pct, 1),
+        "step": s.step, "probe": probe, "workers": s.workers,
+        "headline": s.headline, "severity": s.severity.label if s.severity is not None else None,
+    }
+
+
+def finding_row(f: Finding) -> dict[str, Any]:
+    """One finding as the job section lists it (the fields of doctor's ``findings`` entries)."""
+    return {"rule_id": f.rule_id, "severity": f.severity.label, "kind": f.kind, "claim": f.claim,
+            "evidence": [{"name": name, "value": value} for name, value in f.evidence], "remedy": f.remedy,
+            "because": list(f.because), "explains": list(f.explains)}
+
+
+def topology_json(topo: JobTopology) -> dict[str, Any]:
+    return {"asked_pid": topo.asked_pid, "asked": topo.asked, "launcher_pid": topo.launcher_pid,
+            "launcher_cmdline": list(topo.launcher_cmdline), "world_size": topo.world_size,
+            "local_world_size": topo.local_world_size, "restart_count": topo.restart_count,
+            "missing_local_ranks": list(topo.missing_local_ranks),
+            "workers": {str(r.pid): list(r.workers) for r in topo.ranks if r.workers}, "notes": list(topo.notes)}
+
+
+def job_json(analysis: JobAnalysis) -> dict[str, Any]:
+    """The ``job`` section: the topology and one row per rank."""
+    job = analysis.observation
+    return {"schema": JOB_SCHEMA, **topology_json(job.topology), "launcher_alive": job.launcher_alive,
+            "window_s": round(job.window_s, 3), "ranks": [rank_json(s) for s in analysis.summaries]}
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def rank_rows(analysis: JobAnalysis) -> list[tuple[str, ...]]:
+    """One row per rank: rank, PID, state, share in collectives, workers, step, the collective it waits in (where),
+    where its time goes."""
+    rows: list[tuple[str, ...]] = []
+    for s in analysis.summaries:
+        ident = s.identity
+        state = "exited" if s.exited else ("gone" if not s.alive else ("moving" if s.progress else "stuck"))
+        coll = ""
+        if s.collective is not None:
+            coll = f"{s.collective.op}" + (f" at {s.collective.site}" if s.collective.site else "")
+        if s.probe is not None and s.probe.current_seq is not None and s.probe.current_op:
+            coll += f" [#{s.probe.current_seq} {s.probe.current_op}]"
+        goes = s.hot
+        rows.append((str(ident.rank) if ident.rank is not None else "-", str(ident.pid), state,
+                     f"{_pct(s.collective_share):.0f}%", str(s.workers), "" if s.step is None else str(s.step),
+                     coll or "-", goes or "-"))
+    return rows
+
+
+RANK_HEADER = ("rank", "PID", "state", "in coll.", "workers", "step", "waits in (where)", "computes in")
+
+
+def rank_lines(analysis: JobAnalysis, width: int = 160) -> list[str]:
+    """The rows as fixed-width text (``top --batch``, ``doctor``): the last column is not cut."""
+    rows = [RANK_HEADER, *rank_rows(analysis)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(RANK_HEADER))]
+    widths[6] = min(widths[6], 48)
+    out = []
+    for row in rows:
+        cells = [_short(c, widths[i]).ljust(widths[i]) if i < len(row) - 1 else c for i, c in enumerate(row)]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def job_title(analysis: JobAnalysis) -> str:
+    """``torchrun PID 100 (launcher): 4 ranks, WORLD_SIZE 4, 5.0 s sampled``."""
+    job = analysis.observation
+    topo = job.topology
+    who = (f"launcher PID {topo.launcher_pid}" + (" (exited)" if job.launcher_alive is False else "")
+           if topo.launcher_pid is not None else f"rank PID {topo.asked_pid} (no launcher)")
+    world = f", WORLD_SIZE {topo.world_size}" if topo.world_size is not None else ""
+    restarts = f", restarted {topo.restart_count} time(s)" if topo.restart_count else ""
+    return f"job of {who}: {len(topo.ranks)} rank(s){world}{restarts}, {job.window_s:.1f} s sampled"
+
+
+__all__ = ["JOB_SCHEMA", "RANK_HEADER", "JobView", "finding_row", "job_json", "job_title", "rank_json", "rank_lines", "rank_rows"]
