@@ -195,34 +195,10 @@ _HEALTH_FIELDS = (("health_loss", HealthKeys.LOSS), ("health_steps", HealthKeys.
                   ("health_sample_ms", HealthKeys.SAMPLE_MS_MEAN))
 _RESERVED = frozenset({PayloadKeys.STATUS, PayloadKeys.REASON, PayloadKeys.ERRORS, PayloadKeys.HOOK_ERRORS,
                        PayloadKeys.LAST_HOOK_ERROR})  # keys of the queues payload that are not a queue
-_QUEUE_FIELDS = (("queue_depth", "depth"), ("queue_maxsize", "maxsize"),
-                 ("queue_put_blocked_share", "put_blocked_share"), ("queue_get_blocked_share", "get_blocked_share"),
-                 ("queue_puts_per_s", "puts_per_s"), ("queue_gets_per_s", "gets_per_s"))
-_GIL_FIELDS = (("gil_wait_mean_ms", "wait_mean_ms"), ("gil_wait_p99_ms", "wait_p99_ms"),
-               ("gil_contention_share", "contention_share"))
-_COMPILE_FIELDS = (("compile_compiles", "compiles"), ("compile_recompiles", "recompiles"),
-                   ("compile_graph_breaks", "graph_breaks"), ("compile_recompile_limit_hits", "recompile_limit_hits"),
-                   ("compile_failed_compiles", "failed_compiles"), ("compile_time_s", "compile_time_s"),
-                   ("compile_compiling_now", "compiling_now"))
-_CUDAGRAPH_FIELDS = (("cudagraph_captures", "captures"), ("cudagraph_skips", "skips"),
-                     ("cudagraph_rerecords", "rerecords"), ("cudagraph_replays", "replays"))
-_ALLOCATOR_FIELDS = (("allocator_device_alloc_per_s", "device_alloc_per_s"),
-                     ("allocator_device_free_per_s", "device_free_per_s"),
-                     ("allocator_alloc_retries", "alloc_retries"), ("allocator_ooms", "ooms"),
-                     ("allocator_allocated_bytes", "allocated_bytes"), ("allocator_reserved_bytes", "reserved_bytes"),
-                     ("allocator_reserved_swing_bytes", "reserved_swing_bytes"),
-                     ("allocator_fragmentation_share", "fragmentation_share"))
-_CHECKPOINT_FIELDS = (("checkpoint_grad_none_params", "grad_none_count"),
-                      ("checkpoint_trainable_params", "trainable_params"), ("checkpoint_mixed_modes", "mixed_modes"))
-_SESSION_FIELDS = (("probes_steps", "steps"), ("probes_step", "step"), ("probes_publish_cost_ms", "publish_cost_ms_mean"),
-                   ("probes_publish_errors", "publish_errors"))
-_HEALTH_GROUP_FIELDS = (("health_lr", "lr"), ("health_grad_none", "grad_none"),
-                        ("health_grad_nonfinite", "grad_nonfinite"), ("health_update_ratio", "update_ratio"))
 _COLLECTIVES_FIELDS = (("collectives_entered", CollectivesKeys.ENTERED),
                        ("collectives_completed", CollectivesKeys.COMPLETED),
                        ("collectives_async_issued", CollectivesKeys.ASYNC_ISSUED),
                        ("collectives_in_collectives_s", CollectivesKeys.IN_COLLECTIVES_S))
-_RESERVED = frozenset({"status", "reason", "errors", "hook_errors", "last_hook_error"})
 
 
 def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None) -> list[Reading]:

@@ -26,7 +26,7 @@ KEY_CLASSES = {
 ALL_KEY_CLASSES = (*KEY_CLASSES.values(), contract.PayloadKeys, contract.AppKeys, contract.SessionKeys)
 # Keys too generic to tell a payload key from another document's field by their spelling alone (they are also
 # snapshot, py-spy, trainer or thread fields): a literal of one counts where it is read from a board (below).
-GENERIC = {"rank", "threads", "status", "reason", "step", "steps", "window_s", "site", "fallback", "file", "cuda_available",
+GENERIC = {"rank", "seq", "op", "current", "count", "total_ms", "gone", "world_size", "threads", "status", "reason", "step", "steps", "window_s", "site", "fallback", "file", "cuda_available",
            "function", "thread", "module", "torch", "tid", "samples", "calls", "limit", "how", "active", "name",
            "config", "loss", "lr", "errors", "exception", "stale", "scenario", "enabled", "wandb", "device", "role",
            "group", "groups", "versions", "alive", "where", "installed", "sites", "armed", "interval_s",
@@ -47,6 +47,10 @@ NOT_BOARD_KEYS = {
     ("dflash_diag/inject/ptrace.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
     ("dflash_diag/analysis/kernels.py", "devices"): "a field of the kernel-trace summary (docs/integrations.md)",
     ("probes/kernels.py", "hook_errors"): "a field of the kernel recorder's outcome file, not of the board",
+    ("dflash_diag/view/job.py", "entered"): "a field of a rank's row in the job document (docs/jobs.md)",
+    ("dflash_diag/view/job.py", "completed"): "a field of a rank's row in the job document (docs/jobs.md)",
+    ("dflash_diag/view/job.py", "backend"): "a field of a rank's row in the job document (docs/jobs.md)",
+    ("dflash_diag/view/job.py", "in_collectives_s"): "a field of a rank's row in the job document (docs/jobs.md)",
     ("dflash_diag/inject/ptrace_driver.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
     ("dflash_diag/analysis/findings/cudagraphs.py", "skips"): _EVIDENCE,
     ("dflash_diag/analysis/findings/cudagraphs.py", "captures"): _EVIDENCE,
