@@ -50,6 +50,7 @@ from probes._common import JsonDict
 THREAD_NAME = "dflash-diag-kernels"
 TICK_S = 0.05  # how often the end conditions are looked at: a stat of the stop file, two comparisons
 LEASE_EVERY_TICKS = 10  # the lease (one read of /proc/PID/stat) every half second
+OWN_THREAD_STOP_WAIT_S = 10.0  # a program starting its own profiler waits this long at most for ours to stop
 MAX_STEP_MARKS = 20_000  # optimizer steps noted for the trace's step marks (the count goes on beyond)
 MAX_THREADS_NAMED = 4096
 CLOCK_MARKS = 5  # at each end: the narrowest bracket is the one the tool uses
@@ -90,6 +91,11 @@ class Recording:
     lock: threading.Lock = field(default_factory=threading.Lock)
     wake: threading.Event = field(default_factory=threading.Event)  # the steps are reached: end now, not at the tick
     pid: int = field(default_factory=os.getpid)
+    # A torch whose profiler state is per thread (no profile_all_threads): the profiler is started and stopped on
+    # the recording's own thread, and others ask that thread to stop it (``stop_request``, ``ended``).
+    own_thread: bool = False
+    stop_request: str | None = None
+    ended: threading.Event = field(default_factory=threading.Event)
 
     @property
     def stopped(self) -> bool:
@@ -117,25 +123,34 @@ def start(params: JsonDict, *, files_prefix: str, lease: JsonDict | None) -> Jso
         if busy is not None:
             return _refuse(PROFILER_ACTIVE, f"{busy}: torch allows one profiler per process, and starting a second "
                                             "one beside it can crash the process when the first one stops")
+        cuda = _cuda_traceable(torch)
         try:
             config = torch.profiler._ExperimentalConfig(profile_all_threads=True, trace_only=True)
+            all_threads = True
         except (TypeError, AttributeError):
-            return _refuse(UNSUPPORTED, f"torch {torch.__version__} cannot record the ops of other threads "
-                                        "(no profile_all_threads): use torch 2.8 or newer")
-        cuda = _cuda_traceable(torch)
-        profile = autograd_profiler.profile(use_device="cuda" if cuda else None, use_kineto=True,
-                                            experimental_config=config)
-        try:
-            profile.__enter__()
-        except Exception as exc:  # torch refused (a profiler we could not see): nothing was started
-            return _refuse(PROFILER_ACTIVE, f"torch refused to start a profiler: {type(exc).__name__}: {exc}"[:400])
+            # An older torch records the CPU ops of the starting thread only. CUPTI still traces every kernel and
+            # every CUDA call of the process, with the thread that made it: on CUDA that is the recording's point.
+            if not cuda:
+                return _refuse(UNSUPPORTED, f"torch {torch.__version__} cannot record the ops of other threads "
+                                            "(no profile_all_threads) and the process runs nothing on CUDA: "
+                                            "nothing of its training threads would be recorded")
+            config, all_threads = None, False
+        profile: Any = None
+        if all_threads:
+            profile = autograd_profiler.profile(use_device="cuda" if cuda else None, use_kineto=True,
+                                                experimental_config=config)
+            try:
+                profile.__enter__()
+            except Exception as exc:  # torch refused (a profiler we could not see): nothing was started
+                return _refuse(PROFILER_ACTIVE, f"torch refused to start a profiler: {type(exc).__name__}: {exc}"[:400])
         now = time.monotonic_ns()
         rec = Recording(prefix=files_prefix, profile=profile, torch=torch, steps_wanted=params.get("steps"),
                         deadline_mono_ns=now + int(float(params["duration_s"]) * 1e9), lease=lease, cuda=cuda,
-                        started_mono_ns=now, clock_marks=[])
+                        started_mono_ns=now, clock_marks=[], own_thread=not all_threads)
         _STATE["recording"] = rec
         try:
-            rec.clock_marks += clock_marks(torch, "start")
+            if not rec.own_thread:  # else marked on the recording's thread, once its profiler runs
+                rec.clock_marks += clock_marks(torch, "start")
             _install_hooks(rec, autograd_profiler)
             threading.Thread(target=_watch, args=(rec,), name=THREAD_NAME, daemon=True).start()
         except Exception as exc:  # take everything out again: the program runs on as before
@@ -143,7 +158,7 @@ def start(params: JsonDict, *, files_prefix: str, lease: JsonDict | None) -> Jso
             _STATE["recording"] = None
             return {"ok": False, "error": f"the recording could not start: {type(exc).__name__}: {exc}"[:400]}
     return {"ok": True, "error": None,
-            "recording": {"cuda": cuda, "torch": str(torch.__version__), "all_threads": True,
+            "recording": {"cuda": cuda, "torch": str(torch.__version__), "all_threads": all_threads,
                           "duration_s": float(params["duration_s"]), "steps": rec.steps_wanted,
                           "started_mono_ns": now}}
 
@@ -268,9 +283,16 @@ def _install_hooks(rec: Recording, autograd_profiler: Any) -> None:
     def prepare_profiler(*args: Any, **kwargs: Any) -> Any:
         # The program starts a profiler of its own: ours steps aside first, so the program's starts as it would have.
         # Never an exception into the program's call; never in a forked child (the recording is the parent's).
-        if os.getpid() == rec.pid:
+        # (Our own thread preparing a profiler is our own recording starting, where this torch keeps it per thread.)
+        if os.getpid() == rec.pid and threading.current_thread().name != THREAD_NAME:
             try:
-                _stop_profiler(rec, "program-profiler")
+                if rec.own_thread:
+                    # Only the recording's thread can stop a per-thread profiler: ask it, and wait (bounded).
+                    rec.stop_request = "program-profiler"
+                    rec.wake.set()
+                    rec.ended.wait(OWN_THREAD_STOP_WAIT_S)
+                else:
+                    _stop_profiler(rec, "program-profiler")
                 _restore_prepare(rec)
             except Exception:
                 rec.hook_errors += 1
@@ -333,6 +355,8 @@ def _stop_profiler(rec: Recording, reason: str) -> None:
 def _end_reason(rec: Recording, tick: int) -> str | None:
     if rec.stopped:
         return rec.stopped_reason
+    if rec.stop_request is not None:
+        return rec.stop_request
     try:
         with open(rec.prefix + STOP_SUFFIX, "rb") as fh:
             asked = fh.read(16).strip()
@@ -356,6 +380,20 @@ def _lease_held(rec: Recording) -> bool:
 def _watch(rec: Recording) -> None:
     """The recording's own thread: wait for the end, then stop, clean up, export, report. Never raises."""
     try:
+        if rec.own_thread:
+            try:
+                # Made, started (and stopped, in _end) here: this torch keeps the profiler per thread, and kineto's
+                # first set-up must run on the thread that uses it (else "External init callback must run in same
+                # thread as registerClient", then a crash).
+                autograd_profiler = sys.modules["torch.autograd.profiler"]
+                rec.profile = autograd_profiler.profile(use_device="cuda" if rec.cuda else None, use_kineto=True)
+                rec.profile.__enter__()
+            except Exception as exc:
+                rec.stopped_reason = f"failed to start: {type(exc).__name__}: {exc}"[:300]
+                _end(rec, rec.stopped_reason, started=False)
+                return
+            with contextlib.suppress(Exception):
+                rec.clock_marks += clock_marks(rec.torch, "start")
         tick = 0
         reason = _end_reason(rec, tick)
         while reason is None:
@@ -368,12 +406,14 @@ def _watch(rec: Recording) -> None:
             _end(rec, f"failed: {type(exc).__name__}: {exc}"[:300])
     finally:
         _STATE["recording"] = None
+        rec.ended.set()
 
 
-def _end(rec: Recording, reason: str) -> None:
-    error: str | None = None
+def _end(rec: Recording, reason: str, *, started: bool = True) -> None:
+    error: str | None = None if started else reason
     try:
-        _stop_profiler(rec, reason)
+        if started:
+            _stop_profiler(rec, reason)
     except Exception as exc:
         error = f"stopping the profiler failed: {type(exc).__name__}: {exc}"[:300]
     finally:

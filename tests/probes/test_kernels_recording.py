@@ -204,3 +204,43 @@ def test_a_detach_beside_a_recording_does_not_count_the_recordings_hooks(worker:
         probes.stop()
         Path(prefix + ".stop").write_bytes(b"abort")
         _wait_idle()
+
+
+def test_a_torch_without_all_thread_recording_runs_the_profiler_on_the_recordings_own_thread(
+        worker: Worker, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch 2.11 (the H200's) keeps the profiler per thread and has no profile_all_threads: started in the main
+    thread, it could not be stopped from another ("Can't disable Kineto profiler when it's not running"). There
+    the recording starts and stops it on its own thread (CUPTI still traces every thread's kernels); on a process
+    without CUDA it refuses: nothing of the training threads would be recorded."""
+    class NoAllThreads:
+        def __init__(self, **kwargs: Any) -> None:
+            if "profile_all_threads" in kwargs:
+                raise TypeError("__init__() got an unexpected keyword argument 'profile_all_threads'")
+
+    monkeypatch.setattr(torch.profiler, "_ExperimentalConfig", NoAllThreads)
+    refused = kernels.start({"duration_s": 5.0, "steps": None}, files_prefix=prefix, lease=None)
+    assert refused["refused"] == kernels.UNSUPPORTED and "runs nothing on CUDA" in refused["error"]
+
+    entered_on: list[str] = []
+    real_profile = torch.autograd.profiler.profile
+
+    class CpuProfile(real_profile):  # type: ignore[misc, valid-type]
+        """The CUDA profile this torch would start, on this CPU build: CPU activities only."""
+        def __init__(self, use_device: Any = None, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+
+        def __enter__(self) -> Any:
+            entered_on.append(threading.current_thread().name)
+            return super().__enter__()
+
+    monkeypatch.setattr(kernels, "_cuda_traceable", lambda torch: True)
+    monkeypatch.setattr(torch.autograd.profiler, "profile", CpuProfile)
+    started = kernels.start({"duration_s": 20.0, "steps": 3}, files_prefix=prefix, lease=None)
+    assert started["ok"] and started["recording"]["all_threads"] is False
+    outcome = _wait_outcome(prefix)
+    _wait_idle()
+    assert entered_on == [kernels.THREAD_NAME]
+    assert outcome["ok"], outcome["error"] and outcome["reason"] == "steps"
+    assert {m["name"] for m in outcome["clock_marks"]} <= {e["name"] for e in
+                                                           json.loads(Path(prefix + ".trace.json").read_text())["traceEvents"]}
+    assert not torch.autograd.profiler._is_profiler_enabled
