@@ -470,6 +470,10 @@ def thread_names() -> dict[str, str]:
     for t in list(threading.enumerate())[:MAX_THREADS_NAMED]:
         if t.native_id is not None:
             names[str(t.native_id)] = t.name
+        if t.ident is not None:
+            # CUPTI names the thread of a CUDA call by pthread_self() cut to 32 bits; kineto maps it to the native id
+            # only for threads whose CPU ops it records (a torch without profile_all_threads records none of them).
+            names.setdefault(str(t.ident & 0xFFFFFFFF), t.name)
     return names
 
 

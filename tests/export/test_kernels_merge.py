@@ -153,4 +153,7 @@ def test_the_real_h200_recording_is_valid_and_its_kernels_are_tied_to_launches()
     assert s.gpu_spans > 100 and s.devices and s.devices[0].busy_us > 0
     gpu_us = sum(us for _, us in s.gpu_time_by_phase)
     assert s.unattributed_gpu_us < 0.2 * gpu_us  # most kernels tied to the call that launched them
-    assert {"forward", "backward"} & {p for p, _ in s.gpu_time_by_phase}
+    # The H200's torch 2.11 has no profile_all_threads: the recording ran on its own thread, so the trace holds every
+    # thread's kernels and CUDA calls but not the training threads' CPU ops, which tell the phases. All its GPU time
+    # is then "outside ops"; the phases are the synthetic trace's test (test_kernel_summary.py).
+    assert {p for p, _ in s.gpu_time_by_phase} == {"outside ops"}
