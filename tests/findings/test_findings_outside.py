@@ -336,7 +336,7 @@ def test_a_training_thread_asleep_while_a_side_thread_holds_the_gil_is_contentio
     f = _run(replace(observation(), stacks=stacks), threads)["gil-contention"]
     assert f.severity == Severity.WARNING and f.impact == pytest.approx(0.20)
     assert f.claim.startswith("GIL contention: weight-watch (not a pipeline stage) holds the GIL 50% of the time")
-    assert "MainThread, which computes in every sample, was asleep 20% of the window" in f.claim
+    assert "MainThread, which computes in 100% of its samples, was asleep 20% of the window" in f.claim
     assert dict(f.evidence)["MainThread (/proc)"] == ("on a CPU 62%, runnable and waiting for a CPU 18%, asleep 20% "
                                                       "of the window")
     # Asleep only 5%: no measured cost. A monitor that is a pipeline stage: its Python is the stage's own work.
@@ -344,6 +344,14 @@ def test_a_training_thread_asleep_while_a_side_thread_holds_the_gil_is_contentio
     assert "gil-contention" not in _run(replace(observation(), stacks=stacks), threads)
     threads, stacks = _trainer_and_monitor(cpu_pct=62.0, runq_pct=18.0, monitor_stage="target")
     assert "gil-contention" not in _run(replace(observation(), stacks=stacks), threads)
+    # A stage's thread (no backward in its stacks: a producer) starved the same way is named, and its stage given.
+    threads, stacks = _trainer_and_monitor(cpu_pct=30.0, runq_pct=40.0)
+    producer = replace(threads[0], name="encode", stage="target")
+    stacks = tuple(replace(s, threads=tuple(replace(t, name="encode", frames=(Frame("encode", "/app/d.py", 24),))
+                                            if t.name == "MainThread" else t for t in s.threads)) for s in stacks)
+    f = _run(replace(observation(), stacks=stacks), (producer, threads[1]))["gil-contention"]
+    assert "encode, which computes in 100% of its samples, was asleep 30% of the window" in f.claim
+    assert f.stages == ("target",)
     # A side thread that rarely holds the GIL does not explain the sleep.
     threads, stacks = _trainer_and_monitor(cpu_pct=62.0, runq_pct=18.0, held_pct=10.0)
     assert "gil-contention" not in _run(replace(observation(), stacks=stacks), threads)

@@ -150,35 +150,40 @@ def check(ctx: Context) -> Iterator[Finding]:
 
 def _hidden_wait(ctx: Context, sampled: list[ThreadStats],
                  training: set[str]) -> tuple[ThreadStats, float, ThreadStats] | None:
-    """(training thread, % of the window it slept unseen, the side thread holding the GIL), when /proc shows a
-    training thread whose samples all compute asleep a measurable share of the window while a thread off the
-    training path holds the GIL."""
+    """(a thread doing the work, % of the window it slept unseen, the side thread holding the GIL), when /proc shows
+    a thread that trains or belongs to a pipeline stage, computing in (nearly) all its samples, asleep a measurable
+    share of the window while a thread off the training path and outside the stages holds the GIL."""
     holders = sorted((t for t in sampled if t.name not in training and t.stage == "other"
                       and lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= SIDE_HOLDER_SHARE),
                      key=lambda t: -t.gil_held_pct)
     if not holders:
         return None
+    found: list[tuple[float, ThreadStats]] = []
     for t in sampled:
-        if t.name not in training or sum(t.shares.get(s, 0.0) for s in _WORK) < HIDDEN_WORK_SHARE:
+        working = t.name in training or (t.stage in ("target", "drafter") and not t.helper)
+        if not working or sum(t.shares.get(s, 0.0) for s in _WORK) < HIDDEN_WORK_SHARE:
             continue
         if is_na(t.cpu_pct) or is_na(t.runq_pct):
             continue
         slept = 100.0 - float(t.cpu_pct) - float(t.runq_pct)  # type: ignore[arg-type]
         if slept >= HIDDEN_SLEEP_PCT:
-            return t, slept, holders[0]
-    return None
+            found.append((slept, t))
+    if not found:
+        return None
+    slept, waiter = max(found, key=lambda st: st[0])
+    return waiter, slept, holders[0]
 
 
 def _hidden_finding(ctx: Context, waiter: ThreadStats, slept_pct: float, hog: ThreadStats) -> Finding:
     cpu, runq = float(waiter.cpu_pct), float(waiter.runq_pct)  # type: ignore[arg-type]
     claim = (f"GIL contention: {hog.name} (not a pipeline stage) holds the GIL {hog.gil_held_pct:.0f}% of the time"
-             f"{_where(ctx, hog)}, and {waiter.name}, which computes in every sample, was asleep {slept_pct:.0f}% of "
-             "the window: waiting for the GIL between its ops, where its stacks cannot show it")
+             f"{_where(ctx, hog)}, and {waiter.name}, which computes in {pct(_work_share(waiter))} of its samples, was "
+             f"asleep {slept_pct:.0f}% of the window: waiting for the GIL between its ops, where its stacks cannot "
+             "show it")
     evidence = (
         (f"{waiter.name} (/proc)", f"on a CPU {cpu:.0f}%, runnable and waiting for a CPU {runq:.0f}%, asleep "
                                    f"{slept_pct:.0f}% of the window"),
-        (f"{waiter.name} (samples)", f"computing in {pct(sum(waiter.shares.get(s, 0.0) for s in _WORK))}: no wait "
-                                     "its code makes"),
+        (f"{waiter.name} (samples)", f"computing in {pct(_work_share(waiter))}: no wait its code makes"),
         (f"holds: {hog.name}", f"{hog.gil_held_pct:.0f}% of samples{_where(ctx, hog)}" + _cpu_text(hog)),
     )
     return Finding(
@@ -186,7 +191,13 @@ def _hidden_finding(ctx: Context, waiter: ThreadStats, slept_pct: float, hog: Th
         remedy="Cut the Python work of the thread that holds the GIL (move side work such as metrics, weight "
         "histograms or logging out of the process, make it rarer, or do it in vectorised torch/numpy calls that "
         "release the GIL); `dflash-diag run` adds the GIL probe, which measures each wait.",
-        impact=slept_pct / 100.0)
+        impact=slept_pct / 100.0,
+        # The stage that loses the time (a cause of its slowness); a training thread outside the stages: the process.
+        stages=(waiter.stage,) if waiter.stage in ("target", "drafter") else ())
+
+
+def _work_share(t: ThreadStats) -> float:
+    return sum(t.shares.get(s, 0.0) for s in _WORK)
 
 
 def _burns_python(t: ThreadStats) -> bool:
