@@ -49,6 +49,7 @@ class Job:
 
 
 def main() -> None:
+    torch.set_num_threads(1)  # the threads share the cores; no intra-op pool per thread
     job = Job(RunConfig())
     for i in range(job.cfg.writers):
         threading.Thread(target=job.write_hidden, name=f"hidden-writer-{i}", daemon=True).start()
