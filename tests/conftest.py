@@ -24,7 +24,9 @@ def workload() -> Iterator[subprocess.Popen[str]]:
     """A live threaded torch process for real py-spy to attach to (the ``top`` tests: cli/ and tui/)."""
     import workload as wl
 
-    proc = wl.start(max_s=300)
+    # it lives for the whole session (the `top` tests of tui/ run last, minutes after cli/ started it): the
+    # bound only keeps a crashed session from leaving it behind
+    proc = wl.start(max_s=1800)
     try:
         yield proc
     finally:

@@ -42,7 +42,8 @@ def record_kernels(args: argparse.Namespace, duration_s: float) -> tuple[dict[st
     with terminate_like_ctrl_c():
         started = recording.start_recording(
             args.pid, board_dir=board_dir, duration_s=duration_s, steps=args.steps, method=args.method,
-            timeout_s=args.timeout, lease=lease, progress=None if args.json else _progress)
+            timeout_s=args.timeout, lease=lease, progress=None if args.json else _progress,
+            interrupted=lambda stopped: _say_stopped(args, stopped))
         files = started.files
         state: dict[str, Any] = {}
         try:
@@ -50,13 +51,17 @@ def record_kernels(args: argparse.Namespace, duration_s: float) -> tuple[dict[st
         except BaseException:
             with deferred():  # a second Ctrl-C must not cut the stop short (it is bounded)
                 stopped = recording.abort(args.pid, files)
-            _say(args, f"the profiler in PID {args.pid} " + (
-                "was stopped and its recording dropped" if stopped else
-                "was asked to stop; it stops by itself once this command has exited (its lease)"))
+            _say_stopped(args, stopped)
             raise
         finally:
             files.remove()
     return _merge(args, started, observed, state)
+
+
+def _say_stopped(args: argparse.Namespace, stopped: bool) -> None:
+    _say(args, f"the profiler in PID {args.pid} " + (
+        "was stopped and its recording dropped" if stopped else
+        "was asked to stop; it stops by itself once this command has exited (its lease)"))
 
 
 def _progress(message: str) -> None:

@@ -204,8 +204,13 @@ def via_gdb(run: Run, program: str) -> None:
         _write_page(session, addr, program)
         out = session.command(f"p (int)((int(*)(void*, void*)){addresses['Py_AddPendingCall']:#x})"
                               f"((void*){addresses['PyRun_SimpleString']:#x}, (void*){addr:#x})", 10.0, call=True)
-        if parse_value(out) != 0:
-            raise AttachError(f"Py_AddPendingCall refused the call in PID {pid} ({last_line(out)}): its queue is "
+        status = parse_value(out)
+        if status is None:  # the debugger could not make the call at all (it printed an error, not a value)
+            raise AttachError(f"{os.path.basename(run.path)} could not call Py_AddPendingCall in PID {pid} "
+                              f"({last_line(out)}): nothing was queued; --method ptrace injects without a debugger",
+                              ExitCode.ATTACH_FAILED)
+        if status != 0:
+            raise AttachError(f"Py_AddPendingCall refused the call in PID {pid} (it returned {status}): its queue is "
                               "full; try again in a moment", ExitCode.ATTACH_FAILED)
         note_page(run.req.directory, pid, run.target.start_ticks, addr)
         _maybe_nudge(run, session)
@@ -283,7 +288,8 @@ def _map_page(run: Run, session: GdbSession, mmap_addr: int) -> int:
                           "((void*)0, 4096, 3, 34, -1, 0)", 10.0, call=True)
     addr = parse_value(out)
     if addr is None or addr in (0, (1 << 64) - 1) or addr % PAGE_BYTES:
-        raise AttachError(f"mmap in PID {run.target.pid} failed ({last_line(out)})", ExitCode.ATTACH_FAILED)
+        raise AttachError(f"mmap in PID {run.target.pid} failed ({last_line(out)}): nothing was injected; --method "
+                          "ptrace injects without a debugger", ExitCode.ATTACH_FAILED)
     return addr
 
 

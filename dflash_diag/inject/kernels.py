@@ -34,7 +34,9 @@ POLL_S = 0.05
 # the events recorded (docs/benchmarks.md); the command waits this long for it before it gives up.
 END_GRACE_S = 120.0
 ABORT_WAIT_S = 30.0  # Ctrl-C / SIGTERM: how long the command waits for the process to say the profiler stopped
-STARTING_ABORT_WAIT_S = 1.0  # ... when it came during the start: the recording most likely never began
+# ... when it came during the start: the recording may not have begun (then no word ever comes); when it has, the
+# process checks for the stop every half second, which a loaded machine can stretch to a few.
+STARTING_ABORT_WAIT_S = 5.0
 REFUSALS = {"no-torch": ExitCode.NO_TORCH, "profiler-active": ExitCode.PROFILER_BUSY,
             "unsupported": ExitCode.UNSUPPORTED}
 
@@ -78,9 +80,12 @@ class Recording:
 
 
 def start_recording(pid: int, *, board_dir: Path, duration_s: float, steps: int | None, method: str,
-                    timeout_s: float, lease: Lease | None,
-                    progress: Callable[[str], None] | None = None) -> Recording:
-    """Start torch.profiler in ``pid``; AttachError with the refusal's exit code when it would not start."""
+                    timeout_s: float, lease: Lease | None, progress: Callable[[str], None] | None = None,
+                    interrupted: Callable[[bool], None] | None = None) -> Recording:
+    """Start torch.profiler in ``pid``; AttachError with the refusal's exit code when it would not start.
+
+    ``interrupted(stopped)``: told, on Ctrl-C or SIGTERM during the start, whether the process said the profiler
+    is stopped (False: it may never have started, or stops by itself at its lease's end)."""
     from dflash_diag.inject.orchestrate import inject
 
     request = Request(board_dir, pid)
@@ -92,8 +97,10 @@ def start_recording(pid: int, *, board_dir: Path, duration_s: float, steps: int 
     except (KeyboardInterrupt, Terminated):
         # Ctrl-C or SIGTERM while the answer was on its way: the recording may have started. Ask it to stop and
         # give it a moment to say so (its lease covers the rest once this command has exited).
-        abort(pid, files, wait_s=STARTING_ABORT_WAIT_S)
+        stopped = abort(pid, files, wait_s=STARTING_ABORT_WAIT_S)
         files.remove()
+        if interrupted is not None:
+            interrupted(stopped)
         raise
     except BaseException:  # the request failed or was cancelled: nothing started
         files.remove()

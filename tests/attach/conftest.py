@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from attach_helpers import NO_GDB, PLAIN, Plain, wait_for
+from attach_helpers import NO_GDB, PLAIN, Plain, gdb_cannot_call, wait_for
 
 
 def _skip_unless_ptrace_is_allowed(who: str) -> None:
@@ -30,7 +30,12 @@ def gdb() -> str:
     if path is None:
         pytest.skip(NO_GDB)
     _skip_unless_ptrace_is_allowed("no debugger")
+    why = gdb_cannot_call(path)
+    if why:
+        pytest.skip(why)
     return path
+
+
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from attach_helpers import ROOT, all_stopped, cli, env_for, slow_gdb, task_states, wait_for
+from attach_helpers import ROOT, all_stopped, cli, env_for, gdb_cannot_call, slow_gdb, task_states, wait_for
 
 from dflash_diag.errors import ExitCode
 from dflash_diag.inject.orchestrate import inject
@@ -262,3 +262,22 @@ def test_the_command_killed_mid_attach_leaves_the_process_running(gdb: str, star
     attach.wait()
     wait_for(lambda: task_states(plain.pid) and not {"T", "t"} & set(task_states(plain.pid)), 20, "the detach")
     plain.keeps_running()
+
+
+def test_a_gdb_that_cannot_call_into_the_process_says_so_and_leaves_it_running(start_plain, board_dir: Path,
+                                                                              ptrace_ok: None) -> None:
+    """Where gdb cannot make a call inside a process (this project's CI kernel: "Couldn't write extended state"),
+    the attach fails with gdb's own words and the way around it, never as a full pending-call queue."""
+    import shutil
+
+    path = shutil.which("gdb")
+    if path is None or gdb_cannot_call(path) is None:
+        pytest.skip("gdb calls into processes here: test_attach_then_detach_on_a_program_parked_in_join[gdb] covers it")
+    plain = start_plain("join")
+    res = cli("attach", str(plain.pid), "--json", "--method", "gdb", env=env_for(board_dir))
+    assert res.returncode == ExitCode.ATTACH_FAILED, res.stderr
+    line = res.stderr.strip().splitlines()[-1]
+    assert "could not call" in line and "--method ptrace" in line and "queue is full" not in line, line
+    plain.keeps_running()
+    res = cli("attach", str(plain.pid), "--json", "--method", "ptrace", env=env_for(board_dir))
+    assert res.returncode == 0, res.stderr  # the way the message gives works on the same process
