@@ -1,9 +1,17 @@
 """Run one casebook program, diagnose it with ``dflash-diag doctor --json`` and score the answer.
 
-Two modes, as users meet programs:
+Three modes, as users meet programs:
 - ``outside``: a plain ``python main.py`` that was never prepared (stdout/stderr to files, as with ``nohup``);
   ``doctor`` attaches from outside;
-- ``probes``: the same program under ``dflash-diag run -- python main.py`` (in-process probes and their board).
+- ``probes``: the same program under ``dflash-diag run -- python main.py`` (in-process probes and their board);
+- ``attach``: the program started plain, then ``dflash-diag attach PID --probes <the case's probes>`` once it is
+  ready, then ``doctor`` (the probes start in the middle of the run). Only cases that list it in ``modes``.
+  ``attach_method_for_this_machine()`` picks how: ``CASEBOOK_ATTACH_METHOD`` (``auto``, ``gdb``, ... as ``attach --method``, or
+  ``stand-in``), else ``auto`` when a real attach works on this machine, else the stand-in. The stand-in starts the
+  program under a two-line launcher that runs attach's fixed program when it gets SIGUSR1 (a signal handler runs in
+  the main thread between two bytecodes, as the debugger's pending call does), so everything after the injection
+  is the real thing: the control file, the bootstrap, the probes it starts, their board, ``doctor``. It stands in
+  for the debugger only where attaching one fails (some sandboxes); the result says which method ran.
 
 Each run copies the program to a fresh private directory (a case may edit its own files, as a user editing
 code under a running job would), waits until the program's own output says it reached the state to diagnose,
@@ -31,7 +39,19 @@ from cases import Case
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-MODES = ("outside", "probes")
+MODES = ("outside", "probes", "attach")
+STAND_IN = "stand-in"
+# The stand-in's launcher (python -c STAND_IN_LAUNCHER program.py args...): on SIGUSR1 it runs the file named by
+# CASEBOOK_INJECT_FILE, which holds attach's fixed program; then it runs the program as `python program.py` would.
+STAND_IN_LAUNCHER = (
+    "import os, runpy, signal, sys\n"
+    "def _inject(signum, frame):\n"
+    "    path = os.environ['CASEBOOK_INJECT_FILE']\n"
+    "    exec(compile(open(path).read(), path, 'exec'), {'__name__': '__casebook_inject__'})\n"
+    "signal.signal(signal.SIGUSR1, _inject)\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
 TIME_TO_NAME_S = 10.0  # the goal: a headline within 10 s of attaching (default 5 s window), warm-up included
 _RUN_PID = re.compile(r"dflash-diag run: PID (\d+) under probes")
 
@@ -50,6 +70,7 @@ class Result:
     healthy_case: bool
     seconds_to_answer: float  # from starting doctor to its answer
     error: str = ""
+    attach_method: str = ""  # attach mode: how the probes got in (auto, gdb, ..., stand-in)
     unwanted: tuple[str, ...] = ()  # forbidden rules that doctor named (a hang also called a bottleneck)
     report: dict[str, Any] = field(default_factory=dict)
 
@@ -71,6 +92,7 @@ class Result:
                 "headline_ok": self.headline_ok, "unwanted": list(self.unwanted), "warnings": list(self.warnings),
                 "healthy_case": self.healthy_case,
                 "ok": self.ok, "seconds_to_answer": round(self.seconds_to_answer, 1), "error": self.error,
+                "attach_method": self.attach_method,
                 "headline_text": self.headline_text,
                 # What doctor said, for a run that missed (the table shows only the verdict).
                 "report": self.report if not self.ok else None}
@@ -85,11 +107,13 @@ def dflash_diag_argv() -> list[str]:
 
 
 def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | None = None,
-             keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None) -> Result:
+             keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None,
+             attach_method: str | None = None) -> Result:
     """Start, wait, act, diagnose, stop. Never raises: a failure is a Result with ``error``.
 
     ``extra_args`` go after the program's own arguments (``--device cuda``); a case without a program directory
-    is the reference trainer, run from the repository root (outside mode: its own probes off).
+    is the reference trainer, run from the repository root (outside and attach modes: its own probes off).
+    ``attach_method``: attach mode's method (default ``attach_method_for_this_machine()``).
     """
     work = Path(tempfile.mkdtemp(prefix=f"casebook-{case.name}-{mode}-"))
     os.chmod(work, 0o700)
@@ -98,13 +122,18 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
     env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(boards), "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled",
            "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("DFLASH_DIAG_RUN_TOKEN", None)
-    argv = [python or python_for_programs(), *case.argv, *extra_args]
+    method = (attach_method or attach_method_for_this_machine()) if mode == "attach" else ""
+    interpreter = [python or python_for_programs()]
+    if method == STAND_IN:
+        interpreter += ["-c", STAND_IN_LAUNCHER]
+        env["CASEBOOK_INJECT_FILE"] = str(work / "inject.py")
+    argv = [*interpreter, *case.argv, *extra_args]
     if case.program:
         shutil.copytree(PROGRAMS / case.program, work / "program")
         cwd = work / "program"
     else:  # the reference trainer
         cwd = REPO
-        argv += ["--checkpoint-dir", str(work / "ckpt")] + (["--probes", "none"] if mode == "outside" else [])
+        argv += ["--checkpoint-dir", str(work / "ckpt")] + (["--probes", "none"] if mode != "probes" else [])
     if mode == "probes":
         argv = [*dflash_diag_argv(), "run", "--", *argv]
     if ready_timeout_s is not None:
@@ -118,7 +147,14 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
     try:
         pid = _wait_ready(case, mode, proc, work)
         _act(case, pid, work)
+        if mode == "attach":
+            failed = _attach(case, pid, env, boards, work, method)
+            if failed:
+                result = _failed(case, mode, f"attach ({method}) failed: {failed}")
+                result.attach_method = method
+                return result
         result = _diagnose(case, mode, pid, env, duration_s)
+        result.attach_method = method
         return result
     except _NotReady as exc:
         result = _failed(case, mode, f"{exc} (logs kept in {work})" + _tail(work))
@@ -136,7 +172,7 @@ class _NotReady(Exception):
 def _wait_ready(case: Case, mode: str, proc: subprocess.Popen[bytes], work: Path) -> int:
     deadline = time.monotonic() + case.ready_timeout_s
     ready = re.compile(case.ready)
-    pid: int | None = proc.pid if mode == "outside" else None
+    pid: int | None = proc.pid if mode != "probes" else None
     while time.monotonic() < deadline:
         text = _read(work / "stdout.log") + "\n" + _read(work / "stderr.log")
         if pid is None:
@@ -178,6 +214,81 @@ CHUNKS_TUNED = True
 
 
 '''
+
+
+def _attach(case: Case, pid: int, env: dict[str, str], boards: Path, work: Path, method: str) -> str:
+    """Put ``case.attach_probes`` into the running program; '' when done, else why not."""
+    names = case.attach_probes
+    if method == STAND_IN:
+        return _attach_stand_in(pid, boards, work / "inject.py", names.split(","))
+    cmd = [*dflash_diag_argv(), "attach", str(pid), "--probes", names, "--method", method, "--timeout", "30"]
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=90)
+    if done.returncode != 0:
+        return f"exit {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}"
+    return ""
+
+
+def _attach_stand_in(pid: int, boards: Path, inject_file: Path, names: list[str], timeout_s: float = 30.0) -> str:
+    """attach's own request and fixed program, delivered by SIGUSR1 to the stand-in launcher instead of a debugger."""
+    from dflash_diag.sources.inject import (
+        Request,
+        control_document,
+        fixed_program,
+        package_paths,
+        read_result,
+        remove_quietly,
+        write_private,
+    )
+
+    root, boot = package_paths()
+    req = Request(boards, pid)
+    doc = control_document(req, "attach", names, str(boards), time.time() + timeout_s, STAND_IN, root)
+    try:
+        write_private(req.control, json.dumps(doc).encode())
+        inject_file.write_text(fixed_program(boot, str(req.control)))
+        os.kill(pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            result = read_result(req.result, req.nonce)
+            if result is not None:
+                return "" if result.get("ok") else str(result.get("error"))
+            time.sleep(0.05)
+        return f"no answer from the bootstrap in {timeout_s:.0f} s"
+    finally:
+        remove_quietly(req.paths())
+
+
+_ATTACH_CHECKED: dict[str, str] = {}
+
+
+def attach_method_for_this_machine() -> str:
+    """``CASEBOOK_ATTACH_METHOD`` if set; else ``auto`` when a real attach works here (tried once, on a throwaway
+    Python), else the stand-in."""
+    chosen = os.environ.get("CASEBOOK_ATTACH_METHOD")
+    if chosen:
+        return chosen
+    if "method" not in _ATTACH_CHECKED:
+        _ATTACH_CHECKED["method"] = "auto" if _real_attach_works() else STAND_IN
+    return _ATTACH_CHECKED["method"]
+
+
+def _real_attach_works() -> bool:
+    work = Path(tempfile.mkdtemp(prefix="casebook-attach-check-"))
+    os.chmod(work, 0o700)
+    env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(work)}
+    sleeper = subprocess.Popen([python_for_programs(), "-c", "import time\nwhile True: time.sleep(0.05)"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        time.sleep(0.5)
+        done = subprocess.run([*dflash_diag_argv(), "attach", str(sleeper.pid), "--probes", "threads",
+                               "--timeout", "20"], env=env, capture_output=True, timeout=60)
+        return done.returncode == 0 and sleeper.poll() is None
+    except subprocess.TimeoutExpired:
+        return False
+    finally:
+        _stop(sleeper)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: float) -> Result:
@@ -242,14 +353,15 @@ def _tail(work: Path) -> str:
 def run_all(cases: list[Case], modes: tuple[str, ...] = MODES, *, parallel: int = 2, duration_s: float = 5.0,
             python: str | None = None, progress: Any = None, extra_args: tuple[str, ...] = (),
             ready_timeout_s: float | None = None) -> list[Result]:
-    """Every (case, mode), ``parallel`` at a time; results in case order."""
+    """Every (case, mode) of ``modes`` that the case runs in, ``parallel`` at a time; results in case order."""
     from concurrent.futures import as_completed
 
-    jobs = [(c, m) for c in cases for m in modes]
+    jobs = [(c, m) for c in cases for m in modes if m in c.modes]
+    method = attach_method_for_this_machine() if any(m == "attach" for _, m in jobs) else None
     results: dict[tuple[str, str], Result] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python, extra_args=extra_args,
-                               ready_timeout_s=ready_timeout_s): (c.name, m) for c, m in jobs}
+                               ready_timeout_s=ready_timeout_s, attach_method=method): (c.name, m) for c, m in jobs}
         for future in as_completed(futures):
             result = future.result()
             results[futures[future]] = result

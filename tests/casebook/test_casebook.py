@@ -41,14 +41,18 @@ def results() -> dict[tuple[str, str], Result]:
     return done
 
 
+def _jobs() -> list[tuple[Case, str]]:
+    return [(c, m) for c in CPU_CASES for m in MODES if m in c.modes]
+
+
 def _ids() -> list[str]:
-    return [f"{c.name}-{m}" for c in CPU_CASES for m in MODES]
+    return [f"{c.name}-{m}" for c, m in _jobs()]
 
 
 def _params() -> list[object]:
     """Every (case, mode); a known miss (docs/benchmarks.md says why) runs as a non-strict expected failure."""
     return [pytest.param(c, m, marks=pytest.mark.xfail(strict=False, reason=c.known_miss[m]))
-            if m in c.known_miss else pytest.param(c, m) for c in CPU_CASES for m in MODES]
+            if m in c.known_miss else pytest.param(c, m) for c, m in _jobs()]
 
 
 @pytest.mark.parametrize(("case", "mode"), _params(), ids=_ids())
@@ -66,7 +70,8 @@ def test_case(results: dict[tuple[str, str], Result], case: Case, mode: str) -> 
 @pytest.mark.parametrize("name", ["warmup_compile", "hang_dead_consumers", "gil_hog_side_thread"])
 def test_time_to_name(results: dict[tuple[str, str], Result], name: str) -> None:
     """A headline from one default 5 s window (warm-up included), within CI_ANSWER_BOUND_S on a shared box."""
-    for mode in MODES:
+    case = next(c for c in CPU_CASES if c.name == name)
+    for mode in case.modes:
         r = results[(name, mode)]
         assert not r.error and r.headline_rule is not None
         assert r.seconds_to_answer < CI_ANSWER_BOUND_S, (mode, r.seconds_to_answer)
