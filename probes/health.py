@@ -2,19 +2,27 @@
 
 The incident's worst bug trained nothing while the loss still printed. This probe looks where such bugs show:
 
-- torch's *global* optimizer step hooks (``register_optimizer_step_pre_hook`` / ``..._post_hook``, every optimizer
-  class, no patch of any): each step is counted (a few ns); a step at least ``interval_s`` after the last sample
-  is sampled, right after its backward and before the update: per parameter group, how many tensors have no
-  gradient, an all-zero one or a non-finite one, the learning rate, and how much a few watched slices of the
-  weights moved since the previous sample (|dw| / |w|: 0 is a group that does not train);
-- ``Tensor.backward`` (wrapped: one clock read per call): the loss handed to it at a due sample is kept
-  (detached, no sync) and its value read with the sample.
+- torch's *global* optimizer step hooks (``register_optimizer_step_pre_hook``, every optimizer class, no patch of
+  any): each step is counted (a few ns); a step at least ``interval_s`` after the last sample is sampled, right
+  after its backward and before the update. Per parameter group: how many tensors have no gradient, an all-zero
+  one or a non-finite one, how many do not require grad, the learning rate; and, per tensor (up to
+  ``watched_per_group`` tensors spread over the group), whether its weights changed since the previous sample
+  (a fingerprint of ``fingerprint_elems`` elements strided over the tensor, compared exactly) and whether the
+  optimizer's running average of squared gradients (Adam's ``exp_avg_sq``, RMSprop's ``square_avg``, ...) is
+  exactly zero: a tensor whose weights do not change, or whose optimizer has never seen a non-zero gradient of
+  it, does not train, whatever the rest of its group does;
+- ``Tensor.backward`` (wrapped): the loss handed to it is kept (a detached view, no sync, ~1 us a call), each one
+  replacing the last; the one before a sampled step is read with the sample.
 
-Cost: one sample reads every gradient's norm (``torch._foreach_norm``, a few kernels per device) and copies at most
-``slices_per_group`` x ``slice_elems`` weights; everything read is stacked and brought to the host at once, one
-device sync per device per sample (``sample_ms_mean`` on the board says what it cost). Nothing else runs on the
-training path. What the readings mean is judged in ``dflash_contract.health`` (one logic for the findings of
-``doctor`` and the alerts the program publishes).
+A step that a mixed-precision ``GradScaler`` skips inside a fused optimizer (``fused=True``: the scaler sets
+``optimizer.found_inf`` and the step hook fires anyway) is read as skipped: nothing of it is judged, the next
+step is sampled instead. Steps the scaler skips outside the optimizer fire no hook at all.
+
+Cost: one sample reads every gradient's norm (``torch._foreach_norm``), copies at most ``watched_per_group`` x
+``fingerprint_elems`` weights per group and the norms of their optimizer moments; everything read is brought to
+the host at once, one device sync per device per sample (``sample_ms_mean`` on the board says what it cost).
+Nothing else runs on the training path. What the readings mean is judged in ``dflash_contract.health`` (one
+logic for the findings of ``doctor`` and the alerts the program publishes).
 """
 
 from __future__ import annotations
@@ -27,26 +35,54 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_contract.board import HealthKeys, PayloadKeys
-from probes._common import HookGuard, JsonDict, loaded_module
+from dflash_contract.health import MIN_STEPS
+from probes._common import HookGuard, JsonDict, fingerprint_view, loaded_module
+
+# The optimizer state that holds a running average of squared (or absolute) gradients: exactly zero only if every
+# gradient the optimizer has seen for that tensor was zero.
+_MOMENT_KEYS = ("exp_avg_sq", "square_avg", "sum", "exp_inf", "momentum_buffer")
+_EXAMPLES = 3
 
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
     interval_s: float = 1.0  # at most one sampled step per interval
     max_groups: int = 32
-    max_tensors_per_group: int = 20_000
-    slices_per_group: int = 8  # weight slices compared between samples, per group
-    slice_elems: int = 4096
+    max_tensors_per_group: int = 20_000  # gradients read per group
+    watched_per_group: int = 512  # tensors whose weights are fingerprinted, spread over the group
+    fingerprint_elems: int = 64  # elements per fingerprint, strided over the tensor
 
 
 @dataclass
 class _Group:
     """What the probe remembers of one parameter group between samples."""
 
-    slices: list[Any] = field(default_factory=list)  # detached copies of a few weight slices (on their devices)
+    layout: tuple[int, ...] = ()  # ids of the watched tensors, in order: a new layout starts afresh
+    prints: dict[Any, Any] = field(default_factory=dict)  # (device, dtype) -> concatenated fingerprints
+    views: dict[int, tuple[int, Any]] = field(default_factory=dict)  # id -> (data_ptr, fingerprint view)
+    segments: dict[Any, Any] = field(default_factory=dict)  # (device, dtype) -> element -> watched tensor index
+    quiet_since: list[int | None] = field(default_factory=list)  # per watched tensor: weights unchanged since
+    zero_since: list[int | None] = field(default_factory=list)  # per watched tensor: optimizer moment zero since
     row: dict[str, Any] = field(default_factory=dict)  # the last published reading
     unchanged_since: int | None = None
     lr_zero_since: int | None = None
+    frozen_since: int | None = None
+
+
+@dataclass
+class _Reading:
+    """One group's tensors at a sample, before the sync."""
+
+    key: str
+    state: _Group
+    row: dict[str, Any]
+    params: list[Any]  # the group's trainable tensors
+    grads: list[Any]
+    grad_of: list[int]  # per trainable tensor: index into grads, or -1 (None)
+    watched: list[int]  # indices into params
+    prints: dict[Any, list[Any]]  # (device, dtype) -> fingerprint views, in watched order within the key
+    print_slots: dict[Any, list[int]]  # (device, dtype) -> positions in ``watched``
+    moments: list[Any]  # per watched tensor: its moment tensor or None
 
 
 class HealthProbe:
@@ -63,15 +99,18 @@ class HealthProbe:
         self._arm_failed = False
         self._steps = 0
         self._samples = 0
+        self._amp_skipped = 0
         self._last_sample_step: int | None = None
-        self._next_sample_s = 0.0
-        self._next_loss_s = 0.0
+        self._due_s: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()  # per optimizer
         self._loss_tensor: Any = None
         self._loss: float | None = None
         self._loss_bad_since: tuple[int, float] | None = None
         self._grad_bad_since: int | None = None
         self._groups: dict[str, _Group] = {}
+        self._owners: dict[str, Any] = {}  # group key -> weakref to its optimizer: a dead one's groups are dropped
         self._optimizer_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._optimizers_seen = 0
+        self._param_names: dict[int, str] = {}
         self._cost_ms: list[float] = []
         self._arm()
 
@@ -102,16 +141,22 @@ class HealthProbe:
                 self.guard.failed(exc)
 
     def watch_model(self, name: str, model: Any) -> None:
-        self._arm()  # a program that names its model has imported torch.optim by now
+        """Name ``model``'s tensors in the evidence (``model.layers.0.weight``); and arm: a program that names its
+        model has imported torch.optim by now."""
+        names = {id(p): f"{name}.{pname}" if name else pname for pname, p in model.named_parameters()}
+        with self._lock:
+            self._param_names.update(names)
+        self._arm()
 
     # --- on the training threads ------------------------------------------------------------------------------
 
     def _note_loss(self, tensor: Any) -> None:
         try:
-            now = time.monotonic()
-            if now >= self._next_loss_s and getattr(tensor, "numel", lambda: 0)() == 1:
-                self._next_loss_s = now + self.config.interval_s
-                self._loss_tensor = tensor.detach()  # no sync: read with the next sample
+            # The last loss before the sampled step is the one read: each backward replaces the one kept (a detached
+            # view, ~1 us, no sync), so a backward whose step a GradScaler skips (no hook fires) leaves nothing
+            # behind, and a sample that falls due between a backward and its step still has that step's loss.
+            if getattr(tensor, "numel", lambda: 0)() == 1:
+                self._loss_tensor = tensor.detach()
         except Exception as exc:  # never into the program's backward
             self.guard.failed(exc)
 
@@ -119,11 +164,13 @@ class HealthProbe:
         try:
             self._steps += 1
             now = time.monotonic()
-            if now < self._next_sample_s:
+            if now < self._due_s.get(optimizer, 0.0):  # an optimizer not seen before is due at once
                 return
-            self._next_sample_s = now + self.config.interval_s
+            # Each optimizer is sampled once an interval (a GAN's two optimizers, a trainer with one per model).
+            self._due_s[optimizer] = now + self.config.interval_s
             t0 = time.perf_counter()
-            self._sample(optimizer)
+            if not self._sample(optimizer):  # a step skipped inside the optimizer: sample its next one instead
+                self._due_s[optimizer] = 0.0
             self._cost_ms.append(1e3 * (time.perf_counter() - t0))
             del self._cost_ms[:-32]
         except Exception as exc:
@@ -131,66 +178,173 @@ class HealthProbe:
 
     def _optimizer_name(self, optimizer: Any) -> str:
         if optimizer not in self._optimizer_ids:
-            self._optimizer_ids[optimizer] = len(self._optimizer_ids)
+            self._optimizer_ids[optimizer] = self._optimizers_seen  # never reused: a new optimizer, a new name
+            self._optimizers_seen += 1
         return f"{type(optimizer).__name__}#{self._optimizer_ids[optimizer]}"
 
-    def _sample(self, optimizer: Any) -> None:
+    def _sample(self, optimizer: Any) -> bool:
+        """Read one step; False when a GradScaler skips it inside the optimizer (nothing judged)."""
         torch = loaded_module("torch")
         if torch is None:
-            return
+            return True
         step = self._steps
         name = self._optimizer_name(optimizer)
-        readings: list[tuple[str, _Group, dict[str, Any], list[Any], list[Any], list[Any]]] = []
-        for index, group in enumerate(optimizer.param_groups[: self.config.max_groups]):
-            params = [p for p in group.get("params", [])[: self.config.max_tensors_per_group] if p.requires_grad]
-            if not params:
-                continue
-            key = f"{name}/{index}"
-            state = self._groups.setdefault(key, _Group())
-            grads = [p.grad for p in params if p.grad is not None]
-            row: dict[str, Any] = {HealthKeys.GROUP: key, HealthKeys.TENSORS: len(params),
-                                   HealthKeys.LR: _number(group.get("lr")),
-                                   HealthKeys.GRAD_NONE: len(params) - len(grads)}
-            now_slices = [p.detach().reshape(-1)[: self.config.slice_elems].float().clone()
-                          for p in _spread(params, self.config.slices_per_group)]
-            readings.append((key, state, row, grads, now_slices, state.slices))
-        loss, self._loss_tensor = self._loss_tensor, None
-        values = _host_values(torch, readings, loss)  # the one sync
+        self._forget_dead_optimizers()
+        readings = [self._read_group(f"{name}/{index}", group, optimizer)
+                    for index, group in enumerate(optimizer.param_groups[: self.config.max_groups])]
+        found_inf = getattr(optimizer, "found_inf", None)  # GradScaler's fused path: this step may be skipped
+        loss = self._loss_tensor
+        values = _host_values(torch, readings, loss, found_inf if _is_tensor(torch, found_inf) else None)  # sync
+        if values.get("found_inf"):
+            with self._lock:
+                self._amp_skipped += 1
+            return False
+        self._loss_tensor = None
         with self._lock:
             self._samples += 1
             self._last_sample_step = step
             self._loss = values.get("loss")
             self._judge_loss(step)
             any_bad_grad = False
-            for key, state, row, _grads, now_slices, _ in readings:
-                norms = values["grads"][key]
-                row[HealthKeys.GRAD_ZERO] = sum(1 for v in norms if v == 0.0)
-                row[HealthKeys.GRAD_NONFINITE] = sum(1 for v in norms if not math.isfinite(v))
-                any_bad_grad = any_bad_grad or row[HealthKeys.GRAD_NONFINITE] > 0
-                ratio = values["ratios"].get(key)
-                row[HealthKeys.UPDATE_RATIO] = ratio
-                if ratio == 0.0:
-                    state.unchanged_since = state.unchanged_since if state.unchanged_since is not None \
-                        else self._previous_sample_step(key)
-                elif ratio is not None:
-                    state.unchanged_since = None
-                lr = row[HealthKeys.LR]
-                state.lr_zero_since = (state.lr_zero_since if state.lr_zero_since is not None else step) \
-                    if lr == 0.0 else None
-                row[HealthKeys.UNCHANGED_SINCE_STEP] = state.unchanged_since
-                row[HealthKeys.LR_ZERO_SINCE_STEP] = state.lr_zero_since
-                row["sampled_step"] = step
-                state.slices = now_slices
-                state.row = row
+            for r in readings:
+                self._judge_group(r, values, step)
+                any_bad_grad = any_bad_grad or bool(r.row.get(HealthKeys.GRAD_NONFINITE))
             if any_bad_grad:
                 self._grad_bad_since = self._grad_bad_since if self._grad_bad_since is not None else step
             else:
                 self._grad_bad_since = None
+        return True
 
-    def _previous_sample_step(self, key: str) -> int | None:
-        row = self._groups[key].row
-        value = row.get("sampled_step") if row else None
-        return value if isinstance(value, int) else None
+    def _forget_dead_optimizers(self) -> None:
+        """Drop the groups of optimizers that are gone (their rows, and the weight views that would keep their
+        tensors' memory alive)."""
+        dead = [key for key, ref in self._owners.items() if ref() is None]
+        if dead:
+            with self._lock:
+                for key in dead:
+                    self._groups.pop(key, None)
+                    self._owners.pop(key, None)
+
+    def _read_group(self, key: str, group: Any, optimizer: Any) -> _Reading:
+        every = group.get("params", [])[: self.config.max_tensors_per_group]
+        params = [p for p in every if p.requires_grad]
+        if key not in self._groups:
+            with self._lock:
+                self._groups[key] = _Group()
+                self._owners[key] = weakref.ref(optimizer)
+        state = self._groups[key]
+        grads: list[Any] = []
+        grad_of: list[int] = []
+        for p in params:
+            if p.grad is None:
+                grad_of.append(-1)
+            else:
+                grad_of.append(len(grads))
+                grads.append(p.grad)
+        row: dict[str, Any] = {HealthKeys.GROUP: key, HealthKeys.TENSORS: len(params),
+                               HealthKeys.FROZEN: len(every) - len(params), HealthKeys.LR: _number(group.get("lr")),
+                               HealthKeys.GRAD_NONE: len(params) - len(grads)}
+        watched = _spread(len(params), self.config.watched_per_group)
+        prints: dict[Any, list[Any]] = {}
+        slots: dict[Any, list[int]] = {}
+        moments: list[Any] = []
+        opt_state = getattr(optimizer, "state", {})
+        views = state.views
+        for slot, i in enumerate(watched):
+            p = params[i]
+            ptr = p.data_ptr()
+            cached = views.get(id(p))
+            if cached is None or cached[0] != ptr:  # a view of its memory, rebuilt when `.data` is replaced
+                cached = views[id(p)] = (ptr, fingerprint_view(p, self.config.fingerprint_elems))
+            view = cached[1]
+            if view is not None:
+                k = (view.device, view.dtype)
+                prints.setdefault(k, []).append(view)
+                slots.setdefault(k, []).append(slot)
+            moments.append(_moment(opt_state.get(p)))
+        return _Reading(key=key, state=state, row=row, params=params, grads=grads, grad_of=grad_of, watched=watched,
+                        prints=prints, print_slots=slots, moments=moments)
+
+    def _judge_group(self, r: _Reading, values: dict[str, Any], step: int) -> None:
+        """Fold one group's sample into what the probe remembers of it (under the lock)."""
+        state, row = r.state, r.row
+        norms = values["grads"].get(r.key, [])
+        row[HealthKeys.GRAD_ZERO] = sum(1 for v in norms if v == 0.0)
+        row[HealthKeys.GRAD_NONFINITE] = sum(1 for v in norms if not math.isfinite(v))
+        lr = row[HealthKeys.LR]
+        state.lr_zero_since = (state.lr_zero_since if state.lr_zero_since is not None else step) \
+            if lr == 0.0 else None
+        state.frozen_since = (state.frozen_since if state.frozen_since is not None else step) \
+            if not r.params and row[HealthKeys.FROZEN] else None
+        previous = state.row.get("sampled_step") if state.row else None  # this group's own last sample
+        layout = tuple(id(r.params[i]) for i in r.watched)
+        if layout != state.layout:  # new or changed tensors: nothing to compare them with yet
+            state.layout = layout
+            state.quiet_since = [None] * len(layout)
+            state.zero_since = [None] * len(layout)
+            state.segments = {}
+            alive = set(layout)
+            state.views = {k: v for k, v in state.views.items() if k in alive}
+            changed: list[bool | None] = [None] * len(layout)
+            ratio = None
+        else:
+            changed = values["changed"].get(r.key, [None] * len(layout))
+            ratio = values["ratios"].get(r.key)
+        state.prints = values["prints"].get(r.key, {})
+        moment_zero = values["moment_zero"].get(r.key, [None] * len(layout))
+        for slot in range(len(layout)):
+            moved = changed[slot]
+            if moved is False:
+                if state.quiet_since[slot] is None:
+                    state.quiet_since[slot] = previous if previous is not None else step
+            elif moved is True:
+                state.quiet_since[slot] = None
+            zero = moment_zero[slot]
+            state.zero_since[slot] = None if not zero else (
+                state.zero_since[slot] if state.zero_since[slot] is not None else step)
+        self._stuck_fields(r, norms, step)
+        row[HealthKeys.UPDATE_RATIO] = ratio
+        quiet = [s for s in state.quiet_since if s is not None]
+        state.unchanged_since = max(quiet) if quiet and len(quiet) == len(layout) else None
+        row[HealthKeys.UNCHANGED_SINCE_STEP] = state.unchanged_since
+        row[HealthKeys.LR_ZERO_SINCE_STEP] = state.lr_zero_since
+        row[HealthKeys.FROZEN_SINCE_STEP] = state.frozen_since
+        row["sampled_step"] = step
+        state.row = row
+
+    def _stuck_fields(self, r: _Reading, norms: list[float], step: int) -> None:
+        """The watched tensors that do not train (weights unchanged, or a zero optimizer moment, for at least
+        MIN_STEPS steps), counted with their sizes, what their gradient is now, and a few names."""
+        state, row = r.state, r.row
+        watched_numel = stuck_numel = stuck = none = zero = 0
+        since: int | None = None
+        examples: list[str] = []
+        for slot, i in enumerate(r.watched):
+            p = r.params[i]
+            numel = int(p.numel())
+            watched_numel += numel
+            starts = [s for s in (state.quiet_since[slot], state.zero_since[slot])
+                      if s is not None and step - s >= MIN_STEPS]
+            if not starts:
+                continue
+            stuck += 1
+            stuck_numel += numel
+            since = min(starts) if since is None else min(since, *starts)
+            g = r.grad_of[i]
+            if g < 0:
+                none += 1
+            elif g < len(norms) and norms[g] == 0.0:
+                zero += 1
+            if len(examples) < _EXAMPLES:
+                examples.append(self._param_names.get(id(p)) or f"tensor {i} {tuple(p.shape)}")
+        row[HealthKeys.WATCHED_TENSORS] = len(r.watched)
+        row[HealthKeys.WATCHED_NUMEL] = watched_numel
+        row[HealthKeys.STUCK_TENSORS] = stuck
+        row[HealthKeys.STUCK_NUMEL] = stuck_numel
+        row[HealthKeys.STUCK_SINCE_STEP] = since
+        row[HealthKeys.STUCK_GRAD_NONE] = none
+        row[HealthKeys.STUCK_GRAD_ZERO] = zero
+        row[HealthKeys.STUCK_EXAMPLES] = examples
 
     def _judge_loss(self, step: int) -> None:
         loss = self._loss
@@ -214,6 +368,7 @@ class HealthProbe:
                 HealthKeys.ARMED: bool(self._handles),
                 HealthKeys.STEPS: self._steps,
                 HealthKeys.SAMPLES: self._samples,
+                HealthKeys.AMP_SKIPPED: self._amp_skipped,
                 HealthKeys.LAST_SAMPLE_STEP: self._last_sample_step,
                 HealthKeys.INTERVAL_S: self.config.interval_s,
                 HealthKeys.GROUPS: groups,
@@ -245,52 +400,107 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _spread(items: list[Any], n: int) -> list[Any]:
-    """``n`` items spread over the list (first, last and between): a slice of every part of the model."""
-    if len(items) <= n:
-        return list(items)
-    step = (len(items) - 1) / (n - 1)
-    return [items[round(i * step)] for i in range(n)]
+def _is_tensor(torch: Any, value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
 
 
-def _host_values(torch: Any, readings: list[Any], loss: Any) -> dict[str, Any]:
-    """Gradient norms, slice ratios and the loss of one sample, brought to the host with one sync per device."""
-    pieces: dict[Any, list[Any]] = {}  # device -> tensors to stack
-    layout: list[tuple[str, str, Any, int]] = []  # (what, key, device, how many)
+def _spread(n: int, k: int) -> list[int]:
+    """``k`` indices spread over ``range(n)`` (first, last and between): every part of the model."""
+    if n <= k:
+        return list(range(n))
+    step = (n - 1) / (k - 1)
+    return sorted({round(i * step) for i in range(k)})
 
-    def add(what: str, key: str, tensors: list[Any]) -> None:
+
+def _moment(state: Any) -> Any:
+    """The optimizer's running average of squared gradients for one tensor (None: it keeps none)."""
+    if not isinstance(state, dict):
+        return None
+    for key in _MOMENT_KEYS:
+        value = state.get(key)
+        if value is not None and hasattr(value, "norm"):
+            return value
+    return None
+
+
+def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any) -> dict[str, Any]:
+    """Gradient norms, which watched tensors moved, their optimizer moments, the loss and the scaler's found_inf of
+    one sample, brought to the host with one sync per device."""
+    pieces: dict[Any, list[Any]] = {}  # device -> 0-d tensors to stack
+    layout: list[tuple[str, str, Any, Any, int]] = []  # (what, group key, extra, device, how many)
+
+    def add(what: str, key: str, extra: Any, tensors: list[Any]) -> None:
         by_device: dict[Any, list[Any]] = {}
         for t in tensors:
             by_device.setdefault(t.device, []).append(t.reshape(()).float())
         for device, ts in by_device.items():
             pieces.setdefault(device, []).extend(ts)
-            layout.append((what, key, device, len(ts)))
+            layout.append((what, key, extra, device, len(ts)))
 
-    for key, _state, _row, grads, now_slices, before in readings:
-        if grads:
-            add("grads", key, list(torch._foreach_norm(grads)) if _same_device(grads) else [g.norm() for g in grads])
-        if before and len(before) == len(now_slices):
-            moved = [torch.linalg.vector_norm(a - b) for a, b in zip(now_slices, before, strict=True)]
-            base = [torch.linalg.vector_norm(b) for b in before]
-            add("moved", key, [torch.stack(moved).sum()])
-            add("base", key, [torch.stack(base).sum()])
+    out: dict[str, Any] = {"grads": {}, "ratios": {}, "changed": {}, "moment_zero": {}, "prints": {}}
+    for r in readings:
+        out["grads"][r.key] = []
+        if r.grads:
+            norms = list(torch._foreach_norm(r.grads)) if _same_device(r.grads) else [g.norm() for g in r.grads]
+            add("grads", r.key, None, norms)
+        prints: dict[Any, Any] = {}
+        for k, views in r.print_slots.items():
+            now = torch.cat(r.prints[k]).float()  # the copy: a snapshot of the watched weights
+            prints[k] = now
+            before = r.state.prints.get(k)
+            if before is None or before.shape != now.shape or r.state.layout != tuple(id(r.params[i])
+                                                                                       for i in r.watched):
+                continue
+            segment = r.state.segments.get(k)
+            if segment is None or segment.shape != now.shape:
+                lengths = torch.tensor([int(v.numel()) for v in r.prints[k]], device=now.device)
+                segment = r.state.segments[k] = torch.repeat_interleave(
+                    torch.arange(len(views), device=now.device), lengths)
+            moved = torch.zeros(len(views), device=now.device).index_add_(0, segment, (now != before).float())
+            add("changed", r.key, k, list(moved))
+            add("moved", r.key, None, [torch.linalg.vector_norm(now - before)])
+            add("base", r.key, None, [torch.linalg.vector_norm(before)])
+        out["prints"][r.key] = prints
+        present = [m for m in r.moments if m is not None]
+        if present:
+            add("moments", r.key, None,
+                list(torch._foreach_norm(present)) if _same_device(present) else [m.norm() for m in present])
     if loss is not None:
-        add("loss", "", [loss.detach()])
+        add("loss", "", None, [loss.detach()])
+    if found_inf is not None:
+        add("found_inf", "", None, [found_inf.detach()])
     host: dict[Any, list[float]] = {d: torch.stack(ts).tolist() for d, ts in pieces.items()}  # the sync
     cursor = {d: 0 for d in host}
-    out: dict[str, Any] = {"grads": {r[0]: [] for r in readings}, "ratios": {}}
     moved_base: dict[str, list[float]] = {}
-    for what, key, device, n in layout:
+    changed_by_key: dict[str, dict[Any, list[float]]] = {}
+    moments_by_key: dict[str, list[float]] = {}
+    for what, key, extra, device, n in layout:
         values = host[device][cursor[device]: cursor[device] + n]
         cursor[device] += n
         if what == "grads":
             out["grads"][key].extend(values)
         elif what == "loss":
             out["loss"] = values[0]
+        elif what == "found_inf":
+            out["found_inf"] = values[0] > 0
+        elif what == "changed":
+            changed_by_key.setdefault(key, {})[extra] = values
+        elif what == "moments":
+            moments_by_key.setdefault(key, []).extend(values)
         else:
             moved_base.setdefault(key, [0.0, 0.0])[0 if what == "moved" else 1] += values[0]
     for key, (moved_norm, base_norm) in moved_base.items():
         out["ratios"][key] = moved_norm / base_norm if base_norm > 0 else (0.0 if moved_norm == 0 else math.inf)
+    for r in readings:
+        per_key = changed_by_key.get(r.key)
+        if per_key is not None:
+            changed: list[bool | None] = [None] * len(r.watched)
+            for k, counts in per_key.items():
+                for slot, count in zip(r.print_slots[k], counts, strict=True):
+                    changed[slot] = count > 0
+            out["changed"][r.key] = changed
+        moment_norms = iter(moments_by_key.get(r.key, []))
+        out["moment_zero"][r.key] = [None if m is None else next(moment_norms) == 0.0 for m in r.moments]
     return out
 
 
