@@ -73,6 +73,8 @@ class Case:
     known_miss: dict[str, str] = field(default_factory=dict)
     modes: tuple[str, ...] = ("outside", "probes")
     attach_probes: str = "health"  # attach mode: `dflash-diag attach PID --probes ...`
+    doctor_s: float | None = None  # doctor's window for this case (None: the run's); the health verdicts come
+    # from the board, which a short window reads as well as a long one
 
 
 CASES: tuple[Case, ...] = (
@@ -386,7 +388,7 @@ CASES: tuple[Case, ...] = (
               "steps over the first model's tensors, the forward uses the new ones",
         expect=_in_process({"training-no-update"}),
         ready=r"\[finetune\] step 50 ",
-        family="health", tags=("stale-copy",), modes=IN_PROCESS,
+        family="health", tags=("stale-copy",), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="weight_norm_late",
@@ -396,7 +398,7 @@ CASES: tuple[Case, ...] = (
               "the optimizer does not hold; the old weights get no gradient, only the biases train",
         expect=_grad_none_too("training-no-update"),
         ready=r"iter=80 ",
-        family="health", tags=("stale-copy", "partial-group"), modes=IN_PROCESS,
+        family="health", tags=("stale-copy", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="nograd_encoder_helper",
@@ -406,7 +408,7 @@ CASES: tuple[Case, ...] = (
               "model, one optimizer group with the projector) never get a gradient",
         expect=_grad_none_too("training-no-update"),
         ready=r"pretrain step 60 ",
-        family="health", tags=("detached-graph", "partial-group"), modes=IN_PROCESS,
+        family="health", tags=("detached-graph", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="lora_after_optimizer",
@@ -416,7 +418,7 @@ CASES: tuple[Case, ...] = (
               "frozen tensors, the adapters that get gradients are in no optimizer",
         expect=_in_process({"training-no-update"}),
         ready=r"step +60 ",
-        family="health", tags=("requires-grad-lost", "frozen-optimizer"), modes=IN_PROCESS,
+        family="health", tags=("requires-grad-lost", "frozen-optimizer"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="rezero_buffer_gate",
@@ -426,7 +428,7 @@ CASES: tuple[Case, ...] = (
               "(AdamW's weight decay still shrinks them); only the embedding and the unembedding train",
         expect=_in_process({"training-no-update"}),
         ready=r"it 50: ",
-        family="health", tags=("zero-grad", "weight-decay", "partial-group"), modes=IN_PROCESS,
+        family="health", tags=("zero-grad", "weight-decay", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="all_masked_loss",
@@ -435,7 +437,7 @@ CASES: tuple[Case, ...] = (
         cause="the loss mask selects a segment id the data never has: the loss is 0 and every gradient is zero",
         expect=_in_process({"training-no-update"}),
         ready=r"update 60 \|",
-        family="health", tags=("zero-grad", "mask"), modes=IN_PROCESS,
+        family="health", tags=("zero-grad", "mask"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="nan_loss_full_speed",
@@ -447,7 +449,7 @@ CASES: tuple[Case, ...] = (
         expect={**_in_process({"training-nonfinite"}),
                 "outside": Expect(frozenset({"training-health-unchecked"}))},
         ready=r"step=80 ",
-        family="health", tags=("nan",), modes=("outside", *IN_PROCESS),
+        family="health", tags=("nan",), modes=("outside", *IN_PROCESS), settle_s=1.0,
     ),
     Case(
         name="lr_floor_scheduler",
@@ -457,7 +459,7 @@ CASES: tuple[Case, ...] = (
               "learning rate is 0 from the third step on",
         expect=_in_process({"training-lr-zero"}),
         ready=r"step 100 loss",
-        family="health", tags=("lr-zero", "scheduler"), modes=IN_PROCESS,
+        family="health", tags=("lr-zero", "scheduler"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="reentrant_segments",
@@ -467,7 +469,7 @@ CASES: tuple[Case, ...] = (
               "grad: every checkpointed stage gets no gradient; only the last stage and the classifier train",
         expect=_grad_none_too("training-no-update"),
         ready=r"Train batch 40\b",
-        family="health", tags=("reentrant", "checkpoint", "partial-group"), modes=IN_PROCESS,
+        family="health", tags=("reentrant", "checkpoint", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="healthy_frozen_teacher",
@@ -476,7 +478,7 @@ CASES: tuple[Case, ...] = (
         cause="none: a frozen teacher in a thread beside the student; the student's frozen word vectors are in "
               "its optimizer (requires_grad=False)",
         expect=HEALTHY, ready=r"distill step 80 ", healthy=True, family="healthy (health)",
-        tags=("frozen",), modes=IN_PROCESS,
+        tags=("frozen",), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="healthy_grad_accum",
@@ -484,7 +486,7 @@ CASES: tuple[Case, ...] = (
         argv=("accum_train.py",),
         cause="none: gradients accumulated over 8 micro-batches, zero_grad(set_to_none=True) after each step",
         expect=HEALTHY, ready=r"optimizer step 20 ", healthy=True, family="healthy (health)",
-        tags=("accumulation", "set-to-none"), modes=IN_PROCESS,
+        tags=("accumulation", "set-to-none"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="healthy_clip_warmup",
@@ -492,7 +494,7 @@ CASES: tuple[Case, ...] = (
         argv=("train_ranker.py",),
         cause="none: a warm-up from lr 0, cosine decay, gradients clipped (to 0.05) at every step",
         expect=HEALTHY, ready=r"step +100 loss", healthy=True, family="healthy (health)",
-        tags=("warm-up", "clipping"), modes=IN_PROCESS,
+        tags=("warm-up", "clipping"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="healthy_amp_overflow",
@@ -501,7 +503,7 @@ CASES: tuple[Case, ...] = (
         cause="none: fp16 autocast with a GradScaler and the fused AdamW: about one step in six overflows and is "
               "skipped (inside the optimizer's step), the scale halves",
         expect=HEALTHY, ready=r"it 80 ", healthy=True, family="healthy (health)",
-        tags=("amp", "grad-scaler", "fused"), modes=IN_PROCESS,
+        tags=("amp", "grad-scaler", "fused"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     Case(
         name="healthy_alternating_heads",
@@ -510,7 +512,7 @@ CASES: tuple[Case, ...] = (
         cause="none: two task heads on one trunk, batches alternate between tasks: each head's .grad is None every "
               "other step (set_to_none=True)",
         expect=HEALTHY, ready=r"step 120 ", healthy=True, family="healthy (health)",
-        tags=("set-to-none", "multi-task"), modes=IN_PROCESS,
+        tags=("set-to-none", "multi-task"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
     Case(

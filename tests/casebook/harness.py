@@ -153,7 +153,7 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
                 result = _failed(case, mode, f"attach ({method}) failed: {failed}")
                 result.attach_method = method
                 return result
-        result = _diagnose(case, mode, pid, env, duration_s)
+        result = _diagnose(case, mode, pid, env, case.doctor_s if case.doctor_s is not None else duration_s)
         result.attach_method = method
         return result
     except _NotReady as exc:

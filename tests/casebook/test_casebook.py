@@ -99,3 +99,15 @@ def test_a_forbidden_rule_fails_a_case_whose_headline_is_right() -> None:
     mixed = score(case, "outside", {"findings": [hang, also_slow], "headline": headline}, 1.0)
     assert clean.ok and clean.unwanted == ()
     assert mixed.headline_ok and not mixed.ok and mixed.unwanted == ("pipeline-bottleneck-target",)
+
+
+def test_the_health_cases_cover_the_silent_forms_in_both_modes() -> None:
+    """Issue 18: each silent no-training form, and each healthy pattern that must not be called one, has a program
+    that runs under `dflash-diag run` and attached once running."""
+    health = [c for c in CASES if c.family in ("health", "healthy (health)")]
+    assert all({"probes", "attach"} <= set(c.modes) and set(c.expect) >= set(c.modes) for c in health)
+    forms = {t for c in health if not c.healthy for t in c.tags}
+    assert forms >= {"stale-copy", "detached-graph", "requires-grad-lost", "zero-grad", "nan", "lr-zero", "reentrant"}
+    healthy = {t for c in health if c.healthy for t in c.tags}
+    assert healthy >= {"frozen", "set-to-none", "accumulation", "clipping", "warm-up", "amp"}
+    assert sum(1 for c in health if not c.healthy) >= 6
