@@ -100,7 +100,7 @@ def _nonfinite(payload: Mapping[str, Any], groups: list[Mapping[str, Any]], step
 
 
 def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
-    stuck = [g for g in groups if _stuck_share(g) >= STUCK_SHARE and (_num(g.get(HealthKeys.LR)) or 0.0) > 0.0]
+    stuck = [g for g in groups if stuck_share(g) >= STUCK_SHARE and (_num(g.get(HealthKeys.LR)) or 0.0) > 0.0]
     frozen = [g for g in groups if (since := _int(g.get(HealthKeys.FROZEN_SINCE_STEP))) is not None
               and steps - since >= MIN_STEPS]
     trains = [g for g in groups if (_int(g.get(HealthKeys.TENSORS)) or 0) > 0 and g not in stuck]
@@ -141,7 +141,8 @@ def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
                "gradient zero.")
 
 
-def _stuck_share(g: Mapping[str, Any]) -> float:
+def stuck_share(g: Mapping[str, Any]) -> float:
+    """The share of a group row's watched weights (by element count) that do not train (0 when none are watched)."""
     watched = _int(g.get(HealthKeys.WATCHED_NUMEL)) or 0
     stuck = _int(g.get(HealthKeys.STUCK_NUMEL)) or 0
     return stuck / watched if watched > 0 else 0.0

@@ -63,6 +63,7 @@ class _Group:
     segments: dict[Any, Any] = field(default_factory=dict)  # (device, dtype) -> element -> watched tensor index
     quiet_since: list[int | None] = field(default_factory=list)  # per watched tensor: weights unchanged since
     zero_since: list[int | None] = field(default_factory=list)  # per watched tensor: optimizer moment zero since
+    zero_grad: set[int] = field(default_factory=set)  # watched slots whose gradient was all zero at the last sample
     row: dict[str, Any] = field(default_factory=dict)  # the last published reading
     unchanged_since: int | None = None
     lr_zero_since: int | None = None
@@ -261,7 +262,9 @@ class HealthProbe:
                 k = (view.device, view.dtype)
                 prints.setdefault(k, []).append(view)
                 slots.setdefault(k, []).append(slot)
-            moments.append(_moment(opt_state.get(p)))
+            # The optimizer's moment is read (a pass over it) only for a tensor whose gradient was zero at the last
+            # sample: what could be a tensor that never trains; a healthy run reads none.
+            moments.append(_moment(opt_state.get(p)) if slot in state.zero_grad else None)
         return _Reading(key=key, state=state, row=row, params=params, grads=grads, grad_of=grad_of, watched=watched,
                         prints=prints, print_slots=slots, moments=moments)
 
@@ -282,6 +285,7 @@ class HealthProbe:
             state.layout = layout
             state.quiet_since = [None] * len(layout)
             state.zero_since = [None] * len(layout)
+            state.zero_grad = set()
             state.segments = {}
             alive = set(layout)
             state.views = {k: v for k, v in state.views.items() if k in alive}
@@ -303,6 +307,8 @@ class HealthProbe:
             state.zero_since[slot] = None if not zero else (
                 state.zero_since[slot] if state.zero_since[slot] is not None else step)
         self._stuck_fields(r, norms, step)
+        state.zero_grad = {slot for slot, i in enumerate(r.watched)
+                           if 0 <= r.grad_of[i] < len(norms) and norms[r.grad_of[i]] == 0.0}
         row[HealthKeys.UPDATE_RATIO] = ratio
         quiet = [s for s in state.quiet_since if s is not None]
         state.unchanged_since = max(quiet) if quiet and len(quiet) == len(layout) else None
@@ -430,9 +436,10 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
     layout: list[tuple[str, str, Any, Any, int]] = []  # (what, group key, extra, device, how many)
 
     def add(what: str, key: str, extra: Any, tensors: list[Any]) -> None:
+        """Queue 0-d values (norms, counts) to bring to the host."""
         by_device: dict[Any, list[Any]] = {}
         for t in tensors:
-            by_device.setdefault(t.device, []).append(t.reshape(()).float())
+            by_device.setdefault(t.device, []).append(t.float())
         for device, ts in by_device.items():
             pieces.setdefault(device, []).extend(ts)
             layout.append((what, key, extra, device, len(ts)))
@@ -466,9 +473,9 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
             add("moments", r.key, None,
                 list(torch._foreach_norm(present)) if _same_device(present) else [m.norm() for m in present])
     if loss is not None:
-        add("loss", "", None, [loss.detach()])
+        add("loss", "", None, [loss.detach().reshape(())])
     if found_inf is not None:
-        add("found_inf", "", None, [found_inf.detach()])
+        add("found_inf", "", None, [found_inf.detach().reshape(())])
     host: dict[Any, list[float]] = {d: torch.stack(ts).tolist() for d, ts in pieces.items()}  # the sync
     cursor = {d: 0 for d in host}
     moved_base: dict[str, list[float]] = {}

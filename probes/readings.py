@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.health import judge
+from dflash_contract.health import judge, stuck_share
 
 GAUGE = "gauge"
 COUNTER = "counter"  # monotonically increasing over the life of the process
@@ -78,7 +78,11 @@ CATALOGUE: dict[str, tuple[str, tuple[str, ...], str]] = {
     "health_lr": (GAUGE, ("group",), "learning rate of the group at the last sampled step"),
     "health_grad_none": (GAUGE, ("group",), "tensors of the group whose .grad was None at the sampled step"),
     "health_grad_nonfinite": (GAUGE, ("group",), "tensors of the group with a NaN/inf gradient at the sampled step"),
-    "health_update_ratio": (GAUGE, ("group",), "|dw|/|w| of watched weight slices since the previous sample"),
+    "health_update_ratio": (GAUGE, ("group",), "|dw|/|w| of the group's watched weights since the previous sample"),
+    "health_stuck_tensors": (GAUGE, ("group",), "watched tensors of the group that have not trained for 10+ steps"),
+    "health_stuck_share": (GAUGE, ("group",), "share of the group's watched weights (elements) that do not train"),
+    "health_frozen": (GAUGE, ("group",), "tensors of the group that do not require grad"),
+    "health_amp_skipped": (COUNTER, (), "sampled steps a GradScaler skipped inside a fused optimizer"),
     "health_loss": (GAUGE, (), "the loss handed to backward() at the last sampled step"),
     "health_steps": (COUNTER, (), "optimizer steps seen by the health probe"),
     "health_sample_ms": (GAUGE, (), "mean cost of one health sample to the step it runs in (ms)"),
@@ -159,7 +163,8 @@ _CHECKPOINT_FIELDS = (("checkpoint_grad_none_params", "grad_none_count"),
 _SESSION_FIELDS = (("probes_steps", "steps"), ("probes_step", "step"), ("probes_publish_cost_ms", "publish_cost_ms_mean"),
                    ("probes_publish_errors", "publish_errors"))
 _HEALTH_GROUP_FIELDS = (("health_lr", "lr"), ("health_grad_none", "grad_none"),
-                        ("health_grad_nonfinite", "grad_nonfinite"), ("health_update_ratio", "update_ratio"))
+                        ("health_grad_nonfinite", "grad_nonfinite"), ("health_update_ratio", "update_ratio"),
+                        ("health_stuck_tensors", "stuck_tensors"), ("health_frozen", "frozen"))
 _RESERVED = frozenset({"status", "reason", "errors", "hook_errors", "last_hook_error"})
 
 
@@ -194,9 +199,11 @@ def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None
         groups = health.get("groups")
         for group in groups if isinstance(groups, list) else ():
             if isinstance(group, Mapping) and isinstance(group.get("group"), str):
-                out.extend(_fields(group, _HEALTH_GROUP_FIELDS, (("group", group["group"]),)))
+                labels = (("group", group["group"]),)
+                out.extend(_fields(group, _HEALTH_GROUP_FIELDS, labels))
+                out.extend(_fields({"share": stuck_share(group)}, (("health_stuck_share", "share"),), labels))
         out.extend(_fields(health, (("health_loss", "loss"), ("health_steps", "steps"),
-                                    ("health_sample_ms", "sample_ms_mean"))))
+                                    ("health_sample_ms", "sample_ms_mean"), ("health_amp_skipped", "amp_skipped"))))
     if isinstance(session, Mapping):
         out.extend(_fields(session, _SESSION_FIELDS))
     return out

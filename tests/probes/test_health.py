@@ -166,6 +166,8 @@ def test_a_cut_graph_in_one_group_is_named_though_the_head_trains(probe: HealthP
     assert "they get no gradient" in verdict.claim
     (group,) = probe.snapshot(0.0)[HealthKeys.GROUPS]
     assert group[HealthKeys.STUCK_GRAD_NONE] == 4 and group[HealthKeys.UPDATE_RATIO] > 0  # the head moves
+    shown = {r.name: r.value for r in readings({"health": probe.snapshot(0.0)})}  # Prometheus, wandb, top
+    assert shown["health_stuck_tensors"] == 4 and shown["health_stuck_share"] > 0.98
 
 
 def test_the_same_model_training_whole_is_healthy(probe: HealthProbe) -> None:
