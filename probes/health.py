@@ -432,31 +432,34 @@ def _moment(state: Any) -> Any:
 def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any) -> dict[str, Any]:
     """Gradient norms, which watched tensors moved, their optimizer moments, the loss and the scaler's found_inf of
     one sample, brought to the host with one sync per device."""
-    pieces: dict[Any, list[Any]] = {}  # device -> 0-d tensors to stack
+    pieces: dict[Any, list[Any]] = {}  # device -> 1-D float tensors to concatenate
     layout: list[tuple[str, str, Any, Any, int]] = []  # (what, group key, extra, device, how many)
 
-    def add(what: str, key: str, extra: Any, tensors: list[Any]) -> None:
-        """Queue 0-d values (norms, counts) to bring to the host."""
-        by_device: dict[Any, list[Any]] = {}
-        for t in tensors:
-            by_device.setdefault(t.device, []).append(t.float())
-        for device, ts in by_device.items():
-            pieces.setdefault(device, []).extend(ts)
-            layout.append((what, key, extra, device, len(ts)))
+    def add(what: str, key: str, extra: Any, values: Any) -> None:
+        """Queue values to bring to the host: a 1-D tensor (on one device), or a list of 0-d tensors (any)."""
+        if isinstance(values, list):
+            by_device: dict[Any, list[Any]] = {}
+            for t in values:
+                by_device.setdefault(t.device, []).append(t.float())
+            vectors = [torch.stack(ts) for ts in by_device.values()]
+        else:
+            vectors = [values.float()]
+        for v in vectors:
+            pieces.setdefault(v.device, []).append(v)
+            layout.append((what, key, extra, v.device, int(v.numel())))
 
     out: dict[str, Any] = {"grads": {}, "ratios": {}, "changed": {}, "moment_zero": {}, "prints": {}}
     for r in readings:
         out["grads"][r.key] = []
         if r.grads:
-            norms = list(torch._foreach_norm(r.grads)) if _same_device(r.grads) else [g.norm() for g in r.grads]
-            add("grads", r.key, None, norms)
+            add("grads", r.key, None, _norms(torch, r.grads))
         prints: dict[Any, Any] = {}
+        same_layout = r.state.layout == tuple(id(r.params[i]) for i in r.watched)
         for k, views in r.print_slots.items():
             now = torch.cat(r.prints[k]).float()  # the copy: a snapshot of the watched weights
             prints[k] = now
             before = r.state.prints.get(k)
-            if before is None or before.shape != now.shape or r.state.layout != tuple(id(r.params[i])
-                                                                                       for i in r.watched):
+            if before is None or before.shape != now.shape or not same_layout:
                 continue
             segment = r.state.segments.get(k)
             if segment is None or segment.shape != now.shape:
@@ -464,19 +467,18 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
                 segment = r.state.segments[k] = torch.repeat_interleave(
                     torch.arange(len(views), device=now.device), lengths)
             moved = torch.zeros(len(views), device=now.device).index_add_(0, segment, (now != before).float())
-            add("changed", r.key, k, list(moved))
+            add("changed", r.key, k, moved)
             add("moved", r.key, None, [torch.linalg.vector_norm(now - before)])
             add("base", r.key, None, [torch.linalg.vector_norm(before)])
         out["prints"][r.key] = prints
         present = [m for m in r.moments if m is not None]
         if present:
-            add("moments", r.key, None,
-                list(torch._foreach_norm(present)) if _same_device(present) else [m.norm() for m in present])
+            add("moments", r.key, None, _norms(torch, present))
     if loss is not None:
         add("loss", "", None, [loss.detach().reshape(())])
     if found_inf is not None:
         add("found_inf", "", None, [found_inf.detach().reshape(())])
-    host: dict[Any, list[float]] = {d: torch.stack(ts).tolist() for d, ts in pieces.items()}  # the sync
+    host: dict[Any, list[float]] = {d: torch.cat(vs).tolist() for d, vs in pieces.items()}  # the sync
     cursor = {d: 0 for d in host}
     moved_base: dict[str, list[float]] = {}
     changed_by_key: dict[str, dict[Any, list[float]]] = {}
@@ -509,6 +511,13 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
         moment_norms = iter(moments_by_key.get(r.key, []))
         out["moment_zero"][r.key] = [None if m is None else next(moment_norms) == 0.0 for m in r.moments]
     return out
+
+
+def _norms(torch: Any, tensors: list[Any]) -> Any:
+    """The norm of each tensor: one 1-D tensor (foreach kernels) when they share a device and dtype, else a list."""
+    if _same_device(tensors):
+        return torch.stack(torch._foreach_norm(tensors))
+    return [t.norm() for t in tensors]
 
 
 def _same_device(tensors: list[Any]) -> bool:
