@@ -188,6 +188,8 @@ class HealthKeys:
     STUCK_SINCE_STEP: Final = "stuck_since_step"
     STUCK_GRAD_NONE: Final = "stuck_grad_none"  # of the stuck: .grad None at the sample
     STUCK_GRAD_ZERO: Final = "stuck_grad_zero"  # of the stuck: an all-zero gradient at the sample
+    # of the stuck without a gradient: how many the last loss's autograd graph reaches (None: not known)
+    STUCK_NONE_IN_GRAPH: Final = "stuck_none_in_graph"
     STUCK_EXAMPLES: Final = "stuck_examples"  # a few of their names (or index and shape)
     LR_ZERO_SINCE_STEP: Final = "lr_zero_since_step"
     LOSS: Final = "loss"  # the value handed to backward() at the last sample (None: none seen)

@@ -137,8 +137,8 @@ def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
         remedy="Make the optimizer hold the parameters the forward uses: build it after the model is final (after "
                "re-creating or loading it into a new object, deepcopy, .to(), weight_norm/parametrizations, adapter "
                "injection), check requires_grad, and that no torch.no_grad()/detach()/reentrant checkpoint whose "
-               "inputs do not require grad cuts the loss from these weights; a zero gate or mask makes every "
-               "gradient zero.")
+               "inputs do not require grad cuts the loss from these weights; call zero_grad() before backward(), "
+               "not between backward() and step(); a zero gate or mask makes every gradient zero.")
 
 
 def stuck_share(g: Mapping[str, Any]) -> float:
@@ -164,10 +164,16 @@ def _why_stuck(groups: list[Mapping[str, Any]]) -> str:
     tensors = sum(_int(g.get(HealthKeys.STUCK_TENSORS)) or 0 for g in groups)
     none = sum(_int(g.get(HealthKeys.STUCK_GRAD_NONE)) or 0 for g in groups)
     zero = sum(_int(g.get(HealthKeys.STUCK_GRAD_ZERO)) or 0 for g in groups)
+    known = [_int(g.get(HealthKeys.STUCK_NONE_IN_GRAPH)) for g in groups if _int(g.get(HealthKeys.STUCK_GRAD_NONE))]
+    in_graph = sum(k for k in known if k is not None) if known and all(k is not None for k in known) else None
     if tensors and none == tensors:
-        return ("; they get no gradient: the optimizer steps over tensors the forward does not use (a model "
-                "copy, modules re-created or re-parametrized after the optimizer was built) or the graph is cut "
-                "before them (no_grad, detach, reentrant checkpointing whose inputs do not require grad)")
+        if in_graph == none:
+            return ("; they get no gradient at the step although the loss's graph reaches them: their gradients are "
+                    "cleared between backward() and step() (zero_grad() after backward, or a hook that drops them)")
+        where = "they get no gradient" + (" and the loss's autograd graph does not reach them" if in_graph == 0 else "")
+        return (f"; {where}: the optimizer steps over tensors the forward does not use (a model copy, modules "
+                "re-created or re-parametrized after the optimizer was built) or the graph is cut before them "
+                "(no_grad, detach, reentrant checkpointing whose inputs do not require grad)")
     if tensors and zero == tensors:
         return ("; every gradient of theirs is exactly zero: the loss does not depend on them (a zero gate, an "
                 "all-zero mask)")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_contract.board import HealthKeys, PayloadKeys
-from dflash_contract.health import MIN_STEPS
+from dflash_contract.health import MIN_STEPS, STUCK_SHARE
 from probes._common import HookGuard, JsonDict, fingerprint_view, loaded_module
 
 # The optimizer state that holds a running average of squared (or absolute) gradients: exactly zero only if every
@@ -64,6 +64,7 @@ class _Group:
     quiet_since: list[int | None] = field(default_factory=list)  # per watched tensor: weights unchanged since
     zero_since: list[int | None] = field(default_factory=list)  # per watched tensor: optimizer moment zero since
     zero_grad: set[int] = field(default_factory=set)  # watched slots whose gradient was all zero at the last sample
+    none_grad: set[int] = field(default_factory=set)  # slots without gradient and unchanged: what may not train
     row: dict[str, Any] = field(default_factory=dict)  # the last published reading
     unchanged_since: int | None = None
     lr_zero_since: int | None = None
@@ -104,6 +105,8 @@ class HealthProbe:
         self._last_sample_step: int | None = None
         self._due_s: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()  # per optimizer
         self._loss_tensor: Any = None
+        self._loss_graph: Any = None  # the last loss itself (its autograd graph), kept only while _want_graph
+        self._want_graph = False  # a tensor had no gradient at the last sample: is it in the loss's graph?
         self._loss: float | None = None
         self._loss_bad_since: tuple[int, float] | None = None
         self._grad_bad_since: int | None = None
@@ -158,6 +161,8 @@ class HealthProbe:
             # behind, and a sample that falls due between a backward and its step still has that step's loss.
             if getattr(tensor, "numel", lambda: 0)() == 1:
                 self._loss_tensor = tensor.detach()
+                if self._want_graph:  # rare: only after a sample saw tensors without a gradient
+                    self._loss_graph = tensor
         except Exception as exc:  # never into the program's backward
             self.guard.failed(exc)
 
@@ -195,6 +200,10 @@ class HealthProbe:
                     for index, group in enumerate(optimizer.param_groups[: self.config.max_groups])]
         found_inf = getattr(optimizer, "found_inf", None)  # GradScaler's fused path: this step may be skipped
         loss = self._loss_tensor
+        graph, self._loss_graph = self._loss_graph, None
+        # Which tensors the last loss depends on (its graph's leaves), when it can say something: one optimizer in
+        # the process (with two, the last loss may be the other model's).
+        in_graph = _graph_leaves(graph) if graph is not None and len(self._optimizer_ids) == 1 else None
         values = _host_values(torch, readings, loss, found_inf if _is_tensor(torch, found_inf) else None)  # sync
         if values.get("found_inf"):
             with self._lock:
@@ -208,8 +217,9 @@ class HealthProbe:
             self._judge_loss(step)
             any_bad_grad = False
             for r in readings:
-                self._judge_group(r, values, step)
+                self._judge_group(r, values, step, in_graph)
                 any_bad_grad = any_bad_grad or bool(r.row.get(HealthKeys.GRAD_NONFINITE))
+            self._want_graph = any(g.none_grad for g in self._groups.values())
             if any_bad_grad:
                 self._grad_bad_since = self._grad_bad_since if self._grad_bad_since is not None else step
             else:
@@ -268,7 +278,7 @@ class HealthProbe:
         return _Reading(key=key, state=state, row=row, params=params, grads=grads, grad_of=grad_of, watched=watched,
                         prints=prints, print_slots=slots, moments=moments)
 
-    def _judge_group(self, r: _Reading, values: dict[str, Any], step: int) -> None:
+    def _judge_group(self, r: _Reading, values: dict[str, Any], step: int, in_graph: set[int] | None) -> None:
         """Fold one group's sample into what the probe remembers of it (under the lock)."""
         state, row = r.state, r.row
         norms = values["grads"].get(r.key, [])
@@ -286,6 +296,7 @@ class HealthProbe:
             state.quiet_since = [None] * len(layout)
             state.zero_since = [None] * len(layout)
             state.zero_grad = set()
+            state.none_grad = set()
             state.segments = {}
             alive = set(layout)
             state.views = {k: v for k, v in state.views.items() if k in alive}
@@ -306,9 +317,16 @@ class HealthProbe:
             zero = moment_zero[slot]
             state.zero_since[slot] = None if not zero else (
                 state.zero_since[slot] if state.zero_since[slot] is not None else step)
-        self._stuck_fields(r, norms, step)
+        self._stuck_fields(r, norms, step, in_graph)
         state.zero_grad = {slot for slot, i in enumerate(r.watched)
                            if 0 <= r.grad_of[i] < len(norms) and norms[r.grad_of[i]] == 0.0}
+        # Tensors without a gradient whose weights stay put, holding enough of the group to become a finding: the
+        # next sample walks the loss's graph to say whether it reaches them (a healthy run never walks it).
+        quiet_none = [slot for slot, i in enumerate(r.watched)
+                      if r.grad_of[i] < 0 and state.quiet_since[slot] is not None]
+        numel = row.get(HealthKeys.WATCHED_NUMEL) or 0
+        share = sum(int(r.params[r.watched[slot]].numel()) for slot in quiet_none) / numel if numel else 0.0
+        state.none_grad = set(quiet_none) if share >= STUCK_SHARE else set()
         row[HealthKeys.UPDATE_RATIO] = ratio
         quiet = [s for s in state.quiet_since if s is not None]
         state.unchanged_since = max(quiet) if quiet and len(quiet) == len(layout) else None
@@ -318,11 +336,12 @@ class HealthProbe:
         row["sampled_step"] = step
         state.row = row
 
-    def _stuck_fields(self, r: _Reading, norms: list[float], step: int) -> None:
+    def _stuck_fields(self, r: _Reading, norms: list[float], step: int, in_graph: set[int] | None) -> None:
         """The watched tensors that do not train (weights unchanged, or a zero optimizer moment, for at least
-        MIN_STEPS steps), counted with their sizes, what their gradient is now, and a few names."""
+        MIN_STEPS steps), counted with their sizes, what their gradient is now (and, for those without one, whether
+        the last loss depends on them at all), and a few names."""
         state, row = r.state, r.row
-        watched_numel = stuck_numel = stuck = none = zero = 0
+        watched_numel = stuck_numel = stuck = none = zero = none_in_graph = 0
         since: int | None = None
         examples: list[str] = []
         for slot, i in enumerate(r.watched):
@@ -339,6 +358,7 @@ class HealthProbe:
             g = r.grad_of[i]
             if g < 0:
                 none += 1
+                none_in_graph += int(in_graph is not None and id(p) in in_graph)
             elif g < len(norms) and norms[g] == 0.0:
                 zero += 1
             if len(examples) < _EXAMPLES:
@@ -350,6 +370,7 @@ class HealthProbe:
         row[HealthKeys.STUCK_SINCE_STEP] = since
         row[HealthKeys.STUCK_GRAD_NONE] = none
         row[HealthKeys.STUCK_GRAD_ZERO] = zero
+        row[HealthKeys.STUCK_NONE_IN_GRAPH] = none_in_graph if in_graph is not None and none else None
         row[HealthKeys.STUCK_EXAMPLES] = examples
 
     def _judge_loss(self, step: int) -> None:
@@ -416,6 +437,30 @@ def _spread(n: int, k: int) -> list[int]:
         return list(range(n))
     step = (n - 1) / (k - 1)
     return sorted({round(i * step) for i in range(k)})
+
+
+def _graph_leaves(loss: Any, max_nodes: int = 50_000) -> set[int] | None:
+    """The ids of the tensors a loss's autograd graph accumulates gradients into (its AccumulateGrad leaves); None
+    when the graph is larger than ``max_nodes`` (not walked to the end: no claim from it). Read after the backward:
+    the graph's nodes outlive it (only their saved tensors are freed)."""
+    root = getattr(loss, "grad_fn", None)
+    if root is None:
+        return set()
+    seen: set[int] = set()
+    leaves: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        if len(seen) >= max_nodes:
+            return None
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            leaves.add(id(variable))
+        stack.extend(child for child, _ in node.next_functions)
+    return leaves
 
 
 def _moment(state: Any) -> Any:

@@ -246,6 +246,7 @@ def test_heads_used_every_other_step_train(probe: HealthProbe) -> None:
         heads[step % 2](trunk(torch.randn(4, 8))).pow(2).mean().backward()
         opt.step()
     assert _ids(probe) == set()
+    assert not probe._want_graph  # a head without gradient at a sample moved since: no graph to walk
 
 
 def test_steps_a_grad_scaler_skips_inside_a_fused_optimizer_are_not_non_finite(probe: HealthProbe) -> None:
@@ -350,3 +351,31 @@ def test_a_sample_due_between_a_backward_and_its_step_reads_that_loss(monkeypatc
         assert payload[HealthKeys.SAMPLES] == 3 and isinstance(payload[HealthKeys.LOSS], float)
     finally:
         p.close()
+
+
+def test_gradients_cleared_between_backward_and_step_are_told_from_a_model_copy(probe: HealthProbe) -> None:
+    """zero_grad() after backward(): the loss's graph reaches the tensors, their gradients are gone at the step. A
+    model copy: the graph does not reach them. Both train nothing; the claim says which (the loss's graph, walked
+    only once a sample has seen tensors without a gradient)."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(20):
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.zero_grad()  # misplaced: after the backward
+        opt.step()
+    (verdict,) = judge(probe.snapshot(0.0), 0.0)
+    assert "although the loss's graph reaches them" in verdict.claim and "zero_grad() after backward" in verdict.claim
+    probe.close()
+    other = HealthProbe(Config(interval_s=0.0))
+    try:
+        _train(model, torch.optim.SGD(copy.deepcopy(model).parameters(), lr=0.05), 20)
+        (verdict,) = judge(other.snapshot(0.0), 0.0)
+        assert "the loss's autograd graph does not reach them" in verdict.claim
+    finally:
+        other.close()
+
+
+def test_a_healthy_run_never_keeps_the_losss_graph(probe: HealthProbe) -> None:
+    model = _model()
+    _train(model, torch.optim.SGD(model.parameters(), lr=0.05), 10)
+    assert probe._loss_graph is None and not probe._want_graph
