@@ -50,7 +50,8 @@ def _write(args: argparse.Namespace, rows: dict[str, list[float]], *, quiet: boo
               "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "windows": rows,
               "ratio_vs_none": {k: statistics.median(v) / base for k, v in rows.items() if v}}
     (args.out / "split.json").write_text(json.dumps(result, indent=2))
-    lines = [f"`python bench/probe_split.py --preset {args.preset} --steps {args.steps} --rounds {args.rounds}` on "
+    sets = f" --sets {args.sets}" if args.sets else ""
+    lines = [f"`python bench/probe_split.py --preset {args.preset}{sets} --steps {args.steps} --rounds {args.rounds}` on "
              f"{result['device']}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}", "",
              "| probes | tok/s (median) | vs none |", "|---|---|---|"]
     for name, values in rows.items():
