@@ -94,6 +94,9 @@ SPECS: dict[str, Spec] = {
                                 (("forecast.py", "torch.log(hist)", "torch.log1p(hist)"),
                                  ("forecast.py", "torch.log(target)", "torch.log1p(target)")),
                                 bug_step=40),  # the shard with zeros starts at step 40: its first batch a few later
+    "fp16_scaler_nan": Spec(r"it=(\d+) ", "model",
+                            (("regress_fp16.py", "return (x - x.mean(0)) / x.std(0)",
+                              "return (x - x.mean(0)) / x.std(0).clamp(min=1e-3)"),)),
     "lr_floor_scheduler": Spec(r"step (\d+) loss", "model",
                                (("pretrain_mlm.py", "total_steps=args.epochs)", "total_steps=args.epochs * 100_000)"),)),
     "reentrant_segments": Spec(r"Train batch (\d+)\b", "net",

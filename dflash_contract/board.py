@@ -197,6 +197,18 @@ class HealthKeys:
     LOSS_NONFINITE_SINCE_WALL_S: Final = "loss_nonfinite_since_wall_s"
     GRAD_NONFINITE_SINCE_STEP: Final = "grad_nonfinite_since_step"
     SAMPLE_MS_MEAN: Final = "sample_ms_mean"  # what one sample costs the step it runs in (one device sync)
+    BACKWARDS: Final = "backwards"  # backward() calls seen
+    # backward() runs and no optimizer has stepped for 1 s or more, three times its longest gap between steps (None
+    # otherwise): what the looks at the tensors the loss depends on found
+    NO_STEP: Final = "no_step"
+    NO_STEP_SINCE_WALL_S: Final = "since_wall_s"
+    NO_STEP_SECONDS: Final = "seconds"
+    NO_STEP_BACKWARDS: Final = "backwards"
+    NO_STEP_TENSORS: Final = "tensors"  # the tensors the loss accumulates gradients into (watched)
+    NO_STEP_UNCHANGED: Final = "unchanged"  # of them, unchanged since the previous look
+    NO_STEP_CLEARED: Final = "cleared"  # their gradients were None or zero at every look (cleared each iteration)
+    NO_STEP_LOSS: Final = "loss"  # the loss at the last look (a non-finite one by its name)
+    NO_STEP_LONGEST_GAP_S: Final = "longest_gap_s"  # the longest gap between two optimizer steps before (0: none)
     INTERVAL_S: Final = "interval_s"
 
 

@@ -9,7 +9,9 @@ publishes itself (wandb), so the two never disagree. Standard library only (the 
   (every gradient zero: weight decay alone still moves them). When none of them gets a gradient, the optimizer
   steps over tensors the forward does not use (a model copy, re-created modules) or the graph is cut before them.
   Or: every group the optimizers step holds only tensors that do not require grad (frozen after the optimizer was
-  built), and no group trains.
+  built), and no group trains. Or: backward() runs (``MIN_NO_STEP_BACKWARDS`` calls, a second or more) in a
+  process that built an optimizer, none steps, and none of the tensors the loss depends on changes while their
+  gradients are cleared every iteration (a step() that never runs, a GradScaler that skips every step).
 - ``training-lr-zero`` (warning): a group's learning rate has been 0 for ``MIN_LR_ZERO_STEPS`` steps (a warm-up
   that starts at 0 rises long before that).
 
@@ -26,6 +28,7 @@ from dflash_contract.board import HealthKeys
 
 MIN_STEPS = 10
 MIN_LR_ZERO_STEPS = 50
+MIN_NO_STEP_BACKWARDS = 20  # backward() calls without an optimizer step, at two looks 1 s apart or more
 # A group does not train when at least this share of its watched weights (by element count) stays unchanged: a few
 # unused tensors (a pooler no loss reads) are not the failure; a stage, a model, or a whole group is.
 STUCK_SHARE = 0.10
@@ -52,6 +55,8 @@ def judge(payload: Mapping[str, Any] | None, now_wall_s: float) -> list[Verdict]
     if bad is not None:
         out.append(bad)
     still = _no_update(groups, steps)
+    if still is None:
+        still = _no_step(payload)
     if still is not None:
         out.append(still)
     lr = _lr_zero(groups, steps)
@@ -139,6 +144,38 @@ def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
                "injection), check requires_grad, and that no torch.no_grad()/detach()/reentrant checkpoint whose "
                "inputs do not require grad cuts the loss from these weights; call zero_grad() before backward(), "
                "not between backward() and step(); a zero gate or mask makes every gradient zero.")
+
+
+def _no_step(payload: Mapping[str, Any]) -> Verdict | None:
+    """backward() runs, no optimizer steps, and nothing the loss depends on changes though its gradients are cleared
+    every iteration: a step() that never runs, or a GradScaler that skips every step."""
+    idle = payload.get(HealthKeys.NO_STEP)
+    if not isinstance(idle, Mapping):
+        return None
+    tensors = _int(idle.get(HealthKeys.NO_STEP_TENSORS)) or 0
+    backwards = _int(idle.get(HealthKeys.NO_STEP_BACKWARDS)) or 0
+    seconds = _num(idle.get(HealthKeys.NO_STEP_SECONDS)) or 0.0
+    # A program that steps every few seconds (long accumulation) pauses that long normally: three times its longest
+    # gap between two steps, at least a second.
+    usual_gap_s = _num(idle.get(HealthKeys.NO_STEP_LONGEST_GAP_S)) or 0.0
+    if not (tensors and idle.get(HealthKeys.NO_STEP_UNCHANGED) == tensors and idle.get(HealthKeys.NO_STEP_CLEARED)
+            is True and backwards >= MIN_NO_STEP_BACKWARDS and seconds >= max(1.0, 3 * usual_gap_s)):
+        return None
+    loss = idle.get(HealthKeys.NO_STEP_LOSS)
+    bad_loss = isinstance(loss, str)  # a non-finite loss is published as its name ("nan", "inf")
+    why = (f"the loss is {loss}: a GradScaler skips every step whose gradients are not finite, and the scale "
+           "collapses" if bad_loss else "no optimizer.step() runs (removed, or behind a condition that never "
+           "holds), or a GradScaler skips every step")
+    return Verdict(
+        rule_id="training-no-update", critical=True,
+        claim=f"nothing trains: backward() ran {backwards} times in {seconds:.0f} s without an optimizer step, and "
+              f"none of the {tensors} tensors the loss depends on changed ({why})",
+        evidence=(("backward() without a step", f"{backwards} calls in {seconds:.1f} s"),
+                  ("tensors the loss depends on", f"{tensors}, all unchanged, gradients cleared every iteration"),
+                  ("optimizer steps so far", str(_int(payload.get(HealthKeys.STEPS)) or 0))),
+        remedy="Call optimizer.step() after backward() (scaler.step(optimizer) with a GradScaler); with fp16, a "
+               "loss that is NaN or inf at every step makes the scaler skip them all: find where it turns "
+               "non-finite.")
 
 
 def stuck_share(g: Mapping[str, Any]) -> float:

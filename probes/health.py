@@ -42,6 +42,7 @@ from probes._common import HookGuard, JsonDict, fingerprint_view, loaded_module
 # gradient the optimizer has seen for that tensor was zero.
 _MOMENT_KEYS = ("exp_avg_sq", "square_avg", "sum", "exp_inf", "momentum_buffer")
 _EXAMPLES = 3
+IDLE_AFTER_S = 1.0  # backward runs and no optimizer stepped for this long: look whether anything trains
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +70,24 @@ class _Group:
     unchanged_since: int | None = None
     lr_zero_since: int | None = None
     frozen_since: int | None = None
+
+
+@dataclass
+class _Idle:
+    """Backward runs without optimizer steps: what the looks at the loss's tensors found, since the first."""
+
+    ids: tuple[int, ...]
+    since_wall_s: float
+    since_s: float  # monotonic
+    since_backwards: int
+    prints: list[Any] = field(default_factory=list)
+    samples: int = 0
+    leaves: int = 0
+    unchanged: int | None = None  # of the leaves, unchanged since the previous look (None: no comparison yet)
+    cleared: bool = True  # their gradients were None or zero at every look (cleared each iteration)
+    backwards: int = 0
+    seconds: float = 0.0
+    loss: float | None = None  # the loss handed to the last look's backward()
 
 
 @dataclass
@@ -106,6 +125,11 @@ class HealthProbe:
         self._due_s: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()  # per optimizer
         self._loss_tensor: Any = None
         self._loss_graph: Any = None  # the last loss itself (its autograd graph), kept only while _want_graph
+        self._backwards = 0
+        self._last_step_s = time.monotonic()  # the last optimizer step (or the probe's start)
+        self._max_step_gap_s = 0.0
+        self._idle: _Idle | None = None  # backward() runs and no optimizer steps: what the loss depends on
+        self._idle_due_s = 0.0
         self._want_graph = False  # a tensor had no gradient at the last sample: is it in the loss's graph?
         self._loss: float | None = None
         self._loss_bad_since: tuple[int, float] | None = None
@@ -163,6 +187,14 @@ class HealthProbe:
                 self._loss_tensor = tensor.detach()
                 if self._want_graph:  # rare: only after a sample saw tensors without a gradient
                     self._loss_graph = tensor
+            self._backwards += 1
+            now = time.monotonic()
+            if now - self._last_step_s >= max(IDLE_AFTER_S, 3 * self._max_step_gap_s) and now >= self._idle_due_s:
+                # No optimizer step for longer than this program pauses between steps, though backward runs (a step
+                # that never comes, a GradScaler that skips them all): once an interval, does anything the loss
+                # depends on change? (A trainer whose steps take seconds looks only after three such gaps.)
+                self._idle_due_s = now + self.config.interval_s
+                self._idle_sample(tensor)
         except Exception as exc:  # never into the program's backward
             self.guard.failed(exc)
 
@@ -170,6 +202,11 @@ class HealthProbe:
         try:
             self._steps += 1
             now = time.monotonic()
+            if self._steps > 1:  # the longest gap between two steps: a pause that long is this program's normal
+                self._max_step_gap_s = max(self._max_step_gap_s, now - self._last_step_s)
+            self._last_step_s = now
+            if self._idle is not None:
+                self._idle = None  # it steps again
             if now < self._due_s.get(optimizer, 0.0):  # an optimizer not seen before is due at once
                 return
             # Each optimizer is sampled once an interval (a GAN's two optimizers, a trainer with one per model).
@@ -225,6 +262,48 @@ class HealthProbe:
             else:
                 self._grad_bad_since = None
         return True
+
+    def _idle_sample(self, loss: Any) -> None:
+        """Backward runs, no optimizer steps: fingerprint the tensors the loss accumulates gradients into (before
+        this backward: are their gradients cleared each time, as when each iteration calls zero_grad?) and compare
+        with the last such look. Only in a process that built a torch.optim optimizer (not attribution or attacks
+        on inputs, where backward never meant an update)."""
+        torch = loaded_module("torch")
+        if torch is None or not _optimizer_built(torch):
+            return
+        leaves = _graph_leaf_tensors(loss)
+        watched = [leaves[i] for i in _spread(len(leaves), self.config.watched_per_group)] if leaves else []
+        grads = [p.grad for p in watched if p.grad is not None]
+        views = [(p, v) for p in watched if (v := fingerprint_view(p, self.config.fingerprint_elems)) is not None]
+        prints = [v.detach().float().clone() for _, v in views]
+        ids = tuple(id(p) for p, _ in views)
+        previous = self._idle
+        values: list[float] = []
+        if previous is not None and previous.ids == ids and prints:
+            moved = [(a != b).any() for a, b in zip(prints, previous.prints, strict=True)]
+            by_device: dict[Any, list[Any]] = {}
+            for flag in moved:
+                by_device.setdefault(flag.device, []).append(flag.float())
+            for ts in by_device.values():
+                values.extend(torch.stack(ts).tolist())  # one sync per device, once an interval while idle
+        loss_value = float(loss.detach().reshape(())) if loss.numel() == 1 else None  # a sync, once an interval
+        zero = True
+        if grads:
+            norms = _norms(torch, grads)
+            zero = all(v == 0.0 for v in (norms.tolist() if not isinstance(norms, list) else map(float, norms)))
+        now = time.monotonic()
+        with self._lock:
+            idle = previous if previous is not None and previous.ids == ids else _Idle(
+                ids=ids, since_wall_s=time.time(), since_s=now, since_backwards=self._backwards)
+            idle.prints = prints
+            idle.samples += 1
+            idle.leaves = len(ids)
+            idle.unchanged = sum(1 for v in values if v == 0.0) if values else None
+            idle.cleared = idle.cleared and (not grads or zero)  # every look found them None or zero
+            idle.backwards = self._backwards - idle.since_backwards
+            idle.seconds = now - idle.since_s
+            idle.loss = loss_value
+            self._idle = idle
 
     def _forget_dead_optimizers(self) -> None:
         """Drop the groups of optimizers that are gone (their rows, and the weight views that would keep their
@@ -399,10 +478,20 @@ class HealthProbe:
                 HealthKeys.LAST_SAMPLE_STEP: self._last_sample_step,
                 HealthKeys.INTERVAL_S: self.config.interval_s,
                 HealthKeys.GROUPS: groups,
-                HealthKeys.LOSS: self._loss if self._loss is None or math.isfinite(self._loss) else str(self._loss),
+                HealthKeys.LOSS: _finite_or_name(self._loss),
                 HealthKeys.LOSS_NONFINITE_SINCE_STEP: bad[0] if bad else None,
                 HealthKeys.LOSS_NONFINITE_SINCE_WALL_S: bad[1] if bad else None,
                 HealthKeys.GRAD_NONFINITE_SINCE_STEP: self._grad_bad_since,
+                HealthKeys.BACKWARDS: self._backwards,
+                HealthKeys.NO_STEP: None if self._idle is None or self._idle.unchanged is None else {
+                    HealthKeys.NO_STEP_SINCE_WALL_S: self._idle.since_wall_s,
+                    HealthKeys.NO_STEP_SECONDS: round(self._idle.seconds, 1),
+                    HealthKeys.NO_STEP_BACKWARDS: self._idle.backwards,
+                    HealthKeys.NO_STEP_TENSORS: self._idle.leaves,
+                    HealthKeys.NO_STEP_UNCHANGED: self._idle.unchanged,
+                    HealthKeys.NO_STEP_CLEARED: self._idle.cleared,
+                    HealthKeys.NO_STEP_LOSS: _finite_or_name(self._idle.loss),
+                    HealthKeys.NO_STEP_LONGEST_GAP_S: round(self._max_step_gap_s, 3)},
                 HealthKeys.SAMPLE_MS_MEAN: None if cost is None else round(cost, 3),
                 PayloadKeys.HOOK_ERRORS: self.guard.errors,
             }
@@ -427,6 +516,11 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _finite_or_name(value: float | None) -> float | str | None:
+    """A float as JSON carries it: a non-finite one by its name ("nan", "inf")."""
+    return value if value is None or math.isfinite(value) else str(value)
+
+
 def _is_tensor(torch: Any, value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
@@ -437,6 +531,38 @@ def _spread(n: int, k: int) -> list[int]:
         return list(range(n))
     step = (n - 1) / (k - 1)
     return sorted({round(i * step) for i in range(k)})
+
+
+def _optimizer_built(torch: Any) -> bool:
+    """Whether the process built a torch.optim optimizer: ``Optimizer.__init__`` wraps its class's ``step`` once
+    and marks it ``hooked`` (torch >= 2.0)."""
+    pending = list(torch.optim.Optimizer.__subclasses__())
+    seen = 0
+    while pending and seen < 1000:
+        cls = pending.pop()
+        seen += 1
+        if getattr(vars(cls).get("step"), "hooked", False):
+            return True
+        pending.extend(cls.__subclasses__())
+    return False
+
+
+def _graph_leaf_tensors(loss: Any, max_nodes: int = 50_000) -> list[Any]:
+    """The tensors a loss's autograd graph accumulates gradients into, in graph order (bounded walk)."""
+    root = getattr(loss, "grad_fn", None)
+    seen: set[int] = set()
+    leaves: list[Any] = []
+    stack = [root] if root is not None else []
+    while stack and len(seen) < max_nodes:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            leaves.append(variable)
+        stack.extend(child for child, _ in node.next_functions)
+    return leaves
 
 
 def _graph_leaves(loss: Any, max_nodes: int = 50_000) -> set[int] | None:

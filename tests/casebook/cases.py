@@ -452,6 +452,16 @@ CASES: tuple[Case, ...] = (
         family="health", tags=("nan",), modes=("outside", *IN_PROCESS), settle_s=1.0,
     ),
     Case(
+        name="fp16_scaler_nan",
+        program="fp16_scaler_nan",
+        argv=("regress_fp16.py",),
+        cause="a constant sensor column is standardised by its zero std: the loss is NaN from the first step, the "
+              "GradScaler skips every step (no optimizer step ever runs) and its scale collapses to 0",
+        expect=_in_process({"training-no-update"}),
+        ready=r"it=50 ",
+        family="health", tags=("nan", "amp", "no-step"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
         name="lr_floor_scheduler",
         program="lr_floor_scheduler",
         argv=("pretrain_mlm.py",),

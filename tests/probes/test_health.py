@@ -379,3 +379,95 @@ def test_a_healthy_run_never_keeps_the_losss_graph(probe: HealthProbe) -> None:
     model = _model()
     _train(model, torch.optim.SGD(model.parameters(), lr=0.05), 10)
     assert probe._loss_graph is None and not probe._want_graph
+
+
+class _Clock:
+    """time.monotonic for the probe, moved by the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 100.0
+        monkeypatch.setattr("probes.health.time.monotonic", lambda: self.now)
+
+
+def _iterations(model: nn.Module, clock: _Clock, n: int, *, step: Callable[[], None] | None = None,
+                clear: bool = True, loss_of: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+    """``n`` iterations 0.1 s apart: zero_grad (when ``clear``), forward, backward, then ``step`` if given."""
+    for _ in range(n):
+        clock.now += 0.1
+        if clear:
+            model.zero_grad(set_to_none=True)
+        out = model(torch.randn(4, 8))
+        (loss_of(out) if loss_of is not None else out.pow(2).mean()).backward()
+        if step is not None:
+            step()
+
+
+def test_backward_without_any_optimizer_step_trains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimizer.step() removed from the loop: no step hook ever fires; the backward side sees that nothing the
+    loss depends on changes."""
+    clock = _Clock(monkeypatch)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        torch.optim.AdamW(model.parameters(), lr=1e-3)  # built, never stepped
+        _iterations(model, clock, 50)
+        (verdict,) = judge(p.snapshot(0.0), 0.0)
+        assert verdict.rule_id == "training-no-update" and verdict.critical
+        assert "without an optimizer step" in verdict.claim and "none of the 4 tensors" in verdict.claim
+        assert "no optimizer.step() runs" in verdict.claim
+    finally:
+        p.close()
+
+
+def test_a_grad_scaler_skipping_every_step_of_a_nan_loss_trains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock(monkeypatch)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        scaler = torch.amp.GradScaler("cpu")
+        for _ in range(50):
+            clock.now += 0.1
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = (model(torch.randn(4, 8)) * math.nan).float().mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # found inf: skipped, no hook fires
+            scaler.update()
+        (verdict,) = judge(p.snapshot(0.0), 0.0)
+        assert verdict.rule_id == "training-no-update" and "the loss is nan: a GradScaler skips" in verdict.claim
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("how", ["no-optimizer", "accumulating", "manual-update", "steps-every-3s"])
+def test_backward_without_steps_that_is_not_a_fault(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Saliency or attacks on inputs (no optimizer at all), gradients accumulated over a long window (not cleared),
+    a hand-written update (the weights change), an optimizer stepping every 3 s: no verdict."""
+    import probes.health as health_mod
+
+    clock = _Clock(monkeypatch)
+    if how == "no-optimizer":  # this test process built optimizers before: pretend it has not
+        monkeypatch.setattr(health_mod, "_optimizer_built", lambda torch: False)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        if how == "no-optimizer":
+            _iterations(model, clock, 50)
+        elif how == "accumulating":
+            _iterations(model, clock, 50, clear=False)
+        elif how == "manual-update":
+            def update() -> None:
+                with torch.no_grad():
+                    for q in model.parameters():
+                        q -= 0.05 * q.grad
+            _iterations(model, clock, 50, step=update)
+        else:  # zero_grad every iteration, a step every 4 s: the pause before the next step is its normal
+            for _ in range(4):
+                _iterations(model, clock, 40)
+                opt.step()
+            _iterations(model, clock, 45)
+        assert {v.rule_id for v in judge(p.snapshot(0.0), 0.0)} == set()
+    finally:
+        p.close()
