@@ -262,6 +262,19 @@ def _tc_collect(case: Case, spec: Spec, program: Path, out: Path, seconds: float
     return run, trace_steps_per_s(out) or steps_per_s(run, spec.step)
 
 
+def crashed(trace_dir: Path) -> str | None:
+    """The error an instrumented program died of (TrainCheck writes its output and exit code), else None."""
+    try:
+        text = (trace_dir / "program_output.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    exit_code = re.search(r"Program exited with code (-?\d+)", text)
+    if exit_code is None or exit_code.group(1) == "0":
+        return None
+    errors = [line.strip() for line in text.splitlines() if re.match(r"\s*\w+(Error|Exception)\b", line)]
+    return (errors[-1] if errors else f"exit code {exit_code.group(1)}")[:240]
+
+
 def trace_steps_per_s(trace_dir: Path) -> float | None:
     """Steps/s of an instrumented run from its own trace: TrainCheck stamps every record with the step and a clock
     (ns); from the first training step to the last record (a slow run prints too few log lines to read it)."""
@@ -312,6 +325,9 @@ def measure_traincheck(case: Case, spec: Spec, work: Path, seconds: float, stage
     out: dict[str, Any] = {}
     ref_run, ref_rate = _tc_collect(case, spec, good, base / "ref", seconds, work)
     out["reference_steps_per_s"] = _round(ref_rate)
+    if (died := crashed(base / "ref")) is not None:
+        out["error"] = f"the instrumented good run crashed: {died}"
+        return out
     invariants = base / "invariants.json"
     ok, infer_s = _tc_stage([str(infer), "-f", str(base / "ref"), "-o", str(invariants), "-j", "2"],
                             stage_timeout_s, base / "infer.log")
@@ -330,9 +346,12 @@ def measure_traincheck(case: Case, spec: Spec, work: Path, seconds: float, stage
         ok, check_s = _tc_stage([str(check), "-f", str(trace), "-i", str(invariants), "-o", str(base / f"check-{label}")],
                                 stage_timeout_s, base / f"check-{label}.log")
         per[label] = {"steps_per_s": _round(rate), "check_s": round(check_s, 1), "ok": ok,
-                      "violations": _violations(base / f"check-{label}")}
+                      "violations": _violations(base / f"check-{label}"), "crashed": crashed(trace)}
     checked = per["checked"]
     out.update(steps_per_s=checked["steps_per_s"], check_s=checked["check_s"])
+    if checked["crashed"]:  # its violations say the program died, not what it did wrong
+        out["error"] = f"the instrumented run crashed: {checked['crashed']}"
+        return out
     if not checked["ok"]:
         out["error"] = f"traincheck-check failed or ran past {stage_timeout_s:.0f} s"
         return out
