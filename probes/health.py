@@ -12,7 +12,11 @@ The incident's worst bug trained nothing while the loss still printed. This prob
   exactly zero: a tensor whose weights do not change, or whose optimizer has never seen a non-zero gradient of
   it, does not train, whatever the rest of its group does;
 - ``Tensor.backward`` (wrapped): the loss handed to it is kept (a detached view, no sync, ~1 us a call), each one
-  replacing the last; the one before a sampled step is read with the sample.
+  replacing the last; the one before a sampled step is read with the sample. Two rarer looks from there: when a
+  sample saw tensors without a gradient that do not move, the next sample walks the last loss's autograd graph
+  (does it reach them at all?); and when backward runs with no optimizer step for 1 s (and three times the
+  program's longest gap between steps), once a second it fingerprints the tensors that graph accumulates into (a
+  step that never runs, a GradScaler that skips every step).
 
 A step that a mixed-precision ``GradScaler`` skips inside a fused optimizer (``fused=True``: the scaler sets
 ``optimizer.found_inf`` and the step hook fires anyway) is read as skipped: nothing of it is judged, the next
@@ -21,7 +25,8 @@ step is sampled instead. Steps the scaler skips outside the optimizer fire no ho
 Cost: one sample reads every gradient's norm (``torch._foreach_norm``), copies at most ``watched_per_group`` x
 ``fingerprint_elems`` weights per group and the norms of their optimizer moments; everything read is brought to
 the host at once, one device sync per device per sample (``sample_ms_mean`` on the board says what it cost).
-Nothing else runs on the training path. What the readings mean is judged in ``dflash_contract.health`` (one
+Nothing else runs on the training path of a run that trains (a dict lookup and a clock read per step, a detach and
+a clock read per backward). What the readings mean is judged in ``dflash_contract.health`` (one
 logic for the findings of ``doctor`` and the alerts the program publishes).
 """
 
