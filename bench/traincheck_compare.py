@@ -259,7 +259,27 @@ def _tc_collect(case: Case, spec: Spec, program: Path, out: Path, seconds: float
     if invariants is not None:
         argv += ["-i", str(invariants)]
     run = run_for(argv, program, seconds, _env(work))
+    trim_last_step(out)
     return run, trace_steps_per_s(out) or steps_per_s(run, spec.step)
+
+
+def trim_last_step(trace_dir: Path) -> None:
+    """Drop the records of the last step from an API trace: the run was stopped in the middle of it, and a call
+    without its return makes traincheck-infer fail ("Exceptions or incomplete function calls don't have return
+    values"). Every earlier step is complete."""
+    for path in trace_dir.glob("trace_API_*.log"):
+        lines = path.read_text(errors="replace").splitlines()
+        steps = []
+        for line in lines:
+            try:
+                steps.append((json.loads(line).get("meta_vars") or {}).get("step"))
+            except ValueError:
+                steps.append(None)
+        last = max((s for s in steps if isinstance(s, int)), default=None)
+        if last is None or last == 0:
+            continue
+        kept = [line for line, s in zip(lines, steps, strict=True) if isinstance(s, int) and s < last]
+        path.write_text("\n".join(kept) + "\n")
 
 
 def crashed(trace_dir: Path) -> str | None:
@@ -308,6 +328,16 @@ def _tc_stage(argv: list[str], timeout_s: float, log: Path) -> tuple[bool, float
     return ok, time.monotonic() - t0
 
 
+def _last_error(log: Path) -> str:
+    """The last exception line of a TrainCheck log (its progress bars are carriage-return lines)."""
+    try:
+        lines = log.read_text(errors="replace").replace("\r", "\n").splitlines()
+    except OSError:
+        return "no log"
+    errors = [line.strip() for line in lines if re.match(r"\s*\w+(Error|Exception)\b", line)]
+    return errors[-1][:200] if errors else (lines[-1][:200] if lines else "empty log")
+
+
 def _violations(check_dir: Path) -> list[dict[str, Any]]:
     summaries = list(check_dir.rglob("violations_summary.json"))
     if not summaries:
@@ -333,7 +363,8 @@ def measure_traincheck(case: Case, spec: Spec, work: Path, seconds: float, stage
                             stage_timeout_s, base / "infer.log")
     out["infer_s"] = round(infer_s, 1)
     if not ok or not invariants.exists():
-        out["error"] = f"traincheck-infer failed or ran past {stage_timeout_s:.0f} s (log: {base / 'infer.log'})"
+        out["error"] = (f"traincheck-infer failed ({_last_error(base / 'infer.log')})" if infer_s < stage_timeout_s
+                        else f"traincheck-infer ran past {stage_timeout_s:.0f} s")
         return out
     out["invariants"] = sum(1 for _ in invariants.open())
     targets = [("checked", _copy_program(case, _private_dir(base, "target"), ()))]
