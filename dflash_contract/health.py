@@ -107,7 +107,7 @@ def _nonfinite(payload: Mapping[str, Any], groups: list[Mapping[str, Any]], step
 def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
     stuck = [g for g in groups if stuck_share(g) >= STUCK_SHARE and (_num(g.get(HealthKeys.LR)) or 0.0) > 0.0]
     frozen = [g for g in groups if (since := _int(g.get(HealthKeys.FROZEN_SINCE_STEP))) is not None
-              and steps - since >= MIN_STEPS]
+              and _seen_at(g, steps) - since >= MIN_STEPS]
     trains = [g for g in groups if (_int(g.get(HealthKeys.TENSORS)) or 0) > 0 and g not in stuck]
     if trains:
         frozen = []  # an optimizer over frozen tensors beside one that trains: a phase of the schedule, not a fault
@@ -219,9 +219,17 @@ def _why_stuck(groups: list[Mapping[str, Any]]) -> str:
     return ""
 
 
+def _seen_at(g: Mapping[str, Any], steps: int) -> int:
+    """The step a group's reading was taken at: a state is judged over the steps it was seen in, never over the
+    steps the process made since its last sample (a warm-up's lr 0 at step 1 is not 0 for the 60 steps before the
+    next sample)."""
+    sampled = _int(g.get(HealthKeys.SAMPLED_STEP))
+    return sampled if sampled is not None else steps
+
+
 def _lr_zero(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
     zero = [(g, since) for g in groups if (since := _int(g.get(HealthKeys.LR_ZERO_SINCE_STEP))) is not None
-            and steps - since >= MIN_LR_ZERO_STEPS]
+            and _seen_at(g, steps) - since >= MIN_LR_ZERO_STEPS]
     if not zero:
         return None
     names = ", ".join(str(g.get(HealthKeys.GROUP)) for g, _ in zero[:_GROUPS_SHOWN])

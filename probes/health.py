@@ -373,7 +373,7 @@ class HealthProbe:
             if lr == 0.0 else None
         state.frozen_since = (state.frozen_since if state.frozen_since is not None else step) \
             if not r.params and row[HealthKeys.FROZEN] else None
-        previous = state.row.get("sampled_step") if state.row else None  # this group's own last sample
+        previous = state.row.get(HealthKeys.SAMPLED_STEP) if state.row else None  # this group's own last sample
         layout = tuple(id(r.params[i]) for i in r.watched)
         if layout != state.layout:  # new or changed tensors: nothing to compare them with yet
             state.layout = layout
@@ -417,7 +417,7 @@ class HealthProbe:
         row[HealthKeys.UNCHANGED_SINCE_STEP] = state.unchanged_since
         row[HealthKeys.LR_ZERO_SINCE_STEP] = state.lr_zero_since
         row[HealthKeys.FROZEN_SINCE_STEP] = state.frozen_since
-        row["sampled_step"] = step
+        row[HealthKeys.SAMPLED_STEP] = step
         state.row = row
 
     def _stuck_fields(self, r: _Reading, norms: list[float], step: int, in_graph: set[int] | None) -> None:

@@ -471,3 +471,23 @@ def test_backward_without_steps_that_is_not_a_fault(monkeypatch: pytest.MonkeyPa
         assert {v.rule_id for v in judge(p.snapshot(0.0), 0.0)} == set()
     finally:
         p.close()
+
+
+def test_a_warm_up_from_zero_read_between_two_samples_is_not_a_zero_lr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first sample sees lr 0 (a warm-up's step 0); the board is read 60 steps later, before the next sample.
+    The lr was seen 0 at one step, not for 60 (a false training-lr-zero on a fast healthy program, once)."""
+    clock = _Clock(monkeypatch)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: s / 150)
+        for _ in range(60):
+            clock.now += 0.01
+            _train(model, opt, 1)
+            sched.step()
+        payload = p.snapshot(0.0)
+        assert payload[HealthKeys.STEPS] == 60 and payload[HealthKeys.SAMPLES] == 1
+        assert judge(payload, 0.0) == []
+    finally:
+        p.close()
