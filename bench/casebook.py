@@ -1,5 +1,6 @@
 """Score `dflash-diag doctor --json` on the casebook: threaded training programs we did not write, one planted cause
-each (or none), attached from outside and under `dflash-diag run`.
+each (or none), attached from outside, under `dflash-diag run` and (the cases that list the mode) with probes
+attached once the program runs (`dflash-diag attach PID --probes ...`, then `doctor`).
 
 For every (program, mode): is every expected rule named? is the headline the planted cause (or the symptom it
 explains, with that cause first)? does a healthy program get any warning? how long from starting `doctor` to
@@ -9,6 +10,7 @@ time-to-name goal; measure it with the box to itself).
 
   .venv/bin/python bench/casebook.py                      # CPU cases, both modes (~4 min on 2 busy cores)
   .venv/bin/python bench/casebook.py --cases gil_hog_side_thread,hang_dead_consumers --modes outside
+  .venv/bin/python bench/casebook.py --family health     # the training-health cases (probes and attach modes)
   python bench/casebook.py --gpu --out /tmp/casebook-h200  # on the GPU machine: GPU cases, the healthy
                                                            # programs on CUDA and the reference trainer's
                                                            # qwen3.5-4b preset (< 5 min on one H200)
@@ -53,6 +55,8 @@ def _select(args: argparse.Namespace) -> list[Case]:
         chosen = [c for c in chosen if not c.held_out]
     elif args.split == "held-out":
         chosen = [c for c in chosen if c.held_out]
+    if args.family:
+        chosen = [c for c in chosen if c.family in (args.family, f"healthy ({args.family})")]
     if names is not None:
         unknown = names - {c.name for c in chosen}
         if unknown:
@@ -115,7 +119,7 @@ def table(results: list[Result]) -> str:
         warnings = ", ".join(f"`{w}`" for w in r.warnings) or "none"
         if r.healthy_case and r.warnings:
             warnings = f"**{warnings}**"
-        rows.append(f"| {r.case}{' (GPU)' if case.gpu else ''}{' (held out)' if case.held_out else ''} | {r.mode} | {case.cause} | {expected} | "
+        rows.append(f"| {r.case}{' (GPU)' if case.gpu else ''}{' (held out)' if case.held_out else ''} | {r.mode}{f' ({r.attach_method})' if r.attach_method else ''} | {case.cause} | {expected} | "
                     f"{named if not r.healthy_case else '-'} | {head} | {right if not r.healthy_case else '-'} | "
                     f"{warnings} | {r.seconds_to_answer:.1f} |")
     return "\n".join(rows)
@@ -127,7 +131,7 @@ def summary(results: list[Result]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for mode, split in [(m, "") for m in MODES] + [(m, "held-out") for m in MODES]:
         rows = [r for r in results if r.mode == mode and (not split or r.case in held_out)]
-        if split and not rows:
+        if not rows:
             continue
         planted = [r for r in rows if not r.healthy_case]
         healthy = [r for r in rows if r.healthy_case]
@@ -163,7 +167,10 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="with --gpu: run everything on CPU (plumbing check)")
     parser.add_argument("--no-reference", action="store_true", help="with --gpu: skip the reference trainer")
     parser.add_argument("--cases", help="comma list of case names (default: all of the chosen kind)")
-    parser.add_argument("--modes", default=",".join(MODES), help="outside,probes (default both)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma list of outside, probes, attach (default all three; each case runs in the modes it lists)")
+    parser.add_argument("--family", help="only the cases of this family (and its healthy ones): e.g. health")
+    parser.add_argument("--attach-method", help="attach mode's method: auto (default), ptrace, gdb, cuda-gdb, lldb, "
+                        "remote-exec")
     parser.add_argument("--parallel", type=int, default=None, help="programs at a time (default 2 on CPU, 4 --gpu)")
     parser.add_argument("--duration", type=float, default=5.0, help="doctor --duration (default 5 s, its default)")
     parser.add_argument("--out", type=Path, help="write casebook.json and casebook.md here")
@@ -176,6 +183,8 @@ def main() -> int:
     bad = set(args.modes.split(",")) - set(MODES)
     if bad:
         parser.error(f"unknown mode(s): {', '.join(sorted(bad))}")
+    if args.attach_method:
+        os.environ["CASEBOOK_ATTACH_METHOD"] = args.attach_method
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     results = run(args)

@@ -173,6 +173,7 @@ def micro_benchmark(rounds: int) -> dict[str, Any]:
             session.close()
         plain_checkpoint = _ns_per_call(lambda: checkpoint(lin, x, use_reentrant=False), 2_000) / 1e3
         out["checkpoint_call_plain_us"] = plain_checkpoint
+    out.update(_health_micro(torch))
 
     # Knocker overhead on a pure-Python CPU loop: alternate knocker on/off, median of paired ratios.
     ratios = []
@@ -188,6 +189,38 @@ def micro_benchmark(rounds: int) -> dict[str, Any]:
         ratios.append(pair_rates["on"] / pair_rates["off"])
     out["knocker_loop_ratio_on_off"] = statistics.median(ratios)
     out["knocker_overhead_pct"] = 100.0 * (1.0 - statistics.median(ratios))
+    return out
+
+
+def _health_micro(torch: Any) -> dict[str, Any]:
+    """The health probe's costs: per optimizer step that is not sampled (the hook), per backward (the kept loss),
+    and per sample (one a second per optimizer) on a 24-tensor MLP, AdamW, this CPU."""
+    from probes.health import Config, HealthProbe
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(128, 128) for _ in range(12)])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(32, 128)
+    out: dict[str, Any] = {}
+    probe = HealthProbe(Config(interval_s=0.0))  # every step sampled: the sample's own cost
+    try:
+        for _ in range(60):
+            opt.zero_grad(set_to_none=True)
+            model(x).pow(2).mean().backward()
+            opt.step()
+        out["health_sample_ms_24_tensors"] = statistics.median(probe._cost_ms)
+        loss = model(x).pow(2).mean()
+        out["health_backward_wrap_ns"] = _ns_per_call(lambda: probe._note_loss(loss), 20_000)
+    finally:
+        probe.close()
+    probe = HealthProbe(Config(interval_s=3600.0))  # sampled once, then never due: the hook's cost per step
+    try:
+        opt.zero_grad(set_to_none=True)
+        model(x).pow(2).mean().backward()
+        opt.step()
+        out["health_step_hook_ns"] = _ns_per_call(lambda: probe._on_step(opt, (), {}), 50_000)
+    finally:
+        probe.close()
     return out
 
 

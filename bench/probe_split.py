@@ -2,6 +2,7 @@
 
     python bench/probe_split.py --preset qwen3.5-4b --steps 10 --rounds 1 --out /tmp/split     # the H200
     python bench/probe_split.py --preset tiny --steps 20 --rounds 1 --out /tmp/split           # CPU dry run
+    python bench/probe_split.py --preset tiny --sets none,health,all --steps 40 --rounds 8 --out /tmp/split
 
 Builds the reference trainer once (no probes), trains ``--warmup-steps`` steps so every compiled graph has
 seen the shapes it will see, then runs windows of ``--steps`` drafter steps, each a fresh ``Run`` (a fresh probe
@@ -49,7 +50,8 @@ def _write(args: argparse.Namespace, rows: dict[str, list[float]], *, quiet: boo
               "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "windows": rows,
               "ratio_vs_none": {k: statistics.median(v) / base for k, v in rows.items() if v}}
     (args.out / "split.json").write_text(json.dumps(result, indent=2))
-    lines = [f"`python bench/probe_split.py --preset {args.preset} --steps {args.steps} --rounds {args.rounds}` on "
+    sets = f" --sets {args.sets}" if args.sets else ""
+    lines = [f"`python bench/probe_split.py --preset {args.preset}{sets} --steps {args.steps} --rounds {args.rounds}` on "
              f"{result['device']}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}", "",
              "| probes | tok/s (median) | vs none |", "|---|---|---|"]
     for name, values in rows.items():
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--time-budget-s", type=float, default=200.0, help="start no new window after this")
+    p.add_argument("--sets", help="comma list of the probe sets to alternate (none, all, or a probe's name; "
+                                  "default: none, all and each probe alone)")
     args, extra = p.parse_known_args(argv)
 
     import probes
@@ -78,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     sets: dict[str, frozenset[str]] = {"none": frozenset(), "all": probes.ALL_PROBES}
     sets |= {name: frozenset({name}) for name in sorted(probes.ALL_PROBES)}
+    if args.sets:
+        chosen = args.sets.split(",")
+        unknown = [name for name in chosen if name not in sets]
+        if unknown or "none" not in chosen:
+            p.error(f"--sets: {', '.join(unknown) or 'none is missing'} (choose from {', '.join(sets)}; none is the base)")
+        sets = {name: sets[name] for name in chosen}
     rows: dict[str, list[float]] = {name: [] for name in sets}
     with tempfile.TemporaryDirectory(prefix="probe-split-") as tmp:
         config, _ = parse_args(["--preset", args.preset, "--probes", "none", "--wandb", "off", "--log-interval", "1000",

@@ -3,14 +3,19 @@ publishes itself (wandb), so the two never disagree. Standard library only (the 
 
 - ``training-nonfinite`` (critical): the loss handed to ``backward()`` is NaN/inf, or gradients are non-finite,
   at a sampled step, and the optimizer keeps stepping (a mixed-precision scaler skips such steps: no hook fires).
-- ``training-no-update`` (critical): a parameter group's watched weights did not move between samples for at least
-  ``MIN_STEPS`` optimizer steps while its learning rate is above 0: it trains nothing. When none of its tensors got
-  a gradient, the optimizer steps over tensors the forward does not use (a model copy, re-created modules).
+- ``training-no-update`` (critical): in a parameter group whose learning rate is above 0, tensors holding at least
+  ``STUCK_SHARE`` of its watched weights have not trained for at least ``MIN_STEPS`` optimizer steps: their weights
+  did not change between samples, or the optimizer's running average of their squared gradients is exactly zero
+  (every gradient zero: weight decay alone still moves them). When none of them gets a gradient, the optimizer
+  steps over tensors the forward does not use (a model copy, re-created modules) or the graph is cut before them.
+  Or: every group the optimizers step holds only tensors that do not require grad (frozen after the optimizer was
+  built), and no group trains. Or: backward() runs (``MIN_NO_STEP_BACKWARDS`` calls, a second or more) in a
+  process that built an optimizer, none steps, and none of the tensors the loss depends on changes while their
+  gradients are cleared every iteration (a step() that never runs, a GradScaler that skips every step).
 - ``training-lr-zero`` (warning): a group's learning rate has been 0 for ``MIN_LR_ZERO_STEPS`` steps (a warm-up
   that starts at 0 rises long before that).
 
-Frozen parameters are in no optimizer (or have ``requires_grad=False``): never judged. Steps without a gradient at
-all (an optimizer stepped before any backward) count as nothing.
+Frozen parameters (in no optimizer, or ``requires_grad=False`` beside trainable ones) are never judged.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from dflash_contract.board import HealthKeys
 
 MIN_STEPS = 10
 MIN_LR_ZERO_STEPS = 50
+MIN_NO_STEP_BACKWARDS = 20  # backward() calls without an optimizer step, at two looks 1 s apart or more
+# A group does not train when at least this share of its watched weights (by element count) stays unchanged: a few
+# unused tensors (a pooler no loss reads) are not the failure; a stage, a model, or a whole group is.
+STUCK_SHARE = 0.10
 _GROUPS_SHOWN = 3
 
 
@@ -46,6 +55,8 @@ def judge(payload: Mapping[str, Any] | None, now_wall_s: float) -> list[Verdict]
     if bad is not None:
         out.append(bad)
     still = _no_update(groups, steps)
+    if still is None:
+        still = _no_step(payload)
     if still is not None:
         out.append(still)
     lr = _lr_zero(groups, steps)
@@ -94,51 +105,131 @@ def _nonfinite(payload: Mapping[str, Any], groups: list[Mapping[str, Any]], step
 
 
 def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
-    stuck = []
-    for g in groups:
-        since = _int(g.get(HealthKeys.UNCHANGED_SINCE_STEP))
-        lr = _num(g.get(HealthKeys.LR))
-        if since is None or steps - since < MIN_STEPS or lr is None or lr <= 0.0:
-            continue
-        stuck.append((g, since))
-    if not stuck:
+    stuck = [g for g in groups if stuck_share(g) >= STUCK_SHARE and (_num(g.get(HealthKeys.LR)) or 0.0) > 0.0]
+    frozen = [g for g in groups if (since := _int(g.get(HealthKeys.FROZEN_SINCE_STEP))) is not None
+              and _seen_at(g, steps) - since >= MIN_STEPS]
+    trains = [g for g in groups if (_int(g.get(HealthKeys.TENSORS)) or 0) > 0 and g not in stuck]
+    if trains:
+        frozen = []  # an optimizer over frozen tensors beside one that trains: a phase of the schedule, not a fault
+    if not stuck and not frozen:
         return None
-    names = ", ".join(str(g.get(HealthKeys.GROUP)) for g, _ in stuck[:_GROUPS_SHOWN])
-    first = min(since for _, since in stuck)
-    why = _why_stuck([g for g, _ in stuck])
+    parts = []
     evidence = []
-    for g, since in stuck[:_GROUPS_SHOWN]:
-        evidence.append((f"group {g.get(HealthKeys.GROUP)}",
-                         f"weights unchanged since step {since}, lr {g.get(HealthKeys.LR)}, "
-                         f"{g.get(HealthKeys.GRAD_NONE)} of {g.get(HealthKeys.TENSORS)} tensors without a gradient, "
-                         f"{g.get(HealthKeys.GRAD_ZERO)} with an all-zero one"))
+    if stuck:
+        parts.append(_stuck_claim(stuck, groups, steps))
+        for g in stuck[:_GROUPS_SHOWN]:
+            evidence.append((f"group {g.get(HealthKeys.GROUP)}",
+                             f"{g.get(HealthKeys.STUCK_TENSORS)} of {g.get(HealthKeys.WATCHED_TENSORS)} watched tensors "
+                             f"not training since step {g.get(HealthKeys.STUCK_SINCE_STEP)} (weights unchanged, or "
+                             f"only zero gradients; lr {g.get(HealthKeys.LR)}); "
+                             f"at the last sample {g.get(HealthKeys.STUCK_GRAD_NONE)} of them had no gradient, "
+                             f"{g.get(HealthKeys.STUCK_GRAD_ZERO)} an all-zero one; e.g. "
+                             + ", ".join(str(x) for x in g.get(HealthKeys.STUCK_EXAMPLES) or ())))
+    if frozen:
+        held = sum(_int(g.get(HealthKeys.FROZEN)) or 0 for g in frozen)
+        names = ", ".join(str(g.get(HealthKeys.GROUP)) for g in frozen[:_GROUPS_SHOWN])
+        parts.append(f"the optimizer steps over {held} tensors none of which requires grad ({names}): it updates "
+                     "nothing, and what does get gradients (modules added or unfrozen after it was built, adapters) "
+                     "is in no optimizer")
+        evidence.extend((f"group {g.get(HealthKeys.GROUP)}", f"{g.get(HealthKeys.FROZEN)} tensors, all with "
+                         f"requires_grad=False, since step {g.get(HealthKeys.FROZEN_SINCE_STEP)}")
+                        for g in frozen[:_GROUPS_SHOWN])
+    evidence.append(("optimizer steps so far", str(steps)))
     return Verdict(
         rule_id="training-no-update", critical=True,
-        claim=f"{len(stuck)} of {len(groups)} parameter groups do not train: their watched weights (slices spread "
-              f"over each group) have not changed in {steps - first} optimizer steps ({names}){why}",
+        claim="; ".join(parts),
         evidence=tuple(evidence),
         remedy="Make the optimizer hold the parameters the forward uses: build it after the model is final (after "
-               ".to(device), wrapping, re-creating modules, loading a checkpoint into a new object), check "
-               "requires_grad and that no torch.no_grad()/detach() cuts the loss from these weights.")
+               "re-creating or loading it into a new object, deepcopy, .to(), weight_norm/parametrizations, adapter "
+               "injection), check requires_grad, and that no torch.no_grad()/detach()/reentrant checkpoint whose "
+               "inputs do not require grad cuts the loss from these weights; call zero_grad() before backward(), "
+               "not between backward() and step(); a zero gate or mask makes every gradient zero.")
+
+
+def _no_step(payload: Mapping[str, Any]) -> Verdict | None:
+    """backward() runs, no optimizer steps, and nothing the loss depends on changes though its gradients are cleared
+    every iteration: a step() that never runs, or a GradScaler that skips every step."""
+    idle = payload.get(HealthKeys.NO_STEP)
+    if not isinstance(idle, Mapping):
+        return None
+    tensors = _int(idle.get(HealthKeys.NO_STEP_TENSORS)) or 0
+    backwards = _int(idle.get(HealthKeys.NO_STEP_BACKWARDS)) or 0
+    seconds = _num(idle.get(HealthKeys.NO_STEP_SECONDS)) or 0.0
+    # A program that steps every few seconds (long accumulation) pauses that long normally: three times its longest
+    # gap between two steps, at least a second.
+    usual_gap_s = _num(idle.get(HealthKeys.NO_STEP_LONGEST_GAP_S)) or 0.0
+    if not (tensors and idle.get(HealthKeys.NO_STEP_UNCHANGED) == tensors and idle.get(HealthKeys.NO_STEP_CLEARED)
+            is True and backwards >= MIN_NO_STEP_BACKWARDS and seconds >= max(1.0, 3 * usual_gap_s)):
+        return None
+    loss = idle.get(HealthKeys.NO_STEP_LOSS)
+    bad_loss = isinstance(loss, str)  # a non-finite loss is published as its name ("nan", "inf")
+    why = (f"the loss is {loss}: a GradScaler skips every step whose gradients are not finite, and the scale "
+           "collapses" if bad_loss else "no optimizer.step() runs (removed, or behind a condition that never "
+           "holds), or a GradScaler skips every step")
+    return Verdict(
+        rule_id="training-no-update", critical=True,
+        claim=f"nothing trains: backward() ran {backwards} times in {seconds:.0f} s without an optimizer step, and "
+              f"none of the {tensors} tensors the loss depends on changed ({why})",
+        evidence=(("backward() without a step", f"{backwards} calls in {seconds:.1f} s"),
+                  ("tensors the loss depends on", f"{tensors}, all unchanged, gradients cleared every iteration"),
+                  ("optimizer steps so far", str(_int(payload.get(HealthKeys.STEPS)) or 0))),
+        remedy="Call optimizer.step() after backward() (scaler.step(optimizer) with a GradScaler); with fp16, a "
+               "loss that is NaN or inf at every step makes the scaler skip them all: find where it turns "
+               "non-finite.")
+
+
+def stuck_share(g: Mapping[str, Any]) -> float:
+    """The share of a group row's watched weights (by element count) that do not train (0 when none are watched)."""
+    watched = _int(g.get(HealthKeys.WATCHED_NUMEL)) or 0
+    stuck = _int(g.get(HealthKeys.STUCK_NUMEL)) or 0
+    return stuck / watched if watched > 0 else 0.0
+
+
+def _stuck_claim(stuck: list[Mapping[str, Any]], groups: list[Mapping[str, Any]], steps: int) -> str:
+    tensors = sum(_int(g.get(HealthKeys.STUCK_TENSORS)) or 0 for g in stuck)
+    watched = sum(_int(g.get(HealthKeys.WATCHED_TENSORS)) or 0 for g in stuck)
+    numel = sum(_int(g.get(HealthKeys.STUCK_NUMEL)) or 0 for g in stuck)
+    of_numel = sum(_int(g.get(HealthKeys.WATCHED_NUMEL)) or 0 for g in stuck)
+    first = min(_int(g.get(HealthKeys.STUCK_SINCE_STEP)) or steps for g in stuck)
+    names = ", ".join(str(g.get(HealthKeys.GROUP)) for g in stuck[:_GROUPS_SHOWN])
+    share = f"{100 * numel / of_numel:.0f}% of the weights" if of_numel else "their weights"
+    return (f"{tensors} of {watched} tensors ({share}) in {len(stuck)} of {len(groups)} parameter groups have not "
+            f"trained in {steps - first} optimizer steps ({names}){_why_stuck(stuck)}")
 
 
 def _why_stuck(groups: list[Mapping[str, Any]]) -> str:
-    tensors = sum(_int(g.get(HealthKeys.TENSORS)) or 0 for g in groups)
-    none = sum(_int(g.get(HealthKeys.GRAD_NONE)) or 0 for g in groups)
-    zero = sum(_int(g.get(HealthKeys.GRAD_ZERO)) or 0 for g in groups)
+    tensors = sum(_int(g.get(HealthKeys.STUCK_TENSORS)) or 0 for g in groups)
+    none = sum(_int(g.get(HealthKeys.STUCK_GRAD_NONE)) or 0 for g in groups)
+    zero = sum(_int(g.get(HealthKeys.STUCK_GRAD_ZERO)) or 0 for g in groups)
+    known = [_int(g.get(HealthKeys.STUCK_NONE_IN_GRAPH)) for g in groups if _int(g.get(HealthKeys.STUCK_GRAD_NONE))]
+    in_graph = sum(k for k in known if k is not None) if known and all(k is not None for k in known) else None
     if tensors and none == tensors:
-        return ("; none of their tensors gets a gradient: the optimizer steps over tensors the forward does not use "
-                "(a model copy, or modules re-created after the optimizer was built)")
-    if tensors and zero + none == tensors:
-        return "; every gradient is zero: the loss does not depend on these weights"
-    if none:
-        return f"; {none} of their {tensors} tensors get no gradient (cut from the graph, or not used in the forward)"
+        if in_graph == none:
+            return ("; they get no gradient at the step although the loss's graph reaches them: their gradients are "
+                    "cleared between backward() and step() (zero_grad() after backward, or a hook that drops them)")
+        where = "they get no gradient" + (" and the loss's autograd graph does not reach them" if in_graph == 0 else "")
+        return (f"; {where}: the optimizer steps over tensors the forward does not use (a model copy, modules "
+                "re-created or re-parametrized after the optimizer was built) or the graph is cut before them "
+                "(no_grad, detach, reentrant checkpointing whose inputs do not require grad)")
+    if tensors and zero == tensors:
+        return ("; every gradient of theirs is exactly zero: the loss does not depend on them (a zero gate, an "
+                "all-zero mask)")
+    if none or zero:
+        return f"; {none} of them get no gradient, {zero} an all-zero one"
     return ""
+
+
+def _seen_at(g: Mapping[str, Any], steps: int) -> int:
+    """The step a group's reading was taken at: a state is judged over the steps it was seen in, never over the
+    steps the process made since its last sample (a warm-up's lr 0 at step 1 is not 0 for the 60 steps before the
+    next sample)."""
+    sampled = _int(g.get(HealthKeys.SAMPLED_STEP))
+    return sampled if sampled is not None else steps
 
 
 def _lr_zero(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
     zero = [(g, since) for g in groups if (since := _int(g.get(HealthKeys.LR_ZERO_SINCE_STEP))) is not None
-            and steps - since >= MIN_LR_ZERO_STEPS]
+            and _seen_at(g, steps) - since >= MIN_LR_ZERO_STEPS]
     if not zero:
         return None
     names = ", ".join(str(g.get(HealthKeys.GROUP)) for g, _ in zero[:_GROUPS_SHOWN])

@@ -55,6 +55,17 @@ class HookGuard:
         self.last_error = f"{type(exc).__name__}: {exc}"[:300]
 
 
+def fingerprint_view(tensor: Any, elems: int) -> Any:
+    """A view of ``elems`` elements strided over ``tensor`` (no copy; None for a non-contiguous one): compared
+    exactly between two reads, it says whether the tensor's values changed (a trained weight always does)."""
+    flat = tensor.detach()
+    if not flat.is_contiguous():
+        return None
+    flat = flat.view(-1)
+    n = flat.numel()
+    return flat if n <= elems else flat[:: n // elems][:elems]
+
+
 def thread_name(ident: int | None = None) -> str:
     """Name of a Python thread without creating ``Dummy-N`` objects (threading.current_thread() would)."""
     ident = threading.get_ident() if ident is None else ident

@@ -143,7 +143,8 @@ def attach(names: frozenset[str], *, board_dir: str | None, discover: bool, atta
     _STATE["attached"] = state
     if discover:
         try:
-            state["discovered"] = discover_objects(session, queues="queues" in added, models="checkpoint" in added)
+            state["discovered"] = discover_objects(session, queues="queues" in added,
+                                                     models="checkpoint" in added or "health" in added)
         except Exception as exc:  # a strange object in a frame: the probes run, unnamed
             state["discovered"] = {"queues": [], "models": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
     session.set_attached({"wall_s": time.time(), "probes": added, "session": kind, **attacher, "lease": lease})

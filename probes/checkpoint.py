@@ -8,7 +8,10 @@ parameters whose gradient is still None after a backward (the silent no-learning
   2.13). The wrapper walks a few frames to name the caller site: ~2 us per call.
 - grad None: a global optimizer step pre-hook (``register_optimizer_step_pre_hook``) runs right after
   the backward, before ``zero_grad``; it checks the optimizer's trainable params at most once per
-  ``check_interval_s``. Names come from models registered with ``watch_model``.
+  ``check_interval_s``. A parameter counts when its gradient was None at two checks in a row and its weights did
+  not change between them (a strided fingerprint of ``fingerprint_elems`` elements, compared exactly, one device
+  sync per check): a head used every other batch (multi-task, ``zero_grad(set_to_none=True)``) has no gradient
+  at half the steps and still trains. Names come from models registered with ``watch_model``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from types import FrameType
 from typing import Any
 
 from dflash_contract.board import CheckpointKeys, PayloadKeys
-from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module
+from probes._common import MAX_RECENT, HookGuard, JsonDict, fingerprint_view, loaded_module
 
 _PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_WRAPPERS = (functools.__file__, contextlib.__file__)
@@ -41,6 +44,8 @@ class Config:
     check_interval_s: float = 2.0  # grad-None check on at most one optimizer step per interval
     max_sites: int = 64
     max_params_checked: int = 20_000
+    max_params_confirmed: int = 512  # grad-None parameters fingerprinted per check
+    fingerprint_elems: int = 64
 
 
 def caller_site(depth_limit: int = 12) -> str:
@@ -76,6 +81,7 @@ class CheckpointProbe:
         self._param_names: dict[int, str] = {}
         self._grad_none: list[str] = []
         self._grad_none_count = 0
+        self._unconfirmed: dict[int, Any] = {}  # id -> fingerprint copy of a param without grad at the last check
         self._trainable = 0
         self._checked_steps = 0
         self._last_check_s = -float("inf")
@@ -165,7 +171,7 @@ class CheckpointProbe:
             self.guard.failed(exc)
 
     def _check_optimizer(self, optimizer: Any) -> None:
-        missing: list[str] = []
+        missing: list[tuple[Any, str]] = []
         trainable = 0
         checked = 0
         for group in optimizer.param_groups:
@@ -177,15 +183,42 @@ class CheckpointProbe:
                     continue
                 trainable += 1
                 if p.grad is None:
-                    missing.append(self._param_names.get(id(p)) or f"param[{i}] {tuple(p.shape)}")
+                    missing.append((p, self._param_names.get(id(p)) or f"param[{i}] {tuple(p.shape)}"))
         if trainable == len(missing):
             # Nothing got a gradient: a step() without any backward (e.g. a warm-up), not the failure mode.
             return
+        confirmed = self._confirm(missing[: self.config.max_params_confirmed])
         with self._lock:
             self._checked_steps += 1
             self._trainable = trainable
-            self._grad_none_count = len(missing)
-            self._grad_none = missing[:MAX_RECENT]
+            self._grad_none_count = len(confirmed)
+            self._grad_none = confirmed[:MAX_RECENT]
+
+    def _confirm(self, missing: list[tuple[Any, str]]) -> list[str]:
+        """The names of ``missing`` parameters that were without a gradient at the last check too, and whose weights
+        have not changed since: they never get one. One sync per device."""
+        torch = loaded_module("torch")
+        if torch is None:
+            return []
+        now: dict[int, Any] = {}
+        for p, _name in missing:
+            view = fingerprint_view(p, self.config.fingerprint_elems)
+            if view is not None:
+                now[id(p)] = view.clone()
+        pairs = [(p, name, now[id(p)], self._unconfirmed[id(p)]) for p, name in missing
+                 if id(p) in now and id(p) in self._unconfirmed
+                 and self._unconfirmed[id(p)].shape == now[id(p)].shape
+                 and self._unconfirmed[id(p)].device == now[id(p)].device]
+        self._unconfirmed = now
+        by_device: dict[Any, list[int]] = {}
+        for index, (_p, _name, a, _b) in enumerate(pairs):
+            by_device.setdefault(a.device, []).append(index)
+        changed = [True] * len(pairs)
+        for indices in by_device.values():
+            flags = torch.stack([(pairs[i][2] != pairs[i][3]).any() for i in indices]).tolist()  # the sync
+            for i, flag in zip(indices, flags, strict=True):
+                changed[i] = bool(flag)
+        return [name for (_p, name, _a, _b), moved in zip(pairs, changed, strict=True) if not moved]
 
     def check_model_grads(self, name: str) -> list[str]:
         """Grad-None trainable params of a watched model, for programs that call it right after backward."""

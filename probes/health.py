@@ -2,19 +2,32 @@
 
 The incident's worst bug trained nothing while the loss still printed. This probe looks where such bugs show:
 
-- torch's *global* optimizer step hooks (``register_optimizer_step_pre_hook`` / ``..._post_hook``, every optimizer
-  class, no patch of any): each step is counted (a few ns); a step at least ``interval_s`` after the last sample
-  is sampled, right after its backward and before the update: per parameter group, how many tensors have no
-  gradient, an all-zero one or a non-finite one, the learning rate, and how much a few watched slices of the
-  weights moved since the previous sample (|dw| / |w|: 0 is a group that does not train);
-- ``Tensor.backward`` (wrapped: one clock read per call): the loss handed to it at a due sample is kept
-  (detached, no sync) and its value read with the sample.
+- torch's *global* optimizer step hooks (``register_optimizer_step_pre_hook``, every optimizer class, no patch of
+  any): each step is counted (a few ns); a step at least ``interval_s`` after the last sample is sampled, right
+  after its backward and before the update. Per parameter group: how many tensors have no gradient, an all-zero
+  one or a non-finite one, how many do not require grad, the learning rate; and, per tensor (up to
+  ``watched_per_group`` tensors spread over the group), whether its weights changed since the previous sample
+  (a fingerprint of ``fingerprint_elems`` elements strided over the tensor, compared exactly) and whether the
+  optimizer's running average of squared gradients (Adam's ``exp_avg_sq``, RMSprop's ``square_avg``, ...) is
+  exactly zero: a tensor whose weights do not change, or whose optimizer has never seen a non-zero gradient of
+  it, does not train, whatever the rest of its group does;
+- ``Tensor.backward`` (wrapped): the loss handed to it is kept (a detached view, no sync, ~1 us a call), each one
+  replacing the last; the one before a sampled step is read with the sample. Two rarer looks from there: when a
+  sample saw tensors without a gradient that do not move, the next sample walks the last loss's autograd graph
+  (does it reach them at all?); and when backward runs with no optimizer step for 1 s (and three times the
+  program's longest gap between steps), once a second it fingerprints the tensors that graph accumulates into (a
+  step that never runs, a GradScaler that skips every step).
 
-Cost: one sample reads every gradient's norm (``torch._foreach_norm``, a few kernels per device) and copies at most
-``slices_per_group`` x ``slice_elems`` weights; everything read is stacked and brought to the host at once, one
-device sync per device per sample (``sample_ms_mean`` on the board says what it cost). Nothing else runs on the
-training path. What the readings mean is judged in ``dflash_contract.health`` (one logic for the findings of
-``doctor`` and the alerts the program publishes).
+A step that a mixed-precision ``GradScaler`` skips inside a fused optimizer (``fused=True``: the scaler sets
+``optimizer.found_inf`` and the step hook fires anyway) is read as skipped: nothing of it is judged, the next
+step is sampled instead. Steps the scaler skips outside the optimizer fire no hook at all.
+
+Cost: one sample reads every gradient's norm (``torch._foreach_norm``), copies at most ``watched_per_group`` x
+``fingerprint_elems`` weights per group and the norms of their optimizer moments; everything read is brought to
+the host at once, one device sync per device per sample (``sample_ms_mean`` on the board says what it cost).
+Nothing else runs on the training path of a run that trains (a dict lookup and a clock read per step, a detach and
+a clock read per backward). What the readings mean is judged in ``dflash_contract.health`` (one
+logic for the findings of ``doctor`` and the alerts the program publishes).
 """
 
 from __future__ import annotations
@@ -27,26 +40,75 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_contract.board import HealthKeys, PayloadKeys
-from probes._common import HookGuard, JsonDict, loaded_module
+from dflash_contract.health import MIN_STEPS, STUCK_SHARE
+from probes._common import HookGuard, JsonDict, fingerprint_view, loaded_module
+
+# The optimizer state that holds a running average of squared (or absolute) gradients: exactly zero only if every
+# gradient the optimizer has seen for that tensor was zero.
+_MOMENT_KEYS = ("exp_avg_sq", "square_avg", "sum", "exp_inf", "momentum_buffer")
+_EXAMPLES = 3
+IDLE_AFTER_S = 1.0  # backward runs and no optimizer stepped for this long: look whether anything trains
 
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
     interval_s: float = 1.0  # at most one sampled step per interval
     max_groups: int = 32
-    max_tensors_per_group: int = 20_000
-    slices_per_group: int = 8  # weight slices compared between samples, per group
-    slice_elems: int = 4096
+    max_tensors_per_group: int = 20_000  # gradients read per group
+    watched_per_group: int = 512  # tensors whose weights are fingerprinted, spread over the group
+    fingerprint_elems: int = 64  # elements per fingerprint, strided over the tensor
 
 
 @dataclass
 class _Group:
     """What the probe remembers of one parameter group between samples."""
 
-    slices: list[Any] = field(default_factory=list)  # detached copies of a few weight slices (on their devices)
+    layout: tuple[int, ...] = ()  # ids of the watched tensors, in order: a new layout starts afresh
+    prints: dict[Any, Any] = field(default_factory=dict)  # (device, dtype) -> concatenated fingerprints
+    views: dict[int, tuple[int, Any]] = field(default_factory=dict)  # id -> (data_ptr, fingerprint view)
+    segments: dict[Any, Any] = field(default_factory=dict)  # (device, dtype) -> element -> watched tensor index
+    quiet_since: list[int | None] = field(default_factory=list)  # per watched tensor: weights unchanged since
+    zero_since: list[int | None] = field(default_factory=list)  # per watched tensor: optimizer moment zero since
+    zero_grad: set[int] = field(default_factory=set)  # watched slots whose gradient was all zero at the last sample
+    none_grad: set[int] = field(default_factory=set)  # slots without gradient and unchanged: what may not train
     row: dict[str, Any] = field(default_factory=dict)  # the last published reading
     unchanged_since: int | None = None
     lr_zero_since: int | None = None
+    frozen_since: int | None = None
+
+
+@dataclass
+class _Idle:
+    """Backward runs without optimizer steps: what the looks at the loss's tensors found, since the first."""
+
+    ids: tuple[int, ...]
+    since_wall_s: float
+    since_s: float  # monotonic
+    since_backwards: int
+    prints: list[Any] = field(default_factory=list)
+    samples: int = 0
+    leaves: int = 0
+    unchanged: int | None = None  # of the leaves, unchanged since the previous look (None: no comparison yet)
+    cleared: bool = True  # their gradients were None or zero at every look (cleared each iteration)
+    backwards: int = 0
+    seconds: float = 0.0
+    loss: float | None = None  # the loss handed to the last look's backward()
+
+
+@dataclass
+class _Reading:
+    """One group's tensors at a sample, before the sync."""
+
+    key: str
+    state: _Group
+    row: dict[str, Any]
+    params: list[Any]  # the group's trainable tensors
+    grads: list[Any]
+    grad_of: list[int]  # per trainable tensor: index into grads, or -1 (None)
+    watched: list[int]  # indices into params
+    prints: dict[Any, list[Any]]  # (device, dtype) -> fingerprint views, in watched order within the key
+    print_slots: dict[Any, list[int]]  # (device, dtype) -> positions in ``watched``
+    moments: list[Any]  # per watched tensor: its moment tensor or None
 
 
 class HealthProbe:
@@ -63,15 +125,25 @@ class HealthProbe:
         self._arm_failed = False
         self._steps = 0
         self._samples = 0
+        self._amp_skipped = 0
         self._last_sample_step: int | None = None
-        self._next_sample_s = 0.0
-        self._next_loss_s = 0.0
+        self._due_s: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()  # per optimizer
         self._loss_tensor: Any = None
+        self._loss_graph: Any = None  # the last loss itself (its autograd graph), kept only while _want_graph
+        self._backwards = 0
+        self._last_step_s = time.monotonic()  # the last optimizer step (or the probe's start)
+        self._max_step_gap_s = 0.0
+        self._idle: _Idle | None = None  # backward() runs and no optimizer steps: what the loss depends on
+        self._idle_due_s = 0.0
+        self._want_graph = False  # a tensor had no gradient at the last sample: is it in the loss's graph?
         self._loss: float | None = None
         self._loss_bad_since: tuple[int, float] | None = None
         self._grad_bad_since: int | None = None
         self._groups: dict[str, _Group] = {}
+        self._owners: dict[str, Any] = {}  # group key -> weakref to its optimizer: a dead one's groups are dropped
         self._optimizer_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._optimizers_seen = 0
+        self._param_names: dict[int, str] = {}
         self._cost_ms: list[float] = []
         self._arm()
 
@@ -102,16 +174,32 @@ class HealthProbe:
                 self.guard.failed(exc)
 
     def watch_model(self, name: str, model: Any) -> None:
-        self._arm()  # a program that names its model has imported torch.optim by now
+        """Name ``model``'s tensors in the evidence (``model.layers.0.weight``); and arm: a program that names its
+        model has imported torch.optim by now."""
+        names = {id(p): f"{name}.{pname}" if name else pname for pname, p in model.named_parameters()}
+        with self._lock:
+            self._param_names.update(names)
+        self._arm()
 
     # --- on the training threads ------------------------------------------------------------------------------
 
     def _note_loss(self, tensor: Any) -> None:
         try:
+            # The last loss before the sampled step is the one read: each backward replaces the one kept (a detached
+            # view, ~1 us, no sync), so a backward whose step a GradScaler skips (no hook fires) leaves nothing
+            # behind, and a sample that falls due between a backward and its step still has that step's loss.
+            if getattr(tensor, "numel", lambda: 0)() == 1:
+                self._loss_tensor = tensor.detach()
+                if self._want_graph:  # rare: only after a sample saw tensors without a gradient
+                    self._loss_graph = tensor
+            self._backwards += 1
             now = time.monotonic()
-            if now >= self._next_loss_s and getattr(tensor, "numel", lambda: 0)() == 1:
-                self._next_loss_s = now + self.config.interval_s
-                self._loss_tensor = tensor.detach()  # no sync: read with the next sample
+            if now - self._last_step_s >= max(IDLE_AFTER_S, 3 * self._max_step_gap_s) and now >= self._idle_due_s:
+                # No optimizer step for longer than this program pauses between steps, though backward runs (a step
+                # that never comes, a GradScaler that skips them all): once an interval, does anything the loss
+                # depends on change? (A trainer whose steps take seconds looks only after three such gaps.)
+                self._idle_due_s = now + self.config.interval_s
+                self._idle_sample(tensor)
         except Exception as exc:  # never into the program's backward
             self.guard.failed(exc)
 
@@ -119,11 +207,18 @@ class HealthProbe:
         try:
             self._steps += 1
             now = time.monotonic()
-            if now < self._next_sample_s:
+            if self._steps > 1:  # the longest gap between two steps: a pause that long is this program's normal
+                self._max_step_gap_s = max(self._max_step_gap_s, now - self._last_step_s)
+            self._last_step_s = now
+            if self._idle is not None:
+                self._idle = None  # it steps again
+            if now < self._due_s.get(optimizer, 0.0):  # an optimizer not seen before is due at once
                 return
-            self._next_sample_s = now + self.config.interval_s
+            # Each optimizer is sampled once an interval (a GAN's two optimizers, a trainer with one per model).
+            self._due_s[optimizer] = now + self.config.interval_s
             t0 = time.perf_counter()
-            self._sample(optimizer)
+            if not self._sample(optimizer):  # a step skipped inside the optimizer: sample its next one instead
+                self._due_s[optimizer] = 0.0
             self._cost_ms.append(1e3 * (time.perf_counter() - t0))
             del self._cost_ms[:-32]
         except Exception as exc:
@@ -131,66 +226,236 @@ class HealthProbe:
 
     def _optimizer_name(self, optimizer: Any) -> str:
         if optimizer not in self._optimizer_ids:
-            self._optimizer_ids[optimizer] = len(self._optimizer_ids)
+            self._optimizer_ids[optimizer] = self._optimizers_seen  # never reused: a new optimizer, a new name
+            self._optimizers_seen += 1
         return f"{type(optimizer).__name__}#{self._optimizer_ids[optimizer]}"
 
-    def _sample(self, optimizer: Any) -> None:
+    def _sample(self, optimizer: Any) -> bool:
+        """Read one step; False when a GradScaler skips it inside the optimizer (nothing judged)."""
         torch = loaded_module("torch")
         if torch is None:
-            return
+            return True
         step = self._steps
         name = self._optimizer_name(optimizer)
-        readings: list[tuple[str, _Group, dict[str, Any], list[Any], list[Any], list[Any]]] = []
-        for index, group in enumerate(optimizer.param_groups[: self.config.max_groups]):
-            params = [p for p in group.get("params", [])[: self.config.max_tensors_per_group] if p.requires_grad]
-            if not params:
-                continue
-            key = f"{name}/{index}"
-            state = self._groups.setdefault(key, _Group())
-            grads = [p.grad for p in params if p.grad is not None]
-            row: dict[str, Any] = {HealthKeys.GROUP: key, HealthKeys.TENSORS: len(params),
-                                   HealthKeys.LR: _number(group.get("lr")),
-                                   HealthKeys.GRAD_NONE: len(params) - len(grads)}
-            now_slices = [p.detach().reshape(-1)[: self.config.slice_elems].float().clone()
-                          for p in _spread(params, self.config.slices_per_group)]
-            readings.append((key, state, row, grads, now_slices, state.slices))
-        loss, self._loss_tensor = self._loss_tensor, None
-        values = _host_values(torch, readings, loss)  # the one sync
+        self._forget_dead_optimizers()
+        readings = [self._read_group(f"{name}/{index}", group, optimizer)
+                    for index, group in enumerate(optimizer.param_groups[: self.config.max_groups])]
+        found_inf = getattr(optimizer, "found_inf", None)  # GradScaler's fused path: this step may be skipped
+        loss = self._loss_tensor
+        graph, self._loss_graph = self._loss_graph, None
+        # Which tensors the last loss depends on (its graph's leaves), when it can say something: one optimizer in
+        # the process (with two, the last loss may be the other model's).
+        in_graph = _graph_leaves(graph) if graph is not None and len(self._optimizer_ids) == 1 else None
+        values = _host_values(torch, readings, loss, found_inf if _is_tensor(torch, found_inf) else None)  # sync
+        if values.get("found_inf"):
+            with self._lock:
+                self._amp_skipped += 1
+            return False
+        self._loss_tensor = None
         with self._lock:
             self._samples += 1
             self._last_sample_step = step
             self._loss = values.get("loss")
             self._judge_loss(step)
             any_bad_grad = False
-            for key, state, row, _grads, now_slices, _ in readings:
-                norms = values["grads"][key]
-                row[HealthKeys.GRAD_ZERO] = sum(1 for v in norms if v == 0.0)
-                row[HealthKeys.GRAD_NONFINITE] = sum(1 for v in norms if not math.isfinite(v))
-                any_bad_grad = any_bad_grad or row[HealthKeys.GRAD_NONFINITE] > 0
-                ratio = values["ratios"].get(key)
-                row[HealthKeys.UPDATE_RATIO] = ratio
-                if ratio == 0.0:
-                    state.unchanged_since = state.unchanged_since if state.unchanged_since is not None \
-                        else self._previous_sample_step(key)
-                elif ratio is not None:
-                    state.unchanged_since = None
-                lr = row[HealthKeys.LR]
-                state.lr_zero_since = (state.lr_zero_since if state.lr_zero_since is not None else step) \
-                    if lr == 0.0 else None
-                row[HealthKeys.UNCHANGED_SINCE_STEP] = state.unchanged_since
-                row[HealthKeys.LR_ZERO_SINCE_STEP] = state.lr_zero_since
-                row["sampled_step"] = step
-                state.slices = now_slices
-                state.row = row
+            for r in readings:
+                self._judge_group(r, values, step, in_graph)
+                any_bad_grad = any_bad_grad or bool(r.row.get(HealthKeys.GRAD_NONFINITE))
+            self._want_graph = any(g.none_grad for g in self._groups.values())
             if any_bad_grad:
                 self._grad_bad_since = self._grad_bad_since if self._grad_bad_since is not None else step
             else:
                 self._grad_bad_since = None
+        return True
 
-    def _previous_sample_step(self, key: str) -> int | None:
-        row = self._groups[key].row
-        value = row.get("sampled_step") if row else None
-        return value if isinstance(value, int) else None
+    def _idle_sample(self, loss: Any) -> None:
+        """Backward runs, no optimizer steps: fingerprint the tensors the loss accumulates gradients into (before
+        this backward: are their gradients cleared each time, as when each iteration calls zero_grad?) and compare
+        with the last such look. Only in a process that built a torch.optim optimizer (not attribution or attacks
+        on inputs, where backward never meant an update)."""
+        torch = loaded_module("torch")
+        if torch is None or not _optimizer_built(torch):
+            return
+        leaves = _graph_leaf_tensors(loss)
+        watched = [leaves[i] for i in _spread(len(leaves), self.config.watched_per_group)] if leaves else []
+        grads = [p.grad for p in watched if p.grad is not None]
+        views = [(p, v) for p in watched if (v := fingerprint_view(p, self.config.fingerprint_elems)) is not None]
+        prints = [v.detach().float().clone() for _, v in views]
+        ids = tuple(id(p) for p, _ in views)
+        previous = self._idle
+        values: list[float] = []
+        if previous is not None and previous.ids == ids and prints:
+            moved = [(a != b).any() for a, b in zip(prints, previous.prints, strict=True)]
+            by_device: dict[Any, list[Any]] = {}
+            for flag in moved:
+                by_device.setdefault(flag.device, []).append(flag.float())
+            for ts in by_device.values():
+                values.extend(torch.stack(ts).tolist())  # one sync per device, once an interval while idle
+        loss_value = float(loss.detach().reshape(())) if loss.numel() == 1 else None  # a sync, once an interval
+        zero = True
+        if grads:
+            norms = _norms(torch, grads)
+            zero = all(v == 0.0 for v in (norms.tolist() if not isinstance(norms, list) else map(float, norms)))
+        now = time.monotonic()
+        with self._lock:
+            idle = previous if previous is not None and previous.ids == ids else _Idle(
+                ids=ids, since_wall_s=time.time(), since_s=now, since_backwards=self._backwards)
+            idle.prints = prints
+            idle.samples += 1
+            idle.leaves = len(ids)
+            idle.unchanged = sum(1 for v in values if v == 0.0) if values else None
+            idle.cleared = idle.cleared and (not grads or zero)  # every look found them None or zero
+            idle.backwards = self._backwards - idle.since_backwards
+            idle.seconds = now - idle.since_s
+            idle.loss = loss_value
+            self._idle = idle
+
+    def _forget_dead_optimizers(self) -> None:
+        """Drop the groups of optimizers that are gone (their rows, and the weight views that would keep their
+        tensors' memory alive)."""
+        dead = [key for key, ref in self._owners.items() if ref() is None]
+        if dead:
+            with self._lock:
+                for key in dead:
+                    self._groups.pop(key, None)
+                    self._owners.pop(key, None)
+
+    def _read_group(self, key: str, group: Any, optimizer: Any) -> _Reading:
+        every = group.get("params", [])[: self.config.max_tensors_per_group]
+        params = [p for p in every if p.requires_grad]
+        if key not in self._groups:
+            with self._lock:
+                self._groups[key] = _Group()
+                self._owners[key] = weakref.ref(optimizer)
+        state = self._groups[key]
+        grads: list[Any] = []
+        grad_of: list[int] = []
+        for p in params:
+            if p.grad is None:
+                grad_of.append(-1)
+            else:
+                grad_of.append(len(grads))
+                grads.append(p.grad)
+        row: dict[str, Any] = {HealthKeys.GROUP: key, HealthKeys.TENSORS: len(params),
+                               HealthKeys.FROZEN: len(every) - len(params), HealthKeys.LR: _number(group.get("lr")),
+                               HealthKeys.GRAD_NONE: len(params) - len(grads)}
+        watched = _spread(len(params), self.config.watched_per_group)
+        prints: dict[Any, list[Any]] = {}
+        slots: dict[Any, list[int]] = {}
+        moments: list[Any] = []
+        opt_state = getattr(optimizer, "state", {})
+        views = state.views
+        for slot, i in enumerate(watched):
+            p = params[i]
+            ptr = p.data_ptr()
+            cached = views.get(id(p))
+            if cached is None or cached[0] != ptr:  # a view of its memory, rebuilt when `.data` is replaced
+                cached = views[id(p)] = (ptr, fingerprint_view(p, self.config.fingerprint_elems))
+            view = cached[1]
+            if view is not None:
+                k = (view.device, view.dtype)
+                prints.setdefault(k, []).append(view)
+                slots.setdefault(k, []).append(slot)
+            # The optimizer's moment is read (a pass over it) only for a tensor whose gradient was zero at the last
+            # sample: what could be a tensor that never trains; a healthy run reads none.
+            moments.append(_moment(opt_state.get(p)) if slot in state.zero_grad else None)
+        return _Reading(key=key, state=state, row=row, params=params, grads=grads, grad_of=grad_of, watched=watched,
+                        prints=prints, print_slots=slots, moments=moments)
+
+    def _judge_group(self, r: _Reading, values: dict[str, Any], step: int, in_graph: set[int] | None) -> None:
+        """Fold one group's sample into what the probe remembers of it (under the lock)."""
+        state, row = r.state, r.row
+        norms = values["grads"].get(r.key, [])
+        row[HealthKeys.GRAD_ZERO] = sum(1 for v in norms if v == 0.0)
+        row[HealthKeys.GRAD_NONFINITE] = sum(1 for v in norms if not math.isfinite(v))
+        lr = row[HealthKeys.LR]
+        state.lr_zero_since = (state.lr_zero_since if state.lr_zero_since is not None else step) \
+            if lr == 0.0 else None
+        state.frozen_since = (state.frozen_since if state.frozen_since is not None else step) \
+            if not r.params and row[HealthKeys.FROZEN] else None
+        previous = state.row.get(HealthKeys.SAMPLED_STEP) if state.row else None  # this group's own last sample
+        layout = tuple(id(r.params[i]) for i in r.watched)
+        if layout != state.layout:  # new or changed tensors: nothing to compare them with yet
+            state.layout = layout
+            state.quiet_since = [None] * len(layout)
+            state.zero_since = [None] * len(layout)
+            state.zero_grad = set()
+            state.none_grad = set()
+            state.segments = {}
+            alive = set(layout)
+            state.views = {k: v for k, v in state.views.items() if k in alive}
+            changed: list[bool | None] = [None] * len(layout)
+            ratio = None
+        else:
+            changed = values["changed"].get(r.key, [None] * len(layout))
+            ratio = values["ratios"].get(r.key)
+        state.prints = values["prints"].get(r.key, {})
+        moment_zero = values["moment_zero"].get(r.key, [None] * len(layout))
+        for slot in range(len(layout)):
+            moved = changed[slot]
+            if moved is False:
+                if state.quiet_since[slot] is None:
+                    state.quiet_since[slot] = previous if previous is not None else step
+            elif moved is True:
+                state.quiet_since[slot] = None
+            zero = moment_zero[slot]
+            state.zero_since[slot] = None if not zero else (
+                state.zero_since[slot] if state.zero_since[slot] is not None else step)
+        self._stuck_fields(r, norms, step, in_graph)
+        state.zero_grad = {slot for slot, i in enumerate(r.watched)
+                           if 0 <= r.grad_of[i] < len(norms) and norms[r.grad_of[i]] == 0.0}
+        # Tensors without a gradient whose weights stay put, holding enough of the group to become a finding: the
+        # next sample walks the loss's graph to say whether it reaches them (a healthy run never walks it).
+        quiet_none = [slot for slot, i in enumerate(r.watched)
+                      if r.grad_of[i] < 0 and state.quiet_since[slot] is not None]
+        numel = row.get(HealthKeys.WATCHED_NUMEL) or 0
+        share = sum(int(r.params[r.watched[slot]].numel()) for slot in quiet_none) / numel if numel else 0.0
+        state.none_grad = set(quiet_none) if share >= STUCK_SHARE else set()
+        row[HealthKeys.UPDATE_RATIO] = ratio
+        quiet = [s for s in state.quiet_since if s is not None]
+        state.unchanged_since = max(quiet) if quiet and len(quiet) == len(layout) else None
+        row[HealthKeys.UNCHANGED_SINCE_STEP] = state.unchanged_since
+        row[HealthKeys.LR_ZERO_SINCE_STEP] = state.lr_zero_since
+        row[HealthKeys.FROZEN_SINCE_STEP] = state.frozen_since
+        row[HealthKeys.SAMPLED_STEP] = step
+        state.row = row
+
+    def _stuck_fields(self, r: _Reading, norms: list[float], step: int, in_graph: set[int] | None) -> None:
+        """The watched tensors that do not train (weights unchanged, or a zero optimizer moment, for at least
+        MIN_STEPS steps), counted with their sizes, what their gradient is now (and, for those without one, whether
+        the last loss depends on them at all), and a few names."""
+        state, row = r.state, r.row
+        watched_numel = stuck_numel = stuck = none = zero = none_in_graph = 0
+        since: int | None = None
+        examples: list[str] = []
+        for slot, i in enumerate(r.watched):
+            p = r.params[i]
+            numel = int(p.numel())
+            watched_numel += numel
+            starts = [s for s in (state.quiet_since[slot], state.zero_since[slot])
+                      if s is not None and step - s >= MIN_STEPS]
+            if not starts:
+                continue
+            stuck += 1
+            stuck_numel += numel
+            since = min(starts) if since is None else min(since, *starts)
+            g = r.grad_of[i]
+            if g < 0:
+                none += 1
+                none_in_graph += int(in_graph is not None and id(p) in in_graph)
+            elif g < len(norms) and norms[g] == 0.0:
+                zero += 1
+            if len(examples) < _EXAMPLES:
+                examples.append(self._param_names.get(id(p)) or f"tensor {i} {tuple(p.shape)}")
+        row[HealthKeys.WATCHED_TENSORS] = len(r.watched)
+        row[HealthKeys.WATCHED_NUMEL] = watched_numel
+        row[HealthKeys.STUCK_TENSORS] = stuck
+        row[HealthKeys.STUCK_NUMEL] = stuck_numel
+        row[HealthKeys.STUCK_SINCE_STEP] = since
+        row[HealthKeys.STUCK_GRAD_NONE] = none
+        row[HealthKeys.STUCK_GRAD_ZERO] = zero
+        row[HealthKeys.STUCK_NONE_IN_GRAPH] = none_in_graph if in_graph is not None and none else None
+        row[HealthKeys.STUCK_EXAMPLES] = examples
 
     def _judge_loss(self, step: int) -> None:
         loss = self._loss
@@ -214,13 +479,24 @@ class HealthProbe:
                 HealthKeys.ARMED: bool(self._handles),
                 HealthKeys.STEPS: self._steps,
                 HealthKeys.SAMPLES: self._samples,
+                HealthKeys.AMP_SKIPPED: self._amp_skipped,
                 HealthKeys.LAST_SAMPLE_STEP: self._last_sample_step,
                 HealthKeys.INTERVAL_S: self.config.interval_s,
                 HealthKeys.GROUPS: groups,
-                HealthKeys.LOSS: self._loss if self._loss is None or math.isfinite(self._loss) else str(self._loss),
+                HealthKeys.LOSS: _finite_or_name(self._loss),
                 HealthKeys.LOSS_NONFINITE_SINCE_STEP: bad[0] if bad else None,
                 HealthKeys.LOSS_NONFINITE_SINCE_WALL_S: bad[1] if bad else None,
                 HealthKeys.GRAD_NONFINITE_SINCE_STEP: self._grad_bad_since,
+                HealthKeys.BACKWARDS: self._backwards,
+                HealthKeys.NO_STEP: None if self._idle is None or self._idle.unchanged is None else {
+                    HealthKeys.NO_STEP_SINCE_WALL_S: self._idle.since_wall_s,
+                    HealthKeys.NO_STEP_SECONDS: round(self._idle.seconds, 1),
+                    HealthKeys.NO_STEP_BACKWARDS: self._idle.backwards,
+                    HealthKeys.NO_STEP_TENSORS: self._idle.leaves,
+                    HealthKeys.NO_STEP_UNCHANGED: self._idle.unchanged,
+                    HealthKeys.NO_STEP_CLEARED: self._idle.cleared,
+                    HealthKeys.NO_STEP_LOSS: _finite_or_name(self._idle.loss),
+                    HealthKeys.NO_STEP_LONGEST_GAP_S: round(self._max_step_gap_s, 3)},
                 HealthKeys.SAMPLE_MS_MEAN: None if cost is None else round(cost, 3),
                 PayloadKeys.HOOK_ERRORS: self.guard.errors,
             }
@@ -245,53 +521,179 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _spread(items: list[Any], n: int) -> list[Any]:
-    """``n`` items spread over the list (first, last and between): a slice of every part of the model."""
-    if len(items) <= n:
-        return list(items)
-    step = (len(items) - 1) / (n - 1)
-    return [items[round(i * step)] for i in range(n)]
+def _finite_or_name(value: float | None) -> float | str | None:
+    """A float as JSON carries it: a non-finite one by its name ("nan", "inf")."""
+    return value if value is None or math.isfinite(value) else str(value)
 
 
-def _host_values(torch: Any, readings: list[Any], loss: Any) -> dict[str, Any]:
-    """Gradient norms, slice ratios and the loss of one sample, brought to the host with one sync per device."""
-    pieces: dict[Any, list[Any]] = {}  # device -> tensors to stack
-    layout: list[tuple[str, str, Any, int]] = []  # (what, key, device, how many)
+def _is_tensor(torch: Any, value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
 
-    def add(what: str, key: str, tensors: list[Any]) -> None:
-        by_device: dict[Any, list[Any]] = {}
-        for t in tensors:
-            by_device.setdefault(t.device, []).append(t.reshape(()).float())
-        for device, ts in by_device.items():
-            pieces.setdefault(device, []).extend(ts)
-            layout.append((what, key, device, len(ts)))
 
-    for key, _state, _row, grads, now_slices, before in readings:
-        if grads:
-            add("grads", key, list(torch._foreach_norm(grads)) if _same_device(grads) else [g.norm() for g in grads])
-        if before and len(before) == len(now_slices):
-            moved = [torch.linalg.vector_norm(a - b) for a, b in zip(now_slices, before, strict=True)]
-            base = [torch.linalg.vector_norm(b) for b in before]
-            add("moved", key, [torch.stack(moved).sum()])
-            add("base", key, [torch.stack(base).sum()])
+def _spread(n: int, k: int) -> list[int]:
+    """``k`` indices spread over ``range(n)`` (first, last and between): every part of the model."""
+    if n <= k:
+        return list(range(n))
+    step = (n - 1) / (k - 1)
+    return sorted({round(i * step) for i in range(k)})
+
+
+def _optimizer_built(torch: Any) -> bool:
+    """Whether the process built a torch.optim optimizer: ``Optimizer.__init__`` wraps its class's ``step`` once
+    and marks it ``hooked`` (torch >= 2.0)."""
+    pending = list(torch.optim.Optimizer.__subclasses__())
+    seen = 0
+    while pending and seen < 1000:
+        cls = pending.pop()
+        seen += 1
+        if getattr(vars(cls).get("step"), "hooked", False):
+            return True
+        pending.extend(cls.__subclasses__())
+    return False
+
+
+def _graph_leaf_tensors(loss: Any, max_nodes: int = 50_000) -> list[Any]:
+    """The tensors a loss's autograd graph accumulates gradients into, in graph order (bounded walk)."""
+    root = getattr(loss, "grad_fn", None)
+    seen: set[int] = set()
+    leaves: list[Any] = []
+    stack = [root] if root is not None else []
+    while stack and len(seen) < max_nodes:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            leaves.append(variable)
+        stack.extend(child for child, _ in node.next_functions)
+    return leaves
+
+
+def _graph_leaves(loss: Any, max_nodes: int = 50_000) -> set[int] | None:
+    """The ids of the tensors a loss's autograd graph accumulates gradients into (its AccumulateGrad leaves); None
+    when the graph is larger than ``max_nodes`` (not walked to the end: no claim from it). Read after the backward:
+    the graph's nodes outlive it (only their saved tensors are freed)."""
+    root = getattr(loss, "grad_fn", None)
+    if root is None:
+        return set()
+    seen: set[int] = set()
+    leaves: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        if len(seen) >= max_nodes:
+            return None
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            leaves.add(id(variable))
+        stack.extend(child for child, _ in node.next_functions)
+    return leaves
+
+
+def _moment(state: Any) -> Any:
+    """The optimizer's running average of squared gradients for one tensor (None: it keeps none)."""
+    if not isinstance(state, dict):
+        return None
+    for key in _MOMENT_KEYS:
+        value = state.get(key)
+        if value is not None and hasattr(value, "norm"):
+            return value
+    return None
+
+
+def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any) -> dict[str, Any]:
+    """Gradient norms, which watched tensors moved, their optimizer moments, the loss and the scaler's found_inf of
+    one sample, brought to the host with one sync per device."""
+    pieces: dict[Any, list[Any]] = {}  # device -> 1-D float tensors to concatenate
+    layout: list[tuple[str, str, Any, Any, int]] = []  # (what, group key, extra, device, how many)
+
+    def add(what: str, key: str, extra: Any, values: Any) -> None:
+        """Queue values to bring to the host: a 1-D tensor (on one device), or a list of 0-d tensors (any)."""
+        if isinstance(values, list):
+            by_device: dict[Any, list[Any]] = {}
+            for t in values:
+                by_device.setdefault(t.device, []).append(t.float())
+            vectors = [torch.stack(ts) for ts in by_device.values()]
+        else:
+            vectors = [values.float()]
+        for v in vectors:
+            pieces.setdefault(v.device, []).append(v)
+            layout.append((what, key, extra, v.device, int(v.numel())))
+
+    out: dict[str, Any] = {"grads": {}, "ratios": {}, "changed": {}, "moment_zero": {}, "prints": {}}
+    for r in readings:
+        out["grads"][r.key] = []
+        if r.grads:
+            add("grads", r.key, None, _norms(torch, r.grads))
+        prints: dict[Any, Any] = {}
+        same_layout = r.state.layout == tuple(id(r.params[i]) for i in r.watched)
+        for k, views in r.print_slots.items():
+            now = torch.cat(r.prints[k]).float()  # the copy: a snapshot of the watched weights
+            prints[k] = now
+            before = r.state.prints.get(k)
+            if before is None or before.shape != now.shape or not same_layout:
+                continue
+            segment = r.state.segments.get(k)
+            if segment is None or segment.shape != now.shape:
+                lengths = torch.tensor([int(v.numel()) for v in r.prints[k]], device=now.device)
+                segment = r.state.segments[k] = torch.repeat_interleave(
+                    torch.arange(len(views), device=now.device), lengths)
+            moved = torch.zeros(len(views), device=now.device).index_add_(0, segment, (now != before).float())
+            add("changed", r.key, k, moved)
+            add("moved", r.key, None, [torch.linalg.vector_norm(now - before)])
+            add("base", r.key, None, [torch.linalg.vector_norm(before)])
+        out["prints"][r.key] = prints
+        present = [m for m in r.moments if m is not None]
+        if present:
+            add("moments", r.key, None, _norms(torch, present))
     if loss is not None:
-        add("loss", "", [loss.detach()])
-    host: dict[Any, list[float]] = {d: torch.stack(ts).tolist() for d, ts in pieces.items()}  # the sync
+        add("loss", "", None, [loss.detach().reshape(())])
+    if found_inf is not None:
+        add("found_inf", "", None, [found_inf.detach().reshape(())])
+    host: dict[Any, list[float]] = {d: torch.cat(vs).tolist() for d, vs in pieces.items()}  # the sync
     cursor = {d: 0 for d in host}
-    out: dict[str, Any] = {"grads": {r[0]: [] for r in readings}, "ratios": {}}
     moved_base: dict[str, list[float]] = {}
-    for what, key, device, n in layout:
+    changed_by_key: dict[str, dict[Any, list[float]]] = {}
+    moments_by_key: dict[str, list[float]] = {}
+    for what, key, extra, device, n in layout:
         values = host[device][cursor[device]: cursor[device] + n]
         cursor[device] += n
         if what == "grads":
             out["grads"][key].extend(values)
         elif what == "loss":
             out["loss"] = values[0]
+        elif what == "found_inf":
+            out["found_inf"] = values[0] > 0
+        elif what == "changed":
+            changed_by_key.setdefault(key, {})[extra] = values
+        elif what == "moments":
+            moments_by_key.setdefault(key, []).extend(values)
         else:
             moved_base.setdefault(key, [0.0, 0.0])[0 if what == "moved" else 1] += values[0]
     for key, (moved_norm, base_norm) in moved_base.items():
         out["ratios"][key] = moved_norm / base_norm if base_norm > 0 else (0.0 if moved_norm == 0 else math.inf)
+    for r in readings:
+        per_key = changed_by_key.get(r.key)
+        if per_key is not None:
+            changed: list[bool | None] = [None] * len(r.watched)
+            for k, counts in per_key.items():
+                for slot, count in zip(r.print_slots[k], counts, strict=True):
+                    changed[slot] = count > 0
+            out["changed"][r.key] = changed
+        moment_norms = iter(moments_by_key.get(r.key, []))
+        out["moment_zero"][r.key] = [None if m is None else next(moment_norms) == 0.0 for m in r.moments]
     return out
+
+
+def _norms(torch: Any, tensors: list[Any]) -> Any:
+    """The norm of each tensor: one 1-D tensor (foreach kernels) when they share a device and dtype, else a list."""
+    if _same_device(tensors):
+        return torch.stack(torch._foreach_norm(tensors))
+    return [t.norm() for t in tensors]
 
 
 def _same_device(tensors: list[Any]) -> bool:

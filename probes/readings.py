@@ -38,7 +38,7 @@ from dflash_contract.board import (
     QueueKeys,
     SessionKeys,
 )
-from dflash_contract.health import judge
+from dflash_contract.health import judge, stuck_share
 
 GAUGE = "gauge"
 COUNTER = "counter"  # monotonically increasing over the life of the process
@@ -94,7 +94,11 @@ CATALOGUE: dict[str, tuple[str, tuple[str, ...], str]] = {
     "health_lr": (GAUGE, ("group",), "learning rate of the group at the last sampled step"),
     "health_grad_none": (GAUGE, ("group",), "tensors of the group whose .grad was None at the sampled step"),
     "health_grad_nonfinite": (GAUGE, ("group",), "tensors of the group with a NaN/inf gradient at the sampled step"),
-    "health_update_ratio": (GAUGE, ("group",), "|dw|/|w| of watched weight slices since the previous sample"),
+    "health_update_ratio": (GAUGE, ("group",), "|dw|/|w| of the group's watched weights since the previous sample"),
+    "health_stuck_tensors": (GAUGE, ("group",), "watched tensors of the group that have not trained for 10+ steps"),
+    "health_stuck_share": (GAUGE, ("group",), "share of the group's watched weights (elements) that do not train"),
+    "health_frozen": (GAUGE, ("group",), "tensors of the group that do not require grad"),
+    "health_amp_skipped": (COUNTER, (), "sampled steps a GradScaler skipped inside a fused optimizer"),
     "health_loss": (GAUGE, (), "the loss handed to backward() at the last sampled step"),
     "health_steps": (COUNTER, (), "optimizer steps seen by the health probe"),
     "health_sample_ms": (GAUGE, (), "mean cost of one health sample to the step it runs in (ms)"),
@@ -190,9 +194,10 @@ _SESSION_FIELDS = (("probes_steps", SessionKeys.STEPS), ("probes_step", SessionK
                    ("probes_publish_errors", SessionKeys.PUBLISH_ERRORS))
 _HEALTH_GROUP_FIELDS = (("health_lr", HealthKeys.LR), ("health_grad_none", HealthKeys.GRAD_NONE),
                         ("health_grad_nonfinite", HealthKeys.GRAD_NONFINITE),
-                        ("health_update_ratio", HealthKeys.UPDATE_RATIO))
+                        ("health_update_ratio", HealthKeys.UPDATE_RATIO),
+                        ("health_stuck_tensors", HealthKeys.STUCK_TENSORS), ("health_frozen", HealthKeys.FROZEN))
 _HEALTH_FIELDS = (("health_loss", HealthKeys.LOSS), ("health_steps", HealthKeys.STEPS),
-                  ("health_sample_ms", HealthKeys.SAMPLE_MS_MEAN))
+                  ("health_sample_ms", HealthKeys.SAMPLE_MS_MEAN), ("health_amp_skipped", HealthKeys.AMP_SKIPPED))
 _RESERVED = frozenset({PayloadKeys.STATUS, PayloadKeys.REASON, PayloadKeys.ERRORS, PayloadKeys.HOOK_ERRORS,
                        PayloadKeys.LAST_HOOK_ERROR})  # keys of the queues payload that are not a queue
 _COLLECTIVES_FIELDS = (("collectives_entered", CollectivesKeys.ENTERED),
@@ -231,7 +236,9 @@ def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None
         groups = health.get(HealthKeys.GROUPS)
         for group in groups if isinstance(groups, list) else ():
             if isinstance(group, Mapping) and isinstance(group.get(HealthKeys.GROUP), str):
-                out.extend(_fields(group, _HEALTH_GROUP_FIELDS, (("group", group[HealthKeys.GROUP]),)))
+                labels = (("group", group[HealthKeys.GROUP]),)
+                out.extend(_fields(group, _HEALTH_GROUP_FIELDS, labels))
+                out.extend(_fields({"share": stuck_share(group)}, (("health_stuck_share", "share"),), labels))
         out.extend(_fields(health, _HEALTH_FIELDS))
     collectives = _ok(probes, ProbeName.COLLECTIVES)
     if collectives is not None:

@@ -167,22 +167,48 @@ class HealthKeys:
     ARMED: Final = "armed"
     STEPS: Final = "steps"  # optimizer steps seen (every one counts; a few are sampled)
     SAMPLES: Final = "samples"  # steps that were sampled
+    AMP_SKIPPED: Final = "amp_skipped"  # sampled steps a GradScaler skipped inside a fused optimizer
     LAST_SAMPLE_STEP: Final = "last_sample_step"
     GROUPS: Final = "groups"
     GROUP: Final = "group"  # "<optimizer>#<index>"
-    TENSORS: Final = "tensors"
+    SAMPLED_STEP: Final = "sampled_step"  # the optimizer step this group's reading was taken at
+    TENSORS: Final = "tensors"  # trainable tensors (requires_grad) the group holds
+    FROZEN: Final = "frozen"  # tensors the group holds that do not require grad
+    FROZEN_SINCE_STEP: Final = "frozen_since_step"  # the group holds only frozen tensors since this step
     LR: Final = "lr"
     GRAD_NONE: Final = "grad_none"  # tensors whose .grad is None at the step
     GRAD_ZERO: Final = "grad_zero"  # tensors whose gradient is all zero
     GRAD_NONFINITE: Final = "grad_nonfinite"
     UPDATE_RATIO: Final = "update_ratio"  # |dw| / |w| of watched slices since the previous sample; None: first
-    UNCHANGED_SINCE_STEP: Final = "unchanged_since_step"  # weights identical since this step (None: they move)
+    UNCHANGED_SINCE_STEP: Final = "unchanged_since_step"  # every watched tensor identical since this step
+    WATCHED_TENSORS: Final = "watched_tensors"  # tensors whose weights are compared between samples
+    WATCHED_NUMEL: Final = "watched_numel"
+    STUCK_TENSORS: Final = "stuck_tensors"  # watched tensors that do not train (for MIN_STEPS steps or more)
+    STUCK_NUMEL: Final = "stuck_numel"
+    STUCK_SINCE_STEP: Final = "stuck_since_step"
+    STUCK_GRAD_NONE: Final = "stuck_grad_none"  # of the stuck: .grad None at the sample
+    STUCK_GRAD_ZERO: Final = "stuck_grad_zero"  # of the stuck: an all-zero gradient at the sample
+    # of the stuck without a gradient: how many the last loss's autograd graph reaches (None: not known)
+    STUCK_NONE_IN_GRAPH: Final = "stuck_none_in_graph"
+    STUCK_EXAMPLES: Final = "stuck_examples"  # a few of their names (or index and shape)
     LR_ZERO_SINCE_STEP: Final = "lr_zero_since_step"
     LOSS: Final = "loss"  # the value handed to backward() at the last sample (None: none seen)
     LOSS_NONFINITE_SINCE_STEP: Final = "loss_nonfinite_since_step"
     LOSS_NONFINITE_SINCE_WALL_S: Final = "loss_nonfinite_since_wall_s"
     GRAD_NONFINITE_SINCE_STEP: Final = "grad_nonfinite_since_step"
     SAMPLE_MS_MEAN: Final = "sample_ms_mean"  # what one sample costs the step it runs in (one device sync)
+    BACKWARDS: Final = "backwards"  # backward() calls seen
+    # backward() runs and no optimizer has stepped for 1 s or more, three times its longest gap between steps (None
+    # otherwise): what the looks at the tensors the loss depends on found
+    NO_STEP: Final = "no_step"
+    NO_STEP_SINCE_WALL_S: Final = "since_wall_s"
+    NO_STEP_SECONDS: Final = "seconds"
+    NO_STEP_BACKWARDS: Final = "backwards"
+    NO_STEP_TENSORS: Final = "tensors"  # the tensors the loss accumulates gradients into (watched)
+    NO_STEP_UNCHANGED: Final = "unchanged"  # of them, unchanged since the previous look
+    NO_STEP_CLEARED: Final = "cleared"  # their gradients were None or zero at every look (cleared each iteration)
+    NO_STEP_LOSS: Final = "loss"  # the loss at the last look (a non-finite one by its name)
+    NO_STEP_LONGEST_GAP_S: Final = "longest_gap_s"  # the longest gap between two optimizer steps before (0: none)
     INTERVAL_S: Final = "interval_s"
 
 

@@ -6,6 +6,9 @@ A program lives in ``programs/<name>/`` with its own layout, names and style; no
 trainer or this package. ``ready`` is a regex on the program's own output (stdout + stderr) that says it
 reached the state to diagnose; ``settle_s`` more seconds let it get there fully.
 
+``modes``: the modes a case runs in (``outside``, ``probes`` and ``attach``: started plain, then
+``dflash-diag attach PID --probes <attach_probes>``, then ``doctor``; see harness.py).
+
 Expectations per mode: ``rules`` must all be named (any severity); ``headline`` is the set of rule ids the
 headline may lead with or give as its first cause; ``headline_text`` names the mechanism (the root's thread,
 function or lock-acquire line); ``forbid`` lists rule ids that must not be named; a healthy case must get no
@@ -30,7 +33,20 @@ def _both(rules: set[str], headline: set[str] | None = None, text: str = "") -> 
     return {"outside": e, "probes": e}
 
 
-HEALTHY = {"outside": Expect(), "probes": Expect()}
+HEALTHY = {"outside": Expect(), "probes": Expect(), "attach": Expect()}
+IN_PROCESS = ("probes", "attach")  # the health cases: under `dflash-diag run`, and attached once running
+
+
+def _in_process(rules: set[str], headline: set[str] | None = None, text: str = "") -> dict[str, Expect]:
+    e = Expect(frozenset(rules), frozenset(headline if headline is not None else rules), text)
+    return {"probes": e, "attach": e}
+
+
+def _grad_none_too(rule: str) -> dict[str, Expect]:
+    """Under `dflash-diag run` the checkpoint probe (on by default) sees the same tensors without a gradient, and
+    its critical finding may lead; attached with --probes health, the health probe alone names it."""
+    both = frozenset({rule, "checkpoint-grad-none"})
+    return {"probes": Expect(both, both), "attach": Expect(frozenset({rule}), frozenset({rule}))}
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,10 @@ class Case:
     known_miss: dict[str, str] = field(default_factory=dict)
     # A job (torchrun): mode -> the PID CI gives doctor ("launcher" or "rank:N"); bench/jobs.py runs every target.
     targets: dict[str, str] = field(default_factory=dict)
+    modes: tuple[str, ...] = ("outside", "probes")
+    attach_probes: str = "health"  # attach mode: `dflash-diag attach PID --probes ...`
+    doctor_s: float | None = None  # doctor's window for this case (None: the run's); the health verdicts come
+    # from the board, which a short window reads as well as a long one
 
 
 CASES: tuple[Case, ...] = (
@@ -360,6 +380,151 @@ CASES: tuple[Case, ...] = (
               "loop that keeps its pace (huggingface/transformers#23419)",
         expect=HEALTHY, ready=r"checkpoint step 50 written", healthy=True, both=True, family="healthy",
         tags=("side-thread", "checkpoint"), held_out=True,
+    ),
+    # --- Training health (issue 18): silent no-training, named under `dflash-diag run` and attached once running ---
+    Case(
+        name="resume_rebuilt_model",
+        program="resume_rebuilt_model",
+        argv=("finetune_sentiment.py",),
+        cause="the optimizer is built, then the model is re-created from a warm-start checkpoint: the optimizer "
+              "steps over the first model's tensors, the forward uses the new ones",
+        expect=_in_process({"training-no-update"}),
+        ready=r"\[finetune\] step 50 ",
+        family="health", tags=("stale-copy",), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="weight_norm_late",
+        program="weight_norm_late",
+        argv=("train_regressor.py",),
+        cause="weight_norm is applied after the optimizer was built: it replaces each weight by new g/v parameters "
+              "the optimizer does not hold; the old weights get no gradient, only the biases train",
+        expect=_grad_none_too("training-no-update"),
+        ready=r"iter=80 ",
+        family="health", tags=("stale-copy", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="nograd_encoder_helper",
+        program="nograd_encoder_helper",
+        argv=("contrastive.py",),
+        cause="training reuses an eval helper decorated @torch.no_grad() for the encoder: its weights (96% of the "
+              "model, one optimizer group with the projector) never get a gradient",
+        expect=_grad_none_too("training-no-update"),
+        ready=r"pretrain step 60 ",
+        family="health", tags=("detached-graph", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="lora_after_optimizer",
+        program="lora_after_optimizer",
+        argv=("tune.py",),
+        cause="LoRA adapters are injected (base frozen) after the optimizer was built: the optimizer holds only "
+              "frozen tensors, the adapters that get gradients are in no optimizer",
+        expect=_in_process({"training-no-update"}),
+        ready=r"step +60 ",
+        family="health", tags=("requires-grad-lost", "frozen-optimizer"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="rezero_buffer_gate",
+        program="rezero_buffer_gate",
+        argv=("lm.py",),
+        cause="the ReZero gate is a zero buffer, not a parameter: every residual block's gradient is exactly zero "
+              "(AdamW's weight decay still shrinks them); only the embedding and the unembedding train",
+        expect=_in_process({"training-no-update"}),
+        ready=r"it 50: ",
+        family="health", tags=("zero-grad", "weight-decay", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="all_masked_loss",
+        program="all_masked_loss",
+        argv=("sft_answers.py",),
+        cause="the loss mask selects a segment id the data never has: the loss is 0 and every gradient is zero",
+        expect=_in_process({"training-no-update"}),
+        ready=r"update 60 \|",
+        family="health", tags=("zero-grad", "mask"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="nan_loss_full_speed",
+        program="nan_loss_full_speed",
+        argv=("forecast.py",),
+        cause="a second data shard has zero sales; log(0) makes the loss and every gradient NaN and SGD keeps "
+              "stepping at full speed",
+        # Outside, without probes: doctor says training health was not checked, and how to check it.
+        expect={**_in_process({"training-nonfinite"}),
+                "outside": Expect(frozenset({"training-health-unchecked"}))},
+        ready=r"step=80 ",
+        family="health", tags=("nan",), modes=("outside", *IN_PROCESS), settle_s=1.0,
+    ),
+    Case(
+        name="fp16_scaler_nan",
+        program="fp16_scaler_nan",
+        argv=("regress_fp16.py",),
+        cause="a constant sensor column is standardised by its zero std: the loss is NaN from the first step, the "
+              "GradScaler skips every step (no optimizer step ever runs) and its scale collapses to 0",
+        expect=_in_process({"training-no-update"}),
+        ready=r"it=50 ",
+        family="health", tags=("nan", "amp", "no-step"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="lr_floor_scheduler",
+        program="lr_floor_scheduler",
+        argv=("pretrain_mlm.py",),
+        cause="the decay schedule is given the number of epochs as its total steps and stepped per batch: the "
+              "learning rate is 0 from the third step on",
+        expect=_in_process({"training-lr-zero"}),
+        ready=r"step 100 loss",
+        family="health", tags=("lr-zero", "scheduler"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="reentrant_segments",
+        program="reentrant_segments",
+        argv=("vision_train.py",),
+        cause="checkpoint_sequential(use_reentrant=True) over the conv stages with images that do not require "
+              "grad: every checkpointed stage gets no gradient; only the last stage and the classifier train",
+        expect=_grad_none_too("training-no-update"),
+        ready=r"Train batch 40\b",
+        family="health", tags=("reentrant", "checkpoint", "partial-group"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="healthy_frozen_teacher",
+        program="healthy_frozen_teacher",
+        argv=("distill_student.py",),
+        cause="none: a frozen teacher in a thread beside the student; the student's frozen word vectors are in "
+              "its optimizer (requires_grad=False)",
+        expect=HEALTHY, ready=r"distill step 80 ", healthy=True, family="healthy (health)",
+        tags=("frozen",), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="healthy_grad_accum",
+        program="healthy_grad_accum",
+        argv=("accum_train.py",),
+        cause="none: gradients accumulated over 8 micro-batches, zero_grad(set_to_none=True) after each step",
+        expect=HEALTHY, ready=r"optimizer step 20 ", healthy=True, family="healthy (health)",
+        tags=("accumulation", "set-to-none"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="healthy_clip_warmup",
+        program="healthy_clip_warmup",
+        argv=("train_ranker.py",),
+        cause="none: a warm-up from lr 0, cosine decay, gradients clipped (to 0.05) at every step",
+        expect=HEALTHY, ready=r"step +100 loss", healthy=True, family="healthy (health)",
+        tags=("warm-up", "clipping"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="healthy_amp_overflow",
+        program="healthy_amp_overflow",
+        argv=("amp_fit.py",),
+        cause="none: fp16 autocast with a GradScaler and the fused AdamW: about one step in six overflows and is "
+              "skipped (inside the optimizer's step), the scale halves",
+        expect=HEALTHY, ready=r"it 80 ", healthy=True, family="healthy (health)",
+        tags=("amp", "grad-scaler", "fused"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="healthy_alternating_heads",
+        program="healthy_alternating_heads",
+        argv=("multitask.py",),
+        cause="none: two task heads on one trunk, batches alternate between tasks: each head's .grad is None every "
+              "other step (set_to_none=True)",
+        expect=HEALTHY, ready=r"step 120 ", healthy=True, family="healthy (health)",
+        tags=("set-to-none", "multi-task"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
     # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
     Case(

@@ -1,9 +1,13 @@
 """Run one casebook program, diagnose it with ``dflash-diag doctor --json`` and score the answer.
 
-Two modes, as users meet programs:
+Three modes, as users meet programs:
 - ``outside``: a plain ``python main.py`` that was never prepared (stdout/stderr to files, as with ``nohup``);
   ``doctor`` attaches from outside;
-- ``probes``: the same program under ``dflash-diag run -- python main.py`` (in-process probes and their board).
+- ``probes``: the same program under ``dflash-diag run -- python main.py`` (in-process probes and their board);
+- ``attach``: the program started plain, then ``dflash-diag attach PID --probes <the case's probes>`` once it is
+  ready, then ``doctor`` (the probes start in the middle of the run). Only cases that list it in ``modes``.
+  the real command: ``auto`` (the ptrace injector on Linux x86-64), or ``CASEBOOK_ATTACH_METHOD`` (``gdb``, ...
+  as ``attach --method``). Where no attach can work here (ptrace forbidden), the attach runs fail saying why.
 
 Each run copies the program to a fresh private directory (a case may edit its own files, as a user editing
 code under a running job would), waits until the program's own output says it reached the state to diagnose,
@@ -31,7 +35,7 @@ from cases import Case
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-MODES = ("outside", "probes")
+MODES = ("outside", "probes", "attach")
 TIME_TO_NAME_S = 10.0  # the goal: a headline within 10 s of attaching (default 5 s window), warm-up included
 _RUN_PID = re.compile(r"dflash-diag run: PID (\d+) under probes")
 
@@ -50,6 +54,7 @@ class Result:
     healthy_case: bool
     seconds_to_answer: float  # from starting doctor to its answer
     error: str = ""
+    attach_method: str = ""  # attach mode: how the probes got in (auto, gdb, ...)
     unwanted: tuple[str, ...] = ()  # forbidden rules that doctor named (a hang also called a bottleneck)
     report: dict[str, Any] = field(default_factory=dict)
     target: str = ""  # a job's PID doctor was given: "launcher" or "rank:N" ("" for one process)
@@ -73,6 +78,7 @@ class Result:
                 "headline_ok": self.headline_ok, "unwanted": list(self.unwanted), "warnings": list(self.warnings),
                 "healthy_case": self.healthy_case,
                 "ok": self.ok, "seconds_to_answer": round(self.seconds_to_answer, 1), "error": self.error,
+                "attach_method": self.attach_method,
                 "headline_text": self.headline_text,
                 # What doctor said, for a run that missed (the table shows only the verdict).
                 "report": self.report if not self.ok else None}
@@ -88,12 +94,13 @@ def dflash_diag_argv() -> list[str]:
 
 def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | None = None,
              keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None,
-             target: str = "") -> Result:
+             target: str = "", attach_method: str | None = None) -> Result:
     """Start, wait, act, diagnose, stop. Never raises: a failure is a Result with ``error``.
 
     ``extra_args`` go after the program's own arguments (``--device cuda``); a case without a program directory
-    is the reference trainer, run from the repository root (outside mode: its own probes off). ``target``: which
-    PID doctor is given for a job (``launcher``, the default, or ``rank:N``).
+    is the reference trainer, run from the repository root (outside and attach modes: its own probes off).
+    ``target``: which PID doctor is given for a job (``launcher``, the default, or ``rank:N``).
+    ``attach_method``: attach mode's method (default ``attach_method_for_this_machine()``).
     """
     work = Path(tempfile.mkdtemp(prefix=f"casebook-{case.name}-{mode}-"))
     os.chmod(work, 0o700)
@@ -102,13 +109,14 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
     env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(boards), "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled",
            "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("DFLASH_DIAG_RUN_TOKEN", None)
+    method = (attach_method or attach_method_for_this_machine()) if mode == "attach" else ""
     argv = [python or python_for_programs(), *case.argv, *extra_args]
     if case.program:
         shutil.copytree(PROGRAMS / case.program, work / "program")
         cwd = work / "program"
     else:  # the reference trainer
         cwd = REPO
-        argv += ["--checkpoint-dir", str(work / "ckpt")] + (["--probes", "none"] if mode == "outside" else [])
+        argv += ["--checkpoint-dir", str(work / "ckpt")] + (["--probes", "none"] if mode != "probes" else [])
     if mode == "probes":
         argv = [*dflash_diag_argv(), "run", "--", *argv]
     if ready_timeout_s is not None:
@@ -122,8 +130,15 @@ def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | No
     try:
         pid = _wait_ready(case, mode, proc, work)
         _act(case, pid, work)
+        if mode == "attach":
+            failed = _attach(case, pid, env, boards, work, method)
+            if failed:
+                result = _failed(case, mode, f"attach ({method}) failed: {failed}")
+                result.attach_method = method
+                return result
         pid = _target_pid(pid, target)
-        result = _diagnose(case, mode, pid, env, duration_s)
+        result = _diagnose(case, mode, pid, env, case.doctor_s if case.doctor_s is not None else duration_s)
+        result.attach_method = method
         if target:
             result.target = target
         return result
@@ -160,7 +175,7 @@ def _target_pid(pid: int, target: str) -> int:
 def _wait_ready(case: Case, mode: str, proc: subprocess.Popen[bytes], work: Path) -> int:
     deadline = time.monotonic() + case.ready_timeout_s
     ready = re.compile(case.ready)
-    pid: int | None = proc.pid if mode == "outside" else None
+    pid: int | None = proc.pid if mode != "probes" else None
     while time.monotonic() < deadline:
         text = _read(work / "stdout.log") + "\n" + _read(work / "stderr.log")
         if pid is None:
@@ -202,6 +217,20 @@ CHUNKS_TUNED = True
 
 
 '''
+
+
+def _attach(case: Case, pid: int, env: dict[str, str], boards: Path, work: Path, method: str) -> str:
+    """Put ``case.attach_probes`` into the running program; '' when done, else why not."""
+    cmd = [*dflash_diag_argv(), "attach", str(pid), "--probes", case.attach_probes, "--method", method, "--timeout", "30"]
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=90)
+    if done.returncode != 0:
+        return f"exit {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}"
+    return ""
+
+
+def attach_method_for_this_machine() -> str:
+    """``CASEBOOK_ATTACH_METHOD`` if set, else ``auto`` (what a user's `dflash-diag attach` uses)."""
+    return os.environ.get("CASEBOOK_ATTACH_METHOD") or "auto"
 
 
 def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: float) -> Result:
@@ -285,9 +314,9 @@ def _tail(work: Path) -> str:
 def run_all(cases: list[Case], modes: tuple[str, ...] = MODES, *, parallel: int = 2, duration_s: float = 5.0,
             python: str | None = None, progress: Any = None, extra_args: tuple[str, ...] = (),
             ready_timeout_s: float | None = None) -> list[Result]:
-    """Every (case, mode), ``parallel`` at a time; results in case order."""
-    return run_jobs([(c, m) for c in cases for m in modes], parallel=parallel, duration_s=duration_s, python=python,
-                    progress=progress, extra_args=extra_args, ready_timeout_s=ready_timeout_s)
+    """Every (case, mode) of ``modes`` that the case runs in, ``parallel`` at a time; results in case order."""
+    return run_jobs([(c, m) for c in cases for m in modes if m in c.modes], parallel=parallel, duration_s=duration_s,
+                    python=python, progress=progress, extra_args=extra_args, ready_timeout_s=ready_timeout_s)
 
 
 def run_jobs(jobs: list[tuple[Case, str]], *, parallel: int = 2, duration_s: float = 5.0, python: str | None = None,
@@ -295,10 +324,11 @@ def run_jobs(jobs: list[tuple[Case, str]], *, parallel: int = 2, duration_s: flo
     """Each (case, mode) of ``jobs``, ``parallel`` at a time; results in the order of ``jobs``."""
     from concurrent.futures import as_completed
 
+    method = attach_method_for_this_machine() if any(m == "attach" for _, m in jobs) else None
     results: dict[tuple[str, str], Result] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python, extra_args=extra_args,
-                               ready_timeout_s=ready_timeout_s): (c.name, m) for c, m in jobs}
+                               ready_timeout_s=ready_timeout_s, attach_method=method): (c.name, m) for c, m in jobs}
         for future in as_completed(futures):
             result = future.result()
             results[futures[future]] = result

@@ -42,14 +42,18 @@ def results() -> dict[tuple[str, str], Result]:
     return done
 
 
+def _jobs() -> list[tuple[Case, str]]:
+    return [(c, m) for c in CPU_CASES for m in MODES if m in c.modes]
+
+
 def _ids() -> list[str]:
-    return [f"{c.name}-{m}" for c in CPU_CASES for m in MODES]
+    return [f"{c.name}-{m}" for c, m in _jobs()]
 
 
 def _params() -> list[object]:
     """Every (case, mode); a known miss (docs/benchmarks.md says why) runs as a non-strict expected failure."""
     return [pytest.param(c, m, marks=pytest.mark.xfail(strict=False, reason=c.known_miss[m]))
-            if m in c.known_miss else pytest.param(c, m) for c in CPU_CASES for m in MODES]
+            if m in c.known_miss else pytest.param(c, m) for c, m in _jobs()]
 
 
 @pytest.mark.parametrize(("case", "mode"), _params(), ids=_ids())
@@ -67,7 +71,8 @@ def test_case(results: dict[tuple[str, str], Result], case: Case, mode: str) -> 
 @pytest.mark.parametrize("name", ["warmup_compile", "hang_dead_consumers", "gil_hog_side_thread"])
 def test_time_to_name(results: dict[tuple[str, str], Result], name: str) -> None:
     """A headline from one default 5 s window (warm-up included), within CI_ANSWER_BOUND_S on a shared box."""
-    for mode in MODES:
+    case = next(c for c in CPU_CASES if c.name == name)
+    for mode in case.modes:
         r = results[(name, mode)]
         assert not r.error and r.headline_rule is not None
         assert r.seconds_to_answer < CI_ANSWER_BOUND_S, (mode, r.seconds_to_answer)
@@ -95,3 +100,15 @@ def test_a_forbidden_rule_fails_a_case_whose_headline_is_right() -> None:
     mixed = score(case, "outside", {"findings": [hang, also_slow], "headline": headline}, 1.0)
     assert clean.ok and clean.unwanted == ()
     assert mixed.headline_ok and not mixed.ok and mixed.unwanted == ("pipeline-bottleneck-target",)
+
+
+def test_the_health_cases_cover_the_silent_forms_in_both_modes() -> None:
+    """Issue 18: each silent no-training form, and each healthy pattern that must not be called one, has a program
+    that runs under `dflash-diag run` and attached once running."""
+    health = [c for c in CASES if c.family in ("health", "healthy (health)")]
+    assert all({"probes", "attach"} <= set(c.modes) and set(c.expect) >= set(c.modes) for c in health)
+    forms = {t for c in health if not c.healthy for t in c.tags}
+    assert forms >= {"stale-copy", "detached-graph", "requires-grad-lost", "zero-grad", "nan", "lr-zero", "reentrant"}
+    healthy = {t for c in health if c.healthy for t in c.tags}
+    assert healthy >= {"frozen", "set-to-none", "accumulation", "clipping", "warm-up", "amp"}
+    assert sum(1 for c in health if not c.healthy) >= 6

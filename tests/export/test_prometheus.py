@@ -167,8 +167,9 @@ FULL_PROBES = {
                    "trainable_params": 58, "mixed_modes": False},
     "fastpath": {"status": "ok", "fallback": False},
     "codedrift": {"status": "ok", "stale_count": 0},
-    "health": {"status": "ok", "steps": 12, "loss": 2.5, "sample_ms_mean": 0.8, "groups": [
-        {"group": "AdamW#0/0", "lr": 3e-4, "grad_none": 0, "grad_nonfinite": 0, "update_ratio": 1e-3}]},
+    "health": {"status": "ok", "steps": 12, "loss": 2.5, "sample_ms_mean": 0.8, "amp_skipped": 0, "groups": [
+        {"group": "AdamW#0/0", "lr": 3e-4, "grad_none": 0, "grad_nonfinite": 0, "update_ratio": 1e-3,
+         "stuck_tensors": 0, "stuck_numel": 0, "watched_numel": 4096, "frozen": 2}]},
     "collectives": {"status": "ok", "armed": True, "rank": 1, "entered": 120, "completed": 119, "async_issued": 0,
                     "in_collectives_s": 4.5},
 }

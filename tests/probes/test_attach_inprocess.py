@@ -200,6 +200,53 @@ def test_an_attach_without_lease_makes_leased_probes_lasting(no_session, owner, 
     assert attach_mod.run("detach")["ok"]  # a plain detach still takes them out
 
 
+@pytest.mark.slow
+def test_health_attached_mid_run_names_a_stale_copy_and_detach_takes_its_hooks_out(no_session,
+                                                                                     tmp_path: Path) -> None:
+    """The health probe started by the attach bootstrap in a process already training (a model re-created after
+    its optimizer was built): it arms at once, finds the model in the frames, judges, and leaves no hook."""
+    import torch
+
+    from dflash_contract.health import judge
+
+    stop = threading.Event()
+    steps = [0]
+
+    def train() -> None:
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))  # re-created
+        while not stop.is_set():
+            opt.zero_grad()
+            net(torch.randn(16, 8)).pow(2).mean().backward()
+            opt.step()
+            steps[0] += 1
+            time.sleep(0.005)
+
+    trainer = threading.Thread(target=train, name="fit", daemon=True)
+    trainer.start()
+    _wait(lambda: steps[0] >= 5, 60.0)  # the first step imports torch's lazy parts (seconds on a busy box)
+    before = attach_mod.inventory()
+    try:
+        out = attach_mod.run("attach", names=frozenset({"health"}), board_dir=str(tmp_path / "b"))
+        assert out["ok"] and out["added"] == ["health"], out
+        assert out["discovered"]["models"] == ["net"], out["discovered"]
+        board = tmp_path / "b" / f"{os.getpid()}.json"
+        verdicts: list = []
+        deadline = time.monotonic() + 20
+        while not verdicts and time.monotonic() < deadline:
+            time.sleep(0.5)
+            payload = json.loads(board.read_text())["probes"]["health"]
+            verdicts = [v for v in judge(payload, time.time()) if v.rule_id == "training-no-update"]
+        assert verdicts and "they get no gradient" in verdicts[0].claim, payload
+        assert attach_mod.run("detach")["ok"]
+        assert attach_mod.hooks_left(before, attach_mod.inventory()) == []
+    finally:
+        stop.set()
+        trainer.join(timeout=5)
+
+
 def test_detach_without_attach_says_so(no_session, tmp_path: Path) -> None:
     out = attach_mod.run("detach")
     assert not out["ok"] and out["not_attached"] and "no probes run" in out["error"]

@@ -43,12 +43,14 @@ def probe():
     p.close()
 
 
-def _train_step(model: nn.Module, probe: CheckpointProbe) -> None:
+def _train_step(model: nn.Module, probe: CheckpointProbe, steps: int = 2) -> None:
+    """``steps`` steps: a parameter counts once it had no gradient at two checks in a row (and did not change)."""
     probe.watch_model("drafter", model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    opt.zero_grad(set_to_none=True)
-    model(torch.randn(4, 8)).backward()
-    opt.step()
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        model(torch.randn(4, 8)).backward()
+        opt.step()
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -57,14 +59,36 @@ def test_reentrant_keyword_call_leaves_block_params_without_grad(probe: Checkpoi
     model = Model(functools.partial(checkpoint, use_reentrant=True))
     _train_step(model, probe)
     reading = probe.snapshot(0.0)
-    assert reading["calls"] == {"reentrant": 1, "non_reentrant": 0}
+    assert reading["calls"] == {"reentrant": 2, "non_reentrant": 0}
     assert reading["sites"][0]["use_reentrant"] is True
     lines, first = inspect.getsourcelines(Model.forward)
     call_line = first + next(i for i, text in enumerate(lines) if "self.ckpt(self.block" in text)
     assert reading["sites"][0]["site"] == f"probes/test_checkpoint.py:{call_line}"
     assert sorted(reading["grad_none_params"]) == ["drafter.block.inner.bias", "drafter.block.inner.weight"]
     assert reading["grad_none_count"] == 2 and reading["trainable_params"] == 4
-    assert reading["checked_backward_steps"] == 1
+    assert reading["checked_backward_steps"] == 2
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_one_check_without_a_gradient_is_not_yet_a_parameter_that_never_gets_one(probe: CheckpointProbe) -> None:
+    _train_step(Model(functools.partial(checkpoint, use_reentrant=True)), probe, steps=1)
+    reading = probe.snapshot(0.0)
+    assert reading["checked_backward_steps"] == 1 and reading["grad_none_count"] == 0
+
+
+def test_a_head_used_every_other_step_is_not_without_gradient(probe: CheckpointProbe) -> None:
+    """Multi-task batches alternate heads: each head's .grad is None at every other step (set_to_none=True), and
+    it trains. Checked at every step here, so each head is seen without a gradient, then moved, again and again."""
+    torch.manual_seed(0)
+    trunk, heads = nn.Linear(8, 8), nn.ModuleList([nn.Linear(8, 1), nn.Linear(8, 2)])
+    probe.watch_model("mt", nn.ModuleDict({"trunk": trunk, "heads": heads}))
+    opt = torch.optim.SGD([*trunk.parameters(), *heads.parameters()], lr=0.1)
+    for step in range(8):
+        opt.zero_grad(set_to_none=True)
+        heads[step % 2](trunk(torch.randn(4, 8))).sum().backward()
+        opt.step()
+    reading = probe.snapshot(0.0)
+    assert reading["checked_backward_steps"] == 8 and reading["grad_none_count"] == 0, reading["grad_none_params"]
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -72,16 +96,16 @@ def test_reentrant_positional_default_call_is_seen(probe: CheckpointProbe) -> No
     model = Model(lambda fn, x: checkpoint(fn, x, use_reentrant=True))
     _train_step(model, probe)
     reading = probe.snapshot(0.0)
-    assert reading["calls"]["reentrant"] == 1 and reading["grad_none_count"] == 2
+    assert reading["calls"]["reentrant"] == 2 and reading["grad_none_count"] == 2
 
 
 def test_non_reentrant_gives_every_param_a_grad(probe: CheckpointProbe) -> None:
     model = Model(functools.partial(checkpoint, use_reentrant=False))
     _train_step(model, probe)
     reading = probe.snapshot(0.0)
-    assert reading["calls"] == {"reentrant": 0, "non_reentrant": 1}
+    assert reading["calls"] == {"reentrant": 0, "non_reentrant": 2}
     assert reading["grad_none_params"] == [] and reading["grad_none_count"] == 0
-    assert reading["checked_backward_steps"] == 1 and not reading["mixed_modes"]
+    assert reading["checked_backward_steps"] == 2 and not reading["mixed_modes"]
 
 
 def test_close_restores_torch(probe: CheckpointProbe) -> None:

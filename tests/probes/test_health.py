@@ -72,7 +72,7 @@ def test_an_optimizer_over_a_model_copy_trains_nothing_and_says_why(probe: Healt
     _train(used, torch.optim.AdamW(stale.parameters(), lr=1e-3), 20)
     (verdict,) = judge(probe.snapshot(0.0), now_wall_s=0.0)
     assert verdict.rule_id == "training-no-update" and verdict.critical
-    assert "none of their tensors gets a gradient" in verdict.claim and "AdamW#0/0" in verdict.claim
+    assert "they get no gradient" in verdict.claim and "AdamW#0/0" in verdict.claim
     assert [a.rule_id for a in critical_alerts({"health": probe.snapshot(0.0)})] == ["training-no-update"]
 
 
@@ -119,3 +119,375 @@ def test_close_puts_backward_and_the_hook_back() -> None:
     model = _model()
     _train(model, torch.optim.SGD(model.parameters(), lr=0.05), 3)
     assert p.snapshot(0.0)[HealthKeys.STEPS] == 0  # the hook is gone: no step counted after close
+
+
+# --- forms the casebook programs showed (tests/casebook/programs/*): each fails without its mechanism ----------
+
+
+class _Encoder(nn.Module):
+    """A big encoder and a small head in one model, one optimizer group (AdamW over model.parameters())."""
+
+    def __init__(self, cut: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.encoder = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 32))
+        self.head = nn.Linear(32, 1)
+        self.cut = cut
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cut:
+            with torch.no_grad():  # an eval helper reused in training: the encoder never gets a gradient
+                h = self.encoder(x)
+        else:
+            h = self.encoder(x)
+        return self.head(h)
+
+
+def _fit(model: nn.Module, opt: torch.optim.Optimizer, steps: int, loss_of: Callable[[nn.Module], torch.Tensor],
+         *, set_to_none: bool = True) -> None:
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=set_to_none)
+        loss_of(model).backward()
+        opt.step()
+
+
+def _mse(model: nn.Module) -> torch.Tensor:
+    x = torch.randn(8, 16)
+    return (model(x) - x[:, :1]).pow(2).mean()
+
+
+def test_a_cut_graph_in_one_group_is_named_though_the_head_trains(probe: HealthProbe) -> None:
+    """The group's other tensors move: only per-tensor weights say that 96% of it never changes."""
+    model = _Encoder(cut=True)
+    _fit(model, torch.optim.AdamW(model.parameters(), lr=1e-3), 20, _mse)
+    (verdict,) = judge(probe.snapshot(0.0), now_wall_s=0.0)
+    assert verdict.rule_id == "training-no-update" and verdict.critical
+    assert verdict.claim.startswith("4 of 6 tensors (99% of the weights) in 1 of 1 parameter groups have not trained")
+    assert "they get no gradient" in verdict.claim
+    (group,) = probe.snapshot(0.0)[HealthKeys.GROUPS]
+    assert group[HealthKeys.STUCK_GRAD_NONE] == 4 and group[HealthKeys.UPDATE_RATIO] > 0  # the head moves
+    shown = {r.name: r.value for r in readings({"health": probe.snapshot(0.0)})}  # Prometheus, wandb, top
+    assert shown["health_stuck_tensors"] == 4 and shown["health_stuck_share"] > 0.98
+
+
+def test_the_same_model_training_whole_is_healthy(probe: HealthProbe) -> None:
+    model = _Encoder(cut=False)
+    _fit(model, torch.optim.AdamW(model.parameters(), lr=1e-3), 20, _mse)
+    assert _ids(probe) == set()
+
+
+class _Gated(nn.Module):
+    """x + gate * f(x) with the gate a zero buffer (meant to be a parameter): f's gradients are exactly zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.f = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16))
+        self.register_buffer("gate", torch.zeros(1))
+        self.out = nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x + self.gate * self.f(x))
+
+
+def test_zero_gradients_are_named_though_weight_decay_moves_the_weights(probe: HealthProbe) -> None:
+    """AdamW decays f's weights every step (they change), but Adam's exp_avg_sq of f stays exactly zero."""
+    model = _Gated()
+    before = model.f[0].weight.detach().clone()
+    _fit(model, torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1), 20, _mse)
+    assert not torch.equal(before, model.f[0].weight)  # weight decay moved them
+    (verdict,) = judge(probe.snapshot(0.0), now_wall_s=0.0)
+    assert verdict.rule_id == "training-no-update"
+    assert "4 of 6 tensors" in verdict.claim and "exactly zero" in verdict.claim
+
+
+def test_an_optimizer_holding_only_frozen_tensors_trains_nothing(probe: HealthProbe) -> None:
+    """Adapters injected after the optimizer was built: the base it holds is frozen, the adapters are in none."""
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.requires_grad_(False)
+    adapter = nn.Linear(8, 8)
+    _fit(model, opt, 20, lambda m: m(adapter(torch.randn(4, 8))).pow(2).mean())
+    (verdict,) = judge(probe.snapshot(0.0), now_wall_s=0.0)
+    assert verdict.rule_id == "training-no-update" and verdict.critical
+    assert "steps over 4 tensors none of which requires grad" in verdict.claim
+
+
+def test_a_frozen_optimizer_beside_one_that_trains_is_not_judged(probe: HealthProbe) -> None:
+    """Phased training (a second optimizer whose model is still frozen) is a schedule, not a fault."""
+    model, later = _model(), _model()
+    later.requires_grad_(False)
+    opts = [torch.optim.SGD(model.parameters(), lr=0.05), torch.optim.SGD(later.parameters(), lr=0.05)]
+    for _ in range(20):
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        (model(torch.randn(4, 8)) + later(torch.randn(4, 8))).pow(2).mean().backward()
+        for o in opts:
+            o.step()
+    assert _ids(probe) == set()
+
+
+def test_a_few_unused_tensors_are_not_a_group_that_does_not_train(probe: HealthProbe) -> None:
+    """An unused pooler (a sliver of the weights) stays unchanged: true, and not the failure."""
+    model = _Encoder()
+    pooler = nn.Linear(2, 2)  # 6 of ~2.7K weights, in the optimizer, never in the loss
+    _fit(model, torch.optim.AdamW([*model.parameters(), *pooler.parameters()], lr=1e-3), 20, _mse)
+    (group,) = probe.snapshot(0.0)[HealthKeys.GROUPS]
+    assert group[HealthKeys.STUCK_TENSORS] == 2
+    assert _ids(probe) == set()
+
+
+def test_heads_used_every_other_step_train(probe: HealthProbe) -> None:
+    torch.manual_seed(0)
+    trunk, heads = nn.Linear(8, 16), nn.ModuleList([nn.Linear(16, 1), nn.Linear(16, 3)])
+    opt = torch.optim.Adam([*trunk.parameters(), *heads.parameters()], lr=1e-3)
+    for step in range(30):
+        opt.zero_grad(set_to_none=True)
+        heads[step % 2](trunk(torch.randn(4, 8))).pow(2).mean().backward()
+        opt.step()
+    assert _ids(probe) == set()
+    assert not probe._want_graph  # a head without gradient at a sample moved since: no graph to walk
+
+
+def test_steps_a_grad_scaler_skips_inside_a_fused_optimizer_are_not_non_finite(probe: HealthProbe) -> None:
+    """fused=True: the scaler passes found_inf to the optimizer, whose step hook fires with overflowed (inf)
+    gradients and which then skips the update. Such a step is skipped by the probe too."""
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**20, growth_interval=2)  # overflows every few steps
+    for _ in range(30):
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = model(torch.randn(4, 8)).float().pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    payload = probe.snapshot(0.0)
+    assert payload[HealthKeys.AMP_SKIPPED] > 0 and payload[HealthKeys.SAMPLES] > 0
+    assert _ids(probe) == set()
+
+
+def test_the_loss_of_a_step_the_scaler_skipped_is_not_the_loss_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GradScaler skips an overflowing step before the optimizer (no hook): the loss read with the next sample is
+    the one of the step that was taken, not the inf of the one skipped."""
+    clock = [100.0]
+    monkeypatch.setattr("probes.health.time.monotonic", lambda: clock[0])
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        _train(model, opt, 1)  # the first sample
+        clock[0] += 2.0  # the next one is due
+        model(torch.randn(4, 8)).sum().mul(math.inf).backward()  # an inf loss: the scaler skips this step
+        opt.zero_grad(set_to_none=True)
+        _train(model, opt, 1)  # a finite loss, a step taken: sampled
+        payload = p.snapshot(0.0)
+        assert payload[HealthKeys.SAMPLES] == 2 and math.isfinite(payload[HealthKeys.LOSS])
+        assert {v.rule_id for v in judge(payload, 0.0)} == set()
+    finally:
+        p.close()
+
+
+def test_each_optimizer_is_sampled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two optimizers stepped one after the other (a GAN): the second is sampled too, and its stale copy named."""
+    clock = [100.0]
+    monkeypatch.setattr("probes.health.time.monotonic", lambda: clock[0])
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        critic, generator = _model(), _model()
+        opt_c = torch.optim.SGD(critic.parameters(), lr=0.05)
+        opt_g = torch.optim.SGD(copy.deepcopy(generator).parameters(), lr=0.05)  # built over a copy
+        for _ in range(15):
+            clock[0] += 1.5
+            for model, opt in ((critic, opt_c), (generator, opt_g)):
+                opt.zero_grad(set_to_none=True)
+                model(torch.randn(4, 8)).pow(2).mean().backward()
+                opt.step()
+        groups = {g[HealthKeys.GROUP] for g in p.snapshot(0.0)[HealthKeys.GROUPS]}
+        assert groups == {"SGD#0/0", "SGD#1/0"}
+        (verdict,) = judge(p.snapshot(0.0), 0.0)
+        assert verdict.rule_id == "training-no-update" and "(SGD#1/0)" in verdict.claim
+    finally:
+        p.close()
+
+
+def test_an_optimizer_that_is_gone_leaves_the_board(probe: HealthProbe) -> None:
+    model = _model()
+    _train(model, torch.optim.SGD(copy.deepcopy(model).parameters(), lr=0.05), 20)  # stale, then dropped
+    assert judge(probe.snapshot(0.0), 0.0)
+    _train(model, torch.optim.SGD(model.parameters(), lr=0.05), 20)  # a new optimizer over the right model
+    assert {g[HealthKeys.GROUP] for g in probe.snapshot(0.0)[HealthKeys.GROUPS]} == {"SGD#1/0"}
+    assert _ids(probe) == set()
+
+
+def test_weights_whose_memory_is_replaced_are_read_where_they_now_are(probe: HealthProbe) -> None:
+    """model.double() sets each parameter's .data: a view of the old memory would never change again."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    _train(model, opt, 3)
+    model.double()
+    for _ in range(20):
+        opt.zero_grad(set_to_none=True)
+        model(torch.randn(4, 8, dtype=torch.float64)).pow(2).mean().backward()
+        opt.step()
+    assert _ids(probe) == set()
+
+
+def test_a_sample_due_between_a_backward_and_its_step_reads_that_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interval can end after a backward and before its step: the sample still has that step's loss (a loss
+    gone NaN was otherwise reported as 'None' at such samples)."""
+    clock = [100.0]
+    monkeypatch.setattr("probes.health.time.monotonic", lambda: clock[0])
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            clock[0] += 1.5  # due now, after the backward
+            opt.step()
+        payload = p.snapshot(0.0)
+        assert payload[HealthKeys.SAMPLES] == 3 and isinstance(payload[HealthKeys.LOSS], float)
+    finally:
+        p.close()
+
+
+def test_gradients_cleared_between_backward_and_step_are_told_from_a_model_copy(probe: HealthProbe) -> None:
+    """zero_grad() after backward(): the loss's graph reaches the tensors, their gradients are gone at the step. A
+    model copy: the graph does not reach them. Both train nothing; the claim says which (the loss's graph, walked
+    only once a sample has seen tensors without a gradient)."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(20):
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.zero_grad()  # misplaced: after the backward
+        opt.step()
+    (verdict,) = judge(probe.snapshot(0.0), 0.0)
+    assert "although the loss's graph reaches them" in verdict.claim and "zero_grad() after backward" in verdict.claim
+    probe.close()
+    other = HealthProbe(Config(interval_s=0.0))
+    try:
+        _train(model, torch.optim.SGD(copy.deepcopy(model).parameters(), lr=0.05), 20)
+        (verdict,) = judge(other.snapshot(0.0), 0.0)
+        assert "the loss's autograd graph does not reach them" in verdict.claim
+    finally:
+        other.close()
+
+
+def test_a_healthy_run_never_keeps_the_losss_graph(probe: HealthProbe) -> None:
+    model = _model()
+    _train(model, torch.optim.SGD(model.parameters(), lr=0.05), 10)
+    assert probe._loss_graph is None and not probe._want_graph
+
+
+class _Clock:
+    """time.monotonic for the probe, moved by the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 100.0
+        monkeypatch.setattr("probes.health.time.monotonic", lambda: self.now)
+
+
+def _iterations(model: nn.Module, clock: _Clock, n: int, *, step: Callable[[], None] | None = None,
+                clear: bool = True, loss_of: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+    """``n`` iterations 0.1 s apart: zero_grad (when ``clear``), forward, backward, then ``step`` if given."""
+    for _ in range(n):
+        clock.now += 0.1
+        if clear:
+            model.zero_grad(set_to_none=True)
+        out = model(torch.randn(4, 8))
+        (loss_of(out) if loss_of is not None else out.pow(2).mean()).backward()
+        if step is not None:
+            step()
+
+
+def test_backward_without_any_optimizer_step_trains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimizer.step() removed from the loop: no step hook ever fires; the backward side sees that nothing the
+    loss depends on changes."""
+    clock = _Clock(monkeypatch)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        torch.optim.AdamW(model.parameters(), lr=1e-3)  # built, never stepped
+        _iterations(model, clock, 50)
+        (verdict,) = judge(p.snapshot(0.0), 0.0)
+        assert verdict.rule_id == "training-no-update" and verdict.critical
+        assert "without an optimizer step" in verdict.claim and "none of the 4 tensors" in verdict.claim
+        assert "no optimizer.step() runs" in verdict.claim
+    finally:
+        p.close()
+
+
+def test_a_grad_scaler_skipping_every_step_of_a_nan_loss_trains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock(monkeypatch)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        scaler = torch.amp.GradScaler("cpu")
+        for _ in range(50):
+            clock.now += 0.1
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = (model(torch.randn(4, 8)) * math.nan).float().mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # found inf: skipped, no hook fires
+            scaler.update()
+        (verdict,) = judge(p.snapshot(0.0), 0.0)
+        assert verdict.rule_id == "training-no-update" and "the loss is nan: a GradScaler skips" in verdict.claim
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("how", ["no-optimizer", "accumulating", "manual-update", "steps-every-3s"])
+def test_backward_without_steps_that_is_not_a_fault(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Saliency or attacks on inputs (no optimizer at all), gradients accumulated over a long window (not cleared),
+    a hand-written update (the weights change), an optimizer stepping every 3 s: no verdict."""
+    import probes.health as health_mod
+
+    clock = _Clock(monkeypatch)
+    if how == "no-optimizer":  # this test process built optimizers before: pretend it has not
+        monkeypatch.setattr(health_mod, "_optimizer_built", lambda torch: False)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        if how == "no-optimizer":
+            _iterations(model, clock, 50)
+        elif how == "accumulating":
+            _iterations(model, clock, 50, clear=False)
+        elif how == "manual-update":
+            def update() -> None:
+                with torch.no_grad():
+                    for q in model.parameters():
+                        q -= 0.05 * q.grad
+            _iterations(model, clock, 50, step=update)
+        else:  # zero_grad every iteration, a step every 4 s: the pause before the next step is its normal
+            for _ in range(4):
+                _iterations(model, clock, 40)
+                opt.step()
+            _iterations(model, clock, 45)
+        assert {v.rule_id for v in judge(p.snapshot(0.0), 0.0)} == set()
+    finally:
+        p.close()
+
+
+def test_a_warm_up_from_zero_read_between_two_samples_is_not_a_zero_lr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first sample sees lr 0 (a warm-up's step 0); the board is read 60 steps later, before the next sample.
+    The lr was seen 0 at one step, not for 60 (a false training-lr-zero on a fast healthy program, once)."""
+    clock = _Clock(monkeypatch)
+    p = HealthProbe(Config(interval_s=1.0))
+    try:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: s / 150)
+        for _ in range(60):
+            clock.now += 0.01
+            _train(model, opt, 1)
+            sched.step()
+        payload = p.snapshot(0.0)
+        assert payload[HealthKeys.STEPS] == 60 and payload[HealthKeys.SAMPLES] == 1
+        assert judge(payload, 0.0) == []
+    finally:
+        p.close()

@@ -76,7 +76,8 @@ def _grad_none(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
     if steps is not None:
         evidence.append(("backward steps checked", f"{steps:.0f}"))
     cause = (
-        "use_reentrant=True with keyword-only layer calls gives the checkpoint no tensor inputs, so no gradient flows"
+        "use_reentrant=True runs a checkpointed call none of whose tensor inputs requires grad (layers called with "
+        "keyword arguments only, or raw inputs such as token ids or images) under no_grad, so no gradient flows"
         if reentrant > 0
         else "their gradients never arrive (frozen by mistake, unused, or cut from the graph)"
     )
