@@ -6,6 +6,9 @@ A program lives in ``programs/<name>/`` with its own layout, names and style; no
 trainer or this package. ``ready`` is a regex on the program's own output (stdout + stderr) that says it
 reached the state to diagnose; ``settle_s`` more seconds let it get there fully.
 
+``modes``: the modes a case runs in (``outside``, ``probes`` and ``attach``: started plain, then
+``dflash-diag attach PID --probes <attach_probes>``, then ``doctor``; see harness.py).
+
 Expectations per mode: ``rules`` must all be named (any severity); ``headline`` is the set of rule ids the
 headline may lead with or give as its first cause; ``headline_text`` names the mechanism (the root's thread,
 function or lock-acquire line); ``forbid`` lists rule ids that must not be named; a healthy case must get no
@@ -30,7 +33,13 @@ def _both(rules: set[str], headline: set[str] | None = None, text: str = "") -> 
     return {"outside": e, "probes": e}
 
 
-HEALTHY = {"outside": Expect(), "probes": Expect()}
+HEALTHY = {"outside": Expect(), "probes": Expect(), "attach": Expect()}
+IN_PROCESS = ("probes", "attach")  # the health cases: under `dflash-diag run`, and attached once running
+
+
+def _in_process(rules: set[str], headline: set[str] | None = None, text: str = "") -> dict[str, Expect]:
+    e = Expect(frozenset(rules), frozenset(headline if headline is not None else rules), text)
+    return {"probes": e, "attach": e}
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,8 @@ class Case:
     held_out: bool = False  # written last, scored once without tuning: docs/benchmarks.md reports it apart
     # mode -> why doctor misses it today (docs/benchmarks.md): CI still runs it, as an expected failure that may pass.
     known_miss: dict[str, str] = field(default_factory=dict)
+    modes: tuple[str, ...] = ("outside", "probes")
+    attach_probes: str = "health"  # attach mode: `dflash-diag attach PID --probes ...`
 
 
 CASES: tuple[Case, ...] = (
@@ -358,6 +369,69 @@ CASES: tuple[Case, ...] = (
               "loop that keeps its pace (huggingface/transformers#23419)",
         expect=HEALTHY, ready=r"checkpoint step 50 written", healthy=True, both=True, family="healthy",
         tags=("side-thread", "checkpoint"), held_out=True,
+    ),
+    # --- Batch C (held out): training health, written from real bug reports and scored once without tuning ----
+    Case(
+        name="warmstart_assign",
+        program="warmstart_assign",
+        argv=("finetune.py",),
+        cause="the Trainer builds AdamW, then the warm start loads the checkpoint with load_state_dict(assign=True): "
+              "every Parameter is replaced, AdamW steps the old ones (pytorch/pytorch#102212, "
+              "pytorch/tutorials#2522)",
+        expect=_in_process({"training-no-update"}),
+        ready=r"'step': 300,",
+        family="health", tags=("stale-copy",), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="freeze_embedder_shared",
+        program="freeze_embedder_shared",
+        argv=("train_pos.py",),
+        cause="'freeze the pretrained vectors' freezes the whole embedder module, with it the new projection every "
+              "token goes through: it never changes while the conv layers train (facebookresearch/fairseq#4702, "
+              "CarperAI/trlx#543)",
+        expect=_in_process({"training-no-update"}),
+        ready=r"step 200 loss",
+        family="health", tags=("frozen-submodule", "partial-group"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="simsiam_stopgrad",
+        program="simsiam_stopgrad",
+        argv=("pretrain.py",),
+        cause="SimSiam's stop-gradient applied to the projector output instead of the target: the backbone+projector "
+              "param group never gets a gradient, only the predictor group trains "
+              "(Cadene/murel.bootstrap.pytorch#7, PatrickHua/SimSiam#22)",
+        expect=_in_process({"training-no-update"}),
+        ready=r"\[ssl\] step +200 ",
+        family="health", tags=("detached-graph", "partial-group", "side-thread"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="sharpened_softmax_nan",
+        program="sharpened_softmax_nan",
+        argv=("run.py",),
+        cause="log(softmax(logits / T)) with T annealed to 0.02: a mislabelled sample's probability underflows to 0, "
+              "the loss and then every weight become NaN and the loop keeps stepping "
+              "(summerlvsong/Aggregation-Cross-Entropy#2, dmlc/gluon-cv#942)",
+        expect=_in_process({"training-nonfinite"}),
+        ready=r"it=600 .*loss=nan",
+        family="health", tags=("nan", "side-thread"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="mean_teacher_ema",
+        program="mean_teacher_ema",
+        argv=("semi_sup.py",),
+        cause="none: a mean-teacher EMA copy (requires_grad off, updated by hand) beside the student; lr warm-up "
+              "from exactly 0; gradient accumulation over 4 micro-batches (SWivid/F5-TTS#631, willisma/SiT#6)",
+        expect=HEALTHY, ready=r"step +200 lr", healthy=True, family="healthy",
+        tags=("ema", "warmup", "grad-accumulation"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="staged_unfreeze",
+        program="staged_unfreeze",
+        argv=("main.py",),
+        cause="none: the backbone is frozen (BatchNorm in eval) for 200 steps, then unfrozen and added to the "
+              "optimizer as a new param group (Lightning's BackboneFinetuning; pytorch/pytorch#2374)",
+        expect=HEALTHY, ready=r"\[fit\] step=400 ", healthy=True, family="healthy",
+        tags=("frozen-submodule", "add-param-group"), held_out=True, modes=IN_PROCESS,
     ),
     # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
     Case(
