@@ -433,6 +433,50 @@ CASES: tuple[Case, ...] = (
         expect=HEALTHY, ready=r"\[fit\] step=400 ", healthy=True, family="healthy",
         tags=("frozen-submodule", "add-param-group"), held_out=True, modes=IN_PROCESS,
     ),
+    # --- Batch C (held out): stalls and slowdowns in threaded trainers --------------------------------------------
+    Case(
+        name="cursor_lock_queue",
+        program="cursor_lock_queue",
+        argv=("train_lm.py",),
+        cause="the shard reader holds cursor_lock while it put()s into its full queue; at the first checkpoint the "
+              "training loop takes cursor_lock (reader.state_dict) before its next get(): nothing moves again "
+              "(wso2/carbon-analytics-common#511, vespa-engine/vespa#7346)",
+        expect={m: Expect(frozenset({"deadlock"}), frozenset({"deadlock"}),
+                          r"state_dict|cursor_lock|shard-reader|reader\.py:\d+")
+                for m in ("outside", "probes")},
+        ready=r"\[watchdog\] no progress",
+        family="deadlock", tags=("locks", "queue", "checkpoint"), held_out=True,
+    ),
+    Case(
+        name="val_loss_graph_leak",
+        program="val_loss_graph_leak",
+        argv=("worker.py",),
+        cause="a validator thread forgets no_grad and the metric tracker keeps the loss tensors, each with its graph "
+              "and saved activations: ~10 MB/s (boschresearch/Continuous-Recurrent-Units#4, TRI-ML/packnet-sfm#51; "
+              "the program aborts itself at 3 GB)",
+        expect=_both({"host-memory-growth"}),
+        ready=r"rss=\d+MB", ready_count=4,
+        family="memory", tags=("autograd-graph", "side-thread"), held_out=True,
+    ),
+    Case(
+        name="dashboard_json_dump",
+        program="dashboard_json_dump",
+        argv=("fit.py",),
+        cause="a live-dashboard thread json.dumps ~50k Python floats every 50 ms (C encoder, GIL held for the whole "
+              "encode) beside a training loop of small torch ops (pytorch/pytorch#101962)",
+        expect=_both({"gil-contention"}, {"gil-contention"}, r"dashboard-export|dumps|LiveDashboard"),
+        ready=r"\[ctr\] step 400 ",
+        family="gil", tags=("side-thread", "json", "c-extension"), held_out=True,
+    ),
+    Case(
+        name="prefetch_heartbeat",
+        program="prefetch_heartbeat",
+        argv=("speech_train.py",),
+        cause="none: a feature prefetcher far faster than the model keeps its bounded queue full (waits in put) and "
+              "a heartbeat thread sleeps between liveness writes",
+        expect=HEALTHY, ready=r"it +100 ", healthy=True, family="healthy",
+        tags=("queue", "side-thread"), held_out=True,
+    ),
     # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
     Case(
         name="gpu_host_sync",
