@@ -412,7 +412,7 @@ CASES: tuple[Case, ...] = (
               "the loss and then every weight become NaN and the loop keeps stepping "
               "(summerlvsong/Aggregation-Cross-Entropy#2, dmlc/gluon-cv#942)",
         expect=_in_process({"training-nonfinite"}),
-        ready=r"it=600 .*loss=nan",
+        ready=r"it=400 .*loss=nan",
         family="health", tags=("nan", "side-thread"), held_out=True, modes=IN_PROCESS,
     ),
     Case(
@@ -421,16 +421,16 @@ CASES: tuple[Case, ...] = (
         argv=("semi_sup.py",),
         cause="none: a mean-teacher EMA copy (requires_grad off, updated by hand) beside the student; lr warm-up "
               "from exactly 0; gradient accumulation over 4 micro-batches (SWivid/F5-TTS#631, willisma/SiT#6)",
-        expect=HEALTHY, ready=r"step +200 lr", healthy=True, family="healthy",
+        expect=HEALTHY, ready=r"step +125 lr", healthy=True, family="healthy",
         tags=("ema", "warmup", "grad-accumulation"), held_out=True, modes=IN_PROCESS,
     ),
     Case(
         name="staged_unfreeze",
         program="staged_unfreeze",
         argv=("main.py",),
-        cause="none: the backbone is frozen (BatchNorm in eval) for 200 steps, then unfrozen and added to the "
+        cause="none: the backbone is frozen (BatchNorm in eval) for 100 steps, then unfrozen and added to the "
               "optimizer as a new param group (Lightning's BackboneFinetuning; pytorch/pytorch#2374)",
-        expect=HEALTHY, ready=r"\[fit\] step=400 ", healthy=True, family="healthy",
+        expect=HEALTHY, ready=r"\[fit\] step=250 ", healthy=True, family="healthy",
         tags=("frozen-submodule", "add-param-group"), held_out=True, modes=IN_PROCESS,
     ),
     # --- Batch C (held out): stalls and slowdowns in threaded trainers --------------------------------------------
@@ -465,7 +465,7 @@ CASES: tuple[Case, ...] = (
         cause="a live-dashboard thread json.dumps ~50k Python floats every 50 ms (C encoder, GIL held for the whole "
               "encode) beside a training loop of small torch ops (pytorch/pytorch#101962)",
         expect=_both({"gil-contention"}, {"gil-contention"}, r"dashboard-export|dumps|LiveDashboard"),
-        ready=r"\[ctr\] step 400 ",
+        ready=r"\[ctr\] step 200 ",
         family="gil", tags=("side-thread", "json", "c-extension"), held_out=True,
     ),
     Case(
@@ -474,7 +474,7 @@ CASES: tuple[Case, ...] = (
         argv=("speech_train.py",),
         cause="none: a feature prefetcher far faster than the model keeps its bounded queue full (waits in put) and "
               "a heartbeat thread sleeps between liveness writes",
-        expect=HEALTHY, ready=r"it +100 ", healthy=True, family="healthy",
+        expect=HEALTHY, ready=r"it +40 ", healthy=True, family="healthy",
         tags=("queue", "side-thread"), held_out=True,
     ),
     # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------

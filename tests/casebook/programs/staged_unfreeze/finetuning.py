@@ -18,7 +18,7 @@ def make_trainable(module: nn.Module) -> None:
 
 
 class BackboneFinetuning:
-    def __init__(self, unfreeze_at_step: int = 200, backbone_lr_ratio: float = 0.1) -> None:
+    def __init__(self, unfreeze_at_step: int = 100, backbone_lr_ratio: float = 0.1) -> None:
         self.unfreeze_at_step = unfreeze_at_step
         self.backbone_lr_ratio = backbone_lr_ratio
         self.unfrozen = False

@@ -38,7 +38,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--unfreeze-at", type=int, default=200)
+    ap.add_argument("--unfreeze-at", type=int, default=100)
     ap.add_argument("--steps", type=int, default=10**9)
     args = ap.parse_args()
     torch.set_num_threads(1)
