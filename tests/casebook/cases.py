@@ -66,6 +66,8 @@ class Case:
     known_miss: dict[str, str] = field(default_factory=dict)
     modes: tuple[str, ...] = ("outside", "probes")
     attach_probes: str = "health"  # attach mode: `dflash-diag attach PID --probes ...`
+    # A job (torchrun): mode -> the PID CI gives doctor ("launcher" or "rank:N"); bench/jobs.py runs every target.
+    targets: dict[str, str] = field(default_factory=dict)
 
 
 CASES: tuple[Case, ...] = (
@@ -532,4 +534,39 @@ REFERENCE_TRAINER = Case(
     expect=HEALTHY,
     ready=r"step +(1[0-9]|[2-9][0-9]|[0-9]{3,}) +\|",
     settle_s=5.0, ready_timeout_s=300.0, gpu=True, healthy=True, family="healthy",
+)
+
+
+# --- Jobs: torchrun programs, one process per rank (gloo on CPU), each rank with a DataLoader worker process -------
+# (docs/jobs.md). Started as `python -m torch.distributed.run ...`; under `dflash-diag run` the probes reach every
+# rank. doctor is given the launcher's PID or one rank's (``targets``): it must find the whole job from either.
+def _torchrun(ranks: int, script: str) -> tuple[str, ...]:
+    return ("-m", "torch.distributed.run", "--nproc-per-node", str(ranks), script)
+
+
+JOB_CASES: tuple[Case, ...] = (
+    # Batch C (held out), scored once without tuning. The straggler's ranks read their shards in their main
+    # process (no DataLoader worker); the healthy job's ranks each have one persistent DataLoader worker.
+    Case(
+        name="ddp_raw_shard_straggler",
+        program="ddp_raw_shard_straggler",
+        argv=_torchrun(3, "train.py"),
+        cause="rank 2's shard exists only as raw text: it tokenizes and filters every batch in Python (~50 ms) while "
+              "ranks 0, 1 wait for it in the all_reduce of their hand-written gradient averaging "
+              "(NVIDIA/nccl#701, pytorch/pytorch#59433)",
+        expect=_both({"rank-straggler"}, {"rank-straggler"}, r"rank\D{0,3}2\b"),
+        ready=r"\[rank 0\] step 40 ", settle_s=2.0, ready_timeout_s=240.0, family="job",
+        tags=("all-reduce", "tokenizer"), held_out=True,
+        targets={"outside": "launcher", "probes": "rank:1"},
+    ),
+    Case(
+        name="ddp_balanced_workers",
+        program="ddp_balanced_workers",
+        argv=_torchrun(2, "ddp_regress.py"),
+        cause="none: DistributedDataParallel over 2 ranks, each fed by one persistent DataLoader worker, the same "
+              "shard size and work per rank (pytorch/pytorch#64150)",
+        expect=HEALTHY, ready=r"rank=0 .*step=200 ", settle_s=2.0, ready_timeout_s=240.0, healthy=True,
+        family="job", tags=("ddp", "dataloader", "child-process"), held_out=True,
+        targets={"outside": "rank:0", "probes": "launcher"},
+    ),
 )
