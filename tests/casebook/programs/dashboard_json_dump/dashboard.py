@@ -36,4 +36,5 @@ class LiveDashboard(threading.Thread):
 
 
 def default_path():
-    return os.path.join(tempfile.mkdtemp(prefix="dash-"), "live_state.json")
+    os.makedirs("runs", exist_ok=True)
+    return os.path.join(tempfile.mkdtemp(prefix="dash-", dir="runs"), "live_state.json")

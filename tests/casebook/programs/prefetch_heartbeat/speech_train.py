@@ -77,11 +77,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--heartbeat", default="heartbeat.txt")
+    ap.add_argument("--heartbeat", default=os.path.join("runs", "heartbeat.txt"))
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
 
+    os.makedirs(os.path.dirname(args.heartbeat) or ".", exist_ok=True)
     feeder = FeaturePrefetcher(args.batch_size).start()
     beat = Heartbeat(args.heartbeat).start()
     net = KWSNet()

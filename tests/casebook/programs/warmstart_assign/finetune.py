@@ -102,7 +102,8 @@ def main():
     args = TrainingArguments(learning_rate=cli.lr, batch_size=cli.batch_size)
     checkpoint = cli.checkpoint
     if not checkpoint:
-        checkpoint = os.path.join(tempfile.mkdtemp(prefix="intent-ckpt-"), "pytorch_model.bin")
+        os.makedirs("runs", exist_ok=True)
+        checkpoint = os.path.join(tempfile.mkdtemp(prefix="intent-ckpt-", dir="runs"), "pytorch_model.bin")
         make_pretrained_checkpoint(config, checkpoint)
 
     model = IntentClassifier(config)
