@@ -526,6 +526,113 @@ CASES: tuple[Case, ...] = (
         expect=HEALTHY, ready=r"step 120 ", healthy=True, family="healthy (health)",
         tags=("set-to-none", "multi-task"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
+    # --- Batch C (held out): training health, written from real bug reports and scored once without tuning ----
+    Case(
+        name="warmstart_assign",
+        program="warmstart_assign",
+        argv=("finetune.py",),
+        cause="the Trainer builds AdamW, then the warm start loads the checkpoint with load_state_dict(assign=True): "
+              "every Parameter is replaced, AdamW steps the old ones (pytorch/pytorch#102212, "
+              "pytorch/tutorials#2522)",
+        expect=_in_process({"training-no-update"}),
+        ready=r"'step': 300,",
+        family="health", tags=("stale-copy",), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="freeze_embedder_shared",
+        program="freeze_embedder_shared",
+        argv=("train_pos.py",),
+        cause="'freeze the pretrained vectors' freezes the whole embedder module, with it the new projection every "
+              "token goes through: it never changes while the conv layers train (facebookresearch/fairseq#4702, "
+              "CarperAI/trlx#543)",
+        expect=_in_process({"training-no-update"}),
+        ready=r"step 200 loss",
+        family="health", tags=("frozen-submodule", "partial-group"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="simsiam_stopgrad",
+        program="simsiam_stopgrad",
+        argv=("pretrain.py",),
+        cause="SimSiam's stop-gradient applied to the projector output instead of the target: the backbone+projector "
+              "param group never gets a gradient, only the predictor group trains "
+              "(Cadene/murel.bootstrap.pytorch#7, PatrickHua/SimSiam#22)",
+        expect=_in_process({"training-no-update"}),
+        ready=r"\[ssl\] step +200 ",
+        family="health", tags=("detached-graph", "partial-group", "side-thread"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="sharpened_softmax_nan",
+        program="sharpened_softmax_nan",
+        argv=("run.py",),
+        cause="log(softmax(logits / T)) with T annealed to 0.02: a mislabelled sample's probability underflows to 0, "
+              "the loss and then every weight become NaN and the loop keeps stepping "
+              "(summerlvsong/Aggregation-Cross-Entropy#2, dmlc/gluon-cv#942)",
+        expect=_in_process({"training-nonfinite"}),
+        ready=r"it=400 .*loss=nan",
+        family="health", tags=("nan", "side-thread"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="mean_teacher_ema",
+        program="mean_teacher_ema",
+        argv=("semi_sup.py",),
+        cause="none: a mean-teacher EMA copy (requires_grad off, updated by hand) beside the student; lr warm-up "
+              "from exactly 0; gradient accumulation over 4 micro-batches (SWivid/F5-TTS#631, willisma/SiT#6)",
+        expect=HEALTHY, ready=r"step +125 lr", healthy=True, family="healthy",
+        tags=("ema", "warmup", "grad-accumulation"), held_out=True, modes=IN_PROCESS,
+    ),
+    Case(
+        name="staged_unfreeze",
+        program="staged_unfreeze",
+        argv=("main.py",),
+        cause="none: the backbone is frozen (BatchNorm in eval) for 100 steps, then unfrozen and added to the "
+              "optimizer as a new param group (Lightning's BackboneFinetuning; pytorch/pytorch#2374)",
+        expect=HEALTHY, ready=r"\[fit\] step=250 ", healthy=True, family="healthy",
+        tags=("frozen-submodule", "add-param-group"), held_out=True, modes=IN_PROCESS,
+    ),
+    # --- Batch C (held out): stalls and slowdowns in threaded trainers --------------------------------------------
+    Case(
+        name="cursor_lock_queue",
+        program="cursor_lock_queue",
+        argv=("train_lm.py",),
+        cause="the shard reader holds cursor_lock while it put()s into its full queue; at the first checkpoint the "
+              "training loop takes cursor_lock (reader.state_dict) before its next get(): nothing moves again "
+              "(wso2/carbon-analytics-common#511, vespa-engine/vespa#7346)",
+        expect={m: Expect(frozenset({"deadlock"}), frozenset({"deadlock"}),
+                          r"state_dict|cursor_lock|shard-reader|reader\.py:\d+")
+                for m in ("outside", "probes")},
+        ready=r"\[watchdog\] no progress",
+        family="deadlock", tags=("locks", "queue", "checkpoint"), held_out=True,
+    ),
+    Case(
+        name="val_loss_graph_leak",
+        program="val_loss_graph_leak",
+        argv=("worker.py",),
+        cause="a validator thread forgets no_grad and the metric tracker keeps the loss tensors, each with its graph "
+              "and saved activations: ~10 MB/s (boschresearch/Continuous-Recurrent-Units#4, TRI-ML/packnet-sfm#51; "
+              "the program aborts itself at 3 GB)",
+        expect=_both({"host-memory-growth"}),
+        ready=r"rss=\d+MB", ready_count=4,
+        family="memory", tags=("autograd-graph", "side-thread"), held_out=True,
+    ),
+    Case(
+        name="dashboard_json_dump",
+        program="dashboard_json_dump",
+        argv=("fit.py",),
+        cause="a live-dashboard thread json.dumps ~50k Python floats every 50 ms (C encoder, GIL held for the whole "
+              "encode) beside a training loop of small torch ops (pytorch/pytorch#101962)",
+        expect=_both({"gil-contention"}, {"gil-contention"}, r"dashboard-export|dumps|LiveDashboard"),
+        ready=r"\[ctr\] step 200 ",
+        family="gil", tags=("side-thread", "json", "c-extension"), held_out=True,
+    ),
+    Case(
+        name="prefetch_heartbeat",
+        program="prefetch_heartbeat",
+        argv=("speech_train.py",),
+        cause="none: a feature prefetcher far faster than the model keeps its bounded queue full (waits in put) and "
+              "a heartbeat thread sleeps between liveness writes",
+        expect=HEALTHY, ready=r"it +40 ", healthy=True, family="healthy",
+        tags=("queue", "side-thread"), held_out=True,
+    ),
     # --- GPU only (CUDA): run by `bench/casebook.py --gpu` on the GPU machine ---------------------------------
     Case(
         name="gpu_host_sync",
@@ -641,5 +748,29 @@ JOB_CASES: tuple[Case, ...] = (
         cause="none: four ranks with the same data and the same work",
         expect=HEALTHY, ready=r"step 50 ", settle_s=2.0, ready_timeout_s=240.0, healthy=True, family="job",
         targets={"outside": "rank:1", "probes": "launcher"},
+    ),
+    # Batch C (held out), scored once without tuning. The straggler's ranks read their shards in their main
+    # process (no DataLoader worker); the healthy job's ranks each have one persistent DataLoader worker.
+    Case(
+        name="ddp_raw_shard_straggler",
+        program="ddp_raw_shard_straggler",
+        argv=_torchrun(3, "train.py"),
+        cause="rank 2's shard exists only as raw text: it tokenizes and filters every batch in Python (~50 ms) while "
+              "ranks 0, 1 wait for it in the all_reduce of their hand-written gradient averaging "
+              "(NVIDIA/nccl#701, pytorch/pytorch#59433)",
+        expect=_both({"rank-straggler"}, {"rank-straggler"}, r"rank\D{0,3}2\b"),
+        ready=r"\[rank 0\] step 40 ", settle_s=2.0, ready_timeout_s=240.0, family="job",
+        tags=("all-reduce", "tokenizer"), held_out=True,
+        targets={"outside": "launcher", "probes": "rank:1"},
+    ),
+    Case(
+        name="ddp_balanced_workers",
+        program="ddp_balanced_workers",
+        argv=_torchrun(2, "ddp_regress.py"),
+        cause="none: DistributedDataParallel over 2 ranks, each fed by one persistent DataLoader worker, the same "
+              "shard size and work per rank (pytorch/pytorch#64150)",
+        expect=HEALTHY, ready=r"rank=0 .*step=200 ", settle_s=2.0, ready_timeout_s=240.0, healthy=True,
+        family="job", tags=("ddp", "dataloader", "child-process"), held_out=True,
+        targets={"outside": "rank:0", "probes": "launcher"},
     ),
 )
