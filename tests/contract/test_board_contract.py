@@ -30,7 +30,7 @@ GENERIC = {"rank", "seq", "op", "current", "count", "total_ms", "gone", "world_s
            "function", "thread", "module", "torch", "tid", "samples", "calls", "limit", "how", "active", "name",
            "config", "loss", "lr", "errors", "exception", "stale", "scenario", "enabled", "wandb", "device", "role",
            "group", "groups", "versions", "alive", "where", "installed", "sites", "armed", "interval_s",
-           "wall_time_s", "attached", "publishes"}
+           "wall_time_s", "attached", "publishes", "seconds"}
 # Literals that spell a payload key's name but mean something else where they stand (each says what).
 _TRAINER_OWN = "the trainer's own metric (log line, summary JSON), which it publishes by name through set_app like any " \
                "program (tests/probes/test_trainer.py holds its app section to AppKeys)"
