@@ -320,8 +320,9 @@ def _tc_stage(argv: list[str], timeout_s: float, log: Path) -> tuple[bool, float
     t0 = time.monotonic()
     with log.open("wb") as f:
         try:
+            # its stages write their own logs (tens of MB) into the working directory: the stage's, not ours
             done = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, cwd=log.parent)
             ok = done.returncode == 0
         except subprocess.TimeoutExpired:
             ok = False
