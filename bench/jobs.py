@@ -60,7 +60,7 @@ def main() -> int:
     t0 = time.monotonic()
     for case in cases:
         ranks = int(case.argv[case.argv.index("--nproc-per-node") + 1])
-        for mode in modes:
+        for mode in (m for m in modes if m in case.modes):  # a job has no attach mode
             for kind in kinds:
                 target = "launcher" if kind == "launcher" else _rank_target(case)
                 r = run_case(case, mode, target=target)

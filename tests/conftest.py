@@ -31,3 +31,31 @@ def workload() -> Iterator[subprocess.Popen[str]]:
         yield proc
     finally:
         wl.stop(proc)
+
+
+_EARLY = {"tests/casebook/test_casebook.py": "casebook", "tests/casebook/test_jobs.py": "jobs"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The casebook's and the jobs' program runs start now, in the background, and their tests go last: they wait
+    on their programs most of the time, beside the rest of the suite (tests/casebook/ci_runs.py)."""
+    root = Path(__file__).resolve().parent.parent
+    kinds: set[str] = set()
+    late: list[pytest.Item] = []
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        kind = _EARLY.get(path.relative_to(root).as_posix()) if path.is_relative_to(root) else None
+        if kind is not None:
+            late.append(item)
+            if "results" in getattr(item, "fixturenames", ()):
+                kinds.add(kind)
+    if not late or len(late) == len(items):
+        return  # the casebook alone: its fixture runs it in the foreground
+    moved = set(late)
+    items[:] = [i for i in items if i not in moved] + late
+    import sys
+
+    sys.path.insert(0, str(root / "tests" / "casebook"))
+    from ci_runs import start_early
+
+    start_early(kinds)

@@ -548,6 +548,7 @@ CASES: tuple[Case, ...] = (
         expect=_in_process({"training-no-update"}),
         ready=r"step 200 loss",
         family="health", tags=("frozen-submodule", "partial-group"), held_out=True, modes=IN_PROCESS,
+        known_miss={'probes': 'held out, missed when scored once (docs/benchmarks.md, batch C): a new module frozen with requires_grad_(False) reads as frozen on purpose', 'attach': 'held out, missed when scored once (docs/benchmarks.md, batch C): a new module frozen with requires_grad_(False) reads as frozen on purpose'},
     ),
     Case(
         name="simsiam_stopgrad",
@@ -559,6 +560,7 @@ CASES: tuple[Case, ...] = (
         expect=_in_process({"training-no-update"}),
         ready=r"\[ssl\] step +200 ",
         family="health", tags=("detached-graph", "partial-group", "side-thread"), held_out=True, modes=IN_PROCESS,
+        known_miss={'probes': 'held out, missed when scored once (docs/benchmarks.md, batch C): checkpoint-grad-none leads training-no-update in a program without checkpointing'},
     ),
     Case(
         name="sharpened_softmax_nan",
@@ -602,6 +604,7 @@ CASES: tuple[Case, ...] = (
                 for m in ("outside", "probes")},
         ready=r"\[watchdog\] no progress",
         family="deadlock", tags=("locks", "queue", "checkpoint"), held_out=True,
+        known_miss={'outside': "held out, missed when scored once (docs/benchmarks.md, batch C): the deadlock is named, the queue's hang leads it", 'probes': "held out, missed when scored once (docs/benchmarks.md, batch C): the deadlock is named, the queue's hang leads it"},
     ),
     Case(
         name="val_loss_graph_leak",
@@ -623,6 +626,7 @@ CASES: tuple[Case, ...] = (
         expect=_both({"gil-contention"}, {"gil-contention"}, r"dashboard-export|dumps|LiveDashboard"),
         ready=r"\[ctr\] step 200 ",
         family="gil", tags=("side-thread", "json", "c-extension"), held_out=True,
+        known_miss={'probes': 'held out, missed when scored once (docs/benchmarks.md, batch C): no rule fired under probes'},
     ),
     Case(
         name="prefetch_heartbeat",

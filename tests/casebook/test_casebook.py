@@ -2,15 +2,14 @@
 cause named (and the right headline), every healthy program gets no warning, and the headline comes from one
 5 s window, warm-up included (the 10 s time-to-name goal is bench/casebook.py's, measured on an idle box).
 
-All (case, mode) runs happen once, a few at a time (``CASEBOOK_PARALLEL``, default 3), in a module fixture;
-each test then checks one result. A run whose program did not reach its ready state in time, or whose answer
+All (case, mode) runs happen once, a few at a time (``CASEBOOK_PARALLEL``, default 3), started in the background
+when the session starts (ci_runs.py); each test then checks one result. A run whose program did not reach its ready state in time, or whose answer
 missed, is run once more before it counts as a failure: on two shared cores a program can be starved of CPU
 for seconds, and that is the machine, not the diagnosis (the table from ``bench/casebook.py`` shows first tries).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -19,10 +18,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import CASES, Case
-from harness import MODES, TIME_TO_NAME_S, Result, run_all, run_jobs, score
+from ci_runs import CPU_CASES, casebook_jobs, first_pass, parallel
+from harness import TIME_TO_NAME_S, Result, run_jobs, score
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-CPU_CASES = [c for c in CASES if not c.gpu]
 # The 10 s goal is measured by bench/casebook.py, which fails a run that answers slower (the box to itself).
 # Here 3 programs and doctor's 20 Hz burst share 2 cores with whatever else the CI box runs (a run with one
 # extra busy process took 11.2 s), so CI checks what load cannot explain away: the answer came from its one 5 s
@@ -32,18 +31,17 @@ CI_ANSWER_BOUND_S = 3 * TIME_TO_NAME_S
 
 @pytest.fixture(scope="module")
 def results() -> dict[tuple[str, str], Result]:
-    parallel = int(os.environ.get("CASEBOOK_PARALLEL", "3"))
-    done = {(r.case, r.mode): r for r in run_all(CPU_CASES, MODES, parallel=parallel)}
+    done = dict(first_pass("casebook"))  # started with the session (ci_runs.py), or run now
     by_name = {c.name: c for c in CPU_CASES}
     # A known miss (an expected failure) is not run again: a second try cannot make it count.
     again = [key for key, result in done.items() if not result.ok and key[1] not in by_name[key[0]].known_miss]
-    for result in run_jobs([(by_name[name], mode) for name, mode in again], parallel=parallel):
+    for result in run_jobs([(by_name[name], mode) for name, mode in again], parallel=parallel()):
         done[(result.case, result.mode)] = result
     return done
 
 
 def _jobs() -> list[tuple[Case, str]]:
-    return [(c, m) for c in CPU_CASES for m in MODES if m in c.modes]
+    return casebook_jobs()
 
 
 def _ids() -> list[str]:

@@ -327,6 +327,7 @@ def test_gpu_and_probe_tabs() -> None:
 @pytest.mark.slow
 def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Popen[str]) -> None:
     """The real source (py-spy, /proc, analyses) behind the real app: the threads appear with their states."""
+    assert workload.poll() is None, "the session's workload exited before this test (its --max-s)"
     source = LiveSource(workload.pid, SamplerConfig(rate_hz=5.0, window_s=10.0), StagePatterns())
     app = TopApp(source, refresh_s=0.3)
 
