@@ -5,6 +5,7 @@ Standard library only, so ``import probes`` stays cheap and never imports torch 
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import threading
@@ -64,6 +65,22 @@ def fingerprint_view(tensor: Any, elems: int) -> Any:
     flat = flat.view(-1)
     n = flat.numel()
     return flat if n <= elems else flat[:: n // elems][:elems]
+
+
+def current_frames() -> dict[int, Any]:
+    """``sys._current_frames()`` with the cyclic GC held off for the call.
+
+    CPython 3.11 builds the result while it holds the runtime's thread-list lock; an allocation there can start a
+    collection whose finalizers take a lock that a thread on its way out holds while it waits for that same
+    thread-list lock: the program deadlocks (python/cpython#106883, seen here in the test process while attach
+    discovered its objects). With the collector off for the call nothing runs a finalizer there."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def thread_name(ident: int | None = None) -> str:

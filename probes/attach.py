@@ -40,7 +40,7 @@ import probes
 from dflash_contract import proc
 from dflash_contract.attach import ACTIONS, valid_lease
 from probes import codedrift
-from probes._common import JsonDict, thread_name
+from probes._common import JsonDict, current_frames, thread_name
 
 # Discovery bounds: the whole walk costs well under a millisecond on a trainer.
 MAX_FRAMES_PER_THREAD = 48
@@ -240,7 +240,7 @@ def discover_objects(session: Any, *, queues: bool, models: bool) -> JsonDict:
     found_models: dict[int, tuple[str, Any]] = {}
     module_cls = _module_class() if models else None
     counts: dict[int, int] = {}
-    frames = sys._current_frames()
+    frames = current_frames()
     try:
         for top in list(frames.values()):
             frame: Any = top

@@ -45,7 +45,7 @@ from typing import Any
 from dflash_contract import proc
 from dflash_contract.attach import KERNELS_OUTCOME_SCHEMA as OUTCOME_SCHEMA
 from dflash_contract.attach import OUTCOME_SUFFIX, STOP_SUFFIX, TMP_SUFFIX, TRACE_SUFFIX
-from probes._common import JsonDict
+from probes._common import JsonDict, current_frames
 
 THREAD_NAME = "dflash-diag-kernels"
 TICK_S = 0.05  # how often the end conditions are looked at: a stat of the stop file, two comparisons
@@ -201,7 +201,7 @@ def _held_profiler(autograd_profiler: Any) -> str | None:
     if not kinds:
         return None
     seen: set[int] = set()
-    frames = sys._current_frames()
+    frames = current_frames()
     try:
         for top in list(frames.values()):
             frame: Any = top

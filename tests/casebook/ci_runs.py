@@ -1,21 +1,14 @@
-"""The casebook's CI runs, and their first pass started when the session starts.
+"""The casebook's CI runs: which (case, mode) pairs `tests/casebook/test_casebook.py` and `test_jobs.py` run, and
+their first pass (each test module then runs again each run that failed, before it counts).
 
-The casebook's programs spend most of their time waiting for their own ready lines and doctor's windows, and the
-rest of the suite mostly runs one test process: run one after the other they took 6 of the suite's 15 minutes on
-CI's 2 cores. ``tests/conftest.py`` therefore starts the first pass of every casebook and job run in a background
-thread as soon as collection has picked them, and moves their tests to the end of the session; each module's
-fixture then takes that pass (waiting for what is left of it), and runs again, in the foreground on a quieter box,
-each run that failed. Without the early start (``CASEBOOK_EARLY=0``, or the tests run alone) the fixture runs the
-first pass itself: the results are the same, only later.
-
-One background thread runs the casebook and then the jobs (never both at once: a 4-rank job is 8 processes).
+Started in a background thread beside the rest of the suite, the programs and the rest slowed each other about
+threefold on 2 cores, and attach's discovery deadlocked the test process (python/cpython#106883, now avoided in
+probes/_common.py): they run in their own modules' fixtures, one module after the other.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from concurrent.futures import Future
 
 from cases import CASES, JOB_CASES, Case
 from harness import MODES, Result, run_case, run_jobs
@@ -47,31 +40,6 @@ def jobs_first_pass() -> dict[tuple[str, str], Result]:
     return done
 
 
-_started: dict[str, Future[dict[tuple[str, str], Result]]] = {}
-
-
-def start_early(kinds: set[str]) -> None:
-    """Start the first pass of ``kinds`` ("casebook", "jobs") in one background thread, in that order."""
-    if os.environ.get("CASEBOOK_EARLY", "1") == "0" or not kinds or _started:
-        return
-    order = [(k, f) for k, f in (("casebook", casebook_first_pass), ("jobs", jobs_first_pass)) if k in kinds]
-    for kind, _ in order:
-        _started[kind] = Future()
-
-    def body() -> None:
-        for kind, first_pass in order:
-            future = _started[kind]
-            try:
-                future.set_result(first_pass())
-            except BaseException as exc:  # the fixture raises it in its test
-                future.set_exception(exc)
-
-    threading.Thread(target=body, name="casebook-early", daemon=True).start()
-
-
 def first_pass(kind: str) -> dict[tuple[str, str], Result]:
-    """The first pass of ``kind``: the early one (waiting for what is left of it), else run now."""
-    future = _started.get(kind)
-    if future is not None:
-        return future.result()
+    """Every CI run of ``kind`` ("casebook" or "jobs"), once."""
     return casebook_first_pass() if kind == "casebook" else jobs_first_pass()

@@ -2,8 +2,8 @@
 cause named (and the right headline), every healthy program gets no warning, and the headline comes from one
 5 s window, warm-up included (the 10 s time-to-name goal is bench/casebook.py's, measured on an idle box).
 
-All (case, mode) runs happen once, a few at a time (``CASEBOOK_PARALLEL``, default 3), started in the background
-when the session starts (ci_runs.py); each test then checks one result. A run whose program did not reach its ready state in time, or whose answer
+All (case, mode) runs happen once, a few at a time (``CASEBOOK_PARALLEL``, default 3), in a module fixture
+(ci_runs.py); each test then checks one result. A run whose program did not reach its ready state in time, or whose answer
 missed, is run once more before it counts as a failure: on two shared cores a program can be starved of CPU
 for seconds, and that is the machine, not the diagnosis (the table from ``bench/casebook.py`` shows first tries).
 """
@@ -31,7 +31,7 @@ CI_ANSWER_BOUND_S = 3 * TIME_TO_NAME_S
 
 @pytest.fixture(scope="module")
 def results() -> dict[tuple[str, str], Result]:
-    done = dict(first_pass("casebook"))  # started with the session (ci_runs.py), or run now
+    done = dict(first_pass("casebook"))
     by_name = {c.name: c for c in CPU_CASES}
     # A known miss (an expected failure) is not run again: a second try cannot make it count.
     again = [key for key, result in done.items() if not result.ok and key[1] not in by_name[key[0]].known_miss]

@@ -31,7 +31,7 @@ BY_NAME = JOBS_BY_NAME
 
 @pytest.fixture(scope="module")
 def results() -> dict[tuple[str, str], Result]:
-    done = dict(first_pass("jobs"))  # started with the session, after the casebook (ci_runs.py), or run now
+    done = dict(first_pass("jobs"))
     for (name, mode), result in list(done.items()):
         if not result.ok:  # a starved box, not the diagnosis: once more before it counts
             case = BY_NAME[name]

@@ -374,3 +374,35 @@ def test_bootstrap_uses_the_programs_own_copy_of_the_same_version(tmp_path: Path
     assert result is not None and result["ok"], result
     assert result["loaded"] == f"the process's own copy ({site / 'probes' / '__init__.py'})"
     assert "dflash-diag-board" in out
+
+
+def test_current_frames_never_runs_the_collector_while_it_builds_its_result() -> None:
+    """python/cpython#106883: a collection started inside sys._current_frames() runs finalizers while CPython holds
+    its thread-list lock, and a finalizer's lock held by a thread that waits for that lock deadlocks the program."""
+    import gc
+    import sys
+    from threading import get_ident as threading_ident
+
+    from probes._common import current_frames
+
+    phases: list[str] = []
+
+    def seen(phase: str, info: dict) -> None:
+        phases.append(phase)
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(seen)
+    try:
+        gc.set_threshold(1, 1, 1)  # any tracked allocation starts a collection
+        before = len(phases)  # len() allocates nothing the collector tracks: only the call in between can
+        sys._current_frames()
+        unguarded = len(phases) - before
+        before = len(phases)
+        frames = current_frames()
+        guarded = len(phases) - before
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(seen)
+    assert unguarded, "the allocation inside sys._current_frames() should start a collection at threshold 1"
+    assert guarded == 0 and gc.isenabled()
+    assert threading_ident() in frames  # this thread's frame is in it
