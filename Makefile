@@ -42,8 +42,13 @@ debugger:
 run: setup
 	$(BIN)/dflash-diag top -- $(BIN)/python -m reference_trainer --preset auto $(RUN_ARGS)
 
+# Two lanes, one after the other: every test but the casebook in two workers (alone they keep one of two cores
+# busy), then the casebook's programs, which fill both cores by themselves. Both run; either failing fails.
 test: setup
-	$(BIN)/python -m pytest -q
+	@rc=0; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --ignore=tests/casebook || rc=1; \
+	$(BIN)/python -m pytest -q tests/casebook || rc=1; \
+	exit $$rc
 
 # Unit and in-process tests only: what an edit breaks, in a few minutes on 2 cores.
 test-fast: setup

@@ -32,3 +32,14 @@ def workload() -> Iterator[subprocess.Popen[str]]:
     finally:
         wl.stop(proc)
 
+
+@pytest.fixture(autouse=True)
+def _no_probe_session_left_behind() -> Iterator[None]:
+    """A test that started the probes in the test process and did not stop them (a failure half-way) must not hand
+    their session, hooks and threads to the next test (under pytest-xdist, any test of the same worker)."""
+    yield
+    import sys
+
+    probes = sys.modules.get("probes")
+    if probes is not None and probes.current() is not None:
+        probes.stop()

@@ -18,6 +18,7 @@ import secrets
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 
@@ -185,8 +186,47 @@ class GdbSession:
                     stream.close()
 
 
+_CALLS_CHECKED: dict[str, str | None] = {}
+
+
+def cannot_call(gdb: str, timeout_s: float = 30.0) -> str | None:
+    """Why this debugger cannot call a function inside a process on this machine (its own words), None when it can
+    or when that cannot be told (it may not attach here at all: the real attach then says why).
+
+    Some kernel and gdb pairs fail to restore a thread's extended register state after a call ("Couldn't write
+    extended state status: Bad address"): the thread then resumes with a half-restored state and the program dies
+    (a syscall's restart code leaks out as OSError 514). Found on a throwaway child before the target is touched."""
+    if gdb in _CALLS_CHECKED:
+        return _CALLS_CHECKED[gdb]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    why: str | None = None
+    try:
+        time.sleep(0.2)  # past exec: its libc is mapped
+        done = subprocess.run([*gdb_argv(gdb), "-batch", "-p", str(child.pid), "-ex", "sharedlibrary /libc[.-]",
+                               "-ex", "p (int)getpid()"], capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+        text = done.stdout + done.stderr
+        if parse_value(done.stdout) != child.pid:  # only a failed call's own words refuse: a gdb that cannot start
+            # or attach here says so at the real attach, in its words
+            why = next((ln.strip().rstrip(".") for ln in text.splitlines()
+                        if "couldn't write" in ln.lower() or "cannot write" in ln.lower()), None)
+    except (subprocess.TimeoutExpired, OSError):
+        why = None  # not told: the real attach has its own deadline and errors
+    finally:
+        child.kill()
+        child.wait()
+    _CALLS_CHECKED[gdb] = why
+    return why
+
+
 def via_gdb(run: Run, program: str) -> None:
     pid = run.target.pid
+    why = cannot_call(run.path, min(30.0, left_s(run)))
+    if why is not None:
+        raise AttachError(f"{os.path.basename(run.path)} cannot call a function inside a process on this machine "
+                          f"({why}: a thread it called into would resume broken and the program die); PID {pid} was "
+                          "not touched; --method ptrace injects without a debugger", ExitCode.ATTACH_FAILED)
     session = GdbSession(gdb_argv(run.path), run.transcript, run.deadline_mono)
     attached_at: float | None = None
     try:

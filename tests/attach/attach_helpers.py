@@ -138,22 +138,9 @@ def all_stopped(pid: int) -> bool:
 
 
 def gdb_cannot_call(gdb_path: str) -> str | None:
-    """Why this gdb cannot call a function inside a live process on this machine, None when it can.
+    """Why this gdb cannot call a function in a process on this machine (the check `attach --method gdb` makes on a
+    throwaway process before it touches its target), None when it can."""
+    from dflash_diag.inject.gdb import cannot_call
 
-    Some kernel and gdb pairs refuse to restore the extended register state after a call ("Couldn't write extended
-    state status: Bad address", as on this project's CI machine); the attach then fails with gdb's own words and
-    `--method auto` uses the ptrace injector, which saves and restores only the general registers."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        res = subprocess.run([gdb_path, "-nx", "-batch", "-p", str(child.pid), "-ex", "p (int)getpid()"],
-                             capture_output=True, text=True, timeout=60)
-        if f"= {child.pid}" in res.stdout:
-            return None
-        words = next((ln.strip() for ln in (res.stderr + res.stdout).splitlines() if "ouldn't" in ln or "rror" in ln),
-                     f"exit {res.returncode}")
-        return f"gdb cannot call a function in a process on this machine ({words}): its attach method cannot work here"
-    except subprocess.TimeoutExpired:
-        return "gdb did not call a function in a sleeping process within 60 s"
-    finally:
-        child.kill()
-        child.wait()
+    why = cannot_call(gdb_path)
+    return None if why is None else f"gdb cannot call a function in a process on this machine ({why})"

@@ -154,6 +154,9 @@ def test_huge_board_is_refused(board_dir: Path) -> None:
         (b"[" * 100_000, "not valid JSON"),
         (b"[1, 2]", "not a JSON object"),
     ],
+    # ids of their own: the documents carry this process's PID, which differs between pytest-xdist's workers
+    ids=["empty", "cut", "not-utf8", "schema", "seq-type", "wall-type", "nan", "status", "na-reason", "tid",
+         "deep", "array"],
 )
 def test_malformed_boards_give_one_line_errors(data: bytes, message: str) -> None:
     with pytest.raises(BoardError, match=message) as info:

@@ -174,6 +174,7 @@ def test_every_scenario_runs_on_cpu(tiny_pipeline, name: str) -> None:
         assert summary["extra_threads"] == ["metrics-hog"]
     if name == "stale-code":
         assert sys.modules[HOTFIX_MODULE].LOSS_SCALE == 1.0  # the process still runs the code as imported
+        del sys.modules[HOTFIX_MODULE]  # its file is gone with the run: later tests of this process must not see it
     if name == "multi-thread-compile":
         assert len(pipeline.replicas) == 2
     if name == "recompiles":
