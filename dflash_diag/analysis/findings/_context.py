@@ -275,12 +275,20 @@ def threads_text(names: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def stage_label(ctx: Context, stage: str) -> str:
-    """How a stage is called in claims: by its role, and how its threads were found when inferred from queues."""
-    if ctx.assignment.how == "queues" and ctx.assignment.queue and stage in ("target", "drafter"):
-        side = "producer" if stage == "target" else "consumer"
-        return f"{stage} ({side} of `{ctx.assignment.queue}`)"
+def stage_role(ctx: Context, stage: str) -> str:
+    """A stage's name in claims: its role (``producer``/``consumer``) when the stages were inferred from a queue's
+    use, since a user's program has no stage called "target" or "drafter"; the configured name otherwise."""
+    if ctx.assignment.how == "queues" and stage in ("target", "drafter"):
+        return "producer" if stage == "target" else "consumer"
     return stage
+
+
+def stage_label(ctx: Context, stage: str) -> str:
+    """How a stage is called in a claim: ``the consumer stage of `q``` when inferred from that queue's use, else
+    ``the drafter stage``."""
+    if ctx.assignment.how == "queues" and ctx.assignment.queue and stage in ("target", "drafter"):
+        return f"the {stage_role(ctx, stage)} stage of `{ctx.assignment.queue}`"
+    return f"the {stage} stage"
 
 
 def thread_stage(ctx: Context, thread: ThreadSample) -> str:

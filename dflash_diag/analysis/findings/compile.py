@@ -19,6 +19,7 @@ from dflash_diag.analysis.findings._context import (
     items,
     num,
     pct,
+    stage_role,
     sub,
     threads_text,
     user_frames,
@@ -195,7 +196,7 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
         t for t in ctx.sampled() if t.name in compiling]
     stages = tuple(sorted({t.stage for t in threads} - {"other"}))
     share = max((compiling.get(t.name, 0.0) for t in threads), default=0.0)
-    where = f"{stages[0]} stage's " if len(stages) == 1 else ""
+    where = f"{stage_role(ctx, stages[0])} stage's " if len(stages) == 1 else ""
     what = []
     if total is not None:
         what.append(f"{total:.0f} recompiles" + (f", {rate:.2f}/s now" if rate else ""))

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_contract.board import AppKeys
-from dflash_diag.analysis.findings._context import Context, mean_share, pct, stage_label, sub, threads_text
+from dflash_diag.analysis.findings._context import (
+    Context,
+    mean_share,
+    pct,
+    stage_label,
+    stage_role,
+    sub,
+    threads_text,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
@@ -33,14 +41,14 @@ HOT_SHOWN = 3
 WAITING_STAGE_SHARE = 0.50
 
 _OTHER = {"target": "drafter", "drafter": "target"}
-_REMEDY = {
+_REMEDY = {  # formatted with the stages' names in this process (stage_role)
     "drafter": (
-        "Speed up the drafter stage where it spends its time (the functions above; the causes linked to this "
-        "finding say why), or give it more threads/GPUs; faster targets will not help until then."
+        "Speed up the {slow} stage where it spends its time (the functions above; the causes linked to this "
+        "finding say why), or give it more threads/GPUs; a faster {other} stage will not help until then."
     ),
     "target": (
-        "Speed up the target stage where it spends its time (the functions above; the causes linked to this "
-        "finding say why) or add target threads/GPUs; the drafter is waiting for its input."
+        "Speed up the {slow} stage where it spends its time (the functions above; the causes linked to this "
+        "finding say why) or add {slow} threads/GPUs; the {other} stage is waiting for its input."
     ),
 }
 
@@ -87,51 +95,52 @@ def check(ctx: Context) -> Iterator[Finding]:
     wait_text = "blocked in put (queue full)" if bottleneck == "drafter" else "blocked in get (queue empty)"
     reasons = []
     if waiting_share is not None and waiting_share >= STARVED_INFO_SHARE:
-        reasons.append(f"{other} threads are {wait_text} {pct(waiting_share)} of the time")
+        reasons.append(f"{stage_role(ctx, other)} threads are {wait_text} {pct(waiting_share)} of the time")
     if bottleneck == "drafter" and backing_up:
         reasons.append(f"{pipe.queue_name} backing up ({trend:+.2f} items/s)")
     rows = ctx.stage_rows(bottleneck)
     spots = hot_functions(rows, n=HOT_SHOWN)
     idle_share = sum(1 for _, state in rows if state is ThreadState.IDLE) / len(rows) if rows else 0.0
     waits = wait_spots(rows, n=HOT_SHOWN) if idle_share >= WAITING_STAGE_SHARE else ()
-    claim = f"the {stage_label(ctx, bottleneck)} stage limits throughput: " + ", ".join(reasons)
+    slow, other_name = stage_role(ctx, bottleneck), stage_role(ctx, other)
+    claim = f"{stage_label(ctx, bottleneck)} limits throughput: " + ", ".join(reasons)
     if waits:
         claim += (f"; its own threads are not computing: they wait (not on the queue) {pct(idle_share)} of the time, "
                   f"in {spots_text(waits)}")
 
     evidence: list[tuple[str, str]] = []
     if slow_stage.threads:
-        evidence.append((f"{bottleneck} threads", threads_text(list(slow_stage.threads))))
+        evidence.append((f"{slow} threads", threads_text(list(slow_stage.threads))))
     if spots:
-        evidence.append((f"{bottleneck} spends its time in", spots_text(spots)))
+        evidence.append((f"{slow} spends its time in", spots_text(spots)))
     if waits:
-        evidence.append((f"{bottleneck} waits in", spots_text(waits)))
+        evidence.append((f"{slow} waits in", spots_text(waits)))
     if not is_na(pipe.queue_depth):
         maxsize = "" if is_na(pipe.queue_maxsize) else f" / {pipe.queue_maxsize}"
         evidence.append((f"{pipe.queue_name} depth", f"{pipe.queue_depth}{maxsize} items"))
     if trend is not None:
         evidence.append((f"{pipe.queue_name} trend", f"{trend:+.2f} items/s"))
     if producer is not None:
-        evidence.append(("target blocked in put", pct(producer)))
+        evidence.append((f"{stage_role(ctx, 'target')} blocked in put", pct(producer)))
     if consumer is not None:
-        evidence.append(("drafter blocked in get", pct(consumer)))
+        evidence.append((f"{stage_role(ctx, 'drafter')} blocked in get", pct(consumer)))
     for stage in (pipe.target, pipe.drafter):
         if not is_na(stage.batches_per_s):
-            evidence.append((f"{stage.stage} rate", f"{float(stage.batches_per_s):.2f} b/s"))  # type: ignore[arg-type]
-    evidence.append((f"{bottleneck} states", _top_states(slow_stage.shares, exclude=wait_state)))
-    evidence.append((f"{other} meanwhile", _top_states(other_stage.shares)))
+            evidence.append((f"{stage_role(ctx, stage.stage)} rate", f"{float(stage.batches_per_s):.2f} b/s"))  # type: ignore[arg-type]
+    evidence.append((f"{slow} states", _top_states(slow_stage.shares, exclude=wait_state)))
+    evidence.append((f"{other_name} meanwhile", _top_states(other_stage.shares)))
     other_threads = ctx.stage_threads(other)
     if other_threads and not other_stage.shares:
-        evidence.append((f"{other} {wait_state.label}", pct(mean_share(other_threads, wait_state))))
+        evidence.append((f"{other_name} {wait_state.label}", pct(mean_share(other_threads, wait_state))))
     if ctx.assignment.how == "queues":
-        evidence.append(("stages", f"inferred from queue use: target = threads that put into "
-                                   f"`{ctx.assignment.queue}`, drafter = threads that get from it"))
+        evidence.append(("stages", f"inferred from queue use: producer = threads that put into "
+                                   f"`{ctx.assignment.queue}`, consumer = threads that get from it"))
     yield Finding(
         rule_id=f"pipeline-bottleneck-{bottleneck}",
         severity=severity,
         claim=claim,
         evidence=tuple(evidence),
-        remedy=_WAITING_REMEDY.format(stage=bottleneck) if waits else _REMEDY[bottleneck],
+        remedy=_WAITING_REMEDY.format(stage=slow) if waits else _REMEDY[bottleneck].format(slow=slow, other=other_name),
         impact=waiting_share or 0.2,
         kind=SYMPTOM,
         stages=(bottleneck,),

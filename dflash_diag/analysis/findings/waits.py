@@ -208,7 +208,9 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
     only when nothing else does, and no cause is linked to it)."""
     return Finding(
         rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0,
-        claim=f"where the time goes (no rule names a cause): {graph.chain_text()}",
+        # it states the path, not what other rules found: it stands beside a health finding (a correctness verdict)
+        # or a cause of a stage verdict in the same report, and leads only when nothing else does
+        claim=f"where the time goes: {graph.chain_text()}",
         evidence=(("path (root last)", graph.chain_text()),),
         remedy="If this is slower than expected, the root's functions above are where to look: `dflash-diag top PID` "
                "shows them live, `dflash-diag record PID` as a timeline.")
