@@ -316,7 +316,10 @@ def _run_bootstrap(tmp_path: Path, make_control, extra_path: tuple[str, ...] = (
     doc = make_control(doc)
     if doc is not None:
         write_private(req.control, json.dumps(doc).encode())
-    go.write_text(fixed_program(boot, str(req.control)))
+    # whole or not at all: the child execs the file as soon as it exists (a loaded box once let it read it empty)
+    staged = tmp_path / "go.tmp"
+    staged.write_text(fixed_program(boot, str(req.control)))
+    staged.rename(go)
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
     result = json.loads(req.result.read_text()) if req.result.exists() else None
