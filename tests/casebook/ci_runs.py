@@ -1,23 +1,17 @@
-"""The casebook's CI runs: which (case, mode) pairs `tests/casebook/test_casebook.py` and `test_jobs.py` run, and
-their first pass (each test module then runs again each run that failed, before it counts).
+"""Which (case, mode) runs of the casebook CI makes (`tests/casebook/test_casebook.py`), and their first pass.
 
-Started in a background thread beside the rest of the suite, the programs and the rest slowed each other about
-threefold on 2 cores, and attach's discovery deadlocked the test process (python/cpython#106883, now avoided in
-probes/_common.py): they run in their own modules' fixtures, one module after the other.
+They run in their module's fixture, after the rest of the suite: started beside it in a background thread, the
+programs and the other tests slowed each other about threefold on 2 cores.
 """
 
 from __future__ import annotations
 
 import os
 
-from cases import CASES, JOB_CASES, Case
-from harness import MODES, Result, run_case, run_jobs
+from cases import CASES, Case
+from harness import MODES, Result, run_jobs
 
 CPU_CASES = [c for c in CASES if not c.gpu]
-# (case, mode) of the jobs CI runs: the PID each gets is the case's ``targets[mode]``.
-JOB_RUNS = (("ddp_straggler", "outside"), ("ddp_thread_died", "outside"), ("ddp_rank0_barrier", "probes"),
-            ("ddp_healthy", "probes"))
-JOBS_BY_NAME = {c.name: c for c in JOB_CASES}
 
 
 def parallel() -> int:
@@ -49,15 +43,3 @@ def casebook_jobs() -> list[tuple[Case, str]]:
 def casebook_first_pass() -> dict[tuple[str, str], Result]:
     return {(r.case, r.mode): r for r in run_jobs(casebook_jobs(), parallel=parallel())}
 
-
-def jobs_first_pass() -> dict[tuple[str, str], Result]:
-    done: dict[tuple[str, str], Result] = {}
-    for name, mode in JOB_RUNS:
-        case = JOBS_BY_NAME[name]
-        done[(name, mode)] = run_case(case, mode, target=case.targets[mode])
-    return done
-
-
-def first_pass(kind: str) -> dict[tuple[str, str], Result]:
-    """Every CI run of ``kind`` ("casebook" or "jobs"), once."""
-    return casebook_first_pass() if kind == "casebook" else jobs_first_pass()

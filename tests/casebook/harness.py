@@ -324,11 +324,10 @@ def run_jobs(jobs: list[tuple[Case, str]], *, parallel: int = 2, duration_s: flo
     """Each (case, mode) of ``jobs``, ``parallel`` at a time; results in the order of ``jobs``."""
     from concurrent.futures import as_completed
 
-    method = attach_method_for_this_machine() if any(m == "attach" for _, m in jobs) else None
     results: dict[tuple[str, str], Result] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python, extra_args=extra_args,
-                               ready_timeout_s=ready_timeout_s, attach_method=method): (c.name, m) for c, m in jobs}
+                               ready_timeout_s=ready_timeout_s): (c.name, m) for c, m in jobs}
         for future in as_completed(futures):
             result = future.result()
             results[futures[future]] = result

@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import CASES, Case
-from ci_runs import CPU_CASES, casebook_jobs, first_pass, parallel
+from ci_runs import CPU_CASES, casebook_first_pass, casebook_jobs, parallel
 from harness import TIME_TO_NAME_S, Result, run_jobs, score
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -33,7 +33,7 @@ CI_ANSWER_BOUND_S = 3 * TIME_TO_NAME_S
 
 @pytest.fixture(scope="module")
 def results() -> dict[tuple[str, str], Result]:
-    done = dict(first_pass("casebook"))
+    done = casebook_first_pass()
     by_name = {c.name: c for c in CPU_CASES}
     # A known miss (an expected failure) is not run again: a second try cannot make it count.
     again = [key for key, result in done.items() if not result.ok and key[1] not in by_name[key[0]].known_miss]
@@ -42,18 +42,14 @@ def results() -> dict[tuple[str, str], Result]:
     return done
 
 
-def _jobs() -> list[tuple[Case, str]]:
-    return casebook_jobs()
-
-
 def _ids() -> list[str]:
-    return [f"{c.name}-{m}" for c, m in _jobs()]
+    return [f"{c.name}-{m}" for c, m in casebook_jobs()]
 
 
 def _params() -> list[object]:
     """Every (case, mode); a known miss (docs/benchmarks.md says why) runs as a non-strict expected failure."""
     return [pytest.param(c, m, marks=pytest.mark.xfail(strict=False, reason=c.known_miss[m]))
-            if m in c.known_miss else pytest.param(c, m) for c, m in _jobs()]
+            if m in c.known_miss else pytest.param(c, m) for c, m in casebook_jobs()]
 
 
 @pytest.mark.parametrize(("case", "mode"), _params(), ids=_ids())
