@@ -9,14 +9,19 @@ BIN := $(VENV)/bin
 # the project's `torch>=2.11` is satisfied and nothing is downloaded.
 TORCH_SPEC ?= torch==2.13.0
 RUN_ARGS ?=
+# Every other package at the version in the lock: a fresh clone installs what CI last passed with, not whatever
+# was released this morning. `make test-latest` tries the newest releases; `make lock` moves the lock to them.
+LOCK := requirements.lock
+EXTRAS := trainer,nvml,test,dev
+LATEST_VENV ?= .venv-latest
 
-.PHONY: setup debugger run test test-fast casebook lint bench-cpu clean
+.PHONY: setup debugger run test test-fast test-latest casebook lint lock bench-cpu clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml $(LOCK)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[trainer,nvml,test,dev]"
+	$(BIN)/pip install -q -c $(LOCK) -e ".[$(EXTRAS)]"
 	# The official DFlash draft class, for the state-dict compatibility test. Its wheel pins datasets/tqdm/requests
 	# that neither it (model.py needs only torch + transformers) nor we use, so it is installed without them.
 	$(BIN)/pip install -q --no-deps "dflash==0.1.0"
@@ -63,8 +68,24 @@ test-fast: setup
 casebook: setup
 	$(BIN)/python -m pytest -q tests/casebook
 
+# The newest release of every dependency, torch included (the newest pip will take here: on the dev box a 5.9 GB
+# venv with torch's CUDA build), in a venv of its own, then the fast lane; it prints what moved against the lock.
+# Outside CI's gate: a red result is news of an upstream change to adapt to (then `make lock`), not a broken main.
+test-latest:
+	$(PY) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/pip install -q --upgrade pip
+	$(LATEST_VENV)/bin/pip install -q --upgrade --upgrade-strategy eager -e ".[$(EXTRAS)]"
+	$(LATEST_VENV)/bin/pip install -q --no-deps "dflash==0.1.0"
+	@$(LATEST_VENV)/bin/python bench/lock_drift.py $(LOCK)
+	$(LATEST_VENV)/bin/python -m pytest -q -m "not slow" -n 2 -p no:cacheprovider
+
+# Move the lock to what test-latest installed (run it first, and `make test` after).
+lock:
+	@test -x $(LATEST_VENV)/bin/python || { echo "make lock: run make test-latest first"; exit 2; }
+	$(LATEST_VENV)/bin/python bench/lock_drift.py $(LOCK) --write
+
 lint: setup
 	$(BIN)/ruff check dflash_diag dflash_contract probes reference_trainer tests bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache build *.egg-info

@@ -2,7 +2,7 @@
 parameters whose gradient is still None after a backward (the silent no-learning failure).
 
 - ``use_reentrant``: ``torch.utils.checkpoint.checkpoint`` looks up ``CheckpointFunction.apply``
-  (reentrant) and ``_checkpoint_without_reentrant_generator`` (non-reentrant) at call time, so wrapping
+  (reentrant) and ``_checkpoint_without_reentrant_generator`` (non-reentrant; ``..._impl`` from torch 2.14) at call time, so wrapping
   those two catches every call however ``checkpoint`` was imported (HF's ``partial(checkpoint, ...)``
   included; wrapping the module attribute ``checkpoint`` itself misses code that imported the name, measured on
   2.13). The wrapper walks a few frames to name the caller site: ~2 us per call.
@@ -31,6 +31,10 @@ from probes._common import MAX_RECENT, HookGuard, JsonDict, fingerprint_view, lo
 
 _PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_WRAPPERS = (functools.__file__, contextlib.__file__)
+
+
+_NON_REENTRANT = "_checkpoint_without_reentrant_generator"
+_NON_REENTRANT_IMPL = "_checkpoint_without_reentrant_generator_impl"  # torch >= 2.14
 
 
 def _skip_prefixes() -> tuple[str, ...]:
@@ -120,7 +124,10 @@ class CheckpointProbe:
 
     def _patch_checkpoint(self, tuc: Any) -> None:
         apply = tuc.CheckpointFunction.apply
-        gen = tuc._checkpoint_without_reentrant_generator
+        # torch 2.14 calls ``_checkpoint_without_reentrant_generator_impl`` (the old name stays as a shim that
+        # calls it): wrap the function ``checkpoint`` really calls, so each call counts once on every version.
+        gen_name = next(n for n in (_NON_REENTRANT_IMPL, _NON_REENTRANT) if callable(getattr(tuc, n, None)))
+        gen = getattr(tuc, gen_name)
         record = self._record
 
         def counting_apply(*args: Any, **kwargs: Any) -> Any:
@@ -134,10 +141,10 @@ class CheckpointProbe:
         # CheckpointFunction normally inherits apply from autograd.Function: remember its own, if any.
         self._patched = [
             (tuc.CheckpointFunction, "apply", vars(tuc.CheckpointFunction).get("apply")),
-            (tuc, "_checkpoint_without_reentrant_generator", gen),
+            (tuc, gen_name, gen),
         ]
         tuc.CheckpointFunction.apply = staticmethod(counting_apply)
-        tuc._checkpoint_without_reentrant_generator = counting_generator
+        setattr(tuc, gen_name, counting_generator)
 
     def _record(self, reentrant: bool) -> None:
         try:
@@ -258,7 +265,8 @@ class CheckpointProbe:
                 cls.apply = own_apply
             elif "apply" in vars(cls):
                 delattr(cls, "apply")  # back to the inherited autograd.Function.apply
-            tuc._checkpoint_without_reentrant_generator = self._patched[1][2]  # type: ignore[attr-defined]
+            _, gen_name, gen = self._patched[1]
+            setattr(tuc, gen_name, gen)
         self._patched = []
         if self._hook_handle is not None:
             self._hook_handle.remove()

@@ -60,33 +60,78 @@ def _importable(name: str) -> bool:
         return False
 
 
+_MAX_WRAPPER_HOPS = 24  # wrappers walked before giving up: transformers nests 2-4 today
+
+
+def _inner_callables(obj: Any) -> list[Any]:
+    """What a wrapper may delegate to: ``__wrapped__``, the functions its closure holds, a module's ``forward``.
+
+    transformers <= 5.24 binds a ``functools.wraps`` closure; 5.25 binds an ``nn.Module`` instance (``Func``)
+    whose ``forward`` closes over that closure. Walking every shape, not one version's, keeps the reading
+    working the day the wrapping changes again.
+    """
+    inner: list[Any] = []
+    wrapped = getattr(obj, "__wrapped__", None)
+    if wrapped is not None:
+        inner.append(wrapped)
+    func = getattr(obj, "__func__", obj)  # a bound method's function
+    if getattr(func, "__code__", None) is None:  # not a Python function: a module standing in for one
+        forward = getattr(type(obj), "forward", None)
+        if getattr(forward, "__code__", None) is not None:
+            inner.append(forward)
+        return inner
+    for cell in func.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(value) and not isinstance(value, type):
+            inner.append(value)
+    return inner
+
+
+def _implementation_flag(fn: Any) -> bool | None:
+    """transformers' hub-kernel wrapper keeps its choice in an ``is_new_implementation`` closure cell."""
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None)
+    if code is None or not cells:
+        return None
+    cell = dict(zip(code.co_freevars, cells, strict=False)).get("is_new_implementation")
+    if cell is None:
+        return None
+    try:
+        value = cell.cell_contents
+    except ValueError:
+        return None
+    return value if isinstance(value, bool) else None
+
+
 def bound_kernel(fn: Any) -> str | None:
     """"fla"/"torch_fallback" for the function a transformers modeling module bound, None when unknowable.
 
-    transformers >= 5.2x wraps it (the choice sits in the wrapper's ``is_new_implementation`` closure);
-    older versions bind the fla function itself or their own ``torch_*`` fallback.
+    transformers >= 5.2x wraps it (the choice sits in the wrapper's ``is_new_implementation`` closure; 5.25
+    puts that wrapper inside an ``nn.Module``); older versions bind the fla function itself or their own
+    ``torch_*`` fallback. The walk is breadth-first over every wrapper shape and bounded.
     """
-    module = str(getattr(fn, "__module__", "") or "")
-    name = str(getattr(fn, "__name__", "") or "")
-    if module.split(".")[0] in ("fla", "causal_conv1d"):
-        return "fla"
-    seen = 0
-    while fn is not None and seen < 6:
-        seen += 1
-        code = getattr(fn, "__code__", None)
-        cells = getattr(fn, "__closure__", None)
-        if code is not None and cells:
-            names = dict(zip(code.co_freevars, cells, strict=False))
-            cell = names.get("is_new_implementation")
-            if cell is not None:
-                try:
-                    return "fla" if cell.cell_contents else "torch_fallback"
-                except ValueError:
-                    return None
-        fn = getattr(fn, "__wrapped__", None)
-    if module.startswith("transformers.") and name.startswith("torch_"):
-        return "torch_fallback"
-    return None
+    queue: deque[Any] = deque([fn])
+    seen: set[int] = set()
+    innermost_name: tuple[str, str] | None = None
+    while queue and len(seen) < _MAX_WRAPPER_HOPS:
+        obj = queue.popleft()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        module = str(getattr(obj, "__module__", "") or "")
+        name = str(getattr(obj, "__name__", "") or "")
+        if module.split(".")[0] in ("fla", "causal_conv1d"):
+            return "fla"
+        flag = _implementation_flag(getattr(obj, "__func__", obj))
+        if flag is not None:
+            return "fla" if flag else "torch_fallback"
+        if module.startswith("transformers.") and name.startswith("torch_"):
+            innermost_name = (module, name)
+        queue.extend(_inner_callables(obj))
+    return "torch_fallback" if innermost_name is not None else None
 
 
 class _WarningHandler(logging.Handler):

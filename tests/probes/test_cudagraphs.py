@@ -85,7 +85,9 @@ def test_replays_counted_per_thread_through_the_tree_runtime() -> None:
 
     probe = CudagraphsProbe(Config())
     replayed: list[int] = []
-    node = SimpleNamespace(graph=SimpleNamespace(replay=lambda: replayed.append(1)))
+    # torch 2.14's run_graph first asks whether the graph launches any kernel at all
+    node = SimpleNamespace(graph=SimpleNamespace(replay=lambda: replayed.append(1)),
+                           wrapped_function=SimpleNamespace(kernel_free_cudagraph=False))
     try:
         assert probe.snapshot(0.0)["replays"] == 0  # armed: the tree runtime is imported
         cgt.CUDAGraphNode.run_graph(node)  # the real method, on a stand-in node (no CUDA here)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -97,3 +99,38 @@ def test_bound_kernel_across_transformers_versions() -> None:
     assert bound_kernel(fla_kernel) == "fla"
     assert bound_kernel(torch_chunk_gated_delta_rule) == "torch_fallback"
     assert bound_kernel(len) is None  # unknowable: neither fast nor fallback is claimed
+
+
+def _hub_wrapper(torch_function: Any, implementation: Any) -> Any:
+    """transformers' use_kernel_func_from_hub_with_fallback: the choice lives in a closure cell."""
+    is_new_implementation = implementation is not torch_function
+
+    @functools.wraps(torch_function)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        return (implementation if is_new_implementation else torch_function)(*args, **kwargs)
+
+    return wrapped
+
+
+def _as_func_module(func: Any) -> Any:
+    """transformers 5.25's use_kernelized_func: the wrapper bound as an nn.Module whose forward closes over it."""
+
+    class Func(torch.nn.Module):
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            return func(*args, **kwargs)
+
+    return Func()
+
+
+def test_bound_kernel_sees_through_a_module_standing_in_for_the_function() -> None:
+    def torch_chunk_gated_delta_rule() -> None: ...
+
+    def fla_chunk() -> None: ...
+
+    torch_chunk_gated_delta_rule.__module__ = "transformers.models.qwen3_5.modeling_qwen3_5"
+    fla_chunk.__module__ = "fla.ops.gated_delta_rule.chunk"
+    fallback = _as_func_module(_hub_wrapper(torch_chunk_gated_delta_rule, torch_chunk_gated_delta_rule))
+    fast = _as_func_module(_hub_wrapper(torch_chunk_gated_delta_rule, fla_chunk))
+    assert bound_kernel(fallback) == "torch_fallback"
+    assert bound_kernel(fast) == "fla"  # the wrapper's name is torch_*, its choice is fla: the choice wins
+    assert bound_kernel(_as_func_module(len)) is None
