@@ -48,7 +48,12 @@ def prefetch(out, batch, max_len, d_in, device, pad_to_max):
         longest = rng.randint(max_len // 16, max_len)  # batches come from length-sorted shards
         lengths = [rng.randint(longest // 2, longest) for _ in range(batch)]
         t = max_len if pad_to_max else max(lengths)
-        x = torch.randn(batch, t, d_in, device=device)
+        while True:
+            try:
+                x = torch.randn(batch, t, d_in, device=device)
+                break
+            except torch.cuda.OutOfMemoryError:  # the trainer holds the cap for now: try again shortly
+                time.sleep(0.05)
         out.put((x, torch.tensor(lengths, device=device, dtype=torch.float32)))
 
 
@@ -74,6 +79,7 @@ def main():
 
     def train():
         step, skipped, t0 = 0, 0, time.time()
+        loss = torch.zeros((), device=device)
         while True:
             x, lengths = q.get()
             try:
@@ -83,7 +89,8 @@ def main():
                 loss.backward()
                 opt.step()
                 spikes.append(hidden.detach().float().norm(dim=-1))
-            except torch.OutOfMemoryError:
+            except torch.cuda.OutOfMemoryError:
+                pred = hidden = None
                 skipped += 1
                 print(f"| WARNING: ran out of memory on a batch of {tuple(x.shape)}, skipping batch", flush=True)
             opt.zero_grad(set_to_none=True)

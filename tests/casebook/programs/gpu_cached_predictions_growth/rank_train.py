@@ -5,7 +5,7 @@ across iterations: pytorch/pytorch#1840 ("gpu memory usage is ceaselessly grow u
 step), jokester-zzz/SSA-SC#2 ("Continuous rising of GPU memory" from losses kept as tensors) and
 BatsResearch/labelmodels#4 (a running loss holding each batch): here each step appends its [256, 512] scores
 and clicks, on the GPU, to lists that are only read at the end of an epoch of 200,000 steps. The process caps
-itself at 16 GiB (the GPU is shared); when the cap is hit it computes the AUC early and starts over.
+itself at 16 GiB (the GPU is shared); near the cap it stops keeping them (a patch added after the first OOM).
 
   python rank_train.py             # as run
   python rank_train_streaming.py   # the AUC from fixed-size score histograms (the copy that replaced it)
@@ -28,7 +28,7 @@ def auc(scores, clicks):
     order = scores.argsort()
     ranks = torch.empty_like(order, dtype=torch.float64)
     ranks[order] = torch.arange(1, len(order) + 1, device=scores.device, dtype=torch.float64)
-    pos = clicks.bool()
+    pos = clicks
     n_pos, n_neg = pos.sum(), (~pos).sum()
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg).clamp(min=1))
 
@@ -49,7 +49,7 @@ def main():
     threading.Thread(target=impressions, args=(q, n_items, batch, device), name="impressions", daemon=True).start()
 
     def train():
-        epoch_scores, epoch_clicks = [], []
+        epoch_scores, epoch_clicks, keeping = [], [], True
         step, t0 = 0, time.time()
         while True:
             history, candidates, clicks = q.get()
@@ -58,17 +58,18 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            epoch_scores.append(scores.detach())
-            epoch_clicks.append(clicks.bool())
+            if keeping:
+                epoch_scores.append(scores.detach())
+                epoch_clicks.append(clicks.bool())
             step += 1
-            full = False
-            if gpu and step % 50 == 0:
-                full = torch.cuda.memory_reserved(device) > 0.9 * CAP_GIB * 2**30
-            if step % EPOCH_STEPS == 0 or full:
-                value = auc(torch.cat(epoch_scores).flatten(), torch.cat(epoch_clicks).flatten())
-                print(f"epoch AUC {value:.4f} over {len(epoch_scores)} steps{' (memory cap reached)' if full else ''}",
-                      flush=True)
-                epoch_scores, epoch_clicks = [], []
+            if keeping and gpu and step % 50 == 0 and torch.cuda.memory_reserved(device) > 0.9 * CAP_GIB * 2**30:
+                keeping = False  # added after the first OOM: the AUC covers the steps kept so far
+                print(f"memory cap near: keeping no more predictions this epoch ({len(epoch_scores)} kept)", flush=True)
+            if step % EPOCH_STEPS == 0:
+                value = auc(torch.cat([t.cpu() for t in epoch_scores]).flatten(),
+                            torch.cat([t.cpu() for t in epoch_clicks]).flatten())
+                print(f"epoch AUC {value:.4f} over {len(epoch_scores)} steps", flush=True)
+                epoch_scores, epoch_clicks, keeping = [], [], True
             if step % 100 == 0:
                 held = sum(t.numel() * t.element_size() for t in epoch_scores + epoch_clicks) / 2**30
                 print(f"step {step} loss {loss.item():.4f} kept {held:.2f} GiB {100 / (time.time() - t0):.0f} it/s",

@@ -83,14 +83,16 @@ if __name__ == "__main__":
             torch.compiler.cudagraph_mark_step_begin()
         if args.enqueue_eager:
             loss, k = step_fn(xq, xk, negatives)
-            with torch.no_grad():
-                negatives.copy_(torch.cat([k, negatives[:-k.shape[0]]]))
+            k = k.clone()  # a graph output: the next replay reuses its memory
         else:
             loss = step_fn(xq, xk, negatives)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         momentum_update()
+        if args.enqueue_eager:  # after backward: the graph saved the queue for it
+            with torch.no_grad():
+                negatives.copy_(torch.cat([k, negatives[:-k.shape[0]]]))
         step += 1
         if step % 100 == 0:
             print(f"moco step {step} loss {loss.item():.3f} {100 / (time.time() - t0):.0f} it/s", flush=True)

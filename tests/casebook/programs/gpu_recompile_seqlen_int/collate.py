@@ -8,7 +8,8 @@ import torch
 
 def collate(rng: random.Random, batch: int, max_tokens: int, vocab: int, device: torch.device,
             bucket: int = 0) -> tuple[torch.Tensor, int]:
-    lengths = [rng.randint(max_tokens // 8, max_tokens) for _ in range(batch)]
+    longest = rng.randint(max_tokens // 8, max_tokens)  # documents come from length-sorted shards
+    lengths = [rng.randint(longest // 2, longest) for _ in range(batch)]
     ids = torch.randint(1, vocab, (batch, max_tokens), device=device)
     keep = torch.arange(max_tokens, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None]
     ids = ids * keep

@@ -72,7 +72,9 @@ def main() -> None:
             for max_len in range(args.bucket, args.max_tokens + 1, args.bucket):
                 log.info("warming up the compiled step for max_len=%d", max_len)
                 ids = torch.randint(1, args.vocab, (args.batch, args.max_tokens), device=device)
-                step_fn(ids, max_len).backward()
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=gpu):
+                    loss = step_fn(ids, max_len)
+                loss.backward()
                 opt.zero_grad(set_to_none=True)
         threading.Thread(target=collator, args=(batches, args, device), name="collator", daemon=True).start()
         step, t0 = 0, time.time()

@@ -48,7 +48,7 @@ class MoEFeedForward(nn.Module):
                 continue
             idx = idx[:capacity]
             h = F.gelu(flat[idx] @ self.w_in[e])
-            out[idx] = h @ self.w_out[e]
+            out[idx] = (h @ self.w_out[e]).to(out.dtype)
         return out
 
     def _static(self, flat: torch.Tensor, expert: torch.Tensor, capacity: int) -> torch.Tensor:
