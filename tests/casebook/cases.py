@@ -765,7 +765,8 @@ CASES: tuple[Case, ...] = (
     *_gpu_pair(
         "gpu_zero_weight_head", ("speech_ctc.py",), ("speech_ctc.py", "--skip-disabled-heads"), "wasted-compute",
         "a reconstruction decoder (about a third of the step's FLOPs) runs on every frame though its loss weight is "
-        "0.0 and its output is never read (open-mmlab/mmaction2#682, jasonkyuyim/multiflow#3)",
+        "0.0 and its output is never read (open-mmlab/mmaction2#682, jasonkyuyim/multiflow#3); attached, the health "
+        "probe sees its weights (44%) get no gradient (training-no-update, CPU dry run)",
         "none: the disabled head is frozen and skipped; it runs once every 200 steps for a logged preview",
         _gpu({"wasted-unused-output"}), r"\| step 40 \|", known_miss=_no_rule_yet("wasted-unused-output")),
     *_gpu_pair(

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
-from cases import CASES, GPU_MODES, REFERENCE_TRAINER  # noqa: E402
+from cases import CASES, GPU_MODES, REFERENCE_TRAINER, Case  # noqa: E402
 from harness import Recording, run_case_modes, starts_for  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def _bench() -> object:
     return module
 
 
-def _case(name: str):  # type: ignore[no-untyped-def]
+def _case(name: str) -> Case:
     return next(c for c in CASES if c.name == name)
 
 
