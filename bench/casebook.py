@@ -61,7 +61,7 @@ from harness import (  # noqa: E402
 GPU_MODES = SHARED_START  # the GPU batch's default: outside, then attached, on one start
 EST_READY_S = 12.0  # an H200 program's start to its ready line (imports, CUDA context, first steps)
 EST_COMPILE_S = 25.0  # more for a program that compiles before it is ready
-EST_ATTACH_S = 5.0
+EST_ATTACH_S = 3.0  # `dflash-diag attach` wall time, CLI start-up included: 2.6 s (docs/benchmarks.md)
 
 
 def _select(args: argparse.Namespace) -> list[Case]:
