@@ -157,8 +157,9 @@ def run_case_modes(case: Case, modes: tuple[str, ...], *, duration_s: float = 5.
 def _start_mode(modes: tuple[str, ...]) -> str:
     if modes == ("probes",):
         return "probes"
-    if not modes or any(m not in SHARED_START for m in modes) or len(set(modes)) != len(modes):
-        raise ValueError(f"one start serves ('probes',) or modes of {SHARED_START}, not {modes}")
+    if not modes or modes != tuple(m for m in SHARED_START if m in modes):
+        # outside must come first: once attached, the process has probes and is no longer seen from outside
+        raise ValueError(f"one start serves ('probes',) or modes of {SHARED_START} in that order, not {modes}")
     return "plain"
 
 

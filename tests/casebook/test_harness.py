@@ -40,8 +40,9 @@ def test_one_plain_start_serves_outside_and_attach_and_probes_start_apart() -> N
     assert starts_for(first_gpu, ("attach", "outside")) == [("outside", "attach")]  # outside always first
     batch_d = _case("gpu_nan_guard")
     assert starts_for(batch_d, ("outside", "probes", "attach")) == [GPU_MODES]  # it does not list probes
-    with pytest.raises(ValueError):
-        run_case_modes(batch_d, ("outside", "probes"))
+    for wrong in (("outside", "probes"), ("attach", "outside"), ()):
+        with pytest.raises(ValueError):
+            run_case_modes(batch_d, wrong)
 
 
 def test_every_batch_d_program_has_its_twin_and_names_its_report() -> None:
