@@ -171,7 +171,9 @@ class HealthKeys:
     LAST_SAMPLE_STEP: Final = "last_sample_step"
     GROUPS: Final = "groups"
     GROUP: Final = "group"  # "<optimizer>#<index>"
-    SAMPLED_STEP: Final = "sampled_step"  # the optimizer step this group's reading was taken at
+    # The step this group's reading was taken at, and every other *_STEP of a group row: counted in the steps of the
+    # group's own optimizer (STEPS counts every optimizer's)
+    SAMPLED_STEP: Final = "sampled_step"
     TENSORS: Final = "tensors"  # trainable tensors (requires_grad) the group holds
     FROZEN: Final = "frozen"  # tensors the group holds that do not require grad
     FROZEN_SINCE_STEP: Final = "frozen_since_step"  # the group holds only frozen tensors since this step

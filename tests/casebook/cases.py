@@ -526,6 +526,18 @@ CASES: tuple[Case, ...] = (
         expect=HEALTHY, ready=r"step 120 ", healthy=True, family="healthy (health)",
         tags=("set-to-none", "multi-task"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
+    Case(
+        name="twin_towers_ckpt",
+        program="twin_towers_ckpt",
+        argv=("twin_ctr.py",),
+        cause="none: two threads, each an AdamW over its own model (one under non-reentrant activation "
+              "checkpointing), all training; hashed features never use bucket 0 (padding), so that input column of "
+              "the first weight (a quarter of the model) never moves: once read as a weight that does not train "
+              "(a false training-no-update)",
+        expect=HEALTHY, ready=r"baseline: step \d+ .*recompute: step \d+", ready_count=2, healthy=True,
+        family="healthy (health)", tags=("threads", "optimizer-per-thread", "checkpoint"), modes=IN_PROCESS,
+        doctor_s=3.0, settle_s=1.0,
+    ),
     # --- Batch C (held out): training health, written from real bug reports and scored once without tuning ----
     Case(
         name="warmstart_assign",
