@@ -12,7 +12,7 @@ from typing import Final
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
     "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
-    "collectives",
+    "collectives", "syncs",
 )  # == the ProbeName constants below (checked by tests/contract/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -62,6 +62,7 @@ class ProbeName:
     THREADS: Final = "threads"
     HEALTH: Final = "health"
     COLLECTIVES: Final = "collectives"
+    SYNCS: Final = "syncs"
 
 
 class PayloadKeys:
@@ -119,6 +120,17 @@ class AllocatorKeys:
     RESERVED_SWING_BYTES: Final = "reserved_swing_bytes"
     SYNC_ALL_STREAMS_PER_S: Final = "sync_all_streams_per_s"
     WINDOW_S: Final = "window_s"
+
+
+class SyncKeys:
+    """Keys of the ``syncs`` payload (host<->device syncs counted per line) and of its line rows."""
+
+    TOTAL: Final = "total"  # syncs counted since the probe armed
+    PER_S: Final = "per_s"  # since the previous snapshot (None at the first)
+    TOP_LINES: Final = "top_lines"  # the lines with the most syncs, most first
+    SITE: Final = "site"  # "dir/file.py:line"
+    THREAD: Final = "thread"
+    COUNT: Final = "count"
 
 
 class QueueKeys:

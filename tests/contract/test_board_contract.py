@@ -22,11 +22,12 @@ KEY_CLASSES = {
     "checkpoint": contract.CheckpointKeys, "compile": contract.CompileKeys, "cudagraphs": contract.CudagraphsKeys,
     "fastpath": contract.FastpathKeys, "codedrift": contract.CodedriftKeys, "threads": contract.ThreadsKeys,
     "health": contract.HealthKeys, "collectives": contract.CollectivesKeys,
+    "syncs": contract.SyncKeys,
 }
 ALL_KEY_CLASSES = (*KEY_CLASSES.values(), contract.PayloadKeys, contract.AppKeys, contract.SessionKeys)
 # Keys too generic to tell a payload key from another document's field by their spelling alone (they are also
 # snapshot, py-spy, trainer or thread fields): a literal of one counts where it is read from a board (below).
-GENERIC = {"rank", "seq", "op", "current", "count", "total_ms", "gone", "world_size", "threads", "status", "reason", "step", "steps", "window_s", "site", "fallback", "file", "cuda_available",
+GENERIC = {"rank", "seq", "op", "current", "count", "total", "total_ms", "gone", "world_size", "threads", "status", "reason", "step", "steps", "window_s", "site", "fallback", "file", "cuda_available",
            "function", "thread", "module", "torch", "tid", "samples", "calls", "limit", "how", "active", "name",
            "config", "loss", "lr", "errors", "exception", "stale", "scenario", "enabled", "wandb", "device", "role",
            "group", "groups", "versions", "alive", "where", "installed", "sites", "armed", "interval_s",
