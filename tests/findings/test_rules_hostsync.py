@@ -5,8 +5,8 @@ from __future__ import annotations
 from findings_builders import (
     NOW_S,
     _one,
-    board,
     _run,
+    board,
     healthy_board,
     observation,
     pipeline,
