@@ -2,6 +2,9 @@
 
 In steady-state training ``num_device_alloc``/``num_device_free`` (cudaMalloc/cudaFree) should not move:
 each one synchronises the device. Retries (cudaMalloc failed, cache flushed, retried) are large stalls.
+Fragmentation: the bytes of blocks split and left inactive (``inactive_split_bytes``) as a share of what is reserved,
+and how many such blocks; the allocation throughput (bytes handed out per second) and what the program asked for
+(``requested_bytes``, before the allocator's rounding).
 The stats are read at publish time only (taken under the allocator mutex, ~tens of us per device), and
 only once the program itself initialised CUDA: the probe never creates a CUDA context.
 """
@@ -123,6 +126,11 @@ class AllocatorProbe:
             AllocatorKeys.OOM_REJECTIONS: _int(stats, "num_oom_rejections"),
             AllocatorKeys.SYNC_ALL_STREAMS_PER_S: rate("num_sync_all_streams"),
             AllocatorKeys.ALLOCATIONS_PER_S: rate("allocation.all.allocated"),
+            # Bytes handed out per second (cumulative allocated bytes): a tensor made and dropped every step (a
+            # full-vocabulary logits tensor no one reads) shows here, however briefly it lives.
+            AllocatorKeys.ALLOCATED_BYTES_PER_S: rate("allocated_bytes.all.allocated"),
+            AllocatorKeys.REQUESTED_BYTES: _int(stats, "requested_bytes.all.current"),
+            AllocatorKeys.INACTIVE_SPLITS: _int(stats, "inactive_split.all.current"),
             AllocatorKeys.ALLOCATED_BYTES: allocated,
             AllocatorKeys.RESERVED_BYTES: reserved,
             AllocatorKeys.RESERVED_PEAK_BYTES: _int(stats, "reserved_bytes.all.peak"),

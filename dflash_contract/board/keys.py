@@ -101,6 +101,7 @@ class AllocatorKeys:
     ALLOC_RETRIES: Final = "alloc_retries"
     ALLOC_RETRIES_PER_S: Final = "alloc_retries_per_s"
     ALLOCATED_BYTES: Final = "allocated_bytes"
+    ALLOCATED_BYTES_PER_S: Final = "allocated_bytes_per_s"  # bytes handed out per second (cumulative allocated)
     ALLOCATED_PEAK_BYTES: Final = "allocated_peak_bytes"
     ALLOCATED_SWING_BYTES: Final = "allocated_swing_bytes"
     ALLOCATIONS_PER_S: Final = "allocations_per_s"
@@ -110,11 +111,13 @@ class AllocatorKeys:
     EMPTY_CACHE_CALLS: Final = "empty_cache_calls"
     FRAGMENTATION_SHARE: Final = "fragmentation_share"
     INACTIVE_SPLIT_BYTES: Final = "inactive_split_bytes"
+    INACTIVE_SPLITS: Final = "inactive_splits"  # blocks split and left inactive (fragments)
     NUM_DEVICE_ALLOC: Final = "num_device_alloc"
     NUM_DEVICE_FREE: Final = "num_device_free"
     NUM_SYNC_ALL_STREAMS: Final = "num_sync_all_streams"
     OOM_REJECTIONS: Final = "oom_rejections"
     OOMS: Final = "ooms"
+    REQUESTED_BYTES: Final = "requested_bytes"  # what the program asked for, before the allocator's rounding
     RESERVED_BYTES: Final = "reserved_bytes"
     RESERVED_PEAK_BYTES: Final = "reserved_peak_bytes"
     RESERVED_SWING_BYTES: Final = "reserved_swing_bytes"

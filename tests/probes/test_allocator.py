@@ -27,6 +27,8 @@ def test_churn_rates_from_recorded_h200_stats() -> None:
     assert dev["reserved_bytes"] == 702545920
     assert dev["reserved_swing_bytes"] == 702545920 - 436207616
     assert 0.0 <= dev["fragmentation_share"] <= 1.0
+    assert dev["allocated_bytes_per_s"] == pytest.approx((10693254144 - 3388997632) / 2)  # 50 tensors made, dropped
+    assert dev["requested_bytes"] == 33554432 and dev["inactive_splits"] == 0
 
 
 def test_steady_state_has_no_churn() -> None:

@@ -1,11 +1,18 @@
-"""Wasted work: the target computes full-vocabulary logits that the drafter never uses."""
+"""Wasted work: the target computes full-vocabulary logits that the drafter never uses.
+
+On a CPU the projection's cost is in the samples (the thread computes it). On a GPU it runs asynchronously: the
+launching thread is sampled elsewhere, and the cost is kernel time and memory. There the finding carries what the
+GPU side measured beside the code: the caching allocator's bytes handed out per second and its peak (the
+``allocator`` probe; a [tokens x vocabulary] tensor made and dropped every step shows in both), and, when a kernel
+trace was taken, the GPU time of the thread that launched it and the longest kernels."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, frame_site, pct
+from dflash_contract.board import AllocatorKeys, ProbeName
+from dflash_diag.analysis.findings._context import Context, frame_site, num, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity
 
@@ -41,6 +48,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     vocab = config.get("vocab_size")
     if isinstance(vocab, int) and not isinstance(vocab, bool):
         evidence.append(("vocab", f"{vocab:,} tokens"))
+    evidence.extend(gpu_side_evidence(ctx))
     measured = bool(flags) or share >= LOGITS_STACK_SHARE
     if measured:
         claim = ("the target stage computes full-vocabulary logits" + (f" ({pct(share)} of its samples at {site})"
@@ -60,6 +68,37 @@ def check(ctx: Context) -> Iterator[Finding]:
         impact=max(share, 0.1),
         stages=("target",),
     )
+
+
+_GIB = 2**30
+KERNELS_SHOWN = 2
+
+
+def gpu_side_evidence(ctx: Context) -> list[tuple[str, str]]:
+    """What the GPU measured that such a tensor costs: the allocator's throughput and peak per device, the kernel
+    trace's longest kernels and the launching threads' GPU time (when a trace was taken)."""
+    out: list[tuple[str, str]] = []
+    allocator = ctx.probe(ProbeName.ALLOCATOR)
+    for device, stats in sorted(sub(allocator, AllocatorKeys.DEVICES).items()):
+        rate = num(stats, AllocatorKeys.ALLOCATED_BYTES_PER_S)
+        peak = num(stats, AllocatorKeys.ALLOCATED_PEAK_BYTES)
+        if rate is None and peak is None:
+            continue
+        parts = []
+        if rate is not None:
+            parts.append(f"{rate / _GIB:.1f} GiB/s allocated and freed")
+        if peak is not None:
+            parts.append(f"peak {peak / _GIB:.1f} GiB allocated")
+        out.append((f"cuda:{device} memory (allocator probe)", ", ".join(parts)))
+    summary = ctx.kernels
+    if summary is not None and summary.top_kernels:
+        total = sum(us for _, us, _ in summary.gpu_time_by_thread) or 1.0
+        for tid, us, _ in summary.gpu_time_by_thread[:1]:
+            out.append(("GPU time launched (kernel trace)", f"{summary.thread_label(tid)} {pct(us / total)}"))
+        for kernel in summary.top_kernels[:KERNELS_SHOWN]:
+            out.append(("longest kernels (kernel trace)", f"{kernel.name[:60]}: {kernel.count} x "
+                                                          f"{kernel.mean_us / 1e3:.2f} ms"))
+    return out
 
 
 def _unused_in_code(ctx: Context) -> list[tuple[str, str]]:
