@@ -102,6 +102,14 @@ class AllocatorKeys:
     ALLOC_RETRIES_PER_S: Final = "alloc_retries_per_s"
     ALLOCATED_BYTES: Final = "allocated_bytes"
     ALLOCATED_BYTES_PER_S: Final = "allocated_bytes_per_s"  # bytes handed out per second (cumulative allocated)
+    # vocabulary projections seen in the last discovery window (probes/_vocab.py), and their rows' keys
+    VOCAB_PROJECTIONS: Final = "vocab_projections"
+    SITE: Final = "site"  # "dir/file.py:line" of the program's call
+    THREAD: Final = "thread"
+    CALLS: Final = "calls"  # in the discovery window
+    SHAPE: Final = "shape"  # the output's
+    OUTPUT_BYTES: Final = "output_bytes"  # one call's output
+    GRAD: Final = "grad"  # autograd recorded it (grad mode on)
     ALLOCATED_PEAK_BYTES: Final = "allocated_peak_bytes"
     ALLOCATED_SWING_BYTES: Final = "allocated_swing_bytes"
     ALLOCATIONS_PER_S: Final = "allocations_per_s"
