@@ -4,7 +4,8 @@
    microseconds per iteration without and with the probe armed, alternating rounds; and whether it counted every
    sync. Without CUDA the probe never arms (nothing to measure: said so), and the warning path it takes per sync is
    measured on its own instead (``cpu_warning_path_us``: an upper bound of the hook's Python cost on this CPU).
-2. **allocator**: one ``torch.cuda.memory_stats()`` and one allocator-probe snapshot, in microseconds.
+2. **allocator**: one ``torch.cuda.memory_stats()`` and one allocator-probe snapshot, in microseconds; and what its
+   vocabulary-projection window (a global module forward hook, open 0.5 s every 2 minutes) adds per module call.
 3. **gpm** (NVML GPM): the metrics over windows of 0.06, 0.3, 0.7 and 1.0 s under a bf16 matmul load (tensor
    cores) and an fp32 load with TF32 off (the FP32 pipe), and what a begin + end costs beyond the window.
 4. **kernel window**: a child process trains (matmuls, a burst of tiny kernels whose launches are timed on the host,
@@ -138,6 +139,37 @@ def _warning_path_us(n: int = 20000) -> float:
 
 
 # --- 2. allocator ---------------------------------------------------------------------------------------------------
+
+
+def bench_vocab_window(rounds: int, calls: int = 2000) -> dict[str, Any]:
+    """The allocator probe's discovery window (a global forward hook): µs added per module call while it is open,
+    on a stack of small Linear layers (the hook's cost per module; the window is open 0.5 s every 2 minutes)."""
+    import torch
+    from torch import nn
+
+    from probes._vocab import VocabWatch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    layers = nn.Sequential(*[nn.Linear(16, 16) for _ in range(20)]).to(device)
+    x = torch.randn(4, 16, device=device)
+
+    def loop() -> float:
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            for _ in range(calls // 20):
+                layers(x)
+        return (time.perf_counter() - t0) / calls * 1e6
+
+    loop()
+    plain, hooked = [], []
+    for _ in range(rounds):
+        plain.append(loop())
+        watch = VocabWatch(window_s=3600.0, every_s=3600.0)
+        watch.tick(torch, now_s=0.0)
+        hooked.append(loop())
+        watch.close()
+    return {"device": device, "plain_us_per_module_call": plain, "window_open_us_per_module_call": hooked,
+            "cost_us_per_module_call": round(statistics.median(h - p for h, p in zip(hooked, plain, strict=True)), 3)}
 
 
 def bench_allocator(n: int = 200) -> dict[str, Any]:
@@ -341,6 +373,10 @@ def markdown(result: dict[str, Any]) -> str:
     alloc = result["allocator"]
     lines.append(f"- allocator: {alloc['status']}" if alloc.get("status") != "ok" else
                  f"- allocator: memory_stats {alloc['memory_stats_us']} µs, probe snapshot {alloc['probe_snapshot_us']} µs")
+    vocab = result.get("vocab_window")
+    if vocab:
+        lines.append(f"- allocator probe's vocabulary window ({vocab['device']}): "
+                     f"{vocab['cost_us_per_module_call']:+.3f} µs per module call while open (0.5 s every 2 min)")
     gpm = result["gpm"]
     if gpm.get("status") != "ok":
         lines.append(f"- NVML GPM: {gpm['status']}")
@@ -374,7 +410,8 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"argv": ["python", "bench/gpu_evidence_cost.py", *sys.argv[1:]], "machine": machine(),
-              "syncs": bench_syncs(args.rounds, args.iters), "allocator": bench_allocator(), "gpm": bench_gpm(),
+              "syncs": bench_syncs(args.rounds, args.iters), "allocator": bench_allocator(),
+              "vocab_window": bench_vocab_window(args.rounds), "gpm": bench_gpm(),
               "kernel_window": bench_kernel_window(args.rounds, args.window_s, args.record_s, args.warmup_s)}
     (args.out / "gpu_evidence_cost.json").write_text(json.dumps(result, indent=1) + "\n")
     text = markdown(result)
