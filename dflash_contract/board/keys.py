@@ -12,7 +12,7 @@ from typing import Final
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
     "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
-    "collectives",
+    "collectives", "syncs",
 )  # == the ProbeName constants below (checked by tests/contract/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -62,6 +62,7 @@ class ProbeName:
     THREADS: Final = "threads"
     HEALTH: Final = "health"
     COLLECTIVES: Final = "collectives"
+    SYNCS: Final = "syncs"
 
 
 class PayloadKeys:
@@ -100,6 +101,15 @@ class AllocatorKeys:
     ALLOC_RETRIES: Final = "alloc_retries"
     ALLOC_RETRIES_PER_S: Final = "alloc_retries_per_s"
     ALLOCATED_BYTES: Final = "allocated_bytes"
+    ALLOCATED_BYTES_PER_S: Final = "allocated_bytes_per_s"  # bytes handed out per second (cumulative allocated)
+    # vocabulary projections seen in the last discovery window (probes/_vocab.py), and their rows' keys
+    VOCAB_PROJECTIONS: Final = "vocab_projections"
+    SITE: Final = "site"  # "dir/file.py:line" of the program's call
+    THREAD: Final = "thread"
+    CALLS: Final = "calls"  # in the discovery window
+    SHAPE: Final = "shape"  # the output's
+    OUTPUT_BYTES: Final = "output_bytes"  # one call's output
+    GRAD: Final = "grad"  # autograd recorded it (grad mode on)
     ALLOCATED_PEAK_BYTES: Final = "allocated_peak_bytes"
     ALLOCATED_SWING_BYTES: Final = "allocated_swing_bytes"
     ALLOCATIONS_PER_S: Final = "allocations_per_s"
@@ -109,16 +119,29 @@ class AllocatorKeys:
     EMPTY_CACHE_CALLS: Final = "empty_cache_calls"
     FRAGMENTATION_SHARE: Final = "fragmentation_share"
     INACTIVE_SPLIT_BYTES: Final = "inactive_split_bytes"
+    INACTIVE_SPLITS: Final = "inactive_splits"  # blocks split and left inactive (fragments)
     NUM_DEVICE_ALLOC: Final = "num_device_alloc"
     NUM_DEVICE_FREE: Final = "num_device_free"
     NUM_SYNC_ALL_STREAMS: Final = "num_sync_all_streams"
     OOM_REJECTIONS: Final = "oom_rejections"
     OOMS: Final = "ooms"
+    REQUESTED_BYTES: Final = "requested_bytes"  # what the program asked for, before the allocator's rounding
     RESERVED_BYTES: Final = "reserved_bytes"
     RESERVED_PEAK_BYTES: Final = "reserved_peak_bytes"
     RESERVED_SWING_BYTES: Final = "reserved_swing_bytes"
     SYNC_ALL_STREAMS_PER_S: Final = "sync_all_streams_per_s"
     WINDOW_S: Final = "window_s"
+
+
+class SyncKeys:
+    """Keys of the ``syncs`` payload (host<->device syncs counted per line) and of its line rows."""
+
+    TOTAL: Final = "total"  # syncs counted since the probe armed
+    PER_S: Final = "per_s"  # since the previous snapshot (None at the first)
+    TOP_LINES: Final = "top_lines"  # the lines with the most syncs, most first
+    SITE: Final = "site"  # "dir/file.py:line"
+    THREAD: Final = "thread"
+    COUNT: Final = "count"
 
 
 class QueueKeys:
@@ -171,7 +194,9 @@ class HealthKeys:
     LAST_SAMPLE_STEP: Final = "last_sample_step"
     GROUPS: Final = "groups"
     GROUP: Final = "group"  # "<optimizer>#<index>"
-    SAMPLED_STEP: Final = "sampled_step"  # the optimizer step this group's reading was taken at
+    # The step this group's reading was taken at, and every other *_STEP of a group row: counted in the steps of the
+    # group's own optimizer (STEPS counts every optimizer's)
+    SAMPLED_STEP: Final = "sampled_step"
     TENSORS: Final = "tensors"  # trainable tensors (requires_grad) the group holds
     FROZEN: Final = "frozen"  # tensors the group holds that do not require grad
     FROZEN_SINCE_STEP: Final = "frozen_since_step"  # the group holds only frozen tensors since this step

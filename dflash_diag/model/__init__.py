@@ -9,7 +9,7 @@ from dflash_diag.model.board import Board, WriterIdentity
 from dflash_diag.model.common import NA, Maybe, is_na
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.findings import Finding, Headline, Severity
-from dflash_diag.model.gpu import GpuProcess, GpuSample
+from dflash_diag.model.gpu import GPM_FIELDS, GpmReading, GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import Frame, StackSample, ThreadSample
@@ -23,6 +23,8 @@ __all__ = [
     "WriterIdentity",
     "Finding",
     "Frame",
+    "GPM_FIELDS",
+    "GpmReading",
     "GpuProcess",
     "GpuSample",
     "Headline",
