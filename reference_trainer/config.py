@@ -13,6 +13,7 @@ from typing import Any
 
 from reference_trainer.data import DataConfig
 from reference_trainer.drafter import DrafterConfig
+from reference_trainer.graphs import GraphConfig
 from reference_trainer.loss import ObjectiveConfig
 from reference_trainer.target import TargetConfig
 
@@ -56,6 +57,9 @@ class TrainConfig:
     checkpoint_layers: bool = True  # activation-checkpoint the draft layers (recompute in backward)
     compile_layers: bool = False  # torch.compile each draft decoder layer, warmed up in build()
     fused_adamw: bool = False  # torch.optim.AdamW(fused=True): one kernel per step instead of foreach
+    # CUDA graphs captured per thread (graphs.py) and the target forward's length buckets: runtime settings,
+    # off by default until measured on the H200 (docs/trainer.md, "CUDA graphs, per thread").
+    graphs: GraphConfig = field(default_factory=GraphConfig)
 
     def __post_init__(self) -> None:
         if not self.target_devices or not self.drafter_devices:
