@@ -95,14 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--short-conv", choices=("auto", "torch", "fla"), help="GatedDeltaNet short conv: "
                    "transformers' torch reference, fla's Triton kernel, or auto (fla when importable on CUDA; "
                    "the GPU presets' default, torch on tiny)")
-    g.add_argument("--cuda-graphs", choices=MODES, default="off",
+    g.add_argument("--cuda-graphs", choices=MODES,
                    help="CUDA graphs, captured per thread (each thread its own graphs, memory pool and stream; "
-                   "replayed only by the thread that captured them): off (default), target (the target forward, "
-                   "one graph per length bucket), all (also each drafter thread's step). Emulated on CPU")
-    g.add_argument("--length-buckets", type=int, default=0, metavar="N",
+                   "replayed only by the thread that captured them): off (the presets' default), target (the "
+                   "target forward, one graph per length bucket), all (also each drafter thread's step). "
+                   "Emulated on CPU")
+    g.add_argument("--length-buckets", type=int, metavar="N",
                    help="run the target forward at the smallest of N fixed lengths that holds the batch (less "
-                   "padding computed; the graphs' static shapes). 0 (default): the padded width, or one bucket "
-                   "with --cuda-graphs")
+                   "padding computed; the graphs' static shapes). 0 (the presets' default): the padded width, or "
+                   "one bucket with --cuda-graphs")
     g.add_argument("--ce-chunk-tokens", type=int, metavar="N",
                    help="positions per lm_head + CE chunk (preset default: 2048; one chunk of N x vocab logits "
                    "exists at a time)")
@@ -205,7 +206,8 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             compile=args.compile, compile_backend=args.compile_backend, seed=args.seed, scenario=args.scenario,
             probes=_parse_probes(args.probes), wandb=args.wandb, summary_json=args.summary_json,
             metrics_jsonl=args.metrics_jsonl, **_switches(args, fields),
-            graphs=GraphConfig(mode=args.cuda_graphs, length_buckets=args.length_buckets),
+            graphs=dataclasses.replace(fields.get("graphs", GraphConfig()),
+                                       **_given(mode=args.cuda_graphs, length_buckets=args.length_buckets)),
         )
         config = scenarios.apply_to_config(config)
     except ValueError as err:

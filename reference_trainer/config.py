@@ -144,6 +144,10 @@ QWEN35_MASK_TOKEN_ID = 248_070  # the published Qwen3.5/3.6 DFlash drafters' mas
 # component configs, set below.
 GPU_SPEED: dict[str, Any] = {"checkpoint_layers": False, "fused_adamw": True, "compile_layers": True}
 GPU_OBJECTIVE: dict[str, Any] = {"loss": "fused-compiled", "mask_build": "anchors"}
+# CUDA graphs per thread and the target's length buckets (graphs.py): off on the GPU presets until measured on
+# the H200 (docs/benchmarks.md, "CUDA graphs per thread"); if they pay, this is the one line to change
+# (e.g. GraphConfig(mode="all", length_buckets=4)).
+GPU_GRAPHS = GraphConfig()
 
 
 def _qwen35_4b(num_anchors: int = 512) -> dict[str, Any]:
@@ -156,7 +160,7 @@ def _qwen35_4b(num_anchors: int = 512) -> dict[str, Any]:
     objective = ObjectiveConfig(num_anchors=num_anchors, ce_chunk_tokens=2048, **GPU_OBJECTIVE)
     data = DataConfig(seq_len=3072, min_seq_len=2560, batch_size=1, vocab_size=vocab)
     return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, log_interval=10,
-                queue_size=4, **GPU_SPEED)
+                queue_size=4, graphs=GPU_GRAPHS, **GPU_SPEED)
 
 
 def _qwen35_9b() -> dict[str, Any]:
@@ -170,7 +174,7 @@ def _qwen35_9b() -> dict[str, Any]:
     objective = ObjectiveConfig(num_anchors=512, ce_chunk_tokens=2048, **GPU_OBJECTIVE)
     data = DataConfig(seq_len=3072, min_seq_len=2560, batch_size=1, vocab_size=vocab)
     return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, log_interval=10,
-                queue_size=4, **GPU_SPEED)
+                queue_size=4, graphs=GPU_GRAPHS, **GPU_SPEED)
 
 
 PRESETS: dict[str, Any] = {

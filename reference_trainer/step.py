@@ -214,6 +214,8 @@ class GraphedDrafter:
         device = self.replica.device
         values = (hidden, *host.tensors())
         key = ("drafter", tuple(hidden.shape), tuple(host.input_ids.shape))
+        if key in self.graphs.failures:
+            return None  # said once when the capture failed; this step runs eagerly
         if not self.graphs.has(key):
             example = tuple(v if v.device == device else to_device(v, device) for v in values)
             if not self.graphs.capture(key, self._step, example, self.config.graphs.warmup_iters):

@@ -347,3 +347,22 @@ def test_bad_graph_flags_are_usage_errors(tmp_path: Path, flags: tuple[str, ...]
     with pytest.raises(UserError) as refused:
         parse_args(tiny_args(tmp_path, *flags))
     assert refused.value.exit_code == ExitCode.USAGE and message in str(refused.value)
+
+
+def test_a_run_whose_captures_all_fail_trains_eagerly_and_says_so(tiny_pipeline, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import reference_trainer.train as train_module
+
+    monkeypatch.setattr(train_module, "make_backend", lambda device: _FailingBackend())
+    recorded = json.loads((FIXTURES / "tiny-loss-curve.json").read_text())
+    jsonl = tmp_path / "metrics.jsonl"
+    run = tiny_pipeline("--cuda-graphs", "all", "--length-buckets", "4", "--max-steps", "4",
+                        "--metrics-jsonl", str(jsonl))
+    assert run.run() == 0, run.errors
+    assert [r["loss"] for r in read_jsonl(jsonl)] == pytest.approx(recorded["loss"][:4], rel=1e-4)
+    sets = run.summary()["graphs"]["sets"]
+    assert not sets["target-0 target forward"]["captured"] and len(sets["target-0 target forward"]["failed"]) == 4
+    assert len(sets["drafter-0 drafter step"]["failed"]) == 1  # tried once, not every step
+    err = capsys.readouterr().err
+    assert err.count("drafter-0 drafter step") == 1 and err.count("it runs eagerly") == 5
