@@ -560,7 +560,7 @@ def _graph_summary(sets: dict[str, Any] | None) -> str:
     for role, info in sets.items():
         what = role.rsplit(" ", 2)[-2] if " " in role else role
         parts.append(f"{what} {len(info['captured'])}" + (f", {len(info['failed'])} failed" if info["failed"] else ""))
-    kinds = {info["backend"] for info in sets.values()}
+    kinds = {info["kind"] for info in sets.values()}
     return ", ".join(parts) + ("" if kinds == {"cuda"} else f" ({'/'.join(sorted(kinds))})")
 
 

@@ -282,7 +282,7 @@ class ThreadGraphs:
         self.graphs.clear()
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend.kind, "owner": self.owner.name, "captured": [str(k) for k in self.captured],
+        return {"kind": self.backend.kind, "owner": self.owner.name, "captured": [str(k) for k in self.captured],
                 "failed": {str(k): v for k, v in self.failures.items()}}
 
 

@@ -271,7 +271,7 @@ def test_the_tiny_loss_curve_is_the_one_recorded_before(tiny_pipeline, tmp_path:
     assert summary["speed"]["cuda_graphs"] == ("off" if "graphs" not in name else name.rsplit("-", 1)[1])
     if "graphs" in name:
         roles = summary["graphs"]["sets"]
-        assert roles and all(s["backend"] == "emulated" and s["captured"] and not s["failed"] for s in roles.values())
+        assert roles and all(s["kind"] == "emulated" and s["captured"] and not s["failed"] for s in roles.values())
         want = {"MainThread target forward"} if sequential else {"target-0 target forward"}
         if name == "cuda-graphs-all":
             want |= {"MainThread drafter step"} if sequential else {"drafter-0 drafter step"}

@@ -129,7 +129,7 @@ def test_the_drafter_step_graph_trains_like_the_eager_step(tiny_pipeline, tmp_pa
         if mode == "all":
             sets = run.summary()["graphs"]["sets"]
             assert any(r.endswith("drafter step") for r in sets)
-            assert all(s["backend"] == "cuda" and s["captured"] and not s["failed"] for s in sets.values()), sets
+            assert all(s["kind"] == "cuda" and s["captured"] and not s["failed"] for s in sets.values()), sets
         losses[mode] = [r["loss"] for r in read_jsonl(jsonl)]
     assert losses["all"] == pytest.approx(losses["off"], rel=2e-2)
     assert losses["all"][-1] < losses["all"][0]

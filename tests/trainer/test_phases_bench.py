@@ -92,7 +92,7 @@ def test_dry_run_on_the_cpu_writes_both_reports(tmp_path: Path) -> None:
                                         "drafter_graph", "optimizer", "between_steps"}
     graphed = result["phases"][1]
     assert graphed["phase_ms"]["drafter_graph"] > 0 and graphed["phase_ms"]["backward"] == 0.0
-    assert {s["backend"] for s in graphed["graphs"].values()} == {"emulated"}
+    assert {s["kind"] for s in graphed["graphs"].values()} == {"emulated"}
     assert result["modes"][0]["variant"] == "all" and result["modes"][0]["ratio_threaded_over_sequential"] > 0
     text = (out / "phases.md").read_text()
     assert "| target_forward |" in text and "wall time, no CUDA" in text and "threaded / sequential" in text
