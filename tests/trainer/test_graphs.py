@@ -253,12 +253,15 @@ SWITCHES = {
 }
 
 
-@pytest.mark.parametrize("sequential", [False, True], ids=["threaded", "sequential"])
-@pytest.mark.parametrize("name", list(SWITCHES))
+# Every switch alone in the sequential loop; the threaded pipeline with none and with all of them.
+CURVES = [(name, True) for name in SWITCHES] + [("defaults", False), ("cuda-graphs-all", False)]
+
+
+@pytest.mark.parametrize("name, sequential", CURVES, ids=[f"{n}-{'sequential' if s else 'threaded'}" for n, s in CURVES])
 def test_the_tiny_loss_curve_is_the_one_recorded_before(tiny_pipeline, tmp_path: Path, name: str,
                                                         sequential: bool) -> None:
     recorded = json.loads((FIXTURES / "tiny-loss-curve.json").read_text())
-    steps = 12
+    steps = 8
     jsonl = tmp_path / "metrics.jsonl"
     run = tiny_pipeline(*SWITCHES[name], "--max-steps", str(steps), "--metrics-jsonl", str(jsonl),
                         sequential=sequential)

@@ -53,6 +53,7 @@ def _produce(target: FrozenTarget, batches: list[Any], start: threading.Barrier,
             graphs = ThreadGraphs(role=f"{name} target forward", backend=CudaBackend(CUDA))
             bucketed = BucketedTarget(target, BUCKETS, batch_size=2, graphs=graphs, warmup_iters=2)
             bucketed.prepare()
+            assert not graphs.failures, graphs.failures  # no eager fallback racing fla's autotuner in two threads
             start.wait()
             results = [bucketed.forward(b) for b in batches]
             stream.synchronize()
