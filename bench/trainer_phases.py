@@ -172,8 +172,10 @@ def make_runners(built: Built) -> Runners:
     return Runners(bucketed=bucketed, graphed=graphed, sets=sets)
 
 
-def phased_step(built: Built, index: int, mark: Callable[[str | None], None], runners: Runners | None = None) -> int:
-    """The sequential loop's work for one batch, with a mark before each phase. Returns its real tokens."""
+def phased_step(built: Built, index: int, mark: Callable[[str | None], None],
+                runners: Runners | None = None) -> tuple[int, torch.Tensor]:
+    """The sequential loop's work for one batch, with a mark before each phase. Returns its real tokens and its
+    loss (a device scalar: read after the timed steps, never inside them)."""
     config, replica = built.config, built.replicas[0]
     target = built.targets[config.target_devices[0]]
     runners = runners or Runners(None, None, [])
@@ -197,7 +199,7 @@ def phased_step(built: Built, index: int, mark: Callable[[str | None], None], ru
     mark("optimizer")
     replicas.optimizer_step(replica, [], config.grad_clip)
     mark(None)
-    return batch.num_tokens
+    return batch.num_tokens, parts.loss.detach()
 
 
 def kernel_times(trace: dict[str, Any]) -> dict[str, Any]:
@@ -280,18 +282,22 @@ def measure_phases(name: str, built: Built, args: argparse.Namespace, out_dir: P
     with replicas.use_stream(replica.device, replica.stream):
         runners = make_runners(built)  # target graphs captured here; the drafter's on its first step
         try:
-            for index in range(args.warmup):
-                phased_step(built, index, lambda _: None, runners)
+            losses = [phased_step(built, index, lambda _: None, runners)[1] for index in range(args.warmup)]
             marks, tokens = Marks(cuda), 0
             for index in range(args.steps):
-                tokens += phased_step(built, args.warmup + index, marks, runners)
+                step_tokens, loss = phased_step(built, args.warmup + index, marks, runners)
+                tokens += step_tokens
+                losses.append(loss)
             marks("target_forward")  # closes the last between_steps gap (the next step's start)
             phase_ms = {k: v / args.steps for k, v in marks.phase_ms().items()}
             step_ms = sum(phase_ms.values())
             row: dict[str, Any] = {"variant": name, "short_conv": built.kernels.short_conv,
                                    "gdn_kernel": built.kernels.chunk_gated_delta_rule, "phase_ms": phase_ms,
                                    "step_ms": step_ms, "tokens_per_s": tokens / args.steps / (step_ms / 1e3),
-                                   "measure_s": time.monotonic() - build_s, "graphs": runners.describe()}
+                                   "measure_s": time.monotonic() - build_s, "graphs": runners.describe(),
+                                   # Every variant trains a fresh drafter (same seed) on the same batches: its
+                                   # losses must be the defaults' within float reordering (markdown compares).
+                                   "losses": [float(v) for v in losses]}  # after phase_ms' sync: no extra wait
             flops = flops_per_batch(built)
             row["mfu_pct"] = 100.0 * flops / (step_ms / 1e3) / BF16_PEAK_FLOPS if cuda else None
             if cuda:
@@ -303,7 +309,7 @@ def measure_phases(name: str, built: Built, args: argparse.Namespace, out_dir: P
                     # instantiated before it started recording. Their set-up (captures, one unmarked step)
                     # is left out of the figures (kernel_times).
                     runners = make_runners(built)
-                    if runners.sets:
+                    if runners.sets:  # the unmarked step that captures the drafter's graph
                         phased_step(built, next_index, lambda _: None, runners)
                         next_index += 1
                     for index in range(args.profile_steps):
@@ -538,9 +544,13 @@ def markdown(result: dict[str, Any]) -> str:
             table.append([r["variant"], r["short_conv"], _f(r["step_ms"]), _f(r["tokens_per_s"], ",.0f"),
                           _f(r["mfu_pct"], ".1f", " %"), _f(ratio, ".3f"), _f(r["gpu_idle_events_pct"], ".1f", " %"),
                           _f(r["gpu_idle_pct"], ".1f", " %"), _f(r["peak_memory_gb"], ".1f", " GiB"),
-                          _graph_summary(r.get("graphs"))])
+                          _graph_summary(r.get("graphs")), _f(loss_rel_diff(r, base), ".2g")])
         lines += _table(["variant", "short conv", "step ms", "tok/s", "MFU", "vs defaults", "GPU idle (events)",
-                         "GPU idle (profiler)", "peak memory", "graphs"], table)
+                         "GPU idle (profiler)", "peak memory", "graphs", "loss vs defaults"], table)
+        if base and base.get("losses"):
+            lines += ["", f"Loss vs defaults: the largest relative difference of the {len(base['losses'])} per-step "
+                      f"losses (fresh drafter, same seed, same batches; defaults: {base['losses'][0]:.3f} -> "
+                      f"{base['losses'][-1]:.3f})."]
     for r in result["phases"]:
         if "error" in r:
             lines.append(f"\n{r['variant']}: {r['error']}")
@@ -570,6 +580,14 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", "Skipped (time budget): " + ", ".join(result["skipped"])]
     lines.append(f"\nTotal {result['elapsed_s']:.0f} s.")
     return "\n".join(lines) + "\n"
+
+
+def loss_rel_diff(row: dict[str, Any], base: dict[str, Any] | None) -> float | None:
+    """Largest |loss - defaults' loss| / |defaults' loss| over the steps both ran (None without both)."""
+    if not base or not row.get("losses") or not base.get("losses"):
+        return None
+    pairs = list(zip(row["losses"], base["losses"], strict=False))
+    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs) if pairs else None
 
 
 def _graph_summary(sets: dict[str, Any] | None) -> str:

@@ -62,6 +62,14 @@ def test_the_idle_share_of_a_window_starts_after_its_last_graph_capture() -> Non
     assert [k["name"] for k in steady_kernels(plain)] == ["a", "b"]  # no capture: every span, as before
 
 
+def test_loss_rel_diff_compares_the_steps_both_ran() -> None:
+    from trainer_phases import loss_rel_diff
+
+    base = {"losses": [10.0, 5.0, 4.0]}
+    assert loss_rel_diff({"losses": [10.0, 5.5]}, base) == pytest.approx(0.1)
+    assert loss_rel_diff({"losses": []}, base) is None and loss_rel_diff({"losses": [1.0]}, None) is None
+
+
 def test_idle_by_phase_is_the_phase_time_its_kernels_do_not_fill() -> None:
     from trainer_phases import idle_by_phase
 
@@ -90,10 +98,14 @@ def test_dry_run_on_the_cpu_writes_both_reports(tmp_path: Path) -> None:
         assert row["step_ms"] > 0 and row["tokens_per_s"] > 0 and row["gpu_idle_pct"] is None  # N/A on a CPU
         assert set(row["phase_ms"]) == {"target_forward", "drafter_inputs", "drafter_forward", "loss", "backward",
                                         "drafter_graph", "optimizer", "between_steps"}
+    losses = {r["variant"]: r["losses"] for r in result["phases"]}
+    assert all(len(v) == 2 for v in losses.values())  # --warmup 1 + --steps 1
+    for name in ("cuda-graphs-all", "length-buckets"):  # same seed, same batches: the same training
+        assert losses[name] == pytest.approx(losses["defaults"], rel=1e-4)
     graphed = result["phases"][1]
     assert graphed["phase_ms"]["drafter_graph"] > 0 and graphed["phase_ms"]["backward"] == 0.0
     assert {s["kind"] for s in graphed["graphs"].values()} == {"emulated"}
     assert result["modes"][0]["variant"] == "all" and result["modes"][0]["ratio_threaded_over_sequential"] > 0
     text = (out / "phases.md").read_text()
     assert "| target_forward |" in text and "wall time, no CUDA" in text and "threaded / sequential" in text
-    assert "two threads replaying at once vs one thread" in text
+    assert "two threads replaying at once vs one thread" in text and "loss vs defaults" in text
