@@ -315,6 +315,7 @@ def measure_phases(name: str, built: Built, args: argparse.Namespace, out_dir: P
                     for index in range(args.profile_steps):
                         phased_step(built, next_index + index, ProfileMarks(), runners)
                     torch.cuda.synchronize()  # SYNC: end of the profiled window
+                row["graphs_profiled"] = runners.describe()  # a capture that failed under the profiler shows here
                 times = kernel_times(window["trace"])
                 row["kernel_ms"] = {k: v / args.profile_steps for k, v in times["kernel_ms"].items()}
                 row["idle_ms"] = times["idle_ms"] / args.profile_steps
@@ -544,7 +545,8 @@ def markdown(result: dict[str, Any]) -> str:
             table.append([r["variant"], r["short_conv"], _f(r["step_ms"]), _f(r["tokens_per_s"], ",.0f"),
                           _f(r["mfu_pct"], ".1f", " %"), _f(ratio, ".3f"), _f(r["gpu_idle_events_pct"], ".1f", " %"),
                           _f(r["gpu_idle_pct"], ".1f", " %"), _f(r["peak_memory_gb"], ".1f", " GiB"),
-                          _graph_summary(r.get("graphs")), _f(loss_rel_diff(r, base), ".2g")])
+                          _graph_summary(r.get("graphs"), r.get("graphs_profiled")),
+                          _f(loss_rel_diff(r, base), ".2g")])
         lines += _table(["variant", "short conv", "step ms", "tok/s", "MFU", "vs defaults", "GPU idle (events)",
                          "GPU idle (profiler)", "peak memory", "graphs", "loss vs defaults"], table)
         if base and base.get("losses"):
@@ -590,8 +592,9 @@ def loss_rel_diff(row: dict[str, Any], base: dict[str, Any] | None) -> float | N
     return max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs) if pairs else None
 
 
-def _graph_summary(sets: dict[str, Any] | None) -> str:
-    """'target 4, drafter 1 (emulated)': graphs captured per role; failures named."""
+def _graph_summary(sets: dict[str, Any] | None, profiled: dict[str, Any] | None = None) -> str:
+    """'target 4, drafter 1 (emulated)': graphs captured per role; failures named, also those of the profiled
+    window's own captures."""
     if not sets:
         return "-"
     parts = []
@@ -599,7 +602,9 @@ def _graph_summary(sets: dict[str, Any] | None) -> str:
         what = role.rsplit(" ", 2)[-2] if " " in role else role
         parts.append(f"{what} {len(info['captured'])}" + (f", {len(info['failed'])} failed" if info["failed"] else ""))
     kinds = {info["kind"] for info in sets.values()}
-    return ", ".join(parts) + ("" if kinds == {"cuda"} else f" ({'/'.join(sorted(kinds))})")
+    text = ", ".join(parts) + ("" if kinds == {"cuda"} else f" ({'/'.join(sorted(kinds))})")
+    failed_profiled = sum(len(info["failed"]) for info in (profiled or {}).values())
+    return text + (f"; {failed_profiled} failed under the profiler" if failed_profiled else "")
 
 
 # --------------------------------------------------------------------------------------------------------
