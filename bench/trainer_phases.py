@@ -398,11 +398,12 @@ def graph_check(built: Built, batches: int = 6) -> dict[str, Any]:
         return result
 
     def worst(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+        # SYNC: the check reads its differences (after the measurement, once per compared tensor)
         return max(float((x.float() - y.float()).abs().max()) for x, y in zip(a, b, strict=True))
 
     eager = []
     for batch in data:
-        hidden = target.hidden_states(batch.input_ids.to(target.device))
+        hidden = target.hidden_states(batch.input_ids.to(target.device))  # pageable copy: a sync, fine here
         eager.append(torch.stack([torch.cat([h[:n], torch.zeros_like(h[n:])]) for h, n in
                                   zip(hidden, [int(x) for x in batch.lengths], strict=True)]))
     real = [torch.stack([torch.cat([h[:n], torch.zeros_like(h[n:])]) for h, n in
