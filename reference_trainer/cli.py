@@ -18,6 +18,7 @@ from reference_trainer import scenarios
 from reference_trainer.config import PRESETS, TrainConfig, preset_fields, resolve_preset
 from reference_trainer.data import DataError
 from reference_trainer.errors import ExitCode, UserError
+from reference_trainer.graphs import MODES, GraphConfig
 from reference_trainer.loss import LOSSES, MASK_BUILDS
 from reference_trainer.target import TargetLoadError
 
@@ -94,6 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--short-conv", choices=("auto", "torch", "fla"), help="GatedDeltaNet short conv: "
                    "transformers' torch reference, fla's Triton kernel, or auto (fla when importable on CUDA; "
                    "the GPU presets' default, torch on tiny)")
+    g.add_argument("--cuda-graphs", choices=MODES,
+                   help="CUDA graphs, captured per thread (each thread its own graphs, memory pool and stream; "
+                   "replayed only by the thread that captured them): off (the presets' default), target (the "
+                   "target forward, one graph per length bucket), all (also each drafter thread's step). "
+                   "Emulated on CPU")
+    g.add_argument("--length-buckets", type=int, metavar="N",
+                   help="run the target forward at the smallest of N fixed lengths that holds the batch (less "
+                   "padding computed; the graphs' static shapes). 0 (the presets' default): the padded width, or "
+                   "one bucket with --cuda-graphs")
+    g.add_argument("--ce-chunk-tokens", type=int, metavar="N",
+                   help="positions per lm_head + CE chunk (preset default: 2048; one chunk of N x vocab logits "
+                   "exists at a time)")
     g.add_argument("--compile", action="store_true", help="torch.compile the whole drafter")
     g.add_argument("--compile-backend", default="inductor")
     g = p.add_argument_group("run control")
@@ -179,7 +192,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
         )
         objective = dataclasses.replace(fields["objective"], use_reentrant=args.use_reentrant,
                                         **_given(num_anchors=args.num_anchors, loss=args.loss,
-                                                 mask_build=args.block_mask))
+                                                 mask_build=args.block_mask, ce_chunk_tokens=args.ce_chunk_tokens))
         target = dataclasses.replace(fields["target"], path=args.target_path, **_given(short_conv=args.short_conv))
         config = TrainConfig(
             preset=preset, target=target, drafter=fields["drafter"], objective=objective, data=data,
@@ -193,6 +206,8 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             compile=args.compile, compile_backend=args.compile_backend, seed=args.seed, scenario=args.scenario,
             probes=_parse_probes(args.probes), wandb=args.wandb, summary_json=args.summary_json,
             metrics_jsonl=args.metrics_jsonl, **_switches(args, fields),
+            graphs=dataclasses.replace(fields.get("graphs", GraphConfig()),
+                                       **_given(mode=args.cuda_graphs, length_buckets=args.length_buckets)),
         )
         config = scenarios.apply_to_config(config)
     except ValueError as err:
