@@ -34,6 +34,7 @@ from probes import (
     fastpath,
     gil,
     health,
+    mailbox,
     queues,
     threads,
 )
@@ -74,6 +75,7 @@ class ProbesConfig:
     threads: threads.Config = field(default_factory=threads.Config)
     health: health.Config = field(default_factory=health.Config)
     collectives: collectives.Config = field(default_factory=collectives.Config)
+    mailbox: mailbox.Config = field(default_factory=mailbox.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))
