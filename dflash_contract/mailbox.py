@@ -92,6 +92,7 @@ class SummaryKeys:
     FINAL: Final = "final"  # the probe closed (the program is exiting): no later post will come
     STEP: Final = "step"  # the program's step (probes.session's step(), else None)
     STEPS: Final = "steps"  # step() calls
+    OPTIMIZER_STEPS: Final = "optimizer_steps"  # optimizer steps the health probe counted (None: not running)
     LAST_STEP_WALL_S: Final = "last_step_wall_s"
     COLL_ENTERED: Final = "coll_entered"  # the collectives probe's numbers (None: not running)
     COLL_COMPLETED: Final = "coll_completed"

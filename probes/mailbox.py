@@ -39,6 +39,7 @@ from dflash_contract.board import (
     STATUS_OK,
     CollectivesKeys,
     GilKeys,
+    HealthKeys,
     MailboxKeys,
     PayloadKeys,
     ProbeName,
@@ -252,6 +253,7 @@ class MailboxProbe:
             SummaryKeys.STEP: _int_or_none(session.get(SessionKeys.STEP)),
             SummaryKeys.STEPS: _int_or_none(session.get(SessionKeys.STEPS)),
             SummaryKeys.LAST_STEP_WALL_S: _float_or_none(session.get(SessionKeys.LAST_STEP_WALL_S)),
+            SummaryKeys.OPTIMIZER_STEPS: _optimizer_steps(probes.get(ProbeName.HEALTH)),
             SummaryKeys.COLL_ENTERED: entered,
             SummaryKeys.COLL_COMPLETED: completed,
             SummaryKeys.COLL_CURRENT: current,
@@ -570,6 +572,12 @@ def _collectives(payload: Any) -> tuple[JsonDict | None, int | None, int | None]
         SummaryKeys.SINCE_WALL_S: _float_or_none(oldest.get(CollectivesKeys.SINCE_WALL_S)),
     }
     return (row, _int_or_none(payload.get(CollectivesKeys.ENTERED)), _int_or_none(payload.get(CollectivesKeys.COMPLETED)))
+
+
+def _optimizer_steps(payload: Any) -> int | None:
+    if not isinstance(payload, dict) or payload.get(PayloadKeys.STATUS) != STATUS_OK:
+        return None
+    return _int_or_none(payload.get(HealthKeys.STEPS))
 
 
 def _gil_share(payload: Any) -> float | None:

@@ -81,6 +81,7 @@ class RankPost:
     step: int | None
     steps: int | None
     last_step_wall_s: float | None
+    optimizer_steps: int | None  # counted by the health probe (None: not running)
     coll_entered: int | None
     coll_completed: int | None
     coll_current: CollectiveNow | None

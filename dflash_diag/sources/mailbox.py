@@ -136,6 +136,7 @@ def parse_summary(data: bytes, *, rank: int, read_wall_s: float) -> RankPost:
         step=_int(doc, SummaryKeys.STEP, low=-MAX_INT),
         steps=_int(doc, SummaryKeys.STEPS, low=0),
         last_step_wall_s=_float(doc, SummaryKeys.LAST_STEP_WALL_S, low=0.0),
+        optimizer_steps=_int(doc, SummaryKeys.OPTIMIZER_STEPS, low=0),
         coll_entered=_int(doc, SummaryKeys.COLL_ENTERED, low=0),
         coll_completed=_int(doc, SummaryKeys.COLL_COMPLETED, low=0),
         coll_current=None if current is None else CollectiveNow(

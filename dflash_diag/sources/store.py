@@ -24,14 +24,7 @@ from typing import Any
 
 from dflash_contract import mailbox as mb
 from dflash_diag.model.common import NA, Maybe
-from dflash_diag.model.mailbox import (
-    FrDump,
-    FrGathered,
-    MailboxRead,
-    StacksAnswer,
-    StacksGathered,
-    StoreAddress,
-)
+from dflash_diag.model.mailbox import FrGathered, MailboxRead, StacksGathered, StoreAddress
 from dflash_diag.sources import procfs
 from dflash_diag.sources.mailbox import (
     MailboxFormatError,
@@ -228,15 +221,16 @@ class Mailbox:
             return NA(f"posting a request to the mailbox at {self.address.label}: {exc}")
         return request_id
 
-    def _gather(self, kind: str, parse: Callable[[bytes, int], Any], deadline_s: float | None,
-                ranks: Iterable[int] | None) -> Maybe[tuple[int, list[Any], list[tuple[int, str]], list[int], float]]:
+    def gather_raw(self, kind: str, *, deadline_s: float | None = None,
+                   ranks: Iterable[int] | None = None) -> Maybe[RawAnswers]:
+        """Post a request of ``kind`` and collect each rank's answer bytes (to it or a later request) until every
+        rank answered or the deadline passed. The bytes are unchecked: parse them with ``sources.mailbox``."""
         t0 = time.perf_counter()
         request_id = self.post_request(kind)
         if isinstance(request_id, NA):
             return request_id
         pending = sorted(set(range(self.address.world_size) if ranks is None else ranks))
-        answers: list[Any] = []
-        invalid: list[tuple[int, str]] = []
+        got: dict[int, bytes] = {}
         end = time.monotonic() + (self.config.deadline_s if deadline_s is None else deadline_s)
         try:
             while pending:
@@ -244,17 +238,14 @@ class Mailbox:
                 keys = [mb.answer_key(kind, r) for r in ready]
                 for rank, value in zip(ready, self._multi_get(keys, mb.MAX_ANSWER_BYTES), strict=True):
                     pending.remove(rank)
-                    try:
-                        answers.append(parse(value, rank))
-                    except MailboxFormatError as exc:
-                        invalid.append((rank, str(exc)))
+                    got[rank] = value
                 if not pending or time.monotonic() >= end:
                     break
                 self._sleep(self.config.poll_s)
         except StoreCallError as exc:
             return NA(f"gathering {kind} from the mailbox at {self.address.label}: {exc}")
-        answers.sort(key=lambda a: a.rank)
-        return request_id, answers, invalid, pending, 1e3 * (time.perf_counter() - t0)
+        return RawAnswers(kind=kind, request_id=request_id, answers=got, silent_ranks=tuple(pending),
+                          elapsed_ms=1e3 * (time.perf_counter() - t0))
 
     def _answered(self, kind: str, pending: Sequence[int], request_id: int) -> list[int]:
         """The pending ranks whose answer is to ``request_id`` or a later request (their pointers, a few bytes)."""
@@ -269,25 +260,43 @@ class Mailbox:
     def gather_stacks(self, *, deadline_s: float | None = None,
                       ranks: Iterable[int] | None = None) -> Maybe[StacksGathered]:
         """Ask every rank (or ``ranks``) for its threads' Python stacks; what came by the deadline."""
-        got = self._gather(mb.KIND_STACKS, lambda data, rank: parse_stacks(data, rank=rank), deadline_s, ranks)
-        if isinstance(got, NA):
-            return got
-        request_id, answers, invalid, silent, elapsed_ms = got
-        stacks: tuple[StacksAnswer, ...] = tuple(answers)
-        return StacksGathered(request_id=request_id, elapsed_ms=elapsed_ms, answers=stacks,
-                              silent_ranks=tuple(silent), invalid=tuple(invalid))
+        raw = self.gather_raw(mb.KIND_STACKS, deadline_s=deadline_s, ranks=ranks)
+        if isinstance(raw, NA):
+            return raw
+        answers, invalid = _parsed(raw, lambda data, rank: parse_stacks(data, rank=rank))
+        return StacksGathered(request_id=raw.request_id, elapsed_ms=raw.elapsed_ms, answers=tuple(answers),
+                              silent_ranks=raw.silent_ranks, invalid=invalid)
 
     def gather_flight_recorder(self, *, deadline_s: float | None = None,
                                ranks: Iterable[int] | None = None) -> Maybe[FrGathered]:
         """Ask every rank (or ``ranks``) for torch's Flight Recorder dump; what came by the deadline."""
-        got = self._gather(mb.KIND_FLIGHTREC, lambda data, rank: parse_flight_recorder(data, rank=rank),
-                           deadline_s, ranks)
-        if isinstance(got, NA):
-            return got
-        request_id, answers, invalid, silent, elapsed_ms = got
-        dumps: tuple[FrDump, ...] = tuple(answers)
-        return FrGathered(request_id=request_id, elapsed_ms=elapsed_ms, dumps=dumps, silent_ranks=tuple(silent),
-                          invalid=tuple(invalid))
+        raw = self.gather_raw(mb.KIND_FLIGHTREC, deadline_s=deadline_s, ranks=ranks)
+        if isinstance(raw, NA):
+            return raw
+        dumps, invalid = _parsed(raw, lambda data, rank: parse_flight_recorder(data, rank=rank))
+        return FrGathered(request_id=raw.request_id, elapsed_ms=raw.elapsed_ms, dumps=tuple(dumps),
+                          silent_ranks=raw.silent_ranks, invalid=invalid)
+
+
+@dataclass(frozen=True)
+class RawAnswers:
+    """The answer bytes ranks gave to one request (unchecked)."""
+
+    kind: str
+    request_id: int
+    answers: Mapping[int, bytes]  # rank -> the answer as written
+    silent_ranks: tuple[int, ...]  # no answer by the deadline
+    elapsed_ms: float
+
+
+def _parsed(raw: RawAnswers, parse: Callable[[bytes, int], Any]) -> tuple[list[Any], tuple[tuple[int, str], ...]]:
+    out, invalid = [], []
+    for rank, data in sorted(raw.answers.items()):
+        try:
+            out.append(parse(data, rank))
+        except MailboxFormatError as exc:
+            invalid.append((rank, str(exc)))
+    return out, tuple(invalid)
 
 
 def open_mailbox(pid: int, config: StoreConfig | None = None, *, connect: Connect | None = None,
