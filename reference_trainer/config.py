@@ -56,6 +56,7 @@ class TrainConfig:
     checkpoint_layers: bool = True  # activation-checkpoint the draft layers (recompute in backward)
     compile_layers: bool = False  # torch.compile each draft decoder layer, warmed up in build()
     fused_adamw: bool = False  # torch.optim.AdamW(fused=True): one kernel per step instead of foreach
+    ddp: bool = False  # one process per rank under torchrun, drafters in sync across ranks (ddp.py)
 
     def __post_init__(self) -> None:
         if not self.target_devices or not self.drafter_devices:
@@ -85,6 +86,8 @@ class TrainConfig:
             raise ValueError("--log-interval must be >= 1 and --save-every >= 0")
         if self.wandb not in ("auto", "online", "offline", "off"):
             raise ValueError(f"--wandb must be auto, online, offline or off, got {self.wandb!r}")
+        if self.ddp and self.resume:
+            raise ValueError("--ddp does not resume yet (each rank reads its own batches): start without --resume")
         if self.drafter.hidden_size != self.target.hidden_size:
             raise ValueError("drafter hidden_size must equal the target's (it reuses the target's embedding)")
         if self.drafter.vocab_size != self.target.vocab_size:

@@ -193,8 +193,8 @@ def test_answers_are_cut_to_their_cap() -> None:
 
 
 def _server(port: int) -> subprocess.Popen[bytes]:
-    code = ("import torch.distributed as d, time; s = d.TCPStore('127.0.0.1', %d, is_master=True, "
-            "wait_for_workers=False); print('up', flush=True); time.sleep(120)" % port)
+    code = (f"import torch.distributed as d, time; s = d.TCPStore('127.0.0.1', {port}, is_master=True, "
+            "wait_for_workers=False); print('up', flush=True); time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline().strip() == b"up"
     return proc
