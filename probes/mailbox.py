@@ -113,14 +113,14 @@ class MailboxProbe:
         blocked_s = time.monotonic() - since if since is not None else 0.0
         return {
             PayloadKeys.STATUS: STATUS_OK,
-            MailboxKeys.STATE: self._state,
+            MailboxKeys.CONNECTION: self._state,
             MailboxKeys.WAITING_REASON: self._waiting_reason if self._state == STATE_WAITING else None,
             MailboxKeys.STORE: f"{self._address[0]}:{self._address[1]}" if self._address else None,
             MailboxKeys.RANK: self._rank,
             MailboxKeys.POSTS: self._posts,
             MailboxKeys.CONNECTS: self._connects,
             MailboxKeys.STORE_ERRORS: self._errors,
-            MailboxKeys.LAST_ERROR: self._last_error,
+            MailboxKeys.LAST_STORE_ERROR: self._last_error,
             MailboxKeys.LAST_POST_MS: self._last_post_ms,
             MailboxKeys.SUMMARY_BYTES: self._summary_bytes,
             MailboxKeys.REQUESTS_ANSWERED: self._requests_answered,

@@ -326,14 +326,14 @@ class CollectivesKeys:
 class MailboxKeys:
     """Keys of the ``mailbox`` payload: this rank's posts to the job's c10d store (docs/mailbox.md)."""
 
-    STATE: Final = "state"  # waiting | connected | backoff | closed
-    WAITING_REASON: Final = "waiting_reason"  # with waiting: why it has not joined a store
+    CONNECTION: Final = "connection"  # waiting | connected | backoff | closed
+    WAITING_REASON: Final = "waiting_reason"  # with connection "waiting": why it has not joined a store
     STORE: Final = "store"  # "host:port" of the job's store
     RANK: Final = "rank"
     POSTS: Final = "posts"  # summaries posted
     CONNECTS: Final = "connects"  # connections opened (more than one: the store dropped us, we joined again)
     STORE_ERRORS: Final = "store_errors"  # store calls that failed (each drops the connection, then a backoff)
-    LAST_ERROR: Final = "last_error"
+    LAST_STORE_ERROR: Final = "last_store_error"
     LAST_POST_MS: Final = "last_post_ms"  # building and sending the last summary
     SUMMARY_BYTES: Final = "summary_bytes"
     REQUESTS_ANSWERED: Final = "requests_answered"

@@ -56,26 +56,38 @@ GroupKey = tuple[str, str]  # (pg_name, pg_desc) as the entries name their group
 
 
 def _by_group(dumps: Sequence[FrDump]) -> dict[GroupKey, dict[int, dict[int, FrEntry]]]:
-    """group -> rank -> collective seq -> entry (collectives only; a later entry of one seq wins)."""
+    """group -> rank -> collective seq -> entry (collectives only; a later entry of one seq wins).
+
+    A process that destroyed its groups and made new ones keeps the old groups' entries in its ring, under the
+    same name (gloo's default group is "0" each time) and another uid (``pg_id``): the newest uid of a name is the
+    live group, the others are left out."""
     out: dict[GroupKey, dict[int, dict[int, FrEntry]]] = defaultdict(dict)
     for dump in dumps:
+        newest: dict[GroupKey, int] = {}
+        for entry in dump.entries:
+            key = (entry.pg_name, entry.pg_desc)
+            newest[key] = max(newest.get(key, -1), entry.pg_id if entry.pg_id is not None else -1)
         for entry in dump.entries:
             if entry.is_p2p or entry.collective_seq_id is None or entry.collective_seq_id <= 0:
                 continue
-            out[(entry.pg_name, entry.pg_desc)].setdefault(dump.rank, {})[entry.collective_seq_id] = entry
+            key = (entry.pg_name, entry.pg_desc)
+            if (entry.pg_id if entry.pg_id is not None else -1) != newest[key]:
+                continue
+            out[key].setdefault(dump.rank, {})[entry.collective_seq_id] = entry
     return out
 
 
 def _members(key: GroupKey, dumps: Sequence[FrDump], world_size: int | None) -> tuple[tuple[int, ...], bool]:
-    """The group's members: its config in the dumps (the group whose id the entries carry), the world for the
-    default group, else the ranks that recorded it."""
+    """The group's members: the world for the default group, else its config in the dumps (the group whose id the
+    entries carry), else the ranks that recorded it. (gloo writes one config under an empty name for all its
+    groups, the last one's: for the default group the world size is the surer answer.)"""
+    if key[1] == DEFAULT_GROUP_DESC and world_size:
+        return tuple(range(world_size)), True
     pg_ids = {str(e.pg_id) for d in dumps for e in d.entries if (e.pg_name, e.pg_desc) == key and e.pg_id is not None}
     for dump in dumps:
         for group in dump.groups:
             if group.ranks and (group.pg_id in pg_ids or group.name == key[0]):
                 return tuple(sorted(group.ranks)), True
-    if key[1] == DEFAULT_GROUP_DESC and world_size:
-        return tuple(range(world_size)), True
     recorded = sorted({d.rank for d in dumps for e in d.entries if (e.pg_name, e.pg_desc) == key})
     return tuple(recorded), False
 

@@ -101,6 +101,21 @@ def test_size_and_dtype_differences_are_told_apart() -> None:
     assert [(m.seq, m.kind) for m in typed.groups[0].mismatches] == [(seq, MISMATCH_DTYPE)]
 
 
+def test_an_earlier_group_of_the_same_name_is_left_out() -> None:
+    """A process that destroyed its default group and made a new one keeps the old one's entries under the same
+    name "0" and an older uid: matched with the live group's, rank 0 would look ahead of everyone."""
+    dumps = []
+    for dump in _dumps("missing_rank"):
+        entries = tuple(dataclasses.replace(e, pg_id=5) for e in dump.entries)
+        if dump.rank == 0:
+            old = tuple(dataclasses.replace(e, pg_id=1, collective_seq_id=(e.collective_seq_id or 0) + 100)
+                        for e in dump.entries if completed(e))
+            entries = old + entries
+        dumps.append(dataclasses.replace(dump, entries=entries))
+    pending = match_flight_recorder(dumps, world_size=4).groups[0].pending
+    assert pending is not None and pending.missing_ranks == (3,) and pending.waiting_ranks == (0, 1, 2)
+
+
 def test_completion_follows_the_backend() -> None:
     entry = _dumps("missing_rank")[0].entries[-1]
     assert not completed(entry) and completed(dataclasses.replace(entry, retired=True))  # gloo: retired is done

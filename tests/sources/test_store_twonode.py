@@ -14,11 +14,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from multinode_bed import two_node_job  # noqa: E402
+from multinode_bed import two_node_job
 
-from dflash_diag.analysis.flightrec import match_flight_recorder  # noqa: E402
-from dflash_diag.model.common import NA  # noqa: E402
-from dflash_diag.sources.store import Mailbox, open_mailbox  # noqa: E402
+from dflash_diag.analysis.flightrec import match_flight_recorder
+from dflash_diag.model.common import NA
+from dflash_diag.sources.store import Mailbox, open_mailbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ANSWER_BOUND_S = 10.0  # the mailbox's part of "named within 10 s": read, ask, gather (torch's import aside)
