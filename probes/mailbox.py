@@ -67,6 +67,9 @@ class Config:
     min_backoff_s: float = 2.0
     max_backoff_s: float = 60.0
     summary_threads: int = 16  # threads listed in a summary, busiest first (the whole stack dump lists all)
+    # Flight Recorder entries in an answer, newest kept: every rank's answer goes through the store's one server
+    # thread, and the last few hundred collectives are what a hang or a mismatch is read from (~125 KB).
+    fr_entries: int = 500
 
 
 class MailboxProbe:
@@ -336,7 +339,7 @@ class MailboxProbe:
 
     def _answer(self, kind: str, request_id: int) -> None:
         t0 = time.perf_counter()
-        body = self.stacks() if kind == mb.KIND_STACKS else flight_recorder(self._text)
+        body = self.stacks() if kind == mb.KIND_STACKS else flight_recorder(self._text, self.config.fr_entries)
         answer = {AnswerKeys.SCHEMA: mb.ANSWER_SCHEMA, AnswerKeys.KIND: kind, AnswerKeys.RANK: self._rank,
                   AnswerKeys.REQUEST_ID: request_id, AnswerKeys.ANSWERED_WALL_S: time.time(), **body}
         answer[AnswerKeys.COST_MS] = round(1e3 * (time.perf_counter() - t0), 3)
@@ -473,8 +476,10 @@ def _rank_list(value: Any) -> list[int] | None:
     return items[:4096]
 
 
-def flight_recorder(text: Any = redact_text) -> JsonDict:
-    """This process's Flight Recorder as an answer's body: groups and entries (oldest first), no frames."""
+def flight_recorder(text: Any = redact_text, max_entries: int = mb.MAX_FR_ENTRIES) -> JsonDict:
+    """This process's Flight Recorder as an answer's body: groups and its newest ``max_entries`` entries (oldest
+    first), no frames."""
+    max_entries = max(1, min(max_entries, mb.MAX_FR_ENTRIES))
     t_ns = time.time_ns()
     try:
         dumps = _fr_dumps(True)
@@ -490,11 +495,11 @@ def flight_recorder(text: Any = redact_text) -> JsonDict:
             groups.setdefault(row[GroupKeys.PG_ID], row)
         raw = dump.get("entries") or []
         total += len(raw)
-        entries.extend(_entry(e, text) for e in raw[-mb.MAX_FR_ENTRIES:] if isinstance(e, dict))
+        entries.extend(_entry(e, text) for e in raw[-max_entries:] if isinstance(e, dict))
     version = next((str(d.get("version"))[:16] for d in dumps if d.get("version") is not None), None)
     return {AnswerKeys.NA: None, AnswerKeys.FR_VERSION: version, AnswerKeys.DUMP_WALL_NS: t_ns,
-            AnswerKeys.GROUPS: list(groups.values())[: mb.MAX_GROUPS], AnswerKeys.ENTRIES: entries[-mb.MAX_FR_ENTRIES:],
-            AnswerKeys.ENTRIES_TOTAL: total, AnswerKeys.TRUNCATED: total > mb.MAX_FR_ENTRIES}
+            AnswerKeys.GROUPS: list(groups.values())[: mb.MAX_GROUPS], AnswerKeys.ENTRIES: entries[-max_entries:],
+            AnswerKeys.ENTRIES_TOTAL: total, AnswerKeys.TRUNCATED: total > max_entries}
 
 
 def _entry(e: dict[str, Any], text: Any) -> JsonDict:

@@ -243,3 +243,13 @@ def test_a_stopped_or_dead_store_never_blocks_the_program(store: object, monkeyp
             os.kill(server.pid, signal.SIGCONT)
             server.kill()
             server.wait()
+
+
+def test_a_flight_recorder_answer_keeps_the_newest_entries(store: object) -> None:
+    for _ in range(6):
+        dist.all_reduce(torch.ones(2))
+    full = mailbox.flight_recorder()
+    newest = mailbox.flight_recorder(max_entries=3)
+    assert len(newest[AnswerKeys.ENTRIES]) == 3 and newest[AnswerKeys.TRUNCATED] is True
+    assert newest[AnswerKeys.ENTRIES] == full[AnswerKeys.ENTRIES][-3:]
+    assert Config().fr_entries == 500 and newest[AnswerKeys.ENTRIES_TOTAL] == full[AnswerKeys.ENTRIES_TOTAL]
