@@ -188,6 +188,7 @@ def micro(n: int) -> dict[str, object]:
     client = dist.TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
     probe = MailboxProbe()  # not started: its work is called here, timed
     probe._rank, probe._world = 0, 1
+    cfg = probe.config
     probe.note_board(session._document(False))
     summary_ms = _median_ms(lambda: probe._summary_bytes_of(probe.summary()), n)
     size = len(probe._summary_bytes_of(probe.summary()))
@@ -195,13 +196,17 @@ def micro(n: int) -> dict[str, object]:
     poll_ms = _median_ms(lambda: client.add(mb.REQUEST_ANY_KEY, 0), n)
     stacks_ms = _median_ms(probe.stacks, max(10, n // 10))
     fr_ms = _median_ms(flight_recorder, max(10, n // 10))
-    cfg = probe.config
+    for _ in range(2000):  # torch's ring full: what a long-running job's answer costs
+        dist.all_reduce(torch.ones(4))
+    fr_full_ms = _median_ms(lambda: flight_recorder(max_entries=cfg.fr_entries), 10)
+    fr_full_bytes = len(json.dumps(flight_recorder(max_entries=cfg.fr_entries)))
     duty = (summary_ms + set_ms) / 1e3 / cfg.post_interval_s + poll_ms / 1e3 / cfg.poll_interval_s
     probes.stop()
     dist.destroy_process_group()
     return {"summary_build_ms": round(summary_ms, 3), "summary_bytes": size, "set_ms": round(set_ms, 3),
             "poll_add_ms": round(poll_ms, 3), "stacks_answer_ms": round(stacks_ms, 3),
-            "flightrec_answer_ms": round(fr_ms, 3), "core_share_at_default_intervals": round(duty, 6)}
+            "flightrec_answer_ms": round(fr_ms, 3), "flightrec_answer_full_ring_ms": round(fr_full_ms, 2),
+            "flightrec_answer_full_ring_bytes": fr_full_bytes, "core_share_at_default_intervals": round(duty, 6)}
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -10,8 +10,9 @@ store, else ``MASTER_ADDR``/``MASTER_PORT``) and, under ``dflash-diag/v1/`` (dfl
   busy, read from the other probes' last board (a few KB, hard-capped at 8 KiB);
 - polls a request counter every ``poll_interval_s`` (one ``add(key, 0)``: a round trip that never waits on a
   missing key) and answers "dump your stacks" (every thread's Python stack, ``sys._current_frames`` with the
-  collector held off) and "dump your Flight Recorder" (torch's own dump, without stack traces: ~1 ms), bounded
-  at 1 MiB and redacted like the board.
+  collector held off) and "dump your Flight Recorder" (torch's own dump, without stack traces: ~1 ms for a few
+  dozen entries, ~90 ms with its ring of 2000 full, most of it torch's dump, which holds the GIL), bounded at
+  1 MiB and redacted like the board.
 
 It never blocks training: every store call runs on this thread, which holds no lock of the program's and
 releases the GIL while it waits on the socket. A failed call drops the connection and the next try waits
@@ -68,7 +69,7 @@ class Config:
     max_backoff_s: float = 60.0
     summary_threads: int = 16  # threads listed in a summary, busiest first (the whole stack dump lists all)
     # Flight Recorder entries in an answer, newest kept: every rank's answer goes through the store's one server
-    # thread, and the last few hundred collectives are what a hang or a mismatch is read from (~125 KB).
+    # thread, and the last few hundred collectives are what a hang or a mismatch is read from (~230 KB).
     fr_entries: int = 500
 
 
