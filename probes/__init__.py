@@ -34,6 +34,7 @@ from probes import (
     fastpath,
     gil,
     health,
+    mailbox,
     queues,
     syncs,
     threads,
@@ -76,6 +77,7 @@ class ProbesConfig:
     health: health.Config = field(default_factory=health.Config)
     collectives: collectives.Config = field(default_factory=collectives.Config)
     syncs: syncs.Config = field(default_factory=syncs.Config)
+    mailbox: mailbox.Config = field(default_factory=mailbox.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

@@ -37,6 +37,7 @@ from probes import (
     fastpath,
     gil,
     health,
+    mailbox,
     queues,
     syncs,
     threads,
@@ -79,6 +80,7 @@ PROBE_CLASSES: dict[str, Callable[[Any], Probe]] = {
     ProbeName.HEALTH: health.HealthProbe,
     ProbeName.COLLECTIVES: collectives.CollectivesProbe,
     ProbeName.SYNCS: syncs.SyncsProbe,
+    ProbeName.MAILBOX: mailbox.MailboxProbe,
 }
 
 
@@ -155,6 +157,7 @@ class ProbeSession:
         self._slots: dict[str, _Slot] = {name: _new_slot(name, config) for name in sorted(config.enabled)}
         self._queues: queues.QueuesProbe | None = None
         self._checkpoint: checkpoint.CheckpointProbe | None = None
+        self._mailbox: mailbox.MailboxProbe | None = None
         self._refresh_probe_refs()
         self._wandb: WandbLogger | None = WandbLogger(config.wandb_interval_s) if config.wandb else None
         torch = torch_if_imported()
@@ -180,6 +183,7 @@ class ProbeSession:
     def _refresh_probe_refs(self) -> None:
         self._queues = self._probe_of("queues", queues.QueuesProbe)
         self._checkpoint = self._probe_of("checkpoint", checkpoint.CheckpointProbe)
+        self._mailbox = self._probe_of(ProbeName.MAILBOX, mailbox.MailboxProbe)
 
     # --- the public API ---------------------------------------------------------------------------
 
@@ -350,6 +354,8 @@ class ProbeSession:
             self._last_publish_mono = time.monotonic()
             document = self._document(final)
             build_s = time.perf_counter() - t0
+            if self._mailbox is not None:  # its thread posts a summary of these readings to the job's store
+                self._mailbox.note_board(document)
             wandb = self._wandb
             if wandb is not None:
                 # Before the board's fsync: the readings land in the wandb row that is open while they are fresh.

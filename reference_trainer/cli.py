@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from reference_trainer import scenarios
+from reference_trainer import ddp, scenarios
 from reference_trainer.config import PRESETS, TrainConfig, preset_fields, resolve_preset
 from reference_trainer.data import DataError
 from reference_trainer.errors import ExitCode, UserError
@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cpu-threads", type=int, default=1,
                    help="torch intra-op threads (default 1: the trainer's own threads are the parallelism; "
                    "OpenMP teams per thread oversubscribe the cores and stall on a busy machine)")
+    g.add_argument("--ddp", action="store_true",
+                   help="one process per rank, launched by torchrun: the drafters of all ranks stay in sync (one "
+                   "gradient all_reduce per step; gloo on CPU, NCCL on GPU), each rank reads its own batches, "
+                   "rank 0 logs, checkpoints and writes the summary (default device: cuda:LOCAL_RANK with CUDA)")
     g.add_argument("--sequential", action="store_true",
                    help="no threads: target forward then drafter step in the main thread (the baseline)")
     g = p.add_argument_group("optimisation")
@@ -177,7 +181,10 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
     except ValueError as err:
         raise UserError(str(err), ExitCode.USAGE) from err
     fields = preset_fields(preset)
-    default_device = "cuda:0" if cuda else "cpu"
+    if args.ddp and not ddp.launched_by_torchrun():
+        raise UserError("--ddp: RANK, WORLD_SIZE and MASTER_ADDR are not set: launch it with torchrun "
+                        "(torchrun --nproc-per-node 2 -m reference_trainer --ddp ...)", ExitCode.USAGE)
+    default_device = (f"cuda:{ddp.local_rank()}" if args.ddp else "cuda:0") if cuda else "cpu"
     target_devices = args.target_devices or (default_device,)
     drafter_devices = args.drafter_devices or (default_device,)
     for device in (*target_devices, *drafter_devices):
@@ -205,7 +212,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             save_every=args.save_every, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
             compile=args.compile, compile_backend=args.compile_backend, seed=args.seed, scenario=args.scenario,
             probes=_parse_probes(args.probes), wandb=args.wandb, summary_json=args.summary_json,
-            metrics_jsonl=args.metrics_jsonl, **_switches(args, fields),
+            metrics_jsonl=args.metrics_jsonl, ddp=args.ddp, **_switches(args, fields),
             graphs=dataclasses.replace(fields.get("graphs", GraphConfig()),
                                        **_given(mode=args.cuda_graphs, length_buckets=args.length_buckets)),
         )

@@ -60,6 +60,7 @@ class TrainConfig:
     # CUDA graphs captured per thread (graphs.py) and the target forward's length buckets: runtime settings,
     # off by default until measured on the H200 (docs/trainer.md, "CUDA graphs, per thread").
     graphs: GraphConfig = field(default_factory=GraphConfig)
+    ddp: bool = False  # one process per rank under torchrun, drafters in sync across ranks (ddp.py)
 
     def __post_init__(self) -> None:
         if not self.target_devices or not self.drafter_devices:
@@ -89,6 +90,8 @@ class TrainConfig:
             raise ValueError("--log-interval must be >= 1 and --save-every >= 0")
         if self.wandb not in ("auto", "online", "offline", "off"):
             raise ValueError(f"--wandb must be auto, online, offline or off, got {self.wandb!r}")
+        if self.ddp and self.resume:
+            raise ValueError("--ddp does not resume yet (each rank reads its own batches): start without --resume")
         if self.drafter.hidden_size != self.target.hidden_size:
             raise ValueError("drafter hidden_size must equal the target's (it reuses the target's embedding)")
         if self.drafter.vocab_size != self.target.vocab_size:

@@ -16,6 +16,9 @@ Read top to bottom:
 5. ``Run.run``: the main thread only supervises: signals, errors, the end of the run, the checkpoint and
    the summary.
 
+With ``--ddp`` (torchrun, one process per rank) each rank runs all of the above on its own batches, and at every
+step drafter-0 also averages the gradients over the ranks and agrees with them on when to stop (ddp.py).
+
 Failure rules: every thread runs inside ``_guard``; the first exception anywhere sets ``stop``, breaks the
 barrier, and the main thread exits non-zero with that error within seconds (queue waits use timeouts, never
 a bare blocking call). SIGTERM / SIGHUP / Ctrl-C: the current step finishes, a checkpoint is written
@@ -46,7 +49,7 @@ from typing import Any
 
 import torch
 
-from reference_trainer import checkpoint, replicas, scenarios, step
+from reference_trainer import checkpoint, ddp, replicas, scenarios, step
 from reference_trainer.build import Built
 from reference_trainer.config import TrainConfig
 from reference_trainer.errors import ExitCode
@@ -122,6 +125,11 @@ class Run:
         self.pin_host = any(d.startswith("cuda") for d in cfg.drafter_devices)
         self.drafter_graph_note = self._drafter_graph_note()
         self.background = scenarios.Background(built.scenario)
+        # --ddp: this process is one rank of a torchrun job; its drafters start from rank 0's weights.
+        self.ddp = ddp.join(cfg.drafter_devices[0]) if cfg.ddp else None
+        self.lead = self.ddp is None or self.ddp.lead  # prints, checkpoints and writes the summary
+        if self.ddp is not None:
+            ddp.broadcast_initial(self.ddp, self.replicas)
         self.previous_handlers: dict[int, Any] = {}
         # Board dir / keep-board come from the environment (`dflash-diag run` sets them); the probe list from
         # --probes. If `dflash-diag run` already started a session, start() returns that one.
@@ -217,7 +225,7 @@ class Run:
             bucketed = self._bucketed_target(f"target-{rank}", target)  # captured here: this thread replays them
             while not self.stop.is_set():
                 index = self.ledger.claim()
-                batch = self.built.data.batch(index)
+                batch = self.built.data.batch(self._data_index(index))
                 produced += 1
                 _fault_point("target", produced)
                 with self.target_launch_lock:
@@ -287,7 +295,7 @@ class Run:
             while True:
                 for micro in range(self.config.grad_accum):
                     index = self.ledger.claim()
-                    batch = self.built.data.batch(index)
+                    batch = self.built.data.batch(self._data_index(index))
                     hidden = step.target_forward(target, batch, self.built.scenario, bucketed)
                     self.meter.counters.add_target_batch()
                     host = step.host_draft_inputs(batch, self.config, pin=self.pin_host)
@@ -301,10 +309,17 @@ class Run:
                 if self.finish:
                     return
 
+    def _data_index(self, index: int) -> int:
+        """The data stream's index of this run's ``index``-th batch (under --ddp every rank reads its own)."""
+        return self.ddp.batch_index(index) if self.ddp is not None else index
+
     def _combine_and_decide(self) -> None:
-        """Drafter-0, between the two barriers: average gradients over replicas, decide whether to stop."""
+        """Drafter-0, between the two barriers: average gradients over replicas (and ranks), decide whether to
+        stop (every rank after the same step)."""
         if len(self.replicas) > 1:
             self.grads_averaged = replicas.average_gradients(self.replicas, self.backward_done)
+        if self.ddp is not None:
+            self.grads_averaged = ddp.sync_gradients(self.ddp, self.replicas)
         self.step += 1
         cfg = self.config
         if self.graceful.is_set():
@@ -314,6 +329,8 @@ class Run:
         elif cfg.max_seconds is not None and time.monotonic() - self.meter.start_time >= cfg.max_seconds:
             self.stop_reason = "max_seconds"
         self.finish = bool(self.stop_reason)
+        if self.ddp is not None and ddp.agree_to_stop(self.ddp, self.finish) and not self.finish:
+            self.stop_reason, self.finish = "peer", True  # another rank reached its end: stop with it
 
     def _after_step(self) -> None:
         cfg, meter = self.config, self.meter
@@ -324,7 +341,7 @@ class Run:
             with open(cfg.metrics_jsonl, "a") as handle:
                 handle.write(json.dumps({"step": self.step, "loss": loss, "accuracy": accuracy,
                                          "batch_cursor": self.ledger.state()["cursor"]}) + "\n")
-        if self.step % cfg.log_interval == 0 or self.step == self.start_step + 1 or self.finish:
+        if self.lead and (self.step % cfg.log_interval == 0 or self.step == self.start_step + 1 or self.finish):
             meter.close_window()  # SYNC: once per log line
             self._log_line(step_ms)
         if self.finish:
@@ -332,7 +349,7 @@ class Run:
             # (joining threads and writing the checkpoint are not part of the throughput).
             meter.end_time = time.monotonic()
         self.session.step(self.step)
-        if cfg.save_every and self.step % cfg.save_every == 0 and not self.finish:
+        if self.lead and cfg.save_every and self.step % cfg.save_every == 0 and not self.finish:
             try:
                 self.save_checkpoint()
             except OSError as err:  # a full disk must not end hours of training: the next save retries
@@ -376,9 +393,10 @@ class Run:
             print(line, flush=True)
 
     def run(self) -> int:
-        for stale in checkpoint.remove_stale_temp_files(Path(self.config.checkpoint_dir)):
+        for stale in checkpoint.remove_stale_temp_files(Path(self.config.checkpoint_dir)) if self.lead else ():
             print(f"reference_trainer: removed {stale}, a partial checkpoint of a writer that is gone", flush=True)
-        self.banner()
+        if self.lead:
+            self.banner()
         self._install_signals()
         self.meter.start_clock()
         self._publish_app(step_ms=None, tokens_per_s=None, target_batches_per_s=None, drafter_batches_per_s=None)
@@ -419,10 +437,19 @@ class Run:
             print(f"reference_trainer: thread {name} failed: {type(err).__name__}: {err}; run stopped",
                   file=sys.stderr, flush=True)
             return ExitCode.THREAD_FAILED
+        drift = ddp.rank_max_abs_diff(self.ddp, self.replicas) if self.ddp is not None else None  # every rank
+        if not self.lead:
+            self.sink.finish()
+            self.session.close()
+            ddp.leave(self.ddp)  # type: ignore[arg-type]
+            return ExitCode.OK
         target = checkpoint.checkpoint_path(cfg)
         try:
             path = self.save_checkpoint() if self.save_at_end else None
             summary = self.summary()
+            if self.ddp is not None:
+                summary["ddp"] = {"world_size": self.ddp.world_size, "backend": self.ddp.backend,
+                                  "rank_max_abs_diff": drift}
             summary["checkpoint"] = str(path) if path else None
             if cfg.summary_json:
                 target = Path(cfg.summary_json)
@@ -437,6 +464,8 @@ class Run:
               f"loss {summary['loss_first']} -> {summary['loss_last']}, checkpoint {path}", flush=True)
         self.sink.finish()
         self.session.close()
+        if self.ddp is not None:
+            ddp.leave(self.ddp)
         return ExitCode.OK
 
     def summary(self) -> dict[str, Any]:

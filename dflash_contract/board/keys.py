@@ -12,7 +12,7 @@ from typing import Final
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
     "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
-    "collectives", "syncs",
+    "collectives", "syncs", "mailbox",
 )  # == the ProbeName constants below (checked by tests/contract/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -63,6 +63,7 @@ class ProbeName:
     HEALTH: Final = "health"
     COLLECTIVES: Final = "collectives"
     SYNCS: Final = "syncs"
+    MAILBOX: Final = "mailbox"
 
 
 class PayloadKeys:
@@ -345,6 +346,24 @@ class CollectivesKeys:
     IN_COLLECTIVES_S: Final = "in_collectives_s"  # wall time inside (synchronous) collective calls since armed
     RECENT: Final = "recent"  # the newest calls, oldest first: SEQ, OP, DURATION_MS
     FROM_START: Final = "from_start"  # armed before the process group existed: SEQ numbers every call of the rank
+
+
+class MailboxKeys:
+    """Keys of the ``mailbox`` payload: this rank's posts to the job's c10d store (docs/mailbox.md)."""
+
+    CONNECTION: Final = "connection"  # waiting | connected | backoff | closed
+    WAITING_REASON: Final = "waiting_reason"  # with connection "waiting": why it has not joined a store
+    STORE: Final = "store"  # "host:port" of the job's store
+    RANK: Final = "rank"
+    POSTS: Final = "posts"  # summaries posted
+    CONNECTS: Final = "connects"  # connections opened (more than one: the store dropped us, we joined again)
+    STORE_ERRORS: Final = "store_errors"  # store calls that failed (each drops the connection, then a backoff)
+    LAST_STORE_ERROR: Final = "last_store_error"
+    LAST_POST_MS: Final = "last_post_ms"  # building and sending the last summary
+    SUMMARY_BYTES: Final = "summary_bytes"
+    REQUESTS_ANSWERED: Final = "requests_answered"
+    LAST_ANSWER_MS: Final = "last_answer_ms"
+    CALL_BLOCKED_S: Final = "call_blocked_s"  # a store call unanswered this long (the server stopped); None: none
 
 
 class CodedriftKeys:

@@ -21,7 +21,7 @@ KEY_CLASSES = {
     "gil": contract.GilKeys, "allocator": contract.AllocatorKeys, "queues": contract.QueueKeys,
     "checkpoint": contract.CheckpointKeys, "compile": contract.CompileKeys, "cudagraphs": contract.CudagraphsKeys,
     "fastpath": contract.FastpathKeys, "codedrift": contract.CodedriftKeys, "threads": contract.ThreadsKeys,
-    "health": contract.HealthKeys, "collectives": contract.CollectivesKeys,
+    "health": contract.HealthKeys, "collectives": contract.CollectivesKeys, "mailbox": contract.MailboxKeys,
     "syncs": contract.SyncKeys,
 }
 ALL_KEY_CLASSES = (*KEY_CLASSES.values(), contract.PayloadKeys, contract.AppKeys, contract.SessionKeys)
@@ -66,6 +66,8 @@ NOT_BOARD_KEYS = {
     ("reference_trainer/train.py", "tokens_per_s"): _TRAINER_OWN,
     ("reference_trainer/train.py", "step_ms"): _TRAINER_OWN,
     ("reference_trainer/train.py", "use_reentrant"): "a field of the trainer's summary JSON",
+    ("reference_trainer/train.py", "backend"): "a field of the trainer's summary JSON (its ddp section)",
+    ("dflash_diag/analysis/flightrec.py", "completed"): "a Flight Recorder entry's state, as torch writes it",
     ("reference_trainer/scenarios.py", "reentrant"): "a scenario's name (docs/trainer.md)",
     ("reference_trainer/scenarios.py", "recompiles"): "a scenario's name (docs/trainer.md)",
 }
