@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dflash_diag.model import Frame, Observation, SourceLine, ThreadSample, ThreadState
+from dflash_diag.model import Frame, Observation, SourceLine, Stage, ThreadSample, ThreadState
 from dflash_diag.model.evidence import is_library_file
 
 QUEUE_CALL = re.compile(r"([A-Za-z_][\w\.\[\]'\"]*)\.(put|get)(?:_nowait)?\(")
@@ -29,7 +29,7 @@ _THREADING = "threading.py"
 
 @dataclass(frozen=True, slots=True)
 class StageAssignment:
-    stages: Mapping[int, str]  # thread identity -> "target" | "drafter" | "other"
+    stages: Mapping[int, Stage]  # thread identity -> its stage
     how: str  # "names" | "board" | "queues" | ""
     queue: str | None = None  # the pipeline queue's name when inferred (receiver's last attribute)
     # Producer/consumer queues of every thread (for evidence): identity -> (puts, gets) queue names.
@@ -68,27 +68,26 @@ def infer_from_queues(
     """Producer (target) and consumer (drafter) stages from queue use; empty when nothing tells."""
     code = {(c.filename, c.line): c for c in obs.code}
     uses = {ident: _queue_use(samples, code, obs) for ident, samples in rows.items()}
-    stages: dict[int, str] = {}
+    stages: dict[int, Stage] = {}
     queue = _pipeline_queue(uses)
     if queue is not None:
         for ident, use in uses.items():
             if queue in use.gets and queue not in use.puts:
-                stages[ident] = "drafter"
+                stages[ident] = Stage.DRAFTER
             elif queue in use.puts and queue not in use.gets:
-                stages[ident] = "target"
-    if not ("drafter" in stages.values() and "target" in stages.values()):
+                stages[ident] = Stage.TARGET
+    if not (Stage.DRAFTER in stages.values() and Stage.TARGET in stages.values()):
         # The two sides name the queue differently (a function's parameter `out` is the caller's `batches`):
         # threads that only put are upstream, threads that only get are downstream.
         putters = {i for i, u in uses.items() if u.puts and not u.gets}
         getters = {i for i, u in uses.items() if u.gets and not u.puts}
         if putters and getters:
-            stages = {**{i: "target" for i in putters}, **{i: "drafter" for i in getters}}
+            stages = {**{i: Stage.TARGET for i in putters}, **{i: Stage.DRAFTER for i in getters}}
             queue = queue or _most_blocked(uses, putters | getters)
     if stages and len(set(stages.values())) == 1:
         # One side only. When it waits on the queue, the other side is whoever is busy meanwhile (a consumer that
         # never blocks in get, because its producer is faster, is never seen calling get).
-        side = next(iter(stages.values()))
-        other = "drafter" if side == "target" else "target"
+        other = next(iter(stages.values())).other_side
         for ident in _busy_threads(rows, exclude=set(stages)):
             stages[ident] = other
     if not stages:
@@ -185,10 +184,10 @@ def _pipeline_queue(uses: Mapping[int, _Use]) -> str | None:
     return max(candidates, key=lambda q: (blocked[q], len(producers[q]) + len(consumers[q]), q))
 
 
-def _join_by_entry(rows: Mapping[int, Sequence[tuple[ThreadSample, ThreadState]]], stages: dict[int, str]) -> None:
+def _join_by_entry(rows: Mapping[int, Sequence[tuple[ThreadSample, ThreadState]]], stages: dict[int, Stage]) -> None:
     """Threads that run the same entry function as a stage member belong to its stage."""
     entries = {ident: _entry_of(samples) for ident, samples in rows.items()}
-    by_entry: dict[tuple[str, str], set[str]] = {}
+    by_entry: dict[tuple[str, str], set[Stage]] = {}
     for ident, stage in stages.items():
         key = entries.get(ident)
         if key is not None:

@@ -22,7 +22,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
-from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.findings import SYMPTOM
 
@@ -40,13 +40,12 @@ HOT_SHOWN = 3
 # else (its input source, a lock, a sleep), and that, not its compute, is what to fix.
 WAITING_STAGE_SHARE = 0.50
 
-_OTHER = {"target": "drafter", "drafter": "target"}
 _REMEDY = {  # formatted with the stages' names in this process (stage_role)
-    "drafter": (
+    Stage.DRAFTER: (
         "Speed up the {slow} stage where it spends its time (the functions above; the causes linked to this "
         "finding say why), or give it more threads/GPUs; a faster {other} stage will not help until then."
     ),
-    "target": (
+    Stage.TARGET: (
         "Speed up the {slow} stage where it spends its time (the functions above; the causes linked to this "
         "finding say why) or add {slow} threads/GPUs; the {other} stage is waiting for its input."
     ),
@@ -70,33 +69,29 @@ def check(ctx: Context) -> Iterator[Finding]:
     consumer = None if is_na(pipe.consumer_starved_share) else float(pipe.consumer_starved_share)  # type: ignore[arg-type]
     trend = None if is_na(pipe.queue_trend_per_s) else float(pipe.queue_trend_per_s)  # type: ignore[arg-type]
 
-    # A starved producer (blocked in put) means the consumer is slow, and the other way round.
-    bottleneck = pipe.bottleneck
-    if bottleneck not in _OTHER:
-        if producer is not None and producer >= STARVED_INFO_SHARE and (consumer or 0.0) < producer:
-            bottleneck = "drafter"
-        elif consumer is not None and consumer >= STARVED_INFO_SHARE and (producer or 0.0) < consumer:
-            bottleneck = "target"
-        else:
-            return
-    waiting_share = producer if bottleneck == "drafter" else consumer
+    # The verdict names the stage (``analysis.pipeline``: by a margin beyond sampling noise, or the queue's fill);
+    # a balanced pipeline has no bottleneck to claim, so one report never says "balanced" beside "X limits".
+    bottleneck = Stage.of(pipe.bottleneck)
+    if bottleneck not in PIPELINE_STAGES:
+        return
+    waiting_share = producer if bottleneck is Stage.DRAFTER else consumer
     backing_up = trend is not None and trend >= QUEUE_BACKING_UP_PER_S
-    if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck == "drafter" and backing_up):
+    if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck is Stage.DRAFTER and backing_up):
         return
     # Naming the slowest stage is information (some stage is always the slowest); it becomes a warning when
     # the other stage's GPU idles half of its time. A rising queue alone stays info: a small queue fills at start.
-    other = _OTHER[bottleneck]
+    other = bottleneck.other_side
     idle_gpu = _dedicated_gpus(ctx, other, bottleneck)
     severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE and idle_gpu else Severity.INFO
-    slow_stage = pipe.drafter if bottleneck == "drafter" else pipe.target
-    other_stage = pipe.target if bottleneck == "drafter" else pipe.drafter
+    slow_stage = pipe.drafter if bottleneck is Stage.DRAFTER else pipe.target
+    other_stage = pipe.target if bottleneck is Stage.DRAFTER else pipe.drafter
 
-    wait_state = ThreadState.QUEUE_PUT if bottleneck == "drafter" else ThreadState.QUEUE_GET
-    wait_text = "blocked in put (queue full)" if bottleneck == "drafter" else "blocked in get (queue empty)"
+    wait_state = ThreadState.QUEUE_PUT if bottleneck is Stage.DRAFTER else ThreadState.QUEUE_GET
+    wait_text = "blocked in put (queue full)" if bottleneck is Stage.DRAFTER else "blocked in get (queue empty)"
     reasons = []
     if waiting_share is not None and waiting_share >= STARVED_INFO_SHARE:
         reasons.append(f"{stage_role(ctx, other)} threads are {wait_text} {pct(waiting_share)} of the time")
-    if bottleneck == "drafter" and backing_up:
+    if bottleneck is Stage.DRAFTER and backing_up:
         reasons.append(f"{pipe.queue_name} backing up ({trend:+.2f} items/s)")
     rows = ctx.stage_rows(bottleneck)
     spots = hot_functions(rows, n=HOT_SHOWN)
@@ -121,9 +116,9 @@ def check(ctx: Context) -> Iterator[Finding]:
     if trend is not None:
         evidence.append((f"{pipe.queue_name} trend", f"{trend:+.2f} items/s"))
     if producer is not None:
-        evidence.append((f"{stage_role(ctx, 'target')} blocked in put", pct(producer)))
+        evidence.append((f"{stage_role(ctx, Stage.TARGET)} blocked in put", pct(producer)))
     if consumer is not None:
-        evidence.append((f"{stage_role(ctx, 'drafter')} blocked in get", pct(consumer)))
+        evidence.append((f"{stage_role(ctx, Stage.DRAFTER)} blocked in get", pct(consumer)))
     for stage in (pipe.target, pipe.drafter):
         if not is_na(stage.batches_per_s):
             evidence.append((f"{stage_role(ctx, stage.stage)} rate", f"{float(stage.batches_per_s):.2f} b/s"))  # type: ignore[arg-type]
@@ -147,7 +142,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     )
 
 
-def _dedicated_gpus(ctx: Context, waiting: str, busy: str) -> tuple[int, ...]:
+def _dedicated_gpus(ctx: Context, waiting: Stage, busy: Stage) -> tuple[int, ...]:
     """GPUs that only the waiting stage drives (from the devices the board gives its threads): they idle while it
     waits. A GPU both stages share does not idle when one of them waits (the GPU-utilisation rule judges it)."""
     board = {str(name): info.get(AppKeys.DEVICE) for name, info in sub(ctx.app(), AppKeys.THREADS).items()
