@@ -29,6 +29,7 @@ from dflash_diag.model import (
     ThreadState,
     ThreadStats,
 )
+from dflash_diag.model.stats import stage_names
 
 DEFAULT_QUEUE = "q_hs"
 STARVED_SHARE = 0.15  # blocked this share of the time or more: the stage waits on the other one
@@ -277,13 +278,6 @@ def pipeline_view(
         names=names,
     )
 
-
-def stage_names(threads: Sequence[ThreadStats], *, queue: str = "") -> StageNames:
-    """The words for the stages of this program: its own (``target``/``drafter``) when its threads are called so,
-    else the roles; the name each stage's own threads share ("worker"). ``queue``: the queue the stages were
-    inferred from, named in "the consumer stage of `q`"."""
-    members = {stage: [t.name for t in threads if t.stage == stage and not t.helper] for stage in PIPELINE_STAGES}
-    return StageNames.of_threads(members, queue=queue)
 
 
 def _with_rates(stage: StageStats, na: NA) -> StageStats:

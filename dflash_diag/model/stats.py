@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.stacks import Frame
-from dflash_diag.model.stage import Stage, StageNames
+from dflash_diag.model.stage import PIPELINE_STAGES, Stage, StageNames
 from dflash_diag.model.states import ThreadState
 
 
@@ -82,3 +82,12 @@ class PipelineView:
     # The words every output uses for the stages: the program's own when its threads use them, else the roles
     # ("the consumer stage of `q`"). ``target``/``drafter`` above and ``bottleneck`` stay wire values.
     names: StageNames = StageNames()
+
+
+def stage_names(threads: Iterable[ThreadStats], *, queue: str = "") -> StageNames:
+    """The words for a program's stages from its threads: its own (``target``/``drafter``) when they are called so,
+    else the roles, and the name each stage's own threads share ("worker"). ``queue``: the queue the stages were
+    inferred from, named in "the consumer stage of `q`"."""
+    threads = tuple(threads)
+    members = {stage: [t.name for t in threads if t.stage == stage and not t.helper] for stage in PIPELINE_STAGES}
+    return StageNames.of_threads(members, queue=queue)

@@ -22,7 +22,18 @@ from dflash_contract.board import (
     ThreadsKeys,
     is_stale,
 )
-from dflash_diag.model import NA, Board, Frame, GpuSample, Maybe, ThreadState, ThreadStats
+from dflash_diag.model import (
+    NA,
+    Board,
+    Frame,
+    GpuSample,
+    Maybe,
+    PipelineView,
+    StageNames,
+    ThreadState,
+    ThreadStats,
+)
+from dflash_diag.model.stats import stage_names
 
 # Display order: where the time went, busiest-looking states first, idle last.
 STATE_ORDER: tuple[ThreadState, ...] = (
@@ -74,6 +85,11 @@ STATE_SHORT: Mapping[ThreadState, str] = {
     ThreadState.CHECKPOINT: "ckpt",
     ThreadState.IDLE: "idle",
 }
+
+
+def names_of(pipeline: Maybe[PipelineView], threads: tuple[ThreadStats, ...] = ()) -> StageNames:
+    """The words a screen uses for the stages: the pipeline view's, else those the threads' names give."""
+    return pipeline.names if isinstance(pipeline, PipelineView) else stage_names(threads)
 
 
 def rate_note(requested_hz: float | None, rate_hz: float, reason: str) -> str:
