@@ -257,7 +257,17 @@ def _fmt_cudagraphs(p: Mapping[str, Any]) -> str:
 
 
 def _fmt_fastpath(p: Mapping[str, Any]) -> str:
-    gdn = "GDN fast path" if p.get(FastpathKeys.GDN_FAST_PATH) else f"GDN SLOW fallback ({p.get(FastpathKeys.GDN_REASON, '?')})"
+    fast = p.get(FastpathKeys.GDN_FAST_PATH)
+    kernels = p.get(FastpathKeys.GDN_KERNELS)
+    if fast is True:
+        gdn = "GDN fast path"
+    elif fast is False:
+        gdn = f"GDN SLOW fallback ({p.get(FastpathKeys.GDN_REASON, '?')})"
+    elif not kernels:
+        # The probe found no GatedDeltaNet module loaded (``gdn_kernels: {}``): nothing can be slow, whatever fla is.
+        gdn = "no GatedDeltaNet model"
+    else:
+        gdn = f"GDN kernel not known ({p.get(FastpathKeys.GDN_REASON, '?')})"
     return f"{gdn}; flex_attention {p.get(FastpathKeys.FLEX_ATTENTION, '?')}"
 
 
