@@ -131,7 +131,8 @@ HELP_TEXT = """\
   + / -      sampling rate up / down;  a  back to the automatic rate (2-10 Hz by idle CPU)
   w          write a snapshot (bug-report bundle) of the process
   [ / ]      a job (torchrun): the previous / next rank, whose threads, stacks and timeline are shown
-  1-6        show stack / timeline / GPUs / probes / findings / history (tok/s, queue, GPUs over minutes)
+  1-7        show stack / timeline / GPUs / probes / findings / history (tok/s, queue, GPUs over minutes) /
+             waits (what each thread waits on, the path to the root)
   ? or h     this help;  q or ctrl+c  quit
 
 [b]States[/b] (letters in the bars and the timeline)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
@@ -223,6 +224,19 @@ def test_help_opens_and_closes() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
     run(body, size=(80, 24))
+
+
+def test_help_and_docs_name_every_tab_key() -> None:
+    """One number key per tab: the help screen and docs/top.md say how many there are (they said 1-6 of 7)."""
+    from dflash_diag.tui.app import HELP_TEXT
+
+    tabs = [b for b in TopApp.BINDINGS if isinstance(b, Binding) and b.key.isdigit() and "show_tab" in b.action]
+    last = max(int(b.key) for b in tabs)
+    assert [int(b.key) for b in tabs] == list(range(1, last + 1))
+    assert f"  1-{last} " in HELP_TEXT and all(b.description.lower() in HELP_TEXT.lower() for b in tabs)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "top.md").read_text()
+    assert f"(keys 1-{last})" in docs and f"| `1`-`{last}` |" in docs
+    assert all(b.description in docs for b in tabs)
 
 
 def test_snapshot_key_calls_the_writer() -> None:
