@@ -14,12 +14,14 @@ In order, the first that names any thread wins:
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dflash_diag.model import Frame, Observation, SourceLine, Stage, ThreadSample, ThreadState
+from dflash_diag.analysis.hotspots import HotSpot, time_spent
+from dflash_diag.model import Frame, Observation, SourceLine, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 
 QUEUE_CALL = re.compile(r"([A-Za-z_][\w\.\[\]'\"]*)\.(put|get)(?:_nowait)?\(")
@@ -208,3 +210,63 @@ def _entry_of(samples: Sequence[tuple[ThreadSample, ThreadState]]) -> tuple[str,
             counts[key] += 1
     return counts.most_common(1)[0][0] if counts else None
 
+
+
+# --- one thread of a stage slower than its peers -------------------------------------------------------------------
+# A stage's threads that run the same entry function do the same job; when one of them spends a good part of its
+# time in a function its peers hardly run (a per-row Python loop, a lock only it takes), that thread is the slow one
+# of the stage, and the stage's mean shares hide it.
+SLOW_THREAD_SHARE = 0.20  # of the thread's own samples, at least
+SLOW_THREAD_EXCESS = 0.15  # more than the peer that runs the function most, by at least this share ...
+SLOW_THREAD_PEER_FRACTION = 1 / 3  # ... and that peer spends at most a third of it there
+SLOW_THREAD_MIN_SAMPLES = 15  # per thread: fewer is an anecdote
+
+
+@dataclass(frozen=True, slots=True)
+class SlowThread:
+    """``thread`` spends ``spot.share`` of its samples in ``spot``, its peers of the same stage and job at most
+    ``peer_share`` (``peer`` the one that spends most there)."""
+
+    thread: str
+    stage: Stage
+    spot: HotSpot
+    peer: str
+    peer_share: float
+    peers: tuple[str, ...]
+    n_samples: int
+
+    @property
+    def excess(self) -> float:
+        return self.spot.share - self.peer_share
+
+
+def slow_thread(stage: Stage, members: Sequence[tuple[ThreadStats, Sequence[tuple[ThreadSample, ThreadState]]]]
+                ) -> SlowThread | None:
+    """The thread of ``stage`` that stands out from the peers doing its job (same entry function), by the function
+    it spends time in and they do not; None when the stage's threads spend their time alike (or are too few, or
+    too thinly sampled, to tell). ``members``: each thread of the stage with its classified samples."""
+    by_job: dict[tuple[str, str] | None, list[tuple[ThreadStats, Sequence[tuple[ThreadSample, ThreadState]]]]] = {}
+    for stats, rows in members:
+        if stats.stage == stage and not stats.helper and len(rows) >= SLOW_THREAD_MIN_SAMPLES:
+            by_job.setdefault(entry_key(stats.entry), []).append((stats, rows))
+    found: list[SlowThread] = []
+    for job, group in by_job.items():
+        if job is None or len(group) < 2:
+            continue
+        spent = {stats.name: {(s.filename, s.function): s for s in time_spent(rows)} for stats, rows in group}
+        for stats, rows in group:
+            peers = [other.name for other, _ in group if other.name != stats.name]
+            for key, spot in spent[stats.name].items():
+                peer, peer_share = max(((p, spent[p][key].share if key in spent[p] else 0.0) for p in peers),
+                                       key=lambda ps: ps[1])
+                if _stands_out(spot.share, len(rows), peer_share, min(len(r) for o, r in group if o.name == peer)):
+                    found.append(SlowThread(stats.name, stage, spot, peer, peer_share, tuple(peers), len(rows)))
+    return max(found, key=lambda s: (s.excess, s.thread), default=None)
+
+
+def _stands_out(share: float, n: int, peer_share: float, peer_n: int) -> bool:
+    """A share well above the peer's, beyond the sampling noise of both (one standard error each)."""
+    if share < SLOW_THREAD_SHARE or peer_share > share * SLOW_THREAD_PEER_FRACTION:
+        return False
+    noise = math.sqrt(share * (1 - share) / n) + math.sqrt(max(peer_share * (1 - peer_share), 1 / peer_n) / peer_n)
+    return share - peer_share >= max(SLOW_THREAD_EXCESS, noise)

@@ -1,4 +1,5 @@
-"""Which stage of the target -> queue -> drafter pipeline limits throughput (a symptom), and where its time goes.
+"""Which stage of the producer -> queue -> consumer pipeline limits throughput (a symptom), and where its time goes;
+and the one thread of a stage that is slower than its peers (a cause).
 
 A stage verdict is a symptom: the linking pass (``analysis.causal``) attaches the causes that explain it. So
 that a verdict without a cause still says something the user can act on, it always carries where the limiting
@@ -22,9 +23,10 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
+from dflash_diag.analysis.stages import SlowThread, slow_thread
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
-from dflash_diag.model.findings import SYMPTOM
+from dflash_diag.model.findings import CAUSE, SYMPTOM
 
 # A stage that spends a fifth of its time blocked on the queue is waiting on the other stage, not on its
 # own work: below that the pipeline is close enough to balanced that naming a bottleneck is noise.
@@ -60,10 +62,54 @@ _WAITING_REMEDY = (
 RULES = (
     RuleSpec("pipeline-bottleneck-drafter", kind=SYMPTOM, sampled=True, stage_verdict=True),
     RuleSpec("pipeline-bottleneck-target", kind=SYMPTOM, sampled=True, stage_verdict=True),
+    RuleSpec("stage-slow-thread", kind=CAUSE, sampled=True),
 )
 
 
 def check(ctx: Context) -> Iterator[Finding]:
+    yield from _bottleneck(ctx)
+    for stage in PIPELINE_STAGES:
+        found = slow_thread(stage, [(t, ctx.stats_rows(t)) for t in ctx.threads if t.stage == stage])
+        if found is not None:
+            yield _slow_thread(ctx, found)
+
+
+def _slow_thread(ctx: Context, slow: SlowThread) -> Finding:
+    """One thread of a stage does what its peers do not: the stage's mean shares hide it, the headline names it."""
+    spot = slow.spot
+    peers = "where " + (f"{slow.peer} spends {pct(slow.peer_share)}" if len(slow.peers) == 1
+                        else f"{threads_text(list(slow.peers))} spend at most {pct(slow.peer_share)}")
+    claim = (f"{slow.thread} is the slow thread of {stage_label(ctx, slow.stage)}: {pct(spot.share)} of its time in "
+             f"{spot.function} ({spot.site}), {peers}")
+    job = next((t.entry for t in ctx.threads if t.name == slow.thread and t.entry is not None), None)
+    evidence = [
+        (f"{slow.thread} in {spot.function}", f"{pct(spot.share)} of its {slow.n_samples} samples, hottest at "
+                                              f"{spot.site} ({pct(spot.line_share)})"),
+        (f"{slow.peer} in {spot.function}", pct(slow.peer_share)),
+    ]
+    if job is not None:
+        evidence.append(("the same job", f"{', '.join((slow.thread, *slow.peers))} run {job.name} "
+                                         f"({job.short_filename})"))
+    stats = next((t for t in ctx.threads if t.name == slow.thread), None)
+    if stats is not None and not is_na(stats.cpu_pct):
+        evidence.append((f"{slow.thread} CPU", f"{float(stats.cpu_pct):.0f}% of a core"))  # type: ignore[arg-type]
+    return Finding(
+        rule_id="stage-slow-thread",
+        severity=Severity.INFO,
+        claim=claim,
+        evidence=tuple(evidence),
+        remedy=(f"Make {spot.function} ({spot.site}) cheaper (vectorise a per-row Python loop, cache what it "
+                f"recomputes) or move it off {slow.thread}'s loop (a thread of its own, every Nth batch): meanwhile "
+                f"{slow.thread} takes fewer items than its peers and {stage_label(ctx, slow.stage)} runs below "
+                f"{len(slow.peers) + 1} threads' worth."),
+        # The stage loses about the extra share of one of its threads' time.
+        impact=slow.excess / (len(slow.peers) + 1),
+        kind=CAUSE,
+        stages=(slow.stage,),
+    )
+
+
+def _bottleneck(ctx: Context) -> Iterator[Finding]:
     pipe = ctx.pipeline
     producer = None if is_na(pipe.producer_starved_share) else float(pipe.producer_starved_share)  # type: ignore[arg-type]
     consumer = None if is_na(pipe.consumer_starved_share) else float(pipe.consumer_starved_share)  # type: ignore[arg-type]
