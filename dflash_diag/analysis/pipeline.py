@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dflash_contract.board import AppKeys, ProbeName, QueueKeys, is_stale
+from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import (
     NA,
     PIPELINE_STAGES,
@@ -276,6 +277,7 @@ def pipeline_view(
         probe_boards=max(n_put, n_get),
         stages_from=stages_from if (target.threads or drafter.threads) else "",
         names=names,
+        cpu_note=over.text() if (over := oversubscription(threads)) is not None else "",
     )
 
 

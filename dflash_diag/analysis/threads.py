@@ -462,3 +462,51 @@ def _board_devices(board: Board | None) -> dict[str, int | None]:
             elif device.strip().lower() == "cpu":
                 out[name] = None  # known to run on the CPU: no GPU evidence applies
     return out
+
+
+# --- CPU oversubscription ------------------------------------------------------------------------------------------
+# A thread that computes in most of its samples but was runnable-and-waiting for a CPU a good part of the window
+# (schedstat's run delay) did not get the CPU it wanted: more runnable threads than cores (other processes, or
+# intra-op pools on top of the program's threads). Shares and stage verdicts then follow the scheduler as much as
+# the code.
+OVERSUBSCRIBED_RUNQ_PCT = 20.0  # mean run-queue wait of the computing threads, % of the window
+COMPUTING_SHARE = 0.5  # samples in a working state (python, native, GIL wait, compile, recompute)
+_WORKING = frozenset({ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.GIL_WAIT, ThreadState.COMPILE,
+                      ThreadState.CHECKPOINT})
+MIN_OVERSUBSCRIPTION_SAMPLES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Oversubscription:
+    """The computing threads waited for a CPU ``runq_pct`` of the window on average, and ran ``cpu_pct``."""
+
+    threads: tuple[tuple[str, float, float, float], ...]  # (name, computing share, cpu %, run-queue wait %)
+    runq_pct: float
+
+    def text(self) -> str:
+        """One line for a screen: "CPUs oversubscribed: computing threads wait for a CPU 45% of the time ..."."""
+        low = min(t[2] for t in self.threads)
+        high = max(t[2] for t in self.threads)
+        ran = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
+        computing = min(t[1] for t in self.threads)
+        return (f"CPUs oversubscribed: the computing threads waited for a CPU {self.runq_pct:.0f}% of the window "
+                f"(runnable, not running) and ran {ran} of a core while computing in {100 * computing:.0f}%+ of "
+                "their samples")
+
+
+def oversubscription(threads: Sequence[ThreadStats]) -> Oversubscription | None:
+    """The computing threads' wait for a CPU, when it is high enough to say the CPUs are oversubscribed; None when
+    the run queue was not read (no /proc) or the threads got the CPU they wanted."""
+    rows = []
+    for t in threads:
+        if t.n_samples < MIN_OVERSUBSCRIPTION_SAMPLES or isinstance(t.runq_pct, NA) or isinstance(t.cpu_pct, NA):
+            continue
+        computing = sum(t.shares.get(s, 0.0) for s in _WORKING)
+        if computing >= COMPUTING_SHARE:
+            rows.append((t.name, computing, float(t.cpu_pct), float(t.runq_pct)))
+    if not rows:
+        return None
+    runq = sum(r[3] for r in rows) / len(rows)
+    if runq < OVERSUBSCRIBED_RUNQ_PCT:
+        return None
+    return Oversubscription(threads=tuple(sorted(rows, key=lambda r: -r[3])), runq_pct=runq)

@@ -82,6 +82,9 @@ class PipelineView:
     # The words every output uses for the stages: the program's own when its threads use them, else the roles
     # ("the consumer stage of `q`"). ``target``/``drafter`` above and ``bottleneck`` stay wire values.
     names: StageNames = StageNames()
+    # "CPUs oversubscribed: ..." when the computing threads waited for a CPU a good part of the window
+    # (``analysis.threads.oversubscription``): the shares and this verdict follow the scheduler then. "" otherwise.
+    cpu_note: str = ""
 
 
 def stage_names(threads: Iterable[ThreadStats], *, queue: str = "") -> StageNames:

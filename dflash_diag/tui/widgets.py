@@ -138,8 +138,12 @@ class PipelinePane(Vertical):
         style = "bold green" if pipeline.bottleneck == "balanced" else "bold yellow"
         if pipeline.bottleneck == "unknown":
             style = "dim"
-        # Every pane covers the same window; the verdict says which.
-        verdict.update(Text(f"verdict (last {frame.window_s:.0f} s): {pipeline.verdict}", style=style))
+        # Every pane covers the same window; the verdict says which. On crowded CPUs it says that too: the shares
+        # and the stage that looks slower follow the scheduler then.
+        line = Text(f"verdict (last {frame.window_s:.0f} s): {pipeline.verdict}", style=style)
+        if pipeline.cpu_note:
+            line.append(f"\n{pipeline.cpu_note}", style="bold red")
+        verdict.update(line)
 
 
 class ThreadsTable(DataTable[Text | str]):

@@ -140,6 +140,7 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
             "verdict": p.verdict,
             "stages_from": p.stages_from,
             "stage_names": stage_names_json(p.names),
+            "cpu_note": p.cpu_note or None,
         }
     stages: dict[str, Any] = (
         _na(frame.pipeline)
@@ -235,6 +236,8 @@ def frame_to_text(frame: TopFrame) -> str:
         )
         bottleneck = p.names.word(p.bottleneck) if p.bottleneck in PIPELINE_STAGES else p.bottleneck
         out.append(f"  verdict (last {frame.window_s:.0f} s): {p.verdict} (bottleneck: {bottleneck})")
+        if p.cpu_note:
+            out.append(f"  {p.cpu_note}")
     out += ["", "THREADS", f"  {'name':<18} {'tid':>8} {'stage':<8} {state_header}  {'cpu%':>5}  top frame"]
     names = names_of(frame.pipeline, frame.threads)
     for t in frame.threads:

@@ -74,6 +74,19 @@ def test_panes_show_the_frame() -> None:
     run(body)
 
 
+def test_the_pipeline_pane_says_when_the_cpus_are_oversubscribed() -> None:
+    from top_fakes import PIPELINE
+
+    note = "CPUs oversubscribed: the computing threads waited for a CPU 48% of the window (runnable, not running)"
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        assert "verdict (last 10 s): drafter-bound" in screen_text(app) and "CPUs oversubscribed" not in screen_text(app)
+        await post(app, pilot, make_frame(pipeline=replace(PIPELINE, cpu_note=note)))
+        assert note in screen_text(app)
+
+    run(body)
+
+
 def test_sampler_thread_delivers_frames_and_is_joined_on_exit() -> None:
     source = FakeSource([make_frame(n_samples=1), make_frame(n_samples=2)])
 
