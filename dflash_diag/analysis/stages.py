@@ -216,7 +216,7 @@ def _entry_of(samples: Sequence[tuple[ThreadSample, ThreadState]]) -> tuple[str,
 # A stage's threads that run the same entry function do the same job; when one of them spends a good part of its
 # time in a function its peers hardly run (a per-row Python loop, a lock only it takes), that thread is the slow one
 # of the stage, and the stage's mean shares hide it.
-SLOW_THREAD_SHARE = 0.20  # of the thread's own samples, at least
+SLOW_THREAD_SHARE = 0.15  # of the thread's own samples, at least
 SLOW_THREAD_EXCESS = 0.15  # more than the peer that runs the function most, by at least this share ...
 SLOW_THREAD_PEER_FRACTION = 1 / 3  # ... and that peer spends at most a third of it there
 SLOW_THREAD_MIN_SAMPLES = 15  # per thread: fewer is an anecdote
