@@ -53,8 +53,9 @@ def _cpus(ctx: Context) -> Iterator[Finding]:
         rule_id="cpu-oversubscribed",
         severity=Severity.INFO,
         claim=(f"the CPUs are oversubscribed: {', '.join(n for n, *_ in shown)} waited for a CPU "
-               f"{over.runq_pct:.0f}% of the window on average while computing: their shares, and which stage "
-               "looks slower, follow the scheduler as much as the code, and may change from one window to the next"),
+               f"{over.runq_pct:.0f}% of the window on average while computing: their shares"
+               + (", and which stage looks slower," if ctx.pipeline.stages_from else "")
+               + " follow the scheduler as much as the code, and may change from one window to the next"),
         evidence=tuple(evidence),
         remedy=("Give the process the cores its threads want: fewer other processes on the machine, or fewer threads "
                 "in it (torch.set_num_threads per worker thread, OMP_NUM_THREADS, fewer workers); judge a bottleneck "
