@@ -367,7 +367,8 @@ class TopApp(App[int]):
         for probes in self.query(ProbesPane):
             probes.show(frame)
         self.query_one("#findings", Static).update(_findings_text(frame))
-        self.query_one("#waits", Static).update(Text("\n".join(waits_lines(frame.waits))))
+        names = names_of(frame.pipeline, frame.threads)
+        self.query_one("#waits", Static).update(Text("\n".join(waits_lines(frame.waits, names))))
         self.query_one(HistoryPane).show(frame)
 
     # ----- selection -----

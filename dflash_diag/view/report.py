@@ -261,7 +261,7 @@ def frame_to_text(frame: TopFrame) -> str:
         out += [f"  {name:<11} {reading}" for name, reading in probe_summary(frame.board)]
     out += ["", "FINDINGS"] + plain_lines(
         maybe_findings_lines(frame.findings, frame.headline), indent="  ")
-    out += ["", "WAITS"] + [f"  {line}" for line in waits_lines(frame.waits)]
+    out += ["", "WAITS"] + [f"  {line}" for line in waits_lines(frame.waits, names)]
     for warning in frame.warnings:
         out.append(f"warning: {warning}")
     return "\n".join(out) + "\n"
