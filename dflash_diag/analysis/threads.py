@@ -484,14 +484,13 @@ class Oversubscription:
     runq_pct: float
 
     def text(self) -> str:
-        """One line for a screen: "CPUs oversubscribed: computing threads wait for a CPU 45% of the time ..."."""
+        """One line for a screen (it fits 100 columns): "CPUs oversubscribed: threads that compute waited for a
+        core 48% of the window and ran 38-57% of one"."""
         low = min(t[2] for t in self.threads)
         high = max(t[2] for t in self.threads)
         ran = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
-        computing = min(t[1] for t in self.threads)
-        return (f"CPUs oversubscribed: the computing threads waited for a CPU {self.runq_pct:.0f}% of the window "
-                f"(runnable, not running) and ran {ran} of a core while computing in {100 * computing:.0f}%+ of "
-                "their samples")
+        return (f"CPUs oversubscribed: threads that compute waited for a core {self.runq_pct:.0f}% of the window and "
+                f"ran {ran} of one")
 
 
 def oversubscription(threads: Sequence[ThreadStats]) -> Oversubscription | None:

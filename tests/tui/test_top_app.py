@@ -77,7 +77,7 @@ def test_panes_show_the_frame() -> None:
 def test_the_pipeline_pane_says_when_the_cpus_are_oversubscribed() -> None:
     from top_fakes import PIPELINE
 
-    note = "CPUs oversubscribed: the computing threads waited for a CPU 48% of the window (runnable, not running)"
+    note = "CPUs oversubscribed: threads that compute waited for a core 48% of the window and ran 38-57% of one"
 
     async def body(app: TopApp, pilot: Pilot[int]) -> None:
         assert "verdict (last 10 s): drafter-bound" in screen_text(app) and "CPUs oversubscribed" not in screen_text(app)
