@@ -12,6 +12,7 @@ from dflash_diag.model import (
     Frame,
     GpuSample,
     Maybe,
+    Stage,
     StageNames,
     StageStats,
     ThreadStats,
@@ -147,8 +148,8 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
         if isinstance(frame.pipeline, NA)
         else {
             "status": "ok",
-            "target": _stage_json(frame.pipeline.target, frame.pipeline.names),
-            "drafter": _stage_json(frame.pipeline.drafter, frame.pipeline.names),
+            Stage.TARGET.value: _stage_json(frame.pipeline.target, frame.pipeline.names),
+            Stage.DRAFTER.value: _stage_json(frame.pipeline.drafter, frame.pipeline.names),
         }
     )
     gpus: dict[str, Any] = (
