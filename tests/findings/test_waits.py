@@ -203,7 +203,7 @@ def test_rss_slope_and_the_growth_rule_on_readings() -> None:
             for t in range(10)]
 
     def found(readings: list[ProcessSample]) -> list[Any]:
-        return list(resources.check(SimpleNamespace(obs=SimpleNamespace(resources=tuple(readings)))))  # type: ignore[arg-type]
+        return list(resources.check(SimpleNamespace(obs=SimpleNamespace(resources=tuple(readings)), threads=())))  # type: ignore[arg-type]
 
     (finding,) = found(growing)
     assert finding.severity.label == "warning" and "gone in 5 min" in finding.claim
