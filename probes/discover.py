@@ -17,7 +17,7 @@ from typing import Any
 
 from probes._common import JsonDict, current_frames
 
-# Discovery bounds: the whole walk costs well under a millisecond on a trainer.
+# Discovery bounds (what one look costs: bench/discover_cost.py, docs/probes.md).
 MAX_FRAMES_PER_THREAD = 48
 MAX_LOCALS = 256
 MAX_ATTRS = 256

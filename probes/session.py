@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 # After this many consecutive snapshot failures a probe is switched off (its last error stays on the board).
 MAX_CONSECUTIVE_ERRORS = 5
 # When a session that discovers (`dflash-diag run`) looks for the program's queues: seconds after start, then
-# every DISCOVER_EVERY_S (probes/discover.py; each look is bounded and costs well under a millisecond).
+# every DISCOVER_EVERY_S (probes/discover.py; each look is bounded: its cost in docs/probes.md).
 DISCOVER_AT_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 DISCOVER_EVERY_S = 60.0
 
