@@ -65,6 +65,9 @@ class ProbesConfig:
     keep_board: bool = False
     wandb: bool = False  # log the readings into the program's active wandb run (probes/wandb_log.py)
     wandb_interval_s: float = 2.0  # at most one wandb log per this many seconds
+    # Look for the queues the program's threads hold while it runs (probes/discover.py), for a program that does
+    # not register them itself: `dflash-diag run` starts the probes before the program has made any.
+    discover: bool = False
     gil: gil.Config = field(default_factory=gil.Config)
     allocator: allocator.Config = field(default_factory=allocator.Config)
     compile: compile.Config = field(default_factory=compile.Config)

@@ -32,7 +32,7 @@ from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.findings._context import Context, user_frames
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
-from dflash_diag.model import Frame, ThreadSample, ThreadState, ThreadStats
+from dflash_diag.model import Frame, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.waits import (
     FOLLOWED,
@@ -223,7 +223,7 @@ def _node(ctx: Context, name: str, rows: list[_Row], stats: ThreadStats | None) 
                   for (k, t), c in waits.most_common() if c / n >= EDGE_MIN_SHARE)
     spots = hot_functions(((r.thread, r.state) for r in rows), n=2)
     cpu = stats.cpu_pct if stats is not None and isinstance(stats.cpu_pct, float) else None
-    return ThreadWaits(name=name, stage=stats.stage if stats is not None else "other", n_samples=n,
+    return ThreadWaits(name=name, stage=stats.stage if stats is not None else Stage.OTHER, n_samples=n,
                        computing_share=working / n, hot=spots_text(spots) if working else "", waits=edges,
                        cpu_pct=cpu, stack_changed=_moved(rows), holds=_holds(ctx, rows[-1].thread))
 
@@ -406,7 +406,7 @@ def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str,
                   and not any(e.kind == WAIT_QUEUE_PUT for e in n.waits) and not uses.get(n.name, ((), ()))[0])
     if sinks:
         return sinks
-    consumers = tuple(n.name for n in nodes if n.stage == "drafter")
+    consumers = tuple(n.name for n in nodes if n.stage == Stage.DRAFTER)
     if consumers:
         return consumers
     return tuple(n.name for n in nodes if n.name == "MainThread")

@@ -71,9 +71,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The packages dflash-diag itself depends on (pyproject's dependencies and the nvml extra), by import name:
+# installed with `pip install --no-deps .` into an environment that lacks one, a command says which, in one line.
+DEPENDENCIES = {"rich": "rich", "textual": "textual", "prometheus_client": "prometheus-client", "pynvml": "nvidia-ml-py"}
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
+    except ModuleNotFoundError as exc:
+        package = DEPENDENCIES.get((exc.name or "").split(".", 1)[0])
+        if package is None:
+            raise
+        print(f"dflash-diag: error: the Python package {package} is missing from this environment: "
+              f"`pip install {package}` (or install dflash-diag without --no-deps)", file=sys.stderr)
+        return ExitCode.MISSING_TOOL
     except BrokenPipeError:
         return _quiet_after_broken_pipe()
     except OSError as exc:

@@ -17,6 +17,7 @@ from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Observation, Severity
 from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
 from dflash_diag.view.findings import finding_json, headline_json
+from dflash_diag.view.report import stage_names_json
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
@@ -291,7 +292,7 @@ def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
         "healthy": analysis.healthy,
         "pipeline": ({"bottleneck": "unknown", "verdict": str(pipeline), "stages_from": ""} if isinstance(pipeline, NA)
                      else {"bottleneck": pipeline.bottleneck, "verdict": pipeline.verdict,
-                           "stages_from": pipeline.stages_from}),
+                           "stages_from": pipeline.stages_from, "stage_names": stage_names_json(pipeline.names)}),
         "findings": [finding_json(f) for f in findings],
         "waits": waits_json(analysis.waits),
         "kernels": None if obs.kernels is None else summary_json(summarise(obs.kernels)),

@@ -20,6 +20,7 @@ from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.cli._job import add_job_flag, job_topology
 from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, rate_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
+from dflash_diag.model import Stage
 from dflash_diag.sources.config import SamplerConfig
 
 if TYPE_CHECKING:
@@ -500,7 +501,7 @@ def _wait_attachable(child: Child, args: argparse.Namespace) -> int:
             if args.warmup is not None:
                 if now - attached_at >= args.warmup:
                     return pid
-            elif any(patterns.stage_of(name) != "other" for name in names) or now > deadline:
+            elif any(patterns.stage_of(name) is not Stage.OTHER for name in names) or now > deadline:
                 return pid
         time.sleep(0.5)
 

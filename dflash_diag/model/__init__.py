@@ -13,11 +13,13 @@ from dflash_diag.model.gpu import GPM_FIELDS, GpmReading, GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import Frame, StackSample, ThreadSample
+from dflash_diag.model.stage import PIPELINE_STAGES, Stage, StageNames
 from dflash_diag.model.states import ThreadState
 from dflash_diag.model.stats import PipelineView, StageStats, ThreadStats
 
 __all__ = [
     "NA",
+    "PIPELINE_STAGES",
     "Analysis",
     "Board",
     "WriterIdentity",
@@ -35,6 +37,8 @@ __all__ = [
     "ProcThreadSample",
     "ProcessSample",
     "Severity",
+    "Stage",
+    "StageNames",
     "SourceFile",
     "SourceLine",
     "StackSample",

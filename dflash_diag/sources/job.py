@@ -138,6 +138,7 @@ def _from_launcher(tree: ProcessTree, pid: int) -> JobTopology | None:
     """Ranks below ``pid`` (breadth first, a few levels), grouped by their parent: the first such group is the job."""
     level = [pid]
     visited = 0
+    found_levels: list[dict[int, list[tuple[RankIdentity, tuple[str, ...]]]]] = []
     for _ in range(MAX_DEPTH):
         groups: dict[int, list[tuple[RankIdentity, tuple[str, ...]]]] = {}
         next_level: list[int] = []
@@ -151,17 +152,28 @@ def _from_launcher(tree: ProcessTree, pid: int) -> JobTopology | None:
                     groups.setdefault(parent, []).append(found)
                 else:
                     next_level.append(child)
-        for parent, members in groups.items():
-            key = members[0][1]
-            ranks = [m[0] for m in members if m[1] == key]
-            others = len(groups) - 1 + sum(1 for m in members if m[1] != key)
-            note = (f"{others} other group(s) of ranks run below PID {pid}: only those of PID {parent} are shown",) \
-                if others else ()
-            return _topology(tree, pid, ASKED_LAUNCHER, parent, ranks, note)
+        if groups:
+            found_levels.append(groups)
+            if pid != 1:
+                break  # the nearest ranks are the job
         level = next_level
         if not level or visited > MAX_VISITED:
             break
-    return None
+    if not found_levels:
+        return None
+    jobs = sum(len({m[1] for m in members}) for groups in found_levels for members in groups.values())
+    if pid == 1 and jobs > 1:
+        # PID 1 is the machine's (or a container's) init: every job runs below it. One job below it is a
+        # container's; several are everyone's, none of them what `doctor 1` asked about.
+        return None
+    groups = found_levels[0]
+    parent, members = next(iter(groups.items()))
+    key = members[0][1]
+    ranks = [m[0] for m in members if m[1] == key]
+    others = len(groups) - 1 + sum(1 for m in members if m[1] != key)
+    note = (f"{others} other group(s) of ranks run below PID {pid}: only those of PID {parent} are shown",) \
+        if others else ()
+    return _topology(tree, pid, ASKED_LAUNCHER, parent, ranks, note)
 
 
 def _children(tree: ProcessTree, pid: int) -> tuple[int, ...]:

@@ -94,7 +94,7 @@ class OutsideReader:
             self._uses_cuda = _maps_cuda(self._proc / "maps")
         return ProcessFacts(state=state, start_wall_s=start, stderr_target=self._redactor.text(target),
                             stderr_tail=self._redacted_tail(tail), stderr_size_bytes=size, stderr_mtime_wall_s=mtime,
-                            uses_cuda=self._uses_cuda)
+                            uses_cuda=self._uses_cuda, cpus_allowed=_cpus_allowed(self._proc / "status"))
 
     def _redacted_tail(self, tail: str | None) -> str | None:
         """The tail with its secrets redacted (exception messages carry credentialed URLs); the live view reads
@@ -385,3 +385,22 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
                       queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
                       unused_logits=tuple((n, parsed.lines[n - 1].strip()[:120]) for n in inner.unused_logits
                                           if 0 < n <= len(parsed.lines)) if inner else ())
+
+
+def _cpus_allowed(status: Path) -> int | None:
+    """How many CPUs the process may run on: ``Cpus_allowed_list: 0-3,8`` is 5; None when unreadable."""
+    try:
+        with open(status, encoding="ascii", errors="replace") as fh:
+            text = fh.read(16384)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            count = 0
+            for part in line.split(":", 1)[1].strip().split(","):
+                lo, _, hi = part.strip().partition("-")
+                if not lo.isdigit() or (hi and not hi.isdigit()):
+                    return None
+                count += int(hi) - int(lo) + 1 if hi else 1
+            return count or None
+    return None

@@ -298,6 +298,22 @@ CASES: tuple[Case, ...] = (
         family="wait-chain", tags=("pipeline", "three-stage", "python-decode"),
     ),
     Case(
+        name="slow_worker_thread",
+        program="slow_worker_thread",
+        argv=("prog.py",),
+        cause="a producer and two workers fed by `q`; worker-1 also mines hard examples row by row in Python "
+              "(hard_examples_python, ~40% of its time), worker-0 does not: the consumer stage is slow because of "
+              "one of its threads",
+        expect={mode: Expect(frozenset({"pipeline-bottleneck-drafter", "stage-slow-thread"}),
+                             frozenset({"stage-slow-thread"}),
+                             r"worker-1 is the slow thread of the consumer stage of `q`: \d+% of its time in "
+                             r"hard_examples_python \(prog\.py:\d+\)")
+                for mode in ("outside", "probes", "attach")},
+        ready=r"worker-1 steps=100 ", settle_s=2.0,
+        family="pipeline", tags=("pipeline", "worker-pool", "one-slow-thread", "roles"),
+        modes=("outside", "probes", "attach"), attach_probes="queues",
+    ),
+    Case(
         name="param_monitor_cpu",
         program="param_monitor_cpu",
         argv=("train_mlp.py",),

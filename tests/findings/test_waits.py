@@ -213,7 +213,7 @@ def test_rss_slope_and_the_growth_rule_on_readings() -> None:
 def _growth(readings: list[Any], age_s: float | None = None) -> list[Any]:
     from dflash_diag.analysis.findings import resources
 
-    ctx = SimpleNamespace(obs=SimpleNamespace(resources=tuple(readings)), process_age_s=lambda: age_s)
+    ctx = SimpleNamespace(obs=SimpleNamespace(resources=tuple(readings)), threads=(), process_age_s=lambda: age_s)
     return list(resources.check(ctx))  # type: ignore[arg-type]
 
 

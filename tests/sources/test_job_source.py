@@ -114,6 +114,21 @@ def test_ranks_of_another_job_under_the_same_parent_are_left_out(torchrun_tree: 
     assert any("other group" in n for n in job.notes)
 
 
+def test_pid_1_with_several_jobs_below_it_is_no_job(torchrun_tree: FakeTree) -> None:
+    """`doctor 1` on a machine where others run torchrun jobs: init is no launcher of theirs; a container whose
+    init has one job below it still is that job's."""
+    torchrun_tree.add(50, 1)
+    for i, pid in enumerate((51, 52)):
+        torchrun_tree.add(pid, 50, _rank_env(i, world=2, port="29999"))
+    assert find_job(1, torchrun_tree.tree()) is None
+    alone = FakeTree()
+    alone.add(20, 1)
+    for i, pid in enumerate((31, 32)):
+        alone.add(pid, 20, _rank_env(i, world=2))
+    job = find_job(1, alone.tree())
+    assert job is not None and [r.pid for r in job.ranks] == [31, 32]
+
+
 def test_a_process_that_is_no_job_is_none() -> None:
     t = FakeTree()
     t.add(60, 1)

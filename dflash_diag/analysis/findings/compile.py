@@ -27,7 +27,7 @@ from dflash_diag.analysis.findings._context import (
     version_tuple,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Frame, Severity, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.findings import STATE
 
 # Dynamo's default recompile_limit is 8 per code object: reaching it in total is a storm, and the next
@@ -209,7 +209,7 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
         evidence.append((f"{stats.name} compiling", f"{pct(share)} of the window, {age_s:.0f} s after start"))
     threads = [s for s, *_ in recompiling] or [s for s, _ in endless] or [
         t for t in ctx.sampled() if t.name in compiling]
-    stages = tuple(sorted({t.stage for t in threads} - {"other"}))
+    stages = tuple(sorted({t.stage for t in threads} - {Stage.OTHER}))
     share = max((compiling.get(t.name, 0.0) for t in threads), default=0.0)
     where = f"{stage_role(ctx, stages[0])} stage's " if len(stages) == 1 else ""
     what = []
@@ -315,7 +315,7 @@ def _warming_up(ctx: Context, payload: Mapping[str, object] | None,
         "(compile-recompile-storm).",
         impact=max((share for _, share in busy), default=0.5),
         kind=STATE,
-        stages=tuple(sorted({s.stage for s, _ in busy} - {"other"})),
+        stages=tuple(sorted({s.stage for s, _ in busy} - {Stage.OTHER})),
     )
 
 

@@ -27,7 +27,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.kernels import trace_evidence
-from dflash_diag.model import Finding, Frame, GpuSample, Severity, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Frame, GpuSample, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import ThreadSample
 
@@ -57,9 +57,9 @@ def check(ctx: Context) -> Iterator[Finding]:
         return  # `.item()` on a process that runs nothing on a GPU reads host memory: no device to wait on
     # Pipeline stages are judged as a whole; threads outside them one by one (an idle main thread must not
     # dilute a training thread that syncs all the time).
-    groups: list[tuple[str, str, tuple[ThreadStats, ...]]] = [
-        (stage, stage, ctx.stage_threads(stage)) for stage in ("drafter", "target") if ctx.stage_threads(stage)]
-    groups += [(t.name, "other", (t,)) for t in ctx.stage_threads("other")]
+    groups: list[tuple[str, Stage, tuple[ThreadStats, ...]]] = [
+        (stage, stage, ctx.stage_threads(stage)) for stage in (Stage.DRAFTER, Stage.TARGET) if ctx.stage_threads(stage)]
+    groups += [(t.name, Stage.OTHER, (t,)) for t in ctx.stage_threads(Stage.OTHER)]
     measured = [(label, stage, threads, _waits(ctx, threads)) for label, stage, threads in groups]
     hot = [x for x in measured if lower_bound(x[3].explicit_share, x[3].n) >= SYNC_WARNING_SHARE]
     if not hot:
@@ -77,7 +77,7 @@ def check(ctx: Context) -> Iterator[Finding]:
                                                             "while it waits (CUDA's default sync)"))
     evidence.extend(counted_sync_evidence(ctx))
     where = f" at {waits.sites.most_common(1)[0][0]}" if waits.sites else ""
-    who = f"{stage} threads" if stage != "other" else label
+    who = ctx.names.threads(stage) if stage is not Stage.OTHER else label
     util = _gpu_util_pct(ctx, threads)
     if util is not None:
         evidence.append(("GPU utilisation", f"{util:.0f}% (NVML, mean over the window)"))
@@ -103,7 +103,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         remedy="Keep values on the device inside the step (no .item()/.cpu()/print of tensors per chunk), "
         "accumulate metrics on the GPU and read them every N steps; use non_blocking copies.",
         impact=share,
-        stages=(stage,) if stage != "other" else (),
+        stages=(stage,) if stage is not Stage.OTHER else (),
     )
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, pct, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.model import Finding, Severity
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.waits import (
     WAIT_CHILD,
@@ -217,7 +217,7 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
 
 
 def _stage_of(graph: WaitGraph, name: str) -> str:
-    return next((n.stage for n in graph.threads if n.name == name), "other")
+    return next((Stage.of(n.stage) for n in graph.threads if n.name == name), Stage.OTHER)
 
 
 def _beyond_stages(ctx: Context, graph: WaitGraph) -> bool:
@@ -228,9 +228,9 @@ def _beyond_stages(ctx: Context, graph: WaitGraph) -> bool:
     root_stages = {_stage_of(graph, t) for t in chain[-1].threads}
     if len(chain) >= 3:
         return True
-    if len(chain) == 2 and start_stages == {"drafter"} and root_stages == {"target"}:
+    if len(chain) == 2 and start_stages == {Stage.DRAFTER} and root_stages == {Stage.TARGET}:
         return False
-    if len(chain) == 1 and start_stages <= {"drafter", "target"} and chain[0].edge is not None \
+    if len(chain) == 1 and start_stages <= set(PIPELINE_STAGES) and chain[0].edge is not None \
             and chain[0].edge.kind == WAIT_IO:
         return False  # a stage waiting on a socket: the stage verdict says where
     return True

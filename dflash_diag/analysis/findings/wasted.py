@@ -15,7 +15,7 @@ from typing import Any
 from dflash_contract.board import AllocatorKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, frame_site, items, num, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.model import Finding, Severity
+from dflash_diag.model import Finding, Severity, Stage
 
 # A vocabulary projection, by function name or by the text of the program's line that calls it; the target of a
 # drafter pipeline only needs hidden states. ``*ForCausalLM.forward`` is transformers' model-with-head forward.
@@ -82,7 +82,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         remedy="Run the target's backbone (model.model) instead of the CausalLM, or pass logits_to_keep=1, "
         "and stop after the last tapped layer: the drafter only needs hidden states.",
         impact=max(share, 0.1),
-        stages=("target",),
+        stages=(Stage.TARGET,),
     )
 
 
@@ -156,7 +156,7 @@ def _unused_in_code(ctx: Context) -> list[tuple[str, str]]:
 def _stack_share(ctx: Context) -> tuple[float, str | None]:
     """Share of the target stage's samples in a vocabulary projection, and where. Only the target's: a model
     that trains on its own logits (the drafter, a plain LM trainer) needs them."""
-    rows = ctx.stage_samples("target")
+    rows = ctx.stage_samples(Stage.TARGET)
     hits = 0
     site: str | None = None
     for thread in rows:
