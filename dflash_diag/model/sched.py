@@ -1,0 +1,120 @@
+"""The operating system's view of a process: how the scheduler runs its threads, what the cgroup allows it, the
+pressure it is under, its children, and the process-wide settings read from outside (the environment, the CPUs
+it may use, the thread-pool libraries it maps). Read by ``sources.sched``; summarised by ``analysis.sched``.
+
+Plain frozen dataclasses of str/int/float/bool, tuples and ``Maybe`` only (they serialise without a codec).
+Cumulative counters are kept as the kernel gives them: the analysis takes differences over the window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dflash_diag.model.common import NA, Maybe
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSched:
+    """One OS thread of the process (``/proc/PID/task/TID/status``): its context switches so far and the CPUs it
+    may run on. Its on-CPU time and run delay (schedstat) are in ``ProcThreadSample``."""
+
+    tid: int
+    comm: str  # the kernel's name for it: OpenMP and MKL workers inherit their creator's ("python")
+    voluntary_switches: int  # it gave up the CPU: blocked, slept, waited for a lock or the GIL
+    involuntary_switches: int  # the scheduler took the CPU away: another thread was due (a busy machine)
+    cpus_allowed: str  # Cpus_allowed_list: "0-1", "0"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSched:
+    """A direct child process, summed over its threads (what it adds to the demand on the cores)."""
+
+    pid: int
+    comm: str
+    threads: int
+    run_ns: int  # on-CPU time of its threads so far (schedstat)
+    runq_wait_ns: int  # their time runnable but waiting for a CPU
+    start_ticks: int  # /proc/PID/stat field 22: a PID reused by a new child is another child
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupCpu:
+    """The process's CPU controller: its quota and how often it hit it (cgroup v2 ``cpu.max``/``cpu.stat``, or v1
+    ``cpu.cfs_quota_us``/``cpu.stat``)."""
+
+    version: int  # 2 or 1
+    quota_cores: Maybe[float]  # quota / period; NA("no quota") when unlimited
+    periods: int | None  # enforcement periods that had runnable threads (nr_periods)
+    throttled_periods: int | None  # ... in which the group ran out of quota and was stopped (nr_throttled)
+    throttled_us: int | None  # time its threads were held back, summed over CPUs (throttled_usec / throttled_time)
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """Pressure stall information of one resource (``/proc/pressure/*`` or the cgroup's ``*.pressure``):
+    microseconds during which some (or all) non-idle tasks were stalled on it, cumulative."""
+
+    resource: str  # "cpu", "memory", "io"
+    scope: str  # "cgroup" (the process's own group) or "system"
+    some_us: int
+    full_us: int | None  # None where the kernel gives no "full" line (cpu at system scope on older kernels)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedSample:
+    """One sweep of the scheduler's view (about once a second)."""
+
+    monotonic_s: float
+    tasks: tuple[TaskSched, ...]
+    children: tuple[ChildSched, ...] = ()
+    cgroup: Maybe[CgroupCpu] = NA("not read")
+    pressure: tuple[Pressure, ...] = ()
+    procs_running: int | None = None  # runnable tasks on the whole machine at that instant (/proc/stat)
+    children_listed: int = 0  # direct children seen (the tuple above may be capped)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSetting:
+    """A known environment variable (``dflash_contract.settings``) set in the process or its children."""
+
+    name: str
+    value: str  # shown value: a number or a word, else "<set>"
+    where: str  # "process", or "children (3)" when only its children have it (set before they started)
+
+
+@dataclass(frozen=True, slots=True)
+class OsFacts:
+    """What the process may use and what it was started with, read once per window from outside."""
+
+    machine_cpus: int  # CPUs online on the machine
+    process_cpus: str  # the process's Cpus_allowed_list ("0-1"); "" when unknown
+    process_cpu_count: int  # how many CPUs that is (0 when unknown)
+    env: Maybe[tuple[EnvSetting, ...]]  # NA when /proc/PID/environ is not ours to read
+    libraries: tuple[str, ...] = ()  # thread-pool and device libraries mapped: "libgomp", "libiomp5", "libmkl", ...
+    python_version: str = ""  # "3.11" from the executable's name when it says ("" when unknown)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerProcess:
+    """A process at the other end of a wait that left the process (a file lock's holder, a pipe's writer)."""
+
+    pid: int
+    comm: str
+    cmdline: str  # redacted and shortened
+    state: str  # /proc state letter: R running, S sleeping, D uninterruptible, T stopped
+    cpu_pct: float | None  # % of one core between two reads (None: read once)
+    top_frame: str  # its innermost Python frame of its own code, "compress (syncer.py:30)"; "" when not read
+    relation: str  # "child", "parent", "sibling", "other"
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideWait:
+    """A thread of the process blocked on something another process holds: a file lock or a pipe/socket whose
+    other end is another process."""
+
+    tid: int
+    kind: str  # "file-lock", "pipe", "socket"
+    target: str  # what it waits on: the locked file (redacted path), "pipe:[1234]"
+    syscall: str  # the blocking call: "flock", "fcntl", "read"
+    peers: tuple[PeerProcess, ...]
+    monotonic_s: float
