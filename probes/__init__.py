@@ -35,6 +35,7 @@ from probes import (
     gil,
     health,
     queues,
+    settings,
     threads,
 )
 
@@ -74,6 +75,7 @@ class ProbesConfig:
     threads: threads.Config = field(default_factory=threads.Config)
     health: health.Config = field(default_factory=health.Config)
     collectives: collectives.Config = field(default_factory=collectives.Config)
+    settings: settings.Config = field(default_factory=settings.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

@@ -38,6 +38,7 @@ from probes import (
     gil,
     health,
     queues,
+    settings,
     threads,
 )
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
@@ -77,6 +78,7 @@ PROBE_CLASSES: dict[str, Callable[[Any], Probe]] = {
     ProbeName.THREADS: threads.ThreadsProbe,
     ProbeName.HEALTH: health.HealthProbe,
     ProbeName.COLLECTIVES: collectives.CollectivesProbe,
+    ProbeName.SETTINGS: settings.SettingsProbe,
 }
 
 

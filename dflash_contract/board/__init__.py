@@ -52,6 +52,7 @@ from dflash_contract.board.keys import (
     ProbeName,
     QueueKeys,
     SessionKeys,
+    SettingsKeys,
     ThreadsKeys,
     parse_probe_list,
 )
@@ -79,7 +80,7 @@ __all__ = [
     "PROBE_NAMES", "PROBE_STATUSES", "STALE_INTERVALS", "STALE_MIN_S", "STATUS_ERROR", "STATUS_NA", "STATUS_OK",
     "AllocatorKeys", "AppKeys", "BoardDirError", "BoardDocument", "BoardFormatError", "CheckpointKeys",
     "CodedriftKeys", "CollectivesKeys", "CompileKeys", "CudagraphsKeys", "FastpathKeys", "GilKeys", "HealthKeys", "PayloadKeys",
-    "ProbeName", "ProbePayload", "QueueKeys", "SessionInfo", "SessionKeys", "ThreadsKeys", "WriterIdentity",
+    "ProbeName", "ProbePayload", "QueueKeys", "SessionInfo", "SessionKeys", "SettingsKeys", "ThreadsKeys", "WriterIdentity",
     "board_file_name", "candidate_dirs", "choose_board_dir", "default_board_dir", "ensure_private_dir", "is_stale",
     "iter_board_names", "loads_strict", "parse_document", "parse_probe_list", "pid_of_board_name", "read_board_bytes",
     "remove_stale_boards", "stale_after_s", "tmp_board_dir", "unsafe_dir_reason", "validate_document",

@@ -13,6 +13,29 @@ from dataclasses import dataclass
 from dflash_diag.model.common import NA, Maybe
 
 
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """``0-3,8,10-11`` -> {0,1,2,3,8,10,11}; malformed parts are skipped (bounded: at most 65536 CPUs)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            continue
+        if 0 <= a <= b < 65536:
+            cpus.update(range(a, b + 1))
+    return frozenset(cpus)
+
+
+def cpu_list_count(text: str) -> int:
+    """How many CPUs a ``Cpus_allowed_list`` names."""
+    return len(parse_cpu_list(text))
+
+
 @dataclass(frozen=True, slots=True)
 class TaskSched:
     """One OS thread of the process (``/proc/PID/task/TID/status``): its context switches so far and the CPUs it
@@ -118,3 +141,87 @@ class OutsideWait:
     syscall: str  # the blocking call: "flock", "fcntl", "read"
     peers: tuple[PeerProcess, ...]
     monotonic_s: float
+
+
+# --- the summary of a window (analysis.sched) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSched:
+    """One OS thread over the window: how much it ran, how long it waited for a CPU, how often it switched."""
+
+    tid: int
+    name: str  # its Python name when it runs Python, else its comm
+    python: bool  # a Python thread (py-spy saw it)
+    cpu_share: float  # of the window on a CPU
+    runq_share: float  # of the window runnable, waiting for a CPU (schedstat run delay)
+    voluntary_per_s: float | None
+    involuntary_per_s: float | None
+    cpus_allowed: str
+
+    @property
+    def demand(self) -> float:
+        """How much of a CPU it wanted: on one or waiting for one."""
+        return self.cpu_share + self.runq_share
+
+
+@dataclass(frozen=True, slots=True)
+class PoolGroup:
+    """Native OS threads of one name (threads Python did not start: OpenMP, MKL, inter-op, NCCL, ...)."""
+
+    comm: str
+    threads: int
+    active: int  # ran at least 1% of a core over the window
+    demand: float  # CPUs' worth of it runnable (on a CPU or waiting for one)
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSetLoad:
+    """The threads restricted to one set of CPUs narrower than the machine, and how much they want."""
+
+    cpus: str  # "0"
+    cpu_count: int
+    threads: int
+    demand: float
+
+
+@dataclass(frozen=True, slots=True)
+class SchedSummary:
+    """The scheduler's view of one window (``analysis.sched.summarise``)."""
+
+    window_s: float
+    machine_cpus: int
+    allowed_cpus: int  # the process's affinity
+    quota_cores: float | None  # the cgroup's quota, None when unlimited or unknown
+    cores: float  # what the process may use at once: the smaller of the two
+    os_threads: int
+    python_threads: int
+    native_threads: int
+    native_active: int
+    demand: float  # threads' worth runnable, over the process and its children
+    python_demand: float
+    native_demand: float
+    children_demand: float
+    children_threads: int
+    used_cores: float  # on a CPU, over the process and its children
+    voluntary_per_s: float | None
+    involuntary_per_s: float | None
+    external_runnable: float | None  # other tasks runnable on the machine at once, on average
+    throttled_share: float | None  # of the cgroup's enforcement periods in the window
+    throttled_s: float | None  # CPU time its threads were held back
+    pressure: tuple[tuple[str, str, float], ...]  # (resource, scope, share of the window some task stalled)
+    children_started: int  # child processes that appeared during the window
+    pools: tuple[PoolGroup, ...]
+    cpu_sets: tuple[CpuSetLoad, ...]
+    threads: tuple[ThreadSched, ...]
+    libraries: tuple[str, ...] = ()
+
+    @property
+    def children_started_per_s(self) -> float:
+        return self.children_started / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def switches_per_s(self) -> float | None:
+        if self.voluntary_per_s is None or self.involuntary_per_s is None:
+            return None
+        return self.voluntary_per_s + self.involuntary_per_s

@@ -34,6 +34,7 @@ from dflash_diag.model.sched import (
     Pressure,
     SchedSample,
     TaskSched,
+    parse_cpu_list,
 )
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
@@ -68,24 +69,6 @@ def parse_status(text: str) -> tuple[str, int, int, str] | None:
     except (KeyError, ValueError):
         return None
     return fields.get("Name", ""), vol, invol, fields.get("Cpus_allowed_list", "")
-
-
-def parse_cpu_list(text: str) -> frozenset[int]:
-    """``0-3,8,10-11`` -> {0,1,2,3,8,10,11}; malformed parts are skipped (bounded: at most 65536 CPUs)."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            a = int(lo)
-            b = int(hi) if sep else a
-        except ValueError:
-            continue
-        if 0 <= a <= b < 65536:
-            cpus.update(range(a, b + 1))
-    return frozenset(cpus)
 
 
 def parse_cpu_max(text: str) -> Maybe[float]:

@@ -21,7 +21,7 @@ KEY_CLASSES = {
     "gil": contract.GilKeys, "allocator": contract.AllocatorKeys, "queues": contract.QueueKeys,
     "checkpoint": contract.CheckpointKeys, "compile": contract.CompileKeys, "cudagraphs": contract.CudagraphsKeys,
     "fastpath": contract.FastpathKeys, "codedrift": contract.CodedriftKeys, "threads": contract.ThreadsKeys,
-    "health": contract.HealthKeys, "collectives": contract.CollectivesKeys,
+    "health": contract.HealthKeys, "collectives": contract.CollectivesKeys, "settings": contract.SettingsKeys,
 }
 ALL_KEY_CLASSES = (*KEY_CLASSES.values(), contract.PayloadKeys, contract.AppKeys, contract.SessionKeys)
 # Keys too generic to tell a payload key from another document's field by their spelling alone (they are also
