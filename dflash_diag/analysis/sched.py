@@ -225,3 +225,17 @@ def _cpu_sets(threads: tuple[ThreadSched, ...], machine: int) -> tuple[CpuSetLoa
         if 0 < count < machine:
             out.append(CpuSetLoad(cpus=cpus, cpu_count=count, threads=len(ts), demand=sum(t.demand for t in ts)))
     return tuple(sorted(out, key=lambda c: -c.demand))
+
+
+_CACHE: list[tuple[Observation, Maybe[SchedSummary]]] = []  # the last few observations summarised (rules share it)
+
+
+def summary_of(obs: Observation) -> Maybe[SchedSummary]:
+    """``summarise(obs)``, computed once per observation for every rule that reads it."""
+    for seen, summary in _CACHE:
+        if seen is obs:
+            return summary
+    summary = summarise(obs)
+    _CACHE.append((obs, summary))
+    del _CACHE[:-4]
+    return summary

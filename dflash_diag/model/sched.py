@@ -225,3 +225,25 @@ class SchedSummary:
         if self.voluntary_per_s is None or self.involuntary_per_s is None:
             return None
         return self.voluntary_per_s + self.involuntary_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class SettingReading:
+    """A process-wide setting that differs from its default (``analysis.settings``): shown as information, and the
+    cause of a slowdown only where a rule measures its cost."""
+
+    name: str  # "OMP_NUM_THREADS", "torch.set_num_threads", "sys.getswitchinterval()"
+    value: str
+    default: str
+    area: str  # dflash_contract.settings.AREA_*: what it can slow
+    effect: str
+    source: str  # "environment", "children's environment", "set by the program", "probe", "call"
+    detail: str = ""  # who set it and where: "called by pool-0, pool-1 at worker (over.py:6), 4 calls"
+
+    def text(self) -> str:
+        """``OMP_NUM_THREADS=8`` / ``torch.set_num_threads(8)`` / ``sys.getswitchinterval() = 1e-05``."""
+        if self.source == "call":
+            return f"{self.name}({self.value})"
+        if self.name.endswith(")") or "." in self.name:
+            return f"{self.name} = {self.value}"
+        return f"{self.name}={self.value}"
