@@ -381,6 +381,28 @@ CASES: tuple[Case, ...] = (
         expect=HEALTHY, ready=r"checkpoint step 50 written", healthy=True, both=True, family="healthy",
         tags=("side-thread", "checkpoint"), held_out=True,
     ),
+    # --- Settings and the scheduler (issue 28): causes no stack shows, in process-wide settings and in how the OS runs
+    # the threads; each with a healthy twin that has look-alikes (a harmless value, a one-off at start-up, a brief lock).
+    Case(
+        name="ensemble_num_threads",
+        program="ensemble_num_threads",
+        argv=("train_ensemble.py",),
+        cause="four ensemble members train on pool threads, each calling torch.set_num_threads(8) on a 2-core box: "
+              "~40 OS threads want 2 CPUs (pytorch/pytorch#3146, #13757)",
+        expect={m: Expect(frozenset({"cpu-oversubscribed"}), frozenset({"cpu-oversubscribed"}),
+                          r"oversubscribed.*member") for m in ("outside", "probes", "attach")},
+        ready=r"\[ensemble\] report 3 ", family="settings", tags=("threads", "set_num_threads", "os"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="healthy_ensemble_threads",
+        program="healthy_ensemble_threads",
+        argv=("snapshot_ensemble.py",),
+        cause="none: four distillation students on threads, each torch.set_num_threads(1) (a harmless value), "
+              "set_num_interop_threads(1) once at start-up",
+        expect=HEALTHY, ready=r"epoch 3 distilled", healthy=True, family="healthy (settings)",
+        tags=("threads", "set_num_threads"), modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
     # --- Training health (issue 18): silent no-training, named under `dflash-diag run` and attached once running ---
     Case(
         name="resume_rebuilt_model",
