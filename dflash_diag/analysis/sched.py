@@ -79,6 +79,8 @@ def summarise(obs: Observation) -> Maybe[SchedSummary]:
         cpu_sets=_cpu_sets(threads, machine),
         threads=threads,
         libraries=facts.libraries if facts is not None else (),
+        children_used=children_used,
+        children=len(sched[-1].children) if sched else 0,
     )
 
 

@@ -31,6 +31,7 @@ from dflash_contract.board import SessionKeys
 from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.findings._context import Context, user_frames
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
+from dflash_diag.analysis.peers import outside_wait
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
 from dflash_diag.model import Frame, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
@@ -45,6 +46,7 @@ from dflash_diag.model.waits import (
     WAIT_JOIN,
     WAIT_LOCK,
     WAIT_OTHER,
+    WAIT_PROCESS,
     WAIT_QUEUE_GET,
     WAIT_QUEUE_PUT,
     WAIT_SLEEP,
@@ -156,6 +158,9 @@ def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:
     if state in (ThreadState.QUEUE_GET, ThreadState.QUEUE_PUT):
         kind = WAIT_QUEUE_GET if state is ThreadState.QUEUE_GET else WAIT_QUEUE_PUT
         return kind, _queue_at(ctx, own[0]) if own else "", site
+    elsewhere = outside_wait(ctx.obs, thread, row.t_s)  # a file lock or a pipe another process holds (/proc)
+    if elsewhere is not None:
+        return WAIT_PROCESS, elsewhere, site
     return _idle_wait(ctx, thread, own, site)
 
 

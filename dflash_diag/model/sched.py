@@ -215,6 +215,13 @@ class SchedSummary:
     cpu_sets: tuple[CpuSetLoad, ...]
     threads: tuple[ThreadSched, ...]
     libraries: tuple[str, ...] = ()
+    children_used: float = 0.0  # CPUs' worth the children ran (their demand less their run delay)
+    children: int = 0  # child processes at the end of the window
+
+    @property
+    def children_runq_share(self) -> float:
+        """Of the time the children's threads were runnable, the share they waited for a CPU."""
+        return max(0.0, 1.0 - self.children_used / self.children_demand) if self.children_demand > 0 else 0.0
 
     @property
     def children_started_per_s(self) -> float:

@@ -129,9 +129,14 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
     pool_threads = summary.native_active + summary.children_threads
     pool_demand = summary.native_demand + summary.children_demand
     if summary.demand < OVERSUBSCRIBED_FACTOR * cores + 1 or pool_demand < POOL_DEMAND_CORES * cores \
-            or pool_threads < POOL_THREADS_PER_CORE * cores or not working:
+            or pool_threads < POOL_THREADS_PER_CORE * cores:
         return
-    delay = sum(t.runq_share for _, t in working) / len(working)
+    # Who does the work: the process's computing threads; or, while its threads wait on its children (a pool of
+    # worker processes), the children, whose run delay is then what the process waits for.
+    by_children = not working and summary.children_demand >= POOL_DEMAND_CORES * cores and _waits_on_children(ctx)
+    if not working and not by_children:
+        return
+    delay = summary.children_runq_share if by_children else sum(t.runq_share for _, t in working) / len(working)
     if delay < RUN_DELAY_SHARE:
         return
     own = _own_share(summary, summary.demand - cores)
@@ -140,10 +145,12 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
     pools = ", ".join(f"{p.threads} `{p.comm}`" for p in summary.pools[:3] if p.active)
     children = (f" and {summary.children_threads} in {_child_count(ctx)} child processes"
                 if summary.children_threads else "")
+    who = (f"its {summary.children} child processes, which do the work its threads wait for, waited for a CPU "
+           f"{pct(delay)} of the time they were runnable" if by_children else
+           f"{_names(working)}, which do the work, waited for a CPU {pct(delay)} of the window")
     claim = (f"the CPUs are oversubscribed: the process keeps {summary.demand:.1f} threads runnable on "
              f"{_cores_text(summary)}: {summary.native_active} busy native pool threads{children} (OpenMP/MKL "
-             f"workers) beside its {summary.python_threads} Python threads, and {_names(working)}, which do the "
-             f"work, waited for a CPU {pct(delay)} of the window")
+             f"workers) beside its {summary.python_threads} Python threads, and {who}")
     if settings:
         claim += ", with " + ", ".join(_said(r) for r in _main_settings(settings)[:2])
     evidence = [
@@ -176,6 +183,12 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
         impact=cost,
         stages=_stages(working),
     )
+
+
+def _waits_on_children(ctx: Context) -> bool:
+    chain = ctx.waits.chain
+    return bool(chain) and chain[0].edge is not None and chain[0].edge.kind == WAIT_CHILD \
+        and chain[0].edge.share >= RUN_DELAY_SHARE
 
 
 def _main_settings(settings: tuple[SettingReading, ...]) -> list[SettingReading]:
