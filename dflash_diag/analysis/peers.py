@@ -8,9 +8,9 @@ from __future__ import annotations
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.sched import OutsideWait, PeerProcess
 
-# A reading of the thread's wait within this long of a stack sample describes that sample (the scheduler's sweeps
-# come once a second, the stacks up to 20 times).
-MATCH_S = 1.5
+# A reading of the thread's wait within this long of a stack sample describes that sample (the readings come with
+# every /proc sweep, twice a second; the stacks up to 20 times).
+MATCH_S = 0.35
 _STATES = {"R": "running", "S": "sleeping", "D": "in the kernel (D)", "T": "stopped", "t": "traced", "Z": "a zombie"}
 
 

@@ -146,11 +146,16 @@ def _site(frame: Frame | None) -> str:
 def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:
     """(kind, target, site) of what the sample waits on; None when it works."""
     state = row.state
-    if state in _WORK:
-        return None
     thread = row.thread
+    # Off a CPU, without the GIL, while /proc saw it blocked on a file lock or a pipe another process holds (a C call
+    # leaves no frame of its own: its stack reads as computing at the calling line): that process.
+    elsewhere = None if thread.active or thread.owns_gil else outside_wait(ctx.obs, thread, row.t_s)
+    if elsewhere is None and state in _WORK:
+        return None
     own = user_frames(thread)
     site = _site(own[0]) if own else ""
+    if elsewhere is not None:
+        return WAIT_PROCESS, elsewhere, site
     if state is ThreadState.GIL_WAIT:
         return WAIT_GIL, row.gil_holder or "", site
     if state is ThreadState.GPU_WAIT:
@@ -158,9 +163,6 @@ def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:
     if state in (ThreadState.QUEUE_GET, ThreadState.QUEUE_PUT):
         kind = WAIT_QUEUE_GET if state is ThreadState.QUEUE_GET else WAIT_QUEUE_PUT
         return kind, _queue_at(ctx, own[0]) if own else "", site
-    elsewhere = outside_wait(ctx.obs, thread, row.t_s)  # a file lock or a pipe another process holds (/proc)
-    if elsewhere is not None:
-        return WAIT_PROCESS, elsewhere, site
     return _idle_wait(ctx, thread, own, site)
 
 

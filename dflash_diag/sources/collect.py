@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dflash_contract import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
 from dflash_diag.model import NA, Board, Observation, ProcThreadSample, StackSample
+from dflash_diag.model.sched import OutsideWait
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
 from dflash_diag.sources.board import read_board
@@ -244,7 +245,6 @@ class _Scheduler:
         A reader that fails costs that reading only: the window keeps what the others gave (said once)."""
         try:
             sample = redacted_sample(self.sched_reader(self.pid), self.redactor.text)
-            waits = self.peer_reader(self._last_proc) if self._last_proc else ()
             facts = None
             if self.clock() >= self.next_facts_s:
                 facts = redacted_facts(self.facts_reader(self.pid), self.redactor.text)
@@ -256,9 +256,21 @@ class _Scheduler:
                     self.warnings.append(f"scheduler readings failed: {type(exc).__name__}: {exc}")
             return
         with self.lock:
-            self.window.add_sched(sample, waits)
+            self.window.add_sched(sample)
             if facts is not None:
                 self.window.set_os_facts(facts)
+
+    def _outside_waits(self, sweep: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
+        """With every /proc sweep (the stacks need a reading near each sample): the threads blocked on a file lock
+        or a pipe another process holds, and that process (sources.peers)."""
+        try:
+            return self.peer_reader(sweep)
+        except Exception as exc:  # a /proc oddity costs this reading only
+            self._sched_errors += 1
+            if self._sched_errors == 1:
+                with self.lock:
+                    self.warnings.append(f"reading the waits on other processes failed: {type(exc).__name__}: {exc}")
+            return ()
 
     def _dump_peer(self, peer: int) -> StackSample | None:
         """One non-blocking dump of a process at the other end of a wait (its top frame), or None."""
@@ -348,8 +360,10 @@ class _Scheduler:
         cpu = self.cpu_reader()
         resources = self.resource_reader(self.pid)
         self._last_proc = sweep
+        waits = self._outside_waits(sweep)
         with self.lock:
             self.window.add_proc(sweep)
+            self.window.add_outside_waits(waits)
             self.window.add_resources(resources)
             self._note_load(sweep, cpu)
             self.update_rate()

@@ -63,8 +63,10 @@ class SampleWindow:
     def add_proc(self, sweep: tuple[ProcThreadSample, ...]) -> None:
         self.proc.append(sweep)
 
-    def add_sched(self, sample: SchedSample, waits: tuple[OutsideWait, ...] = ()) -> None:
+    def add_sched(self, sample: SchedSample) -> None:
         self.sched.append(sample)
+
+    def add_outside_waits(self, waits: tuple[OutsideWait, ...]) -> None:
         self.outside_waits.extend(waits)
 
     def set_os_facts(self, facts: OsFacts) -> None:
