@@ -184,7 +184,7 @@ class SettingsProbe:
             self._arm_torch(torch)
         out: JsonDict = {
             PayloadKeys.STATUS: STATUS_OK,
-            SettingsKeys.INTERPRETER: _interpreter(),
+            SettingsKeys.INTERPRETER: _interpreter(self._on_gc),
             SettingsKeys.COLLECTOR: self._collector(),
             SettingsKeys.ENVIRONMENT: [list(pair) for pair in known_env(dict(os.environ))],
             SettingsKeys.CPU_CORES: _cpu_cores(),
@@ -239,7 +239,7 @@ class SettingsProbe:
                 pass
 
 
-def _interpreter() -> JsonDict:
+def _interpreter(own: Any = None) -> JsonDict:
     monitoring = getattr(sys, "monitoring", None)
     tools: list[str] = []
     if monitoring is not None:
@@ -259,6 +259,8 @@ def _interpreter() -> JsonDict:
         SettingsKeys.GC_THRESHOLD: list(threshold),
         SettingsKeys.GC_DEFAULT_THRESHOLD: list(default) if default is not None else None,
         SettingsKeys.GC_FROZEN: gc.get_freeze_count() if hasattr(gc, "get_freeze_count") else None,
+        SettingsKeys.GC_CALLBACKS: [name for name in (_hook_name(cb) for cb in list(gc.callbacks)[:16] if cb != own)
+                                    if name],
         SettingsKeys.RECURSION_LIMIT: sys.getrecursionlimit(),
         # Trace and profile functions are per thread: what threading hands every new thread, and the board thread's.
         SettingsKeys.TRACER: _hook_name(getattr(threading, "_trace_hook", None) or sys.gettrace()),

@@ -335,6 +335,7 @@ class SettingsKeys:
     GC_THRESHOLD: Final = "gc_threshold"  # [g0, g1, g2]
     GC_DEFAULT_THRESHOLD: Final = "gc_default_threshold"  # this version's default (None: not known)
     GC_FROZEN: Final = "gc_frozen"  # objects gc.freeze() moved out of the collector's reach
+    GC_CALLBACKS: Final = "gc_callbacks"  # the program's gc.callbacks (module.qualname): they run inside every pause
     RECURSION_LIMIT: Final = "recursion_limit"
     TRACER: Final = "tracer"  # a trace function set for new threads (threading.settrace) or in the board thread
     PROFILE_HOOK: Final = "profile_hook"  # the same for profile functions

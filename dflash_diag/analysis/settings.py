@@ -143,6 +143,11 @@ def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
         out.append(SettingReading("gc.get_threshold()", _tuple(threshold), _tuple(default), AREA_COLLECTOR,
                                   "allocations that start a collection, per generation (lower: more often)",
                                   "probe"))
+    callbacks = interp.get(SettingsKeys.GC_CALLBACKS)
+    if isinstance(callbacks, list) and callbacks:
+        out.append(SettingReading("gc.callbacks", ", ".join(str(c) for c in callbacks[:4]), "none", AREA_COLLECTOR,
+                                  "called at the start and end of every collection: their work is part of each pause",
+                                  "probe"))
     limit = interp.get(SettingsKeys.RECURSION_LIMIT)
     if isinstance(limit, int) and not isinstance(limit, bool) and limit != DEFAULT_RECURSION_LIMIT:
         out.append(SettingReading("sys.getrecursionlimit()", str(limit), str(DEFAULT_RECURSION_LIMIT), AREA_DEBUG,

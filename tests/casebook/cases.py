@@ -423,24 +423,25 @@ CASES: tuple[Case, ...] = (
         family="healthy (settings)", tags=("threads", "env", "child-process"), modes=("outside", "probes"),
     ),
     Case(
-        name="gc_threshold_tuned",
-        program="gc_threshold_tuned",
+        name="gc_callback_watchdog",
+        program="gc_callback_watchdog",
         argv=("sft.py",),
-        cause="a memory helper sets gc.set_threshold(100, 2, 2) over a heap of 60k example dicts: a full "
-              "collection every few steps (imbue's 70B post, allenai/OLMo#509, AnswerDotAI/ModernBERT#71)",
+        cause="a heap watchdog in gc.callbacks tallies every long-lived object by type after each collection: each "
+              "pause of the collector walks the whole heap (imbue's 70B post, allenai/OLMo#509, AnswerDotAI/ModernBERT#71)",
         expect={m: Expect(frozenset({"gc-pauses"}), frozenset({"gc-pauses"}), r"garbage collector stops every thread")
                 for m in ("outside", "probes", "attach")},
         ready=r"step 150 it/s", family="settings", tags=("gc", "interpreter"),
         modes=("outside", "probes", "attach"), attach_probes="settings",
-        known_miss={"outside": "the collector's pauses are invisible from outside: py-spy shows the allocating "
-                               "frame, and the thresholds live in the interpreter (the settings probe reads them)"},
+        known_miss={"outside": "the collector's pauses are invisible from outside: py-spy shows the callback's frames "
+                               "as ordinary Python (where-time-goes names _on_collection), not that the collector "
+                               "runs them; the settings probe times each pause"},
     ),
     Case(
         name="healthy_gc_frozen",
         program="healthy_gc_frozen",
         argv=("finetune.py",),
-        cause="none: the same kind of heap, gc.collect() once and gc.freeze() after loading (collector settings "
-              "changed, harmlessly)",
+        cause="none: the same kind of heap, gc.collect() once and gc.freeze() after loading, and a gc callback that "
+              "only counts collections (collector settings changed, harmlessly)",
         expect=HEALTHY, ready=r"\[ft\] it=150 ", healthy=True, family="healthy (settings)", tags=("gc",),
         modes=("outside", "probes", "attach"), attach_probes="settings",
     ),

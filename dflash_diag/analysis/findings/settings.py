@@ -138,7 +138,8 @@ def _gc(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]
     if share < GC_INFO_SHARE or (probe is not None and n < GC_MIN_COLLECTIONS and not outside_site):
         return
     settings = by_area(readings, AREA_COLLECTOR)
-    why = [r for r in settings if r.source == "call" or r.name.startswith("gc.")]
+    why = sorted((r for r in settings if r.source == "call" or r.name.startswith("gc.")),
+                 key=lambda r: r.name != "gc.callbacks")  # the program's own callbacks run inside every pause
     claim = f"the garbage collector stops every thread {pct(share)} of the time"
     if probe is not None and n:
         claim += f" ({n} collections in the window" + (f", up to {probe[2]:.0f} ms each)" if probe[2] else ")")
@@ -231,31 +232,38 @@ def _debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator
     stderr = (ctx.obs.process.stderr_tail or "") if ctx.obs.process is not None else ""
     calls = {r.name: r for r in readings if r.source == "call"}
     anomaly_call = calls.get("torch.autograd.set_detect_anomaly")
-    modes: list[tuple[str, str, str]] = []  # (what, how it was seen, remedy)
-    if flags.get(SettingsKeys.ANOMALY_DETECTION) is True or (anomaly_call is not None and "True" in anomaly_call.value):
+    modes: list[tuple[str, str, str, bool]] = []  # (what, how it was seen, remedy, on now: a measured state)
+    if flags.get(SettingsKeys.ANOMALY_DETECTION) is True or (anomaly_call is not None and "True" in anomaly_call.value
+                                                                and flags.get(SettingsKeys.ANOMALY_DETECTION) is not False):
         how = f"torch.autograd.set_detect_anomaly({anomaly_call.value}) {anomaly_call.detail}" if anomaly_call \
             else "torch.is_anomaly_enabled() is True"
         modes.append(("anomaly detection is on", how, "torch.autograd.set_detect_anomaly(False), or use "
-                      "torch.autograd.detect_anomaly() only around the step you debug"))
-    elif _ANOMALY_WARNING in stderr:
-        modes.append(("anomaly detection is on", "torch warned \"Anomaly Detection has been enabled\" (stderr)",
-                      "use torch.autograd.detect_anomaly() only around the step you debug"))
+                      "torch.autograd.detect_anomaly() only around the step you debug", True))
+    elif _ANOMALY_WARNING in stderr and not flags:
+        # torch warns when detect_anomaly() is entered: it was on at some point, perhaps around one step only.
+        modes.append(("anomaly detection was turned on at some point",
+                      "torch warned \"Anomaly Detection has been enabled\" (stderr); whether it still is, the settings "
+                      "probe tells (`dflash-diag doctor PID --attach`)",
+                      "use torch.autograd.detect_anomaly() only around the step you debug", False))
     if flags.get(SettingsKeys.AUTOGRAD_PROFILER) is True:
         modes.append(("the autograd profiler records every op", "torch.autograd.profiler is enabled",
-                      "stop the profiler (exit its context, or profile a few steps with a schedule)"))
+                      "stop the profiler (exit its context, or profile a few steps with a schedule)", True))
     sync_mode = flags.get(SettingsKeys.CUDA_SYNC_DEBUG_MODE)
     if isinstance(sync_mode, int) and not isinstance(sync_mode, bool) and sync_mode > 0:
         modes.append(("the CUDA sync debug mode checks every synchronizing call",
-                      f"torch.cuda.get_sync_debug_mode() is {sync_mode}", "torch.cuda.set_sync_debug_mode(0)"))
-    for mode, how, fix in modes:
+                      f"torch.cuda.get_sync_debug_mode() is {sync_mode}", "torch.cuda.set_sync_debug_mode(0)", True))
+    for mode, how, fix, now in modes:
         share, threads = _ops_share(ctx)
         if not threads:
             continue
-        severity = Severity.WARNING if share >= DEBUG_OPS_SHARE else Severity.INFO
+        severity = Severity.WARNING if now and share >= DEBUG_OPS_SHARE else Severity.INFO
+        who = ", ".join(threads[:3])
+        verb = "spends" if len(threads) == 1 else "spend"
+        slows = "it slows every autograd op" if now else "while on, it slows every autograd op"
         yield Finding(
             rule_id="torch-debug-mode", severity=severity,
-            claim=f"{mode} ({how}): it slows every autograd op, and {', '.join(threads[:3])} spend "
-                  f"{pct(share)} of their samples in ops",
+            claim=f"{mode} ({how}): {slows}, and {who} {verb} {pct(share)} of {'its' if len(threads) == 1 else 'their'} "
+                  "samples in ops",
             evidence=(("mode", how), ("time in the ops it slows", f"{pct(share)} of the samples of "
                                                                   f"{', '.join(threads[:4])}")),
             remedy=f"Turn it off for training: {fix}.", impact=share if severity >= Severity.WARNING else 0.0)
