@@ -42,6 +42,7 @@ from dflash_contract.settings import gc_default_thresholds, known_env
 from probes._common import HookGuard, JsonDict, loaded_module, thread_name
 
 _SITE_CHARS = 160
+_PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +79,10 @@ class SettingsProbe:
         self._torch_armed = False
         self._closed = False
         self._finder: _AfterImport | None = None
-        gc.callbacks.append(self._on_gc)
+        # Every callback of the program runs inside the pause too (a heap walk in one is a pause of its own): the
+        # start is timed before all of them, the end after all of them (kept last, below).
+        gc.callbacks.insert(0, self._gc_begin)
+        gc.callbacks.append(self._gc_end)
         self._patch(gc, _GC_CALLS, "gc")
         self._patch(sys, ("setswitchinterval",), "sys")
         torch = loaded_module("torch")
@@ -90,12 +94,31 @@ class SettingsProbe:
 
     # --- the collector ---------------------------------------------------------------------------------------
 
+    def _gc_begin(self, phase: str, info: dict[str, Any]) -> None:
+        if phase != "start":
+            return
+        try:
+            self._gc_start = time.perf_counter()
+            callbacks = gc.callbacks
+            if callbacks and callbacks[-1] is not self._gc_end and not self._closed:
+                # A callback the program appended since: move the end behind it. Safe while CPython walks the list
+                # (it reads item i each time): this entry is at index 0, the one moved sits further on.
+                try:
+                    callbacks.remove(self._gc_end)
+                except ValueError:
+                    pass
+                callbacks.append(self._gc_end)
+        except Exception as exc:  # never into the collector: it runs inside any allocation of the program
+            self._guard.failed(exc)
+
+    def _gc_end(self, phase: str, info: dict[str, Any]) -> None:
+        if phase != "stop":
+            return
+        self._on_gc(phase, info)
+
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         try:
             now = time.perf_counter()
-            if phase == "start":
-                self._gc_start = now
-                return
             start, self._gc_start = self._gc_start, None
             if start is None:
                 return
@@ -143,8 +166,8 @@ class SettingsProbe:
         return wrapper
 
     def _note(self, call: str, args: tuple[Any, ...], kwargs: dict[str, Any], frame: Any) -> None:
-        if self._closed:
-            return
+        if self._closed or frame.f_code.co_filename.startswith(_PROBES_DIR):
+            return  # the probes' own calls (current_frames() holds the collector off): not the program's settings
         if call == "gc.collect":
             self._explicit += 1
         arg = ", ".join([repr(a)[:40] for a in args] + [f"{k}={v!r}"[:40] for k, v in kwargs.items()])
@@ -184,7 +207,7 @@ class SettingsProbe:
             self._arm_torch(torch)
         out: JsonDict = {
             PayloadKeys.STATUS: STATUS_OK,
-            SettingsKeys.INTERPRETER: _interpreter(self._on_gc),
+            SettingsKeys.INTERPRETER: _interpreter((self._gc_begin, self._gc_end)),
             SettingsKeys.COLLECTOR: self._collector(),
             SettingsKeys.ENVIRONMENT: [list(pair) for pair in known_env(dict(os.environ))],
             SettingsKeys.CPU_CORES: _cpu_cores(),
@@ -221,10 +244,11 @@ class SettingsProbe:
 
     def close(self) -> None:
         self._closed = True
-        try:
-            gc.callbacks.remove(self._on_gc)
-        except ValueError:
-            pass
+        for callback in (self._gc_begin, self._gc_end):
+            try:
+                gc.callbacks.remove(callback)
+            except ValueError:
+                pass
         for owner, name, original in reversed(self._patched):
             try:
                 if getattr(getattr(owner, name, None), "__wrapped__", None) is original:
@@ -239,7 +263,7 @@ class SettingsProbe:
                 pass
 
 
-def _interpreter(own: Any = None) -> JsonDict:
+def _interpreter(own: tuple[Any, ...] = ()) -> JsonDict:
     monitoring = getattr(sys, "monitoring", None)
     tools: list[str] = []
     if monitoring is not None:
@@ -259,7 +283,7 @@ def _interpreter(own: Any = None) -> JsonDict:
         SettingsKeys.GC_THRESHOLD: list(threshold),
         SettingsKeys.GC_DEFAULT_THRESHOLD: list(default) if default is not None else None,
         SettingsKeys.GC_FROZEN: gc.get_freeze_count() if hasattr(gc, "get_freeze_count") else None,
-        SettingsKeys.GC_CALLBACKS: [name for name in (_hook_name(cb) for cb in list(gc.callbacks)[:16] if cb != own)
+        SettingsKeys.GC_CALLBACKS: [name for name in (_hook_name(cb) for cb in list(gc.callbacks)[:16] if cb not in own)
                                     if name],
         SettingsKeys.RECURSION_LIMIT: sys.getrecursionlimit(),
         # Trace and profile functions are per thread: what threading hands every new thread, and the board thread's.
@@ -276,7 +300,9 @@ def _hook_name(hook: Any) -> str | None:
         return None
     module = getattr(hook, "__module__", None) or type(hook).__module__
     name = getattr(hook, "__qualname__", None) or type(hook).__qualname__
-    return f"{module}.{name}"[:80]
+    text = f"{module}.{name}"
+    # A long qualified name keeps its end (the function's own name), not the start of a long path of enclosing scopes.
+    return text if len(text) <= 80 else f"{module}.{name.rsplit('.', 1)[-1]}"[-80:]
 
 
 def _cpu_cores() -> int | None:
