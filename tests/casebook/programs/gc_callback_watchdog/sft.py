@@ -52,11 +52,14 @@ def main():
     model = TinyLM()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rng = random.Random(1)
+    seen = []  # per-example records of what was trained on, for the data-order audit at the end
     step, t0 = 0, time.time()
     while True:
         if step == 1:
             memutil.keep_memory_flat()  # from the first step on: the set-up's garbage is not a leak
-        batch = collate(rng.sample(data, 16))
+        examples = rng.sample(data, 16)
+        seen.append([{"id": ex["id"], "step": step, "first_tokens": ex["prompt"][:4]} for ex in examples])
+        batch = collate(examples)
         logits = model(batch[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
         opt.zero_grad()
