@@ -23,7 +23,12 @@ def outside_wait(obs: Observation, thread: ThreadSample, t_s: float) -> str | No
     if not near:
         return None
     wait = min(near, key=lambda w: abs(w.monotonic_s - t_s))
-    return describe(wait)
+    # One edge per wait, whatever the sample: described by the window's newest reading of the same wait (its
+    # peer's CPU use and frame change from sweep to sweep; the edge must not split into one per reading).
+    same = [w for w in obs.outside_waits if (w.tid, w.kind, w.target) == (wait.tid, wait.kind, wait.target)
+            and w.peers and w.peers[0].pid == wait.peers[0].pid]
+    with_cpu = [w for w in same if w.peers[0].cpu_pct is not None]
+    return describe((with_cpu or same)[-1])
 
 
 def describe(wait: OutsideWait) -> str:
