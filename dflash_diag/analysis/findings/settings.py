@@ -33,7 +33,7 @@ SHOWN = 8  # settings listed in the note's claim (all are in its evidence)
 # The collector stopping every thread this share of the window is a measured cost worth acting on.
 GC_WARNING_SHARE = 0.10
 GC_INFO_SHARE = 0.03
-GC_MIN_COLLECTIONS = 3
+GC_MIN_COLLECTIONS = 2  # one pause alone may be a one-off (a gc.collect() at a checkpoint)
 _GC_COLLECT_LINE = re.compile(r"\bgc\.collect\s*\(|^\s*collect\s*\(")
 # A switch interval measurably hurts when threads wait for the GIL this share of the time (the probe's contention,
 # or the sampled GIL waits of the threads that want Python), or hand it over this often (per Python thread).
@@ -163,9 +163,9 @@ def _gc(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]
     yield Finding(
         rule_id="gc-pauses", severity=Severity.WARNING if share >= GC_WARNING_SHARE else Severity.INFO,
         claim=claim, evidence=tuple(evidence),
-        remedy="Collect less: take gc.collect() out of the step (or run it every N steps), keep the default thresholds "
-               "(or raise them with gc.set_threshold), and gc.freeze() once after loading long-lived data so "
-               "collections stop walking it.",
+        remedy="Make the pauses shorter and rarer: no heavy work in gc.callbacks (they run inside every pause), "
+               "gc.collect() out of the step (or every N steps), the default thresholds (or higher ones with "
+               "gc.set_threshold), and gc.freeze() once after loading long-lived data so collections stop walking it.",
         impact=share, kind=CAUSE)
 
 

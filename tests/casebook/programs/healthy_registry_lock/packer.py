@@ -20,6 +20,6 @@ while True:
     for i in range(0, len(blob), 64):
         h.update(blob[i:i + 64])
     total = 0
-    for b in blob[:200_000]:
+    for b in blob[:400_000]:
         total = (total * 31 + b) & 0xFFFFFFFF
-    time.sleep(0.01)
+    time.sleep(0.005)
