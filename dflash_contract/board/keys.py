@@ -368,9 +368,9 @@ class SettingsKeys:
     CUDA_SYNC_DEBUG_MODE: Final = "cuda_sync_debug_mode"  # None until the program initialised CUDA
     DEFAULT_DTYPE: Final = "default_dtype"
     CPU_CORES: Final = "cpu_cores"  # CPUs the process may run on (its affinity)
-    ENVIRONMENT: Final = "environment"  # [[name, value]] of the known variables in os.environ now
+    ENVIRONMENT: Final = "known_environment"  # [[name, value]] of the known variables in os.environ now
     SETTING_CALLS: Final = "setting_calls"  # the calls that changed a setting: rows below, newest last
-    CALL: Final = "call"  # "torch.set_num_threads"
+    CALL: Final = "call_name"  # "torch.set_num_threads"
     ARG: Final = "arg"  # its argument, as text
     CALLERS: Final = "callers"  # the threads that made it
     SITE: Final = "site"  # "train.py:12 (worker)"

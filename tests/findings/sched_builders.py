@@ -12,7 +12,6 @@ from findings_builders import NOW_S, board, stack, thread_sample
 from dflash_diag.model import NA, Board, Frame, Observation, ProcThreadSample
 from dflash_diag.model.evidence import ProcessFacts
 from dflash_diag.model.sched import (
-    CgroupCpu,
     ChildSched,
     EnvSetting,
     OsFacts,
@@ -25,6 +24,8 @@ from dflash_diag.model.sched import (
 TORCH_OP = Frame("Linear.forward", "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", 134)
 SLEEP_LINE = Frame("main", "/app/train.py", 60)
 PID = 4242
+_NO_CGROUP = NA("no cgroup")
+_NO_BOARD = NA("no board")
 
 
 @dataclass
@@ -44,9 +45,9 @@ class Thread:
 
 def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int = 2, process_cpus: str = "0-1",
              procs_running: int | None = None, children: Sequence[tuple[int, int, float, float]] = (),
-             children_started: Sequence[tuple[int, int, float, float]] = (), cgroup: Any = NA("no cgroup"),
+             children_started: Sequence[tuple[int, int, float, float]] = (), cgroup: Any = _NO_CGROUP,
              cgroup_end: Any = None, pressure: Sequence[Pressure] = (), pressure_end: Sequence[Pressure] = (),
-             env: Sequence[tuple[str, str, str]] = (), boards: Sequence[Board] | NA = NA("no board"),
+             env: Sequence[tuple[str, str, str]] = (), boards: Sequence[Board] | NA = _NO_BOARD,
              outside_waits: Sequence[OutsideWait] = (), stderr: str | None = None, samples: int = 12,
              d_state: Sequence[str] = ()) -> Observation:
     """``children``: (pid, threads, run share, wait share) present all window; ``children_started``: the same,

@@ -36,7 +36,7 @@ def test_the_example_is_oversubscribed_with_its_cost_and_leads() -> None:
 
 
 def test_with_the_probe_the_claim_names_the_calls_and_who_made_them() -> None:
-    calls = [{"call": "torch.set_num_threads", "arg": "8", "site": "train_ensemble.py:42 (fit_member)", "count": 4,
+    calls = [{"call_name": "torch.set_num_threads", "arg": "8", "site": "train_ensemble.py:42 (fit_member)", "count": 4,
               "callers": ["member_0", "member_1", "member_2", "member_3"], "last_wall_s": NOW_S}]
     board = settings_board({"setting_calls": calls, "cpu_cores": 2, "torch_flags": {"num_threads": 8}})
     _, (finding,) = _find(scenario(ensemble() + pools(36, run=0.04, wait=0.3), boards=(board,)),

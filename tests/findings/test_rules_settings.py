@@ -37,7 +37,7 @@ def test_nothing_away_from_its_default_says_nothing() -> None:
 def test_the_list_has_the_environment_the_interpreter_and_torch() -> None:
     board = settings_board({"interpreter": _interp(switch_interval_s=0.25, gc_threshold=[100, 2, 2]),
                             "torch_flags": {"cudnn_benchmark": True, "float32_matmul_precision": "high"},
-                            "environment": [["MKL_NUM_THREADS", "1"]]})
+                            "known_environment": [["MKL_NUM_THREADS", "1"]]})
     obs = scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,),
                    env=[("OMP_NUM_THREADS", "8", "process"), ("CUDA_LAUNCH_BLOCKING", "1", "process")])
     (note,) = _findings(obs, "settings-changed")
@@ -80,7 +80,7 @@ def test_explicit_collections_seen_from_outside() -> None:
 
 def test_a_switch_interval_with_measured_gil_waits() -> None:
     board = settings_board({"interpreter": _interp(switch_interval_s=0.25), "setting_calls": [
-        {"call": "sys.setswitchinterval", "arg": "0.25", "site": "termui.py:7 (<module>)", "count": 1,
+        {"call_name": "sys.setswitchinterval", "arg": "0.25", "site": "termui.py:7 (<module>)", "count": 1,
          "callers": ["MainThread"], "last_wall_s": NOW_S}]},
         gil={"contention_share": 0.45, "knocker_runq_share": 0.05, "wait_mean_ms": 30.0, "wait_p99_ms": 240.0})
     analysis = analyse(scenario([Thread("MainThread", PID, 0.6, 0.0)], boards=(board,)), now_wall_s=NOW_S)
@@ -97,7 +97,7 @@ def test_a_switch_interval_with_measured_gil_waits() -> None:
 
 
 def test_anomaly_detection_on_is_weighed_by_the_time_in_ops() -> None:
-    calls = [{"call": "torch.autograd.set_detect_anomaly", "arg": "True", "site": "train_vae.py:10 (<module>)",
+    calls = [{"call_name": "torch.autograd.set_detect_anomaly", "arg": "True", "site": "train_vae.py:10 (<module>)",
               "count": 1, "callers": ["MainThread"], "last_wall_s": NOW_S}]
     board = settings_board({"torch_flags": {"anomaly_detection": True}, "setting_calls": calls})
     (finding,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,)), "torch-debug-mode")

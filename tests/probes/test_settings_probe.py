@@ -167,7 +167,7 @@ def test_torch_is_wrapped_as_its_import_finishes(tmp_path: Path) -> None:
         "import torch\n"
         "t = threading.Thread(target=torch.set_num_threads, args=(2,), name='pool-0'); t.start(); t.join()\n"
         "rows = p.snapshot(0.0)['setting_calls']\n"
-        "print(json.dumps([(r['call'], r['arg'], r['callers']) for r in rows]))\n"
+        "print(json.dumps([(r['call_name'], r['arg'], r['callers']) for r in rows]))\n"
         "print(type(torch.__spec__.loader).__name__)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
