@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 
 from dflash_diag.model import NA, Maybe, Observation, ProcThreadSample
 from dflash_diag.model.sched import (
+    CgroupCpu,
     ChildSched,
     CpuSetLoad,
     PoolGroup,
@@ -99,8 +101,6 @@ def _thread(t: ProcThreadSample, first: Iterable[ProcThreadSample], python_tids:
 
 
 def _with_cpus(t: ThreadSched, cpus: str) -> ThreadSched:
-    from dataclasses import replace
-
     return replace(t, cpus_allowed=cpus) if cpus else t
 
 
@@ -186,8 +186,8 @@ def _throttled_s(sched: list[SchedSample]) -> float | None:
     return max(0, pair[1].throttled_us - pair[0].throttled_us) / 1e6
 
 
-def _cgroup_pair(sched: list[SchedSample]):  # type: ignore[no-untyped-def]
-    groups = [s.cgroup for s in sched if not isinstance(s.cgroup, NA)]
+def _cgroup_pair(sched: list[SchedSample]) -> tuple[CgroupCpu, CgroupCpu] | None:
+    groups = [s.cgroup for s in sched if isinstance(s.cgroup, CgroupCpu)]
     return (groups[0], groups[-1]) if len(groups) >= 2 else None
 
 

@@ -133,3 +133,12 @@ def test_a_file_lock_another_process_holds_is_the_end_of_the_path() -> None:
            "/runs`: running, 96% CPU, in pack (syncer.py:20)" in chain.claim
     assert chain.severity == Severity.WARNING and "100%" in chain.claim  # every sample: one edge
     assert analysis.headline is not None and "registry.lock" in analysis.headline.text
+
+
+def test_two_stack_samples_are_enough_when_proc_shows_who_works() -> None:
+    """py-spy starved of CPU on the oversubscribed box it looks at takes one dump in seconds: the threads that do
+    the work are then those /proc saw runnable half of the window or more."""
+    obs = scenario(ensemble(run=0.05, wait=0.6) + pools(36, run=0.04, wait=0.3), samples=2)
+    analysis, (finding,) = _find(obs, "cpu-oversubscribed")
+    assert "member_0, member_1, member_2, member_3" in finding.claim and "MainThread" not in finding.claim
+    assert finding.severity == Severity.WARNING

@@ -83,15 +83,22 @@ def check(ctx: Context) -> Iterator[Finding]:
 # --- who does the work -------------------------------------------------------------------------------------------
 
 
-def working_threads(ctx: Context, summary: SchedSummary) -> list[tuple[ThreadStats, ThreadSched]]:
-    """The Python threads that compute (in most of their samples), with their scheduler readings."""
-    by_tid = {t.tid: t for t in summary.threads}
-    out = []
-    for stats in ctx.sampled():
-        if stats.os_thread_id is None or stats.os_thread_id not in by_tid or stats.name.startswith("dflash-diag-"):
+def working_threads(ctx: Context, summary: SchedSummary) -> list[tuple[ThreadStats | None, ThreadSched]]:
+    """The Python threads that do the work, with their scheduler readings: computing in most of their samples; or,
+    when too few samples were taken to say (py-spy starved of CPU on an oversubscribed box takes one dump in
+    seconds), runnable at least half of the window by /proc (on a CPU or waiting for one)."""
+    stats_by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
+    sampled = {t.os_thread_id for t in ctx.sampled()}
+    out: list[tuple[ThreadStats | None, ThreadSched]] = []
+    for t in summary.threads:
+        stats = stats_by_tid.get(t.tid)
+        if not t.python or t.name.startswith("dflash-diag-"):
             continue
-        if sum(stats.shares.get(s, 0.0) for s in _WORK) >= WORKING_SHARE:
-            out.append((stats, by_tid[stats.os_thread_id]))
+        if t.tid in sampled and stats is not None:
+            if sum(stats.shares.get(s, 0.0) for s in _WORK) >= WORKING_SHARE:
+                out.append((stats, t))
+        elif t.demand >= WORKING_SHARE:
+            out.append((stats, t))
     return out
 
 
@@ -105,12 +112,12 @@ def _own_share(summary: SchedSummary, excess: float) -> float:
     return excess / (excess + max(0.0, external))
 
 
-def _stages(pairs: list[tuple[ThreadStats, ThreadSched]]) -> tuple[str, ...]:
-    return tuple(sorted({s.stage for s, _ in pairs} - {"other"}))
+def _stages(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> tuple[str, ...]:
+    return tuple(sorted({s.stage for s, _ in pairs if s is not None} - {"other"}))
 
 
-def _names(pairs: list[tuple[ThreadStats, ThreadSched]]) -> str:
-    names = [s.name for s, _ in pairs]
+def _names(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> str:
+    names = [t.name for _, t in pairs]
     return ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
 
 
@@ -124,7 +131,7 @@ def _rate(value: float | None) -> str:
 
 
 def _oversubscribed(ctx: Context, summary: SchedSummary,
-                    working: list[tuple[ThreadStats, ThreadSched]]) -> Iterator[Finding]:
+                    working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
     cores = summary.cores
     pool_threads = summary.native_active + summary.children_threads
     pool_demand = summary.native_demand + summary.children_demand
@@ -162,8 +169,8 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
         ("context switches", f"{_rate(summary.voluntary_per_s)}/s voluntary, {_rate(summary.involuntary_per_s)}/s "
                              f"involuntary ({_rate((summary.switches_per_s or 0.0) / max(cores, 1.0))}/s per CPU)"),
     ]
-    for stats, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]:
-        evidence.append((f"{stats.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}"))
+    for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]:
+        evidence.append((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}"))
     if summary.external_runnable is not None:
         evidence.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average: the "
                                                                 f"process's own excess explains {pct(own)} of the wait"))
@@ -221,7 +228,7 @@ def _cores_text(summary: SchedSummary) -> str:
 
 
 def _narrow_affinity(ctx: Context, summary: SchedSummary,
-                     working: list[tuple[ThreadStats, ThreadSched]]) -> Iterator[Finding]:
+                     working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
     for cpuset in summary.cpu_sets:
         excess = cpuset.demand - cpuset.cpu_count
         if excess < CPUSET_EXCESS:
@@ -249,8 +256,8 @@ def _narrow_affinity(ctx: Context, summary: SchedSummary,
         evidence = [("CPUs allowed", f"{cpuset.cpus} ({cpuset.cpu_count} of {summary.machine_cpus}) for "
                                      f"{cpuset.threads} threads"),
                     ("threads runnable on them", f"{cpuset.demand:.1f}")]
-        for stats, t in pinned[:MAX_NAMED]:
-            evidence.append((f"{stats.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one "
+        for _, t in pinned[:MAX_NAMED]:
+            evidence.append((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one "
                                                       f"{pct(t.cpu_share)}, allowed {t.cpus_allowed}"))
         if external is not None:
             evidence.append(("other tasks runnable on the machine", f"{external:.1f} on average"))
