@@ -50,7 +50,7 @@ def test_the_collector_is_timed_with_the_programs_own_callback_inside_each_pause
     watched = collector[K.PAUSE_S_TOTAL] - plain
     assert watched - plain >= 1.0 and collector[K.PAUSE_MAX_MS] >= 450.0
     assert collector[K.RECENT_PAUSE_SHARE] > 0.0 and collector[K.RECENT_COLLECTIONS] >= 6
-    assert names == [f"{__name__}.slow_watchdog"]
+    assert f"{__name__}.slow_watchdog" in names  # beside any a test plugin registered (hypothesis has one)
     rows = [r for r in payload[K.SETTING_CALLS] if r[K.CALL] == "gc.collect"]  # one row per calling line
     assert sum(r[K.COUNT] for r in rows) == 6 and all(r[K.SITE].startswith("test_settings_probe.py:") for r in rows)
     assert all(r[K.CALLERS] == ["MainThread"] for r in rows)
