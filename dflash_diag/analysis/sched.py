@@ -229,7 +229,7 @@ def _cpu_sets(threads: tuple[ThreadSched, ...], machine: int) -> tuple[CpuSetLoa
     return tuple(sorted(out, key=lambda c: -c.demand))
 
 
-_CACHE: list[tuple[Observation, Maybe[SchedSummary]]] = []  # the last few observations summarised (rules share it)
+_CACHE: list[tuple[Observation, Maybe[SchedSummary]]] = []  # the last two observations summarised (rules share it)
 
 
 def summary_of(obs: Observation) -> Maybe[SchedSummary]:
@@ -239,5 +239,5 @@ def summary_of(obs: Observation) -> Maybe[SchedSummary]:
             return summary
     summary = summarise(obs)
     _CACHE.append((obs, summary))
-    del _CACHE[:-4]
+    del _CACHE[:-2]
     return summary
