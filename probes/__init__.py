@@ -37,6 +37,7 @@ from probes import (
     mailbox,
     queues,
     syncs,
+    settings,
     threads,
 )
 
@@ -81,6 +82,7 @@ class ProbesConfig:
     collectives: collectives.Config = field(default_factory=collectives.Config)
     syncs: syncs.Config = field(default_factory=syncs.Config)
     mailbox: mailbox.Config = field(default_factory=mailbox.Config)
+    settings: settings.Config = field(default_factory=settings.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

@@ -40,6 +40,7 @@ from probes import (
     mailbox,
     queues,
     syncs,
+    settings,
     threads,
 )
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
@@ -86,6 +87,7 @@ PROBE_CLASSES: dict[str, Callable[[Any], Probe]] = {
     ProbeName.COLLECTIVES: collectives.CollectivesProbe,
     ProbeName.SYNCS: syncs.SyncsProbe,
     ProbeName.MAILBOX: mailbox.MailboxProbe,
+    ProbeName.SETTINGS: settings.SettingsProbe,
 }
 
 

@@ -54,6 +54,7 @@ from dflash_contract.board.keys import (
     QueueKeys,
     SessionKeys,
     SyncKeys,
+    SettingsKeys,
     ThreadsKeys,
     parse_probe_list,
 )
@@ -81,7 +82,7 @@ __all__ = [
     "PROBE_NAMES", "PROBE_STATUSES", "STALE_INTERVALS", "STALE_MIN_S", "STATUS_ERROR", "STATUS_NA", "STATUS_OK",
     "AllocatorKeys", "AppKeys", "BoardDirError", "BoardDocument", "BoardFormatError", "CheckpointKeys",
     "CodedriftKeys", "CollectivesKeys", "CompileKeys", "CudagraphsKeys", "FastpathKeys", "GilKeys", "HealthKeys", "MailboxKeys",
-    "PayloadKeys", "ProbeName", "ProbePayload", "QueueKeys", "SessionInfo", "SessionKeys", "SyncKeys",
+    "PayloadKeys", "ProbeName", "ProbePayload", "QueueKeys", "SessionInfo", "SessionKeys", "SettingsKeys", "SyncKeys",
     "ThreadsKeys", "WriterIdentity",
     "board_file_name", "candidate_dirs", "choose_board_dir", "default_board_dir", "ensure_private_dir", "is_stale",
     "iter_board_names", "loads_strict", "parse_document", "parse_probe_list", "pid_of_board_name", "read_board_bytes",

@@ -12,7 +12,7 @@ from typing import Final
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
     "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
-    "collectives", "syncs", "mailbox",
+    "collectives", "syncs", "mailbox", "settings",
 )  # == the ProbeName constants below (checked by tests/contract/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -64,6 +64,7 @@ class ProbeName:
     COLLECTIVES: Final = "collectives"
     SYNCS: Final = "syncs"
     MAILBOX: Final = "mailbox"
+    SETTINGS: Final = "settings"
 
 
 class PayloadKeys:
@@ -364,6 +365,61 @@ class MailboxKeys:
     REQUESTS_ANSWERED: Final = "requests_answered"
     LAST_ANSWER_MS: Final = "last_answer_ms"
     CALL_BLOCKED_S: Final = "call_blocked_s"  # a store call unanswered this long (the server stopped); None: none
+
+
+class SettingsKeys:
+    """Keys of the ``settings`` payload: the interpreter's settings and its collector's pauses, torch's process-wide
+    modes and flags, the known environment variables, and the calls that changed them (``dflash_contract.settings``
+    has every setting's default)."""
+
+    INTERPRETER: Final = "interpreter"  # the interpreter's settings
+    PYTHON_VERSION: Final = "python_version"  # "3.11"
+    SWITCH_INTERVAL_S: Final = "switch_interval_s"
+    GC_ENABLED: Final = "gc_enabled"
+    GC_THRESHOLD: Final = "gc_threshold"  # [g0, g1, g2]
+    GC_DEFAULT_THRESHOLD: Final = "gc_default_threshold"  # this version's default (None: not known)
+    GC_FROZEN: Final = "gc_frozen"  # objects gc.freeze() moved out of the collector's reach
+    GC_CALLBACKS: Final = "gc_callbacks"  # the program's gc.callbacks (module.qualname): they run inside every pause
+    RECURSION_LIMIT: Final = "recursion_limit"
+    TRACER: Final = "tracer"  # a trace function set for new threads (threading.settrace) or in the board thread
+    PROFILE_HOOK: Final = "profile_hook"  # the same for profile functions
+    MONITORING_TOOLS: Final = "monitoring_tools"  # sys.monitoring tools registered (3.12+): coverage, debuggers
+    DEV_MODE: Final = "dev_mode"
+    XOPTIONS: Final = "xoptions"  # the -X options, as "name" or "name=value"
+    COLLECTOR: Final = "collector"  # the cyclic collector's pauses, timed by gc.callbacks
+    COLLECTIONS: Final = "collections"  # since timing started
+    COLLECTIONS_BY_GENERATION: Final = "collections_by_generation"
+    PAUSE_S_TOTAL: Final = "pause_s_total"  # wall time every thread was stopped by collections
+    PAUSE_MAX_MS: Final = "pause_max_ms"
+    RECENT_PAUSE_SHARE: Final = "recent_pause_share"  # over the last RECENT_WINDOW_S
+    RECENT_WINDOW_S: Final = "recent_window_s"
+    RECENT_COLLECTIONS: Final = "recent_collections"
+    EXPLICIT_COLLECTS: Final = "explicit_collects"  # gc.collect() calls the program made
+    TIMED_SINCE_WALL_S: Final = "timed_since_wall_s"
+    TORCH_FLAGS: Final = "torch_flags"  # torch's process-wide modes and flags (absent until the program imports torch)
+    NUM_THREADS: Final = "num_threads"  # as the board thread sees it (the setting is per thread: calls say more)
+    NUM_INTEROP_THREADS: Final = "num_interop_threads"
+    DETERMINISTIC_ALGORITHMS: Final = "deterministic_algorithms"
+    ANOMALY_DETECTION: Final = "anomaly_detection"
+    AUTOGRAD_PROFILER: Final = "autograd_profiler"
+    FLOAT32_MATMUL_PRECISION: Final = "float32_matmul_precision"
+    CUDA_MATMUL_ALLOW_TF32: Final = "cuda_matmul_allow_tf32"
+    CUDNN_ALLOW_TF32: Final = "cudnn_allow_tf32"
+    CUDNN_BENCHMARK: Final = "cudnn_benchmark"
+    CUDNN_DETERMINISTIC: Final = "cudnn_deterministic"
+    CUDNN_ENABLED: Final = "cudnn_enabled"
+    MKLDNN_ENABLED: Final = "mkldnn_enabled"
+    CUDA_SYNC_DEBUG_MODE: Final = "cuda_sync_debug_mode"  # None until the program initialised CUDA
+    DEFAULT_DTYPE: Final = "default_dtype"
+    CPU_CORES: Final = "cpu_cores"  # CPUs the process may run on (its affinity)
+    ENVIRONMENT: Final = "known_environment"  # [[name, value]] of the known variables in os.environ now
+    SETTING_CALLS: Final = "setting_calls"  # the calls that changed a setting: rows below, newest last
+    CALL: Final = "call_name"  # "torch.set_num_threads"
+    ARG: Final = "arg"  # its argument, as text
+    CALLERS: Final = "callers"  # the threads that made it
+    SITE: Final = "site"  # "train.py:12 (worker)"
+    COUNT: Final = "count"
+    LAST_WALL_S: Final = "last_wall_s"
 
 
 class CodedriftKeys:

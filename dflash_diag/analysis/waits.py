@@ -31,6 +31,7 @@ from dflash_contract.board import SessionKeys
 from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.findings._context import Context, user_frames
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
+from dflash_diag.analysis.peers import outside_wait
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
 from dflash_diag.model import Frame, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
@@ -45,6 +46,7 @@ from dflash_diag.model.waits import (
     WAIT_JOIN,
     WAIT_LOCK,
     WAIT_OTHER,
+    WAIT_PROCESS,
     WAIT_QUEUE_GET,
     WAIT_QUEUE_PUT,
     WAIT_SLEEP,
@@ -144,11 +146,16 @@ def _site(frame: Frame | None) -> str:
 def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:
     """(kind, target, site) of what the sample waits on; None when it works."""
     state = row.state
-    if state in _WORK:
-        return None
     thread = row.thread
+    # Off a CPU, without the GIL, while /proc saw it blocked on a file lock or a pipe another process holds (a C call
+    # leaves no frame of its own: its stack reads as computing at the calling line): that process.
+    elsewhere = None if thread.active or thread.owns_gil else outside_wait(ctx.obs, thread, row.t_s)
+    if elsewhere is None and state in _WORK:
+        return None
     own = user_frames(thread)
     site = _site(own[0]) if own else ""
+    if elsewhere is not None:
+        return WAIT_PROCESS, elsewhere, site
     if state is ThreadState.GIL_WAIT:
         return WAIT_GIL, row.gil_holder or "", site
     if state is ThreadState.GPU_WAIT:

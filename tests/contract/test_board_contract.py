@@ -22,7 +22,7 @@ KEY_CLASSES = {
     "checkpoint": contract.CheckpointKeys, "compile": contract.CompileKeys, "cudagraphs": contract.CudagraphsKeys,
     "fastpath": contract.FastpathKeys, "codedrift": contract.CodedriftKeys, "threads": contract.ThreadsKeys,
     "health": contract.HealthKeys, "collectives": contract.CollectivesKeys, "mailbox": contract.MailboxKeys,
-    "syncs": contract.SyncKeys,
+    "syncs": contract.SyncKeys, "settings": contract.SettingsKeys,
 }
 ALL_KEY_CLASSES = (*KEY_CLASSES.values(), contract.PayloadKeys, contract.AppKeys, contract.SessionKeys)
 # Keys too generic to tell a payload key from another document's field by their spelling alone (they are also

@@ -1,5 +1,4 @@
-"""Resources over the window: host memory that grows without bound, with when it runs out; CPUs too few for the
-threads that want them (oversubscribed), which makes every sampled share a reading of the scheduler too.
+"""Resources over the window: host memory that grows without bound, with when it runs out (CPUs: ``scheduler.py``).
 
 RSS is read with every /proc sweep (``sources.procfs.read_process``). A least-squares slope over the window
 says how fast it grows; a process whose RSS rises in most sweeps by megabytes a second keeps something it
@@ -20,9 +19,8 @@ from collections.abc import Iterator, Sequence
 
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import Finding, ProcessSample, Severity
-from dflash_diag.model.findings import CAUSE, NOTE
+from dflash_diag.model.findings import CAUSE
 
 MIN_READINGS = 4
 MIN_SPAN_S = 2.0
@@ -39,40 +37,11 @@ _MIB = 1024 * 1024
 
 RULES = (
     RuleSpec("host-memory-growth"),
-    # About the diagnosis' conditions: it names no cause (the threads would be slow anywhere this crowded) and
-    # leads no headline, but says why the shares and the stage verdict may move from one window to the next.
-    RuleSpec("cpu-oversubscribed", kind=NOTE, slows=False, sampled=True),
 )
 
 
 def check(ctx: Context) -> Iterator[Finding]:
     yield from _memory(ctx)
-    yield from _cpus(ctx)
-
-
-def _cpus(ctx: Context) -> Iterator[Finding]:
-    over = oversubscription(ctx.threads)
-    if over is None:
-        return
-    shown = over.threads[:4]
-    evidence = [(f"{name} (/proc)", f"computing in {100 * computing:.0f}% of its samples, on a CPU {cpu:.0f}% of "
-                                    f"the window, runnable and waiting for a CPU {runq:.0f}%")
-                for name, computing, cpu, runq in shown]
-    if ctx.obs.process is not None and ctx.obs.process.cpus_allowed is not None:
-        evidence.append(("CPUs this process may run on", str(ctx.obs.process.cpus_allowed)))
-    yield Finding(
-        rule_id="cpu-oversubscribed",
-        severity=Severity.INFO,
-        claim=(f"the CPUs are oversubscribed: {', '.join(n for n, *_ in shown)} waited for a CPU "
-               f"{over.runq_pct:.0f}% of the window on average while computing: their shares"
-               + (", and which stage looks slower," if ctx.pipeline.stages_from else "")
-               + " follow the scheduler as much as the code, and may change from one window to the next"),
-        evidence=tuple(evidence),
-        remedy=("Give the process the cores its threads want: fewer other processes on the machine, or fewer threads "
-                "in it (torch.set_num_threads per worker thread, OMP_NUM_THREADS, fewer workers); judge a bottleneck "
-                "again once the threads get their CPU."),
-        kind=NOTE,
-    )
 
 
 def _memory(ctx: Context) -> Iterator[Finding]:
