@@ -36,8 +36,8 @@ from probes import (
     health,
     mailbox,
     queues,
-    syncs,
     settings,
+    syncs,
     threads,
 )
 

@@ -39,8 +39,8 @@ from probes import (
     health,
     mailbox,
     queues,
-    syncs,
     settings,
+    syncs,
     threads,
 )
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported

@@ -53,8 +53,8 @@ from dflash_contract.board.keys import (
     ProbeName,
     QueueKeys,
     SessionKeys,
-    SyncKeys,
     SettingsKeys,
+    SyncKeys,
     ThreadsKeys,
     parse_probe_list,
 )
