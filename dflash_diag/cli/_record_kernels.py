@@ -12,6 +12,7 @@ it cannot see (SIGKILL) the process notices the lease's end within half a second
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
@@ -85,9 +86,10 @@ def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: d
             raise AttachError(f"PID {args.pid}: the kernel recording failed: {outcome.get('error')}", ExitCode.ATTACH_FAILED)
         if outcome.get("reason") == "program-profiler":
             _say(args, f"PID {args.pid} started a profiler of its own: ours stepped aside at once (the trace ends there)")
-        data = recording.read_trace(started.files)
-        trace, clock = recorded_trace(data, outcome, args.pid, wall_minus_mono_s=time.time() - time.monotonic())
-        state.update(outcome=outcome, clock=clock, torch_bytes=len(data))
+        with recording.open_trace(started.files) as fh:  # read as a stream: memory is what is kept of it
+            size = os.fstat(fh.fileno()).st_size
+            trace, clock = recorded_trace(fh, outcome, args.pid, wall_minus_mono_s=time.time() - time.monotonic())
+        state.update(outcome=outcome, clock=clock, torch_bytes=size)
         return replace(until_stop(obs, outcome.get("stop_began_mono_ns")), kernels=trace)
 
     config = sampler_config(duration_s, args.rate, args.board_dir, native=args.native)
