@@ -127,7 +127,8 @@ def test_a_fifo_is_refused_at_once_never_waited_on(tmp_path: Path) -> None:
     ('{"traceEvents": [{"ph": "X", "name": "' + "n" * (2 << 20) + '"}]}', "more than"),  # one event of 2 MB
     ('{"traceEvents": [], "x": 1} trailing', "is not JSON"),
     ('\xff\xfe{"traceEvents": []}', "is not JSON"),
-])
+], ids=["an integer of 5000 digits", "nested 100,000 deep", "one event of 2 MB", "text after the document",
+        "not UTF-8"])
 def test_documents_dear_to_decode_are_refused_in_one_line(text: str, says: str, tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     path.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
