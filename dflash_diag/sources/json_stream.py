@@ -2,7 +2,7 @@
 one at a time, so that reading a trace of a gigabyte costs what is kept of it, not ~11 bytes per byte of text (what
 ``json.loads`` of the whole costs).
 
-Strict like ``json.loads`` (``NaN`` and ``Infinity`` refused, like every other non-JSON constant) and bounded: no
+Strict like the board reader (``NaN``, ``Infinity`` and ``1e999`` refused: ``dflash_contract``'s decoder) and bounded: no
 value outside the streamed array may be longer than ``max_value_chars``, no item of it longer than
 ``max_item_chars``; the nesting is Python's own parser's (a ``RecursionError`` is a bad document here). The standard
 library's decoder does the parsing (``raw_decode`` on a sliding window of the text); this module only walks the
@@ -15,6 +15,8 @@ import codecs
 import json
 from collections.abc import Iterator
 from typing import Any, BinaryIO
+
+from dflash_contract.board import strict_decoder
 
 CHUNK_BYTES = 1 << 20
 ARRAY_START = object()  # yielded as ``(array_key, ARRAY_START)`` when the streamed array begins (it may be empty)
@@ -29,11 +31,7 @@ class JsonStreamError(ValueError):
         self.over_bound = over_bound
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = strict_decoder()  # the contract's one strict JSON: no NaN, Infinity or 1e999
 
 
 class _Text:
