@@ -26,16 +26,17 @@ from dflash_diag.model import Observation
 
 def record_kernels(args: argparse.Namespace, duration_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """The merged trace document and the command's summary (its --json)."""
-    from dflash_contract.board import BoardDirError, ensure_private_dir
+    from dflash_contract.board import BoardDirError, choose_board_dir
     from dflash_diag.cli._signals import deferred, terminate_like_ctrl_c
     from dflash_diag.inject import kernels as recording
     from dflash_diag.inject.request import Lease
-    from dflash_diag.sources.board import default_board_dir
 
-    try:
-        board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
+    try:  # a default directory someone else took: a private one beside it, as `attach` and `run` do
+        board_dir, warning = choose_board_dir(Path(args.board_dir).resolve() if args.board_dir else None)
     except (BoardDirError, OSError) as exc:
         raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
+    if warning is not None:
+        _say(args, f"warning: {warning}")
     lease = Lease.for_target(args.pid)
     if lease is None:
         _say(args, f"PID {args.pid} runs in another PID namespace: the recording cannot hold a lease on this command; "
