@@ -5,8 +5,9 @@ clients").
 Starts one probed program (its board in a private directory) and ``dflash-diag export --port 0 --all`` (the real
 command, ``--token-file`` with ``--token``), then scrapes ``--scrapes`` times back to back, each with a 10 s timeout
 (Prometheus's default): first alone, then while the slow clients hold their connections (each reopens as soon as
-the exporter drops it, for the whole phase). Prints and writes (``--json``) the median and the slowest scrape and
-how many timed out, for both phases.
+the exporter drops it, for the whole phase). Then ``--flood`` clients scrape back to back for ``--flood-s`` seconds:
+the answers a second (bounded at 20) and the exporter's CPU over that time (from /proc). Prints and writes
+(``--json``) the median and the slowest scrape and how many timed out, for the first two phases.
 
   .venv/bin/python bench/export_slow_clients.py --slow 4 --every 2 --scrapes 20 --json /tmp/slow.json
 """
@@ -90,11 +91,42 @@ def phase(url: str, token: str, scrapes: int) -> dict[str, Any]:
             "max_ms": round(1e3 * max(served), 1) if served else None}
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def flood(url: str, token: str, clients: int, seconds: float, exporter_pid: int) -> dict[str, Any]:
+    served: list[int] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            if scrape(url, token) is not None:
+                served.append(1)
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    cpu0, t0 = cpu_s(exporter_pid), time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    elapsed = time.monotonic() - t0
+    cpu = cpu_s(exporter_pid) - cpu0
+    for t in threads:
+        t.join(SCRAPE_TIMEOUT_S + 5)
+    return {"clients": clients, "seconds": round(elapsed, 1), "answers_per_s": round(len(served) / elapsed, 1),
+            "exporter_cpu_pct_of_a_core": round(100 * cpu / elapsed, 1)}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--slow", type=int, default=4)
     p.add_argument("--every", type=float, default=2.0)
     p.add_argument("--scrapes", type=int, default=20)
+    p.add_argument("--flood", type=int, default=20)
+    p.add_argument("--flood-s", type=float, default=20.0)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -128,6 +160,7 @@ def main() -> int:
             stop.set()
             for t in clients:
                 t.join(args.every + 5)
+            flooded = flood(url, token, args.flood, args.flood_s, exporter.pid) if args.flood else None
         finally:
             exporter.send_signal(signal.SIGTERM)
             publisher.kill()
@@ -135,7 +168,7 @@ def main() -> int:
             publisher.wait(30)
     report = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "cpus": os.cpu_count(),
               "load_avg": os.getloadavg(), "slow_clients": args.slow, "every_s": args.every, "alone": alone,
-              "beside_slow_clients": beside,
+              "beside_slow_clients": beside, "flood": flooded,
               "slow_client_held_s_median": round(statistics.median(drops), 2) if drops else None}
     print(json.dumps(report, indent=1))
     if args.json:
