@@ -46,6 +46,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,6 +227,7 @@ class Tally:
     crashes: list[dict[str, Any]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     command_s: list[float] = field(default_factory=list)
+    in_flight: int = 0  # recordings under way (the command's workers)
 
     def add(self, other: Tally) -> None:
         for name in ("recordings", "ok", "refused", "failed", "lost", "with_doctor"):
@@ -311,31 +313,54 @@ def record_once(target: Target, board_dir: Path, out: Path, duration_s: float, e
 
 
 def soak_cli(args: argparse.Namespace, work: Path, tally: Tally, deadline: float) -> None:
+    """``--jobs`` workers, each recording its own programs one after another (the shapes rotated per worker)."""
     board_dir = work / "boards"
     board_dir.mkdir(mode=0o700, exist_ok=True)
     env = env_for(board_dir)
-    rng = random.Random(args.seed)
-    shapes = args.shapes
-    i = 0
-    while tally.recordings < args.recordings and time.monotonic() < deadline:
-        shape = shapes[i % len(shapes)]
+    lock = threading.Lock()
+    workers = [threading.Thread(target=_cli_worker, args=(args, work, tally, lock, deadline, env, board_dir, j),
+                                name=f"soak-{j}") for j in range(args.jobs)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def _cli_worker(args: argparse.Namespace, work: Path, tally: Tally, lock: threading.Lock, deadline: float,
+                env: dict[str, str], board_dir: Path, job: int) -> None:
+    rng = random.Random(args.seed + job)
+    i = job
+    while time.monotonic() < deadline:
+        with lock:
+            if tally.recordings + tally.in_flight >= args.recordings:
+                return
+        shape = args.shapes[i % len(args.shapes)]
         i += 1
         part = Tally()
         target = start_target(work, shape, "cli", 0, rng.randrange(1 << 30), env)
         try:
             for _ in range(args.per_target):
-                if tally.recordings + part.recordings >= args.recordings or time.monotonic() >= deadline:
-                    break
-                n = tally.recordings + part.recordings + 1
-                record_once(target, board_dir, work / "trace.json", rng.choice(args.durations), env,
-                            with_doctor=args.doctor_every > 0 and n % args.doctor_every == 0, tally=part)
+                with lock:
+                    if tally.recordings + tally.in_flight >= args.recordings or time.monotonic() >= deadline:
+                        break
+                    tally.in_flight += 1
+                    n = tally.recordings + tally.in_flight
+                try:
+                    record_once(target, board_dir, work / f"trace-{job}.json", rng.choice(args.durations), env,
+                                with_doctor=args.doctor_every > 0 and n % args.doctor_every == 0, tally=part)
+                finally:
+                    with lock:
+                        tally.in_flight -= 1
+                        tally.recordings += 1
+                        part.recordings -= 1  # counted in the shared tally already
                 if not target.alive():
                     break
         finally:
             target.stop()
             shutil.rmtree(target.ctl, ignore_errors=True)
-        tally.add(part)
-        _progress(tally, shape)
+        with lock:
+            tally.add(part)
+            _progress(tally, shape)
 
 
 def soak_signal(args: argparse.Namespace, work: Path, tally: Tally, deadline: float) -> None:
@@ -405,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[0.5, 1.0])
     p.add_argument("--doctor-every", type=int, default=3, help="a concurrent doctor every Nth recording (0: never)")
     p.add_argument("--seed", type=int, default=31)
+    p.add_argument("--jobs", type=int, default=1, help="via cli: programs recorded at once (one worker each)")
     p.add_argument("--budget-s", type=float, default=4 * 3600)
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
