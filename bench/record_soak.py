@@ -23,7 +23,11 @@ Two ways to record (``--via``):
   the program must still run, else it is ``lost``;
 - ``signal`` (fast, in-process): the program itself starts ``probes.kernels`` from a signal handler (which runs on
   the main thread at a bytecode boundary, where the attach bootstrap's pending call runs) every few hundred
-  milliseconds, and the recording's own thread ends it as in a real recording; many more cycles a minute, no py-spy.
+  milliseconds, and the recording's own thread ends it as in a real recording; many more cycles a minute, no py-spy;
+- ``torch`` (the race itself, on this torch): the all-threads profiler started the same way and stopped 2 ms later
+  from another thread, as ``probes.kernels`` does, either plainly (``--stop plain``: what it did before) or after
+  taking its callback out and draining (``--stop drained``: what it does now), while the ``threads`` shape's three
+  threads train; thousands of stops an hour, where a real recording stops once.
 
 Nothing but the programs it starts is touched; every wait is bounded, the whole run by ``--budget-s``. Run it niced
 (``nice -n 19``) on a shared machine. Writes ``record_soak.json`` (and prints a summary) to ``--out``; exit 1 when a
@@ -177,6 +181,49 @@ if shape in ("main-spin", "churn"):
 else:
     ready([f"trainer-{i}" for i in range(3)])
     workers[0].join()
+'''
+
+
+_TORCH_RACE = r'''
+import faulthandler, json, os, signal, sys, threading, time
+faulthandler.enable()
+import torch
+torch.set_num_threads(1)
+ctl, cycles, stop_mode, drain_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+A = torch._C._profiler.ProfilerActivity
+box = {"prof": None}
+def start(signum, frame):  # on the main thread, at a bytecode boundary: where the attach bootstrap runs
+    cfg = torch.profiler._ExperimentalConfig(profile_all_threads=True, trace_only=True)
+    prof = torch.autograd.profiler.profile(use_kineto=True, experimental_config=cfg)
+    prof.__enter__()
+    box["prof"] = prof
+signal.signal(signal.SIGUSR1, start)
+def train():
+    model = torch.nn.Linear(64, 64); opt = torch.optim.SGD(model.parameters(), lr=0.01); x = torch.randn(32, 64)
+    while True:
+        model(x).pow(2).mean().backward(); opt.step(); opt.zero_grad()
+for i in range(3):
+    threading.Thread(target=train, name=f"trainer-{i}", daemon=True).start()
+def driver():
+    for i in range(cycles):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        while box["prof"] is None:
+            time.sleep(0.001)
+        time.sleep(0.002)
+        prof, box["prof"] = box["prof"], None
+        if stop_mode == "drained":  # probes/kernels.py's _drain, then the stop
+            torch._C._autograd._toggle_collection_dynamic(False, {A.CPU, A.CUDA, A.XPU})
+            time.sleep(drain_s)
+        prof.__exit__(None, None, None)
+        with open(os.path.join(ctl, "progress.tmp"), "w") as fh:
+            json.dump({"cycles": i + 1, "ok": i + 1, "refused": 0, "failed": 0}, fh)
+        os.replace(os.path.join(ctl, "progress.tmp"), os.path.join(ctl, "progress"))
+    print("done", flush=True)
+    os._exit(0)
+threading.Thread(target=driver, name="soak-driver", daemon=True).start()
+print("ready", flush=True)
+while True:
+    time.sleep(1)
 '''
 
 
@@ -391,6 +438,39 @@ def soak_signal(args: argparse.Namespace, work: Path, tally: Tally, deadline: fl
         _progress(tally, shape)
 
 
+def soak_torch(args: argparse.Namespace, work: Path, tally: Tally, deadline: float) -> None:
+    """Programs that start and stop torch's all-threads profiler ``--per-target`` times each (see the docstring)."""
+    from probes.kernels import DRAIN_S
+
+    script = work / "torch_race.py"
+    script.write_text(_TORCH_RACE)
+    env = env_for(work / "boards")
+    while tally.recordings < args.recordings and time.monotonic() < deadline:
+        cycles = min(args.per_target, args.recordings - tally.recordings)
+        ctl = Path(tempfile.mkdtemp(prefix="torch-", dir=work))
+        stderr_path = ctl / "stderr.log"
+        with open(stderr_path, "w") as err:
+            proc = subprocess.Popen([sys.executable, str(script), str(ctl), str(cycles), args.stop, str(DRAIN_S)],
+                                    stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=work)
+        target = Target("threads", proc, stderr_path, ctl)
+        part = Tally()
+        try:
+            until = min(deadline, time.monotonic() + 120 + 5 * cycles)
+            while target.alive() and time.monotonic() < until:
+                time.sleep(0.2)
+            progress = _read_progress(ctl)
+            part.recordings = part.ok = progress.get("cycles", 0)
+            if proc.poll() is not None and proc.returncode != 0:
+                part.lost += 1
+                part.recordings += 1
+                part.crashes.append({**target.crash(), "after_cycles": progress.get("cycles", 0)})
+        finally:
+            target.stop()
+            shutil.rmtree(ctl, ignore_errors=True)
+        tally.add(part)
+        _progress(tally, f"torch ({args.stop} stop)")
+
+
 def _read_progress(ctl: Path) -> dict[str, int]:
     try:
         value = json.loads((ctl / "progress").read_text())
@@ -422,7 +502,8 @@ def machine() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--via", choices=("cli", "signal"), default="cli")
+    p.add_argument("--via", choices=("cli", "signal", "torch"), default="cli")
+    p.add_argument("--stop", choices=("plain", "drained"), default="drained", help="via torch: how the profiler stops")
     p.add_argument("--recordings", type=int, default=510)
     p.add_argument("--per-target", type=int, default=None,
                    help="recordings per program before a fresh one (default: 17 via cli, 250 via signal)")
@@ -436,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if unknown := set(args.shapes) - set(SHAPES):
         p.error(f"unknown shapes: {sorted(unknown)}")
-    args.per_target = args.per_target or (17 if args.via == "cli" else 250)
+    args.per_target = args.per_target or {"cli": 17, "signal": 250, "torch": 1000}[args.via]
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     tally = Tally()
@@ -444,9 +525,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         work.chmod(0o700)
         deadline = time.monotonic() + args.budget_s
-        (soak_cli if args.via == "cli" else soak_signal)(args, work, tally, deadline)
+        {"cli": soak_cli, "signal": soak_signal, "torch": soak_torch}[args.via](args, work, tally, deadline)
     report = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%d %H:%M"),
               "elapsed_s": round(time.time() - started, 1), "via": args.via, "shapes": args.shapes,
+              "stop": args.stop if args.via == "torch" else None,
               "machine": machine(), **tally.json()}
     (args.out / "record_soak.json").write_text(json.dumps(report, indent=1) + "\n")
     print(f"{tally.recordings} recordings ({args.via}, {','.join(args.shapes)}) in {report['elapsed_s']:.0f} s: "
