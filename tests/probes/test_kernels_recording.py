@@ -271,3 +271,21 @@ def test_the_stop_takes_the_all_threads_callback_out_before_it_frees_the_profile
     # none entered the profiler after its callback was taken out (20 ms: the clocks' placement and the call's own
     # time), although the thread stepped every few milliseconds through the whole drain
     assert last_op_mono_ns <= off_ns + 20e6
+
+
+def test_a_torch_that_cannot_take_the_callback_out_gets_no_all_threads_recording(
+        prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the toggle, stopping the all-threads profiler races every other thread's ops: on a process without
+    CUDA (nothing else to record) the recording is refused, saying why; the process is left as it was."""
+    monkeypatch.delattr(torch._C._autograd, "_toggle_collection_dynamic")
+    refused = kernels.start({"duration_s": 5.0, "steps": None}, files_prefix=prefix, lease=None)
+    assert refused["ok"] is False and refused["refused"] == kernels.UNSUPPORTED
+    assert "no way to take its callback out" in refused["error"]
+    assert kernels.recording() is None and not torch.autograd.profiler._is_profiler_enabled
+
+
+def test_a_process_still_importing_torch_is_refused(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safe point can fall inside `import torch`: a profiler started on a half-made torch is refused."""
+    monkeypatch.setattr(torch.__spec__, "_initializing", True, raising=False)
+    refused = kernels.start({"duration_s": 5.0, "steps": None}, files_prefix=prefix, lease=None)
+    assert refused["refused"] == kernels.NO_TORCH and "still importing torch" in refused["error"]
