@@ -34,7 +34,10 @@ from probes import (
     fastpath,
     gil,
     health,
+    mailbox,
     queues,
+    settings,
+    syncs,
     threads,
 )
 
@@ -63,6 +66,9 @@ class ProbesConfig:
     keep_board: bool = False
     wandb: bool = False  # log the readings into the program's active wandb run (probes/wandb_log.py)
     wandb_interval_s: float = 2.0  # at most one wandb log per this many seconds
+    # Look for the queues the program's threads hold while it runs (probes/discover.py), for a program that does
+    # not register them itself: `dflash-diag run` starts the probes before the program has made any.
+    discover: bool = False
     gil: gil.Config = field(default_factory=gil.Config)
     allocator: allocator.Config = field(default_factory=allocator.Config)
     compile: compile.Config = field(default_factory=compile.Config)
@@ -74,6 +80,9 @@ class ProbesConfig:
     threads: threads.Config = field(default_factory=threads.Config)
     health: health.Config = field(default_factory=health.Config)
     collectives: collectives.Config = field(default_factory=collectives.Config)
+    syncs: syncs.Config = field(default_factory=syncs.Config)
+    mailbox: mailbox.Config = field(default_factory=mailbox.Config)
+    settings: settings.Config = field(default_factory=settings.Config)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled", frozenset(self.enabled))

@@ -22,10 +22,12 @@ def analyse(
     patterns: StagePatterns | None = None,
     *,
     now_wall_s: float | None = None,
+    previous_bottleneck: str = "",
 ) -> Analysis:
     """Everything the tool can say about ``obs``. ``patterns`` name the target/drafter threads (default
     ``target-*`` / ``drafter-*``; stages are inferred from queue use when no thread matches). ``now_wall_s``
-    (default: now) is when the analysis is made (board staleness)."""
+    (default: now) is when the analysis is made (board staleness). ``previous_bottleneck``: the stage a live screen
+    named last, for the verdict's hysteresis (``analysis.pipeline``)."""
     from dflash_diag.analysis.causal import link
     from dflash_diag.analysis.findings import FAMILIES, run_families
     from dflash_diag.analysis.findings._context import Context
@@ -44,7 +46,8 @@ def analyse(
     pipeline: Maybe[PipelineView]
     try:
         queue = assignment.queue if assignment.how == "queues" and assignment.queue else DEFAULT_QUEUE
-        pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how)
+        pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how,
+                                 previous=previous_bottleneck)
     except Exception as exc:
         pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
         errors.append(pipeline.reason)

@@ -17,6 +17,7 @@ from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Observation, Severity
 from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
 from dflash_diag.view.findings import finding_json, headline_json
+from dflash_diag.view.report import stage_names_json
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
@@ -69,6 +70,10 @@ class DoctorCommand:
                             help="a torch.profiler trace of this process (`dflash-diag record --kernels`, or a trace "
                                  "torch.profiler exported) to weigh as evidence: GPU idle between kernels, who "
                                  "launched them, launch-bound gaps (docs/findings.md)")
+        parser.add_argument("--kernel-window", action="store_true",
+                            help="also run torch.profiler inside the process for the window and weigh its kernels "
+                                 "(as `record --kernels`); off by default until its cost after the window is "
+                                 "measured nil (bench/gpu_evidence_cost.py, docs/benchmarks.md)")
         parser.add_argument("--attach", action="store_true",
                             help="when the process runs without (all) probes, attach them for the diagnosis and detach "
                                  "them afterwards (`dflash-diag attach`, docs/attach.md)")
@@ -90,6 +95,8 @@ class DoctorCommand:
             if value is not None and not value.strip(" ,"):
                 raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
         args.kernels = None
+        if args.kernel_window and args.kernels_trace is not None:
+            raise CommandError("--kernel-window records a trace of its own: drop --kernels-trace", ExitCode.USAGE)
         if args.kernels_trace is not None:  # read (and refused) before any sampling
             from pathlib import Path
 
@@ -138,6 +145,10 @@ def _run_job(args: argparse.Namespace, topology: JobTopology) -> int:
 
 
 def _diagnose(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
+    if getattr(args, "kernel_window", False):
+        from dflash_diag.cli._kernel_window import diagnose_with_kernel_window
+
+        return diagnose_with_kernel_window(args)
     return diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
                     target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern,
                     config=sampler_config(args.duration, args.rate, args.board_dir),
@@ -281,7 +292,7 @@ def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
         "healthy": analysis.healthy,
         "pipeline": ({"bottleneck": "unknown", "verdict": str(pipeline), "stages_from": ""} if isinstance(pipeline, NA)
                      else {"bottleneck": pipeline.bottleneck, "verdict": pipeline.verdict,
-                           "stages_from": pipeline.stages_from}),
+                           "stages_from": pipeline.stages_from, "stage_names": stage_names_json(pipeline.names)}),
         "findings": [finding_json(f) for f in findings],
         "waits": waits_json(analysis.waits),
         "kernels": None if obs.kernels is None else summary_json(summarise(obs.kernels)),

@@ -26,12 +26,14 @@ HOLD_MAX_S = 10.0
 
 
 def frame_of(
-    obs: Observation, patterns: StagePatterns, *, wall_s: float, rate_hz: float, native: bool
+    obs: Observation, patterns: StagePatterns, *, wall_s: float, rate_hz: float, native: bool,
+    previous_bottleneck: str = "",
 ) -> TopFrame:
     """Observation -> frame, through the one analysis ``doctor`` and ``snapshot`` use
     (:func:`dflash_diag.analysis.analyse`). An analysis that fails becomes an N/A pane with the reason, never a
-    dead screen."""
-    return _frame(obs, analyse(obs, patterns, now_wall_s=wall_s), wall_s=wall_s, rate_hz=rate_hz, native=native)
+    dead screen. ``previous_bottleneck``: the stage the last frame named (the live verdict's hysteresis)."""
+    analysis = analyse(obs, patterns, now_wall_s=wall_s, previous_bottleneck=previous_bottleneck)
+    return _frame(obs, analysis, wall_s=wall_s, rate_hz=rate_hz, native=native)
 
 
 def _frame(obs: Observation, analysis: Analysis, *, wall_s: float, rate_hz: float, native: bool) -> TopFrame:
@@ -65,6 +67,7 @@ class LiveSource:
         # A finding stays a third of the window (at most 10 s) after it was last raised: no flicker.
         self._hold = FindingHold(hold_s=min(HOLD_MAX_S, config.window_s / 3))
         self._history = EMPTY_HISTORY  # only the sampler thread (poll) reads and replaces it
+        self._bottleneck = ""  # the stage the last frame named: the next verdict's hysteresis (sampler thread only)
 
     @property
     def pid(self) -> int:
@@ -80,7 +83,10 @@ class LiveSource:
         with self._lock:
             native = self._native
         sampler = self._sampler
-        frame = frame_of(obs, self._patterns, wall_s=time.time(), rate_hz=sampler.effective_rate_hz, native=native)
+        frame = frame_of(obs, self._patterns, wall_s=time.time(), rate_hz=sampler.effective_rate_hz, native=native,
+                         previous_bottleneck=self._bottleneck)
+        if not isinstance(frame.pipeline, NA):
+            self._bottleneck = frame.pipeline.bottleneck
         frame = replace(frame, requested_rate_hz=sampler.rate_hz, rate_reason=sampler.rate_reason,
                         findings=self._hold.update(frame.findings, time.monotonic()))
         if obs.process_alive:  # after the exit the window freezes: no new points

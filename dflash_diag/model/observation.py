@@ -11,6 +11,7 @@ from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.gpu import GpuSample
 from dflash_diag.model.kernels import KernelTrace
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
+from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
 from dflash_diag.model.stacks import StackSample
 
 
@@ -40,6 +41,12 @@ class Observation:
     children: tuple[StackSample, ...] = ()
     # A torch.profiler trace of the process, when one was taken (`record --kernels`, `doctor --kernels-trace`).
     kernels: KernelTrace | None = None
+    # The operating system's view (``sources.sched``): one scheduler sweep about a second, oldest first; what the
+    # process may use and was started with (read once); its threads' waits that end in another process
+    # (``sources.peers``: a file lock's holder, a pipe's other end), one per sweep that saw them.
+    sched: tuple[SchedSample, ...] = ()
+    os_facts: OsFacts | None = None
+    outside_waits: tuple[OutsideWait, ...] = ()
 
     def line_text(self, filename: str, line: int) -> str | None:
         """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""

@@ -297,7 +297,9 @@ CASES: tuple[Case, ...] = (
         expect={"outside": Expect(frozenset({"host-memory-growth"}), frozenset({"host-memory-growth"})),
                 "probes": Expect(frozenset({"host-memory-growth"}), frozenset({"host-memory-growth"}),
                                  r"collector|collect \(|EpisodeMemory\.push|rollout \((agent/)?env\.py:\d+\)")},
-        ready=r"update 20 ",
+        # Past the first minute (doctor reads growth in it as a possible warm-up): ~64 s of frames at 25 MB/s, still
+        # growing (it stops appending at 2.5 GB).
+        ready=r"held (1[6-9]\d\d|2[0-2]\d\d) MB", ready_timeout_s=240.0,
         family="memory", tags=("host-memory", "replay-buffer"),
         known_miss={"probes": "the growth is named with its projection, but no probe sees which line allocates "
                               "(tracemalloc would cost the trainer too much to leave on)"},
@@ -311,6 +313,22 @@ CASES: tuple[Case, ...] = (
         expect=_both({"wait-chain"}, {"wait-chain"}, r"decode_pixmap \((imgpipe/)?codec\.py:\d+\)"),
         ready=r"batches 10 ",
         family="wait-chain", tags=("pipeline", "three-stage", "python-decode"),
+    ),
+    Case(
+        name="slow_worker_thread",
+        program="slow_worker_thread",
+        argv=("prog.py",),
+        cause="a producer and two workers fed by `q`; worker-1 also mines hard examples row by row in Python "
+              "(hard_examples_python, ~40% of its time), worker-0 does not: the consumer stage is slow because of "
+              "one of its threads",
+        expect={mode: Expect(frozenset({"pipeline-bottleneck-drafter", "stage-slow-thread"}),
+                             frozenset({"stage-slow-thread"}),
+                             r"worker-1 is the slow thread of the consumer stage of `q`: \d+% of its time in "
+                             r"hard_examples_python \(prog\.py:\d+\)")
+                for mode in ("outside", "probes", "attach")},
+        ready=r"worker-1 steps=100 ", settle_s=2.0,
+        family="pipeline", tags=("pipeline", "worker-pool", "one-slow-thread", "roles"),
+        modes=("outside", "probes", "attach"), attach_probes="queues",
     ),
     Case(
         name="param_monitor_cpu",
@@ -430,6 +448,161 @@ CASES: tuple[Case, ...] = (
               "loop that keeps its pace (huggingface/transformers#23419)",
         expect=HEALTHY, ready=r"checkpoint step 50 written", healthy=True, both=True, family="healthy",
         tags=("side-thread", "checkpoint"), held_out=True,
+    ),
+    # --- Settings and the scheduler (issue 28): causes no stack shows, in process-wide settings and in how the OS runs
+    # the threads; each with a healthy twin that has look-alikes (a harmless value, a one-off at start-up, a brief lock).
+    Case(
+        name="ensemble_num_threads",
+        program="ensemble_num_threads",
+        argv=("train_ensemble.py",),
+        cause="four ensemble members train on pool threads, each calling torch.set_num_threads(8) on a 2-core box: "
+              "~40 OS threads want 2 CPUs (pytorch/pytorch#3146, #13757)",
+        expect={m: Expect(frozenset({"cpu-oversubscribed"}), frozenset({"cpu-oversubscribed"}),
+                          r"oversubscribed.*member") for m in ("outside", "probes", "attach")},
+        ready=r"\[ensemble\] report 3 ", family="settings", tags=("threads", "set_num_threads", "os"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="healthy_ensemble_threads",
+        program="healthy_ensemble_threads",
+        argv=("snapshot_ensemble.py",),
+        cause="none: four distillation students on threads, each torch.set_num_threads(1) (a harmless value), "
+              "set_num_interop_threads(1) once at start-up",
+        expect=HEALTHY, ready=r"epoch 3 distilled", healthy=True, family="healthy (settings)",
+        tags=("threads", "set_num_threads"), modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="spawn_featurizers_omp",
+        program="spawn_featurizers_omp",
+        argv=("linear_probe.py",),
+        cause="the parent sets OMP_NUM_THREADS=4 before it spawns 3 embedding workers: 12 OpenMP threads in the "
+              "children want 2 CPUs while the main process waits for their batches (facebookresearch/"
+              "PyTorch-BigGraph#6, pytorch/pytorch#64864)",
+        expect=_both({"cpu-oversubscribed"}, {"cpu-oversubscribed"}, r"oversubscribed.*child"),
+        ready=r"probe batches=40 ", ready_timeout_s=180.0, family="settings",
+        tags=("threads", "env", "child-process", "os"),
+    ),
+    Case(
+        name="healthy_spawn_featurizers",
+        program="healthy_spawn_featurizers",
+        argv=("embed_then_probe.py",),
+        cause="none: two single-threaded embedding workers (OMP_NUM_THREADS=1, set_num_threads(1) in each)",
+        expect=HEALTHY, ready=r"\[probe\] step 40 ", ready_timeout_s=180.0, healthy=True,
+        family="healthy (settings)", tags=("threads", "env", "child-process"), modes=("outside", "probes"),
+    ),
+    Case(
+        name="gc_callback_watchdog",
+        program="gc_callback_watchdog",
+        argv=("sft.py",),
+        cause="a heap watchdog in gc.callbacks tallies every long-lived object by type after each collection: each "
+              "pause of the collector walks the whole heap (imbue's 70B post, allenai/OLMo#509, AnswerDotAI/ModernBERT#71)",
+        expect={m: Expect(frozenset({"gc-pauses"}), frozenset({"gc-pauses"}), r"garbage collector stops every thread")
+                for m in ("outside", "probes", "attach")},
+        ready=r"step 150 it/s", family="settings", tags=("gc", "interpreter"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+        known_miss={"outside": "the collector's pauses are invisible from outside: py-spy shows the callback's frames "
+                               "as ordinary Python (where-time-goes names _on_collection), not that the collector "
+                               "runs them; the settings probe times each pause"},
+    ),
+    Case(
+        name="healthy_gc_frozen",
+        program="healthy_gc_frozen",
+        argv=("finetune.py",),
+        cause="none: the same kind of heap, gc.collect() once and gc.freeze() after loading, and a gc callback that "
+              "only counts collections (collector settings changed, harmlessly)",
+        expect=HEALTHY, ready=r"\[ft\] it=150 ", healthy=True, family="healthy (settings)", tags=("gc",),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="switch_interval_progress",
+        program="switch_interval_progress",
+        argv=("train_regressor.py",),
+        cause="a vendored dashboard calls sys.setswitchinterval(0.25) at import: its 30 ms redraws keep the GIL "
+              "while the training loop waits for it (tqdm/tqdm#376)",
+        expect={"outside": Expect(frozenset({"gil-contention"}), frozenset({"gil-contention"}), r"dashboard"),
+                **{m: Expect(frozenset({"gil-switch-interval"}), frozenset({"gil-switch-interval"}),
+                             r"setswitchinterval\(0\.25\)") for m in ("probes", "attach")}},
+        ready=r"step +300 ", family="settings", tags=("gil", "interpreter"),
+        modes=("outside", "probes", "attach"), attach_probes="settings,gil",
+    ),
+    Case(
+        name="healthy_switch_interval",
+        program="healthy_switch_interval",
+        argv=("fit_with_monitor.py",),
+        cause="none: sys.setswitchinterval(0.005) (the default, set explicitly) and a light monitor thread",
+        expect=HEALTHY, ready=r"fit n=300 ", healthy=True, family="healthy (settings)", tags=("gil",),
+        modes=("outside", "probes", "attach"), attach_probes="settings,gil",
+    ),
+    Case(
+        name="anomaly_left_on",
+        program="anomaly_left_on",
+        argv=("train_vae.py",),
+        cause="torch.autograd.set_detect_anomaly(True) left at the top of the training script (Lightning-AI/"
+              "pytorch-lightning#12344, yenchenlin/nerf-pytorch#42)",
+        expect={m: Expect(frozenset({"torch-debug-mode"}), frozenset({"torch-debug-mode"}), r"anomaly detection is on")
+                for m in ("outside", "probes", "attach")},
+        ready=r"iter 300 ", family="settings", tags=("torch-flags", "autograd"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+        known_miss={"outside": "set_detect_anomaly(True) leaves no trace outside the process (no warning, no "
+                               "frame: the stack capture is C++); the settings probe reads the flag"},
+    ),
+    Case(
+        name="healthy_anomaly_first_step",
+        program="healthy_anomaly_first_step",
+        argv=("ae_train.py",),
+        cause="none: detect_anomaly() around the first step only (a one-off at start-up; torch's warning is in "
+              "stderr)",
+        expect=HEALTHY, ready=r"ae: 300 steps", healthy=True, family="healthy (settings)",
+        tags=("torch-flags", "one-off"), modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="registry_lock_syncer",
+        program="registry_lock_syncer",
+        argv=("train_loop.py",),
+        cause="the trainer logs every step under the run registry's flock, which a checkpoint-mirror process holds "
+              "while it compresses and checksums (huggingface/datasets#1672, huggingface/transformers#8234)",
+        expect=_both({"wait-chain"}, {"wait-chain"}, r"file lock on `[^`]*registry\.lock` held by process \d+.*syncer\.py"),
+        ready=r"step 200 ", family="os", tags=("file-lock", "other-process"),
+    ),
+    Case(
+        name="healthy_registry_lock",
+        program="healthy_registry_lock",
+        argv=("trainer.py",),
+        cause="none: the same shared registry lock, held by the packer only while it copies the file (a brief lock)",
+        expect=HEALTHY, ready=r"trainer: 400 steps", healthy=True, family="healthy (os)",
+        tags=("file-lock", "other-process"),
+    ),
+    Case(
+        name="pipe_tokenizer_child",
+        program="pipe_tokenizer_child",
+        argv=("train_from_stream.py",),
+        cause="the trainer reads records from a tokenizer process's stdout pipe; the pure-Python BPE there is slower "
+              "than training",
+        expect=_both({"wait-chain"}, {"wait-chain"}, r"pipe from process \d+.*tokenize_stream\.py"),
+        ready=r"step=40 ", family="os", tags=("pipe", "other-process"),
+    ),
+    Case(
+        name="healthy_pipe_reader",
+        program="healthy_pipe_reader",
+        argv=("stream_fit.py",),
+        cause="none: a replaying feeder keeps the pipe full; the trainer's reads are brief",
+        expect=HEALTHY, ready=r"batches 60 ", healthy=True, family="healthy (os)", tags=("pipe", "other-process"),
+    ),
+    Case(
+        name="pinned_first_core",
+        program="pinned_first_core",
+        argv=("bench_train.py",),
+        cause="a benchmark helper pins the process to its first CPU (threads inherit it) while the loop, its OpenMP "
+              "pool sized by os.cpu_count() and a decode thread want more (pytorch/pytorch#99625, #8126)",
+        expect=_both({"cpu-affinity-narrow"}, {"cpu-affinity-narrow"}, r"may run only on CPU"),
+        ready=r"bench it=10 ", ready_timeout_s=180.0, family="os", tags=("affinity", "threads"),
+    ),
+    Case(
+        name="healthy_affinity_all",
+        program="healthy_affinity_all",
+        argv=("seg_fit.py",),
+        cause="none: sched_setaffinity to every CPU at start-up (a harmless value), one intra-op thread",
+        expect=HEALTHY, ready=r"seg n=200 ", healthy=True, family="healthy (os)", tags=("affinity",),
     ),
     # --- Training health (issue 18): silent no-training, named under `dflash-diag run` and attached once running ---
     Case(
@@ -576,6 +749,28 @@ CASES: tuple[Case, ...] = (
         expect=HEALTHY, ready=r"step 120 ", healthy=True, family="healthy (health)",
         tags=("set-to-none", "multi-task"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
+    Case(
+        name="twin_towers_ckpt",
+        program="twin_towers_ckpt",
+        argv=("twin_ctr.py",),
+        cause="none: two threads, each an AdamW over its own model (one under non-reentrant activation "
+              "checkpointing), all training; hashed features never use bucket 0 (padding), so that input column of "
+              "the first weight (a quarter of the model) never moves: once read as a weight that does not train "
+              "(a false training-no-update)",
+        expect=HEALTHY, ready=r"baseline: step \d+ .*recompute: step \d+", ready_count=2, healthy=True,
+        family="healthy (health)", tags=("threads", "optimizer-per-thread", "checkpoint"), modes=IN_PROCESS,
+        doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="cached_first_epoch",
+        program="cached_first_epoch",
+        argv=("train_kws.py",),
+        cause="none: the first epoch fills a feature cache (16000 clips, ~0.5 GB at the loader's pace) in the first "
+              "minute, then it stops growing (steady growth in warm-up once read as a leak: a false "
+              "host-memory-growth warning)",
+        expect=HEALTHY, ready=r"step 50 loss", healthy=True, family="healthy",
+        tags=("host-memory", "cache", "warm-up"),
+    ),
     # --- Batch C (held out): training health, written from real bug reports and scored once without tuning ----
     Case(
         name="warmstart_assign",
@@ -664,7 +859,8 @@ CASES: tuple[Case, ...] = (
               "and saved activations: ~10 MB/s (boschresearch/Continuous-Recurrent-Units#4, TRI-ML/packnet-sfm#51; "
               "the program aborts itself at 3 GB)",
         expect=_both({"host-memory-growth"}),
-        ready=r"rss=\d+MB", ready_count=4,
+        # Past the first minute (doctor reads growth in it as a possible warm-up): t=60 s of the program's clock.
+        ready=r"t= *([6-9]\d|\d{3,})\.\ds .*rss=\d+MB", ready_timeout_s=180.0,
         family="memory", tags=("autograd-graph", "side-thread"), held_out=True,
     ),
     Case(
