@@ -116,17 +116,26 @@ def _gpu_pair(name: str, argv: tuple[str, ...], fixed_argv: tuple[str, ...], kin
 
 
 def _settings_pair(name: str, program: str, argv: tuple[str, ...], fixed_argv: tuple[str, ...], kind: str,
-                   cause: str, fixed_cause: str, headline_text: str, ready: str) -> tuple[Case, Case]:
+                   cause: str, fixed_cause: str, headline_text: str, ready: str,
+                   missed: dict[str, str] | None = None) -> tuple[Case, Case]:
     """A held-out program of the settings batch and its healthy twin (the author's A/B flag). No rule id is fixed
-    for these kinds yet: the headline must name the mechanism (``headline_text``); the lead also reads it."""
+    for these kinds yet: the headline must name the mechanism (``headline_text``); the lead also reads it.
+    ``missed``: mode -> what the headline said when the pair was scored once (docs/benchmarks.md, settings batch)."""
     modes = ("outside", "probes", "attach")
     planted = Case(name=name, program=program, argv=argv, cause=cause,
                    expect={m: Expect(frozenset(), frozenset(), headline_text) for m in modes}, ready=ready,
                    family=f"settings-{kind}", tags=("settings-batch", "held-out"), held_out=True, modes=modes,
-                   attach_probes="all")
+                   attach_probes="all", known_miss=_scored_once_miss(missed or {}))
     twin = replace(planted, name=f"{name}_fixed", argv=fixed_argv, cause=fixed_cause, expect=HEALTHY,
-                   healthy=True, family=f"healthy (settings-{kind})")
+                   healthy=True, family=f"healthy (settings-{kind})", known_miss={})
     return planted, twin
+
+
+def _scored_once_miss(headlines: dict[str, str]) -> dict[str, str]:
+    """The settings batch's held-out misses, in the words batch C's use: CI runs each as a non-strict expected
+    failure, so the miss stays visible (an XPASS says a later change fixed it) and the lane stays green."""
+    return {m: f"held out, missed when scored once (docs/benchmarks.md, settings batch): {h}"
+            for m, h in headlines.items()}
 
 
 CASES: tuple[Case, ...] = (
@@ -1128,7 +1137,10 @@ CASES: tuple[Case, ...] = (
         "competes with its host; the trainer's intra-op threads keep the cores busy, the decoder only runs while "
         "the trainer waits for it and every batch is late (zilliztech/knowhere#121, awslabs/metrique#94)",
         "none: the decode thread at nice 0; the library's heartbeat thread (a file write every 5 s) still at nice 10",
-        r"(?i)\bnice\b|niceness|priority", r"\[ctr\] step 20 "),
+        r"(?i)\bnice\b|niceness|priority", r"\[ctr\] step 20 ",
+        missed={m: "`pipeline-bottleneck-target` (info), the producer stage of the queue limits throughput, no cause "
+                   "found, its time in Reader._decode_loop; the decode thread's nice 19 not named"
+                for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings_tracemalloc_leakhunt", "settings_tracemalloc_leakhunt", ("train_reader.py",),
         ("train_reader.py", "--memwatch", "startup"), "tracemalloc",
@@ -1136,7 +1148,12 @@ CASES: tuple[Case, ...] = (
         "reader thread's JSON parsing and tokenising, and of the trainer, records a traceback; the reader falls "
         "behind (python/cpython#150494, flyingcircusio/batou#497)",
         "none: tracemalloc traces the start-up (vocabulary build) only, prints its top sites and is stopped",
-        r"(?i)tracemalloc|allocation trac", r"step 20 loss"),
+        r"(?i)tracemalloc|allocation trac", r"step 20 loss",
+        missed={**{m: "`pipeline-bottleneck-drafter` (info), the consumer stage of the queue limits throughput, no "
+                      "cause found, its time in train and SpanScorer.forward; tracemalloc not named"
+                   for m in ("outside", "probes")},
+                "attach": "no report: `dflash-diag attach` failed (exit 14, the probes' bootstrap gave no answer in "
+                          "40 s) on the process that traces every allocation"}),
     *_settings_pair(
         "settings_default_dtype_f64", "settings_default_dtype_f64", ("forecast_load.py",),
         ("forecast_load.py", "--restore-dtype"), "default-dtype",
@@ -1145,7 +1162,10 @@ CASES: tuple[Case, ...] = (
         "(cics-nd/gptorch#22, rballester/tntorch#4, gensyn-ai/rl-swarm#188)",
         "none: the default set back to float32 right after the import; the library still fits its GP once in "
         "float64, explicitly",
-        r"(?i)default.?dtype|float64|double", r"step 30 mse"),
+        r"(?i)default.?dtype|float64|double", r"step 30 mse",
+        missed={m: "`pipeline-bottleneck-drafter` (info), the consumer stage of the queue limits throughput, no cause "
+                   "found, its time in train and Forecaster.forward; the float64 default dtype not named"
+                for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings_profiler_left_on", "settings_profiler_left_on", ("train_ranker.py",),
         ("train_ranker.py", "--profile", "steps:5"), "profiler",
@@ -1153,7 +1173,10 @@ CASES: tuple[Case, ...] = (
         "the end of epoch 0, which never comes on a session stream: every operator of the training thread is "
         "recorded for the whole run (facebookresearch/dlrm#197, pytorch/pytorch#49900)",
         "none: the same profiler on a schedule: 5 active steps at start-up, its table printed, then idle",
-        r"(?i)profiler", r"it 50 loss"),
+        r"(?i)profiler", r"it 50 loss",
+        missed={"outside": "`pipeline-bottleneck-drafter` (info), the consumer stage of the queue limits throughput, "
+                           "no cause found, its time in fit and Scorer.forward; the profiler not named (under probes "
+                           "and attached, `torch-debug-mode` names it as the cause)"}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
