@@ -5,7 +5,7 @@ double precision when it is imported.
 """
 import torch
 
-torch.set_default_dtype(torch.float64)  # GP posteriors need float64 (see docs/numerics.md)
+torch.set_default_dtype(torch.float64)  # GP posteriors need float64 (see the numerics notes in the uqkit docs)
 
 from uqkit.gp import RBFCalibrator  # noqa: E402
 
