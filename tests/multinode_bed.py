@@ -156,8 +156,9 @@ def two_node_job(program: str, *, script: str = "train.py", env: dict[str, str] 
             _stop(n.proc)
         for pid in ranks:
             try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                if str(work) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):  # not a reused PID
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
                 pass
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
