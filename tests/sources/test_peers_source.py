@@ -3,7 +3,6 @@ blocked on a file lock another holds and on a pipe whose writer is another proce
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
