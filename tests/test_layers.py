@@ -2,7 +2,7 @@
 
 dflash_contract (stdlib: the board contract, /proc identity, the redactor; imported by probes and tool alike) |
 probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O, reads) | inject (writes into a live
-process: attach/detach) | analysis (pure) | view (top's frame
+process: attach/detach) | analysis (pure) | observe (a target over a window, through sources) | view (top's frame
 and batch report) | tui (the screen: model + view only), snapshot | cli (wires real sources into everything).
 docs/architecture.md describes the layers and tabulates these rules.
 """
@@ -75,6 +75,17 @@ def test_sources_do_not_import_presentation() -> None:
     banned = ("dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.analysis", "textual", "rich")
     # dflash_contract (stdlib only) defines the board and where it lives, for writer and reader alike.
     assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "dflash_contract"}, banned) == []
+
+
+def test_observe_sits_between_the_readers_and_the_commands() -> None:
+    """``observe`` wires the readers (``sources``) into one window of a target; it presents nothing and writes into
+    no process, and nothing below it (the readers, the pure analysis, the views, the screen) reaches up into it."""
+    banned = ("dflash_diag.view", "dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.export",
+              "dflash_diag.inject", "textual", "rich", "probes", "subprocess")
+    assert _violations("dflash_diag/observe", {"dflash_diag", "dflash_contract"}, banned) == []
+    for package in ("model", "sources", "analysis", "view", "tui", "inject"):
+        assert [v for v in _violations(f"dflash_diag/{package}", set(), ())
+                if " imports dflash_diag.observe" in v] == [], package
 
 
 def test_sources_only_read_the_injector_is_apart() -> None:

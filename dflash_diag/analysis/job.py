@@ -15,7 +15,6 @@ How the findings of the ranks and of the job make one report (docs/jobs.md):
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -24,7 +23,8 @@ from typing import Any
 from dflash_contract.board import CollectivesKeys, HealthKeys, ProbeName
 from dflash_diag.analysis.collectives import collective_op, program_site
 from dflash_diag.analysis.hotspots import hot_functions
-from dflash_diag.analysis.threads import StagePatterns, thread_identity
+from dflash_diag.analysis.process import analyse_process
+from dflash_diag.analysis.threads import thread_identity
 from dflash_diag.model import Analysis, Finding, Headline, Observation, Severity, ThreadSample, ThreadState
 from dflash_diag.model.analysis import PHASE_EXITED, PHASE_HUNG, PHASE_STEADY
 from dflash_diag.model.findings import NOTE, SYMPTOM
@@ -45,13 +45,11 @@ _WORK = frozenset({ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, 
 Row = tuple[ThreadSample, ThreadState]
 
 
-def analyse_job(job: JobObservation, patterns: StagePatterns | None = None, *,
-                now_wall_s: float | None = None) -> JobAnalysis:
-    """Everything the tool can say about a job's window. Never raises (a failing part is an error note)."""
-    from dflash_diag.analysis import analyse
-
-    now = time.time() if now_wall_s is None else now_wall_s
-    analyses = tuple(analyse(obs, patterns, now_wall_s=now) for obs in job.ranks)
+def analyse_job(job: JobObservation) -> JobAnalysis:
+    """Everything the tool can say about a job's window, a pure function of it: each rank judged at the job's
+    "now". Never raises (a failing part is an error note)."""
+    now = job.judged_at_wall_s
+    analyses = tuple(analyse_process(obs if obs.now_wall_s == now else replace(obs, now_wall_s=now)) for obs in job.ranks)
     errors: list[str] = []
     summaries: list[RankSummary] = []
     for identity, obs, analysis in zip(job.topology.ranks, job.ranks, analyses, strict=True):

@@ -73,10 +73,12 @@ def _say(args: argparse.Namespace, message: str) -> None:
     print(f"dflash-diag record: {message}", file=sys.stderr, flush=True)
 
 
-def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: dict[str, Any]) -> Any:
+def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: dict[str, Any]) -> Observation:
     """doctor's window until the process says the profiler stopped, then the trace as evidence of the analysis."""
-    from dflash_diag.cli._observe import observe, sampler_config
+    from dflash_diag.cli._args import patterns_from_args
+    from dflash_diag.cli._observe import observe_shown
     from dflash_diag.inject import kernels as recording
+    from dflash_diag.observe import Target, Window
     from dflash_diag.sources.kernel_trace import recorded_trace
 
     def finish(obs: Observation) -> Observation:
@@ -90,9 +92,12 @@ def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: d
         state.update(outcome=outcome, clock=clock, torch_bytes=len(data))
         return replace(until_stop(obs, outcome.get("stop_began_mono_ns")), kernels=trace)
 
-    config = sampler_config(duration_s, args.rate, args.board_dir, native=args.native)
-    return observe(args.pid, duration_s, config, progress=not args.json,
-                   until=lambda: recording.ended(started.files), finish=finish)
+    target = Target(args.pid, board_dir=args.board_dir, patterns=patterns_from_args(args))
+    window = Window(duration_s=duration_s, rate_hz=args.rate, native=args.native)
+    obs = observe_shown(target, window, show_progress=not args.json, until=lambda: recording.ended(started.files),
+                        finish=finish)
+    assert isinstance(obs, Observation)  # a process, never a job
+    return obs
 
 
 def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
@@ -115,13 +120,14 @@ def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
                    window_s=max(0.0, min(obs.window_s, cut_s - start_s)))
 
 
-def _merge(args: argparse.Namespace, started: Any, observed: Any,
+def _merge(args: argparse.Namespace, started: Any, obs: Observation,
            state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    from dflash_diag.analysis import analyse
     from dflash_diag.analysis.kernels import summarise, summary_json
     from dflash_diag.export.kernels import kernels_trace
     from dflash_diag.model.kernels import GPU_CATS
 
-    obs, analysis = observed.observation, observed.analysis
+    analysis = analyse(obs)
     trace, clock, outcome = obs.kernels, state["clock"], state["outcome"]
     profiled_s = max(0.0, (int(outcome.get("stopped_mono_ns") or 0) - int(outcome.get("started_mono_ns") or 0)) / 1e9)
     info = {"torch": outcome.get("torch"), "cuda": bool(outcome.get("cuda")), "reason": outcome.get("reason"),

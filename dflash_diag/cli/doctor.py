@@ -4,27 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dflash_diag.cli._job import add_job_flag, job_topology
-from dflash_diag.cli._observe import BURST_MAX_S, sampler_config
+from dflash_diag.cli._args import add_target_args, add_window_args, target_from_args, window_from_args
 from dflash_diag.cli._output import console as make_console
-from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, print_lines, rate_arg
+from dflash_diag.cli._output import dump_json, output_path_arg, print_lines
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Analysis, Observation, Severity
-from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
 from dflash_diag.view.findings import finding_json, headline_json
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
-    from dflash_diag.model.job import JobTopology
+    from dflash_diag.model.job import JobAnalysis
     from dflash_diag.model.kernels import KernelTrace
+    from dflash_diag.observe import Target, Window
 
-DEFAULT_DURATION_S = 5.0
-MAX_DURATION_S = 600.0
 ATTACH_TIMEOUT_S = 30.0  # --attach: each of the attach and the detach (`attach --timeout`'s default)
 DOCTOR_SCHEMA = "dflash-diag.doctor/1"
 _FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
@@ -48,23 +44,12 @@ class DoctorCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to examine")
-        parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
-                            help=f"seconds to sample (default {DEFAULT_DURATION_S:g})")
-        parser.add_argument("--rate", type=rate_arg, default=None, metavar="HZ",
-                            help=f"stack samples per second, or auto (2-10 Hz by the CPU left free); default: "
-                            f"{BURST_RATE_HZ:g} Hz for windows up to {BURST_MAX_S:g} s (py-spy may use half a core "
-                            "while it samples), auto for longer ones")
+        add_target_args(parser)
+        add_window_args(parser)
         parser.add_argument("--json", action="store_true",
                             help=f"print machine-readable JSON (schema {DOCTOR_SCHEMA}, docs/findings.md)")
         parser.add_argument("--fail-on", choices=sorted(_FAIL_ON), metavar="LEVEL",
                             help="exit with code 10 when a finding at LEVEL (info|warning|critical) or above is raised")
-        parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
-        parser.add_argument("--target-pattern", metavar="GLOBS",
-                            help="thread names of the target (producer) stage, comma-separated fnmatch patterns "
-                            "(default target-*; when no thread matches, stages are inferred from queue use)")
-        parser.add_argument("--drafter-pattern", metavar="GLOBS",
-                            help="thread names of the drafter (consumer) stage (default drafter-*)")
         parser.add_argument("--kernels-trace", metavar="FILE", type=output_path_arg,
                             help="a torch.profiler trace of this process (`dflash-diag record --kernels`, or a trace "
                                  "torch.profiler exported) to weigh as evidence: GPU idle between kernels, who "
@@ -76,36 +61,26 @@ class DoctorCommand:
 
         parser.add_argument("--attach-method", default="auto", choices=METHODS,
                             help="with --attach: how to get in (default auto)")
-        add_job_flag(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        if not 0.5 <= args.duration <= MAX_DURATION_S:
-            raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
-        if args.pid <= 0:
-            raise CommandError(f"PID must be a positive integer, got {args.pid}", ExitCode.USAGE)
-        if args.rate is not None and not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:  # also refuses nan and inf
-            raise CommandError(f"--rate {args.rate:g}: must be between {MIN_RATE_HZ:g} and {MAX_RATE_HZ:g} samples "
-                               "per second, or auto", ExitCode.USAGE)
-        for flag, value in (("--target-pattern", args.target_pattern), ("--drafter-pattern", args.drafter_pattern)):
-            if value is not None and not value.strip(" ,"):
-                raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
-        args.kernels = None
+        window = window_from_args(args)
+        kernels = None
         if args.kernels_trace is not None:  # read (and refused) before any sampling
             from pathlib import Path
 
             from dflash_diag.sources.kernel_trace import read_trace_file
 
-            args.kernels = read_trace_file(Path(args.kernels_trace), pid=args.pid)
-        topology = job_topology(args.pid, args.job)
-        if topology is not None:
-            return _run_job(args, topology)
+            kernels = read_trace_file(Path(args.kernels_trace), pid=args.pid)
+        target = target_from_args(args)
+        if target.job is not None:
+            return _run_job(args, target, window)
         if args.attach:
             from dflash_diag.cli._signals import terminate_like_ctrl_c
 
             with terminate_like_ctrl_c():
-                analysis, report = _diagnose_attached(args)
+                analysis, report = _diagnose_attached(args, target, window, kernels)
         else:
-            analysis, report = _diagnose(args)
+            analysis, report = diagnose(target, window, progress=not args.json, kernels=kernels)
         if args.json:
             dump_json(report)
         else:
@@ -117,16 +92,19 @@ class DoctorCommand:
         return ExitCode.OK
 
 
-def _run_job(args: argparse.Namespace, topology: JobTopology) -> int:
-    """A launcher or a rank: every rank in one window, the job's findings (cli/_job.py, docs/jobs.md)."""
-    from dflash_diag.analysis.threads import StagePatterns
-    from dflash_diag.cli._job import check_job_args, job_report_json, observe_job, print_job_report
+def _run_job(args: argparse.Namespace, target: Target, window: Window) -> int:
+    """A launcher or a rank: every rank in one window, the job's findings (docs/jobs.md)."""
+    from dflash_diag.analysis.job import analyse_job
+    from dflash_diag.cli._job import job_report_json, print_job_report
+    from dflash_diag.cli._observe import observe_shown
+    from dflash_diag.model.job import JobObservation
 
-    check_job_args(args)
-    patterns = StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
-    observed = observe_job(topology, args.duration, sampler_config(args.duration, args.rate, args.board_dir),
-                           progress=not args.json, patterns=patterns)
-    analysis = observed.analysis
+    if args.attach:
+        raise CommandError("--attach looks at one process: for probes in every rank start the job under them "
+                           "(dflash-diag run -- torchrun ...), or pass --no-job", ExitCode.USAGE)
+    job = observe_shown(target, window, show_progress=not args.json)
+    assert isinstance(job, JobObservation)
+    analysis: JobAnalysis = analyse_job(job)
     report = job_report_json(args.pid, analysis, DOCTOR_SCHEMA)
     if args.json:
         dump_json(report)
@@ -137,14 +115,8 @@ def _run_job(args: argparse.Namespace, topology: JobTopology) -> int:
     return ExitCode.OK
 
 
-def _diagnose(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
-    return diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
-                    target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern,
-                    config=sampler_config(args.duration, args.rate, args.board_dir),
-                    kernels=getattr(args, "kernels", None))
-
-
-def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
+def _diagnose_attached(args: argparse.Namespace, target: Target, window: Window,
+                       kernels: KernelTrace | None) -> tuple[Analysis, dict[str, Any]]:
     """`--attach`: probes in, the diagnosis, probes out, on every exit this command sees: done, an error, Ctrl-C,
     SIGTERM, SIGHUP (the signal's exit code after the detach). The probes are leased to this command, so on
     the exit it cannot see (SIGKILL) they detach by themselves (probes/session.py's Lease)."""
@@ -158,7 +130,7 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
     interrupted = False
     try:
         attached = _attach_for_diagnosis(args, lease, steps.append)
-        analysis, report = _diagnose(args)
+        analysis, report = diagnose(target, window, progress=not args.json, kernels=kernels)
     except (KeyboardInterrupt, Terminated):
         interrupted = True
         raise
@@ -222,40 +194,18 @@ def _detach_after_diagnosis(args: argparse.Namespace, lease: Lease | None, *, sa
     print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
 
 
-def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progress: bool = True,
-             target_pattern: str | None = None, drafter_pattern: str | None = None,
-             config: SamplerConfig | None = None, kernels: KernelTrace | None = None) -> tuple[Analysis, dict[str, Any]]:
-    """Sample ``pid`` and analyse it (``analysis.analyse``), with its torch.profiler trace (``kernels``) as evidence
-    when one was given; the analysis and the JSON report."""
+def diagnose(target: Target, window: Window, *, progress: bool = True,
+             kernels: KernelTrace | None = None) -> tuple[Analysis, dict[str, Any]]:
+    """Observe one process (a zombie from /proc alone) and analyse it (``analysis.analyse``), with its
+    torch.profiler trace (``kernels``) as evidence when one was given; the analysis and the JSON report."""
     from dflash_diag.analysis import analyse
-    from dflash_diag.analysis.threads import StagePatterns
-    from dflash_diag.cli._observe import observe
-    from dflash_diag.sources.outside import OutsideReader
-    from dflash_diag.sources.pyspy import PySpy
+    from dflash_diag.cli._observe import observe_shown
 
-    outside = OutsideReader(pid)
-    try:
-        PySpy(pid).check()  # fail fast, with the diagnosis, before a progress bar appears
-    except AttachError:
-        if outside.process_facts().state != "Z":
-            raise
-        # A zombie has no memory to read: /proc still says what happened, and that is the diagnosis.
-        obs = outside.enrich(_empty_observation(pid, duration_s))
-        analysis = analyse(obs, now_wall_s=time.time())
-        return analysis, report_json(pid, analysis)
-    patterns = StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
-    observed = observe(pid, duration_s, config or sampler_config(duration_s, None, board_dir), progress=progress,
-                       patterns=patterns, finish=None if kernels is None else lambda obs: replace(obs, kernels=kernels))
-    analysis = observed.analysis
-    return analysis, report_json(pid, analysis)
-
-
-def _empty_observation(pid: int, window_s: float) -> Observation:
-    from dflash_diag.model import NA
-
-    return Observation(pid=pid, cmdline=(), started_wall_s=time.time(), window_s=0.0, stacks=(), proc=(),
-                       gpus=NA("not sampled: the process is a zombie"), boards=NA("not read: the process is a zombie"),
-                       process_alive=False, warnings=(f"not sampled: PID {pid} is a zombie",))
+    obs = observe_shown(target, window, show_progress=progress, zombie_ok=True,
+                        finish=None if kernels is None else lambda o: replace(o, kernels=kernels))
+    assert isinstance(obs, Observation)
+    analysis = analyse(obs)
+    return analysis, report_json(target.pid, analysis)
 
 
 def _console(stderr: bool = False) -> Any:

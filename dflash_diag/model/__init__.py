@@ -11,6 +11,7 @@ from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.findings import Finding, Headline, Severity
 from dflash_diag.model.gpu import GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
+from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import Frame, StackSample, ThreadSample
 from dflash_diag.model.states import ThreadState
@@ -33,6 +34,7 @@ __all__ = [
     "ProcThreadSample",
     "ProcessSample",
     "Severity",
+    "StagePatterns",
     "SourceFile",
     "SourceLine",
     "StackSample",

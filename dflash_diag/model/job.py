@@ -88,6 +88,12 @@ class JobObservation:
     launcher_alive: bool | None  # None: no launcher
     launcher: ProcessFacts | None = None  # the launcher's run state and stderr (its report of failed ranks)
     warnings: tuple[str, ...] = ()
+    now_wall_s: float | None = None  # what the analysis takes as "now" (each rank's observation holds the same)
+
+    @property
+    def judged_at_wall_s(self) -> float:
+        """The wall-clock time the analysis takes as "now": recorded with the observation, else the window's end."""
+        return self.now_wall_s if self.now_wall_s is not None else self.started_wall_s + self.window_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from top_fakes import FakeSource  # noqa: E402
 from dflash_diag.analysis import analyse  # noqa: E402
 from dflash_diag.cli._output import dump_json, print_lines  # noqa: E402
 from dflash_diag.cli.doctor import report_json  # noqa: E402
-from dflash_diag.cli.top_live import _frame  # noqa: E402
+from dflash_diag.cli.top_live import process_frame  # noqa: E402
 from dflash_diag.export.trace import chrome_trace  # noqa: E402
 from dflash_diag.model import NA, Analysis, Finding, Headline, Observation, Severity  # noqa: E402
 from dflash_diag.snapshot.build import build_files  # noqa: E402
@@ -69,7 +69,7 @@ def analysis() -> Analysis:
                       stacks=stacks, proc=(), gpus=NA("no NVML"),
                       boards=(board(HEALTHY_PROBES, HEALTHY_APP, wall_time_s=WALL0 + 3.4),), process_alive=True,
                       warnings=())
-    real = analyse(obs, now_wall_s=WALL0 + 3.6)
+    real = analyse(replace(obs, now_wall_s=WALL0 + 3.6))
     assert not isinstance(real.pipeline, NA), real.pipeline  # top shows findings only beside a pipeline
     return replace(real, findings=(STALE, BOTTLENECK, *real.findings, NOTE), headline=HEADLINE)
 
@@ -82,7 +82,7 @@ def _printed(doc: Any) -> Any:
 
 
 def _top_frame(a: Analysis) -> TopFrame:
-    return _frame(a.observation, a, wall_s=WALL0 + 3.6, rate_hz=5.0, native=False)
+    return replace(process_frame(a, native=False), rate_hz=5.0)
 
 
 def test_every_output_holds_the_same_finding_documents(analysis: Analysis) -> None:

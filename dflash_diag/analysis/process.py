@@ -1,0 +1,68 @@
+"""One process's analysis: thread states and stages, the pipeline view, the wait-for graph, every rule, the causal
+links between causes and symptoms, and the headline. Pure; never raises (a part that fails becomes an ``NA``
+pane or a note in ``Analysis.errors``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dflash_diag.analysis.causal import link
+from dflash_diag.analysis.findings import FAMILIES, run_families
+from dflash_diag.analysis.findings._context import Context
+from dflash_diag.analysis.pipeline import DEFAULT_QUEUE, pipeline_view
+from dflash_diag.analysis.stages import StageAssignment
+from dflash_diag.analysis.threads import aggregate
+from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation, PipelineView, Severity, ThreadStats
+from dflash_diag.model.analysis import PHASE_HUNG
+from dflash_diag.model.findings import NOTE
+from dflash_diag.model.waits import WaitGraph
+
+
+def analyse_process(obs: Observation) -> Analysis:
+    """Everything the tool can say about ``obs``: a pure function of it. The observation holds what it is judged
+    with: its stage patterns (default ``target-*`` / ``drafter-*``; stages are inferred from queue use when no
+    thread matches) and the wall-clock time taken as "now" (board staleness; default: the window's end)."""
+    now = obs.judged_at_wall_s
+    errors: list[str] = []
+    threads: tuple[ThreadStats, ...] = ()
+    assignment = StageAssignment(stages={}, how="")
+    try:
+        threads, assignment = aggregate(obs, obs.patterns)
+    except Exception as exc:  # an analysis bug is shown, never raised into a UI or a report
+        errors.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
+    pipeline: Maybe[PipelineView]
+    try:
+        queue = assignment.queue if assignment.how == "queues" and assignment.queue else DEFAULT_QUEUE
+        pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how)
+    except Exception as exc:
+        pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
+        errors.append(pipeline.reason)
+    if isinstance(pipeline, NA):
+        return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(), headline=None,
+                        errors=tuple(errors))
+    ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now, assignment=assignment)
+    try:
+        findings = run_families(ctx, FAMILIES)
+        linked, headline, phase = link(findings)
+    except Exception as exc:
+        errors.append(f"findings failed: {type(exc).__name__}: {exc}")
+        failed = Finding(rule_id="rule-error", severity=Severity.INFO, claim="the findings could not be computed",
+                         evidence=(("error", f"{type(exc).__name__}: {exc}"[:200]),),
+                         remedy="Please report this with `dflash-diag snapshot PID` attached.", kind=NOTE)
+        return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(failed,), headline=None,
+                        errors=tuple(errors))
+    if phase == PHASE_HUNG:
+        # One report never contradicts itself: a pipeline that does not move has no bottleneck stage.
+        pipeline = replace(pipeline, bottleneck="hung",
+                           verdict="hung: nothing moves, so no stage limits throughput (the headline says why)")
+    waits: Maybe[WaitGraph]
+    try:
+        waits = ctx.waits
+    except Exception as exc:
+        waits = NA(f"wait-for graph failed: {type(exc).__name__}: {exc}")
+        errors.append(waits.reason)
+    return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=linked, headline=headline,
+                    phase=phase, errors=tuple(errors), waits=waits)
+
+
+__all__ = ["analyse_process"]
