@@ -9,12 +9,14 @@ from dataclasses import replace
 from dflash_diag.analysis.causal import link
 from dflash_diag.analysis.findings import FAMILIES, run_families
 from dflash_diag.analysis.findings._context import Context
+from dflash_diag.analysis.kernels import summarise
 from dflash_diag.analysis.pipeline import DEFAULT_QUEUE, pipeline_view
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.threads import aggregate
 from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation, PipelineView, Severity, ThreadStats
 from dflash_diag.model.analysis import PHASE_HUNG
 from dflash_diag.model.findings import NOTE
+from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.waits import WaitGraph
 
 
@@ -24,6 +26,12 @@ def analyse_process(obs: Observation) -> Analysis:
     thread matches) and the wall-clock time taken as "now" (board staleness; default: the window's end)."""
     now = obs.judged_at_wall_s
     errors: list[str] = []
+    kernels: KernelSummary | None = None
+    if obs.kernels is not None:
+        try:
+            kernels = summarise(obs.kernels)
+        except Exception as exc:
+            errors.append(f"kernel trace summary failed: {type(exc).__name__}: {exc}")
     threads: tuple[ThreadStats, ...] = ()
     assignment = StageAssignment(stages={}, how="")
     try:
@@ -39,8 +47,8 @@ def analyse_process(obs: Observation) -> Analysis:
         errors.append(pipeline.reason)
     if isinstance(pipeline, NA):
         return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(), headline=None,
-                        errors=tuple(errors))
-    ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now, assignment=assignment)
+                        errors=tuple(errors), kernels=kernels)
+    ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now, assignment=assignment, kernels=kernels)
     try:
         findings = run_families(ctx, FAMILIES)
         linked, headline, phase = link(findings)
@@ -50,7 +58,7 @@ def analyse_process(obs: Observation) -> Analysis:
                          evidence=(("error", f"{type(exc).__name__}: {exc}"[:200]),),
                          remedy="Please report this with `dflash-diag snapshot PID` attached.", kind=NOTE)
         return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(failed,), headline=None,
-                        errors=tuple(errors))
+                        errors=tuple(errors), kernels=kernels)
     if phase == PHASE_HUNG:
         # One report never contradicts itself: a pipeline that does not move has no bottleneck stage.
         pipeline = replace(pipeline, bottleneck="hung",
@@ -62,7 +70,7 @@ def analyse_process(obs: Observation) -> Analysis:
         waits = NA(f"wait-for graph failed: {type(exc).__name__}: {exc}")
         errors.append(waits.reason)
     return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=linked, headline=headline,
-                    phase=phase, errors=tuple(errors), waits=waits)
+                    phase=phase, errors=tuple(errors), waits=waits, kernels=kernels)
 
 
 __all__ = ["analyse_process"]

@@ -65,12 +65,12 @@ def add_target_args(parser: argparse.ArgumentParser, *, pid_help: str | None = "
                              "of ranks or a rank with peers); --no-job: this one process only (docs/jobs.md)")
 
 
-def add_window_args(parser: argparse.ArgumentParser, *, default_s: float | None = DEFAULT_DURATION_S,
+def add_window_args(parser: argparse.ArgumentParser, *, default_s: float = DEFAULT_DURATION_S,
                     duration_help: str | None = None) -> None:
-    """``--duration`` (default ``default_s``; None: the command picks it), ``--rate`` and ``--native``."""
-    shown_default = f"default {default_s:g}, " if default_s is not None else ""
-    parser.add_argument("--duration", type=duration_arg, default=default_s, metavar="S",
-                        help=duration_help or f"seconds to sample ({shown_default}{MIN_DURATION_S:g} to "
+    """``--duration`` (None when not given: :func:`window_from_args` applies ``default_s``, so a command can tell
+    a window asked for from its default), ``--rate`` and ``--native``."""
+    parser.add_argument("--duration", type=duration_arg, default=None, metavar="S",
+                        help=duration_help or f"seconds to sample (default {default_s:g}, {MIN_DURATION_S:g} to "
                                               f"{MAX_DURATION_S:g})")
     parser.add_argument("--rate", type=checked_rate_arg, default=None, metavar="HZ",
                         help=f"stack samples per second ({MIN_RATE_HZ:g} to {MAX_RATE_HZ:g}), or auto (2-10 Hz by the "
@@ -81,10 +81,16 @@ def add_window_args(parser: argparse.ArgumentParser, *, default_s: float | None 
                              "time)")
 
 
-def window_from_args(args: argparse.Namespace, duration_s: float | None = None) -> Window:
-    """The window the flags ask for (``duration_s`` overrides ``--duration``)."""
+def window_given(args: argparse.Namespace) -> list[str]:
+    """The window's flags given on the command line."""
+    return [flag for flag, given in (("--duration", args.duration is not None), ("--rate", args.rate is not None),
+                                     ("--native", bool(getattr(args, "native", False)))) if given]
+
+
+def window_from_args(args: argparse.Namespace, default_s: float = DEFAULT_DURATION_S) -> Window:
+    """The window the flags ask for (``default_s`` when ``--duration`` was not given)."""
     try:
-        return Window(duration_s=args.duration if duration_s is None else duration_s, rate_hz=args.rate,
+        return Window(duration_s=default_s if args.duration is None else args.duration, rate_hz=args.rate,
                       native=bool(getattr(args, "native", False)))
     except WindowError as exc:
         raise CommandError(str(exc), ExitCode.USAGE) from None
@@ -111,4 +117,4 @@ def target_from_args(args: argparse.Namespace, pid: int | None = None, *, launch
 
 
 __all__ = ["add_target_args", "add_window_args", "check_board_dir", "duration_arg", "patterns_from_args",
-           "target_from_args", "window_from_args"]
+           "target_from_args", "window_from_args", "window_given"]

@@ -123,9 +123,10 @@ def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
 def _merge(args: argparse.Namespace, started: Any, obs: Observation,
            state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     from dflash_diag.analysis import analyse
-    from dflash_diag.analysis.kernels import summarise, summary_json
+    from dflash_diag.analysis.kernels import summarise
     from dflash_diag.export.kernels import kernels_trace
     from dflash_diag.model.kernels import GPU_CATS
+    from dflash_diag.view.kernels import summary_json
 
     analysis = analyse(obs)
     trace, clock, outcome = obs.kernels, state["clock"], state["outcome"]

@@ -75,7 +75,7 @@ class RecordCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         add_target_args(parser, pid_help="the process to record")
-        add_window_args(parser, default_s=None,
+        add_window_args(parser, default_s=DEFAULT_DURATION_S,
                         duration_help=f"seconds to sample (default {DEFAULT_DURATION_S:g}, at most {MAX_DURATION_S:g}; "
                                       f"with --kernels: default {KERNELS_DURATION_S:g}, at most "
                                       f"{KERNELS_MAX_DURATION_S:g}, and the bound on --steps)")
@@ -115,7 +115,7 @@ class RecordCommand:
             return self._run_kernels(args)
         if args.steps is not None:
             raise CommandError("--steps counts the steps of a --kernels recording: add --kernels", ExitCode.USAGE)
-        window = window_from_args(args, DEFAULT_DURATION_S if args.duration is None else args.duration)
+        window = window_from_args(args, DEFAULT_DURATION_S)
         target = target_from_args(args)
         check_reachable(target)  # fail fast, with the diagnosis, before the output is reserved
         speedscope = args.format == "speedscope"

@@ -235,7 +235,7 @@ def _run_tui(target: Target, window: Window, args: argparse.Namespace, shot: Pre
                 refresh_s=args.refresh,
                 initial_frame=first,
                 native=args.native,
-                screenshot_after_s=args.duration,
+                screenshot_after_s=window.duration_s,
             )
             code = app.run(headless=True, size=args.size_cells)
             if app.screenshot_svg is None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.findings import Finding, Headline, Severity
+from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.stats import PipelineView, ThreadStats
 from dflash_diag.model.waits import WaitGraph
@@ -30,6 +31,8 @@ class Analysis:
     errors: tuple[str, ...] = ()  # parts of the analysis that failed (shown, never raised)
     # What every thread computes or waits on, and the path to the root (``analysis.waits``).
     waits: Maybe[WaitGraph] = NA("not computed")
+    # The summary of the process's torch.profiler trace (``analysis.kernels``), when the observation holds one.
+    kernels: KernelSummary | None = None
 
     @property
     def healthy(self) -> bool:

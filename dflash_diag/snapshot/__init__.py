@@ -5,7 +5,8 @@ every rank of a job (docs/jobs.md).
 
 Layout (``<name>/`` inside the .tar.gz, or the directory itself with ``as_dir=True``): ``report.md``,
 ``snapshot.json`` (schema ``dflash-diag.snapshot/2``), ``stacks.txt``, ``board.json``, ``nvml.json``,
-``timeline.svg``, ``trace.json`` (a Perfetto / chrome://tracing timeline) and ``MANIFEST.json`` (every file's SHA-256:
+``timeline.svg``, ``trace.json`` (a Perfetto / chrome://tracing timeline), ``observation.json`` (the window the
+analysis judged, schema ``dflash-diag.observation/1``: ``doctor BUNDLE`` replays it) and ``MANIFEST.json`` (every file's SHA-256:
 how ``--force`` recognises a bundle it may replace). A job's bundle is its lowest rank's, with the job on top and
 the other ranks' own files beside (``snapshot.job``). docs/bug-reports.md describes each; docs/security.md what
 is redacted and what may be replaced.
@@ -21,8 +22,8 @@ from pathlib import Path
 from dflash_diag.model import Finding
 from dflash_diag.model.job import JobAnalysis
 from dflash_diag.observe import Target, Window
-from dflash_diag.snapshot.build import SCHEMA, analyse_target, build_files
-from dflash_diag.snapshot.bundle import default_name, load_snapshot, prepare_output
+from dflash_diag.snapshot.build import SCHEMA, analyse_target, build_files, observation_file
+from dflash_diag.snapshot.bundle import OBSERVATION_NAME, default_name, load_snapshot, prepare_output
 from dflash_diag.snapshot.gather import Gathered, GatheredTarget, gather
 from dflash_diag.snapshot.job import job_files
 
@@ -69,10 +70,13 @@ def take_snapshot(
         gathered = gather(target, window or Window(), deadline=deadline_s, wall_clock=wall_clock)
         end_wall_s = wall_clock()
         analysis = analyse_target(gathered, end_wall_s)
+        observation = observation_file(gathered, analysis)  # before the files: a failure is listed as missing
         if isinstance(analysis, JobAnalysis):
             files = job_files(analysis, gathered.processes, end_wall_s)
         else:
             files = build_files(gathered.processes[0], analysis, end_wall_s)
+        if observation is not None:
+            files[OBSERVATION_NAME] = observation
     except BaseException:
         prepared.abandon()
         raise

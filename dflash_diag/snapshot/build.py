@@ -200,6 +200,21 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
     return scrub_tree(redact_tree(to_jsonable(doc)), known_secrets(g))
 
 
+def observation_file(gathered: GatheredTarget, analysis: Analysis | JobAnalysis) -> bytes | None:
+    """The observation the bundle's analysis judged (``observation.json``, observe.codec), so ``doctor BUNDLE``
+    gives the same report offline; its strings pass the bundle's scrubber once more. None (and a missing entry)
+    when it is too large to be read back."""
+    from dflash_diag.observe.codec import ObservationFormatError, encode_observation
+
+    secrets = frozenset().union(*(known_secrets(g) for g in gathered.processes))
+    try:
+        return encode_observation(analysis.observation, tool_version=__version__,
+                                  text=lambda text: scrub_text(text, secrets))
+    except ObservationFormatError as exc:
+        gathered.processes[0].miss("observation.json", str(exc))
+        return None
+
+
 def known_secrets(g: Gathered) -> frozenset[str]:
     """Secret values read from the process's environment, argv and board: hidden wherever else they appear."""
     env = g.environ if isinstance(g.environ, dict) else {}

@@ -45,7 +45,7 @@ NOT_BOARD_KEYS = {
     ("probes/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/cli/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/inject/ptrace.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
-    ("dflash_diag/analysis/kernels.py", "devices"): "a field of the kernel-trace summary (docs/integrations.md)",
+    ("dflash_diag/view/kernels.py", "devices"): "a field of the kernel-trace summary (docs/integrations.md)",
     ("probes/kernels.py", "hook_errors"): "a field of the kernel recorder's outcome file, not of the board",
     ("dflash_diag/view/job.py", "entered"): "a field of a rank's row in the job document (docs/jobs.md)",
     ("dflash_diag/view/job.py", "completed"): "a field of a rank's row in the job document (docs/jobs.md)",

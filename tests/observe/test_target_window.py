@@ -51,10 +51,9 @@ def test_every_command_declares_the_window_once_with_one_range(command: str) -> 
     parser = build_parser()
     argv = COMMANDS[command]
     args = parser.parse_args(argv)
-    window = window_from_args(args, args.duration or DEFAULT_DURATION_S)
-    if command != "record":  # record's timeline defaults to 10 s
-        assert args.duration == DEFAULT_DURATION_S == 5.0
-        assert window.burst and window.sampler_config().rate_hz == BURST_RATE_HZ
+    window = window_from_args(args)
+    assert window.duration_s == DEFAULT_DURATION_S == 5.0  # record's timeline asks for 10 s by default
+    assert window.burst and window.sampler_config().rate_hz == BURST_RATE_HZ
     for flag, good, bad in (("--duration", (MIN_DURATION_S, MAX_DURATION_S), (MIN_DURATION_S / 2, MAX_DURATION_S * 2)),
                             ("--rate", (MIN_RATE_HZ, MAX_RATE_HZ), (MIN_RATE_HZ / 2, MAX_RATE_HZ * 2))):
         for value in good:

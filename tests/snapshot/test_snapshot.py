@@ -44,7 +44,7 @@ def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsy
     top = _extract(out, tmp_path / "x")
     names = {p.name for p in top.iterdir()}
     assert names == {"report.md", "snapshot.json", "stacks.txt", "board.json", "nvml.json", "timeline.svg", "trace.json",
-                     "MANIFEST.json"}
+                     "observation.json", "MANIFEST.json"}
 
     # Redaction: no planted value anywhere in the extracted bundle, in any file.
     planted = [*SECRETS.values(), API_KEY, TOKEN]

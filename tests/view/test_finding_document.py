@@ -26,7 +26,6 @@ from top_fakes import FakeSource  # noqa: E402
 
 from dflash_diag.analysis import analyse  # noqa: E402
 from dflash_diag.cli._output import dump_json, print_lines  # noqa: E402
-from dflash_diag.cli.doctor import report_json  # noqa: E402
 from dflash_diag.cli.top_live import process_frame  # noqa: E402
 from dflash_diag.export.trace import chrome_trace  # noqa: E402
 from dflash_diag.model import NA, Analysis, Finding, Headline, Observation, Severity  # noqa: E402
@@ -34,6 +33,7 @@ from dflash_diag.snapshot.build import build_files  # noqa: E402
 from dflash_diag.snapshot.gather import Gathered  # noqa: E402
 from dflash_diag.snapshot.report import markdown_lines  # noqa: E402
 from dflash_diag.sources.pyspy_json import load_recorded_dumps  # noqa: E402
+from dflash_diag.view.doctor import doctor_doc  # noqa: E402
 from dflash_diag.view.findings import (  # noqa: E402
     BADGE,
     PLAIN,
@@ -88,7 +88,7 @@ def _top_frame(a: Analysis) -> TopFrame:
 def test_every_output_holds_the_same_finding_documents(analysis: Analysis) -> None:
     """doctor --json, top --batch --json, snapshot.json and the trace (record's, and the bundle's trace.json)."""
     expected = [finding_json(f) for f in analysis.findings]
-    doctor = _printed(report_json(PID, analysis))
+    doctor = _printed(doctor_doc(analysis))
     top = _printed(frame_to_json(_top_frame(analysis)))
     gathered = Gathered(pid=PID, started_wall_s=WALL0, observation=analysis.observation,
                         board=analysis.observation.board, cmdline=analysis.observation.cmdline, environ={})

@@ -36,6 +36,7 @@ from dflash_diag.analysis.findings import (
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.job import JobContext
+from dflash_diag.analysis.kernels import summarise
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.model import Finding, Observation, PipelineView, Severity, ThreadStats
 from dflash_diag.model.findings import NOTE
@@ -89,7 +90,8 @@ def evaluate(
 ) -> tuple[Finding, ...]:
     """All findings for one observation window, most severe first (not yet linked: see ``analysis.analyse``)."""
     ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now_wall_s,
-                  assignment=assignment or StageAssignment(stages={}, how=""))
+                  assignment=assignment or StageAssignment(stages={}, how=""),
+                  kernels=summarise(obs.kernels) if obs.kernels is not None else None)
     return run_families(ctx, FAMILIES)
 
 

@@ -15,7 +15,6 @@ from functools import cached_property
 from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
-from dflash_diag.analysis.kernels import summarise
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.analysis.threads import thread_identity
@@ -37,6 +36,8 @@ class Context:
     pipeline: PipelineView
     now_wall_s: float
     assignment: StageAssignment = field(default_factory=lambda: StageAssignment(stages={}, how=""))
+    # The summary of the process's torch.profiler trace, when one was given (``analysis.kernels``, made once).
+    kernels: KernelSummary | None = None
 
     @cached_property
     def code(self) -> dict[tuple[str, int], SourceLine]:
@@ -49,11 +50,6 @@ class Context:
         from dflash_diag.analysis.waits import build  # waits reads this module's helpers
 
         return build(self)
-
-    @cached_property
-    def kernels(self) -> KernelSummary | None:
-        """The summary of the process's torch.profiler trace, when one was given (``analysis.kernels``)."""
-        return summarise(self.obs.kernels) if self.obs.kernels is not None else None
 
     @cached_property
     def stderr(self) -> StderrFacts:
