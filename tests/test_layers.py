@@ -159,3 +159,65 @@ def test_exports_sit_above_analysis_and_below_the_cli() -> None:
     for module in ("trace", "speedscope", "timebase", "kernels"):
         path = ROOT / "dflash_diag" / "export" / f"{module}.py"
         assert [n for n in _imports(path) if _within(n, pure)] == [], module
+
+
+# The floors of the house, bottom up (docs/architecture.md's picture). An import, at module level or inside a
+# function, goes to a lower floor only: a function-local import that goes up is a layer rule broken out of the
+# loader's sight. Two layers on one floor do not import each other (``snapshot`` and ``export``'s exchange is the
+# one exception: a bundle holds a trace).
+FLOORS = {"dflash_contract": 0, "probes": 1, "model": 1, "errors": 1, "dflash_diag": 1, "sources": 2,
+          "reference_trainer": 2, "inject": 3, "analysis": 3, "observe": 4, "view": 4, "tui": 5, "export": 5,
+          "snapshot": 6, "cli": 7, "__main__": 8}
+SAME_FLOOR_ALLOWED = {("snapshot", "export")}
+PURE = ("model", "analysis", "view")  # plain Python with no start-up to save: no import hides inside a function
+
+
+def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    from test_import_cycles import PACKAGES, import_graph
+
+    return import_graph(ROOT, PACKAGES)
+
+
+def upward_imports(eager: dict[str, set[str]], lazy: dict[str, set[str]]) -> list[str]:
+    from test_import_cycles import _layer
+
+    bad = []
+    for kind, graph in (("", eager), ("function-local or type-only ", lazy)):
+        for module, targets in sorted(graph.items()):
+            for target in sorted(targets):
+                src, dst = _layer(module), _layer(target)
+                if src == dst or (src, dst) in SAME_FLOOR_ALLOWED:
+                    continue
+                if FLOORS.get(dst, 99) >= FLOORS.get(src, 99):
+                    bad.append(f"{module} ({src}, floor {FLOORS.get(src)}) {kind}imports {target} "
+                               f"({dst}, floor {FLOORS.get(dst)})")
+    return bad
+
+
+def test_no_import_goes_up_a_floor_not_even_inside_a_function() -> None:
+    eager, lazy = _graph()
+    assert upward_imports(eager, lazy) == []
+
+
+def test_the_pure_layers_hide_no_import_in_a_function() -> None:
+    """``model``, ``analysis`` and ``view`` load in milliseconds and import nothing heavy: an import inside one of
+    their functions can only be hiding a cycle (the 2026-12-04 review counted 17 in ``analysis``)."""
+    from test_import_cycles import _imports as statements
+
+    hidden = []
+    for layer in PURE:
+        for path in _modules(f"dflash_diag/{layer}"):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for fn in ast.walk(tree):
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    hidden += [f"{path.relative_to(ROOT)}:{node.lineno}" for node, _ in statements(fn)
+                               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dflash")]
+    assert hidden == []
+
+
+def test_an_upward_function_local_import_is_caught(tmp_path: Path) -> None:
+    """Guards the check itself: a planted lazy import from analysis up into cli is reported."""
+    eager = {"dflash_diag.analysis.x": set(), "dflash_diag.cli.y": {"dflash_diag.analysis.x"}}
+    lazy = {"dflash_diag.analysis.x": {"dflash_diag.cli.y"}, "dflash_diag.cli.y": set()}
+    assert upward_imports(eager, {k: set() for k in lazy}) == []
+    assert len(upward_imports(eager, lazy)) == 1

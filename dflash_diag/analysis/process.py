@@ -11,13 +11,14 @@ from dflash_diag.analysis.findings import FAMILIES, run_families
 from dflash_diag.analysis.findings._context import Context
 from dflash_diag.analysis.kernels import summarise
 from dflash_diag.analysis.pipeline import DEFAULT_QUEUE, pipeline_view
+from dflash_diag.analysis.sampled import Sampled
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.threads import aggregate
+from dflash_diag.analysis.waits import graph_of
 from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation, PipelineView, Severity, ThreadStats
 from dflash_diag.model.analysis import PHASE_HUNG
 from dflash_diag.model.findings import NOTE
 from dflash_diag.model.kernels import KernelSummary
-from dflash_diag.model.waits import WaitGraph
 
 
 def analyse_process(obs: Observation) -> Analysis:
@@ -48,7 +49,11 @@ def analyse_process(obs: Observation) -> Analysis:
     if isinstance(pipeline, NA):
         return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(), headline=None,
                         errors=tuple(errors), kernels=kernels)
-    ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now, assignment=assignment, kernels=kernels)
+    waits = graph_of(Sampled(obs=obs, threads=threads))
+    if isinstance(waits, NA):
+        errors.append(waits.reason)
+    ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now, assignment=assignment, kernels=kernels,
+                  wait_graph=waits)
     try:
         findings = run_families(ctx, FAMILIES)
         linked, headline, phase = link(findings)
@@ -63,12 +68,6 @@ def analyse_process(obs: Observation) -> Analysis:
         # One report never contradicts itself: a pipeline that does not move has no bottleneck stage.
         pipeline = replace(pipeline, bottleneck="hung",
                            verdict="hung: nothing moves, so no stage limits throughput (the headline says why)")
-    waits: Maybe[WaitGraph]
-    try:
-        waits = ctx.waits
-    except Exception as exc:
-        waits = NA(f"wait-for graph failed: {type(exc).__name__}: {exc}")
-        errors.append(waits.reason)
     return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=linked, headline=headline,
                     phase=phase, errors=tuple(errors), waits=waits, kernels=kernels)
 

@@ -28,8 +28,9 @@ from dflash_diag.view.doctor import DOCTOR_SCHEMA, doctor_doc, doctor_lines
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
-    from dflash_diag.model import Analysis, Observation
-    from dflash_diag.model.job import JobAnalysis, JobObservation
+    from dflash_diag.model import Observation
+    from dflash_diag.model.analysis import Diagnosis
+    from dflash_diag.model.job import JobObservation
     from dflash_diag.model.kernels import KernelTrace
     from dflash_diag.observe import Target, Window
     from dflash_diag.snapshot.output import PreparedFile
@@ -178,7 +179,7 @@ def _finish(args: argparse.Namespace, obs: Observation | JobObservation, attache
     return exit_code(analysis, args.fail_on)
 
 
-def exit_code(analysis: Analysis | JobAnalysis, fail_on: str | None) -> int:
+def exit_code(analysis: Diagnosis, fail_on: str | None) -> int:
     if any(f.rule_id == "process-zombie" for f in analysis.findings):
         return ExitCode.NO_PROCESS  # it has exited: the report says so, the code is every command's (3)
     if fail_on and any(f.severity >= _FAIL_ON[fail_on] for f in analysis.findings):

@@ -4,9 +4,10 @@ headline. Produced by :func:`dflash_diag.analysis.analyse`, read by ``doctor``, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from dflash_diag.model.common import NA, Maybe
-from dflash_diag.model.findings import Finding, Headline, Severity
+from dflash_diag.model.findings import Finding, Headline, healthy
 from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.stats import PipelineView, ThreadStats
@@ -37,4 +38,24 @@ class Analysis:
     @property
     def healthy(self) -> bool:
         """No finding at warning level or above."""
-        return all(f.severity < Severity.WARNING for f in self.findings)
+        return healthy(self.findings)
+
+
+class Diagnosis(Protocol):
+    """What the analysis of a process (:class:`Analysis`) and of a job (``model.job.JobAnalysis``) share, read alike by
+    every report: the linked findings, the headline, the phase, the parts that failed, and whether it is healthy."""
+
+    @property
+    def findings(self) -> tuple[Finding, ...]: ...
+
+    @property
+    def headline(self) -> Headline | None: ...
+
+    @property
+    def phase(self) -> str: ...
+
+    @property
+    def errors(self) -> tuple[str, ...]: ...
+
+    @property
+    def healthy(self) -> bool: ...

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dflash_diag.model.analysis import PHASE_STEADY, Analysis
 from dflash_diag.model.evidence import ProcessFacts
-from dflash_diag.model.findings import Finding, Headline, Severity
+from dflash_diag.model.findings import Finding, Headline, Severity, healthy
 from dflash_diag.model.observation import Observation
 
 # What the PID the user named turned out to be.
@@ -161,4 +161,5 @@ class JobAnalysis:
 
     @property
     def healthy(self) -> bool:
-        return all(f.severity < Severity.WARNING for f in self.findings)
+        """No finding at warning level or above (of the job, or of any rank)."""
+        return healthy(self.findings)

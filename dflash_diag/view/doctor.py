@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from dflash_diag.model import NA, Analysis, Severity
+from dflash_diag.model.analysis import Diagnosis
 from dflash_diag.model.job import JobAnalysis
 from dflash_diag.view.findings import (
     ALERT,
@@ -74,7 +75,7 @@ class DoctorDoc(TypedDict):
     job: dict[str, Any] | None  # view.job.job_json: the topology and one row per rank; null for one process
 
 
-def _summary(analysis: Analysis | JobAnalysis) -> SummaryDoc:
+def _summary(analysis: Diagnosis) -> SummaryDoc:
     counts = {s.label: sum(1 for f in analysis.findings if f.severity == s) for s in Severity}
     return {"critical": counts["critical"], "warning": counts["warning"], "info": counts["info"]}
 

@@ -92,11 +92,12 @@ def test_probe_names_are_defined_once_and_used_everywhere() -> None:
 
     assert run.KNOWN_PROBES is contract.PROBE_NAMES and attach.KNOWN_PROBES is contract.PROBE_NAMES
     assert inject_request.KNOWN_PROBES is contract.PROBE_NAMES
-    from probes import ProbesConfig, session
+    from probes import ProbesConfig
+    from probes.registry import PROBES
 
-    # One factory table: every probe has a class and a config field of its name; nothing else is built.
-    assert set(session.PROBE_CLASSES) == set(contract.PROBE_NAMES)
-    assert all(hasattr(ProbesConfig(), name) for name in contract.PROBE_NAMES)
+    # One registry: every probe has a class and a Config, by its name, in the board's order; nothing else is built.
+    assert tuple(spec.name for spec in PROBES) == tuple(contract.PROBE_NAMES)
+    assert set(ProbesConfig().probes) == set(contract.PROBE_NAMES)
     listed = re.compile(r'\(\s*"gil",\s*"allocator"')
     assert [str(p.relative_to(ROOT)) for p in CODE if listed.search(_source(p))] == ["dflash_contract/board/keys.py"]
 
