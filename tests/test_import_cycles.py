@@ -176,7 +176,7 @@ def test_a_cycle_a_lazy_import_closes_is_found(tmp_path: Path, extra: str) -> No
 
 
 def _layer(module: str) -> str:
-    """``dflash_diag.sources.pyspy`` -> ``sources``; ``probes.readings`` -> ``probes``; the root keeps its name."""
+    """``dflash_diag.sources.pyspy`` -> ``sources``; ``probes.session`` -> ``probes``; the root keeps its name."""
     parts = module.split(".")
     return parts[1] if parts[0] == "dflash_diag" and len(parts) > 1 else parts[0]
 

@@ -153,7 +153,7 @@ def test_exports_sit_above_analysis_and_below_the_cli() -> None:
     # Builders of traces/profiles are pure; the Prometheus collector reads boards through sources, like snapshot.
     # Both name the board's keys by the contract's constants (stdlib only).
     banned = ("dflash_diag.tui", "dflash_diag.cli", "textual", "subprocess")
-    allowed = {"dflash_diag", "dflash_contract", "prometheus_client", "probes.readings"}
+    allowed = {"dflash_diag", "dflash_contract", "prometheus_client"}
     assert _violations("dflash_diag/export", allowed, banned) == []
     pure = ("dflash_diag.sources", "prometheus_client", "socket", "pynvml")
     for module in ("trace", "speedscope", "timebase", "kernels"):

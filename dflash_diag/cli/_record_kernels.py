@@ -123,7 +123,6 @@ def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
 def _merge(args: argparse.Namespace, started: Any, obs: Observation,
            state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     from dflash_diag.analysis import analyse
-    from dflash_diag.analysis.kernels import summarise
     from dflash_diag.export.kernels import kernels_trace
     from dflash_diag.model.kernels import GPU_CATS
     from dflash_diag.view.kernels import summary_json
@@ -138,7 +137,6 @@ def _merge(args: argparse.Namespace, started: Any, obs: Observation,
             "paused_ms": None if started.injection.paused_s is None else round(1e3 * started.injection.paused_s, 3)}
     merged = kernels_trace(obs, analysis.threads, analysis.findings, trace, clock, tool_version=__version__,
                            recording=info, max_events=args.max_events)
-    summary = summarise(trace)
     gpu = [s for s in trace.spans if s.cat in GPU_CATS]
     host_threads = {s.tid for s in trace.spans if s.cat not in GPU_CATS}
     out = {
@@ -149,7 +147,7 @@ def _merge(args: argparse.Namespace, started: Any, obs: Observation,
         "gpu_spans": len(gpu), "streams": len({(s.device, s.tid) for s in gpu}),
         "host_spans": len(trace.spans) - len(gpu), "torch_threads": len(host_threads),
         "clock": merged.doc["otherData"]["kernels"]["clock"], **info,
-        "kernels": summary_json(summary),
+        "kernels": None if analysis.kernels is None else summary_json(analysis.kernels),  # made once, by analyse
         "headlines": [f"{f.severity.label}: {f.rule_id}: {f.claim}" for f in analysis.findings
                       if f.rule_id in ("gpu-launch-bound", "kernel-trace")][:3],
     }

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_contract import attach as protocol
+from dflash_contract.private_file import NotPrivate, TooLarge, read_private
 from dflash_diag.errors import AttachError, ExitCode, Terminated
 from dflash_diag.inject.injection import Outcome
 from dflash_diag.inject.preflight import proc_state
@@ -160,29 +160,14 @@ def abort(pid: int, files: KernelFiles, wait_s: float = ABORT_WAIT_S) -> bool:
 def _read_private(path: Path, limit: int, what: str) -> bytes | None:
     """The bytes of a private regular file of ours (None when absent); AttachError when it is not that."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
+        return read_private(path, limit)
+    except NotPrivate:
+        raise AttachError(f"the {what} {path} is not a private file of yours: refusing it", ExitCode.ATTACH_FAILED) from None
+    except TooLarge as exc:
+        raise AttachError(f"the {what} is {exc.size_bytes / 1e6:.0f} MB, over the {limit / 1e6:.0f} MB this command "
+                          "reads: record a shorter --duration or fewer --steps", ExitCode.BAD_INPUT) from None
     except OSError as exc:
         raise AttachError(f"cannot read the {what} {path}: {exc.strerror}", ExitCode.ATTACH_FAILED) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise AttachError(f"the {what} {path} is not a private file of yours: refusing it", ExitCode.ATTACH_FAILED)
-        if st.st_size > limit:
-            raise AttachError(f"the {what} is {st.st_size / 1e6:.0f} MB, over the {limit / 1e6:.0f} MB this command "
-                              "reads: record a shorter --duration or fewer --steps", ExitCode.BAD_INPUT)
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 16 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def read_outcome(files: KernelFiles) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from dflash_contract.private_file import create_private
 from dflash_diag import __version__
 from dflash_diag.errors import CommandError, ExitCode
 from dflash_diag.model import Observation
@@ -270,12 +271,8 @@ class PreparedOutput(ReservedOutput):
     def _write_dir(self, files: Mapping[str, bytes]) -> None:
         assert self._tmp is not None
         for name, data in files.items():
-            fd = os.open(self._tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            create_private(self._tmp / name, data, fsync=True)  # 0600, O_EXCL|O_NOFOLLOW, whole or removed
             self._written.append(name)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
 
     # -- moving into place ----------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ NOT_BOARD_KEYS = {
     ("probes/allocator.py", "num_sync_all_streams"): "torch.cuda.memory_stats()'s own key, which the probe reads",
     ("probes/compile.py", "recompiles"): "the torch artifact log's name (TORCH_LOGS=recompiles)",
     ("probes/compile.py", "graph_breaks"): "the torch artifact log's name (TORCH_LOGS=graph_breaks)",
-    ("probes/readings.py", "compile_time_s"): "the Prometheus/wandb series' catalogue name",
+    ("dflash_contract/readings.py", "compile_time_s"): "the Prometheus/wandb series' catalogue name",
     ("probes/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/cli/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/inject/ptrace.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
