@@ -11,14 +11,20 @@ time-to-name goal; measure it with the box to itself).
   .venv/bin/python bench/casebook.py                      # CPU cases, both modes (~4 min on 2 busy cores)
   .venv/bin/python bench/casebook.py --cases gil_hog_side_thread,hang_dead_consumers --modes outside
   .venv/bin/python bench/casebook.py --family health     # the training-health cases (probes and attach modes)
-  python bench/casebook.py --gpu --out /tmp/casebook-h200  # on the GPU machine: GPU cases, the healthy
-                                                           # programs on CUDA and the reference trainer's
-                                                           # qwen3.5-4b preset (< 5 min on one H200)
+  python bench/casebook.py --gpu --out /tmp/casebook-h200 --record /tmp/casebook-h200/observations
+                                   # on the GPU machine: the GPU cases (batch D and their twins, the first
+                                   # GPU cases), the healthy programs on CUDA and the reference trainer's
+                                   # qwen3.5-4b preset, outside then attached (~8 min on one H200); each
+                                   # answer and its observation kept for CI's replay
   .venv/bin/python bench/casebook.py --gpu --dry-run      # the same plumbing on CPU (expectations will not hold)
 
-GPU runs are phased so that one program's GPU load does not hide another's: the programs whose rules read
-stacks run a few at a time, the GPU-utilisation case runs alone, then the reference trainer (both modes
-together; it needs a minute to compile its first steps).
+GPU runs diagnose a program from outside and then attached to, on one start (harness.run_case_modes), and are
+phased so that one program's GPU load does not hide another's:
+  1. every program whose rules read stacks, the board or stderr, ``--parallel`` at a time (4), slow starters
+     (torch.compile) first; the reference trainer starts with them and warms up (about a minute of compiling);
+  2. the reference trainer, diagnosed alone once phase 1 is done, then stopped;
+  3. the programs that read device-wide GPU utilisation (``gpu_alone``), one at a time.
+``--modes probes`` adds a start under `dflash-diag run` for the cases that list it (the first GPU cases).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,9 +45,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "casebook"))
 
 from cases import CASES, REFERENCE_TRAINER, Case  # noqa: E402
-from harness import MODES, TIME_TO_NAME_S, Result, run_all  # noqa: E402
+from harness import (  # noqa: E402
+    MODES,
+    SHARED_START,
+    TIME_TO_NAME_S,
+    ProgramRun,
+    Recording,
+    Result,
+    doctor_can_save_observations,
+    run_all,
+    run_starts,
+    starts_for,
+)
 
-GPU_ALONE = ("gpu_launch_bound",)  # reads device-wide NVML utilisation: nothing else may use the GPU meanwhile
+GPU_MODES = SHARED_START  # the GPU batch's default: outside, then attached, on one start
+EST_READY_S = 12.0  # an H200 program's start to its ready line (imports, CUDA context, first steps)
+EST_COMPILE_S = 25.0  # more for a program that compiles before it is ready
+EST_ATTACH_S = 3.0  # `dflash-diag attach` wall time, CLI start-up included: 2.6 s (docs/benchmarks.md)
 
 
 def _select(args: argparse.Namespace) -> list[Case]:
@@ -87,19 +108,134 @@ def run(args: argparse.Namespace) -> list[Result]:
     show = _progress(t0, args.out)
     if not args.gpu:
         return run_all(cases, modes, parallel=args.parallel, duration_s=args.duration, progress=show)
+    return run_gpu(cases, modes, args, show, t0)
+
+
+def _phases(cases: list[Case], modes: tuple[str, ...]) -> tuple[list[tuple[Case, tuple[str, ...]]],
+                                                                 list[tuple[Case, tuple[str, ...]]]]:
+    """(phase 1: programs that may share the GPU, slow starters first; phase 3: those that run alone)."""
+    starts = [(c, ms) for c in cases if c is not REFERENCE_TRAINER for ms in starts_for(c, modes)]
+    shared = sorted((s for s in starts if not s[0].gpu_alone), key=lambda s: -s[0].ready_timeout_s)
+    return shared, [s for s in starts if s[0].gpu_alone]
+
+
+def _estimate_s(start: tuple[Case, tuple[str, ...]], duration_s: float) -> float:
+    """A start's wall time on an H200, roughly: ready, settle, each doctor window and its attach."""
+    case, ms = start
+    ready = EST_READY_S + (EST_COMPILE_S if case.ready_timeout_s > 120 else 0.0)
+    return ready + case.settle_s + sum(duration_s + 1.5 + (EST_ATTACH_S if m == "attach" else 0.0) for m in ms)
+
+
+def _say(t0: float, text: str) -> None:
+    print(f"[{time.monotonic() - t0:5.0f} s] {text}", file=sys.stderr, flush=True)
+
+
+def run_gpu(cases: list[Case], modes: tuple[str, ...], args: argparse.Namespace, show: Any,
+            t0: float) -> list[Result]:
+    """The GPU batch in three phases (the module's docstring); every answer kept under --record."""
     device = ("--device", "cpu") if args.dry_run else ("--device", "cuda")
-    timeout = 90.0 if args.dry_run else None
-    shared = [c for c in cases if c.name not in GPU_ALONE and c is not REFERENCE_TRAINER]
-    alone = [c for c in cases if c.name in GPU_ALONE]
-    results = run_all(shared, modes, parallel=args.parallel, duration_s=args.duration, progress=show,
-                      extra_args=device, ready_timeout_s=timeout)
-    results += run_all(alone, modes, parallel=1, duration_s=args.duration, progress=show, extra_args=device,
-                       ready_timeout_s=timeout)
-    if REFERENCE_TRAINER in cases:
-        preset = ("--preset", "tiny") if args.dry_run else ()
-        results += run_all([REFERENCE_TRAINER], modes, parallel=2, duration_s=args.duration, progress=show,
-                           extra_args=preset, ready_timeout_s=timeout)
+    timeout = None  # each case's own: a compiling program needs minutes on a busy CPU
+    record = _recording(args)
+    shared, alone = _phases(cases, modes)
+    reference = REFERENCE_TRAINER if REFERENCE_TRAINER in cases else None
+    ref_starts = starts_for(reference, modes) if reference is not None else []
+    ref_modes = next((ms for ms in ref_starts if ms != ("probes",)), None)
+    est = (sum(_estimate_s(s, args.duration) for s in shared) / max(1, args.parallel)
+           + sum(_estimate_s(s, args.duration) for s in alone)
+           + sum(_estimate_s((REFERENCE_TRAINER, ms), args.duration) - EST_READY_S for ms in ref_starts))
+    _say(t0, f"GPU batch: {len(shared)} programs {args.parallel} at a time"
+             f"{' (+ the reference trainer warming up)' if ref_modes else ''}, then "
+             f"{'the reference trainer, then ' if ref_starts else ''}{len(alone)} alone; "
+             f"modes {','.join(modes)}; about {est / 60:.1f} min on an H200"
+             f"{'' if record is None else f'; recording to {record.directory}'}")
+    ref_run = ref_thread = None
+    ref_error: list[Exception] = []
+    if ref_modes:
+        ref_args = ("--preset", "tiny") if args.dry_run else ()
+        ref_run = ProgramRun(REFERENCE_TRAINER, "plain", extra_args=ref_args, ready_timeout_s=timeout)
+        ref_thread = threading.Thread(target=_wait_quietly, args=(ref_run, ref_error), name="reference-warm-up",
+                                      daemon=True)
+        ref_thread.start()
+    results: list[Result] = []
+    try:
+        _say(t0, f"phase 1/3: {len(shared)} programs, {args.parallel} at a time")
+        results += run_starts(shared, parallel=args.parallel, duration_s=args.duration, progress=show,
+                              extra_args=device, ready_timeout_s=timeout, record=record)
+        if ref_run is not None and ref_thread is not None and ref_modes is not None:
+            _say(t0, "phase 2/3: the reference trainer, alone")
+            ref_thread.join()
+            ref_results = _diagnose_reference(ref_run, ref_modes, ref_error, args.duration, record)
+            for r in ref_results:
+                show(r)
+            results += ref_results
+            ref_run.stop(clean=not any(r.error for r in ref_results))
+            ref_run = None
+        if reference is not None and ("probes",) in ref_starts:
+            results += run_starts([(reference, ("probes",))], parallel=1, duration_s=args.duration, progress=show,
+                                  extra_args=("--preset", "tiny") if args.dry_run else (), ready_timeout_s=timeout,
+                                  record=record)
+        _say(t0, f"phase 3/3: {len(alone)} programs that read GPU utilisation, one at a time")
+        results += run_starts(alone, parallel=1, duration_s=args.duration, progress=show, extra_args=device,
+                              ready_timeout_s=timeout, record=record)
+    finally:
+        if ref_run is not None:
+            ref_run.stop()
+    if record is not None:
+        _write_index(record, results, args)
     return results
+
+
+def _wait_quietly(started: ProgramRun, errors: list[Exception]) -> None:
+    try:
+        started.wait_ready()
+    except Exception as exc:  # reported as the reference's result when its turn comes
+        errors.append(exc)
+
+
+def _diagnose_reference(started: ProgramRun, modes: tuple[str, ...], errors: list[Exception],
+                        duration_s: float, record: Recording | None) -> list[Result]:
+    if errors:
+        return started.failed(modes, errors[0])
+    return started.diagnose(modes, duration_s=duration_s, record=record)
+
+
+def _recording(args: argparse.Namespace) -> Recording | None:
+    """--record DIR: a private directory for the answers; observations too where this doctor can save them."""
+    if args.record is None:
+        return None
+    args.record.mkdir(mode=0o700, parents=True, exist_ok=True)
+    can = doctor_can_save_observations()
+    if not can:
+        if not args.dry_run:
+            raise SystemExit("bench/casebook.py: this checkout's `dflash-diag doctor` has no --save-observation, so "
+                             "--record would keep reports without the observations CI replays; update the checkout "
+                             "(or use --dry-run to exercise the plumbing)")
+        print("bench/casebook.py: doctor has no --save-observation here: --dry-run keeps the reports only",
+              file=sys.stderr)
+    return Recording(args.record, observations=can)
+
+
+def _write_index(record: Recording, results: list[Result], args: argparse.Namespace) -> None:
+    """DIR/recorded.json: what each file is, what the case expects and what doctor said when it was recorded."""
+    causes = {c.name: c for c in (*CASES, REFERENCE_TRAINER)}
+    entries = []
+    for r in results:
+        obs, rep = record.observation(r.case, r.mode), record.report(r.case, r.mode)
+        entries.append({"case": r.case, "mode": r.mode, "healthy": r.healthy_case,
+                        "known_miss": causes[r.case].known_miss.get(r.mode, ""),
+                        "observation": obs.name if obs.exists() else None,
+                        "report": rep.name if rep.exists() else None,
+                        "expected": list(r.expected), "headline": r.headline_rule,
+                        "because": list(r.headline_because), "warnings": list(r.warnings), "ok": r.ok,
+                        "error": r.error})
+    doc = {"schema": "casebook-recording/1", "command": " ".join([Path(sys.executable).name, *sys.argv]),
+           "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "machine": _machine(),
+           "dry_run": bool(args.dry_run), "entries": entries}
+    path = record.directory / "recorded.json"
+    fd = os.open(path.with_name(".recorded.json.tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    os.replace(path.with_name(".recorded.json.tmp"), path)
 
 
 def table(results: list[Result]) -> str:
@@ -167,19 +303,26 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="with --gpu: run everything on CPU (plumbing check)")
     parser.add_argument("--no-reference", action="store_true", help="with --gpu: skip the reference trainer")
     parser.add_argument("--cases", help="comma list of case names (default: all of the chosen kind)")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma list of outside, probes, attach (default all three; each case runs in the modes it lists)")
+    parser.add_argument("--modes", default=None, help="comma list of outside, probes, attach (default all three; "
+                        "with --gpu: outside,attach, on one start; each case runs in the modes it lists)")
     parser.add_argument("--family", help="only the cases of this family (and its healthy ones): e.g. health")
     parser.add_argument("--attach-method", help="attach mode's method: auto (default), ptrace, gdb, cuda-gdb, lldb, "
                         "remote-exec")
     parser.add_argument("--parallel", type=int, default=None, help="programs at a time (default 2 on CPU, 4 --gpu)")
     parser.add_argument("--duration", type=float, default=5.0, help="doctor --duration (default 5 s, its default)")
     parser.add_argument("--out", type=Path, help="write casebook.json and casebook.md here")
+    parser.add_argument("--record", type=Path, metavar="DIR", help="with --gpu: keep each answer and the observation "
+                        "it was made from (doctor --save-observation) in DIR, for CI's replay")
     parser.add_argument("--split", choices=("all", "tuning", "held-out"), default="all",
                         help="which cases: the held-out ones are written last and scored once, without tuning on "
                         "them (default all; tune with --split tuning)")
     args = parser.parse_args()
     if args.parallel is None:
         args.parallel = 4 if args.gpu and not args.dry_run else 2
+    if args.modes is None:
+        args.modes = ",".join(GPU_MODES if args.gpu else MODES)
+    if args.record is not None and not args.gpu:
+        parser.error("--record is for the GPU batch: add --gpu")
     bad = set(args.modes.split(",")) - set(MODES)
     if bad:
         parser.error(f"unknown mode(s): {', '.join(sorted(bad))}")

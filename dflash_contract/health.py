@@ -4,9 +4,11 @@ publishes itself (wandb), so the two never disagree. Standard library only (the 
 - ``training-nonfinite`` (critical): the loss handed to ``backward()`` is NaN/inf, or gradients are non-finite,
   at a sampled step, and the optimizer keeps stepping (a mixed-precision scaler skips such steps: no hook fires).
 - ``training-no-update`` (critical): in a parameter group whose learning rate is above 0, tensors holding at least
-  ``STUCK_SHARE`` of its watched weights have not trained for at least ``MIN_STEPS`` optimizer steps: their weights
-  did not change between samples, or the optimizer's running average of their squared gradients is exactly zero
-  (every gradient zero: weight decay alone still moves them). When none of them gets a gradient, the optimizer
+  ``STUCK_SHARE`` of its watched weights have not trained for at least ``MIN_STEPS`` steps of their own optimizer:
+  their weights did not change between samples although the step after the earlier sample had something to apply
+  where they were compared (no gradient at all, an all-zero one, or a non-zero one there), or the optimizer's
+  running average of their squared gradients is exactly zero (every gradient zero: weight decay alone still moves
+  them). When none of them gets a gradient, the optimizer
   steps over tensors the forward does not use (a model copy, re-created modules) or the graph is cut before them.
   Or: every group the optimizers step holds only tensors that do not require grad (frozen after the optimizer was
   built), and no group trains. Or: backward() runs (``MIN_NO_STEP_BACKWARDS`` calls, a second or more) in a
@@ -49,7 +51,8 @@ def judge(payload: Mapping[str, Any] | None, now_wall_s: float) -> list[Verdict]
     if not isinstance(payload, Mapping) or payload.get("status") != "ok":
         return []
     steps = _int(payload.get(HealthKeys.STEPS)) or 0
-    groups = [g for g in payload.get(HealthKeys.GROUPS) or () if isinstance(g, Mapping)]
+    raw_groups = payload.get(HealthKeys.GROUPS)
+    groups = [g for g in raw_groups if isinstance(g, Mapping)] if isinstance(raw_groups, list) else []
     out = []
     bad = _nonfinite(payload, groups, steps, now_wall_s)
     if bad is not None:
@@ -190,11 +193,12 @@ def _stuck_claim(stuck: list[Mapping[str, Any]], groups: list[Mapping[str, Any]]
     watched = sum(_int(g.get(HealthKeys.WATCHED_TENSORS)) or 0 for g in stuck)
     numel = sum(_int(g.get(HealthKeys.STUCK_NUMEL)) or 0 for g in stuck)
     of_numel = sum(_int(g.get(HealthKeys.WATCHED_NUMEL)) or 0 for g in stuck)
-    first = min(_int(g.get(HealthKeys.STUCK_SINCE_STEP)) or steps for g in stuck)
+    # Each group over its own optimizer's steps (a process with several optimizers counts them all in `steps`).
+    span = max(_seen_at(g, steps) - (_int(g.get(HealthKeys.STUCK_SINCE_STEP)) or _seen_at(g, steps)) for g in stuck)
     names = ", ".join(str(g.get(HealthKeys.GROUP)) for g in stuck[:_GROUPS_SHOWN])
     share = f"{100 * numel / of_numel:.0f}% of the weights" if of_numel else "their weights"
     return (f"{tensors} of {watched} tensors ({share}) in {len(stuck)} of {len(groups)} parameter groups have not "
-            f"trained in {steps - first} optimizer steps ({names}){_why_stuck(stuck)}")
+            f"trained in {span} optimizer steps ({names}){_why_stuck(stuck)}")
 
 
 def _why_stuck(groups: list[Mapping[str, Any]]) -> str:
@@ -233,10 +237,10 @@ def _lr_zero(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
     if not zero:
         return None
     names = ", ".join(str(g.get(HealthKeys.GROUP)) for g, _ in zero[:_GROUPS_SHOWN])
-    first = min(since for _, since in zero)
+    span = max(_seen_at(g, steps) - since for g, since in zero)
     return Verdict(
         rule_id="training-lr-zero", critical=False,
-        claim=f"the learning rate is 0 in {len(zero)} parameter groups ({names}) for {steps - first} steps: they "
+        claim=f"the learning rate is 0 in {len(zero)} parameter groups ({names}) for {span} steps: they "
               "do not train",
         evidence=tuple((f"group {g.get(HealthKeys.GROUP)}", f"lr 0 since step {since}") for g, since in zero[:3]),
         remedy="Check the schedule (a warm-up that never starts, a scheduler stepped per epoch instead of per step, "

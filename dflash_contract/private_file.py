@@ -4,6 +4,8 @@ and result, a kernel recording's outcome and trace, the files of a bundle.
 - :func:`read_private`: the bytes of a regular file of this user that no one else may read (no group or other
   permission bits), bounded; never through a symlink (``O_NOFOLLOW``), never blocking on a FIFO. ``None`` when it
   does not exist; :class:`NotPrivate` or :class:`TooLarge` when it is not what we write.
+- :func:`open_private`: the same checks, the file left open for reading as a stream (a trace too large to hold
+  twice in memory).
 - :func:`create_private`: a new file, 0600, created with ``O_EXCL|O_NOFOLLOW`` (never through a planted file or
   symlink), written whole or removed.
 - :func:`write_private_atomic`: the same through a temporary sibling, then renamed over ``path``: a reader sees
@@ -19,6 +21,7 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -69,6 +72,26 @@ def read_private(path: PathLike, limit_bytes: int) -> bytes | None:
     return data
 
 
+def open_private(path: PathLike, limit_bytes: int) -> BinaryIO | None:
+    """The private file ``path`` (at most ``limit_bytes`` when opened), open for reading, or None when there is none;
+    :class:`NotPrivate` or :class:`TooLarge` as :func:`read_private`. The caller reads at most ``limit_bytes + 1``."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & NOT_PRIVATE_BITS:
+            raise NotPrivate(f"{path} is not a private regular file of this user")
+        if st.st_size > limit_bytes:
+            raise TooLarge(st.st_size, limit_bytes)
+        os.set_blocking(fd, True)  # opened without blocking only so that a FIFO could not hold the open
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def create_private(path: PathLike, data: bytes, *, fsync: bool = False) -> None:
     """Create ``path`` 0600 (``O_EXCL|O_NOFOLLOW``: FileExistsError rather than through what is there), written
     whole, or not at all (removed when the write fails)."""
@@ -101,4 +124,4 @@ def write_private_atomic(path: PathLike, data: bytes, *, tmp: PathLike | None = 
 
 
 __all__ = ["CREATE_FLAGS", "MODE", "NOT_PRIVATE_BITS", "READ_FLAGS", "NotPrivate", "TooLarge", "create_private",
-           "read_private", "write_private_atomic"]
+           "open_private", "read_private", "write_private_atomic"]

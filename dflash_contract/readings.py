@@ -38,6 +38,7 @@ from dflash_contract.board import (
     ProbeName,
     QueueKeys,
     SessionKeys,
+    SyncKeys,
 )
 from dflash_contract.health import judge, stuck_share
 
@@ -91,6 +92,9 @@ CATALOGUE: dict[str, tuple[str, tuple[str, ...], str]] = {
     "fastpath_fallback": (GAUGE, (), "1 when a slow fallback path (torch GatedDeltaNet, eager flex_attention) runs"),
     # codedrift
     "codedrift_stale_modules": (GAUGE, (), "imported modules whose source changed on disk since the import"),
+    # syncs
+    "syncs": (COUNTER, (), "host<->device syncs torch reported since the probe armed (sync debug mode)"),
+    "syncs_per_s": (GAUGE, (), "host<->device syncs per second since the previous publish"),
     # health (per optimizer parameter group "<Optimizer>#<n>/<group>")
     "health_lr": (GAUGE, ("group",), "learning rate of the group at the last sampled step"),
     "health_grad_none": (GAUGE, ("group",), "tensors of the group whose .grad was None at the sampled step"),
@@ -145,8 +149,10 @@ def _num(payload: Mapping[str, Any] | None, key: str) -> float | None:
     value = payload.get(key) if isinstance(payload, Mapping) else None
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, (int, float)) and math.isfinite(value):
+    if isinstance(value, int) and abs(value) <= 2**63:  # a 401-digit integer has no float (OverflowError)
         return float(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return value
     return None
 
 
@@ -232,6 +238,7 @@ def readings(probes: Mapping[str, Any], session: Mapping[str, Any] | None = None
         out.extend(_fields(checkpoint, _CHECKPOINT_FIELDS))
     out.extend(_fields(_ok(probes, ProbeName.FASTPATH), (("fastpath_fallback", FastpathKeys.FALLBACK),)))
     out.extend(_fields(_ok(probes, ProbeName.CODEDRIFT), (("codedrift_stale_modules", CodedriftKeys.STALE_COUNT),)))
+    out.extend(_fields(_ok(probes, ProbeName.SYNCS), (("syncs", SyncKeys.TOTAL), ("syncs_per_s", SyncKeys.PER_S))))
     health = _ok(probes, ProbeName.HEALTH)
     if health is not None:
         groups = health.get(HealthKeys.GROUPS)

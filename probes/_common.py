@@ -58,13 +58,29 @@ class HookGuard:
 
 def fingerprint_view(tensor: Any, elems: int) -> Any:
     """A view of ``elems`` elements strided over ``tensor`` (no copy; None for a non-contiguous one): compared
-    exactly between two reads, it says whether the tensor's values changed (a trained weight always does)."""
+    exactly between two reads, it says whether the tensor's values changed.
+
+    The stride is coprime with the size of one row (the product of every dimension but the first), so the elements
+    fall in as many different columns (input units) as there are elements, spread over the rows. A plain
+    ``numel // elems`` stride is a multiple of the row whenever the first dimension is a multiple of ``elems``
+    (any ``[64k, n]`` weight): every element then lies in column 0, and a weight whose first input unit gets no
+    gradient (a dead ReLU unit feeding a down projection, a padding slot) read as unchanged while it trained. The
+    same tensor shape always gives the same positions: a gradient's view lines up with its weight's."""
     flat = tensor.detach()
     if not flat.is_contiguous():
         return None
+    row = math.prod(flat.shape[1:]) if flat.dim() >= 2 else 1
     flat = flat.view(-1)
     n = flat.numel()
-    return flat if n <= elems else flat[:: n // elems][:elems]
+    return flat if n <= elems else flat[:: spread_stride(n, elems, row)][:elems]
+
+
+def spread_stride(n: int, elems: int, row: int) -> int:
+    """The largest stride that fits ``elems`` elements in ``n`` and is coprime with ``row`` (1 always is)."""
+    stride = max(1, n // elems)
+    while stride > 1 and math.gcd(stride, row) != 1:
+        stride -= 1
+    return stride
 
 
 def current_frames() -> dict[int, Any]:

@@ -2,6 +2,9 @@
 
 In steady-state training ``num_device_alloc``/``num_device_free`` (cudaMalloc/cudaFree) should not move:
 each one synchronises the device. Retries (cudaMalloc failed, cache flushed, retried) are large stalls.
+Fragmentation: the bytes of blocks split and left inactive (``inactive_split_bytes``) as a share of what is reserved,
+and how many such blocks; the allocation throughput (bytes handed out per second) and what the program asked for
+(``requested_bytes``, before the allocator's rounding).
 The stats are read at publish time only (taken under the allocator mutex, ~tens of us per device), and
 only once the program itself initialised CUDA: the probe never creates a CUDA context.
 """
@@ -16,6 +19,7 @@ from typing import Any
 
 from dflash_contract.board import AllocatorKeys, PayloadKeys, ProbeName
 from probes._common import JsonDict, na, torch_if_imported
+from probes._vocab import VocabWatch
 
 StatsFn = Callable[[int], Mapping[str, Any]]
 
@@ -23,6 +27,8 @@ StatsFn = Callable[[int], Mapping[str, Any]]
 @dataclass(frozen=True, kw_only=True)
 class Config:
     window_points: int = 120  # snapshots kept for the reserved/allocated swings
+    vocab_window_s: float = 0.5  # a discovery window of vocabulary projections (probes/_vocab.py) this long ...
+    vocab_every_s: float = 120.0  # ... this often; 0 turns it off
 
 
 class _Device:
@@ -55,6 +61,7 @@ class AllocatorProbe:
         self._state: dict[int, _Device] = {}
         self.empty_cache_calls = 0
         self._patched: tuple[Any, Any] | None = None
+        self._vocab = VocabWatch(window_s=config.vocab_window_s, every_s=config.vocab_every_s)
 
     def _source(self) -> tuple[StatsFn, list[int]] | str:
         """The stats function and devices to read, or the reason there are none."""
@@ -69,6 +76,8 @@ class AllocatorProbe:
         if not cuda.is_initialized():
             return "CUDA not initialised by the program yet"
         self._patch_empty_cache(cuda)
+        if self.config.vocab_every_s > 0:
+            self._vocab.tick(torch)
         return cuda.memory_stats, self._devices_override or list(range(cuda.device_count()))
 
     def _patch_empty_cache(self, cuda: Any) -> None:
@@ -98,7 +107,8 @@ class AllocatorProbe:
             out[str(dev)] = self._device(dev, stats, now)
         if not out:
             return na("memory_stats() is empty (cudaMallocAsync backend or no allocations yet)")
-        return {PayloadKeys.STATUS: "ok", AllocatorKeys.DEVICES: out, AllocatorKeys.EMPTY_CACHE_CALLS: self.empty_cache_calls}
+        return {PayloadKeys.STATUS: "ok", AllocatorKeys.DEVICES: out, AllocatorKeys.EMPTY_CACHE_CALLS: self.empty_cache_calls,
+                AllocatorKeys.VOCAB_PROJECTIONS: self._vocab.rows()}
 
     def _device(self, dev: int, stats: Mapping[str, Any], now: float) -> JsonDict:
         state = self._state.setdefault(dev, _Device(self.config.window_points))
@@ -123,6 +133,11 @@ class AllocatorProbe:
             AllocatorKeys.OOM_REJECTIONS: _int(stats, "num_oom_rejections"),
             AllocatorKeys.SYNC_ALL_STREAMS_PER_S: rate("num_sync_all_streams"),
             AllocatorKeys.ALLOCATIONS_PER_S: rate("allocation.all.allocated"),
+            # Bytes handed out per second (cumulative allocated bytes): a tensor made and dropped every step (a
+            # full-vocabulary logits tensor no one reads) shows here, however briefly it lives.
+            AllocatorKeys.ALLOCATED_BYTES_PER_S: rate("allocated_bytes.all.allocated"),
+            AllocatorKeys.REQUESTED_BYTES: _int(stats, "requested_bytes.all.current"),
+            AllocatorKeys.INACTIVE_SPLITS: _int(stats, "inactive_split.all.current"),
             AllocatorKeys.ALLOCATED_BYTES: allocated,
             AllocatorKeys.RESERVED_BYTES: reserved,
             AllocatorKeys.RESERVED_PEAK_BYTES: _int(stats, "reserved_bytes.all.peak"),
@@ -141,6 +156,7 @@ class AllocatorProbe:
         return payload
 
     def close(self) -> None:
+        self._vocab.close()
         if self._patched is not None:
             cuda, original = self._patched
             cuda.empty_cache = original

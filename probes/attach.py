@@ -29,8 +29,6 @@ counter keeps unregistered slots), so the inventory does not show them.
 
 from __future__ import annotations
 
-import os
-import queue
 import sys
 import threading
 import time
@@ -40,18 +38,10 @@ import probes
 from dflash_contract import proc
 from dflash_contract.attach import ACTIONS, valid_lease
 from probes import codedrift
-from probes._common import JsonDict, current_frames, thread_name
+from probes._common import JsonDict, thread_name
+from probes.discover import discover_objects
 
-# Discovery bounds: the whole walk costs well under a millisecond on a trainer.
-MAX_FRAMES_PER_THREAD = 48
-MAX_LOCALS = 256
-MAX_ATTRS = 256
-MAX_CONTAINER_ITEMS = 16
-MAX_FOUND = 16
-MAX_LOGGERS = 4000
-
-# Frames of the attach machinery itself are not the program's: discovery skips them.
-_OWN_PREFIXES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<string>")
+MAX_LOGGERS = 4000  # the hook inventory looks at this many loggers at most
 
 # What attach did, so detach can undo exactly that (None: not attached by dflash-diag attach).
 _STATE: dict[str, Any] = {"attached": None}
@@ -229,134 +219,6 @@ def _without_recording(inv: JsonDict) -> JsonDict:
     if not isinstance(threads, list):
         return inv
     return {**inv, "threads": [t for t in threads if t != "dflash-diag-kernels"]}
-
-
-# --- discovery ------------------------------------------------------------------------------------------
-
-
-def discover_objects(session: Any, *, queues: bool, models: bool) -> JsonDict:
-    """Register the queues and trainable models the program's threads hold (what it would have registered)."""
-    found_queues: dict[int, tuple[str, Any]] = {}
-    found_models: dict[int, tuple[str, Any]] = {}
-    module_cls = _module_class() if models else None
-    counts: dict[int, int] = {}
-    frames = current_frames()
-    try:
-        for top in list(frames.values()):
-            frame: Any = top
-            depth = 0
-            while frame is not None and depth < MAX_FRAMES_PER_THREAD:
-                if not frame.f_code.co_filename.startswith(_OWN_PREFIXES):
-                    _scan_frame(frame, found_queues if queues else None, found_models, module_cls, counts)
-                frame = frame.f_back
-                depth += 1
-    finally:
-        del frames
-    out: JsonDict = {"queues": [], "models": []}
-    for name, q in _unique_names(found_queues.values()):
-        session.watch_queue(name, q)
-        out["queues"].append(name)
-    registered: set[int] = set()
-    for name, m in sorted(_unique_names(found_models.values()), key=lambda nm: -counts.get(id(nm[1]), 0)):
-        params = {id(p) for p in m.parameters()}
-        if params <= registered or len(out["models"]) >= 8:
-            continue  # a part of a model already registered (its layers): the whole model names them better
-        registered |= params
-        session.watch_model(name, m)
-        out["models"].append(name)
-    return out
-
-
-def _scan_frame(frame: Any, queues: dict[int, tuple[str, Any]] | None, models: dict[int, tuple[str, Any]],
-                module_cls: type | None, counts: dict[int, int]) -> None:
-    try:
-        local_items = list(frame.f_locals.items())[:MAX_LOCALS]
-    except Exception:
-        return
-    for var, value in local_items:
-        if not isinstance(var, str):
-            continue
-        try:
-            _scan_value(var, value, queues, models, module_cls, counts)
-        except Exception:
-            continue  # an object that misbehaves when looked at (a proxy): skip it
-
-
-def _scan_value(var: str, value: Any, queues: dict[int, tuple[str, Any]] | None,
-                models: dict[int, tuple[str, Any]], module_cls: type | None, counts: dict[int, int]) -> None:
-    _consider(var, value, queues, models, module_cls, counts)
-    if var.startswith("__"):
-        return
-    prefix = "" if var == "self" else f"{var}."
-    for attr, child in _attrs(value):
-        _consider(f"{prefix}{attr}", child, queues, models, module_cls, counts)
-        if isinstance(child, (list, tuple)):
-            for i, item in enumerate(child[:MAX_CONTAINER_ITEMS]):
-                for sub, grandchild in _attrs(item):
-                    _consider(f"{prefix}{attr}[{i}].{sub}", grandchild, queues, models, module_cls, counts)
-
-
-def _attrs(value: Any) -> list[tuple[str, Any]]:
-    if isinstance(value, (int, float, str, bytes, bool, type(None))):
-        return []
-    try:
-        d = object.__getattribute__(value, "__dict__")
-    except Exception:
-        return []
-    if not isinstance(d, dict):
-        return []
-    try:
-        return [(k, v) for k, v in list(d.items())[:MAX_ATTRS] if isinstance(k, str) and not k.startswith("__")]
-    except Exception:
-        return []
-
-
-def _consider(name: str, value: Any, queues: dict[int, tuple[str, Any]] | None,
-              models: dict[int, tuple[str, Any]], module_cls: type | None, counts: dict[int, int]) -> None:
-    if name == "self":
-        return  # a method's own object: named by whoever holds it
-    if queues is not None and isinstance(value, queue.Queue):
-        if id(value) in queues or len(queues) < MAX_FOUND:
-            _keep_shortest(queues, name, value)
-    elif module_cls is not None and isinstance(value, module_cls):
-        if id(value) not in counts:
-            counts[id(value)] = _param_count(value)
-        if counts[id(value)] > 0 and (id(value) in models or len(models) < MAX_FOUND):
-            _keep_shortest(models, name, value)
-
-
-def _keep_shortest(found: dict[int, tuple[str, Any]], name: str, value: Any) -> None:
-    known = found.get(id(value))
-    if known is None or len(name) < len(known[0]):
-        found[id(value)] = (name, value)
-
-
-def _unique_names(items: Any) -> list[tuple[str, Any]]:
-    """Short names (the last component: ``self.q_hs`` -> ``q_hs``) where unambiguous, else the whole path."""
-    ordered = sorted(items, key=lambda nv: nv[0])
-    shorts = [name.rsplit(".", 1)[-1] for name, _ in ordered]
-    out: list[tuple[str, Any]] = []
-    used: set[str] = set()
-    for (name, value), short in zip(ordered, shorts, strict=True):
-        pick = short if shorts.count(short) == 1 else name
-        unique, n = pick, 2
-        while unique in used:
-            unique, n = f"{pick}#{n}", n + 1
-        used.add(unique)
-        out.append((unique, value))
-    return out
-
-
-def _module_class() -> type | None:
-    nn = sys.modules.get("torch.nn")
-    return getattr(nn, "Module", None) if nn is not None else None
-
-
-def _param_count(model: Any) -> int:
-    try:
-        return sum(1 for p in model.parameters() if p.requires_grad)
-    except Exception:
-        return 0
 
 
 # --- the hook inventory -----------------------------------------------------------------------------------

@@ -32,6 +32,9 @@ class ProbesConfig:
     keep_board: bool = False
     wandb: bool = False  # log the readings into the program's active wandb run (probes/wandb_log.py)
     wandb_interval_s: float = 2.0  # at most one wandb log per this many seconds
+    # Look for the queues the program's threads hold while it runs (probes/discover.py), for a program that does
+    # not register them itself: `dflash-diag run` starts the probes before the program has made any.
+    discover: bool = False
     # Each probe's own frozen Config, by its name (``{"gil": gil.Config(knock_interval_s=...)}``); a probe left out
     # gets its Config's defaults (the registry's).
     probes: Mapping[str, Any] = field(default_factory=dict)

@@ -202,7 +202,9 @@ class FastpathProbe:
         else:
             fast = all(v == "fla" for v in kernels.values() if v is not None)
             reason = "fla kernels bound" if fast else "transformers bound the PyTorch reference implementation"
-        if fast is not True and not self._static[FastpathKeys.FLA_IMPORTABLE]:
+        if not kernels:
+            pass  # no GatedDeltaNet model: why fla could not run it is beside the point
+        elif fast is not True and not self._static[FastpathKeys.FLA_IMPORTABLE]:
             reason = "flash-linear-attention (fla) is not installed"
         elif fast is not True and not cuda:
             reason = "no CUDA: fla's Triton kernels need a GPU"

@@ -7,10 +7,14 @@ The incident's worst bug trained nothing while the loss still printed. This prob
   after its backward and before the update. Per parameter group: how many tensors have no gradient, an all-zero
   one or a non-finite one, how many do not require grad, the learning rate; and, per tensor (up to
   ``watched_per_group`` tensors spread over the group), whether its weights changed since the previous sample
-  (a fingerprint of ``fingerprint_elems`` elements strided over the tensor, compared exactly) and whether the
+  (a fingerprint of ``fingerprint_elems`` elements strided over the tensor in as many different columns, compared
+  exactly; "unchanged" counts only when the earlier sample saw no gradient, an all-zero one, or a non-zero one on a
+  fingerprinted element: a dead unit or a row no batch uses has a zero gradient there while the tensor trains) and
+  whether the
   optimizer's running average of squared gradients (Adam's ``exp_avg_sq``, RMSprop's ``square_avg``, ...) is
   exactly zero: a tensor whose weights do not change, or whose optimizer has never seen a non-zero gradient of
-  it, does not train, whatever the rest of its group does;
+  it, does not train, whatever the rest of its group does. Steps are counted per optimizer: a group is judged over
+  its own optimizer's steps (threads that each train their own model step their optimizers at their own pace);
 - ``Tensor.backward`` (wrapped): the loss handed to it is kept (a detached view, no sync, ~1 us a call), each one
   replacing the last; the one before a sampled step is read with the sample. Two rarer looks from there: when a
   sample saw tensors without a gradient that do not move, the next sample walks the last loss's autograd graph
@@ -47,6 +51,14 @@ from probes._common import HookGuard, JsonDict, fingerprint_view, loaded_module
 # gradient the optimizer has seen for that tensor was zero.
 _MOMENT_KEYS = ("exp_avg_sq", "square_avg", "sum", "exp_inf", "momentum_buffer")
 _EXAMPLES = 3
+# What a watched tensor's gradient was where its fingerprint lies, at a sample: unchanged weights at the next sample
+# mean "not trained" only when the step after this one had something to apply there.
+GRAD_NONE = "none"  # no gradient: the optimizer skips the tensor (weight decay too)
+GRAD_ZERO = "zero"  # an all-zero gradient (the whole tensor)
+GRAD_HIT = "hit"  # a non-zero gradient on at least one fingerprinted element: the step moves it
+GRAD_MISS = "miss"  # a gradient, zero on every fingerprinted element (a dead unit, an unused row): no evidence
+GRAD_UNKNOWN = "unknown"  # a gradient whose layout differs from the weight's: no evidence
+GRAD_SEEN = "seen"  # a gradient was read (hit or miss: known once its values reach the host)
 IDLE_AFTER_S = 1.0  # backward runs and no optimizer stepped for this long: look whether anything trains
 
 
@@ -70,6 +82,9 @@ class _Group:
     quiet_since: list[int | None] = field(default_factory=list)  # per watched tensor: weights unchanged since
     zero_since: list[int | None] = field(default_factory=list)  # per watched tensor: optimizer moment zero since
     zero_grad: set[int] = field(default_factory=set)  # watched slots whose gradient was all zero at the last sample
+    # Per watched tensor, what its gradient was at the last sample where the fingerprint lies (GRAD_*): whether
+    # weights found unchanged at the next sample say anything.
+    grad_at_print: list[str] = field(default_factory=list)
     none_grad: set[int] = field(default_factory=set)  # slots without gradient and unchanged: what may not train
     row: dict[str, Any] = field(default_factory=dict)  # the last published reading
     unchanged_since: int | None = None
@@ -109,6 +124,8 @@ class _Reading:
     prints: dict[Any, list[Any]]  # (device, dtype) -> fingerprint views, in watched order within the key
     print_slots: dict[Any, list[int]]  # (device, dtype) -> positions in ``watched``
     moments: list[Any]  # per watched tensor: its moment tensor or None
+    grad_prints: dict[Any, list[Any]]  # (device, dtype) -> the gradient's values where the fingerprints lie
+    grad_state: list[str]  # per watched tensor: GRAD_NONE, GRAD_ZERO (decided on the host), GRAD_SEEN or GRAD_UNKNOWN
 
 
 class HealthProbe:
@@ -128,6 +145,10 @@ class HealthProbe:
         self._amp_skipped = 0
         self._last_sample_step: int | None = None
         self._due_s: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()  # per optimizer
+        # Steps per optimizer: a group is judged over its own optimizer's steps. Counted process-wide, two threads'
+        # optimizers made "10 steps" pass in half the steps of each, and one unlucky comparison was already a
+        # finding.
+        self._steps_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._loss_tensor: Any = None
         self._loss_graph: Any = None  # the last loss itself (its autograd graph), kept only while _want_graph
         self._backwards = 0
@@ -206,6 +227,7 @@ class HealthProbe:
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
             self._steps += 1
+            self._steps_of[optimizer] = self._steps_of.get(optimizer, 0) + 1
             now = time.monotonic()
             if self._steps > 1:  # the longest gap between two steps: a pause that long is this program's normal
                 self._max_step_gap_s = max(self._max_step_gap_s, now - self._last_step_s)
@@ -225,10 +247,11 @@ class HealthProbe:
             self.guard.failed(exc)
 
     def _optimizer_name(self, optimizer: Any) -> str:
-        if optimizer not in self._optimizer_ids:
-            self._optimizer_ids[optimizer] = self._optimizers_seen  # never reused: a new optimizer, a new name
-            self._optimizers_seen += 1
-        return f"{type(optimizer).__name__}#{self._optimizer_ids[optimizer]}"
+        with self._lock:  # two threads' first steps at once must not give their optimizers one name (one group)
+            if optimizer not in self._optimizer_ids:
+                self._optimizer_ids[optimizer] = self._optimizers_seen  # never reused: a new optimizer, a new name
+                self._optimizers_seen += 1
+            return f"{type(optimizer).__name__}#{self._optimizer_ids[optimizer]}"
 
     def _sample(self, optimizer: Any) -> bool:
         """Read one step; False when a GradScaler skips it inside the optimizer (nothing judged)."""
@@ -236,6 +259,7 @@ class HealthProbe:
         if torch is None:
             return True
         step = self._steps
+        own_step = self._steps_of.get(optimizer, step)  # this optimizer's own steps: what its groups are judged over
         name = self._optimizer_name(optimizer)
         self._forget_dead_optimizers()
         readings = [self._read_group(f"{name}/{index}", group, optimizer)
@@ -259,7 +283,7 @@ class HealthProbe:
             self._judge_loss(step)
             any_bad_grad = False
             for r in readings:
-                self._judge_group(r, values, step, in_graph)
+                self._judge_group(r, values, own_step, in_graph)
                 any_bad_grad = any_bad_grad or bool(r.row.get(HealthKeys.GRAD_NONFINITE))
             self._want_graph = any(g.none_grad for g in self._groups.values())
             if any_bad_grad:
@@ -341,6 +365,8 @@ class HealthProbe:
                                HealthKeys.GRAD_NONE: len(params) - len(grads)}
         watched = _spread(len(params), self.config.watched_per_group)
         prints: dict[Any, list[Any]] = {}
+        grad_prints: dict[Any, list[Any]] = {}
+        grad_state: list[str] = []
         slots: dict[Any, list[int]] = {}
         moments: list[Any] = []
         opt_state = getattr(optimizer, "state", {})
@@ -352,15 +378,23 @@ class HealthProbe:
             if cached is None or cached[0] != ptr:  # a view of its memory, rebuilt when `.data` is replaced
                 cached = views[id(p)] = (ptr, fingerprint_view(p, self.config.fingerprint_elems))
             view = cached[1]
+            grad_state.append(GRAD_NONE if p.grad is None else GRAD_UNKNOWN)
             if view is not None:
                 k = (view.device, view.dtype)
                 prints.setdefault(k, []).append(view)
                 slots.setdefault(k, []).append(slot)
+                # The gradient where the fingerprint lies (the same positions: same shape, same layout), read with
+                # it: the step that follows this sample applies it there.
+                grad_view = _grad_view(p, view, self.config.fingerprint_elems)
+                if grad_view is not None:
+                    grad_state[slot] = GRAD_SEEN
+                grad_prints.setdefault(k, []).append(grad_view if grad_view is not None else view.new_zeros(view.shape))
             # The optimizer's moment is read (a pass over it) only for a tensor whose gradient was zero at the last
             # sample: what could be a tensor that never trains; a healthy run reads none.
             moments.append(_moment(opt_state.get(p)) if slot in state.zero_grad else None)
         return _Reading(key=key, state=state, row=row, params=params, grads=grads, grad_of=grad_of, watched=watched,
-                        prints=prints, print_slots=slots, moments=moments)
+                        prints=prints, print_slots=slots, moments=moments, grad_prints=grad_prints,
+                        grad_state=grad_state)
 
     def _judge_group(self, r: _Reading, values: dict[str, Any], step: int, in_graph: set[int] | None) -> None:
         """Fold one group's sample into what the probe remembers of it (under the lock)."""
@@ -391,9 +425,14 @@ class HealthProbe:
             ratio = values["ratios"].get(r.key)
         state.prints = values["prints"].get(r.key, {})
         moment_zero = values["moment_zero"].get(r.key, [None] * len(layout))
+        grad_before = state.grad_at_print if len(state.grad_at_print) == len(layout) else [GRAD_UNKNOWN] * len(layout)
         for slot in range(len(layout)):
             moved = changed[slot]
-            if moved is False:
+            if moved is False and grad_before[slot] in (GRAD_MISS, GRAD_UNKNOWN):
+                # The step after the last sample had nothing to apply where the fingerprint looks (its gradient was
+                # zero there, the rest of the tensor's not): unchanged there says nothing about the tensor.
+                state.quiet_since[slot] = None
+            elif moved is False:
                 if state.quiet_since[slot] is None:
                     state.quiet_since[slot] = previous if previous is not None else step
             elif moved is True:
@@ -401,6 +440,7 @@ class HealthProbe:
             zero = moment_zero[slot]
             state.zero_since[slot] = None if not zero else (
                 state.zero_since[slot] if state.zero_since[slot] is not None else step)
+        state.grad_at_print = _grad_at_print(r, norms, values["grad_hits"].get(r.key, [None] * len(layout)))
         self._stuck_fields(r, norms, step, in_graph)
         state.zero_grad = {slot for slot, i in enumerate(r.watched)
                            if 0 <= r.grad_of[i] < len(norms) and norms[r.grad_of[i]] == 0.0}
@@ -624,7 +664,8 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
             pieces.setdefault(v.device, []).append(v)
             layout.append((what, key, extra, v.device, int(v.numel())))
 
-    out: dict[str, Any] = {"grads": {}, "ratios": {}, "changed": {}, "moment_zero": {}, "prints": {}}
+    out: dict[str, Any] = {"grads": {}, "ratios": {}, "changed": {}, "moment_zero": {}, "prints": {},
+                           "grad_hits": {}}
     for r in readings:
         out["grads"][r.key] = []
         if r.grads:
@@ -634,14 +675,19 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
         for k, views in r.print_slots.items():
             now = torch.cat(r.prints[k]).float()  # the copy: a snapshot of the watched weights
             prints[k] = now
-            before = r.state.prints.get(k)
-            if before is None or before.shape != now.shape or not same_layout:
-                continue
             segment = r.state.segments.get(k)
-            if segment is None or segment.shape != now.shape:
+            if segment is None or segment.shape != now.shape or not same_layout:
                 lengths = torch.tensor([int(v.numel()) for v in r.prints[k]], device=now.device)
                 segment = r.state.segments[k] = torch.repeat_interleave(
                     torch.arange(len(views), device=now.device), lengths)
+            # Per watched tensor: how many fingerprinted elements have a non-zero gradient now (the next step moves
+            # them), judged at the next sample.
+            hits = torch.zeros(len(views), device=now.device).index_add_(
+                0, segment, (torch.cat(r.grad_prints[k]) != 0).float())
+            add("grad_hits", r.key, k, hits)
+            before = r.state.prints.get(k)
+            if before is None or before.shape != now.shape or not same_layout:
+                continue
             moved = torch.zeros(len(views), device=now.device).index_add_(0, segment, (now != before).float())
             add("changed", r.key, k, moved)
             add("moved", r.key, None, [torch.linalg.vector_norm(now - before)])
@@ -658,6 +704,7 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
     cursor = {d: 0 for d in host}
     moved_base: dict[str, list[float]] = {}
     changed_by_key: dict[str, dict[Any, list[float]]] = {}
+    hits_by_key: dict[str, dict[Any, list[float]]] = {}
     moments_by_key: dict[str, list[float]] = {}
     for what, key, extra, device, n in layout:
         values = host[device][cursor[device]: cursor[device] + n]
@@ -670,6 +717,8 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
             out["found_inf"] = values[0] > 0
         elif what == "changed":
             changed_by_key.setdefault(key, {})[extra] = values
+        elif what == "grad_hits":
+            hits_by_key.setdefault(key, {})[extra] = values
         elif what == "moments":
             moments_by_key.setdefault(key, []).extend(values)
         else:
@@ -684,9 +733,40 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
                 for slot, count in zip(r.print_slots[k], counts, strict=True):
                     changed[slot] = count > 0
             out["changed"][r.key] = changed
+        hit: list[bool | None] = [None] * len(r.watched)
+        for k, counts in hits_by_key.get(r.key, {}).items():
+            for slot, count in zip(r.print_slots[k], counts, strict=True):
+                hit[slot] = count > 0
+        out["grad_hits"][r.key] = hit
         moment_norms = iter(moments_by_key.get(r.key, []))
         out["moment_zero"][r.key] = [None if m is None else next(moment_norms) == 0.0 for m in r.moments]
     return out
+
+
+def _grad_at_print(r: _Reading, norms: list[float], hits: list[bool | None]) -> list[str]:
+    """Per watched tensor, its gradient where its fingerprint lies at this sample (GRAD_*)."""
+    out = []
+    for slot, i in enumerate(r.watched):
+        g = r.grad_of[i]
+        if g < 0:
+            out.append(GRAD_NONE)
+        elif g < len(norms) and norms[g] == 0.0:
+            out.append(GRAD_ZERO)
+        elif r.grad_state[slot] == GRAD_SEEN and hits[slot] is not None:
+            out.append(GRAD_HIT if hits[slot] else GRAD_MISS)
+        else:
+            out.append(GRAD_UNKNOWN)
+    return out
+
+
+def _grad_view(param: Any, view: Any, elems: int) -> Any:
+    """The gradient of ``param`` at the elements ``view`` fingerprints (a view, no copy), or None when its layout
+    differs (another shape, a sparse or non-contiguous gradient): then nothing says where it is non-zero."""
+    grad = param.grad
+    if grad is None or getattr(grad, "is_sparse", False) or grad.shape != param.shape or grad.device != view.device:
+        return None
+    grad_print = fingerprint_view(grad, elems)
+    return grad_print if grad_print is not None and grad_print.shape == view.shape else None
 
 
 def _norms(torch: Any, tensors: list[Any]) -> Any:

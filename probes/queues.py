@@ -153,6 +153,9 @@ class QueuesProbe:
         if name in _RESERVED_NAMES:
             name = f"{name}_queue"
         with self._lock:
+            taken, n = name, 2
+            while name in self._queues and self._queues[name].queue is not q:
+                name, n = f"{taken}#{n}", n + 1  # another queue of that name: both keep their readings
             if len(self._queues) >= self.config.max_queues and name not in self._queues:
                 return q
             base = type(q)

@@ -23,7 +23,10 @@ from probes import (
     fastpath,
     gil,
     health,
+    mailbox,
     queues,
+    settings,
+    syncs,
     threads,
 )
 from probes._common import Probe
@@ -42,7 +45,8 @@ def _spec(module: ModuleType) -> ProbeSpec:
 
 # In the order the board lists them (dflash_contract.board.PROBE_NAMES).
 PROBES: tuple[ProbeSpec, ...] = tuple(_spec(m) for m in (
-    gil, allocator, compile, cudagraphs, queues, checkpoint, fastpath, codedrift, threads, health, collectives))
+    gil, allocator, compile, cudagraphs, queues, checkpoint, fastpath, codedrift, threads, health, collectives, syncs,
+    mailbox, settings))
 BY_NAME: dict[str, ProbeSpec] = {spec.name: spec for spec in PROBES}
 
 __all__ = ["BY_NAME", "PROBES", "ProbeSpec"]

@@ -25,11 +25,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dflash_contract import proc
-from dflash_contract.board import BOARD_SCHEMA, SessionKeys
+from dflash_contract.board import BOARD_SCHEMA, ProbeName, SessionKeys
 from dflash_contract.redact import redact_text, redact_tree
-from probes import checkpoint, queues  # the session's own API (watch_queue, watch_model) hands to these two
+from probes import (  # the session's own API hands to these (watch_queue, watch_model; the board to the mailbox)
+    checkpoint,
+    mailbox,
+    queues,
+)
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
 from probes.board_writer import BoardPublisher, writer_identity
+from probes.discover import discover_objects
 from probes.registry import BY_NAME
 from probes.wandb_log import WandbLogger
 
@@ -38,6 +43,10 @@ if TYPE_CHECKING:
 
 # After this many consecutive snapshot failures a probe is switched off (its last error stays on the board).
 MAX_CONSECUTIVE_ERRORS = 5
+# When a session that discovers (`dflash-diag run`) looks for the program's queues: seconds after start, then
+# every DISCOVER_EVERY_S (probes/discover.py; each look is bounded: its cost in docs/probes.md).
+DISCOVER_AT_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+DISCOVER_EVERY_S = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +136,12 @@ class ProbeSession:
         self._slots: dict[str, _Slot] = {name: _new_slot(name, config) for name in sorted(config.enabled)}
         self._queues: queues.QueuesProbe | None = None
         self._checkpoint: checkpoint.CheckpointProbe | None = None
+        self._mailbox: mailbox.MailboxProbe | None = None
         self._refresh_probe_refs()
+        self._started_mono = time.monotonic()
+        self._discoveries = 0
+        self.discovered_queues: list[str] = []
+        self.discover_cost_s = 0.0
         self._wandb: WandbLogger | None = WandbLogger(config.wandb_interval_s) if config.wandb else None
         torch = torch_if_imported()
         self._identity = writer_identity(str(torch.__version__) if torch is not None else None)
@@ -152,6 +166,7 @@ class ProbeSession:
     def _refresh_probe_refs(self) -> None:
         self._queues = self._probe_of("queues", queues.QueuesProbe)
         self._checkpoint = self._probe_of("checkpoint", checkpoint.CheckpointProbe)
+        self._mailbox = self._probe_of(ProbeName.MAILBOX, mailbox.MailboxProbe)
 
     # --- the public API ---------------------------------------------------------------------------
 
@@ -311,7 +326,29 @@ class ProbeSession:
             wait_s = self.config.publish_interval_s - (time.monotonic() - self._last_publish_mono)
             if wait_s > 0 and self._stop.wait(wait_s):
                 break
+            self._maybe_discover()
             self.publish()
+
+    def _maybe_discover(self) -> None:
+        """Under `dflash-diag run`, find the queues the program made since the last look (probes/discover.py):
+        at 1, 2, 4, 8, 16 and 32 s after start (a pipeline is built in its first seconds), then once a minute.
+        On this thread, bounded, never raising into the program."""
+        if not self.config.discover or self._queues is None or self._closed:
+            return
+        n = self._discoveries
+        due_s = DISCOVER_AT_S[n] if n < len(DISCOVER_AT_S) else DISCOVER_AT_S[-1] + DISCOVER_EVERY_S * (
+            n - len(DISCOVER_AT_S) + 1)
+        if time.monotonic() - self._started_mono < due_s:
+            return
+        self._discoveries += 1
+        t0 = time.perf_counter()
+        try:
+            found = discover_objects(self, queues=True, models=False)
+            self.discovered_queues = sorted(set(self.discovered_queues) | set(found.get("queues", [])))
+        except Exception as exc:
+            self._slots["queues"].failed(exc)
+        finally:
+            self.discover_cost_s += time.perf_counter() - t0
 
     def publish(self, final: bool = False) -> bool:
         """Gather every probe's reading and write the board. Returns False if it did not write."""
@@ -322,6 +359,8 @@ class ProbeSession:
             self._last_publish_mono = time.monotonic()
             document = self._document(final)
             build_s = time.perf_counter() - t0
+            if self._mailbox is not None:  # its thread posts a summary of these readings to the job's store
+                self._mailbox.note_board(document)
             wandb = self._wandb
             if wandb is not None:
                 # Before the board's fsync: the readings land in the wandb row that is open while they are fresh.

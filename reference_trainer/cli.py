@@ -14,10 +14,11 @@ from typing import Any
 
 import torch
 
-from reference_trainer import scenarios
+from reference_trainer import ddp, scenarios
 from reference_trainer.config import PRESETS, TrainConfig, preset_fields, resolve_preset
 from reference_trainer.data import DataError
 from reference_trainer.errors import ExitCode, UserError
+from reference_trainer.graphs import MODES, GraphConfig
 from reference_trainer.loss import LOSSES, MASK_BUILDS
 from reference_trainer.target import TargetLoadError
 
@@ -64,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cpu-threads", type=int, default=1,
                    help="torch intra-op threads (default 1: the trainer's own threads are the parallelism; "
                    "OpenMP teams per thread oversubscribe the cores and stall on a busy machine)")
+    g.add_argument("--ddp", action="store_true",
+                   help="one process per rank, launched by torchrun: the drafters of all ranks stay in sync (one "
+                   "gradient all_reduce per step; gloo on CPU, NCCL on GPU), each rank reads its own batches, "
+                   "rank 0 logs, checkpoints and writes the summary (default device: cuda:LOCAL_RANK with CUDA)")
     g.add_argument("--sequential", action="store_true",
                    help="no threads: target forward then drafter step in the main thread (the baseline)")
     g = p.add_argument_group("optimisation")
@@ -94,6 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--short-conv", choices=("auto", "torch", "fla"), help="GatedDeltaNet short conv: "
                    "transformers' torch reference, fla's Triton kernel, or auto (fla when importable on CUDA; "
                    "the GPU presets' default, torch on tiny)")
+    g.add_argument("--cuda-graphs", choices=MODES,
+                   help="CUDA graphs, captured per thread (each thread its own graphs, memory pool and stream; "
+                   "replayed only by the thread that captured them): off (the presets' default), target (the "
+                   "target forward, one graph per length bucket), all (also each drafter thread's step). "
+                   "Emulated on CPU")
+    g.add_argument("--length-buckets", type=int, metavar="N",
+                   help="run the target forward at the smallest of N fixed lengths that holds the batch (less "
+                   "padding computed; the graphs' static shapes). 0 (the presets' default): the padded width, or "
+                   "one bucket with --cuda-graphs")
+    g.add_argument("--ce-chunk-tokens", type=int, metavar="N",
+                   help="positions per lm_head + CE chunk (preset default: 2048; one chunk of N x vocab logits "
+                   "exists at a time)")
     g.add_argument("--compile", action="store_true", help="torch.compile the whole drafter")
     g.add_argument("--compile-backend", default="inductor")
     g = p.add_argument_group("run control")
@@ -164,7 +181,10 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
     except ValueError as err:
         raise UserError(str(err), ExitCode.USAGE) from err
     fields = preset_fields(preset)
-    default_device = "cuda:0" if cuda else "cpu"
+    if args.ddp and not ddp.launched_by_torchrun():
+        raise UserError("--ddp: RANK, WORLD_SIZE and MASTER_ADDR are not set: launch it with torchrun "
+                        "(torchrun --nproc-per-node 2 -m reference_trainer --ddp ...)", ExitCode.USAGE)
+    default_device = (f"cuda:{ddp.local_rank()}" if args.ddp else "cuda:0") if cuda else "cpu"
     target_devices = args.target_devices or (default_device,)
     drafter_devices = args.drafter_devices or (default_device,)
     for device in (*target_devices, *drafter_devices):
@@ -179,7 +199,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
         )
         objective = dataclasses.replace(fields["objective"], use_reentrant=args.use_reentrant,
                                         **_given(num_anchors=args.num_anchors, loss=args.loss,
-                                                 mask_build=args.block_mask))
+                                                 mask_build=args.block_mask, ce_chunk_tokens=args.ce_chunk_tokens))
         target = dataclasses.replace(fields["target"], path=args.target_path, **_given(short_conv=args.short_conv))
         config = TrainConfig(
             preset=preset, target=target, drafter=fields["drafter"], objective=objective, data=data,
@@ -192,7 +212,9 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, bool]:
             save_every=args.save_every, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
             compile=args.compile, compile_backend=args.compile_backend, seed=args.seed, scenario=args.scenario,
             probes=_parse_probes(args.probes), wandb=args.wandb, summary_json=args.summary_json,
-            metrics_jsonl=args.metrics_jsonl, **_switches(args, fields),
+            metrics_jsonl=args.metrics_jsonl, ddp=args.ddp, **_switches(args, fields),
+            graphs=dataclasses.replace(fields.get("graphs", GraphConfig()),
+                                       **_given(mode=args.cuda_graphs, length_buckets=args.length_buckets)),
         )
         config = scenarios.apply_to_config(config)
     except ValueError as err:

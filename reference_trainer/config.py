@@ -13,6 +13,7 @@ from typing import Any
 
 from reference_trainer.data import DataConfig
 from reference_trainer.drafter import DrafterConfig
+from reference_trainer.graphs import GraphConfig
 from reference_trainer.loss import ObjectiveConfig
 from reference_trainer.target import TargetConfig
 
@@ -56,6 +57,10 @@ class TrainConfig:
     checkpoint_layers: bool = True  # activation-checkpoint the draft layers (recompute in backward)
     compile_layers: bool = False  # torch.compile each draft decoder layer, warmed up in build()
     fused_adamw: bool = False  # torch.optim.AdamW(fused=True): one kernel per step instead of foreach
+    # CUDA graphs captured per thread (graphs.py) and the target forward's length buckets: runtime settings,
+    # off by default until measured on the H200 (docs/trainer.md, "CUDA graphs, per thread").
+    graphs: GraphConfig = field(default_factory=GraphConfig)
+    ddp: bool = False  # one process per rank under torchrun, drafters in sync across ranks (ddp.py)
 
     def __post_init__(self) -> None:
         if not self.target_devices or not self.drafter_devices:
@@ -85,6 +90,8 @@ class TrainConfig:
             raise ValueError("--log-interval must be >= 1 and --save-every >= 0")
         if self.wandb not in ("auto", "online", "offline", "off"):
             raise ValueError(f"--wandb must be auto, online, offline or off, got {self.wandb!r}")
+        if self.ddp and self.resume:
+            raise ValueError("--ddp does not resume yet (each rank reads its own batches): start without --resume")
         if self.drafter.hidden_size != self.target.hidden_size:
             raise ValueError("drafter hidden_size must equal the target's (it reuses the target's embedding)")
         if self.drafter.vocab_size != self.target.vocab_size:
@@ -140,6 +147,10 @@ QWEN35_MASK_TOKEN_ID = 248_070  # the published Qwen3.5/3.6 DFlash drafters' mas
 # component configs, set below.
 GPU_SPEED: dict[str, Any] = {"checkpoint_layers": False, "fused_adamw": True, "compile_layers": True}
 GPU_OBJECTIVE: dict[str, Any] = {"loss": "fused-compiled", "mask_build": "anchors"}
+# CUDA graphs per thread and the target's length buckets (graphs.py): off on the GPU presets until measured on
+# the H200 (docs/benchmarks.md, "CUDA graphs per thread"); if they pay, this is the one line to change
+# (e.g. GraphConfig(mode="all", length_buckets=4)).
+GPU_GRAPHS = GraphConfig()
 
 
 def _qwen35_4b(num_anchors: int = 512) -> dict[str, Any]:
@@ -152,7 +163,7 @@ def _qwen35_4b(num_anchors: int = 512) -> dict[str, Any]:
     objective = ObjectiveConfig(num_anchors=num_anchors, ce_chunk_tokens=2048, **GPU_OBJECTIVE)
     data = DataConfig(seq_len=3072, min_seq_len=2560, batch_size=1, vocab_size=vocab)
     return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, log_interval=10,
-                queue_size=4, **GPU_SPEED)
+                queue_size=4, graphs=GPU_GRAPHS, **GPU_SPEED)
 
 
 def _qwen35_9b() -> dict[str, Any]:
@@ -166,7 +177,7 @@ def _qwen35_9b() -> dict[str, Any]:
     objective = ObjectiveConfig(num_anchors=512, ce_chunk_tokens=2048, **GPU_OBJECTIVE)
     data = DataConfig(seq_len=3072, min_seq_len=2560, batch_size=1, vocab_size=vocab)
     return dict(target=target, drafter=drafter, objective=objective, data=data, lr=6e-4, log_interval=10,
-                queue_size=4, **GPU_SPEED)
+                queue_size=4, graphs=GPU_GRAPHS, **GPU_SPEED)
 
 
 PRESETS: dict[str, Any] = {

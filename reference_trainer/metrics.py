@@ -221,6 +221,25 @@ def banner_lines(built: Built, config: TrainConfig, sequential: bool) -> list[st
              f"  speed: loss {objective.loss}, block mask {objective.mask_build}, layer checkpointing "
              f"{'on' if config.checkpoint_layers else 'off'}, compiled layers {'on' if config.compile_layers else 'off'}, "
              f"fused AdamW {'on' if config.fused_adamw else 'off'}"]
+    lines.extend(_graph_lines(built, config))
     if config.scenario:
         lines.append(f"  scenario {config.scenario}: {built.scenario.description}")
     return lines
+
+
+def _graph_lines(built: Built, config: TrainConfig) -> list[str]:
+    """--cuda-graphs and --length-buckets, when either is on (the default run's banner is unchanged)."""
+    graphs = config.graphs
+    buckets = graphs.buckets(config.data.min_seq_len, config.data.seq_len)
+    if graphs.mode == "off" and not buckets:
+        return []
+    cuda = built.replicas[0].device.type == "cuda"
+    how = "captured per thread: own graphs, memory pool and stream" if cuda else "emulated on CPU: no capture"
+    line = f"  cuda graphs {graphs.mode} ({how})" if graphs.mode != "off" else "  cuda graphs off"
+    line += f"; target length buckets {','.join(map(str, buckets))}" if buckets else ""
+    if graphs.drafter:
+        from reference_trainer.step import drafter_graph_blocker
+
+        blocker = drafter_graph_blocker(config, built.scenario, built.replicas[0].device)
+        line += f"; drafter step eager: {blocker}" if blocker else "; drafter step graphed"
+    return [line]

@@ -93,6 +93,7 @@ class HiddenBatch:
     device: torch.device  # where ``hidden`` lives (the producing target's device)
     ready: Any  # torch.cuda.Event recorded on the producing stream; None on CPU
     producer: str
+    host: Any = None  # step.HostDraftInputs the producer prepared (anchors drawn, pinned), or None
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from reference_trainer.graphs import CAPTURE_LOCK
 from reference_trainer.threads import name_this_thread
 
 if TYPE_CHECKING:
@@ -57,7 +58,10 @@ def churn_allocator(device: torch.device) -> None:
         buf.fill_(1.0)
         del buf
     if device.type == "cuda":
-        torch.cuda.empty_cache()
+        # Never while another thread captures a CUDA graph: the allocator asserts that no capture is underway
+        # when empty_cache() syncs (--cuda-graphs with several target threads).
+        with CAPTURE_LOCK:
+            torch.cuda.empty_cache()
 
 
 class Background:

@@ -16,12 +16,19 @@ Read top to bottom:
 5. ``Run.run``: the main thread only supervises: signals, errors, the end of the run, the checkpoint and
    the summary.
 
+With ``--ddp`` (torchrun, one process per rank) each rank runs all of the above on its own batches, and at every
+step drafter-0 also averages the gradients over the ranks and agrees with them on when to stop (ddp.py).
+
 Failure rules: every thread runs inside ``_guard``; the first exception anywhere sets ``stop``, breaks the
 barrier, and the main thread exits non-zero with that error within seconds (queue waits use timeouts, never
 a bare blocking call). SIGTERM / SIGHUP / Ctrl-C: the current step finishes, a checkpoint is written
 atomically, exit 0; ``--resume`` continues with no lost step. CUDA stream rules: replicas.py. The per-batch
 math: step.py. CPU-GPU synchronisation points are marked ``SYNC:``; there are none on the per-step path
 except at log intervals (loss/accuracy to the host) and the optional ``--metrics-jsonl``.
+
+CUDA graphs (``--cuda-graphs``, graphs.py): every thread that replays a graph captured it itself, into its own
+pool on its own stream, at its start (target buckets) or on its first batch (the drafter step); the main
+thread only releases them once their owners have ended.
 """
 
 from __future__ import annotations
@@ -42,13 +49,15 @@ from typing import Any
 
 import torch
 
-from reference_trainer import checkpoint, replicas, scenarios, step
+from reference_trainer import checkpoint, ddp, replicas, scenarios, step
 from reference_trainer.build import Built
 from reference_trainer.config import TrainConfig
 from reference_trainer.errors import ExitCode
+from reference_trainer.graphs import BucketedTarget, GraphOwnershipError, ThreadGraphs, make_backend
 from reference_trainer.loss import LossParts
 from reference_trainer.metrics import Meter, banner_lines, make_sink
 from reference_trainer.replicas import HiddenBatch, Replica
+from reference_trainer.target import FrozenTarget
 from reference_trainer.threads import get_until_stopped, name_this_thread, put_until_stopped
 
 FAIL_AT_ENV = "REFERENCE_TRAINER_FAIL_AT"  # test-only fault injection: "target:3" or "drafter:2"
@@ -109,7 +118,18 @@ class Run:
             threading.Lock() if len(cuda_targets) > 1 else contextlib.nullcontext())
         self.target_streams = [torch.cuda.Stream(torch.device(d)) if d.startswith("cuda") else None
                                for d in cfg.target_devices]
+        # Every ThreadGraphs made by this run's threads (each owned by its thread), released at the end.
+        self.graph_sets: list[ThreadGraphs] = []
+        self.graph_sets_lock = threading.Lock()
+        # Host inputs of the drafter are pinned by their producer when a drafter is on CUDA (async copies).
+        self.pin_host = any(d.startswith("cuda") for d in cfg.drafter_devices)
+        self.drafter_graph_note = self._drafter_graph_note()
         self.background = scenarios.Background(built.scenario)
+        # --ddp: this process is one rank of a torchrun job; its drafters start from rank 0's weights.
+        self.ddp = ddp.join(cfg.drafter_devices[0]) if cfg.ddp else None
+        self.lead = self.ddp is None or self.ddp.lead  # prints, checkpoints and writes the summary
+        if self.ddp is not None:
+            ddp.broadcast_initial(self.ddp, self.replicas)
         self.previous_handlers: dict[int, Any] = {}
         # Board dir / keep-board come from the environment (`dflash-diag run` sets them); the probe list from
         # --probes. If `dflash-diag run` already started a session, start() returns that one.
@@ -132,6 +152,48 @@ class Run:
         roles = {f"target-{i}": {"role": "target", "device": d} for i, d in enumerate(cfg.target_devices)}
         roles.update({f"drafter-{i}": {"role": "drafter", "device": d} for i, d in enumerate(cfg.drafter_devices)})
         return roles
+
+    # ---- CUDA graphs: made in the thread that will replay them ---------------------------------------------
+
+    def _thread_graphs(self, role: str, device: torch.device) -> ThreadGraphs:
+        """A ThreadGraphs owned by the calling thread, with its own backend (capture stream, memory pool)."""
+        graphs = ThreadGraphs(role=role, backend=make_backend(device))
+        with self.graph_sets_lock:
+            self.graph_sets.append(graphs)
+        return graphs
+
+    def _bucketed_target(self, name: str, target: FrozenTarget) -> BucketedTarget | None:
+        """This thread's target forward over length buckets (its own graphs with --cuda-graphs), or None: the
+        batch at its padded width, as before."""
+        cfg = self.config
+        buckets = cfg.graphs.buckets(cfg.data.min_seq_len, cfg.data.seq_len)
+        if not buckets:
+            return None
+        graphs = self._thread_graphs(f"{name} target forward", target.device) if cfg.graphs.target else None
+        bucketed = BucketedTarget(target, buckets, cfg.data.batch_size, graphs, cfg.graphs.warmup_iters)
+        # fla's kernels autotune during the warm-up: take the target threads' launch turn (see __init__).
+        with self.target_launch_lock:
+            bucketed.prepare()
+        return bucketed
+
+    def _drafter_graph_note(self) -> str | None:
+        """Why --cuda-graphs all leaves the drafter step eager in this run (None: it does not)."""
+        if not self.config.graphs.drafter:
+            return None
+        return step.drafter_graph_blocker(self.config, self.built.scenario, self.replicas[0].device)
+
+    def _graphed_drafter(self, name: str, replica: Replica) -> step.GraphedDrafter | None:
+        if not self.config.graphs.drafter or self.drafter_graph_note is not None:
+            return None
+        return step.GraphedDrafter(replica, self.config, self._thread_graphs(f"{name} drafter step", replica.device),
+                                   loss_scale=1.0 / self.config.grad_accum)
+
+    def _release_graphs(self) -> None:
+        """After the threads ended: drop every graph (its pool goes with it). A thread that did not end in time
+        keeps its graphs: only the owner may release them while it lives."""
+        for graphs in self.graph_sets:
+            with contextlib.suppress(GraphOwnershipError):
+                graphs.release()
 
     # ---- thread plumbing -------------------------------------------------------------------------------
 
@@ -160,27 +222,32 @@ class Run:
         target = self.built.targets[self.config.target_devices[rank]]
         produced = 0
         with replicas.use_stream(target.device, self.target_streams[rank]):
+            bucketed = self._bucketed_target(f"target-{rank}", target)  # captured here: this thread replays them
             while not self.stop.is_set():
                 index = self.ledger.claim()
-                batch = self.built.data.batch(index)
+                batch = self.built.data.batch(self._data_index(index))
                 produced += 1
                 _fault_point("target", produced)
                 with self.target_launch_lock:
-                    hidden = step.target_forward(target, batch, self.built.scenario)
-                item = HiddenBatch(batch=batch, hidden=hidden, device=target.device,
-                                   ready=replicas.mark_ready(target.device), producer=f"target-{rank}")
+                    hidden = step.target_forward(target, batch, self.built.scenario, bucketed)
+                ready = replicas.mark_ready(target.device)
+                # The drafter's host inputs (anchors, pinned copies) here, off the drafter thread's critical path.
+                host = step.host_draft_inputs(batch, self.config, pin=self.pin_host)
+                item = HiddenBatch(batch=batch, hidden=hidden, device=target.device, ready=ready,
+                                   producer=f"target-{rank}", host=host)
                 if not put_until_stopped(self.q_hs, item, self.stop):
                     return
                 self.meter.counters.add_target_batch()
 
     # ---- 4. drafter threads ----------------------------------------------------------------------------
 
-    def _drafter_work(self, replica: Replica, item: HiddenBatch, micro: int) -> None:
+    def _drafter_work(self, replica: Replica, item: HiddenBatch, micro: int,
+                      graphed: step.GraphedDrafter | None = None) -> None:
         """Forward + backward of micro-batch ``micro`` of this step (gradients accumulate; loss / accum)."""
         accum = self.config.grad_accum
         hidden = replicas.receive_hidden(item, replica.device)
         parts = step.drafter_forward_backward(replica, hidden, item.batch, self.config, self.built.scenario,
-                                              loss_scale=1.0 / accum)
+                                              loss_scale=1.0 / accum, host=item.host, graphed=graphed)
         if micro == 0:
             self.results[replica.rank], self.tokens[replica.rank] = [], 0
         self.results[replica.rank].append(parts)
@@ -192,6 +259,7 @@ class Run:
         replica = self.replicas[rank]
         consumed = 0
         with replicas.use_stream(replica.device, replica.stream):
+            graphed = self._graphed_drafter(f"drafter-{rank}", replica)  # this thread's; captured on first use
             while True:
                 for micro in range(self.config.grad_accum):
                     item = get_until_stopped(self.q_hs, self.stop)
@@ -203,7 +271,7 @@ class Run:
                     # (pytorch#126024, #123177): first calls are serialised (unless the scenario says otherwise).
                     first = consumed == 1 and not self.built.scenario.concurrent_first_compile
                     with self.first_call_lock if first else contextlib.nullcontext():
-                        self._drafter_work(replica, item, micro)
+                        self._drafter_work(replica, item, micro, graphed)
                     self.ledger.consumed(item.batch.index)
                     del item
                 self.barrier.wait()
@@ -221,14 +289,19 @@ class Run:
         replica = self.replicas[0]
         target = self.built.targets[self.config.target_devices[0]]
         with replicas.use_stream(replica.device, replica.stream):
+            # One thread, two roles: each its own ThreadGraphs (own pool), both owned by this thread.
+            bucketed = self._bucketed_target("MainThread", target)
+            graphed = self._graphed_drafter("MainThread", replica)
             while True:
                 for micro in range(self.config.grad_accum):
                     index = self.ledger.claim()
-                    batch = self.built.data.batch(index)
-                    hidden = step.target_forward(target, batch, self.built.scenario)
+                    batch = self.built.data.batch(self._data_index(index))
+                    hidden = step.target_forward(target, batch, self.built.scenario, bucketed)
                     self.meter.counters.add_target_batch()
+                    host = step.host_draft_inputs(batch, self.config, pin=self.pin_host)
                     self._drafter_work(replica, HiddenBatch(batch=batch, hidden=hidden, device=target.device,
-                                                            ready=None, producer="MainThread"), micro)
+                                                            ready=None, producer="MainThread", host=host),
+                                       micro, graphed)
                     self.ledger.consumed(index)
                 self._combine_and_decide()
                 replicas.optimizer_step(replica, self.grads_averaged, self.config.grad_clip)
@@ -236,10 +309,17 @@ class Run:
                 if self.finish:
                     return
 
+    def _data_index(self, index: int) -> int:
+        """The data stream's index of this run's ``index``-th batch (under --ddp every rank reads its own)."""
+        return self.ddp.batch_index(index) if self.ddp is not None else index
+
     def _combine_and_decide(self) -> None:
-        """Drafter-0, between the two barriers: average gradients over replicas, decide whether to stop."""
+        """Drafter-0, between the two barriers: average gradients over replicas (and ranks), decide whether to
+        stop (every rank after the same step)."""
         if len(self.replicas) > 1:
             self.grads_averaged = replicas.average_gradients(self.replicas, self.backward_done)
+        if self.ddp is not None:
+            self.grads_averaged = ddp.sync_gradients(self.ddp, self.replicas)
         self.step += 1
         cfg = self.config
         if self.graceful.is_set():
@@ -249,6 +329,8 @@ class Run:
         elif cfg.max_seconds is not None and time.monotonic() - self.meter.start_time >= cfg.max_seconds:
             self.stop_reason = "max_seconds"
         self.finish = bool(self.stop_reason)
+        if self.ddp is not None and ddp.agree_to_stop(self.ddp, self.finish) and not self.finish:
+            self.stop_reason, self.finish = "peer", True  # another rank reached its end: stop with it
 
     def _after_step(self) -> None:
         cfg, meter = self.config, self.meter
@@ -259,7 +341,7 @@ class Run:
             with open(cfg.metrics_jsonl, "a") as handle:
                 handle.write(json.dumps({"step": self.step, "loss": loss, "accuracy": accuracy,
                                          "batch_cursor": self.ledger.state()["cursor"]}) + "\n")
-        if self.step % cfg.log_interval == 0 or self.step == self.start_step + 1 or self.finish:
+        if self.lead and (self.step % cfg.log_interval == 0 or self.step == self.start_step + 1 or self.finish):
             meter.close_window()  # SYNC: once per log line
             self._log_line(step_ms)
         if self.finish:
@@ -267,7 +349,7 @@ class Run:
             # (joining threads and writing the checkpoint are not part of the throughput).
             meter.end_time = time.monotonic()
         self.session.step(self.step)
-        if cfg.save_every and self.step % cfg.save_every == 0 and not self.finish:
+        if self.lead and cfg.save_every and self.step % cfg.save_every == 0 and not self.finish:
             try:
                 self.save_checkpoint()
             except OSError as err:  # a full disk must not end hours of training: the next save retries
@@ -311,9 +393,10 @@ class Run:
             print(line, flush=True)
 
     def run(self) -> int:
-        for stale in checkpoint.remove_stale_temp_files(Path(self.config.checkpoint_dir)):
+        for stale in checkpoint.remove_stale_temp_files(Path(self.config.checkpoint_dir)) if self.lead else ():
             print(f"reference_trainer: removed {stale}, a partial checkpoint of a writer that is gone", flush=True)
-        self.banner()
+        if self.lead:
+            self.banner()
         self._install_signals()
         self.meter.start_clock()
         self._publish_app(step_ms=None, tokens_per_s=None, target_batches_per_s=None, drafter_batches_per_s=None)
@@ -335,6 +418,7 @@ class Run:
         self.stop.set()
         for thread in threads:
             thread.join(timeout=10.0)
+        self._release_graphs()
         self.background.stop()
         for sig, previous in self.previous_handlers.items():  # in-process callers (tests, bench) get theirs back
             signal.signal(sig, previous)
@@ -353,10 +437,19 @@ class Run:
             print(f"reference_trainer: thread {name} failed: {type(err).__name__}: {err}; run stopped",
                   file=sys.stderr, flush=True)
             return ExitCode.THREAD_FAILED
+        drift = ddp.rank_max_abs_diff(self.ddp, self.replicas) if self.ddp is not None else None  # every rank
+        if not self.lead:
+            self.sink.finish()
+            self.session.close()
+            ddp.leave(self.ddp)  # type: ignore[arg-type]
+            return ExitCode.OK
         target = checkpoint.checkpoint_path(cfg)
         try:
             path = self.save_checkpoint() if self.save_at_end else None
             summary = self.summary()
+            if self.ddp is not None:
+                summary["ddp"] = {"world_size": self.ddp.world_size, "backend": self.ddp.backend,
+                                  "rank_max_abs_diff": drift}
             summary["checkpoint"] = str(path) if path else None
             if cfg.summary_json:
                 target = Path(cfg.summary_json)
@@ -371,6 +464,8 @@ class Run:
               f"loss {summary['loss_first']} -> {summary['loss_last']}, checkpoint {path}", flush=True)
         self.sink.finish()
         self.session.close()
+        if self.ddp is not None:
+            ddp.leave(self.ddp)
         return ExitCode.OK
 
     def summary(self) -> dict[str, Any]:
@@ -398,7 +493,12 @@ class Run:
             "short_conv": built.kernels.short_conv,
             "speed": {"loss": self.config.objective.loss, "block_mask": self.config.objective.mask_build,
                       "checkpoint_layers": self.config.checkpoint_layers, "compile_layers": self.config.compile_layers,
-                      "fused_adamw": self.config.fused_adamw},
+                      "fused_adamw": self.config.fused_adamw, "cuda_graphs": self.config.graphs.mode,
+                      "length_buckets": list(self.config.graphs.buckets(self.config.data.min_seq_len,
+                                                                        self.config.data.seq_len)),
+                      "ce_chunk_tokens": self.config.objective.ce_chunk_tokens},
+            "graphs": {"drafter_step_eager_because": self.drafter_graph_note,
+                       "sets": {g.role: g.describe() for g in self.graph_sets}},
             "attention": built.attention,
             "use_reentrant": self.config.objective.use_reentrant,
             "torch": torch.__version__,

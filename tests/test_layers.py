@@ -74,7 +74,20 @@ def test_analysis_is_pure() -> None:
 def test_sources_do_not_import_presentation() -> None:
     banned = ("dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.analysis", "textual", "rich")
     # dflash_contract (stdlib only) defines the board and where it lives, for writer and reader alike.
-    assert _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "dflash_contract"}, banned) == []
+    found = _violations("dflash_diag/sources", {"dflash_diag", "pynvml", "dflash_contract"}, banned)
+    # The one exception: the job's own c10d store is joined with torch's client (test below).
+    assert [v for v in found if v != "dflash_diag/sources/store.py imports torch.distributed"] == []
+
+
+def test_only_the_store_source_imports_torch_and_only_inside_functions() -> None:
+    """``sources/store.py`` joins a job's c10d store with torch's own client: torch is imported there alone, inside
+    the functions that connect, so no other command (and not ``--help``) pays for importing torch."""
+    users = sorted(str(p.relative_to(ROOT)) for p in _modules("dflash_diag")
+                   if any(_top(n) == "torch" for n in _imports(p)))
+    assert users == ["dflash_diag/sources/store.py"]
+    tree = ast.parse((ROOT / "dflash_diag/sources/store.py").read_text())
+    top_level = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert not any(_top(a.name) == "torch" for n in top_level if isinstance(n, ast.Import) for a in n.names)
 
 
 def test_observe_sits_between_the_readers_and_the_commands() -> None:

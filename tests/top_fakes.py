@@ -21,6 +21,7 @@ from dflash_diag.model import (
     ThreadStats,
     WriterIdentity,
 )
+from dflash_diag.model.stats import stage_names
 from dflash_diag.view.frame import TopFrame, thread_key
 
 S = ThreadState
@@ -100,6 +101,7 @@ PIPELINE = PipelineView(
     producer_starved_sampled=0.22,
     consumer_starved_sampled=0.05,
     probe_boards=20,
+    names=stage_names(THREADS),  # the reference trainer's threads: target-0, drafter-0, drafter-1
 )
 
 GPUS = tuple(

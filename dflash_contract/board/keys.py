@@ -12,7 +12,7 @@ from typing import Final
 # The probes, in the order docs and help list them (the package, `run --probes` and the readers use this).
 PROBE_NAMES: Final[tuple[str, ...]] = (
     "gil", "allocator", "compile", "cudagraphs", "queues", "checkpoint", "fastpath", "codedrift", "threads", "health",
-    "collectives",
+    "collectives", "syncs", "mailbox", "settings",
 )  # == the ProbeName constants below (checked by tests/contract/test_board_contract.py)
 STATUS_OK: Final = "ok"
 STATUS_NA: Final = "na"
@@ -62,6 +62,9 @@ class ProbeName:
     THREADS: Final = "threads"
     HEALTH: Final = "health"
     COLLECTIVES: Final = "collectives"
+    SYNCS: Final = "syncs"
+    MAILBOX: Final = "mailbox"
+    SETTINGS: Final = "settings"
 
 
 class PayloadKeys:
@@ -100,6 +103,15 @@ class AllocatorKeys:
     ALLOC_RETRIES: Final = "alloc_retries"
     ALLOC_RETRIES_PER_S: Final = "alloc_retries_per_s"
     ALLOCATED_BYTES: Final = "allocated_bytes"
+    ALLOCATED_BYTES_PER_S: Final = "allocated_bytes_per_s"  # bytes handed out per second (cumulative allocated)
+    # vocabulary projections seen in the last discovery window (probes/_vocab.py), and their rows' keys
+    VOCAB_PROJECTIONS: Final = "vocab_projections"
+    SITE: Final = "site"  # "dir/file.py:line" of the program's call
+    THREAD: Final = "thread"
+    CALLS: Final = "calls"  # in the discovery window
+    SHAPE: Final = "shape"  # the output's
+    OUTPUT_BYTES: Final = "output_bytes"  # one call's output
+    GRAD: Final = "grad"  # autograd recorded it (grad mode on)
     ALLOCATED_PEAK_BYTES: Final = "allocated_peak_bytes"
     ALLOCATED_SWING_BYTES: Final = "allocated_swing_bytes"
     ALLOCATIONS_PER_S: Final = "allocations_per_s"
@@ -109,16 +121,29 @@ class AllocatorKeys:
     EMPTY_CACHE_CALLS: Final = "empty_cache_calls"
     FRAGMENTATION_SHARE: Final = "fragmentation_share"
     INACTIVE_SPLIT_BYTES: Final = "inactive_split_bytes"
+    INACTIVE_SPLITS: Final = "inactive_splits"  # blocks split and left inactive (fragments)
     NUM_DEVICE_ALLOC: Final = "num_device_alloc"
     NUM_DEVICE_FREE: Final = "num_device_free"
     NUM_SYNC_ALL_STREAMS: Final = "num_sync_all_streams"
     OOM_REJECTIONS: Final = "oom_rejections"
     OOMS: Final = "ooms"
+    REQUESTED_BYTES: Final = "requested_bytes"  # what the program asked for, before the allocator's rounding
     RESERVED_BYTES: Final = "reserved_bytes"
     RESERVED_PEAK_BYTES: Final = "reserved_peak_bytes"
     RESERVED_SWING_BYTES: Final = "reserved_swing_bytes"
     SYNC_ALL_STREAMS_PER_S: Final = "sync_all_streams_per_s"
     WINDOW_S: Final = "window_s"
+
+
+class SyncKeys:
+    """Keys of the ``syncs`` payload (host<->device syncs counted per line) and of its line rows."""
+
+    TOTAL: Final = "total"  # syncs counted since the probe armed
+    PER_S: Final = "per_s"  # since the previous snapshot (None at the first)
+    TOP_LINES: Final = "top_lines"  # the lines with the most syncs, most first
+    SITE: Final = "site"  # "dir/file.py:line"
+    THREAD: Final = "thread"
+    COUNT: Final = "count"
 
 
 class QueueKeys:
@@ -171,7 +196,9 @@ class HealthKeys:
     LAST_SAMPLE_STEP: Final = "last_sample_step"
     GROUPS: Final = "groups"
     GROUP: Final = "group"  # "<optimizer>#<index>"
-    SAMPLED_STEP: Final = "sampled_step"  # the optimizer step this group's reading was taken at
+    # The step this group's reading was taken at, and every other *_STEP of a group row: counted in the steps of the
+    # group's own optimizer (STEPS counts every optimizer's)
+    SAMPLED_STEP: Final = "sampled_step"
     TENSORS: Final = "tensors"  # trainable tensors (requires_grad) the group holds
     FROZEN: Final = "frozen"  # tensors the group holds that do not require grad
     FROZEN_SINCE_STEP: Final = "frozen_since_step"  # the group holds only frozen tensors since this step
@@ -320,6 +347,79 @@ class CollectivesKeys:
     IN_COLLECTIVES_S: Final = "in_collectives_s"  # wall time inside (synchronous) collective calls since armed
     RECENT: Final = "recent"  # the newest calls, oldest first: SEQ, OP, DURATION_MS
     FROM_START: Final = "from_start"  # armed before the process group existed: SEQ numbers every call of the rank
+
+
+class MailboxKeys:
+    """Keys of the ``mailbox`` payload: this rank's posts to the job's c10d store (docs/mailbox.md)."""
+
+    CONNECTION: Final = "connection"  # waiting | connected | backoff | closed
+    WAITING_REASON: Final = "waiting_reason"  # with connection "waiting": why it has not joined a store
+    STORE: Final = "store"  # "host:port" of the job's store
+    RANK: Final = "rank"
+    POSTS: Final = "posts"  # summaries posted
+    CONNECTS: Final = "connects"  # connections opened (more than one: the store dropped us, we joined again)
+    STORE_ERRORS: Final = "store_errors"  # store calls that failed (each drops the connection, then a backoff)
+    LAST_STORE_ERROR: Final = "last_store_error"
+    LAST_POST_MS: Final = "last_post_ms"  # building and sending the last summary
+    SUMMARY_BYTES: Final = "summary_bytes"
+    REQUESTS_ANSWERED: Final = "requests_answered"
+    LAST_ANSWER_MS: Final = "last_answer_ms"
+    CALL_BLOCKED_S: Final = "call_blocked_s"  # a store call unanswered this long (the server stopped); None: none
+
+
+class SettingsKeys:
+    """Keys of the ``settings`` payload: the interpreter's settings and its collector's pauses, torch's process-wide
+    modes and flags, the known environment variables, and the calls that changed them (``dflash_contract.settings``
+    has every setting's default)."""
+
+    INTERPRETER: Final = "interpreter"  # the interpreter's settings
+    PYTHON_VERSION: Final = "python_version"  # "3.11"
+    SWITCH_INTERVAL_S: Final = "switch_interval_s"
+    GC_ENABLED: Final = "gc_enabled"
+    GC_THRESHOLD: Final = "gc_threshold"  # [g0, g1, g2]
+    GC_DEFAULT_THRESHOLD: Final = "gc_default_threshold"  # this version's default (None: not known)
+    GC_FROZEN: Final = "gc_frozen"  # objects gc.freeze() moved out of the collector's reach
+    GC_CALLBACKS: Final = "gc_callbacks"  # the program's gc.callbacks (module.qualname): they run inside every pause
+    RECURSION_LIMIT: Final = "recursion_limit"
+    TRACER: Final = "tracer"  # a trace function set for new threads (threading.settrace) or in the board thread
+    PROFILE_HOOK: Final = "profile_hook"  # the same for profile functions
+    MONITORING_TOOLS: Final = "monitoring_tools"  # sys.monitoring tools registered (3.12+): coverage, debuggers
+    DEV_MODE: Final = "dev_mode"
+    XOPTIONS: Final = "xoptions"  # the -X options, as "name" or "name=value"
+    COLLECTOR: Final = "collector"  # the cyclic collector's pauses, timed by gc.callbacks
+    COLLECTIONS: Final = "collections"  # since timing started
+    COLLECTIONS_BY_GENERATION: Final = "collections_by_generation"
+    PAUSE_S_TOTAL: Final = "pause_s_total"  # wall time every thread was stopped by collections
+    PAUSE_MAX_MS: Final = "pause_max_ms"
+    RECENT_PAUSE_SHARE: Final = "recent_pause_share"  # over the last RECENT_WINDOW_S
+    RECENT_WINDOW_S: Final = "recent_window_s"
+    RECENT_COLLECTIONS: Final = "recent_collections"
+    EXPLICIT_COLLECTS: Final = "explicit_collects"  # gc.collect() calls the program made
+    TIMED_SINCE_WALL_S: Final = "timed_since_wall_s"
+    TORCH_FLAGS: Final = "torch_flags"  # torch's process-wide modes and flags (absent until the program imports torch)
+    NUM_THREADS: Final = "num_threads"  # as the board thread sees it (the setting is per thread: calls say more)
+    NUM_INTEROP_THREADS: Final = "num_interop_threads"
+    DETERMINISTIC_ALGORITHMS: Final = "deterministic_algorithms"
+    ANOMALY_DETECTION: Final = "anomaly_detection"
+    AUTOGRAD_PROFILER: Final = "autograd_profiler"
+    FLOAT32_MATMUL_PRECISION: Final = "float32_matmul_precision"
+    CUDA_MATMUL_ALLOW_TF32: Final = "cuda_matmul_allow_tf32"
+    CUDNN_ALLOW_TF32: Final = "cudnn_allow_tf32"
+    CUDNN_BENCHMARK: Final = "cudnn_benchmark"
+    CUDNN_DETERMINISTIC: Final = "cudnn_deterministic"
+    CUDNN_ENABLED: Final = "cudnn_enabled"
+    MKLDNN_ENABLED: Final = "mkldnn_enabled"
+    CUDA_SYNC_DEBUG_MODE: Final = "cuda_sync_debug_mode"  # None until the program initialised CUDA
+    DEFAULT_DTYPE: Final = "default_dtype"
+    CPU_CORES: Final = "cpu_cores"  # CPUs the process may run on (its affinity)
+    ENVIRONMENT: Final = "known_environment"  # [[name, value]] of the known variables in os.environ now
+    SETTING_CALLS: Final = "setting_calls"  # the calls that changed a setting: rows below, newest last
+    CALL: Final = "call_name"  # "torch.set_num_threads"
+    ARG: Final = "arg"  # its argument, as text
+    CALLERS: Final = "callers"  # the threads that made it
+    SITE: Final = "site"  # "train.py:12 (worker)"
+    COUNT: Final = "count"
+    LAST_WALL_S: Final = "last_wall_s"
 
 
 class CodedriftKeys:

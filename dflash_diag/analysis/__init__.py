@@ -19,18 +19,20 @@ from dflash_diag.model.job import JobAnalysis, JobObservation
 
 
 @overload
-def analyse(obs: Observation) -> Analysis: ...
+def analyse(obs: Observation, *, previous_bottleneck: str = "") -> Analysis: ...
 
 
 @overload
-def analyse(obs: JobObservation) -> JobAnalysis: ...
+def analyse(obs: JobObservation, *, previous_bottleneck: str = "") -> JobAnalysis: ...
 
 
-def analyse(obs: Observation | JobObservation) -> Analysis | JobAnalysis:
-    """Everything the tool can say about ``obs``, of a process or of a job."""
+def analyse(obs: Observation | JobObservation, *, previous_bottleneck: str = "") -> Analysis | JobAnalysis:
+    """Everything the tool can say about ``obs``, of a process or of a job. ``previous_bottleneck``: the stage a live
+    screen of one process named last, for the verdict's hysteresis (``analysis.pipeline``); a one-off window (and
+    its replay) has none."""
     if isinstance(obs, JobObservation):
         return analyse_job(obs)
-    return analyse_process(obs)
+    return analyse_process(obs, previous_bottleneck=previous_bottleneck)
 
 
 __all__ = ["analyse", "analyse_job", "analyse_process"]

@@ -158,9 +158,22 @@ _GPU_SYNC_FRAMES = (
     ("torch/accelerator/__init__.py", re.compile(r"^synchronize$")),
     ("torch/xpu/__init__.py", re.compile(r"^synchronize$")),
 )
-# Line text that blocks the host on the device (C functions: no Python frame of their own).
+# Line text that blocks the host on the device (C functions: no Python frame of their own): calls only a tensor
+# (or a stream/event) has, and Python conversions of an expression that is visibly a tensor's.
 _GPU_SYNC_LINE = re.compile(
-    r"\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)|\bsynchronize\(|\.to\(\s*['\"]cpu['\"]|torch\.cuda\.current_stream\(\)\.synchronize"
+    r"\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)|\bsynchronize\(|\.to\(\s*(device\s*=\s*)?['\"]cpu['\"]"
+    r"|torch\.cuda\.current_stream\(\)\.synchronize"
+    r"|\b(int|float|bool|complex)\(\s*torch\.|torch\.(equal|allclose|nonzero|unique|masked_select)\("
+    r"|^\s*(if|elif|while|assert)\b.*\btorch\.(isfinite|isnan|isinf|any|all|equal|allclose)\("
+)
+# Python conversions that read a value on the host when the value is a CUDA tensor (`int(t)`, `float(loss)`,
+# `bool(mask.any())`, `if done:`, `print(t)`, an f-string): the text alone cannot tell a tensor from a number. A
+# thread found at such a line *without the GIL* is in C (converting a number never lets the GIL go): in a process
+# with CUDA loaded, that is the tensor's read waiting on the GPU. CUDA's default sync spins, so the thread is on
+# CPU (py-spy: active) while it waits.
+_MAYBE_SYNC_LINE = re.compile(
+    r"\b(int|float|bool|complex|round)\(|\bprint\(|^\s*(if|elif|while|assert)\b|\bmath\.(isfinite|isnan|isinf)\("
+    r"|\bf['\"].*\{|\.format\(|\bstr\(|\brepr\(|\bnot\s+\w"
 )
 _IDLE_LINE = re.compile(
     r"\b(time\.)?sleep\(|\.wait\(|\.join\(|\bselect\(|\.recv\(|\.accept\(|\.acquire\(|input\(|\.poll\(|\.read\(|\.readline\("
@@ -315,8 +328,31 @@ def _is_checkpoint_frame(frame: Frame) -> bool:
 
 @functools.lru_cache(maxsize=_FRAME_CACHE)
 def is_gpu_sync_line(text: str) -> bool:
-    """A source line that blocks the host on the device (`.item()`, `.cpu()`, synchronize...)."""
+    """A source line that blocks the host on the device (`.item()`, `.cpu()`, synchronize, `bool(torch.isfinite(t))`...)."""
     return _GPU_SYNC_LINE.search(text) is not None
+
+
+@functools.lru_cache(maxsize=_FRAME_CACHE)
+def may_sync_line(text: str) -> bool:
+    """A conversion that reads a value on the host (`int(t)`, `float(x)`, `if flag:`, `print(t)`): a sync when the value
+    is a CUDA tensor, which the text alone cannot tell."""
+    return _MAYBE_SYNC_LINE.search(text) is not None
+
+
+def host_sync_sample(thread: ThreadSample, text: str | None, *, cuda: bool | None,
+                     gil_held_elsewhere: bool | None = None) -> bool:
+    """The thread sits at a line that reads a tensor on the host, waiting on the GPU: a sync call in the text (CUDA not
+    known absent), or a conversion it sits at in C, without the GIL, on CPU or with the GIL free (CUDA loaded)."""
+    if text is None or cuda is False:
+        return False
+    if is_gpu_sync_line(text):
+        return not thread.owns_gil
+    if cuda is not True or thread.owns_gil or not may_sync_line(text):
+        return False
+    # Spinning (CUDA's default) the waiting thread is on CPU; with a blocking sync it sleeps, which a thread waiting
+    # for the GIL does too: only when nobody holds the GIL is a sleeping thread at a conversion waiting on the GPU
+    # (not at a print: a write to a full pipe sleeps there as well).
+    return thread.active or (gil_held_elsewhere is False and "print(" not in text)
 
 
 def is_gpu_sync_frame(frame: Frame) -> bool:
@@ -448,6 +484,9 @@ def explain(
         return Classification(ThreadState.GPU_WAIT, f"host sync at `{text.strip()}`")  # type: ignore[union-attr]
     if kind is ThreadState.IDLE:
         return Classification(ThreadState.IDLE, f"blocking call at `{text.strip()}`")  # type: ignore[union-attr]
+    if host_sync_sample(thread, text, cuda=cuda, gil_held_elsewhere=gil_held_elsewhere):
+        return Classification(ThreadState.GPU_WAIT, f"host sync at `{text.strip()}`: a tensor read on the host, "  # type: ignore[union-attr]
+                                                     "in C without the GIL with CUDA loaded")
 
     if waits_on_backward(thread):
         # The autograd engine runs backward in C++ (on a device thread for CUDA) while the caller sleeps without

@@ -57,6 +57,17 @@ def wait_spots(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 3,
     return _ranked(rows, lambda state: state is ThreadState.IDLE, n=n, min_share=min_share)
 
 
+QUEUE_WAITS = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET})
+
+
+def time_spent(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 50,
+               min_share: float = 0.0) -> tuple[HotSpot, ...]:
+    """Every function the samples spend time in, working or waiting outside the queue (a lock, a sleep, I/O), by
+    the program's own frame: what one thread does that another of its stage does not. Time blocked on the
+    pipeline's queue is left out: waiting for the other stage is not a thread's own slowness."""
+    return _ranked(rows, lambda state: state not in QUEUE_WAITS, n=n, min_share=min_share)
+
+
 def _ranked(rows: Iterable[tuple[ThreadSample, ThreadState]], counted: Callable[[ThreadState], bool], *,
             n: int, min_share: float) -> tuple[HotSpot, ...]:
     total = 0

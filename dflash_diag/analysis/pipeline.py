@@ -11,20 +11,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from dflash_contract.board import AppKeys, ProbeName, QueueKeys, is_stale
+from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import (
     NA,
+    PIPELINE_STAGES,
     Board,
     Maybe,
     Observation,
     PipelineView,
+    Stage,
+    StageNames,
     StageStats,
     ThreadState,
     ThreadStats,
 )
+from dflash_diag.model.stats import stage_names
 
 DEFAULT_QUEUE = "q_hs"
 STARVED_SHARE = 0.15  # blocked this share of the time or more: the stage waits on the other one
@@ -32,6 +38,12 @@ NEVER_SHARE = 0.02  # below this, "never waits"
 FULL_FILL = 0.75
 EMPTY_FILL = 0.25
 TREND_PER_S = 0.1  # items/s that count as rising/falling
+# A stage is the bottleneck when the other one waits on it by this much more of its time than the other way round
+# (plus two standard errors of the sampled shares): closer than that, the pipeline is balanced. A live screen keeps
+# the stage it named while the difference stays at HOLD_MARGIN or more (hysteresis: no flip on noise).
+VERDICT_MARGIN = 0.10
+HOLD_MARGIN = 0.0
+VERDICT_SIGMAS = 2.0
 MAX_HISTORY = 120
 
 
@@ -48,7 +60,7 @@ def _int(value: Any) -> int | None:
     return value if value >= 0 else None
 
 
-def stage_stats(stage: str, threads: Sequence[ThreadStats], board: Board | None) -> StageStats:
+def stage_stats(stage: Stage, threads: Sequence[ThreadStats], board: Board | None) -> StageStats:
     # Helper threads (autograd workers) are not averaged in: their busy time is already in the stage's own
     # threads, which wait in backward() while a helper runs it.
     members = [t for t in threads if t.stage == stage and not t.helper]
@@ -67,7 +79,7 @@ def stage_stats(stage: str, threads: Sequence[ThreadStats], board: Board | None)
     )
 
 
-def _stage_rates(stage: str, board: Board | None) -> tuple[Maybe[float], Maybe[float]]:
+def _stage_rates(stage: Stage, board: Board | None) -> tuple[Maybe[float], Maybe[float]]:
     if board is None:
         na = NA("no probe board (run the trainer under `dflash-diag run` or import probes)")
         return na, na
@@ -173,11 +185,16 @@ def _trend(obs: Observation, name: str, history: tuple[int, ...], board: Board |
     return slope
 
 
-def _mean_share(threads: Sequence[ThreadStats], stage: str, state: ThreadState) -> Maybe[float]:
+def _mean_share(threads: Sequence[ThreadStats], stage: Stage, state: ThreadState) -> Maybe[float]:
     members = [t for t in threads if t.stage == stage and t.n_samples > 0]
     if not members:
-        return NA(f"no {stage} threads sampled")
+        return NA(f"no {stage.role} threads sampled")
     return sum(t.shares.get(state, 0.0) for t in members) / len(members)
+
+
+def _stage_samples(threads: Sequence[ThreadStats], stage: Stage) -> int:
+    """Stack samples behind a stage's sampled shares (its own threads, not the helpers)."""
+    return sum(t.n_samples for t in threads if t.stage == stage and not t.helper)
 
 
 def pipeline_view(
@@ -187,18 +204,20 @@ def pipeline_view(
     queue_name: str = DEFAULT_QUEUE,
     now_wall_s: float | None = None,
     stages_from: str = "",
+    previous: str = "",
 ) -> PipelineView:
     """Stage rates, the queue, starvation shares and a one-line verdict naming the bottleneck stage.
 
     ``now_wall_s`` (default: the end of the window) is when the view is made: a stale board (the contract's
-    one rule, ``dflash_contract.board.is_stale``): its rates and queue are not trusted.
+    one rule, ``dflash_contract.board.is_stale``): its rates and queue are not trusted. ``previous``: the
+    bottleneck a live screen showed last (its hysteresis, :func:`_verdict`); "" for a single window.
     """
     now = now_wall_s if now_wall_s is not None else obs.started_wall_s + obs.window_s
     board = obs.board
     stale = board is not None and is_stale(board.age_s(now), board.interval_s)
     live_board = None if stale else board
-    target = stage_stats("target", threads, live_board)
-    drafter = stage_stats("drafter", threads, live_board)
+    target = stage_stats(Stage.TARGET, threads, live_board)
+    drafter = stage_stats(Stage.DRAFTER, threads, live_board)
     no_board = obs.boards if isinstance(obs.boards, NA) else NA("no probe board")  # the reader's reason
     if stale and board is not None:
         na = NA(f"board stale: no update for {board.age_s(now):.0f} s")
@@ -225,16 +244,20 @@ def pipeline_view(
     history = _history(payload, obs, qname, live_board) if payload is not None else ()
     trend = _trend(obs, qname, history, live_board) if payload is not None else NA("no queue probe")
 
-    put_stack = _mean_share(threads, "target", ThreadState.QUEUE_PUT)
-    get_stack = _mean_share(threads, "drafter", ThreadState.QUEUE_GET)
+    put_stack = _mean_share(threads, Stage.TARGET, ThreadState.QUEUE_PUT)
+    get_stack = _mean_share(threads, Stage.DRAFTER, ThreadState.QUEUE_GET)
     put_probe, n_put = _probe_share(obs, qname, QueueKeys.PUT_BLOCKED_SHARE) if payload is not None else (None, 0)
     get_probe, n_get = _probe_share(obs, qname, QueueKeys.GET_BLOCKED_SHARE) if payload is not None else (None, 0)
     producer: Maybe[float] = put_probe if put_probe is not None else put_stack
     consumer: Maybe[float] = get_probe if get_probe is not None else get_stack
 
+    names = stage_names(threads, queue=qname if stages_from == "queues" else "")
     bottleneck, verdict = _verdict(
-        qname, depth, maxsize, trend, producer, consumer, put_probe is not None, get_probe is not None,
-        bool(target.threads), bool(drafter.threads),
+        _Evidence(qname, depth, maxsize, trend,
+                  _Wait(producer, 0 if put_probe is not None else _stage_samples(threads, Stage.TARGET)),
+                  _Wait(consumer, 0 if get_probe is not None else _stage_samples(threads, Stage.DRAFTER)),
+                  bool(target.threads), bool(drafter.threads)),
+        names, previous=previous,
     )
     return PipelineView(
         target=target,
@@ -253,7 +276,10 @@ def pipeline_view(
         consumer_starved_sampled=get_stack,
         probe_boards=max(n_put, n_get),
         stages_from=stages_from if (target.threads or drafter.threads) else "",
+        names=names,
+        cpu_note=over.text() if (over := oversubscription(threads)) is not None else "",
     )
+
 
 
 def _with_rates(stage: StageStats, na: NA) -> StageStats:
@@ -283,67 +309,124 @@ def _queue_phrase(name: str, depth: Maybe[int], maxsize: Maybe[int], trend: Mayb
     return text
 
 
-def _share_phrase(who: str, share: Maybe[float], never: str) -> str | None:
-    if isinstance(share, NA):
+def _share_phrase(who: str, wait: _Wait, did: str, never: str) -> str | None:
+    if wait.share is None:
         return None
-    if share < NEVER_SHARE:
-        return never
-    return f"{who} {share:.0%} of the time"
+    text = f"{who} {never}" if wait.share < NEVER_SHARE else f"{who} {did} {wait.share:.0%} of the time"
+    return text + (" (probe)" if wait.measured else "")
 
 
-def _verdict(
-    qname: str,
-    depth: Maybe[int],
-    maxsize: Maybe[int],
-    trend: Maybe[float],
-    producer: Maybe[float],
-    consumer: Maybe[float],
-    producer_measured: bool,
-    consumer_measured: bool,
-    have_targets: bool,
-    have_drafters: bool,
-) -> tuple[str, str]:
-    if not have_targets and not have_drafters and isinstance(depth, NA):
-        return "unknown", "unknown: no thread matches the target/drafter name patterns, and no queue probe"
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    """One stage's blocked share on the queue and the samples behind it (0: measured by the queue probe, exact)."""
+
+    value: Maybe[float]
+    n_samples: int
+
+    @property
+    def share(self) -> float | None:
+        return None if isinstance(self.value, NA) else float(self.value)
+
+    @property
+    def measured(self) -> bool:
+        return self.share is not None and self.n_samples == 0
+
+    def variance(self) -> float:
+        """The sampled share's variance (a proportion of ``n_samples``); 0 when measured or unknown."""
+        share = self.share
+        if share is None or self.n_samples <= 0:
+            return 0.0
+        return share * (1.0 - share) / self.n_samples
+
+
+@dataclass(frozen=True, slots=True)
+class _Evidence:
+    queue: str
+    depth: Maybe[int]
+    maxsize: Maybe[int]
+    trend: Maybe[float]
+    put: _Wait  # the producer stage blocked in put (the queue is full: the consumers are slower)
+    get: _Wait  # the consumer stage blocked in get (the queue is empty: the producers are slower)
+    have_producers: bool
+    have_consumers: bool
+
+
+def _scores(e: _Evidence) -> tuple[float, float, float | None]:
+    """(evidence the consumer stage is the bottleneck, evidence the producer stage is, the queue's fill)."""
     fill = None
-    if not isinstance(depth, NA) and not isinstance(maxsize, NA) and maxsize > 0:
-        fill = depth / maxsize
-    rising = not isinstance(trend, NA) and trend >= TREND_PER_S
-    falling = not isinstance(trend, NA) and trend <= -TREND_PER_S
-    put = producer if not isinstance(producer, NA) else None
-    get = consumer if not isinstance(consumer, NA) else None
-
-    drafter_score = 0.0  # evidence that drafters are the bottleneck (queue full, targets blocked in put)
-    target_score = 0.0
-    if put is not None and put >= STARVED_SHARE:
-        drafter_score += put
-    if get is not None and get >= STARVED_SHARE:
-        target_score += get
+    if not isinstance(e.depth, NA) and not isinstance(e.maxsize, NA) and e.maxsize > 0:
+        fill = e.depth / e.maxsize
+    rising = not isinstance(e.trend, NA) and e.trend >= TREND_PER_S
+    falling = not isinstance(e.trend, NA) and e.trend <= -TREND_PER_S
+    consumer_score = producer_score = 0.0
+    if e.put.share is not None and e.put.share >= STARVED_SHARE:
+        consumer_score += e.put.share
+    if e.get.share is not None and e.get.share >= STARVED_SHARE:
+        producer_score += e.get.share
     if fill is not None:
         if fill >= FULL_FILL or (fill >= 0.5 and rising):
-            drafter_score += 0.25 + (0.25 if rising else 0.0)
+            consumer_score += 0.25 + (0.25 if rising else 0.0)
         elif fill <= EMPTY_FILL and not rising:
-            target_score += 0.1 + (0.15 if falling else 0.0)
+            producer_score += 0.1 + (0.15 if falling else 0.0)
+    return consumer_score, producer_score, fill
 
-    queue = _queue_phrase(qname, depth, maxsize, trend)
-    put_text = _share_phrase("targets blocked in put", producer, "targets never block in put")
-    get_text = _share_phrase("drafters wait in get", consumer, "drafters never wait")
-    if put_text and producer_measured:
-        put_text += " (probe)"
-    if get_text and consumer_measured:
-        get_text += " (probe)"
 
-    if drafter_score > 0 and drafter_score >= 1.5 * target_score:
-        parts = [queue, put_text, get_text]
-        return "drafter", "drafter-bound: " + ", ".join(p for p in parts if p)
-    if target_score > 0 and target_score >= 1.5 * drafter_score:
-        parts = [queue, get_text, put_text]
-        return "target", "target-bound: " + ", ".join(p for p in parts if p)
-    parts = [queue, put_text, get_text]
-    evidence = ", ".join(p for p in parts if p)
-    if put is None and get is None and fill is None:
-        missing = "no target-* threads" if not have_targets else "no drafter-* threads"
-        return "unknown", f"unknown: {missing} sampled and no queue probe"
-    if drafter_score > 0 and target_score > 0:
-        return "balanced", "mixed: both stages wait on each other" + (f" ({evidence})" if evidence else "")
+def _clear(e: _Evidence, slow: Stage, *, held: bool) -> bool:
+    """Whether the waits tell ``slow`` is the bottleneck: the other stage waits on it ``VERDICT_MARGIN`` more of its
+    time than it waits on the other one, beyond sampling noise (two standard errors of the sampled shares); a stage
+    already shown keeps its place while the difference stays at ``HOLD_MARGIN``."""
+    waiting, waited = (e.put, e.get) if slow is Stage.DRAFTER else (e.get, e.put)
+    if waiting.share is None:
+        return False
+    difference = waiting.share - (waited.share or 0.0)
+    if held:
+        return difference >= HOLD_MARGIN
+    return difference >= VERDICT_MARGIN + VERDICT_SIGMAS * math.sqrt(waiting.variance() + waited.variance())
+
+
+def _verdict(e: _Evidence, names: StageNames, *, previous: str = "") -> tuple[str, str]:
+    """The bottleneck stage and the one-line verdict, in the program's words.
+
+    A stage is named only with a margin: the other stage waits on it by ``VERDICT_MARGIN`` more of its time than
+    it waits on the other, beyond sampling noise, or the queue's fill says so; else the answer is "balanced". A live
+    screen passes the bottleneck it showed last (``previous``): it stays while its evidence still leans its way
+    (``HOLD_MARGIN``), and the other stage takes over only with the full margin -- a verdict that flips on noise
+    is no answer.
+    """
+    if not e.have_producers and not e.have_consumers and isinstance(e.depth, NA):
+        return "unknown", "unknown: no thread matches the target/drafter name patterns or uses a queue, and no queue probe"
+    consumer_score, producer_score, fill = _scores(e)
+    queue = _queue_phrase(e.queue, e.depth, e.maxsize, e.trend)
+    put_text = _share_phrase(names.threads(Stage.TARGET), e.put, "blocked in put", "never block in put")
+    get_text = _share_phrase(names.threads(Stage.DRAFTER), e.get, "wait in get", "never wait")
+
+    def named(slow: Stage) -> bool:
+        score, other = (consumer_score, producer_score) if slow is Stage.DRAFTER else (producer_score, consumer_score)
+        if score <= 0:
+            return False
+        if previous == slow:
+            return _clear(e, slow, held=True)
+        if score < 1.5 * other:
+            return False
+        if fill is not None and (fill >= FULL_FILL if slow is Stage.DRAFTER else fill <= EMPTY_FILL):
+            return True  # the queue itself says which side keeps up (full: the consumers lag; empty: the producers)
+        return _clear(e, slow, held=False)
+
+    # The stage shown last is judged first, with the lower bar: it keeps its place unless the evidence turned.
+    order = sorted(PIPELINE_STAGES, key=lambda s: s != previous)
+    for slow in order:
+        if named(slow):
+            parts = [queue, put_text, get_text] if slow is Stage.DRAFTER else [queue, get_text, put_text]
+            return slow, f"{names.bound(slow)}: " + ", ".join(p for p in parts if p)
+    evidence = ", ".join(p for p in (queue, put_text, get_text) if p)
+    if e.put.share is None and e.get.share is None and fill is None:
+        missing = names.threads(Stage.TARGET if not e.have_producers else Stage.DRAFTER)
+        return "unknown", f"unknown: no {missing} sampled and no queue probe"
+    within = f" ({evidence})" if evidence else ""
+    apart = abs((e.put.share or 0.0) - (e.get.share or 0.0)) >= VERDICT_MARGIN
+    if consumer_score > 0 and producer_score > 0 and not apart:
+        return "balanced", "balanced: both stages wait on each other about as much" + within
+    if consumer_score > 0 or producer_score > 0:
+        noise = " beyond sampling noise (too few samples)" if apart else ""
+        return "balanced", f"balanced: neither stage waits on the other by a clear margin{noise}" + within
     return "balanced", "balanced: " + (evidence or "neither stage waits on the other")

@@ -21,10 +21,11 @@ from dflash_diag.model.findings import NOTE
 from dflash_diag.model.kernels import KernelSummary
 
 
-def analyse_process(obs: Observation) -> Analysis:
+def analyse_process(obs: Observation, *, previous_bottleneck: str = "") -> Analysis:
     """Everything the tool can say about ``obs``: a pure function of it. The observation holds what it is judged
     with: its stage patterns (default ``target-*`` / ``drafter-*``; stages are inferred from queue use when no
-    thread matches) and the wall-clock time taken as "now" (board staleness; default: the window's end)."""
+    thread matches) and the wall-clock time taken as "now" (board staleness; default: the window's end).
+    ``previous_bottleneck``: the stage a live screen named last (the verdict's hysteresis; none for one window)."""
     now = obs.judged_at_wall_s
     errors: list[str] = []
     kernels: KernelSummary | None = None
@@ -42,7 +43,8 @@ def analyse_process(obs: Observation) -> Analysis:
     pipeline: Maybe[PipelineView]
     try:
         queue = assignment.queue if assignment.how == "queues" and assignment.queue else DEFAULT_QUEUE
-        pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how)
+        pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how,
+                                 previous=previous_bottleneck)
     except Exception as exc:
         pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
         errors.append(pipeline.reason)

@@ -14,12 +14,14 @@ In order, the first that names any thread wins:
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dflash_diag.model import Frame, Observation, SourceLine, ThreadSample, ThreadState
+from dflash_diag.analysis.hotspots import HotSpot, time_spent
+from dflash_diag.model import Frame, Observation, SourceLine, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 
 QUEUE_CALL = re.compile(r"([A-Za-z_][\w\.\[\]'\"]*)\.(put|get)(?:_nowait)?\(")
@@ -29,7 +31,7 @@ _THREADING = "threading.py"
 
 @dataclass(frozen=True, slots=True)
 class StageAssignment:
-    stages: Mapping[int, str]  # thread identity -> "target" | "drafter" | "other"
+    stages: Mapping[int, Stage]  # thread identity -> its stage
     how: str  # "names" | "board" | "queues" | ""
     queue: str | None = None  # the pipeline queue's name when inferred (receiver's last attribute)
     # Producer/consumer queues of every thread (for evidence): identity -> (puts, gets) queue names.
@@ -68,27 +70,26 @@ def infer_from_queues(
     """Producer (target) and consumer (drafter) stages from queue use; empty when nothing tells."""
     code = {(c.filename, c.line): c for c in obs.code}
     uses = {ident: _queue_use(samples, code, obs) for ident, samples in rows.items()}
-    stages: dict[int, str] = {}
+    stages: dict[int, Stage] = {}
     queue = _pipeline_queue(uses)
     if queue is not None:
         for ident, use in uses.items():
             if queue in use.gets and queue not in use.puts:
-                stages[ident] = "drafter"
+                stages[ident] = Stage.DRAFTER
             elif queue in use.puts and queue not in use.gets:
-                stages[ident] = "target"
-    if not ("drafter" in stages.values() and "target" in stages.values()):
+                stages[ident] = Stage.TARGET
+    if not (Stage.DRAFTER in stages.values() and Stage.TARGET in stages.values()):
         # The two sides name the queue differently (a function's parameter `out` is the caller's `batches`):
         # threads that only put are upstream, threads that only get are downstream.
         putters = {i for i, u in uses.items() if u.puts and not u.gets}
         getters = {i for i, u in uses.items() if u.gets and not u.puts}
         if putters and getters:
-            stages = {**{i: "target" for i in putters}, **{i: "drafter" for i in getters}}
+            stages = {**{i: Stage.TARGET for i in putters}, **{i: Stage.DRAFTER for i in getters}}
             queue = queue or _most_blocked(uses, putters | getters)
     if stages and len(set(stages.values())) == 1:
         # One side only. When it waits on the queue, the other side is whoever is busy meanwhile (a consumer that
         # never blocks in get, because its producer is faster, is never seen calling get).
-        side = next(iter(stages.values()))
-        other = "drafter" if side == "target" else "target"
+        other = next(iter(stages.values())).other_side
         for ident in _busy_threads(rows, exclude=set(stages)):
             stages[ident] = other
     if not stages:
@@ -185,10 +186,10 @@ def _pipeline_queue(uses: Mapping[int, _Use]) -> str | None:
     return max(candidates, key=lambda q: (blocked[q], len(producers[q]) + len(consumers[q]), q))
 
 
-def _join_by_entry(rows: Mapping[int, Sequence[tuple[ThreadSample, ThreadState]]], stages: dict[int, str]) -> None:
+def _join_by_entry(rows: Mapping[int, Sequence[tuple[ThreadSample, ThreadState]]], stages: dict[int, Stage]) -> None:
     """Threads that run the same entry function as a stage member belong to its stage."""
     entries = {ident: _entry_of(samples) for ident, samples in rows.items()}
-    by_entry: dict[tuple[str, str], set[str]] = {}
+    by_entry: dict[tuple[str, str], set[Stage]] = {}
     for ident, stage in stages.items():
         key = entries.get(ident)
         if key is not None:
@@ -209,3 +210,63 @@ def _entry_of(samples: Sequence[tuple[ThreadSample, ThreadState]]) -> tuple[str,
             counts[key] += 1
     return counts.most_common(1)[0][0] if counts else None
 
+
+
+# --- one thread of a stage slower than its peers -------------------------------------------------------------------
+# A stage's threads that run the same entry function do the same job; when one of them spends a good part of its
+# time in a function its peers hardly run (a per-row Python loop, a lock only it takes), that thread is the slow one
+# of the stage, and the stage's mean shares hide it.
+SLOW_THREAD_SHARE = 0.15  # of the thread's own samples, at least
+SLOW_THREAD_EXCESS = 0.15  # more than the peer that runs the function most, by at least this share ...
+SLOW_THREAD_PEER_FRACTION = 1 / 3  # ... and that peer spends at most a third of it there
+SLOW_THREAD_MIN_SAMPLES = 15  # per thread: fewer is an anecdote
+
+
+@dataclass(frozen=True, slots=True)
+class SlowThread:
+    """``thread`` spends ``spot.share`` of its samples in ``spot``, its peers of the same stage and job at most
+    ``peer_share`` (``peer`` the one that spends most there)."""
+
+    thread: str
+    stage: Stage
+    spot: HotSpot
+    peer: str
+    peer_share: float
+    peers: tuple[str, ...]
+    n_samples: int
+
+    @property
+    def excess(self) -> float:
+        return self.spot.share - self.peer_share
+
+
+def slow_thread(stage: Stage, members: Sequence[tuple[ThreadStats, Sequence[tuple[ThreadSample, ThreadState]]]]
+                ) -> SlowThread | None:
+    """The thread of ``stage`` that stands out from the peers doing its job (same entry function), by the function
+    it spends time in and they do not; None when the stage's threads spend their time alike (or are too few, or
+    too thinly sampled, to tell). ``members``: each thread of the stage with its classified samples."""
+    by_job: dict[tuple[str, str] | None, list[tuple[ThreadStats, Sequence[tuple[ThreadSample, ThreadState]]]]] = {}
+    for stats, rows in members:
+        if stats.stage == stage and not stats.helper and len(rows) >= SLOW_THREAD_MIN_SAMPLES:
+            by_job.setdefault(entry_key(stats.entry), []).append((stats, rows))
+    found: list[SlowThread] = []
+    for job, group in by_job.items():
+        if job is None or len(group) < 2:
+            continue
+        spent = {stats.name: {(s.filename, s.function): s for s in time_spent(rows)} for stats, rows in group}
+        for stats, rows in group:
+            peers = [other.name for other, _ in group if other.name != stats.name]
+            for key, spot in spent[stats.name].items():
+                peer, peer_share = max(((p, spent[p][key].share if key in spent[p] else 0.0) for p in peers),
+                                       key=lambda ps: ps[1])
+                if _stands_out(spot.share, len(rows), peer_share, min(len(r) for o, r in group if o.name == peer)):
+                    found.append(SlowThread(stats.name, stage, spot, peer, peer_share, tuple(peers), len(rows)))
+    return max(found, key=lambda s: (s.excess, s.thread), default=None)
+
+
+def _stands_out(share: float, n: int, peer_share: float, peer_n: int) -> bool:
+    """A share well above the peer's, beyond the sampling noise of both (one standard error each)."""
+    if share < SLOW_THREAD_SHARE or peer_share > share * SLOW_THREAD_PEER_FRACTION:
+        return False
+    noise = math.sqrt(share * (1 - share) / n) + math.sqrt(max(peer_share * (1 - peer_share), 1 / peer_n) / peer_n)
+    return share - peer_share >= max(SLOW_THREAD_EXCESS, noise)

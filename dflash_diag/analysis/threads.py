@@ -27,19 +27,21 @@ from dflash_diag.analysis.classify import (
 from dflash_diag.analysis.stages import StageAssignment, entry_frame, entry_key, infer_from_queues
 from dflash_diag.model import (
     NA,
+    PIPELINE_STAGES,
     Board,
     Frame,
     Maybe,
     Observation,
     ProcThreadSample,
     StackSample,
+    Stage,
     ThreadSample,
     ThreadState,
     ThreadStats,
 )
 from dflash_diag.model.patterns import StagePatterns
+from dflash_diag.model.stage import STAGE_ORDER
 
-STAGE_ORDER = {"target": 0, "drafter": 1, "other": 2}
 DEFAULT_PATTERNS = StagePatterns()  # frozen, so a shared default is safe
 
 
@@ -185,26 +187,26 @@ def _is_autograd_worker(rows: list[ClassifiedThread]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Attribution:
-    stage: str
+    stage: Stage
     caller: str
     busy: int
     together: int
 
 
 def _attribute_workers(
-    grouped: dict[int, list[ClassifiedThread]], stage_of: Mapping[int, str], name_of: Mapping[int, str]
+    grouped: dict[int, list[ClassifiedThread]], stage_of: Mapping[int, Stage], name_of: Mapping[int, str]
 ) -> dict[int, _Attribution]:
     """Worker -> the stage whose threads wait in backward() while the worker is busy (same dumps)."""
     waiting_at: dict[float, list[int]] = {}
     for ident, rows in grouped.items():
-        if stage_of.get(ident, "other") == "other":
+        if stage_of.get(ident, Stage.OTHER) is Stage.OTHER:
             continue
         for r in rows:
             if waits_on_backward(r.thread):
                 waiting_at.setdefault(r.monotonic_s, []).append(ident)
     out: dict[int, _Attribution] = {}
     for ident, rows in grouped.items():
-        if stage_of.get(ident, "other") != "other" or not _is_autograd_worker(rows):
+        if stage_of.get(ident, Stage.OTHER) is not Stage.OTHER or not _is_autograd_worker(rows):
             continue
         busy = [r for r in rows if r.state is not ThreadState.IDLE]
         callers: Counter[int] = Counter()
@@ -212,7 +214,7 @@ def _attribute_workers(
             callers.update(waiting_at.get(r.monotonic_s, ()))
         if not callers:
             continue
-        stages = Counter({st: sum(n for c, n in callers.items() if stage_of[c] == st) for st in ("target", "drafter")})
+        stages = Counter({st: sum(n for c, n in callers.items() if stage_of[c] == st) for st in PIPELINE_STAGES})
         stage, together = stages.most_common(1)[0]
         if together and together >= ATTRIBUTION_SHARE * sum(stages.values()):
             caller = max((c for c in callers if stage_of[c] == stage), key=lambda c: callers[c])
@@ -221,7 +223,7 @@ def _attribute_workers(
 
 
 def _inherit_backward(
-    grouped: dict[int, list[ClassifiedThread]], workers: Mapping[int, _Attribution], stage_of: Mapping[int, str],
+    grouped: dict[int, list[ClassifiedThread]], workers: Mapping[int, _Attribution], stage_of: Mapping[int, Stage],
     name_of: Mapping[int, str],
 ) -> None:
     """A stage thread waiting in backward() takes the state of its busy autograd worker in the same dump: the
@@ -232,7 +234,7 @@ def _inherit_backward(
             if r.state is not ThreadState.IDLE:
                 busy_at.setdefault(r.monotonic_s, []).append((ident, r))
     for ident, rows in grouped.items():
-        stage = stage_of.get(ident, "other")
+        stage = stage_of.get(ident, Stage.OTHER)
         for k, r in enumerate(rows):
             if not waits_on_backward(r.thread):
                 continue
@@ -273,7 +275,7 @@ def aggregate(
                               gpu_timeline=GpuTimeline(obs, devices), cuda=cuda_loaded(obs))
     name_of = {ident: _name_of(ident, rows, board_names) for ident, rows in grouped.items()}
     assignment = _assign_stages(grouped, name_of, patterns, roles, obs)
-    stage_of = {ident: assignment.stages.get(ident, "other") for ident in name_of}
+    stage_of = {ident: assignment.stages.get(ident, Stage.OTHER) for ident in name_of}
     workers = _attribute_workers(grouped, stage_of, name_of)
     _inherit_backward(grouped, workers, stage_of, name_of)
     stats = []
@@ -314,9 +316,9 @@ def _assign_stages(grouped: Mapping[int, list[ClassifiedThread]], names: Mapping
     """Names first (a thread the patterns miss takes the role the program published for it on the board), then
     board roles alone, then queue use (``analysis.stages``)."""
     by_name = {ident: patterns.stage_of(name) for ident, name in names.items()}
-    by_role = {ident: roles[names[ident]] for ident, stage in by_name.items()
-               if stage == "other" and roles.get(names[ident]) in ("target", "drafter")}
-    if any(s != "other" for s in by_name.values()):
+    by_role = {ident: Stage.of(roles.get(names[ident])) for ident, stage in by_name.items()
+               if stage is Stage.OTHER and Stage.of(roles.get(names[ident])) in PIPELINE_STAGES}
+    if any(s is not Stage.OTHER for s in by_name.values()):
         return StageAssignment(stages={**by_name, **by_role}, how="names")
     if by_role:
         return StageAssignment(stages=by_role, how="board")
@@ -401,7 +403,7 @@ def _board_names(board: Board | None) -> Mapping[int, str]:
 
 
 def _board_roles(board: Board | None) -> dict[str, str]:
-    """Thread name -> role ("target"/"drafter") from the board's ``app.threads[name].role``."""
+    """Thread name -> role (a ``Stage`` value on the wire) from the board's ``app.threads[name].role``."""
     threads = board.app.get(AppKeys.THREADS) if board is not None and isinstance(board.app, Mapping) else None
     if not isinstance(threads, Mapping):
         return {}
@@ -433,3 +435,50 @@ def _board_devices(board: Board | None) -> dict[str, int | None]:
             elif device.strip().lower() == "cpu":
                 out[name] = None  # known to run on the CPU: no GPU evidence applies
     return out
+
+
+# --- CPU oversubscription ------------------------------------------------------------------------------------------
+# A thread that computes in most of its samples but was runnable-and-waiting for a CPU a good part of the window
+# (schedstat's run delay) did not get the CPU it wanted: more runnable threads than cores (other processes, or
+# intra-op pools on top of the program's threads). Shares and stage verdicts then follow the scheduler as much as
+# the code.
+OVERSUBSCRIBED_RUNQ_PCT = 20.0  # mean run-queue wait of the computing threads, % of the window
+COMPUTING_SHARE = 0.5  # samples in a working state (python, native, GIL wait, compile, recompute)
+_WORKING = frozenset({ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.GIL_WAIT, ThreadState.COMPILE,
+                      ThreadState.CHECKPOINT})
+MIN_OVERSUBSCRIPTION_SAMPLES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Oversubscription:
+    """The computing threads waited for a CPU ``runq_pct`` of the window on average, and ran ``cpu_pct``."""
+
+    threads: tuple[tuple[str, float, float, float], ...]  # (name, computing share, cpu %, run-queue wait %)
+    runq_pct: float
+
+    def text(self) -> str:
+        """One line for a screen (it fits 100 columns): "CPUs oversubscribed: threads that compute waited for a
+        core 48% of the window and ran 38-57% of one"."""
+        low = min(t[2] for t in self.threads)
+        high = max(t[2] for t in self.threads)
+        ran = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
+        return (f"CPUs oversubscribed: threads that compute waited for a core {self.runq_pct:.0f}% of the window and "
+                f"ran {ran} of one")
+
+
+def oversubscription(threads: Sequence[ThreadStats]) -> Oversubscription | None:
+    """The computing threads' wait for a CPU, when it is high enough to say the CPUs are oversubscribed; None when
+    the run queue was not read (no /proc) or the threads got the CPU they wanted."""
+    rows = []
+    for t in threads:
+        if t.n_samples < MIN_OVERSUBSCRIPTION_SAMPLES or isinstance(t.runq_pct, NA) or isinstance(t.cpu_pct, NA):
+            continue
+        computing = sum(t.shares.get(s, 0.0) for s in _WORKING)
+        if computing >= COMPUTING_SHARE:
+            rows.append((t.name, computing, float(t.cpu_pct), float(t.runq_pct)))
+    if not rows:
+        return None
+    runq = sum(r[3] for r in rows) / len(rows)
+    if runq < OVERSUBSCRIBED_RUNQ_PCT:
+        return None
+    return Oversubscription(threads=tuple(sorted(rows, key=lambda r: -r[3])), runq_pct=runq)

@@ -32,9 +32,10 @@ from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
+from dflash_diag.analysis.peers import outside_wait
 from dflash_diag.analysis.sampled import Sampled, classified, process_cpu_pct
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
-from dflash_diag.model import NA, Frame, Maybe, ThreadSample, ThreadState, ThreadStats
+from dflash_diag.model import NA, Frame, Maybe, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.waits import (
     FOLLOWED,
@@ -47,6 +48,7 @@ from dflash_diag.model.waits import (
     WAIT_JOIN,
     WAIT_LOCK,
     WAIT_OTHER,
+    WAIT_PROCESS,
     WAIT_QUEUE_GET,
     WAIT_QUEUE_PUT,
     WAIT_SLEEP,
@@ -149,11 +151,16 @@ def _site(frame: Frame | None) -> str:
 def wait_of(ctx: Sampled, row: _Row) -> tuple[str, str, str] | None:
     """(kind, target, site) of what the sample waits on; None when it works."""
     state = row.state
-    if state in _WORK:
-        return None
     thread = row.thread
+    # Off a CPU, without the GIL, while /proc saw it blocked on a file lock or a pipe another process holds (a C call
+    # leaves no frame of its own: its stack reads as computing at the calling line): that process.
+    elsewhere = None if thread.active or thread.owns_gil else outside_wait(ctx.obs, thread, row.t_s)
+    if elsewhere is None and state in _WORK:
+        return None
     own = user_frames(thread)
     site = _site(own[0]) if own else ""
+    if elsewhere is not None:
+        return WAIT_PROCESS, elsewhere, site
     if state is ThreadState.GIL_WAIT:
         return WAIT_GIL, row.gil_holder or "", site
     if state is ThreadState.GPU_WAIT:
@@ -228,7 +235,7 @@ def _node(ctx: Sampled, name: str, rows: list[_Row], stats: ThreadStats | None) 
                   for (k, t), c in waits.most_common() if c / n >= EDGE_MIN_SHARE)
     spots = hot_functions(((r.thread, r.state) for r in rows), n=2)
     cpu = stats.cpu_pct if stats is not None and isinstance(stats.cpu_pct, float) else None
-    return ThreadWaits(name=name, stage=stats.stage if stats is not None else "other", n_samples=n,
+    return ThreadWaits(name=name, stage=stats.stage if stats is not None else Stage.OTHER, n_samples=n,
                        computing_share=working / n, hot=spots_text(spots) if working else "", waits=edges,
                        cpu_pct=cpu, stack_changed=_moved(rows), holds=_holds(ctx, rows[-1].thread))
 
@@ -395,7 +402,7 @@ def start_threads(ctx: Sampled, nodes: Sequence[ThreadWaits], rows: Mapping[str,
                   and not any(e.kind == WAIT_QUEUE_PUT for e in n.waits) and not uses.get(n.name, ((), ()))[0])
     if sinks:
         return sinks
-    consumers = tuple(n.name for n in nodes if n.stage == "drafter")
+    consumers = tuple(n.name for n in nodes if n.stage == Stage.DRAFTER)
     if consumers:
         return consumers
     return tuple(n.name for n in nodes if n.name == "MainThread")

@@ -59,10 +59,19 @@ def add_target_args(parser: argparse.ArgumentParser, *, pid_help: str | None = "
                              "(default target-*; when no thread matches, stages are inferred from queue use)")
     parser.add_argument("--drafter-pattern", metavar="GLOBS",
                         help="thread names of the drafter (consumer) stage (default drafter-*)")
-    parser.add_argument("--job", action=argparse.BooleanOptionalAction, default=None,
+    add_job_flag(parser)
+
+
+def add_job_flag(parser: argparse.ArgumentParser) -> None:
+    """``--job`` / ``--no-job`` (default None: decided from the process tree)."""
+    # Two flags of one group, not one BooleanOptionalAction: `--job --no-job` is a usage error, not the last one winning.
+    either = parser.add_mutually_exclusive_group()
+    either.add_argument("--job", action="store_const", const=True, default=None,
                         help="look at the whole job the PID launches or belongs to (torchrun's PID, or any rank's): "
                              "every rank and its worker processes in one window (default: when the PID is a launcher "
-                             "of ranks or a rank with peers); --no-job: this one process only (docs/jobs.md)")
+                             "of ranks or a rank with peers)")
+    either.add_argument("--no-job", dest="job", action="store_const", const=False,
+                        help="this one process only (docs/jobs.md)")
 
 
 def add_window_args(parser: argparse.ArgumentParser, *, default_s: float = DEFAULT_DURATION_S,
@@ -116,5 +125,5 @@ def target_from_args(args: argparse.Namespace, pid: int | None = None, *, launch
                           launched=launched)
 
 
-__all__ = ["add_target_args", "add_window_args", "check_board_dir", "duration_arg", "patterns_from_args",
+__all__ = ["add_job_flag", "add_target_args", "add_window_args", "check_board_dir", "duration_arg", "patterns_from_args",
            "target_from_args", "window_from_args", "window_given"]

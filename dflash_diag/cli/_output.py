@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Iterable
 from typing import IO, Any, NoReturn
@@ -25,9 +26,14 @@ from dflash_diag.errors import ExitCode
 from dflash_diag.model.text import printable, printable_tree
 from dflash_diag.view.findings import BADGE, LABEL, SEVERITY_STYLE, TAG_STYLE, VALUE, Line
 
+# Piped (to a file, `less`, `grep`), a table is as wide as its rows: Rich's default of 80 columns off a terminal
+# folded `diff`'s rows. COLUMNS, when set, still wins.
+PIPED_WIDTH = 4096
 
-def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = False) -> Any:
-    """A Rich console (imported lazily: `--help` must not need Rich) that reports a closed pipe as an error."""
+
+def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = False, wide_when_piped: bool = False) -> Any:
+    """A Rich console (imported lazily: `--help` must not need Rich) that reports a closed pipe as an error.
+    ``wide_when_piped``: off a terminal (and without COLUMNS), lines are as long as they need to be."""
     from rich.console import Console
 
     class _Console(Console):
@@ -35,7 +41,10 @@ def console(*, stderr: bool = False, markup: bool = True, soft_wrap: bool = Fals
             self.quiet = True
             raise BrokenPipeError
 
-    return _Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap, markup=markup)
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not (hasattr(stream, "isatty") and stream.isatty()) and not os.environ.get("COLUMNS")
+    width = PIPED_WIDTH if wide_when_piped and piped else None
+    return _Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap, markup=markup, width=width)
 
 
 _INDENT = "    "

@@ -12,29 +12,35 @@ it cannot see (SIGKILL) the process notices the lease's end within half a second
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_diag import __version__
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Observation
 
+if TYPE_CHECKING:
+    from dflash_diag.observe import Target, Window
+
 
 def record_kernels(args: argparse.Namespace, duration_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """The merged trace document and the command's summary (its --json)."""
-    from dflash_contract.board import BoardDirError, ensure_private_dir
+    from dflash_contract.board import BoardDirError, choose_board_dir
     from dflash_diag.cli._signals import deferred, terminate_like_ctrl_c
     from dflash_diag.inject import kernels as recording
     from dflash_diag.inject.request import Lease
-    from dflash_diag.sources.board import default_board_dir
 
-    try:
-        board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
+    try:  # a default directory someone else took: a private one beside it, as `attach` and `run` do
+        board_dir, warning = choose_board_dir(Path(args.board_dir).resolve() if args.board_dir else None)
     except (BoardDirError, OSError) as exc:
         raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
+    if warning is not None:
+        _say(args, f"warning: {warning}")
     lease = Lease.for_target(args.pid)
     if lease is None:
         _say(args, f"PID {args.pid} runs in another PID namespace: the recording cannot hold a lease on this command; "
@@ -74,27 +80,40 @@ def _say(args: argparse.Namespace, message: str) -> None:
 
 
 def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: dict[str, Any]) -> Observation:
-    """doctor's window until the process says the profiler stopped, then the trace as evidence of the analysis."""
+    """`record`'s window: the process the flags name, for ``duration_s`` (or until the profiler stops)."""
     from dflash_diag.cli._args import patterns_from_args
-    from dflash_diag.cli._observe import observe_shown
-    from dflash_diag.inject import kernels as recording
     from dflash_diag.observe import Target, Window
-    from dflash_diag.sources.kernel_trace import recorded_trace
-
-    def finish(obs: Observation) -> Observation:
-        outcome = recording.wait_outcome(args.pid, started.files, time.monotonic() + duration_s + recording.END_GRACE_S)
-        if not outcome.get("ok"):
-            raise AttachError(f"PID {args.pid}: the kernel recording failed: {outcome.get('error')}", ExitCode.ATTACH_FAILED)
-        if outcome.get("reason") == "program-profiler":
-            _say(args, f"PID {args.pid} started a profiler of its own: ours stepped aside at once (the trace ends there)")
-        data = recording.read_trace(started.files)
-        trace, clock = recorded_trace(data, outcome, args.pid, wall_minus_mono_s=time.time() - time.monotonic())
-        state.update(outcome=outcome, clock=clock, torch_bytes=len(data))
-        return replace(until_stop(obs, outcome.get("stop_began_mono_ns")), kernels=trace)
 
     target = Target(args.pid, board_dir=args.board_dir, patterns=patterns_from_args(args))
     window = Window(duration_s=duration_s, rate_hz=args.rate, native=args.native)
-    obs = observe_shown(target, window, show_progress=not args.json, until=lambda: recording.ended(started.files),
+    return observe_recording(target, window, started, state, show_progress=not args.json,
+                             say=lambda message: _say(args, message))
+
+
+def observe_recording(target: Target, window: Window, started: Any, state: dict[str, Any], *, show_progress: bool,
+                      say: Callable[[str], None]) -> Observation:
+    """doctor's window until the process says the profiler stopped, then the trace as evidence of the analysis
+    (``record --kernels``, ``doctor --kernel-window``); ``state`` gets the recording's outcome, the clock map and
+    the size of torch's trace."""
+    from dflash_diag.cli._observe import observe_shown
+    from dflash_diag.inject import kernels as recording
+    from dflash_diag.sources.kernel_trace import recorded_trace
+
+    pid = target.pid
+
+    def finish(obs: Observation) -> Observation:
+        outcome = recording.wait_outcome(pid, started.files, time.monotonic() + window.duration_s + recording.END_GRACE_S)
+        if not outcome.get("ok"):
+            raise AttachError(f"PID {pid}: the kernel recording failed: {outcome.get('error')}", ExitCode.ATTACH_FAILED)
+        if outcome.get("reason") == "program-profiler":
+            say(f"PID {pid} started a profiler of its own: ours stepped aside at once (the trace ends there)")
+        with recording.open_trace(started.files) as fh:  # read as a stream: memory is what is kept of it
+            size = os.fstat(fh.fileno()).st_size
+            trace, clock = recorded_trace(fh, outcome, pid, wall_minus_mono_s=time.time() - time.monotonic())
+        state.update(outcome=outcome, clock=clock, torch_bytes=size)
+        return replace(until_stop(obs, outcome.get("stop_began_mono_ns")), kernels=trace)
+
+    obs = observe_shown(target, window, show_progress=show_progress, until=lambda: recording.ended(started.files),
                         finish=finish)
     assert isinstance(obs, Observation)  # a process, never a job
     return obs

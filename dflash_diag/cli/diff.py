@@ -14,7 +14,8 @@ DIFF_SCHEMA = "dflash-diag.diff/1"
 
 
 class DiffCommand:
-    """Compare two snapshot bundles: what changed (versions, flags, config, code, env knobs, threads) and the rates.
+    """Compare two snapshot bundles: what changed (command line, versions, flags, config, code, env knobs, threads)
+    and the rates.
 
     A and B are bundles written by `dflash-diag snapshot` (.tar.gz, the --dir directory, or their
     snapshot.json). The rate differences (tok/s, stage b/s, state shares) come first; then every change,
@@ -67,7 +68,7 @@ def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates
     from rich.markup import escape
     from rich.table import Table
 
-    console = make_console()
+    console = make_console(wide_when_piped=True)
     console.print(f"[bold]A[/] {escape(path_a)}  (PID {a.get('pid')}, {a.get('created_utc')})")
     console.print(f"[bold]B[/] {escape(path_b)}  (PID {b.get('pid')}, {b.get('created_utc')})")
     console.print()
@@ -83,7 +84,7 @@ def _print(path_a: str, path_b: str, a: dict[str, Any], b: dict[str, Any], rates
         console.print("rates: none published by the app in either run, and no thread-state share moved by 5 points or more")
     shown = [c for c in changes if show_all or c.score >= 0.3]
     if not shown:
-        console.print("[green]no differences[/] in versions, config, flags, code, env knobs or threads.")
+        console.print("[green]no differences[/] in versions, config, command line, flags, code, env knobs or threads.")
         return
     table = Table(title="changes, most likely cause first", title_justify="left")
     with_notes = any(c.note for c in shown)

@@ -74,6 +74,10 @@ class DoctorCommand:
                             help="a torch.profiler trace of this process (`dflash-diag record --kernels`, or a trace "
                                  "torch.profiler exported) to weigh as evidence: GPU idle between kernels, who "
                                  "launched them, launch-bound gaps (docs/findings.md)")
+        parser.add_argument("--kernel-window", action="store_true",
+                            help="also run torch.profiler inside the process for the window and weigh its kernels "
+                                 "(as `record --kernels`); off by default until its cost after the window is "
+                                 "measured nil (bench/gpu_evidence_cost.py, docs/benchmarks.md)")
         parser.add_argument("--attach", action="store_true",
                             help="when the process runs without (all) probes, attach them for the diagnosis and detach "
                                  "them afterwards (`dflash-diag attach`, docs/attach.md)")
@@ -95,6 +99,8 @@ class DoctorCommand:
         if replay is not None:
             return _finish(args, _replayed(args, replay))
         window = window_from_args(args)
+        if args.kernel_window and args.kernels_trace is not None:
+            raise CommandError("--kernel-window records a trace of its own: drop --kernels-trace", ExitCode.USAGE)
         kernels = None
         if args.kernels_trace is not None:  # read (and refused) before any sampling
             from dflash_diag.sources.kernel_trace import read_trace_file
@@ -104,6 +110,9 @@ class DoctorCommand:
         if target.job is not None and args.attach:
             raise CommandError("--attach looks at one process: for probes in every rank start the job under them "
                                "(dflash-diag run -- torchrun ...), or pass --no-job", ExitCode.USAGE)
+        if target.job is not None and args.kernel_window:
+            raise CommandError("--kernel-window records one process: pass --no-job, or a rank's PID with --no-job",
+                               ExitCode.USAGE)
         saved = _reserve_observation_file(args)  # a bad --save-observation fails before seconds of sampling
         try:
             attached: dict[str, Any] | None = None
@@ -113,7 +122,7 @@ class DoctorCommand:
                 with terminate_like_ctrl_c():
                     obs, attached = _observe_attached(args, target, window, kernels)
             else:
-                obs = observe_target(target, window, progress=not args.json, kernels=kernels)
+                obs = _observe_live(args, target, window, kernels)
             if saved is not None:
                 _save_observation(saved, obs)
         finally:
@@ -140,7 +149,8 @@ def _replay_source(args: argparse.Namespace) -> str | None:
             raise CommandError(str(exc), ExitCode.USAGE) from None
         return None
     live = [*window_given(args), *(flag for flag, given in (
-        ("--attach", args.attach), ("--kernels-trace", args.kernels_trace is not None), ("--job", args.job is not None),
+        ("--attach", args.attach), ("--kernels-trace", args.kernels_trace is not None),
+        ("--kernel-window", args.kernel_window), ("--job" if args.job else "--no-job", args.job is not None),
         ("--board-dir", args.board_dir is not None), ("--save-observation", args.save_observation is not None))
         if given)]
     if live:
@@ -222,6 +232,17 @@ def _save_observation(saved: PreparedFile, obs: Observation | JobObservation) ->
     saved.commit(data)
 
 
+def _observe_live(args: argparse.Namespace, target: Target, window: Window,
+                  kernels: KernelTrace | None) -> Observation | JobObservation:
+    """The window of a live target: with torch.profiler in the process for it (``--kernel-window``), or sampled
+    from outside with a given trace as evidence."""
+    if args.kernel_window:
+        from dflash_diag.cli._kernel_window import observe_with_kernel_window
+
+        return observe_with_kernel_window(args, target, window)
+    return observe_target(target, window, progress=not args.json, kernels=kernels)
+
+
 def observe_target(target: Target, window: Window, *, progress: bool = True,
                    kernels: KernelTrace | None = None) -> Observation | JobObservation:
     """Observe a process (a zombie from /proc alone) or a job, with its torch.profiler trace (``kernels``) as
@@ -247,7 +268,7 @@ def _observe_attached(args: argparse.Namespace, target: Target, window: Window,
     interrupted = False
     try:
         attached = _attach_for_diagnosis(args, lease, steps.append)
-        obs = observe_target(target, window, progress=not args.json, kernels=kernels)
+        obs = _observe_live(args, target, window, kernels)
     except (KeyboardInterrupt, Terminated):
         interrupted = True
         raise

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from dflash_diag.cli._args import add_target_args, add_window_args, target_from_args, window_from_args
-from dflash_diag.cli._output import dump_json, output_path_arg, shown
+from dflash_diag.cli._output import dump_json, output_path_arg, pid_arg, shown
 from dflash_diag.errors import CommandError, ExitCode
 from dflash_diag.view.findings import finding_json, finding_lines, plain_lines
 
@@ -23,12 +23,15 @@ class SnapshotCommand:
       dflash-diag snapshot 12345                          # ./dflash-diag-snapshot-12345-<time>.tar.gz
       dflash-diag snapshot 12345 -o bug.tar.gz --force
       dflash-diag snapshot 12345 --dir -o bug/            # directory form
+      dflash-diag snapshot --node --job-id $SLURM_JOB_ID -o $(hostname).tar.gz   # this node's ranks, no PID
 
     How to file a good report: docs/bug-reports.md. Compare two bundles: dflash-diag diff A B.
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        add_target_args(parser, pid_help="the process to snapshot")
+        parser.add_argument("pid", type=pid_arg, metavar="PID", nargs="?",
+                            help="the process to snapshot (or --node: the job's ranks on this machine)")
+        add_target_args(parser, pid_help=None)
         add_window_args(parser, duration_help="seconds of stack sampling for thread states and findings (doctor's "
                                               "window: default 5; the whole snapshot takes about this plus 1 s)")
         parser.add_argument("-o", "--output", metavar="FILE", type=output_path_arg,
@@ -36,12 +39,24 @@ class SnapshotCommand:
         parser.add_argument("--dir", action="store_true", help="write a directory instead of a .tar.gz")
         parser.add_argument("--force", action="store_true", help="overwrite an existing output")
         parser.add_argument("--json", action="store_true", help="print the result (path, findings, missing) as JSON")
+        parser.add_argument("--node", action="store_true",
+                            help="no PID: snapshot the job's ranks that run on this machine (the one group of ranks "
+                                 "found, or --job-id's), for a helper started on every node (srun --overlap, "
+                                 "kubectl exec; docs/jobs.md)")
+        parser.add_argument("--job-id", metavar="ID", help="with --node: the job whose ranks to take: its "
+                            "SLURM_JOB_ID, TORCHELASTIC_RUN_ID (torchrun --rdzv-id) or MASTER_ADDR:MASTER_PORT")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dflash_diag.observe import check_reachable
         from dflash_diag.snapshot import take_snapshot
 
         window = window_from_args(args)
+        if args.node:
+            args.pid, args.job = _node_rank_pid(args), True
+        elif args.pid is None:
+            raise CommandError("give the PID to snapshot, or --node for the job's ranks on this machine", ExitCode.USAGE)
+        elif args.job_id is not None:
+            raise CommandError("--job-id goes with --node (a PID names its job already)", ExitCode.USAGE)
         target = target_from_args(args)
         # Refuse early what can never work (no such process, no py-spy, another user's process, not Python): an
         # empty bundle helps nobody. A hung or dying process passes this check and gets what can still be read.
@@ -68,3 +83,22 @@ class SnapshotCommand:
         for what, why in result.missing:
             print(f"  missing: {shown(what)}: {shown(why)}", file=sys.stderr)
         return ExitCode.OK
+
+
+def _node_rank_pid(args: argparse.Namespace) -> int:
+    """--node: a rank of the one job on this machine (its launcher and peers are found from it, as for a PID)."""
+    from dflash_diag.model.common import NA
+    from dflash_diag.sources.noderanks import find_node_jobs
+
+    if args.pid is not None:
+        raise CommandError("--node takes no PID: it finds the job's ranks on this machine", ExitCode.USAGE)
+    if args.job is False:
+        raise CommandError("--node snapshots a job: leave out --no-job", ExitCode.USAGE)
+    jobs = find_node_jobs(args.job_id)
+    if isinstance(jobs, NA):
+        raise CommandError(jobs.reason, ExitCode.NO_PROCESS)
+    if len(jobs) > 1:
+        groups = "; ".join(f"ranks {','.join(map(str, j.ranks[:8]))} under PID {j.parent_pid}" for j in jobs[:6])
+        raise CommandError(f"{len(jobs)} groups of ranks run on this machine ({groups}): name the job with --job-id "
+                           "ID, or give one launcher's PID instead of --node", ExitCode.USAGE)
+    return jobs[0].rank_pids[0]

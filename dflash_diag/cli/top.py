@@ -26,6 +26,7 @@ from dflash_diag.cli._args import (
 )
 from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
+from dflash_diag.model import Stage
 
 if TYPE_CHECKING:
     from dflash_diag.observe import Target, Window
@@ -237,7 +238,12 @@ def _run_tui(target: Target, window: Window, args: argparse.Namespace, shot: Pre
                 native=args.native,
                 screenshot_after_s=window.duration_s,
             )
-            code = app.run(headless=True, size=args.size_cells)
+            from dflash_diag.cli._signals import ctrl_c_ends, end_app_soon
+
+            with ctrl_c_ends(lambda: end_app_soon(app)) as interrupted:
+                code = app.run(headless=True, size=args.size_cells)
+            if interrupted:
+                return 128 + signal.SIGINT  # Ctrl-C: no screenshot, as README's table says (Textual ends quietly on it)
             if app.screenshot_svg is None:
                 return int(code or ExitCode.FAILURE)  # the app stopped first and said why
             shot.commit(app.screenshot_svg.encode("utf-8"))  # exit 11 in one line when it cannot be written
@@ -413,7 +419,7 @@ def _wait_attachable(child: Child, args: argparse.Namespace) -> int:
             if args.warmup is not None:
                 if now - attached_at >= args.warmup:
                     return pid
-            elif any(patterns.stage_of(name) != "other" for name in names) or now > deadline:
+            elif any(patterns.stage_of(name) is not Stage.OTHER for name in names) or now > deadline:
                 return pid
         time.sleep(0.5)
 

@@ -131,6 +131,7 @@ class LiveSource:
         # A finding stays a third of the window (at most 10 s) after it was last raised: no flicker.
         self._hold = FindingHold(hold_s=min(HOLD_MAX_S, history_s / 3))
         self._history = EMPTY_HISTORY  # only the sampler thread (poll) reads and replaces it
+        self._bottleneck = ""  # the stage the last frame named: the next verdict's hysteresis (sampler thread only)
 
     @property
     def pid(self) -> int:
@@ -155,7 +156,11 @@ class LiveSource:
         obs = self._observer.poll()
         with self._lock:
             native, selected = self._native, self._selected
-        analysis = analyse(obs)
+        # The stage the last frame named: near-equal waits keep it shown instead of flipping (the live verdict's
+        # hysteresis; a job's frame is its ranks', each judged alone).
+        analysis = analyse(obs, previous_bottleneck=self._bottleneck)
+        if isinstance(analysis, Analysis) and not isinstance(analysis.pipeline, NA):
+            self._bottleneck = analysis.pipeline.bottleneck
         frame = frame_of(analysis, native=native, selected=selected)
         frame = replace(frame, requested_rate_hz=self._observer.rate_hz,
                         findings=self._hold.update(frame.findings, time.monotonic()))

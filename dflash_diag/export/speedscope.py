@@ -12,7 +12,8 @@ from typing import Any
 
 from dflash_diag.analysis.threads import classify_stacks, cuda_loaded
 from dflash_diag.export.timebase import sample_ends
-from dflash_diag.model import Frame, Observation, ThreadStats
+from dflash_diag.model import PIPELINE_STAGES, Frame, Observation, ThreadStats
+from dflash_diag.model.stats import stage_names
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
@@ -36,6 +37,7 @@ def speedscope(obs: Observation, threads: tuple[ThreadStats, ...], *, tool_versi
     grouped = classify_stacks(obs.stacks, obs.line_text, cuda=cuda_loaded(obs))
     ends = sample_ends(obs)
     order = {t.os_thread_id: i for i, t in enumerate(threads) if t.os_thread_id is not None}
+    words = stage_names(threads)  # the program's words for its stages (the roles unless its threads use ours)
     stats = {t.os_thread_id: t for t in threads if t.os_thread_id is not None}
     origin = min(ends) if ends else 0.0
     profiles: list[dict[str, Any]] = []
@@ -51,7 +53,7 @@ def speedscope(obs: Observation, threads: tuple[ThreadStats, ...], *, tool_versi
             continue
         t = stats.get(ident)
         name = t.name if t is not None else next((r.thread.name for r in rows if r.thread.name), f"thread-{ident}")
-        stage = f" [{t.stage}]" if t is not None and t.stage != "other" else ""
+        stage = f" [{words.word(t.stage)}]" if t is not None and t.stage in PIPELINE_STAGES else ""
         start = round(rows[0].monotonic_s - origin, 6)
         profiles.append({
             "type": "sampled",

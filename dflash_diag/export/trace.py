@@ -34,7 +34,8 @@ from dflash_contract.board import (
 )
 from dflash_diag.analysis.threads import ClassifiedThread, classify_stacks, cuda_loaded
 from dflash_diag.export.timebase import Timebase, sample_ends, timebase
-from dflash_diag.model import Board, Finding, Frame, Observation, ThreadState, ThreadStats
+from dflash_diag.model import PIPELINE_STAGES, Board, Finding, Frame, Observation, ThreadState, ThreadStats
+from dflash_diag.model.stats import stage_names
 from dflash_diag.view.findings import finding_json
 
 GENERATOR = "dflash-diag"
@@ -152,12 +153,13 @@ def _thread_events(obs: Observation, threads: tuple[ThreadStats, ...], tb: Timeb
     ends = sample_ends(obs)
     order = {t.os_thread_id: i for i, t in enumerate(threads) if t.os_thread_id is not None}
     names = {t.os_thread_id: t for t in threads if t.os_thread_id is not None}
+    words = stage_names(threads)  # the program's words for its stages (the roles unless its threads use ours)
     events: list[dict[str, Any]] = []
     for ident, rows in sorted(grouped.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
         stats = names.get(ident)
         name = stats.name if stats is not None else next((r.thread.name for r in reversed(rows) if r.thread.name),
                                                           f"thread-{ident}")
-        label = f"{name} [{stats.stage}]" if stats is not None and stats.stage != "other" else name
+        label = f"{name} [{words.word(stats.stage)}]" if stats is not None and stats.stage in PIPELINE_STAGES else name
         events.append(_meta(pid, ident, "thread_name", name=label))
         events.append(_meta(pid, ident, "thread_sort_index", sort_index=order.get(ident, len(order) + 1)))
         for first, run in _state_slices(_spans(rows, ends)):

@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from dflash_contract import attach as protocol
-from dflash_contract.private_file import NotPrivate, TooLarge, read_private
+from dflash_contract.private_file import NotPrivate, TooLarge, open_private
 from dflash_diag.errors import AttachError, ExitCode, Terminated
 from dflash_diag.inject.injection import Outcome
 from dflash_diag.inject.preflight import proc_state
@@ -157,10 +157,10 @@ def abort(pid: int, files: KernelFiles, wait_s: float = ABORT_WAIT_S) -> bool:
     return False
 
 
-def _read_private(path: Path, limit: int, what: str) -> bytes | None:
-    """The bytes of a private regular file of ours (None when absent); AttachError when it is not that."""
+def _open_private(path: Path, limit: int, what: str) -> BinaryIO | None:
+    """A private regular file of ours, open for reading (None when absent); AttachError when it is not that."""
     try:
-        return read_private(path, limit)
+        fh = open_private(path, limit)
     except NotPrivate:
         raise AttachError(f"the {what} {path} is not a private file of yours: refusing it", ExitCode.ATTACH_FAILED) from None
     except TooLarge as exc:
@@ -168,6 +168,20 @@ def _read_private(path: Path, limit: int, what: str) -> bytes | None:
                           "reads: record a shorter --duration or fewer --steps", ExitCode.BAD_INPUT) from None
     except OSError as exc:
         raise AttachError(f"cannot read the {what} {path}: {exc.strerror}", ExitCode.ATTACH_FAILED) from None
+    return fh
+
+
+def _read_private(path: Path, limit: int, what: str) -> bytes | None:
+    """The bytes of a private regular file of ours (None when absent); AttachError when it is not that."""
+    fh = _open_private(path, limit, what)
+    if fh is None:
+        return None
+    with fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise AttachError(f"the {what} grew past the {limit / 1e6:.0f} MB this command reads while it was read",
+                          ExitCode.BAD_INPUT)
+    return data
 
 
 def read_outcome(files: KernelFiles) -> dict[str, Any] | None:
@@ -183,8 +197,9 @@ def read_outcome(files: KernelFiles) -> dict[str, Any] | None:
     return value
 
 
-def read_trace(files: KernelFiles) -> bytes:
-    data = _read_private(files.trace, MAX_TRACE_BYTES, "profiler's trace")
-    if data is None:
+def open_trace(files: KernelFiles) -> BinaryIO:
+    """torch's trace of the recording, open for reading (the caller streams it: sources.kernel_trace)."""
+    fh = _open_private(files.trace, MAX_TRACE_BYTES, "profiler's trace")
+    if fh is None:
         raise AttachError("the process wrote no trace", ExitCode.ATTACH_FAILED)
-    return data
+    return fh

@@ -9,21 +9,25 @@ from dflash_diag.model.board import Board, WriterIdentity
 from dflash_diag.model.common import NA, Maybe, is_na
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.findings import Finding, Headline, Severity
-from dflash_diag.model.gpu import GpuProcess, GpuSample
+from dflash_diag.model.gpu import GPM_FIELDS, GpmReading, GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import Frame, StackSample, ThreadSample
+from dflash_diag.model.stage import PIPELINE_STAGES, Stage, StageNames
 from dflash_diag.model.states import ThreadState
 from dflash_diag.model.stats import PipelineView, StageStats, ThreadStats
 
 __all__ = [
     "NA",
+    "PIPELINE_STAGES",
     "Analysis",
     "Board",
     "WriterIdentity",
     "Finding",
     "Frame",
+    "GPM_FIELDS",
+    "GpmReading",
     "GpuProcess",
     "GpuSample",
     "Headline",
@@ -34,6 +38,8 @@ __all__ = [
     "ProcThreadSample",
     "ProcessSample",
     "Severity",
+    "Stage",
+    "StageNames",
     "StagePatterns",
     "SourceFile",
     "SourceLine",

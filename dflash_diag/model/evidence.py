@@ -99,6 +99,7 @@ class ProcessFacts:
     stderr_size_bytes: int | None = None
     stderr_mtime_wall_s: float | None = None  # when the program last wrote to it
     uses_cuda: bool | None = None  # the CUDA driver library is mapped into the process (/proc/PID/maps)
+    cpus_allowed: int | None = None  # CPUs the process may run on (/proc/PID/status Cpus_allowed_list)
 
     @property
     def state_name(self) -> str:

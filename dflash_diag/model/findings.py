@@ -35,7 +35,7 @@ class Finding:
     # Rough share of lost throughput this explains, 0..1, used to order findings of the same severity.
     impact: float = 0.0
     kind: str = CAUSE
-    # Symptoms: the pipeline stages they are about. Causes: the stages they slow ("target", "drafter", "other");
+    # Symptoms: the pipeline stages they are about. Causes: the stages they slow (``model.stage.Stage`` values);
     # empty for a cause that acts on the whole process (a GIL hog, stale code).
     stages: tuple[str, ...] = ()
     # Set by the linking pass (analysis.causal): on a symptom, the rule ids of the causes that explain it, best

@@ -16,9 +16,10 @@ from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.gpu import GpuSample
-from dflash_diag.model.kernels import KernelTrace
+from dflash_diag.model.kernels import KernelTrace, KernelWindow
 from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
+from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
 from dflash_diag.model.stacks import StackSample
 
 
@@ -48,6 +49,14 @@ class Observation:
     children: tuple[StackSample, ...] = ()
     # A torch.profiler trace of the process, when one was taken (`record --kernels`, `doctor --kernels-trace`).
     kernels: KernelTrace | None = None
+    # ``doctor --kernel-window``: what the recording in the process was and cost it (None: no kernel window taken).
+    kernel_window: KernelWindow | None = None
+    # The operating system's view (``sources.sched``): one scheduler sweep about a second, oldest first; what the
+    # process may use and was started with (read once); its threads' waits that end in another process
+    # (``sources.peers``: a file lock's holder, a pipe's other end), one per sweep that saw them.
+    sched: tuple[SchedSample, ...] = ()
+    os_facts: OsFacts | None = None
+    outside_waits: tuple[OutsideWait, ...] = ()
     # What the analysis judges the window with: the thread-name patterns of the stages, and the wall-clock time it
     # takes as "now" (the age of a board, of the process, of a stderr line). None: the window's end.
     patterns: StagePatterns = field(default_factory=StagePatterns)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
+from dflash_diag.model.stage import Stage
+
 
 @dataclass(frozen=True, slots=True)
 class StagePatterns:
@@ -17,13 +19,13 @@ class StagePatterns:
     target: tuple[str, ...] = ("target-*",)
     drafter: tuple[str, ...] = ("drafter-*",)
 
-    def stage_of(self, name: str | None) -> str:
+    def stage_of(self, name: str | None) -> Stage:
         if name:
             if any(fnmatch.fnmatchcase(name, p) for p in self.target):
-                return "target"
+                return Stage.TARGET
             if any(fnmatch.fnmatchcase(name, p) for p in self.drafter):
-                return "drafter"
-        return "other"
+                return Stage.DRAFTER
+        return Stage.OTHER
 
     @classmethod
     def parse(cls, target: str | None = None, drafter: str | None = None) -> StagePatterns:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.stacks import Frame
+from dflash_diag.model.stage import PIPELINE_STAGES, Stage, StageNames
 from dflash_diag.model.states import ThreadState
 
 
@@ -14,7 +15,7 @@ from dflash_diag.model.states import ThreadState
 class ThreadStats:
     name: str
     os_thread_id: int | None
-    stage: str  # "target", "drafter" or "other" (by name pattern, configurable)
+    stage: Stage  # by name pattern (configurable), the roles on the board, or inferred from queue use
     n_samples: int
     shares: Mapping[ThreadState, float]  # fractions of n_samples, summing to 1.0 when n_samples > 0
     cpu_pct: Maybe[float]  # from /proc, % of one core over the window
@@ -38,14 +39,21 @@ class ThreadStats:
     # machine). With ``cpu_pct`` it tells how long the thread slept: 100 - cpu_pct - runq_pct.
     runq_pct: Maybe[float] = NA("not read")
 
+    def __post_init__(self) -> None:
+        # A stage given as its wire value ("drafter", from a document or a test) is the enum member all the same.
+        object.__setattr__(self, "stage", Stage.of(self.stage))
+
 
 @dataclass(frozen=True, slots=True)
 class StageStats:
-    stage: str
+    stage: Stage
     threads: tuple[str, ...]
     batches_per_s: Maybe[float]
     tokens_per_s: Maybe[float]
     shares: Mapping[ThreadState, float]  # mean over the stage's threads
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage", Stage.of(self.stage))
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +67,7 @@ class PipelineView:
     queue_trend_per_s: Maybe[float]  # slope of depth, items/s (> 0: backing up)
     producer_starved_share: Maybe[float]  # time target threads spend blocked in put
     consumer_starved_share: Maybe[float]  # time drafter threads spend blocked in get
-    bottleneck: str  # "target", "drafter", "balanced" or "unknown"
+    bottleneck: str  # a pipeline ``Stage`` value, "balanced", "unknown" (or "hung", set by the causal pass)
     verdict: str  # one line, from evidence
     queue_trend: str = ""  # "rising", "falling", "steady" (the verdict's words for queue_trend_per_s), "" unknown
     # The queue probe's measured blocked shares are averaged over the boards of the same window as the stacks;
@@ -71,3 +79,18 @@ class PipelineView:
     # "queues" (inferred: threads that put into a queue are the producer/target stage, those that get from it
     # the consumer/drafter stage); "" when no thread belongs to a stage.
     stages_from: str = ""
+    # The words every output uses for the stages: the program's own when its threads use them, else the roles
+    # ("the consumer stage of `q`"). ``target``/``drafter`` above and ``bottleneck`` stay wire values.
+    names: StageNames = StageNames()
+    # "CPUs oversubscribed: ..." when the computing threads waited for a CPU a good part of the window
+    # (``analysis.threads.oversubscription``): the shares and this verdict follow the scheduler then. "" otherwise.
+    cpu_note: str = ""
+
+
+def stage_names(threads: Iterable[ThreadStats], *, queue: str = "") -> StageNames:
+    """The words for a program's stages from its threads: its own (``target``/``drafter``) when they are called so,
+    else the roles, and the name each stage's own threads share ("worker"). ``queue``: the queue the stages were
+    inferred from, named in "the consumer stage of `q`"."""
+    threads = tuple(threads)
+    members = {stage: [t.name for t in threads if t.stage == stage and not t.helper] for stage in PIPELINE_STAGES}
+    return StageNames.of_threads(members, queue=queue)

@@ -20,8 +20,11 @@ WAIT_CHILD = "child"  # a worker process (multiprocessing, subprocess) -> that p
 WAIT_SLEEP = "sleep"  # time.sleep: by design
 WAIT_COLLECTIVE = "collective"  # a torch.distributed call (all_reduce, barrier...) -> the peer ranks (other processes)
 WAIT_OTHER = "other"  # blocked, and nothing tells on what
+# A file lock another process holds, or a pipe whose other end is another process (/proc: sources.peers) -> that
+# process; ``target`` names it and what it does ("a file lock on `index.lock` held by process 4321 (...)").
+WAIT_PROCESS = "process"
 WAIT_KINDS = (WAIT_QUEUE_GET, WAIT_QUEUE_PUT, WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN, WAIT_GIL, WAIT_GPU, WAIT_IO,
-              WAIT_CHILD, WAIT_SLEEP, WAIT_COLLECTIVE, WAIT_OTHER)
+              WAIT_CHILD, WAIT_SLEEP, WAIT_COLLECTIVE, WAIT_OTHER, WAIT_PROCESS)
 # Waits another thread of the process can end (the graph can follow them); the others end outside it.
 FOLLOWED = frozenset({WAIT_QUEUE_GET, WAIT_QUEUE_PUT, WAIT_LOCK, WAIT_GIL, WAIT_JOIN})
 
@@ -110,5 +113,6 @@ def edge_text(edge: WaitEdge) -> str:
         WAIT_SLEEP: "sleeps",
         WAIT_COLLECTIVE: f"waits on the peer ranks in {edge.target or 'a collective'}",
         WAIT_OTHER: "is blocked",
+        WAIT_PROCESS: f"waits on {edge.target or 'another process'}",
     }.get(edge.kind, f"waits ({edge.kind})")
     return f"{what} {share}{at}"

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dflash_contract.board import AppKeys, CheckpointKeys, FastpathKeys, GilKeys, ProbeName
+from dflash_diag.model import PIPELINE_STAGES, Stage, StageNames
 
 # Prior likelihood that a change of this kind explains a throughput difference.
 KIND_PRIOR: dict[str, float] = {
     "finding": 0.85,  # a root cause present in one run only: the tool already names it
+    "flag": 0.6,  # a command-line option given in one run only, or with another value
     "config": 0.55,
     "code": 0.6,
     "drift": 0.7,
@@ -47,6 +49,12 @@ COLD_KEYS = re.compile(
     r"max_steps|resume|run_name|name|notes|tags)$"
 )
 COLD_SCORE = 0.15
+# dflash-diag's own settings in the program's environment (``dflash-diag run`` sets them, and puts its bootstrap
+# first on PYTHONPATH): how the program was watched, not how it ran. Listed with --all, never ranked as a cause.
+TOOL_ENV = re.compile(r"^DFLASH_DIAG_\w*$")
+TOOL_SCORE = 0.05
+TOOL_NOTE = "dflash-diag's own setting (how the run was watched)"
+_BOOTSTRAP_ENTRY = re.compile(r"(^|/)probes/_bootstrap/?$")
 # State shares that moved by less than this (absolute) are sampling noise, not a change.
 SHARE_DELTA_MIN = 0.05
 
@@ -90,9 +98,14 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _score(kind: str, key: str) -> float:
+    if kind == "env" and TOOL_ENV.match(key):
+        return TOOL_SCORE
+    score = KIND_PRIOR.get(kind, 0.3)
+    if kind == "flag":
+        # `--use-reentrant false` is the config key use_reentrant: the same known causes, the same cold keys.
+        kind, key = "config", key.lstrip("-").replace("-", "_")
     if kind == "config" and COLD_KEYS.search(key):
         return COLD_SCORE
-    score = KIND_PRIOR.get(kind, 0.3)
     for hot_kind, pattern, hot in HOT_KEYS:
         if hot_kind == kind and pattern.search(key):
             score = max(score, hot)
@@ -104,9 +117,59 @@ def _diff_maps(kind: str, a: Mapping[str, Any], b: Mapping[str, Any], note: str 
     for key in sorted(set(a) | set(b)):
         va, vb = a.get(key), b.get(key)
         if va != vb:
+            why = TOOL_NOTE if kind == "env" and TOOL_ENV.match(key) else note
             out.append(Change(kind, key, _show(va) if key in a else "(absent)", _show(vb) if key in b else "(absent)",
-                              _score(kind, key), note))
+                              _score(kind, key), why))
     return out
+
+
+def _env_knobs(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The environment knobs of a run, without the entry ``dflash-diag run`` puts first on PYTHONPATH (its
+    bootstrap): a run under probes and one attached to must not differ by the tool's own path."""
+    knobs = dict(_mapping(doc, "env_knobs"))
+    path = knobs.get("PYTHONPATH")
+    if isinstance(path, str):
+        kept = [p for p in path.split(":") if p and not _BOOTSTRAP_ENTRY.search(p)]
+        if kept:
+            knobs["PYTHONPATH"] = ":".join(kept)
+        else:
+            del knobs["PYTHONPATH"]
+    return knobs
+
+
+def argv_options(argv: Sequence[Any]) -> dict[str, str]:
+    """A command line as option -> value, compared token by token (argv is redacted in the bundle: a secret's
+    value reads the same in both runs, so only what really changed differs).
+
+    ``--lr 0.01`` and ``--lr=0.01`` are ``{"--lr": "0.01"}``; a switch alone (``--compile``) is "(set)"; the words
+    that are no option's value are ``argument N`` (the script is ``argument 1``). The interpreter's path (argv[0]) is
+    left out: the same program run from another venv is the same command, and the versions diff says what that venv
+    changed."""
+    tokens = [str(t) for t in argv]
+    out: dict[str, str] = {}
+    i, positional = 1, 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith("-") and token not in ("-", "--") and not _is_number(token):
+            name, eq, value = token.partition("=")
+            if not eq and i + 1 < len(tokens) and (not tokens[i + 1].startswith("-") or _is_number(tokens[i + 1])):
+                value, i = tokens[i + 1], i + 1
+            elif not eq:
+                value = "(set)"
+            out[name] = value
+        else:
+            positional += 1
+            out[f"argument {positional}"] = token
+        i += 1
+    return out
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 def _mapping(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -171,13 +234,32 @@ def _probe_facts(doc: Mapping[str, Any]) -> dict[str, Any]:
     return facts
 
 
-def _layout(doc: Mapping[str, Any]) -> dict[str, Any]:
+def stage_names(doc: Mapping[str, Any]) -> StageNames:
+    """The words a bundle's program uses for its stages: recorded with its pipeline view (``pipeline.names``), or,
+    in a bundle from before they were, read off its threads' names the same way."""
+    recorded = _mapping(_mapping(doc, "pipeline"), "names")
+    if "own_words" in recorded:
+        stems = {Stage.of(k): str(v) for k, v in _mapping(recorded, "stems").items() if Stage.of(k) in PIPELINE_STAGES}
+        return StageNames(own_words=recorded.get("own_words") is True, queue=str(recorded.get("queue") or ""),
+                          stems=stems)
+    threads = [t for t in doc.get("threads") or [] if isinstance(t, Mapping)]
+    members = {stage: [str(t.get("name")) for t in threads if t.get("stage") == stage and not t.get("helper")]
+               for stage in PIPELINE_STAGES}
+    return StageNames.of_threads(members)
+
+
+def _layout(doc: Mapping[str, Any], names: StageNames) -> dict[str, Any]:
     threads = [t for t in doc.get("threads") or [] if isinstance(t, Mapping)]
     out: dict[str, Any] = {}
-    for stage in ("target", "drafter", "other"):
-        names = sorted(str(t.get("name")) for t in threads if t.get("stage") == stage)
-        out[f"{stage} threads"] = f"{len(names)}: {', '.join(names[:8])}" if names else "0"
+    for stage in Stage:
+        members = sorted(str(t.get("name")) for t in threads if t.get("stage") == stage)
+        out[f"{names.word(stage)} threads"] = f"{len(members)}: {', '.join(members[:8])}" if members else "0"
     return out
+
+
+def _argv(doc: Mapping[str, Any]) -> list[Any]:
+    argv = _mapping(doc, "process").get("argv")
+    return list(argv) if isinstance(argv, list) else []
 
 
 def _ratio(b: float, a: float) -> float | None:
@@ -188,11 +270,12 @@ def _ratio(b: float, a: float) -> float | None:
     return ratio if math.isfinite(ratio) else None
 
 
-def _rates(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[RateDelta]:
+def _rates(a: Mapping[str, Any], b: Mapping[str, Any], names: StageNames) -> list[RateDelta]:
     ra, rb = _mapping(a, "rates"), _mapping(b, "rates")
     out: list[RateDelta] = []
-    for key, label in ((AppKeys.TOKENS_PER_S, "tok/s"), (AppKeys.TARGET_BATCHES_PER_S, "target b/s"),
-                       (AppKeys.DRAFTER_BATCHES_PER_S, "drafter b/s"), (AppKeys.STEP_MS, "step ms")):
+    for key, label in ((AppKeys.TOKENS_PER_S, "tok/s"),
+                       (AppKeys.TARGET_BATCHES_PER_S, f"{names.word(Stage.TARGET)} b/s"),
+                       (AppKeys.DRAFTER_BATCHES_PER_S, f"{names.word(Stage.DRAFTER)} b/s"), (AppKeys.STEP_MS, "step ms")):
         va, vb = ra.get(key), rb.get(key)
         if va is None and vb is None:
             continue
@@ -204,7 +287,7 @@ def _rates(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[RateDelta]:
         for state in sorted(set(xa) | set(xb)):
             va, vb = float(xa.get(state) or 0.0), float(xb.get(state) or 0.0)
             if abs(vb - va) >= SHARE_DELTA_MIN:
-                out.append(RateDelta(f"{stage} {state} share", f"{100 * va:.0f}%", f"{100 * vb:.0f}%", _ratio(vb, va)))
+                out.append(RateDelta(f"{names.word(stage)} {state} share", f"{100 * va:.0f}%", f"{100 * vb:.0f}%", _ratio(vb, va)))
     return out
 
 
@@ -216,8 +299,11 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[RateDelta]
     changes += _diff_maps("probe", _probe_facts(a), _probe_facts(b))
     changes += _code_changes(a, b)
     changes += _diff_maps("version", _mapping(a, "versions"), _mapping(b, "versions"))
-    changes += _diff_maps("env", _mapping(a, "env_knobs"), _mapping(b, "env_knobs"))
-    changes += _diff_maps("threads", _layout(a), _layout(b))
+    changes += _diff_maps("env", _env_knobs(a), _env_knobs(b))
+    changes += _diff_maps("flag", argv_options(_argv(a)), argv_options(_argv(b)), "on the command line")
+    # One set of words for both sides (B's, the run to explain): a row must name the same stage in A and B.
+    names = stage_names(b)
+    changes += _diff_maps("threads", _layout(a, names), _layout(b, names))
     order = list(KIND_PRIOR)
     changes.sort(key=lambda c: (-c.score, order.index(c.kind) if c.kind in order else 99, c.key))
-    return _rates(a, b), changes
+    return _rates(a, b, names), changes

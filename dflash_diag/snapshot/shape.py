@@ -207,7 +207,9 @@ def checked_view(doc: Any) -> dict[str, Any]:
 
     process = _record({"argv": texts})
     finding = _record({"rule_id": text, "severity": text})
-    thread = _record({"name": text, "stage": text})
+    thread = _record({"name": text, "stage": text, "helper": scalar})
+    # The words the program uses for its stages (model.stage.StageNames): diff's rows name stages with them.
+    pipeline = _record({"names": _record({"own_words": scalar, "queue": text, "stems": scalars})})
     stale = _record({"module": text})
     rates = _record({**dict.fromkeys(RATE_KEYS, _number),
                      "state_shares": lambda v, w: _object(v, w, budget, numbers)})
@@ -223,6 +225,7 @@ def checked_view(doc: Any) -> dict[str, Any]:
         "config": lambda v, w: _config(v, w, budget), "versions": scalars, "env_knobs": scalars,
         "findings": lambda v, w: _list(v, w, budget, finding), "threads": lambda v, w: _list(v, w, budget, thread),
         "rates": rates, "code": code, "board": lambda v, w: board(v, w) if v is not None else None,
+        "pipeline": pipeline,
     }
     return {key: check(doc[key], key) for key, check in top.items() if key in doc}
 
@@ -240,4 +243,8 @@ def checked(data: bytes, source: str, schemas: tuple[str, ...], prefix: str) -> 
             raise ShapeError(f"snapshot schema {schema[:60]} is newer than this dflash-diag understands: upgrade it")
         return checked_view(doc)
     except ShapeError as exc:
+        if str(exc).startswith(("not valid JSON", "not UTF-8")):
+            # A file that is no JSON at all was never a bundle: say that first, then what it is not.
+            raise CommandError(f"{source}: not a snapshot bundle (a `dflash-diag snapshot` .tar.gz, its directory or "
+                               f"its snapshot.json): {exc}", ExitCode.BAD_INPUT) from None
         raise CommandError(f"{source}: {exc}", ExitCode.BAD_INPUT) from None

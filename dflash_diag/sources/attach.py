@@ -7,7 +7,7 @@ import os
 
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.sources.procfs import process_alive
-from dflash_diag.sources.ptrace_access import PTRACE_FIX, scope_note
+from dflash_diag.sources.ptrace_access import PTRACE_FIX, has_cap_sys_ptrace, scope_note
 
 # "Failed to find python version" and friends happen on ~40% of attaches to a fresh interpreter and go away
 # on retry; these markers mean "try again".
@@ -61,6 +61,9 @@ def attach_error(pid: int, stderr: str) -> AttachError:
     if not process_alive(pid):
         return AttachError(f"no process with PID {pid} (it exited or never existed)", ExitCode.NO_PROCESS)
     if any(marker in stderr.lower() for marker in _PERMISSION_MARKERS) or other_user(pid):
+        refused = refused_to_root(pid)
+        if refused is not None:
+            return AttachError(refused, ExitCode.PERMISSION)
         owner = _owner(pid)
         who = f" (owned by uid {owner}, you are uid {os.geteuid()})" if owner is not None and owner != os.geteuid() else ""
         return AttachError(f"not allowed to inspect PID {pid}{who}: {first}{scope_note()}; {PTRACE_FIX}",
@@ -71,6 +74,35 @@ def attach_error(pid: int, stderr: str) -> AttachError:
             ExitCode.NOT_PYTHON,
         )
     return AttachError(f"py-spy could not read PID {pid}: {first}", ExitCode.FAILURE)
+
+
+def refused_to_root(pid: int) -> str | None:
+    """Why the kernel refuses root itself (``doctor 1`` in a container): we run as root with CAP_SYS_PTRACE and still
+    cannot read /proc/PID/exe. Advice to run as root would be wrong; say what is: the process is protected, and what
+    its name says of it. None when root is not what is refused (another user's py-spy, no CAP_SYS_PTRACE)."""
+    if os.geteuid() != 0 or not _has_ptrace_cap():
+        return None
+    try:
+        os.readlink(f"/proc/{pid}/exe")
+        return None
+    except PermissionError:
+        pass
+    except OSError:
+        return None
+    name = exe_name(pid)
+    what = (f"PID {pid} ({name}) cannot be read even by root with CAP_SYS_PTRACE: the kernel protects it (it holds "
+            "capabilities this process lacks, as a machine's or a sandbox's init does, or a security module guards it)")
+    if "python" not in name.lower():
+        what += (f"; and {name} does not look like a Python program: is PID {pid} the process you meant? "
+                 "(`pgrep -af python` lists the Python processes)")
+    return what
+
+
+def _has_ptrace_cap() -> bool:
+    try:
+        return has_cap_sys_ptrace()
+    except OSError:
+        return False
 
 
 def first_error_line(stderr: str) -> str:

@@ -28,6 +28,7 @@ from dataclasses import replace
 from dflash_contract import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
 from dflash_diag.model import NA, Board, Observation, ProcThreadSample, StackSample
+from dflash_diag.model.sched import OutsideWait
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
 from dflash_diag.sources.board import read_board
@@ -40,14 +41,17 @@ from dflash_diag.sources.config import (
     check_rate,
 )
 from dflash_diag.sources.lines import LineCache, read_source_lines, stack_frames
+from dflash_diag.sources.peers import PeerReader
 from dflash_diag.sources.pyspy import PySpy
 from dflash_diag.sources.pyspy_json import PySpyOutputError
 from dflash_diag.sources.rate import RateDecision, RateInputs, RatePolicy
 from dflash_diag.sources.redaction import redactor_for
+from dflash_diag.sources.sched import SchedReader, read_os_facts, redacted_facts, redacted_sample
 from dflash_diag.sources.window import SampleWindow, WindowMeta
 
 EXIT_GRACE_S = 2.0  # a dump that failed this shortly before the process was gone failed because it was exiting
 LIVE_CHILD_FACTOR = 5
+FACTS_INTERVAL_S = 10.0  # environment, CPUs, libraries: read at the start and again this often (children come later)
 LOAD_SPAN_S = 3.0  # the CPU load the rate policy sees is measured over about this long
 Progress = Callable[[float, float], None]  # (elapsed_s, total_s)
 
@@ -155,6 +159,15 @@ class _Scheduler:
         # every stack sample, their source lines, the warnings; the board reader redacts boards.
         self.redactor = io.redactor if io.redactor is not None else redactor_for(pid)
         self.cmdline = tuple(printable(self.redactor.text(a)) for a in (io.redact_argv or redact.redact_argv)(argv))
+        # The scheduler's view and the waits that leave the process (sources.sched, sources.peers).
+        self.sched_reader = io.sched_reader if io.sched_reader is not None else SchedReader(pid, clock=io.clock)
+        self.facts_reader = io.facts_reader if io.facts_reader is not None else read_os_facts
+        self.peer_reader = io.peer_reader if io.peer_reader is not None else PeerReader(
+            pid, dumper=self._dump_peer, redact=self.redactor.text, clock=io.clock)
+        self.next_sched_s = io.clock()
+        self.next_facts_s = io.clock()
+        self._last_proc: tuple[ProcThreadSample, ...] = ()
+        self._sched_errors = 0
 
     # --- the rate ------------------------------------------------------------------------------------------
 
@@ -213,6 +226,9 @@ class _Scheduler:
         if now >= self.next_nvml_s:
             self._read_nvml()
             self.next_nvml_s = now + self.config.nvml_interval_s
+        if now >= self.next_sched_s and self.alive:
+            self.sweep_sched()
+            self.next_sched_s = now + self.config.sched_interval_s
         if now >= self.next_stack_s and self.alive:
             self._dump(first=first)
             self.next_stack_s = max(now + 1.0 / self.decision.rate_hz, self.clock())
@@ -222,7 +238,47 @@ class _Scheduler:
             # snapshot), five times rarer for the live sampler, whose budget is a tenth of a core.
             interval_s = self.config.child_interval_s * (1 if self.config.burst else LIVE_CHILD_FACTOR)
             self.next_child_s = self.clock() + interval_s
-        return min(self.next_stack_s, self.next_proc_s, self.next_board_s, self.next_nvml_s, self.next_child_s)
+        return min(self.next_stack_s, self.next_proc_s, self.next_board_s, self.next_nvml_s, self.next_child_s,
+                   self.next_sched_s)
+
+    def sweep_sched(self) -> None:
+        """The scheduler's view, the waits that leave the process, and (now and then) what it was started with.
+        A reader that fails costs that reading only: the window keeps what the others gave (said once)."""
+        try:
+            sample = redacted_sample(self.sched_reader(self.pid), self.redactor.text)
+            facts = None
+            if self.clock() >= self.next_facts_s:
+                facts = redacted_facts(self.facts_reader(self.pid), self.redactor.text)
+                self.next_facts_s = self.clock() + FACTS_INTERVAL_S
+        except Exception as exc:  # never lose the window to a /proc or cgroup oddity
+            self._sched_errors += 1
+            if self._sched_errors == 1:
+                with self.lock:
+                    self.warnings.append(f"scheduler readings failed: {type(exc).__name__}: {exc}")
+            return
+        with self.lock:
+            self.window.add_sched(sample)
+            if facts is not None:
+                self.window.set_os_facts(facts)
+
+    def _outside_waits(self, sweep: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
+        """With every /proc sweep (the stacks need a reading near each sample): the threads blocked on a file lock
+        or a pipe another process holds, and that process (sources.peers)."""
+        try:
+            return self.peer_reader(sweep)
+        except Exception as exc:  # a /proc oddity costs this reading only
+            self._sched_errors += 1
+            if self._sched_errors == 1:
+                with self.lock:
+                    self.warnings.append(f"reading the waits on other processes failed: {type(exc).__name__}: {exc}")
+            return ()
+
+    def _dump_peer(self, peer: int) -> StackSample | None:
+        """One non-blocking dump of a process at the other end of a wait (its top frame), or None."""
+        try:
+            return PySpy(peer, nice=0 if self.config.burst else 10, retries=1).dump()
+        except (AttachError, PySpyOutputError):
+            return None
 
     def sample_children(self) -> None:
         """One dump of up to ``max_children`` Python children, in turn; a child that fails or exits is skipped."""
@@ -304,8 +360,11 @@ class _Scheduler:
             return
         cpu = self.cpu_reader()
         resources = self.resource_reader(self.pid)
+        self._last_proc = sweep
+        waits = self._outside_waits(sweep)
         with self.lock:
             self.window.add_proc(sweep)
+            self.window.add_outside_waits(waits)
             self.window.add_resources(resources)
             self._note_load(sweep, cpu)
             self.update_rate()
@@ -418,6 +477,7 @@ class Collector(_Sampler):
             self._io.sleep(max(0.0, min(due, deadline) - now))
         if sched.alive:
             sched.sweep_proc()  # a last /proc reading so CPU % covers the whole window
+            sched.sweep_sched()  # ... and a last scheduler sweep, so switches and throttling cover it too
         return sched.observation(start, sched.clock())
 
 

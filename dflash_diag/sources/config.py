@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dflash_diag.model import NA, Board, GpuSample, Maybe, ProcessSample, ProcThreadSample, StackSample
+from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
 from dflash_diag.sources.procfs import CpuTimes
 from dflash_diag.sources.redaction import ProcessRedactor
 
@@ -29,6 +30,7 @@ DEFAULT_WINDOW_S = 30.0
 PROC_INTERVAL_S = 0.5  # /proc: tens of µs per thread
 NVML_INTERVAL_S = 1.0  # the driver's utilisation counters update about that often
 BOARD_INTERVAL_S = 0.5  # probes publish at most at 2 Hz
+SCHED_INTERVAL_S = 1.0  # the scheduler's view: a status read per thread (tens of µs), cgroup and PSI files
 CHILD_INTERVAL_S = 1.0  # child dumps: ~10-40 ms of py-spy CPU each, a few a second at most
 MAX_CHILDREN = 4
 
@@ -67,10 +69,14 @@ class SamplerConfig:
     # to ``max_children`` of them (round robin) every ``child_interval_s``, so a wait on a child names its work.
     child_interval_s: float = CHILD_INTERVAL_S
     max_children: int = MAX_CHILDREN
+    # The scheduler's view (context switches, CPUs allowed, cgroup quota and throttling, pressure, children) and
+    # the waits that end in another process (sources.sched, sources.peers).
+    sched_interval_s: float = SCHED_INTERVAL_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rate_hz", check_rate(self.rate_hz))
-        for name in ("window_s", "proc_interval_s", "nvml_interval_s", "board_interval_s", "child_interval_s"):
+        for name in ("window_s", "proc_interval_s", "nvml_interval_s", "board_interval_s", "child_interval_s",
+                     "sched_interval_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value}")
@@ -93,6 +99,9 @@ ProcReader = Callable[[int], tuple[ProcThreadSample, ...]]  # raises AttachError
 ResourceReader = Callable[[int], ProcessSample]  # RSS, threads, fds; unreadable fields are None
 CpuReader = Callable[[], "CpuTimes | None"]  # idle/total time of the CPUs the target may use; None: unknown
 LineLookup = Callable[[str, int], "str | None"]
+SchedSampleReader = Callable[[int], SchedSample]  # one sweep of the scheduler's view (sources.sched)
+FactsReader = Callable[[int], OsFacts]  # environment, CPUs, libraries (sources.sched.read_os_facts)
+PeerReader = Callable[[tuple[ProcThreadSample, ...]], tuple[OutsideWait, ...]]  # sources.peers, given a /proc sweep
 Redactor = Callable[[Sequence[str]], Sequence[str]]
 
 
@@ -109,6 +118,9 @@ class SamplerIO:
     child_dumper: ChildDumper | None = None
     cpu_reader: CpuReader | None = None
     lines: LineLookup | None = None
+    sched_reader: SchedSampleReader | None = None
+    facts_reader: FactsReader | None = None
+    peer_reader: PeerReader | None = None
     redact_argv: Redactor | None = None
     redactor: ProcessRedactor | None = None  # None: the process's own (sources.redaction.redactor_for)
     cpu_cores: int | None = None  # cores the target may run on (its affinity) when not read from the kernel

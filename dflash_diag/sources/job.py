@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from dflash_contract import proc
-from dflash_contract.redact import redact_argv
+from dflash_contract.redact import secret_values
 from dflash_diag.errors import AttachError
 from dflash_diag.model import Maybe
 from dflash_diag.model.job import ASKED_LAUNCHER, ASKED_PROCESS, ASKED_RANK, JobTopology, RankIdentity
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
+from dflash_diag.sources.redaction import ProcessRedactor
 
 MAX_DEPTH = 3  # dflash-diag run -> torchrun -> ranks is two; a shell script in front makes three
 MAX_VISITED = 512  # processes looked at, at most, below the PID asked about
@@ -138,6 +139,7 @@ def _from_launcher(tree: ProcessTree, pid: int) -> JobTopology | None:
     """Ranks below ``pid`` (breadth first, a few levels), grouped by their parent: the first such group is the job."""
     level = [pid]
     visited = 0
+    found_levels: list[dict[int, list[tuple[RankIdentity, tuple[str, ...]]]]] = []
     for _ in range(MAX_DEPTH):
         groups: dict[int, list[tuple[RankIdentity, tuple[str, ...]]]] = {}
         next_level: list[int] = []
@@ -151,17 +153,28 @@ def _from_launcher(tree: ProcessTree, pid: int) -> JobTopology | None:
                     groups.setdefault(parent, []).append(found)
                 else:
                     next_level.append(child)
-        for parent, members in groups.items():
-            key = members[0][1]
-            ranks = [m[0] for m in members if m[1] == key]
-            others = len(groups) - 1 + sum(1 for m in members if m[1] != key)
-            note = (f"{others} other group(s) of ranks run below PID {pid}: only those of PID {parent} are shown",) \
-                if others else ()
-            return _topology(tree, pid, ASKED_LAUNCHER, parent, ranks, note)
+        if groups:
+            found_levels.append(groups)
+            if pid != 1:
+                break  # the nearest ranks are the job
         level = next_level
         if not level or visited > MAX_VISITED:
             break
-    return None
+    if not found_levels:
+        return None
+    jobs = sum(len({m[1] for m in members}) for groups in found_levels for members in groups.values())
+    if pid == 1 and jobs > 1:
+        # PID 1 is the machine's (or a container's) init: every job runs below it. One job below it is a
+        # container's; several are everyone's, none of them what `doctor 1` asked about.
+        return None
+    groups = found_levels[0]
+    parent, members = next(iter(groups.items()))
+    key = members[0][1]
+    ranks = [m[0] for m in members if m[1] == key]
+    others = len(groups) - 1 + sum(1 for m in members if m[1] != key)
+    note = (f"{others} other group(s) of ranks run below PID {pid}: only those of PID {parent} are shown",) \
+        if others else ()
+    return _topology(tree, pid, ASKED_LAUNCHER, parent, ranks, note)
 
 
 def _children(tree: ProcessTree, pid: int) -> tuple[int, ...]:
@@ -178,7 +191,8 @@ def _topology(tree: ProcessTree, asked: int, how: str, launcher: int | None, ran
     cmdline: tuple[str, ...] = ()
     if launcher is not None:
         try:
-            cmdline = tuple(printable(a) for a in redact_argv(tree.cmdline(launcher)))
+            argv = tree.cmdline(launcher)
+            cmdline = tuple(printable(a) for a in _launcher_redactor(tree, launcher, argv).argv(argv))
         except (AttachError, OSError):
             cmdline = ()
     out = list(notes)
@@ -191,6 +205,12 @@ def _topology(tree: ProcessTree, asked: int, how: str, launcher: int | None, ran
                    "sampled; point at the launcher, or at each rank, to see its peers")
     return JobTopology(asked_pid=asked, asked=how, launcher_pid=launcher, launcher_cmdline=cmdline,
                        ranks=tuple(ranks), notes=tuple(out))
+
+
+def _launcher_redactor(tree: ProcessTree, launcher: int, argv: tuple[str, ...]) -> ProcessRedactor:
+    """The launcher's command line is redacted like any process's: by the rules, then every secret value of its own
+    argv and environment wherever else it appears in it (``--token X ... --mirror X``), as a single process's is."""
+    return ProcessRedactor(secret_values(_environ(tree, launcher) or {}, argv))
 
 
 _LAUNCHER_SCRIPTS = frozenset({"torchrun"})

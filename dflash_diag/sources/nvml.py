@@ -3,6 +3,11 @@
 Every NVML call goes through :meth:`NvmlSource._call`, the one choke point that turns ``NVMLError`` (not
 supported, no permission, GPU lost...) into an :class:`NA` value, so one unsupported query never hides the
 others and never raises into the sampler. The module is injectable: tests pass a fake ``pynvml``.
+
+GPM (GPU Performance Monitoring, Hopper and newer, no DCGM needed): :meth:`NvmlSource.gpm_begin` takes a first
+sample of every GPU that supports it, :meth:`NvmlSource.gpm_end` a second one and the metrics between the two: SM
+use and occupancy, tensor-core vs FP32/FP16 pipe use, DRAM bandwidth. The window must last at least
+``MIN_GPM_WINDOW_S``: a 60 ms window read all zeros on the H200, 0.7 s and more read right.
 """
 
 from __future__ import annotations
@@ -11,10 +16,11 @@ import importlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from dflash_diag.model import NA, GpuProcess, GpuSample, Maybe
+from dflash_diag.model import NA, GpmReading, GpuProcess, GpuSample, Maybe
 
 # Clock-event ("throttle") reason bits, stable across NVML versions (nvml.h nvmlClocksEventReason*).
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -46,6 +52,12 @@ _ERROR_NAMES = {
     999: "unknown NVML error",
 }
 _NOT_FOUND = 6
+# NVML GPM metric ids (nvml.h nvmlGpmMetricId_t, stable): the fields of GpmReading.
+GPM_METRIC_IDS: tuple[tuple[str, int], ...] = (
+    ("sm_util_pct", 2), ("sm_occupancy_pct", 3), ("any_tensor_pct", 5), ("hmma_tensor_pct", 7),
+    ("dram_bw_pct", 10), ("fp32_pct", 12), ("fp16_pct", 13),
+)
+MIN_GPM_WINDOW_S = 0.7  # measured on the H200: 60 ms read zeros, 0.7 s and more read the load
 
 
 def throttle_names(mask: int) -> tuple[str, ...]:
@@ -224,11 +236,114 @@ class NvmlSource:
                 newest[pid] = (stamp, float(sm))
         return {pid: value for pid, (_, value) in newest.items()}
 
+    # --- GPM: the SM pipes over a window -----------------------------------------------------------------
+
+    def gpm_begin(self) -> Maybe[GpmWindow]:
+        """The first GPM sample of every GPU (NA when NVML is unusable); per GPU, NA when it has no GPM."""
+        with self._lock:
+            ready = self._ensure()
+            if isinstance(ready, NA):
+                return ready
+            count = self._call("nvmlDeviceGetCount")
+            if isinstance(count, NA):
+                return count
+            if not isinstance(count, int) or count <= 0:
+                return NA("NVML sees no GPU")
+            devices: list[tuple[int, Any, Any, Any] | tuple[int, NA]] = []
+            for index in range(count):
+                devices.append(self._gpm_first(index))
+            return GpmWindow(started_s=self._clock(), devices=tuple(devices))
+
+    def _gpm_first(self, index: int) -> tuple[int, Any, Any, Any] | tuple[int, NA]:
+        handle = self._call("nvmlDeviceGetHandleByIndex", index)
+        if isinstance(handle, NA):
+            return index, handle
+        support = self._call("nvmlGpmQueryDeviceSupport", handle)
+        if isinstance(support, NA):
+            return index, support
+        if not getattr(support, "isSupportedDevice", 0):
+            return index, NA("GPM is not supported on this GPU (Hopper or newer)")
+        first = self._call("nvmlGpmSampleAlloc")
+        second = self._call("nvmlGpmSampleAlloc")
+        for sample in (first, second):
+            if isinstance(sample, NA):
+                self._gpm_free(first, second)
+                return index, sample
+        taken = self._call("nvmlGpmSampleGet", handle, first)
+        if isinstance(taken, NA):
+            self._gpm_free(first, second)
+            return index, taken
+        return index, handle, first, second
+
+    def gpm_end(self, window: GpmWindow) -> tuple[GpmReading, ...]:
+        """The second sample and the metrics between the two, one reading per GPU (its fields NA with the reason
+        when it could not be read). Frees the samples: a window is ended once."""
+        with self._lock:
+            elapsed = self._clock() - window.started_s
+            out = []
+            for device in window.devices:
+                if len(device) == 2:
+                    out.append(_gpm_na(device[0], elapsed, device[1]))  # type: ignore[arg-type]
+                    continue
+                index, handle, first, second = device  # type: ignore[misc]
+                try:
+                    out.append(self._gpm_metrics(index, handle, first, second, elapsed))
+                finally:
+                    self._gpm_free(first, second)
+            return tuple(out)
+
+    def _gpm_metrics(self, index: int, handle: Any, first: Any, second: Any, elapsed: float) -> GpmReading:
+        taken = self._call("nvmlGpmSampleGet", handle, second)
+        if isinstance(taken, NA):
+            return _gpm_na(index, elapsed, taken)
+        if elapsed < MIN_GPM_WINDOW_S:
+            return _gpm_na(index, elapsed, NA(f"GPM window of {elapsed:.2f} s: under {MIN_GPM_WINDOW_S} s it reads "
+                                              "zeros (measured on an H200)"))
+        struct = getattr(self._module, "c_nvmlGpmMetricsGet_t", None)
+        if struct is None:
+            return _gpm_na(index, elapsed, NA("c_nvmlGpmMetricsGet_t is not in this nvidia-ml-py"))
+        request = struct()
+        request.version = getattr(self._module, "NVML_GPM_METRICS_GET_VERSION", 1)
+        request.numMetrics = len(GPM_METRIC_IDS)
+        request.sample1, request.sample2 = first, second
+        for slot, (_, metric) in enumerate(GPM_METRIC_IDS):
+            request.metrics[slot].metricId = metric
+        got = self._call("nvmlGpmMetricsGet", request)
+        if isinstance(got, NA):
+            return _gpm_na(index, elapsed, got)
+        values: dict[str, Maybe[float]] = {}
+        for slot, (name, _) in enumerate(GPM_METRIC_IDS):
+            metric = got.metrics[slot]
+            code = getattr(metric, "nvmlReturn", 0)
+            value = getattr(metric, "value", None)
+            if code:
+                values[name] = NA(f"GPM {name}: {_ERROR_NAMES.get(code, f'NVML error {code}')}")
+            else:
+                values[name] = float(value) if _is_num(value) else NA(f"GPM {name}: no value")
+        return GpmReading(index=index, window_s=elapsed, **values)
+
+    def _gpm_free(self, *samples: Any) -> None:
+        for sample in samples:
+            if not isinstance(sample, NA):
+                self._call("nvmlGpmSampleFree", sample)
+
     def close(self) -> None:
         with self._lock:
             if self._init is True:
                 self._call("nvmlShutdown")
             self._init = None
+
+
+@dataclass(frozen=True)
+class GpmWindow:
+    """Begun GPM windows: per GPU (index, handle, first sample, second sample) or (index, why it has none)."""
+
+    started_s: float
+    devices: tuple[tuple[int, Any, Any, Any] | tuple[int, NA], ...]
+
+
+def _gpm_na(index: int, elapsed: float, reason: NA) -> GpmReading:
+    return GpmReading(index=index, window_s=elapsed, **{name: reason for name, _ in GPM_METRIC_IDS})
 
 
 def _is_num(value: Any) -> bool:

@@ -28,14 +28,13 @@ from dflash_contract import proc
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import is_library_file
-from dflash_diag.sources.lines import SourceFiles
+from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 PROC = Path("/proc")
 STDERR_TAIL_BYTES = 256 * 1024
 MAX_FILES = 64  # distinct source files examined per observation
 MAX_LOCATIONS = 4096  # distinct (file, line) pairs examined per observation
-MAX_CALL_TEXT = 60
 QUEUE_METHODS = frozenset({"put", "get", "put_nowait", "get_nowait"})
 @dataclass(frozen=True, slots=True)
 class _Def:
@@ -94,7 +93,7 @@ class OutsideReader:
             self._uses_cuda = _maps_cuda(self._proc / "maps")
         return ProcessFacts(state=state, start_wall_s=start, stderr_target=self._redactor.text(target),
                             stderr_tail=self._redacted_tail(tail), stderr_size_bytes=size, stderr_mtime_wall_s=mtime,
-                            uses_cuda=self._uses_cuda)
+                            uses_cuda=self._uses_cuda, cpus_allowed=_cpus_allowed(self._proc / "status"))
 
     def _redacted_tail(self, tail: str | None) -> str | None:
         """The tail with its secrets redacted (exception messages carry credentialed URLs); the live view reads
@@ -285,7 +284,7 @@ def _queue_calls(func: ast.AST) -> tuple[str, ...]:
         if method in ("put", "put_nowait") and not node.args:
             continue
         try:
-            receiver = ast.unparse(node.func.value)[:MAX_CALL_TEXT]
+            receiver = ast.unparse(node.func.value)[:RAW_SLACK * MAX_CALL_TEXT]
         except (ValueError, RecursionError):
             continue
         found.setdefault(f"{receiver}.{method}", None)
@@ -323,7 +322,7 @@ def _lock_withs(tree: ast.AST) -> tuple[_With, ...]:
         for item in node.items:
             if isinstance(item.context_expr, ast.Name | ast.Attribute):
                 try:
-                    names.append(ast.unparse(item.context_expr)[:MAX_CALL_TEXT])
+                    names.append(ast.unparse(item.context_expr)[:RAW_SLACK * MAX_CALL_TEXT])
                 except (ValueError, RecursionError):
                     continue
         if names:
@@ -374,7 +373,8 @@ def _queue_get_args(call: ast.Call) -> bool:
 
 
 def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
-    text = parsed.lines[line - 1].strip()[:400] if 0 < line <= len(parsed.lines) else None
+    # raw, bounded: the redactor cuts every text of a SourceLine once it is redacted (lines.RAW_SLACK)
+    text = parsed.lines[line - 1].strip()[:RAW_LINE_CHARS] if 0 < line <= len(parsed.lines) else None
     inner: _Def | None = None
     for d in parsed.defs:
         if d.start <= line <= d.end and (inner is None or d.start >= inner.start):
@@ -383,5 +383,25 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
     holds, acquires = _locks_at(line, text, parsed, qualname)
     return SourceLine(filename=filename, line=line, function=qualname, text=text, holds=holds, acquires=acquires,
                       queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
-                      unused_logits=tuple((n, parsed.lines[n - 1].strip()[:120]) for n in inner.unused_logits
+                      unused_logits=tuple((n, parsed.lines[n - 1].strip()[:RAW_SLACK * MAX_SNIPPET_CHARS])
+                                          for n in inner.unused_logits
                                           if 0 < n <= len(parsed.lines)) if inner else ())
+
+
+def _cpus_allowed(status: Path) -> int | None:
+    """How many CPUs the process may run on: ``Cpus_allowed_list: 0-3,8`` is 5; None when unreadable."""
+    try:
+        with open(status, encoding="ascii", errors="replace") as fh:
+            text = fh.read(16384)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            count = 0
+            for part in line.split(":", 1)[1].strip().split(","):
+                lo, _, hi = part.strip().partition("-")
+                if not lo.isdigit() or (hi and not hi.isdigit()):
+                    return None
+                count += int(hi) - int(lo) + 1 if hi else 1
+            return count or None
+    return None

@@ -20,6 +20,7 @@ from dflash_diag.model import (
     ProcThreadSample,
     StackSample,
 )
+from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
 
 MAX_READINGS = 36_000  # 1 h at 10 Hz: hard cap on memory whatever the window
 MAX_LINES = 20_000  # recorded source lines before the cache is dropped (cheap to read again)
@@ -44,6 +45,9 @@ class SampleWindow:
         self.resources: deque[ProcessSample] = deque(maxlen=max_readings)
         self.children: deque[StackSample] = deque(maxlen=max_readings)
         self.boards: deque[Board] = deque(maxlen=max_readings)
+        self.sched: deque[SchedSample] = deque(maxlen=max_readings)
+        self.outside_waits: deque[OutsideWait] = deque(maxlen=max_readings)
+        self.os_facts: OsFacts | None = None
         self.source_lines: dict[str, str] = {}
         self.gpu_na: NA | None = None
         self.board_na: NA | None = None
@@ -58,6 +62,15 @@ class SampleWindow:
 
     def add_proc(self, sweep: tuple[ProcThreadSample, ...]) -> None:
         self.proc.append(sweep)
+
+    def add_sched(self, sample: SchedSample) -> None:
+        self.sched.append(sample)
+
+    def add_outside_waits(self, waits: tuple[OutsideWait, ...]) -> None:
+        self.outside_waits.extend(waits)
+
+    def set_os_facts(self, facts: OsFacts) -> None:
+        self.os_facts = facts
 
     def add_child(self, sample: StackSample) -> None:
         self.children.append(sample)
@@ -119,6 +132,9 @@ class SampleWindow:
             source_lines=self._lines_of(stacks),
             resources=tuple(r for r in self.resources if since_s is None or r.monotonic_s >= since_s),
             children=tuple(c for c in self.children if since_s is None or c.monotonic_s >= since_s),
+            sched=tuple(x for x in self.sched if since_s is None or x.monotonic_s >= since_s),
+            os_facts=self.os_facts,
+            outside_waits=tuple(w for w in self.outside_waits if since_s is None or w.monotonic_s >= since_s),
         )
 
     def _lines_of(self, stacks: Sequence[StackSample]) -> dict[str, str]:
@@ -138,6 +154,10 @@ class SampleWindow:
             self.children.popleft()
         while self.resources and self.resources[0].monotonic_s < before_s:
             self.resources.popleft()
+        while self.sched and self.sched[0].monotonic_s < before_s:
+            self.sched.popleft()
+        while self.outside_waits and self.outside_waits[0].monotonic_s < before_s:
+            self.outside_waits.popleft()
         while self.gpus and self.gpus[0] and self.gpus[0][0].monotonic_s < before_s:
             self.gpus.popleft()
         while len(self.boards) > 1 and self.boards[0].wall_time_s < before_wall_s:

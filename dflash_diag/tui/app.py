@@ -39,6 +39,7 @@ from dflash_diag.tui.widgets import (
 )
 from dflash_diag.view.findings import maybe_findings_lines
 from dflash_diag.view.frame import TopFrame, stats_key
+from dflash_diag.view.text import names_of
 from dflash_diag.view.waits import waits_lines
 
 # The rates +/- step through: low enough by default to be invisible to the trainer, high for short bursts.
@@ -130,7 +131,8 @@ HELP_TEXT = """\
   + / -      sampling rate up / down;  a  back to the automatic rate (2-10 Hz by idle CPU)
   w          write a snapshot (bug-report bundle) of the process
   [ / ]      a job (torchrun): the previous / next rank, whose threads, stacks and timeline are shown
-  1-6        show stack / timeline / GPUs / probes / findings / history (tok/s, queue, GPUs over minutes)
+  1-7        show stack / timeline / GPUs / probes / findings / history (tok/s, queue, GPUs over minutes) /
+             waits (what each thread waits on, the path to the root)
   ? or h     this help;  q or ctrl+c  quit
 
 [b]States[/b] (letters in the bars and the timeline)
@@ -307,12 +309,14 @@ class TopApp(App[int]):
         if self.frame is None:
             return []
         needle = self.filter_text.lower()
+        names = names_of(self.frame.pipeline, self.frame.threads)
         rows = [
             s
             for s in self.frame.threads
             if not needle
             or needle in s.name.lower()
             or needle in s.stage.lower()
+            or needle in names.word(s.stage)
             or (s.top_frame is not None and needle in s.top_frame.name.lower())
         ]
         rows.sort(key=sort_key(self.sort_name))  # type: ignore[arg-type]
@@ -352,7 +356,7 @@ class TopApp(App[int]):
             rows = self.visible_rows()
             if self.selected is None and rows:
                 self.selected = stats_key(rows[0])
-            table.show(rows, self.selected)
+            table.show(rows, self.selected, names_of(frame.pipeline, frame.threads))
             self._render_detail(frame, rows)
 
     def _render_detail(self, frame: TopFrame, rows: list[ThreadStats]) -> None:
@@ -363,7 +367,8 @@ class TopApp(App[int]):
         for probes in self.query(ProbesPane):
             probes.show(frame)
         self.query_one("#findings", Static).update(_findings_text(frame))
-        self.query_one("#waits", Static).update(Text("\n".join(waits_lines(frame.waits))))
+        names = names_of(frame.pipeline, frame.threads)
+        self.query_one("#waits", Static).update(Text("\n".join(waits_lines(frame.waits, names))))
         self.query_one(HistoryPane).show(frame)
 
     # ----- selection -----

@@ -12,7 +12,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Sparkline, Static
 
-from dflash_diag.model import NA, Maybe, PipelineView, StageStats, ThreadState, ThreadStats
+from dflash_diag.model import NA, Maybe, PipelineView, StageNames, StageStats, ThreadState, ThreadStats
+from dflash_diag.model.stage import STAGE_ORDER
 from dflash_diag.tui.render import dominant_text, finding_texts, legend, share_bar, stack_lines, strip
 from dflash_diag.view.findings import maybe_findings_lines
 from dflash_diag.view.frame import TopFrame, stats_key
@@ -25,6 +26,7 @@ from dflash_diag.view.text import (
     gpu_compact_line,
     gpu_detail_lines,
     maybe,
+    names_of,
     probe_summary,
     rate_note,
     top_frame_text,
@@ -71,10 +73,10 @@ class TopHeader(Static):
         self.update(text)
 
 
-def _stage_line(stage: StageStats, width: int, starved: Maybe[float], sampled: Maybe[float], starved_label: str,
-                measured: bool, wide: bool) -> Text:
+def _stage_line(stage: StageStats, word: str, width: int, starved: Maybe[float], sampled: Maybe[float],
+                starved_label: str, measured: bool, wide: bool) -> Text:
     text = Text()
-    text.append(f"{stage.stage:<8}", style="bold")
+    text.append(f"{word:<9}", style="bold")
     text.append(f"{len(stage.threads):>2} thr ")
     text.append(f"{maybe(stage.batches_per_s, '{:.2f}'):>6} batch/s ")
     text.append(f"{maybe(stage.tokens_per_s, '{:,.0f}'):>8} tok/s ")
@@ -93,7 +95,7 @@ def _trend_text(pipeline: PipelineView) -> str:
 
 
 class PipelinePane(Vertical):
-    """Target vs drafter: rates, state shares, the queue between them, and the verdict."""
+    """The producer and consumer stages: rates, state shares, the queue between them, and the verdict."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="pipeline-stages")
@@ -119,9 +121,11 @@ class PipelinePane(Vertical):
         measured = pipeline.probe_boards > 0
         stages.update(
             Group(
-                _stage_line(pipeline.target, bar_width, pipeline.producer_starved_share,
+                _stage_line(pipeline.target, pipeline.names.word(pipeline.target.stage), bar_width,
+                            pipeline.producer_starved_share,
                             pipeline.producer_starved_sampled, "put-wait", measured, wide),
-                _stage_line(pipeline.drafter, bar_width, pipeline.consumer_starved_share,
+                _stage_line(pipeline.drafter, pipeline.names.word(pipeline.drafter.stage), bar_width,
+                            pipeline.consumer_starved_share,
                             pipeline.consumer_starved_sampled, "get-wait", measured, wide),
             )
         )
@@ -134,8 +138,12 @@ class PipelinePane(Vertical):
         style = "bold green" if pipeline.bottleneck == "balanced" else "bold yellow"
         if pipeline.bottleneck == "unknown":
             style = "dim"
-        # Every pane covers the same window; the verdict says which.
-        verdict.update(Text(f"verdict (last {frame.window_s:.0f} s): {pipeline.verdict}", style=style))
+        # Every pane covers the same window; the verdict says which. On crowded CPUs it says that too: the shares
+        # and the stage that looks slower follow the scheduler then.
+        line = Text(f"verdict (last {frame.window_s:.0f} s): {pipeline.verdict}", style=style)
+        if pipeline.cpu_note:
+            line.append(f"\n{pipeline.cpu_note}", style="bold red")
+        verdict.update(line)
 
 
 class ThreadsTable(DataTable[Text | str]):
@@ -164,7 +172,7 @@ class ThreadsTable(DataTable[Text | str]):
         columns: list[tuple[str, str, int]] = [("thread", "name", 14), ("tid", "tid", 7)]
         if wide:
             # Wide: exact per-state percentages (coloured like the bars) instead of the bar.
-            columns.append(("stage", "stage", 7))
+            columns.append(("stage", "stage", 8))
             columns += [(f"{STATE_SHORT[s]}%", s.value, len(STATE_SHORT[s]) + 1) for s in STATE_ORDER]
         else:
             columns += [("states", "dominant", self.BAR_WIDTH), ("most", "dominant", 13)]
@@ -177,7 +185,8 @@ class ThreadsTable(DataTable[Text | str]):
         for label, _, col_width in columns:
             self.add_column(label, key=label, width=col_width)
 
-    def show(self, rows: list[ThreadStats], selected: str | None) -> None:
+    def show(self, rows: list[ThreadStats], selected: str | None, names: StageNames | None = None) -> None:
+        names = names or StageNames()
         self.clear(columns=False)
         for stats in rows:
             # A helper (autograd worker) is marked: its time is also in its stage's own threads.
@@ -189,7 +198,7 @@ class ThreadsTable(DataTable[Text | str]):
                 str(stats.os_thread_id) if stats.os_thread_id is not None else "?",
             ]
             if self._wide:
-                cells.append(stats.stage)
+                cells.append(names.word(stats.stage))
                 cells += [_share_cell(stats.shares.get(s, 0.0), s) for s in STATE_ORDER]
             else:
                 cells += [share_bar(stats.shares, self.BAR_WIDTH), dominant_text(stats.shares)]
@@ -219,7 +228,7 @@ class StackView(Static):
         key = stats_key(stats)
         header = Text()
         header.append(f"{stats.name}", style="bold")
-        header.append(f"  TID {stats.os_thread_id}  stage {stats.stage}  ")
+        header.append(f"  TID {stats.os_thread_id}  stage {names_of(frame.pipeline, frame.threads).word(stats.stage)}  ")
         header.append_text(dominant_text(stats.shares))
         if stats.attribution:
             header.append(f"\n{stats.attribution}", style="dim")
@@ -320,9 +329,8 @@ SortKey = Callable[[ThreadStats], object]
 
 def sort_key(name: str) -> SortKey:
     """Row order for a sort name: text columns ascending, numbers descending (busiest first)."""
-    stage_rank = {"target": 0, "drafter": 1}
     if name == "stage":
-        return lambda s: (stage_rank.get(s.stage, 2), s.name)
+        return lambda s: (STAGE_ORDER.get(s.stage, 2), s.name)
     if name == "name":
         return lambda s: s.name
     if name == "tid":

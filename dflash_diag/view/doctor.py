@@ -14,11 +14,12 @@ The lines are built from the document alone, so the text and the JSON never say 
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from dflash_diag.model import NA, Analysis, Severity
 from dflash_diag.model.analysis import Diagnosis
 from dflash_diag.model.job import JobAnalysis
+from dflash_diag.model.kernels import KernelWindow
 from dflash_diag.view.findings import (
     ALERT,
     CLEAR,
@@ -36,6 +37,7 @@ from dflash_diag.view.findings import (
 )
 from dflash_diag.view.job import job_json, job_title, rank_lines_of
 from dflash_diag.view.kernels import summary_json
+from dflash_diag.view.report import stage_names_json
 from dflash_diag.view.waits import waits_json
 
 DOCTOR_SCHEMA = "dflash-diag.doctor/1"
@@ -45,6 +47,7 @@ class PipelineDoc(TypedDict):
     bottleneck: str  # the limiting stage; "hung" when nothing moves; "unknown" when not judged (a job, an N/A)
     verdict: str
     stages_from: str  # names | board | queues | ""
+    stage_names: NotRequired[dict[str, str]]  # view.report.stage_names_json: the words a person reads per stage
 
 
 class SummaryDoc(TypedDict):
@@ -73,6 +76,7 @@ class DoctorDoc(TypedDict):
     kernels: dict[str, object] | None  # view.kernels.summary_json of a --kernels-trace; null without one
     warnings: list[str]
     job: dict[str, Any] | None  # view.job.job_json: the topology and one row per rank; null for one process
+    kernel_window: NotRequired[dict[str, Any]]  # doctor --kernel-window: what the recording was and cost
 
 
 def _summary(analysis: Diagnosis) -> SummaryDoc:
@@ -84,7 +88,8 @@ def _pipeline(analysis: Analysis) -> PipelineDoc:
     pipeline = analysis.pipeline
     if isinstance(pipeline, NA):
         return {"bottleneck": "unknown", "verdict": str(pipeline), "stages_from": ""}
-    return {"bottleneck": pipeline.bottleneck, "verdict": pipeline.verdict, "stages_from": pipeline.stages_from}
+    return {"bottleneck": pipeline.bottleneck, "verdict": pipeline.verdict, "stages_from": pipeline.stages_from,
+            "stage_names": stage_names_json(pipeline.names)}
 
 
 def _title(pid: int, window_s: float, samples: int, threads: int) -> str:
@@ -111,12 +116,22 @@ def doctor_doc(analysis: Analysis | JobAnalysis) -> DoctorDoc:
                 "warnings": [*job.warnings, *(w for o in job.ranks for w in o.warnings), *analysis.errors],
                 "job": job_json(analysis)}
     obs = analysis.observation
-    return {**common,  # type: ignore[typeddict-item]
-            "pid": obs.pid, "title": _title(obs.pid, obs.window_s, len(obs.stacks), len(analysis.threads)),
-            "window_s": round(obs.window_s, 3), "stack_samples": len(obs.stacks), "threads": len(analysis.threads),
-            "process_alive": obs.process_alive, "pipeline": _pipeline(analysis), "waits": waits_json(analysis.waits),
-            "kernels": None if analysis.kernels is None else summary_json(analysis.kernels),
-            "warnings": [*obs.warnings, *analysis.errors], "job": None}
+    doc: DoctorDoc = {**common,  # type: ignore[typeddict-item]
+                      "pid": obs.pid, "title": _title(obs.pid, obs.window_s, len(obs.stacks), len(analysis.threads)),
+                      "window_s": round(obs.window_s, 3), "stack_samples": len(obs.stacks),
+                      "threads": len(analysis.threads), "process_alive": obs.process_alive,
+                      "pipeline": _pipeline(analysis), "waits": waits_json(analysis.waits),
+                      "kernels": None if analysis.kernels is None else summary_json(analysis.kernels),
+                      "warnings": [*obs.warnings, *analysis.errors], "job": None}
+    if obs.kernel_window is not None:
+        doc["kernel_window"] = kernel_window_json(obs.kernel_window)
+    return doc
+
+
+def kernel_window_json(window: KernelWindow) -> dict[str, Any]:
+    """``doctor --kernel-window``'s recording: what it was and what its stop and export cost the process."""
+    return {"cuda": window.cuda, "torch": window.torch, "steps": window.steps, "stop_ms": window.stop_ms,
+            "export_ms": window.export_ms, "torch_trace_bytes": window.torch_trace_bytes, "method": window.method}
 
 
 def doctor_lines(doc: DoctorDoc) -> list[Line]:

@@ -157,10 +157,15 @@ def finding_lines(doc: FindingDoc, detail: Detail = "full") -> list[Line]:
     return lines
 
 
+HEADLINE_BADGE = "HEADLINE"
+
+
 def headline_lines(doc: HeadlineDoc, detail: Detail = "full") -> list[Line]:
-    """The headline: ``SEVERITY sentence``, then its fix."""
+    """The headline: ``HEADLINE sentence`` (the badge in its severity's colour), then its fix. Its badge is not a
+    severity: the headline restates findings listed below it, and a reader counting INFO badges against the summary
+    ("4 informational") must count the findings only."""
     severity = doc["severity"]
-    lines = [Line("headline", (_badge(severity), Span(" "), Span(doc["text"], HEADLINE)), severity)]
+    lines = [Line("headline", (Span(HEADLINE_BADGE, BADGE), Span(" "), Span(doc["text"], HEADLINE)), severity)]
     if detail != "claim":
         lines.append(_fix(doc["remedy"], severity))
     return lines
@@ -171,7 +176,11 @@ def findings_lines(headline: HeadlineDoc | None, findings: Sequence[FindingDoc],
     are none."""
     if not findings and headline is None:
         return [Line("note", (Span(NO_FINDINGS, CLEAR),))]
-    lines = headline_lines(headline, detail) if headline is not None else []
+    # A headline that is one finding's claim word for word (no cause linked: "where the time goes: ...") is that
+    # finding, listed first below: said once, not twice.
+    restated = headline is not None and any(
+        doc["rule_id"] == headline["rule_id"] and doc["claim"] == headline["text"] for doc in findings)
+    lines = headline_lines(headline, detail) if headline is not None and not restated else []
     for doc in findings:
         lines += finding_lines(doc, detail)
     return lines

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dflash_diag.model import NA, Finding, Maybe
+from dflash_diag.model.findings import SYMPTOM
 
 
 class FindingHold:
@@ -31,8 +32,19 @@ class FindingHold:
         for key, (f, seen_s) in list(self._last.items()):
             if key in current:
                 continue
+            if any(_rivals(f, now) for now in current.values()):
+                del self._last[key]  # the newer verdict about another stage replaces it: never both on one screen
+                continue
             if now_s - seen_s > self.hold_s:
                 del self._last[key]
                 continue
             held.append(replace(f, claim=f"{f.claim} (not seen in the last {now_s - seen_s:.0f} s)"))
         return tuple(findings) + tuple(held)
+
+
+def _rivals(held: Finding, current: Finding) -> bool:
+    """Two verdicts of one rule about different stages (``pipeline-bottleneck-target`` and ``-drafter``): the
+    screen shows the current one only, so one report never says both stages limit throughput."""
+    return (held.kind == current.kind == SYMPTOM and held.rule_id != current.rule_id
+            and held.rule_id.rsplit("-", 1)[0] == current.rule_id.rsplit("-", 1)[0]
+            and bool(held.stages) and bool(current.stages) and set(held.stages) != set(current.stages))

@@ -6,7 +6,17 @@ import math
 import time
 from typing import Any
 
-from dflash_diag.model import NA, Frame, GpuSample, Maybe, StageStats, ThreadStats
+from dflash_diag.model import (
+    NA,
+    PIPELINE_STAGES,
+    Frame,
+    GpuSample,
+    Maybe,
+    Stage,
+    StageNames,
+    StageStats,
+    ThreadStats,
+)
 from dflash_diag.view.findings import finding_json, headline_json, maybe_findings_lines, plain_lines
 from dflash_diag.view.frame import TopFrame
 from dflash_diag.view.text import (
@@ -15,6 +25,7 @@ from dflash_diag.view.text import (
     board_age_text,
     gpu_detail_lines,
     maybe,
+    names_of,
     probe_summary,
     rate_note,
     top_frame_text,
@@ -61,8 +72,15 @@ def _thread_json(stats: ThreadStats) -> dict[str, Any]:
     }
 
 
-def _stage_json(stage: StageStats) -> dict[str, Any]:
+def stage_names_json(names: StageNames) -> dict[str, str]:
+    """What the report calls each stage (``stages.target`` -> "consumer"...): the keys and ``bottleneck`` stay wire
+    values, these are the words a person reads (the program's own, or the roles)."""
+    return {stage.value: names.word(stage) for stage in PIPELINE_STAGES}
+
+
+def _stage_json(stage: StageStats, names: StageNames) -> dict[str, Any]:
     return {
+        "name": names.word(stage.stage),
         "threads": list(stage.threads),
         "batches_per_s": _num(stage.batches_per_s),
         "tokens_per_s": _num(stage.tokens_per_s),
@@ -121,14 +139,17 @@ def frame_to_json(frame: TopFrame) -> dict[str, Any]:
             "probe_boards": p.probe_boards,
             "bottleneck": p.bottleneck,
             "verdict": p.verdict,
+            "stages_from": p.stages_from,
+            "stage_names": stage_names_json(p.names),
+            "cpu_note": p.cpu_note or None,
         }
     stages: dict[str, Any] = (
         _na(frame.pipeline)
         if isinstance(frame.pipeline, NA)
         else {
             "status": "ok",
-            "target": _stage_json(frame.pipeline.target),
-            "drafter": _stage_json(frame.pipeline.drafter),
+            Stage.TARGET.value: _stage_json(frame.pipeline.target, frame.pipeline.names),
+            Stage.DRAFTER.value: _stage_json(frame.pipeline.drafter, frame.pipeline.names),
         }
     )
     gpus: dict[str, Any] = (
@@ -203,7 +224,7 @@ def frame_to_text(frame: TopFrame) -> str:
         for stage in (p.target, p.drafter):
             cells = " ".join(_pct_cell(stage.shares.get(s, 0.0)) for s in STATE_ORDER)
             out.append(
-                f"  {stage.stage:<8} {len(stage.threads):>3} {maybe(stage.batches_per_s, '{:.2f}'):>8}"
+                f"  {p.names.word(stage.stage):<8} {len(stage.threads):>3} {maybe(stage.batches_per_s, '{:.2f}'):>8}"
                 f" {maybe(stage.tokens_per_s, '{:.0f}'):>9} {cells}"
             )
         depth = f"{maybe(p.queue_depth, '{:d}', '?')}/{maybe(p.queue_maxsize, '{:d}', '?')}"
@@ -214,13 +235,17 @@ def frame_to_text(frame: TopFrame) -> str:
             f" producer starved {maybe(p.producer_starved_share, '{:.0%}')},"
             f" consumer starved {maybe(p.consumer_starved_share, '{:.0%}')}{source}"
         )
-        out.append(f"  verdict (last {frame.window_s:.0f} s): {p.verdict} (bottleneck: {p.bottleneck})")
+        bottleneck = p.names.word(p.bottleneck) if p.bottleneck in PIPELINE_STAGES else p.bottleneck
+        out.append(f"  verdict (last {frame.window_s:.0f} s): {p.verdict} (bottleneck: {bottleneck})")
+        if p.cpu_note:
+            out.append(f"  {p.cpu_note}")
     out += ["", "THREADS", f"  {'name':<18} {'tid':>8} {'stage':<8} {state_header}  {'cpu%':>5}  top frame"]
+    names = names_of(frame.pipeline, frame.threads)
     for t in frame.threads:
         cells = " ".join(_pct_cell(t.shares.get(s, 0.0)) for s in STATE_ORDER)
         tid = str(t.os_thread_id) if t.os_thread_id is not None else "?"
         out.append(
-            f"  {t.name[:18]:<18} {tid:>8} {t.stage:<8} {cells}  {maybe(t.cpu_pct, '{:.0f}'):>5}  {top_frame_text(t)}"
+            f"  {t.name[:18]:<18} {tid:>8} {names.word(t.stage):<8} {cells}  {maybe(t.cpu_pct, '{:.0f}'):>5}  {top_frame_text(t)}"
         )
         if t.attribution:
             out.append(f"  {'':<18} {'':>8} {t.attribution}")
@@ -237,7 +262,7 @@ def frame_to_text(frame: TopFrame) -> str:
         out += [f"  {name:<11} {reading}" for name, reading in probe_summary(frame.board)]
     out += ["", "FINDINGS"] + plain_lines(
         maybe_findings_lines(frame.findings, frame.headline), indent="  ")
-    out += ["", "WAITS"] + [f"  {line}" for line in waits_lines(frame.waits)]
+    out += ["", "WAITS"] + [f"  {line}" for line in waits_lines(frame.waits, names)]
     for warning in frame.warnings:
         out.append(f"warning: {warning}")
     return "\n".join(out) + "\n"

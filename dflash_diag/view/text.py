@@ -22,7 +22,18 @@ from dflash_contract.board import (
     ThreadsKeys,
     is_stale,
 )
-from dflash_diag.model import NA, Board, Frame, GpuSample, Maybe, ThreadState, ThreadStats
+from dflash_diag.model import (
+    NA,
+    Board,
+    Frame,
+    GpuSample,
+    Maybe,
+    PipelineView,
+    StageNames,
+    ThreadState,
+    ThreadStats,
+)
+from dflash_diag.model.stats import stage_names
 
 # Display order: where the time went, busiest-looking states first, idle last.
 STATE_ORDER: tuple[ThreadState, ...] = (
@@ -74,6 +85,11 @@ STATE_SHORT: Mapping[ThreadState, str] = {
     ThreadState.CHECKPOINT: "ckpt",
     ThreadState.IDLE: "idle",
 }
+
+
+def names_of(pipeline: Maybe[PipelineView], threads: tuple[ThreadStats, ...] = ()) -> StageNames:
+    """The words a screen uses for the stages: the pipeline view's, else those the threads' names give."""
+    return pipeline.names if isinstance(pipeline, PipelineView) else stage_names(threads)
 
 
 def rate_note(requested_hz: float | None, rate_hz: float, reason: str) -> str:
@@ -241,7 +257,17 @@ def _fmt_cudagraphs(p: Mapping[str, Any]) -> str:
 
 
 def _fmt_fastpath(p: Mapping[str, Any]) -> str:
-    gdn = "GDN fast path" if p.get(FastpathKeys.GDN_FAST_PATH) else f"GDN SLOW fallback ({p.get(FastpathKeys.GDN_REASON, '?')})"
+    fast = p.get(FastpathKeys.GDN_FAST_PATH)
+    kernels = p.get(FastpathKeys.GDN_KERNELS)
+    if fast is True:
+        gdn = "GDN fast path"
+    elif fast is False:
+        gdn = f"GDN SLOW fallback ({p.get(FastpathKeys.GDN_REASON, '?')})"
+    elif not kernels:
+        # The probe found no GatedDeltaNet module loaded (``gdn_kernels: {}``): nothing can be slow, whatever fla is.
+        gdn = "no GatedDeltaNet model"
+    else:
+        gdn = f"GDN kernel not known ({p.get(FastpathKeys.GDN_REASON, '?')})"
     return f"{gdn}; flex_attention {p.get(FastpathKeys.FLEX_ATTENTION, '?')}"
 
 

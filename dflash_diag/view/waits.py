@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dflash_diag.model import NA, Maybe
+from dflash_diag.model import NA, Maybe, StageNames
 from dflash_diag.model.waits import ChainHop, ThreadWaits, WaitEdge, WaitGraph, edge_text
 
 WAITS_SCHEMA = "dflash-diag.waits/1"
@@ -39,8 +39,9 @@ def waits_json(graph: Maybe[WaitGraph]) -> dict[str, Any]:
             "threads": [_thread_json(n) for n in graph.threads]}
 
 
-def waits_lines(graph: Maybe[WaitGraph]) -> list[str]:
-    """One line for the path, then one per thread: what it computes and what it waits on."""
+def waits_lines(graph: Maybe[WaitGraph], names: StageNames | None = None) -> list[str]:
+    """One line for the path, then one per thread: what it computes and what it waits on. ``names``: the words
+    for the stages (the program's, or the roles), else their wire values."""
     if isinstance(graph, NA):
         return [str(graph)]
     lines = [f"path (root last): {graph.chain_text() or 'no thread loses time waiting'}",
@@ -53,5 +54,6 @@ def waits_lines(graph: Maybe[WaitGraph]) -> list[str]:
         waits = "; ".join(edge_text(e) + (f" -> {', '.join(e.to_threads[:3])}" if e.to_threads else "")
                           for e in node.waits[:3])
         held = f"; holds {', '.join(node.holds)}" if node.holds else ""
-        lines.append(f"{node.name} [{node.stage}]: {doing}" + (f"; {waits}" if waits else "") + held)
+        stage = f" [{names.word(node.stage)}]" if names is not None else f" [{node.stage}]"
+        lines.append(f"{node.name}{stage}: {doing}" + (f"; {waits}" if waits else "") + held)
     return lines

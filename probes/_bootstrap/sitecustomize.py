@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.machinery
 import importlib.util
 import os
@@ -87,7 +88,8 @@ def _start_probes() -> None:
             import probes
         from probes import codedrift
 
-        config = probes.config_from_env()
+        # The program does not know about the probes: they look for its queues themselves, once it has made them.
+        config = dataclasses.replace(probes.config_from_env(), discover=True)
         if "codedrift" in config.enabled:
             codedrift.install_import_hook()  # before the program's own imports: exact import times
         probes.start(config)

@@ -385,3 +385,31 @@ def test_any_stack_gets_exactly_one_state_and_a_reason(sample: ThreadSample, els
     if sample.owns_gil:
         # Holding the GIL, a thread is never waiting for it, nor starved in a queue.
         assert c.state not in (S.GIL_WAIT, S.QUEUE_GET, S.QUEUE_PUT)
+
+
+# --- a host sync told by the line a thread sits at (CUDA's spinning wait reads as "active") --------------------------
+
+@pytest.mark.parametrize(("text", "active", "gil_elsewhere", "cuda", "want"), [
+    ("n = int(mask.sum())", True, None, True, S.GPU_WAIT),  # spinning in the sync: on CPU, no GIL
+    ("if not bool(torch.isfinite(loss)):", True, None, None, S.GPU_WAIT),  # a tensor in the text: CUDA not absent
+    ("if done:", True, None, True, S.GPU_WAIT),
+    ("print(loss)", True, None, True, S.GPU_WAIT),
+    ("n = int(mask.sum())", True, None, None, S.NATIVE),  # CUDA unknown: a conversion proves nothing
+    ("n = int(mask.sum())", True, None, False, S.NATIVE),
+    ("n = int(mask.sum())", False, True, True, S.GIL_WAIT),  # asleep while another thread holds the GIL
+    ("n = int(mask.sum())", False, False, True, S.GPU_WAIT),  # asleep with the GIL free: a blocking sync
+    ("print(loss)", False, False, True, S.NATIVE),  # asleep at a print: maybe a full pipe, not a sync
+    ("x = a + b", True, None, True, S.NATIVE),
+])
+def test_a_conversion_of_a_tensor_in_c_without_the_gil_is_a_gpu_wait(text: str, active: bool,
+                                                                     gil_elsewhere: bool | None, cuda: bool | None,
+                                                                     want: S) -> None:
+    from dflash_diag.analysis.classify import explain
+
+    frame = Frame("chunked_loss", "/srv/spec/loss.py", 33)
+    thread = ThreadSample(thread_id=1, os_thread_id=1, name="drafter-0", active=active, owns_gil=False,
+                          frames=(frame, Frame("run", "/srv/spec/train.py", 9)))
+    got = explain(thread, lines=lambda f, n: text if n == 33 else None, gil_held_elsewhere=gil_elsewhere, cuda=cuda)
+    assert got.state == want, got.rule
+    held = ThreadSample(thread_id=1, os_thread_id=1, name="drafter-0", active=True, owns_gil=True, frames=thread.frames)
+    assert explain(held, lines=lambda f, n: text, cuda=True).state == S.PYTHON  # holding the GIL: Python runs

@@ -180,7 +180,7 @@ def test_balanced_and_unknown() -> None:
     view = pipeline_view(observation(stacks, boards=half), aggregate_threads(obs, no_stage), now_wall_s=WALL0 + 3)
     assert view.bottleneck == "balanced"
     assert view.verdict == (
-        "balanced: q_hs 32/64 steady, targets never block in put (probe), drafters never wait (probe)"
+        "balanced: q_hs 32/64 steady, producers never block in put (probe), consumers never wait (probe)"
     )
 
 

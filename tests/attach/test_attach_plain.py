@@ -58,9 +58,10 @@ def test_attach_then_detach_on_a_program_parked_in_join(method: str, start_plain
     assert report["result"]["thread"] == "MainThread" and 0 < report["stopped_s"] < 20
     board = wait_for(lambda: _board_with_traffic(plain.pid, board_dir), 30, "a board with the queue's traffic")
     assert set(board.probes) == ALL  # every section, as under `dflash-diag run`
-    for name in ALL - {"allocator", "collectives"}:
+    for name in ALL - {"allocator", "collectives", "syncs"}:
         assert board.probes[name]["status"] == "ok", (name, board.probes[name])
     assert board.probes["allocator"] == {"status": "na", "reason": "no CUDA: torch not imported"}
+    assert board.probes["syncs"] == {"status": "na", "reason": "no CUDA: torch not imported"}
     assert board.probes["collectives"]["status"] == "na" and "torch.distributed" in board.probes["collectives"]["reason"]
     assert {"producer", "consumer", "dflash-diag-board", "dflash-diag-gil-knocker"} <= set(board.threads.values())
     assert board.session["attached"]["method"] == method

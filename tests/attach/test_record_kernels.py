@@ -218,3 +218,25 @@ def test_the_command_ended_by_a_signal_leaves_no_profiler(program: Program, tmp_
     wait_for(lambda: program.leftovers() == [], 10, "the recording's files to be gone")
     assert not out.exists()
     assert program.own_profiler().startswith("ok")
+
+
+def test_doctor_takes_a_kernel_window_only_when_asked_and_leaves_no_profiler(program: Program) -> None:
+    """`doctor --kernel-window`: the profiler records for doctor's own window, its trace is weighed, the recording's
+    cost is reported, and afterwards nothing of it is left in the process. Without the flag, no profiler starts."""
+    before = program.inventory()
+    done = cli("doctor", str(program.pid), "--kernel-window", "--duration", "2", "--attach-method", "ptrace",
+               "--board-dir", str(program.board_dir), "--json", env=program.env, timeout_s=180)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["kernels"] is not None  # the trace's summary (CPU ops only on this box: no GPU spans)
+    window = report["kernel_window"]
+    assert window["cuda"] is False and window["stop_ms"] is not None and window["torch_trace_bytes"] > 0
+    assert report["stack_samples"] > 0
+    _no_profiler_left(program, before)
+    assert program.leftovers() == []
+    plain = cli("doctor", str(program.pid), "--duration", "1", "--board-dir", str(program.board_dir), "--json",
+                env=program.env, timeout_s=120)
+    assert plain.returncode == 0 and json.loads(plain.stdout)["kernels"] is None and not program.profiling()
+    refused = cli("doctor", str(program.pid), "--kernel-window", "--kernels-trace", "x.json", env=program.env,
+                  timeout_s=60)
+    assert refused.returncode == ExitCode.USAGE and "drop --kernels-trace" in refused.stderr

@@ -17,7 +17,7 @@ warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,27 @@ HEALTHY = {"outside": Expect(), "probes": Expect(), "attach": Expect()}
 IN_PROCESS = ("probes", "attach")  # the health cases: under `dflash-diag run`, and attached once running
 
 
+def _with_attach(expect: dict[str, Expect]) -> dict[str, Expect]:
+    """A GPU case of the first batches, also attached once running: the same expectation as under `run`."""
+    return {**expect, "attach": expect["probes"]}
+
+
 def _in_process(rules: set[str], headline: set[str] | None = None, text: str = "") -> dict[str, Expect]:
     e = Expect(frozenset(rules), frozenset(headline if headline is not None else rules), text)
     return {"probes": e, "attach": e}
+
+
+GPU_MODES = ("outside", "attach")  # batch D: diagnosed from outside, then attached to (one start: harness.py)
+
+
+def _gpu(rules: set[str], headline: set[str] | None = None, text: str = "") -> dict[str, Expect]:
+    e = Expect(frozenset(rules), frozenset(headline if headline is not None else rules), text)
+    return {"outside": e, "attach": e}
+
+
+def _no_rule_yet(rule: str) -> dict[str, str]:
+    """A GPU kind no rule of doctor's names yet: the case records what it should say, CI reports the miss."""
+    return {m: f"no rule yet: {rule}" for m in GPU_MODES}
 
 
 def _grad_none_too(rule: str) -> dict[str, Expect]:
@@ -62,6 +80,7 @@ class Case:
     ready_timeout_s: float = 120.0
     action: str = ""  # "sigstop" | "edit:<path in the program dir>"
     gpu: bool = False  # needs CUDA (skipped on CPU)
+    gpu_alone: bool = False  # reads device-wide NVML utilisation: bench/casebook.py --gpu runs it with nothing else
     both: bool = False  # also run with the GPU cases (healthy programs that take --device)
     exits: bool = False
     healthy: bool = False
@@ -77,6 +96,20 @@ class Case:
     attach_probes: str = "health"  # attach mode: `dflash-diag attach PID --probes ...`
     doctor_s: float | None = None  # doctor's window for this case (None: the run's); the health verdicts come
     # from the board, which a short window reads as well as a long one
+
+
+def _gpu_pair(name: str, argv: tuple[str, ...], fixed_argv: tuple[str, ...], kind: str, cause: str, fixed_cause: str,
+              expect: dict[str, Expect], ready: str, fixed_ready: str = "", known_miss: dict[str, str] | None = None,
+              gpu_alone: bool = False, ready_timeout_s: float = 120.0) -> tuple[Case, Case]:
+    """A GPU program of batch D and its healthy twin: the same program A/B'd the way its author would (a flag, or
+    the copy beside it), diagnosed from outside and then attached to."""
+    planted = Case(name=name, program=name, argv=argv, cause=cause, expect=expect, ready=ready, gpu=True,
+                   gpu_alone=gpu_alone, family=f"gpu-{kind}", tags=("gpu-batch-D",), known_miss=known_miss or {},
+                   modes=GPU_MODES, attach_probes="all", ready_timeout_s=ready_timeout_s)
+    twin = replace(planted, name=f"{name}_fixed", argv=fixed_argv, cause=fixed_cause, expect=HEALTHY,
+                   ready=fixed_ready or ready, healthy=True, family=f"healthy (gpu-{kind})",
+                   tags=("gpu-batch-D", "twin"), known_miss={})
+    return planted, twin
 
 
 CASES: tuple[Case, ...] = (
@@ -247,7 +280,9 @@ CASES: tuple[Case, ...] = (
         expect={"outside": Expect(frozenset({"host-memory-growth"}), frozenset({"host-memory-growth"})),
                 "probes": Expect(frozenset({"host-memory-growth"}), frozenset({"host-memory-growth"}),
                                  r"collector|collect \(|EpisodeMemory\.push|rollout \((agent/)?env\.py:\d+\)")},
-        ready=r"update 20 ",
+        # Past the first minute (doctor reads growth in it as a possible warm-up): ~64 s of frames at 25 MB/s, still
+        # growing (it stops appending at 2.5 GB).
+        ready=r"held (1[6-9]\d\d|2[0-2]\d\d) MB", ready_timeout_s=240.0,
         family="memory", tags=("host-memory", "replay-buffer"),
         known_miss={"probes": "the growth is named with its projection, but no probe sees which line allocates "
                               "(tracemalloc would cost the trainer too much to leave on)"},
@@ -261,6 +296,22 @@ CASES: tuple[Case, ...] = (
         expect=_both({"wait-chain"}, {"wait-chain"}, r"decode_pixmap \((imgpipe/)?codec\.py:\d+\)"),
         ready=r"batches 10 ",
         family="wait-chain", tags=("pipeline", "three-stage", "python-decode"),
+    ),
+    Case(
+        name="slow_worker_thread",
+        program="slow_worker_thread",
+        argv=("prog.py",),
+        cause="a producer and two workers fed by `q`; worker-1 also mines hard examples row by row in Python "
+              "(hard_examples_python, ~40% of its time), worker-0 does not: the consumer stage is slow because of "
+              "one of its threads",
+        expect={mode: Expect(frozenset({"pipeline-bottleneck-drafter", "stage-slow-thread"}),
+                             frozenset({"stage-slow-thread"}),
+                             r"worker-1 is the slow thread of the consumer stage of `q`: \d+% of its time in "
+                             r"hard_examples_python \(prog\.py:\d+\)")
+                for mode in ("outside", "probes", "attach")},
+        ready=r"worker-1 steps=100 ", settle_s=2.0,
+        family="pipeline", tags=("pipeline", "worker-pool", "one-slow-thread", "roles"),
+        modes=("outside", "probes", "attach"), attach_probes="queues",
     ),
     Case(
         name="param_monitor_cpu",
@@ -380,6 +431,161 @@ CASES: tuple[Case, ...] = (
               "loop that keeps its pace (huggingface/transformers#23419)",
         expect=HEALTHY, ready=r"checkpoint step 50 written", healthy=True, both=True, family="healthy",
         tags=("side-thread", "checkpoint"), held_out=True,
+    ),
+    # --- Settings and the scheduler (issue 28): causes no stack shows, in process-wide settings and in how the OS runs
+    # the threads; each with a healthy twin that has look-alikes (a harmless value, a one-off at start-up, a brief lock).
+    Case(
+        name="ensemble_num_threads",
+        program="ensemble_num_threads",
+        argv=("train_ensemble.py",),
+        cause="four ensemble members train on pool threads, each calling torch.set_num_threads(8) on a 2-core box: "
+              "~40 OS threads want 2 CPUs (pytorch/pytorch#3146, #13757)",
+        expect={m: Expect(frozenset({"cpu-oversubscribed"}), frozenset({"cpu-oversubscribed"}),
+                          r"oversubscribed.*member") for m in ("outside", "probes", "attach")},
+        ready=r"\[ensemble\] report 3 ", family="settings", tags=("threads", "set_num_threads", "os"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="healthy_ensemble_threads",
+        program="healthy_ensemble_threads",
+        argv=("snapshot_ensemble.py",),
+        cause="none: four distillation students on threads, each torch.set_num_threads(1) (a harmless value), "
+              "set_num_interop_threads(1) once at start-up",
+        expect=HEALTHY, ready=r"epoch 3 distilled", healthy=True, family="healthy (settings)",
+        tags=("threads", "set_num_threads"), modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="spawn_featurizers_omp",
+        program="spawn_featurizers_omp",
+        argv=("linear_probe.py",),
+        cause="the parent sets OMP_NUM_THREADS=4 before it spawns 3 embedding workers: 12 OpenMP threads in the "
+              "children want 2 CPUs while the main process waits for their batches (facebookresearch/"
+              "PyTorch-BigGraph#6, pytorch/pytorch#64864)",
+        expect=_both({"cpu-oversubscribed"}, {"cpu-oversubscribed"}, r"oversubscribed.*child"),
+        ready=r"probe batches=40 ", ready_timeout_s=180.0, family="settings",
+        tags=("threads", "env", "child-process", "os"),
+    ),
+    Case(
+        name="healthy_spawn_featurizers",
+        program="healthy_spawn_featurizers",
+        argv=("embed_then_probe.py",),
+        cause="none: two single-threaded embedding workers (OMP_NUM_THREADS=1, set_num_threads(1) in each)",
+        expect=HEALTHY, ready=r"\[probe\] step 40 ", ready_timeout_s=180.0, healthy=True,
+        family="healthy (settings)", tags=("threads", "env", "child-process"), modes=("outside", "probes"),
+    ),
+    Case(
+        name="gc_callback_watchdog",
+        program="gc_callback_watchdog",
+        argv=("sft.py",),
+        cause="a heap watchdog in gc.callbacks tallies every long-lived object by type after each collection: each "
+              "pause of the collector walks the whole heap (imbue's 70B post, allenai/OLMo#509, AnswerDotAI/ModernBERT#71)",
+        expect={m: Expect(frozenset({"gc-pauses"}), frozenset({"gc-pauses"}), r"garbage collector stops every thread")
+                for m in ("outside", "probes", "attach")},
+        ready=r"step 150 it/s", family="settings", tags=("gc", "interpreter"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+        known_miss={"outside": "the collector's pauses are invisible from outside: py-spy shows the callback's frames "
+                               "as ordinary Python (where-time-goes names _on_collection), not that the collector "
+                               "runs them; the settings probe times each pause"},
+    ),
+    Case(
+        name="healthy_gc_frozen",
+        program="healthy_gc_frozen",
+        argv=("finetune.py",),
+        cause="none: the same kind of heap, gc.collect() once and gc.freeze() after loading, and a gc callback that "
+              "only counts collections (collector settings changed, harmlessly)",
+        expect=HEALTHY, ready=r"\[ft\] it=150 ", healthy=True, family="healthy (settings)", tags=("gc",),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="switch_interval_progress",
+        program="switch_interval_progress",
+        argv=("train_regressor.py",),
+        cause="a vendored dashboard calls sys.setswitchinterval(0.25) at import: its 30 ms redraws keep the GIL "
+              "while the training loop waits for it (tqdm/tqdm#376)",
+        expect={"outside": Expect(frozenset({"gil-contention"}), frozenset({"gil-contention"}), r"dashboard"),
+                **{m: Expect(frozenset({"gil-switch-interval"}), frozenset({"gil-switch-interval"}),
+                             r"setswitchinterval\(0\.25\)") for m in ("probes", "attach")}},
+        ready=r"step +300 ", family="settings", tags=("gil", "interpreter"),
+        modes=("outside", "probes", "attach"), attach_probes="settings,gil",
+    ),
+    Case(
+        name="healthy_switch_interval",
+        program="healthy_switch_interval",
+        argv=("fit_with_monitor.py",),
+        cause="none: sys.setswitchinterval(0.005) (the default, set explicitly) and a light monitor thread",
+        expect=HEALTHY, ready=r"fit n=300 ", healthy=True, family="healthy (settings)", tags=("gil",),
+        modes=("outside", "probes", "attach"), attach_probes="settings,gil",
+    ),
+    Case(
+        name="anomaly_left_on",
+        program="anomaly_left_on",
+        argv=("train_vae.py",),
+        cause="torch.autograd.set_detect_anomaly(True) left at the top of the training script (Lightning-AI/"
+              "pytorch-lightning#12344, yenchenlin/nerf-pytorch#42)",
+        expect={m: Expect(frozenset({"torch-debug-mode"}), frozenset({"torch-debug-mode"}), r"anomaly detection is on")
+                for m in ("outside", "probes", "attach")},
+        ready=r"iter 300 ", family="settings", tags=("torch-flags", "autograd"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+        known_miss={"outside": "set_detect_anomaly(True) leaves no trace outside the process (no warning, no "
+                               "frame: the stack capture is C++); the settings probe reads the flag"},
+    ),
+    Case(
+        name="healthy_anomaly_first_step",
+        program="healthy_anomaly_first_step",
+        argv=("ae_train.py",),
+        cause="none: detect_anomaly() around the first step only (a one-off at start-up; torch's warning is in "
+              "stderr)",
+        expect=HEALTHY, ready=r"ae: 300 steps", healthy=True, family="healthy (settings)",
+        tags=("torch-flags", "one-off"), modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="registry_lock_syncer",
+        program="registry_lock_syncer",
+        argv=("train_loop.py",),
+        cause="the trainer logs every step under the run registry's flock, which a checkpoint-mirror process holds "
+              "while it compresses and checksums (huggingface/datasets#1672, huggingface/transformers#8234)",
+        expect=_both({"wait-chain"}, {"wait-chain"}, r"file lock on `[^`]*registry\.lock` held by process \d+.*syncer\.py"),
+        ready=r"step 200 ", family="os", tags=("file-lock", "other-process"),
+    ),
+    Case(
+        name="healthy_registry_lock",
+        program="healthy_registry_lock",
+        argv=("trainer.py",),
+        cause="none: the same shared registry lock, held by the packer only while it copies the file (a brief lock)",
+        expect=HEALTHY, ready=r"trainer: 400 steps", healthy=True, family="healthy (os)",
+        tags=("file-lock", "other-process"),
+    ),
+    Case(
+        name="pipe_tokenizer_child",
+        program="pipe_tokenizer_child",
+        argv=("train_from_stream.py",),
+        cause="the trainer reads records from a tokenizer process's stdout pipe; the pure-Python BPE there is slower "
+              "than training",
+        expect=_both({"wait-chain"}, {"wait-chain"}, r"pipe from process \d+.*tokenize_stream\.py"),
+        ready=r"step=40 ", family="os", tags=("pipe", "other-process"),
+    ),
+    Case(
+        name="healthy_pipe_reader",
+        program="healthy_pipe_reader",
+        argv=("stream_fit.py",),
+        cause="none: a replaying feeder keeps the pipe full; the trainer's reads are brief",
+        expect=HEALTHY, ready=r"batches 60 ", healthy=True, family="healthy (os)", tags=("pipe", "other-process"),
+    ),
+    Case(
+        name="pinned_first_core",
+        program="pinned_first_core",
+        argv=("bench_train.py",),
+        cause="a benchmark helper pins the process to its first CPU (threads inherit it) while the loop, its OpenMP "
+              "pool sized by os.cpu_count() and a decode thread want more (pytorch/pytorch#99625, #8126)",
+        expect=_both({"cpu-affinity-narrow"}, {"cpu-affinity-narrow"}, r"may run only on CPU"),
+        ready=r"bench it=10 ", ready_timeout_s=180.0, family="os", tags=("affinity", "threads"),
+    ),
+    Case(
+        name="healthy_affinity_all",
+        program="healthy_affinity_all",
+        argv=("seg_fit.py",),
+        cause="none: sched_setaffinity to every CPU at start-up (a harmless value), one intra-op thread",
+        expect=HEALTHY, ready=r"seg n=200 ", healthy=True, family="healthy (os)", tags=("affinity",),
     ),
     # --- Training health (issue 18): silent no-training, named under `dflash-diag run` and attached once running ---
     Case(
@@ -526,6 +732,28 @@ CASES: tuple[Case, ...] = (
         expect=HEALTHY, ready=r"step 120 ", healthy=True, family="healthy (health)",
         tags=("set-to-none", "multi-task"), modes=IN_PROCESS, doctor_s=3.0, settle_s=1.0,
     ),
+    Case(
+        name="twin_towers_ckpt",
+        program="twin_towers_ckpt",
+        argv=("twin_ctr.py",),
+        cause="none: two threads, each an AdamW over its own model (one under non-reentrant activation "
+              "checkpointing), all training; hashed features never use bucket 0 (padding), so that input column of "
+              "the first weight (a quarter of the model) never moves: once read as a weight that does not train "
+              "(a false training-no-update)",
+        expect=HEALTHY, ready=r"baseline: step \d+ .*recompute: step \d+", ready_count=2, healthy=True,
+        family="healthy (health)", tags=("threads", "optimizer-per-thread", "checkpoint"), modes=IN_PROCESS,
+        doctor_s=3.0, settle_s=1.0,
+    ),
+    Case(
+        name="cached_first_epoch",
+        program="cached_first_epoch",
+        argv=("train_kws.py",),
+        cause="none: the first epoch fills a feature cache (16000 clips, ~0.5 GB at the loader's pace) in the first "
+              "minute, then it stops growing (steady growth in warm-up once read as a leak: a false "
+              "host-memory-growth warning)",
+        expect=HEALTHY, ready=r"step 50 loss", healthy=True, family="healthy",
+        tags=("host-memory", "cache", "warm-up"),
+    ),
     # --- Batch C (held out): training health, written from real bug reports and scored once without tuning ----
     Case(
         name="warmstart_assign",
@@ -614,7 +842,8 @@ CASES: tuple[Case, ...] = (
               "and saved activations: ~10 MB/s (boschresearch/Continuous-Recurrent-Units#4, TRI-ML/packnet-sfm#51; "
               "the program aborts itself at 3 GB)",
         expect=_both({"host-memory-growth"}),
-        ready=r"rss=\d+MB", ready_count=4,
+        # Past the first minute (doctor reads growth in it as a possible warm-up): t=60 s of the program's clock.
+        ready=r"t= *([6-9]\d|\d{3,})\.\ds .*rss=\d+MB", ready_timeout_s=180.0,
         family="memory", tags=("autograd-graph", "side-thread"), held_out=True,
     ),
     Case(
@@ -643,42 +872,162 @@ CASES: tuple[Case, ...] = (
         program="gpu_host_sync",
         argv=("spec_train.py",),
         cause="per-chunk loss.item() and a torch.cuda.synchronize() per step: the drafter waits on the GPU",
-        expect=_both({"host-sync-storm"}, {"host-sync-storm"}),
+        expect=_with_attach(_both({"host-sync-storm"}, {"host-sync-storm"})),
         ready=r"step 40 ", gpu=True, family="hostsync", miss="4: outside evidence (host-sync storm)",
+        modes=("outside", "probes", "attach"), attach_probes="all",
     ),
     Case(
         name="gpu_wasted_logits",
         program="gpu_wasted_logits",
         argv=("pipeline.py",),
         cause="the target projects every position onto a 152k vocabulary and never reads the logits",
-        expect=_both({"wasted-full-vocab-logits"}, set()),
+        expect=_with_attach(_both({"wasted-full-vocab-logits"}, set())),
         ready=r"drafter batches 20 ", gpu=True, family="wasted", miss="4: outside evidence (full-vocab logits)",
+        modes=("outside", "probes", "attach"), attach_probes="all",
     ),
     Case(
         name="gpu_empty_cache",
         program="gpu_empty_cache",
         argv=("train.py",),
         cause="torch.cuda.empty_cache() after every step",
-        expect={"outside": Expect(), "probes": Expect(frozenset({"alloc-empty-cache"}),
-                                                      frozenset({"alloc-empty-cache"}))},
-        ready=r"step=20\b", gpu=True, family="allocator",
+        expect=_with_attach({"outside": Expect(), "probes": Expect(frozenset({"alloc-empty-cache"}),
+                                                                   frozenset({"alloc-empty-cache"}))}),
+        ready=r"step=20\b", gpu=True, family="allocator", modes=("outside", "probes", "attach"), attach_probes="all",
     ),
     Case(
         name="gpu_launch_bound",
         program="gpu_launch_bound",
         argv=("recur.py",),
         cause="a per-token Python recurrence of tiny kernels: the GPU idles while Python launches",
-        expect=_both({"gpu-underused"}, {"gpu-underused", "pipeline-bottleneck-drafter"}),
-        ready=r"learner iteration 10\b", gpu=True, family="gpu",
+        expect=_with_attach(_both({"gpu-underused"}, {"gpu-underused", "pipeline-bottleneck-drafter"})),
+        ready=r"learner iteration 10\b", gpu=True, gpu_alone=True, family="gpu",
+        modes=("outside", "probes", "attach"), attach_probes="all",
     ),
     Case(
         name="gpu_cudagraph_mutation",
         program="gpu_cudagraph_mutation",
         argv=("graphs.py",),
         cause="mode='reduce-overhead' on a step that mutates an input: CUDA graphs are skipped",
-        expect=_both({"cudagraph-skipped"}, set()),
+        expect=_with_attach(_both({"cudagraph-skipped"}, set())),
         ready=r"inference step 100\b", gpu=True, family="cudagraphs",
+        modes=("outside", "probes", "attach"), attach_probes="all",
     ),
+    # --- GPU batch D (tuning): the GPU's own pathologies, each with its healthy twin --------------------------------
+    # Written as different third parties would, from public reports (each program's docstring names them); run by
+    # `bench/casebook.py --gpu` on the H200, whose recorded observations CI replays. A rule id no rule of doctor's
+    # has yet is written as expected and marked known_miss "no rule yet".
+    *_gpu_pair(
+        "gpu_nan_guard", ("pretrain_guarded.py",), ("pretrain_guarded.py", "--guard", "deferred"), "host-sync",
+        "each of 8 micro-batches per step reads int(mask.sum()) and bool(torch.isfinite(loss)) before backward: 16 "
+        "host syncs a step (pytorch/torchtitan#3873, huggingface/transformers#33693)",
+        "none: finiteness flags and token counts stay on the device, read once per log line (every 10 steps)",
+        _gpu({"host-sync-storm"}), r"step 20 "),
+    *_gpu_pair(
+        "gpu_chunk_metrics", ("tagger_train.py",), ("tagger_train.py", "--metrics", "on-device"), "host-sync",
+        "a chunked tagging loss (32 chunks a batch) copies each chunk's confusion counts with .cpu() and its lengths "
+        "with .tolist() (Lightning-AI/torchmetrics#2638, pytorch/ignite#240)",
+        "none: the confusion counts accumulate on the GPU, copied once per report (every 10 batches)",
+        _gpu({"host-sync-storm"}), r"fit batch 30 "),
+    *_gpu_pair(
+        "gpu_moe_mask_routing", ("run_moe.py",), ("run_moe.py", "--dispatch", "static"), "host-sync",
+        "top-1 MoE dispatch by torch.nonzero per expert, boolean-mask indexing and `if (load > capacity).any():`: "
+        "~18 implicit syncs a forward (facebookresearch/fairchem#2195, deepmodeling/deepmd-kit#3361)",
+        "none: capacity-padded dispatch with fixed shapes (one-hot cumsum slots, batched expert matmuls); the "
+        "dropped-token count is read once per log line",
+        _gpu({"host-sync-storm"}), r"\[learner\] it 40 "),
+    *_gpu_pair(
+        "gpu_per_sample_triplet", ("metric_learning.py",), ("metric_learning.py", "--batched-mining"), "launch-bound",
+        "batch-hard triplet mining in a Python loop over 512 anchors: thousands of tiny kernels per step, the GPU "
+        "idles between launches (engichang1467/Open-Rig3R#33, turboderp/exllama#234)",
+        "none: one distance matrix for the batch (cdist, masked max/min); a GPU-bound MLP head",
+        _gpu({"gpu-underused"}, {"gpu-underused", "gpu-launch-bound", "pipeline-bottleneck-drafter"}), r"step 40 ",
+        gpu_alone=True),
+    *_gpu_pair(
+        "gpu_inline_tokenize", ("train_lm.py",), ("train_lm.py", "--pretokenize"), "input-pipeline",
+        "the training thread WordPiece-encodes each batch of raw lines in pure Python between steps: the GPU waits "
+        "(AnswerDotAI/ModernBERT#236, OpenNMT/OpenNMT-tf#799)",
+        "none: the shard is tokenized once at start-up (a few seconds of Python before the first step); the reader "
+        "thread serves token ids",
+        _gpu({"gpu-underused"}, {"gpu-underused", "pipeline-bottleneck-drafter"}, r"encode|WordPiece|tokeni[sz]"),
+        r"train step 30 ", gpu_alone=True),
+    *_gpu_pair(
+        "gpu_pageable_copy", ("tabular_regression.py",), ("tabular_regression.py", "--pinned"), "h2d-copy",
+        "64 MiB batches sliced from a pageable host shard and copied with .to(device, non_blocking=True): each copy "
+        "waits for the queued step, then stages through a driver buffer (hao-ai-lab/FastVideo#1217, "
+        "pytorch/pytorch#42539)",
+        "none: the shard is pinned once at start-up and a side-stream prefetcher copies the next batch during the "
+        "step (the same non_blocking=True line)",
+        _gpu({"pageable-h2d-copy"}), r"step +50 ", known_miss=_no_rule_yet("pageable-h2d-copy")),
+    *_gpu_pair(
+        "gpu_zero_weight_head", ("speech_ctc.py",), ("speech_ctc.py", "--skip-disabled-heads"), "wasted-compute",
+        "a reconstruction decoder (about a third of the step's FLOPs) runs on every frame though its loss weight is "
+        "0.0 and its output is never read (open-mmlab/mmaction2#682, jasonkyuyim/multiflow#3); attached, the health "
+        "probe sees its weights (44%) get no gradient (training-no-update, CPU dry run)",
+        "none: the disabled head is frozen and skipped; it runs once every 200 steps for a logged preview",
+        _gpu({"wasted-unused-output"}), r"\| step 40 \|", known_miss=_no_rule_yet("wasted-unused-output")),
+    *_gpu_pair(
+        "gpu_embed_full_logits", ("train_retriever.py",), ("train_retriever.py", "--hidden-only"), "wasted-compute",
+        "a retriever embeds with the causal-LM wrapper's hidden states: every position of queries and passages is "
+        "projected onto a 128k vocabulary and dropped (NVIDIA/Isaac-GR00T#734, unslothai/unsloth#8576)",
+        "none: embeddings from the body; the LM head runs once per report on the last position (logits_to_keep=1)",
+        _gpu({"wasted-full-vocab-logits"}), r"\[retriever\] step 40 "),
+    *_gpu_pair(
+        "gpu_fp32_highest", ("train.py",), ("train_fast.py",), "precision",
+        "the config asks for TF32, then a reproducibility helper sets allow_tf32=False and matmul precision "
+        "'highest': every fp32 matmul runs on the FP32 pipes (huggingface/transformers#16588, Nerogar/OneTrainer#1246)",
+        "none: the copy without the determinism block (TF32 as configured; seeds still set)",
+        _gpu({"fp32-matmul-no-tensor-cores"}), r"it +10 ", known_miss=_no_rule_yet("fp32-matmul-no-tensor-cores")),
+    *_gpu_pair(
+        "gpu_autocast_bf16_off", ("vit_finetune.py",), ("vit_finetune.py", "--amp", "force"), "precision",
+        "--precision bf16, but the autocast helper's enabled test only knows fp16: autocast(enabled=False), every "
+        "matmul in fp32 (intel/auto-round#2393, Nerogar/OneTrainer#1481)",
+        "none: autocast on in bf16; the loss deliberately in an fp32 region (autocast(enabled=False))",
+        _gpu({"fp32-matmul-no-tensor-cores"}), r"train: step 20 ",
+        known_miss=_no_rule_yet("fp32-matmul-no-tensor-cores")),
+    *_gpu_pair(
+        "gpu_recompile_seqlen_int", ("fit.py",), ("fit.py", "--bucket", "512"), "recompile",
+        "torch.compile(dynamic=False) of a step that slices by the batch's max_len, a Python int that changes every "
+        "batch; the recompile limit raised to 1024: a new graph nearly every step (Dao-AILab/quack#150, "
+        "allenai/open-instruct#1445)",
+        "none: max_len rounded up to 512-token buckets, both buckets compiled at start-up (a compile warm-up)",
+        _gpu({"compile-recompile-storm"}), r"step 2 max_len", fixed_ready=r"step 100 max_len", ready_timeout_s=180.0),
+    *_gpu_pair(
+        "gpu_cudagraph_queue_mutation", ("moco_pretrain.py",), ("moco_pretrain.py", "--enqueue-eager"), "cudagraphs",
+        "mode='reduce-overhead' on a MoCo step that enqueues the keys into the negatives queue in place: 'mutated "
+        "inputs', CUDA graphs skipped for the whole step (pytorch/pytorch#117281, #121861)",
+        "none: the compiled step is pure and replays as a CUDA graph; the queue is updated eagerly after it",
+        _gpu({"cudagraph-skipped"}), r"moco step 200 ", ready_timeout_s=180.0),
+    *_gpu_pair(
+        "gpu_alloc_retries_cap", ("train_varlen.py",), ("train_varlen.py", "--pad-to-max"), "allocator",
+        "capped at 6 GiB with set_per_process_memory_fraction, batches of a new length every step and a prefetch "
+        "thread's batches in between: near the cap the allocator frees its cache and retries (pytorch/pytorch#35901, "
+        "FalkonML/falkon#22)",
+        "none: the same 6 GiB cap, every batch padded to the longest length: one set of sizes, no retry after "
+        "warm-up",
+        _gpu({"alloc-retries"}), r"\| step 40 \|",
+        known_miss={"outside": "no outside evidence of allocator retries yet: only the allocator probe counts them"}),
+    *_gpu_pair(
+        "gpu_cached_predictions_growth", ("rank_train.py",), ("rank_train_streaming.py",), "memory-growth",
+        "every step's scores and clicks are appended, on the GPU, to lists read only at the end of a 200,000-step "
+        "epoch: +0.6 MB a step until a 16 GiB cap (pytorch/pytorch#1840, jokester-zzz/SSA-SC#2)",
+        "none: the copy with a streaming AUC (fixed-size histograms on the GPU) and a bounded ring of the last 8 "
+        "batches",
+        _gpu({"gpu-memory-growth"}), r"step 300 ", known_miss=_no_rule_yet("gpu-memory-growth")),
+    *_gpu_pair(
+        "gpu_augment_sync_default_stream", ("vision_pipeline.py",), ("vision_pipeline.py", "--side-stream"),
+        "stream-serialised",
+        "a GPU-augmentation thread and the trainer share the default stream, and the augmenter calls "
+        "torch.cuda.synchronize() before each hand-off: it waits for the trainer's queued step, the two threads take "
+        "turns (sonos/tract#2443, pytorch/pytorch#25540)",
+        "none: augmentation on its own stream, the hand-off by a CUDA event; one synchronize at start-up",
+        _gpu({"host-sync-storm"}), r"train step 40 "),
+    *_gpu_pair(
+        "gpu_gloo_microstep_allreduce", ("dp_train.py",), ("dp_train.py", "--reduce-at-boundary"), "collectives",
+        "a one-process gloo group on a worker thread all-reduces each of 29 gradient tensors after every one of 8 "
+        "micro-batches: each call copies CUDA->host->CUDA and waits (karpathy/nanochat#33, pytorch/pytorch#170239)",
+        "none: one bucketed all_reduce per optimizer step (gloo, the same group)",
+        _gpu({"collective-per-microstep"}, {"collective-per-microstep", "host-sync-storm"}), r"rank 0 step 10 ",
+        known_miss=_no_rule_yet("collective-per-microstep")),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
@@ -692,6 +1041,7 @@ REFERENCE_TRAINER = Case(
     expect=HEALTHY,
     ready=r"step +(1[0-9]|[2-9][0-9]|[0-9]{3,}) +\|",
     settle_s=5.0, ready_timeout_s=300.0, gpu=True, healthy=True, family="healthy",
+    modes=("outside", "probes", "attach"), attach_probes="all",
 )
 
 

@@ -12,7 +12,11 @@ Three modes, as users meet programs:
 Each run copies the program to a fresh private directory (a case may edit its own files, as a user editing
 code under a running job would), waits until the program's own output says it reached the state to diagnose,
 applies the case's action (SIGSTOP, an edit), runs ``doctor`` and kills everything it started (its process
-group). Used by ``tests/casebook/test_casebook.py`` (CI, CPU cases) and ``bench/casebook.py`` (the table).
+group). ``outside`` and ``attach`` may share one start (``run_case_modes``): doctor from outside first, then
+the probes are attached and doctor runs again, so a GPU program warms up once. With a ``Recording`` each
+answer is kept (``<case>__<mode>.report.json``) with, where doctor can save it, the observation it was made from
+(``<case>__<mode>.json``, ``doctor --save-observation``). Used by ``tests/casebook/test_casebook.py`` (CI, CPU
+cases) and ``bench/casebook.py`` (the table, the GPU recording).
 """
 
 from __future__ import annotations
@@ -92,63 +96,141 @@ def dflash_diag_argv() -> list[str]:
     return [sys.executable, "-m", "dflash_diag"]
 
 
+@dataclass(frozen=True)
+class Recording:
+    """Where ``doctor``'s answers are kept: ``DIR/<case>__<mode>.report.json`` (the --json report) and, when this
+    doctor can (``doctor --save-observation``), ``DIR/<case>__<mode>.json``: the observation the report was made
+    from, which ``doctor --replay`` turns into the same report offline (the GPU casebook's CI fixtures)."""
+
+    directory: Path
+    observations: bool = True
+
+    def observation(self, case: str, mode: str) -> Path:
+        return self.directory / f"{case}__{mode}.json"
+
+    def report(self, case: str, mode: str) -> Path:
+        return self.directory / f"{case}__{mode}.report.json"
+
+
+SHARED_START = ("outside", "attach")  # the modes one plain start serves, in this order: doctor, then attach + doctor
+
+
 def run_case(case: Case, mode: str, *, duration_s: float = 5.0, python: str | None = None,
              keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None,
-             target: str = "", attach_method: str | None = None) -> Result:
+             target: str = "", attach_method: str | None = None, record: Recording | None = None) -> Result:
     """Start, wait, act, diagnose, stop. Never raises: a failure is a Result with ``error``.
 
     ``extra_args`` go after the program's own arguments (``--device cuda``); a case without a program directory
     is the reference trainer, run from the repository root (outside and attach modes: its own probes off).
     ``target``: which PID doctor is given for a job (``launcher``, the default, or ``rank:N``).
     ``attach_method``: attach mode's method (default ``attach_method_for_this_machine()``).
+    ``record``: keep doctor's report (and its observation) in ``record.directory``.
     """
-    work = Path(tempfile.mkdtemp(prefix=f"casebook-{case.name}-{mode}-"))
-    os.chmod(work, 0o700)
-    boards = work / "boards"
-    boards.mkdir(mode=0o700)
-    env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(boards), "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled",
-           "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("DFLASH_DIAG_RUN_TOKEN", None)
-    method = (attach_method or attach_method_for_this_machine()) if mode == "attach" else ""
-    argv = [python or python_for_programs(), *case.argv, *extra_args]
-    if case.program:
-        shutil.copytree(PROGRAMS / case.program, work / "program")
-        cwd = work / "program"
-    else:  # the reference trainer
-        cwd = REPO
-        argv += ["--checkpoint-dir", str(work / "ckpt")] + (["--probes", "none"] if mode != "probes" else [])
-    if mode == "probes":
-        argv = [*dflash_diag_argv(), "run", "--", *argv]
-    if ready_timeout_s is not None:
-        case = replace(case, ready_timeout_s=ready_timeout_s)
-    out, err = open(work / "stdout.log", "wb"), open(work / "stderr.log", "wb")
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    out.close()
-    err.close()
-    result: Result | None = None
+    return run_case_modes(case, (mode,), duration_s=duration_s, python=python, keep=keep, extra_args=extra_args,
+                          ready_timeout_s=ready_timeout_s, target=target, attach_method=attach_method,
+                          record=record)[0]
+
+
+def run_case_modes(case: Case, modes: tuple[str, ...], *, duration_s: float = 5.0, python: str | None = None,
+                   keep: bool = False, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None,
+                   target: str = "", attach_method: str | None = None,
+                   record: Recording | None = None) -> list[Result]:
+    """``modes`` diagnosed on one start of the program: ``("probes",)`` alone (under `dflash-diag run`), or any of
+    ``outside`` and ``attach``, which share the plain process: doctor from outside first, then the probes are
+    attached and doctor runs again (a GPU program warms up once, not twice). One Result per mode, in ``modes``'
+    order; never raises for a program that fails (each Result then carries ``error``)."""
+    started = ProgramRun(case, _start_mode(modes), python=python, extra_args=extra_args,
+                         ready_timeout_s=ready_timeout_s)
+    results: list[Result] = []
     try:
-        pid = _wait_ready(case, mode, proc, work)
-        _act(case, pid, work)
-        if mode == "attach":
-            failed = _attach(case, pid, env, boards, work, method)
+        started.wait_ready()
+        results = started.diagnose(modes, duration_s=duration_s, target=target, attach_method=attach_method,
+                                   record=record)
+        return results
+    except _NotReady as exc:
+        results = started.failed(modes, exc)
+        return results
+    finally:
+        started.stop(clean=not keep and bool(results) and not any(r.error for r in results))
+
+
+def _start_mode(modes: tuple[str, ...]) -> str:
+    if modes == ("probes",):
+        return "probes"
+    if not modes or modes != tuple(m for m in SHARED_START if m in modes):
+        # outside must come first: once attached, the process has probes and is no longer seen from outside
+        raise ValueError(f"one start serves ('probes',) or modes of {SHARED_START} in that order, not {modes}")
+    return "plain"
+
+
+class ProgramRun:
+    """One start of a casebook program in a fresh private directory: plain (``outside``/``attach`` diagnose it)
+    or under ``dflash-diag run`` (``probes``). ``wait_ready``, ``diagnose`` and ``stop`` may be called apart, so
+    a slow starter (the reference trainer) can warm up while other programs are diagnosed."""
+
+    def __init__(self, case: Case, start_mode: str, *, python: str | None = None, extra_args: tuple[str, ...] = (),
+                 ready_timeout_s: float | None = None) -> None:
+        self.case = replace(case, ready_timeout_s=ready_timeout_s) if ready_timeout_s is not None else case
+        self.start_mode = start_mode
+        self.work = Path(tempfile.mkdtemp(prefix=f"casebook-{case.name}-{start_mode}-"))
+        os.chmod(self.work, 0o700)
+        self.boards = self.work / "boards"
+        self.boards.mkdir(mode=0o700)
+        self.env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(self.boards), "PYTHONUNBUFFERED": "1",
+                    "WANDB_MODE": "disabled", "PYTHONDONTWRITEBYTECODE": "1"}
+        self.env.pop("DFLASH_DIAG_RUN_TOKEN", None)
+        argv = [python or python_for_programs(), *case.argv, *extra_args]
+        if case.program:
+            shutil.copytree(PROGRAMS / case.program, self.work / "program")
+            cwd = self.work / "program"
+        else:  # the reference trainer
+            cwd = REPO
+            argv += ["--checkpoint-dir", str(self.work / "ckpt")] + (["--probes", "none"]
+                                                                     if start_mode != "probes" else [])
+        if start_mode == "probes":
+            argv = [*dflash_diag_argv(), "run", "--", *argv]
+        out, err = open(self.work / "stdout.log", "wb"), open(self.work / "stderr.log", "wb")
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=self.env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        out.close()
+        err.close()
+        self.pid: int | None = None
+
+    def wait_ready(self) -> int:
+        """The program's PID once its output says it is ready and the case's action is applied; _NotReady if not."""
+        if self.pid is None:
+            self.pid = _wait_ready(self.case, self.start_mode, self.proc, self.work)
+            _act(self.case, self.pid, self.work)
+        return self.pid
+
+    def diagnose(self, modes: tuple[str, ...], *, duration_s: float = 5.0, target: str = "",
+                 attach_method: str | None = None, record: Recording | None = None) -> list[Result]:
+        """doctor in each of ``modes``, in order (after ``wait_ready``); attach mode attaches the probes first."""
+        pid = self.wait_ready()
+        case, results = self.case, []
+        window_s = case.doctor_s if case.doctor_s is not None else duration_s
+        for mode in modes:
+            method = (attach_method or attach_method_for_this_machine()) if mode == "attach" else ""
+            failed = _attach(case, pid, self.env, self.boards, self.work, method) if mode == "attach" else ""
             if failed:
                 result = _failed(case, mode, f"attach ({method}) failed: {failed}")
-                result.attach_method = method
-                return result
-        pid = _target_pid(pid, target)
-        result = _diagnose(case, mode, pid, env, case.doctor_s if case.doctor_s is not None else duration_s)
-        result.attach_method = method
-        if target:
-            result.target = target
-        return result
-    except _NotReady as exc:
-        result = _failed(case, mode, f"{exc} (logs kept in {work})" + _tail(work))
-        return result
-    finally:
-        _stop(proc)
-        if not keep and result is not None and not result.error:
-            shutil.rmtree(work, ignore_errors=True)
+            else:
+                result = _diagnose(case, mode, _target_pid(pid, target), self.env, window_s, record)
+                if target:
+                    result.target = target
+            result.attach_method = method
+            results.append(result)
+        return results
+
+    def failed(self, modes: tuple[str, ...], why: Exception) -> list[Result]:
+        """One failed Result per mode: why, and where the program's logs are kept."""
+        return [_failed(self.case, m, f"{why} (logs kept in {self.work})" + _tail(self.work)) for m in modes]
+
+    def stop(self, clean: bool = False) -> None:
+        """Kill everything it started; ``clean``: remove its directory too (kept, with the logs, after a failure)."""
+        _stop(self.proc)
+        if clean:
+            shutil.rmtree(self.work, ignore_errors=True)
 
 
 class _NotReady(Exception):
@@ -233,15 +315,35 @@ def attach_method_for_this_machine() -> str:
     return os.environ.get("CASEBOOK_ATTACH_METHOD") or "auto"
 
 
-def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: float) -> Result:
+def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: float,
+              record: Recording | None = None) -> Result:
     cmd = [*dflash_diag_argv(), "doctor", str(pid), "--json", "--duration", f"{duration_s:g}"]
+    if record is not None and record.observations:
+        cmd += ["--save-observation", str(record.observation(case.name, mode))]
     t0 = time.monotonic()
     done = subprocess.run(cmd, env=env, capture_output=True, timeout=duration_s + 60)
     seconds = time.monotonic() - t0
     if done.returncode != 0:
         return _failed(case, mode, f"doctor exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
     report = json.loads(done.stdout)
+    if record is not None:
+        _write_private(record.report(case.name, mode), done.stdout)
     return score(case, mode, report, seconds)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a file only its owner may read, whole or not at all (a temporary name, then a rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def doctor_can_save_observations() -> bool:
+    """Whether this checkout's doctor has ``--save-observation`` (the replayable observation)."""
+    done = subprocess.run([*dflash_diag_argv(), "doctor", "--help"], capture_output=True, text=True, timeout=60)
+    return "--save-observation" in done.stdout
 
 
 def score(case: Case, mode: str, report: dict[str, Any], seconds: float) -> Result:
@@ -334,3 +436,30 @@ def run_jobs(jobs: list[tuple[Case, str]], *, parallel: int = 2, duration_s: flo
             if progress is not None:
                 progress(result)
     return [results[(c.name, m)] for c, m in jobs]
+
+
+def starts_for(case: Case, modes: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The starts that diagnose ``case`` in ``modes`` (those it lists): one plain start for outside and attach
+    together, one under `dflash-diag run` for probes."""
+    wanted = [m for m in modes if m in case.modes]
+    shared = tuple(m for m in SHARED_START if m in wanted)
+    return ([shared] if shared else []) + ([("probes",)] if "probes" in wanted else [])
+
+
+def run_starts(starts: list[tuple[Case, tuple[str, ...]]], *, parallel: int = 2, duration_s: float = 5.0,
+               python: str | None = None, progress: Any = None, extra_args: tuple[str, ...] = (),
+               ready_timeout_s: float | None = None, record: Recording | None = None) -> list[Result]:
+    """Each (case, modes of one start) of ``starts``, ``parallel`` programs at a time; results in that order."""
+    from concurrent.futures import as_completed
+
+    done: dict[int, list[Result]] = {}
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = {pool.submit(run_case_modes, c, ms, duration_s=duration_s, python=python, extra_args=extra_args,
+                               ready_timeout_s=ready_timeout_s, record=record): i
+                   for i, (c, ms) in enumerate(starts)}
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
+            if progress is not None:
+                for result in done[futures[future]]:
+                    progress(result)
+    return [r for i in range(len(starts)) for r in done[i]]

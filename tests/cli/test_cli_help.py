@@ -50,3 +50,15 @@ def test_reference_trainer_help() -> None:
                  "--max-steps", "--max-seconds", "--summary-json", "--probes", "--scenario"):
         assert flag in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+def test_a_missing_dependency_is_one_line_naming_the_package() -> None:
+    """`pip install --no-deps .` into an environment without rich: not a traceback, the package to install."""
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['rich'] = None; from dflash_diag.cli import main; raise SystemExit(main(['--help']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 5, out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "the Python package rich is missing" in out.stderr and "pip install rich" in out.stderr

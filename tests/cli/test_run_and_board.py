@@ -156,3 +156,52 @@ def test_run_chains_to_an_existing_sitecustomize(tmp_path: Path, board_dir: Path
     assert out.returncode == 0, out.stderr
     # the user's sitecustomize ran, probes started, and the bootstrap left no trace for subprocesses
     assert out.stdout.split() == ["1", "True", "False", "False"]
+
+
+UNAWARE = r"""
+import os, queue, sys, threading, time
+ready, release = sys.argv[1], sys.argv[2]
+q = queue.Queue(maxsize=4)  # made by the program, never registered: it does not know about the probes
+
+def produce():
+    while True:
+        q.put(time.time())
+
+def consume():
+    while True:
+        q.get()
+        time.sleep(0.01)
+
+for target in (produce, consume):
+    threading.Thread(target=target, daemon=True).start()
+open(ready, "w").write(str(os.getpid()) + " True")
+deadline = time.time() + 60
+while not os.path.exists(release) and time.time() < deadline:
+    time.sleep(0.05)
+"""
+
+
+def test_run_finds_the_queue_a_program_never_registers(tmp_path: Path, board_dir: Path) -> None:
+    """`attach` found the program's `q` (it looks at the threads' frames) and `run` did not: its probes start before
+    the program has made the queue. The session under `run` now looks again while the program runs."""
+    script = tmp_path / "unaware.py"
+    script.write_text(UNAWARE)
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    proc = subprocess.Popen([*CLI, "run", "--probes", "queues", "--board-dir", str(board_dir), "--",
+                             sys.executable, str(script), str(ready), str(release)],
+                            env=_env(board_dir), cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() or not ready.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "the program never started"
+            time.sleep(0.05)
+        pid = int(ready.read_text().split()[0])
+        deadline = time.monotonic() + 30  # the first looks are 1, 2, 4 s after start
+        while "q" not in read_board(pid, board_dir).probes["queues"]:
+            assert time.monotonic() < deadline, read_board(pid, board_dir).probes["queues"]
+            time.sleep(0.1)
+        reading = read_board(pid, board_dir).probes["queues"]["q"]
+        assert reading["maxsize"] == 4 and reading["instrumented"] is True
+    finally:
+        release.write_text("go")
+        proc.communicate(timeout=60)

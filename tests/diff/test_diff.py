@@ -52,6 +52,8 @@ def test_ranking_prefers_known_causes_and_lists_rates_apart() -> None:
              rates={"tokens_per_s": 12400.0, "drafter_batches_per_s": 0.31,
                     "state_shares": {"drafter": {"checkpoint": 0.35}}},
              code={"files": {"loss.py": "bb", "util.py": "cc"}})
+    for doc in (a, b):  # the reference trainer's threads: its stages keep its words in the rows
+        doc["threads"] = [{"name": "target-0", "stage": "target"}, {"name": "drafter-0", "stage": "drafter"}]
     rates, changes = compare(a, b)
     keys = [c.key for c in changes]
     assert keys[0] == "use_reentrant"
@@ -140,3 +142,89 @@ def test_bad_bundles_are_refused_in_one_line(case: str, tmp_path: Path, capsys: 
     assert main(["diff", str(good), str(bad)]) == ExitCode.BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_command_line_flag_is_the_change(spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs of one program, one flag apart (no probes: no config to show it): diff names the flag."""
+    a = take_snapshot(spawn("--maxsize", "4").pid, output=tmp_path / "a.tar.gz", duration_s=0.5).path
+    b = take_snapshot(spawn("--maxsize", "8", "--waiters").pid, output=tmp_path / "b.tar.gz", duration_s=0.5).path
+    assert main(["diff", str(a), str(b), "--json"]) == ExitCode.OK
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    flags = {(c["key"], c["a"], c["b"]) for c in changes if c["kind"] == "flag"}
+    assert flags == {("--maxsize", "4", "8"), ("--waiters", "(absent)", "(set)")}
+    # Same program, same environment: no version, code or env change invented (a finding raised in one run only,
+    # on a loaded box, may rank above: it is the tool's own claim about that run).
+    assert not [c for c in changes if c["kind"] in ("code", "version", "env")]
+    assert next(c for c in changes if c["kind"] != "finding")["kind"] == "flag"
+    assert main(["diff", str(a), str(b)]) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert "--maxsize" in out and "no differences" not in out
+
+
+def _flag_docs(extra_b: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    argv = ["/venv/bin/python", "prog.py", "--workers", "2"]
+    a = _doc(process={"argv": argv}, env_knobs={"OMP_NUM_THREADS": "1"})
+    b = _doc(process={"argv": [*argv, "--hard-mining"]},
+             env_knobs={"OMP_NUM_THREADS": "1", "DFLASH_DIAG_PROBES": "default",
+                        "PYTHONPATH": "/opt/dflash-diag/probes/_bootstrap"}, **(extra_b or {}))
+    return a, b
+
+
+def test_a_flag_given_in_one_run_only_is_ranked_and_the_tools_own_environment_is_not() -> None:
+    """`dflash-diag run` sets DFLASH_DIAG_* and puts its bootstrap first on PYTHONPATH: how the run was watched,
+    never a likely cause; the flag the user added is."""
+    a, b = _flag_docs()
+    _, changes = compare(a, b)
+    assert (changes[0].kind, changes[0].key, changes[0].a, changes[0].b) == ("flag", "--hard-mining", "(absent)", "(set)")
+    assert "PYTHONPATH" not in {c.key for c in changes}  # only the bootstrap's entry differed
+    tool = next(c for c in changes if c.key == "DFLASH_DIAG_PROBES")
+    assert tool.score < 0.3 and "dflash-diag's own" in tool.note  # listed with --all only
+    # A PYTHONPATH the user changed besides the bootstrap is still a change.
+    a["env_knobs"]["PYTHONPATH"] = "/src/a"
+    b["env_knobs"]["PYTHONPATH"] = "/opt/dflash-diag/probes/_bootstrap:/src/b"
+    path = next(c for c in compare(a, b)[1] if c.key == "PYTHONPATH")
+    assert (path.a, path.b) == ("/src/a", "/src/b")
+
+
+def test_piped_output_is_not_cut_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    long_value = "/data/shards/" + "x" * 90 + ".parquet"
+    a, b = _flag_docs({"config": {"train_shards": long_value}})
+    a["config"] = {"train_shards": "/data/shards/a.parquet"}
+    paths = []
+    for name, doc in (("a.json", a), ("b.json", b)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(doc))
+    assert main(["diff", str(paths[0]), str(paths[1])]) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert long_value in out  # one piece, on one line: a file or `grep` gets the whole row
+    assert any(len(line) > 80 for line in out.splitlines())
+    assert "--hard-mining" in out and "(set)" in out
+
+
+def test_rows_name_stages_in_the_programs_words() -> None:
+    """A program whose threads are a producer and worker-N: its stages are the producer and consumer stages; the
+    reference trainer's target-N/drafter-N threads keep their names."""
+    def doc(names: tuple[str, str, str], share: float) -> dict[str, Any]:
+        return _doc(threads=[{"name": names[0], "stage": "target"}, {"name": names[1], "stage": "drafter"},
+                             {"name": names[2], "stage": "drafter"}],
+                    rates={"state_shares": {"drafter": {"python": share}}})
+    rates, changes = compare(doc(("producer", "worker-0", "worker-1"), 0.1),
+                             doc(("producer", "worker-0", "worker-1"), 0.4))
+    assert [r.name for r in rates] == ["consumer python share"]
+    rates, _ = compare(doc(("target-0", "drafter-0", "drafter-1"), 0.1), doc(("target-0", "drafter-0", "drafter-1"), 0.4))
+    assert [r.name for r in rates] == ["drafter python share"]
+    _, changes = compare(doc(("producer", "worker-0", "worker-1"), 0.1), doc(("producer", "worker-0", "w"), 0.1))
+    assert [c.key for c in changes if c.kind == "threads"] == ["consumer threads"]
+
+
+def test_a_file_that_is_no_bundle_is_called_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text("import queue\nq = queue.Queue()\n")
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_doc()))
+    assert main(["diff", str(good), str(program)]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"{program}: not a snapshot bundle" in err and err.count("\n") == 1

@@ -172,6 +172,7 @@ FULL_PROBES = {
          "stuck_tensors": 0, "stuck_numel": 0, "watched_numel": 4096, "frozen": 2}]},
     "collectives": {"status": "ok", "armed": True, "rank": 1, "entered": 120, "completed": 119, "async_issued": 0,
                     "in_collectives_s": 4.5},
+    "syncs": {"status": "ok", "total": 5210, "per_s": 412.5, "top_lines": []},
 }
 
 

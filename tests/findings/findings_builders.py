@@ -14,6 +14,7 @@ from dflash_diag.model import (
     Observation,
     PipelineView,
     StackSample,
+    StageNames,
     StageStats,
     ThreadSample,
     ThreadState,
@@ -71,6 +72,8 @@ def thread_stats(
 
 
 _NO_PROBE = NA("no queue probe")
+# The reference trainer's words: its threads are called target-N and drafter-N.
+TRAINER_WORDS = StageNames(own_words=True)
 
 
 def stage(name: str, shares: Mapping[ThreadState, float] | None = None, bps: float | NA = _NO_PROBE) -> StageStats:
@@ -85,6 +88,7 @@ def pipeline(
     trend: float | NA = _NO_PROBE,
     target_shares: Mapping[ThreadState, float] | None = None,
     drafter_shares: Mapping[ThreadState, float] | None = None,
+    names: StageNames = TRAINER_WORDS,
 ) -> PipelineView:
     return PipelineView(
         target=stage("target", target_shares),
@@ -98,6 +102,7 @@ def pipeline(
         consumer_starved_share=consumer,
         bottleneck=bottleneck,
         verdict="",
+        names=names,
     )
 
 

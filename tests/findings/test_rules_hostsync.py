@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from findings_builders import (
     NOW_S,
     _one,
     _run,
+    board,
     healthy_board,
     observation,
     pipeline,
@@ -62,3 +65,99 @@ def test_host_sync_site_shows_the_line_text() -> None:
                               source_lines={"/app/loss.py:42": "total += loss.item()"})
     f = _one(evaluate(obs, threads, pipeline(), now_wall_s=NOW_S), "host-sync-storm")
     assert "`total += loss.item()`" in f.claim
+
+
+# --- a sync recognised by the line the thread sits at (the H200's spinning waits: `py-spy dump --nonblocking`) ----
+
+_LOSS = "/srv/spec/chunked.py"
+_LOSS_LINES = {
+    31: "        logits = self.head(piece)",
+    33: "        n_valid = int(mask.sum())",
+    34: "        if not bool(torch.isfinite(loss)):",
+    36: "        running += float(loss)",
+}
+
+
+def _h200_shaped(line: int, *, active: bool = True) -> tuple[Frame, ...]:
+    """One nonblocking py-spy sample of the drafter: no native frames, the chunked loss at ``line``."""
+    return (Frame("chunked_loss", _LOSS, line), Frame("train_step", "/srv/spec/train.py", 88),
+            Frame("Thread.run", "/usr/lib/python3.12/threading.py", 1010))
+
+
+def _h200_observation(uses_cuda: bool | None) -> object:
+    """20 samples of a drafter that spins (active, no GIL) at `int(t)`, `bool(torch.isfinite(t))` and `float(t)` 3
+    samples in 4, and computes its logits in 1 (the H200 program read "native 64%, no cause found")."""
+    import dataclasses
+
+    from dflash_diag.model import ProcessFacts
+
+    order = [33, 34, 36, 31] * 5
+    stacks = [stack([thread_sample("drafter-0", _h200_shaped(line), tid=12, gil=False, active=True)], t=i * 0.05)
+              for i, line in enumerate(order)]
+    facts = ProcessFacts(state="S", start_wall_s=NOW_S - 300.0, stderr_target="pipe:[1]", stderr_tail=None,
+                         uses_cuda=uses_cuda)
+    return dataclasses.replace(observation((), stacks), process=facts,
+                               source_lines={f"{_LOSS}:{n}": text for n, text in _LOSS_LINES.items()})
+
+
+def test_a_spinning_sync_at_int_float_bool_of_a_tensor_is_a_gpu_wait_and_names_its_line() -> None:
+    from dflash_diag.analysis import analyse
+
+    analysis = analyse(replace(_h200_observation(uses_cuda=True), now_wall_s=NOW_S))  # type: ignore[arg-type]
+    (drafter,) = [t for t in analysis.threads if t.name == "drafter-0"]
+    assert drafter.shares[ThreadState.GPU_WAIT] == 0.75 and drafter.shares.get(ThreadState.NATIVE, 0.0) == 0.25
+    f = next(f for f in analysis.findings if f.rule_id == "host-sync-storm")
+    sites = [value for name, value in f.evidence if name == "sync site"]
+    assert len(sites) == 3 and all("chunked.py:3" in s for s in sites)
+    assert "`n_valid = int(mask.sum())`" in " ".join(sites) and "`running += float(loss)`" in " ".join(sites)
+    assert "chunked.py:3" in f.claim
+
+
+def test_without_cuda_known_a_conversion_is_not_read_as_a_sync() -> None:
+    """`int(x)` in C without the GIL is a tensor's read only in a process with CUDA: unknown or absent, no claim."""
+    from dflash_diag.analysis import analyse
+
+    for uses_cuda in (None, False):
+        analysis = analyse(replace(_h200_observation(uses_cuda=uses_cuda), now_wall_s=NOW_S))  # type: ignore[arg-type]
+        (drafter,) = [t for t in analysis.threads if t.name == "drafter-0"]
+        # `bool(torch.isfinite(...))` says tensor in its text: a sync unless CUDA is known absent
+        assert drafter.shares.get(ThreadState.GPU_WAIT, 0.0) == (0.25 if uses_cuda is None else 0.0)
+        assert "n_valid" not in " ".join(v for f in analysis.findings for _, v in f.evidence)
+
+
+def test_samples_the_states_called_native_still_count_at_a_sync_line() -> None:
+    """States computed elsewhere (another classifier version, a board's thread table) said native compute: the rule
+    reads the lines the thread sat at and names them."""
+    import dataclasses
+
+    from dflash_diag.model import ProcessFacts
+
+    order = [33, 36, 33, 36]
+    stacks = [stack([thread_sample("drafter-0", _h200_shaped(line), tid=12, gil=False, active=True)], t=i)
+              for i, line in enumerate(order * 2)]
+    timeline = [ThreadState.NATIVE] * 8
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.NATIVE: 1.0}, tid=12, n=8, timeline=timeline),)
+    obs = dataclasses.replace(
+        observation((), stacks), source_lines={f"{_LOSS}:{n}": text for n, text in _LOSS_LINES.items()},
+        process=ProcessFacts(state="S", start_wall_s=NOW_S - 300.0, stderr_target="", stderr_tail=None,
+                             uses_cuda=True))
+    f = _one(evaluate(obs, threads, pipeline(), now_wall_s=NOW_S), "host-sync-storm")
+    assert "chunked.py:33" in f.claim or "chunked.py:36" in f.claim
+    assert dict(f.evidence)["of them read as native compute"].startswith("8 samples")
+
+
+def test_the_syncs_probes_counts_are_evidence() -> None:
+    import dataclasses
+
+    counted = {"syncs": {"total": 5210, "per_s": 412.5, "top_lines": [
+        {"site": "spec/chunked.py:33", "thread": "drafter-0", "count": 4800}]}}
+    sync = (Frame("_chunked_loss", "/app/loss.py", 42), Frame("step", "/app/train.py", 9))
+    stacks = [stack([thread_sample("drafter-0", sync, tid=12)], t=i) for i in range(6)]
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.GPU_WAIT: 1.0}, tid=12, n=6,
+                            timeline=[ThreadState.GPU_WAIT] * 6),)
+    obs = dataclasses.replace(observation((board(counted),), stacks),
+                              source_lines={"/app/loss.py:42": "total += loss.item()"})
+    f = _one(evaluate(obs, threads, pipeline(), now_wall_s=NOW_S), "host-sync-storm")
+    evidence = dict(f.evidence)
+    assert evidence["host syncs counted (syncs probe)"] == "412/s"
+    assert evidence["counted sync line"] == "spec/chunked.py:33 in drafter-0: 4800 syncs"

@@ -24,9 +24,16 @@ def test_drafter_bottleneck_names_what_targets_do() -> None:
 
 
 def test_target_bottleneck_from_starvation_alone() -> None:
-    pipe = pipeline(bottleneck="unknown", producer=0.0, consumer=0.3)
+    pipe = pipeline(bottleneck="target", producer=0.0, consumer=0.3)
     f = _one(_run(pipe=pipe), "pipeline-bottleneck-target")
     assert f.severity == Severity.INFO  # 30% starved: worth naming, not alarming
+
+
+def test_a_balanced_verdict_is_never_contradicted_by_a_stage_finding() -> None:
+    """The verdict weighs the margin; the finding restates it: "balanced" beside "the consumer stage limits" would be
+    one report contradicting itself (it did, on an oversubscribed box)."""
+    for bottleneck in ("balanced", "unknown"):
+        assert _run(pipe=pipeline(bottleneck=bottleneck, producer=0.3, consumer=0.22)) == ()
 
 
 def test_balanced_pipeline_raises_nothing() -> None:

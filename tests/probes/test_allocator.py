@@ -27,6 +27,8 @@ def test_churn_rates_from_recorded_h200_stats() -> None:
     assert dev["reserved_bytes"] == 702545920
     assert dev["reserved_swing_bytes"] == 702545920 - 436207616
     assert 0.0 <= dev["fragmentation_share"] <= 1.0
+    assert dev["allocated_bytes_per_s"] == pytest.approx((10693254144 - 3388997632) / 2)  # 50 tensors made, dropped
+    assert dev["requested_bytes"] == 33554432 and dev["inactive_splits"] == 0
 
 
 def test_steady_state_has_no_churn() -> None:
@@ -49,3 +51,66 @@ def test_no_cuda_is_na() -> None:
 def test_empty_stats_are_na() -> None:
     reading = AllocatorProbe(Config(), stats_fn=lambda dev: {}).snapshot(0.0)
     assert reading["status"] == "na"
+
+
+def test_vocabulary_projections_are_found_in_a_short_window_then_the_hook_leaves() -> None:
+    """A target thread projects onto a 40,000-token vocabulary under no_grad; the watch's window records the call
+    (the program's line, the thread, the output's shape and bytes, grad off) and nothing smaller; after the window
+    no global hook is left."""
+    import threading
+
+    import torch
+    from torch import nn
+    from torch.nn.modules import module as module_mod
+
+    from probes._vocab import VocabWatch
+
+    backbone, lm_head = nn.Linear(64, 64), nn.Linear(64, 40_000, bias=False)
+    watch = VocabWatch(window_s=0.5, every_s=60.0)
+    watch.tick(torch, now_s=100.0)
+    assert len(module_mod._global_forward_hooks) == 1
+
+    def target() -> None:
+        with torch.no_grad():
+            for _ in range(3):
+                hidden = backbone(torch.randn(2, 8, 64))
+                logits = lm_head(hidden)  # the line the watch names
+                del logits
+
+    worker = threading.Thread(target=target, name="tgt-worker")
+    worker.start()
+    worker.join()
+    watch.tick(torch, now_s=100.6)  # the window has lasted: closed
+    assert len(module_mod._global_forward_hooks) == 0
+    (row,) = watch.rows()
+    assert row["site"].startswith("probes/test_allocator.py:") and row["thread"] == "tgt-worker"
+    assert row["calls"] == 3 and row["shape"] == [2, 8, 40_000] and row["output_bytes"] == 2 * 8 * 40_000 * 4
+    assert row["grad"] is False and watch.guard.errors == 0
+    watch.tick(torch, now_s=130.0)  # not due again before every_s
+    assert len(module_mod._global_forward_hooks) == 0
+
+
+def test_the_window_changes_nothing_a_compiled_module_does() -> None:
+    """A compiled module run while the window is open: no recompile, and torch's warning about global hooks is not
+    shown (the program's output is the same)."""
+    import warnings
+
+    import torch
+    from torch import nn
+    from torch._dynamo.utils import counters
+
+    from probes._vocab import VocabWatch
+
+    torch._dynamo.reset()
+    compiled = torch.compile(nn.Sequential(nn.Linear(8, 8), nn.ReLU()))
+    x = torch.randn(2, 8)
+    compiled(x)
+    frames = dict(counters["frames"])
+    watch = VocabWatch(window_s=0.5, every_s=60.0)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        watch.tick(torch, now_s=0.0)
+        compiled(x)
+        watch.tick(torch, now_s=1.0)
+    assert dict(counters["frames"]) == frames
+    assert not [w for w in shown if "global hooks" in str(w.message)]

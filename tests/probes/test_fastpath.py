@@ -72,6 +72,8 @@ def test_quiet_without_gdn_models_loaded() -> None:
         probe.close()
     assert reading["gdn_kernels"] == {} and reading["gdn_fast_path"] is None
     assert reading["fallback_warnings"] == []
+    # Not "fla is not installed": a program with no GatedDeltaNet has no fast path to miss.
+    assert reading["gdn_reason"] == "no transformers GatedDeltaNet model loaded"
 
 
 def test_flex_attention_eager_call_before_the_probe_started_is_still_seen() -> None:

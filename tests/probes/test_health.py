@@ -491,3 +491,113 @@ def test_a_warm_up_from_zero_read_between_two_samples_is_not_a_zero_lr(monkeypat
         assert judge(payload, 0.0) == []
     finally:
         p.close()
+
+
+# --- several threads, each with its own optimizer (a false critical on the H200 and on CPU with doctor --attach) ----
+
+
+class _Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+class _Net(nn.Module):
+    """Blocks with a ReLU MLP whose hidden unit 0 never fires in block 1 (a dead unit, as ReLU MLPs have): the
+    first column of that block's down projection gets no gradient, every other column trains. A [64k, n] weight's
+    old fingerprint (stride numel // 64) lay entirely in column 0."""
+
+    def __init__(self, width: int = 64, checkpointed: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(_Block(width) for _ in range(3))
+        self.head = nn.Linear(width, 10)
+        self.checkpointed = checkpointed
+        with torch.no_grad():
+            self.blocks[1].up.bias[0] = -100.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) if self.checkpointed else block(x)
+        return self.head(x)
+
+
+def _adamw(net: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.0)
+
+
+def _fit_net(net: _Net, opt: torch.optim.Optimizer, steps: int) -> None:
+    for _ in range(steps):
+        x = torch.randn(16, 64)
+        loss = nn.functional.cross_entropy(net(x), x[:, :10].argmax(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+
+def test_a_dead_unit_in_a_trained_weight_is_not_a_weight_that_does_not_train(probe: HealthProbe) -> None:
+    net = _Net()
+    column = net.blocks[1].down.weight[:, 0].detach().clone()
+    _fit_net(net, _adamw(net), 20)
+    assert torch.equal(column, net.blocks[1].down.weight[:, 0])  # the dead unit's column never moves ...
+    assert _ids(probe) == set()  # ... and the weight trains
+
+
+def test_threads_each_with_its_own_optimizer_all_training_get_no_finding() -> None:
+    """Three threads, each an AdamW over its own model (one under non-reentrant activation checkpointing), all
+    training at once, sampled as the probe samples a live program (once a second per optimizer)."""
+    import threading
+
+    p = HealthProbe(Config(interval_s=0.05))
+    try:
+        nets = [_Net(), _Net(checkpointed=True), _Net()]
+        opts = [_adamw(net) for net in nets]  # alive after the threads end: their groups stay on the board
+        threads = [threading.Thread(target=_fit_net, args=(net, opt, 150)) for net, opt in zip(nets, opts, strict=True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        payload = p.snapshot(0.0)
+        assert payload[HealthKeys.STEPS] == 450
+        groups = payload[HealthKeys.GROUPS]
+        assert sorted(g[HealthKeys.GROUP] for g in groups) == ["AdamW#0/0", "AdamW#1/0", "AdamW#2/0"]
+        assert all(g[HealthKeys.SAMPLED_STEP] <= 150 for g in groups)  # each judged over its own optimizer's steps
+        assert judge(payload, 0.0) == []
+    finally:
+        p.close()
+
+
+def test_fingerprinted_elements_without_a_gradient_say_nothing(probe: HealthProbe) -> None:
+    """An embedding whose fingerprinted rows are tokens the data never holds: those rows never move (Adam, no
+    weight decay) while every row the data uses trains. Unchanged weights where the step had nothing to apply are no
+    evidence; the same embedding held by an optimizer the forward does not use still is."""
+    from probes._common import fingerprint_view
+
+    vocab, width = 512, 16
+    torch.manual_seed(0)
+    table = nn.Embedding(vocab, width)
+    looked_at = {int(i) // width for i in fingerprint_view(torch.arange(vocab * width).view(vocab, width), 64)}
+    used = torch.tensor([t for t in range(vocab) if t not in looked_at])
+    opt = torch.optim.Adam(table.parameters(), lr=1e-2)
+    for _ in range(20):
+        ids = used[torch.randint(0, len(used), (32,))]
+        opt.zero_grad(set_to_none=True)
+        table(ids).pow(2).mean().backward()
+        opt.step()
+    (group,) = probe.snapshot(0.0)[HealthKeys.GROUPS]
+    assert group[HealthKeys.STUCK_TENSORS] == 0 and _ids(probe) == set()
+
+
+def test_a_fingerprint_spreads_over_the_columns_of_a_weight() -> None:
+    from probes._common import fingerprint_view
+
+    for rows, cols in ((64, 256), (128, 512), (256, 64), (4096, 1024), (100, 7)):
+        positions = fingerprint_view(torch.arange(rows * cols).view(rows, cols), 64)
+        assert len(positions) == 64 and len(set(positions.tolist())) == 64
+        assert len({int(i) % cols for i in positions}) == min(64, cols)  # 64 different input units (or all)
+        assert len({int(i) // cols for i in positions}) >= min(32, rows)  # spread over the rows too

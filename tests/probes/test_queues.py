@@ -116,3 +116,15 @@ def test_queue_that_cannot_be_instrumented_still_reports_depth() -> None:
     reading = _drain(probe)
     assert reading["depth"] == 1 and reading["instrumented"] is False
     probe.close()
+
+
+def test_two_queues_of_one_name_keep_their_own_readings() -> None:
+    """Discovery names a queue by its variable: two threads may each hold a `q`."""
+    probe = QueuesProbe(Config())
+    first, second = queue.Queue(maxsize=2), queue.Queue(maxsize=3)
+    probe.watch("q", first)
+    probe.watch("q", second)
+    probe.watch("q", first)  # the same object again: nothing new
+    payload = probe.snapshot(time.monotonic())
+    assert payload["q"]["maxsize"] == 2 and payload["q#2"]["maxsize"] == 3 and "q#3" not in payload
+    probe.close()

@@ -117,3 +117,22 @@ def test_probe_list_parsing() -> None:
     assert probes.parse_probe_list("gil, queues") == {"gil", "queues"}
     with pytest.raises(ValueError, match="unknown probe 'gli'"):
         probes.parse_probe_list("gli")
+
+
+def test_a_session_that_discovers_finds_a_queue_made_after_it_started(session_factory, board_dir: Path) -> None:
+    """`dflash-diag run` starts the probes before the program runs a line: a queue the program makes later (and
+    never registers) is found by looking at its threads' frames again (probes/discover.py), as attach finds it."""
+    s = session_factory("queues", discover=True, timer_interval_s=0.5, publish_interval_s=0.25)
+    batches: queue.Queue = queue.Queue(maxsize=4)  # made after the session started, held by this frame
+    batches.put(1)
+    _wait_for(lambda: "batches" in (read_board(os.getpid(), board_dir).probe("queues") or {}), timeout_s=15.0)
+    assert read_board(os.getpid(), board_dir).probe("queues")["batches"]["maxsize"] == 4
+    assert s.discovered_queues == ["batches"] and s.discover_cost_s < 0.5
+
+
+def test_a_session_the_program_started_does_not_look_for_queues(session_factory, board_dir: Path) -> None:
+    s = session_factory("queues", timer_interval_s=0.5, publish_interval_s=0.25)  # discover: False, the default
+    batches: queue.Queue = queue.Queue(maxsize=4)
+    time.sleep(1.6)
+    assert s.publish()
+    assert "batches" not in read_board(os.getpid(), board_dir).probe("queues") and batches.maxsize == 4

@@ -194,3 +194,108 @@ def test_real_pynvml_on_this_cpu_box() -> None:
         pytest.skip("this machine has a working NVML")
     assert result.reason == "no NVML (libnvidia-ml.so not found)"
     assert str(result) == "N/A: no NVML (libnvidia-ml.so not found)"
+
+
+# --- GPM: the SM pipes over a window (Hopper+) -------------------------------------------------------------------
+
+# What the H200 read (measured by hand, bf16 8192^3 matmuls; docs/benchmarks.md): SM, occupancy, any tensor, HMMA,
+# FP32, DRAM. The fake answers these for GPU 0; GPU 1 has no GPM (an older GPU).
+H200_BF16 = {2: 94.9, 3: 14.0, 5: 92.1, 7: 92.1, 10: 16.0, 12: 0.0, 13: 0.0}
+
+
+class _Metric:
+    def __init__(self) -> None:
+        self.metricId = 0
+        self.nvmlReturn = 0
+        self.value = 0.0
+
+
+class _MetricsGet:
+    """c_nvmlGpmMetricsGet_t's fields, as the ctypes struct has them."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: Any = None
+        self.sample2: Any = None
+        self.metrics = [_Metric() for _ in range(16)]
+
+
+class FakeGpmNvml(FakeNvml):
+    NVML_GPM_METRICS_GET_VERSION = 1
+    c_nvmlGpmMetricsGet_t = _MetricsGet
+
+    def __init__(self, *args: Any, unsupported_metric: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.allocated: set[int] = set()
+        self.next_sample = 0
+        self.unsupported_metric = unsupported_metric
+
+    def nvmlGpmQueryDeviceSupport(self, h: int) -> Any:
+        self._maybe_fail("nvmlGpmQueryDeviceSupport")
+        return SimpleNamespace(version=1, isSupportedDevice=1 if h == 100 else 0)
+
+    def nvmlGpmSampleAlloc(self) -> int:
+        self._maybe_fail("nvmlGpmSampleAlloc")
+        self.next_sample += 1
+        self.allocated.add(self.next_sample)
+        return self.next_sample
+
+    def nvmlGpmSampleFree(self, sample: int) -> None:
+        self.allocated.discard(sample)
+
+    def nvmlGpmSampleGet(self, h: int, sample: int) -> int:
+        self._maybe_fail("nvmlGpmSampleGet")
+        return sample
+
+    def nvmlGpmMetricsGet(self, request: _MetricsGet) -> _MetricsGet:
+        self._maybe_fail("nvmlGpmMetricsGet")
+        assert request.version == 1 and request.sample1 != request.sample2
+        for metric in request.metrics[: request.numMetrics]:
+            if metric.metricId == self.unsupported_metric:
+                metric.nvmlReturn = 3
+            else:
+                metric.value = H200_BF16[metric.metricId]
+        return request
+
+
+def test_gpm_reads_the_pipes_of_a_supported_gpu_and_says_why_not_of_the_others() -> None:
+    clock = [10.0]
+    fake = FakeGpmNvml(unsupported_metric=13)
+    source = NvmlSource(fake, clock=lambda: clock[0])
+    window = source.gpm_begin()
+    assert not isinstance(window, NA)
+    clock[0] += 1.0
+    hopper, older = source.gpm_end(window)
+    assert hopper.window_s == 1.0 and hopper.any_tensor_pct == 92.1 and hopper.fp32_pct == 0.0
+    assert hopper.sm_util_pct == 94.9 and hopper.sm_occupancy_pct == 14.0 and hopper.dram_bw_pct == 16.0
+    assert isinstance(hopper.fp16_pct, NA) and "not supported" in hopper.fp16_pct.reason
+    assert isinstance(older.any_tensor_pct, NA) and "Hopper or newer" in older.any_tensor_pct.reason
+    assert fake.allocated == set()  # every sample freed
+
+
+def test_a_gpm_window_under_0_7_s_is_refused_not_read_as_zeros() -> None:
+    clock = [10.0]
+    fake = FakeGpmNvml()
+    source = NvmlSource(fake, clock=lambda: clock[0])
+    window = source.gpm_begin()
+    assert not isinstance(window, NA)
+    clock[0] += 0.06
+    (reading, _) = source.gpm_end(window)
+    assert isinstance(reading.any_tensor_pct, NA) and "under 0.7 s" in reading.any_tensor_pct.reason
+    assert fake.allocated == set()
+
+
+def test_gpm_failures_are_values() -> None:
+    fake = FakeGpmNvml(fail={"nvmlGpmSampleGet": 3})
+    source = NvmlSource(fake, clock=lambda: 0.0)
+    window = source.gpm_begin()
+    assert not isinstance(window, NA)
+    reading = source.gpm_end(window)[0]
+    assert isinstance(reading.sm_util_pct, NA) and "not supported" in reading.sm_util_pct.reason
+    assert fake.allocated == set()
+
+
+def test_gpm_without_nvml_here_is_na() -> None:
+    window = NvmlSource().gpm_begin()  # this CPU box: no libnvidia-ml.so
+    assert isinstance(window, NA) and "NVML" in window.reason

@@ -180,3 +180,46 @@ def test_failing_native_dump_falls_back_to_python_frames() -> None:
     assert not sample.native and sample.threads[0].name == "target-0"
     assert spy.native_error == "Failed to merge native and python frames"
     assert not spy.dump().native and sum("--native" in c for c in seen) == 1  # not retried before the interval
+
+
+def test_root_refused_by_the_kernel_is_not_told_to_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`doctor 1` as root in a container: the kernel refuses even root (PID 1 holds capabilities we lack). The old
+    line said to run as root; it now says the process is protected and that its name is no Python's."""
+    from dflash_diag.sources import attach
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    real_readlink = os.readlink
+
+    def refused(path: str) -> str:
+        if path == f"/proc/{sleeper.pid}/exe":
+            raise PermissionError(13, "Permission denied")
+        return real_readlink(path)
+
+    try:
+        monkeypatch.setattr(attach.os, "geteuid", lambda: 0)
+        monkeypatch.setattr(attach, "has_cap_sys_ptrace", lambda: True)
+        monkeypatch.setattr(attach.os, "readlink", refused)
+        err = attach.attach_error(sleeper.pid, "Error: Failed to get process executable name.\n"
+                                               "Permission denied (os error 13)")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    text = str(err)
+    assert err.exit_code == ExitCode.PERMISSION
+    assert "even by root with CAP_SYS_PTRACE" in text and "sudo" not in text and "as root /" not in text
+    assert "sleep does not look like a Python program" in text
+
+
+@pytest.mark.slow  # a real doctor run
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_doctor_1_as_root_says_what_is_wrong() -> None:
+    """The real PID 1 of this machine: whatever it is (not Python here, or protected from root itself), advice to
+    run as root (which we are) is never the answer."""
+    binary = find_pyspy()
+    assert binary is not None
+    if subprocess.run([binary, "dump", "--pid", "1"], capture_output=True, timeout=60).returncode == 0:
+        pytest.skip("PID 1 is a Python process py-spy can read here")
+    out = subprocess.run([sys.executable, "-m", "dflash_diag", "doctor", "1", "--duration", "0.5"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != ExitCode.OK and out.stderr.count("\n") == 1, out.stderr
+    assert "sudo dflash-diag" not in out.stderr and "as root / with CAP_SYS_PTRACE" not in out.stderr

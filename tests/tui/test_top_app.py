@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
@@ -68,6 +69,19 @@ def test_panes_show_the_frame() -> None:
         for t in THREADS:
             assert t.name in text
         assert "chunked_loss" in text  # top frame column
+
+    run(body)
+
+
+def test_the_pipeline_pane_says_when_the_cpus_are_oversubscribed() -> None:
+    from top_fakes import PIPELINE
+
+    note = "CPUs oversubscribed: threads that compute waited for a core 48% of the window and ran 38-57% of one"
+
+    async def body(app: TopApp, pilot: Pilot[int]) -> None:
+        assert "verdict (last 10 s): drafter-bound" in screen_text(app) and "CPUs oversubscribed" not in screen_text(app)
+        await post(app, pilot, make_frame(pipeline=replace(PIPELINE, cpu_note=note)))
+        assert note in screen_text(app)
 
     run(body)
 
@@ -222,6 +236,19 @@ def test_help_opens_and_closes() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
     run(body, size=(80, 24))
+
+
+def test_help_and_docs_name_every_tab_key() -> None:
+    """One number key per tab: the help screen and docs/top.md say how many there are (they said 1-6 of 7)."""
+    from dflash_diag.tui.app import HELP_TEXT
+
+    tabs = [b for b in TopApp.BINDINGS if isinstance(b, Binding) and b.key.isdigit() and "show_tab" in b.action]
+    last = max(int(b.key) for b in tabs)
+    assert [int(b.key) for b in tabs] == list(range(1, last + 1))
+    assert f"  1-{last} " in HELP_TEXT and all(b.description.lower() in HELP_TEXT.lower() for b in tabs)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "top.md").read_text()
+    assert f"(keys 1-{last})" in docs and f"| `1`-`{last}` |" in docs
+    assert all(b.description in docs for b in tabs)
 
 
 def test_snapshot_key_calls_the_writer() -> None:

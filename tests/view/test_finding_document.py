@@ -179,7 +179,7 @@ def test_the_plain_adapter_draws_the_lines(analysis: Analysis) -> None:
     lines = _lines(analysis)
     drawn = plain_lines(lines)
     _assert_draws(lines, drawn)
-    assert drawn[0] == "[WARNING] the drafter stage limits throughput, because the process runs old code"
+    assert drawn[0] == "[HEADLINE] the drafter stage limits throughput, because the process runs old code"
     assert all(s.text.isupper() for line in lines for s in line.spans if s.tag == BADGE)
 
 
@@ -205,3 +205,30 @@ def test_the_textual_adapter_draws_the_lines(analysis: Analysis) -> None:
     drawn = asyncio.run(run())
     _assert_draws(lines, drawn)
     assert any(row.startswith(" CRITICAL  stale-code: ") for row in drawn)
+
+
+def test_a_headline_that_is_one_findings_claim_is_listed_once() -> None:
+    """top's Findings tab listed "where the time goes" twice: as the headline and as the finding it restates."""
+    where = Finding("where-time-goes", Severity.INFO, "where the time goes: worker-1 spends work (w.py:9) 90%",
+                    (("path (root last)", "worker-1"),), "look at the root's functions", kind="cause")
+    headline = Headline("where-time-goes", Severity.INFO, where.claim, where.remedy)
+    text = "\n".join(plain_lines(findings_lines(headline_json(headline), [finding_json(where)])))
+    assert text.count("where the time goes") == 1
+    # A headline that says more (a symptom with its cause) stays above the findings it joins.
+    composed = Headline("pipeline-bottleneck-drafter", Severity.WARNING, HEADLINE.text, "restart", ("stale-code",))
+    drawn = plain_lines(findings_lines(headline_json(composed), [finding_json(BOTTLENECK), finding_json(STALE)]))
+    assert drawn[0].startswith("[HEADLINE] the drafter stage limits throughput, because")
+
+
+def test_doctors_summary_counts_what_it_printed(analysis: Analysis, capsys: pytest.CaptureFixture[str]) -> None:
+    """ "no findings ... (4 informational)" after five INFO blocks: the headline's badge now says HEADLINE, so the
+    severity badges on screen are the findings the summary counts."""
+    from dflash_diag.cli._output import console
+    from dflash_diag.view.doctor import doctor_lines
+
+    infos = tuple(replace(f, severity=Severity.INFO) for f in (STALE, BOTTLENECK, NOTE))
+    info_headline = replace(HEADLINE, severity=Severity.INFO)
+    print_lines(console(), doctor_lines(_printed(doctor_doc(replace(analysis, findings=infos, headline=info_headline)))))
+    out = capsys.readouterr().out
+    assert "(3 informational)" in out
+    assert out.count(" INFO ") == 3 and "HEADLINE" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dflash_diag.model import NA, Finding, Severity
+from dflash_diag.model.findings import SYMPTOM
 from dflash_diag.view.hold import FindingHold
 
 
@@ -31,3 +32,18 @@ def test_several_findings_of_one_rule_and_na() -> None:
     assert isinstance(shown, tuple) and [f.claim for f in shown] == ["a.py changed", "b.py changed (not seen in the last 1 s)"]
     na = NA("findings failed")
     assert hold.update(na, 2.0) is na
+
+
+def test_a_verdict_about_the_other_stage_replaces_the_held_one() -> None:
+    """A held "the producer stage limits throughput" beside a current "the consumer stage limits throughput" would
+    contradict itself on one screen: the newer verdict replaces it; an unrelated held finding stays."""
+    hold = FindingHold(hold_s=10.0)
+    target = Finding("pipeline-bottleneck-target", Severity.INFO, "the producer stage limits throughput",
+                     (("x", "1"),), "fix", kind=SYMPTOM, stages=("target",))
+    drafter = Finding("pipeline-bottleneck-drafter", Severity.INFO, "the consumer stage limits throughput",
+                      (("x", "1"),), "fix", kind=SYMPTOM, stages=("drafter",))
+    gil = finding("gil-contention")
+    hold.update((target, gil), 0.0)
+    shown = hold.update((drafter,), 1.0)
+    assert isinstance(shown, tuple) and [f.rule_id for f in shown] == ["pipeline-bottleneck-drafter", "gil-contention"]
+    assert {f.rule_id for f in hold.update((), 2.0)} == {"pipeline-bottleneck-drafter", "gil-contention"}  # type: ignore[union-attr]

@@ -58,3 +58,24 @@ def test_text_report_sections() -> None:
     assert (
         "no update for 42 s" in text and "[CRITICAL] stale-code: " in text and "verdict (last 10 s): drafter-bound: q_hs 12/16 rising" in text
     )
+
+
+def test_a_program_that_does_not_call_its_threads_target_and_drafter_reads_in_roles() -> None:
+    """`top --batch` of a producer and worker-N threads: the stage rows, the thread rows and stage_names say
+    producer/consumer; the wire values (stage, bottleneck, the stages' keys) are unchanged for scripts."""
+    from dataclasses import replace
+
+    from top_fakes import PIPELINE, THREADS
+
+    from dflash_diag.model.stats import stage_names
+
+    renamed = {"target-0": "producer", "target-1": "producer-b", "drafter-0": "worker-0", "drafter-1": "worker-1"}
+    threads = tuple(replace(t, name=renamed.get(t.name, t.name)) for t in THREADS)
+    frame = make_frame(threads=threads, pipeline=replace(PIPELINE, names=stage_names(threads, queue="q")))
+    doc = frame_to_json(frame)
+    assert doc["pipeline"]["stage_names"] == {"target": "producer", "drafter": "consumer"}
+    assert doc["stages"]["drafter"]["name"] == "consumer" and doc["pipeline"]["bottleneck"] == "drafter"
+    assert next(t for t in doc["threads"] if t["name"] == "worker-0")["stage"] == "drafter"
+    text = frame_to_text(frame)
+    assert "  consumer " in text and "(bottleneck: consumer)" in text
+    assert "worker-0" in text and " drafter " not in text.split("THREADS")[1].split("GPUS")[0]

@@ -18,7 +18,7 @@ from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_diag.analysis.sampled import Sampled
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
-from dflash_diag.model import NA, Analysis, Maybe, PipelineView, ThreadState, ThreadStats
+from dflash_diag.model import NA, Analysis, Maybe, PipelineView, Stage, StageNames, ThreadState, ThreadStats
 from dflash_diag.model.job import JobObservation, RankSummary
 from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.stacks import Frame, ThreadSample
@@ -63,6 +63,11 @@ class Context(Sampled):
         if process is None or process.start_wall_s is None:
             return None
         return max(0.0, self.now_wall_s - process.start_wall_s)
+
+    @property
+    def names(self) -> StageNames:
+        """The words for this program's stages (its own, or the roles): every claim names stages through them."""
+        return self.pipeline.names
 
     def stage_rows(self, stage: str) -> list[tuple[ThreadSample, ThreadState]]:
         """All samples of the stage's threads (every thread, however few its samples)."""
@@ -224,22 +229,18 @@ def threads_text(names: list[str], limit: int = 4) -> str:
 
 
 def stage_role(ctx: Context, stage: str) -> str:
-    """A stage's name in claims: its role (``producer``/``consumer``) when the stages were inferred from a queue's
-    use, since a user's program has no stage called "target" or "drafter"; the configured name otherwise."""
-    if ctx.assignment.how == "queues" and stage in ("target", "drafter"):
-        return "producer" if stage == "target" else "consumer"
-    return stage
+    """A stage's name in claims: its role (``producer``/``consumer``), since a user's program has no stage called
+    "target" or "drafter"; those words only when the program's own threads use them (``model.stage.StageNames``)."""
+    return ctx.names.word(stage)
 
 
 def stage_label(ctx: Context, stage: str) -> str:
     """How a stage is called in a claim: ``the consumer stage of `q``` when inferred from that queue's use, else
-    ``the drafter stage``."""
-    if ctx.assignment.how == "queues" and ctx.assignment.queue and stage in ("target", "drafter"):
-        return f"the {stage_role(ctx, stage)} stage of `{ctx.assignment.queue}`"
-    return f"the {stage} stage"
+    ``the consumer stage`` (``the drafter stage`` in a program whose threads are called so)."""
+    return ctx.names.label(stage)
 
 
-def thread_stage(ctx: Context, thread: ThreadSample) -> str:
+def thread_stage(ctx: Context, thread: ThreadSample) -> Stage:
     """The stage of a thread in a stack sample, by matching it to the aggregated ThreadStats."""
     for stats in ctx.threads:
         if thread.os_thread_id is not None and stats.os_thread_id == thread.os_thread_id:
@@ -247,7 +248,7 @@ def thread_stage(ctx: Context, thread: ThreadSample) -> str:
     for stats in ctx.threads:
         if thread.name is not None and stats.name == thread.name:
             return stats.stage
-    return "other"
+    return Stage.OTHER
 
 
 def thread_label(thread: ThreadSample) -> str:

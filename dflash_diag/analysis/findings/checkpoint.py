@@ -17,7 +17,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.stderr import CHECKPOINT_NO_GRAD
-from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.model import Finding, Severity, Stage, ThreadState
 from dflash_diag.model.evidence import is_library_file
 
 # Recompute costs about one extra forward, i.e. ~1/3 of forward+backward when everything is checkpointed;
@@ -157,18 +157,18 @@ def _mode_from_stacks(ctx: Context) -> Iterator[Finding]:
         "confirm which parameters get no gradient, run it under `dflash-diag run -- python ...` (the checkpoint "
         "probe checks every parameter's .grad after backward) and run doctor again.",
         impact=0.3 if warned else 0.0,
-        stages=tuple(sorted(stages - {"other"})),
+        stages=tuple(sorted(stages - {Stage.OTHER})),
     )
 
 
 def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
-    by_stage: list[tuple[str, float, float]] = []
-    for stage in ("drafter", "target", "other"):
+    by_stage: list[tuple[Stage, float, float]] = []
+    for stage in (Stage.DRAFTER, Stage.TARGET, Stage.OTHER):
         threads = ctx.stage_threads(stage)
         if threads:
             share = mean_share(threads, ThreadState.CHECKPOINT)
             by_stage.append((stage, share, lower_bound(share, stage_samples(threads))))
-    stage, share, sure_share = max(by_stage, key=lambda s: s[2], default=("drafter", 0.0, 0.0))
+    stage, share, sure_share = max(by_stage, key=lambda s: s[2], default=(Stage.DRAFTER, 0.0, 0.0))
     # Sampled only: the checkpoint probe does not time recompute (docs/board.md: no recompute_s is published).
     hook_share, hook_n, hook_site = _hook_share(ctx, stage)
     hook_heavy = lower_bound(hook_share, hook_n) >= HOOK_WARNING_SHARE
@@ -178,13 +178,14 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
     mode = "saved-tensor hooks (use_reentrant=False)" if non_reentrant > reentrant else "reentrant recompute"
     evidence: list[tuple[str, str]] = []
     if share > 0:
-        evidence.append((f"{stage} samples in recompute", pct(share)))
+        evidence.append((f"{ctx.names.word(stage)} samples in recompute", pct(share)))
     evidence.append(("checkpoint Python holding the GIL", pct(hook_share) + (f" at {hook_site}" if hook_site else "")))
     if reentrant or non_reentrant:
         evidence.append(("mode", mode))
-    claim = (f"{stage} threads spend {pct(hook_share)} of their time in checkpoint machinery's own Python"
+    who = ctx.names.threads(stage) if stage is not Stage.OTHER else "threads outside the pipeline"
+    claim = (f"{who} spend {pct(hook_share)} of their time in checkpoint machinery's own Python"
              if hook_heavy else
-             f"{stage} threads spend {pct(share)} of their time in activation-checkpoint recompute")
+             f"{who} spend {pct(share)} of their time in activation-checkpoint recompute")
     yield Finding(
         rule_id="checkpoint-recompute-heavy",
         severity=Severity.WARNING if hook_heavy else Severity.INFO,
@@ -193,7 +194,7 @@ def _recompute(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[F
         remedy="Checkpoint fewer/larger regions (e.g. fewer loss chunks), compile the checkpointed region, or "
         "compare use_reentrant modes (saved-tensor hooks cost Python time per chunk under the GIL).",
         impact=share,
-        stages=(stage,) if stage != "other" else (),
+        stages=(stage,) if stage is not Stage.OTHER else (),
     )
 
 

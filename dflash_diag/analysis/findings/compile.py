@@ -9,8 +9,9 @@ call compiled again after it ran is a recompile; one long first compile is warm-
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from dflash_contract.board import CompileKeys, PayloadKeys, ProbeName
 from dflash_diag.analysis.findings._context import (
@@ -26,7 +27,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.frames import user_frames
-from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Frame, Severity, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.findings import STATE
 
 # Dynamo's default recompile_limit is 8 per code object: reaching it in total is a storm, and the next
@@ -46,6 +47,15 @@ WARMUP_MAX_S = 600.0
 # replaces it with a threading.local, so compiling from several threads stops being a hazard there.
 FX_TRACE_THREAD_SAFE_FROM = (2, 14, 1)
 REASONS_SHOWN = 3
+# The same guard of one function failing again: torch's automatic dynamic shapes make a dimension dynamic at its first
+# change (one recompile: warm-up); a guard that fails a second time (a size under dynamic=False or past
+# mark_static, a dtype, an object id that changes every step) recompiles at every new value: a storm in progress,
+# however few recompiles the window holds.
+REPEATED_GUARD_TIMES = 2
+_CACHE_ENTRY = re.compile(r"^\s*\d+/\d+:\s*")
+# The values a guard saw (what changed): "expected 10, actual 11", an object id or address. The rest (which tensor,
+# which dimension) is what the guard is.
+_GUARD_VALUES = re.compile(r"\b(expected|actual)\s+[^,;]+|\b\d{4,}\b|0x[0-9a-f]+", re.I)
 
 RULES = (
     RuleSpec("compile-recompile-limit"),
@@ -167,7 +177,10 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
     before = num(ctx.first_probe(ProbeName.COMPILE), CompileKeys.RECOMPILES)
     window_s = ctx.board_window_s()
     rate = (total - before) / window_s if total is not None and before is not None and window_s > 0 else None
-    probe_storm = total is not None and (total >= RECOMPILE_STORM_TOTAL or (rate is not None and rate >= RECOMPILE_STORM_PER_S))
+    recent = [r for r in items(payload, CompileKeys.RECENT_RECOMPILES) if isinstance(r, Mapping)]
+    repeated = repeated_guards(recent)
+    probe_storm = total is not None and (total >= RECOMPILE_STORM_TOTAL or (rate is not None and rate >= RECOMPILE_STORM_PER_S)
+                                         or bool(repeated))
     recompiling = _recompiling(episodes)
     age_s = ctx.process_age_s()
     endless = [(s, share) for s, share, _ in episodes.values()
@@ -179,7 +192,9 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
         evidence.append(("recompiles (probe)", f"{total:.0f}"))
     if rate is not None:
         evidence.append(("recompile rate", f"{rate:.2f}/s"))
-    recent = [r for r in items(payload, CompileKeys.RECENT_RECOMPILES) if isinstance(r, Mapping)]
+    for function, guard, times in repeated[:REASONS_SHOWN]:
+        evidence.append((f"{function}: the same guard failed {times} times",
+                         f"{guard} (not warm-up: dynamic shapes absorb a change once)"))
     reasons = Counter(_reason_line(r.get(PayloadKeys.REASON)) for r in recent)
     functions = Counter(str(r.get(CompileKeys.FUNCTION)) for r in recent)
     for reason, n in reasons.most_common(REASONS_SHOWN):
@@ -194,12 +209,15 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
         evidence.append((f"{stats.name} compiling", f"{pct(share)} of the window, {age_s:.0f} s after start"))
     threads = [s for s, *_ in recompiling] or [s for s, _ in endless] or [
         t for t in ctx.sampled() if t.name in compiling]
-    stages = tuple(sorted({t.stage for t in threads} - {"other"}))
+    stages = tuple(sorted({t.stage for t in threads} - {Stage.OTHER}))
     share = max((compiling.get(t.name, 0.0) for t in threads), default=0.0)
     where = f"{stage_role(ctx, stages[0])} stage's " if len(stages) == 1 else ""
     what = []
     if total is not None:
         what.append(f"{total:.0f} recompiles" + (f", {rate:.2f}/s now" if rate else ""))
+    if repeated:
+        function, guard, times = repeated[0]
+        what.append(f"{function} recompiled {times} times on the same guard: {guard}")
     elif recompiling:
         stats0, _, site0, n0 = recompiling[0]
         what.append(f"{n0} separate compiles of {site0} in {ctx.obs.window_s:.0f} s")
@@ -217,6 +235,23 @@ def _storm(ctx: Context, payload: Mapping[str, object] | None,
         impact=max(share, 0.2),
         stages=stages,
     )
+
+
+def repeated_guards(recent: Sequence[Mapping[str, object]]) -> list[tuple[str, str, int]]:
+    """(function, guard, times) for each guard that failed in REPEATED_GUARD_TIMES or more of a function's recent
+    recompiles, most first. A recompile's reason lists the cache entries it failed ("0/1: tensor 'x' size mismatch at
+    index 1. expected 11, actual 12; 0/0: ..."), newest first: the first is the guard that made this compile; the
+    values it saw (expected/actual, ids) are left out, so the same guard failing on a new value counts again, while
+    another dimension of the same tensor is another guard."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for row in recent:
+        reason = str(row.get(PayloadKeys.REASON) or "").strip()
+        if not reason:
+            continue
+        first = _CACHE_ENTRY.sub("", reason.split(";")[0].strip().splitlines()[0])
+        guard = _GUARD_VALUES.sub(lambda m: f"{m.group(1)} #" if m.group(1) else "#", first).strip()[:140]
+        counts[(str(row.get(CompileKeys.FUNCTION)), guard)] += 1
+    return [(f, g, n) for (f, g), n in counts.most_common() if n >= REPEATED_GUARD_TIMES]
 
 
 def _graph_breaks(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
@@ -280,7 +315,7 @@ def _warming_up(ctx: Context, payload: Mapping[str, object] | None,
         "(compile-recompile-storm).",
         impact=max((share for _, share in busy), default=0.5),
         kind=STATE,
-        stages=tuple(sorted({s.stage for s, _ in busy} - {"other"})),
+        stages=tuple(sorted({s.stage for s, _ in busy} - {Stage.OTHER})),
     )
 
 

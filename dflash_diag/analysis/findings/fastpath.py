@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dflash_contract.board import CompileKeys, FastpathKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, items, pct, sub, text
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.model import Finding, Severity
+from dflash_diag.model import Finding, Severity, Stage
 
 # transformers' PyTorch reference implementations of the GatedDeltaNet kernels, by kernel family. A frame with
 # one of these names inside transformers' modeling code is the fallback running (the fast kernels live in fla,
@@ -42,7 +42,7 @@ def _family(kernel: str) -> str:
 
 def _stack_shares(ctx: Context) -> tuple[dict[str, float], dict[str, str], int]:
     """Per kernel family: share of target-thread samples inside its fallback, and the frame seen."""
-    rows = ctx.stage_samples("target")
+    rows = ctx.stage_samples(Stage.TARGET)
     hits: dict[str, int] = {}
     seen: dict[str, str] = {}
     for thread in rows:
@@ -103,7 +103,7 @@ def _gdn(ctx: Context) -> Iterator[Finding]:
         yield Finding(rule_id="gdn-torch-fallback", severity=Severity.INFO,
                       claim=claim + ": expected on CPU (the fast kernels need CUDA)", evidence=tuple(evidence),
                       remedy="Nothing to do on CPU. On a GPU, install flash-linear-attention (and causal-conv1d).",
-                      impact=0.0, stages=("target",))
+                      impact=0.0, stages=(Stage.TARGET,))
         return
     measured = cost >= GDN_STACK_SHARE_MIN and total > 0
     yield Finding(
@@ -115,7 +115,7 @@ def _gdn(ctx: Context) -> Iterator[Finding]:
         + ", ".join({"gated delta rule": "flash-linear-attention", "causal conv1d": "causal-conv1d"}.get(f, f)
                     for f in fallback) + ".",
         impact=cost,
-        stages=("target",),
+        stages=(Stage.TARGET,),
     )
 
 

@@ -14,7 +14,7 @@ from dflash_contract.board import GilKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions
-from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 
 # With N busy Python threads some waiting is normal; when the process as a whole spends a third of the
@@ -67,11 +67,11 @@ def check(ctx: Context) -> Iterator[Finding]:
     # Without stages, the threads that train (the wait-for graph's start: autograd's backward, an optimizer step)
     # want the GIL between every op they launch.
     training = set(ctx.waits.chain[0].threads) if ctx.waits.chain else set()
-    monopolies = [t for t in sampled if t.stage == "other" and t.name not in training and (
+    monopolies = [t for t in sampled if t.stage is Stage.OTHER and t.name not in training and (
         lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= MONOPOLY_SHARE or _burns_python(t))]
-    wanting = [t for t in sampled if t.stage in ("target", "drafter")
+    wanting = [t for t in sampled if t.stage in PIPELINE_STAGES
                and t.shares.get(ThreadState.PYTHON, 0.0) + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= WANTS_PYTHON_SHARE]
-    if not any(t.stage in ("target", "drafter") for t in sampled):
+    if not any(t.stage in PIPELINE_STAGES for t in sampled):
         wanting = [t for t in sampled if t.name in training]
     monopoly = monopolies[0] if monopolies and wanting else None
     hidden = _hidden_wait(ctx, sampled, training)
@@ -118,14 +118,14 @@ def check(ctx: Context) -> Iterator[Finding]:
                  f"of the time{_where(ctx, monopoly)}: {waiting} {'gets' if len(heavy_waiters) == 1 else 'get'} it "
                  "only in what is left")
     elif hog is not None and waiting:
-        role = "" if hog.stage in ("target", "drafter") else " (not a pipeline stage)"
+        role = "" if hog.stage in PIPELINE_STAGES else " (not a pipeline stage)"
         claim = (f"GIL contention: {hog.name}{role} holds the GIL {hog.gil_held_pct:.0f}% of the time{_where(ctx, hog)} "
                  f"while {waiting} {verb} for it ({pct(worst)})")
     elif hog is not None:
         claim = f"GIL contention ({pct(worst)} of the time a thread waits): {hog.name} holds it most{_where(ctx, hog)}"
     else:
         claim = f"GIL contention: threads wait for the GIL {pct(worst)} of the time"
-    stages = tuple(sorted({t.stage for t, _ in heavy_waiters} - {"other"}))
+    stages = tuple(sorted({t.stage for t, _ in heavy_waiters} - {Stage.OTHER}))
     impact = worst
     if hog is not None:
         compiling = hog.shares.get(ThreadState.COMPILE, 0.0)
@@ -153,14 +153,14 @@ def _hidden_wait(ctx: Context, sampled: list[ThreadStats],
     """(a thread doing the work, % of the window it slept unseen, the side thread holding the GIL), when /proc shows
     a thread that trains or belongs to a pipeline stage, computing in (nearly) all its samples, asleep a measurable
     share of the window while a thread off the training path and outside the stages holds the GIL."""
-    holders = sorted((t for t in sampled if t.name not in training and t.stage == "other"
+    holders = sorted((t for t in sampled if t.name not in training and t.stage is Stage.OTHER
                       and lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= SIDE_HOLDER_SHARE),
                      key=lambda t: -t.gil_held_pct)
     if not holders:
         return None
     found: list[tuple[float, ThreadStats]] = []
     for t in sampled:
-        working = t.name in training or (t.stage in ("target", "drafter") and not t.helper)
+        working = t.name in training or (t.stage in PIPELINE_STAGES and not t.helper)
         if not working or sum(t.shares.get(s, 0.0) for s in _WORK) < HIDDEN_WORK_SHARE:
             continue
         if is_na(t.cpu_pct) or is_na(t.runq_pct):
@@ -193,7 +193,7 @@ def _hidden_finding(ctx: Context, waiter: ThreadStats, slept_pct: float, hog: Th
         "release the GIL); `dflash-diag run` adds the GIL probe, which measures each wait.",
         impact=slept_pct / 100.0,
         # The stage that loses the time (a cause of its slowness); a training thread outside the stages: the process.
-        stages=(waiter.stage,) if waiter.stage in ("target", "drafter") else ())
+        stages=(waiter.stage,) if waiter.stage in PIPELINE_STAGES else ())
 
 
 def _work_share(t: ThreadStats) -> float:

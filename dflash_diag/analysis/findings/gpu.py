@@ -9,7 +9,7 @@ from dflash_contract.board import AppKeys
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.kernels import trace_evidence
-from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.findings import SYMPTOM
 
 # A training GPU below half utilisation over a window is starved by its host side (launch-bound), unless its
@@ -19,7 +19,7 @@ GPU_IDLE_UTIL_PCT = 50.0
 MIN_GPU_SWEEPS = 3
 # Threads blocked on q_hs at least this share of the time are waiting on the other stage, not starving the GPU.
 QUEUE_WAIT_EXPLAINS = 0.30
-_STAGE_WAIT = {"target": ThreadState.QUEUE_PUT, "drafter": ThreadState.QUEUE_GET}
+_STAGE_WAIT = {Stage.TARGET: ThreadState.QUEUE_PUT, Stage.DRAFTER: ThreadState.QUEUE_GET}
 # A thread outside the named stages drives the GPU when it is not idle at least this share of its samples.
 BUSY_SHARE = 0.5
 
@@ -71,7 +71,7 @@ def check(ctx: Context) -> Iterator[Finding]:
             "relieve GIL contention (fewer busy Python threads), remove host syncs; see the other findings.",
             impact=max(0.0, 1.0 - util / 100.0) * 0.5,
             kind=SYMPTOM,
-            stages=tuple(s for s in stages if s != "other"),
+            stages=tuple(s for s in stages if s in PIPELINE_STAGES),
         )
 
 

@@ -20,7 +20,7 @@ from dflash_contract.board import ProbeName, ThreadsKeys
 from dflash_diag.analysis.findings._context import Context, items, num, text, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sampled import process_cpu_pct
-from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.model import Finding, Severity, Stage, ThreadState
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.waits import edge_text
 
@@ -69,9 +69,9 @@ def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
     on_queue = {t.name for t in blocked_put + blocked_get}
     # A side is stuck only when every live thread of its counterpart is stuck on a queue too (or there is none):
     # a feeder waiting in a socket read may deliver the next item at any moment.
-    if any(t.stage == "drafter" and t.name not in on_queue for t in threads):
+    if any(t.stage == Stage.DRAFTER and t.name not in on_queue for t in threads):
         blocked_put = []
-    if any(t.stage == "target" and t.name not in on_queue for t in threads):
+    if any(t.stage == Stage.TARGET and t.name not in on_queue for t in threads):
         blocked_get = []
     if not blocked_put and not blocked_get:
         return None
@@ -88,11 +88,10 @@ def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
         parts.append(f"{threads_text([t.name for t in blocked_get])} blocked in {where}.get for the whole "
                      f"{obs.window_s:.1f} s window (empty: no thread feeds it)")
     evidence: list[tuple[str, str]] = [("blocked all window", ", ".join(t.name for t in blocked_put + blocked_get))]
-    missing = [stage for stage, blocked in (("drafter", blocked_put), ("target", blocked_get))
+    missing = [stage for stage, blocked in ((Stage.DRAFTER, blocked_put), (Stage.TARGET, blocked_get))
                if blocked and not any(t.stage == stage for t in threads)]
     for stage in missing:
-        side = "consumer" if stage == "drafter" else "producer"
-        evidence.append((f"{stage} stage ({side}s of {where})", "no live thread"))
+        evidence.append((ctx.names.label(stage).removeprefix("the "), "no live thread"))
     if cpu_pct is not None:
         evidence.append(("process CPU over the window", f"{cpu_pct:.1f}% of one core"))
     evidence.append(("threads doing any work", "none"))
@@ -111,7 +110,7 @@ def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
     if others:
         parts.append("meanwhile " + "; ".join(f"{n.name} {edge_text(n.waits[0])}" for n in others[:3]))
         evidence.extend((f"waits: {n.name}", edge_text(n.waits[0])) for n in others[:DEATHS_SHOWN])
-    stages = tuple(sorted({"drafter" for _ in blocked_put} | {"target" for _ in blocked_get}))
+    stages = tuple(sorted({Stage.DRAFTER for _ in blocked_put} | {Stage.TARGET for _ in blocked_get}))
     return Finding(
         rule_id="pipeline-hang",
         severity=Severity.CRITICAL,

@@ -1,8 +1,12 @@
 """Host-sync storms: the step waiting on the GPU at `.item()`, `.cpu()` or synchronize, many times per step.
 
-Only syncs the program asked for count (a native sync frame, torch.cuda.synchronize, a line with `.item()`...):
-a thread waiting in backward() or an op because the GPU is busy (its launch queue full) is GPU-bound, which is
-healthy, and is shown as evidence only."""
+Only syncs the program asked for count (a native sync frame, torch.cuda.synchronize, a line with `.item()`,
+`bool(torch.isfinite(t))`, or a conversion such as `int(t)`, `float(t)`, `if t:` or `print(t)` the thread sits at in
+C without the GIL in a process with CUDA loaded): a thread waiting in backward() or an op because the GPU is busy
+(its launch queue full) is GPU-bound, which is healthy, and is shown as evidence only. CUDA's default sync spins:
+a thread blocked on the GPU is on CPU, so its samples may have been read as native compute; the line it sits at
+says what it waits for, and such samples count as syncs whatever state they were given. Under probes the ``syncs``
+probe counts every sync per line (torch's sync debug mode): the lines it counts are evidence beside the samples."""
 
 from __future__ import annotations
 
@@ -10,11 +14,20 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dflash_diag.analysis.classify import is_gpu_sync_frame, is_gpu_sync_line
-from dflash_diag.analysis.findings._context import Context, frame_site, lower_bound, pct, python_frames
+from dflash_contract.board import ProbeName, SyncKeys
+from dflash_diag.analysis.classify import host_sync_sample, is_gpu_sync_frame, is_gpu_sync_line, may_sync_line
+from dflash_diag.analysis.findings._context import (
+    Context,
+    frame_site,
+    items,
+    lower_bound,
+    num,
+    pct,
+    python_frames,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.kernels import trace_evidence
-from dflash_diag.model import Finding, GpuSample, Severity, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Frame, GpuSample, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.stacks import ThreadSample
 
@@ -28,6 +41,9 @@ SYNC_NATIVE_FRAMES = frozenset(
      "cuCtxSynchronize", "cuEventSynchronize", "_local_scalar_dense", "_local_scalar_dense_cuda"}
 )
 SITES_SHOWN = 3
+# Python frames a tensor's conversion to a host value runs in (`f"{t}"`, `print(t)`): the user's line above them is
+# the one that reads the tensor.
+_CONVERSION_FILES = ("torch/_tensor.py", "torch/_tensor_str.py")
 # A GPU this busy is the bottleneck: a host thread waiting on it is GPU-bound, not losing time to syncs.
 # NVML's utilisation is the share of time any kernel runs, so it also reads 99% for small models that keep a
 # GPU fed at 165-240 W of 700 (the H200 casebook's healthy programs): power is shown, never a verdict.
@@ -41,9 +57,9 @@ def check(ctx: Context) -> Iterator[Finding]:
         return  # `.item()` on a process that runs nothing on a GPU reads host memory: no device to wait on
     # Pipeline stages are judged as a whole; threads outside them one by one (an idle main thread must not
     # dilute a training thread that syncs all the time).
-    groups: list[tuple[str, str, tuple[ThreadStats, ...]]] = [
-        (stage, stage, ctx.stage_threads(stage)) for stage in ("drafter", "target") if ctx.stage_threads(stage)]
-    groups += [(t.name, "other", (t,)) for t in ctx.stage_threads("other")]
+    groups: list[tuple[str, Stage, tuple[ThreadStats, ...]]] = [
+        (stage, stage, ctx.stage_threads(stage)) for stage in (Stage.DRAFTER, Stage.TARGET) if ctx.stage_threads(stage)]
+    groups += [(t.name, Stage.OTHER, (t,)) for t in ctx.stage_threads(Stage.OTHER)]
     measured = [(label, stage, threads, _waits(ctx, threads)) for label, stage, threads in groups]
     hot = [x for x in measured if lower_bound(x[3].explicit_share, x[3].n) >= SYNC_WARNING_SHARE]
     if not hot:
@@ -56,8 +72,12 @@ def check(ctx: Context) -> Iterator[Finding]:
         evidence.append((f"{label} waiting on a busy GPU in ops (launch queue full)", pct(waits.implicit_share)))
     for site, n in waits.sites.most_common(SITES_SHOWN):
         evidence.append(("sync site", f"{site} ({n} samples)"))
+    if waits.read_as_native:
+        evidence.append(("of them read as native compute", f"{waits.read_as_native} samples: the thread spins on CPU "
+                                                            "while it waits (CUDA's default sync)"))
+    evidence.extend(counted_sync_evidence(ctx))
     where = f" at {waits.sites.most_common(1)[0][0]}" if waits.sites else ""
-    who = f"{stage} threads" if stage != "other" else label
+    who = ctx.names.threads(stage) if stage is not Stage.OTHER else label
     util = _gpu_util_pct(ctx, threads)
     if util is not None:
         evidence.append(("GPU utilisation", f"{util:.0f}% (NVML, mean over the window)"))
@@ -83,7 +103,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         remedy="Keep values on the device inside the step (no .item()/.cpu()/print of tensors per chunk), "
         "accumulate metrics on the GPU and read them every N steps; use non_blocking copies.",
         impact=share,
-        stages=(stage,) if stage != "other" else (),
+        stages=(stage,) if stage is not Stage.OTHER else (),
     )
 
 
@@ -93,11 +113,13 @@ class _Waits:
     explicit_share: float  # in a sync the program asked for: .item(), .cpu(), synchronize, a native sync frame
     implicit_share: float  # GPU wait read off a busy GPU (a full launch queue, backward at the device's pace)
     sites: Counter[str]  # the program's lines of the explicit syncs
+    read_as_native: int = 0  # explicit-sync samples the classifier had called native compute (a spinning wait)
 
 
 def _waits(ctx: Context, threads: tuple[ThreadStats, ...]) -> _Waits:
-    n = explicit = implicit = 0
+    n = explicit = implicit = native = 0
     sites: Counter[str] = Counter()
+    cuda = _cuda_loaded(ctx)
     for stats in threads:
         rows = ctx.stats_rows(stats)
         aligned = len(rows) == stats.n_samples
@@ -105,33 +127,71 @@ def _waits(ctx: Context, threads: tuple[ThreadStats, ...]) -> _Waits:
             rows = [(t, ThreadState.GPU_WAIT) for t in _thread_samples(ctx, stats)]
         n += stats.n_samples
         for thread, state in rows:
-            if state != ThreadState.GPU_WAIT:
+            if state not in (ThreadState.GPU_WAIT, ThreadState.NATIVE):
                 continue
-            site = _explicit_site(ctx, thread)
+            site = _explicit_site(ctx, thread, state, cuda)
             if site is not None:
                 explicit += 1
                 sites[site] += 1
-            elif aligned:  # a GPU wait the classifier read off a busy GPU; unaligned rows are not known waits
+                native += state == ThreadState.NATIVE
+            elif aligned and state == ThreadState.GPU_WAIT:  # read off a busy GPU; unaligned rows are not known waits
                 implicit += 1
     return _Waits(n=n, explicit_share=explicit / n if n else 0.0, implicit_share=implicit / n if n else 0.0,
-                  sites=sites)
+                  sites=sites, read_as_native=native)
 
 
-def _explicit_site(ctx: Context, thread: ThreadSample) -> str | None:
-    """The program's line when the sample is in a sync it asked for, else None."""
+def _explicit_site(ctx: Context, thread: ThreadSample, state: ThreadState, cuda: bool | None) -> str | None:
+    """The program's line when the sample is in a sync it asked for, else None. ``state``: what the classifier
+    said; a sample it called native compute counts when the line it sits at reads a tensor on the host."""
     frames = python_frames(thread)
     # The innermost frame outside torch is the user's line that forced the sync.
     user = next((f for f in frames if not is_library_file(f.filename)), frames[0] if frames else None)
     text = ctx.line_text(user) if user is not None else None
-    explicit = (any(f.name in SYNC_NATIVE_FRAMES for f in thread.frames if f.native)
-                or any(is_gpu_sync_frame(f) for f in frames[:3])
-                or (text is not None and is_gpu_sync_line(text)))
+    native_sync = (any(f.name in SYNC_NATIVE_FRAMES for f in thread.frames if f.native)
+                   or any(is_gpu_sync_frame(f) for f in frames[:3]))
+    at_user_line = user is not None and all(f is user or _is_conversion_frame(f) for f in frames[: frames.index(user)])
+    if state == ThreadState.GPU_WAIT:
+        explicit = native_sync or (text is not None and (
+            is_gpu_sync_line(text) or (at_user_line and cuda is not False and may_sync_line(text))))
+    else:  # native: spinning in a sync is on CPU; only the line can say so (a native sync frame made it a GPU wait)
+        explicit = at_user_line and host_sync_sample(thread, text, cuda=cuda)
     if not explicit:
         return None
     if user is None:
         return "?"
     # The line's text shows which call synced (`.item()`, `.cpu()`): C calls leave no frame.
     return frame_site(user) + (f" `{text.strip()[:60]}`" if text else "")
+
+
+def _cuda_loaded(ctx: Context) -> bool | None:
+    """Whether the process runs CUDA (the board says so) or has its driver loaded (/proc/PID/maps), as the
+    classifier reads it: a conversion in C without the GIL is a tensor's read only then."""
+    on = ctx.on_cuda()
+    if on is not None:
+        return on
+    facts = ctx.obs.process
+    return facts.uses_cuda if facts is not None else None
+
+
+def _is_conversion_frame(frame: Frame) -> bool:
+    path = frame.filename.replace("\\", "/")
+    return any(path.endswith(suffix) for suffix in _CONVERSION_FILES)
+
+
+def counted_sync_evidence(ctx: Context) -> list[tuple[str, str]]:
+    """What the ``syncs`` probe counted (torch's sync debug mode, per line): the rate and the busiest lines."""
+    payload = ctx.probe(ProbeName.SYNCS)
+    if payload is None:
+        return []
+    rate = num(payload, SyncKeys.PER_S)
+    lines = [x for x in items(payload, SyncKeys.TOP_LINES) if isinstance(x, dict)]
+    out: list[tuple[str, str]] = []
+    if rate is not None:
+        out.append(("host syncs counted (syncs probe)", f"{rate:.0f}/s"))
+    for line in lines[:SITES_SHOWN]:
+        out.append(("counted sync line", f"{line.get(SyncKeys.SITE)} in {line.get(SyncKeys.THREAD)}: "
+                                           f"{line.get(SyncKeys.COUNT)} syncs"))
+    return out
 
 
 def _gpus(ctx: Context, threads: tuple[ThreadStats, ...]) -> list[GpuSample]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.kernels import EDGES, short_kernel_name
-from dflash_diag.model import Finding, Severity, ThreadState
+from dflash_diag.model import Finding, Severity, Stage, ThreadState
 from dflash_diag.model.findings import NOTE
 from dflash_diag.model.kernels import (
     AFTER_SYNC,
@@ -88,7 +88,7 @@ def _launch_bound(ctx: Context, summary: KernelSummary, device: DeviceKernels) -
         evidence.append(("longest gaps", ", ".join(
             f"{g.dur_us / 1e3:.2f} ms ({g.kind}, {thread_label(ctx, summary, g.tid)})" for g in longest)))
     evidence += trace_lines(ctx, summary)
-    stages = tuple(sorted({stage for _, _, stage in launchers if stage != "other"}))
+    stages = tuple(sorted({stage for _, _, stage in launchers if stage is not Stage.OTHER}))
     remedy = ("The GPU waits on the host between kernels: fewer, larger kernels per step (torch.compile, fused ops), "
               "CUDA graphs (torch.compile mode='reduce-overhead', torch.cuda.graphs) to launch a step at once, and "
               "no Python work between launches on the launching thread")
@@ -126,7 +126,7 @@ def gpu_line(device: DeviceKernels) -> str:
             + (f": {', '.join(parts)}" if parts else ""))
 
 
-def _launchers(ctx: Context, summary: KernelSummary, device: DeviceKernels) -> list[tuple[str, float, str]]:
+def _launchers(ctx: Context, summary: KernelSummary, device: DeviceKernels) -> list[tuple[str, float, Stage]]:
     """(thread, share of the window it kept the GPU waiting, its stage), most first."""
     totals: dict[int, float] = {}
     for kind in (LAUNCH_BOUND, AFTER_SYNC):
@@ -134,7 +134,7 @@ def _launchers(ctx: Context, summary: KernelSummary, device: DeviceKernels) -> l
             totals[tid] = totals.get(tid, 0.0) + us
     stages = {t.os_thread_id: t.stage for t in ctx.threads if t.os_thread_id is not None}
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])
-    return [(thread_label(ctx, summary, tid), us / device.window_us, stages.get(tid, "other")) for tid, us in ranked]
+    return [(thread_label(ctx, summary, tid), us / device.window_us, stages.get(tid, Stage.OTHER)) for tid, us in ranked]
 
 
 def thread_label(ctx: Context, summary: KernelSummary, tid: int | None) -> str:

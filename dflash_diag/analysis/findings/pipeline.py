@@ -1,4 +1,5 @@
-"""Which stage of the target -> queue -> drafter pipeline limits throughput (a symptom), and where its time goes.
+"""Which stage of the producer -> queue -> consumer pipeline limits throughput (a symptom), and where its time goes;
+and the one thread of a stage that is slower than its peers (a cause).
 
 A stage verdict is a symptom: the linking pass (``analysis.causal``) attaches the causes that explain it. So
 that a verdict without a cause still says something the user can act on, it always carries where the limiting
@@ -22,9 +23,10 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
-from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.analysis.stages import SlowThread, slow_thread
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
-from dflash_diag.model.findings import SYMPTOM
+from dflash_diag.model.findings import CAUSE, SYMPTOM
 
 # A stage that spends a fifth of its time blocked on the queue is waiting on the other stage, not on its
 # own work: below that the pipeline is close enough to balanced that naming a bottleneck is noise.
@@ -40,13 +42,12 @@ HOT_SHOWN = 3
 # else (its input source, a lock, a sleep), and that, not its compute, is what to fix.
 WAITING_STAGE_SHARE = 0.50
 
-_OTHER = {"target": "drafter", "drafter": "target"}
 _REMEDY = {  # formatted with the stages' names in this process (stage_role)
-    "drafter": (
+    Stage.DRAFTER: (
         "Speed up the {slow} stage where it spends its time (the functions above; the causes linked to this "
         "finding say why), or give it more threads/GPUs; a faster {other} stage will not help until then."
     ),
-    "target": (
+    Stage.TARGET: (
         "Speed up the {slow} stage where it spends its time (the functions above; the causes linked to this "
         "finding say why) or add {slow} threads/GPUs; the {other} stage is waiting for its input."
     ),
@@ -61,42 +62,82 @@ _WAITING_REMEDY = (
 RULES = (
     RuleSpec("pipeline-bottleneck-drafter", kind=SYMPTOM, sampled=True, stage_verdict=True),
     RuleSpec("pipeline-bottleneck-target", kind=SYMPTOM, sampled=True, stage_verdict=True),
+    RuleSpec("stage-slow-thread", kind=CAUSE, sampled=True),
 )
 
 
 def check(ctx: Context) -> Iterator[Finding]:
+    yield from _bottleneck(ctx)
+    for stage in PIPELINE_STAGES:
+        found = slow_thread(stage, [(t, ctx.stats_rows(t)) for t in ctx.threads if t.stage == stage])
+        if found is not None:
+            yield _slow_thread(ctx, found)
+
+
+def _slow_thread(ctx: Context, slow: SlowThread) -> Finding:
+    """One thread of a stage does what its peers do not: the stage's mean shares hide it, the headline names it."""
+    spot = slow.spot
+    peers = "where " + (f"{slow.peer} spends {pct(slow.peer_share)}" if len(slow.peers) == 1
+                        else f"{threads_text(list(slow.peers))} spend at most {pct(slow.peer_share)}")
+    claim = (f"{slow.thread} is the slow thread of {stage_label(ctx, slow.stage)}: {pct(spot.share)} of its time in "
+             f"{spot.function} ({spot.site}), {peers}")
+    job = next((t.entry for t in ctx.threads if t.name == slow.thread and t.entry is not None), None)
+    evidence = [
+        (f"{slow.thread} in {spot.function}", f"{pct(spot.share)} of its {slow.n_samples} samples, hottest at "
+                                              f"{spot.site} ({pct(spot.line_share)})"),
+        (f"{slow.peer} in {spot.function}", pct(slow.peer_share)),
+    ]
+    if job is not None:
+        evidence.append(("the same job", f"{', '.join((slow.thread, *slow.peers))} run {job.name} "
+                                         f"({job.short_filename})"))
+    stats = next((t for t in ctx.threads if t.name == slow.thread), None)
+    if stats is not None and not is_na(stats.cpu_pct):
+        evidence.append((f"{slow.thread} CPU", f"{float(stats.cpu_pct):.0f}% of a core"))  # type: ignore[arg-type]
+    return Finding(
+        rule_id="stage-slow-thread",
+        severity=Severity.INFO,
+        claim=claim,
+        evidence=tuple(evidence),
+        remedy=(f"Make {spot.function} ({spot.site}) cheaper (vectorise a per-row Python loop, cache what it "
+                f"recomputes) or move it off {slow.thread}'s loop (a thread of its own, every Nth batch): meanwhile "
+                f"{slow.thread} takes fewer items than its peers and {stage_label(ctx, slow.stage)} runs below "
+                f"{len(slow.peers) + 1} threads' worth."),
+        # The stage loses about the extra share of one of its threads' time.
+        impact=slow.excess / (len(slow.peers) + 1),
+        kind=CAUSE,
+        stages=(slow.stage,),
+    )
+
+
+def _bottleneck(ctx: Context) -> Iterator[Finding]:
     pipe = ctx.pipeline
     producer = None if is_na(pipe.producer_starved_share) else float(pipe.producer_starved_share)  # type: ignore[arg-type]
     consumer = None if is_na(pipe.consumer_starved_share) else float(pipe.consumer_starved_share)  # type: ignore[arg-type]
     trend = None if is_na(pipe.queue_trend_per_s) else float(pipe.queue_trend_per_s)  # type: ignore[arg-type]
 
-    # A starved producer (blocked in put) means the consumer is slow, and the other way round.
-    bottleneck = pipe.bottleneck
-    if bottleneck not in _OTHER:
-        if producer is not None and producer >= STARVED_INFO_SHARE and (consumer or 0.0) < producer:
-            bottleneck = "drafter"
-        elif consumer is not None and consumer >= STARVED_INFO_SHARE and (producer or 0.0) < consumer:
-            bottleneck = "target"
-        else:
-            return
-    waiting_share = producer if bottleneck == "drafter" else consumer
+    # The verdict names the stage (``analysis.pipeline``: by a margin beyond sampling noise, or the queue's fill);
+    # a balanced pipeline has no bottleneck to claim, so one report never says "balanced" beside "X limits".
+    bottleneck = Stage.of(pipe.bottleneck)
+    if bottleneck not in PIPELINE_STAGES:
+        return
+    waiting_share = producer if bottleneck is Stage.DRAFTER else consumer
     backing_up = trend is not None and trend >= QUEUE_BACKING_UP_PER_S
-    if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck == "drafter" and backing_up):
+    if (waiting_share is None or waiting_share < STARVED_INFO_SHARE) and not (bottleneck is Stage.DRAFTER and backing_up):
         return
     # Naming the slowest stage is information (some stage is always the slowest); it becomes a warning when
     # the other stage's GPU idles half of its time. A rising queue alone stays info: a small queue fills at start.
-    other = _OTHER[bottleneck]
+    other = bottleneck.other_side
     idle_gpu = _dedicated_gpus(ctx, other, bottleneck)
     severity = Severity.WARNING if (waiting_share or 0.0) >= STARVED_WARNING_SHARE and idle_gpu else Severity.INFO
-    slow_stage = pipe.drafter if bottleneck == "drafter" else pipe.target
-    other_stage = pipe.target if bottleneck == "drafter" else pipe.drafter
+    slow_stage = pipe.drafter if bottleneck is Stage.DRAFTER else pipe.target
+    other_stage = pipe.target if bottleneck is Stage.DRAFTER else pipe.drafter
 
-    wait_state = ThreadState.QUEUE_PUT if bottleneck == "drafter" else ThreadState.QUEUE_GET
-    wait_text = "blocked in put (queue full)" if bottleneck == "drafter" else "blocked in get (queue empty)"
+    wait_state = ThreadState.QUEUE_PUT if bottleneck is Stage.DRAFTER else ThreadState.QUEUE_GET
+    wait_text = "blocked in put (queue full)" if bottleneck is Stage.DRAFTER else "blocked in get (queue empty)"
     reasons = []
     if waiting_share is not None and waiting_share >= STARVED_INFO_SHARE:
         reasons.append(f"{stage_role(ctx, other)} threads are {wait_text} {pct(waiting_share)} of the time")
-    if bottleneck == "drafter" and backing_up:
+    if bottleneck is Stage.DRAFTER and backing_up:
         reasons.append(f"{pipe.queue_name} backing up ({trend:+.2f} items/s)")
     rows = ctx.stage_rows(bottleneck)
     spots = hot_functions(rows, n=HOT_SHOWN)
@@ -121,9 +162,9 @@ def check(ctx: Context) -> Iterator[Finding]:
     if trend is not None:
         evidence.append((f"{pipe.queue_name} trend", f"{trend:+.2f} items/s"))
     if producer is not None:
-        evidence.append((f"{stage_role(ctx, 'target')} blocked in put", pct(producer)))
+        evidence.append((f"{stage_role(ctx, Stage.TARGET)} blocked in put", pct(producer)))
     if consumer is not None:
-        evidence.append((f"{stage_role(ctx, 'drafter')} blocked in get", pct(consumer)))
+        evidence.append((f"{stage_role(ctx, Stage.DRAFTER)} blocked in get", pct(consumer)))
     for stage in (pipe.target, pipe.drafter):
         if not is_na(stage.batches_per_s):
             evidence.append((f"{stage_role(ctx, stage.stage)} rate", f"{float(stage.batches_per_s):.2f} b/s"))  # type: ignore[arg-type]
@@ -147,7 +188,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     )
 
 
-def _dedicated_gpus(ctx: Context, waiting: str, busy: str) -> tuple[int, ...]:
+def _dedicated_gpus(ctx: Context, waiting: Stage, busy: Stage) -> tuple[int, ...]:
     """GPUs that only the waiting stage drives (from the devices the board gives its threads): they idle while it
     waits. A GPU both stages share does not idle when one of them waits (the GPU-utilisation rule judges it)."""
     board = {str(name): info.get(AppKeys.DEVICE) for name, info in sub(ctx.app(), AppKeys.THREADS).items()

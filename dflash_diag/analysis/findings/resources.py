@@ -1,10 +1,16 @@
-"""Resource trends over the window: host memory that grows without bound, with when it runs out.
+"""Resources over the window: host memory that grows without bound, with when it runs out (CPUs: ``scheduler.py``).
 
 RSS is read with every /proc sweep (``sources.procfs.read_process``). A least-squares slope over the window
 says how fast it grows; a process whose RSS rises in most sweeps by megabytes a second keeps something it
 should drop (a replay buffer that keeps every batch, tensors kept with their graph, a cache without bound).
 The projection divides what the host still has (``MemAvailable``) by the slope: a warning when that is under
 an hour (the OOM killer is a measured cost coming), information otherwise.
+
+Growth is a finding only when it is sustained: the later half of the window grows at least half as fast as the
+earlier half (a cache, an arena or a prefetch buffer filling up levels off; a leak keeps its pace), and the
+process is past its warm-up (its first minute: caches filling, lazy initialisation, the first batches' buffers).
+Steady growth in the first minute is said as information, with what to do to tell a leak from a cache: look
+again once the process is a minute old.
 """
 
 from __future__ import annotations
@@ -21,13 +27,24 @@ MIN_SPAN_S = 2.0
 GROWTH_BYTES_PER_S = 5 * 1024 * 1024  # below 5 MB/s a warm-up or a cache filling up is as likely
 MIN_GROWTH_BYTES = 32 * 1024 * 1024
 RISING_SHARE = 0.7  # of the sweep-to-sweep changes: steady growth, not one jump
+# The later half of the window grows at least this fraction as fast as the earlier one: sustained, not levelling off.
+SUSTAINED_RATIO = 0.5
+# A process this young may be filling caches (the data's first epoch, allocator arenas, lazy imports): growth in it
+# is not yet shown to outlast warm-up.
+WARMUP_S = 60.0
 WARNING_HORIZON_S = 3600.0
 _MIB = 1024 * 1024
 
-RULES = (RuleSpec("host-memory-growth"),)
+RULES = (
+    RuleSpec("host-memory-growth"),
+)
 
 
 def check(ctx: Context) -> Iterator[Finding]:
+    yield from _memory(ctx)
+
+
+def _memory(ctx: Context) -> Iterator[Finding]:
     readings = [r for r in ctx.obs.resources if r.rss_bytes is not None]
     if len(readings) < MIN_READINGS or readings[-1].monotonic_s - readings[0].monotonic_s < MIN_SPAN_S:
         return
@@ -37,17 +54,31 @@ def check(ctx: Context) -> Iterator[Finding]:
     rising = sum(1 for d in deltas if d > 0) / len(deltas)
     if slope < GROWTH_BYTES_PER_S or grown < MIN_GROWTH_BYTES or rising < RISING_SHARE:
         return
+    early_bps, late_bps = halves_slopes(readings)
+    if late_bps < GROWTH_BYTES_PER_S or late_bps < SUSTAINED_RATIO * early_bps:
+        return  # levelling off: something filling up to its size, not growing without bound
     span_s = readings[-1].monotonic_s - readings[0].monotonic_s
     available = readings[-1].host_available_bytes
     left_s = available / slope if available is not None and slope > 0 else None
-    severity = Severity.WARNING if left_s is not None and left_s < WARNING_HORIZON_S else Severity.INFO
-    claim = (f"host memory grows without bound: RSS +{slope / _MIB:.0f} MB/s, {readings[0].rss_bytes / _MIB:.0f} -> "  # type: ignore[operator]
-             f"{readings[-1].rss_bytes / _MIB:.0f} MB in {span_s:.0f} s")  # type: ignore[operator]
+    age_s = ctx.process_age_s()
+    warming_up = age_s is not None and age_s < WARMUP_S
+    severity = Severity.WARNING if left_s is not None and left_s < WARNING_HORIZON_S and not warming_up \
+        else Severity.INFO
+    rss = f"RSS +{slope / _MIB:.0f} MB/s, {readings[0].rss_bytes / _MIB:.0f} -> {readings[-1].rss_bytes / _MIB:.0f} MB in {span_s:.0f} s"  # type: ignore[operator]
+    if warming_up:
+        claim = (f"host memory grew steadily over the window ({rss}) in the process's first {age_s:.0f} s: caches "
+                 f"filling up look the same until warm-up ends; `doctor` again once it is {WARMUP_S:.0f} s old tells "
+                 "a leak")
+    else:
+        claim = f"host memory grows without bound: {rss}"
     if left_s is not None:
         claim += f"; the host's free memory ({available / 2**30:.1f} GiB) is gone in {_duration(left_s)} at this rate"  # type: ignore[operator]
     evidence = [("RSS slope", f"{slope / _MIB:+.1f} MB/s over {span_s:.1f} s"),
                 ("RSS", f"{readings[0].rss_bytes / _MIB:.0f} -> {readings[-1].rss_bytes / _MIB:.0f} MB"),  # type: ignore[operator]
-                ("sweeps where it grew", f"{sum(1 for d in deltas if d > 0)} of {len(deltas)}")]
+                ("sweeps where it grew", f"{sum(1 for d in deltas if d > 0)} of {len(deltas)}"),
+                ("slope, earlier -> later half", f"{early_bps / _MIB:+.1f} -> {late_bps / _MIB:+.1f} MB/s")]
+    if age_s is not None:
+        evidence.append(("process age", f"{age_s:.0f} s" + (" (warm-up)" if warming_up else "")))
     if available is not None:
         evidence.append(("host memory available", f"{available / 2**30:.1f} GiB"))
     threads = [r.threads for r in readings if r.threads is not None]
@@ -68,6 +99,15 @@ def rss_slope_bytes_per_s(readings: Sequence[ProcessSample]) -> float:
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     var = sum((x - mx) ** 2 for x in xs)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var > 0 else 0.0
+
+
+def halves_slopes(readings: Sequence[ProcessSample]) -> tuple[float, float]:
+    """The RSS slopes (bytes/s) of the window's earlier and later halves, split at its middle in time."""
+    middle = (readings[0].monotonic_s + readings[-1].monotonic_s) / 2
+    early = [r for r in readings if r.monotonic_s <= middle]
+    late = [r for r in readings if r.monotonic_s >= middle]
+    return (rss_slope_bytes_per_s(early) if len(early) >= 2 else 0.0,
+            rss_slope_bytes_per_s(late) if len(late) >= 2 else 0.0)
 
 
 def _duration(seconds: float) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.model import Finding, Severity
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.waits import (
     WAIT_CHILD,
@@ -28,6 +28,7 @@ from dflash_diag.model.waits import (
     WAIT_IO,
     WAIT_JOIN,
     WAIT_LOCK,
+    WAIT_PROCESS,
     WAIT_QUEUE_GET,
     WAIT_QUEUE_PUT,
     WAIT_SLEEP,
@@ -158,7 +159,7 @@ def _chain(ctx: Context, graph: WaitGraph) -> Finding | None:
     root = chain[-1]
     if root.edge is not None and root.edge.kind in (WAIT_GPU, WAIT_SLEEP):
         return None
-    if len(chain) == 1 and (first.kind not in (WAIT_CHILD, WAIT_IO, WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN)
+    if len(chain) == 1 and (first.kind not in (WAIT_CHILD, WAIT_IO, WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN, WAIT_PROCESS)
                             or first.share < CHAIN_LEAF_SHARE):
         return None
     if not _beyond_stages(ctx, graph):
@@ -216,7 +217,7 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
 
 
 def _stage_of(graph: WaitGraph, name: str) -> str:
-    return next((n.stage for n in graph.threads if n.name == name), "other")
+    return next((Stage.of(n.stage) for n in graph.threads if n.name == name), Stage.OTHER)
 
 
 def _beyond_stages(ctx: Context, graph: WaitGraph) -> bool:
@@ -227,9 +228,9 @@ def _beyond_stages(ctx: Context, graph: WaitGraph) -> bool:
     root_stages = {_stage_of(graph, t) for t in chain[-1].threads}
     if len(chain) >= 3:
         return True
-    if len(chain) == 2 and start_stages == {"drafter"} and root_stages == {"target"}:
+    if len(chain) == 2 and start_stages == {Stage.DRAFTER} and root_stages == {Stage.TARGET}:
         return False
-    if len(chain) == 1 and start_stages <= {"drafter", "target"} and chain[0].edge is not None \
+    if len(chain) == 1 and start_stages <= set(PIPELINE_STAGES) and chain[0].edge is not None \
             and chain[0].edge.kind == WAIT_IO:
         return False  # a stage waiting on a socket: the stage verdict says where
     return True
@@ -248,5 +249,10 @@ def _chain_remedy(graph: WaitGraph) -> str:
                 "request with training (submit the next one before waiting on this one).")
     if kind == WAIT_IO:
         return f"{who} waits on I/O: prefetch, read in parallel, or use a faster source."
+    if kind == WAIT_PROCESS:
+        return (f"{who} waits on another process (named above, with what it does): hold a shared file lock only "
+                "for the write itself (not while compressing or uploading), or take it without blocking and retry "
+                "later; feed a pipe faster (more producer processes, a cheaper format) or read it on a thread of its "
+                "own with a buffer.")
     return (f"{who} waits at {root.edge.site or 'the line above'}: find what should end that wait and why it is "
             "slow; give the wait a timeout so a stuck peer is noticed.")

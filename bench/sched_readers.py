@@ -1,0 +1,169 @@
+"""What the scheduler's readers cost (sources/sched.py, sources/peers.py), on a process shaped like the
+oversubscription example (four pool threads, each torch.set_num_threads(8): ~40 OS threads).
+
+1. Per call: one SchedReader sweep (every thread's status, the children, the cgroup, PSI, /proc/stat), the facts
+   (environment, CPUs, maps) and a PeerReader read (/proc/locks, the blocked threads' syscall) with the /proc sweep
+   it needs: wall and CPU time of this process, median and p90 of --calls calls.
+2. On the watched process: its throughput in alternating windows with the readers running at --speedup times their
+   normal rates (sched 1 Hz, peers 2 Hz, facts every 10 s) and not running; the median of the per-pair ratios
+   (on/off), in alternating order so a drift of the machine's load cancels.
+
+  .venv/bin/python bench/sched_readers.py                    # CPU box: prints a markdown table and JSON
+  .venv/bin/python bench/sched_readers.py --windows 6 --window-s 4 --speedup 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dflash_diag.sources import procfs
+from dflash_diag.sources.peers import PeerReader
+from dflash_diag.sources.sched import SchedReader, read_os_facts
+
+WORKLOAD = r'''
+import sys, threading, time, torch
+counter = [0]
+def member():
+    torch.set_num_threads(8)
+    w, x = torch.randn(192, 192), torch.randn(48, 192)
+    while True:
+        torch.tanh(x @ w)
+        counter[0] += 1
+for i in range(4):
+    threading.Thread(target=member, daemon=True).start()
+out = open(sys.argv[1], "w")
+while True:
+    time.sleep(0.1)
+    out.seek(0); out.write(f"{counter[0]:020d}"); out.flush()
+'''
+
+
+def _timed(fn: Callable[[], object], calls: int) -> dict[str, float]:
+    walls, cpus = [], []
+    for _ in range(calls):
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    walls.sort()
+    cpus.sort()
+    return {"wall_ms_median": round(1e3 * statistics.median(walls), 3),
+            "wall_ms_p90": round(1e3 * walls[int(0.9 * (len(walls) - 1))], 3),
+            "cpu_ms_median": round(1e3 * statistics.median(cpus), 3)}
+
+
+def _count(path: Path) -> int:
+    try:
+        return int(path.read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _window(path: Path, seconds: float) -> float:
+    a, t0 = _count(path), time.monotonic()
+    time.sleep(seconds)
+    return (_count(path) - a) / (time.monotonic() - t0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--windows", type=int, default=6, help="pairs of on/off windows")
+    parser.add_argument("--window-s", type=float, default=4.0)
+    parser.add_argument("--speedup", type=float, default=10.0, help="the readers' rates times this in the on windows")
+    parser.add_argument("--warmup-s", type=float, default=8.0)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="sched-bench-"))
+    counter = tmp / "count"
+    proc = subprocess.Popen([sys.executable, "-c", WORKLOAD, str(counter)])
+    try:
+        deadline = time.monotonic() + 180.0
+        while _count(counter) == 0 and time.monotonic() < deadline:  # torch imported, the pools started
+            time.sleep(0.5)
+        time.sleep(args.warmup_s)
+        pid = proc.pid
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+        sched, peers = SchedReader(pid), PeerReader(pid)
+        per_call = {
+            "SchedReader sweep": _timed(sched.sample, args.calls),
+            "read_os_facts": _timed(lambda: read_os_facts(pid), max(10, args.calls // 10)),
+            "PeerReader read (with its /proc sweep)": _timed(lambda: peers.read(procfs.read_threads(pid)), args.calls),
+            "/proc sweep alone (procfs.read_threads)": _timed(lambda: procfs.read_threads(pid), args.calls),
+        }
+        stop = threading.Event()
+        on = threading.Event()
+
+        def readers() -> None:
+            next_sched = next_peer = next_facts = time.monotonic()
+            while not stop.is_set():
+                if not on.wait(0.05):
+                    continue
+                now = time.monotonic()
+                if now >= next_sched:
+                    sched.sample()
+                    next_sched = now + 1.0 / args.speedup
+                if now >= next_peer:
+                    peers.read(procfs.read_threads(pid))
+                    next_peer = now + 0.5 / args.speedup
+                if now >= next_facts:
+                    read_os_facts(pid)
+                    next_facts = now + 10.0 / args.speedup
+                time.sleep(max(0.0, min(next_sched, next_peer, next_facts) - time.monotonic()))
+
+        worker = threading.Thread(target=readers, daemon=True)
+        worker.start()
+        ratios, on_rates, off_rates = [], [], []
+        for i in range(args.windows):
+            order = (True, False) if i % 2 == 0 else (False, True)
+            rates = {}
+            for state in order:
+                (on.set if state else on.clear)()
+                rates[state] = _window(counter, args.window_s)
+            on.clear()
+            on_rates.append(rates[True])
+            off_rates.append(rates[False])
+            if rates[False] > 0:
+                ratios.append(rates[True] / rates[False])
+        stop.set()
+        worker.join(5)
+    finally:
+        proc.kill()
+        proc.wait()
+    result = {
+        "command": "python bench/sched_readers.py " + " ".join(sys.argv[1:]),
+        "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.machine()}), load average "
+                   f"{os.getloadavg()[0]:.1f}",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "watched_threads": threads,
+        "per_call": per_call,
+        "alternating": {"speedup": args.speedup, "pairs": len(ratios), "window_s": args.window_s,
+                        "ratio_median": round(statistics.median(ratios), 3) if ratios else None,
+                        "ratio_min": round(min(ratios), 3) if ratios else None,
+                        "ratio_max": round(max(ratios), 3) if ratios else None,
+                        "steps_per_s_on_median": round(statistics.median(on_rates), 1),
+                        "steps_per_s_off_median": round(statistics.median(off_rates), 1)},
+    }
+    print("| reader | wall ms (median) | wall ms (p90) | CPU ms (median) |\n|---|---|---|---|")
+    for name, row in per_call.items():
+        print(f"| {name} | {row['wall_ms_median']} | {row['wall_ms_p90']} | {row['cpu_ms_median']} |")
+    alt = result["alternating"]
+    print(f"\nwatched process ({threads} threads): steps/s with the readers at {args.speedup:g}x their rates / without, "
+          f"median of {alt['pairs']} alternating pairs: {alt['ratio_median']} (range {alt['ratio_min']}-{alt['ratio_max']})")
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,395 @@
+"""The operating system's view: threads that wait for a CPU because the process runs more of them than it may
+use, CPUs pinned too narrow, a cgroup quota that stops the process, memory and I/O pressure, children started
+over and over. From /proc and the cgroup files (``analysis.sched``), so it works from outside on any program.
+
+Each is a cause only with its cost measured in this process: the share of the window the threads that do the work
+spent runnable but waiting for a CPU (schedstat's run delay) and the part of it the process's own threads made
+(the rest is other processes on a shared machine), the CPU time the quota held back, the share of the window its
+tasks stalled on memory or I/O, the time its training threads waited on children being started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dflash_contract.settings import AREA_THREADS
+from dflash_diag.analysis.findings._context import Context, pct
+from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.sched import summary_of
+from dflash_diag.analysis.settings import by_area, non_default
+from dflash_diag.analysis.threads import oversubscription
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model.common import is_na
+from dflash_diag.model.findings import NOTE
+from dflash_diag.model.sched import SchedSummary, SettingReading, ThreadSched
+from dflash_diag.model.waits import WAIT_CHILD
+
+# The process's own threads (and its children's) must want more than this many times its cores, plus one, before
+# it is oversubscribed by its own doing: four busy Python threads on two cores take turns (the GIL, the work),
+# but a pool per thread that keeps 15 threads runnable on 2 cores spends its time switching and spinning.
+OVERSUBSCRIBED_FACTOR = 2.0
+# ... and the native pools (threads Python did not start, and child processes) must by themselves want the cores:
+# the excess comes from pool sizes, the thing a setting changes.
+POOL_DEMAND_CORES = 1.0
+POOL_THREADS_PER_CORE = 2
+# The threads that do the work must have waited for a CPU this share of the window (schedstat run delay).
+RUN_DELAY_SHARE = 0.20
+# The cost (run delay the process's own excess explains) that makes it a warning. The gates above carry the
+# verdict (the process alone oversubscribes its CPUs with pools); on a machine other processes load as well, the
+# process's own part of the wait is smaller (a 2-core box with 44 other runnable tasks: 21% of a 57% wait).
+WARNING_COST = 0.05
+# A thread computing in this share of its samples does the work whose CPU waits are the cost.
+WORKING_SHARE = 0.5
+_WORK = (ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT, ThreadState.GPU_WAIT)
+# A narrower CPU set is crowded when its threads want half a CPU more than it has.
+CPUSET_EXCESS = 0.5
+# Throttling: the quota ran out in this share of the enforcement periods, and held back this share of the CPU
+# time the process wanted.
+THROTTLED_PERIODS_SHARE = 0.2
+THROTTLED_COST = 0.05
+# Pressure stall: some task of the group stalled on memory / I/O this share of the window.
+PRESSURE_SHARE = 0.10
+# The process's own threads blocked in the kernel (state D) in this share of their readings: the stall is its own.
+D_STATE_SHARE = 0.10
+# Children started: at least this many, this often, with the training threads waiting on children this share.
+CHURN_MIN = 2
+CHURN_PER_S = 0.5
+CHURN_WAIT_SHARE = 0.2
+MAX_NAMED = 4
+
+RULES = (
+    # Threads descheduled while they hold the GIL make the others wait for it: the GIL waits of an oversubscribed
+    # process are its consequence, named after it.
+    RuleSpec("cpu-oversubscribed", sampled=True, produces=("gil-contention",)),
+    RuleSpec("cpu-affinity-narrow", sampled=True),
+    RuleSpec("cpu-throttled"),
+    RuleSpec("memory-pressure"),
+    RuleSpec("io-pressure"),
+    RuleSpec("process-churn", sampled=True),
+    # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
+    # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
+    # window to the next.
+    RuleSpec("cpu-contended", kind=NOTE, slows=False, sampled=True),
+)
+# The causes that already say the threads wait for a CPU, and why: the note would repeat them.
+_CPU_CAUSES = frozenset({"cpu-oversubscribed", "cpu-affinity-narrow", "cpu-throttled"})
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    found: list[Finding] = []
+    summary = summary_of(ctx.obs)
+    if not is_na(summary):
+        assert isinstance(summary, SchedSummary)
+        working = working_threads(ctx, summary)
+        found += _oversubscribed(ctx, summary, working)
+        found += _narrow_affinity(ctx, summary, working)
+        found += _throttled(ctx, summary)
+        found += _pressure(ctx, summary)
+        found += _churn(ctx, summary)
+    yield from found
+    if not any(f.rule_id in _CPU_CAUSES for f in found):
+        yield from _contended(ctx)
+
+
+def _contended(ctx: Context) -> Iterator[Finding]:
+    over = oversubscription(ctx.threads)
+    if over is None:
+        return
+    shown = over.threads[:4]
+    evidence = [(f"{name} (/proc)", f"computing in {100 * computing:.0f}% of its samples, on a CPU {cpu:.0f}% of "
+                                    f"the window, runnable and waiting for a CPU {runq:.0f}%")
+                for name, computing, cpu, runq in shown]
+    if ctx.obs.process is not None and ctx.obs.process.cpus_allowed is not None:
+        evidence.append(("CPUs this process may run on", str(ctx.obs.process.cpus_allowed)))
+    yield Finding(
+        rule_id="cpu-contended",
+        severity=Severity.INFO,
+        claim=(f"the threads that compute wait for a CPU: {', '.join(n for n, *_ in shown)} waited for one "
+               f"{over.runq_pct:.0f}% of the window on average while computing: their shares"
+               + (", and which stage looks slower," if ctx.pipeline.stages_from else "")
+               + " follow the scheduler as much as the code, and may change from one window to the next"),
+        evidence=tuple(evidence),
+        remedy=("Give the process the cores its threads want: fewer other processes on the machine, or fewer threads "
+                "in it (torch.set_num_threads per worker thread, OMP_NUM_THREADS, fewer workers); judge a bottleneck "
+                "again once the threads get their CPU."),
+        kind=NOTE,
+    )
+
+
+
+# --- who does the work -------------------------------------------------------------------------------------------
+
+
+def working_threads(ctx: Context, summary: SchedSummary) -> list[tuple[ThreadStats | None, ThreadSched]]:
+    """The Python threads that do the work, with their scheduler readings: computing in most of their samples; or,
+    when too few samples were taken to say (py-spy starved of CPU on an oversubscribed box takes one dump in
+    seconds), runnable at least half of the window by /proc (on a CPU or waiting for one)."""
+    stats_by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
+    sampled = {t.os_thread_id for t in ctx.sampled()}
+    out: list[tuple[ThreadStats | None, ThreadSched]] = []
+    for t in summary.threads:
+        stats = stats_by_tid.get(t.tid)
+        if not t.python or t.name.startswith("dflash-diag-"):
+            continue
+        if t.tid in sampled and stats is not None:
+            if sum(stats.shares.get(s, 0.0) for s in _WORK) >= WORKING_SHARE:
+                out.append((stats, t))
+        elif t.demand >= WORKING_SHARE:
+            out.append((stats, t))
+    return out
+
+
+def _own_share(summary: SchedSummary, excess: float) -> float:
+    """Of the run delay, the part the process's own excess threads explain (the rest: other processes)."""
+    if excess <= 0:
+        return 0.0
+    external = summary.external_runnable
+    if external is None:
+        return 1.0
+    return excess / (excess + max(0.0, external))
+
+
+def _stages(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> tuple[str, ...]:
+    return tuple(sorted({s.stage for s, _ in pairs if s is not None} - {"other"}))
+
+
+def _names(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> str:
+    names = [t.name for _, t in pairs]
+    return ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value / 1000:.1f}k" if value >= 10_000 else f"{value:,.0f}"
+
+
+# --- the process wants more CPUs than it has ----------------------------------------------------------------------
+
+
+def _oversubscribed(ctx: Context, summary: SchedSummary,
+                    working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    cores = summary.cores
+    pool_threads = summary.native_active + summary.children_threads
+    pool_demand = summary.native_demand + summary.children_demand
+    if summary.demand < OVERSUBSCRIBED_FACTOR * cores + 1 or pool_demand < POOL_DEMAND_CORES * cores \
+            or pool_threads < POOL_THREADS_PER_CORE * cores:
+        return
+    # Who does the work: the process's computing threads; or, while its threads wait on its children (a pool of
+    # worker processes), the children, whose run delay is then what the process waits for.
+    by_children = not working and summary.children_demand >= POOL_DEMAND_CORES * cores and _waits_on_children(ctx)
+    if not working and not by_children:
+        return
+    delay = summary.children_runq_share if by_children else sum(t.runq_share for _, t in working) / len(working)
+    if delay < RUN_DELAY_SHARE:
+        return
+    own = _own_share(summary, summary.demand - cores)
+    cost = delay * own
+    settings = by_area(non_default(ctx.obs), AREA_THREADS)
+    pools = ", ".join(f"{p.threads} `{p.comm}`" for p in summary.pools[:3] if p.active)
+    children = (f" and {summary.children_threads} in {_child_count(ctx)} child processes"
+                if summary.children_threads else "")
+    who = (f"its {summary.children} child processes, which do the work its threads wait for, waited for a CPU "
+           f"{pct(delay)} of the time they were runnable" if by_children else
+           f"{_names(working)}, which do the work, waited for a CPU {pct(delay)} of the window")
+    claim = (f"the CPUs are oversubscribed: the process keeps {summary.demand:.1f} threads runnable on "
+             f"{_cores_text(summary)}: {summary.native_active} busy native pool threads{children} (OpenMP/MKL "
+             f"workers) beside its {summary.python_threads} Python threads, and {who}")
+    if settings:
+        claim += ", with " + ", ".join(_said(r) for r in _main_settings(settings)[:2])
+    evidence = [
+        ("threads runnable (demand)", f"{summary.demand:.1f} on {_cores_text(summary)}: Python "
+                                      f"{summary.python_demand:.1f}, native pools {summary.native_demand:.1f}"
+                                      + (f", children {summary.children_demand:.1f}" if summary.children_threads else "")),
+        ("OS threads", f"{summary.os_threads} ({summary.python_threads} Python, {summary.native_threads} native, "
+                       f"{summary.native_active} of them ran)" + (f"; pools by name: {pools}" if pools else "")),
+        ("context switches", f"{_rate(summary.voluntary_per_s)}/s voluntary, {_rate(summary.involuntary_per_s)}/s "
+                             f"involuntary ({_rate((summary.switches_per_s or 0.0) / max(cores, 1.0))}/s per CPU)"),
+    ]
+    for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]:
+        evidence.append((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}"))
+    if summary.external_runnable is not None:
+        evidence.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average: the "
+                                                                f"process's own excess explains {pct(own)} of the wait"))
+    for r in settings[:4]:
+        evidence.append((r.text(), f"{r.source}; default {r.default}: {r.effect}" + (f"; {r.detail}" if r.detail else "")))
+    if summary.libraries:
+        evidence.append(("pool libraries mapped", ", ".join(summary.libraries)))
+    yield Finding(
+        rule_id="cpu-oversubscribed",
+        severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+        claim=claim,
+        evidence=tuple(evidence),
+        remedy="Size the thread pools to the cores: the threads that run torch ops at once times "
+               "torch.get_num_threads() should not exceed the CPUs the process may use. Call torch.set_num_threads(N) "
+               "once in the main thread (not in every worker thread), set OMP_NUM_THREADS/MKL_NUM_THREADS=1 for worker "
+               "threads and processes, or run fewer threads that compute at once.",
+        impact=cost,
+        stages=_stages(working),
+    )
+
+
+def _waits_on_children(ctx: Context) -> bool:
+    chain = ctx.waits.chain
+    return bool(chain) and chain[0].edge is not None and chain[0].edge.kind == WAIT_CHILD \
+        and chain[0].edge.share >= RUN_DELAY_SHARE
+
+
+def _main_settings(settings: tuple[SettingReading, ...]) -> list[SettingReading]:
+    """The calls first (they say who and where), then the environment; a reading a call explains goes."""
+    called = {r.name for r in settings if r.source == "call"}
+    return sorted((r for r in settings if not (r.source == "probe" and r.name.replace("get_", "set_").rstrip("()")
+                                               in called)), key=lambda r: r.source != "call")
+
+
+def _said(r: SettingReading) -> str:
+    return f"{r.text()} {r.detail}" if r.detail else f"{r.text()} ({r.source})"
+
+
+def _child_count(ctx: Context) -> int:
+    sweeps = [s for s in ctx.obs.sched if s.children]
+    return len(sweeps[-1].children) if sweeps else 0
+
+
+def _cores_text(summary: SchedSummary) -> str:
+    text = f"{summary.cores:g} CPU{'s' if summary.cores != 1 else ''}"
+    limits = []
+    if summary.allowed_cpus and summary.allowed_cpus < summary.machine_cpus:
+        limits.append(f"its affinity allows {summary.allowed_cpus} of the machine's {summary.machine_cpus}")
+    if summary.quota_cores is not None and summary.quota_cores < max(summary.allowed_cpus, 1):
+        limits.append(f"its cgroup's quota is {summary.quota_cores:g} CPUs")
+    return text + (f" ({'; '.join(limits)})" if limits else "")
+
+
+# --- threads pinned to fewer CPUs than the machine has ----------------------------------------------------------
+
+
+def _narrow_affinity(ctx: Context, summary: SchedSummary,
+                     working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    for cpuset in summary.cpu_sets:
+        excess = cpuset.demand - cpuset.cpu_count
+        if excess < CPUSET_EXCESS:
+            continue
+        pinned = [(s, t) for s, t in working if t.cpus_allowed == cpuset.cpus]
+        if not pinned:
+            continue
+        delay = sum(t.runq_share for _, t in pinned) / len(pinned)
+        if delay < RUN_DELAY_SHARE:
+            continue
+        external = summary.external_runnable
+        # Other processes' load spreads over the machine: the set's part of it.
+        external_here = None if external is None else external * cpuset.cpu_count / max(1, summary.machine_cpus)
+        own = excess / (excess + max(0.0, external_here)) if external_here is not None else 1.0
+        cost = delay * own
+        whole = cpuset.threads >= summary.os_threads
+        who = "the process" if whole else f"{cpuset.threads} of its {summary.os_threads} threads"
+        settings = [r for r in by_area(non_default(ctx.obs), AREA_THREADS)
+                    if any(w in r.name for w in ("AFFINITY", "PROC_BIND", "PLACES"))]
+        claim = (f"{who} may run only on CPU{'s' if cpuset.cpu_count != 1 else ''} {cpuset.cpus} of the machine's "
+                 f"{summary.machine_cpus}, where {cpuset.demand:.1f} threads want {cpuset.cpu_count}: "
+                 f"{_names(pinned)} waited for a CPU {pct(delay)} of the window")
+        if settings:
+            claim += ", with " + ", ".join(r.text() for r in settings[:2])
+        evidence = [("CPUs allowed", f"{cpuset.cpus} ({cpuset.cpu_count} of {summary.machine_cpus}) for "
+                                     f"{cpuset.threads} threads"),
+                    ("threads runnable on them", f"{cpuset.demand:.1f}")]
+        for _, t in pinned[:MAX_NAMED]:
+            evidence.append((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one "
+                                                      f"{pct(t.cpu_share)}, allowed {t.cpus_allowed}"))
+        if external is not None:
+            evidence.append(("other tasks runnable on the machine", f"{external:.1f} on average"))
+        for r in settings:
+            evidence.append((r.text(), f"{r.source}; default {r.default}: {r.effect}"))
+        yield Finding(
+            rule_id="cpu-affinity-narrow",
+            severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+            claim=claim, evidence=tuple(evidence),
+            remedy="Let the threads use the machine's CPUs: remove the pinning (taskset/numactl in the launcher, "
+                   "os.sched_setaffinity, KMP_AFFINITY/GOMP_CPU_AFFINITY/OMP_PROC_BIND), or pin each process to its own "
+                   "CPUs with no more threads than it has.",
+            impact=cost, stages=_stages(pinned))
+
+
+# --- the cgroup's quota ------------------------------------------------------------------------------------------
+
+
+def _throttled(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
+    share, held_s = summary.throttled_share, summary.throttled_s
+    if share is None or held_s is None or share < THROTTLED_PERIODS_SHARE or summary.window_s <= 0:
+        return
+    wanted_s = max(summary.demand, 1.0) * summary.window_s
+    cost = min(1.0, held_s / wanted_s)
+    if cost < THROTTLED_COST:
+        return
+    quota = f"{summary.quota_cores:g} CPUs" if summary.quota_cores is not None else "its CPU quota"
+    claim = (f"the cgroup's CPU quota stops the process: it ran out of {quota} in {pct(share)} of the enforcement "
+             f"periods and held its threads back {held_s:.1f} s of CPU in a {summary.window_s:.1f} s window, while "
+             f"they wanted {summary.demand:.1f} CPUs")
+    evidence = (("throttled periods", pct(share)), ("CPU time held back", f"{held_s:.2f} s"),
+                ("quota", quota), ("threads runnable (demand)", f"{summary.demand:.1f}"),
+                ("CPUs the affinity allows", str(summary.allowed_cpus)))
+    yield Finding(
+        rule_id="cpu-throttled", severity=Severity.WARNING, claim=claim, evidence=evidence,
+        remedy="Give the container the CPUs its threads use (raise the CPU limit), or size the thread pools to the "
+               "quota, not to the machine's CPUs (torch.set_num_threads, OMP_NUM_THREADS, DataLoader num_workers): "
+               "os.cpu_count() sees the host.",
+        impact=cost)
+
+
+# --- pressure stall ---------------------------------------------------------------------------------------------
+
+
+def _pressure(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
+    d_share = _d_state_share(ctx)
+    for resource, scope, share in summary.pressure:
+        if resource not in ("memory", "io") or share < PRESSURE_SHARE:
+            continue
+        own = scope == "cgroup" or d_share >= D_STATE_SHARE
+        if not own:
+            continue  # the machine's stalls, none of them this process's: other processes' business
+        what = "memory (reclaim, swap)" if resource == "memory" else "I/O"
+        where = "its cgroup" if scope == "cgroup" else "the machine"
+        claim = (f"tasks of {where} stalled on {what} {pct(share)} of the window"
+                 + (f", the process's own threads among them (in the kernel, state D, {pct(d_share)} of their "
+                    "readings)" if d_share >= D_STATE_SHARE else ""))
+        evidence = [(f"{resource} pressure ({scope})", f"some {pct(share)} of the window"),
+                    ("threads in state D", pct(d_share))]
+        remedy = ("Free memory: a smaller batch or cache, fewer DataLoader workers (each holds its own copy), no swap "
+                  "for the trainer; `dmesg` says when the kernel reclaimed." if resource == "memory" else
+                  "Move the reads off the slow device (local NVMe, a page-cache-warm copy), read fewer, larger files, "
+                  "or prefetch them on a thread that does nothing else.")
+        yield Finding(rule_id=f"{resource}-pressure", severity=Severity.WARNING if own else Severity.INFO,
+                      claim=claim, evidence=tuple(evidence), remedy=remedy, impact=share if own else 0.0)
+
+
+def _d_state_share(ctx: Context) -> float:
+    readings = [t for sweep in ctx.obs.proc for t in sweep]
+    return sum(1 for t in readings if t.state == "D") / len(readings) if readings else 0.0
+
+
+# --- children started over and over ------------------------------------------------------------------------------
+
+
+def _churn(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
+    started, rate = summary.children_started, summary.children_started_per_s
+    if started < CHURN_MIN or rate < CHURN_PER_S:
+        return
+    chain = ctx.waits.chain
+    first = chain[0] if chain else None
+    wait = first.edge.share if first is not None and first.edge is not None and first.edge.kind == WAIT_CHILD else 0.0
+    comms = sorted({c.comm for s in ctx.obs.sched for c in s.children})
+    claim = (f"the process starts {rate:.1f} child processes a second ({started} in {summary.window_s:.0f} s: "
+             f"{', '.join(comms[:3]) or '?'})")
+    if first is not None and wait > 0:
+        claim += f", and {', '.join(first.threads[:3])} wait{'s' if len(first.threads) == 1 else ''} on children " \
+                 f"{pct(wait)} of the time"
+    evidence = [("children started", f"{started} in {summary.window_s:.1f} s"),
+                ("children's CPU demand", f"{summary.children_demand:.2f} CPUs")]
+    if first is not None and first.edge is not None and wait > 0:
+        evidence.append(("training threads wait on children", f"{pct(wait)} at {first.edge.site or '?'}"))
+    yield Finding(
+        rule_id="process-churn", severity=Severity.WARNING if wait >= CHURN_WAIT_SHARE else Severity.INFO,
+        claim=claim, evidence=tuple(evidence),
+        remedy="Start workers once and keep them (DataLoader(persistent_workers=True), one multiprocessing Pool for "
+               "the run, a long-lived subprocess instead of one per step); move start-up work out of each child.",
+        impact=wait)

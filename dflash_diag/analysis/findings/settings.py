@@ -1,0 +1,309 @@
+"""Process-wide settings: every one away from its default is shown (information), and one becomes the cause of a
+slowdown only where its cost is measured in this process:
+
+- ``settings-changed``: the list, each with its default and what it changes (``analysis.settings``);
+- ``gc-pauses``: the garbage collector stops every thread a measured share of the time (the ``settings`` probe
+  times each collection; from outside, the samples at explicit ``gc.collect()`` calls);
+- ``gil-switch-interval``: ``sys.setswitchinterval`` away from 5 ms, and threads measurably wait for the GIL or
+  hand it over thousands of times a second;
+- ``torch-debug-mode``: anomaly detection, the autograd profiler, the CUDA sync debug mode or
+  ``CUDA_LAUNCH_BLOCKING`` left on, weighed by the time the training threads spend in the ops it slows.
+
+Thread-pool sizes (``OMP_NUM_THREADS``, ``torch.set_num_threads``) are weighed by ``cpu-oversubscribed``
+(``findings/scheduler.py``), which names them as what keeps the CPUs oversubscribed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
+from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEFAULT_SWITCH_INTERVAL_S
+from dflash_diag.analysis.findings._context import Context, num, pct, sub
+from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.frames import user_frames
+from dflash_diag.analysis.sched import summary_of
+from dflash_diag.analysis.settings import by_area, non_default
+from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState
+from dflash_diag.model.findings import CAUSE, NOTE
+from dflash_diag.model.sched import SchedSummary, SettingReading
+
+SHOWN = 8  # settings listed in the note's claim (all are in its evidence)
+# The collector stopping every thread this share of the window is a measured cost worth acting on.
+GC_WARNING_SHARE = 0.10
+GC_INFO_SHARE = 0.03
+GC_MIN_COLLECTIONS = 2  # one pause alone may be a one-off (a gc.collect() at a checkpoint)
+_GC_COLLECT_LINE = re.compile(r"\bgc\.collect\s*\(|^\s*collect\s*\(")
+# A switch interval measurably hurts when threads wait for the GIL this share of the time (the probe's contention,
+# or the sampled GIL waits of the threads that want Python), or hand it over this often (per Python thread).
+GIL_WAIT_SHARE = 0.10
+HANDOFFS_PER_S = 1000.0
+# A debug mode slows every op it touches: a cost when the training threads spend this share of their samples in
+# ops (or, for CUDA_LAUNCH_BLOCKING, in GPU waits: a sync after every launch).
+DEBUG_OPS_SHARE = 0.30
+LAUNCH_BLOCKING_WAIT_SHARE = 0.15
+_WORK = (ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT, ThreadState.GPU_WAIT)
+_TORCH_OP_FILES = ("torch/nn/", "torch/autograd/", "torch/_tensor.py", "torch/optim/", "torch/functional.py",
+                   "torch/utils/checkpoint.py", "torch/_ops.py", "torch/profiler/")
+_ANOMALY_WARNING = "Anomaly Detection has been enabled"
+
+RULES = (
+    RuleSpec("settings-changed", kind=NOTE, slows=False),
+    RuleSpec("gc-pauses"),
+    RuleSpec("gil-switch-interval", sampled=True, produces=("gil-contention",)),
+    RuleSpec("torch-debug-mode", sampled=True),
+)
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    readings = non_default(ctx.obs)
+    if readings:
+        yield _changed(readings)
+    yield from _gc(ctx, readings)
+    yield from _switch_interval(ctx, readings)
+    yield from _debug_modes(ctx, readings)
+
+
+# --- the list ----------------------------------------------------------------------------------------------------
+
+
+def _changed(readings: tuple[SettingReading, ...]) -> Finding:
+    names = [r.text() for r in readings]
+    claim = (f"{len(readings)} process-wide setting{'s differ' if len(readings) != 1 else ' differs'} from "
+             f"{'their' if len(readings) != 1 else 'its'} default: " + ", ".join(names[:SHOWN])
+             + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""))
+    evidence = tuple((r.text(), f"{r.source}; default {r.default}: {r.effect}" + (f"; {r.detail}" if r.detail else ""))
+                     for r in readings)
+    return Finding(rule_id="settings-changed", severity=Severity.INFO, claim=claim, evidence=evidence,
+                   remedy="Information: each is the cause of a slowdown only where a finding measures its cost. "
+                          "Keep the ones you chose; remove what was left on from debugging.", kind=NOTE)
+
+
+# --- the garbage collector ---------------------------------------------------------------------------------------
+
+
+def _collector(ctx: Context) -> tuple[float, int, float | None, Mapping[str, Any]] | None:
+    """(share of the window collections took, collections, longest pause ms, the payload) from the probe."""
+    last = ctx.probe(ProbeName.SETTINGS)
+    collector = sub(last, SettingsKeys.COLLECTOR)
+    if not collector:
+        return None
+    first = sub(ctx.first_probe(ProbeName.SETTINGS), SettingsKeys.COLLECTOR)
+    span = ctx.board_window_s()
+    total, total0 = num(collector, SettingsKeys.PAUSE_S_TOTAL), num(first, SettingsKeys.PAUSE_S_TOTAL)
+    count, count0 = num(collector, SettingsKeys.COLLECTIONS), num(first, SettingsKeys.COLLECTIONS)
+    if span >= 1.0 and total is not None and total0 is not None and count is not None and count0 is not None \
+            and count >= count0:
+        share, n = min(1.0, max(0.0, total - total0) / span), int(count - count0)
+    else:
+        share = num(collector, SettingsKeys.RECENT_PAUSE_SHARE) or 0.0
+        n = int(num(collector, SettingsKeys.RECENT_COLLECTIONS) or 0)
+    return share, n, num(collector, SettingsKeys.PAUSE_MAX_MS), collector
+
+
+def _explicit_collect_share(ctx: Context) -> tuple[float, str]:
+    """Share of the stack dumps in which some thread runs an explicit ``gc.collect()``, and where (outside view)."""
+    hits = 0
+    sites: dict[str, int] = {}
+    for sample in ctx.obs.stacks:
+        site = next((s for s in (_collect_site(ctx, t) for t in sample.threads) if s), "")
+        if site:
+            hits += 1
+            sites[site] = sites.get(site, 0) + 1
+    total = len(ctx.obs.stacks)
+    where = max(sites, key=lambda k: sites[k]) if sites else ""
+    return (hits / total if total else 0.0), where
+
+
+def _collect_site(ctx: Context, thread: ThreadSample) -> str:
+    own = user_frames(thread)
+    if not own:
+        return ""
+    text = ctx.line_text(own[0]) or ""
+    if _GC_COLLECT_LINE.search(text):
+        return f"{own[0].name} ({own[0].short_filename}:{own[0].line})"
+    return ""
+
+
+def _gc(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    probe = _collector(ctx)
+    outside_share, outside_site = _explicit_collect_share(ctx)
+    share = probe[0] if probe is not None else 0.0
+    n = probe[1] if probe is not None else 0
+    measured_by = "timed by the settings probe" if probe is not None else ""
+    if probe is None or (outside_share > share and len(ctx.obs.stacks) >= 10):
+        if outside_share > share:
+            share, measured_by = outside_share, "samples at an explicit gc.collect() call"
+    if share < GC_INFO_SHARE or (probe is not None and n < GC_MIN_COLLECTIONS and not outside_site):
+        return
+    settings = by_area(readings, AREA_COLLECTOR)
+    why = sorted((r for r in settings if r.source == "call" or r.name.startswith("gc.")),
+                 key=lambda r: r.name != "gc.callbacks")  # the program's own callbacks run inside every pause
+    claim = f"the garbage collector stops every thread {pct(share)} of the time"
+    if probe is not None and n:
+        claim += f" ({n} collections in the window" + (f", up to {probe[2]:.0f} ms each)" if probe[2] else ")")
+    if outside_site:
+        claim += f"; the program calls gc.collect() at {outside_site}"
+    elif why:
+        claim += ", with " + ", ".join(r.text() for r in why[:2])
+    evidence: list[tuple[str, str]] = [("pause share", f"{pct(share)} of the window ({measured_by})")]
+    if probe is not None:
+        collector = probe[3]
+        by_gen = collector.get(SettingsKeys.COLLECTIONS_BY_GENERATION)
+        if isinstance(by_gen, list) and len(by_gen) == 3:
+            evidence.append(("collections by generation (since the probe started)", " / ".join(str(g) for g in by_gen)))
+        explicit = num(collector, SettingsKeys.EXPLICIT_COLLECTS)
+        if explicit:
+            evidence.append(("gc.collect() calls (since the probe started)", f"{explicit:.0f}"))
+    if outside_site:
+        evidence.append(("explicit collection", f"{pct(outside_share)} of the stack samples at {outside_site}"))
+    for r in settings:
+        evidence.append((r.text(), f"{r.source}; default {r.default}" + (f"; {r.detail}" if r.detail else "")))
+    yield Finding(
+        rule_id="gc-pauses", severity=Severity.WARNING if share >= GC_WARNING_SHARE else Severity.INFO,
+        claim=claim, evidence=tuple(evidence),
+        remedy="Make the pauses shorter and rarer: no heavy work in gc.callbacks (they run inside every pause), "
+               "gc.collect() out of the step (or every N steps), the default thresholds (or higher ones with "
+               "gc.set_threshold), and gc.freeze() once after loading long-lived data so collections stop walking it.",
+        impact=share, kind=CAUSE)
+
+
+# --- the switch interval -----------------------------------------------------------------------------------------
+
+
+def _switch_interval(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    setting = next((r for r in by_area(readings, AREA_GIL) if r.name == "sys.getswitchinterval()"), None)
+    if setting is None:
+        return
+    interval = num(sub(ctx.probe(ProbeName.SETTINGS), SettingsKeys.INTERPRETER), SettingsKeys.SWITCH_INTERVAL_S)
+    gil = ctx.probe(ProbeName.GIL)
+    contention = num(gil, GilKeys.CONTENTION_SHARE)
+    runq = num(gil, GilKeys.KNOCKER_RUNQ_SHARE) or 0.0
+    probe_wait = max(0.0, contention - runq) if contention is not None else 0.0
+    wanting = [t for t in ctx.sampled() if t.shares.get(ThreadState.PYTHON, 0.0)
+               + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= 0.2 and not t.name.startswith("dflash-diag-")]
+    sampled_wait = (sum(t.shares.get(ThreadState.GIL_WAIT, 0.0) for t in wanting) / len(wanting)) if wanting else 0.0
+    summary = summary_of(ctx.obs)
+    handoffs = None
+    if isinstance(summary, SchedSummary):
+        python = [t for t in summary.threads if t.python and t.voluntary_per_s is not None and t.cpu_share >= 0.05]
+        handoffs = (sum(t.voluntary_per_s or 0.0 for t in python) / len(python)) if python else None
+    cost = max(probe_wait, sampled_wait)
+    small = interval is not None and interval < DEFAULT_SWITCH_INTERVAL_S
+    thrash = small and handoffs is not None and handoffs >= HANDOFFS_PER_S
+    if cost < GIL_WAIT_SHARE and not thrash:
+        return
+    who = next((r for r in readings if r.name == "sys.setswitchinterval"), None)
+    claim = f"{setting.name.removesuffix('()').replace('get', 'set')}({setting.value.removesuffix(' s')}) " \
+            f"(default {setting.default})" + (f" {who.detail}" if who is not None else "")
+    if small:
+        claim += ": threads that want the GIL take it from each other that often"
+    else:
+        claim += ": a thread keeps the GIL that long while others wait for it"
+    parts = []
+    if cost >= GIL_WAIT_SHARE:
+        parts.append(f"threads wait for the GIL {pct(cost)} of the time")
+    if handoffs is not None and small:
+        parts.append(f"each Python thread gives up its CPU {handoffs:,.0f} times a second")
+    claim += "; " + " and ".join(parts)
+    evidence = [("switch interval", f"{setting.value} (default {setting.default})")]
+    if contention is not None:
+        evidence.append(("GIL contention (probe)", pct(probe_wait)))
+    if wanting:
+        evidence.append(("GIL waits in the samples", f"{pct(sampled_wait)} of the samples of the threads that run Python"))
+    if handoffs is not None:
+        evidence.append(("voluntary context switches per Python thread", f"{handoffs:,.0f}/s"))
+    if who is not None:
+        evidence.append(("set by", who.detail))
+    stages = tuple(sorted({t.stage for t in wanting if t.shares.get(ThreadState.GIL_WAIT, 0.0) >= 0.1} - {"other"}))
+    yield Finding(
+        rule_id="gil-switch-interval", severity=Severity.WARNING, claim=claim, evidence=tuple(evidence),
+        remedy="Remove the sys.setswitchinterval call (the default 5 ms suits training loops); if threads starve for "
+               "the GIL, cut the Python work of the thread that holds it instead.",
+        impact=max(cost, 0.1 if thrash else 0.0), stages=stages)
+
+
+# --- debugging modes left on -------------------------------------------------------------------------------------
+
+
+def _debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    flags = sub(ctx.probe(ProbeName.SETTINGS), SettingsKeys.TORCH_FLAGS)
+    stderr = (ctx.obs.process.stderr_tail or "") if ctx.obs.process is not None else ""
+    calls = {r.name: r for r in readings if r.source == "call"}
+    anomaly_call = calls.get("torch.autograd.set_detect_anomaly")
+    modes: list[tuple[str, str, str, bool]] = []  # (what, how it was seen, remedy, on now: a measured state)
+    if flags.get(SettingsKeys.ANOMALY_DETECTION) is True or (anomaly_call is not None and "True" in anomaly_call.value
+                                                                and flags.get(SettingsKeys.ANOMALY_DETECTION) is not False):
+        how = f"torch.autograd.set_detect_anomaly({anomaly_call.value}) {anomaly_call.detail}" if anomaly_call \
+            else "torch.is_anomaly_enabled() is True"
+        modes.append(("anomaly detection is on", how, "torch.autograd.set_detect_anomaly(False), or use "
+                      "torch.autograd.detect_anomaly() only around the step you debug", True))
+    elif _ANOMALY_WARNING in stderr and not flags:
+        # torch warns when detect_anomaly() is entered: it was on at some point, perhaps around one step only.
+        modes.append(("anomaly detection was turned on at some point",
+                      "torch warned \"Anomaly Detection has been enabled\" (stderr); whether it still is, the settings "
+                      "probe tells (`dflash-diag doctor PID --attach`)",
+                      "use torch.autograd.detect_anomaly() only around the step you debug", False))
+    if flags.get(SettingsKeys.AUTOGRAD_PROFILER) is True:
+        modes.append(("the autograd profiler records every op", "torch.autograd.profiler is enabled",
+                      "stop the profiler (exit its context, or profile a few steps with a schedule)", True))
+    sync_mode = flags.get(SettingsKeys.CUDA_SYNC_DEBUG_MODE)
+    if isinstance(sync_mode, int) and not isinstance(sync_mode, bool) and sync_mode > 0:
+        modes.append(("the CUDA sync debug mode checks every synchronizing call",
+                      f"torch.cuda.get_sync_debug_mode() is {sync_mode}", "torch.cuda.set_sync_debug_mode(0)", True))
+    for mode, how, fix, now in modes:
+        share, threads = _ops_share(ctx)
+        if not threads:
+            continue
+        severity = Severity.WARNING if now and share >= DEBUG_OPS_SHARE else Severity.INFO
+        who = ", ".join(threads[:3])
+        verb = "spends" if len(threads) == 1 else "spend"
+        slows = "it slows every autograd op" if now else "while on, it slows every autograd op"
+        yield Finding(
+            rule_id="torch-debug-mode", severity=severity,
+            claim=f"{mode} ({how}): {slows}, and {who} {verb} {pct(share)} of {'its' if len(threads) == 1 else 'their'} "
+                  "samples in ops",
+            evidence=(("mode", how), ("time in the ops it slows", f"{pct(share)} of the samples of "
+                                                                  f"{', '.join(threads[:4])}")),
+            remedy=f"Turn it off for training: {fix}.", impact=share if severity >= Severity.WARNING else 0.0)
+    blocking = next((r for r in readings if r.name == "CUDA_LAUNCH_BLOCKING" and r.value not in ("0", "")), None)
+    if blocking is not None and ctx.on_cuda():
+        share, threads = _state_share(ctx, ThreadState.GPU_WAIT)
+        if threads and share >= LAUNCH_BLOCKING_WAIT_SHARE:
+            yield Finding(
+                rule_id="torch-debug-mode", severity=Severity.WARNING,
+                claim=f"CUDA_LAUNCH_BLOCKING={blocking.value} ({blocking.source}) makes every kernel launch wait for "
+                      f"the kernel: {', '.join(threads[:3])} wait on the GPU {pct(share)} of their samples",
+                evidence=(("CUDA_LAUNCH_BLOCKING", f"{blocking.value} ({blocking.source})"),
+                          ("GPU waits", f"{pct(share)} of the samples of {', '.join(threads[:4])}")),
+                remedy="Unset CUDA_LAUNCH_BLOCKING for training (it is for locating a failing kernel).", impact=share)
+
+
+def _training(ctx: Context) -> list[Any]:
+    trains = set(ctx.waits.trains)
+    threads = [t for t in ctx.sampled() if t.name in trains]
+    if not threads:
+        threads = [t for t in ctx.sampled() if sum(t.shares.get(s, 0.0) for s in _WORK) >= 0.5
+                   and not t.name.startswith("dflash-diag-")]
+    return threads
+
+
+def _ops_share(ctx: Context) -> tuple[float, list[str]]:
+    """Share of the training threads' samples inside torch ops: native code, or a torch frame doing work."""
+    threads = _training(ctx)
+    rows = [row for t in threads for row in ctx.stats_rows(t)]
+    if not rows:
+        return 0.0, []
+    in_ops = sum(1 for thread, state in rows if state in _WORK and (
+        state is ThreadState.NATIVE or any(not f.native and any(m in f.filename for m in _TORCH_OP_FILES)
+                                           for f in thread.frames)))
+    return in_ops / len(rows), [t.name for t in threads]
+
+
+def _state_share(ctx: Context, state: ThreadState) -> tuple[float, list[str]]:
+    threads = _training(ctx)
+    if not threads:
+        return 0.0, []
+    return sum(t.shares.get(state, 0.0) for t in threads) / len(threads), [t.name for t in threads]

@@ -1,0 +1,243 @@
+"""The scheduler's view of one window, summarised: how many threads of the process (and of its children) wanted a
+CPU at once against the cores it may use, which native pools they are, how long each thread waited for a CPU, how
+often threads switched, what the cgroup held back, the pressure, the children started. Pure.
+
+*Demand* is the number of threads runnable at once, on average: over a window, the sum of every thread's on-CPU
+time and run delay (schedstat) divided by the window. A process whose demand exceeds its cores makes its threads
+wait for a CPU in turn; the run delay of the threads that do the work is what that costs them. The run delay also
+comes from other processes on a shared machine: ``external_runnable`` (the machine's runnable tasks, /proc/stat,
+less the process's own) says how much, so a finding can tell its own share.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+
+from dflash_diag.model import NA, Maybe, Observation, ProcThreadSample
+from dflash_diag.model.sched import (
+    CgroupCpu,
+    ChildSched,
+    CpuSetLoad,
+    PoolGroup,
+    SchedSample,
+    SchedSummary,
+    ThreadSched,
+    cpu_list_count,
+)
+
+MIN_SPAN_S = 0.5  # two readings closer than this say nothing about rates
+ACTIVE_SHARE = 0.01  # a native thread that ran 1% of a core in the window is part of a working pool
+
+
+def summarise(obs: Observation) -> Maybe[SchedSummary]:
+    """The window's scheduler view; NA (with why) when /proc gave fewer than two sweeps far enough apart."""
+    sweeps = [s for s in obs.proc if s]
+    if len(sweeps) < 2 or sweeps[-1][0].monotonic_s - sweeps[0][0].monotonic_s < MIN_SPAN_S:
+        return NA("fewer than two /proc sweeps in the window")
+    first, last = sweeps[0], sweeps[-1]
+    span_s = last[0].monotonic_s - first[0].monotonic_s
+    python_tids = {t.os_thread_id: (t.name or f"tid {t.os_thread_id}") for s in obs.stacks for t in s.threads
+                   if t.os_thread_id is not None}
+    sched = [s for s in obs.sched if s.tasks]
+    switches = _switch_rates(sched)
+    threads = tuple(_thread(t, first, python_tids, switches, span_s) for t in last)
+    cpus = _cpus_allowed(sched)
+    threads = tuple(_with_cpus(t, cpus.get(t.tid, "")) for t in threads)
+    facts = obs.os_facts
+    machine = facts.machine_cpus if facts is not None else 0
+    allowed = facts.process_cpu_count if facts is not None and facts.process_cpu_count else machine
+    quota = _quota(sched)
+    cores = float(min([c for c in (allowed or None, quota) if c], default=machine or 1))
+    children_demand, children_used, children_threads, started = _children(sched)
+    python = [t for t in threads if t.python]
+    native = [t for t in threads if not t.python]
+    demand = sum(t.demand for t in threads) + children_demand
+    return SchedSummary(
+        window_s=span_s,
+        machine_cpus=machine,
+        allowed_cpus=allowed,
+        quota_cores=quota,
+        cores=cores,
+        os_threads=len(threads),
+        python_threads=len(python),
+        native_threads=len(native),
+        native_active=sum(1 for t in native if t.cpu_share >= ACTIVE_SHARE),
+        demand=demand,
+        python_demand=sum(t.demand for t in python),
+        native_demand=sum(t.demand for t in native),
+        children_demand=children_demand,
+        children_threads=children_threads,
+        used_cores=sum(t.cpu_share for t in threads) + children_used,
+        voluntary_per_s=_total(switches, 0),
+        involuntary_per_s=_total(switches, 1),
+        external_runnable=_external(sched, demand),
+        throttled_share=_throttled_share(sched),
+        throttled_s=_throttled_s(sched),
+        pressure=_pressure(sched),
+        children_started=started,
+        pools=_pools(native),
+        cpu_sets=_cpu_sets(threads, machine),
+        threads=threads,
+        libraries=facts.libraries if facts is not None else (),
+        children_used=children_used,
+        children=len(sched[-1].children) if sched else 0,
+    )
+
+
+def _thread(t: ProcThreadSample, first: Iterable[ProcThreadSample], python_tids: dict[int, str],
+            switches: dict[int, tuple[float, float]], span_s: float) -> ThreadSched:
+    before = next((p for p in first if p.tid == t.tid), None)
+    run0, wait0 = (before.run_ns, before.runq_wait_ns) if before is not None else (0, 0)
+    # A thread that started during the window counts from its start (its counters began at zero then).
+    run = max(0, t.run_ns - run0) / 1e9 / span_s
+    wait = max(0, t.runq_wait_ns - wait0) / 1e9 / span_s
+    rates = switches.get(t.tid)
+    return ThreadSched(tid=t.tid, name=python_tids.get(t.tid, t.comm), python=t.tid in python_tids,
+                       cpu_share=min(1.0, run), runq_share=min(1.0, wait),
+                       voluntary_per_s=rates[0] if rates else None, involuntary_per_s=rates[1] if rates else None,
+                       cpus_allowed="")
+
+
+def _with_cpus(t: ThreadSched, cpus: str) -> ThreadSched:
+    return replace(t, cpus_allowed=cpus) if cpus else t
+
+
+def _switch_rates(sched: list[SchedSample]) -> dict[int, tuple[float, float]]:
+    """tid -> (voluntary, involuntary) switches per second between its first and last reading."""
+    if len(sched) < 2:
+        return {}
+    seen: dict[int, tuple[float, int, int]] = {}
+    out: dict[int, tuple[float, float]] = {}
+    for sample in sched:
+        for task in sample.tasks:
+            start = seen.setdefault(task.tid, (sample.monotonic_s, task.voluntary_switches, task.involuntary_switches))
+            dt = sample.monotonic_s - start[0]
+            if dt >= MIN_SPAN_S:
+                out[task.tid] = (max(0, task.voluntary_switches - start[1]) / dt,
+                                 max(0, task.involuntary_switches - start[2]) / dt)
+    return out
+
+
+def _total(rates: dict[int, tuple[float, float]], i: int) -> float | None:
+    return sum(r[i] for r in rates.values()) if rates else None
+
+
+def _cpus_allowed(sched: list[SchedSample]) -> dict[int, str]:
+    return {t.tid: t.cpus_allowed for s in sched for t in s.tasks}
+
+
+def _quota(sched: list[SchedSample]) -> float | None:
+    for sample in reversed(sched):
+        cgroup = sample.cgroup
+        if not isinstance(cgroup, NA):
+            return cgroup.quota_cores if isinstance(cgroup.quota_cores, float) else None
+    return None
+
+
+def _children(sched: list[SchedSample]) -> tuple[float, float, int, int]:
+    """(children's demand, their CPU use, their threads at the end, children started in the window)."""
+    if len(sched) < 2:
+        return 0.0, 0.0, 0, 0
+    span_s = sched[-1].monotonic_s - sched[0].monotonic_s
+    if span_s < MIN_SPAN_S:
+        return 0.0, 0.0, 0, 0
+    initial = {(c.pid, c.start_ticks) for c in sched[0].children}
+    first: dict[tuple[int, int], ChildSched] = {}
+    last: dict[tuple[int, int], ChildSched] = {}
+    for sample in sched:
+        for child in sample.children:
+            key = (child.pid, child.start_ticks)
+            first.setdefault(key, child)
+            last[key] = child
+    demand = used = 0.0
+    for key, end in last.items():
+        start = first[key]
+        base_run, base_wait = (start.run_ns, start.runq_wait_ns) if key in initial else (0, 0)
+        used += max(0, end.run_ns - base_run) / 1e9 / span_s
+        demand += (max(0, end.run_ns - base_run) + max(0, end.runq_wait_ns - base_wait)) / 1e9 / span_s
+    started = sum(1 for key in last if key not in initial)
+    return demand, used, sum(c.threads for c in sched[-1].children), started
+
+
+def _external(sched: list[SchedSample], own_demand: float) -> float | None:
+    values = [s.procs_running for s in sched if s.procs_running is not None]
+    if not values:
+        return None
+    return max(0.0, sum(values) / len(values) - own_demand)
+
+
+def _throttled_share(sched: list[SchedSample]) -> float | None:
+    pair = _cgroup_pair(sched)
+    if pair is None:
+        return None
+    a, b = pair
+    if a.periods is None or b.periods is None or a.throttled_periods is None or b.throttled_periods is None:
+        return None
+    periods = b.periods - a.periods
+    return max(0, b.throttled_periods - a.throttled_periods) / periods if periods > 0 else None
+
+
+def _throttled_s(sched: list[SchedSample]) -> float | None:
+    pair = _cgroup_pair(sched)
+    if pair is None or pair[0].throttled_us is None or pair[1].throttled_us is None:
+        return None
+    return max(0, pair[1].throttled_us - pair[0].throttled_us) / 1e6
+
+
+def _cgroup_pair(sched: list[SchedSample]) -> tuple[CgroupCpu, CgroupCpu] | None:
+    groups = [s.cgroup for s in sched if isinstance(s.cgroup, CgroupCpu)]
+    return (groups[0], groups[-1]) if len(groups) >= 2 else None
+
+
+def _pressure(sched: list[SchedSample]) -> tuple[tuple[str, str, float], ...]:
+    if len(sched) < 2:
+        return ()
+    a, b = sched[0], sched[-1]
+    span_s = b.monotonic_s - a.monotonic_s
+    if span_s < MIN_SPAN_S:
+        return ()
+    before = {(p.resource, p.scope): p for p in a.pressure}
+    out = []
+    for p in b.pressure:
+        old = before.get((p.resource, p.scope))
+        if old is not None:
+            out.append((p.resource, p.scope, min(1.0, max(0, p.some_us - old.some_us) / 1e6 / span_s)))
+    return tuple(out)
+
+
+def _pools(native: list[ThreadSched]) -> tuple[PoolGroup, ...]:
+    groups: dict[str, list[ThreadSched]] = defaultdict(list)
+    for t in native:
+        groups[t.name].append(t)
+    pools = [PoolGroup(comm=comm, threads=len(ts), active=sum(1 for t in ts if t.cpu_share >= ACTIVE_SHARE),
+                       demand=sum(t.demand for t in ts)) for comm, ts in groups.items()]
+    return tuple(sorted(pools, key=lambda p: (-p.demand, -p.threads, p.comm)))
+
+
+def _cpu_sets(threads: tuple[ThreadSched, ...], machine: int) -> tuple[CpuSetLoad, ...]:
+    groups: dict[str, list[ThreadSched]] = defaultdict(list)
+    for t in threads:
+        if t.cpus_allowed:
+            groups[t.cpus_allowed].append(t)
+    out = []
+    for cpus, ts in groups.items():
+        count = cpu_list_count(cpus)
+        if 0 < count < machine:
+            out.append(CpuSetLoad(cpus=cpus, cpu_count=count, threads=len(ts), demand=sum(t.demand for t in ts)))
+    return tuple(sorted(out, key=lambda c: -c.demand))
+
+
+_CACHE: list[tuple[Observation, Maybe[SchedSummary]]] = []  # the last two observations summarised (rules share it)
+
+
+def summary_of(obs: Observation) -> Maybe[SchedSummary]:
+    """``summarise(obs)``, computed once per observation for every rule that reads it."""
+    for seen, summary in _CACHE:
+        if seen is obs:
+            return summary
+    summary = summarise(obs)
+    _CACHE.append((obs, summary))
+    del _CACHE[:-2]
+    return summary

@@ -1,0 +1,223 @@
+"""Which process-wide settings differ from their defaults, from outside (the environment the process and its
+children were started with, ``Observation.os_facts``) and from the ``settings`` probe (the interpreter, torch's
+modes and flags, the environment as the program changed it, and the calls that changed a setting). Pure.
+
+Every reading names what it can slow (its *area*, ``dflash_contract.settings``): the rules make a setting the
+cause of a slowdown only where they measure a cost in that area; the rest is shown as information.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dflash_contract.board import ProbeName, SettingsKeys
+from dflash_contract.settings import (
+    AREA_AUTOGRAD,
+    AREA_COLLECTOR,
+    AREA_DEBUG,
+    AREA_GIL,
+    AREA_LAUNCHES,
+    AREA_NUMERICS,
+    AREA_THREADS,
+    DEFAULT_RECURSION_LIMIT,
+    DEFAULT_SWITCH_INTERVAL_S,
+    ENV_BY_NAME,
+)
+from dflash_diag.model import Board, Observation
+from dflash_diag.model.sched import SettingReading
+
+# torch's flags with their defaults and what they change: (key, shown name, default, area, effect).
+_TORCH_FLAGS: tuple[tuple[str, str, Any, str, str], ...] = (
+    (SettingsKeys.DETERMINISTIC_ALGORITHMS, "torch.are_deterministic_algorithms_enabled()", False, AREA_NUMERICS,
+     "deterministic kernels only: slower ones where a fast kernel is not deterministic"),
+    (SettingsKeys.ANOMALY_DETECTION, "torch.is_anomaly_enabled()", False, AREA_AUTOGRAD,
+     "every autograd op records a stack trace, and backward checks every output for NaN (typically 2-10x slower)"),
+    (SettingsKeys.AUTOGRAD_PROFILER, "torch.autograd.profiler enabled", False, AREA_AUTOGRAD,
+     "every op is recorded by the profiler"),
+    (SettingsKeys.FLOAT32_MATMUL_PRECISION, "torch.get_float32_matmul_precision()", "highest", AREA_NUMERICS,
+     "float32 matmuls may use TF32 or bf16"),
+    (SettingsKeys.CUDA_MATMUL_ALLOW_TF32, "torch.backends.cuda.matmul.allow_tf32", False, AREA_NUMERICS,
+     "float32 CUDA matmuls in TF32"),
+    (SettingsKeys.CUDNN_ALLOW_TF32, "torch.backends.cudnn.allow_tf32", True, AREA_NUMERICS,
+     "cuDNN convolutions in TF32 (off: full float32, slower)"),
+    (SettingsKeys.CUDNN_BENCHMARK, "torch.backends.cudnn.benchmark", False, AREA_LAUNCHES,
+     "benchmarks convolution algorithms for every new input shape"),
+    (SettingsKeys.CUDNN_DETERMINISTIC, "torch.backends.cudnn.deterministic", False, AREA_NUMERICS,
+     "deterministic convolutions only"),
+    (SettingsKeys.CUDNN_ENABLED, "torch.backends.cudnn.enabled", True, AREA_LAUNCHES,
+     "cuDNN kernels (off: torch's own, slower)"),
+    (SettingsKeys.MKLDNN_ENABLED, "torch.backends.mkldnn.enabled", True, AREA_THREADS,
+     "oneDNN CPU kernels (off: slower CPU convolutions and matmuls)"),
+    (SettingsKeys.CUDA_SYNC_DEBUG_MODE, "torch.cuda.get_sync_debug_mode()", 0, AREA_LAUNCHES,
+     "warns (1) or errors (2) at every synchronizing CUDA call"),
+    (SettingsKeys.DEFAULT_DTYPE, "torch.get_default_dtype()", "torch.float32", AREA_NUMERICS,
+     "the dtype of new floating-point tensors"),
+)
+# The calls the probe wraps, with what they change.
+_CALL_EFFECTS: dict[str, tuple[str, str]] = {
+    "torch.set_num_threads": (AREA_THREADS, "threads of each intra-op parallel region, for the calling thread"),
+    "torch.set_num_interop_threads": (AREA_THREADS, "threads of the inter-op pool"),
+    "torch.use_deterministic_algorithms": (AREA_NUMERICS, "deterministic kernels only"),
+    "torch.set_float32_matmul_precision": (AREA_NUMERICS, "TF32/bf16 in float32 matmuls"),
+    "torch.set_default_dtype": (AREA_NUMERICS, "the dtype of new floating-point tensors"),
+    "torch.autograd.set_detect_anomaly": (AREA_AUTOGRAD, "anomaly detection: a stack trace per autograd op"),
+    "gc.collect": (AREA_COLLECTOR, "a full collection now: every thread stops while it runs"),
+    "gc.set_threshold": (AREA_COLLECTOR, "how many allocations start a collection"),
+    "gc.disable": (AREA_COLLECTOR, "the collector stops running on its own"),
+    "gc.enable": (AREA_COLLECTOR, "the collector runs on its own again"),
+    "gc.freeze": (AREA_COLLECTOR, "moves every live object out of the collector's reach"),
+    "gc.unfreeze": (AREA_COLLECTOR, "gives frozen objects back to the collector"),
+    "sys.setswitchinterval": (AREA_GIL, "how long a thread may hold the GIL while another wants it"),
+}
+# Calls that restore a default or only read: not a change worth listing by themselves.
+_HARMLESS_CALLS = frozenset({"gc.enable", "gc.unfreeze"})
+
+
+def settings_payload(board: Board | None) -> Mapping[str, Any]:
+    payload = board.probe(ProbeName.SETTINGS) if board is not None else None
+    return payload if isinstance(payload, Mapping) else {}
+
+
+def _sub(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = mapping.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def non_default(obs: Observation) -> tuple[SettingReading, ...]:
+    """Every setting of the process seen away from its default, environment first."""
+    out: list[SettingReading] = list(_environment(obs))
+    payload = settings_payload(obs.board)
+    if payload:
+        out.extend(_probe_environment(payload, {r.name for r in out}))
+        out.extend(_interpreter(payload))
+        out.extend(_torch(payload))
+        out.extend(calls(payload))
+    return tuple(out)
+
+
+def _environment(obs: Observation) -> list[SettingReading]:
+    facts = obs.os_facts
+    if facts is None or not isinstance(facts.env, tuple):
+        return []
+    out = []
+    for env in facts.env:
+        var = ENV_BY_NAME.get(env.name)
+        if var is None:
+            continue
+        source = "environment" if env.where == "process" else f"environment of its {env.where}"
+        out.append(SettingReading(name=env.name, value=env.value, default=var.default, area=var.area,
+                                  effect=var.effect, source=source))
+    return out
+
+
+def _probe_environment(payload: Mapping[str, Any], seen: set[str]) -> list[SettingReading]:
+    """Variables the program set itself (``os.environ[...] = ...``): in its environment now, not at its start."""
+    out = []
+    rows = payload.get(SettingsKeys.ENVIRONMENT)
+    for row in rows if isinstance(rows, list) else ():
+        if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) for x in row)):
+            continue
+        name, value = row
+        var = ENV_BY_NAME.get(name)
+        if var is None or name in seen:
+            continue
+        out.append(SettingReading(name=name, value=value, default=var.default, area=var.area, effect=var.effect,
+                                  source="set by the program"))
+    return out
+
+
+def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
+    interp = _sub(payload, SettingsKeys.INTERPRETER)
+    out = []
+    interval = interp.get(SettingsKeys.SWITCH_INTERVAL_S)
+    if isinstance(interval, int | float) and not isinstance(interval, bool) and \
+            abs(interval - DEFAULT_SWITCH_INTERVAL_S) > 1e-9:
+        out.append(SettingReading("sys.getswitchinterval()", f"{interval:g} s", f"{DEFAULT_SWITCH_INTERVAL_S:g} s",
+                                  AREA_GIL, "how long a thread may hold the GIL while another wants it", "probe"))
+    if interp.get(SettingsKeys.GC_ENABLED) is False:
+        out.append(SettingReading("gc.isenabled()", "False", "True", AREA_COLLECTOR,
+                                  "the cyclic collector does not run on its own (memory of cycles grows)", "probe"))
+    threshold, default = interp.get(SettingsKeys.GC_THRESHOLD), interp.get(SettingsKeys.GC_DEFAULT_THRESHOLD)
+    if isinstance(threshold, list) and isinstance(default, list) and threshold != default:
+        out.append(SettingReading("gc.get_threshold()", _tuple(threshold), _tuple(default), AREA_COLLECTOR,
+                                  "allocations that start a collection, per generation (lower: more often)",
+                                  "probe"))
+    callbacks = interp.get(SettingsKeys.GC_CALLBACKS)
+    if isinstance(callbacks, list) and callbacks:
+        out.append(SettingReading("gc.callbacks", ", ".join(str(c) for c in callbacks[:4]), "none", AREA_COLLECTOR,
+                                  "called at the start and end of every collection: their work is part of each pause",
+                                  "probe"))
+    limit = interp.get(SettingsKeys.RECURSION_LIMIT)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit != DEFAULT_RECURSION_LIMIT:
+        out.append(SettingReading("sys.getrecursionlimit()", str(limit), str(DEFAULT_RECURSION_LIMIT), AREA_DEBUG,
+                                  "the deepest Python stack", "probe"))
+    for key, name, effect in ((SettingsKeys.TRACER, "a trace function for new threads",
+                               "called on every line and call of every new thread (debuggers, coverage)"),
+                              (SettingsKeys.PROFILE_HOOK, "a profile function for new threads",
+                               "called on every call of every new thread (profilers)")):
+        hook = interp.get(key)
+        if isinstance(hook, str) and hook:
+            out.append(SettingReading(name, hook, "None", AREA_DEBUG, effect, "probe"))
+    tools = interp.get(SettingsKeys.MONITORING_TOOLS)
+    if isinstance(tools, list) and tools:
+        out.append(SettingReading("sys.monitoring tools", ", ".join(str(t) for t in tools[:4]), "none", AREA_DEBUG,
+                                  "callbacks on code events (coverage, debuggers)", "probe"))
+    if interp.get(SettingsKeys.DEV_MODE) is True:
+        out.append(SettingReading("sys.flags.dev_mode", "True", "False", AREA_DEBUG,
+                                  "the development mode: debug allocator hooks, more checks", "probe"))
+    xoptions = interp.get(SettingsKeys.XOPTIONS)
+    if isinstance(xoptions, list) and xoptions:
+        out.append(SettingReading("-X options", " ".join(f"-X {x}" for x in xoptions[:6]), "none", AREA_DEBUG,
+                                  "interpreter options", "probe"))
+    return out
+
+
+def _torch(payload: Mapping[str, Any]) -> list[SettingReading]:
+    flags = _sub(payload, SettingsKeys.TORCH_FLAGS)
+    if not flags:
+        return []
+    out = []
+    cores = payload.get(SettingsKeys.CPU_CORES)
+    threads = flags.get(SettingsKeys.NUM_THREADS)
+    if isinstance(threads, int) and isinstance(cores, int) and cores > 0 and threads > cores:
+        # torch's default is one thread per physical core, at most the CPUs the process may use: more is never
+        # the default.
+        out.append(SettingReading("torch.get_num_threads()", str(threads), f"at most {cores} (the CPUs it may use)",
+                                  AREA_THREADS, "threads of each intra-op parallel region", "probe"))
+    for key, name, default, area, effect in _TORCH_FLAGS:
+        value = flags.get(key)
+        if value is None or value == default:
+            continue
+        out.append(SettingReading(name, str(value), str(default), area, effect, "probe"))
+    return out
+
+
+def calls(payload: Mapping[str, Any]) -> list[SettingReading]:
+    """The calls that changed a setting, one reading per (call, argument, site)."""
+    out = []
+    rows = payload.get(SettingsKeys.SETTING_CALLS)
+    for row in rows if isinstance(rows, list) else ():
+        if not isinstance(row, Mapping):
+            continue
+        call, arg, site = row.get(SettingsKeys.CALL), row.get(SettingsKeys.ARG), row.get(SettingsKeys.SITE)
+        if not isinstance(call, str) or call in _HARMLESS_CALLS:
+            continue
+        area, effect = _CALL_EFFECTS.get(call, (AREA_DEBUG, "a process-wide setting"))
+        count = row.get(SettingsKeys.COUNT)
+        callers = row.get(SettingsKeys.CALLERS)
+        who = ", ".join(str(c) for c in callers[:4]) if isinstance(callers, list) and callers else "?"
+        more = f" and {len(callers) - 4} more" if isinstance(callers, list) and len(callers) > 4 else ""
+        detail = (f"called by {who}{more} at {site if isinstance(site, str) else '?'}"
+                  f" ({count if isinstance(count, int) else '?'} call{'s' if count != 1 else ''})")
+        out.append(SettingReading(call, arg if isinstance(arg, str) else "", "not called", area, effect, "call",
+                                  detail))
+    return out
+
+
+def by_area(readings: tuple[SettingReading, ...], area: str) -> tuple[SettingReading, ...]:
+    return tuple(r for r in readings if r.area == area)
+
+
+def _tuple(values: list[Any]) -> str:
+    return "(" + ", ".join(str(v) for v in values) + ")"

@@ -1,0 +1,256 @@
+"""The operating system's view of a process: how the scheduler runs its threads, what the cgroup allows it, the
+pressure it is under, its children, and the process-wide settings read from outside (the environment, the CPUs
+it may use, the thread-pool libraries it maps). Read by ``sources.sched``; summarised by ``analysis.sched``.
+
+Plain frozen dataclasses of str/int/float/bool, tuples and ``Maybe`` only (they serialise without a codec).
+Cumulative counters are kept as the kernel gives them: the analysis takes differences over the window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dflash_diag.model.common import NA, Maybe
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """``0-3,8,10-11`` -> {0,1,2,3,8,10,11}; malformed parts are skipped (bounded: at most 65536 CPUs)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            continue
+        if 0 <= a <= b < 65536:
+            cpus.update(range(a, b + 1))
+    return frozenset(cpus)
+
+
+def cpu_list_count(text: str) -> int:
+    """How many CPUs a ``Cpus_allowed_list`` names."""
+    return len(parse_cpu_list(text))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSched:
+    """One OS thread of the process (``/proc/PID/task/TID/status``): its context switches so far and the CPUs it
+    may run on. Its on-CPU time and run delay (schedstat) are in ``ProcThreadSample``."""
+
+    tid: int
+    comm: str  # the kernel's name for it: OpenMP and MKL workers inherit their creator's ("python")
+    voluntary_switches: int  # it gave up the CPU: blocked, slept, waited for a lock or the GIL
+    involuntary_switches: int  # the scheduler took the CPU away: another thread was due (a busy machine)
+    cpus_allowed: str  # Cpus_allowed_list: "0-1", "0"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSched:
+    """A direct child process, summed over its threads (what it adds to the demand on the cores)."""
+
+    pid: int
+    comm: str
+    threads: int
+    run_ns: int  # on-CPU time of its threads so far (schedstat)
+    runq_wait_ns: int  # their time runnable but waiting for a CPU
+    start_ticks: int  # /proc/PID/stat field 22: a PID reused by a new child is another child
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupCpu:
+    """The process's CPU controller: its quota and how often it hit it (cgroup v2 ``cpu.max``/``cpu.stat``, or v1
+    ``cpu.cfs_quota_us``/``cpu.stat``)."""
+
+    version: int  # 2 or 1
+    quota_cores: Maybe[float]  # quota / period; NA("no quota") when unlimited
+    periods: int | None  # enforcement periods that had runnable threads (nr_periods)
+    throttled_periods: int | None  # ... in which the group ran out of quota and was stopped (nr_throttled)
+    throttled_us: int | None  # time its threads were held back, summed over CPUs (throttled_usec / throttled_time)
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """Pressure stall information of one resource (``/proc/pressure/*`` or the cgroup's ``*.pressure``):
+    microseconds during which some (or all) non-idle tasks were stalled on it, cumulative."""
+
+    resource: str  # "cpu", "memory", "io"
+    scope: str  # "cgroup" (the process's own group) or "system"
+    some_us: int
+    full_us: int | None  # None where the kernel gives no "full" line (cpu at system scope on older kernels)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedSample:
+    """One sweep of the scheduler's view (about once a second)."""
+
+    monotonic_s: float
+    tasks: tuple[TaskSched, ...]
+    children: tuple[ChildSched, ...] = ()
+    cgroup: Maybe[CgroupCpu] = NA("not read")
+    pressure: tuple[Pressure, ...] = ()
+    procs_running: int | None = None  # runnable tasks on the whole machine at that instant (/proc/stat)
+    children_listed: int = 0  # direct children seen (the tuple above may be capped)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSetting:
+    """A known environment variable (``dflash_contract.settings``) set in the process or its children."""
+
+    name: str
+    value: str  # shown value: a number or a word, else "<set>"
+    where: str  # "process", or "children (3)" when only its children have it (set before they started)
+
+
+@dataclass(frozen=True, slots=True)
+class OsFacts:
+    """What the process may use and what it was started with, read once per window from outside."""
+
+    machine_cpus: int  # CPUs online on the machine
+    process_cpus: str  # the process's Cpus_allowed_list ("0-1"); "" when unknown
+    process_cpu_count: int  # how many CPUs that is (0 when unknown)
+    env: Maybe[tuple[EnvSetting, ...]]  # NA when /proc/PID/environ is not ours to read
+    libraries: tuple[str, ...] = ()  # thread-pool and device libraries mapped: "libgomp", "libiomp5", "libmkl", ...
+    python_version: str = ""  # "3.11" from the executable's name when it says ("" when unknown)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerProcess:
+    """A process at the other end of a wait that left the process (a file lock's holder, a pipe's writer)."""
+
+    pid: int
+    comm: str
+    cmdline: str  # redacted and shortened
+    state: str  # /proc state letter: R running, S sleeping, D uninterruptible, T stopped
+    cpu_pct: float | None  # % of one core between two reads (None: read once)
+    top_frame: str  # its innermost Python frame of its own code, "compress (syncer.py:30)"; "" when not read
+    relation: str  # "child", "parent", "sibling", "other"
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideWait:
+    """A thread of the process blocked on something another process holds: a file lock or a pipe/socket whose
+    other end is another process."""
+
+    tid: int
+    kind: str  # "file-lock", "pipe", "socket"
+    target: str  # what it waits on: the locked file (redacted path), "pipe:[1234]"
+    syscall: str  # the blocking call: "flock", "fcntl", "read"
+    peers: tuple[PeerProcess, ...]
+    monotonic_s: float
+
+
+# --- the summary of a window (analysis.sched) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSched:
+    """One OS thread over the window: how much it ran, how long it waited for a CPU, how often it switched."""
+
+    tid: int
+    name: str  # its Python name when it runs Python, else its comm
+    python: bool  # a Python thread (py-spy saw it)
+    cpu_share: float  # of the window on a CPU
+    runq_share: float  # of the window runnable, waiting for a CPU (schedstat run delay)
+    voluntary_per_s: float | None
+    involuntary_per_s: float | None
+    cpus_allowed: str
+
+    @property
+    def demand(self) -> float:
+        """How much of a CPU it wanted: on one or waiting for one."""
+        return self.cpu_share + self.runq_share
+
+
+@dataclass(frozen=True, slots=True)
+class PoolGroup:
+    """Native OS threads of one name (threads Python did not start: OpenMP, MKL, inter-op, NCCL, ...)."""
+
+    comm: str
+    threads: int
+    active: int  # ran at least 1% of a core over the window
+    demand: float  # CPUs' worth of it runnable (on a CPU or waiting for one)
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSetLoad:
+    """The threads restricted to one set of CPUs narrower than the machine, and how much they want."""
+
+    cpus: str  # "0"
+    cpu_count: int
+    threads: int
+    demand: float
+
+
+@dataclass(frozen=True, slots=True)
+class SchedSummary:
+    """The scheduler's view of one window (``analysis.sched.summarise``)."""
+
+    window_s: float
+    machine_cpus: int
+    allowed_cpus: int  # the process's affinity
+    quota_cores: float | None  # the cgroup's quota, None when unlimited or unknown
+    cores: float  # what the process may use at once: the smaller of the two
+    os_threads: int
+    python_threads: int
+    native_threads: int
+    native_active: int
+    demand: float  # threads' worth runnable, over the process and its children
+    python_demand: float
+    native_demand: float
+    children_demand: float
+    children_threads: int
+    used_cores: float  # on a CPU, over the process and its children
+    voluntary_per_s: float | None
+    involuntary_per_s: float | None
+    external_runnable: float | None  # other tasks runnable on the machine at once, on average
+    throttled_share: float | None  # of the cgroup's enforcement periods in the window
+    throttled_s: float | None  # CPU time its threads were held back
+    pressure: tuple[tuple[str, str, float], ...]  # (resource, scope, share of the window some task stalled)
+    children_started: int  # child processes that appeared during the window
+    pools: tuple[PoolGroup, ...]
+    cpu_sets: tuple[CpuSetLoad, ...]
+    threads: tuple[ThreadSched, ...]
+    libraries: tuple[str, ...] = ()
+    children_used: float = 0.0  # CPUs' worth the children ran (their demand less their run delay)
+    children: int = 0  # child processes at the end of the window
+
+    @property
+    def children_runq_share(self) -> float:
+        """Of the time the children's threads were runnable, the share they waited for a CPU."""
+        return max(0.0, 1.0 - self.children_used / self.children_demand) if self.children_demand > 0 else 0.0
+
+    @property
+    def children_started_per_s(self) -> float:
+        return self.children_started / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def switches_per_s(self) -> float | None:
+        if self.voluntary_per_s is None or self.involuntary_per_s is None:
+            return None
+        return self.voluntary_per_s + self.involuntary_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class SettingReading:
+    """A process-wide setting that differs from its default (``analysis.settings``): shown as information, and the
+    cause of a slowdown only where a rule measures its cost."""
+
+    name: str  # "OMP_NUM_THREADS", "torch.set_num_threads", "sys.getswitchinterval()"
+    value: str
+    default: str
+    area: str  # dflash_contract.settings.AREA_*: what it can slow
+    effect: str
+    source: str  # "environment", "children's environment", "set by the program", "probe", "call"
+    detail: str = ""  # who set it and where: "called by pool-0, pool-1 at worker (over.py:6), 4 calls"
+
+    def text(self) -> str:
+        """``OMP_NUM_THREADS=8`` / ``torch.set_num_threads(8)`` / ``sys.getswitchinterval() = 1e-05``."""
+        if self.source == "call":
+            return f"{self.name}({self.value})"
+        if self.name.endswith(")") or "." in self.name:
+            return f"{self.name} = {self.value}"
+        return f"{self.name}={self.value}"

@@ -1,0 +1,377 @@
+"""Waits that leave the process: a thread blocked on a file lock another process holds, or on a pipe whose other
+end is another process; and what that process does. From /proc only (``locks``, ``task/TID/syscall``, ``fd``,
+``fdinfo``), plus one non-blocking py-spy dump of a Python peer.
+
+How each wait is found:
+
+- **a file lock** (``flock``, ``fcntl``/POSIX, OFD): ``/proc/locks`` lists every lock, and every waiter on a line
+  of its own marked ``->`` with the waiting process's PID and the file's ``device:inode``. The holders are the
+  lines of the same file without the mark. The locked file is named from the process's own descriptors (the one
+  whose ``stat`` has that inode); the waiting thread is the one parked in ``flock``/``fcntl``.
+- **a pipe**: a thread parked in ``read``/``write`` (``/proc/PID/task/TID/syscall`` gives the call and its first
+  argument, the descriptor) on a ``pipe:[inode]``. The other end is any other process holding that inode open
+  the other way (``fdinfo``'s flags): looked for among the process's relatives first (children, parent,
+  siblings), then the user's other processes, within a fixed budget of processes and time.
+
+``syscall`` needs the permission ptrace needs (the tool has it wherever py-spy works); without it a pipe's peer is
+not found and the wait stays what the stacks say it is (an I/O wait). Costs are bounded and measured by
+``bench/sched_readers.py``: a read of ``/proc/locks`` and, for a blocked thread, a handful of links.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dflash_contract import proc as contract_proc
+from dflash_contract.redact import redact_argv
+from dflash_diag.model import ProcThreadSample, StackSample
+from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.sched import OutsideWait, PeerProcess
+from dflash_diag.model.text import printable
+
+PROC = Path("/proc")
+MAX_LOCKS_BYTES = 1 << 20
+MAX_FDS = 4096  # descriptors looked at per process
+MAX_SCAN_PROCESSES = 512  # processes searched for a pipe's other end
+SCAN_BUDGET_S = 0.05  # ... and for at most this long per sweep
+CMDLINE_CHARS = 160
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+# The blocking calls whose first argument is the descriptor waited on, per architecture.
+_FD_CALLS: dict[str, dict[int, str]] = {
+    "x86_64": {0: "read", 1: "write", 17: "pread64", 19: "readv", 20: "writev", 45: "recvfrom", 47: "recvmsg",
+               72: "fcntl", 73: "flock"},
+    "aarch64": {25: "fcntl", 32: "flock", 63: "read", 64: "write", 65: "readv", 66: "writev", 67: "pread64",
+                207: "recvfrom", 212: "recvmsg"},
+}
+_LOCK_CALLS = frozenset({"flock", "fcntl"})
+_WRITES = frozenset({"write", "writev"})
+
+
+def parse_syscall_fd(text: str, table: dict[int, str] | None = None) -> tuple[str, int] | None:
+    """(call, descriptor) of a thread blocked in a call on a descriptor (``/proc/.../syscall``); None otherwise."""
+    parts = text.split()
+    if len(parts) < 2 or not parts[0].isdigit():
+        return None
+    name = (table if table is not None else _FD_CALLS.get(platform.machine(), {})).get(int(parts[0]))
+    if name is None:
+        return None
+    try:
+        fd = int(parts[1], 16)
+    except ValueError:
+        return None
+    return (name, fd) if 0 <= fd < (1 << 20) else None
+
+
+@dataclass(frozen=True, slots=True)
+class LockLine:
+    pid: int
+    file_id: str  # "MAJ:MIN:INODE" (hex major:minor as the kernel writes them, decimal inode)
+    waiting: bool  # a "->" line: this PID waits for the lock
+    kind: str  # FLOCK, POSIX, OFDLCK
+
+
+def parse_locks(text: str) -> tuple[LockLine, ...]:
+    """The lines of ``/proc/locks``: ``1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF`` and the waiters'
+    ``1: -> FLOCK  ADVISORY  WRITE 4321 08:01:5678 0 EOF``."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 6:
+            continue
+        waiting = parts[1] == "->"
+        rest = parts[2:] if waiting else parts[1:]
+        if len(rest) < 5:
+            continue
+        kind, pid_text, file_id = rest[0], rest[3], rest[4]
+        try:
+            pid = int(pid_text)
+        except ValueError:
+            continue
+        if file_id.count(":") != 2:
+            continue
+        out.append(LockLine(pid=pid, file_id=file_id, waiting=waiting, kind=kind))
+    return tuple(out)
+
+
+def _read(path: Path, limit: int = 65536) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _file_id(st: os.stat_result) -> str:
+    return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+
+
+PeerDumper = Callable[[int], "StackSample | None"]  # one non-blocking dump of a Python peer, or None
+TextRedactor = Callable[[str], str]
+
+
+class PeerReader:
+    """The waits of ``pid``'s threads that end in another process, with what those processes do.
+
+    ``dumper`` takes one non-blocking py-spy dump of a Python peer (once per peer: its top frame); ``redact``
+    is the watched process's redactor (paths, command lines and frames it returns are redacted with it)."""
+
+    def __init__(self, pid: int, *, proc_root: Path = PROC, dumper: PeerDumper | None = None,
+                 redact: TextRedactor | None = None, clock: Callable[[], float] = time.monotonic,
+                 uid: int | None = None) -> None:
+        self.pid = pid
+        self.proc_root = proc_root
+        self.dumper = dumper
+        self.redact = redact or (lambda s: s)
+        self.clock = clock
+        self.uid = os.getuid() if uid is None else uid
+        self._cpu: dict[int, tuple[float, float]] = {}  # peer -> (its CPU seconds, when read)
+        self._frames: dict[tuple[int, int], str] = {}  # (peer, start ticks) -> its top frame ("" when none)
+        self._pipe_peers: dict[tuple[int, bool], tuple[int, ...]] = {}  # (inode, we read) -> peers found
+
+    def __call__(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
+        return self.read(threads)
+
+    def read(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
+        now = self.clock()
+        blocked = self._blocked_calls(threads)
+        waits = list(self._lock_waits(blocked, now))
+        for tid, (call, fd) in blocked.items():
+            if call in _LOCK_CALLS:
+                continue
+            wait = self._pipe_wait(tid, call, fd, now)
+            if wait is not None:
+                waits.append(wait)
+        return tuple(waits)
+
+    # --- which threads are blocked on a descriptor ---------------------------------------------------------
+
+    def _blocked_calls(self, threads: tuple[ProcThreadSample, ...]) -> dict[int, tuple[str, int]]:
+        out: dict[int, tuple[str, int]] = {}
+        for t in threads:
+            if t.state not in ("S", "D"):
+                continue
+            # procfs names the calls it knows; flock, fcntl and write read as "syscall N" there.
+            if t.syscall is not None and t.syscall not in ("read", "readv", "pread64", "recvfrom", "recvmsg") \
+                    and not t.syscall.startswith("syscall "):
+                continue
+            text = _read(self.proc_root / str(self.pid) / "task" / str(t.tid) / "syscall", 512)
+            found = parse_syscall_fd(text) if text is not None else None
+            if found is not None:
+                out[t.tid] = found
+        return out
+
+    # --- file locks ---------------------------------------------------------------------------------------
+
+    def _lock_waits(self, blocked: dict[int, tuple[str, int]], now: float) -> list[OutsideWait]:
+        text = _read(self.proc_root / "locks", MAX_LOCKS_BYTES)
+        if not text:
+            return []
+        lines = parse_locks(text)
+        waited = {line.file_id for line in lines if line.waiting and line.pid == self.pid}
+        if not waited:
+            return []
+        lockers = [(tid, fd) for tid, (call, fd) in blocked.items() if call in _LOCK_CALLS]
+        out = []
+        for file_id in sorted(waited):
+            holders = tuple(dict.fromkeys(line.pid for line in lines if line.file_id == file_id and not line.waiting
+                                          and line.pid != self.pid and line.pid > 0))
+            path, tid, call = self._locked_file(file_id, lockers)
+            out.append(OutsideWait(tid=tid, kind="file-lock", target=path, syscall=call,
+                                   peers=tuple(self._peer(p, now) for p in holders[:4]), monotonic_s=now))
+        return out
+
+    def _locked_file(self, file_id: str, lockers: list[tuple[int, int]]) -> tuple[str, int, str]:
+        """(the locked file's redacted path, the waiting thread, its call) for a lock the process waits on."""
+        for tid, fd in lockers:
+            path = self._fd_path(self.pid, fd, file_id)
+            if path is not None:
+                return path, tid, "flock/fcntl"
+        fd_dir = self.proc_root / str(self.pid) / "fd"
+        try:
+            names = os.listdir(fd_dir)[:MAX_FDS]
+        except OSError:
+            names = []
+        for name in names:
+            path = self._fd_path(self.pid, int(name), file_id) if name.isdigit() else None
+            if path is not None:
+                tid = lockers[0][0] if lockers else self.pid
+                return path, tid, "flock/fcntl"
+        return f"inode {file_id.rsplit(':', 1)[-1]}", lockers[0][0] if lockers else self.pid, "flock/fcntl"
+
+    def _fd_path(self, pid: int, fd: int, file_id: str) -> str | None:
+        link = self.proc_root / str(pid) / "fd" / str(fd)
+        try:
+            if _file_id(os.stat(link)) != file_id:
+                return None
+            target = os.readlink(link)
+        except OSError:
+            return None
+        return printable(self.redact(target))
+
+    # --- pipes ----------------------------------------------------------------------------------------------
+
+    def _pipe_wait(self, tid: int, call: str, fd: int, now: float) -> OutsideWait | None:
+        try:
+            target = os.readlink(self.proc_root / str(self.pid) / "fd" / str(fd))
+        except OSError:
+            return None
+        if not target.startswith("pipe:["):
+            return None  # sockets: their peers are not in /proc (sock_diag); the stacks' I/O wait stands
+        try:
+            inode = int(target[6:-1])
+        except ValueError:
+            return None
+        reading = call not in _WRITES
+        key = (inode, reading)
+        if key not in self._pipe_peers:
+            self._pipe_peers[key] = self._find_pipe_peers(target, want_writer=reading)
+        peers = self._pipe_peers[key]
+        if not peers:
+            return None
+        return OutsideWait(tid=tid, kind="pipe", target=target, syscall=call,
+                           peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now)
+
+    def _candidates(self) -> list[int]:
+        """Processes that may hold the pipe's other end, nearest first: children, parent, siblings, then the
+        user's others."""
+        from dflash_diag.sources.procfs import all_children
+
+        order: dict[int, None] = {}
+        for child in all_children(self.pid):
+            order.setdefault(child, None)
+            for grandchild in all_children(child):
+                order.setdefault(grandchild, None)
+        parent = self._ppid(self.pid)
+        if parent is not None and parent > 1:
+            order.setdefault(parent, None)
+            for sibling in all_children(parent):
+                order.setdefault(sibling, None)
+        try:
+            everyone = sorted(int(n) for n in os.listdir(self.proc_root) if n.isdigit())
+        except OSError:
+            everyone = []
+        for pid in everyone:
+            order.setdefault(pid, None)
+        order.pop(self.pid, None)
+        return list(order)
+
+    def _find_pipe_peers(self, target: str, *, want_writer: bool) -> tuple[int, ...]:
+        deadline = time.monotonic() + SCAN_BUDGET_S
+        found: list[int] = []
+        for scanned, pid in enumerate(self._candidates()):
+            if scanned >= MAX_SCAN_PROCESSES or time.monotonic() > deadline:
+                break
+            if not self._same_user(pid):
+                continue
+            if self._holds_pipe_end(pid, target, want_writer):
+                found.append(pid)
+                if len(found) >= 4:
+                    break
+        return tuple(found)
+
+    def _same_user(self, pid: int) -> bool:
+        try:
+            return os.stat(self.proc_root / str(pid)).st_uid == self.uid or self.uid == 0
+        except OSError:
+            return False
+
+    def _holds_pipe_end(self, pid: int, target: str, want_writer: bool) -> bool:
+        fd_dir = self.proc_root / str(pid) / "fd"
+        try:
+            names = os.listdir(fd_dir)[:MAX_FDS]
+        except OSError:
+            return False
+        for name in names:
+            try:
+                if os.readlink(fd_dir / name) != target:
+                    continue
+            except OSError:
+                continue
+            info = _read(self.proc_root / str(pid) / "fdinfo" / name, 4096) or ""
+            flags = next((line.split()[1] for line in info.splitlines() if line.startswith("flags:")), None)
+            if flags is None:
+                return True
+            writes = int(flags, 8) & 0o3 == 1  # O_WRONLY
+            if writes == want_writer:
+                return True
+        return False
+
+    def _ppid(self, pid: int) -> int | None:
+        text = _read(self.proc_root / str(pid) / "stat", 4096)
+        try:
+            return contract_proc.parse_stat(text).ppid if text is not None else None
+        except ValueError:
+            return None
+
+    # --- what the peer does ------------------------------------------------------------------------------
+
+    def _peer(self, pid: int, now: float) -> PeerProcess:
+        base = self.proc_root / str(pid)
+        stat_text = _read(base / "stat", 4096)
+        try:
+            stat = contract_proc.parse_stat(stat_text) if stat_text is not None else None
+        except ValueError:
+            stat = None
+        comm = printable(self.redact(stat.comm)) if stat is not None else "?"
+        raw = _read(base / "cmdline", 65536) or ""
+        argv = [a for a in raw.split("\0") if a]
+        cmdline = printable(self.redact(" ".join(redact_argv(argv))))[:CMDLINE_CHARS]
+        cpu_pct = None
+        if stat is not None:
+            cpu_s = (stat.utime_ticks + stat.stime_ticks) / _CLK_TCK
+            before = self._cpu.get(pid)
+            if before is not None and now - before[1] > 0.2:
+                cpu_pct = max(0.0, 100.0 * (cpu_s - before[0]) / (now - before[1]))
+            if before is None or now - before[1] > 0.2:
+                self._cpu[pid] = (cpu_s, now)
+        return PeerProcess(pid=pid, comm=comm, cmdline=cmdline, state=stat.state if stat is not None else "?",
+                           cpu_pct=cpu_pct, top_frame=self._top_frame(pid, stat.start_time_ticks if stat else 0),
+                           relation=self._relation(pid, stat.ppid if stat is not None else None))
+
+    def _relation(self, pid: int, ppid: int | None) -> str:
+        if ppid == self.pid:
+            return "child"
+        own_parent = self._ppid(self.pid)
+        if pid == own_parent:
+            return "parent"
+        if ppid is not None and ppid == own_parent:
+            return "sibling"
+        return "other"
+
+    def _top_frame(self, pid: int, start_ticks: int) -> str:
+        key = (pid, start_ticks)
+        if key in self._frames:
+            return self._frames[key]
+        frame = ""
+        try:
+            exe = os.path.basename(os.readlink(self.proc_root / str(pid) / "exe"))
+        except OSError:
+            exe = ""
+        if exe.startswith("python") and self.dumper is not None:
+            try:
+                sample = self.dumper(pid)
+            except Exception:  # a peer py-spy cannot read: no frame, the rest stands
+                sample = None
+            frame = _busiest_frame(sample) if sample is not None else ""
+        self._frames[key] = printable(self.redact(frame)) if frame else ""
+        return self._frames[key]
+
+
+def _busiest_frame(sample: StackSample) -> str:
+    """The innermost frame of the peer's own code in its most active thread (on a CPU or holding the GIL first)."""
+    threads = sorted(sample.threads, key=lambda t: (not (t.active or t.owns_gil), t.thread_id))
+    for thread in threads:
+        for frame in thread.frames:
+            if not frame.native and not is_library_file(frame.filename):
+                return f"{frame.name} ({frame.short_filename}:{frame.line})"
+    for thread in threads:
+        for frame in thread.frames:
+            if not frame.native:
+                return f"{frame.name} ({frame.short_filename}:{frame.line})"
+    return ""

@@ -1,0 +1,414 @@
+"""The scheduler's view of a process, from /proc and the cgroup file system: no probe, no ptrace.
+
+Per sweep (:class:`SchedReader`, about once a second): each thread's voluntary and involuntary context switches
+and the CPUs it may run on (``/proc/PID/task/TID/status``), the process's direct children summed over their
+threads (schedstat: what they add to the demand on the cores), the cgroup's CPU quota and throttling
+(``cpu.max``/``cpu.stat`` on cgroup v2, ``cpu.cfs_quota_us``/``cpu.stat`` on v1), pressure stall information
+(the cgroup's ``*.pressure``, else ``/proc/pressure/*``), and the machine's runnable tasks (``/proc/stat``).
+Once per window (:func:`read_os_facts`): the machine's CPUs against the process's, the known environment
+variables of the process and its children (``dflash_contract.settings``: names from a catalogue, safe values
+only), and the thread-pool libraries it maps.
+
+Costs (``bench/sched_readers.py``, docs/benchmarks.md): a status read is tens of µs per thread, so a sweep of a
+40-thread process is about a millisecond; the facts read ``maps`` and ``environ`` once.
+Every reader returns what it could read: a missing file is a missing field, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from dflash_contract import proc as contract_proc
+from dflash_contract.settings import known_env
+from dflash_diag.model.common import NA, Maybe
+from dflash_diag.model.sched import (
+    CgroupCpu,
+    ChildSched,
+    EnvSetting,
+    OsFacts,
+    Pressure,
+    SchedSample,
+    TaskSched,
+    parse_cpu_list,
+)
+from dflash_diag.model.text import printable
+from dflash_diag.sources import procfs
+
+PROC = Path("/proc")
+SYS_CGROUP = Path("/sys/fs/cgroup")
+SYS_CPU_ONLINE = Path("/sys/devices/system/cpu/online")
+MAX_TASKS = 4096  # threads read per sweep (a process with more is read in part: bounded work)
+MAX_CHILDREN = 32  # children summed per sweep
+MAX_CHILD_TASKS = 256
+MAX_MAPS_BYTES = 8 * 1024 * 1024
+PRESSURE_RESOURCES = ("cpu", "memory", "io")
+# Libraries whose presence says which thread pools (and devices) the process runs: the basename's start.
+POOL_LIBRARIES = ("libgomp", "libiomp5", "libomp", "libmkl_", "libopenblas", "libtbb", "libnccl", "libcudart",
+                  "libcuda.so", "libjemalloc", "libtcmalloc", "libblis")
+
+
+# --- parsing (pure) ---------------------------------------------------------------------------------------------
+
+
+def parse_status(text: str) -> tuple[str, int, int, str] | None:
+    """(Name, voluntary switches, involuntary switches, Cpus_allowed_list) from a /proc status file; None when
+    the switch counts are missing (a kernel without them)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key] = value.strip()
+    try:
+        vol = int(fields["voluntary_ctxt_switches"])
+        invol = int(fields["nonvoluntary_ctxt_switches"])
+    except (KeyError, ValueError):
+        return None
+    return fields.get("Name", ""), vol, invol, fields.get("Cpus_allowed_list", "")
+
+
+def parse_cpu_max(text: str) -> Maybe[float]:
+    """cgroup v2 ``cpu.max`` ("max 100000" or "150000 100000") -> the quota in cores, NA when unlimited."""
+    parts = text.split()
+    if not parts or parts[0] == "max":
+        return NA("no CPU quota")
+    try:
+        quota, period = int(parts[0]), int(parts[1]) if len(parts) > 1 else 100_000
+    except ValueError:
+        return NA("cpu.max unreadable")
+    return quota / period if quota > 0 and period > 0 else NA("no CPU quota")
+
+
+def parse_cfs_quota(quota_text: str, period_text: str) -> Maybe[float]:
+    """cgroup v1 ``cpu.cfs_quota_us`` (-1: unlimited) over ``cpu.cfs_period_us`` -> cores."""
+    try:
+        quota, period = int(quota_text.strip()), int(period_text.strip())
+    except ValueError:
+        return NA("cpu.cfs_quota_us unreadable")
+    return quota / period if quota > 0 and period > 0 else NA("no CPU quota")
+
+
+def parse_flat_keyed(text: str) -> dict[str, int]:
+    """``key value`` lines (cpu.stat) -> {key: int}; lines that do not parse are skipped."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                out[parts[0]] = int(parts[1])
+            except ValueError:
+                continue
+    return out
+
+
+def parse_pressure(text: str) -> tuple[int, int | None] | None:
+    """(some total µs, full total µs or None) from a PSI file; None when there is no ``some`` line."""
+    some: int | None = None
+    full: int | None = None
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        match = re.search(r"\btotal=(\d+)", rest)
+        if match is None:
+            continue
+        if kind == "some":
+            some = int(match.group(1))
+        elif kind == "full":
+            full = int(match.group(1))
+    return (some, full) if some is not None else None
+
+
+def parse_cgroup_file(text: str) -> tuple[str | None, str | None]:
+    """(the v2 path, the v1 path of the ``cpu`` controller) from ``/proc/PID/cgroup``."""
+    v2: str | None = None
+    v1: str | None = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":
+            v2 = path
+        elif "cpu" in controllers.split(","):
+            v1 = path
+    return v2, v1
+
+
+def parse_procs_running(text: str) -> int | None:
+    for line in text.splitlines():
+        if line.startswith("procs_running "):
+            try:
+                return int(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+# --- reading ----------------------------------------------------------------------------------------------------
+
+
+def _read(path: Path, limit: int = 65536) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def read_task(pid: int, tid: int, proc_root: Path = PROC) -> TaskSched | None:
+    text = _read(proc_root / str(pid) / "task" / str(tid) / "status", 8192)
+    parsed = parse_status(text) if text is not None else None
+    if parsed is None:
+        return None
+    name, vol, invol, cpus = parsed
+    return TaskSched(tid=tid, comm=printable(name), voluntary_switches=vol, involuntary_switches=invol,
+                     cpus_allowed=cpus)
+
+
+def _task_ids(pid: int, proc_root: Path) -> list[int]:
+    try:
+        names = os.listdir(proc_root / str(pid) / "task")
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit())[:MAX_TASKS]
+
+
+def read_child(child: int, proc_root: Path = PROC) -> ChildSched | None:
+    """A child summed over its threads (schedstat), or None when it is gone."""
+    stat = _read(proc_root / str(child) / "stat", 4096)
+    if stat is None:
+        return None
+    try:
+        parsed = contract_proc.parse_stat(stat)
+    except ValueError:
+        return None
+    run = wait = 0
+    tids = _task_ids(child, proc_root)[:MAX_CHILD_TASKS]
+    for tid in tids:
+        text = _read(proc_root / str(child) / "task" / str(tid) / "schedstat", 256)
+        if text is None:
+            continue
+        try:
+            r, w = procfs.parse_schedstat(text)
+        except procfs.ProcParseError:
+            continue
+        run += r
+        wait += w
+    return ChildSched(pid=child, comm=printable(parsed.comm), threads=len(tids), run_ns=run, runq_wait_ns=wait,
+                      start_ticks=parsed.start_time_ticks)
+
+
+def cgroup_dirs(pid: int, proc_root: Path, cgroup_root: Path) -> tuple[int, list[Path]]:
+    """(version, the process's group directory and its ancestors up to the mount, nearest first)."""
+    text = _read(proc_root / str(pid) / "cgroup", 16384) or ""
+    v2, v1 = parse_cgroup_file(text)
+    candidates: list[tuple[int, Path, str]] = []
+    if v1 is not None:
+        for name in ("cpu,cpuacct", "cpu", "cpuacct,cpu"):
+            if (cgroup_root / name).is_dir():
+                candidates.append((1, cgroup_root / name, v1))
+                break
+    if v2 is not None and (cgroup_root / "cgroup.controllers").exists():
+        candidates.insert(0, (2, cgroup_root, v2))
+    elif v2 is not None and (cgroup_root / "unified" / "cgroup.controllers").exists() and not candidates:
+        candidates.append((2, cgroup_root / "unified", v2))
+    for version, mount, path in candidates:
+        group = mount / path.lstrip("/")
+        # Inside a container's cgroup namespace the path the kernel shows may not exist under our mount: the
+        # namespace's root is the mount itself.
+        if not group.is_dir():
+            group = mount
+        dirs = [group]
+        while dirs[-1] != mount and mount in dirs[-1].parents:
+            dirs.append(dirs[-1].parent)
+        return version, dirs
+    return 0, []
+
+
+def read_cgroup_cpu(pid: int, *, proc_root: Path = PROC, cgroup_root: Path = SYS_CGROUP,
+                    dirs: tuple[int, list[Path]] | None = None) -> Maybe[CgroupCpu]:
+    """The CPU quota that binds the process (the smallest of its group and its ancestors) and its group's
+    throttling counters; NA when no CPU controller is visible. ``dirs``: ``cgroup_dirs``' answer, when known."""
+    version, dirs_ = dirs if dirs is not None else cgroup_dirs(pid, proc_root, cgroup_root)
+    dirs = dirs_
+    if not dirs:
+        return NA("no cgroup CPU controller visible")
+    quotas: list[float] = []
+    stat: dict[str, int] = {}
+    for d in dirs:
+        if version == 2:
+            text = _read(d / "cpu.max", 256)
+            quota = parse_cpu_max(text) if text is not None else NA("no cpu.max")
+        else:
+            q, p = _read(d / "cpu.cfs_quota_us", 64), _read(d / "cpu.cfs_period_us", 64)
+            quota = parse_cfs_quota(q, p) if q is not None and p is not None else NA("no quota file")
+        if isinstance(quota, float):
+            quotas.append(quota)
+        if not stat:
+            text = _read(d / "cpu.stat", 4096)
+            parsed = parse_flat_keyed(text) if text is not None else {}
+            if "nr_periods" in parsed:
+                stat = parsed
+    throttled_us = stat.get("throttled_usec")
+    if throttled_us is None and "throttled_time" in stat:
+        throttled_us = stat["throttled_time"] // 1000  # v1 counts nanoseconds
+    return CgroupCpu(version=version, quota_cores=min(quotas) if quotas else NA("no CPU quota"),
+                     periods=stat.get("nr_periods"), throttled_periods=stat.get("nr_throttled"),
+                     throttled_us=throttled_us)
+
+
+def read_pressure(pid: int, *, proc_root: Path = PROC, cgroup_root: Path = SYS_CGROUP,
+                  dirs: tuple[int, list[Path]] | None = None) -> tuple[Pressure, ...]:
+    """PSI of cpu, memory and io: the process's cgroup's (v2) where the kernel keeps it, else the system's."""
+    version, dirs_ = dirs if dirs is not None else cgroup_dirs(pid, proc_root, cgroup_root)
+    dirs = dirs_
+    out: list[Pressure] = []
+    for resource in PRESSURE_RESOURCES:
+        found = None
+        if version == 2 and dirs and dirs[0] != cgroup_root:
+            text = _read(dirs[0] / f"{resource}.pressure", 1024)
+            parsed = parse_pressure(text) if text is not None else None
+            if parsed is not None:
+                found = Pressure(resource=resource, scope="cgroup", some_us=parsed[0], full_us=parsed[1])
+        if found is None:
+            text = _read(proc_root / "pressure" / resource, 1024)
+            parsed = parse_pressure(text) if text is not None else None
+            if parsed is not None:
+                found = Pressure(resource=resource, scope="system", some_us=parsed[0], full_us=parsed[1])
+        if found is not None:
+            out.append(found)
+    return tuple(out)
+
+
+class SchedReader:
+    """One sweep of the scheduler's view of ``pid``. Which cgroup files exist is found once; the rest is read each
+    sweep."""
+
+    def __init__(self, pid: int, *, proc_root: Path = PROC, cgroup_root: Path = SYS_CGROUP,
+                 clock: Callable[[], float] = time.monotonic,
+                 children: Callable[[int], tuple[int, ...]] | None = None) -> None:
+        self.pid = pid
+        self.proc_root = proc_root
+        self.cgroup_root = cgroup_root
+        self.clock = clock
+        self._children = children or procfs.all_children
+        self._dirs: tuple[int, list[Path]] | None = None  # the cgroup's directories: found once
+
+    def __call__(self, pid: int | None = None) -> SchedSample:
+        return self.sample()
+
+    def sample(self) -> SchedSample:
+        pid = self.pid
+        tasks = tuple(t for t in (read_task(pid, tid, self.proc_root) for tid in _task_ids(pid, self.proc_root))
+                      if t is not None)
+        listed = self._children(pid)
+        children = tuple(c for c in (read_child(c, self.proc_root) for c in listed[:MAX_CHILDREN]) if c is not None)
+        stat = _read(self.proc_root / "stat", 1 << 20)
+        if self._dirs is None:
+            self._dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root)
+        return SchedSample(
+            monotonic_s=self.clock(), tasks=tasks, children=children,
+            cgroup=read_cgroup_cpu(pid, proc_root=self.proc_root, cgroup_root=self.cgroup_root, dirs=self._dirs),
+            pressure=read_pressure(pid, proc_root=self.proc_root, cgroup_root=self.cgroup_root, dirs=self._dirs),
+            procs_running=parse_procs_running(stat) if stat is not None else None,
+            children_listed=len(listed),
+        )
+
+
+# --- once per window ------------------------------------------------------------------------------------------
+
+
+def machine_cpus(online: Path = SYS_CPU_ONLINE) -> int:
+    text = _read(online, 4096)
+    cpus = parse_cpu_list(text) if text is not None else frozenset()
+    return len(cpus) or (os.cpu_count() or 1)
+
+
+def mapped_libraries(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
+    """The thread-pool and device libraries the process maps (``libgomp``, ``libmkl_``...), by name."""
+    text = _read(proc_root / str(pid) / "maps", MAX_MAPS_BYTES)
+    if text is None:
+        return ()
+    found: dict[str, None] = {}
+    for line in text.splitlines():
+        path = line.rsplit(" ", 1)[-1]
+        base = path.rsplit("/", 1)[-1]
+        for lib in POOL_LIBRARIES:
+            if base.startswith(lib):
+                found.setdefault(lib.rstrip("_").removesuffix(".so"), None)
+    return tuple(found)
+
+
+def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ONLINE,
+                  children: Callable[[int], tuple[int, ...]] | None = None) -> OsFacts:
+    """The machine's CPUs and the process's, the known environment of the process (and what only its children
+    have), and the pool libraries it maps. Never raises for a process that is gone: fields read as unknown."""
+    status = _read(proc_root / str(pid) / "status", 16384) or ""
+    parsed = parse_status(status)
+    cpus_text = parsed[3] if parsed is not None else ""
+    env = _known_env_of(pid, proc_root)
+    if isinstance(env, tuple):
+        env = env + _children_only_env(pid, proc_root, {e.name for e in env}, children or procfs.all_children)
+    exe = ""
+    try:
+        exe = os.readlink(proc_root / str(pid) / "exe")
+    except OSError:
+        pass
+    version = re.search(r"python(\d+\.\d+)", exe.rsplit("/", 1)[-1])
+    return OsFacts(machine_cpus=machine_cpus(online), process_cpus=cpus_text,
+                   process_cpu_count=len(parse_cpu_list(cpus_text)), env=env,
+                   libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "")
+
+
+def _environ(pid: int, proc_root: Path) -> dict[str, str] | None:
+    try:
+        with open(proc_root / str(pid) / "environ", "rb") as fh:
+            raw = fh.read(procfs.MAX_ENVIRON_BYTES)
+    except OSError:
+        return None
+    env: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", errors="replace")] = value.decode("utf-8", errors="replace")
+    return env
+
+
+def _known_env_of(pid: int, proc_root: Path) -> Maybe[tuple[EnvSetting, ...]]:
+    env = _environ(pid, proc_root)
+    if env is None:
+        return NA(f"/proc/{pid}/environ is not readable (another user's process, or gone)")
+    return tuple(EnvSetting(name=n, value=v, where="process") for n, v in known_env(env))
+
+
+def _children_only_env(pid: int, proc_root: Path, seen: set[str],
+                       children: Callable[[int], tuple[int, ...]]) -> tuple[EnvSetting, ...]:
+    """Known variables set in children's environments but not in the process's own: the program set them
+    (``os.environ[...] = ...``) before it started them, and they run with it."""
+    counts: dict[tuple[str, str], int] = {}
+    for child in children(pid)[:MAX_CHILDREN]:
+        env = _environ(child, proc_root)
+        for name, value in known_env(env) if env is not None else ():
+            if name not in seen:
+                counts[(name, value)] = counts.get((name, value), 0) + 1
+    return tuple(EnvSetting(name=n, value=v, where=f"children ({c})") for (n, v), c in counts.items())
+
+
+# --- redaction: names the program chose (thread and child names, values in its environment) ----------------------
+
+
+def redacted_sample(sample: SchedSample, text: Callable[[str], str]) -> SchedSample:
+    """``sample`` with every name the program chose passed through the process's redactor."""
+    tasks = tuple(t if text(t.comm) == t.comm else replace(t, comm=text(t.comm)) for t in sample.tasks)
+    children = tuple(c if text(c.comm) == c.comm else replace(c, comm=text(c.comm)) for c in sample.children)
+    return replace(sample, tasks=tasks, children=children)
+
+
+def redacted_facts(facts: OsFacts, text: Callable[[str], str]) -> OsFacts:
+    env = facts.env
+    if isinstance(env, tuple):
+        env = tuple(replace(e, value=text(e.value)) for e in env)
+    return replace(facts, env=env)

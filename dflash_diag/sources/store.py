@@ -1,0 +1,309 @@
+"""A job's own c10d store, joined as one more client, to read the mailbox the ranks' probes post to
+(dflash_contract.mailbox, docs/mailbox.md).
+
+Where the store is comes from a rank's environment (``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``), read from
+/proc like the rest: the PID given, or the first process below it (a launcher's rank) that has them. The client
+is torch's own (``torch.distributed.TCPStore(is_master=False)``, no key added, nobody waited for), imported only
+here and only when used: where torch is not importable in dflash-diag's environment every read is
+``NA("...")``.
+
+torch's client waits without end for a reply the server never sends (a stopped server), so every store call runs
+on a helper thread and is given ``call_timeout_s``; a call past it marks this client broken (its connection may
+be mid-reply) and every later read is NA. Reads never block on a missing key: which keys exist is asked with
+``check`` first. Everything read is validated and bounded by ``sources.mailbox``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_contract import mailbox as mb
+from dflash_diag.model.common import NA, Maybe
+from dflash_diag.model.mailbox import FrGathered, MailboxRead, StacksGathered, StoreAddress
+from dflash_diag.sources import procfs
+from dflash_diag.sources.mailbox import (
+    MailboxFormatError,
+    parse_flight_recorder,
+    parse_stacks,
+    parse_summary,
+)
+
+# What one multi_get may bring back: far below the store's 8 MiB message limit.
+MAX_BATCH_BYTES = 2 * 1024 * 1024
+MAX_SEARCHED = 256  # processes looked at below the PID given for one with the store's address
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_:%\[\]]{0,253}$")
+
+# (host, port, timeout_s) -> a store client: check(keys), multi_get(keys), add(key, n), set(key, bytes).
+Connect = Callable[[str, int, float], Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    connect_timeout_s: float = 3.0  # joining (torch's client retries within it)
+    call_timeout_s: float = 3.0  # one store call; past it the client is broken
+    poll_s: float = 0.2  # between two looks for answers
+    deadline_s: float = 6.0  # gathering answers: ranks poll every second, a dump costs tens of ms
+
+
+def _small_int(text: str | None, low: int, high: int) -> int | None:
+    if text is None or not text.isdigit() or len(text) > 9:
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
+
+
+def address_from_environ(env: Mapping[str, str], pid: int) -> StoreAddress | None:
+    """The store a process's environment names, None when it names none (or nothing we would connect to)."""
+    host = env.get("MASTER_ADDR", "")
+    port = _small_int(env.get("MASTER_PORT"), 1, 65535)
+    world = _small_int(env.get("WORLD_SIZE"), 1, mb.MAX_RANKS)
+    if not _HOST.match(host) or port is None or world is None:
+        return None
+    return StoreAddress(host=host, port=port, world_size=world, from_pid=pid)
+
+
+def store_address(pid: int, *, environ: Callable[[int], Maybe[dict[str, str]]] = procfs.read_environ,
+                  children: Callable[[int], tuple[int, ...]] = procfs.all_children) -> Maybe[StoreAddress]:
+    """The job's store, from ``pid``'s environment or, for a launcher (torchrun, a shell script, ``dflash-diag run``
+    in front), from the first process below it that has one (three levels down at most)."""
+    level, seen, why = [pid], 0, None
+    for _ in range(4):
+        below: list[int] = []
+        for p in level:
+            seen += 1
+            try:
+                env = environ(p)
+            except Exception:  # gone meanwhile (sources.procfs raises AttachError for a vanished PID)
+                continue
+            if isinstance(env, NA):
+                why = why or env.reason
+                continue
+            address = address_from_environ(env, p)
+            if address is not None:
+                return address
+            if seen < MAX_SEARCHED:
+                below.extend(children(p))
+        level = below[: MAX_SEARCHED]
+        if not level:
+            break
+    return NA(why or f"no process at or below PID {pid} has MASTER_ADDR, MASTER_PORT and WORLD_SIZE in its "
+                     "environment: not a torch.distributed job started with env:// (torchrun, srun, mpirun)")
+
+
+def torch_connect(host: str, port: int, timeout_s: float) -> Any:
+    """torch's own client of the job's store: adds no key (world_size None), waits for no worker."""
+    import datetime
+
+    import torch.distributed as dist  # only here: the tool imports torch when it reads a mailbox, never else
+
+    return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout_s),
+                         wait_for_workers=False)
+
+
+class StoreCallError(Exception):
+    """A store call failed or did not return in time (the message says which)."""
+
+
+class Mailbox:
+    """One client of a job's store, reading the mailbox. Every method returns a value or an ``NA``."""
+
+    def __init__(self, address: StoreAddress, store: Any, config: StoreConfig, *,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.address = address
+        self._store = store
+        self.config = config
+        self._clock = clock
+        self._sleep = sleep
+        self._broken: str | None = None
+        self.calls = 0  # store round trips made
+
+    @classmethod
+    def open(cls, address: StoreAddress, config: StoreConfig | None = None, *, connect: Connect | None = None,
+             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> Maybe[Mailbox]:
+        config = config or StoreConfig()
+        if connect is None:
+            try:
+                import torch.distributed as dist  # noqa: F401  (is it there at all?)
+            except Exception as exc:  # ImportError, or a broken install's own error
+                return NA(f"torch is not importable in dflash-diag's environment ({type(exc).__name__}): "
+                          "install torch beside dflash-diag to read the job's store")
+            connect = torch_connect
+        box = cls(address, None, config, clock=clock, sleep=sleep)
+        try:
+            box._store = box._call(connect, address.host, address.port, config.connect_timeout_s,
+                                   timeout_s=config.connect_timeout_s + config.call_timeout_s)
+        except StoreCallError as exc:
+            return NA(f"cannot join the job's store at {address.label}: {exc}")
+        return box
+
+    # --- store calls, each with a deadline ------------------------------------------------------------------
+
+    def _call(self, fn: Callable[..., Any], *args: Any, timeout_s: float | None = None) -> Any:
+        if self._broken is not None:
+            raise StoreCallError(self._broken)
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:  # handed back to the caller's thread as a value
+                box["error"] = exc
+
+        limit_s = self.config.call_timeout_s if timeout_s is None else timeout_s
+        t = threading.Thread(target=run, name="dflash-diag-store-call", daemon=True)
+        self.calls += 1
+        t.start()
+        t.join(limit_s)
+        if t.is_alive():
+            # The reply may still come: this connection cannot be trusted to pair the next reply with its call.
+            self._broken = f"the store at {self.address.label} did not answer within {limit_s:g} s"
+            raise StoreCallError(self._broken)
+        if "error" in box:
+            exc = box["error"]
+            raise StoreCallError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+        return box["value"]
+
+    def _existing(self, keys: Sequence[str]) -> list[str]:
+        """The keys that exist (``check`` is all-or-nothing: one call when all do, then one per key)."""
+        if not keys:
+            return []
+        if self._call(self._store.check, list(keys)):
+            return list(keys)
+        return [k for k in keys if self._call(self._store.check, [k])]
+
+    def _multi_get(self, keys: Sequence[str], value_limit: int) -> list[bytes]:
+        """Values of existing keys, in as few multi_gets as keep each reply under MAX_BATCH_BYTES."""
+        per = max(1, MAX_BATCH_BYTES // value_limit)
+        out: list[bytes] = []
+        for i in range(0, len(keys), per):
+            values = self._call(self._store.multi_get, list(keys[i:i + per]))
+            out.extend(bytes(v) for v in values)
+        return out
+
+    # --- the summaries --------------------------------------------------------------------------------------
+
+    def read_summaries(self) -> Maybe[MailboxRead]:
+        """Every rank's last summary: one check and one multi_get when every rank posted (up to 256 ranks)."""
+        t0, calls0 = time.perf_counter(), self.calls
+        ranks = range(self.address.world_size)
+        try:
+            keys = self._existing([mb.summary_key(r) for r in ranks])
+            values = self._multi_get(keys, mb.MAX_SUMMARY_BYTES)
+        except StoreCallError as exc:
+            return NA(f"reading the mailbox at {self.address.label}: {exc}")
+        now = self._clock()
+        posts, invalid = [], []
+        for key, value in zip(keys, values, strict=True):
+            rank = int(key.rsplit("/", 1)[1])
+            try:
+                posts.append(parse_summary(value, rank=rank, read_wall_s=now))
+            except MailboxFormatError as exc:
+                invalid.append((rank, str(exc)))
+        present = {int(k.rsplit("/", 1)[1]) for k in keys}
+        return MailboxRead(address=self.address, read_wall_s=now, elapsed_ms=1e3 * (time.perf_counter() - t0),
+                           posts=tuple(sorted(posts, key=lambda p: p.rank)),
+                           silent_ranks=tuple(r for r in ranks if r not in present), invalid=tuple(invalid),
+                           round_trips=self.calls - calls0)
+
+    # --- requests and answers -------------------------------------------------------------------------------
+
+    def post_request(self, kind: str) -> Maybe[int]:
+        """Ask every rank for ``kind`` (mb.KIND_STACKS, mb.KIND_FLIGHTREC); the request's id."""
+        try:
+            request_id = int(self._call(self._store.add, mb.request_key(kind), 1))
+            self._call(self._store.add, mb.REQUEST_ANY_KEY, 1)
+        except StoreCallError as exc:
+            return NA(f"posting a request to the mailbox at {self.address.label}: {exc}")
+        return request_id
+
+    def gather_raw(self, kind: str, *, deadline_s: float | None = None,
+                   ranks: Iterable[int] | None = None) -> Maybe[RawAnswers]:
+        """Post a request of ``kind`` and collect each rank's answer bytes (to it or a later request) until every
+        rank answered or the deadline passed. The bytes are unchecked: parse them with ``sources.mailbox``."""
+        t0 = time.perf_counter()
+        request_id = self.post_request(kind)
+        if isinstance(request_id, NA):
+            return request_id
+        pending = sorted(set(range(self.address.world_size) if ranks is None else ranks))
+        got: dict[int, bytes] = {}
+        end = time.monotonic() + (self.config.deadline_s if deadline_s is None else deadline_s)
+        try:
+            while pending:
+                ready = self._answered(kind, pending, request_id)
+                keys = [mb.answer_key(kind, r) for r in ready]
+                for rank, value in zip(ready, self._multi_get(keys, mb.MAX_ANSWER_BYTES), strict=True):
+                    pending.remove(rank)
+                    got[rank] = value
+                if not pending or time.monotonic() >= end:
+                    break
+                self._sleep(self.config.poll_s)
+        except StoreCallError as exc:
+            return NA(f"gathering {kind} from the mailbox at {self.address.label}: {exc}")
+        return RawAnswers(kind=kind, request_id=request_id, answers=got, silent_ranks=tuple(pending),
+                          elapsed_ms=1e3 * (time.perf_counter() - t0))
+
+    def _answered(self, kind: str, pending: Sequence[int], request_id: int) -> list[int]:
+        """The pending ranks whose answer is to ``request_id`` or a later request (their pointers, a few bytes)."""
+        keys = self._existing([mb.answered_key(kind, r) for r in pending])
+        ready = []
+        for key, value in zip(keys, self._multi_get(keys, 32), strict=True):
+            text = bytes(value)[:20].decode("ascii", errors="replace")
+            if text.isdigit() and int(text) >= request_id:
+                ready.append(int(key.rsplit("/", 1)[1]))
+        return ready
+
+    def gather_stacks(self, *, deadline_s: float | None = None,
+                      ranks: Iterable[int] | None = None) -> Maybe[StacksGathered]:
+        """Ask every rank (or ``ranks``) for its threads' Python stacks; what came by the deadline."""
+        raw = self.gather_raw(mb.KIND_STACKS, deadline_s=deadline_s, ranks=ranks)
+        if isinstance(raw, NA):
+            return raw
+        answers, invalid = _parsed(raw, lambda data, rank: parse_stacks(data, rank=rank))
+        return StacksGathered(request_id=raw.request_id, elapsed_ms=raw.elapsed_ms, answers=tuple(answers),
+                              silent_ranks=raw.silent_ranks, invalid=invalid)
+
+    def gather_flight_recorder(self, *, deadline_s: float | None = None,
+                               ranks: Iterable[int] | None = None) -> Maybe[FrGathered]:
+        """Ask every rank (or ``ranks``) for torch's Flight Recorder dump; what came by the deadline."""
+        raw = self.gather_raw(mb.KIND_FLIGHTREC, deadline_s=deadline_s, ranks=ranks)
+        if isinstance(raw, NA):
+            return raw
+        dumps, invalid = _parsed(raw, lambda data, rank: parse_flight_recorder(data, rank=rank))
+        return FrGathered(request_id=raw.request_id, elapsed_ms=raw.elapsed_ms, dumps=tuple(dumps),
+                          silent_ranks=raw.silent_ranks, invalid=invalid)
+
+
+@dataclass(frozen=True)
+class RawAnswers:
+    """The answer bytes ranks gave to one request (unchecked)."""
+
+    kind: str
+    request_id: int
+    answers: Mapping[int, bytes]  # rank -> the answer as written
+    silent_ranks: tuple[int, ...]  # no answer by the deadline
+    elapsed_ms: float
+
+
+def _parsed(raw: RawAnswers, parse: Callable[[bytes, int], Any]) -> tuple[list[Any], tuple[tuple[int, str], ...]]:
+    out, invalid = [], []
+    for rank, data in sorted(raw.answers.items()):
+        try:
+            out.append(parse(data, rank))
+        except MailboxFormatError as exc:
+            invalid.append((rank, str(exc)))
+    return out, tuple(invalid)
+
+
+def open_mailbox(pid: int, config: StoreConfig | None = None, *, connect: Connect | None = None,
+                 environ: Callable[[int], Maybe[dict[str, str]]] = procfs.read_environ,
+                 children: Callable[[int], tuple[int, ...]] = procfs.all_children) -> Maybe[Mailbox]:
+    """The mailbox of the job ``pid`` belongs to (a rank, or a launcher of ranks on this node)."""
+    address = store_address(pid, environ=environ, children=children)
+    if isinstance(address, NA):
+        return address
+    return Mailbox.open(address, config, connect=connect)

@@ -1,0 +1,131 @@
+"""The casebook harness's own plumbing: one start serving `outside` then `attach`, the recording of doctor's answers
+(and of the observations they were made from), and the GPU batch's phases (bench/casebook.py --gpu)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import stat
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import harness  # noqa: E402
+from cases import CASES, GPU_MODES, REFERENCE_TRAINER, Case  # noqa: E402
+from harness import Recording, run_case_modes, starts_for  # noqa: E402
+
+
+def _bench() -> object:
+    """bench/casebook.py as a module (tests/ is on sys.path, where `casebook` is this directory)."""
+    spec = importlib.util.spec_from_file_location("bench_casebook", HERE.parents[1] / "bench" / "casebook.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _case(name: str) -> Case:
+    return next(c for c in CASES if c.name == name)
+
+
+def test_one_plain_start_serves_outside_and_attach_and_probes_start_apart() -> None:
+    first_gpu = _case("gpu_host_sync")  # lists outside, probes and attach
+    assert starts_for(first_gpu, ("outside", "probes", "attach")) == [("outside", "attach"), ("probes",)]
+    assert starts_for(first_gpu, ("attach", "outside")) == [("outside", "attach")]  # outside always first
+    batch_d = _case("gpu_nan_guard")
+    assert starts_for(batch_d, ("outside", "probes", "attach")) == [GPU_MODES]  # it does not list probes
+    for wrong in (("outside", "probes"), ("attach", "outside"), ()):
+        with pytest.raises(ValueError):
+            run_case_modes(batch_d, wrong)
+
+
+def test_every_batch_d_program_has_its_twin_and_names_its_report() -> None:
+    batch_d = [c for c in CASES if "gpu-batch-D" in c.tags]
+    planted = [c for c in batch_d if not c.healthy]
+    twins = {c.name: c for c in batch_d if c.healthy}
+    assert len(planted) == 16 and len(twins) == 16
+    for case in planted:
+        twin = twins[f"{case.name}_fixed"]
+        assert twin.program == case.program and twin.argv != case.argv and twin.gpu_alone == case.gpu_alone
+        assert case.gpu and case.modes == GPU_MODES and set(case.expect) >= set(GPU_MODES)
+        assert case.family.startswith("gpu-") and twin.family == f"healthy ({case.family})"
+        assert "#" in case.cause  # the public report it is modelled on
+        for mode, why in case.known_miss.items():  # a miss is only ever excused for a reason on record
+            assert mode in GPU_MODES and why
+        text = "\n".join(p.read_text() for p in (HERE / "programs" / case.program).rglob("*.py"))
+        assert "--device" in text and not any(word in text for word in ("q_hs", "drafter", "target_"))
+
+
+def test_the_gpu_batch_runs_alone_what_reads_gpu_utilisation_and_compiles_first() -> None:
+    bench = _bench()
+    cases = [c for c in CASES if c.gpu or c.both] + [REFERENCE_TRAINER]
+    shared, alone = bench._phases(cases, GPU_MODES)  # type: ignore[attr-defined]
+    names = [c.name for c, _ in shared]
+    assert REFERENCE_TRAINER.name not in names + [c.name for c, _ in alone]  # its own phase
+    assert {c.name for c, _ in alone} == {c.name for c in cases if c.gpu_alone} >= {
+        "gpu_launch_bound", "gpu_per_sample_triplet", "gpu_per_sample_triplet_fixed"}
+    slow = {c.name for c, _ in shared if c.ready_timeout_s > 120}
+    assert slow and set(names[: len(slow)]) == slow  # torch.compile programs start first
+    assert all(ms == ("outside", "attach") for c, ms in shared if c.gpu and "gpu-batch-D" in c.tags)
+
+
+def _fake_doctor(tmp_path: Path, with_flag: bool) -> Path:
+    """A stand-in for `python -m dflash_diag` that logs its argv, answers doctor with a minimal report, writes the
+    observation where --save-observation says, and accepts attach: this checkout's doctor cannot save one yet."""
+    script = tmp_path / "fake_dflash_diag.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, sys
+        argv = sys.argv[1:]
+        with open({str(tmp_path / "calls.jsonl")!r}, "a") as f:
+            f.write(json.dumps(argv) + "\\n")
+        if argv[0] == "doctor" and "--help" in argv:
+            print("usage: doctor PID" + (" [--save-observation FILE]" if {with_flag!r} else ""))
+        elif argv[0] == "doctor":
+            if "--save-observation" in argv:
+                open(argv[argv.index("--save-observation") + 1], "w").write("{{}}")
+            print(json.dumps({{"pid": int(argv[1]), "findings": [], "headline": None}}))
+    """))
+    return script
+
+
+@pytest.mark.slow
+def test_the_recording_passes_save_observation_per_case_and_mode(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _fake_doctor(tmp_path, with_flag=True)
+    monkeypatch.setattr(harness, "dflash_diag_argv", lambda: [sys.executable, str(script)])
+    assert harness.doctor_can_save_observations()
+    record = Recording(tmp_path / "rec")
+    record.directory.mkdir(mode=0o700)
+    case = replace(_case("healthy_loader"), modes=GPU_MODES)
+    results = run_case_modes(case, GPU_MODES, duration_s=1.0, record=record)
+    assert [r.mode for r in results] == list(GPU_MODES) and not any(r.error for r in results), results
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    doctor_calls = [c for c in calls if c[0] == "doctor" and "--help" not in c]
+    assert [c[c.index("--save-observation") + 1] for c in doctor_calls] == [
+        str(record.observation(case.name, m)) for m in GPU_MODES]
+    assert [c[0] for c in calls[1:]] == ["doctor", "attach", "doctor"]  # outside first, then attach + doctor
+    for mode in GPU_MODES:
+        assert record.observation(case.name, mode).exists()
+        assert stat.S_IMODE(record.report(case.name, mode).stat().st_mode) == 0o600
+    monkeypatch.setattr(harness, "dflash_diag_argv", lambda: [sys.executable, str(_fake_doctor(tmp_path, False))])
+    assert not harness.doctor_can_save_observations()
+
+
+@pytest.mark.slow
+def test_outside_then_attach_diagnose_the_same_process(tmp_path: Path) -> None:
+    """The real doctor and attach: one PID in both reports; the probes are absent from outside, present after."""
+    record = Recording(tmp_path / "rec", observations=False)
+    record.directory.mkdir(mode=0o700)
+    case = replace(_case("healthy_loader"), modes=GPU_MODES, attach_probes="all")
+    results = run_case_modes(case, GPU_MODES, duration_s=2.0, record=record)
+    assert not any(r.error for r in results), [r.error for r in results]
+    outside, attached = (json.loads(record.report(case.name, m).read_text()) for m in GPU_MODES)
+    assert outside["pid"] == attached["pid"]
+    assert "no-probes" in {f["rule_id"] for f in outside["findings"]}
+    assert "no-probes" not in {f["rule_id"] for f in attached["findings"]}

@@ -1,0 +1,158 @@
+"""The scheduler's rules on constructed windows: the issue's example (four pool threads, 36 OpenMP workers on 2 CPUs)
+named with its measured cost, its healthy twin silent, other processes' load taken off the cost, children doing the
+work, CPUs pinned too narrow, a cgroup quota, pressure, children started over and over."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from findings_builders import NOW_S
+from sched_builders import PID, Thread, ensemble, pools, scenario, settings_board
+
+from dflash_diag.analysis import analyse
+from dflash_diag.analysis.sched import summarise
+from dflash_diag.model import Frame, Severity
+from dflash_diag.model.sched import CgroupCpu, OutsideWait, PeerProcess, Pressure
+
+POOL_WAIT = Frame("wait", "/usr/lib/python3.11/threading.py", 320)
+IMAP_NEXT = Frame("IMapIterator.next", "/usr/lib/python3.11/multiprocessing/pool.py", 856)
+
+
+def _find(obs, rule):  # type: ignore[no-untyped-def]
+    analysis = analyse(replace(obs, now_wall_s=NOW_S))
+    return analysis, [f for f in analysis.findings if f.rule_id == rule]
+
+
+def test_the_example_is_oversubscribed_with_its_cost_and_leads() -> None:
+    obs = scenario(ensemble() + pools(36, run=0.04, wait=0.3))
+    summary = summarise(obs)
+    assert not isinstance(summary, type(None)) and summary.os_threads == 41  # type: ignore[union-attr]
+    analysis, (finding,) = _find(obs, "cpu-oversubscribed")
+    assert finding.severity == Severity.WARNING
+    assert "14.8 threads runnable on 2 CPUs" in finding.claim and "36 busy native pool threads" in finding.claim
+    assert "member_0, member_1, member_2, member_3" in finding.claim and "waited for a CPU 60%" in finding.claim
+    assert abs(finding.impact - 0.6) < 0.01  # the run delay, all the process's own (no other load measured)
+    evidence = dict(finding.evidence)
+    assert "voluntary" in evidence["context switches"] and "libgomp" in evidence["pool libraries mapped"]
+    assert analysis.headline is not None and analysis.headline.rule_id == "cpu-oversubscribed"
+
+
+def test_with_the_probe_the_claim_names_the_calls_and_who_made_them() -> None:
+    calls = [{"call_name": "torch.set_num_threads", "arg": "8", "site": "train_ensemble.py:42 (fit_member)", "count": 4,
+              "callers": ["member_0", "member_1", "member_2", "member_3"], "last_wall_s": NOW_S}]
+    board = settings_board({"setting_calls": calls, "cpu_cores": 2, "torch_flags": {"num_threads": 8}})
+    _, (finding,) = _find(scenario(ensemble() + pools(36, run=0.04, wait=0.3), boards=(board,)),
+                          "cpu-oversubscribed")
+    assert "torch.set_num_threads(8) called by member_0, member_1, member_2, member_3 at train_ensemble.py:42" \
+           in finding.claim
+    assert "torch.get_num_threads() = 8" not in finding.claim  # the call explains the reading: said once
+
+
+def test_the_twin_with_one_thread_per_member_is_not_oversubscribed() -> None:
+    # Four members with set_num_threads(1): they take turns on two CPUs, no pool beside them.
+    _, found = _find(scenario(ensemble(run=0.45, wait=0.5) + pools(1, run=0.0, wait=0.0)), "cpu-oversubscribed")
+    assert found == []
+
+
+def test_other_processes_load_is_taken_off_the_cost() -> None:
+    threads = ensemble() + pools(36, run=0.04, wait=0.3)
+    _, (loaded,) = _find(scenario(threads, procs_running=60), "cpu-oversubscribed")
+    _, (swamped,) = _find(scenario(threads, procs_running=500), "cpu-oversubscribed")
+    assert 0.05 < loaded.impact < 0.6 and loaded.severity == Severity.WARNING
+    assert swamped.impact < 0.05 and swamped.severity == Severity.INFO  # nearly all of the wait is others' doing
+
+
+def test_children_that_do_the_work_and_the_variable_only_they_have() -> None:
+    main = Thread("MainThread", PID, 0.001, 0.0, stack_frames=(POOL_WAIT, IMAP_NEXT, Frame("main", "/app/probe.py", 30)))
+    obs = scenario([main], children=[(501, 5, 0.1, 0.5), (502, 5, 0.1, 0.5), (503, 5, 0.1, 0.5)],
+                   env=[("OMP_NUM_THREADS", "4", "children (3)")])
+    _, (finding,) = _find(obs, "cpu-oversubscribed")
+    assert "15 in 3 child processes" in finding.claim and "its 3 child processes" in finding.claim
+    assert "OMP_NUM_THREADS=4 (environment of its children (3))" in finding.claim
+    assert finding.severity == Severity.WARNING
+
+
+def test_threads_pinned_to_one_cpu_of_two() -> None:
+    pinned = [Thread("MainThread", PID, 0.3, 0.5, cpus="0"), Thread("prefetch", 101, 0.3, 0.5, cpus="0",
+                                                                     frame=Frame("decode", "/app/bench.py", 20))]
+    omp = [Thread("omp-0", 1000, 0.2, 0.5, python=False, cpus="0")]
+    _, (finding,) = _find(scenario(pinned + omp, process_cpus="0"), "cpu-affinity-narrow")
+    assert finding.claim.startswith("the process may run only on CPU 0 of the machine's 2, where 2.3 threads want 1")
+    assert finding.severity == Severity.WARNING
+    unpinned = [Thread(t.name, t.tid, t.run, t.wait, frame=t.frame) for t in pinned]
+    assert _find(scenario(unpinned), "cpu-affinity-narrow")[1] == []
+
+
+def test_a_cgroup_quota_that_throttles() -> None:
+    start = CgroupCpu(version=2, quota_cores=1.0, periods=100, throttled_periods=10, throttled_us=0)
+    end = CgroupCpu(version=2, quota_cores=1.0, periods=140, throttled_periods=40, throttled_us=3_000_000)
+    threads = [Thread("MainThread", PID, 0.5, 0.3), Thread("loader", 101, 0.5, 0.3)]
+    _, (finding,) = _find(scenario(threads, cgroup=start, cgroup_end=end), "cpu-throttled")
+    assert "in 75% of the enforcement periods" in finding.claim and "3.0 s of CPU" in finding.claim
+    assert finding.severity == Severity.WARNING
+    calm = CgroupCpu(version=2, quota_cores=1.0, periods=140, throttled_periods=10, throttled_us=0)
+    assert _find(scenario(threads, cgroup=start, cgroup_end=calm), "cpu-throttled")[1] == []
+
+
+def test_pressure_of_the_group_is_a_cause_the_machines_alone_is_not() -> None:
+    threads = [Thread("MainThread", PID, 0.5, 0.1)]
+    group = scenario(threads, pressure=[Pressure("memory", "cgroup", 0, None)],
+                     pressure_end=[Pressure("memory", "cgroup", 1_200_000, None)])
+    (finding,) = _find(group, "memory-pressure")[1]
+    assert finding.severity == Severity.WARNING and "30%" in finding.claim
+    machine = scenario(threads, pressure=[Pressure("io", "system", 0, 0)],
+                       pressure_end=[Pressure("io", "system", 2_000_000, 0)])
+    assert _find(machine, "io-pressure")[1] == []  # other processes' stalls
+    mine = scenario(threads, pressure=[Pressure("io", "system", 0, 0)],
+                    pressure_end=[Pressure("io", "system", 2_000_000, 0)], d_state=("MainThread",))
+    (own,) = _find(mine, "io-pressure")[1]
+    assert "state D" in own.claim and own.severity == Severity.WARNING
+
+
+def test_children_started_over_and_over_while_training_waits_on_them() -> None:
+    run = Frame("run", "/usr/lib/python3.11/subprocess.py", 550)
+    main = Thread("MainThread", PID, 0.001, 0.0, stack_frames=(run, Frame("metrics", "/app/train.py", 80)))
+    started = [(600 + i, 1, 0.2, 0.0) for i in range(6)]
+    (finding,) = _find(scenario([main], children_started=started), "process-churn")[1]
+    assert finding.claim.startswith("the process starts 1.5 child processes a second (6 in 4 s")
+    assert finding.severity == Severity.WARNING and "MainThread waits on children 100%" in finding.claim
+    busy = Thread("MainThread", PID, 0.9, 0.0)
+    (quiet,) = _find(scenario([busy], children_started=started), "process-churn")[1]
+    assert quiet.severity == Severity.INFO  # started, but nothing waits on them: no measured cost
+
+
+def test_a_file_lock_another_process_holds_is_the_end_of_the_path() -> None:
+    flock = Frame("log_step", "/app/train_loop.py", 33)
+    main = Thread("MainThread", PID, 0.05, 0.0, stack_frames=(flock,))  # steps now and then: it moves
+    # The holder's CPU use differs at every reading (the first has none): one wait all the same, told by the newest.
+    cpu = [None, 80.0, 91.0, 85.0, 70.0, 99.0, 88.0, 93.0, 96.0]
+    waits = [OutsideWait(tid=PID, kind="file-lock", target="/runs/registry.lock", syscall="flock/fcntl",
+                         peers=(PeerProcess(pid=777, comm="python", cmdline="python syncer.py /runs", state="R",
+                                            cpu_pct=c, top_frame="pack (syncer.py:20)", relation="child"),),
+                         monotonic_s=0.5 * i) for i, c in enumerate(cpu)]
+    analysis, (chain,) = _find(scenario([main], outside_waits=waits), "wait-chain")
+    assert "waits on a file lock on `/runs/registry.lock` held by process 777 (its child) `python syncer.py " \
+           "/runs`: running, 96% CPU, in pack (syncer.py:20)" in chain.claim
+    assert chain.severity == Severity.WARNING and "100%" in chain.claim  # every sample: one edge
+    assert analysis.headline is not None and "registry.lock" in analysis.headline.text
+
+
+def test_two_stack_samples_are_enough_when_proc_shows_who_works() -> None:
+    """py-spy starved of CPU on the oversubscribed box it looks at takes one dump in seconds: the threads that do
+    the work are then those /proc saw runnable half of the window or more."""
+    obs = scenario(ensemble(run=0.05, wait=0.6) + pools(36, run=0.04, wait=0.3), samples=2)
+    analysis, (finding,) = _find(obs, "cpu-oversubscribed")
+    assert "member_0, member_1, member_2, member_3" in finding.claim and "MainThread" not in finding.claim
+    assert finding.severity == Severity.WARNING
+
+
+def test_the_cause_replaces_the_note_that_the_threads_wait_for_a_cpu() -> None:
+    """Threads that compute and wait for a core: the process's own pools say why (the cause); the note that only
+    says they wait (other processes' doing) is not repeated beside it, and stands alone where no cause holds."""
+    caused = analyse(replace(scenario(ensemble() + pools(36, run=0.04, wait=0.3)), now_wall_s=NOW_S))
+    ids = [f.rule_id for f in caused.findings]
+    assert "cpu-oversubscribed" in ids and "cpu-contended" not in ids
+    assert caused.pipeline.cpu_note  # the pane still says the CPUs are crowded  # type: ignore[union-attr]
+    crowded_by_others = analyse(replace(scenario(ensemble(run=0.3, wait=0.6) + pools(1, run=0.0, wait=0.0)), now_wall_s=NOW_S))
+    ids = [f.rule_id for f in crowded_by_others.findings]
+    assert "cpu-contended" in ids and "cpu-oversubscribed" not in ids

@@ -1,0 +1,124 @@
+"""The settings rules on constructed windows: every setting away from its default is listed as information, and a
+setting leads only with its cost measured (the collector's pause share, GIL waits, time in the ops a debug mode
+slows); a one-off or a harmless value stays information."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from findings_builders import NOW_S
+from sched_builders import PID, Thread, ensemble, pools, scenario, settings_board
+
+from dflash_diag.analysis import analyse
+from dflash_diag.model import Frame, Severity
+
+
+def _findings(obs: Any, rule: str) -> list[Any]:
+    return [f for f in analyse(replace(obs, now_wall_s=NOW_S)).findings if f.rule_id == rule]
+
+
+def _collector(total_s: float, count: int) -> dict[str, Any]:
+    return {"collections": count, "collections_by_generation": [count, 0, 0], "pause_s_total": total_s,
+            "pause_max_ms": 40.0, "recent_pause_share": 0.0, "recent_collections": 0, "explicit_collects": 0}
+
+
+def _interp(**over: Any) -> dict[str, Any]:
+    base = {"python_version": "3.11", "switch_interval_s": 0.005, "gc_enabled": True, "gc_threshold": [700, 10, 10],
+            "gc_default_threshold": [700, 10, 10], "recursion_limit": 1000, "gc_callbacks": [], "xoptions": []}
+    return {**base, **over}
+
+
+def test_nothing_away_from_its_default_says_nothing() -> None:
+    board = settings_board({"interpreter": _interp(), "collector": _collector(0.0, 0), "cpu_cores": 2,
+                            "torch_flags": {"num_threads": 2, "anomaly_detection": False}})
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,)), "settings-changed") == []
+
+
+def test_the_list_has_the_environment_the_interpreter_and_torch() -> None:
+    board = settings_board({"interpreter": _interp(switch_interval_s=0.25, gc_threshold=[100, 2, 2]),
+                            "torch_flags": {"cudnn_benchmark": True, "float32_matmul_precision": "high"},
+                            "known_environment": [["MKL_NUM_THREADS", "1"]]})
+    obs = scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,),
+                   env=[("OMP_NUM_THREADS", "8", "process"), ("CUDA_LAUNCH_BLOCKING", "1", "process")])
+    (note,) = _findings(obs, "settings-changed")
+    assert note.severity == Severity.INFO and note.kind == "note"
+    names = [name for name, _ in note.evidence]
+    assert names == ["OMP_NUM_THREADS=8", "CUDA_LAUNCH_BLOCKING=1", "MKL_NUM_THREADS=1",
+                     "sys.getswitchinterval() = 0.25 s", "gc.get_threshold() = (100, 2, 2)",
+                     "torch.get_float32_matmul_precision() = high", "torch.backends.cudnn.benchmark = True"]
+    assert "set by the program" in dict(note.evidence)["MKL_NUM_THREADS=1"]
+    # On CPU, CUDA_LAUNCH_BLOCKING costs nothing: listed, never a cause.
+    assert _findings(obs, "torch-debug-mode") == []
+
+
+def test_collector_pauses_over_the_window_are_a_cause() -> None:
+    first = settings_board({"interpreter": _interp(gc_callbacks=["memutil._on_collection"]),
+                            "collector": _collector(10.0, 100)}, wall_time_s=NOW_S - 4.0, seq=1)
+    last = settings_board({"interpreter": _interp(gc_callbacks=["memutil._on_collection"]),
+                           "collector": _collector(11.2, 140)}, seq=9)
+    analysis = analyse(replace(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(first, last)), now_wall_s=NOW_S))
+    (finding,) = [f for f in analysis.findings if f.rule_id == "gc-pauses"]
+    assert finding.severity == Severity.WARNING and abs(finding.impact - 0.3) < 1e-6
+    assert finding.claim == ("the garbage collector stops every thread 30% of the time (40 collections in the window, "
+                             "up to 40 ms each), with gc.callbacks = memutil._on_collection")
+    assert analysis.headline is not None and analysis.headline.rule_id == "gc-pauses"
+    calm = settings_board({"interpreter": _interp(), "collector": _collector(10.05, 140)}, seq=9)
+    quiet = settings_board({"interpreter": _interp(), "collector": _collector(10.0, 100)}, wall_time_s=NOW_S - 4.0, seq=1)
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(quiet, calm)), "gc-pauses") == []
+
+
+def test_explicit_collections_seen_from_outside() -> None:
+    collect_line = Frame("on_step_end", "/app/callbacks.py", 21)
+    main = Thread("MainThread", PID, 0.9, 0.0, frame=collect_line)
+    obs = scenario([main])
+    obs = type(obs)(**{**{f: getattr(obs, f) for f in obs.__dataclass_fields__},
+                       "source_lines": {"/app/callbacks.py:21": "        gc.collect()"}})
+    (finding,) = _findings(obs, "gc-pauses")
+    assert "calls gc.collect() at on_step_end (callbacks.py:21)" in finding.claim
+    assert finding.severity == Severity.WARNING  # every sample is inside it
+
+
+def test_a_switch_interval_with_measured_gil_waits() -> None:
+    board = settings_board({"interpreter": _interp(switch_interval_s=0.25), "setting_calls": [
+        {"call_name": "sys.setswitchinterval", "arg": "0.25", "site": "termui.py:7 (<module>)", "count": 1,
+         "callers": ["MainThread"], "last_wall_s": NOW_S}]},
+        gil={"contention_share": 0.45, "knocker_runq_share": 0.05, "wait_mean_ms": 30.0, "wait_p99_ms": 240.0})
+    analysis = analyse(replace(scenario([Thread("MainThread", PID, 0.6, 0.0)], boards=(board,)), now_wall_s=NOW_S))
+    (finding,) = [f for f in analysis.findings if f.rule_id == "gil-switch-interval"]
+    assert finding.claim.startswith("sys.setswitchinterval(0.25) (default 0.005 s) called by MainThread at "
+                                    "termui.py:7 (<module>)")
+    assert "threads wait for the GIL 40% of the time" in finding.claim and finding.severity == Severity.WARNING
+    # The GIL contention it produces is named after it.
+    contention = [f for f in analysis.findings if f.rule_id == "gil-contention"]
+    assert contention and analysis.headline is not None and analysis.headline.rule_id == "gil-switch-interval"
+    harmless = settings_board({"interpreter": _interp(switch_interval_s=0.25)},
+                              gil={"contention_share": 0.02, "knocker_runq_share": 0.0})
+    assert _findings(scenario([Thread("MainThread", PID, 0.6, 0.0)], boards=(harmless,)), "gil-switch-interval") == []
+
+
+def test_anomaly_detection_on_is_weighed_by_the_time_in_ops() -> None:
+    calls = [{"call_name": "torch.autograd.set_detect_anomaly", "arg": "True", "site": "train_vae.py:10 (<module>)",
+              "count": 1, "callers": ["MainThread"], "last_wall_s": NOW_S}]
+    board = settings_board({"torch_flags": {"anomaly_detection": True}, "setting_calls": calls})
+    (finding,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,)), "torch-debug-mode")
+    assert finding.severity == Severity.WARNING and finding.claim.startswith(
+        "anomaly detection is on (torch.autograd.set_detect_anomaly(True) called by MainThread at train_vae.py:10")
+    assert "MainThread spends 100% of its samples in ops" in finding.claim
+
+
+def test_a_warning_in_stderr_alone_is_information_and_the_probe_overrules_it() -> None:
+    stderr = "train.py:24: UserWarning: Anomaly Detection has been enabled. This mode will increase the runtime\n"
+    (outside,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], stderr=stderr), "torch-debug-mode")
+    assert outside.severity == Severity.INFO and outside.impact == 0.0  # perhaps one step only, at start-up
+    off = settings_board({"torch_flags": {"anomaly_detection": False}})
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], stderr=stderr, boards=(off,)),
+                     "torch-debug-mode") == []
+
+
+def test_oversubscription_is_named_before_the_gil_waits_it_causes() -> None:
+    board = settings_board({"interpreter": _interp()}, gil={"contention_share": 0.5, "knocker_runq_share": 0.05})
+    analysis = analyse(replace(scenario(ensemble() + pools(36, run=0.04, wait=0.3), boards=(board,)), now_wall_s=NOW_S))
+    ids = [f.rule_id for f in analysis.findings]
+    assert "gil-contention" in ids and "cpu-oversubscribed" in ids
+    assert analysis.headline is not None and analysis.headline.rule_id == "cpu-oversubscribed"

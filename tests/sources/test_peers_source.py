@@ -1,0 +1,130 @@
+"""Waits that end in another process: /proc/locks and /proc/.../syscall parsed from recorded text, and real processes
+blocked on a file lock another holds and on a pipe whose writer is another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dflash_diag.model import Frame, StackSample, ThreadSample
+from dflash_diag.sources import peers, procfs
+
+LOCKS = """1: FLOCK  ADVISORY  WRITE 4321 08:01:5678 0 EOF
+1: -> FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF
+2: POSIX  ADVISORY  READ 999 00:1b:42 0 EOF
+3: OFDLCK ADVISORY  WRITE -1 00:1b:43 0 EOF
+garbage line
+"""
+
+
+def test_locks_name_holders_and_waiters() -> None:
+    lines = peers.parse_locks(LOCKS)
+    assert [(x.pid, x.file_id, x.waiting, x.kind) for x in lines] == [
+        (4321, "08:01:5678", False, "FLOCK"), (1234, "08:01:5678", True, "FLOCK"), (999, "00:1b:42", False, "POSIX"),
+        (-1, "00:1b:43", False, "OFDLCK")]
+
+
+def test_syscall_descriptor() -> None:
+    x86 = {0: "read", 73: "flock"}
+    assert peers.parse_syscall_fd("73 0x5 0x2 0x0 0x0 0x0 0x0 0x7ffc 0x7f12\n", x86) == ("flock", 5)
+    assert peers.parse_syscall_fd("0 0x3 0x7f 0x1000 0 0 0 0x7ffc 0x7f12\n", x86) == ("read", 3)
+    assert peers.parse_syscall_fd("202 0x7f 0x80 0 0 0 0 0x7ffc 0x7f12\n", x86) is None  # futex: no descriptor
+    assert peers.parse_syscall_fd("running\n", x86) is None
+    assert peers.parse_syscall_fd("-1 0x7ffc 0x7f12\n", x86) is None
+
+
+def _wait_blocked(pid: int, timeout_s: float = 20.0) -> tuple:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        threads = procfs.read_threads(pid)
+        if any(t.state == "S" and t.syscall is not None and t.syscall != "futex" for t in threads):
+            return threads
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never blocked")
+
+
+def _dump(name: str) -> StackSample:
+    frame = Frame(name="compress_chunk", filename="/srv/app/syncer.py", line=30)
+    return StackSample(pid=0, monotonic_s=0.0, wall_s=0.0, duration_s=0.01, native=False,
+                       threads=(ThreadSample(thread_id=1, os_thread_id=1, name=name, active=True, owns_gil=True,
+                                             frames=(frame,)),))
+
+
+@pytest.mark.slow
+def test_a_file_lock_another_process_holds(tmp_path: Path) -> None:
+    lock = tmp_path / "registry.lock"
+    hold = ("import fcntl, sys, time\nf = open(sys.argv[1], 'a+')\nfcntl.flock(f, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\ntime.sleep(60)\n")
+    want = "import fcntl, sys\nf = open(sys.argv[1], 'a+')\nfcntl.flock(f, fcntl.LOCK_EX)\n"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdout=subprocess.PIPE, text=True)
+    waiter = None
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        waiter = subprocess.Popen([sys.executable, "-c", want, str(lock)])
+        threads = _wait_blocked(waiter.pid)
+        reader = peers.PeerReader(waiter.pid, dumper=lambda pid: _dump("MainThread"))
+        waits = reader.read(threads)
+        time.sleep(0.3)
+        again = reader.read(procfs.read_threads(waiter.pid))  # a second read measures the holder's CPU
+    finally:
+        for p in (holder, waiter):
+            if p is not None:
+                p.kill()
+                p.wait()
+    assert len(waits) == 1
+    wait = waits[0]
+    assert wait.kind == "file-lock" and wait.target.endswith("registry.lock") and wait.tid == waiter.pid
+    (peer,) = wait.peers
+    assert peer.pid == holder.pid and peer.state == "S" and "python" in peer.cmdline
+    assert peer.top_frame == "compress_chunk (syncer.py:30)"  # a Python peer: its busiest frame of its own code
+    assert peer.relation == "sibling"  # both are the test process's children
+    assert again and again[0].peers[0].cpu_pct is not None
+
+
+@pytest.mark.slow
+def test_a_pipe_whose_writer_is_another_process() -> None:
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE)
+    reader_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
+    try:
+        assert writer.stdout is not None
+        writer.stdout.close()  # only the two processes hold the pipe now
+        threads = _wait_blocked(reader_proc.pid)
+        waits = peers.PeerReader(reader_proc.pid, dumper=lambda pid: None).read(threads)
+    finally:
+        for p in (writer, reader_proc):
+            p.kill()
+            p.wait()
+    assert len(waits) == 1
+    assert waits[0].kind == "pipe" and waits[0].syscall == "read" and waits[0].target.startswith("pipe:[")
+    assert [p.pid for p in waits[0].peers] == [writer.pid]  # the writing end, not the reader itself
+
+
+def test_nothing_blocked_reads_nothing() -> None:
+    # A process of its own, with no pipe to anyone: the test's own process may be an xdist worker whose I/O thread
+    # really does wait on a pipe from its parent (a true outside wait, not nothing).
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        assert peers.PeerReader(child.pid).read(procfs.read_threads(child.pid)) == ()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_describe_for_the_graph() -> None:
+    from dflash_diag.analysis.peers import describe
+    from dflash_diag.model.sched import OutsideWait, PeerProcess
+
+    peer = PeerProcess(pid=4321, comm="python", cmdline="python syncer.py /runs", state="R", cpu_pct=97.0,
+                       top_frame="pack (syncer.py:12)", relation="child")
+    lock = OutsideWait(tid=1, kind="file-lock", target="/runs/registry.lock", syscall="flock/fcntl", peers=(peer,),
+                       monotonic_s=0.0)
+    assert describe(lock) == ("a file lock on `/runs/registry.lock` held by process 4321 (its child) `python syncer.py "
+                              "/runs`: running, 97% CPU, in pack (syncer.py:12)")
+    pipe = OutsideWait(tid=1, kind="pipe", target="pipe:[9]", syscall="read", peers=(peer,), monotonic_s=0.0)
+    assert describe(pipe).startswith("a pipe from process 4321 (its child)")

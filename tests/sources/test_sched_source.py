@@ -1,0 +1,180 @@
+"""The scheduler's view from /proc and the cgroup files: parsers on recorded kernel text, the cgroup v1 and v2
+layouts on a file tree, and the readers on real processes (threads that switch, an environment, children)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dflash_diag.model import NA
+from dflash_diag.model.sched import parse_cpu_list
+from dflash_diag.sources import sched
+
+# Recorded from this machine's kernel (a 2-CPU VM) and from a cgroup v2 host.
+STATUS = """Name:\tpython
+Umask:\t0022
+State:\tS (sleeping)
+Tgid:\t4242
+Threads:\t41
+Cpus_allowed:\t3
+Cpus_allowed_list:\t0-1
+voluntary_ctxt_switches:\t3407
+nonvoluntary_ctxt_switches:\t925
+"""
+PSI = "some avg10=98.51 avg60=80.81 avg300=33.63 total=133578466\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+CGROUP_V1 = "9:name=systemd:/\n4:memory:/process_api/91ee\n2:cpuacct:/\n1:cpu:/\n0::/\n"
+CGROUP_V2 = "0::/system.slice/train.service\n"
+
+
+def test_status_parses_switches_and_cpus() -> None:
+    assert sched.parse_status(STATUS) == ("python", 3407, 925, "0-1")
+    assert sched.parse_status("Name:\tpython\n") is None  # a kernel without the counts: nothing claimed
+
+
+@pytest.mark.parametrize(("text", "cpus"), [("0-1", {0, 1}), ("0-3,8,10-11", {0, 1, 2, 3, 8, 10, 11}), ("5", {5}),
+                                            ("", set()), ("x,2-1,3", {3})])
+def test_cpu_lists(text: str, cpus: set[int]) -> None:
+    assert parse_cpu_list(text) == cpus
+
+
+def test_quota_files_of_both_versions() -> None:
+    assert sched.parse_cpu_max("150000 100000\n") == 1.5
+    assert isinstance(sched.parse_cpu_max("max 100000\n"), NA)
+    assert sched.parse_cfs_quota("50000\n", "100000\n") == 0.5
+    assert isinstance(sched.parse_cfs_quota("-1\n", "100000\n"), NA)
+    assert sched.parse_flat_keyed("nr_periods 10\nnr_throttled 4\nthrottled_usec 900\nbad line here\n") == {
+        "nr_periods": 10, "nr_throttled": 4, "throttled_usec": 900}
+
+
+def test_pressure_and_cgroup_paths_and_procs_running() -> None:
+    assert sched.parse_pressure(PSI) == (133578466, 0)
+    assert sched.parse_pressure("some avg10=1.00 total=7\n") == (7, None)
+    assert sched.parse_pressure("garbage\n") is None
+    assert sched.parse_cgroup_file(CGROUP_V1) == ("/", "/")
+    assert sched.parse_cgroup_file(CGROUP_V2) == ("/system.slice/train.service", None)
+    assert sched.parse_procs_running("cpu  1 2 3\nprocs_running 7\nprocs_blocked 0\n") == 7
+
+
+def _proc_tree(tmp: Path, pid: int, cgroup: str) -> Path:
+    proc = tmp / "proc"
+    (proc / str(pid)).mkdir(parents=True)
+    (proc / str(pid) / "cgroup").write_text(cgroup)
+    (proc / "pressure").mkdir()
+    for resource in ("cpu", "memory", "io"):
+        (proc / "pressure" / resource).write_text("some avg10=0.00 total=100\nfull avg10=0.00 total=50\n")
+    return proc
+
+
+def test_cgroup_v2_quota_is_the_smallest_of_the_group_and_its_ancestors(tmp_path: Path) -> None:
+    proc = _proc_tree(tmp_path, 42, CGROUP_V2)
+    root = tmp_path / "cg"
+    group = root / "system.slice" / "train.service"
+    group.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu memory io\n")
+    (root / "system.slice" / "cpu.max").write_text("200000 100000\n")  # 2 CPUs for the slice
+    (group / "cpu.max").write_text("max 100000\n")  # the service itself: unlimited
+    (group / "cpu.stat").write_text("usage_usec 5\nnr_periods 100\nnr_throttled 40\nthrottled_usec 2500000\n")
+    (group / "memory.pressure").write_text("some avg10=3.00 total=9000\nfull avg10=0.00 total=10\n")
+    got = sched.read_cgroup_cpu(42, proc_root=proc, cgroup_root=root)
+    assert not isinstance(got, NA)
+    assert got.version == 2 and got.quota_cores == 2.0
+    assert (got.periods, got.throttled_periods, got.throttled_us) == (100, 40, 2_500_000)
+    pressure = {(p.resource, p.scope): p for p in sched.read_pressure(42, proc_root=proc, cgroup_root=root)}
+    assert pressure[("memory", "cgroup")].some_us == 9000  # the group's own, where the kernel keeps it
+    assert pressure[("cpu", "system")].some_us == 100  # else the machine's
+
+
+def test_cgroup_v1_in_a_namespace_reads_the_mount_root(tmp_path: Path) -> None:
+    proc = _proc_tree(tmp_path, 7, "4:cpu,cpuacct:/docker/abc\n")
+    root = tmp_path / "cg"
+    mount = root / "cpu,cpuacct"
+    mount.mkdir(parents=True)  # the path the kernel names does not exist here: the namespace's root is the mount
+    (mount / "cpu.cfs_quota_us").write_text("150000\n")
+    (mount / "cpu.cfs_period_us").write_text("100000\n")
+    (mount / "cpu.stat").write_text("nr_periods 20\nnr_throttled 5\nthrottled_time 3000000000\n")
+    got = sched.read_cgroup_cpu(7, proc_root=proc, cgroup_root=root)
+    assert not isinstance(got, NA)
+    assert got.version == 1 and got.quota_cores == 1.5 and got.throttled_us == 3_000_000  # ns -> µs
+
+
+def test_no_cgroup_controller_is_a_value(tmp_path: Path) -> None:
+    proc = _proc_tree(tmp_path, 9, "")
+    assert isinstance(sched.read_cgroup_cpu(9, proc_root=proc, cgroup_root=tmp_path / "none"), NA)
+
+
+@pytest.mark.slow
+def test_a_real_sweep_sees_threads_switch_and_children() -> None:
+    stop = threading.Event()
+    tids: list[int] = []
+
+    def ping() -> None:
+        tids.append(threading.get_native_id())
+        while not stop.is_set():
+            time.sleep(0.001)  # gives up its CPU each time: voluntary switches
+
+    t = threading.Thread(target=ping, daemon=True)
+    t.start()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        reader = sched.SchedReader(os.getpid())
+        time.sleep(0.2)
+        first = reader.sample()
+        time.sleep(0.5)
+        second = reader.sample()
+    finally:
+        stop.set()
+        child.kill()
+        child.wait()
+        t.join(10)
+    a = {x.tid: x for x in first.tasks}
+    b = {x.tid: x for x in second.tasks}
+    assert b[tids[0]].voluntary_switches > a[tids[0]].voluntary_switches + 50
+    assert b[tids[0]].cpus_allowed == a[tids[0]].cpus_allowed != ""
+    assert child.pid in {c.pid for c in second.children}
+    assert second.children_listed >= 1 and second.monotonic_s > first.monotonic_s
+
+
+@pytest.mark.slow
+def test_facts_keep_known_variables_only_and_what_only_children_have() -> None:
+    script = ("import os, subprocess, sys, time\n"
+              "os.environ['MKL_NUM_THREADS'] = '6'\n"
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+              "print(c.pid, flush=True); time.sleep(30)\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "8", "CUDA_LAUNCH_BLOCKING": "1", "HF_TOKEN": "hf_abcdefghijklmnop",
+           "TORCH_LOGS": "/home/someone/secret path/x"}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        deadline = time.monotonic() + 10.0
+        while True:  # /proc/PID/task/TID/children is not atomic (the kernel says so): a loaded box may miss one once
+            facts = sched.read_os_facts(proc.pid)
+            if time.monotonic() > deadline or any(e.name == "MKL_NUM_THREADS" for e in facts.env or ()):
+                break
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert isinstance(facts.env, tuple)
+    shown = {e.name: (e.value, e.where) for e in facts.env}
+    assert shown["OMP_NUM_THREADS"] == ("8", "process")
+    assert shown["CUDA_LAUNCH_BLOCKING"] == ("1", "process")
+    assert shown["TORCH_LOGS"] == ("<set>", "process")  # a value of an odd shape: its name only
+    assert shown["MKL_NUM_THREADS"] == ("6", "children (1)")  # set by the program before it started the child
+    assert "HF_TOKEN" not in shown and all("hf_abc" not in v for v, _ in shown.values())
+    assert facts.machine_cpus >= 1 and facts.process_cpu_count >= 1 and facts.process_cpus
+
+
+def test_a_comm_that_is_a_secret_is_redacted() -> None:
+    from dflash_diag.model.sched import SchedSample, TaskSched
+    from dflash_diag.sources.redaction import ProcessRedactor
+
+    redactor = ProcessRedactor(["s3cr3t-value"])
+    sample = SchedSample(monotonic_s=1.0, tasks=(TaskSched(1, "s3cr3t-value", 1, 1, "0"),))
+    assert "s3cr3t" not in sched.redacted_sample(sample, redactor.text).tasks[0].comm
