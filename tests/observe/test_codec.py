@@ -20,13 +20,14 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "findings"))
 
-from findings_builders import HEALTHY_APP, HEALTHY_PROBES, board  # noqa: E402
+from findings_builders import HEALTHY_APP, HEALTHY_PROBES, NOW_S, board  # noqa: E402
 from job_fixtures import load_job  # noqa: E402
 
 from dflash_diag.analysis import analyse  # noqa: E402
 from dflash_diag.model import NA, GpuProcess, GpuSample, Observation, StagePatterns  # noqa: E402
 from dflash_diag.model.job import JobObservation  # noqa: E402
-from dflash_diag.model.kernels import KernelTrace  # noqa: E402
+from dflash_diag.model.kernels import KernelTrace, KernelWindow  # noqa: E402
+from dflash_diag.model.sched import OutsideWait, PeerProcess  # noqa: E402
 from dflash_diag.observe import codec  # noqa: E402
 from dflash_diag.observe.codec import (  # noqa: E402
     OBSERVATION_SCHEMA,
@@ -38,6 +39,7 @@ from dflash_diag.sources import procfs  # noqa: E402
 from dflash_diag.sources.kernel_trace import read_trace_file  # noqa: E402
 from dflash_diag.sources.outside import OutsideReader  # noqa: E402
 from dflash_diag.sources.pyspy_json import load_recorded_dumps  # noqa: E402
+from dflash_diag.sources.sched import SchedReader, read_os_facts  # noqa: E402
 
 FIXTURES = TESTS / "fixtures"
 WALL0 = 1_764_412_345.0
@@ -58,9 +60,9 @@ def _h200_trace() -> KernelTrace:
 
 def _recorded(name: str, **overrides: Any) -> Observation:
     """A py-spy recording of a real program, with every other kind of reading the model holds filled in: this
-    process's own /proc series and outside facts, NVML readings (some N/A), two boards, the source lines the
-    recording kept, a real H200 torch.profiler trace, non-default stage patterns and a float that JSON has no
-    number for."""
+    process's own /proc series, scheduler sweeps, OS facts and outside facts, a wait that ends in another process,
+    NVML readings (some N/A), two boards, the source lines the recording kept, a real H200 torch.profiler trace and
+    a kernel window's cost, non-default stage patterns and a float that JSON has no number for."""
     stacks = load_recorded_dumps(FIXTURES / "cpu" / name, start_monotonic_s=100.0, start_wall_s=WALL0)
     recorded = json.loads((FIXTURES / "cpu" / "pipeline_child_lines.json").read_text())["lines"]
     files = {f.filename for s in stacks for t in s.threads for f in t.frames if f.filename.endswith("pipeline_child.py")}
@@ -77,7 +79,15 @@ def _recorded(name: str, **overrides: Any) -> Observation:
         resources=(procfs.read_process(os.getpid()), procfs.read_process(os.getpid())),
         children=stacks[:2], kernels=_h200_trace(),
         patterns=StagePatterns(target=("target-*", "tgt*"), drafter=("drafter-*",)), now_wall_s=WALL0 + 4.0,
-        rate_hz=float("inf"), rate_reason="burst")
+        rate_hz=float("inf"), rate_reason="burst",
+        sched=(SchedReader(os.getpid())(), SchedReader(os.getpid())()), os_facts=read_os_facts(os.getpid()),
+        outside_waits=(OutsideWait(tid=stacks[0].threads[0].os_thread_id or 1, kind="file-lock",
+                                   target="/runs/registry.lock", syscall="flock/fcntl",
+                                   peers=(PeerProcess(pid=777, comm="python", cmdline="python syncer.py", state="R",
+                                                      cpu_pct=None, top_frame="pack (syncer.py:20)",
+                                                      relation="child"),), monotonic_s=100.5),),
+        kernel_window=KernelWindow(cuda=True, torch="2.11.0+cu128", steps=5, stop_ms=412.5, export_ms=1880.0,
+                                   torch_trace_bytes=48_000_000, method="gdb"))
     obs = dataclasses.replace(obs, process=outside.process_facts(), code=outside.code_facts(stacks)[0],
                               files=outside.code_facts(stacks)[1])
     return dataclasses.replace(obs, **overrides)
@@ -94,6 +104,46 @@ def test_a_real_observation_round_trips_and_is_judged_the_same(name: str) -> Non
     assert copy == obs
     assert analyse(copy) == analyse(obs)
     assert analyse(copy).findings  # something was judged: the equality is not of two empty analyses
+
+
+def test_every_reading_of_the_model_is_filled_in_the_round_trip_case() -> None:
+    """The round trip above proves each field only if each is filled: a field of the Observation left at its empty
+    default here is a reading no test writes and reads back."""
+    obs = _recorded("pyspy_drafter_bound.json")
+    empty = [f.name for f in dataclasses.fields(Observation) if getattr(obs, f.name) in ((), {}, None, "")]
+    assert empty == []
+    assert obs.sched[0].tasks and isinstance(obs.os_facts.env, tuple | NA)  # type: ignore[union-attr]
+
+
+def _scheduler_cases() -> dict[str, Observation]:
+    """What the scheduler's, the settings' and the outside-wait rules read (sched sweeps, OS facts, a file lock held
+    by another process, the settings probe's board): observations the rules name a finding from."""
+    sys.path.insert(0, str(TESTS / "findings"))
+    from sched_builders import Thread, ensemble, pools, scenario
+
+    from dflash_diag.model import Frame
+
+    flock = Thread("MainThread", 4242, 0.05, 0.0, stack_frames=(Frame("log_step", "/app/train_loop.py", 33),))
+    waits = [OutsideWait(tid=4242, kind="file-lock", target="/runs/registry.lock", syscall="flock/fcntl",
+                         peers=(PeerProcess(pid=777, comm="python", cmdline="python syncer.py /runs", state="R",
+                                            cpu_pct=c, top_frame="pack (syncer.py:20)", relation="child"),),
+                         monotonic_s=0.5 * i) for i, c in enumerate([None, 80.0, 91.0, 85.0, 70.0, 99.0])]
+    return {
+        "cpu-oversubscribed": scenario(ensemble() + pools(36, run=0.04, wait=0.3)),
+        "wait-chain": scenario([flock], outside_waits=waits),
+        "settings-changed": scenario(ensemble(), env=[("OMP_NUM_THREADS", "8", "process"),
+                                                      ("CUDA_LAUNCH_BLOCKING", "1", "process")]),
+    }
+
+
+@pytest.mark.parametrize("rule", ["cpu-oversubscribed", "wait-chain", "settings-changed"])
+def test_what_the_scheduler_and_settings_rules_read_round_trips(rule: str) -> None:
+    obs = dataclasses.replace(_scheduler_cases()[rule], now_wall_s=NOW_S)
+    copy = read_observation(encode_observation(obs, tool_version="test"))
+    assert copy == obs
+    analysis = analyse(copy)
+    assert analysis == analyse(obs)
+    assert rule in {f.rule_id for f in analysis.findings}  # judged from what was read back
 
 
 @pytest.mark.parametrize("name", ["ddp_straggler", "ddp_thread_died", "ddp_rank0_barrier", "ddp_healthy"])

@@ -52,6 +52,9 @@ def test_a_replay_is_the_report_of_the_observation_every_time(kind: str, tmp_pat
     report = json.loads(first)
     assert report["findings"] == json.loads(json.dumps(doctor_doc(analyse(obs))["findings"]))
     assert (report["job"] is not None) == (kind == "job") and report["headline"] is not None
+    if kind == "process":  # what a live run reports beside its findings is carried too
+        assert report["kernel_window"]["stop_ms"] == 412.5 and report["kernel_window"]["method"] == "gdb"
+        assert report["pipeline"]["stage_names"] == {"target": "target", "drafter": "drafter"}
     text_code, text, _ = _doctor(capsys, "--replay", str(saved))
     assert text_code == ExitCode.OK and "dflash-diag doctor" in text and report["headline"]["rule_id"] in text
     # A bundle directory carrying the observation is replayed the same way (`doctor BUNDLE`).
@@ -73,6 +76,8 @@ def test_new_stage_patterns_judge_a_replay_again(tmp_path: Path, capsys: pytest.
     (["--replay", "{obs}", "--duration", "3"], ExitCode.USAGE, "--duration: a replay judges the window it was given"),
     (["--replay", "{obs}", "--attach", "--rate", "5"], ExitCode.USAGE, "--rate, --attach: a replay judges"),
     (["--replay", "{obs}", "--save-observation", "{tmp}/x.json"], ExitCode.USAGE, "--save-observation"),
+    (["--replay", "{obs}", "--kernel-window"], ExitCode.USAGE, "--kernel-window: a replay judges"),
+    (["--replay", "{obs}", "--no-job"], ExitCode.USAGE, "--no-job: a replay judges"),
     (["12345", "--replay", "{obs}"], ExitCode.USAGE, "not both"),
     ([], ExitCode.USAGE, "nothing to examine"),
     (["--replay", "{tmp}/missing.json"], ExitCode.BAD_INPUT, "no such file"),
