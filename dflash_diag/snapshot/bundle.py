@@ -414,10 +414,27 @@ def _bundle_member(path_text: str, name: str) -> tuple[bytes | None, bool]:
         raise _bad(path_text, f"larger than {MAX_TOTAL_BYTES >> 20} MiB")
     with open(path, "rb") as fh:
         head = fh.read(4)
-    if head[:2] == b"\x1f\x8b" or tarfile.is_tarfile(path):
+    try:
+        is_tar = tarfile.is_tarfile(path)
+    except (OSError, EOFError, zlib.error):  # a truncated or corrupt gzip: read below as one, which says so
+        is_tar = False
+    if head[:2] == b"\x1f\x8b" and not is_tar:
+        return _gunzipped(path, path_text), False  # one gzip'd file (a saved observation, a casebook fixture)
+    if head[:2] == b"\x1f\x8b" or is_tar:
         return _member_from_tar(path, name, "a dflash-diag snapshot bundle"), True
     with open(path, "rb") as fh:
         return fh.read(MAX_MEMBER_BYTES + 1), False
+
+
+def _gunzipped(path: Path, path_text: str) -> bytes:
+    """A gzip'd file's content, bounded (a larger one is returned one byte over the bound, refused by the caller)."""
+    import gzip
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(MAX_MEMBER_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _bad(path_text, f"a gzip file that cannot be read ({exc})") from None
 
 
 def load_snapshot(path_text: str) -> dict[str, Any]:

@@ -57,6 +57,12 @@ def test_a_replay_is_the_report_of_the_observation_every_time(kind: str, tmp_pat
         assert report["pipeline"]["stage_names"] == {"target": "target", "drafter": "drafter"}
     text_code, text, _ = _doctor(capsys, "--replay", str(saved))
     assert text_code == ExitCode.OK and "dflash-diag doctor" in text and report["headline"]["rule_id"] in text
+    # A gzip'd observation (the casebook's fixtures) is the same replay.
+    import gzip
+
+    zipped = tmp_path / "obs.json.gz"
+    zipped.write_bytes(gzip.compress(saved.read_bytes()))
+    assert _doctor(capsys, "--replay", str(zipped), "--json")[1] == first
     # A bundle directory carrying the observation is replayed the same way (`doctor BUNDLE`).
     bundle = tmp_path / "bundle"
     bundle.mkdir()
@@ -82,6 +88,7 @@ def test_new_stage_patterns_judge_a_replay_again(tmp_path: Path, capsys: pytest.
     ([], ExitCode.USAGE, "nothing to examine"),
     (["--replay", "{tmp}/missing.json"], ExitCode.BAD_INPUT, "no such file"),
     (["--replay", "{garbage}"], ExitCode.BAD_INPUT, "not valid JSON"),
+    (["--replay", "{truncated}"], ExitCode.BAD_INPUT, "a gzip file that cannot be read"),
     (["--replay", "{foreign}"], ExitCode.BAD_INPUT, "not a dflash-diag observation"),
     (["--replay", "{crafted}"], ExitCode.BAD_INPUT, "observation.stacks[0].threads is a string, expected a list"),
     (["{empty_bundle}"], ExitCode.BAD_INPUT, "the bundle has no observation.json"),
@@ -93,10 +100,14 @@ def test_a_replay_refuses_in_one_line(argv: list[str], code: int, needle: str, t
     doc["observation"]["stacks"][0]["threads"] = "x"
     (tmp_path / "crafted.json").write_text(json.dumps(doc))
     (tmp_path / "garbage.json").write_bytes(b"{nope")
+    import gzip
+
+    (tmp_path / "truncated.json.gz").write_bytes(gzip.compress(obs.read_bytes())[:200])
     (tmp_path / "foreign.json").write_text(json.dumps({"schema": "dflash-diag.snapshot/2"}))
     (tmp_path / "bundle").mkdir()
     (tmp_path / "bundle" / "snapshot.json").write_text("{}")
     paths = {"obs": obs, "tmp": tmp_path, "garbage": tmp_path / "garbage.json", "crafted": tmp_path / "crafted.json",
+             "truncated": tmp_path / "truncated.json.gz",
              "foreign": tmp_path / "foreign.json", "empty_bundle": tmp_path / "bundle"}
     got, out, err = _doctor(capsys, *(a.format(**paths) for a in argv))
     assert got == code and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
