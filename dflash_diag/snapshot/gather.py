@@ -34,11 +34,12 @@ T = TypeVar("T")
 # native dump of a torch process that misses the deadline (py-spy resolving libtorch's symbols on a loaded machine)
 # is listed as missing and the window's last Python-only dump stands in for it.
 DEADLINE_MARGIN_S = 0.8
+MIN_DEADLINE_S = 2.3  # a short window's sources (a native dump of a stopped process) still get the old bound
 
 
 def deadline_s(window: Window) -> float:
     """When every source must be back, counted from the start."""
-    return window.duration_s + DEADLINE_MARGIN_S
+    return max(MIN_DEADLINE_S, window.duration_s + DEADLINE_MARGIN_S)
 
 
 @dataclass

@@ -111,8 +111,8 @@ def test_hung_process_still_gives_a_report(spawn: Spawn, tmp_path: Path) -> None
     assert time.monotonic() - t0 < 20.0
     top = _extract(result.path, tmp_path / "x")
     stacks = (top / "stacks.txt").read_text()
-    assert '"target-0"' in stacks and '"drafter-0"' in stacks
     doc = _doc(top)
+    assert '"target-0"' in stacks and '"drafter-0"' in stacks, doc["missing"]
     assert any(m["what"] == "native frames" for m in doc["missing"])
     assert "## Missing from this report" in (top / "report.md").read_text()
 
