@@ -254,14 +254,27 @@ def _write_index(record: Recording, results: list[Result], args: argparse.Namesp
                         "expected": list(r.expected), "headline": r.headline_rule,
                         "because": list(r.headline_because), "warnings": list(r.warnings), "ok": r.ok,
                         "error": r.error})
+    path = record.directory / "recorded.json"
+    entries = _merged_entries(path, entries)
     doc = {"schema": "casebook-recording/1", "command": " ".join([Path(sys.executable).name, *sys.argv]),
            "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "machine": _machine(),
            "dry_run": bool(args.dry_run), "entries": entries}
-    path = record.directory / "recorded.json"
     fd = os.open(path.with_name(".recorded.json.tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(doc, indent=1) + "\n")
     os.replace(path.with_name(".recorded.json.tmp"), path)
+
+
+def _merged_entries(path: Path, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This run's entries, and an earlier index's for the (case, mode) runs this one did not make (``--cases``
+    records a few again into the same directory)."""
+    try:
+        earlier = json.loads(path.read_text()).get("entries", [])
+    except (OSError, ValueError, AttributeError):
+        earlier = []
+    done = {(e["case"], e["mode"]) for e in entries}
+    kept = [e for e in earlier if isinstance(e, dict) and (e.get("case"), e.get("mode")) not in done]
+    return sorted(kept + entries, key=lambda e: (str(e.get("case")), str(e.get("mode"))))
 
 
 def table(results: list[Result]) -> str:

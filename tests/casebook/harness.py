@@ -348,7 +348,10 @@ def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: 
     if record is not None and record.observations:
         cmd += ["--save-observation", str(record.observation(case.name, mode))]
     t0 = time.monotonic()
-    done = subprocess.run(cmd, env=env, capture_output=True, timeout=duration_s + 60)
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, timeout=duration_s + 60)
+    except subprocess.TimeoutExpired:  # a starved box: a failed run, said so, never an exception out of the harness
+        return _failed(case, mode, f"doctor did not answer in {duration_s + 60:g} s")
     seconds = time.monotonic() - t0
     if done.returncode != 0:
         return _failed(case, mode, f"doctor exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
