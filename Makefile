@@ -64,9 +64,10 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
-# The casebook alone: every CPU program, attached from outside and under probes (CI runs it inside `make test`).
+# The whole casebook live: every CPU program in every mode it lists (CI replays their recorded observations and runs
+# a small live subset inside `make test`: tests/casebook/ci_runs.py).
 casebook: setup
-	$(BIN)/python -m pytest -q tests/casebook
+	CASEBOOK_ALL=1 $(BIN)/python -m pytest -q tests/casebook
 
 # The newest release of every dependency, torch included (the newest pip will take here: on the dev box a 5.9 GB
 # venv with torch's CUDA build), in a venv of its own, then the fast lane; it prints what moved against the lock.

@@ -97,7 +97,7 @@ def micro_logs(calls: int, wandb_dir: str) -> dict[str, Any]:
 
 
 def board_metrics(board: dict[str, Any]) -> dict[str, float]:
-    from probes.readings import wandb_metrics
+    from dflash_contract.readings import wandb_metrics
 
     return wandb_metrics(board["probes"], board.get("session"))
 

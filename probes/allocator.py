@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import AllocatorKeys, PayloadKeys
+from dflash_contract.board import AllocatorKeys, PayloadKeys, ProbeName
 from probes._common import JsonDict, na, torch_if_imported
 from probes._vocab import VocabWatch
 
@@ -161,3 +161,8 @@ class AllocatorProbe:
             cuda, original = self._patched
             cuda.empty_cache = original
             self._patched = None
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.ALLOCATOR
+PROBE = AllocatorProbe

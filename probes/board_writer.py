@@ -24,6 +24,7 @@ from dflash_contract.board import (
     ensure_private_dir,
     remove_stale_boards,
 )
+from dflash_contract.private_file import write_private_atomic
 from dflash_contract.redact import redact_argv
 
 __all__ = ["BoardDirError", "BoardPublisher", "writer_identity"]
@@ -61,28 +62,12 @@ class BoardPublisher:
         if len(data) > MAX_BOARD_BYTES:
             raise ValueError(f"board of {len(data)} bytes exceeds {MAX_BOARD_BYTES}")
         tmp = self.dir / f"{board_file_name(self.pid)}.tmp.{secrets.token_hex(6)}"
-        # O_EXCL|O_NOFOLLOW: never write through a planted file or symlink.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        # Never through a planted file or symlink (O_EXCL|O_NOFOLLOW); atomic: readers see the old or the new board.
         try:
-            fd = os.open(tmp, flags, 0o600)
+            write_private_atomic(self.path, data, tmp=tmp, fsync=True)
         except FileNotFoundError:
             ensure_private_dir(self.dir)  # removed under us (a /tmp cleaner): recreate it, with the same checks
-            fd = os.open(tmp, flags, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            _unlink_quietly(tmp)
-            raise
-        os.close(fd)
-        try:
-            os.replace(tmp, self.path)  # atomic: readers see the old or the new board, never a mix
-        except BaseException:
-            _unlink_quietly(tmp)
-            raise
+            write_private_atomic(self.path, data, tmp=tmp, fsync=True)
 
     def remove(self) -> None:
         """Remove our own board (``<pid>.json`` of this process, in our private directory); nothing else."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from dflash_contract.board import CheckpointKeys, PayloadKeys
+from dflash_contract.board import CheckpointKeys, PayloadKeys, ProbeName
 from probes._common import MAX_RECENT, HookGuard, JsonDict, fingerprint_view, loaded_module
 
 _PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -272,3 +272,7 @@ class CheckpointProbe:
             self._hook_handle.remove()
             self._hook_handle = None
 
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.CHECKPOINT
+PROBE = CheckpointProbe

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_contract import proc
-from dflash_contract.board import CodedriftKeys, PayloadKeys
+from dflash_contract.board import CodedriftKeys, PayloadKeys, ProbeName
 from probes._common import MAX_RECENT, JsonDict
 
 _IMPORT_NS: dict[str, int] = {}
@@ -225,3 +225,8 @@ class CodedriftProbe:
 
     def close(self) -> None:
         _HOOK_STATE[CodedriftKeys.ACTIVE] = False
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.CODEDRIFT
+PROBE = CodedriftProbe

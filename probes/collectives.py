@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import STATUS_OK, CollectivesKeys, PayloadKeys
+from dflash_contract.board import STATUS_OK, CollectivesKeys, PayloadKeys, ProbeName
 from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, na, thread_name
 
 # The collective (and point-to-point) calls of torch.distributed a program makes.
@@ -213,3 +213,8 @@ def _group_facts(dist: Any) -> tuple[str | None, int | None, int | None]:
         return str(dist.get_backend()), int(dist.get_rank()), int(dist.get_world_size())
     except Exception:
         return None, None, None
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.COLLECTIVES
+PROBE = CollectivesProbe

@@ -23,7 +23,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import CompileKeys, PayloadKeys
+from dflash_contract.board import CompileKeys, PayloadKeys, ProbeName
 from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, thread_name, torch_if_imported
 from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
@@ -260,3 +260,8 @@ class CompileProbe:
         if self._callback_registered:
             unregister_compile_start(self._on_compile_start)
             self._callback_registered = False
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.COMPILE
+PROBE = CompileProbe

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import CudagraphsKeys, PayloadKeys
+from dflash_contract.board import CudagraphsKeys, PayloadKeys, ProbeName
 from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, thread_name, torch_if_imported
 from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
@@ -179,3 +179,8 @@ class CudagraphsProbe:
         if self._callback_registered:
             unregister_compile_start(self._on_compile_start)
             self._callback_registered = False
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.CUDAGRAPHS
+PROBE = CudagraphsProbe

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import FastpathKeys, PayloadKeys
+from dflash_contract.board import FastpathKeys, PayloadKeys, ProbeName
 from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, torch_if_imported
 
 _GDN_MODULES = (
@@ -246,3 +246,8 @@ class FastpathProbe:
         logging.getLogger("transformers").removeHandler(self._handler)
         if warnings.showwarning == self._showwarning:
             warnings.showwarning = self._original_showwarning
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.FASTPATH
+PROBE = FastpathProbe

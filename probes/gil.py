@@ -17,7 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from dflash_contract.board import GilKeys, PayloadKeys
+from dflash_contract.board import GilKeys, PayloadKeys, ProbeName
 from probes._common import JsonDict, na, thread_tids
 
 
@@ -131,3 +131,8 @@ class GilProbe:
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout=1.0)
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.GIL
+PROBE = GilProbe

@@ -43,7 +43,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_contract.board import HealthKeys, PayloadKeys
+from dflash_contract.board import HealthKeys, PayloadKeys, ProbeName
 from dflash_contract.health import MIN_STEPS, STUCK_SHARE
 from probes._common import HookGuard, JsonDict, fingerprint_view, loaded_module
 
@@ -779,3 +779,8 @@ def _norms(torch: Any, tensors: list[Any]) -> Any:
 def _same_device(tensors: list[Any]) -> bool:
     first = tensors[0]
     return all(t.device == first.device and t.dtype == first.dtype for t in tensors)
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.HEALTH
+PROBE = HealthProbe

@@ -51,6 +51,7 @@ from typing import Any
 from dflash_contract import proc
 from dflash_contract.attach import KERNELS_OUTCOME_SCHEMA as OUTCOME_SCHEMA
 from dflash_contract.attach import OUTCOME_SUFFIX, STOP_SUFFIX, TMP_SUFFIX, TRACE_SUFFIX
+from dflash_contract.private_file import create_private, write_private_atomic
 from probes._common import JsonDict, current_frames
 
 THREAD_NAME = "dflash-diag-kernels"
@@ -501,8 +502,7 @@ def _export(rec: Recording) -> JsonDict:
     path = rec.prefix + TRACE_SUFFIX
     t0 = time.perf_counter()
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        os.close(fd)
+        create_private(path, b"")  # claimed, private, before torch's writer opens it
         rec.profile.export_chrome_trace(path)
         # torch's writer replaces the file with one of the process's umask: private again (the directory, the
         # board directory, is 0700 already: nobody else could open it meanwhile).
@@ -539,16 +539,8 @@ def thread_names() -> dict[str, str]:
 
 def _write_outcome(path: str, outcome: JsonDict) -> None:
     data = json.dumps(outcome, default=str, allow_nan=False).encode()
-    tmp = path + TMP_SUFFIX
     with contextlib.suppress(OSError):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_private_atomic(path, data, tmp=path + TMP_SUFFIX)
 
 
 def recording() -> JsonDict | None:

@@ -636,3 +636,8 @@ def _float_or_none(value: Any) -> float | None:
 
 def _dumps(value: Any) -> bytes:
     return json.dumps(value, allow_nan=False, separators=(",", ":")).encode()
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.MAILBOX
+PROBE = MailboxProbe

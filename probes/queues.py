@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import PayloadKeys, QueueKeys
+from dflash_contract.board import PayloadKeys, ProbeName, QueueKeys
 from probes._common import JsonDict
 
 _STATS_ATTR = "_dflash_diag_stats"
@@ -214,3 +214,8 @@ class QueuesProbe:
                     st.queue.__class__ = st.base
                 except TypeError:
                     pass
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.QUEUES
+PROBE = QueuesProbe

@@ -27,29 +27,19 @@ from typing import TYPE_CHECKING, Any
 from dflash_contract import proc
 from dflash_contract.board import BOARD_SCHEMA, ProbeName, SessionKeys
 from dflash_contract.redact import redact_text, redact_tree
-from probes import (
-    allocator,
+from probes import (  # the session's own API hands to these (watch_queue, watch_model; the board to the mailbox)
     checkpoint,
-    codedrift,
-    collectives,
-    compile,
-    cudagraphs,
-    fastpath,
-    gil,
-    health,
     mailbox,
     queues,
-    settings,
-    syncs,
-    threads,
 )
 from probes._common import JsonDict, Probe, error_payload, json_safe, thread_tids, torch_if_imported
 from probes.board_writer import BoardPublisher, writer_identity
 from probes.discover import discover_objects
+from probes.registry import BY_NAME
 from probes.wandb_log import WandbLogger
 
 if TYPE_CHECKING:
-    from probes import ProbesConfig
+    from probes.config import ProbesConfig
 
 # After this many consecutive snapshot failures a probe is switched off (its last error stays on the board).
 MAX_CONSECUTIVE_ERRORS = 5
@@ -72,30 +62,12 @@ class Lease:
         return proc.process_alive(self.pid, self.start_ticks)
 
 
-# Each probe's class, by its board name; it is built from the ProbesConfig field of the same name (``config.gil``).
-PROBE_CLASSES: dict[str, Callable[[Any], Probe]] = {
-    ProbeName.GIL: gil.GilProbe,
-    ProbeName.ALLOCATOR: allocator.AllocatorProbe,
-    ProbeName.COMPILE: compile.CompileProbe,
-    ProbeName.CUDAGRAPHS: cudagraphs.CudagraphsProbe,
-    ProbeName.QUEUES: queues.QueuesProbe,
-    ProbeName.CHECKPOINT: checkpoint.CheckpointProbe,
-    ProbeName.FASTPATH: fastpath.FastpathProbe,
-    ProbeName.CODEDRIFT: codedrift.CodedriftProbe,
-    ProbeName.THREADS: threads.ThreadsProbe,
-    ProbeName.HEALTH: health.HealthProbe,
-    ProbeName.COLLECTIVES: collectives.CollectivesProbe,
-    ProbeName.SYNCS: syncs.SyncsProbe,
-    ProbeName.MAILBOX: mailbox.MailboxProbe,
-    ProbeName.SETTINGS: settings.SettingsProbe,
-}
-
-
 def _build(name: str, config: ProbesConfig) -> Probe:
-    cls = PROBE_CLASSES.get(name)
-    if cls is None:
+    """Probe ``name`` (the registry's class) from its Config."""
+    spec = BY_NAME.get(name)
+    if spec is None:
         raise ValueError(f"unknown probe {name!r}")
-    return cls(getattr(config, name))
+    return spec.build(config.config_of(name))
 
 
 def _new_slot(name: str, config: ProbesConfig) -> _Slot:

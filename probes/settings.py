@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import STATUS_OK, PayloadKeys, SettingsKeys
+from dflash_contract.board import STATUS_OK, PayloadKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import gc_default_thresholds, known_env
 from probes._common import HookGuard, JsonDict, loaded_module, thread_name
 
@@ -413,3 +413,8 @@ class _CallbackLoader:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.SETTINGS
+PROBE = SettingsProbe

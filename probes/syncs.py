@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import PayloadKeys, SyncKeys
+from dflash_contract.board import PayloadKeys, ProbeName, SyncKeys
 from probes._common import HookGuard, JsonDict, na, thread_name, torch_if_imported
 
 SYNC_MESSAGE = "called a synchronizing CUDA operation"  # torch's text (c10/cuda/CUDAFunctions.cpp)
@@ -187,3 +187,8 @@ def _error_filter(before: tuple[Any, ...] | None = None) -> bool:
         if action == "error" and isinstance(category, type) and issubclass(UserWarning, category):
             return True
     return False
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.SYNCS
+PROBE = SyncsProbe

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_contract.board import STATUS_OK, PayloadKeys, ThreadsKeys
+from dflash_contract.board import STATUS_OK, PayloadKeys, ProbeName, ThreadsKeys
 from probes._common import HookGuard, JsonDict
 
 _MESSAGE_CHARS = 300
@@ -114,3 +114,8 @@ class ThreadsProbe:
         self._closed = True
         if threading.excepthook == self._hook:
             threading.excepthook = self._previous
+
+
+# What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
+NAME = ProbeName.THREADS
+PROBE = ThreadsProbe

@@ -16,7 +16,7 @@ step is logged as ``dflash/probes/step``, so the alignment can be checked.
 Never hurts the run: wandb is never imported here (the program imported it, or there is no run to log
 to); it is looked up at each publish, so a run started or finished later is followed; at most one log per
 ``interval_s``; every wandb error is swallowed, counted and published on the board
-(``session.wandb``). A critical finding the process can see in its own board (:func:`probes.readings.critical_alerts`)
+(``session.wandb``). A critical finding the process can see in its own board (:func:`dflash_contract.readings.critical_alerts`)
 raises ``run.alert`` once per run and rule.
 
 The run syncs to the cloud, and metric keys hold names the program chose (``dflash/queue/<name>/depth``): every
@@ -31,9 +31,9 @@ import sys
 import time
 from typing import Any
 
+from dflash_contract.readings import Reading, critical_alerts, readings
 from dflash_contract.redact import redact_text, scrub_text, secret_values
 from probes._common import JsonDict, loaded_module
-from probes.readings import Reading, critical_alerts, readings
 
 DEFAULT_INTERVAL_S = 2.0  # wandb: "run.log() is not intended to be called more than a few times per second"
 ALERT_WAIT_S = 300  # wandb's own rate limit between two alerts of the same title

@@ -55,7 +55,8 @@ def load_job(name: str, *, drop_rank: int | None = None, boards: dict[int, list[
         launcher = ProcessFacts(state="S", start_wall_s=NOW - 120, stderr_target="/tmp/job/out.log",
                                 stderr_tail=launcher_stderr)
     return JobObservation(topology=topology, ranks=tuple(observations), started_wall_s=NOW - 10,
-                          window_s=max(o.window_s for o in observations), launcher_alive=True, launcher=launcher)
+                          window_s=max(o.window_s for o in observations), launcher_alive=True, launcher=launcher,
+                          now_wall_s=NOW)
 
 
 def _board(pid: int, payload: dict[str, Any], wall: float) -> Board:

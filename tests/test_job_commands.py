@@ -1,6 +1,7 @@
 """Every command that takes a PID, on one real torchrun job (2 ranks, gloo, a DataLoader worker each) started under
 `dflash-diag run`: doctor from `run`'s own PID, top --batch, snapshot, record and export --job see the whole job,
-and the probes reached every rank but not the launcher (docs/jobs.md)."""
+and the probes reached every rank but not the launcher (docs/jobs.md); the job's observation, saved by doctor or
+carried by its bundle, is judged again offline with the same report (docs/observations.md)."""
 
 from __future__ import annotations
 
@@ -68,9 +69,13 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_doctor_from_runs_own_pid_sees_both_ranks_under_probes(job: tuple[int, int, dict[str, str], Path]) -> None:
-    run_pid, launcher, env, _ = job
-    out = _cli(env, "doctor", str(run_pid), "--json", "--duration", "3")
+    run_pid, launcher, env, work = job
+    saved = work / "job-observation.json"
+    out = _cli(env, "doctor", str(run_pid), "--json", "--duration", "3", "--save-observation", str(saved))
     assert out.returncode == 0, out.stderr
+    # The job's observation (every rank's window), judged again offline: the same report, byte for byte.
+    replayed = _cli(env, "doctor", "--replay", str(saved), "--json")
+    assert replayed.returncode == 0 and replayed.stdout == out.stdout, replayed.stderr
     report = json.loads(out.stdout)
     ranks = report["job"]["ranks"]
     assert report["job"]["launcher_pid"] == launcher and [r["rank"] for r in ranks] == [0, 1]
@@ -95,8 +100,16 @@ def test_top_batch_snapshot_record_and_export_take_the_job(job: tuple[int, int, 
         names = {Path(m.name).name for m in tar.getmembers()}
         top_doc = json.loads(tar.extractfile(next(m for m in tar.getmembers()
                                                   if m.name.endswith("/snapshot.json"))).read())
-    assert {"snapshot.json", "report.md", "rank1-report.md", "rank1-snapshot.json", "rank1-stacks.txt"} <= names
+    assert {"snapshot.json", "report.md", "rank1-report.md", "rank1-snapshot.json", "rank1-stacks.txt",
+            "observation.json"} <= names
     assert [r["rank"] for r in top_doc["job"]["ranks"]] == [0, 1] and top_doc["job"]["launcher_pid"] == launcher
+    # The bundle carries the job's observation: doctor on it gives the job's report, as the bundle's analysis did.
+    offline = _cli(env, "doctor", str(work / "job.tar.gz"), "--json")
+    assert offline.returncode == 0, offline.stderr
+    offline_doc = json.loads(offline.stdout)
+    assert [(f["rule_id"], f["claim"]) for f in offline_doc["findings"]] == \
+        [(f["rule_id"], f["claim"]) for f in top_doc["job"]["findings"]]
+    assert [r["pid"] for r in offline_doc["job"]["ranks"]] == [r["pid"] for r in top_doc["job"]["ranks"]]
 
     rec = _cli(env, "record", str(launcher), "--duration", "2", "-o", str(work / "trace.json"), "--json")
     assert rec.returncode == 0, rec.stderr

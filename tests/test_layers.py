@@ -2,7 +2,7 @@
 
 dflash_contract (stdlib: the board contract, /proc identity, the redactor; imported by probes and tool alike) |
 probes/ (stdlib + torch) | dflash_diag/model (stdlib) | sources (all I/O, reads) | inject (writes into a live
-process: attach/detach) | analysis (pure) | view (top's frame
+process: attach/detach) | analysis (pure) | observe (a target over a window, through sources) | view (top's frame
 and batch report) | tui (the screen: model + view only), snapshot | cli (wires real sources into everything).
 docs/architecture.md describes the layers and tabulates these rules.
 """
@@ -90,6 +90,17 @@ def test_only_the_store_source_imports_torch_and_only_inside_functions() -> None
     assert not any(_top(a.name) == "torch" for n in top_level if isinstance(n, ast.Import) for a in n.names)
 
 
+def test_observe_sits_between_the_readers_and_the_commands() -> None:
+    """``observe`` wires the readers (``sources``) into one window of a target; it presents nothing and writes into
+    no process, and nothing below it (the readers, the pure analysis, the views, the screen) reaches up into it."""
+    banned = ("dflash_diag.view", "dflash_diag.tui", "dflash_diag.cli", "dflash_diag.snapshot", "dflash_diag.export",
+              "dflash_diag.inject", "textual", "rich", "probes", "subprocess")
+    assert _violations("dflash_diag/observe", {"dflash_diag", "dflash_contract"}, banned) == []
+    for package in ("model", "sources", "analysis", "view", "tui", "inject"):
+        assert [v for v in _violations(f"dflash_diag/{package}", set(), ())
+                if " imports dflash_diag.observe" in v] == [], package
+
+
 def test_sources_only_read_the_injector_is_apart() -> None:
     """``sources`` reads the outside world; writing into a live process is ``inject``'s alone, and only the
     commands start an injection (``cli``; snapshot and export never do)."""
@@ -155,9 +166,71 @@ def test_exports_sit_above_analysis_and_below_the_cli() -> None:
     # Builders of traces/profiles are pure; the Prometheus collector reads boards through sources, like snapshot.
     # Both name the board's keys by the contract's constants (stdlib only).
     banned = ("dflash_diag.tui", "dflash_diag.cli", "textual", "subprocess")
-    allowed = {"dflash_diag", "dflash_contract", "prometheus_client", "probes.readings"}
+    allowed = {"dflash_diag", "dflash_contract", "prometheus_client"}
     assert _violations("dflash_diag/export", allowed, banned) == []
     pure = ("dflash_diag.sources", "prometheus_client", "socket", "pynvml")
     for module in ("trace", "speedscope", "timebase", "kernels"):
         path = ROOT / "dflash_diag" / "export" / f"{module}.py"
         assert [n for n in _imports(path) if _within(n, pure)] == [], module
+
+
+# The floors of the house, bottom up (docs/architecture.md's picture). An import, at module level or inside a
+# function, goes to a lower floor only: a function-local import that goes up is a layer rule broken out of the
+# loader's sight. Two layers on one floor do not import each other (``snapshot`` and ``export``'s exchange is the
+# one exception: a bundle holds a trace).
+FLOORS = {"dflash_contract": 0, "probes": 1, "model": 1, "errors": 1, "dflash_diag": 1, "sources": 2,
+          "reference_trainer": 2, "inject": 3, "analysis": 3, "observe": 4, "view": 4, "tui": 5, "export": 5,
+          "snapshot": 6, "cli": 7, "__main__": 8}
+SAME_FLOOR_ALLOWED = {("snapshot", "export")}
+PURE = ("model", "analysis", "view")  # plain Python with no start-up to save: no import hides inside a function
+
+
+def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    from test_import_cycles import PACKAGES, import_graph
+
+    return import_graph(ROOT, PACKAGES)
+
+
+def upward_imports(eager: dict[str, set[str]], lazy: dict[str, set[str]]) -> list[str]:
+    from test_import_cycles import _layer
+
+    bad = []
+    for kind, graph in (("", eager), ("function-local or type-only ", lazy)):
+        for module, targets in sorted(graph.items()):
+            for target in sorted(targets):
+                src, dst = _layer(module), _layer(target)
+                if src == dst or (src, dst) in SAME_FLOOR_ALLOWED:
+                    continue
+                if FLOORS.get(dst, 99) >= FLOORS.get(src, 99):
+                    bad.append(f"{module} ({src}, floor {FLOORS.get(src)}) {kind}imports {target} "
+                               f"({dst}, floor {FLOORS.get(dst)})")
+    return bad
+
+
+def test_no_import_goes_up_a_floor_not_even_inside_a_function() -> None:
+    eager, lazy = _graph()
+    assert upward_imports(eager, lazy) == []
+
+
+def test_the_pure_layers_hide_no_import_in_a_function() -> None:
+    """``model``, ``analysis`` and ``view`` load in milliseconds and import nothing heavy: an import inside one of
+    their functions can only be hiding a cycle (the 2026-12-04 review counted 17 in ``analysis``)."""
+    from test_import_cycles import _imports as statements
+
+    hidden = []
+    for layer in PURE:
+        for path in _modules(f"dflash_diag/{layer}"):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for fn in ast.walk(tree):
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    hidden += [f"{path.relative_to(ROOT)}:{node.lineno}" for node, _ in statements(fn)
+                               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dflash")]
+    assert hidden == []
+
+
+def test_an_upward_function_local_import_is_caught(tmp_path: Path) -> None:
+    """Guards the check itself: a planted lazy import from analysis up into cli is reported."""
+    eager = {"dflash_diag.analysis.x": set(), "dflash_diag.cli.y": {"dflash_diag.analysis.x"}}
+    lazy = {"dflash_diag.analysis.x": {"dflash_diag.cli.y"}, "dflash_diag.cli.y": set()}
+    assert upward_imports(eager, {k: set() for k in lazy}) == []
+    assert len(upward_imports(eager, lazy)) == 1

@@ -1,82 +1,38 @@
-"""Analysis: pure functions from an :class:`~dflash_diag.model.Observation` to what it means.
+"""Analysis: pure functions from an observation to what it means.
 
-:func:`analyse` is the one entry point ``doctor``, ``top`` and ``snapshot`` share: thread states and stages,
-the pipeline view, every rule, the causal links between causes and symptoms, and the headline. It never
-raises: a part that fails becomes an ``NA`` pane or a note in ``Analysis.errors``.
+:func:`analyse` is the one entry point every command shares (``doctor``, ``top``, ``snapshot``, ``record``, the
+replay of a saved observation): of one process (``analysis.process``: thread states and stages, the pipeline
+view, the wait-for graph, every rule, the causal links between causes and symptoms, and the headline) or of a
+job (``analysis.job``: each rank as a process, then the job's own rules across them). A pure function of the
+observation, which records what it is judged with; it never raises: a part that fails becomes an ``NA`` pane or a
+note in the analysis' ``errors``.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
+from typing import overload
 
-from dflash_diag.analysis.threads import StagePatterns
-from dflash_diag.model import NA, Analysis, Finding, Maybe, Observation, PipelineView, Severity, ThreadStats
-from dflash_diag.model.analysis import PHASE_HUNG
-from dflash_diag.model.findings import NOTE
-from dflash_diag.model.waits import WaitGraph
+from dflash_diag.analysis.job import analyse_job
+from dflash_diag.analysis.process import analyse_process
+from dflash_diag.model import Analysis, Observation
+from dflash_diag.model.job import JobAnalysis, JobObservation
 
 
-def analyse(
-    obs: Observation,
-    patterns: StagePatterns | None = None,
-    *,
-    now_wall_s: float | None = None,
-    previous_bottleneck: str = "",
-) -> Analysis:
-    """Everything the tool can say about ``obs``. ``patterns`` name the target/drafter threads (default
-    ``target-*`` / ``drafter-*``; stages are inferred from queue use when no thread matches). ``now_wall_s``
-    (default: now) is when the analysis is made (board staleness). ``previous_bottleneck``: the stage a live screen
-    named last, for the verdict's hysteresis (``analysis.pipeline``)."""
-    from dflash_diag.analysis.causal import link
-    from dflash_diag.analysis.findings import FAMILIES, run_families
-    from dflash_diag.analysis.findings._context import Context
-    from dflash_diag.analysis.pipeline import DEFAULT_QUEUE, pipeline_view
-    from dflash_diag.analysis.stages import StageAssignment
-    from dflash_diag.analysis.threads import aggregate
-
-    now = time.time() if now_wall_s is None else now_wall_s
-    errors: list[str] = []
-    threads: tuple[ThreadStats, ...] = ()
-    assignment = StageAssignment(stages={}, how="")
-    try:
-        threads, assignment = aggregate(obs, patterns or StagePatterns())
-    except Exception as exc:  # an analysis bug is shown, never raised into a UI or a report
-        errors.append(f"thread analysis failed: {type(exc).__name__}: {exc}")
-    pipeline: Maybe[PipelineView]
-    try:
-        queue = assignment.queue if assignment.how == "queues" and assignment.queue else DEFAULT_QUEUE
-        pipeline = pipeline_view(obs, threads, queue_name=queue, now_wall_s=now, stages_from=assignment.how,
-                                 previous=previous_bottleneck)
-    except Exception as exc:
-        pipeline = NA(f"pipeline analysis failed: {type(exc).__name__}: {exc}")
-        errors.append(pipeline.reason)
-    if isinstance(pipeline, NA):
-        return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(), headline=None,
-                        errors=tuple(errors))
-    ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now, assignment=assignment)
-    try:
-        findings = run_families(ctx, FAMILIES)
-        linked, headline, phase = link(findings)
-    except Exception as exc:
-        errors.append(f"findings failed: {type(exc).__name__}: {exc}")
-        failed = Finding(rule_id="rule-error", severity=Severity.INFO, claim="the findings could not be computed",
-                         evidence=(("error", f"{type(exc).__name__}: {exc}"[:200]),),
-                         remedy="Please report this with `dflash-diag snapshot PID` attached.", kind=NOTE)
-        return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=(failed,), headline=None,
-                        errors=tuple(errors))
-    if phase == PHASE_HUNG:
-        # One report never contradicts itself: a pipeline that does not move has no bottleneck stage.
-        pipeline = replace(pipeline, bottleneck="hung",
-                           verdict="hung: nothing moves, so no stage limits throughput (the headline says why)")
-    waits: Maybe[WaitGraph]
-    try:
-        waits = ctx.waits
-    except Exception as exc:
-        waits = NA(f"wait-for graph failed: {type(exc).__name__}: {exc}")
-        errors.append(waits.reason)
-    return Analysis(observation=obs, threads=threads, pipeline=pipeline, findings=linked, headline=headline,
-                    phase=phase, errors=tuple(errors), waits=waits)
+@overload
+def analyse(obs: Observation, *, previous_bottleneck: str = "") -> Analysis: ...
 
 
-__all__ = ["analyse"]
+@overload
+def analyse(obs: JobObservation, *, previous_bottleneck: str = "") -> JobAnalysis: ...
+
+
+def analyse(obs: Observation | JobObservation, *, previous_bottleneck: str = "") -> Analysis | JobAnalysis:
+    """Everything the tool can say about ``obs``, of a process or of a job. ``previous_bottleneck``: the stage a live
+    screen of one process named last, for the verdict's hysteresis (``analysis.pipeline``); a one-off window (and
+    its replay) has none."""
+    if isinstance(obs, JobObservation):
+        return analyse_job(obs)
+    return analyse_process(obs, previous_bottleneck=previous_bottleneck)
+
+
+__all__ = ["analyse", "analyse_job", "analyse_process"]

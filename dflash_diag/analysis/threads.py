@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import fnmatch
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -40,36 +39,10 @@ from dflash_diag.model import (
     ThreadState,
     ThreadStats,
 )
+from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.stage import STAGE_ORDER
 
-
-@dataclass(frozen=True, slots=True)
-class StagePatterns:
-    """Which thread names belong to which pipeline stage (fnmatch patterns, case-sensitive)."""
-
-    target: tuple[str, ...] = ("target-*",)
-    drafter: tuple[str, ...] = ("drafter-*",)
-
-    def stage_of(self, name: str | None) -> Stage:
-        if name:
-            if any(fnmatch.fnmatchcase(name, p) for p in self.target):
-                return Stage.TARGET
-            if any(fnmatch.fnmatchcase(name, p) for p in self.drafter):
-                return Stage.DRAFTER
-        return Stage.OTHER
-
-    @classmethod
-    def parse(cls, target: str | None = None, drafter: str | None = None) -> StagePatterns:
-        """From comma-separated CLI values (``--target-threads 'target-*,tgt*'``); None keeps the default."""
-        default = cls()
-        return cls(
-            target=_split(target) or default.target,
-            drafter=_split(drafter) or default.drafter,
-        )
-
-
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(p.strip() for p in (value or "").split(",") if p.strip())
+DEFAULT_PATTERNS = StagePatterns()  # frozen, so a shared default is safe
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +247,7 @@ def _inherit_backward(
 
 def aggregate_threads(
     obs: Observation,
-    patterns: StagePatterns = StagePatterns(),  # frozen, so a shared default is safe
+    patterns: StagePatterns = DEFAULT_PATTERNS,
     *,
     lines: LineLookup | None = None,
 ) -> tuple[ThreadStats, ...]:
@@ -288,7 +261,7 @@ def aggregate_threads(
 
 def aggregate(
     obs: Observation,
-    patterns: StagePatterns = StagePatterns(),
+    patterns: StagePatterns = DEFAULT_PATTERNS,
     *,
     lines: LineLookup | None = None,
 ) -> tuple[tuple[ThreadStats, ...], StageAssignment]:

@@ -28,12 +28,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dflash_contract.board import SessionKeys
+from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.collectives import collective_op
-from dflash_diag.analysis.findings._context import Context, user_frames
+from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.hotspots import hot_functions, spots_text
 from dflash_diag.analysis.peers import outside_wait
+from dflash_diag.analysis.sampled import Sampled, classified, process_cpu_pct
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
-from dflash_diag.model import Frame, Stage, ThreadSample, ThreadState, ThreadStats
+from dflash_diag.model import NA, Frame, Maybe, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.waits import (
     FOLLOWED,
@@ -86,7 +88,7 @@ class _Row:
     gil_holder: str | None  # the thread holding the GIL in the same dump
 
 
-def build(ctx: Context) -> WaitGraph:
+def build(ctx: Sampled) -> WaitGraph:
     """The wait-for graph of ``ctx``'s window."""
     rows = _rows(ctx)
     stats = {t.name: t for t in ctx.threads}
@@ -94,7 +96,7 @@ def build(ctx: Context) -> WaitGraph:
     nodes = [_node(ctx, name, rs, stats.get(name)) for name, rs in rows.items()
              if len(rs) >= MIN_SAMPLES and not name.startswith(_TOOL_THREADS)]
     nodes = [_linked(n, nodes, uses) for n in nodes]
-    cpu = process_cpu_pct(ctx)
+    cpu = process_cpu_pct(ctx.obs)
     progress = _progress(ctx, nodes, cpu)
     note = "" if nodes else f"no thread has {MIN_SAMPLES} samples in the window"
     return WaitGraph(threads=tuple(sorted(nodes, key=lambda n: (-n.computing_share, n.name))),
@@ -102,27 +104,30 @@ def build(ctx: Context) -> WaitGraph:
                      cycle=_lock_cycle(nodes), note=note, trains=training_threads(nodes, rows))
 
 
+def graph_of(sampled: Sampled) -> Maybe[WaitGraph]:
+    """:func:`build`, never raising: the graph, or why it could not be built (``analyse`` builds it once, before the
+    rules run, and records the reason among its errors)."""
+    try:
+        return build(sampled)
+    except Exception as exc:  # an analysis bug is shown, never raised
+        return NA(f"wait-for graph failed: {type(exc).__name__}: {exc}")
+
+
 # --- rows -------------------------------------------------------------------------------------------------------
 
 
-def _rows(ctx: Context) -> dict[str, list[_Row]]:
+def _rows(ctx: Sampled) -> dict[str, list[_Row]]:
     """Every thread's samples with their states and the GIL holder of the same dump, in time order, by name."""
     by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
     by_name = {t.name: t for t in ctx.threads if t.os_thread_id is None}
-    cursor: dict[str, int] = {}
+    holders: dict[int, str | None] = {}  # by the dump (its id: the dumps of the window live as long as this)
     out: dict[str, list[_Row]] = {}
-    for sample in sorted(ctx.obs.stacks, key=lambda s: s.monotonic_s):
-        holder_thread = next((t for t in sample.threads if t.owns_gil), None)
-        holder = _stats_of(holder_thread, by_tid, by_name) if holder_thread is not None else None
-        for thread in sample.threads:
-            stats = _stats_of(thread, by_tid, by_name)
-            if stats is None:
-                continue
-            i = cursor.get(stats.name, 0)
-            if i < len(stats.timeline):
-                out.setdefault(stats.name, []).append(
-                    _Row(sample.monotonic_s, thread, stats.timeline[i], holder.name if holder is not None else None))
-                cursor[stats.name] = i + 1
+    for sample, thread, stats, state in classified(ctx.obs, ctx.threads):
+        if id(sample) not in holders:
+            holder_thread = next((t for t in sample.threads if t.owns_gil), None)
+            holder = _stats_of(holder_thread, by_tid, by_name) if holder_thread is not None else None
+            holders[id(sample)] = holder.name if holder is not None else None
+        out.setdefault(stats.name, []).append(_Row(sample.monotonic_s, thread, state, holders[id(sample)]))
     return out
 
 
@@ -143,7 +148,7 @@ def _site(frame: Frame | None) -> str:
     return f"{frame.name} ({frame.short_filename}:{frame.line})" if frame.line else f"{frame.name} ({frame.short_filename})"
 
 
-def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:
+def wait_of(ctx: Sampled, row: _Row) -> tuple[str, str, str] | None:
     """(kind, target, site) of what the sample waits on; None when it works."""
     state = row.state
     thread = row.thread
@@ -166,12 +171,12 @@ def wait_of(ctx: Context, row: _Row) -> tuple[str, str, str] | None:
     return _idle_wait(ctx, thread, own, site)
 
 
-def _queue_at(ctx: Context, frame: Frame) -> str:
+def _queue_at(ctx: Sampled, frame: Frame) -> str:
     match = QUEUE_CALL.search(ctx.line_text(frame) or "")
     return queue_name(match.group(1)) if match is not None else ""
 
 
-def _idle_wait(ctx: Context, thread: ThreadSample, own: Sequence[Frame], site: str) -> tuple[str, str, str]:
+def _idle_wait(ctx: Sampled, thread: ThreadSample, own: Sequence[Frame], site: str) -> tuple[str, str, str]:
     op = collective_op(thread, ctx.obs.line_text)
     if op is not None:  # the peer ranks are other processes: the job's analysis follows this edge (analysis.job)
         return WAIT_COLLECTIVE, op, site
@@ -213,7 +218,7 @@ def _idle_wait(ctx: Context, thread: ThreadSample, own: Sequence[Frame], site: s
 # --- one thread --------------------------------------------------------------------------------------------
 
 
-def _node(ctx: Context, name: str, rows: list[_Row], stats: ThreadStats | None) -> ThreadWaits:
+def _node(ctx: Sampled, name: str, rows: list[_Row], stats: ThreadStats | None) -> ThreadWaits:
     n = len(rows)
     waits: Counter[tuple[str, str]] = Counter()
     sites: dict[tuple[str, str], Counter[str]] = {}
@@ -241,7 +246,7 @@ def _moved(rows: Sequence[_Row]) -> bool:
     return len(seen) > 1
 
 
-def _holds(ctx: Context, thread: ThreadSample) -> tuple[str, ...]:
+def _holds(ctx: Sampled, thread: ThreadSample) -> tuple[str, ...]:
     held: dict[str, None] = {}
     for frame in user_frames(thread):
         line = ctx.code.get((frame.filename, frame.line))
@@ -250,7 +255,7 @@ def _holds(ctx: Context, thread: ThreadSample) -> tuple[str, ...]:
     return tuple(held)
 
 
-def _queue_uses(ctx: Context, rows: Mapping[str, list[_Row]]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+def _queue_uses(ctx: Sampled, rows: Mapping[str, list[_Row]]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """Thread name -> (queues it puts into, queues it gets from): from its samples and its functions on disk."""
     out = {}
     for name, rs in rows.items():
@@ -291,21 +296,7 @@ def _linked(node: ThreadWaits, nodes: Sequence[ThreadWaits],
 # --- progress, cycles ----------------------------------------------------------------------------------------
 
 
-def process_cpu_pct(ctx: Context) -> float | None:
-    """% of one core the whole process used between the first and last /proc readings of the window."""
-    sweeps = [s for s in ctx.obs.proc if s]
-    if len(sweeps) < 2:
-        return None
-    first, last = sweeps[0], sweeps[-1]
-    dt = last[0].monotonic_s - first[0].monotonic_s
-    if dt <= 0.5:
-        return None
-    before = {t.tid: t.run_ns for t in first}
-    used_ns = sum(max(0, t.run_ns - before[t.tid]) for t in last if t.tid in before)
-    return 100.0 * used_ns / 1e9 / dt
-
-
-def _progress(ctx: Context, nodes: Sequence[ThreadWaits], cpu_pct: float | None) -> bool:
+def _progress(ctx: Sampled, nodes: Sequence[ThreadWaits], cpu_pct: float | None) -> bool:
     if any(n.computing_share >= WORK_SHARE or n.stack_changed for n in nodes):
         return True
     if cpu_pct is not None and cpu_pct >= IDLE_CPU_PCT:
@@ -346,7 +337,7 @@ def _lock_cycle(nodes: Sequence[ThreadWaits]) -> tuple[str, ...]:
 # --- the chain ------------------------------------------------------------------------------------------------
 
 
-def _chain(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],
+def _chain(ctx: Sampled, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],
            uses: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> tuple[ChainHop, ...]:
     by_name = {n.name: n for n in nodes}
     start = start_threads(ctx, nodes, rows, uses)
@@ -372,10 +363,8 @@ def _chain(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_
     return tuple(hops)
 
 
-def _children_hop(ctx: Context) -> ChainHop | None:
+def _children_hop(ctx: Sampled) -> ChainHop | None:
     """The root behind a wait on a child process: where the sampled children spend their working samples."""
-    from dflash_diag.analysis.classify import explain
-
     samples = ctx.obs.children
     if not samples:
         return None
@@ -400,7 +389,7 @@ def _children_hop(ctx: Context) -> ChainHop | None:
     return ChainHop(threads=pids, edge=None, hot=spots_text(spots))
 
 
-def start_threads(ctx: Context, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],
+def start_threads(ctx: Sampled, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],
                   uses: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> tuple[str, ...]:
     """The threads that lose throughput when something is slow: those that train (backward, optimizer step),
     else the pipeline's end (threads that get from a queue and put into none), else the consumer stage, else the
@@ -455,10 +444,10 @@ def _group_wait(group: Sequence[ThreadWaits]) -> WaitEdge | None:
                     to_threads=holders)
 
 
-def _group_hot(ctx: Context, group: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> str:
+def _group_hot(ctx: Sampled, group: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]]) -> str:
     samples = [(r.thread, r.state) for n in group for r in rows.get(n.name, ())]
     spots = hot_functions(samples, n=2)
     return spots_text(spots)
 
 
-__all__ = ["CHAIN_WAIT_SHARE", "build", "process_cpu_pct", "start_threads", "wait_of"]
+__all__ = ["CHAIN_WAIT_SHARE", "build", "graph_of", "start_threads", "wait_of"]

@@ -15,13 +15,17 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_diag import __version__
 from dflash_diag.errors import AttachError, CommandError, ExitCode
 from dflash_diag.model import Observation
+
+if TYPE_CHECKING:
+    from dflash_diag.observe import Target, Window
 
 
 def record_kernels(args: argparse.Namespace, duration_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -75,27 +79,44 @@ def _say(args: argparse.Namespace, message: str) -> None:
     print(f"dflash-diag record: {message}", file=sys.stderr, flush=True)
 
 
-def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: dict[str, Any]) -> Any:
-    """doctor's window until the process says the profiler stopped, then the trace as evidence of the analysis."""
-    from dflash_diag.cli._observe import observe, sampler_config
+def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: dict[str, Any]) -> Observation:
+    """`record`'s window: the process the flags name, for ``duration_s`` (or until the profiler stops)."""
+    from dflash_diag.cli._args import patterns_from_args
+    from dflash_diag.observe import Target, Window
+
+    target = Target(args.pid, board_dir=args.board_dir, patterns=patterns_from_args(args))
+    window = Window(duration_s=duration_s, rate_hz=args.rate, native=args.native)
+    return observe_recording(target, window, started, state, show_progress=not args.json,
+                             say=lambda message: _say(args, message))
+
+
+def observe_recording(target: Target, window: Window, started: Any, state: dict[str, Any], *, show_progress: bool,
+                      say: Callable[[str], None]) -> Observation:
+    """doctor's window until the process says the profiler stopped, then the trace as evidence of the analysis
+    (``record --kernels``, ``doctor --kernel-window``); ``state`` gets the recording's outcome, the clock map and
+    the size of torch's trace."""
+    from dflash_diag.cli._observe import observe_shown
     from dflash_diag.inject import kernels as recording
     from dflash_diag.sources.kernel_trace import recorded_trace
 
+    pid = target.pid
+
     def finish(obs: Observation) -> Observation:
-        outcome = recording.wait_outcome(args.pid, started.files, time.monotonic() + duration_s + recording.END_GRACE_S)
+        outcome = recording.wait_outcome(pid, started.files, time.monotonic() + window.duration_s + recording.END_GRACE_S)
         if not outcome.get("ok"):
-            raise AttachError(f"PID {args.pid}: the kernel recording failed: {outcome.get('error')}", ExitCode.ATTACH_FAILED)
+            raise AttachError(f"PID {pid}: the kernel recording failed: {outcome.get('error')}", ExitCode.ATTACH_FAILED)
         if outcome.get("reason") == "program-profiler":
-            _say(args, f"PID {args.pid} started a profiler of its own: ours stepped aside at once (the trace ends there)")
+            say(f"PID {pid} started a profiler of its own: ours stepped aside at once (the trace ends there)")
         with recording.open_trace(started.files) as fh:  # read as a stream: memory is what is kept of it
             size = os.fstat(fh.fileno()).st_size
-            trace, clock = recorded_trace(fh, outcome, args.pid, wall_minus_mono_s=time.time() - time.monotonic())
+            trace, clock = recorded_trace(fh, outcome, pid, wall_minus_mono_s=time.time() - time.monotonic())
         state.update(outcome=outcome, clock=clock, torch_bytes=size)
         return replace(until_stop(obs, outcome.get("stop_began_mono_ns")), kernels=trace)
 
-    config = sampler_config(duration_s, args.rate, args.board_dir, native=args.native)
-    return observe(args.pid, duration_s, config, progress=not args.json,
-                   until=lambda: recording.ended(started.files), finish=finish)
+    obs = observe_shown(target, window, show_progress=show_progress, until=lambda: recording.ended(started.files),
+                        finish=finish)
+    assert isinstance(obs, Observation)  # a process, never a job
+    return obs
 
 
 def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
@@ -118,13 +139,14 @@ def until_stop(obs: Observation, stop_began_mono_ns: object) -> Observation:
                    window_s=max(0.0, min(obs.window_s, cut_s - start_s)))
 
 
-def _merge(args: argparse.Namespace, started: Any, observed: Any,
+def _merge(args: argparse.Namespace, started: Any, obs: Observation,
            state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from dflash_diag.analysis.kernels import summarise, summary_json
+    from dflash_diag.analysis import analyse
     from dflash_diag.export.kernels import kernels_trace
     from dflash_diag.model.kernels import GPU_CATS
+    from dflash_diag.view.kernels import summary_json
 
-    obs, analysis = observed.observation, observed.analysis
+    analysis = analyse(obs)
     trace, clock, outcome = obs.kernels, state["clock"], state["outcome"]
     profiled_s = max(0.0, (int(outcome.get("stopped_mono_ns") or 0) - int(outcome.get("started_mono_ns") or 0)) / 1e9)
     info = {"torch": outcome.get("torch"), "cuda": bool(outcome.get("cuda")), "reason": outcome.get("reason"),
@@ -134,7 +156,6 @@ def _merge(args: argparse.Namespace, started: Any, observed: Any,
             "paused_ms": None if started.injection.paused_s is None else round(1e3 * started.injection.paused_s, 3)}
     merged = kernels_trace(obs, analysis.threads, analysis.findings, trace, clock, tool_version=__version__,
                            recording=info, max_events=args.max_events)
-    summary = summarise(trace)
     gpu = [s for s in trace.spans if s.cat in GPU_CATS]
     host_threads = {s.tid for s in trace.spans if s.cat not in GPU_CATS}
     out = {
@@ -145,7 +166,7 @@ def _merge(args: argparse.Namespace, started: Any, observed: Any,
         "gpu_spans": len(gpu), "streams": len({(s.device, s.tid) for s in gpu}),
         "host_spans": len(trace.spans) - len(gpu), "torch_threads": len(host_threads),
         "clock": merged.doc["otherData"]["kernels"]["clock"], **info,
-        "kernels": summary_json(summary),
+        "kernels": None if analysis.kernels is None else summary_json(analysis.kernels),  # made once, by analyse
         "headlines": [f"{f.severity.label}: {f.rule_id}: {f.claim}" for f in analysis.findings
                       if f.rule_id in ("gpu-launch-bound", "kernel-trace")][:3],
     }

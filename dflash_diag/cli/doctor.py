@@ -1,33 +1,41 @@
-"""`dflash-diag doctor`: sample a process for a few seconds and name what is wrong, with evidence and the fix."""
+"""`dflash-diag doctor`: sample a process (or a job) for a few seconds and name what is wrong, with evidence and the
+fix; or judge a saved observation (a snapshot bundle, ``--save-observation``'s file) the same way, offline.
+
+Flags and flow only: the window is ``observe``'s, the diagnosis ``analysis.analyse``, the report ``view.doctor``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dflash_diag.cli._job import add_job_flag, job_topology
-from dflash_diag.cli._observe import BURST_MAX_S, sampler_config
+from dflash_diag.cli._args import (
+    add_target_args,
+    add_window_args,
+    target_from_args,
+    window_from_args,
+    window_given,
+)
 from dflash_diag.cli._output import console as make_console
-from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, print_lines, rate_arg
+from dflash_diag.cli._output import dump_json, output_path_arg, pid_arg, print_lines
 from dflash_diag.errors import AttachError, CommandError, ExitCode
-from dflash_diag.model import Analysis, Observation, Severity
-from dflash_diag.sources.config import BURST_RATE_HZ, MAX_RATE_HZ, MIN_RATE_HZ, SamplerConfig
-from dflash_diag.view.findings import finding_json, headline_json
-from dflash_diag.view.report import stage_names_json
+from dflash_diag.model import Severity
+from dflash_diag.view.doctor import DOCTOR_SCHEMA, doctor_doc, doctor_lines
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
-    from dflash_diag.model.job import JobTopology
+    from dflash_diag.model import Observation
+    from dflash_diag.model.analysis import Diagnosis
+    from dflash_diag.model.job import JobObservation
     from dflash_diag.model.kernels import KernelTrace
+    from dflash_diag.observe import Target, Window
+    from dflash_diag.snapshot.output import PreparedFile
 
-DEFAULT_DURATION_S = 5.0
-MAX_DURATION_S = 600.0
 ATTACH_TIMEOUT_S = 30.0  # --attach: each of the attach and the detach (`attach --timeout`'s default)
-DOCTOR_SCHEMA = "dflash-diag.doctor/1"
 _FAIL_ON = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 
 
@@ -39,33 +47,29 @@ class DoctorCommand:
     explains, and prints the headline ("the drafter stage limits throughput ... because ..."), then every
     finding: severity, rule id, the claim, the numbers behind it and the fix. Works on any threaded program:
     stages are told apart by thread names or, failing that, by who puts into and who gets from a queue.
-    Every rule is described in docs/findings.md.
+    Every rule is described in docs/findings.md. What it sampled can be saved and judged again offline, with the
+    same report (docs/observations.md).
 
       dflash-diag doctor 12345
       dflash-diag doctor 12345 --duration 10 --json
       dflash-diag doctor 12345 --fail-on warning     # exit 10 when a warning or worse is found (CI, scripts)
       dflash-diag doctor 12345 --attach              # no probes in it? attach them for the diagnosis, then detach
       dflash-diag doctor TORCHRUN_PID                # a torchrun job (or any rank's PID): every rank, one window
+      dflash-diag doctor 12345 --save-observation obs.json   # ... and keep what was sampled (private, 0600)
+      dflash-diag doctor --replay obs.json           # the same report, offline
+      dflash-diag doctor bug.tar.gz                  # a snapshot bundle's report, as doctor would have given it
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to examine")
-        parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
-                            help=f"seconds to sample (default {DEFAULT_DURATION_S:g})")
-        parser.add_argument("--rate", type=rate_arg, default=None, metavar="HZ",
-                            help=f"stack samples per second, or auto (2-10 Hz by the CPU left free); default: "
-                            f"{BURST_RATE_HZ:g} Hz for windows up to {BURST_MAX_S:g} s (py-spy may use half a core "
-                            "while it samples), auto for longer ones")
+        parser.add_argument("pid", nargs="?", metavar="PID|BUNDLE",
+                            help="the process to examine (a torchrun launcher or a rank: the whole job); or a snapshot "
+                                 "bundle (.tar.gz or directory) to judge offline, as --replay does")
+        add_target_args(parser, pid_help=None)
+        add_window_args(parser)
         parser.add_argument("--json", action="store_true",
                             help=f"print machine-readable JSON (schema {DOCTOR_SCHEMA}, docs/findings.md)")
         parser.add_argument("--fail-on", choices=sorted(_FAIL_ON), metavar="LEVEL",
                             help="exit with code 10 when a finding at LEVEL (info|warning|critical) or above is raised")
-        parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
-        parser.add_argument("--target-pattern", metavar="GLOBS",
-                            help="thread names of the target (producer) stage, comma-separated fnmatch patterns "
-                            "(default target-*; when no thread matches, stages are inferred from queue use)")
-        parser.add_argument("--drafter-pattern", metavar="GLOBS",
-                            help="thread names of the drafter (consumer) stage (default drafter-*)")
         parser.add_argument("--kernels-trace", metavar="FILE", type=output_path_arg,
                             help="a torch.profiler trace of this process (`dflash-diag record --kernels`, or a trace "
                                  "torch.profiler exported) to weigh as evidence: GPU idle between kernels, who "
@@ -81,82 +85,177 @@ class DoctorCommand:
 
         parser.add_argument("--attach-method", default="auto", choices=METHODS,
                             help="with --attach: how to get in (default auto)")
-        add_job_flag(parser)
+        parser.add_argument("--save-observation", metavar="FILE", type=output_path_arg,
+                            help="also write what was sampled (schema dflash-diag.observation/1, private 0600) for "
+                                 "`doctor --replay FILE` to judge again offline (docs/observations.md)")
+        parser.add_argument("--force", action="store_true",
+                            help="with --save-observation: replace an observation file dflash-diag wrote")
+        parser.add_argument("--replay", metavar="FILE",
+                            help="judge a saved observation (--save-observation's file, or a snapshot bundle) instead "
+                                 "of a live process: the same report, offline (stage patterns may be given anew)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        if not 0.5 <= args.duration <= MAX_DURATION_S:
-            raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
-        if args.pid <= 0:
-            raise CommandError(f"PID must be a positive integer, got {args.pid}", ExitCode.USAGE)
-        if args.rate is not None and not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:  # also refuses nan and inf
-            raise CommandError(f"--rate {args.rate:g}: must be between {MIN_RATE_HZ:g} and {MAX_RATE_HZ:g} samples "
-                               "per second, or auto", ExitCode.USAGE)
-        for flag, value in (("--target-pattern", args.target_pattern), ("--drafter-pattern", args.drafter_pattern)):
-            if value is not None and not value.strip(" ,"):
-                raise CommandError(f"{flag} needs at least one pattern (e.g. 'producer-*')", ExitCode.USAGE)
-        args.kernels = None
+        replay = _replay_source(args)
+        if replay is not None:
+            return _finish(args, _replayed(args, replay))
+        window = window_from_args(args)
         if args.kernel_window and args.kernels_trace is not None:
             raise CommandError("--kernel-window records a trace of its own: drop --kernels-trace", ExitCode.USAGE)
+        kernels = None
         if args.kernels_trace is not None:  # read (and refused) before any sampling
-            from pathlib import Path
-
             from dflash_diag.sources.kernel_trace import read_trace_file
 
-            args.kernels = read_trace_file(Path(args.kernels_trace), pid=args.pid)
-        topology = job_topology(args.pid, args.job)
-        if topology is not None:
-            return _run_job(args, topology)
-        if args.attach:
-            from dflash_diag.cli._signals import terminate_like_ctrl_c
+            kernels = read_trace_file(Path(args.kernels_trace), pid=args.pid)
+        target = target_from_args(args)
+        if target.job is not None and args.attach:
+            raise CommandError("--attach looks at one process: for probes in every rank start the job under them "
+                               "(dflash-diag run -- torchrun ...), or pass --no-job", ExitCode.USAGE)
+        if target.job is not None and args.kernel_window:
+            raise CommandError("--kernel-window records one process: pass --no-job, or a rank's PID with --no-job",
+                               ExitCode.USAGE)
+        saved = _reserve_observation_file(args)  # a bad --save-observation fails before seconds of sampling
+        try:
+            attached: dict[str, Any] | None = None
+            if args.attach:
+                from dflash_diag.cli._signals import terminate_like_ctrl_c
 
-            with terminate_like_ctrl_c():
-                analysis, report = _diagnose_attached(args)
-        else:
-            analysis, report = _diagnose(args)
-        if args.json:
-            dump_json(report)
-        else:
-            print_findings(report)
-        if any(f.rule_id == "process-zombie" for f in analysis.findings):
-            return ExitCode.NO_PROCESS  # it has exited: the report says so, the code is every command's (3)
-        if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
-            return ExitCode.FINDINGS
-        return ExitCode.OK
+                with terminate_like_ctrl_c():
+                    obs, attached = _observe_attached(args, target, window, kernels)
+            else:
+                obs = _observe_live(args, target, window, kernels)
+            if saved is not None:
+                _save_observation(saved, obs)
+        finally:
+            if saved is not None:
+                saved.abandon()  # a no-op once committed
+        return _finish(args, obs, attached)
 
 
-def _run_job(args: argparse.Namespace, topology: JobTopology) -> int:
-    """A launcher or a rank: every rank in one window, the job's findings (cli/_job.py, docs/jobs.md)."""
-    from dflash_diag.analysis.threads import StagePatterns
-    from dflash_diag.cli._job import check_job_args, job_report_json, observe_job, print_job_report
+def _replay_source(args: argparse.Namespace) -> str | None:
+    """The file to replay (``--replay FILE``, or a positional that is no PID), else None; the PID parsed."""
+    positional = args.pid
+    if args.replay is not None and positional is not None:
+        raise CommandError("give a PID or --replay FILE, not both", ExitCode.USAGE)
+    source = args.replay
+    if source is None and positional is not None and not positional.strip().isdigit():
+        source = positional  # `doctor bug.tar.gz`
+    if source is None:
+        if positional is None:
+            raise CommandError("nothing to examine: give a PID (doctor 12345), or a saved observation or snapshot "
+                               "bundle (doctor --replay obs.json)", ExitCode.USAGE)
+        try:
+            args.pid = pid_arg(positional)
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(str(exc), ExitCode.USAGE) from None
+        return None
+    live = [*window_given(args), *(flag for flag, given in (
+        ("--attach", args.attach), ("--kernels-trace", args.kernels_trace is not None),
+        ("--kernel-window", args.kernel_window), ("--job" if args.job else "--no-job", args.job is not None),
+        ("--board-dir", args.board_dir is not None), ("--save-observation", args.save_observation is not None))
+        if given)]
+    if live:
+        raise CommandError(f"{', '.join(live)}: a replay judges the window it was given, offline; leave "
+                           f"{'it' if len(live) == 1 else 'them'} out", ExitCode.USAGE)
+    return str(source)
 
-    check_job_args(args)
-    patterns = StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
-    observed = observe_job(topology, args.duration, sampler_config(args.duration, args.rate, args.board_dir),
-                           progress=not args.json, patterns=patterns)
-    analysis = observed.analysis
-    report = job_report_json(args.pid, analysis, DOCTOR_SCHEMA)
+
+def _replayed(args: argparse.Namespace, source: str) -> Observation | JobObservation:
+    """The saved observation (a file or a bundle's), its stage patterns replaced when new ones were given."""
+    from dflash_diag.cli._args import patterns_from_args
+    from dflash_diag.model.job import JobObservation
+    from dflash_diag.snapshot.bundle import load_observation
+
+    obs = load_observation(source)
+    if args.target_pattern is None and args.drafter_pattern is None:
+        return obs
+    patterns = patterns_from_args(args)
+    if isinstance(obs, JobObservation):
+        return replace(obs, ranks=tuple(replace(o, patterns=patterns) for o in obs.ranks))
+    return replace(obs, patterns=patterns)
+
+
+def _finish(args: argparse.Namespace, obs: Observation | JobObservation, attached: dict[str, Any] | None = None) -> int:
+    """Judge, report (JSON or text: ``view.doctor``), and the exit code the findings call for."""
+    from dflash_diag.analysis import analyse
+
+    analysis = analyse(obs)
+    report: dict[str, Any] = dict(doctor_doc(analysis))
+    if attached is not None:
+        report["attached"] = attached
     if args.json:
         dump_json(report)
     else:
-        print_job_report(analysis, report)
-    if args.fail_on and any(f.severity >= _FAIL_ON[args.fail_on] for f in analysis.findings):
+        print_lines(make_console(), doctor_lines(report))  # type: ignore[arg-type]
+    return exit_code(analysis, args.fail_on)
+
+
+def exit_code(analysis: Diagnosis, fail_on: str | None) -> int:
+    if any(f.rule_id == "process-zombie" for f in analysis.findings):
+        return ExitCode.NO_PROCESS  # it has exited: the report says so, the code is every command's (3)
+    if fail_on and any(f.severity >= _FAIL_ON[fail_on] for f in analysis.findings):
         return ExitCode.FINDINGS
     return ExitCode.OK
 
 
-def _diagnose(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
-    if getattr(args, "kernel_window", False):
-        from dflash_diag.cli._kernel_window import diagnose_with_kernel_window
+def is_our_observation(data: bytes) -> bool:
+    """A file ``--save-observation`` wrote (its schema), which ``--force`` may replace."""
+    from dflash_diag.observe.codec import ObservationFormatError, parse_document
 
-        return diagnose_with_kernel_window(args)
-    return diagnose(args.pid, args.duration, board_dir=args.board_dir, progress=not args.json,
-                    target_pattern=args.target_pattern, drafter_pattern=args.drafter_pattern,
-                    config=sampler_config(args.duration, args.rate, args.board_dir),
-                    kernels=getattr(args, "kernels", None))
+    try:
+        doc = parse_document(data)
+    except ObservationFormatError:
+        return False
+    tool = doc.get("tool")
+    return isinstance(tool, dict) and tool.get("name") == "dflash-diag"
 
 
-def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, Any]]:
-    """`--attach`: probes in, the diagnosis, probes out, on every exit this command sees: done, an error, Ctrl-C,
+def _reserve_observation_file(args: argparse.Namespace) -> PreparedFile | None:
+    if args.save_observation is None:
+        if args.force:
+            raise CommandError("--force replaces a --save-observation file: give --save-observation FILE",
+                               ExitCode.USAGE)
+        return None
+    from dflash_diag.snapshot.output import prepare_file
+
+    return prepare_file(Path(args.save_observation), force=args.force, is_ours=is_our_observation,
+                        what="saved observation", flag="--save-observation")
+
+
+def _save_observation(saved: PreparedFile, obs: Observation | JobObservation) -> None:
+    from dflash_diag import __version__
+    from dflash_diag.observe.codec import ObservationFormatError, encode_observation
+
+    try:
+        data = encode_observation(obs, tool_version=__version__)
+    except ObservationFormatError as exc:
+        raise CommandError(f"--save-observation: {exc}", ExitCode.CANNOT_WRITE) from None
+    saved.commit(data)
+
+
+def _observe_live(args: argparse.Namespace, target: Target, window: Window,
+                  kernels: KernelTrace | None) -> Observation | JobObservation:
+    """The window of a live target: with torch.profiler in the process for it (``--kernel-window``), or sampled
+    from outside with a given trace as evidence."""
+    if args.kernel_window:
+        from dflash_diag.cli._kernel_window import observe_with_kernel_window
+
+        return observe_with_kernel_window(args, target, window)
+    return observe_target(target, window, progress=not args.json, kernels=kernels)
+
+
+def observe_target(target: Target, window: Window, *, progress: bool = True,
+                   kernels: KernelTrace | None = None) -> Observation | JobObservation:
+    """Observe a process (a zombie from /proc alone) or a job, with its torch.profiler trace (``kernels``) as
+    evidence when one was given."""
+    from dflash_diag.cli._observe import observe_shown
+
+    return observe_shown(target, window, show_progress=progress, zombie_ok=True,
+                         finish=None if kernels is None else lambda o: replace(o, kernels=kernels))
+
+
+def _observe_attached(args: argparse.Namespace, target: Target, window: Window,
+                      kernels: KernelTrace | None) -> tuple[Observation | JobObservation, dict[str, Any] | None]:
+    """`--attach`: probes in, the window, probes out, on every exit this command sees: done, an error, Ctrl-C,
     SIGTERM, SIGHUP (the signal's exit code after the detach). The probes are leased to this command, so on
     the exit it cannot see (SIGKILL) they detach by themselves (probes/session.py's Lease)."""
     from dflash_diag.cli._signals import deferred
@@ -169,7 +268,7 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
     interrupted = False
     try:
         attached = _attach_for_diagnosis(args, lease, steps.append)
-        analysis, report = _diagnose(args)
+        obs = _observe_live(args, target, window, kernels)
     except (KeyboardInterrupt, Terminated):
         interrupted = True
         raise
@@ -177,9 +276,7 @@ def _diagnose_attached(args: argparse.Namespace) -> tuple[Analysis, dict[str, An
         if attached is not None or (interrupted and steps):
             with deferred():  # a second Ctrl-C or SIGTERM must not cut the detach short (it is bounded)
                 _detach_after_diagnosis(args, lease, said_attached=attached is not None)
-    if attached is not None:
-        report["attached"] = attached
-    return analysis, report
+    return obs, attached
 
 
 def _attach_for_diagnosis(args: argparse.Namespace, lease: Lease | None,
@@ -231,102 +328,3 @@ def _detach_after_diagnosis(args: argparse.Namespace, lease: Lease | None, *, sa
         return
     note = "" if result.get("ok") and not left else f" ({result.get('error') or left})"
     print(f"dflash-diag doctor: probes detached from PID {args.pid}{note}", file=sys.stderr, flush=True)
-
-
-def diagnose(pid: int, duration_s: float, *, board_dir: str | None = None, progress: bool = True,
-             target_pattern: str | None = None, drafter_pattern: str | None = None,
-             config: SamplerConfig | None = None, kernels: KernelTrace | None = None) -> tuple[Analysis, dict[str, Any]]:
-    """Sample ``pid`` and analyse it (``analysis.analyse``), with its torch.profiler trace (``kernels``) as evidence
-    when one was given; the analysis and the JSON report."""
-    from dflash_diag.analysis import analyse
-    from dflash_diag.analysis.threads import StagePatterns
-    from dflash_diag.cli._observe import observe
-    from dflash_diag.sources.outside import OutsideReader
-    from dflash_diag.sources.pyspy import PySpy
-
-    outside = OutsideReader(pid)
-    try:
-        PySpy(pid).check()  # fail fast, with the diagnosis, before a progress bar appears
-    except AttachError:
-        if outside.process_facts().state != "Z":
-            raise
-        # A zombie has no memory to read: /proc still says what happened, and that is the diagnosis.
-        obs = outside.enrich(_empty_observation(pid, duration_s))
-        analysis = analyse(obs, now_wall_s=time.time())
-        return analysis, report_json(pid, analysis)
-    patterns = StagePatterns.parse(target=target_pattern, drafter=drafter_pattern)
-    observed = observe(pid, duration_s, config or sampler_config(duration_s, None, board_dir), progress=progress,
-                       patterns=patterns, finish=None if kernels is None else lambda obs: replace(obs, kernels=kernels))
-    analysis = observed.analysis
-    return analysis, report_json(pid, analysis)
-
-
-def _empty_observation(pid: int, window_s: float) -> Observation:
-    from dflash_diag.model import NA
-
-    return Observation(pid=pid, cmdline=(), started_wall_s=time.time(), window_s=0.0, stacks=(), proc=(),
-                       gpus=NA("not sampled: the process is a zombie"), boards=NA("not read: the process is a zombie"),
-                       process_alive=False, warnings=(f"not sampled: PID {pid} is a zombie",))
-
-
-def _console(stderr: bool = False) -> Any:
-    return make_console(stderr=stderr)
-
-
-def report_json(pid: int, analysis: Analysis) -> dict[str, Any]:
-    from dflash_diag.analysis.kernels import summarise, summary_json
-    from dflash_diag.model import NA
-    from dflash_diag.view.waits import waits_json
-
-    obs, findings, pipeline = analysis.observation, analysis.findings, analysis.pipeline
-    return {
-        "schema": DOCTOR_SCHEMA,
-        "pid": pid,
-        "window_s": round(obs.window_s, 3),
-        "stack_samples": len(obs.stacks),
-        "threads": len(analysis.threads),
-        "process_alive": obs.process_alive,
-        "phase": analysis.phase,
-        "headline": headline_json(analysis.headline),
-        "summary": {s.label: sum(1 for f in findings if f.severity == s) for s in reversed(Severity)},
-        "healthy": analysis.healthy,
-        "pipeline": ({"bottleneck": "unknown", "verdict": str(pipeline), "stages_from": ""} if isinstance(pipeline, NA)
-                     else {"bottleneck": pipeline.bottleneck, "verdict": pipeline.verdict,
-                           "stages_from": pipeline.stages_from, "stage_names": stage_names_json(pipeline.names)}),
-        "findings": [finding_json(f) for f in findings],
-        "waits": waits_json(analysis.waits),
-        "kernels": None if obs.kernels is None else summary_json(summarise(obs.kernels)),
-        "warnings": list(obs.warnings) + list(analysis.errors),
-    }
-
-
-def print_findings(report: dict[str, Any]) -> None:
-    """The report as text: the header, the headline, the pipeline and waits, every finding (drawn from the report's
-    own documents, view/findings.py), the summary."""
-    from rich.markup import escape
-
-    from dflash_diag.view.findings import finding_lines, headline_lines
-
-    console = _console()
-    console.print(f"[bold]dflash-diag doctor[/]: PID {report['pid']}, {report['window_s']:.1f} s sampled, "
-                  f"{report['stack_samples']} stack samples of {report['threads']} threads"
-                  + ("" if report["process_alive"] else " [red](the process exited)[/]"))
-    if report["headline"] is not None:
-        console.print()
-        print_lines(console, headline_lines(report["headline"]))
-    if report["pipeline"]["verdict"] and report["phase"] == "steady":
-        console.print(f"pipeline: {escape(report['pipeline']['verdict'])}")
-    path = report["waits"].get("path")
-    if path:
-        console.print(f"waits (root last): {escape(path)}")
-    print_lines(console, [line for doc in report["findings"] for line in finding_lines(doc)])
-    console.print()
-    summary = report["summary"]
-    if report["healthy"]:
-        extra = f" ({summary['info']} informational)" if summary["info"] else ""
-        console.print(f"[bold green]no findings[/]: nothing at warning level or above{extra}.")
-    else:
-        console.print(f"[bold]{summary['critical']} critical, {summary['warning']} warning, {summary['info']} info[/]"
-                      " -- rules explained in docs/findings.md")
-    for warning in report["warnings"]:
-        console.print(f"[dim]note: {escape(warning)}[/]")

@@ -73,7 +73,7 @@ class ExportCommand:
                                ExitCode.USAGE)
         pids: Iterable[int] | None = None if args.all else args.pids
         if args.job is not None:
-            from dflash_diag.cli._job import job_topology
+            from dflash_diag.observe.target import job_topology
 
             job_topology(args.job, True)  # a PID that is no job is a usage error now, not an empty page later
             pids = JobPids(args.job)

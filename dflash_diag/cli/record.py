@@ -11,16 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from dflash_contract.attach import KERNELS_MAX_DURATION_S, KERNELS_MAX_STEPS
 from dflash_diag import __version__
-from dflash_diag.cli._job import add_job_flag, job_topology
-from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, rate_arg, shown
+from dflash_diag.cli._args import add_target_args, add_window_args, target_from_args, window_from_args
+from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, shown
 from dflash_diag.errors import AttachError, CommandError, ExitCode
+from dflash_diag.observe.window import MAX_DURATION_S
 
 DEFAULT_MAX_EVENTS = 1_000_000  # export.kernels' default, kept here so --help imports no exporter
 if TYPE_CHECKING:
-    from dflash_diag.model.job import JobTopology
+    from dflash_diag.model import Analysis
+    from dflash_diag.model.job import JobAnalysis
 
-DEFAULT_DURATION_S = 10.0
-MAX_DURATION_S = 600.0
+DEFAULT_DURATION_S = 10.0  # a timeline wants a longer window than a diagnosis
 FORMATS = ("chrome", "perfetto", "speedscope")
 # --kernels: torch.profiler's events grow fast (tens of thousands a second on a GPU trainer) and stopping and
 # exporting them holds the process's GIL for a time that grows with them: short windows by default.
@@ -78,24 +79,18 @@ class RecordCommand:
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pid", type=pid_arg, metavar="PID", help="the process to record")
-        parser.add_argument("--duration", type=finite_float, default=None, metavar="S",
-                            help=f"seconds to sample (default {DEFAULT_DURATION_S:g}, at most {MAX_DURATION_S:g}; "
-                                 f"with --kernels: default {KERNELS_DURATION_S:g}, at most {KERNELS_MAX_DURATION_S:g}, "
-                                 "and the bound on --steps)")
+        add_target_args(parser, pid_help="the process to record")
+        add_window_args(parser, default_s=DEFAULT_DURATION_S,
+                        duration_help=f"seconds to sample (default {DEFAULT_DURATION_S:g}, at most {MAX_DURATION_S:g}; "
+                                      f"with --kernels: default {KERNELS_DURATION_S:g}, at most "
+                                      f"{KERNELS_MAX_DURATION_S:g}, and the bound on --steps)")
         parser.add_argument("-o", "--output", metavar="FILE", type=output_path_arg,
                             help="where to write (default: ./dflash-diag-trace-PID-TIME.json, "
                             "or .speedscope.json with --format speedscope)")
         parser.add_argument("--format", choices=FORMATS, default="chrome",
                             help="chrome (= perfetto): Trace Event Format JSON; speedscope: sampled stacks")
-        parser.add_argument("--rate", type=rate_arg, default=None, metavar="HZ",
-                            help="stack samples per second, or auto (default: 2-10 Hz by the CPU left free; "
-                            "always capped so py-spy stays within its CPU budget)")
-        parser.add_argument("--native", action="store_true",
-                            help="include native frames (pauses the process briefly, at most 5%% of the time)")
         parser.add_argument("--force", action="store_true", help="replace an existing output that dflash-diag wrote")
         parser.add_argument("--json", action="store_true", help="print the result (path, counts) as JSON")
-        parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
         from dflash_diag.inject.injection import DEFAULT_TIMEOUT_S
         from dflash_diag.inject.method import METHODS
 
@@ -115,41 +110,40 @@ class RecordCommand:
         kernels.add_argument("--timeout", type=finite_float, default=DEFAULT_TIMEOUT_S, metavar="S",
                              help=f"with --kernels: give up starting the profiler after S seconds (default "
                                   f"{DEFAULT_TIMEOUT_S:g})")
-        add_job_flag(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        from dflash_diag.analysis import analyse
+        from dflash_diag.cli._observe import observe_shown
+        from dflash_diag.observe import check_reachable
         from dflash_diag.snapshot.output import prepare_file  # keeps --help fast
-        from dflash_diag.sources.procfs import process_alive
-        from dflash_diag.sources.pyspy import PySpy
 
         if args.kernels:
             return self._run_kernels(args)
         if args.steps is not None:
             raise CommandError("--steps counts the steps of a --kernels recording: add --kernels", ExitCode.USAGE)
-        args.duration = DEFAULT_DURATION_S if args.duration is None else args.duration
-        if not 0.5 <= args.duration <= MAX_DURATION_S:
-            raise CommandError(f"--duration must be between 0.5 and {MAX_DURATION_S:g} seconds", ExitCode.USAGE)
-        if args.rate is not None and not 0.2 <= args.rate <= 50:  # also refuses nan and inf
-            raise CommandError(f"--rate {args.rate:g}: must be between 0.2 and 50 samples per second, or auto",
-                               ExitCode.USAGE)
-        if args.pid <= 0 or not process_alive(args.pid):
-            raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+        window = window_from_args(args, DEFAULT_DURATION_S)
+        target = target_from_args(args)
+        check_reachable(target)  # fail fast, with the diagnosis, before the output is reserved
         speedscope = args.format == "speedscope"
         suffix = ".speedscope.json" if speedscope else ".json"
         output = Path(args.output) if args.output is not None else Path(
             f"dflash-diag-trace-{args.pid}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}")
-        topology = job_topology(args.pid, args.job)
-        PySpy(topology.ranks[0].pid if topology is not None else args.pid).check()  # fail fast, with the diagnosis
         prepared = prepare_file(output, force=args.force, is_ours=is_our_speedscope if speedscope else is_our_trace,
                                 what="speedscope profile" if speedscope else "trace")
         try:
-            doc, summary = (self._record_job(args, topology, speedscope) if topology is not None
-                            else self._record(args, speedscope))
+            # doctor's window: the same sampling (a burst for a short window), the outside evidence and the one
+            # analysis, so the trace's findings are linked (``because``) and held back in warm-up as doctor's are.
+            analysis = analyse(observe_shown(target, window, show_progress=not args.json))
+            if not _summary(args.pid, analysis, {}, speedscope=False)["stack_samples"]:  # stopped: nothing to draw
+                raise AttachError(f"no stack sample of PID {args.pid} could be taken in {window.duration_s:g} s "
+                                  "(the process cannot run: stopped or in uninterruptible sleep)", ExitCode.NO_PROCESS)
+            doc = _document(analysis, speedscope)
             data = (json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n").encode()
             path = prepared.commit(data)
         except BaseException:
             prepared.abandon()
             raise
+        summary = _summary(args.pid, analysis, doc, speedscope)
         summary.update(path=str(path), format=args.format, bytes=len(data))
         if args.json:
             dump_json(summary)
@@ -159,54 +153,12 @@ class RecordCommand:
                   f"{summary['window_s']:.1f} s, {summary['findings']} findings; open it in {where}")
         return ExitCode.OK
 
-    def _record_job(self, args: argparse.Namespace, topology: JobTopology,
-                    speedscope: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Every rank of the job in one window (doctor's), one file: a process track or profile per rank."""
-        from dflash_diag.cli._job import observe_job
-        from dflash_diag.cli._observe import sampler_config
-        from dflash_diag.export.jobtrace import job_speedscope, job_trace
-
-        config = sampler_config(args.duration, args.rate, args.board_dir, native=args.native)
-        analysis = observe_job(topology, args.duration, config, progress=not args.json).analysis
-        job = analysis.observation
-        doc = (job_speedscope(analysis, tool_version=__version__) if speedscope
-               else job_trace(analysis, tool_version=__version__))
-        summary = {"pid": args.pid, "window_s": round(job.window_s, 3),
-                   "stack_samples": sum(len(o.stacks) for o in job.ranks),
-                   "threads": sum(len(a.threads) for a in analysis.ranks), "findings": len(analysis.findings),
-                   "process_alive": any(o.process_alive for o in job.ranks), "ranks": len(job.ranks),
-                   "events": len(doc.get("traceEvents", ())) if not speedscope else len(doc["profiles"])}
-        return doc, summary
-
-    def _record(self, args: argparse.Namespace, speedscope: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        from dflash_diag.cli._observe import observe, sampler_config
-        from dflash_diag.export.speedscope import speedscope as speedscope_doc
-        from dflash_diag.export.trace import chrome_trace
-
-        # doctor's window: the same sampling (a burst for a short window), the outside evidence and the one
-        # analysis, so the trace's findings are linked (``because``) and held back in warm-up as doctor's are.
-        config = sampler_config(args.duration, args.rate, args.board_dir, native=args.native)
-        observed = observe(args.pid, args.duration, config, progress=not args.json)
-        obs, threads, findings = observed.observation, observed.analysis.threads, observed.analysis.findings
-        if not obs.stacks:
-            raise AttachError(f"no stack sample of PID {args.pid} could be taken in {args.duration:g} s "
-                              f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
-        if speedscope:
-            doc = speedscope_doc(obs, threads, tool_version=__version__)
-        else:
-            doc = chrome_trace(obs, threads, findings, tool_version=__version__)
-        summary = {"pid": args.pid, "window_s": round(obs.window_s, 3), "stack_samples": len(obs.stacks),
-                   "threads": len(threads), "findings": len(findings), "process_alive": obs.process_alive,
-                   "events": len(doc.get("traceEvents", ())) if not speedscope else len(doc["profiles"])}
-        return doc, summary
-
     # --- --kernels ------------------------------------------------------------------------------------------------
 
     def _run_kernels(self, args: argparse.Namespace) -> int:
         from dflash_diag.cli._record_kernels import record_kernels
+        from dflash_diag.observe import Target, check_reachable
         from dflash_diag.snapshot.output import prepare_file
-        from dflash_diag.sources.procfs import process_alive
-        from dflash_diag.sources.pyspy import PySpy
 
         duration = _kernels_duration(args)
         if args.format == "speedscope":
@@ -217,14 +169,13 @@ class RecordCommand:
                                ExitCode.USAGE)
         if not 1.0 <= args.timeout <= 3600.0:
             raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)
-        if args.rate is not None and not 0.2 <= args.rate <= 50:
-            raise CommandError(f"--rate {args.rate:g}: must be between 0.2 and 50 samples per second, or auto",
+        if args.job:
+            raise CommandError("--kernels records one process: pass a rank's PID (and leave out --job)",
                                ExitCode.USAGE)
-        if args.pid <= 0 or not process_alive(args.pid):
-            raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
         output = Path(args.output) if args.output is not None else Path(
             f"dflash-diag-kernels-{args.pid}-{time.strftime('%Y%m%d-%H%M%S')}.json")
-        PySpy(args.pid).check()  # our thread states need py-spy: fail before anything goes into the process
+        # Our thread states need py-spy: fail before anything goes into the process.
+        check_reachable(Target(args.pid, board_dir=args.board_dir))
         prepared = prepare_file(output, force=args.force, is_ours=is_our_trace, what="trace")
         try:
             doc, summary = record_kernels(args, duration)
@@ -269,3 +220,37 @@ def _print_kernels(path: Path, s: dict[str, Any]) -> None:
               "(--max-events); a shorter --duration or fewer --steps records less")
     for line in s.get("headlines") or []:
         print(f"  {line}")
+
+
+def _document(analysis: Analysis | JobAnalysis, speedscope: bool) -> dict[str, Any]:
+    """The trace (or the speedscope profile) of one process's window, or of every rank's: a track per rank."""
+    from dflash_diag.model.job import JobAnalysis
+
+    if isinstance(analysis, JobAnalysis):
+        from dflash_diag.export.jobtrace import job_speedscope, job_trace
+
+        return (job_speedscope(analysis, tool_version=__version__) if speedscope
+                else job_trace(analysis, tool_version=__version__))
+    from dflash_diag.export.speedscope import speedscope as speedscope_doc
+    from dflash_diag.export.trace import chrome_trace
+
+    obs = analysis.observation
+    if speedscope:
+        return speedscope_doc(obs, analysis.threads, tool_version=__version__)
+    return chrome_trace(obs, analysis.threads, analysis.findings, tool_version=__version__)
+
+
+def _summary(pid: int, analysis: Analysis | JobAnalysis, doc: dict[str, Any], speedscope: bool) -> dict[str, Any]:
+    """What ``record --json`` prints: the window's counts, summed over the ranks of a job."""
+    from dflash_diag.model.job import JobAnalysis
+
+    observations = analysis.observation.ranks if isinstance(analysis, JobAnalysis) else (analysis.observation,)
+    processes = analysis.ranks if isinstance(analysis, JobAnalysis) else (analysis,)
+    out = {"pid": pid, "window_s": round(analysis.observation.window_s, 3),
+           "stack_samples": sum(len(o.stacks) for o in observations),
+           "threads": sum(len(a.threads) for a in processes), "findings": len(analysis.findings),
+           "process_alive": any(o.process_alive for o in observations),
+           "events": len(doc["profiles"]) if speedscope else len(doc.get("traceEvents", ()))}
+    if isinstance(analysis, JobAnalysis):
+        out["ranks"] = len(observations)
+    return out

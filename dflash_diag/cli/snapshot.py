@@ -6,22 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from dflash_diag.cli._job import add_job_flag, job_topology
-from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, shown
+from dflash_diag.cli._args import add_target_args, add_window_args, target_from_args, window_from_args
+from dflash_diag.cli._output import dump_json, output_path_arg, pid_arg, shown
 from dflash_diag.errors import CommandError, ExitCode
 from dflash_diag.view.findings import finding_json, finding_lines, plain_lines
-
-# The same values as snapshot.gather's (kept here so that --help does not import the bundle code; a test checks).
-DEFAULT_DURATION_S = 1.5
-DEFAULT_DEADLINE_S = 2.3
-MAX_DURATION_S = 60.0
 
 
 class SnapshotCommand:
     """Write a bug-report bundle: findings, versions, config, env knobs, all stacks (native), board, GPUs, code hashes.
 
     The bundle is a .tar.gz (or a directory with --dir) holding report.md, snapshot.json (schema
-    dflash-diag.snapshot/1), stacks.txt, board.json, nvml.json, timeline.svg and trace.json (open it in ui.perfetto.dev). Secrets (tokens, keys,
+    dflash-diag.snapshot/2), stacks.txt, board.json, nvml.json, timeline.svg and trace.json (open it in ui.perfetto.dev). Secrets (tokens, keys,
     passwords in the environment, argv and board) are redacted; the file is private to you (0600).
     Works on a hung process, and on one that dies meanwhile (it writes what it got and lists the rest).
 
@@ -36,16 +31,14 @@ class SnapshotCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("pid", type=pid_arg, metavar="PID", nargs="?",
                             help="the process to snapshot (or --node: the job's ranks on this machine)")
+        add_target_args(parser, pid_help=None)
+        add_window_args(parser, duration_help="seconds of stack sampling for thread states and findings (doctor's "
+                                              "window: default 5; the whole snapshot takes about this plus 1 s)")
         parser.add_argument("-o", "--output", metavar="FILE", type=output_path_arg,
                             help="where to write (default: ./dflash-diag-snapshot-PID-TIME.tar.gz)")
         parser.add_argument("--dir", action="store_true", help="write a directory instead of a .tar.gz")
         parser.add_argument("--force", action="store_true", help="overwrite an existing output")
-        parser.add_argument("--duration", type=finite_float, default=DEFAULT_DURATION_S, metavar="S",
-                            help=f"seconds of stack sampling for thread states (default {DEFAULT_DURATION_S:g}; "
-                            "the whole snapshot takes about this plus 0.5-1 s)")
         parser.add_argument("--json", action="store_true", help="print the result (path, findings, missing) as JSON")
-        parser.add_argument("--board-dir", metavar="DIR", help="where probe boards are (default: the per-user runtime dir)")
-        add_job_flag(parser)
         parser.add_argument("--node", action="store_true",
                             help="no PID: snapshot the job's ranks that run on this machine (the one group of ranks "
                                  "found, or --job-id's), for a helper started on every node (srun --overlap, "
@@ -54,39 +47,27 @@ class SnapshotCommand:
                             "SLURM_JOB_ID, TORCHELASTIC_RUN_ID (torchrun --rdzv-id) or MASTER_ADDR:MASTER_PORT")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        from dflash_diag.observe import check_reachable
         from dflash_diag.snapshot import take_snapshot
-        from dflash_diag.sources.procfs import process_alive
-        from dflash_diag.sources.pyspy import PySpy
 
-        if not 0.0 < args.duration <= MAX_DURATION_S:
-            raise CommandError(f"--duration must be in (0, {MAX_DURATION_S:g}] seconds", ExitCode.USAGE)
+        window = window_from_args(args)
         if args.node:
             args.pid, args.job = _node_rank_pid(args), True
         elif args.pid is None:
             raise CommandError("give the PID to snapshot, or --node for the job's ranks on this machine", ExitCode.USAGE)
         elif args.job_id is not None:
             raise CommandError("--job-id goes with --node (a PID names its job already)", ExitCode.USAGE)
-        if args.pid <= 0 or not process_alive(args.pid):
-            raise CommandError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
-        topology = job_topology(args.pid, args.job)
-        # Refuse early what can never work (no py-spy, another user's process, not Python): an empty bundle
-        # helps nobody. A hung or dying process passes this check and gets what can still be read.
-        PySpy(topology.ranks[0].pid if topology is not None else args.pid).check()
+        target = target_from_args(args)
+        # Refuse early what can never work (no such process, no py-spy, another user's process, not Python): an
+        # empty bundle helps nobody. A hung or dying process passes this check and gets what can still be read.
+        check_reachable(target)
         output = Path(args.output) if args.output is not None else None
         if output is not None and not args.dir and not output.name.endswith((".tar.gz", ".tgz")):
             raise CommandError(f"{shown(output)}: a bundle file must end in .tar.gz (or use --dir for a directory)",
                                ExitCode.USAGE)
         if not args.json and sys.stderr.isatty():
-            print(f"snapshot of PID {args.pid}: sampling {args.duration:g} s ...", file=sys.stderr)
-        deadline_s = max(DEFAULT_DEADLINE_S, args.duration + 0.5)  # the window, then the sources' last reads
-        if topology is not None:  # every rank at once, the job analysed across them (docs/jobs.md)
-            from dflash_diag.snapshot.job import take_job_snapshot
-
-            result = take_job_snapshot(topology, output=output, as_dir=args.dir, force=args.force,
-                                       duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
-        else:
-            result = take_snapshot(args.pid, output=output, as_dir=args.dir, force=args.force,
-                                   duration_s=args.duration, deadline_s=deadline_s, board_dir=args.board_dir)
+            print(f"snapshot of {target.label}: sampling {window.duration_s:g} s ...", file=sys.stderr)
+        result = take_snapshot(target, window=window, output=output, as_dir=args.dir, force=args.force)
         if args.json:
             dump_json({"path": shown(result.path), "elapsed_s": round(result.elapsed_s, 3),
                        "alive_at_end": result.alive_at_end,

@@ -16,21 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from dflash_diag.analysis.threads import StagePatterns
-from dflash_diag.cli._job import add_job_flag, job_topology
-from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, rate_arg, shown
+from dflash_diag.cli._args import (
+    add_target_args,
+    add_window_args,
+    check_board_dir,
+    patterns_from_args,
+    target_from_args,
+    window_from_args,
+)
+from dflash_diag.cli._output import dump_json, finite_float, output_path_arg, pid_arg, shown
 from dflash_diag.errors import AttachError, CommandError, DflashDiagError, ExitCode
 from dflash_diag.model import Stage
-from dflash_diag.sources.config import SamplerConfig
 
 if TYPE_CHECKING:
-    from dflash_diag.model.job import JobTopology
+    from dflash_diag.observe import Target, Window
     from dflash_diag.snapshot.output import PreparedFile
-    from dflash_diag.tui.source import TopSource
 
-MAX_RATE_HZ = 50.0
 DEFAULT_WINDOW_S = 30.0
-DEFAULT_DURATION_S = 5.0
 ATTACH_WAIT_S = 60.0  # launch mode: how long a fresh interpreter may take before py-spy can read it
 WRAPPER_GRACE_S = 10.0  # launch mode: how long a wrapper (shim, shell script, uv run) may take to start Python
 CHILD_INT_GRACE_S = 10.0  # after SIGINT, before SIGTERM
@@ -62,49 +64,15 @@ class TopCommand:
             "--batch", "-b", action="store_true", help="print aggregates once, without a screen"
         )
         parser.add_argument(
-            "--duration",
-            type=finite_float,
-            default=DEFAULT_DURATION_S,
-            metavar="S",
-            help=f"batch mode: seconds to sample (default {DEFAULT_DURATION_S:g})",
-        )
-        parser.add_argument(
             "--json", action="store_true", help="batch mode: JSON output (schema in docs/top.md)"
         )
-        parser.add_argument(
-            "--rate",
-            type=rate_arg,
-            default=None,
-            metavar="HZ",
-            help="stack samples per second, or 'auto' (default: 2-10 Hz by the CPU left idle; +/- change it "
-            "live, a returns to auto)",
-        )
-        parser.add_argument(
-            "--native",
-            action="store_true",
-            help="also take native (C/C++) stacks: pauses the process, rate-limited",
-        )
+        add_window_args(parser, duration_help="batch mode and --screenshot: seconds to sample (default 5)")
         parser.add_argument(
             "--window",
             type=finite_float,
             default=DEFAULT_WINDOW_S,
             metavar="S",
             help=f"seconds of history the live shares cover (default {DEFAULT_WINDOW_S:g})",
-        )
-        parser.add_argument(
-            "--target-pattern",
-            metavar="GLOBS",
-            help="thread names of the target stage, comma-separated globs (default: target-*)",
-        )
-        parser.add_argument(
-            "--drafter-pattern",
-            metavar="GLOBS",
-            help="thread names of the drafter stage (default: drafter-*)",
-        )
-        parser.add_argument(
-            "--board-dir",
-            metavar="DIR",
-            help="where the process's probe board is (default: per-user runtime dir)",
         )
         parser.add_argument(
             "--refresh", type=finite_float, default=1.0, metavar="S", help="screen refresh interval (default 1)"
@@ -131,7 +99,7 @@ class TopCommand:
         parser.add_argument(
             "--keep-child", action="store_true", help="launch mode: leave the command running on quit"
         )
-        add_job_flag(parser)
+        add_target_args(parser, pid_help=None)  # the PID is positional or --pid, above
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         target = _parse_target(args)
@@ -180,10 +148,6 @@ def _check_pid(pid: int) -> int:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    if args.rate is not None and not 0 < args.rate <= MAX_RATE_HZ:  # also refuses nan and inf
-        raise CommandError(f"--rate {args.rate:g}: must be in (0, {MAX_RATE_HZ:g}] Hz, or auto", ExitCode.USAGE)
-    if not 0 < args.duration <= 24 * 3600:
-        raise CommandError(f"--duration {args.duration:g}: must be > 0 seconds", ExitCode.USAGE)
     if not 0 < args.window <= 24 * 3600:
         raise CommandError(f"--window {args.window:g}: must be > 0 seconds", ExitCode.USAGE)
     if not 0.05 <= args.refresh <= 60:
@@ -199,14 +163,8 @@ def _validate(args: argparse.Namespace) -> None:
                                ExitCode.USAGE)
     if args.json and not args.batch:
         raise CommandError("--json needs --batch (the live screen has no JSON form)", ExitCode.USAGE)
-    for flag, pattern in (
-        ("--target-pattern", args.target_pattern),
-        ("--drafter-pattern", args.drafter_pattern),
-    ):
-        if pattern is not None and not pattern.strip(" ,"):
-            raise CommandError(f"{flag}: give at least one thread-name glob, e.g. 'target-*'", ExitCode.USAGE)
-    if args.board_dir is not None and not Path(args.board_dir).is_dir():
-        raise CommandError(f"--board-dir {args.board_dir}: no such directory", ExitCode.BAD_INPUT)
+    patterns_from_args(args)  # an empty pattern is a usage error before anything is launched
+    check_board_dir(args)
 
 
 def _parse_size(text: str) -> tuple[int, int]:
@@ -219,14 +177,6 @@ def _parse_size(text: str) -> tuple[int, int]:
 
 
 # ----- running -----
-def _sampler_config(args: argparse.Namespace) -> SamplerConfig:
-    return SamplerConfig(rate_hz=args.rate, native=args.native, window_s=args.window, board_dir=args.board_dir)
-
-
-def _patterns(args: argparse.Namespace) -> StagePatterns:
-    return StagePatterns.parse(target=args.target_pattern, drafter=args.drafter_pattern)
-
-
 @contextmanager
 def _reserved_screenshot(args: argparse.Namespace) -> Iterator[PreparedFile | None]:
     """--screenshot's destination checked and its temporary sibling reserved (the rules of every output,
@@ -246,75 +196,38 @@ def _reserved_screenshot(args: argparse.Namespace) -> Iterator[PreparedFile | No
 
 
 def _run_attached(pid: int, args: argparse.Namespace, child: Child | None, shot: PreparedFile | None) -> int:
-    topology = _job_of(pid, args, launched=child is not None)
-    if topology is not None:
-        return _run_job(topology, args, shot)
-    check_attachable(pid)  # AttachError -> one line, its exit code, before any screen or output
+    """One process or a job (docs/jobs.md; a launcher top started gets time to start its ranks), looked at the
+    same way: batch mode through one window, the live view through live samplers."""
+    from dflash_diag.observe import check_reachable
+
+    target = target_from_args(args, pid, launched=child is not None)
+    check_reachable(target)  # AttachError -> one line, its exit code, before any screen or output
+    window = window_from_args(args)
     if args.batch:
-        return _run_batch(pid, args, child)
-    return _run_tui(pid, args, child, shot)
+        return _run_batch(target, window, args)
+    return _run_tui(target, window, args, shot)
 
 
-def _job_of(pid: int, args: argparse.Namespace, *, launched: bool) -> JobTopology | None:
-    """The job ``pid`` launches or belongs to (docs/jobs.md); a launcher top started gets time to start its ranks."""
-    from dflash_diag.sources.job import is_launcher_argv
-    from dflash_diag.sources.procfs import read_cmdline
+def _run_batch(target: Target, window: Window, args: argparse.Namespace) -> int:
+    """doctor's window (a short one is a burst, a job's shared between its ranks), then the frame(s)."""
+    from dflash_diag.cli.top_live import batch_document, batch_report
 
-    if args.job is False:
-        return None
-    topology = job_topology(pid, None)
-    if topology is None and launched:
-        try:
-            launcher = is_launcher_argv(read_cmdline(pid))
-        except AttachError:
-            launcher = False
-        deadline = time.monotonic() + ATTACH_WAIT_S
-        while launcher and topology is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            topology = job_topology(pid, None)
-    if topology is None and args.job:
-        return job_topology(pid, True)  # a usage error that says what the PID is not
-    return topology
-
-
-def _run_job(topology: JobTopology, args: argparse.Namespace, shot: PreparedFile | None) -> int:
-    from dflash_diag.cli.top_job import JobLiveSource, batch_json, batch_text, collect_job
-
-    if args.batch:
-        from dflash_diag.cli._observe import sampler_config
-
-        # doctor's window: a short one is a burst shared between the ranks (sources/jobcollect.py)
-        config = sampler_config(args.duration, args.rate, args.board_dir, native=args.native)
-        analysis, frames, _ = collect_job(topology, args.duration, config, _patterns(args))
-        if args.json:
-            dump_json(batch_json(analysis, frames))
-        else:
-            sys.stdout.write(batch_text(analysis, frames))
-        sys.stdout.flush()
-        return ExitCode.OK
-    return _run_tui(topology.asked_pid, args, None, shot,
-                    source=JobLiveSource(topology, _sampler_config(args), _patterns(args)))
-
-
-def _run_batch(pid: int, args: argparse.Namespace, child: Child | None) -> int:
-    from dflash_diag.cli.top_live import collect_frame
-    from dflash_diag.view.report import frame_to_json, frame_to_text
-
-    frame = collect_frame(pid, args.duration, _sampler_config(args), _patterns(args))
+    analysis, frame = batch_report(target, window)
     if args.json:
-        dump_json(frame_to_json(frame))
+        dump_json(batch_document(analysis, frame))
     else:
-        sys.stdout.write(frame_to_text(frame))
+        from dflash_diag.cli.top_live import batch_lines
+
+        sys.stdout.write(batch_lines(analysis, frame))
     sys.stdout.flush()
     return ExitCode.OK
 
 
-def _run_tui(pid: int, args: argparse.Namespace, child: Child | None, shot: PreparedFile | None,
-             source: TopSource | None = None) -> int:
+def _run_tui(target: Target, window: Window, args: argparse.Namespace, shot: PreparedFile | None) -> int:
     from dflash_diag.cli.top_live import LiveSource
     from dflash_diag.tui.app import TopApp
 
-    source = source if source is not None else LiveSource(pid, _sampler_config(args), _patterns(args))
+    source = LiveSource(target, window, history_s=args.window)
     try:
         first = source.poll()  # attach now, so a failure is one line on the terminal, not a broken screen
         if shot is not None:
@@ -323,7 +236,7 @@ def _run_tui(pid: int, args: argparse.Namespace, child: Child | None, shot: Prep
                 refresh_s=args.refresh,
                 initial_frame=first,
                 native=args.native,
-                screenshot_after_s=args.duration,
+                screenshot_after_s=window.duration_s,
             )
             from dflash_diag.cli._signals import ctrl_c_ends, end_app_soon
 
@@ -345,9 +258,9 @@ def _run_tui(pid: int, args: argparse.Namespace, child: Child | None, shot: Prep
 
 def check_attachable(pid: int) -> None:
     """Fail fast, with the diagnosis (no such process, other user, not Python, py-spy missing)."""
-    from dflash_diag.sources.pyspy import PySpy
+    from dflash_diag.observe import Target, check_reachable
 
-    PySpy(pid).check()
+    check_reachable(Target(pid))
 
 
 def probe_dump(pid: int) -> list[str]:
@@ -472,7 +385,7 @@ def _wait_attachable(child: Child, args: argparse.Namespace) -> int:
 
     if find_pyspy() is None:
         check_attachable(child.pid)  # raises the MISSING_TOOL diagnosis before waiting for anything
-    patterns = _patterns(args)
+    patterns = patterns_from_args(args)
     started = time.monotonic()
     deadline = started + ATTACH_WAIT_S
     attached_at: float | None = None

@@ -5,7 +5,7 @@ in the board directory with ``--all``), so processes that start or exit between 
 disappear without a restart; per-GPU utilisation comes from NVML. Reading a board is a file read (~0.1 ms),
 never a ptrace; :mod:`dflash_diag.export.serve` renders the page at most once a second, however many scrape.
 
-Names: ``dflash_`` + the catalogue name of :mod:`probes.readings`, in Prometheus' base units (seconds,
+Names: ``dflash_`` + the catalogue name of :mod:`dflash_contract.readings`, in Prometheus' base units (seconds,
 ``_ratio`` for 0..1 shares, ``_per_second``), counters with ``_total``. Every process series carries
 ``pid``, ``program`` (the script or module, not its arguments) and ``hostname``. docs/integrations.md
 lists them; docs/grafana-dashboard.json charts them.
@@ -25,10 +25,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from dflash_contract.board import AppKeys
+from dflash_contract.readings import CATALOGUE, COUNTER, readings
 from dflash_diag.errors import DflashDiagError
 from dflash_diag.model import NA, Board, GpuSample
 from dflash_diag.sources.board import list_boards, read_board
-from probes.readings import CATALOGUE, COUNTER, readings
 
 PROCESS_LABELS = ("pid", "program", "hostname")
 GPU_LABELS = ("gpu", "name", "uuid")

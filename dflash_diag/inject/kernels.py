@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from dflash_contract import attach as protocol
+from dflash_contract.private_file import NotPrivate, TooLarge, open_private
 from dflash_diag.errors import AttachError, ExitCode, Terminated
 from dflash_diag.inject.injection import Outcome
 from dflash_diag.inject.preflight import proc_state
@@ -160,23 +160,15 @@ def abort(pid: int, files: KernelFiles, wait_s: float = ABORT_WAIT_S) -> bool:
 def _open_private(path: Path, limit: int, what: str) -> BinaryIO | None:
     """A private regular file of ours, open for reading (None when absent); AttachError when it is not that."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
+        fh = open_private(path, limit)
+    except NotPrivate:
+        raise AttachError(f"the {what} {path} is not a private file of yours: refusing it", ExitCode.ATTACH_FAILED) from None
+    except TooLarge as exc:
+        raise AttachError(f"the {what} is {exc.size_bytes / 1e6:.0f} MB, over the {limit / 1e6:.0f} MB this command "
+                          "reads: record a shorter --duration or fewer --steps", ExitCode.BAD_INPUT) from None
     except OSError as exc:
         raise AttachError(f"cannot read the {what} {path}: {exc.strerror}", ExitCode.ATTACH_FAILED) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise AttachError(f"the {what} {path} is not a private file of yours: refusing it", ExitCode.ATTACH_FAILED)
-        if st.st_size > limit:
-            raise AttachError(f"the {what} is {st.st_size / 1e6:.0f} MB, over the {limit / 1e6:.0f} MB this command "
-                              "reads: record a shorter --duration or fewer --steps", ExitCode.BAD_INPUT)
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    return fh
 
 
 def _read_private(path: Path, limit: int, what: str) -> bytes | None:
@@ -185,7 +177,11 @@ def _read_private(path: Path, limit: int, what: str) -> bytes | None:
     if fh is None:
         return None
     with fh:
-        return fh.read(limit + 1)
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise AttachError(f"the {what} grew past the {limit / 1e6:.0f} MB this command reads while it was read",
+                          ExitCode.BAD_INPUT)
+    return data
 
 
 def read_outcome(files: KernelFiles) -> dict[str, Any] | None:

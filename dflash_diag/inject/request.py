@@ -22,6 +22,7 @@ from typing import Any
 from dflash_contract import attach as protocol
 from dflash_contract import proc
 from dflash_contract.board import PROBE_NAMES
+from dflash_contract.private_file import NotPrivate, TooLarge, create_private, read_private
 from dflash_diag import __version__
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.inject.preflight import proc_state
@@ -89,17 +90,7 @@ class Request:
 
 def write_private(path: Path, data: bytes) -> None:
     """Create ``path`` 0600 (O_EXCL|O_NOFOLLOW: never through a planted file), fully written or not at all."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    os.close(fd)
+    create_private(path, data)
 
 
 def control_document(req: Request, action: str, names: Sequence[str], board_dir: str | None, deadline_wall_s: float,
@@ -130,18 +121,14 @@ def control_document(req: Request, action: str, names: Sequence[str], board_dir:
 def read_result(path: Path, nonce: str) -> dict[str, Any] | None:
     """The bootstrap's answer once it is there (private, ours, bounded, this nonce), else None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
+        data = read_private(path, protocol.MAX_RESULT_BYTES)
+    except (NotPrivate, TooLarge):
+        raise AttachError(f"the attach result {path} is not a private file of yours: refusing it",
+                          ExitCode.ATTACH_FAILED) from None
     except OSError as exc:
         raise AttachError(f"cannot read the attach result {path}: {exc.strerror}", ExitCode.ATTACH_FAILED) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or st.st_size > protocol.MAX_RESULT_BYTES:
-            raise AttachError(f"the attach result {path} is not a private file of yours: refusing it", ExitCode.ATTACH_FAILED)
-        data = os.read(fd, protocol.MAX_RESULT_BYTES)
-    finally:
-        os.close(fd)
+    if data is None:
+        return None
     try:
         value = json.loads(data)
     except ValueError:

@@ -11,6 +11,7 @@ from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.findings import Finding, Headline, Severity
 from dflash_diag.model.gpu import GPM_FIELDS, GpmReading, GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
+from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.stacks import Frame, StackSample, ThreadSample
 from dflash_diag.model.stage import PIPELINE_STAGES, Stage, StageNames
@@ -39,6 +40,7 @@ __all__ = [
     "Severity",
     "Stage",
     "StageNames",
+    "StagePatterns",
     "SourceFile",
     "SourceLine",
     "StackSample",

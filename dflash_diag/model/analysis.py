@@ -4,9 +4,11 @@ headline. Produced by :func:`dflash_diag.analysis.analyse`, read by ``doctor``, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from dflash_diag.model.common import NA, Maybe
-from dflash_diag.model.findings import Finding, Headline, Severity
+from dflash_diag.model.findings import Finding, Headline, healthy
+from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.stats import PipelineView, ThreadStats
 from dflash_diag.model.waits import WaitGraph
@@ -30,8 +32,30 @@ class Analysis:
     errors: tuple[str, ...] = ()  # parts of the analysis that failed (shown, never raised)
     # What every thread computes or waits on, and the path to the root (``analysis.waits``).
     waits: Maybe[WaitGraph] = NA("not computed")
+    # The summary of the process's torch.profiler trace (``analysis.kernels``), when the observation holds one.
+    kernels: KernelSummary | None = None
 
     @property
     def healthy(self) -> bool:
         """No finding at warning level or above."""
-        return all(f.severity < Severity.WARNING for f in self.findings)
+        return healthy(self.findings)
+
+
+class Diagnosis(Protocol):
+    """What the analysis of a process (:class:`Analysis`) and of a job (``model.job.JobAnalysis``) share, read alike by
+    every report: the linked findings, the headline, the phase, the parts that failed, and whether it is healthy."""
+
+    @property
+    def findings(self) -> tuple[Finding, ...]: ...
+
+    @property
+    def headline(self) -> Headline | None: ...
+
+    @property
+    def phase(self) -> str: ...
+
+    @property
+    def errors(self) -> tuple[str, ...]: ...
+
+    @property
+    def healthy(self) -> bool: ...

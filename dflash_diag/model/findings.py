@@ -53,3 +53,8 @@ class Headline:
     text: str
     remedy: str
     because: tuple[str, ...] = ()  # the causes it names
+
+
+def healthy(findings: tuple[Finding, ...]) -> bool:
+    """No finding at warning level or above: what ``healthy`` means for a process's analysis and a job's alike."""
+    return all(f.severity < Severity.WARNING for f in findings)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dflash_diag.model.analysis import PHASE_STEADY, Analysis
 from dflash_diag.model.evidence import ProcessFacts
-from dflash_diag.model.findings import Finding, Headline, Severity
+from dflash_diag.model.findings import Finding, Headline, Severity, healthy
 from dflash_diag.model.observation import Observation
 
 # What the PID the user named turned out to be.
@@ -88,6 +88,12 @@ class JobObservation:
     launcher_alive: bool | None  # None: no launcher
     launcher: ProcessFacts | None = None  # the launcher's run state and stderr (its report of failed ranks)
     warnings: tuple[str, ...] = ()
+    now_wall_s: float | None = None  # what the analysis takes as "now" (each rank's observation holds the same)
+
+    @property
+    def judged_at_wall_s(self) -> float:
+        """The wall-clock time the analysis takes as "now": recorded with the observation, else the window's end."""
+        return self.now_wall_s if self.now_wall_s is not None else self.started_wall_s + self.window_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,4 +161,5 @@ class JobAnalysis:
 
     @property
     def healthy(self) -> bool:
-        return all(f.severity < Severity.WARNING for f in self.findings)
+        """No finding at warning level or above (of the job, or of any rank)."""
+        return healthy(self.findings)

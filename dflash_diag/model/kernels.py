@@ -64,6 +64,20 @@ class ClockMap:
         return (mono_us - self.offset_us + self.drift * self.at_us) / (1.0 + self.drift)
 
 
+@dataclass(frozen=True, slots=True)
+class KernelWindow:
+    """What ``doctor --kernel-window``'s recording was and cost the process (its outcome, as the process reported
+    it): carried in the observation so that its replay reports it as the live run did."""
+
+    cuda: bool
+    torch: str | None = None  # the process's torch version
+    steps: int | None = None  # optimizer steps the profiler saw
+    stop_ms: float | None = None  # the profiler's stop and export in the process (they hold its GIL)
+    export_ms: float | None = None
+    torch_trace_bytes: int | None = None
+    method: str = ""  # how the recording request got in (the attach method)
+
+
 @dataclass(frozen=True)
 class KernelTrace:
     pid: int | None  # the process it is of, when the trace says

@@ -1,4 +1,11 @@
-"""Everything gathered about one process over one window: the input of every analysis."""
+"""Everything gathered about one process over one window: the input of every analysis.
+
+An observation is plain data: every raw reading the analysis reads (stacks with their frames, /proc and NVML
+series, the boards, stderr, source lines and file facts, the children's stacks, a kernel trace), plus what the
+analysis is asked to judge it with (the stage patterns, the wall-clock time it takes as "now"). So
+``analyse(observation)`` is a pure function of it, and an observation written to JSON (``observe.codec``) and read
+back is judged the same way, on any machine, at any later time.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,8 @@ from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
 from dflash_diag.model.gpu import GpuSample
-from dflash_diag.model.kernels import KernelTrace
+from dflash_diag.model.kernels import KernelTrace, KernelWindow
+from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
 from dflash_diag.model.stacks import StackSample
@@ -41,16 +49,30 @@ class Observation:
     children: tuple[StackSample, ...] = ()
     # A torch.profiler trace of the process, when one was taken (`record --kernels`, `doctor --kernels-trace`).
     kernels: KernelTrace | None = None
+    # ``doctor --kernel-window``: what the recording in the process was and cost it (None: no kernel window taken).
+    kernel_window: KernelWindow | None = None
     # The operating system's view (``sources.sched``): one scheduler sweep about a second, oldest first; what the
     # process may use and was started with (read once); its threads' waits that end in another process
     # (``sources.peers``: a file lock's holder, a pipe's other end), one per sweep that saw them.
     sched: tuple[SchedSample, ...] = ()
     os_facts: OsFacts | None = None
     outside_waits: tuple[OutsideWait, ...] = ()
+    # What the analysis judges the window with: the thread-name patterns of the stages, and the wall-clock time it
+    # takes as "now" (the age of a board, of the process, of a stderr line). None: the window's end.
+    patterns: StagePatterns = field(default_factory=StagePatterns)
+    now_wall_s: float | None = None
+    # The stack rate in force at the end of the window, and why (shown by ``top``; not read by the analysis).
+    rate_hz: float | None = None
+    rate_reason: str = ""
 
     def line_text(self, filename: str, line: int) -> str | None:
         """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""
         return self.source_lines.get(f"{filename}:{line}")
+
+    @property
+    def judged_at_wall_s(self) -> float:
+        """The wall-clock time the analysis takes as "now": recorded with the observation, else the window's end."""
+        return self.now_wall_s if self.now_wall_s is not None else self.started_wall_s + self.window_s
 
     @property
     def board(self) -> Board | None:

@@ -37,7 +37,8 @@ from dflash_diag.model import (
     ThreadState,
     ThreadStats,
 )
-from dflash_diag.snapshot.gather import Gathered
+from dflash_diag.model.job import JobAnalysis, JobObservation
+from dflash_diag.snapshot.gather import Gathered, GatheredTarget
 from dflash_diag.snapshot.jsonable import to_jsonable
 from dflash_diag.snapshot.report import render_report
 from dflash_diag.snapshot.shape import RATE_KEYS
@@ -85,12 +86,37 @@ def _source_lines(stacks: tuple[StackSample, ...], pid: int) -> dict[str, str]:
 
 
 def analyse_gathered(g: Gathered, now_wall_s: float) -> Analysis:
-    """The shared analysis (``dflash_diag.analysis.analyse``) of what was gathered; failures are noted as missing."""
+    """The shared analysis (``dflash_diag.analysis.analyse``) of one process's gathering, judged at ``now_wall_s``;
+    failures are noted as missing."""
     from dflash_diag.analysis import analyse
 
-    analysis = analyse(observation_of(g), now_wall_s=now_wall_s)
+    analysis = analyse(dataclasses.replace(observation_of(g), now_wall_s=now_wall_s))
     for error in analysis.errors:
         g.miss("analysis", error)
+    return analysis
+
+
+def analyse_target(gathered: GatheredTarget, now_wall_s: float) -> Analysis | JobAnalysis:
+    """The one analysis of what was gathered of a target, judged at ``now_wall_s``: of its process, or of the job
+    (each rank's window, or its native dump where the window could not be taken); failures are noted as missing."""
+    from dflash_diag.analysis import analyse
+
+    target = gathered.target
+    ranks = tuple(dataclasses.replace(observation_of(g), patterns=target.patterns, now_wall_s=now_wall_s)
+                  for g in gathered.processes)
+    if target.job is None:
+        analysis: Analysis | JobAnalysis = analyse(ranks[0])
+    else:
+        window = gathered.observation
+        job = (dataclasses.replace(window, ranks=ranks, now_wall_s=now_wall_s) if isinstance(window, JobObservation)
+               else JobObservation(topology=target.job, ranks=ranks, started_wall_s=min(o.started_wall_s for o in ranks),
+                                   window_s=max(o.window_s for o in ranks), launcher_alive=None,
+                                   warnings=target.job.notes, now_wall_s=now_wall_s))
+        analysis = analyse(job)
+    processes = analysis.ranks if isinstance(analysis, JobAnalysis) else (analysis,)
+    for g, a in zip(gathered.processes, processes, strict=True):
+        for error in a.errors:
+            g.miss("analysis", error)
     return analysis
 
 
@@ -173,6 +199,21 @@ def build_document(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, Any
         "timings_s": g.timings_s,
     }
     return scrub_tree(redact_tree(to_jsonable(doc)), known_secrets(g))
+
+
+def observation_file(gathered: GatheredTarget, analysis: Analysis | JobAnalysis) -> bytes | None:
+    """The observation the bundle's analysis judged (``observation.json``, observe.codec), so ``doctor BUNDLE``
+    gives the same report offline; its strings pass the bundle's scrubber once more. None (and a missing entry)
+    when it is too large to be read back."""
+    from dflash_diag.observe.codec import ObservationFormatError, encode_observation
+
+    secrets = frozenset().union(*(known_secrets(g) for g in gathered.processes))
+    try:
+        return encode_observation(analysis.observation, tool_version=__version__,
+                                  text=lambda text: scrub_text(text, secrets))
+    except ObservationFormatError as exc:
+        gathered.processes[0].miss("observation.json", str(exc))
+        return None
 
 
 def known_secrets(g: Gathered) -> frozenset[str]:

@@ -17,8 +17,10 @@ Any failure is a one-line :class:`CommandError` (exit codes in docs/security.md)
 removed, nothing half-written is left.
 
 Read: bundles come from other people: tar members are validated (regular files only, no absolute paths or
-``..``, bounded sizes and counts) and only ``snapshot.json`` is read, into memory, never extracted; its
-decoding is bounded and its shape checked before use (:mod:`dflash_diag.snapshot.shape`).
+``..``, bounded sizes and counts) and only the one member asked for is read, into memory, never extracted:
+``snapshot.json`` (``diff``; its decoding is bounded and its shape checked before use,
+:mod:`dflash_diag.snapshot.shape`) or ``observation.json`` (``doctor BUNDLE``; bounded and checked field by field,
+:mod:`dflash_diag.observe.codec`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from dflash_contract.private_file import create_private
 from dflash_diag import __version__
 from dflash_diag.errors import CommandError, ExitCode
+from dflash_diag.model import Observation
+from dflash_diag.model.job import JobObservation
 
 # One set of rules for every output: where none may go, the errno table, the temporary siblings.
 from dflash_diag.snapshot.output import (
@@ -60,6 +65,7 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 
 # What makes a bundle recognisably ours: this file, listing every other file with its SHA-256.
 MANIFEST_NAME = "MANIFEST.json"
+OBSERVATION_NAME = "observation.json"  # the window the bundle's analysis judged (observe.codec): doctor replays it
 MANIFEST_SCHEMA = "dflash-diag.bundle-manifest/1"
 
 
@@ -265,12 +271,8 @@ class PreparedOutput(ReservedOutput):
     def _write_dir(self, files: Mapping[str, bytes]) -> None:
         assert self._tmp is not None
         for name, data in files.items():
-            fd = os.open(self._tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            create_private(self._tmp / name, data, fsync=True)  # 0600, O_EXCL|O_NOFOLLOW, whole or removed
             self._written.append(name)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
 
     # -- moving into place ----------------------------------------------------------------------------
 
@@ -356,7 +358,8 @@ def _safe_member_name(name: str) -> bool:
     return bool(parts) and not name.startswith("/") and ".." not in parts and "\\" not in name
 
 
-def _from_tar(path: Path) -> dict[str, Any]:
+def _member_from_tar(path: Path, name: str, what: str) -> bytes | None:
+    """The bytes of the bundle's top-level ``name`` (None when it has none), every member validated first."""
     source = str(path)
     try:
         with tarfile.open(path, mode="r:*") as tar:
@@ -364,7 +367,7 @@ def _from_tar(path: Path) -> dict[str, Any]:
             total = 0
             for member in tar:
                 if len(members) >= MAX_MEMBERS:
-                    raise _bad(source, f"more than {MAX_MEMBERS} members: not a snapshot bundle")
+                    raise _bad(source, f"more than {MAX_MEMBERS} members: not {what}")
                 if not _safe_member_name(member.name):
                     raise _bad(source, f"unsafe member path {member.name!r} in the archive")
                 if member.isdir():
@@ -377,39 +380,85 @@ def _from_tar(path: Path) -> dict[str, Any]:
                 if total > MAX_TOTAL_BYTES:
                     raise _bad(source, f"archive content exceeds {MAX_TOTAL_BYTES >> 20} MiB")
                 members.append(member)
-            docs = [m for m in members if Path(m.name).name == "snapshot.json" and len(Path(m.name).parts) <= 2]
-            if len(docs) != 1:
-                raise _bad(source, "no snapshot.json in the archive: not a dflash-diag snapshot bundle")
-            fh = tar.extractfile(docs[0])
+            found = [m for m in members if Path(m.name).name == name and len(Path(m.name).parts) <= 2]
+            if len(found) > 1:
+                raise _bad(source, f"{len(found)} {name} in the archive: not {what}")
+            if not found:
+                return None
+            fh = tar.extractfile(found[0])
             if fh is None:
-                raise _bad(source, "snapshot.json cannot be read from the archive")
-            data = fh.read(MAX_MEMBER_BYTES + 1)
+                raise _bad(source, f"{name} cannot be read from the archive")
+            return fh.read(MAX_MEMBER_BYTES + 1)
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         if isinstance(exc, CommandError):
             raise
         detail = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise _bad(source, f"not a readable .tar.gz bundle ({detail})") from None
-    return _parse_doc(data, source)
 
 
-def load_snapshot(path_text: str) -> dict[str, Any]:
-    """The snapshot.json of a bundle (.tar.gz), a bundle directory, or a snapshot.json file itself."""
+def _bundle_member(path_text: str, name: str) -> tuple[bytes | None, bool]:
+    """``name`` of a bundle (.tar.gz or directory): (its bytes or None, True); or, for a plain file, (its bytes,
+    False). CommandError (exit 6) for what cannot be a bundle."""
     path = Path(path_text)
     if not path.exists():
         raise _bad(path_text, "no such file or directory")
     if path.is_dir():
-        path = path / "snapshot.json"
-        if not path.is_file():
-            raise _bad(path_text, "directory has no snapshot.json: not a snapshot bundle")
+        inner = path / name
+        if not inner.is_file():
+            return None, True
+        with open(inner, "rb") as fh:
+            return fh.read(MAX_MEMBER_BYTES + 1), True
     if not path.is_file():
         raise _bad(path_text, "not a regular file")
     if path.stat().st_size > MAX_TOTAL_BYTES:
         raise _bad(path_text, f"larger than {MAX_TOTAL_BYTES >> 20} MiB")
     with open(path, "rb") as fh:
         head = fh.read(4)
-    if head[:2] == b"\x1f\x8b" or tarfile.is_tarfile(path):
-        return _from_tar(path)
+    try:
+        is_tar = tarfile.is_tarfile(path)
+    except (OSError, EOFError, zlib.error):  # a truncated or corrupt gzip: read below as one, which says so
+        is_tar = False
+    if head[:2] == b"\x1f\x8b" and not is_tar:
+        return _gunzipped(path, path_text), False  # one gzip'd file (a saved observation, a casebook fixture)
+    if head[:2] == b"\x1f\x8b" or is_tar:
+        return _member_from_tar(path, name, "a dflash-diag snapshot bundle"), True
     with open(path, "rb") as fh:
-        return _parse_doc(fh.read(MAX_MEMBER_BYTES + 1), path_text)
+        return fh.read(MAX_MEMBER_BYTES + 1), False
 
 
+def _gunzipped(path: Path, path_text: str) -> bytes:
+    """A gzip'd file's content, bounded (a larger one is returned one byte over the bound, refused by the caller)."""
+    import gzip
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(MAX_MEMBER_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _bad(path_text, f"a gzip file that cannot be read ({exc})") from None
+
+
+def load_snapshot(path_text: str) -> dict[str, Any]:
+    """The snapshot.json of a bundle (.tar.gz), a bundle directory, or a snapshot.json file itself."""
+    data, _ = _bundle_member(path_text, "snapshot.json")
+    if data is None:
+        raise _bad(path_text, "no snapshot.json in the bundle: not a dflash-diag snapshot bundle")
+    return _parse_doc(data, path_text)
+
+
+def load_observation(path_text: str) -> Observation | JobObservation:
+    """The observation a bundle carries (``observation.json``: .tar.gz or directory), or an observation file
+    itself (``doctor --save-observation``): bounded and checked field by field (observe.codec), CommandError
+    (exit 6, one line naming the field) for anything else."""
+    from dflash_diag.observe.codec import MAX_DOCUMENT_BYTES, ObservationFormatError, read_observation
+
+    data, bundle = _bundle_member(path_text, OBSERVATION_NAME)
+    if data is None:
+        raise _bad(path_text, f"the bundle has no {OBSERVATION_NAME}: it was written before bundles carried their "
+                              "observation (dflash-diag diff still reads it)")
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise _bad(path_text, f"larger than the {MAX_DOCUMENT_BYTES >> 20} MiB an observation may take")
+    try:
+        return read_observation(data)
+    except ObservationFormatError as exc:
+        where = f"{OBSERVATION_NAME}: " if bundle else ""
+        raise _bad(path_text, f"{where}{exc}") from None

@@ -1,12 +1,13 @@
-"""Gather everything a bug report needs from a live, hung or dying process: in parallel, each source with its
-own deadline, so that one slow or failing source costs its own entry in ``missing`` and nothing else.
+"""Gather everything a bug report needs from a live, hung or dying target (a process, or every rank of a job): in
+parallel, each source with its own deadline, so that one slow or failing source costs its own entry in
+``missing`` and nothing else.
 
 Sources (each a daemon thread; a stuck one is abandoned at the deadline, never joined):
-- one blocking ``py-spy dump --native`` (all threads with native frames; falls back to a non-blocking dump
-  when the process cannot be suspended, e.g. it is SIGSTOPped);
-- the collector's short sampling window (stacks, /proc, NVML, board) for thread states and findings;
-- /proc: argv, environment, exe, cwd, threads;
-- versions (from the process's site-packages and the driver), code hashes of the project's sources.
+- the target's window, ``observe.observe`` as every command takes it (doctor's window: stacks, /proc, NVML, the
+  board, the outside evidence; every rank of a job in one window) for thread states and findings;
+- of each process: one blocking ``py-spy dump --native`` (all threads with native frames; falls back to a
+  non-blocking dump when the process cannot be suspended, e.g. it is SIGSTOPped); /proc: argv, environment, exe,
+  cwd, threads; versions (from the process's site-packages and the driver), code hashes of the project's sources.
 """
 
 from __future__ import annotations
@@ -21,23 +22,30 @@ from typing import Any, TypeVar
 from dflash_contract.board import AppKeys
 from dflash_diag.errors import AttachError
 from dflash_diag.model import NA, Board, Maybe, Observation, ProcThreadSample, StackSample
+from dflash_diag.model.job import JobObservation
+from dflash_diag.observe import Target, Window, observe
 from dflash_diag.snapshot import environment
 from dflash_diag.snapshot.environment import CodeInfo
 
 T = TypeVar("T")
 
-# Sampling window: as long as the 3 s budget allows. 1 s at a capped rate gave 2-7 samples and missed a GIL hog
-# that doctor's 5 s caught; 1.5 s of a burst (up to 20 Hz) gives 10-30 (docs/benchmarks.md), and leaves 0.8 s
-# for a last slow dump before the deadline.
-DEFAULT_DURATION_S = 1.5
-# Every source must be back by then: analysis and writing take ~0.2-0.5 s more, and the whole snapshot must
-# stay under 3 s. A native dump of a torch process that misses it (py-spy resolving libtorch's symbols on a
-# loaded machine) is listed as missing and the window's last Python-only dump stands in for it.
-DEFAULT_DEADLINE_S = 2.3
+# The window is doctor's (observe.Window: 5 s by default; 1.5 s missed a hot loop that doctor's 5 s saw). Every
+# source must be back this long after it: a last slow dump, then analysis and writing take ~0.2-0.5 s more. A
+# native dump of a torch process that misses the deadline (py-spy resolving libtorch's symbols on a loaded machine)
+# is listed as missing and the window's last Python-only dump stands in for it.
+DEADLINE_MARGIN_S = 0.8
+MIN_DEADLINE_S = 2.3  # a short window's sources (a native dump of a stopped process) still get the old bound
+
+
+def deadline_s(window: Window) -> float:
+    """When every source must be back, counted from the start."""
+    return max(MIN_DEADLINE_S, window.duration_s + DEADLINE_MARGIN_S)
 
 
 @dataclass
 class Gathered:
+    """What was gathered of one process (a job has one per rank); ``observation``: its share of the window."""
+
     pid: int
     started_wall_s: float
     native_stacks: StackSample | None = None
@@ -107,18 +115,6 @@ def native_stacks(pid: int, timeout_s: float) -> tuple[StackSample, str | None]:
         return redact(fallback), f"native frames: {exc}; Python-only stacks instead"
 
 
-def collect(pid: int, duration_s: float, board_dir: str | None = None) -> Observation:
-    """The sampling window, with the evidence from outside the stacks (process state, stderr, source files)."""
-    from dflash_diag.sources.collect import Collector
-    from dflash_diag.sources.config import BURST_RATE_HZ, SamplerConfig
-    from dflash_diag.sources.outside import OutsideReader
-
-    # A one-off burst: up to 20 Hz with py-spy allowed half a core (not the live sampler's tenth) and no back-off
-    # for a saturated trainer (dumps run at nice 10 and never pause it); for 2 s, so the native dump keeps its share.
-    config = SamplerConfig(rate_hz=BURST_RATE_HZ, burst=True, board_dir=board_dir)
-    return OutsideReader(pid).enrich(Collector(pid, config).collect(duration_s))
-
-
 def proc_info(pid: int) -> dict[str, Any]:
     from dflash_diag.sources import procfs
 
@@ -139,23 +135,70 @@ def read_board(pid: int, board_dir: str | None = None) -> Board | None:
     return _read(pid, board_dir)
 
 
-def gather(
+@dataclass
+class GatheredTarget:
+    """Everything gathered of a target: its window (None when it could not be taken) and each process's parts, in
+    the target's order (one process, or the ranks of a job)."""
+
+    target: Target
+    observation: Observation | JobObservation | None
+    processes: list[Gathered]
+
+
+def gather(target: Target, window: Window, *, deadline: float | None = None,
+           wall_clock: Callable[[], float] = time.time) -> GatheredTarget:
+    """Everything about ``target`` within ``deadline`` seconds (default :func:`deadline_s`); what could not be had
+    is listed in each process's ``missing``."""
+    from dflash_diag.sources.procfs import process_alive
+    from dflash_diag.sources.pyspy_find import find_pyspy
+
+    limit_s = deadline_s(window) if deadline is None else deadline
+    find_pyspy()  # before the threads: sysconfig's first use is not thread-safe
+    t0 = time.monotonic()
+    sampling = _Job("collect", lambda: observe(target, window, require_stacks=False, wall_clock=wall_clock))
+    sampling.thread.start()
+    pids = target.pids
+    if len(pids) == 1:
+        processes = [gather_process(pids[0], deadline_s=limit_s, board_dir=target.board_dir, wall_clock=wall_clock)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(pids), thread_name_prefix="dflash-diag-rank") as pool:
+            processes = list(pool.map(lambda pid: gather_process(pid, deadline_s=limit_s, board_dir=target.board_dir,
+                                                                 wall_clock=wall_clock), pids))
+    sampling.done.wait(max(0.0, limit_s - (time.monotonic() - t0)))
+    observation = sampling.result if sampling.done.is_set() and sampling.error is None else None
+    why = (f"timed out after {limit_s:.1f} s" if not sampling.done.is_set()
+           else _describe(sampling.error) if sampling.error is not None else "")
+    ranks = observation.ranks if isinstance(observation, JobObservation) else (observation,) * len(processes)
+    for g, obs in zip(processes, ranks, strict=True):
+        if sampling.elapsed_s is not None:
+            g.timings_s["sampling window"] = round(sampling.elapsed_s, 3)
+        g.alive_at_end = process_alive(g.pid)
+        g.timings_s["total"] = round(time.monotonic() - t0, 3)
+        if obs is None:
+            g.miss("sampling window", why)
+            continue
+        g.observation = obs
+        if g.board is None and obs.board is not None:
+            g.board = obs.board
+    return GatheredTarget(target=target, observation=observation, processes=processes)
+
+
+def gather_process(
     pid: int,
     *,
-    duration_s: float = DEFAULT_DURATION_S,
-    deadline_s: float = DEFAULT_DEADLINE_S,
+    deadline_s: float,
     board_dir: str | None = None,
     wall_clock: Callable[[], float] = time.time,
 ) -> Gathered:
-    """Everything about ``pid`` within ``deadline_s``; what could not be had is listed in ``missing``."""
-    from dflash_diag.sources.procfs import process_alive
-
+    """Everything about process ``pid`` but the window (``gather`` takes it for the whole target) within
+    ``deadline_s``; what could not be had is listed in ``missing``."""
     out = Gathered(pid=pid, started_wall_s=wall_clock())
     t0 = time.monotonic()
     # The native dump pauses the process: give it the whole deadline minus a margin for writing.
     jobs = {
         "native stacks": _Job("native", lambda: native_stacks(pid, max(0.5, deadline_s - 0.2))),
-        "sampling window": _Job("collect", lambda: collect(pid, duration_s, board_dir)),
         "process info": _Job("proc", lambda: proc_info(pid)),
         "board": _Job("board", lambda: read_board(pid, board_dir)),
     }
@@ -204,8 +247,6 @@ def gather(
             out.native_stacks, note = job.result
             if note:
                 out.miss("native frames", note)
-        elif name == "sampling window":
-            out.observation = job.result
         elif name == "board":
             out.board = job.result
             if job.result is None:
@@ -214,8 +255,5 @@ def gather(
             out.versions = job.result
         elif name == "code hashes":
             out.code = job.result
-    if out.board is None and out.observation is not None and out.observation.board is not None:
-        out.board = out.observation.board
-    out.alive_at_end = process_alive(pid)
     out.timings_s["total"] = round(time.monotonic() - t0, 3)
     return out

@@ -1,4 +1,5 @@
-"""A bug-report bundle of a whole job (docs/jobs.md): every rank gathered at once, the job analysed across them.
+"""The files of a job's bug-report bundle (docs/jobs.md): every rank gathered in one window (``snapshot.gather``),
+the job analysed across them (``snapshot.build.analyse_target``).
 
 The bundle is the lowest rank's bundle (so ``diff`` compares it as any other) plus, at the top, what the job adds:
 ``snapshot.json`` gains a ``job`` section (the topology, one row per rank, the job's findings and headline),
@@ -10,72 +11,21 @@ rank brings its own ``rank<N>-report.md``, ``rank<N>-snapshot.json`` and ``rank<
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from dflash_diag.model import Analysis
-from dflash_diag.model.job import JobAnalysis, JobObservation, JobTopology
-from dflash_diag.snapshot import SnapshotResult, _top_name, output_path
-from dflash_diag.snapshot.build import analyse_gathered, build_files
-from dflash_diag.snapshot.bundle import prepare_output
-from dflash_diag.snapshot.gather import DEFAULT_DEADLINE_S, DEFAULT_DURATION_S, Gathered, gather
+from dflash_contract.redact import redact_tree, scrub_tree
+from dflash_diag.model.job import JobAnalysis
+from dflash_diag.snapshot.build import build_files, known_secrets
+from dflash_diag.snapshot.gather import Gathered
+from dflash_diag.view.job import finding_row, job_json, job_title, rank_lines
 
 MAX_RANK_FILES = 16
 RANK_FILES = ("report.md", "snapshot.json", "stacks.txt")
 
 
-def take_job_snapshot(
-    topology: JobTopology,
-    *,
-    output: Path | None = None,
-    as_dir: bool = False,
-    force: bool = False,
-    duration_s: float = DEFAULT_DURATION_S,
-    deadline_s: float = DEFAULT_DEADLINE_S,
-    board_dir: str | None = None,
-    wall_clock: Callable[[], float] = time.time,
-) -> SnapshotResult:
-    from dflash_diag.analysis.job import analyse_job
-    from dflash_diag.sources.pyspy_find import find_pyspy
-
-    t0 = time.monotonic()
-    name_pid = topology.launcher_pid or topology.asked_pid
-    path = output_path(name_pid, output, as_dir, wall_clock())
-    prepared = prepare_output(path, as_dir=as_dir, force=force)
-    try:
-        find_pyspy()  # before the threads: sysconfig's first use is not thread-safe
-        with ThreadPoolExecutor(max_workers=max(1, len(topology.ranks)), thread_name_prefix="dflash-diag-rank") as pool:
-            gathered = list(pool.map(lambda r: gather(r.pid, duration_s=duration_s, deadline_s=deadline_s,
-                                                      board_dir=board_dir, wall_clock=wall_clock), topology.ranks))
-        end_wall_s = wall_clock()
-        analyses = [analyse_gathered(g, end_wall_s) for g in gathered]
-        job = JobObservation(topology=topology, ranks=tuple(a.observation for a in analyses),
-                             started_wall_s=min(g.started_wall_s for g in gathered) if gathered else end_wall_s,
-                             window_s=max((a.observation.window_s for a in analyses), default=0.0),
-                             launcher_alive=None, warnings=topology.notes)
-        analysis = analyse_job(job, now_wall_s=end_wall_s)
-        files = job_files(analysis, gathered, analyses, end_wall_s)
-    except BaseException:
-        prepared.abandon()
-        raise
-    prepared.commit(files, top=_top_name(path), mtime_s=end_wall_s)
-    missing = tuple((f"{r.label}: {what}", why) for r, g in zip(topology.ranks, gathered, strict=True)
-                    for what, why in g.missing)
-    return SnapshotResult(path=path, findings=analysis.findings, missing=missing, elapsed_s=time.monotonic() - t0,
-                          alive_at_end=any(g.alive_at_end for g in gathered))
-
-
-def job_files(analysis: JobAnalysis, gathered: list[Gathered], analyses: list[Analysis],
-              end_wall_s: float) -> dict[str, bytes]:
+def job_files(analysis: JobAnalysis, gathered: list[Gathered], end_wall_s: float) -> dict[str, bytes]:
     """The lowest rank's bundle, the job's section and report on top, the other ranks' own files beside."""
-    from dflash_contract.redact import redact_tree, scrub_tree
-    from dflash_diag.snapshot.build import known_secrets
-    from dflash_diag.view.job import finding_row, job_json, job_title, rank_lines
-
     ranks = analysis.observation.topology.ranks
-    per_rank = [build_files(g, a, end_wall_s) for g, a in zip(gathered, analyses, strict=True)]
+    per_rank = [build_files(g, a, end_wall_s) for g, a in zip(gathered, analysis.ranks, strict=True)]
     files = dict(per_rank[0]) if per_rank else {}
     doc = json.loads(files["snapshot.json"]) if "snapshot.json" in files else {}
     headline = analysis.headline
@@ -103,4 +53,4 @@ def job_files(analysis: JobAnalysis, gathered: list[Gathered], analyses: list[An
     return files
 
 
-__all__ = ["take_job_snapshot"]
+__all__ = ["MAX_RANK_FILES", "job_files"]

@@ -23,6 +23,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from dflash_contract import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
@@ -405,7 +406,8 @@ class _Scheduler:
         with self.lock:
             warnings = tuple(self.redactor.text(w) for w in (*self.warnings, *self._status_warnings()))
             meta = WindowMeta(self.pid, self.cmdline, self.alive, warnings)
-            return self.window.observation(meta, since_s, now_s, self.wall())
+            obs = self.window.observation(meta, since_s, now_s, self.wall())
+            return replace(obs, rate_hz=self.decision.rate_hz, rate_reason=self.decision.reason)
 
     def _status_warnings(self) -> tuple[str, ...]:
         out = []

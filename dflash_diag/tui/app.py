@@ -498,10 +498,10 @@ class TopApp(App[int]):
     def action_rank(self, step: int) -> None:
         """A job: show the threads of the previous / next rank (the source re-frames on its next poll)."""
         select = getattr(self.source, "select_rank", None)
-        if select is None:
+        index = select(step) if select is not None else None
+        if index is None:
             self.notify("one process: no ranks to pick (docs/jobs.md)", timeout=2)
             return
-        index = select(step)
         self.selected = None
         rows = self.frame.job.rows if self.frame is not None and self.frame.job is not None else ()
         label = f"rank {rows[index][0]}" if 0 <= index < len(rows) else f"row {index}"

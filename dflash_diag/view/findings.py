@@ -91,6 +91,9 @@ FIX = "fix"  # the word "fix"
 REMEDY = "remedy"
 NOTE = "note"  # a line about the list itself: why there are none to show (an N/A)
 CLEAR = "clear"  # the line that says nothing was found
+TITLE = "title"  # a report's name (``dflash-diag doctor``)
+ALERT = "alert"  # what the reader must not miss beside it (the process exited)
+SUMMARY = "summary"  # the counts of findings by severity
 PLAIN = ""  # punctuation between the others
 
 # The terminal look of each tag (Rich style names, as view/text.py's STATE_STYLE): doctor's rich adapter and top's
@@ -98,7 +101,7 @@ PLAIN = ""  # punctuation between the others
 SEVERITY_STYLE: Mapping[str, str] = {"critical": "bold white on red", "warning": "bold black on yellow",
                                      "info": "bold cyan"}
 TAG_STYLE: Mapping[str, str] = {RULE: "bold", HEADLINE: "bold", LINK: "dim", LABEL: "dim", FIX: "green", NOTE: "dim",
-                                CLEAR: "green"}
+                                CLEAR: "bold green", TITLE: "bold", ALERT: "red", SUMMARY: "bold"}
 
 # What a line is: the first line of a finding or of the headline, an evidence pair, a fix, a note.
 Role = Literal["finding", "headline", "evidence", "fix", "note"]

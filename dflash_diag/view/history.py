@@ -11,12 +11,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from dflash_diag.model import GpuSample, PipelineView
+from dflash_diag.model import GpuSample, Maybe, PipelineView
 
-if TYPE_CHECKING:
-    from dflash_diag.view.frame import TopFrame
+
+class Readings(Protocol):
+    """What the history reads of a frame (``view.frame.TopFrame``, which holds a history: it names no frame type)."""
+
+    @property
+    def wall_s(self) -> float: ...
+
+    @property
+    def pipeline(self) -> Maybe[PipelineView]: ...
+
+    @property
+    def gpus(self) -> Maybe[tuple[GpuSample, ...]]: ...
 
 DEFAULT_HORIZON_S = 300.0  # five minutes
 MAX_POINTS = 600  # per series: a frame a second for the horizon, with room to spare
@@ -65,7 +75,7 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def readings(frame: TopFrame) -> dict[str, float]:
+def readings(frame: Readings) -> dict[str, float]:
     """The frame's values of each history series (absent ones are left out: a gap, never a made-up 0)."""
     out: dict[str, float] = {}
     pipeline = frame.pipeline
@@ -86,7 +96,7 @@ def readings(frame: TopFrame) -> dict[str, float]:
     return out
 
 
-def extend(history: History, frame: TopFrame) -> History:
+def extend(history: History, frame: Readings) -> History:
     """``history`` with ``frame``'s readings added at ``frame.wall_s`` and points past the horizon dropped."""
     now = frame.wall_s
     if history.end_wall_s is not None and now <= history.end_wall_s:

@@ -3,6 +3,7 @@ the rows ``doctor``, ``top --batch`` and the live view print. Plain: no screen l
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +46,7 @@ def rank_json(s: RankSummary) -> dict[str, Any]:
         "in_collective_now": None if s.now is None else {"op": s.now.op, "site": s.now.site},
         "computing_pct": _pct(s.computing_share), "hot": s.hot, "where": s.where,
         "cpu_pct": None if s.cpu_pct is None else round(s.cpu_pct, 1),
-        "step": s.step, "probe": probe, "workers": s.workers,
+        "step": s.step, "probe": probe, "workers": s.workers, "moving": s.progress,
         "headline": s.headline, "severity": s.severity.label if s.severity is not None else None,
     }
 
@@ -77,21 +78,25 @@ def _short(text: str, width: int) -> str:
 
 
 def rank_rows(analysis: JobAnalysis) -> list[tuple[str, ...]]:
-    """One row per rank: rank, PID, state, share in collectives, workers, step, the collective it waits in (where),
-    where its time goes."""
+    """One row per rank (:func:`rank_rows_of` of each rank's JSON row)."""
+    return rank_rows_of(job_json(analysis))
+
+
+def rank_rows_of(job: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """The ``job`` section's rows as text: rank, PID, state, share in collectives, workers, step, the collective it
+    waits in (where), where its time goes."""
     rows: list[tuple[str, ...]] = []
-    for s in analysis.summaries:
-        ident = s.identity
-        state = "exited" if s.exited else ("gone" if not s.alive else ("moving" if s.progress else "stuck"))
+    for r in job["ranks"]:
+        state = "exited" if r["exited"] else ("gone" if not r["alive"] else ("moving" if r["moving"] else "stuck"))
         coll = ""
-        if s.collective is not None:
-            coll = f"{s.collective.op}" + (f" at {s.collective.site}" if s.collective.site else "")
-        if s.probe is not None and s.probe.current_seq is not None and s.probe.current_op:
-            coll += f" [#{s.probe.current_seq} {s.probe.current_op}]"
-        goes = s.hot
-        rows.append((str(ident.rank) if ident.rank is not None else "-", str(ident.pid), state,
-                     f"{_pct(s.collective_share):.0f}%", str(s.workers), "" if s.step is None else str(s.step),
-                     coll or "-", goes or "-"))
+        if r["collective"] is not None:
+            coll = r["collective"]["op"] + (f" at {r['collective']['site']}" if r["collective"]["site"] else "")
+        probe = r["probe"]
+        if probe is not None and probe["current_seq"] is not None and probe["current_op"]:
+            coll += f" [#{probe['current_seq']} {probe['current_op']}]"
+        rows.append((str(r["rank"]) if r["rank"] is not None else "-", str(r["pid"]), state,
+                     f"{r['collective_wait_pct']:.0f}%", str(r["workers"]), "" if r["step"] is None else str(r["step"]),
+                     coll or "-", r["hot"] or "-"))
     return rows
 
 
@@ -99,8 +104,13 @@ RANK_HEADER = ("rank", "PID", "state", "in coll.", "workers", "step", "waits in 
 
 
 def rank_lines(analysis: JobAnalysis, width: int = 160) -> list[str]:
-    """The rows as fixed-width text (``top --batch``, ``doctor``): the last column is not cut."""
-    rows = [RANK_HEADER, *rank_rows(analysis)]
+    """The rows as fixed-width text (``top --batch``): the last column is not cut."""
+    return rank_lines_of(job_json(analysis), width)
+
+
+def rank_lines_of(job: Mapping[str, Any], width: int = 160) -> list[str]:
+    """The ``job`` section's rows as fixed-width text (``doctor``, ``top --batch``): the last column is not cut."""
+    rows = [RANK_HEADER, *rank_rows_of(job)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(RANK_HEADER))]
     widths[6] = min(widths[6], 48)
     out = []
@@ -121,4 +131,5 @@ def job_title(analysis: JobAnalysis) -> str:
     return f"job of {who}: {len(topo.ranks)} rank(s){world}{restarts}, {job.window_s:.1f} s sampled"
 
 
-__all__ = ["JOB_SCHEMA", "RANK_HEADER", "JobView", "finding_row", "job_json", "job_title", "rank_json", "rank_lines", "rank_rows"]
+__all__ = ["JOB_SCHEMA", "RANK_HEADER", "JobView", "finding_row", "job_json", "job_title", "rank_json", "rank_lines",
+           "rank_lines_of", "rank_rows", "rank_rows_of"]

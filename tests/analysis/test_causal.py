@@ -4,6 +4,7 @@ headline, the rest ranked; and the one entry point (``analyse``) on recorded sta
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "findings"))
@@ -134,7 +135,7 @@ def _recorded(name: str) -> Observation:
 
 
 def test_analyse_on_recorded_stacks_names_the_gil_hog_in_the_headline() -> None:
-    a = analyse(_recorded("pyspy_drafter_bound.json"), now_wall_s=1010.0)
+    a = analyse(replace(_recorded("pyspy_drafter_bound.json"), now_wall_s=1010.0))
     assert a.headline is not None and a.errors == ()
     # The wait-for graph follows the drafter's GIL wait to the hog: the path supersedes the stage verdict.
     assert a.headline.rule_id == "wait-chain" and a.headline.because[0] == "gil-contention"
@@ -144,6 +145,6 @@ def test_analyse_on_recorded_stacks_names_the_gil_hog_in_the_headline() -> None:
 
 
 def test_analyse_never_raises_on_an_empty_window() -> None:
-    a = analyse(observation(NA("no board")), now_wall_s=NOW_S)
+    a = analyse(replace(observation(NA("no board")), now_wall_s=NOW_S))
     assert a.threads == () and a.errors == ()
     assert {x.rule_id for x in a.findings} == {"no-probes"} and a.headline is None

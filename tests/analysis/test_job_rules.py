@@ -18,7 +18,7 @@ from dflash_diag.model.job import JobAnalysis, JobObservation
 
 
 def _analyse(job: JobObservation) -> JobAnalysis:
-    return analyse_job(job, now_wall_s=NOW)
+    return analyse_job(job)
 
 
 def _ids(a: JobAnalysis, at_least: Severity = Severity.INFO) -> set[str]:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from kernel_traces import A, B, launch_loop
 
-from dflash_diag.analysis.kernels import phase, short_kernel_name, summarise, summary_json
+from dflash_diag.analysis.kernels import phase, short_kernel_name, summarise
 from dflash_diag.errors import ExitCode
 from dflash_diag.model.kernels import AFTER_SYNC, LAUNCH_BOUND, QUEUED, UNATTRIBUTED
 from dflash_diag.sources.kernel_trace import KernelTraceError, parse_trace, read_trace_file
+from dflash_diag.view.kernels import summary_json
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HANDMADE = FIXTURES / "kernels" / "synthetic_torch_trace.json"

@@ -96,7 +96,7 @@ def test_a_producer_waiting_on_its_input_is_named_where_it_waits(consumer_seen_w
     consumer's work is too short to land in any sample (4 items/s, 2 ms each, sampled at 20 Hz)."""
     rounds = [[("fetch", 1, RECV_WAIT, False), ("learner", 3, GET_BLOCKED, False)]] * (20 - consumer_seen_working) + \
              [[("fetch", 1, RECV_WAIT, False), ("learner", 3, CONSUMER_WORK, True)]] * consumer_seen_working
-    findings = {f.rule_id: f for f in analyse(_obs(rounds, FETCH_CODE, FETCH_LINES), now_wall_s=1020.0).findings}
+    findings = {f.rule_id: f for f in analyse(replace(_obs(rounds, FETCH_CODE, FETCH_LINES), now_wall_s=1020.0)).findings}
     assert "pipeline-hang" not in findings
     verdict = findings["pipeline-bottleneck-target"]
     assert "not computing" in verdict.claim and "fetch_shard (fetch.py:19)" in verdict.claim

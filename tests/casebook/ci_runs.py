@@ -1,4 +1,6 @@
-"""Which (case, mode) runs of the casebook CI makes (`tests/casebook/test_casebook.py`), and their first pass.
+"""Which (case, mode) runs of the casebook CI makes live (`tests/casebook/test_casebook.py`), and their first pass.
+Every (case, mode) is also replayed from its recorded observation (`tests/casebook/test_replay.py`): cheap, so CI
+replays all of them and runs live only what keeps the live path honest.
 
 They run in their module's fixture, after the rest of the suite: started beside it in a background thread, the
 programs and the other tests slowed each other about threefold on 2 cores.
@@ -20,26 +22,29 @@ def parallel() -> int:
     return int(os.environ.get("CASEBOOK_PARALLEL", "3"))
 
 
-# Families CI runs in every mode they list: a stall read as healthy in one mode is the worst miss there is.
-EVERY_MODE_FAMILIES = frozenset({"hang", "deadlock"})
+# What CI runs live, beside the replay of every recorded (case, mode) (test_replay.py): enough that a regression in the
+# live observing path (py-spy, /proc, the board, `dflash-diag run`, `dflash-diag attach`, doctor's window) fails CI.
+# Every hang and deadlock program (a stall read as healthy is the worst miss there is), in turn outside and under
+# probes, the first one in both; the programs the time-to-name test times; one attach; one healthy program.
+LIVE_RUNS: tuple[tuple[str, str], ...] = (
+    ("hang_dead_consumers", "outside"), ("hang_dead_consumers", "probes"),
+    ("deadlock_two_locks", "outside"), ("deadlock_condition", "probes"),
+    ("hang_report_consistency", "outside"), ("fork_held_lock", "probes"), ("prefetch_join_hang", "outside"),
+    ("gil_hog_side_thread", "outside"), ("warmup_compile", "probes"),
+    ("slow_worker_thread", "attach"), ("healthy_pipeline", "outside"),
+)
+# Families whose every program is live (cursor_lock_queue, a known miss in both its modes, is replayed only).
+LIVE_FAMILIES = frozenset({"hang", "deadlock"})
+ALL_ENV = "CASEBOOK_ALL"  # set (make casebook): every CPU case in every mode it lists, live
 
 
 def casebook_jobs() -> list[tuple[Case, str]]:
-    """The (case, mode) runs of CI: hangs and deadlocks in every mode they list, every other case in one of its modes,
-    taken in turn down the list (outside, probes, attach: each mode keeps about its share of the cases).
-
-    Every mode of every case is 107 runs, about 7.5 minutes of CPU-bound programs on CI's 2 cores (half the suite's
-    budget); ``bench/casebook.py`` runs them all (docs/benchmarks.md has the table), CI about 60."""
-    out: list[tuple[Case, str]] = []
-    turn = 0
-    for case in CPU_CASES:
-        modes = [m for m in MODES if m in case.modes]
-        if case.family in EVERY_MODE_FAMILIES:
-            out.extend((case, m) for m in modes)
-        else:
-            out.append((case, modes[turn % len(modes)]))
-            turn += 1
-    return out
+    """The (case, mode) runs made live: CI's small honest subset (``LIVE_RUNS``), or with ``CASEBOOK_ALL=1`` every
+    mode of every CPU case (154 runs: ``make casebook``; what they cost is in docs/benchmarks.md)."""
+    if os.environ.get(ALL_ENV, "") not in ("", "0"):
+        return [(c, m) for c in CPU_CASES for m in MODES if m in c.modes]
+    by_name = {c.name: c for c in CPU_CASES}
+    return [(by_name[name], mode) for name, mode in LIVE_RUNS]
 
 
 def casebook_first_pass() -> dict[tuple[str, str], Result]:

@@ -104,12 +104,39 @@ class Recording:
 
     directory: Path
     observations: bool = True
+    # Fixtures (``bench/casebook.py --record`` on the CPU, CI's replay): each observation kept gzip'd and redacted
+    # (``<case>__<mode>.json.gz``, see :func:`keep_as_fixture`), no report beside it.
+    fixtures: bool = False
 
     def observation(self, case: str, mode: str) -> Path:
         return self.directory / f"{case}__{mode}.json"
 
+    def fixture(self, case: str, mode: str) -> Path:
+        return self.directory / f"{case}__{mode}{FIXTURE_SUFFIX}"
+
     def report(self, case: str, mode: str) -> Path:
         return self.directory / f"{case}__{mode}.report.json"
+
+
+FIXTURE_SUFFIX = ".json.gz"
+
+
+def keep_as_fixture(saved: Path, fixture: Path) -> None:
+    """A saved observation as a test fixture: every string redacted once more (as a bundle's are), written compact
+    and gzip'd without a timestamp (the same observation, the same bytes), the plain file removed."""
+    import gzip
+
+    from dflash_contract.redact import redact_text
+    from dflash_diag import __version__
+    from dflash_diag.observe.codec import encode_observation, read_observation
+
+    obs = read_observation(saved.read_bytes())
+    data = gzip.compress(encode_observation(obs, tool_version=__version__, text=redact_text), compresslevel=9,
+                         mtime=0)
+    tmp = fixture.with_name(f".{fixture.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, fixture)
+    saved.unlink()
 
 
 SHARED_START = ("outside", "attach")  # the modes one plain start serves, in this order: doctor, then attach + doctor
@@ -321,12 +348,19 @@ def _diagnose(case: Case, mode: str, pid: int, env: dict[str, str], duration_s: 
     if record is not None and record.observations:
         cmd += ["--save-observation", str(record.observation(case.name, mode))]
     t0 = time.monotonic()
-    done = subprocess.run(cmd, env=env, capture_output=True, timeout=duration_s + 60)
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, timeout=duration_s + 60)
+    except subprocess.TimeoutExpired:  # a starved box: a failed run, said so, never an exception out of the harness
+        return _failed(case, mode, f"doctor did not answer in {duration_s + 60:g} s")
     seconds = time.monotonic() - t0
     if done.returncode != 0:
         return _failed(case, mode, f"doctor exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
     report = json.loads(done.stdout)
-    if record is not None:
+    if record is not None and record.fixtures:
+        saved = record.observation(case.name, mode)
+        if saved.exists():
+            keep_as_fixture(saved, record.fixture(case.name, mode))
+    elif record is not None:
         _write_private(record.report(case.name, mode), done.stdout)
     return score(case, mode, report, seconds)
 
@@ -415,21 +449,23 @@ def _tail(work: Path) -> str:
 
 def run_all(cases: list[Case], modes: tuple[str, ...] = MODES, *, parallel: int = 2, duration_s: float = 5.0,
             python: str | None = None, progress: Any = None, extra_args: tuple[str, ...] = (),
-            ready_timeout_s: float | None = None) -> list[Result]:
+            ready_timeout_s: float | None = None, record: Recording | None = None) -> list[Result]:
     """Every (case, mode) of ``modes`` that the case runs in, ``parallel`` at a time; results in case order."""
     return run_jobs([(c, m) for c in cases for m in modes if m in c.modes], parallel=parallel, duration_s=duration_s,
-                    python=python, progress=progress, extra_args=extra_args, ready_timeout_s=ready_timeout_s)
+                    python=python, progress=progress, extra_args=extra_args, ready_timeout_s=ready_timeout_s,
+                    record=record)
 
 
 def run_jobs(jobs: list[tuple[Case, str]], *, parallel: int = 2, duration_s: float = 5.0, python: str | None = None,
-             progress: Any = None, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None) -> list[Result]:
+             progress: Any = None, extra_args: tuple[str, ...] = (), ready_timeout_s: float | None = None,
+             record: Recording | None = None) -> list[Result]:
     """Each (case, mode) of ``jobs``, ``parallel`` at a time; results in the order of ``jobs``."""
     from concurrent.futures import as_completed
 
     results: dict[tuple[str, str], Result] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         futures = {pool.submit(run_case, c, m, duration_s=duration_s, python=python, extra_args=extra_args,
-                               ready_timeout_s=ready_timeout_s): (c.name, m) for c, m in jobs}
+                               ready_timeout_s=ready_timeout_s, record=record): (c.name, m) for c, m in jobs}
         for future in as_completed(futures):
             result = future.result()
             results[futures[future]] = result

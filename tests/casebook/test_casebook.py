@@ -1,10 +1,11 @@
-"""The casebook in CI: every CPU program gets its planted cause named (and the right headline), every healthy program
-gets no warning, and the headline comes from one 5 s window, warm-up included (the 10 s time-to-name goal is
-bench/casebook.py's, measured on an idle box). Hangs and deadlocks run in every mode they list (attached from
-outside, under `dflash-diag run`, attached with `dflash-diag attach`), every other program in one of its modes, in
-turn (ci_runs.py says why); `bench/casebook.py` runs every mode of every program. The GPU programs are listed too,
-each (case, mode) a test that skips without CUDA saying why (the held-out ones: sealed until scored once on the GPU
-machine), and runs on a CUDA machine with ``CASEBOOK_GPU=1``.
+"""The casebook live: the programs run, doctor attaches, its planted cause is named (and the right headline), a healthy
+program gets no warning, and the headline comes from one 5 s window, warm-up included (the 10 s time-to-name goal is
+bench/casebook.py's, measured on an idle box). CI runs a small subset live (ci_runs.LIVE_RUNS: every hang and
+deadlock program, in turn attached from outside and under `dflash-diag run`, one attached with `dflash-diag attach`,
+the timed programs, a healthy one) and replays every (case, mode) from its recorded observation (test_replay.py);
+`make casebook` (``CASEBOOK_ALL=1``) and `bench/casebook.py` run every mode of every program live. The GPU programs
+are listed too, each (case, mode) a test that skips without CUDA saying why (the held-out ones: sealed until scored
+once on the GPU machine), and runs on a CUDA machine with ``CASEBOOK_GPU=1``.
 
 All (case, mode) runs happen once, a few at a time (``CASEBOOK_PARALLEL``, default 3), in a module fixture
 (ci_runs.py); each test then checks one result. A run whose program did not reach its ready state in time, or whose answer

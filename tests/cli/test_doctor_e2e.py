@@ -149,12 +149,13 @@ def test_stale_code_after_a_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_a_short_window_is_sampled_as_a_burst_and_rate_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
     """doctor's default 5 s window takes 20 stacks a second (2 Hz gave a busy box 9 samples: too few to judge);
     a long window, or an asked rate, goes back to the live sampler's budget."""
-    from dflash_diag.cli.doctor import BURST_MAX_S, BURST_RATE_HZ, sampler_config
+    from dflash_diag.observe.window import BURST_MAX_S, Window
+    from dflash_diag.sources.config import BURST_RATE_HZ
 
-    short = sampler_config(5.0, None, None)
+    short = Window(5.0).sampler_config()
     assert short.burst and short.rate_hz == BURST_RATE_HZ
-    assert not sampler_config(BURST_MAX_S + 1, None, None).burst and sampler_config(60.0, None, None).rate_hz is None
-    asked = sampler_config(5.0, 2.0, None)
+    assert not Window(BURST_MAX_S + 1).sampler_config().burst and Window(60.0).sampler_config().rate_hz is None
+    asked = Window(5.0, rate_hz=2.0).sampler_config()
     assert not asked.burst and asked.rate_hz == 2.0
     busy = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: sum(range(1000)); time.sleep(0.001)"])
     try:

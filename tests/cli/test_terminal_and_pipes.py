@@ -111,7 +111,7 @@ def test_sampling_commands_are_quiet_on_a_closed_pipe(evil_child: int, tmp_path:
     for argv in (["board", pid, "--json"], ["doctor", pid, "--duration", "0.5", "--json"],
                  ["top", "--pid", pid, "--batch", "--duration", "0.5", "--json"],
                  ["record", pid, "-o", str(tmp_path / "t.json"), "--duration", "0.5", "--json"],
-                 ["snapshot", pid, "-o", str(tmp_path / "p.tar.gz"), "--duration", "0.3", "--json"]):
+                 ["snapshot", pid, "-o", str(tmp_path / "p.tar.gz"), "--duration", "0.5", "--json"]):
         out = _closed_pipe_run(argv, tmp_path)
         assert out.returncode == EXIT_BROKEN_PIPE, (argv, out.stderr)
         assert b"Traceback" not in out.stderr and b"Exception ignored" not in out.stderr, (argv, out.stderr)

@@ -1,5 +1,5 @@
 """top's live verdict has hysteresis: each frame is analysed with the stage the last one named
-(``cli.top_live.frame_of(previous_bottleneck=...)``), so near-equal waits keep the stage shown instead of flipping."""
+(``analysis.analyse(obs, previous_bottleneck=...)``, as ``cli.top_live.LiveSource.poll`` does), so near-equal waits keep the stage shown instead of flipping."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "findings"))
 
 from findings_builders import observation, thread_sample
 
-from dflash_diag.analysis.threads import StagePatterns
+from dflash_diag.analysis import analyse
 from dflash_diag.cli.top_live import frame_of
 from dflash_diag.model import Frame, Observation, PipelineView, StackSample
 
@@ -36,8 +36,7 @@ def _window(put_of_50: int, get_of_50: int, n: int = 200) -> Observation:
 
 
 def _pipeline(obs: Observation, previous: str) -> PipelineView:
-    frame = frame_of(obs, StagePatterns(), wall_s=obs.started_wall_s + obs.window_s, rate_hz=20.0, native=False,
-                     previous_bottleneck=previous)
+    frame = frame_of(analyse(obs, previous_bottleneck=previous), native=False)
     assert isinstance(frame.pipeline, PipelineView)
     return frame.pipeline
 

@@ -42,11 +42,11 @@ NOT_BOARD_KEYS = {
     ("probes/allocator.py", "num_sync_all_streams"): "torch.cuda.memory_stats()'s own key, which the probe reads",
     ("probes/compile.py", "recompiles"): "the torch artifact log's name (TORCH_LOGS=recompiles)",
     ("probes/compile.py", "graph_breaks"): "the torch artifact log's name (TORCH_LOGS=graph_breaks)",
-    ("probes/readings.py", "compile_time_s"): "the Prometheus/wandb series' catalogue name",
+    ("dflash_contract/readings.py", "compile_time_s"): "the Prometheus/wandb series' catalogue name",
     ("probes/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/cli/attach.py", "board_error"): "a field of the attach report (docs/attach.md), not of the board",
     ("dflash_diag/inject/ptrace.py", "gone"): "a kind of ptrace driver failure (the process is gone)",
-    ("dflash_diag/analysis/kernels.py", "devices"): "a field of the kernel-trace summary (docs/integrations.md)",
+    ("dflash_diag/view/kernels.py", "devices"): "a field of the kernel-trace summary (docs/integrations.md)",
     ("probes/kernels.py", "hook_errors"): "a field of the kernel recorder's outcome file, not of the board",
     ("dflash_diag/view/job.py", "entered"): "a field of a rank's row in the job document (docs/jobs.md)",
     ("dflash_diag/view/job.py", "completed"): "a field of a rank's row in the job document (docs/jobs.md)",
@@ -95,11 +95,12 @@ def test_probe_names_are_defined_once_and_used_everywhere() -> None:
 
     assert run.KNOWN_PROBES is contract.PROBE_NAMES and attach.KNOWN_PROBES is contract.PROBE_NAMES
     assert inject_request.KNOWN_PROBES is contract.PROBE_NAMES
-    from probes import ProbesConfig, session
+    from probes import ProbesConfig
+    from probes.registry import PROBES
 
-    # One factory table: every probe has a class and a config field of its name; nothing else is built.
-    assert set(session.PROBE_CLASSES) == set(contract.PROBE_NAMES)
-    assert all(hasattr(ProbesConfig(), name) for name in contract.PROBE_NAMES)
+    # One registry: every probe has a class and a Config, by its name, in the board's order; nothing else is built.
+    assert tuple(spec.name for spec in PROBES) == tuple(contract.PROBE_NAMES)
+    assert set(ProbesConfig().probes) == set(contract.PROBE_NAMES)
     listed = re.compile(r'\(\s*"gil",\s*"allocator"')
     assert [str(p.relative_to(ROOT)) for p in CODE if listed.search(_source(p))] == ["dflash_contract/board/keys.py"]
 

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from dflash_contract import proc
 from dflash_contract.board import BOARD_SCHEMA
+from dflash_contract.readings import critical_alerts, readings
 from dflash_diag.analysis import analyse
 from dflash_diag.analysis.findings import evaluate
 from dflash_diag.cli.board import board_document, render_board
@@ -31,7 +32,6 @@ from dflash_diag.sources.board import parse_board
 from dflash_diag.view.findings import finding_json, findings_lines, headline_json, plain_lines
 from dflash_diag.view.frame import build_frame
 from dflash_diag.view.report import frame_to_json, frame_to_text
-from probes.readings import critical_alerts, readings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "findings"))
 from findings_builders import HEALTHY_APP, HEALTHY_PROBES, HEALTHY_THREADS, NOW_S, observation, pipeline
@@ -88,7 +88,7 @@ def every_reader(data: bytes) -> str:
     json.dumps(board_document(board, NOW_S), allow_nan=False)  # board --json
     Console(file=io.StringIO(), width=120).print(render_board(board, NOW_S))  # board
     obs = replace(observation(), boards=(board,))
-    analysis = analyse(obs, now_wall_s=NOW_S)  # doctor, top
+    analysis = analyse(replace(obs, now_wall_s=NOW_S))  # doctor, top
     ruled = evaluate(obs, HEALTHY_THREADS, pipeline(), now_wall_s=NOW_S)  # the rules with training threads
     findings = (*analysis.findings, *ruled)
     assert not [f for f in findings if f.rule_id == "rule-error"], [dict(f.evidence) for f in findings]

@@ -207,7 +207,7 @@ def test_crafted_board_does_not_break_snapshot_or_top(board_dir: Path, tmp_path:
         writer = {**_doc()["writer"], "pid": child.pid, "start_time_ticks": proc.start_time_ticks(child.pid)}
         _plant(board_dir, json.dumps(_doc(writer=writer, app={"x": _nested(400)})), pid=child.pid)
         code, out, err = _cli(capsys, "snapshot", str(child.pid), "-o", str(tmp_path / "s.tar.gz"),
-                              "--duration", "0.3", "--board-dir", str(board_dir))
+                              "--duration", "0.5", "--board-dir", str(board_dir))
         assert code == 0 and "Traceback" not in err and "missing: board" in err, err
         code, out, err = _cli(capsys, "top", "--pid", str(child.pid), "--batch", "--duration", "0.5",
                               "--board-dir", str(board_dir), "--json")

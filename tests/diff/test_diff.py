@@ -13,6 +13,7 @@ from conftest_snapshot import Spawn
 
 from dflash_diag.cli import main
 from dflash_diag.errors import ExitCode
+from dflash_diag.observe import Target, Window
 from dflash_diag.snapshot import take_snapshot
 from dflash_diag.snapshot.compare import compare
 
@@ -20,9 +21,9 @@ from dflash_diag.snapshot.compare import compare
 @pytest.mark.slow
 def test_flag_flip_is_the_first_change(spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fast = spawn("--probes", "--reentrant", "true")
-    a = take_snapshot(fast.pid, output=tmp_path / "a.tar.gz", duration_s=0.5).path
+    a = take_snapshot(Target(fast.pid), output=tmp_path / "a.tar.gz", window=Window(0.5)).path
     slow = spawn("--probes", "--reentrant", "false")
-    b = take_snapshot(slow.pid, output=tmp_path / "b.tar.gz", duration_s=0.5).path
+    b = take_snapshot(Target(slow.pid), output=tmp_path / "b.tar.gz", window=Window(0.5)).path
     assert main(["diff", str(a), str(b), "--json"]) == ExitCode.OK
     out = json.loads(capsys.readouterr().out)
     assert out["schema"] == "dflash-diag.diff/1"

@@ -18,8 +18,8 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
+from dflash_contract.readings import CATALOGUE
 from dflash_diag.export.prometheus import program_of, prometheus_name
-from probes.readings import CATALOGUE
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "docs" / "grafana-dashboard.json"

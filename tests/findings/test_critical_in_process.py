@@ -1,4 +1,4 @@
-"""The in-process critical check (probes.readings.critical_alerts, raised as wandb alerts) and the full rule set
+"""The in-process critical check (dflash_contract.readings.critical_alerts, raised as wandb alerts) and the full rule set
 agree: on the same board, the probes alert exactly for the critical findings that need only the board."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from findings_builders import HEALTHY_PROBES, board, observation, pipeline
 
+from dflash_contract.readings import critical_alerts
 from dflash_diag.analysis.findings import evaluate
 from dflash_diag.model import Severity
-from probes.readings import critical_alerts
 
 CHECKPOINT = HEALTHY_PROBES["checkpoint"]
 CASES: dict[str, dict[str, Any]] = {
@@ -35,11 +35,11 @@ def test_in_process_alerts_match_the_critical_findings(case: str) -> None:
 
 
 def test_every_critical_rule_reading_only_the_board_is_mirrored() -> None:
-    """A new critical rule must be added to probes.readings.critical_alerts (or shown to need more than a board)."""
+    """A new critical rule must be added to dflash_contract.readings.critical_alerts (or shown to need more than a board)."""
     import inspect
 
+    import dflash_contract.readings as readings_module
     import dflash_diag.analysis.findings as findings_pkg
-    import probes.readings as readings_module
 
     # Critical rules that need more than the board, and so cannot be checked in process: a stopped, zombie or
     # stuck process cannot report on itself (/proc, read from outside); a hang is judged from every thread's
@@ -52,4 +52,4 @@ def test_every_critical_rule_reading_only_the_board_is_mirrored() -> None:
     assert counts.get("health") == 1 and "judge(" in inspect.getsource(readings_module.critical_alerts)
     counts.pop("health")
     assert sum(counts.values()) == 1 and counts.get("checkpoint") == 1, \
-        "a new critical rule: mirror it in probes/readings.py"
+        "a new critical rule: mirror it in dflash_contract/readings.py"

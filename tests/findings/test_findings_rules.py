@@ -12,8 +12,9 @@ from findings_builders import (
     healthy_board,
 )
 
-from dflash_diag.analysis.findings import RULE_IDS, healthy
+from dflash_diag.analysis.findings import RULE_IDS
 from dflash_diag.model import NA, Severity
+from dflash_diag.model.findings import healthy
 
 
 def test_healthy_run_raises_nothing() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from findings_builders import (
     NOW_S,
     _one,
@@ -101,7 +103,7 @@ def _h200_observation(uses_cuda: bool | None) -> object:
 def test_a_spinning_sync_at_int_float_bool_of_a_tensor_is_a_gpu_wait_and_names_its_line() -> None:
     from dflash_diag.analysis import analyse
 
-    analysis = analyse(_h200_observation(uses_cuda=True), now_wall_s=NOW_S)  # type: ignore[arg-type]
+    analysis = analyse(replace(_h200_observation(uses_cuda=True), now_wall_s=NOW_S))  # type: ignore[arg-type]
     (drafter,) = [t for t in analysis.threads if t.name == "drafter-0"]
     assert drafter.shares[ThreadState.GPU_WAIT] == 0.75 and drafter.shares.get(ThreadState.NATIVE, 0.0) == 0.25
     f = next(f for f in analysis.findings if f.rule_id == "host-sync-storm")
@@ -116,7 +118,7 @@ def test_without_cuda_known_a_conversion_is_not_read_as_a_sync() -> None:
     from dflash_diag.analysis import analyse
 
     for uses_cuda in (None, False):
-        analysis = analyse(_h200_observation(uses_cuda=uses_cuda), now_wall_s=NOW_S)  # type: ignore[arg-type]
+        analysis = analyse(replace(_h200_observation(uses_cuda=uses_cuda), now_wall_s=NOW_S))  # type: ignore[arg-type]
         (drafter,) = [t for t in analysis.threads if t.name == "drafter-0"]
         # `bool(torch.isfinite(...))` says tensor in its text: a sync unless CUDA is known absent
         assert drafter.shares.get(ThreadState.GPU_WAIT, 0.0) == (0.25 if uses_cuda is None else 0.0)

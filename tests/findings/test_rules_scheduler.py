@@ -4,6 +4,8 @@ work, CPUs pinned too narrow, a cgroup quota, pressure, children started over an
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from findings_builders import NOW_S
 from sched_builders import PID, Thread, ensemble, pools, scenario, settings_board
 
@@ -17,7 +19,7 @@ IMAP_NEXT = Frame("IMapIterator.next", "/usr/lib/python3.11/multiprocessing/pool
 
 
 def _find(obs, rule):  # type: ignore[no-untyped-def]
-    analysis = analyse(obs, now_wall_s=NOW_S)
+    analysis = analyse(replace(obs, now_wall_s=NOW_S))
     return analysis, [f for f in analysis.findings if f.rule_id == rule]
 
 
@@ -147,11 +149,10 @@ def test_two_stack_samples_are_enough_when_proc_shows_who_works() -> None:
 def test_the_cause_replaces_the_note_that_the_threads_wait_for_a_cpu() -> None:
     """Threads that compute and wait for a core: the process's own pools say why (the cause); the note that only
     says they wait (other processes' doing) is not repeated beside it, and stands alone where no cause holds."""
-    caused = analyse(scenario(ensemble() + pools(36, run=0.04, wait=0.3)), now_wall_s=NOW_S)
+    caused = analyse(replace(scenario(ensemble() + pools(36, run=0.04, wait=0.3)), now_wall_s=NOW_S))
     ids = [f.rule_id for f in caused.findings]
     assert "cpu-oversubscribed" in ids and "cpu-contended" not in ids
     assert caused.pipeline.cpu_note  # the pane still says the CPUs are crowded  # type: ignore[union-attr]
-    crowded_by_others = analyse(scenario(ensemble(run=0.3, wait=0.6) + pools(1, run=0.0, wait=0.0)),
-                                now_wall_s=NOW_S)
+    crowded_by_others = analyse(replace(scenario(ensemble(run=0.3, wait=0.6) + pools(1, run=0.0, wait=0.0)), now_wall_s=NOW_S))
     ids = [f.rule_id for f in crowded_by_others.findings]
     assert "cpu-contended" in ids and "cpu-oversubscribed" not in ids

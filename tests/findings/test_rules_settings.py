@@ -4,6 +4,7 @@ slows); a one-off or a harmless value stays information."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from findings_builders import NOW_S
@@ -14,7 +15,7 @@ from dflash_diag.model import Frame, Severity
 
 
 def _findings(obs: Any, rule: str) -> list[Any]:
-    return [f for f in analyse(obs, now_wall_s=NOW_S).findings if f.rule_id == rule]
+    return [f for f in analyse(replace(obs, now_wall_s=NOW_S)).findings if f.rule_id == rule]
 
 
 def _collector(total_s: float, count: int) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def test_collector_pauses_over_the_window_are_a_cause() -> None:
                             "collector": _collector(10.0, 100)}, wall_time_s=NOW_S - 4.0, seq=1)
     last = settings_board({"interpreter": _interp(gc_callbacks=["memutil._on_collection"]),
                            "collector": _collector(11.2, 140)}, seq=9)
-    analysis = analyse(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(first, last)), now_wall_s=NOW_S)
+    analysis = analyse(replace(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(first, last)), now_wall_s=NOW_S))
     (finding,) = [f for f in analysis.findings if f.rule_id == "gc-pauses"]
     assert finding.severity == Severity.WARNING and abs(finding.impact - 0.3) < 1e-6
     assert finding.claim == ("the garbage collector stops every thread 30% of the time (40 collections in the window, "
@@ -83,7 +84,7 @@ def test_a_switch_interval_with_measured_gil_waits() -> None:
         {"call_name": "sys.setswitchinterval", "arg": "0.25", "site": "termui.py:7 (<module>)", "count": 1,
          "callers": ["MainThread"], "last_wall_s": NOW_S}]},
         gil={"contention_share": 0.45, "knocker_runq_share": 0.05, "wait_mean_ms": 30.0, "wait_p99_ms": 240.0})
-    analysis = analyse(scenario([Thread("MainThread", PID, 0.6, 0.0)], boards=(board,)), now_wall_s=NOW_S)
+    analysis = analyse(replace(scenario([Thread("MainThread", PID, 0.6, 0.0)], boards=(board,)), now_wall_s=NOW_S))
     (finding,) = [f for f in analysis.findings if f.rule_id == "gil-switch-interval"]
     assert finding.claim.startswith("sys.setswitchinterval(0.25) (default 0.005 s) called by MainThread at "
                                     "termui.py:7 (<module>)")
@@ -117,7 +118,7 @@ def test_a_warning_in_stderr_alone_is_information_and_the_probe_overrules_it() -
 
 def test_oversubscription_is_named_before_the_gil_waits_it_causes() -> None:
     board = settings_board({"interpreter": _interp()}, gil={"contention_share": 0.5, "knocker_runq_share": 0.05})
-    analysis = analyse(scenario(ensemble() + pools(36, run=0.04, wait=0.3), boards=(board,)), now_wall_s=NOW_S)
+    analysis = analyse(replace(scenario(ensemble() + pools(36, run=0.04, wait=0.3), boards=(board,)), now_wall_s=NOW_S))
     ids = [f.rule_id for f in analysis.findings]
     assert "gil-contention" in ids and "cpu-oversubscribed" in ids
     assert analysis.headline is not None and analysis.headline.rule_id == "cpu-oversubscribed"

@@ -15,8 +15,8 @@ from torch import nn
 
 from dflash_contract.board import HealthKeys
 from dflash_contract.health import judge
+from dflash_contract.readings import critical_alerts, readings
 from probes.health import Config, HealthProbe
-from probes.readings import critical_alerts, readings
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from wandb_records import find_run_file, read_run
 
 import probes
-from probes.readings import CATALOGUE, critical_alerts, readings, wandb_metrics
+from dflash_contract.readings import CATALOGUE, critical_alerts, readings, wandb_metrics
 from probes.wandb_log import WandbLogger
 
 ROOT = Path(__file__).resolve().parents[1].parent

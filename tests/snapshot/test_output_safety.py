@@ -227,7 +227,7 @@ def test_end_to_end_force_replaces_a_real_bundle_and_nothing_else(spawn: Spawn, 
     keep = _plant(where / "keep.txt")
     out = where / "bug"
     for _ in range(2):
-        assert main(["snapshot", str(child.pid), "--dir", "--force", "-o", str(out), "--duration", "0.3"]) == 0
+        assert main(["snapshot", str(child.pid), "--dir", "--force", "-o", str(out), "--duration", "0.5"]) == 0
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert set(manifest["files"]) == {p.name for p in out.iterdir()} - {MANIFEST_NAME}
     assert keep.read_text() == "precious, written by the user"
@@ -316,7 +316,7 @@ def test_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
 
 def test_top_child_log_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = _plant(tmp_path / "child.log", "an older log I keep")
-    code = main(["top", "--batch", "--duration", "0.2", "--child-log", str(log), "--", sys.executable, "-c", "pass"])
+    code = main(["top", "--batch", "--duration", "0.5", "--child-log", str(log), "--", sys.executable, "-c", "pass"])
     assert code == ExitCode.EXISTS
     _one_line_error(capsys)
     assert log.read_text() == "an older log I keep"

@@ -18,6 +18,7 @@ from conftest_snapshot import API_KEY, SECRETS, TOKEN, Spawn
 
 from dflash_diag.cli import main
 from dflash_diag.errors import ExitCode
+from dflash_diag.observe import Target, Window
 from dflash_diag.snapshot import take_snapshot
 from tests.export.trace_format import strict_json, validate_trace
 
@@ -43,7 +44,7 @@ def test_bundle_has_every_part_and_no_secret(spawn: Spawn, tmp_path: Path, capsy
     top = _extract(out, tmp_path / "x")
     names = {p.name for p in top.iterdir()}
     assert names == {"report.md", "snapshot.json", "stacks.txt", "board.json", "nvml.json", "timeline.svg", "trace.json",
-                     "MANIFEST.json"}
+                     "observation.json", "MANIFEST.json"}
 
     # Redaction: no planted value anywhere in the extracted bundle, in any file.
     planted = [*SECRETS.values(), API_KEY, TOKEN]
@@ -83,11 +84,11 @@ def test_refuses_to_overwrite_without_force(spawn: Spawn, tmp_path: Path, capsys
     assert main(["snapshot", str(child.pid), "-o", str(out)]) == ExitCode.EXISTS
     assert "--force" in capsys.readouterr().err
     assert out.read_text() == "keep me"
-    assert main(["snapshot", str(child.pid), "-o", str(out), "--force", "--duration", "0.3"]) == ExitCode.UNSAFE_OUTPUT
+    assert main(["snapshot", str(child.pid), "-o", str(out), "--force", "--duration", "0.5"]) == ExitCode.UNSAFE_OUTPUT
     assert out.read_text() == "keep me"  # --force replaces only a bundle dflash-diag wrote (test_output_safety.py)
     out.unlink()
     for _ in range(2):  # written, then replaced by --force
-        assert main(["snapshot", str(child.pid), "-o", str(out), "--force", "--duration", "0.3"]) == ExitCode.OK
+        assert main(["snapshot", str(child.pid), "-o", str(out), "--force", "--duration", "0.5"]) == ExitCode.OK
     assert tarfile.is_tarfile(out) and stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
@@ -95,7 +96,7 @@ def test_refuses_to_overwrite_without_force(spawn: Spawn, tmp_path: Path, capsys
 def test_directory_form_is_private(spawn: Spawn, tmp_path: Path) -> None:
     child = spawn()
     out = tmp_path / "bundle"
-    assert main(["snapshot", str(child.pid), "--dir", "-o", str(out), "--duration", "0.3"]) == ExitCode.OK
+    assert main(["snapshot", str(child.pid), "--dir", "-o", str(out), "--duration", "0.5"]) == ExitCode.OK
     assert stat.S_IMODE(out.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in out.iterdir())
     assert _doc(out)["pid"] == child.pid
@@ -106,12 +107,12 @@ def test_hung_process_still_gives_a_report(spawn: Spawn, tmp_path: Path) -> None
     child = spawn()
     os.kill(child.pid, signal.SIGSTOP)  # hung: py-spy cannot suspend it for native frames, /proc still reads
     t0 = time.monotonic()
-    result = take_snapshot(child.pid, output=tmp_path / "hung.tar.gz", duration_s=0.5)
+    result = take_snapshot(Target(child.pid), output=tmp_path / "hung.tar.gz", window=Window(0.5))
     assert time.monotonic() - t0 < 20.0
     top = _extract(result.path, tmp_path / "x")
     stacks = (top / "stacks.txt").read_text()
-    assert '"target-0"' in stacks and '"drafter-0"' in stacks
     doc = _doc(top)
+    assert '"target-0"' in stacks and '"drafter-0"' in stacks, doc["missing"]
     assert any(m["what"] == "native frames" for m in doc["missing"])
     assert "## Missing from this report" in (top / "report.md").read_text()
 
@@ -122,7 +123,7 @@ def test_process_dying_mid_snapshot_writes_what_it_got(spawn: Spawn, tmp_path: P
     killer = threading.Timer(0.4, lambda: os.kill(child.pid, signal.SIGKILL))
     killer.start()
     try:
-        result = take_snapshot(child.pid, output=tmp_path / "dying.tar.gz", duration_s=3.0, deadline_s=5.0)
+        result = take_snapshot(Target(child.pid), output=tmp_path / "dying.tar.gz", window=Window(3.0), deadline_s=5.0)
     finally:
         killer.cancel()
     child.wait(timeout=30)

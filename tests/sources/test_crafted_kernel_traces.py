@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.analysis.kernels import summarise, summary_json
+from dflash_diag.analysis.kernels import summarise
 from dflash_diag.errors import ExitCode
 from dflash_diag.sources import kernel_trace
 from dflash_diag.sources.kernel_trace import KernelTraceError, parse_trace, read_trace_file
+from dflash_diag.view.kernels import summary_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernel_traces import launch_loop  # torch's own export format, built event by event

@@ -17,10 +17,9 @@ from textual.widgets import DataTable, Input, TabbedContent
 from top_fakes import GPUS, THREADS, FakeSource, make_frame
 from workload import WORKLOAD
 
-from dflash_diag.analysis.threads import StagePatterns
 from dflash_diag.cli.top_live import LiveSource
 from dflash_diag.errors import AttachError, CommandError, ExitCode
-from dflash_diag.sources.config import SamplerConfig
+from dflash_diag.observe import Target, Window
 from dflash_diag.tui.app import FrameReady, HelpScreen, SourceFailed, TopApp
 from dflash_diag.view.frame import TopFrame
 
@@ -355,7 +354,7 @@ def test_gpu_and_probe_tabs() -> None:
 def test_live_source_on_a_real_process_fills_the_screen(workload: subprocess.Popen[str]) -> None:
     """The real source (py-spy, /proc, analyses) behind the real app: the threads appear with their states."""
     assert workload.poll() is None, "the session's workload exited before this test (its --max-s)"
-    source = LiveSource(workload.pid, SamplerConfig(rate_hz=5.0, window_s=10.0), StagePatterns())
+    source = LiveSource(Target(workload.pid), Window(rate_hz=5.0), history_s=10.0)
     app = TopApp(source, refresh_s=0.3)
 
     async def main() -> None:
@@ -391,7 +390,7 @@ def test_real_process_exit_shows_banner_and_keeps_data() -> None:
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
-        source = LiveSource(proc.pid, SamplerConfig(rate_hz=5.0, window_s=30.0), StagePatterns())
+        source = LiveSource(Target(proc.pid), Window(rate_hz=5.0), history_s=30.0)
         app = TopApp(source, refresh_s=0.3)
 
         async def main() -> None:
@@ -420,7 +419,7 @@ def test_snapshot_key_writes_a_real_bundle(
 ) -> None:
     """`w` on the real source: the bug-report bundle of the watched process lands in the working directory."""
     monkeypatch.chdir(tmp_path)
-    source = LiveSource(workload.pid, SamplerConfig(rate_hz=2.0, window_s=10.0), StagePatterns())
+    source = LiveSource(Target(workload.pid), Window(rate_hz=2.0), history_s=10.0)
     app = TopApp(source, refresh_s=0.5)
 
     async def main() -> None:

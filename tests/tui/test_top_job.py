@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from job_fixtures import NOW, load_job
+from job_fixtures import load_job
 from textual.widgets import DataTable
 
-from dflash_diag.analysis.job import analyse_job
-from dflash_diag.cli.top_job import batch_json, batch_text, job_frame, live_rank_config, rank_frames
+from dflash_diag.analysis import analyse
+from dflash_diag.cli.top_live import batch_document, batch_lines, frame_of, job_frame, rank_frames
 from dflash_diag.model.job import JobAnalysis
+from dflash_diag.observe.live import live_rank_config
 from dflash_diag.sources.config import SamplerConfig
 from dflash_diag.tui.app import TopApp
 from dflash_diag.view.frame import TopFrame
@@ -23,7 +24,7 @@ class JobSource:
 
     def __init__(self, analysis: JobAnalysis) -> None:
         self.analysis = analysis
-        self.frames = rank_frames(analysis, wall_s=NOW, rate_hz=1.0, native=False)
+        self.frames = rank_frames(analysis, native=False)
         self.selected = 0
         self.pid = 4242
         self.rate_hz: float | None = None
@@ -61,7 +62,7 @@ def _threads(app: TopApp) -> list[str]:
 
 
 def test_the_ranks_show_and_brackets_pick_whose_threads() -> None:
-    source = JobSource(analyse_job(load_job("ddp_thread_died"), now_wall_s=NOW))
+    source = JobSource(analyse(load_job("ddp_thread_died")))
     app = TopApp(source, initial_frame=source.poll(), start_sampler=True, refresh_s=0.3)
     seen: dict[str, object] = {}
 
@@ -93,15 +94,15 @@ def test_the_ranks_show_and_brackets_pick_whose_threads() -> None:
 
 
 def test_batch_of_a_job_has_the_rows_the_findings_and_every_ranks_frame() -> None:
-    analysis = analyse_job(load_job("ddp_straggler"), now_wall_s=NOW)
-    frames = rank_frames(analysis, wall_s=NOW, rate_hz=5.0, native=False)
-    doc = batch_json(analysis, frames)
+    analysis = analyse(load_job("ddp_straggler"))
+    frame = frame_of(analysis, native=False)
+    doc = batch_document(analysis, frame)
     assert doc["kind"] == "job" and doc["headline"]["rule_id"] == "rank-straggler"
     assert [r["rank"] for r in doc["job"]["ranks"]] == [0, 1, 2, 3]
     assert doc["job"]["ranks"][1]["collective"]["op"] == "all_reduce"
     assert [r["frame"]["pid"] for r in doc["ranks"]] == [r["pid"] for r in doc["job"]["ranks"]]
     assert all(r["frame"]["threads"] for r in doc["ranks"])
-    text = batch_text(analysis, frames)
+    text = batch_lines(analysis, frame)
     assert "RANKS" in text and "rank 0 is the straggler" in text and text.count("=====") == 8
 
 

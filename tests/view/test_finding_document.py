@@ -26,14 +26,14 @@ from top_fakes import FakeSource  # noqa: E402
 
 from dflash_diag.analysis import analyse  # noqa: E402
 from dflash_diag.cli._output import dump_json, print_lines  # noqa: E402
-from dflash_diag.cli.doctor import report_json  # noqa: E402
-from dflash_diag.cli.top_live import _frame  # noqa: E402
+from dflash_diag.cli.top_live import process_frame  # noqa: E402
 from dflash_diag.export.trace import chrome_trace  # noqa: E402
 from dflash_diag.model import NA, Analysis, Finding, Headline, Observation, Severity  # noqa: E402
 from dflash_diag.snapshot.build import build_files  # noqa: E402
 from dflash_diag.snapshot.gather import Gathered  # noqa: E402
 from dflash_diag.snapshot.report import markdown_lines  # noqa: E402
 from dflash_diag.sources.pyspy_json import load_recorded_dumps  # noqa: E402
+from dflash_diag.view.doctor import doctor_doc  # noqa: E402
 from dflash_diag.view.findings import (  # noqa: E402
     BADGE,
     PLAIN,
@@ -69,7 +69,7 @@ def analysis() -> Analysis:
                       stacks=stacks, proc=(), gpus=NA("no NVML"),
                       boards=(board(HEALTHY_PROBES, HEALTHY_APP, wall_time_s=WALL0 + 3.4),), process_alive=True,
                       warnings=())
-    real = analyse(obs, now_wall_s=WALL0 + 3.6)
+    real = analyse(replace(obs, now_wall_s=WALL0 + 3.6))
     assert not isinstance(real.pipeline, NA), real.pipeline  # top shows findings only beside a pipeline
     return replace(real, findings=(STALE, BOTTLENECK, *real.findings, NOTE), headline=HEADLINE)
 
@@ -82,13 +82,13 @@ def _printed(doc: Any) -> Any:
 
 
 def _top_frame(a: Analysis) -> TopFrame:
-    return _frame(a.observation, a, wall_s=WALL0 + 3.6, rate_hz=5.0, native=False)
+    return replace(process_frame(a, native=False), rate_hz=5.0)
 
 
 def test_every_output_holds_the_same_finding_documents(analysis: Analysis) -> None:
     """doctor --json, top --batch --json, snapshot.json and the trace (record's, and the bundle's trace.json)."""
     expected = [finding_json(f) for f in analysis.findings]
-    doctor = _printed(report_json(PID, analysis))
+    doctor = _printed(doctor_doc(analysis))
     top = _printed(frame_to_json(_top_frame(analysis)))
     gathered = Gathered(pid=PID, started_wall_s=WALL0, observation=analysis.observation,
                         board=analysis.observation.board, cmdline=analysis.observation.cmdline, environ={})
@@ -223,11 +223,12 @@ def test_a_headline_that_is_one_findings_claim_is_listed_once() -> None:
 def test_doctors_summary_counts_what_it_printed(analysis: Analysis, capsys: pytest.CaptureFixture[str]) -> None:
     """ "no findings ... (4 informational)" after five INFO blocks: the headline's badge now says HEADLINE, so the
     severity badges on screen are the findings the summary counts."""
-    from dflash_diag.cli.doctor import print_findings
+    from dflash_diag.cli._output import console
+    from dflash_diag.view.doctor import doctor_lines
 
     infos = tuple(replace(f, severity=Severity.INFO) for f in (STALE, BOTTLENECK, NOTE))
     info_headline = replace(HEADLINE, severity=Severity.INFO)
-    print_findings(_printed(report_json(PID, replace(analysis, findings=infos, headline=info_headline))))
+    print_lines(console(), doctor_lines(_printed(doctor_doc(replace(analysis, findings=infos, headline=info_headline)))))
     out = capsys.readouterr().out
     assert "(3 informational)" in out
     assert out.count(" INFO ") == 3 and "HEADLINE" in out

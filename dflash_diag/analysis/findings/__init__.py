@@ -35,10 +35,12 @@ from dflash_diag.analysis.findings import (
     waits,
     wasted,
 )
-from dflash_diag.analysis.findings._context import Context
+from dflash_diag.analysis.findings._context import Context, JobContext
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.findings.job import JobContext
+from dflash_diag.analysis.kernels import summarise
+from dflash_diag.analysis.sampled import Sampled
 from dflash_diag.analysis.stages import StageAssignment
+from dflash_diag.analysis.waits import graph_of
 from dflash_diag.model import Finding, Observation, PipelineView, Severity, ThreadStats
 from dflash_diag.model.findings import NOTE
 
@@ -93,7 +95,9 @@ def evaluate(
 ) -> tuple[Finding, ...]:
     """All findings for one observation window, most severe first (not yet linked: see ``analysis.analyse``)."""
     ctx = Context(obs=obs, threads=threads, pipeline=pipeline, now_wall_s=now_wall_s,
-                  assignment=assignment or StageAssignment(stages={}, how=""))
+                  assignment=assignment or StageAssignment(stages={}, how=""),
+                  kernels=summarise(obs.kernels) if obs.kernels is not None else None,
+                  wait_graph=graph_of(Sampled(obs=obs, threads=threads)))
     return run_families(ctx, FAMILIES)
 
 
@@ -122,9 +126,4 @@ def _rule_error(family: str, error: str) -> Finding:
                    remedy="Please report this with `dflash-diag snapshot PID` attached.", kind=NOTE)
 
 
-def healthy(findings: tuple[Finding, ...]) -> bool:
-    """No finding at warning level or above."""
-    return all(f.severity < Severity.WARNING for f in findings)
-
-
-__all__ = ["JOB_FAMILIES", "REGISTRY", "RULE_IDS", "RuleSpec", "evaluate", "healthy", "run_families", "sort_findings"]
+__all__ = ["JOB_FAMILIES", "REGISTRY", "RULE_IDS", "RuleSpec", "evaluate", "run_families", "sort_findings"]

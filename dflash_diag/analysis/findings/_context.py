@@ -15,21 +15,11 @@ from functools import cached_property
 from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
-from dflash_diag.analysis.kernels import summarise
+from dflash_diag.analysis.sampled import Sampled
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
-from dflash_diag.analysis.threads import thread_identity
-from dflash_diag.model import (
-    Board,
-    Observation,
-    PipelineView,
-    SourceLine,
-    Stage,
-    StageNames,
-    ThreadState,
-    ThreadStats,
-)
-from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model import NA, Analysis, Maybe, PipelineView, Stage, StageNames, ThreadState, ThreadStats
+from dflash_diag.model.job import JobObservation, RankSummary
 from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.stacks import Frame, ThreadSample
 from dflash_diag.model.waits import WaitGraph
@@ -40,29 +30,27 @@ MIN_THREAD_SAMPLES = 5
 
 
 @dataclass(frozen=True)
-class Context:
-    obs: Observation
-    threads: tuple[ThreadStats, ...]
+class Context(Sampled):
+    """What every rule of one process sees: the window (``Sampled``: the observation, its per-thread aggregates and
+    its rows), the pipeline view, the time it is judged at, and what ``analyse`` built once before the rules run:
+    the stages' assignment, the kernel trace's summary and the wait-for graph."""
+
     pipeline: PipelineView
     now_wall_s: float
     assignment: StageAssignment = field(default_factory=lambda: StageAssignment(stages={}, how=""))
+    # The summary of the process's torch.profiler trace, when one was given (``analysis.kernels``, made once).
+    kernels: KernelSummary | None = None
+    # What every thread computes or waits on (``analysis.waits``, built before the rules run), or why it could not be.
+    wait_graph: Maybe[WaitGraph] = NA("not built")
 
-    @cached_property
-    def code(self) -> dict[tuple[str, int], SourceLine]:
-        """What the files on disk say about each sampled frame location (``sources.outside``)."""
-        return {(c.filename, c.line): c for c in self.obs.code}
-
-    @cached_property
+    @property
     def waits(self) -> WaitGraph:
-        """The wait-for graph of the window (``analysis.waits``), built once for every rule that reads it."""
-        from dflash_diag.analysis.waits import build  # waits reads this module's helpers
-
-        return build(self)
-
-    @cached_property
-    def kernels(self) -> KernelSummary | None:
-        """The summary of the process's torch.profiler trace, when one was given (``analysis.kernels``)."""
-        return summarise(self.obs.kernels) if self.obs.kernels is not None else None
+        """The wait-for graph; a rule that reads it when it could not be built fails (a rule-error note), as the
+        analysis' own errors say why."""
+        graph = self.wait_graph
+        if isinstance(graph, NA):
+            raise ValueError(f"no wait-for graph: {graph.reason}")
+        return graph
 
     @cached_property
     def stderr(self) -> StderrFacts:
@@ -75,33 +63,6 @@ class Context:
         if process is None or process.start_wall_s is None:
             return None
         return max(0.0, self.now_wall_s - process.start_wall_s)
-
-    def line_text(self, frame: Frame) -> str | None:
-        """The text of a frame's line: recorded with the stacks, else read from disk with the outside evidence."""
-        text = self.obs.line_text(frame.filename, frame.line)
-        if text is None:
-            found = self.code.get((frame.filename, frame.line))
-            text = found.text if found is not None else None
-        return text
-
-    @cached_property
-    def rows(self) -> dict[int, list[tuple[ThreadSample, ThreadState]]]:
-        """Every sampled thread's samples with the state each was classified in, in time order, by identity."""
-        by_id = {t.os_thread_id: t for t in self.threads if t.os_thread_id is not None}
-        by_name = {t.name: t for t in self.threads if t.os_thread_id is None}
-        cursor: dict[int, int] = {}
-        out: dict[int, list[tuple[ThreadSample, ThreadState]]] = {}
-        for sample in sorted(self.obs.stacks, key=lambda s: s.monotonic_s):
-            for thread in sample.threads:
-                stats = by_id.get(thread.os_thread_id) if thread.os_thread_id is not None else by_name.get(thread.name or "")
-                if stats is None:
-                    continue
-                ident = thread_identity(thread)
-                i = cursor.get(ident, 0)
-                if i < len(stats.timeline):
-                    out.setdefault(ident, []).append((thread, stats.timeline[i]))
-                    cursor[ident] = i + 1
-        return out
 
     @property
     def names(self) -> StageNames:
@@ -119,23 +80,6 @@ class Context:
     def stage_samples(self, stage: str) -> list[ThreadSample]:
         """Every sampled thread of a stage, by matching each stack's threads to the aggregates (frames only)."""
         return [t for sample in self.obs.stacks for t in sample.threads if thread_stage(self, t) == stage]
-
-    def stats_rows(self, stats: ThreadStats) -> list[tuple[ThreadSample, ThreadState]]:
-        for ident, rows in self.rows.items():
-            if (stats.os_thread_id is not None and ident == stats.os_thread_id) or (
-                stats.os_thread_id is None and rows and rows[0][0].name == stats.name
-            ):
-                return rows
-        return []
-
-    @property
-    def board(self) -> Board | None:
-        return self.obs.board
-
-    @property
-    def first_board(self) -> Board | None:
-        boards = self.obs.boards
-        return boards[0] if isinstance(boards, tuple) and boards else None
 
     def probe(self, name: str) -> Mapping[str, Any] | None:
         board = self.board
@@ -279,11 +223,6 @@ def python_frames(thread: ThreadSample) -> tuple[Frame, ...]:
     return tuple(f for f in thread.frames if not f.native)
 
 
-def user_frames(thread: ThreadSample) -> tuple[Frame, ...]:
-    """The program's own Python frames (not the standard library, not installed packages), innermost first."""
-    return tuple(f for f in thread.frames if not f.native and not is_library_file(f.filename))
-
-
 def threads_text(names: list[str], limit: int = 4) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -316,3 +255,20 @@ def thread_label(thread: ThreadSample) -> str:
     if thread.name:
         return thread.name
     return f"tid {thread.os_thread_id if thread.os_thread_id is not None else thread.thread_id}"
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What the job rules see (``findings.job``): the window of every rank, each rank's analysis and its summary row,
+    and the time the job is judged at."""
+
+    job: JobObservation
+    analyses: tuple[Analysis, ...]
+    summaries: tuple[RankSummary, ...]
+    now_wall_s: float
+
+    def analysis_of(self, summary: RankSummary) -> Analysis | None:
+        for s, a in zip(self.summaries, self.analyses, strict=True):
+            if s is summary:
+                return a
+        return None

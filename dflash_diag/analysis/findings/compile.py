@@ -23,10 +23,10 @@ from dflash_diag.analysis.findings._context import (
     stage_role,
     sub,
     threads_text,
-    user_frames,
     version_tuple,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.frames import user_frames
 from dflash_diag.model import Finding, Frame, Severity, Stage, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.findings import STATE
 

@@ -19,7 +19,7 @@ from typing import Any
 from dflash_contract.board import ProbeName, ThreadsKeys
 from dflash_diag.analysis.findings._context import Context, items, num, text, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.waits import process_cpu_pct
+from dflash_diag.analysis.sampled import process_cpu_pct
 from dflash_diag.model import Finding, Severity, Stage, ThreadState
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.waits import edge_text
@@ -75,7 +75,7 @@ def _hang(ctx: Context, deaths: list[dict[str, Any]]) -> Finding | None:
         blocked_get = []
     if not blocked_put and not blocked_get:
         return None
-    cpu_pct = process_cpu_pct(ctx)
+    cpu_pct = process_cpu_pct(ctx.obs)
     if cpu_pct is not None and cpu_pct >= IDLE_CPU_PCT:
         return None
     queue = ctx.assignment.queue

@@ -27,11 +27,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from dflash_diag.analysis.findings._context import pct
+from dflash_diag.analysis.collectives import collective_op
+from dflash_diag.analysis.findings._context import JobContext, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.model import Analysis, Finding, Severity
+from dflash_diag.analysis.hotspots import NOT_WORK, charge_frame
+from dflash_diag.analysis.ranks import rank_rows, ranks_text
+from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import CAUSE, SYMPTOM
-from dflash_diag.model.job import JobObservation, RankSummary
+from dflash_diag.model.job import RankSummary
 from dflash_diag.model.waits import WaitGraph, edge_text
 
 MIN_SAMPLES = 8  # a rank with fewer stack samples says nothing about its shares
@@ -58,13 +61,8 @@ RULES = (
 
 
 @dataclass(frozen=True)
-class JobContext:
-    """What the job rules see: the window of every rank, each rank's analysis and its summary row."""
-
-    job: JobObservation
-    analyses: tuple[Analysis, ...]
-    summaries: tuple[RankSummary, ...]
-    now_wall_s: float
+class JobJudgement(JobContext):
+    """The job's window (``findings._context.JobContext``) and what the rules find in it, each found once."""
 
     @cached_property
     def sampled(self) -> tuple[RankSummary, ...]:
@@ -92,14 +90,8 @@ class JobContext:
             out.add(self.straggler.slow.identity.pid)
         return out
 
-    def analysis_of(self, summary: RankSummary) -> Analysis | None:
-        for s, a in zip(self.summaries, self.analyses, strict=True):
-            if s is summary:
-                return a
-        return None
 
-
-def check(ctx: JobContext) -> Iterator[Finding]:
+def check(ctx: JobJudgement) -> Iterator[Finding]:
     if len(ctx.summaries) < 1:
         return
     deaths = ctx.deaths
@@ -142,7 +134,7 @@ def _stuck(s: RankSummary) -> bool:
     return s.probe is None or not s.probe.entered_in_window  # the probe saw no new call in the window
 
 
-def _parked(ctx: JobContext, s: RankSummary) -> bool:
+def _parked(ctx: JobJudgement, s: RankSummary) -> bool:
     """The rank does not move: its wait-for graph saw no progress, or its training thread waited on one thing
     (not a collective) all window."""
     analysis = ctx.analysis_of(s)
@@ -155,7 +147,7 @@ def _parked(ctx: JobContext, s: RankSummary) -> bool:
     return node is not None and bool(node.waits) and node.waits[0].share >= HANG_SHARE and not node.stack_changed
 
 
-def _find_hang(ctx: JobContext) -> _Hang | None:
+def _find_hang(ctx: JobJudgement) -> _Hang | None:
     window = ctx.job.window_s
     sampled = ctx.sampled
     if window < MIN_WINDOW_S or not sampled:
@@ -178,7 +170,7 @@ def _find_hang(ctx: JobContext) -> _Hang | None:
     return _Hang(waiting=waiting, elsewhere=tuple(rest) + other_coll, op=op, site=site, mismatch=other_coll, seq=seq)
 
 
-def _hang_finding(ctx: JobContext, hang: _Hang, deaths: _Deaths) -> Finding:
+def _hang_finding(ctx: JobJudgement, hang: _Hang, deaths: _Deaths) -> Finding:
     window = ctx.job.window_s
     at = f" at {hang.site}" if hang.site else ""
     numbered = f" (collective #{hang.seq})" if hang.seq is not None else ""
@@ -209,7 +201,7 @@ def _hang_finding(ctx: JobContext, hang: _Hang, deaths: _Deaths) -> Finding:
         impact=1.0, kind=SYMPTOM)
 
 
-def _remote_text(ctx: JobContext) -> str:
+def _remote_text(ctx: JobJudgement) -> str:
     world = ctx.job.topology.world_size
     here = len(ctx.job.topology.ranks)
     if world is not None and world > here:
@@ -229,7 +221,7 @@ def _waits_text(s: RankSummary) -> str:
     return f"in {c.op if c else '?'}{where} {pct(s.collective_share)} of {s.n_samples} samples{probe}"
 
 
-def _elsewhere_text(ctx: JobContext, s: RankSummary, hang: _Hang) -> str:
+def _elsewhere_text(ctx: JobJudgement, s: RankSummary, hang: _Hang) -> str:
     if s in hang.mismatch and s.collective is not None:
         text = f"it waits in another collective, {s.collective.op} at {s.collective.site or '?'}"
     else:
@@ -242,7 +234,7 @@ def _elsewhere_text(ctx: JobContext, s: RankSummary, hang: _Hang) -> str:
     return text
 
 
-def _own_wait(ctx: JobContext, s: RankSummary) -> str:
+def _own_wait(ctx: JobJudgement, s: RankSummary) -> str:
     """What the rank's training thread does instead: computes (where), or its largest wait (where), or where it is."""
     analysis = ctx.analysis_of(s)
     graph = analysis.waits if analysis is not None else None
@@ -260,8 +252,6 @@ def _verb(verb: str, ranks: Sequence[RankSummary]) -> str:
 
 
 def _who(ranks: Sequence[RankSummary]) -> str:
-    from dflash_diag.analysis.job import ranks_text
-
     if len(ranks) == 1:
         return ranks[0].identity.label
     return "ranks " + ranks_text([s.identity.rank for s in ranks], [s.identity.pid for s in ranks])
@@ -270,7 +260,7 @@ def _who(ranks: Sequence[RankSummary]) -> str:
 # --- the mismatch ------------------------------------------------------------------------------------------------
 
 
-def _mismatch_finding(ctx: JobContext, hang: _Hang) -> Finding:
+def _mismatch_finding(ctx: JobJudgement, hang: _Hang) -> Finding:
     others = "; ".join(f"{s.identity.label} in {s.collective.op} at {s.collective.site or '?'}"
                        for s in hang.mismatch if s.collective is not None)
     claim = (f"the ranks call different collectives: {_who(hang.waiting)} in {hang.op} at {hang.site or '?'}, "
@@ -283,7 +273,7 @@ def _mismatch_finding(ctx: JobContext, hang: _Hang) -> Finding:
                    impact=1.0, kind=CAUSE)
 
 
-def _sequence_mismatch(ctx: JobContext) -> Finding | None:
+def _sequence_mismatch(ctx: JobJudgement) -> Finding | None:
     """With the probes: at one sequence number, ranks made different collective calls. Their sequences no longer
     line up: a rank skipped (or added) a collective, and from there on every call pairs with the wrong one."""
     by_seq: dict[int, dict[str, list[RankSummary]]] = {}
@@ -319,7 +309,7 @@ class _Straggler:
     site: str
 
 
-def _find_straggler(ctx: JobContext) -> _Straggler | None:
+def _find_straggler(ctx: JobJudgement) -> _Straggler | None:
     sampled = [s for s in ctx.sampled if s.collective_share is not None]
     if len(sampled) < 2 or ctx.job.window_s < MIN_WINDOW_S:
         return None
@@ -341,7 +331,7 @@ def _find_straggler(ctx: JobContext) -> _Straggler | None:
     return _Straggler(slow=slow, waiting=tuple(waiting), op=op, site=sites.most_common(1)[0][0])
 
 
-def _straggler_finding(ctx: JobContext, st: _Straggler) -> Finding:
+def _straggler_finding(ctx: JobJudgement, st: _Straggler) -> Finding:
     slow = st.slow
     mean_wait = sum(s.collective_share for s in st.waiting) / len(st.waiting)
     at = f" at {st.site}" if st.site else ""
@@ -362,7 +352,7 @@ def _straggler_finding(ctx: JobContext, st: _Straggler) -> Finding:
         impact=mean_wait, kind=SYMPTOM)
 
 
-def _time_goes(ctx: JobContext, s: RankSummary) -> str:
+def _time_goes(ctx: JobJudgement, s: RankSummary) -> str:
     """Where the straggler's time goes: its hot code, or its own wait (its data-loader workers, a lock)."""
     analysis = ctx.analysis_of(s)
     graph = analysis.waits if analysis is not None else None
@@ -376,7 +366,7 @@ def _time_goes(ctx: JobContext, s: RankSummary) -> str:
     return f"computes {pct(s.computing_share)} of its time" + (f" (at {s.where})" if s.where else "")
 
 
-def _uneven(ctx: JobContext, st: _Straggler) -> Finding | None:
+def _uneven(ctx: JobJudgement, st: _Straggler) -> Finding | None:
     """The straggler works in the functions its peers work in too, only longer: most of its work is in functions
     its peers run (their samples pooled: each peer alone has few samples outside the collective), and that work
     takes it at least 1.5 times their share. A straggler whose time goes to work of its own (a metrics refresh only
@@ -415,13 +405,9 @@ def _uneven(ctx: JobContext, st: _Straggler) -> Finding | None:
                    impact=max(0.0, slow_shared - peers), kind=CAUSE)
 
 
-def _function_counts(ctx: JobContext, s: RankSummary) -> tuple[Counter[tuple[str, str, int]], int]:
+def _function_counts(ctx: JobJudgement, s: RankSummary) -> tuple[Counter[tuple[str, str, int]], int]:
     """Samples of the rank's training thread charged to each function while it works outside a collective, and the
     thread's samples in all."""
-    from dflash_diag.analysis.collectives import collective_op
-    from dflash_diag.analysis.hotspots import NOT_WORK, charge_frame
-    from dflash_diag.analysis.job import rank_rows
-
     analysis = ctx.analysis_of(s)
     obs = next((o for o, x in zip(ctx.job.ranks, ctx.summaries, strict=True) if x is s), None)
     if analysis is None or obs is None:
@@ -452,7 +438,7 @@ class _Deaths:
         return bool(self.exited) or bool(self.restarts)
 
 
-def _find_deaths(ctx: JobContext) -> _Deaths:
+def _find_deaths(ctx: JobJudgement) -> _Deaths:
     topo = ctx.job.topology
     lines: list[str] = []
     exited: list[str] = []
@@ -480,7 +466,7 @@ def _find_deaths(ctx: JobContext) -> _Deaths:
     return _Deaths(lines=tuple(lines), exited=tuple(exited), restarts=restarts or None, max_restarts=max_restarts)
 
 
-def _launcher_report(ctx: JobContext) -> tuple[list[tuple[int, int, int]], dict[int, str], int | None]:
+def _launcher_report(ctx: JobJudgement) -> tuple[list[tuple[int, int, int]], dict[int, str], int | None]:
     """From the launcher's stderr (when it goes to a file): each failed local rank (rank, exit code, PID), each rank's
     last exception line, and the attempts left."""
     facts = ctx.job.launcher
@@ -501,7 +487,7 @@ def _launcher_report(ctx: JobContext) -> tuple[list[tuple[int, int, int]], dict[
     return failures, errors, left
 
 
-def _died_finding(ctx: JobContext, deaths: _Deaths, *, hung: bool) -> Finding:
+def _died_finding(ctx: JobJudgement, deaths: _Deaths, *, hung: bool) -> Finding:
     if deaths.exited:
         severity = Severity.CRITICAL
         claim = ("a rank died: " if len(deaths.exited) == 1 else f"{len(deaths.exited)} ranks died: ") \

@@ -21,8 +21,9 @@ from typing import Any
 
 from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEFAULT_SWITCH_INTERVAL_S
-from dflash_diag.analysis.findings._context import Context, num, pct, sub, user_frames
+from dflash_diag.analysis.findings._context import Context, num, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.sched import summary_of
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, pct, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.hang import hung_on_queue
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.waits import (
@@ -181,8 +182,6 @@ def _chain(ctx: Context, graph: WaitGraph) -> Finding | None:
 
 def _queue_hang(ctx: Context) -> bool:
     """The hang rule's case (threads parked on a queue whose other side is gone): it says it, with the deaths."""
-    from dflash_diag.analysis.findings.hang import hung_on_queue
-
     return hung_on_queue(ctx)
 
 

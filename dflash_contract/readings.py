@@ -11,7 +11,8 @@ board (:func:`critical_alerts`): the probes raise a ``wandb.alert`` from it. The
 so this check mirrors the critical rule that reads only the board (``checkpoint-grad-none``), and a test
 holds the two to the same verdicts on the same boards.
 
-Standard library only: the Prometheus exporter (``dflash-diag export``) uses it on boards it reads from disk.
+Standard library only, in the contract the probes (wandb) and the tool (the Prometheus exporter, ``dflash-diag
+export``, on boards it reads from disk) both import: the tool never imports the in-process package.
 """
 
 from __future__ import annotations

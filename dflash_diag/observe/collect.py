@@ -1,0 +1,91 @@
+"""Observe a target for one window: the one path every command takes (``doctor``, ``top --batch``, ``snapshot``,
+``record``).
+
+Sampling (``sources.collect``: py-spy stacks, /proc, NVML, the board, the children's stacks) and the outside
+evidence (``sources.outside``: /proc state, stderr, the source files), for one process or for every rank of a job
+in one window (``sources.jobcollect``). What comes back is plain data (``model.Observation``, or a
+``model.job.JobObservation`` holding one per rank) that records what it is to be judged with (the stage patterns,
+the time taken as "now"): ``analysis.analyse`` of it is the diagnosis, live or replayed from a file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from dflash_diag.errors import AttachError, ExitCode
+from dflash_diag.model import NA, Observation
+from dflash_diag.model.job import JobObservation
+from dflash_diag.observe.reach import check_reachable
+from dflash_diag.observe.target import Target
+from dflash_diag.observe.window import Window
+
+Progress = Callable[[float, float], None]  # (elapsed_s, total_s)
+# States in which a process cannot run: a window without stacks of it is its diagnosis, not a failure.
+_CANNOT_RUN = ("Z", "T", "t", "D")
+
+
+def observe(target: Target, window: Window, progress: Progress | None = None, *, zombie_ok: bool = False,
+            require_stacks: bool = True, until: Callable[[], bool] | None = None,
+            finish: Callable[[Observation], Observation] | None = None,
+            wall_clock: Callable[[], float] = time.time) -> Observation | JobObservation:
+    """Sample ``target`` for ``window`` and add the outside evidence.
+
+    ``progress(elapsed_s, total_s)`` is called as the window goes. With ``require_stacks``, AttachError(NO_PROCESS)
+    when not one stack sample could be taken of a process that could run (of any rank of a job); ``top --batch``
+    reports such a window as it is. ``zombie_ok``: a zombie is observed from /proc alone (``doctor``). ``until``: the
+    window ends early once it says so; ``finish``: adds evidence gathered beside the window (``record --kernels``'
+    trace). The observation records ``wall_clock()`` at its end as the analysis' "now"."""
+    reach = check_reachable(target, zombie_ok=zombie_ok)
+    if target.job is not None:
+        return _observe_job(target, window, progress, require_stacks=require_stacks, wall_clock=wall_clock)
+    if reach.zombie:
+        return zombie_observation(target, wall_clock())
+    from dflash_diag.sources.collect import Collector
+    from dflash_diag.sources.outside import OutsideReader
+
+    collector = Collector(target.pid, window.sampler_config(target.board_dir))
+    obs = OutsideReader(target.pid).enrich(collector.collect(window.duration_s, progress=progress, until=until))
+    if finish is not None:
+        obs = finish(obs)
+    if require_stacks and not obs.stacks and (obs.process is None or obs.process.state not in _CANNOT_RUN):
+        raise AttachError(f"no stack sample of PID {target.pid} could be taken in {window.duration_s:g} s "
+                          f"({'; '.join(obs.warnings) or 'the process exited'})", ExitCode.NO_PROCESS)
+    return replace(obs, patterns=target.patterns, now_wall_s=wall_clock())
+
+
+def _observe_job(target: Target, window: Window, progress: Progress | None, *, require_stacks: bool,
+                 wall_clock: Callable[[], float]) -> JobObservation:
+    """Every rank for one window, each with its outside evidence."""
+    from dflash_diag.sources.jobcollect import JobCollector
+    from dflash_diag.sources.outside import OutsideReader
+
+    topology = target.job
+    assert topology is not None
+    collector = JobCollector(topology, window.sampler_config(target.board_dir),
+                             enrich=lambda pid, obs: OutsideReader(pid).enrich(obs))
+    job = collector.collect(window.duration_s, progress=progress)
+    if require_stacks and not any(o.stacks for o in job.ranks):
+        reasons = "; ".join(w for o in job.ranks for w in o.warnings)[:400]
+        raise AttachError(f"no stack sample of any of the {len(topology.ranks)} rank(s) could be taken in "
+                          f"{window.duration_s:g} s ({reasons or 'they exited'})", ExitCode.NO_PROCESS)
+    now = wall_clock()
+    ranks = tuple(replace(o, patterns=target.patterns, now_wall_s=now) for o in job.ranks)
+    return replace(job, ranks=ranks, now_wall_s=now)
+
+
+def zombie_observation(target: Target, now_wall_s: float) -> Observation:
+    """A zombie has no memory to read: /proc still says what happened, and that is the diagnosis."""
+    from dflash_diag.sources.outside import OutsideReader
+
+    pid = target.pid
+    empty = Observation(pid=pid, cmdline=(), started_wall_s=now_wall_s, window_s=0.0, stacks=(), proc=(),
+                        gpus=NA("not sampled: the process is a zombie"),
+                        boards=NA("not read: the process is a zombie"), process_alive=False,
+                        warnings=(f"not sampled: PID {pid} is a zombie",), patterns=target.patterns,
+                        now_wall_s=now_wall_s)
+    return OutsideReader(pid).enrich(empty)
+
+
+__all__ = ["Progress", "observe", "zombie_observation"]
