@@ -13,10 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Observation
-from dflash_diag.model.job import JobObservation
+from dflash_diag.model.job import JobObservation, JobTopology
 from dflash_diag.observe.reach import check_reachable
 from dflash_diag.observe.target import Target
 from dflash_diag.observe.window import Window
@@ -65,7 +66,12 @@ def _observe_job(target: Target, window: Window, progress: Progress | None, *, r
     assert topology is not None
     collector = JobCollector(topology, window.sampler_config(target.board_dir),
                              enrich=lambda pid, obs: OutsideReader(pid).enrich(obs))
+    watch = _mailbox_watch(topology)
+    if watch is not None and not isinstance(watch, str):
+        watch.begin()
     job = collector.collect(window.duration_s, progress=progress)
+    if watch is not None:
+        job = replace(job, mailbox=watch if isinstance(watch, str) else watch.end())
     if require_stacks and not any(o.stacks for o in job.ranks):
         reasons = "; ".join(w for o in job.ranks for w in o.warnings)[:400]
         raise AttachError(f"no stack sample of any of the {len(topology.ranks)} rank(s) could be taken in "
@@ -73,6 +79,19 @@ def _observe_job(target: Target, window: Window, progress: Progress | None, *, r
     now = wall_clock()
     ranks = tuple(replace(o, patterns=target.patterns, now_wall_s=now) for o in job.ranks)
     return replace(job, ranks=ranks, now_wall_s=now)
+
+
+def _mailbox_watch(topology: JobTopology) -> Any:
+    """The job's mailbox (``sources.store.MailboxWatch``), when ranks run elsewhere (WORLD_SIZE above the ranks
+    here): the only view of them. A string: why it cannot be read (said in the report); None: every rank is here
+    and sampled directly."""
+    from dflash_diag.sources.store import MailboxWatch, open_mailbox
+
+    world = topology.world_size
+    if world is None or world <= len(topology.ranks) or not topology.ranks:
+        return None
+    box = open_mailbox(topology.launcher_pid or topology.ranks[0].pid)
+    return box.reason if isinstance(box, NA) else MailboxWatch(box)
 
 
 def zombie_observation(target: Target, now_wall_s: float) -> Observation:

@@ -63,7 +63,7 @@ def hang_finding(v: MailboxVerdict) -> Finding | None:
         evidence.append((rank_label(row, rank), f"never entered {hang.op} #{hang.seq}; {_doing(row)}"))
     for rank in hang.silent_ranks[:SHOWN]:
         row = v.rank(rank)
-        parts.append(f"{rank_label(row, rank)} is silent: {_silence(row)}")
+        parts.append(f"{rank_label(row, rank)} never entered it and fell silent")
         evidence.append((rank_label(row, rank), _silence(row)))
     for rank in hang.waiting_ranks[:SHOWN]:
         row = v.rank(rank)
