@@ -100,9 +100,12 @@ def test_a_healthy_job_is_quiet_and_a_rank_that_falls_silent_there_is_the_cause(
         os.kill(frozen, signal.SIGSTOP)  # a node that freezes: no reset reaches its peers, they wait
         try:
             time.sleep(8.0)
-            report, took_s = _doctor(job, 1)
+            from_node0, took_s = _doctor(job, 0)
+            from_node1, _ = _doctor(job, 1)
         finally:
             os.kill(frozen, signal.SIGCONT)
-        head = report["headline"]
+        head = from_node0["headline"]  # seen only through the mailbox: silent, answering nothing
         assert head["rule_id"] == "collective-hang" and "rank-died" in head["because"], (head, took_s)
         assert "rank 3 (node 1" in head["text"] and "answered no request" in head["text"]
+        head = from_node1["headline"]  # on its own node the process is there to look at: stopped
+        assert head["rule_id"] == "process-stopped" and str(frozen) in head["text"], head
