@@ -140,7 +140,7 @@ def check(ctx: JobJudgement) -> Iterator[Finding]:
 
 def _crossnode_findings(ctx: JobJudgement, mail: MailboxVerdict) -> Iterator[Finding]:
     """A hang or a silent rank seen through the mailbox, with what this machine saw of its own ranks' deaths."""
-    died = crossnode.died_finding(mail, hung=mail.hang is not None)
+    died = crossnode.died_finding(mail, hung=mail.hang is not None, here=_local_states(ctx, mail.dead_ranks))
     if died is not None:
         yield died
     hang = crossnode.hang_finding(mail)
@@ -148,6 +148,20 @@ def _crossnode_findings(ctx: JobJudgement, mail: MailboxVerdict) -> Iterator[Fin
         yield hang
     if died is None and ctx.deaths.any:
         yield _died_finding(ctx, ctx.deaths, hung=mail.hang is not None)
+
+
+def _local_states(ctx: JobJudgement, ranks: Sequence[int]) -> dict[int, str]:
+    """What /proc says of the silent ranks that run here (by global rank)."""
+    out: dict[int, str] = {}
+    for summary, obs in zip(ctx.summaries, ctx.job.ranks, strict=False):
+        rank = summary.identity.rank
+        if rank not in ranks:
+            continue
+        if not summary.alive:
+            out[rank] = f"gone (PID {summary.identity.pid} exited)"
+        elif obs.process is not None and obs.process.state:
+            out[rank] = f"{obs.process.state_name} (PID {summary.identity.pid}, state {obs.process.state})"
+    return out
 
 
 # --- the hang ----------------------------------------------------------------------------------------------------
