@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dflash_diag.model.analysis import PHASE_STEADY, Analysis
 from dflash_diag.model.evidence import ProcessFacts
 from dflash_diag.model.findings import Finding, Headline, Severity, healthy
-from dflash_diag.model.mailbox import MailboxWindow
+from dflash_diag.model.mailbox import MailboxVerdict, MailboxWindow
 from dflash_diag.model.observation import Observation
 
 # What the PID the user named turned out to be.
@@ -162,6 +162,7 @@ class JobAnalysis:
     headline: Headline | None
     phase: str = PHASE_STEADY
     errors: tuple[str, ...] = ()
+    mailbox: MailboxVerdict | None = None  # every rank on every node, as the job's mailbox showed it
 
     @property
     def healthy(self) -> bool:

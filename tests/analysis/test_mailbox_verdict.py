@@ -193,3 +193,23 @@ def test_a_job_observation_with_its_mailbox_round_trips_and_is_judged_the_same(s
 def test_a_healthy_job_with_a_healthy_mailbox_warns_of_nothing() -> None:
     report = analyse(_job_with(window("healthy")))
     assert report.healthy, [f.claim for f in report.findings]
+
+
+def test_the_report_shows_every_node_and_the_flight_recorders_matching() -> None:
+    from dflash_diag.view.doctor import doctor_doc, doctor_lines
+
+    doc = doctor_doc(analyse(_job_with(window("missing_rank"))))
+    nodes = doc["job"]["nodes"]  # type: ignore[index]
+    assert [r["rank"] for r in nodes["ranks"]] == [0, 1, 2, 3] and [r["node"] for r in nodes["ranks"]] == [0, 0, 1, 1]
+    (group,) = nodes["flight_recorder"]["groups"]
+    assert group["pending"]["missing"] == [3] and group["pending"]["waiting"] == [0, 1, 2]
+    text = "\n".join("".join(s.text for s in line.spans) for line in doctor_lines(doc))
+    assert "every node (the job's store at" in text and "never entered [3]" in text
+    json.dumps(doc)  # plain JSON
+
+
+def test_a_mailbox_that_could_not_be_read_is_said_in_the_report() -> None:
+    from dflash_diag.view.doctor import doctor_doc
+
+    doc = doctor_doc(analyse(_job_with("cannot join the job's store at 10.0.0.1:29500: refused")))
+    assert doc["job"]["nodes"] == {"na": "cannot join the job's store at 10.0.0.1:29500: refused"}  # type: ignore[index]
