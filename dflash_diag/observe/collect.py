@@ -69,13 +69,13 @@ def _observe_job(target: Target, window: Window, progress: Progress | None, *, r
                              enrich=lambda pid, obs: OutsideReader(pid).enrich(obs))
     opening = _MailboxOpening(topology) if _reads_mailbox(topology) else None
     job = collector.collect(window.duration_s, progress=progress)
+    now = wall_clock()  # the window's end: the mailbox's gathering after it must not age what the window read
     if opening is not None:
         job = replace(job, mailbox=opening.finish())
     if require_stacks and not any(o.stacks for o in job.ranks):
         reasons = "; ".join(w for o in job.ranks for w in o.warnings)[:400]
         raise AttachError(f"no stack sample of any of the {len(topology.ranks)} rank(s) could be taken in "
                           f"{window.duration_s:g} s ({reasons or 'they exited'})", ExitCode.NO_PROCESS)
-    now = wall_clock()
     ranks = tuple(replace(o, patterns=target.patterns, now_wall_s=now) for o in job.ranks)
     return replace(job, ranks=ranks, now_wall_s=now)
 
