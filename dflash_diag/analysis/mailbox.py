@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from dflash_diag.analysis.flightrec import match_flight_recorder
 from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.flightrec import FlightRecorderAnalysis
 from dflash_diag.model.mailbox import (
     FrGathered,
     MailboxRead,
@@ -161,12 +162,16 @@ def _dead(rows: Sequence[RemoteRank], last: dict[int, RankPost], asked: bool) ->
     return tuple(r.rank for r in rows if r.rank in last and _silent(last[r.rank]) and not r.answered)
 
 
-def _hang(window: MailboxWindow, rows: Sequence[RemoteRank], dead: Sequence[int],
-          world_size: int | None) -> RemoteHang | None:
+def _matched(window: MailboxWindow, world_size: int | None) -> FlightRecorderAnalysis | None:
     if not isinstance(window.flight_recorder, FrGathered) or not window.flight_recorder.dumps:
         return None
+    return match_flight_recorder(window.flight_recorder.dumps, world_size)
+
+
+def _hang(analysis: FlightRecorderAnalysis | None, rows: Sequence[RemoteRank], dead: Sequence[int]) -> RemoteHang | None:
+    if analysis is None:
+        return None
     by_rank = {r.rank: r for r in rows}
-    analysis = match_flight_recorder(window.flight_recorder.dumps, world_size)
     for group in analysis.groups:
         pending = group.pending
         if pending is None or pending.waiting_since_s is None:
@@ -218,8 +223,9 @@ def judge_mailbox(window: MailboxWindow) -> MailboxVerdict:
     answered = _answered(window)
     rows = _rank_rows(window, world, answered)
     dead = _dead(rows, _posts(window.last), _asked(window))
-    hang = _hang(window, rows, dead, window.address.world_size or None)
+    matched = _matched(window, window.address.world_size or None)
+    hang = _hang(matched, rows, dead)
     return MailboxVerdict(
         address=window.address.label, world_size=window.address.world_size or None, ranks=rows, hang=hang,
         straggler=None if hang is not None or dead else _straggler(rows), dead_ranks=dead,
-        job_moved=any(r.moved for r in rows), notes=_notes(window))
+        job_moved=any(r.moved for r in rows), notes=_notes(window), flight_recorder=matched)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dflash_diag.model.flightrec import FlightRecorderAnalysis
+
 
 @dataclass(frozen=True, slots=True)
 class StoreAddress:
@@ -276,6 +278,7 @@ class MailboxVerdict:
     dead_ranks: tuple[int, ...]  # stopped posting and answered nothing, while others kept posting
     job_moved: bool  # some rank completed a step or a collective over the window
     notes: tuple[str, ...]
+    flight_recorder: FlightRecorderAnalysis | None = None  # the ranks' dumps matched (None: none gathered)
 
     def rank(self, rank: int) -> RemoteRank | None:
         return next((r for r in self.ranks if r.rank == rank), None)

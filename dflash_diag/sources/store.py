@@ -362,19 +362,33 @@ def _stacks_of(last: Maybe[MailboxRead], world_size: int) -> list[int] | None:
 class MailboxWatch:
     """One observation window's reading of a job's mailbox: every summary at ``begin()`` and at ``end()``, and
     at the end every rank's Flight Recorder with the stacks of the ranks worth a look, asked together (the ranks
-    look for requests every second: one gathering costs about a second, ``deadline_s`` when a rank is gone)."""
+    look for requests every second: one gathering costs about a second, ``deadline_s`` when a rank is gone).
 
-    def __init__(self, box: Mailbox, *, deadline_s: float = 2.5) -> None:
+    The end's summaries are read after the gathering, and at least one posting interval (and a half second) after
+    the first read, ``max_wait_s`` at most: two reads of one post say nothing of the time between."""
+
+    def __init__(self, box: Mailbox, *, deadline_s: float = 2.5, max_wait_s: float = 3.0,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self._box = box
         self._deadline_s = deadline_s
+        self._max_wait_s = max_wait_s
+        self._sleep = sleep
+        self._clock = clock
         self._first: Maybe[MailboxRead] = NA("the window's first read was not taken")
+        self._begun_s = clock()
 
     def begin(self) -> None:
+        self._begun_s = self._clock()
         self._first = self._box.read_summaries()
 
     def end(self) -> MailboxWindow:
+        first = self._first
+        stacks_of = _stacks_of(first, self._box.address.world_size)
+        fr, stacks = self._box.gather_window_end(stacks_of=stacks_of, deadline_s=self._deadline_s)
+        interval_s = max((p.interval_s for p in first.posts), default=0.0) if isinstance(first, MailboxRead) else 0.0
+        wait_s = min(self._max_wait_s, interval_s + 0.5 - (self._clock() - self._begun_s))
+        if wait_s > 0:
+            self._sleep(wait_s)
         last = self._box.read_summaries()
-        fr, stacks = self._box.gather_window_end(stacks_of=_stacks_of(last, self._box.address.world_size),
-                                                 deadline_s=self._deadline_s)
-        return MailboxWindow(address=self._box.address, first=_reason(self._first), last=_reason(last),
+        return MailboxWindow(address=self._box.address, first=_reason(first), last=_reason(last),
                              flight_recorder=_reason(fr), stacks=_reason(stacks))

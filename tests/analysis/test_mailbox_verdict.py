@@ -5,13 +5,16 @@ parsed by the real parsers, as a window reads it, then judged by ``analysis.mail
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from dflash_diag.analysis import analyse
 from dflash_diag.analysis.findings import crossnode
 from dflash_diag.analysis.mailbox import judge_mailbox
+from dflash_diag.model.job import JobAnalysis, JobObservation
 from dflash_diag.model.mailbox import (
     FrGathered,
     MailboxRead,
@@ -20,6 +23,7 @@ from dflash_diag.model.mailbox import (
     StacksGathered,
     StoreAddress,
 )
+from dflash_diag.observe.codec import encode_observation, read_observation
 from dflash_diag.sources.mailbox import parse_flight_recorder, parse_stacks, parse_summary
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mailbox"
@@ -140,3 +144,72 @@ def test_a_rank_that_never_posted_is_not_called_dead() -> None:
     v = judge_mailbox(w)
     assert v.dead_ranks == () and any("rank 0 never posted" in n for n in v.notes)
     assert v.hang is not None and v.hang.missing_ranks == (3,) and v.hang.silent_ranks == ()
+
+
+# --- in the job's analysis: the mailbox read beside the ranks sampled here -------------------------------------
+
+
+def _job_with(mailbox: MailboxWindow | str, local: str = "ddp_healthy") -> JobObservation:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from job_fixtures import load_job
+
+    return replace(load_job(local), mailbox=mailbox)
+
+
+def test_the_job_report_leads_with_the_rank_elsewhere_that_never_entered() -> None:
+    report = analyse(_job_with(window("missing_rank")))
+    assert isinstance(report, JobAnalysis) and report.headline is not None
+    assert report.headline.rule_id == "collective-hang" and report.headline.severity.name == "CRITICAL"
+    assert "rank 3 (node 1" in report.headline.text and "never entered it" in report.headline.text
+
+
+def test_ranks_here_waiting_all_window_are_not_a_hang_when_the_job_moved_elsewhere() -> None:
+    """The false critical of a two-node job whose slow rank ran on the node the tool could not see: the ranks here
+    wait in all_reduce the whole window, the mailbox shows every rank completing collectives: a straggler."""
+    alone = analyse(_job_with("not read", local="ddp_rank0_barrier"))
+    assert "collective-hang" in {f.rule_id for f in alone.findings}  # without the mailbox: what was seen here
+    report = analyse(_job_with(window("slow_rank"), local="ddp_rank0_barrier"))
+    rules = {f.rule_id for f in report.findings}
+    assert "collective-hang" not in rules and "rank-straggler" in rules
+    straggler = next(f for f in report.findings if f.rule_id == "rank-straggler")
+    assert straggler.claim.startswith("rank 3 (node 1")
+
+
+def test_a_frozen_rank_elsewhere_is_the_cause_the_hang_its_symptom() -> None:
+    report = analyse(_job_with(window("frozen_rank")))
+    assert report.headline is not None and report.headline.rule_id == "collective-hang"
+    assert report.headline.because == ("rank-died",) and "rank 3 (node 1" in report.headline.text
+    assert {"rank-died", "collective-hang"} <= {f.rule_id for f in report.findings}
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "slow_rank", "missing_rank", "frozen_rank"])
+def test_a_job_observation_with_its_mailbox_round_trips_and_is_judged_the_same(scenario: str) -> None:
+    job = _job_with(window(scenario))
+    copy = read_observation(encode_observation(job, tool_version="test"))
+    assert copy == job
+    assert analyse(copy) == analyse(job)
+
+
+def test_a_healthy_job_with_a_healthy_mailbox_warns_of_nothing() -> None:
+    report = analyse(_job_with(window("healthy")))
+    assert report.healthy, [f.claim for f in report.findings]
+
+
+def test_the_report_shows_every_node_and_the_flight_recorders_matching() -> None:
+    from dflash_diag.view.doctor import doctor_doc, doctor_lines
+
+    doc = doctor_doc(analyse(_job_with(window("missing_rank"))))
+    nodes = doc["job"]["nodes"]  # type: ignore[index]
+    assert [r["rank"] for r in nodes["ranks"]] == [0, 1, 2, 3] and [r["node"] for r in nodes["ranks"]] == [0, 0, 1, 1]
+    (group,) = nodes["flight_recorder"]["groups"]
+    assert group["pending"]["missing"] == [3] and group["pending"]["waiting"] == [0, 1, 2]
+    text = "\n".join("".join(s.text for s in line.spans) for line in doctor_lines(doc))
+    assert "every node (the job's store at" in text and "never entered [3]" in text
+    json.dumps(doc)  # plain JSON
+
+
+def test_a_mailbox_that_could_not_be_read_is_said_in_the_report() -> None:
+    from dflash_diag.view.doctor import doctor_doc
+
+    doc = doctor_doc(analyse(_job_with("cannot join the job's store at 10.0.0.1:29500: refused")))
+    assert doc["job"]["nodes"] == {"na": "cannot join the job's store at 10.0.0.1:29500: refused"}  # type: ignore[index]

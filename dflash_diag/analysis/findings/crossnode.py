@@ -6,7 +6,7 @@ elsewhere completed collectives in it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import CAUSE, SYMPTOM
@@ -63,7 +63,7 @@ def hang_finding(v: MailboxVerdict) -> Finding | None:
         evidence.append((rank_label(row, rank), f"never entered {hang.op} #{hang.seq}; {_doing(row)}"))
     for rank in hang.silent_ranks[:SHOWN]:
         row = v.rank(rank)
-        parts.append(f"{rank_label(row, rank)} is silent: {_silence(row)}")
+        parts.append(f"{rank_label(row, rank)} never entered it and fell silent")
         evidence.append((rank_label(row, rank), _silence(row)))
     for rank in hang.waiting_ranks[:SHOWN]:
         row = v.rank(rank)
@@ -102,13 +102,19 @@ def straggler_finding(v: MailboxVerdict) -> Finding | None:
         impact=st.others_wait_share, kind=SYMPTOM)
 
 
-def died_finding(v: MailboxVerdict, *, hung: bool) -> Finding | None:
+def died_finding(v: MailboxVerdict, *, hung: bool, here: Mapping[int, str] | None = None) -> Finding | None:
+    """``here``: the silent ranks that run on this machine, with what /proc says of them ("stopped (SIGSTOP/SIGTSTP)",
+    "exited"): then that is the claim, not a guess."""
     if not v.dead_ranks:
         return None
-    lines = [f"{rank_label(v.rank(r), r)}: {_silence(v.rank(r))}" for r in v.dead_ranks[:SHOWN]]
+    here = here or {}
+    lines = [f"{rank_label(v.rank(r), r)}: {_silence(v.rank(r))}"
+             + (f"; on this machine its process is {here[r]}" if r in here else "") for r in v.dead_ranks[:SHOWN]]
+    unknown = [r for r in v.dead_ranks if r not in here]
+    why = (" (it exited, was killed, or is frozen with the GIL held: its node's launcher log or `dflash-diag doctor` "
+           "on that node says which)") if unknown else ""
     claim = ("a rank stopped: " if len(v.dead_ranks) == 1 else f"{len(v.dead_ranks)} ranks stopped: ") \
-        + "; ".join(lines) + " (it exited, was killed, or is frozen with the GIL held: its node's launcher log or "\
-        "`dflash-diag doctor` on that node says which)"
+        + "; ".join(lines) + why
     if hung:
         claim += " -- the other ranks wait for it"
     return Finding(
