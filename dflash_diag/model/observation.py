@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
-from dflash_diag.model.gpu import GpuSample
+from dflash_diag.model.gpu import GpmReading, GpuSample
 from dflash_diag.model.kernels import KernelTrace
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
@@ -47,6 +47,10 @@ class Observation:
     sched: tuple[SchedSample, ...] = ()
     os_facts: OsFacts | None = None
     outside_waits: tuple[OutsideWait, ...] = ()
+    # NVML GPM over the window, one reading per GPU (Hopper and newer; fields NA with the reason elsewhere): the
+    # share of the window the SMs, the tensor cores and the FP32 pipes were busy. Device-wide readings: they are
+    # this process's only while no other process runs on that GPU (``analysis.findings.precision``).
+    gpm: tuple[GpmReading, ...] = ()
 
     def line_text(self, filename: str, line: int) -> str | None:
         """The recorded source text of ``filename:line``, or None (a :data:`LineLookup` for classification)."""

@@ -27,6 +27,7 @@ from dflash_diag.analysis.findings import (
     kernels,
     liveness,
     pipeline,
+    precision,
     process,
     resources,
     scheduler,
@@ -64,6 +65,7 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("gil", gil),
     ("hostsync", hostsync),
     ("gpu", gpu),
+    ("precision", precision),
     ("kernels", kernels),
     ("wasted", wasted),
 )
