@@ -20,6 +20,7 @@ from dflash_diag.analysis.findings import (
     fastpath,
     gil,
     gpu,
+    gpu_memory,
     hang,
     health,
     hostsync,
@@ -66,6 +67,7 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("hostsync", hostsync),
     ("gpu", gpu),
     ("precision", precision),
+    ("gpu_memory", gpu_memory),
     ("kernels", kernels),
     ("wasted", wasted),
 )
