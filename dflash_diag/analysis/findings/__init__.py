@@ -34,6 +34,7 @@ from dflash_diag.analysis.findings import (
     scheduler,
     settings,
     stale,
+    transfers,
     waits,
     wasted,
 )
@@ -68,6 +69,7 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("gpu", gpu),
     ("precision", precision),
     ("gpu_memory", gpu_memory),
+    ("transfers", transfers),
     ("kernels", kernels),
     ("wasted", wasted),
 )
