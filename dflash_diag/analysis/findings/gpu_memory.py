@@ -148,8 +148,8 @@ def _probe_headroom(ctx: Context, device: int, stats: Mapping[str, object]) -> t
     return None, ""
 
 
-def _nvml_series(ctx: Context) -> list[_Series]:
-    """The process's memory on each of its GPUs, one point per NVML sweep."""
+def own_memory_series(ctx: Context) -> dict[int, list[tuple[float, float]]]:
+    """The process's memory on each of its GPUs (NVML), one (seconds, bytes) point per sweep, oldest first."""
     sweeps = ctx.obs.gpus if isinstance(ctx.obs.gpus, tuple) else ()
     mine = set(ctx.process_gpus())
     points: dict[int, list[tuple[float, float]]] = {}
@@ -160,8 +160,13 @@ def _nvml_series(ctx: Context) -> list[_Series]:
             used = _own_bytes(ctx, gpu)
             if used is not None:
                 points.setdefault(gpu.index, []).append((gpu.monotonic_s, used))
+    return points
+
+
+def _nvml_series(ctx: Context) -> list[_Series]:
+    """The process's memory on each of its GPUs, one point per NVML sweep."""
     out = []
-    for device, series in points.items():
+    for device, series in own_memory_series(ctx).items():
         free = _device_free(ctx, device)
         out.append(_Series(device=device, what="the process's GPU memory (NVML)", points=tuple(series),
                            headroom_bytes=free, headroom_what="the GPU's free memory" if free is not None else ""))
