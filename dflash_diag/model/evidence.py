@@ -75,6 +75,12 @@ class SourceLine:
     # or ``X.acquire()`` on it). A thread parked at an ``acquires`` line waits for that lock (analysis.waits).
     holds: tuple[str, ...] = ()
     acquires: str | None = None
+    # The innermost ``for``/``while`` loop around the line in its function (its line; None: no loop), and whether
+    # that loop's body calls ``backward(...)`` and an optimizer's ``step(...)``: a call in a loop that runs backward
+    # but not the step runs once per micro-batch of a gradient accumulation (``collectives_rate``).
+    loop_line: int | None = None
+    loop_backward: bool = False
+    loop_step: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,15 @@ class _Parsed:
     parsed: bool = True
     imports: tuple[str, ...] = ()  # dotted module names imported at module level
     withs: tuple[_With, ...] = ()  # with-blocks over a plain name or attribute (a lock, a condition), by line
+    loops: tuple[_Loop, ...] = ()  # for/while loops, by line
+
+
+@dataclass(frozen=True, slots=True)
+class _Loop:
+    line: int
+    end: int
+    backward: bool  # its body calls backward(...) (``loss.backward()``, ``scaler.scale(l).backward()``...)
+    step: bool  # ... and an optimizer's step(...) (not a scheduler's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +223,32 @@ def _parse(path: str, source: str) -> _Parsed:
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree),
-                   withs=_lock_withs(tree))
+                   withs=_lock_withs(tree), loops=_loops(tree))
+
+
+_SCHEDULER = re.compile(r"sched|lr_", re.IGNORECASE)
+
+
+def _loops(tree: ast.AST) -> tuple[_Loop, ...]:
+    """Every for/while loop, with whether its body (not nested defs) calls backward() and an optimizer's step()."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            continue
+        backward = step = False
+        for child in _own_nodes(node):
+            if not isinstance(child, ast.Call) or not isinstance(child.func, ast.Attribute):
+                continue
+            if child.func.attr == "backward":
+                backward = True
+            elif child.func.attr == "step":
+                try:
+                    receiver = ast.unparse(child.func.value)[:MAX_CALL_TEXT]
+                except (ValueError, RecursionError):
+                    continue
+                step = step or not _SCHEDULER.search(receiver)
+        out.append(_Loop(line=node.lineno, end=node.end_lineno or node.lineno, backward=backward, step=step))
+    return tuple(sorted(out, key=lambda loop: loop.line))
 
 
 def _module_imports(tree: ast.Module) -> tuple[str, ...]:
@@ -381,10 +415,24 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
             inner = d
     qualname = inner.qualname if inner else None
     holds, acquires = _locks_at(line, text, parsed, qualname)
+    loop = _loop_at(line, parsed, inner)
     return SourceLine(filename=filename, line=line, function=qualname, text=text, holds=holds, acquires=acquires,
                       queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
                       unused_logits=tuple((n, parsed.lines[n - 1].strip()[:120]) for n in inner.unused_logits
-                                          if 0 < n <= len(parsed.lines)) if inner else ())
+                                          if 0 < n <= len(parsed.lines)) if inner else (),
+                      loop_line=loop.line if loop else None, loop_backward=loop.backward if loop else False,
+                      loop_step=loop.step if loop else False)
+
+
+def _loop_at(line: int, parsed: _Parsed, inner: _Def | None) -> _Loop | None:
+    """The innermost loop around ``line`` inside its own function (a loop of an enclosing function is another's)."""
+    found: _Loop | None = None
+    for loop in parsed.loops:
+        if loop.line > line:
+            break
+        if loop.line <= line <= loop.end and (inner is None or inner.start <= loop.line <= inner.end):
+            found = loop  # sorted by line: a later one that still holds the line is nested deeper
+    return found
 
 
 def _cpus_allowed(status: Path) -> int | None:

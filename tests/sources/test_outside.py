@@ -135,3 +135,18 @@ def test_modules_a_sampled_file_imports_are_listed_with_their_mtime(tmp_path: Pa
     assert imported.imported_by == "loop.py" and imported.mtime_wall_s == (package / "losses.py").stat().st_mtime
     assert str(loop) in by_path and by_path[str(loop)].imported_by == ""
     assert len(files) == 2  # os is the standard library's, not the program's
+
+
+def test_the_loop_around_a_line_says_whether_it_runs_backward_and_the_optimizer_step() -> None:
+    """The casebook's gradient-averaging trainer, as written: the per-tensor all_reduce is called in the micro-batch
+    loop beside backward() (the step outside it); the bucketed one after that loop, in the loop that also steps."""
+    program = Path(__file__).resolve().parents[1] / "casebook" / "programs" / "gpu_gloo_microstep_allreduce"
+    script = str(program / "dp_train.py")
+    frames = [Frame("average_each", script, 37), Frame("main.<locals>.train", script, 86),
+              Frame("main.<locals>.train", script, 88), Frame("main.<locals>.sample", script, 74)]
+    code, _ = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    by_line = {c.line: c for c in code}
+    assert (by_line[86].loop_line, by_line[86].loop_backward, by_line[86].loop_step) == (79, True, False)
+    assert (by_line[88].loop_line, by_line[88].loop_backward, by_line[88].loop_step) == (78, True, True)
+    assert (by_line[37].loop_line, by_line[37].loop_backward) == (35, False)  # `for p in params:` in the helper
+    assert by_line[74].loop_line == 73 and not by_line[74].loop_backward  # the sampler's loop

@@ -15,6 +15,7 @@ from types import ModuleType
 from dflash_diag.analysis.findings import (
     allocator,
     checkpoint,
+    collectives_rate,
     compile,
     cudagraphs,
     fastpath,
@@ -72,6 +73,7 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("transfers", transfers),
     ("kernels", kernels),
     ("wasted", wasted),
+    ("collectives_rate", collectives_rate),
 )
 RULE_FAMILIES: tuple[tuple[str, Rule], ...] = tuple((name, module.check) for name, module in FAMILIES)
 # The rules of a job of several ranks (``analysis.job``): their ``check`` reads a ``findings.job.JobContext``.
