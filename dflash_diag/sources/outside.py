@@ -44,6 +44,7 @@ class _Def:
     qualname: str
     queue_calls: tuple[str, ...]
     unused_logits: tuple[int, ...] = ()  # line numbers (texts added per file)
+    unused_outputs: tuple[int, ...] = ()  # ... of any module call's output never read
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +284,8 @@ def _collect_defs(node: ast.AST, prefix: str, out: list[_Def]) -> None:
             qualname = f"{prefix}{child.name}"
             start = min([child.lineno] + [d.lineno for d in child.decorator_list])
             out.append(_Def(start=start, end=child.end_lineno or child.lineno, qualname=qualname,
-                            queue_calls=_queue_calls(child), unused_logits=_unused_logits(child)))
+                            queue_calls=_queue_calls(child), unused_logits=_unused_logits(child),
+                            unused_outputs=_unused_outputs(child)))
             _collect_defs(child, f"{qualname}.<locals>.", out)
         elif isinstance(child, ast.ClassDef):
             _collect_defs(child, f"{prefix}{child.name}.", out)
@@ -342,6 +344,25 @@ def _unused_logits(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, .
             continue
         targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
         if targets and not any(t in loaded for t in targets):
+            lines.append(node.lineno)
+    return tuple(lines)
+
+
+def _unused_outputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, ...]:
+    """Lines assigning the output of a call on an attribute (``out = self.decoder(h)``, ``r = model.head(x)``: how a
+    module is called) to plain names the function never reads again. A name spelled ``_``/``_x`` is a discard the
+    author meant; a vocabulary projection is ``_unused_logits``' own."""
+    loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    lines = []
+    for node in _own_nodes(func):  # a nested def's assignments are its own (its names count as reads here)
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            continue
+        callee = node.value.func
+        if not isinstance(callee, ast.Attribute) or _VOCAB_HEAD.search(callee.attr):
+            continue
+        targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if (targets and len(targets) == len(node.targets) and not any(t.startswith("_") for t in targets)
+                and not any(t in loaded for t in targets)):
             lines.append(node.lineno)
     return tuple(lines)
 
@@ -418,10 +439,14 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
     loop = _loop_at(line, parsed, inner)
     return SourceLine(filename=filename, line=line, function=qualname, text=text, holds=holds, acquires=acquires,
                       queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
-                      unused_logits=tuple((n, parsed.lines[n - 1].strip()[:120]) for n in inner.unused_logits
-                                          if 0 < n <= len(parsed.lines)) if inner else (),
+                      unused_logits=_texts(inner.unused_logits, parsed) if inner else (),
+                      unused_outputs=_texts(inner.unused_outputs, parsed) if inner else (),
                       loop_line=loop.line if loop else None, loop_backward=loop.backward if loop else False,
                       loop_step=loop.step if loop else False)
+
+
+def _texts(lines: tuple[int, ...], parsed: _Parsed) -> tuple[tuple[int, str], ...]:
+    return tuple((n, parsed.lines[n - 1].strip()[:120]) for n in lines if 0 < n <= len(parsed.lines))
 
 
 def _loop_at(line: int, parsed: _Parsed, inner: _Def | None) -> _Loop | None:

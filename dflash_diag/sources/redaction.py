@@ -127,6 +127,7 @@ class ProcessRedactor:
             text=self.maybe_text(line.text),
             queue_calls=tuple(self.text(c) for c in line.queue_calls),
             unused_logits=tuple((n, self.text(t)) for n, t in line.unused_logits),
+            unused_outputs=tuple((n, self.text(t)) for n, t in line.unused_outputs),
             holds=tuple(self.text(h) for h in line.holds),
             acquires=self.maybe_text(line.acquires),
         )

@@ -150,3 +150,35 @@ def test_the_loop_around_a_line_says_whether_it_runs_backward_and_the_optimizer_
     assert (by_line[88].loop_line, by_line[88].loop_backward, by_line[88].loop_step) == (78, True, True)
     assert (by_line[37].loop_line, by_line[37].loop_backward) == (35, False)  # `for p in params:` in the helper
     assert by_line[74].loop_line == 73 and not by_line[74].loop_backward  # the sampler's loop
+
+
+HEADS = '''\
+class Model:
+    def forward(self, h, aux_weight):
+        logits = self.classifier(h)
+        recon = self.decoder(h)
+        _probe = self.probe(h)
+        feats = self.encoder.pool(h)
+        if aux_weight > 0:
+            return logits, feats
+        return logits
+
+    def step(self, x):
+        z = self.body(x)
+
+        def use():
+            return z
+        return use
+'''
+
+
+def test_a_module_call_whose_output_the_function_never_reads_is_an_unused_output(tmp_path: Path) -> None:
+    """`recon = self.decoder(h)` is never read; `feats` is (under a condition), `_probe` is a meant discard, and a
+    name a nested function reads is read."""
+    script = tmp_path / "heads.py"
+    script.write_text(HEADS)
+    frames = [Frame("Model.forward", str(script), 4), Frame("Model.step", str(script), 12)]
+    code, _ = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    by_line = {c.line: c for c in code}
+    assert by_line[4].unused_outputs == ((4, "recon = self.decoder(h)"),)
+    assert by_line[12].unused_outputs == ()

@@ -36,6 +36,7 @@ from dflash_diag.analysis.findings import (
     settings,
     stale,
     transfers,
+    unused_output,
     waits,
     wasted,
 )
@@ -74,6 +75,7 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("kernels", kernels),
     ("wasted", wasted),
     ("collectives_rate", collectives_rate),
+    ("unused_output", unused_output),
 )
 RULE_FAMILIES: tuple[tuple[str, Rule], ...] = tuple((name, module.check) for name, module in FAMILIES)
 # The rules of a job of several ranks (``analysis.job``): their ``check`` reads a ``findings.job.JobContext``.
