@@ -73,6 +73,15 @@ def page_name(pid: int) -> str:
     return f".attach-{int(pid)}.page"
 
 
+# One injection into a process at a time (per board directory, where its page note is): the command holds an
+# exclusive flock on this file from before it writes the page until the answer came or the request was cancelled.
+LOCK_FILE = re.compile(r"\.attach-(\d+)\.lock")
+
+
+def lock_name(pid: int) -> str:
+    return f".attach-{int(pid)}.lock"
+
+
 def is_result_path(result_path: object, control_path: str) -> bool:
     """Whether ``result_path`` is a result file beside ``control_path`` (the bootstrap writes nowhere else)."""
     return (isinstance(result_path, str) and os.path.dirname(result_path) == os.path.dirname(control_path)

@@ -51,7 +51,8 @@ def judge(payload: Mapping[str, Any] | None, now_wall_s: float) -> list[Verdict]
     if not isinstance(payload, Mapping) or payload.get("status") != "ok":
         return []
     steps = _int(payload.get(HealthKeys.STEPS)) or 0
-    groups = [g for g in payload.get(HealthKeys.GROUPS) or () if isinstance(g, Mapping)]
+    raw_groups = payload.get(HealthKeys.GROUPS)
+    groups = [g for g in raw_groups if isinstance(g, Mapping)] if isinstance(raw_groups, list) else []
     out = []
     bad = _nonfinite(payload, groups, steps, now_wall_s)
     if bad is not None:

@@ -62,6 +62,21 @@ _BENIGN_BEFORE = frozenset({
     "dataset", "feature", "label", "input", "output", "text", "field", "join", "merge", "hot", "num", "max",
     "min", "total",
 })
+# Vocabulary glued before "token" (``padtoken``, ``subtoken``): not a credential either.
+_BENIGN_GLUED = _BENIGN_BEFORE | frozenset({
+    "sub", "word", "piece", "byte", "char", "extra", "added", "vocab", "speech", "multi", "de", "re",
+})
+# Secret inside any word, glued to others (``--dbpassword``, ``-Dpassword``).
+_SECRET_INFIXES = ("password", "passwd", "passphrase", "secret", "credential", "apikey", "privatekey")
+# Secret at the end of a word after one of these (``dbpass``, ``rootpw``, ``authkey``); alone these endings are
+# too common (``bypass``, ``compass``, ``monkey``, ``hotkey``) to say anything.
+_GLUED_OWNERS = frozenset({
+    "db", "root", "admin", "user", "sql", "mysql", "pg", "postgres", "redis", "ldap", "smtp", "mail", "ftp", "ssh",
+    "sudo", "vault", "proxy", "api", "app", "login", "wifi", "store", "keystore", "truststore", "access", "auth",
+    "master", "signing", "encryption", "client", "account", "storage", "gpg", "pgp", "hmac", "session", "bot",
+    "service", "license", "hf", "gh", "github", "gitlab", "wandb", "openai", "aws", "azure", "gcp", "slack",
+})
+_GLUED_ENDINGS = ("pass", "pwd", "pw", "key", "token")
 # Whole names that look secret but are not.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -79,14 +94,29 @@ def is_secret_name(name: str) -> bool:
     words = _words(bare)
     if not words:
         return False
-    if any(w in _SECRET_WORDS for w in words):
+    if any(w in _SECRET_WORDS or _glued_secret(w) for w in words):
         return True
     for a, b in zip(words, words[1:], strict=False):
-        if (a, b) in (("connection", "string"), ("conn", "str"), ("conn", "string"), ("private", "key")):
+        if (a, b) in (("connection", "string"), ("conn", "str"), ("conn", "string"), ("private", "key"),
+                      ("session", "id")):
             return True
     last = words[-1]
     if last in _SECRET_LAST_WORDS:
         return not (len(words) >= 2 and words[-2] in _BENIGN_BEFORE)
+    return False
+
+
+def _glued_secret(word: str) -> bool:
+    """A secret word glued to another (``dbpassword``, ``hftoken``, ``authtoken``, ``rootpw``): no separator for
+    the word split to find. ``token`` glued after anything but vocabulary (``padtoken``); the short endings only
+    after an owner that makes them a credential."""
+    if any(infix in word for infix in _SECRET_INFIXES):
+        return True
+    for ending in _GLUED_ENDINGS:
+        if word.endswith(ending) and len(word) > len(ending):
+            owner = word[: -len(ending)]
+            if owner in _GLUED_OWNERS or (ending == "token" and owner not in _BENIGN_GLUED and len(owner) >= 2):
+                return True
     return False
 
 
@@ -133,24 +163,53 @@ _HINT = re.compile(
     r"SK[0-9a-f]|PRIVATE KEY|(?i:bearer|basic|digest|token)"
 )
 
-# scheme://userinfo@ : the whole user info goes when it holds a password (``user:pw``, ``:pw``) or a token.
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@\"'<>]*)@")
-# "Authorization: Bearer X", "Basic X", "token X" (HTTP auth schemes followed by a credential).
-_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic|digest|token)(\s+)([A-Za-z0-9._~+/\-]{8,}=*)")
+# scheme://userinfo@ : the whole user info goes when it holds a password (``user:pw``, ``:pw``) or a token. A
+# password may hold ``/``, ``#`` and ``?`` (an AWS secret key in ``s3://KEY:SECRET@bucket`` often does, unescaped):
+# it runs to the first ``@``, unless what follows the ``:`` is a port and a path (``http://host:8080/a?b=c@d``).
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@:\"'<>]*)(?::([^\s\"'<>]*?))?@")
+_PORT_AND_PATH = re.compile(r"\d{1,5}[/?#]")
+# "Authorization: Bearer X", "Basic X", "Digest X" (HTTP authorization schemes): the credential is every character
+# up to a space, a quote or a separator (a percent-encoded one too); "token X" only in a token's own alphabet (it is
+# also a word of prose).
+_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic|digest)(\s+)([^\s\"'<>,;]{8,})"
+                          r"|\b(token)(\s+)([A-Za-z0-9._~+/%\-]{8,}=*)")
+# A Cookie header holds every cookie of the request, ``;``-separated: all of them go, to the end of the line.
+_COOKIE_HEADER = re.compile(r"(?i)(?<![A-Za-z0-9_\-])((?:set-)?cookie2?)(\s*:[ \t]*)([^\r\n]+)")
 # NAME=value and NAME: value inside text: query strings (&sig=...), connection strings (;AccountKey=...;),
 # shell lines (env DB_PASS=x), headers (X-Api-Key: ...), JSON-ish text ("password": "x").
 _ASSIGN = re.compile(
     r"""(?<![A-Za-z0-9_\-])(["']?)([A-Za-z_][A-Za-z0-9_.\-]*)\1(\s*)([=:])(\s*)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s&;,"'<>]+)"""
 )
 # --option value / --option=value inside a shell line held in one string.
-_OPTION_IN_TEXT = re.compile(r"(?<!\S)(--?[A-Za-z][A-Za-z0-9_.\-]*)([ =])([^\s]+)")
+_OPTION_IN_TEXT = re.compile(r"(?<!\S)(--?[A-Za-z][A-Za-z0-9_.\-]*)([ =:])([^\s]+)")
+
+
+def _userinfo_secrets(m: re.Match[str]) -> tuple[str, ...] | None:
+    """The secrets of a URL's user info (the password, or a token-looking user), None when it holds none."""
+    user, password = m.group(2), m.group(3)
+    if password is not None:
+        if _PORT_AND_PATH.match(password):
+            return None  # host:port/path...@: a port, not a password
+        return (password, user) if _looks_like_token(user) else (password,)
+    return (user,) if _looks_like_token(user) else None
 
 
 def _userinfo(m: re.Match[str]) -> str:
-    scheme, info = m.group(1), m.group(2)
-    if ":" in info or _looks_like_token(info):
-        return f"{scheme}{REDACTED}@"
-    return m.group(0)  # a plain user name (git@, ssh://deploy@): not a secret, and useful
+    if _userinfo_secrets(m) is None:
+        return m.group(0)  # a plain user name (git@, ssh://deploy@), or a port: not a secret, and useful
+    return f"{m.group(1)}{REDACTED}@"
+
+
+def _auth_scheme(m: re.Match[str]) -> str:
+    if m.group(1) is not None:
+        return f"{m.group(1)}{m.group(2)}{REDACTED}"
+    return f"{m.group(4)}{m.group(5)}{REDACTED}"
+
+
+def _cookie_values(header_value: str) -> Iterable[str]:
+    yield header_value.strip()
+    for part in header_value.split(";"):
+        yield part.partition("=")[2].strip()
 
 
 def _looks_like_token(text: str) -> bool:
@@ -191,7 +250,7 @@ def _connection_values(text: str) -> Iterable[str]:
 
 def _option_in_text(m: re.Match[str]) -> str:
     name, sep, value = m.groups()
-    if value == REDACTED or not (is_secret_name(name) or name == "-p"):
+    if value == REDACTED or not (is_secret_name(name) or (name == "-p" and sep != ":")):
         return m.group(0)
     return f"{name}{sep}{REDACTED}"
 
@@ -200,11 +259,14 @@ def redact_text(text: str) -> str:
     """``text`` with every secret the rules can see replaced by ``<redacted>`` (pure, linear time)."""
     if not text or not isinstance(text, str) or not _HINT.search(text):
         return text
-    out = _ANY_TOKEN.sub(REDACTED, text)
-    out = _URL_USERINFO.sub(_userinfo, out)
+    # URLs first: a token format inside the user info (``s3://AKIA...:SECRET@``) must not hide the password's context
+    out = _URL_USERINFO.sub(_userinfo, text) if "@" in text else text
+    out = _ANY_TOKEN.sub(REDACTED, out)
+    if ":" in out:
+        out = _COOKIE_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
     if ";" in out and "=" in out:
         out = _connection_string(out)
-    out = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
+    out = _AUTH_SCHEME.sub(_auth_scheme, out)
     out = _ASSIGN.sub(_assign, out)
     if "-" in out:
         out = _OPTION_IN_TEXT.sub(_option_in_text, out)
@@ -243,13 +305,21 @@ def _attached_password(arg: str) -> bool:
 
 
 def _option(arg: str) -> tuple[str, str | None] | None:
-    """``(name, value)`` of an option-shaped argument (``value`` None without ``=``), else None."""
+    """``(name, value)`` of an option-shaped argument (``value`` None without ``=``), else None. ``--name:value``
+    (Windows tools, and some others) counts only for a secret name: elsewhere ``:`` is too common a character."""
     if not arg.startswith("-"):
         return None
     name, eq, value = arg.partition("=")
     if not _OPTION_NAME.fullmatch(name):
+        colon_name, colon, colon_value = arg.partition(":")
+        if colon and _OPTION_NAME.fullmatch(colon_name) and is_secret_name(colon_name):
+            return colon_name, colon_value
         return None
     return name, value if eq else None
+
+
+def _option_sep(arg: str, name: str) -> str:
+    return arg[len(name)] if len(arg) > len(name) else "="
 
 
 def _secret_option(name: str) -> bool:
@@ -277,7 +347,7 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
                 out.append(arg)
                 hide_next = True  # its value is the next argument
             else:
-                out.append(f"{name}={REDACTED}" if value else arg)
+                out.append(f"{name}{_option_sep(arg, name)}{REDACTED}" if value else arg)
             continue
         out.append(redact_text(arg))
     return tuple(out)
@@ -366,20 +436,18 @@ def _values_in_text(text: str) -> Iterable[str]:
         return
     yield from (m.group(0) for m in _ANY_TOKEN.finditer(text))
     for m in _URL_USERINFO.finditer(text):
-        info = m.group(2)
-        if ":" in info:
-            yield info.partition(":")[2]
-        elif _looks_like_token(info):
-            yield info
+        yield from _userinfo_secrets(m) or ()
+    for m in _COOKIE_HEADER.finditer(text):
+        yield from _cookie_values(m.group(3))
     if ";" in text and "=" in text:
         yield from _connection_values(text)
     for m in _AUTH_SCHEME.finditer(text):
-        yield m.group(3)
+        yield m.group(3) if m.group(1) is not None else m.group(6)
     for m in _ASSIGN.finditer(text):
         if is_secret_name(m.group(2)):
             yield m.group(6).strip("\"'")
     for m in _OPTION_IN_TEXT.finditer(text):
-        if is_secret_name(m.group(1)) or m.group(1) == "-p":
+        if is_secret_name(m.group(1)) or (m.group(1) == "-p" and m.group(2) != ":"):
             yield m.group(3)
 
 

@@ -22,7 +22,13 @@ one daemon thread, ``dflash-diag-kernels``, that ends the recording at the first
   every profiler torch offers, is wrapped while we record): ours is stopped at once, in the program's thread,
   before the program's own starts: the program's profiler always wins.
 
-Then it stops the profiler (``__exit__``: the GPU is synchronised from this thread, never a training thread),
+Then it stops the profiler, in two steps. torch's all-threads mode (torch 2.13 and earlier) adds its op callback
+for every thread, and each thread's call reads the profiler's state through a raw pointer that ``__exit__`` frees
+from the stopping thread without waiting for the calls in flight: an op entering on a training thread at that moment
+writes into freed memory (SIGSEGV in ``ThreadLocalSubqueue::begin_op``; bench/record_soak.py makes it happen). So
+the callback is taken out first (``_toggle_collection_dynamic(False)``: no op of any thread enters the profiler
+after it), the calls in flight are given ``DRAIN_S`` to leave, and only then is the profiler stopped (``__exit__``:
+the GPU is synchronised from this thread, never a training thread),
 takes every hook out (the step hook's handle, the wrapper), exports the trace to a private file and writes the
 outcome file (through a temporary name, atomically). Stopping and exporting hold the GIL for a time that grows
 with the events (measured in docs/benchmarks.md): the reason windows are bounded. Nothing stays behind: no
@@ -53,6 +59,9 @@ LEASE_EVERY_TICKS = 10  # the lease (one read of /proc/PID/stat) every half seco
 OWN_THREAD_STOP_WAIT_S = 10.0  # a program starting its own profiler waits this long at most for ours to stop
 MAX_STEP_MARKS = 20_000  # optimizer steps noted for the trace's step marks (the count goes on beyond)
 MAX_THREADS_NAMED = 4096
+# Between taking the all-threads callback out and stopping the profiler: an op callback that began before the removal
+# leaves it within microseconds unless its thread is descheduled; this covers a loaded machine's scheduling delays.
+DRAIN_S = 0.3
 CLOCK_MARKS = 5  # at each end: the narrowest bracket is the one the tool uses
 # Frames looked at for a profiler object the program holds (like the attach's discovery: bounded).
 MAX_FRAMES_PER_THREAD = 48
@@ -87,6 +96,8 @@ class Recording:
     stopped_reason: str | None = None
     stop_began_mono_ns: int | None = None  # when the end was decided: what follows is ours (stop, export), not the program's
     stop_ms: float | None = None
+    callbacks_off_mono_ns: int | None = None  # when the all-threads callback was taken out (no op enters after it)
+    drain_ms: float | None = None  # from then until the profiler's stop began
     hook_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     wake: threading.Event = field(default_factory=threading.Event)  # the steps are reached: end now, not at the tick
@@ -112,6 +123,10 @@ def start(params: JsonDict, *, files_prefix: str, lease: JsonDict | None) -> Jso
     autograd_profiler = sys.modules.get("torch.autograd.profiler")
     if torch is None or autograd_profiler is None:
         return _refuse(NO_TORCH, "this process has not imported torch: there is nothing for torch.profiler to record")
+    if _importing(torch):
+        # Started in the middle of `import torch` (the safe point can fall there), the profiler would run on a torch
+        # whose modules are half made.
+        return _refuse(NO_TORCH, "this process is still importing torch: record again once it has started")
     if not files_prefix or not os.path.isabs(files_prefix):
         return {"ok": False, "error": "no place for the recording's files"}
     if lease is not None and not proc.process_alive(lease["pid"], lease["start_ticks"]):
@@ -124,17 +139,22 @@ def start(params: JsonDict, *, files_prefix: str, lease: JsonDict | None) -> Jso
             return _refuse(PROFILER_ACTIVE, f"{busy}: torch allows one profiler per process, and starting a second "
                                             "one beside it can crash the process when the first one stops")
         cuda = _cuda_traceable(torch)
+        config: Any = None
         try:
             config = torch.profiler._ExperimentalConfig(profile_all_threads=True, trace_only=True)
-            all_threads = True
+            all_threads = _can_drain(torch)
         except (TypeError, AttributeError):
-            # An older torch records the CPU ops of the starting thread only. CUPTI still traces every kernel and
-            # every CUDA call of the process, with the thread that made it: on CUDA that is the recording's point.
+            all_threads = False
+        if not all_threads:
+            # An older torch records the CPU ops of the starting thread only (or cannot take its all-threads
+            # callback out before it stops: stopping it would race the ops of every other thread). CUPTI still
+            # traces every kernel and every CUDA call of the process, with the thread that made it: on CUDA that is
+            # the recording's point.
             if not cuda:
                 return _refuse(UNSUPPORTED, f"torch {torch.__version__} cannot record the ops of other threads "
-                                            "(no profile_all_threads) and the process runs nothing on CUDA: "
-                                            "nothing of its training threads would be recorded")
-            config, all_threads = None, False
+                                            "safely (no profile_all_threads, or no way to take its callback out "
+                                            "before it stops) and the process runs nothing on CUDA: nothing of its "
+                                            "training threads would be recorded")
         profile: Any = None
         if all_threads:
             profile = autograd_profiler.profile(use_device="cuda" if cuda else None, use_kineto=True,
@@ -161,6 +181,25 @@ def start(params: JsonDict, *, files_prefix: str, lease: JsonDict | None) -> Jso
             "recording": {"cuda": cuda, "torch": str(torch.__version__), "all_threads": all_threads,
                           "duration_s": float(params["duration_s"]), "steps": rec.steps_wanted,
                           "started_mono_ns": now}}
+
+
+def _importing(torch: Any) -> bool:
+    """Whether ``import torch`` is still running (importlib marks the module's spec while it executes)."""
+    try:
+        return bool(getattr(getattr(torch, "__spec__", None), "_initializing", False))
+    except Exception:
+        return True
+
+
+def _can_drain(torch: Any) -> bool:
+    """Whether this torch can take the all-threads op callback out without stopping the profiler (see the module's
+    docstring: without it, stopping races the ops of every other thread)."""
+    try:
+        activity = torch._C._profiler.ProfilerActivity
+        return callable(torch._C._autograd._toggle_collection_dynamic) and all(
+            hasattr(activity, name) for name in ("CPU", "CUDA", "XPU"))
+    except AttributeError:
+        return False
 
 
 def _refuse(kind: str, message: str) -> JsonDict:
@@ -345,11 +384,31 @@ def _stop_profiler(rec: Recording, reason: str) -> None:
             rec.clock_marks += clock_marks(rec.torch, "end")
         except Exception:
             pass
+        if not rec.own_thread:
+            _drain(rec)
         t0 = time.perf_counter()
         try:
             rec.profile.__exit__(None, None, None)
         finally:
             rec.stop_ms = 1e3 * (time.perf_counter() - t0)
+
+
+def _drain(rec: Recording) -> None:
+    """Take the all-threads op callback out, then wait for the callbacks in flight to leave (``DRAIN_S``), so that
+    the stop that follows frees nothing an op of another thread is using. All three activities are named: torch
+    logs a warning into the program's stderr for a CPU toggle without them (CUDA's is CUPTI's collection, which
+    ends here too; the stop was decided)."""
+    try:
+        activity = rec.torch._C._profiler.ProfilerActivity
+        rec.torch._C._autograd._toggle_collection_dynamic(False, {activity.CPU, activity.CUDA, activity.XPU})
+        rec.callbacks_off_mono_ns = time.monotonic_ns()
+    except Exception:
+        # The profiler must stop all the same (left running it would grow without bound): the wait still lets the
+        # calls in flight at this moment leave, only new ones may race the stop.
+        rec.hook_errors += 1
+    began = time.monotonic_ns()
+    time.sleep(DRAIN_S)
+    rec.drain_ms = (time.monotonic_ns() - began) / 1e6
 
 
 def _end_reason(rec: Recording, tick: int) -> str | None:
@@ -425,7 +484,8 @@ def _end(rec: Recording, reason: str, *, started: bool = True) -> None:
                          "steps": rec.steps(), "optimizers": len(rec.optimizers),
                          "step_marks": rec.step_marks, "step_hook": rec.step_hook,
                          "hook_errors": rec.hook_errors, "clock_marks": rec.clock_marks,
-                         "stop_ms": rec.stop_ms, "export_ms": None, "trace_bytes": None, "threads": thread_names()}
+                         "stop_ms": rec.stop_ms, "export_ms": None, "drain_ms": rec.drain_ms,
+                         "callbacks_off_mono_ns": rec.callbacks_off_mono_ns, "trace_bytes": None, "threads": thread_names()}
     keep = error is None and rec.stopped_reason not in ("aborted", "command-gone") and _lease_held(rec)
     if keep:
         outcome.update(_export(rec))

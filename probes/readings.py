@@ -148,8 +148,10 @@ def _num(payload: Mapping[str, Any] | None, key: str) -> float | None:
     value = payload.get(key) if isinstance(payload, Mapping) else None
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, (int, float)) and math.isfinite(value):
+    if isinstance(value, int) and abs(value) <= 2**63:  # a 401-digit integer has no float (OverflowError)
         return float(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return value
     return None
 
 

@@ -75,7 +75,13 @@ from dflash_contract.board.staleness import (
     is_stale,
     stale_after_s,
 )
-from dflash_contract.board.validate import BoardFormatError, loads_strict, parse_document, validate_document
+from dflash_contract.board.validate import (
+    BoardFormatError,
+    loads_strict,
+    parse_document,
+    strict_decoder,
+    validate_document,
+)
 
 __all__ = [
     "BOARD_DIR_ENV", "BOARD_SCHEMA", "MAX_BOARD_BYTES", "MAX_BOARD_DEPTH", "MAX_STRING_CHARS", "NO_STEP_STALL_S",
@@ -86,5 +92,6 @@ __all__ = [
     "ThreadsKeys", "WriterIdentity",
     "board_file_name", "candidate_dirs", "choose_board_dir", "default_board_dir", "ensure_private_dir", "is_stale",
     "iter_board_names", "loads_strict", "parse_document", "parse_probe_list", "pid_of_board_name", "read_board_bytes",
-    "remove_stale_boards", "stale_after_s", "tmp_board_dir", "unsafe_dir_reason", "validate_document",
+    "remove_stale_boards", "stale_after_s", "strict_decoder", "tmp_board_dir", "unsafe_dir_reason",
+    "validate_document",
 ]

@@ -19,7 +19,7 @@ _TMP_NAME = re.compile(r"^(\d{1,11})\.json\.tmp\.[0-9a-f]+$")
 
 def _writer_of(data: bytes) -> tuple[int, int] | None:
     try:
-        doc = validate_document(loads_strict(data))
+        doc = validate_document(loads_strict(data, bounded_numbers=True))
     except (ValueError, BoardFormatError):
         return None
     return doc["writer"]["pid"], doc["writer"]["start_time_ticks"]

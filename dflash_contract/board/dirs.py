@@ -100,11 +100,33 @@ def choose_board_dir(explicit: str | os.PathLike[str] | None = None) -> tuple[Pa
     try:
         return ensure_private_dir(preferred), None
     except BoardDirError as exc:
-        try:  # mkdtemp: 0700, ours, a name nobody could predict and pre-create
-            fallback = Path(tempfile.mkdtemp(prefix=f"dflash-diag-{os.getuid()}-", dir=tmp_board_dir(os.getuid()).parent))
-        except OSError as mk:
-            raise BoardDirError(f"{exc}; and no private fallback could be made: {mk.strerror}") from mk
+        fallback = _private_fallback()
+        if fallback is None:
+            try:  # mkdtemp: 0700, ours, a name nobody could predict and pre-create
+                fallback = Path(tempfile.mkdtemp(prefix=f"dflash-diag-{os.getuid()}-",
+                                                 dir=tmp_board_dir(os.getuid()).parent))
+            except OSError as mk:
+                raise BoardDirError(f"{exc}; and no private fallback could be made: {mk.strerror}") from mk
         return fallback, f"{exc}; publishing to {fallback} instead (readers find it)"
+
+
+def _private_fallback() -> Path | None:
+    """A fallback made earlier (``dflash-diag-UID-XXXXXX`` beside the default), still ours and private: reused, so
+    that every `attach` and `run` of a user whose default is taken does not leave one more directory behind."""
+    uid = os.getuid()
+    parent = tmp_board_dir(uid).parent
+    try:
+        names = sorted(p.name for p in parent.iterdir() if re.fullmatch(rf"dflash-diag-{uid}-\w+", p.name))
+    except OSError:
+        return None
+    for name in names:
+        path = parent / name
+        try:
+            if unsafe_dir_reason(os.lstat(path)) is None:
+                return path
+        except OSError:
+            continue
+    return None
 
 
 def _environ_of(pid: int) -> dict[str, str] | None:

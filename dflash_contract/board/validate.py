@@ -23,9 +23,31 @@ class BoardFormatError(ValueError):
     """The bytes are not a valid board document; the message says what is wrong (one line)."""
 
 
+# No number a writer of ours produces is past these: every reader may turn any number into a float (a 401-digit
+# integer cannot be: OverflowError) and add or multiply a few of them (1e308 could overflow to infinity).
+MAX_ABS_INT = 2**63 - 1
+MAX_ABS_FLOAT = 1e18
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):  # 1e999 parses as inf: a number no writer of ours can produce
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _bounded_float(text: str) -> float:
+    value = _finite_float(text)
+    if abs(value) > MAX_ABS_FLOAT:
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 19:  # decided before int() converts it (quadratic in the digits past 4300)
+        raise ValueError(f"number {text[:20]}... is out of range")
+    value = int(text)
+    if abs(value) > MAX_ABS_INT:
         raise ValueError(f"number {text[:20]} is out of range")
     return value
 
@@ -34,8 +56,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
 
 
-def loads_strict(data: bytes | str, *, max_depth: int | None = MAX_BOARD_DEPTH) -> Any:
-    """JSON without NaN/Infinity, numbers that overflow to infinity, or nesting deeper than ``max_depth``.
+def loads_strict(data: bytes | str, *, max_depth: int | None = MAX_BOARD_DEPTH, bounded_numbers: bool = False) -> Any:
+    """JSON without NaN/Infinity, numbers that overflow to infinity, or nesting deeper than ``max_depth``; with
+    ``bounded_numbers``, no integer past 64 bits and no float past ``MAX_ABS_FLOAT`` either (a board's).
 
     ValueError (UnicodeDecodeError included) on anything else; never RecursionError. ``max_depth=None``
     skips the linear pre-pass (a pure-Python loop, seconds on tens of MiB): nesting is then bounded only by
@@ -44,9 +67,18 @@ def loads_strict(data: bytes | str, *, max_depth: int | None = MAX_BOARD_DEPTH) 
     if max_depth is not None and _nesting_exceeds(text, max_depth):
         raise ValueError(f"nested deeper than {max_depth} levels")
     try:
+        if bounded_numbers:
+            return json.loads(text, parse_constant=_reject_constant, parse_float=_bounded_float,
+                              parse_int=_bounded_int)
         return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError(f"nested deeper than {max_depth or 'the recursion limit allows'} levels") from None
+
+
+def strict_decoder() -> json.JSONDecoder:
+    """:func:`loads_strict`'s rules on numbers and constants as a decoder, for readers that decode a document piece by
+    piece (``raw_decode``: a stream); they bound nesting themselves (a RecursionError is caught there)."""
+    return json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _nesting_exceeds(text: str, max_depth: int) -> bool:
@@ -111,10 +143,12 @@ def validate_document(doc: Any) -> BoardDocument:
         "hostname": _get(w, "hostname", (str,), "writer."),
     }
     seq = _get(doc, "seq", (int,))
-    wall = float(_get(doc, "wall_time_s", (int, float)))
-    interval = float(_get(doc, "interval_s", (int, float)))
-    if not (0 <= seq < 2**63) or not (0 <= wall < 1e11) or not (0 < interval <= 86400):
+    wall_raw = _get(doc, "wall_time_s", (int, float))
+    interval_raw = _get(doc, "interval_s", (int, float))
+    # compared before float(): a 401-digit integer has no float (OverflowError), a document built in memory may hold one
+    if not (0 <= seq < 2**63) or not (0 <= wall_raw < 1e11) or not (0 < interval_raw <= 86400):
         raise BoardFormatError("seq, wall_time_s or interval_s out of range")
+    wall, interval = float(wall_raw), float(interval_raw)
     threads: dict[int, str] = {}
     for tid, name in _get(doc, "threads", (dict,)).items():
         if not (tid.isascii() and tid.isdigit() and len(tid) < 12 and isinstance(name, str)):
@@ -125,7 +159,7 @@ def validate_document(doc: Any) -> BoardDocument:
         if not isinstance(payload, dict):
             raise BoardFormatError(f"probe {_short(name)} payload is not an object")
         status = payload.get("status")
-        if status not in PROBE_STATUSES:
+        if not isinstance(status, str) or status not in PROBE_STATUSES:
             raise BoardFormatError(f"probe {_short(name)} has status {_short(status, 20)}, not ok/na/error")
         if status != STATUS_OK and not isinstance(payload.get("reason"), str):
             raise BoardFormatError(f"probe {_short(name)} is {status} without a reason")
@@ -151,7 +185,7 @@ def parse_document(data: bytes) -> BoardDocument:
     if not data.strip():
         raise BoardFormatError("empty (truncated?)")
     try:
-        doc = loads_strict(data)
+        doc = loads_strict(data, bounded_numbers=True)
     except UnicodeDecodeError:
         raise BoardFormatError("not UTF-8 text: corrupt") from None
     except ValueError as exc:

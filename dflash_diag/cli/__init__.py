@@ -3,23 +3,25 @@
 The subcommand's name comes from its class name (``TopCommand`` -> ``top``), its help from the docstring.
 A :class:`~dflash_diag.errors.DflashDiagError` becomes one line on stderr and its exit code; so does a bad
 argument (exit 2). Output cut short by a closed pipe (``| head``) ends quietly with exit code 141 (128+SIGPIPE).
+Ctrl-C at any moment, the first fraction of a second included (while the commands' modules load), ends the
+command with exit code 130 and no traceback: this module imports almost nothing before :func:`main` runs (it is
+what the ``dflash-diag`` script imports first), and :func:`main` catches the interrupt around everything else.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
-import importlib
-import inspect
 import os
 import sys
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from dflash_diag import __version__
-from dflash_diag.cli._output import OneLineParser, shown
 from dflash_diag.errors import DflashDiagError, ExitCode, Terminated
 
+if TYPE_CHECKING:
+    import argparse
+
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE: the reader of our output went away, as `| head` does
+EXIT_INTERRUPTED = 128 + 2  # SIGINT: Ctrl-C
 
 
 class Command(Protocol):
@@ -49,6 +51,13 @@ def _command_name(class_name: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+    import inspect
+
+    from dflash_diag import __version__
+    from dflash_diag.cli._output import OneLineParser
+
     parser = OneLineParser(
         prog="dflash-diag",
         description="See where the threads of a PyTorch training process spend their time, and why it is slow.",
@@ -79,6 +88,8 @@ DEPENDENCIES = {"rich": "rich", "textual": "textual", "prometheus_client": "prom
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # anywhere: loading the commands, parsing, or a command without its own handling
+        return EXIT_INTERRUPTED
     except ModuleNotFoundError as exc:
         package = DEPENDENCIES.get((exc.name or "").split(".", 1)[0])
         if package is None:
@@ -106,10 +117,12 @@ def _main(argv: list[str] | None) -> int:
     try:
         return int(args.entrypoint(args, args.subparser) or 0)
     except DflashDiagError as exc:
+        from dflash_diag.cli._output import shown
+
         print(f"dflash-diag {args.command_name}: error: {shown(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Terminated as exc:  # SIGTERM/SIGHUP, handled like Ctrl-C by the commands that install probes
         return 128 + exc.signum
 

@@ -24,10 +24,14 @@ if TYPE_CHECKING:
 
 
 def add_job_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--job", action=argparse.BooleanOptionalAction, default=None,
+    # Two flags of one group, not one BooleanOptionalAction: `--job --no-job` is a usage error, not the last one winning.
+    either = parser.add_mutually_exclusive_group()
+    either.add_argument("--job", action="store_const", const=True, default=None,
                         help="look at the whole job the PID launches or belongs to (torchrun's PID, or any rank's): "
                              "every rank and its worker processes in one window (default: when the PID is a launcher "
-                             "of ranks or a rank with peers); --no-job: this one process only (docs/jobs.md)")
+                             "of ranks or a rank with peers)")
+    either.add_argument("--no-job", dest="job", action="store_const", const=False,
+                        help="this one process only (docs/jobs.md)")
 
 
 def job_topology(pid: int, wanted: bool | None) -> JobTopology | None:

@@ -12,6 +12,7 @@ it cannot see (SIGKILL) the process notices the lease's end within half a second
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
@@ -25,16 +26,17 @@ from dflash_diag.model import Observation
 
 def record_kernels(args: argparse.Namespace, duration_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """The merged trace document and the command's summary (its --json)."""
-    from dflash_contract.board import BoardDirError, ensure_private_dir
+    from dflash_contract.board import BoardDirError, choose_board_dir
     from dflash_diag.cli._signals import deferred, terminate_like_ctrl_c
     from dflash_diag.inject import kernels as recording
     from dflash_diag.inject.request import Lease
-    from dflash_diag.sources.board import default_board_dir
 
-    try:
-        board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
+    try:  # a default directory someone else took: a private one beside it, as `attach` and `run` do
+        board_dir, warning = choose_board_dir(Path(args.board_dir).resolve() if args.board_dir else None)
     except (BoardDirError, OSError) as exc:
         raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
+    if warning is not None:
+        _say(args, f"warning: {warning}")
     lease = Lease.for_target(args.pid)
     if lease is None:
         _say(args, f"PID {args.pid} runs in another PID namespace: the recording cannot hold a lease on this command; "
@@ -85,9 +87,10 @@ def _observe(args: argparse.Namespace, duration_s: float, started: Any, state: d
             raise AttachError(f"PID {args.pid}: the kernel recording failed: {outcome.get('error')}", ExitCode.ATTACH_FAILED)
         if outcome.get("reason") == "program-profiler":
             _say(args, f"PID {args.pid} started a profiler of its own: ours stepped aside at once (the trace ends there)")
-        data = recording.read_trace(started.files)
-        trace, clock = recorded_trace(data, outcome, args.pid, wall_minus_mono_s=time.time() - time.monotonic())
-        state.update(outcome=outcome, clock=clock, torch_bytes=len(data))
+        with recording.open_trace(started.files) as fh:  # read as a stream: memory is what is kept of it
+            size = os.fstat(fh.fileno()).st_size
+            trace, clock = recorded_trace(fh, outcome, args.pid, wall_minus_mono_s=time.time() - time.monotonic())
+        state.update(outcome=outcome, clock=clock, torch_bytes=size)
         return replace(until_stop(obs, outcome.get("stop_began_mono_ns")), kernels=trace)
 
     config = sampler_config(duration_s, args.rate, args.board_dir, native=args.native)

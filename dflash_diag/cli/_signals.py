@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 from dflash_diag.errors import Terminated
 
@@ -66,3 +68,47 @@ def deferred(signals: tuple[int, ...] = (signal.SIGINT, *TERMINATING)) -> Iterat
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def ctrl_c_ends(stop: Callable[[], None]) -> Iterator[list[int]]:
+    """While inside: Ctrl-C calls ``stop`` (which ends the work in its own way) and is noted in the yielded list,
+    instead of raising KeyboardInterrupt wherever the main thread happens to be. For an event loop that must end
+    cleanly: Textual ended quietly when the interrupt hit its loop (or printed a crash report), and `top
+    --screenshot` then knew only that no screenshot was taken: exit 1, where README's table says 130."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield []
+        return
+    noted: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        noted.append(signum)
+        stop()
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def end_app_soon(app: Any) -> None:
+    """From a signal handler: end a Textual ``app`` at the next turn of its loop (``call_soon_threadsafe``: the one
+    asyncio call made for signal handlers); before its loop runs, from a helper thread as soon as it does."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop().call_soon_threadsafe(app.exit)
+    except RuntimeError:
+        threading.Thread(target=_end_when_running, args=(app,), name="dflash-diag-ctrl-c", daemon=True).start()
+
+
+def _end_when_running(app: Any, wait_s: float = 30.0) -> None:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            app.call_from_thread(app.exit)
+            return
+        except RuntimeError:  # not running yet (or any more)
+            time.sleep(0.05)

@@ -49,19 +49,22 @@ def run_injection(args: argparse.Namespace, action: str, names: list[str], *, le
 
     SIGTERM and SIGHUP cancel it like Ctrl-C (cli/_signals.py), then the command exits 128+N. ``lease``: an
     ``inject.Lease``; ``progress``: called with each step instead of the messages on a terminal."""
-    from dflash_contract.board import BoardDirError, ensure_private_dir
+    from dflash_contract.board import BoardDirError, choose_board_dir
     from dflash_diag.cli._signals import terminate_like_ctrl_c
     from dflash_diag.inject.orchestrate import inject
-    from dflash_diag.sources.board import default_board_dir
 
     if not 1.0 <= args.timeout <= 3600.0:
         raise CommandError("--timeout must be between 1 and 3600 seconds", ExitCode.USAGE)
     if not proc.process_alive(args.pid):  # before anything is created on disk for it
         raise AttachError(f"no process with PID {args.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
     try:
-        board_dir = ensure_private_dir(Path(args.board_dir).resolve() if args.board_dir else default_board_dir())
+        # The default directory taken by someone else (another user can create /tmp/dflash-diag-UID first): a
+        # private one beside it, as `run` does, which every reader finds; an explicit one must be safe itself.
+        board_dir, warning = choose_board_dir(Path(args.board_dir).resolve() if args.board_dir else None)
     except (BoardDirError, OSError) as exc:
         raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
+    if warning is not None:
+        print(f"dflash-diag {action}: warning: {warning}", file=sys.stderr, flush=True)
     args.resolved_board_dir = board_dir
     if progress is None and not args.json and sys.stderr.isatty():
         def progress(message: str) -> None:

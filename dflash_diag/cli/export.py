@@ -28,8 +28,9 @@ class ExportCommand:
     that publishes one), so trainers that start or exit are followed without a restart; a PID given but
     gone reads dflash_up 0. Per-GPU utilisation and memory come from NVML where it is installed. Both
     exposition formats are served: Prometheus text, and OpenMetrics when the scraper asks for it (Accept:
-    application/openmetrics-text). The page is rendered at most once a second and served by four threads,
-    at most 20 scrapes a second: no number of scrapers costs the trainers more than that.
+    application/openmetrics-text). The page is rendered at most once a second and served from one thread, at
+    most 20 scrapes a second: no number of scrapers costs the trainers more than that. Each request has 3 s to
+    send its head, however it trickles in; a slow client holds a socket, never what the other scrapers need.
 
     Who can read it: on 127.0.0.1 (the default) every user of this machine; the metrics name your programs,
     PIDs and hosts. On a shared machine serve a Unix socket only you can open (--unix-socket), or require a
@@ -138,17 +139,22 @@ def _token(path: str | None) -> str | None:
             raise CommandError(f"${TOKEN_ENV} is set but empty: set a token or unset it", ExitCode.USAGE)
         return token.strip() if token else None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (the file is checked to be regular right after).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise CommandError(f"--token-file {shown(path)}: cannot be read ({exc.strerror})", ExitCode.BAD_INPUT) from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
             raise CommandError(f"--token-file {shown(path)}: not a regular file of yours", ExitCode.BAD_INPUT)
         if st.st_mode & 0o077:
             raise CommandError(f"--token-file {shown(path)}: readable by others (mode {st.st_mode & 0o777:o}): "
                                "chmod 600 it", ExitCode.BAD_INPUT)
-        data = fh.read(4097)
+        data = _read_at_most(fd, 4097)
+    except OSError as exc:
+        raise CommandError(f"--token-file {shown(path)}: cannot be read ({exc.strerror})", ExitCode.BAD_INPUT) from None
+    finally:
+        os.close(fd)
     token = data.decode("utf-8", "replace").strip()
     if not token or len(data) > 4096 or any(ch.isspace() or not ch.isprintable() for ch in token):
         raise CommandError(f"--token-file {shown(path)}: expected one token of at most 4096 printable characters "
@@ -156,16 +162,36 @@ def _token(path: str | None) -> str | None:
     return token
 
 
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+# sun_path holds 108 bytes on Linux, the terminating NUL included (104 on the BSDs and macOS).
+UNIX_PATH_MAX_BYTES = 107 if sys.platform.startswith("linux") else 103
+
+
 def _listen(args: argparse.Namespace, page: Any, token: str | None) -> Any:
-    from dflash_diag.export.serve import MetricsServer, UnixMetricsServer
+    from dflash_diag.export.serve import MetricsServer
 
     if args.unix_socket is not None:
         path = args.unix_socket
+        if len(os.fsencode(path)) > UNIX_PATH_MAX_BYTES:
+            raise CommandError(f"--unix-socket {shown(path)[:120]}: {len(os.fsencode(path))} bytes, longer than a Unix "
+                               f"socket's path may be ({UNIX_PATH_MAX_BYTES}): pick a shorter path",
+                               ExitCode.CANNOT_WRITE)
         if os.path.lexists(path):
             raise CommandError(f"--unix-socket {shown(path)} exists: remove it (a socket left by an exporter that "
                                "was killed) or pick another path", ExitCode.EXISTS)
         try:
-            return UnixMetricsServer(path, page, token=token)
+            return MetricsServer.unix(path, page, token=token)
         except OSError as exc:
             from dflash_diag.snapshot.output import cannot_write
 

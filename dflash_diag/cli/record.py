@@ -66,6 +66,11 @@ class RecordCommand:
     no restart, no launch flag) for --steps optimizer steps or --duration seconds, then stopped and taken out;
     the trace then also holds every CUDA kernel (one track per stream, each tied to the call that launched it),
     the CPU ops of every thread on that thread's track, and the optimizer steps (docs/integrations.md).
+    A recording can crash the process it records. torch's all-threads profiler (torch 2.13) crashed a
+    training process now and then when stopped beside its threads' ops; the stop is now ordered against that
+    race (the profiler's callback taken out first, the calls in flight drained: no process lost in the soak of
+    docs/benchmarks.md), but the profiler is torch's code running inside your process, with races of its own
+    we may not know: on a run you cannot afford to lose, record after a checkpoint.
 
       dflash-diag record 12345 --duration 20 -o trace.json
       dflash-diag record 12345 --format speedscope -o stacks.speedscope.json
@@ -97,7 +102,8 @@ class RecordCommand:
         kernels = parser.add_argument_group("kernels (torch.profiler inside the running process)")
         kernels.add_argument("--kernels", action="store_true",
                              help="also record torch.profiler in the process: CUDA kernels, CUDA calls and CPU ops of "
-                                  "every thread, on the same timeline (needs torch in the process)")
+                                  "every thread, on the same timeline (needs torch in the process). torch's profiler "
+                                  "runs inside the process: a recording can crash it (see above)")
         kernels.add_argument("--steps", type=int, default=None, metavar="N",
                              help=f"with --kernels: stop after N optimizer steps (at most --duration, default "
                                   f"{KERNELS_STEPS_CAP_S:g} s then)")

@@ -325,7 +325,12 @@ def _run_tui(pid: int, args: argparse.Namespace, child: Child | None, shot: Prep
                 native=args.native,
                 screenshot_after_s=args.duration,
             )
-            code = app.run(headless=True, size=args.size_cells)
+            from dflash_diag.cli._signals import ctrl_c_ends, end_app_soon
+
+            with ctrl_c_ends(lambda: end_app_soon(app)) as interrupted:
+                code = app.run(headless=True, size=args.size_cells)
+            if interrupted:
+                return 128 + signal.SIGINT  # Ctrl-C: no screenshot, as README's table says (Textual ends quietly on it)
             if app.screenshot_svg is None:
                 return int(code or ExitCode.FAILURE)  # the app stopped first and said why
             shot.commit(app.screenshot_svg.encode("utf-8"))  # exit 11 in one line when it cannot be written

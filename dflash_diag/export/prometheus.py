@@ -13,6 +13,7 @@ lists them; docs/grafana-dashboard.json charts them.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -116,11 +117,26 @@ class BoardCollector(Collector):
         now = time.time()
         for pid, item in found:
             if isinstance(item, Board):
+                try:
+                    # Built apart, then added: a board that breaks a reader costs its own process's series only,
+                    # never the page (every scrape of every process answered empty, before).
+                    labels = _process_labels(item)
+                    samples = list(self._board_samples(item, labels))
+                    board_age = item.age_s(now)
+                except Exception:
+                    errors += 1
+                    up.add_metric([str(item.writer.pid), "invalid"], 0.0)
+                    continue
                 boards += 1
-                labels = _process_labels(item)
                 up.add_metric([labels[0], ""], 1.0)
-                age.add_metric(list(labels), item.age_s(now))
-                self._board_metrics(item, labels, families)
+                age.add_metric(list(labels), board_age)
+                for name, kind, help_text, label_names, values, value in samples:
+                    family = families.get(name)
+                    if family is None:
+                        family = (CounterMetricFamily(name, help_text, labels=label_names) if kind == COUNTER
+                                  else GaugeMetricFamily(name, help_text, labels=label_names))
+                        families[name] = family
+                    family.add_metric(values, value)
             else:
                 errors += 1
                 if pid is not None:
@@ -136,23 +152,21 @@ class BoardCollector(Collector):
         scrape.add_metric(["refused"], float(errors))
         yield scrape
 
-    def _board_metrics(self, board: Board, labels: tuple[str, ...],
-                       families: dict[str, GaugeMetricFamily | CounterMetricFamily]) -> None:
+    def _board_samples(self, board: Board, labels: tuple[str, ...]) -> Iterator[_Sample]:
+        """Every series one board gives: (family name, kind, help, label names, label values, value)."""
         for reading in readings(board.probes, board.session):
             kind, extra, help_text = CATALOGUE[reading.name]
             name, scale = prometheus_name(reading.name)
-            family = families.get(name)
-            if family is None:
-                family = (CounterMetricFamily(name, help_text, labels=[*PROCESS_LABELS, *extra]) if kind == COUNTER
-                          else GaugeMetricFamily(name, help_text, labels=[*PROCESS_LABELS, *extra]))
-                families[name] = family
-            family.add_metric([*labels, *(v for _, v in reading.labels)], reading.value * scale)
+            value = _finite(reading.value, scale)
+            if value is not None:
+                yield (name, kind, help_text, [*PROCESS_LABELS, *extra], [*labels, *(v for _, v in reading.labels)],
+                       value)
         for key, name, help_text in ((AppKeys.TOKENS_PER_S, "dflash_app_tokens_per_second", "tokens per second the program reports"),
                                      (AppKeys.STEP, "dflash_app_step", "the training step the program reports")):
-            value = board.app.get(key) if isinstance(board.app, Mapping) else None
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-                family = families.setdefault(name, GaugeMetricFamily(name, help_text, labels=list(PROCESS_LABELS)))
-                family.add_metric(list(labels), float(value))
+            raw = board.app.get(key) if isinstance(board.app, Mapping) else None
+            value = _finite(raw, 1.0) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+            if value is not None:
+                yield name, "gauge", help_text, list(PROCESS_LABELS), list(labels), value
 
     def _gpu_families(self) -> Iterator[Metric]:
         if self._gpus is None:
@@ -171,6 +185,18 @@ class BoardCollector(Collector):
                 memory.add_metric(labels, float(gpu.memory_used_bytes))
         yield util
         yield memory
+
+
+_Sample = tuple[str, str, str, list[str], list[str], float]
+
+
+def _finite(value: Any, scale: float) -> float | None:
+    """``value * scale`` as a finite float, else None (a number no float holds, or one that overflows)."""
+    try:
+        out = float(value) * scale
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
 
 
 def _reason(error: DflashDiagError) -> str:

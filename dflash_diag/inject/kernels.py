@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from dflash_contract import attach as protocol
 from dflash_diag.errors import AttachError, ExitCode, Terminated
@@ -157,10 +157,10 @@ def abort(pid: int, files: KernelFiles, wait_s: float = ABORT_WAIT_S) -> bool:
     return False
 
 
-def _read_private(path: Path, limit: int, what: str) -> bytes | None:
-    """The bytes of a private regular file of ours (None when absent); AttachError when it is not that."""
+def _open_private(path: Path, limit: int, what: str) -> BinaryIO | None:
+    """A private regular file of ours, open for reading (None when absent); AttachError when it is not that."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -172,17 +172,20 @@ def _read_private(path: Path, limit: int, what: str) -> bytes | None:
         if st.st_size > limit:
             raise AttachError(f"the {what} is {st.st_size / 1e6:.0f} MB, over the {limit / 1e6:.0f} MB this command "
                               "reads: record a shorter --duration or fewer --steps", ExitCode.BAD_INPUT)
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 16 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+
+
+def _read_private(path: Path, limit: int, what: str) -> bytes | None:
+    """The bytes of a private regular file of ours (None when absent); AttachError when it is not that."""
+    fh = _open_private(path, limit, what)
+    if fh is None:
+        return None
+    with fh:
+        return fh.read(limit + 1)
 
 
 def read_outcome(files: KernelFiles) -> dict[str, Any] | None:
@@ -198,8 +201,9 @@ def read_outcome(files: KernelFiles) -> dict[str, Any] | None:
     return value
 
 
-def read_trace(files: KernelFiles) -> bytes:
-    data = _read_private(files.trace, MAX_TRACE_BYTES, "profiler's trace")
-    if data is None:
+def open_trace(files: KernelFiles) -> BinaryIO:
+    """torch's trace of the recording, open for reading (the caller streams it: sources.kernel_trace)."""
+    fh = _open_private(files.trace, MAX_TRACE_BYTES, "profiler's trace")
+    if fh is None:
         raise AttachError("the process wrote no trace", ExitCode.ATTACH_FAILED)
-    return data
+    return fh

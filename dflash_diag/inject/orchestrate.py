@@ -40,6 +40,7 @@ from dflash_diag.inject.request import (
     clean_stale,
     control_document,
     forget_page,
+    injection_lock,
     mark_page_done,
     read_result,
     remove_quietly,
@@ -96,6 +97,13 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
     doc = control_document(run.req, action, names, str(board_dir), deadline_wall_s, chosen, package_root, lease,
                            kernels)
     program = fixed_program(boot, str(run.req.control))
+    with injection_lock(board_dir, pid):
+        return _inject_locked(run, program, doc, method, found, say, t0, action)
+
+
+def _inject_locked(run: Run, program: str, doc: Mapping[str, Any], method: str, found: dict[str, str | None],
+                   say: Callable[[str], None], t0: float, action: str) -> Outcome:
+    target, pid = run.target, run.target.pid
     try:
         write_private(run.req.control, json.dumps(doc).encode())
         while True:

@@ -7,13 +7,14 @@ All live in the board directory, under the names of the protocol (``dflash_contr
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import secrets
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,12 @@ def clean_stale(directory: Path, max_age_s: float = 600.0) -> None:
     now = time.time()
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory):
+            lock = protocol.LOCK_FILE.fullmatch(entry.name)
+            if lock is not None:  # only once its process is gone (a held lock may be as old as a --timeout)
+                if proc_state(int(lock.group(1))) in (None, "Z", "X") and entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+                continue
             if not protocol.OWN_FILE.fullmatch(entry.name):
                 continue
             with contextlib.suppress(OSError):
@@ -168,6 +175,31 @@ def clean_stale(directory: Path, max_age_s: float = 600.0) -> None:
                 pid = int(protocol.OWN_FILE.fullmatch(entry.name).group(1))  # type: ignore[union-attr]
                 if now - st.st_mtime > max_age_s or proc_state(pid) in (None, "Z", "X"):
                     os.unlink(entry.path)
+
+
+@contextlib.contextmanager
+def injection_lock(directory: Path, pid: int) -> Iterator[None]:
+    """Hold the one injection into ``pid`` from this board directory; AttachError (exit 13) when another command
+    holds it. Two at once shared the page the tool maps in the process: the second's program overwrote the first's
+    while the first's call was still queued, and the first waited its whole timeout for an answer that could not
+    come, then blamed the process ("its main thread ran no Python code")."""
+    path = directory / protocol.lock_name(pid)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise AttachError(f"cannot create the injection lock {path}: {exc.strerror}", ExitCode.ATTACH_FAILED) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise AttachError(f"the injection lock {path} is not a file of yours: refusing it", ExitCode.ATTACH_FAILED)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AttachError(f"another dflash-diag attach, detach or record --kernels is injecting into PID {pid} "
+                              "right now: wait for it to finish, then run this again", ExitCode.ATTACH_FAILED) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays (removing it could let two commands lock two files)
 
 
 def page_note_path(directory: Path, pid: int) -> Path:

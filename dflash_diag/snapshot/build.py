@@ -61,7 +61,7 @@ def observation_of(g: Gathered) -> Observation:
         return g.observation
     stacks: tuple[StackSample, ...] = (g.native_stacks,) if g.native_stacks is not None else ()
     return Observation(
-        source_lines=_source_lines(stacks),
+        source_lines=_source_lines(stacks, g.pid),
         pid=g.pid,
         cmdline=redact_argv(g.cmdline),
         started_wall_s=g.started_wall_s,
@@ -75,12 +75,13 @@ def observation_of(g: Gathered) -> Observation:
     )
 
 
-def _source_lines(stacks: tuple[StackSample, ...]) -> dict[str, str]:
+def _source_lines(stacks: tuple[StackSample, ...], pid: int) -> dict[str, str]:
     """The innermost Python lines of every thread, as the collector records them (the classifier reads
-    `.item()`, `time.sleep(` from them)."""
+    `.item()`, `time.sleep(` from them): redacted by the process's redactor, then cut."""
     from dflash_diag.sources.lines import LineCache, read_source_lines, stack_frames
+    from dflash_diag.sources.redaction import redactor_for
 
-    return read_source_lines(stack_frames(stacks), LineCache())
+    return redactor_for(pid).source_lines(read_source_lines(stack_frames(stacks), LineCache()))
 
 
 def analyse_gathered(g: Gathered, now_wall_s: float) -> Analysis:

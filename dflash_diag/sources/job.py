@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from dflash_contract import proc
-from dflash_contract.redact import redact_argv
+from dflash_contract.redact import secret_values
 from dflash_diag.errors import AttachError
 from dflash_diag.model import Maybe
 from dflash_diag.model.job import ASKED_LAUNCHER, ASKED_PROCESS, ASKED_RANK, JobTopology, RankIdentity
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
+from dflash_diag.sources.redaction import ProcessRedactor
 
 MAX_DEPTH = 3  # dflash-diag run -> torchrun -> ranks is two; a shell script in front makes three
 MAX_VISITED = 512  # processes looked at, at most, below the PID asked about
@@ -190,7 +191,8 @@ def _topology(tree: ProcessTree, asked: int, how: str, launcher: int | None, ran
     cmdline: tuple[str, ...] = ()
     if launcher is not None:
         try:
-            cmdline = tuple(printable(a) for a in redact_argv(tree.cmdline(launcher)))
+            argv = tree.cmdline(launcher)
+            cmdline = tuple(printable(a) for a in _launcher_redactor(tree, launcher, argv).argv(argv))
         except (AttachError, OSError):
             cmdline = ()
     out = list(notes)
@@ -203,6 +205,12 @@ def _topology(tree: ProcessTree, asked: int, how: str, launcher: int | None, ran
                    "sampled; point at the launcher, or at each rank, to see its peers")
     return JobTopology(asked_pid=asked, asked=how, launcher_pid=launcher, launcher_cmdline=cmdline,
                        ranks=tuple(ranks), notes=tuple(out))
+
+
+def _launcher_redactor(tree: ProcessTree, launcher: int, argv: tuple[str, ...]) -> ProcessRedactor:
+    """The launcher's command line is redacted like any process's: by the rules, then every secret value of its own
+    argv and environment wherever else it appears in it (``--token X ... --mirror X``), as a single process's is."""
+    return ProcessRedactor(secret_values(_environ(tree, launcher) or {}, argv))
 
 
 _LAUNCHER_SCRIPTS = frozenset({"torchrun"})

@@ -18,7 +18,14 @@ from dflash_diag.model import Frame, StackSample
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_FILES = 512
+# What is shown of a source line, and of a call or a lock's expression in it. The raw text is read up to RAW_SLACK
+# times that and cut only once redacted (ProcessRedactor): cut first, a password just past the cut would lose the
+# context the rules need (the ``@`` of a URL, its quotes) and its first part would survive.
 MAX_LINE_CHARS = 400
+MAX_SNIPPET_CHARS = 120
+MAX_CALL_TEXT = 60
+RAW_SLACK = 4
+RAW_LINE_CHARS = RAW_SLACK * MAX_LINE_CHARS
 T = TypeVar("T")
 
 
@@ -88,7 +95,7 @@ class LineCache:
         lines = self._files.get(filename)[0]
         if lines is None or line > len(lines):
             return None
-        return lines[line - 1].strip()[:MAX_LINE_CHARS]
+        return lines[line - 1].strip()[:RAW_LINE_CHARS]  # raw: the redactor cuts it to MAX_LINE_CHARS
 
 
 LINE_FRAMES = 3  # source text is recorded for this many innermost Python frames per thread

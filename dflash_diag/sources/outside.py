@@ -28,14 +28,13 @@ from dflash_contract import proc
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import is_library_file
-from dflash_diag.sources.lines import SourceFiles
+from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 PROC = Path("/proc")
 STDERR_TAIL_BYTES = 256 * 1024
 MAX_FILES = 64  # distinct source files examined per observation
 MAX_LOCATIONS = 4096  # distinct (file, line) pairs examined per observation
-MAX_CALL_TEXT = 60
 QUEUE_METHODS = frozenset({"put", "get", "put_nowait", "get_nowait"})
 @dataclass(frozen=True, slots=True)
 class _Def:
@@ -244,7 +243,7 @@ def _loops(tree: ast.AST) -> tuple[_Loop, ...]:
                 backward = True
             elif child.func.attr == "step":
                 try:
-                    receiver = ast.unparse(child.func.value)[:MAX_CALL_TEXT]
+                    receiver = ast.unparse(child.func.value)[:RAW_SLACK * MAX_CALL_TEXT]
                 except (ValueError, RecursionError):
                     continue
                 step = step or not _SCHEDULER.search(receiver)
@@ -321,7 +320,7 @@ def _queue_calls(func: ast.AST) -> tuple[str, ...]:
         if method in ("put", "put_nowait") and not node.args:
             continue
         try:
-            receiver = ast.unparse(node.func.value)[:MAX_CALL_TEXT]
+            receiver = ast.unparse(node.func.value)[:RAW_SLACK * MAX_CALL_TEXT]
         except (ValueError, RecursionError):
             continue
         found.setdefault(f"{receiver}.{method}", None)
@@ -378,7 +377,7 @@ def _lock_withs(tree: ast.AST) -> tuple[_With, ...]:
         for item in node.items:
             if isinstance(item.context_expr, ast.Name | ast.Attribute):
                 try:
-                    names.append(ast.unparse(item.context_expr)[:MAX_CALL_TEXT])
+                    names.append(ast.unparse(item.context_expr)[:RAW_SLACK * MAX_CALL_TEXT])
                 except (ValueError, RecursionError):
                     continue
         if names:
@@ -429,7 +428,8 @@ def _queue_get_args(call: ast.Call) -> bool:
 
 
 def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
-    text = parsed.lines[line - 1].strip()[:400] if 0 < line <= len(parsed.lines) else None
+    # raw, bounded: the redactor cuts every text of a SourceLine once it is redacted (lines.RAW_SLACK)
+    text = parsed.lines[line - 1].strip()[:RAW_LINE_CHARS] if 0 < line <= len(parsed.lines) else None
     inner: _Def | None = None
     for d in parsed.defs:
         if d.start <= line <= d.end and (inner is None or d.start >= inner.start):
@@ -446,7 +446,7 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
 
 
 def _texts(lines: tuple[int, ...], parsed: _Parsed) -> tuple[tuple[int, str], ...]:
-    return tuple((n, parsed.lines[n - 1].strip()[:120]) for n in lines if 0 < n <= len(parsed.lines))
+    return tuple((n, parsed.lines[n - 1].strip()[:RAW_SLACK * MAX_SNIPPET_CHARS]) for n in lines if 0 < n <= len(parsed.lines))
 
 
 def _loop_at(line: int, parsed: _Parsed, inner: _Def | None) -> _Loop | None:

@@ -34,6 +34,7 @@ from dflash_contract.redact import (
 )
 from dflash_diag.errors import AttachError
 from dflash_diag.model import Frame, ProcessFacts, SourceFile, SourceLine, StackSample, ThreadSample
+from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_LINE_CHARS, MAX_SNIPPET_CHARS
 
 MEMO_ENTRIES = 65536  # distinct short strings remembered (names repeat in every sample); cleared when full
 CACHED_PROCESSES = 16
@@ -74,6 +75,11 @@ class ProcessRedactor:
     def maybe_text(self, value: str | None) -> str | None:
         return None if value is None else self.text(value)
 
+    def cut(self, value: str, limit: int) -> str:
+        """The first ``limit`` characters of ``value`` once redacted: redact, then cut (cut first, a secret just
+        past the cut loses what the rules recognise it by, and its first part survives)."""
+        return self.text(value)[:limit]
+
     def lines(self, value: str) -> str:
         """Multi-line text (a stderr tail): every line by the rules, PEM keys across lines, then the known values."""
         return scrub_text(redact_lines(value), self._secrets)
@@ -111,7 +117,7 @@ class ProcessRedactor:
         out: dict[str, str] = {}
         for key, text in lines.items():
             filename, sep, line = key.rpartition(":")
-            out[f"{self.text(filename)}{sep}{line}" if sep else self.text(key)] = self.text(text)
+            out[f"{self.text(filename)}{sep}{line}" if sep else self.text(key)] = self.cut(text, MAX_LINE_CHARS)
         return out
 
     def process_facts(self, facts: ProcessFacts) -> ProcessFacts:
@@ -124,12 +130,12 @@ class ProcessRedactor:
             line,
             filename=self.text(line.filename),
             function=self.maybe_text(line.function),
-            text=self.maybe_text(line.text),
-            queue_calls=tuple(self.text(c) for c in line.queue_calls),
-            unused_logits=tuple((n, self.text(t)) for n, t in line.unused_logits),
-            unused_outputs=tuple((n, self.text(t)) for n, t in line.unused_outputs),
-            holds=tuple(self.text(h) for h in line.holds),
-            acquires=self.maybe_text(line.acquires),
+            text=None if line.text is None else self.cut(line.text, MAX_LINE_CHARS),
+            queue_calls=tuple(self.cut(c, MAX_CALL_TEXT + len('.get_nowait')) for c in line.queue_calls),
+            unused_logits=tuple((n, self.cut(t, MAX_SNIPPET_CHARS)) for n, t in line.unused_logits),
+            unused_outputs=tuple((n, self.cut(t, MAX_SNIPPET_CHARS)) for n, t in line.unused_outputs),
+            holds=tuple(self.cut(h, MAX_CALL_TEXT) for h in line.holds),
+            acquires=None if line.acquires is None else self.cut(line.acquires, MAX_CALL_TEXT),
         )
 
     def source_file(self, file: SourceFile) -> SourceFile:

@@ -74,10 +74,10 @@ def test_what_a_recording_left_is_read_only_when_private_and_its_own(tmp_path: P
     with pytest.raises(AttachError, match="is not one"):
         kernels.read_outcome(files)
     with pytest.raises(AttachError, match="wrote no trace"):
-        kernels.read_trace(files)
+        kernels.open_trace(files)
     files.trace.symlink_to(files.outcome)
     with pytest.raises(AttachError):  # never through a link
-        kernels.read_trace(files)
+        kernels.open_trace(files)
     kernels.ask_stop(files, abort=True)
     kernels.ask_stop(files, abort=False)  # once is enough: the first word stands
     assert files.stop.read_bytes() == b"abort"

@@ -244,3 +244,48 @@ def test_a_torch_without_all_thread_recording_runs_the_profiler_on_the_recording
     assert {m["name"] for m in outcome["clock_marks"]} <= {e["name"] for e in
                                                            json.loads(Path(prefix + ".trace.json").read_text())["traceEvents"]}
     assert not torch.autograd.profiler._is_profiler_enabled
+
+
+def test_the_stop_takes_the_all_threads_callback_out_before_it_frees_the_profiler(worker: Worker, prefix: str) -> None:
+    """torch's all-threads mode reads its state through a raw pointer in every thread's op callback, and its stop
+    frees that state without waiting for the callbacks in flight: stopped beside a training thread, an op entering
+    at that moment wrote into freed memory (SIGSEGV in ThreadLocalSubqueue::begin_op; bench/record_soak.py counts
+    the processes lost). So the callback goes first, the calls in flight get DRAIN_S to leave, and only then does
+    the profiler stop: the training thread's last recorded op began before the callback went, and the stop came a
+    whole drain later."""
+    started = kernels.start({"duration_s": 20.0, "steps": 3}, files_prefix=prefix, lease=None)
+    assert started["ok"] and started["recording"]["all_threads"]
+    outcome = _wait_outcome(prefix)
+    _wait_idle()
+    off_ns = outcome["callbacks_off_mono_ns"]
+    assert isinstance(off_ns, int) and outcome["drain_ms"] >= 0.9e3 * kernels.DRAIN_S
+    events = json.loads(Path(prefix + ".trace.json").read_text())["traceEvents"]
+    # torch's timestamps (Unix microseconds) onto the monotonic clock, through the end marks (a few µs wide)
+    marks = {m["name"]: m for m in outcome["clock_marks"]}
+    placed = [(e["ts"] * 1e3 - marks[e["name"]]["mono_ns_before"]) for e in events if e.get("name") in marks]
+    assert placed
+    offset_ns = min(placed)
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("tid") == worker.thread.native_id]
+    assert ops, "the training thread's ops were recorded"
+    last_op_mono_ns = max(float(e["ts"]) for e in ops) * 1e3 - offset_ns
+    # none entered the profiler after its callback was taken out (20 ms: the clocks' placement and the call's own
+    # time), although the thread stepped every few milliseconds through the whole drain
+    assert last_op_mono_ns <= off_ns + 20e6
+
+
+def test_a_torch_that_cannot_take_the_callback_out_gets_no_all_threads_recording(
+        prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the toggle, stopping the all-threads profiler races every other thread's ops: on a process without
+    CUDA (nothing else to record) the recording is refused, saying why; the process is left as it was."""
+    monkeypatch.delattr(torch._C._autograd, "_toggle_collection_dynamic")
+    refused = kernels.start({"duration_s": 5.0, "steps": None}, files_prefix=prefix, lease=None)
+    assert refused["ok"] is False and refused["refused"] == kernels.UNSUPPORTED
+    assert "no way to take its callback out" in refused["error"]
+    assert kernels.recording() is None and not torch.autograd.profiler._is_profiler_enabled
+
+
+def test_a_process_still_importing_torch_is_refused(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safe point can fall inside `import torch`: a profiler started on a half-made torch is refused."""
+    monkeypatch.setattr(torch.__spec__, "_initializing", True, raising=False)
+    refused = kernels.start({"duration_s": 5.0, "steps": None}, files_prefix=prefix, lease=None)
+    assert refused["refused"] == kernels.NO_TORCH and "still importing torch" in refused["error"]

@@ -74,6 +74,23 @@ def test_the_launcher_finds_its_ranks_in_order_with_their_workers(torchrun_tree:
     assert job.launcher_cmdline[1] == "torchrun"
 
 
+def test_the_launchers_command_line_loses_every_secret_it_knows_as_a_single_process_would(
+        torchrun_tree: FakeTree) -> None:
+    """A secret of the launcher's argv (``--api-token X``) also sits bare further on (``--mirror X``), one of its
+    environment (``LAUNCH_DB_PASSWORD``) in a path: the rules alone miss both; the launcher's known values do not."""
+    from dataclasses import replace
+
+    torchrun_tree.env[20] = {"PATH": "/usr/bin", "LAUNCH_DB_PASSWORD": "launcherEnvPassw0rd"}
+    argv = ("python3", "torchrun", "--nproc-per-node", "3", "t.py", "--api-token", "launcherArgToken0123",
+            "--mirror", "launcherArgToken0123", "--out", "/runs/launcherEnvPassw0rd/ckpt")
+    tree = replace(torchrun_tree.tree(), cmdline=lambda pid: argv)
+    job = find_job(20, tree)
+    assert job is not None and job.launcher_pid == 20
+    shown = " ".join(job.launcher_cmdline)
+    assert "launcherArgToken0123" not in shown and "launcherEnvPassw0rd" not in shown, shown
+    assert job.launcher_cmdline[:5] == argv[:5] and "/runs/<redacted>/ckpt" in shown
+
+
 def test_a_wrapper_above_the_launcher_finds_the_same_job(torchrun_tree: FakeTree) -> None:
     job = find_job(10, torchrun_tree.tree())  # dflash-diag run's PID, or a shell script's
     assert job is not None and job.launcher_pid == 20 and [r.pid for r in job.ranks] == [31, 32, 33]

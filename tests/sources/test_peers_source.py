@@ -105,7 +105,16 @@ def test_a_pipe_whose_writer_is_another_process() -> None:
 
 
 def test_nothing_blocked_reads_nothing() -> None:
-    assert peers.PeerReader(os.getpid()).read(procfs.read_threads(os.getpid())) == ()
+    # A process of its own, with no pipe to anyone: the test's own process may be an xdist worker whose I/O thread
+    # really does wait on a pipe from its parent (a true outside wait, not nothing).
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        assert peers.PeerReader(child.pid).read(procfs.read_threads(child.pid)) == ()
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_describe_for_the_graph() -> None:
