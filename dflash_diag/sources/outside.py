@@ -352,6 +352,8 @@ def _unused_outputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, 
     module is called) to plain names the function never reads again. A name spelled ``_``/``_x`` is a discard the
     author meant; a vocabulary projection is ``_unused_logits``' own."""
     loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # A ``global``/``nonlocal`` name is read elsewhere: assigning it is the function's output.
+    loaded |= {name for n in ast.walk(func) if isinstance(n, ast.Global | ast.Nonlocal) for name in n.names}
     lines = []
     for node in _own_nodes(func):  # a nested def's assignments are its own (its names count as reads here)
         if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
