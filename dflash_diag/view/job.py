@@ -94,7 +94,7 @@ def _group_json(g: GroupVerdict) -> dict[str, Any]:
 def mailbox_json(v: MailboxVerdict) -> dict[str, Any]:
     """Every rank on every node over the window (the job's mailbox) and the Flight Recorders matched."""
     fr = v.flight_recorder
-    return {"na": None, "store": v.address, "world_size": v.world_size, "job_moved": v.job_moved,
+    return {"na": None, "mailbox_store": v.address, "world_size": v.world_size, "job_moved": v.job_moved,
             "ranks": [{"rank": r.rank, "node": r.node_rank, "host": r.host, "pid": r.pid,
                        "wait_pct": None if r.wait_share is None else _pct(r.wait_share),
                        "collectives_done": r.collectives_done, "steps_done": r.steps_done,
@@ -113,7 +113,7 @@ def node_lines_of(job: Mapping[str, Any]) -> list[str]:
         return []
     if nodes.get("na"):
         return [f"every node: N/A: {nodes['na']}"]
-    out = [f"every node (the job's store at {nodes['store']}): rank, node, in coll., collectives done, last post"]
+    out = [f"every node (the job's store at {nodes['mailbox_store']}): rank, node, in coll., collectives done, last post"]
     for r in nodes["ranks"]:
         wait = "-" if r["wait_pct"] is None else f"{r['wait_pct']:.0f}%"
         done = "-" if r["collectives_done"] is None else str(r["collectives_done"])

@@ -6,6 +6,7 @@ analysis (classification, stages, the causal links)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from typing import Any
 
@@ -67,7 +68,7 @@ def _observation(pattern: list[tuple[Frame, ...]], boards: tuple[Any, ...] = ())
 
 
 def _analyse(obs: Observation) -> Analysis:
-    return analyse(obs, now_wall_s=NOW_S)
+    return analyse(dataclasses.replace(obs, now_wall_s=NOW_S))
 
 
 PER_MICRO = _all_reduce(37, 86)

@@ -5,6 +5,7 @@ observations go through the whole analysis (classification, stages from the queu
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 import pytest
@@ -52,7 +53,7 @@ def _observation(train_lines: list[int | None], util: float) -> Observation:
 
 
 def _analyse(obs: Observation) -> Analysis:
-    return analyse(obs, now_wall_s=NOW_S)
+    return analyse(dataclasses.replace(obs, now_wall_s=NOW_S))
 
 
 def test_a_training_thread_held_at_a_non_blocking_copy_is_a_pageable_copy_that_leads_the_headline() -> None:

@@ -6,6 +6,7 @@ observations go through the whole analysis (classification, stages, the causal l
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from typing import Any
 
@@ -71,7 +72,7 @@ def _observation(pattern: list[tuple[Frame, ...]], *, health: dict[str, Any] | N
 
 
 def _analyse(obs: Observation) -> Analysis:
-    return analyse(obs, now_wall_s=NOW_S)
+    return analyse(dataclasses.replace(obs, now_wall_s=NOW_S))
 
 
 PLANTED = [_call(56), _call(56), _call(53), _call(54), BACKWARD]  # 40% in the decoder
