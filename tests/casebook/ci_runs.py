@@ -1,5 +1,5 @@
 """Which (case, mode) runs of the casebook CI makes live (`tests/casebook/test_casebook.py`), and their first pass.
-Every (case, mode) is also replayed from its recorded observation (`tests/casebook/test_replay.py`): cheap, so CI
+Every (case, mode) is also replayed from its recorded observation (`tests/casebook/test_casebook_replay.py`): cheap, so CI
 replays all of them and runs live only what keeps the live path honest.
 
 They run in their module's fixture, after the rest of the suite: started beside it in a background thread, the
@@ -20,7 +20,7 @@ def parallel() -> int:
     return int(os.environ.get("CASEBOOK_PARALLEL", "3"))
 
 
-# What CI runs live, beside the replay of every recorded (case, mode) (test_replay.py): enough that a regression in the
+# What CI runs live, beside the replay of every recorded (case, mode) (test_casebook_replay.py): enough that a regression in the
 # live observing path (py-spy, /proc, the board, `dflash-diag run`, `dflash-diag attach`, doctor's window) fails CI.
 # Every hang and deadlock program (a stall read as healthy is the worst miss there is), in turn outside and under
 # probes, the first one in both; the programs the time-to-name test times; one attach; one healthy program.
