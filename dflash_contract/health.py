@@ -8,7 +8,9 @@ publishes itself (wandb), so the two never disagree. Standard library only (the 
   their weights did not change between samples although the step after the earlier sample had something to apply
   where they were compared (no gradient at all, an all-zero one, or a non-zero one there), or the optimizer's
   running average of their squared gradients is exactly zero (every gradient zero: weight decay alone still moves
-  them). When none of them gets a gradient, the optimizer
+  them), over every step that optimizer applied to them by its own count (Adam's ``state["step"]``: attached to a
+  program that has trained a while, its history counts, so a slow box need not see ``MIN_STEPS`` more steps in a
+  short window). When none of them gets a gradient, the optimizer
   steps over tensors the forward does not use (a model copy, re-created modules) or the graph is cut before them.
   Or: every group the optimizers step holds only tensors that do not require grad (frozen after the optimizer was
   built), and no group trains. Or: backward() runs (``MIN_NO_STEP_BACKWARDS`` calls, a second or more) in a
@@ -123,7 +125,7 @@ def _no_update(groups: list[Mapping[str, Any]], steps: int) -> Verdict | None:
         for g in stuck[:_GROUPS_SHOWN]:
             evidence.append((f"group {g.get(HealthKeys.GROUP)}",
                              f"{g.get(HealthKeys.STUCK_TENSORS)} of {g.get(HealthKeys.WATCHED_TENSORS)} watched tensors "
-                             f"not training since step {g.get(HealthKeys.STUCK_SINCE_STEP)} (weights unchanged, or "
+                             f"not training {_since(g, steps)} (weights unchanged, or "
                              f"only zero gradients; lr {g.get(HealthKeys.LR)}); "
                              f"at the last sample {g.get(HealthKeys.STUCK_GRAD_NONE)} of them had no gradient, "
                              f"{g.get(HealthKeys.STUCK_GRAD_ZERO)} an all-zero one; e.g. "
@@ -194,7 +196,7 @@ def _stuck_claim(stuck: list[Mapping[str, Any]], groups: list[Mapping[str, Any]]
     numel = sum(_int(g.get(HealthKeys.STUCK_NUMEL)) or 0 for g in stuck)
     of_numel = sum(_int(g.get(HealthKeys.WATCHED_NUMEL)) or 0 for g in stuck)
     # Each group over its own optimizer's steps (a process with several optimizers counts them all in `steps`).
-    span = max(_seen_at(g, steps) - (_int(g.get(HealthKeys.STUCK_SINCE_STEP)) or _seen_at(g, steps)) for g in stuck)
+    span = max(_stuck_steps(g, steps) for g in stuck)
     names = ", ".join(str(g.get(HealthKeys.GROUP)) for g in stuck[:_GROUPS_SHOWN])
     share = f"{100 * numel / of_numel:.0f}% of the weights" if of_numel else "their weights"
     return (f"{tensors} of {watched} tensors ({share}) in {len(stuck)} of {len(groups)} parameter groups have not "
@@ -221,6 +223,22 @@ def _why_stuck(groups: list[Mapping[str, Any]]) -> str:
     if none or zero:
         return f"; {none} of them get no gradient, {zero} an all-zero one"
     return ""
+
+
+def _stuck_steps(g: Mapping[str, Any], steps: int) -> int:
+    """How many of its optimizer's steps a group's stuck tensors have not trained in."""
+    since = _int(g.get(HealthKeys.STUCK_SINCE_STEP))
+    return _seen_at(g, steps) - since if since is not None else 0
+
+
+def _since(g: Mapping[str, Any], steps: int) -> str:
+    """Since when a group's stuck tensors have not trained. A step below 1 comes from the optimizer's own count of
+    the steps it applied before the probe's first sample (attached to a running program): every one of them."""
+    since = _int(g.get(HealthKeys.STUCK_SINCE_STEP))
+    if since is None or since >= 1:
+        return f"since step {since}"
+    return (f"in any of the {_stuck_steps(g, steps)} steps their optimizer applied (its own count, from before the "
+            "probe's first sample)")
 
 
 def _seen_at(g: Mapping[str, Any], steps: int) -> int:

@@ -96,6 +96,9 @@ class SummaryKeys:
     LAST_STEP_WALL_S: Final = "last_step_wall_s"
     COLL_ENTERED: Final = "coll_entered"  # the collectives probe's numbers (None: not running)
     COLL_COMPLETED: Final = "coll_completed"
+    # Seconds this rank's threads spent inside collective calls since the probe armed, on its own clock: two posts
+    # give the share of its time it waited for its peers, with no clock skew between nodes (None: not running).
+    COLL_IN_S: Final = "coll_in_s"
     COLL_CURRENT: Final = "coll_current"  # the oldest call a thread is in now: {SEQ, OP, THREAD, SINCE_WALL_S}
     SEQ: Final = "seq"
     OP: Final = "op"

@@ -22,6 +22,8 @@ from probes._common import JsonDict, na, torch_if_imported
 from probes._vocab import VocabWatch
 
 StatsFn = Callable[[int], Mapping[str, Any]]
+# A device's memory and what this process may use of it (its per-process memory fraction), in bytes; None: unknown.
+LimitsFn = Callable[[int], tuple[int | None, int | None]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +55,11 @@ class AllocatorProbe:
         stats_fn: StatsFn | None = None,
         devices: list[int] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        limits_fn: LimitsFn | None = None,
     ) -> None:
         self.config = config
         self._stats_fn = stats_fn
+        self._limits_fn = limits_fn
         self._devices_override = devices
         self._clock = clock
         self._state: dict[int, _Device] = {}
@@ -79,6 +83,21 @@ class AllocatorProbe:
         if self.config.vocab_every_s > 0:
             self._vocab.tick(torch)
         return cuda.memory_stats, self._devices_override or list(range(cuda.device_count()))
+
+    def _limits(self, dev: int) -> tuple[int | None, int | None]:
+        """The device's memory and this process's share of it (gpu-memory-growth projects growth onto it)."""
+        if self._limits_fn is not None:
+            return self._limits_fn(dev)
+        torch = torch_if_imported()
+        if torch is None:
+            return None, None
+        try:
+            total = int(torch.cuda.get_device_properties(dev).total_memory)
+            fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # torch >= 2.x has it
+            share = float(fraction(dev)) if fraction is not None else 1.0
+            return total, int(total * min(1.0, max(0.0, share)))
+        except Exception:  # a reading, never a failure of the probe
+            return None, None
 
     def _patch_empty_cache(self, cuda: Any) -> None:
         # empty_cache() is a common hidden cause of cudaMalloc churn; count calls made through torch.cuda.
@@ -105,6 +124,9 @@ class AllocatorProbe:
             if not stats:
                 continue
             out[str(dev)] = self._device(dev, stats, now)
+            total, limit = self._limits(dev)
+            out[str(dev)][AllocatorKeys.TOTAL_BYTES] = total
+            out[str(dev)][AllocatorKeys.LIMIT_BYTES] = limit
         if not out:
             return na("memory_stats() is empty (cudaMallocAsync backend or no allocations yet)")
         return {PayloadKeys.STATUS: "ok", AllocatorKeys.DEVICES: out, AllocatorKeys.EMPTY_CACHE_CALLS: self.empty_cache_calls,

@@ -81,6 +81,11 @@ class _Group:
     segments: dict[Any, Any] = field(default_factory=dict)  # (device, dtype) -> element -> watched tensor index
     quiet_since: list[int | None] = field(default_factory=list)  # per watched tensor: weights unchanged since
     zero_since: list[int | None] = field(default_factory=list)  # per watched tensor: optimizer moment zero since
+    # Per watched tensor whose moment was zero when first seen so: the steps its optimizer had already applied to it
+    # by then (its own count, Adam's ``state["step"]``; 0 where the optimizer keeps none). A zero moment means every
+    # one of those steps had a zero gradient: attached to a program that has trained a while, that history is
+    # evidence at once, not after MIN_STEPS more steps (which a slow box may not reach in a short window).
+    zero_before: list[int] = field(default_factory=list)
     zero_grad: set[int] = field(default_factory=set)  # watched slots whose gradient was all zero at the last sample
     # Per watched tensor, what its gradient was at the last sample where the fingerprint lies (GRAD_*): whether
     # weights found unchanged at the next sample say anything.
@@ -124,6 +129,7 @@ class _Reading:
     prints: dict[Any, list[Any]]  # (device, dtype) -> fingerprint views, in watched order within the key
     print_slots: dict[Any, list[int]]  # (device, dtype) -> positions in ``watched``
     moments: list[Any]  # per watched tensor: its moment tensor or None
+    moment_steps: list[Any]  # per watched tensor whose moment is read: its optimizer's step count for it, or None
     grad_prints: dict[Any, list[Any]]  # (device, dtype) -> the gradient's values where the fingerprints lie
     grad_state: list[str]  # per watched tensor: GRAD_NONE, GRAD_ZERO (decided on the host), GRAD_SEEN or GRAD_UNKNOWN
 
@@ -369,6 +375,7 @@ class HealthProbe:
         grad_state: list[str] = []
         slots: dict[Any, list[int]] = {}
         moments: list[Any] = []
+        moment_steps: list[Any] = []
         opt_state = getattr(optimizer, "state", {})
         views = state.views
         for slot, i in enumerate(watched):
@@ -392,8 +399,10 @@ class HealthProbe:
             # The optimizer's moment is read (a pass over it) only for a tensor whose gradient was zero at the last
             # sample: what could be a tensor that never trains; a healthy run reads none.
             moments.append(_moment(opt_state.get(p)) if slot in state.zero_grad else None)
+            moment_steps.append(_state_steps(opt_state.get(p)) if moments[-1] is not None else None)
         return _Reading(key=key, state=state, row=row, params=params, grads=grads, grad_of=grad_of, watched=watched,
-                        prints=prints, print_slots=slots, moments=moments, grad_prints=grad_prints,
+                        prints=prints, print_slots=slots, moments=moments, moment_steps=moment_steps,
+                        grad_prints=grad_prints,
                         grad_state=grad_state)
 
     def _judge_group(self, r: _Reading, values: dict[str, Any], step: int, in_graph: set[int] | None) -> None:
@@ -413,6 +422,7 @@ class HealthProbe:
             state.layout = layout
             state.quiet_since = [None] * len(layout)
             state.zero_since = [None] * len(layout)
+            state.zero_before = [0] * len(layout)
             state.zero_grad = set()
             state.none_grad = set()
             state.segments = {}
@@ -425,6 +435,7 @@ class HealthProbe:
             ratio = values["ratios"].get(r.key)
         state.prints = values["prints"].get(r.key, {})
         moment_zero = values["moment_zero"].get(r.key, [None] * len(layout))
+        moment_steps = values["moment_steps"].get(r.key, [None] * len(layout))
         grad_before = state.grad_at_print if len(state.grad_at_print) == len(layout) else [GRAD_UNKNOWN] * len(layout)
         for slot in range(len(layout)):
             moved = changed[slot]
@@ -438,8 +449,11 @@ class HealthProbe:
             elif moved is True:
                 state.quiet_since[slot] = None
             zero = moment_zero[slot]
-            state.zero_since[slot] = None if not zero else (
-                state.zero_since[slot] if state.zero_since[slot] is not None else step)
+            if not zero:
+                state.zero_since[slot] = None
+            elif state.zero_since[slot] is None:
+                state.zero_since[slot] = step
+                state.zero_before[slot] = moment_steps[slot] or 0
         state.grad_at_print = _grad_at_print(r, norms, values["grad_hits"].get(r.key, [None] * len(layout)))
         self._stuck_fields(r, norms, step, in_graph)
         state.zero_grad = {slot for slot, i in enumerate(r.watched)
@@ -472,8 +486,11 @@ class HealthProbe:
             p = r.params[i]
             numel = int(p.numel())
             watched_numel += numel
-            starts = [s for s in (state.quiet_since[slot], state.zero_since[slot])
-                      if s is not None and step - s >= MIN_STEPS]
+            zero_since = state.zero_since[slot]
+            # A zero moment counts the steps its optimizer applied before it was first seen too (<= 0: before the
+            # probe's first step, attached to a running program)
+            zero_start = None if zero_since is None else zero_since - state.zero_before[slot]
+            starts = [s for s in (state.quiet_since[slot], zero_start) if s is not None and step - s >= MIN_STEPS]
             if not starts:
                 continue
             stuck += 1
@@ -634,6 +651,17 @@ def _graph_leaves(loss: Any, max_nodes: int = 50_000) -> set[int] | None:
     return leaves
 
 
+def _state_steps(state: Any) -> Any:
+    """The steps an optimizer has applied to one tensor by its own count (Adam's ``state["step"]``: a number or a
+    0-d tensor, read with the sample's sync), or None where it keeps none (SGD)."""
+    value = state.get("step") if isinstance(state, dict) else None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value) if math.isfinite(value) and value >= 0 else None
+    return value if hasattr(value, "reshape") and getattr(value, "numel", lambda: 0)() == 1 else None
+
+
 def _moment(state: Any) -> Any:
     """The optimizer's running average of squared gradients for one tensor (None: it keeps none)."""
     if not isinstance(state, dict):
@@ -664,8 +692,8 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
             pieces.setdefault(v.device, []).append(v)
             layout.append((what, key, extra, v.device, int(v.numel())))
 
-    out: dict[str, Any] = {"grads": {}, "ratios": {}, "changed": {}, "moment_zero": {}, "prints": {},
-                           "grad_hits": {}}
+    out: dict[str, Any] = {"grads": {}, "ratios": {}, "changed": {}, "moment_zero": {}, "moment_steps": {},
+                           "prints": {}, "grad_hits": {}}
     for r in readings:
         out["grads"][r.key] = []
         if r.grads:
@@ -696,6 +724,9 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
         present = [m for m in r.moments if m is not None]
         if present:
             add("moments", r.key, None, _norms(torch, present))
+        counted = [c.detach().reshape(()) for c in r.moment_steps if _is_tensor(torch, c)]
+        if counted:
+            add("moment_steps", r.key, None, counted)
     if loss is not None:
         add("loss", "", None, [loss.detach().reshape(())])
     if found_inf is not None:
@@ -706,6 +737,7 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
     changed_by_key: dict[str, dict[Any, list[float]]] = {}
     hits_by_key: dict[str, dict[Any, list[float]]] = {}
     moments_by_key: dict[str, list[float]] = {}
+    steps_by_key: dict[str, list[float]] = {}
     for what, key, extra, device, n in layout:
         values = host[device][cursor[device]: cursor[device] + n]
         cursor[device] += n
@@ -721,6 +753,8 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
             hits_by_key.setdefault(key, {})[extra] = values
         elif what == "moments":
             moments_by_key.setdefault(key, []).extend(values)
+        elif what == "moment_steps":
+            steps_by_key.setdefault(key, []).extend(values)
         else:
             moved_base.setdefault(key, [0.0, 0.0])[0 if what == "moved" else 1] += values[0]
     for key, (moved_norm, base_norm) in moved_base.items():
@@ -740,7 +774,14 @@ def _host_values(torch: Any, readings: list[_Reading], loss: Any, found_inf: Any
         out["grad_hits"][r.key] = hit
         moment_norms = iter(moments_by_key.get(r.key, []))
         out["moment_zero"][r.key] = [None if m is None else next(moment_norms) == 0.0 for m in r.moments]
+        counts = iter(steps_by_key.get(r.key, []))
+        out["moment_steps"][r.key] = [_count(next(counts)) if _is_tensor(torch, c) else c for c in r.moment_steps]
     return out
+
+
+def _count(value: float) -> int | None:
+    """A step count read from a tensor (a float on the host): None when it is not one."""
+    return int(value) if math.isfinite(value) and value >= 0 else None
 
 
 def _grad_at_print(r: _Reading, norms: list[float], hits: list[bool | None]) -> list[str]:

@@ -240,7 +240,7 @@ class MailboxProbe:
         board = self._board or {}
         session = board.get("session") or {}
         probes = board.get("probes") or {}
-        current, entered, completed = _collectives(probes.get(ProbeName.COLLECTIVES))
+        current, entered, completed, in_s = _collectives(probes.get(ProbeName.COLLECTIVES))
         groups, groups_na = _fr_groups()
         return {
             SummaryKeys.SCHEMA: mb.SUMMARY_SCHEMA,
@@ -260,6 +260,7 @@ class MailboxProbe:
             SummaryKeys.OPTIMIZER_STEPS: _optimizer_steps(probes.get(ProbeName.HEALTH)),
             SummaryKeys.COLL_ENTERED: entered,
             SummaryKeys.COLL_COMPLETED: completed,
+            SummaryKeys.COLL_IN_S: in_s,
             SummaryKeys.COLL_CURRENT: current,
             SummaryKeys.GROUPS: groups,
             SummaryKeys.GROUPS_NA: groups_na,
@@ -566,9 +567,9 @@ def _bounded_answer(answer: JsonDict) -> bytes:
 # --- the other probes' readings, from the board ---------------------------------------------------------
 
 
-def _collectives(payload: Any) -> tuple[JsonDict | None, int | None, int | None]:
+def _collectives(payload: Any) -> tuple[JsonDict | None, int | None, int | None, float | None]:
     if not isinstance(payload, dict) or payload.get(PayloadKeys.STATUS) != STATUS_OK:
-        return None, None, None
+        return None, None, None, None
     current = [c for c in payload.get(CollectivesKeys.CURRENT) or [] if isinstance(c, dict)]
     oldest = min(current, key=lambda c: c.get(CollectivesKeys.SEQ) or 0) if current else None
     row = None if oldest is None else {
@@ -577,7 +578,8 @@ def _collectives(payload: Any) -> tuple[JsonDict | None, int | None, int | None]
         SummaryKeys.THREAD: redact_text(str(oldest.get(CollectivesKeys.THREAD)))[:80],
         SummaryKeys.SINCE_WALL_S: _float_or_none(oldest.get(CollectivesKeys.SINCE_WALL_S)),
     }
-    return (row, _int_or_none(payload.get(CollectivesKeys.ENTERED)), _int_or_none(payload.get(CollectivesKeys.COMPLETED)))
+    return (row, _int_or_none(payload.get(CollectivesKeys.ENTERED)), _int_or_none(payload.get(CollectivesKeys.COMPLETED)),
+            _float_or_none(payload.get(CollectivesKeys.IN_COLLECTIVES_S)))
 
 
 def _optimizer_steps(payload: Any) -> int | None:

@@ -43,12 +43,15 @@ class TorchTrace:
         return self
 
     def gpu(self, name: str, start: float, end: float, corr: int, *, device: int = 0, stream: int = 7,
-            cat: str = "kernel") -> TorchTrace:
+            cat: str = "kernel", nbytes: int | None = None) -> TorchTrace:
         self.streams.add((device, stream))
+        args: dict[str, Any] = {"device": device, "context": 1, "stream": stream, "correlation": corr}
+        if cat == "gpu_memcpy":  # torch's copies carry their size and bandwidth, not a launch geometry
+            args.update({"bytes": nbytes or 0, "memory bandwidth (GB/s)": (nbytes or 0) / max(end - start, 1e-3) / 1e3})
+        else:
+            args.update({"grid": [4, 1, 1], "block": [128, 1, 1], "registers per thread": 32, "shared memory": 0})
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream, "ts": T0_US + start,
-                            "dur": end - start, "args": {"device": device, "context": 1, "stream": stream,
-                                                         "correlation": corr, "grid": [4, 1, 1], "block": [128, 1, 1],
-                                                         "registers per thread": 32, "shared memory": 0}})
+                            "dur": end - start, "args": args})
         self.events.append({"ph": "f", "id": corr, "pid": device, "tid": stream, "ts": T0_US + start, "cat": "ac2g",
                             "name": "ac2g", "bp": "e"})
         return self

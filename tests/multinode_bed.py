@@ -148,8 +148,18 @@ def two_node_job(program: str, *, script: str = "train.py", env: dict[str, str] 
         job = TwoNodeJob(work=work, nodes=nodes)
         yield job
     finally:
+        # torchrun starts each rank in a session of its own: stopping a launcher's session does not reach them when
+        # the launcher itself has to be killed. Every rank found (or below a launcher now) is killed after it.
+        ranks = {pid for n in nodes for pid in n.ranks.values()}
+        ranks |= {c for n in nodes if n.launcher_pid is not None for c in _children(n.launcher_pid)}
         for n in nodes:
             _stop(n.proc)
+        for pid in ranks:
+            try:
+                if str(work) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):  # not a reused PID
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -133,6 +133,10 @@ class AllocatorKeys:
     RESERVED_SWING_BYTES: Final = "reserved_swing_bytes"
     SYNC_ALL_STREAMS_PER_S: Final = "sync_all_streams_per_s"
     WINDOW_S: Final = "window_s"
+    TOTAL_BYTES: Final = "total_bytes"  # the device's memory (None: not read)
+    # what this process may use of it: the device's memory times torch.cuda.set_per_process_memory_fraction's
+    # fraction (the total when the program set none; None: not read)
+    LIMIT_BYTES: Final = "limit_bytes"
 
 
 class SyncKeys:

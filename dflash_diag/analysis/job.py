@@ -22,12 +22,14 @@ from dataclasses import replace
 from dflash_diag.analysis.causal import link
 from dflash_diag.analysis.findings import JOB_FAMILIES, run_families
 from dflash_diag.analysis.findings.job import JobJudgement
+from dflash_diag.analysis.mailbox import judge_mailbox
 from dflash_diag.analysis.process import analyse_process
 from dflash_diag.analysis.ranks import empty_summary, ranks_text, summarise
 from dflash_diag.model import Analysis, Finding, Headline, Severity
 from dflash_diag.model.analysis import PHASE_EXITED, PHASE_HUNG, PHASE_STEADY
 from dflash_diag.model.findings import NOTE, SYMPTOM
 from dflash_diag.model.job import JobAnalysis, JobObservation, RankIdentity, RankSummary
+from dflash_diag.model.mailbox import MailboxWindow
 
 
 def analyse_job(job: JobObservation) -> JobAnalysis:
@@ -48,8 +50,14 @@ def analyse_job(job: JobObservation) -> JobAnalysis:
     except Exception as exc:
         errors.append(f"job findings failed: {type(exc).__name__}: {exc}")
         findings, headline, phase = _rank_findings_only(job, analyses)
+    verdict = None
+    if isinstance(job.mailbox, MailboxWindow):
+        try:
+            verdict = judge_mailbox(job.mailbox)
+        except Exception as exc:  # an analysis bug is shown, never raised
+            errors.append(f"the mailbox's judging failed: {type(exc).__name__}: {exc}")
     return JobAnalysis(observation=job, ranks=analyses, summaries=tuple(summaries), findings=findings,
-                       headline=headline, phase=phase, errors=tuple(errors))
+                       headline=headline, phase=phase, errors=tuple(errors), mailbox=verdict)
 
 
 # --- the findings of the job and of its ranks -------------------------------------------------------------------

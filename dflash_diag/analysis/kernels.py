@@ -21,6 +21,7 @@ An idle gap between two GPU spans of a device is judged by the launch of the spa
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -30,8 +31,12 @@ from dflash_diag.model.kernels import (
     HOST_CATS,
     LAUNCH_BOUND,
     LAUNCH_CATS,
+    MATMUL_FP32,
+    MATMUL_TENSOR,
+    MATMUL_UNKNOWN,
     QUEUED,
     UNATTRIBUTED,
+    CopyStat,
     DeviceKernels,
     IdleSpan,
     KernelStat,
@@ -55,6 +60,29 @@ LONGEST_IDLE = 5
 OPTIMIZER_PREFIXES = ("Optimizer.step", "Optimizer.zero_grad")
 BACKWARD_PREFIXES = ("autograd::engine::evaluate_function",)
 PHASES = ("forward", "backward", "optimizer", "outside ops", "unattributed")
+
+
+# A matrix multiply's kernel, by its name: cuBLAS/cuBLASLt (``*gemm*``, ``nvjet_*``, ``sm90_xmma_*``), CUTLASS, and
+# torch's own bmm/mm entry points. A gemv (``gemv2T_kernel``) is memory-bound and has no tensor-core path: not counted.
+_MATMUL = re.compile(r"gemm|nvjet|xmma|cutlass|wgmma|\bmatmul|_mma_|hmma", re.I)
+# On the tensor cores: TF32, half and bf16 tensor ops (``s1688``/``s16816`` are cuBLAS's TF32 tensor-op tiles,
+# ``h884``/``h1688``/``h16816`` half's, ``i8816`` int8's), Hopper's ``wgmma``/``gmma``, cuBLASLt's ``nvjet`` kernels.
+_TENSOR = re.compile(r"tensorop|tf32|hmma|wgmma|gmma|imma|bf16|f16|fp16|half|nvjet|h884|h1688|h16816|s1688|s16816"
+                     r"|i8816|e4m3|e5m2|fp8", re.I)
+# On the FP32 pipes: single-precision SIMT kernels (``sgemm``, CUTLASS's ``simt``, cuBLAS's ``*_ffma_*`` tiles).
+_FP32 = re.compile(r"sgemm|simt|ffma|gemmSN|gemmk1_kernel<float", re.I)
+_COPY = re.compile(r"Memcpy (\w+) \((\w+) -> (\w+)\)")
+
+
+def matmul_kind(name: str) -> str | None:
+    """How a kernel that multiplies matrices ran (``model.kernels.MATMUL_KINDS``), or None for any other kernel."""
+    if not _MATMUL.search(name) or "gemv" in name.lower():
+        return None
+    if _TENSOR.search(name):
+        return MATMUL_TENSOR
+    if _FP32.search(name):
+        return MATMUL_FP32
+    return MATMUL_UNKNOWN
 
 
 def summarise(trace: KernelTrace) -> KernelSummary:
@@ -89,6 +117,8 @@ def summarise(trace: KernelTrace) -> KernelSummary:
         entry[1] += 1
         by_phase[phase_of.get(id(launch), "outside ops")] += s.dur_us
     host_bound = [g for g in idle if g.kind in (LAUNCH_BOUND, AFTER_SYNC)]
+    kernels = [s for s in gpu if s.cat == "kernel"]
+    matmul, fp32 = _matmuls(kernels)
     return KernelSummary(
         window_us=max(0.0, w1 - w0),
         steps=_step_count(trace),
@@ -105,7 +135,53 @@ def summarise(trace: KernelTrace) -> KernelSummary:
         source=trace.source,
         started_wall_s=trace.started_wall_s,
         spans_left_out=trace.spans_left_out,
+        copies=_copies(gpu, launch_of),
+        matmul_us=matmul,
+        kernel_us=sum(s.dur_us for s in kernels),
+        top_fp32_matmuls=_top(fp32)[:3],
     )
+
+
+def _matmuls(kernels: Sequence[TraceSpan]) -> tuple[tuple[tuple[str, float], ...], list[TraceSpan]]:
+    """Kernel time in matmuls by how they ran, and the fp32 ones (on the FP32 pipes)."""
+    by_kind: defaultdict[str, float] = defaultdict(float)
+    fp32: list[TraceSpan] = []
+    for s in kernels:
+        kind = matmul_kind(s.name)
+        if kind is None:
+            continue
+        by_kind[kind] += s.dur_us
+        if kind == MATMUL_FP32:
+            fp32.append(s)
+    return tuple(sorted(by_kind.items(), key=lambda kv: -kv[1])), fp32
+
+
+def _copies(gpu: Sequence[TraceSpan], launch_of: dict[int, TraceSpan]) -> tuple[CopyStat, ...]:
+    """The copies by direction and host memory: count, bytes, GPU time, and the issuing calls' host time."""
+    rows: dict[tuple[str, str], list[float]] = {}
+    threads: dict[tuple[str, str], defaultdict[int, float]] = {}
+    for s in gpu:
+        if s.cat != "gpu_memcpy":
+            continue
+        match = _COPY.match(s.name)
+        if match is None:
+            key = (s.name.removeprefix("Memcpy ").split(" ")[0] or "copy", "")
+        else:
+            direction, src, dst = match.groups()
+            key = (direction, src if direction.startswith("Hto") else dst if direction.endswith("toH") else src)
+        size = dict(s.args).get("bytes")
+        row = rows.setdefault(key, [0.0, 0.0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += float(size) if isinstance(size, int | float) and not isinstance(size, bool) else 0.0
+        row[2] += s.dur_us
+        launch = launch_of.get(s.correlation) if s.correlation is not None else None
+        if launch is not None:
+            row[3] += launch.dur_us
+            threads.setdefault(key, defaultdict(float))[launch.tid] += launch.dur_us
+    out = [CopyStat(direction=k[0], host_memory=k[1], count=int(v[0]), bytes=int(v[1]), gpu_us=v[2], host_us=v[3],
+                    host_us_by_thread=tuple(sorted(threads.get(k, {}).items(), key=lambda kv: -kv[1])[:8]))
+           for k, v in rows.items()]
+    return tuple(sorted(out, key=lambda c: (-c.gpu_us, c.kind)))
 
 
 def _step_count(trace: KernelTrace) -> int:

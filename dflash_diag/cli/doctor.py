@@ -58,12 +58,16 @@ class DoctorCommand:
       dflash-diag doctor 12345 --save-observation obs.json   # ... and keep what was sampled (private, 0600)
       dflash-diag doctor --replay obs.json           # the same report, offline
       dflash-diag doctor bug.tar.gz                  # a snapshot bundle's report, as doctor would have given it
+      dflash-diag doctor node0.tar.gz node1.tar.gz   # one job's per-node bundles (snapshot --node), judged as one
     """
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("pid", nargs="?", metavar="PID|BUNDLE",
                             help="the process to examine (a torchrun launcher or a rank: the whole job); or a snapshot "
                                  "bundle (.tar.gz or directory) to judge offline, as --replay does")
+        parser.add_argument("more_bundles", nargs="*", metavar="BUNDLE",
+                            help="more bundles of the same job, one per node (`snapshot --node` on every node): every "
+                                 "rank judged together, as one job (docs/jobs.md)")
         add_target_args(parser, pid_help=None)
         add_window_args(parser)
         parser.add_argument("--json", action="store_true",
@@ -95,6 +99,8 @@ class DoctorCommand:
                                  "of a live process: the same report, offline (stage patterns may be given anew)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        if args.more_bundles:
+            return _finish(args, _merged(args))
         replay = _replay_source(args)
         if replay is not None:
             return _finish(args, _replayed(args, replay))
@@ -157,6 +163,24 @@ def _replay_source(args: argparse.Namespace) -> str | None:
         raise CommandError(f"{', '.join(live)}: a replay judges the window it was given, offline; leave "
                            f"{'it' if len(live) == 1 else 'them'} out", ExitCode.USAGE)
     return str(source)
+
+
+def _merged(args: argparse.Namespace) -> JobObservation:
+    """``doctor BUNDLE BUNDLE...``: one job's per-node bundles judged as one job."""
+    from dflash_diag.observe.merge import MergeError, merge_node_observations
+
+    sources = [args.pid, *args.more_bundles]
+    if args.replay is not None:
+        raise CommandError("give the bundles as arguments, without --replay", ExitCode.USAGE)
+    pids = [s for s in sources if str(s).strip().isdigit()]
+    if pids:
+        raise CommandError(f"{pids[0]} is a PID: several arguments are bundles of one job, one per node; examine a "
+                           "live process alone (doctor PID)", ExitCode.USAGE)
+    _replay_source(argparse.Namespace(**{**vars(args), "pid": sources[0]}))  # the live-only flags refused alike
+    try:
+        return merge_node_observations([(str(s), _replayed(args, str(s))) for s in sources])
+    except MergeError as exc:
+        raise CommandError(str(exc), ExitCode.BAD_INPUT) from None
 
 
 def _replayed(args: argparse.Namespace, source: str) -> Observation | JobObservation:

@@ -70,11 +70,20 @@ class SourceLine:
     # Lines of that function that compute a vocabulary projection (a call on an attribute named like
     # ``lm_head``/``unembed``/``output_projection``) into a name the function never reads again: pure waste.
     unused_logits: tuple[tuple[int, str], ...] = ()  # (line, its text)
+    # Lines of that function that assign any call on an attribute (a module called: ``out = self.decoder(h)``) to
+    # names the function never reads again, vocabulary projections aside: work whose result nothing reads.
+    unused_outputs: tuple[tuple[int, str], ...] = ()  # (line, its text)
     # Locks, as the code on disk names them (``Registry._lock`` for ``self._lock`` in a method of Registry): the
     # ``with`` blocks around the line hold them (``holds``); the line itself takes one (``acquires``: a ``with X:``
     # or ``X.acquire()`` on it). A thread parked at an ``acquires`` line waits for that lock (analysis.waits).
     holds: tuple[str, ...] = ()
     acquires: str | None = None
+    # The innermost ``for``/``while`` loop around the line in its function (its line; None: no loop), and whether
+    # that loop's body calls ``backward(...)`` and an optimizer's ``step(...)``: a call in a loop that runs backward
+    # but not the step runs once per micro-batch of a gradient accumulation (``collectives_rate``).
+    loop_line: int | None = None
+    loop_backward: bool = False
+    loop_step: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dflash_diag.model.analysis import PHASE_STEADY, Analysis
 from dflash_diag.model.evidence import ProcessFacts
 from dflash_diag.model.findings import Finding, Headline, Severity, healthy
+from dflash_diag.model.mailbox import MailboxVerdict, MailboxWindow
 from dflash_diag.model.observation import Observation
 
 # What the PID the user named turned out to be.
@@ -89,6 +90,9 @@ class JobObservation:
     launcher: ProcessFacts | None = None  # the launcher's run state and stderr (its report of failed ranks)
     warnings: tuple[str, ...] = ()
     now_wall_s: float | None = None  # what the analysis takes as "now" (each rank's observation holds the same)
+    # Every rank on every node as its probes posted it to the job's store over the window (model.mailbox); a string:
+    # why it could not be read; None: not read (no rank elsewhere, or no store address in the ranks' environment).
+    mailbox: MailboxWindow | str | None = None
 
     @property
     def judged_at_wall_s(self) -> float:
@@ -158,6 +162,7 @@ class JobAnalysis:
     headline: Headline | None
     phase: str = PHASE_STEADY
     errors: tuple[str, ...] = ()
+    mailbox: MailboxVerdict | None = None  # every rank on every node, as the job's mailbox showed it
 
     @property
     def healthy(self) -> bool:

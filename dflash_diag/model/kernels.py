@@ -143,6 +143,33 @@ class KernelStat:
         return self.total_us / self.count if self.count else 0.0
 
 
+# How a GPU span that is a matrix multiply ran, from its kernel's name: on the tensor cores (``*tensorop*``, ``*_tf32*``,
+# ``bf16``/``f16``, ``hmma``/``wgmma``, cuBLASLt's ``nvjet``), on the FP32 pipes (``sgemm``, ``*simt*``, ``*_ffma_*``),
+# or not known from the name.
+MATMUL_TENSOR = "tensor cores"
+MATMUL_FP32 = "FP32 pipes"
+MATMUL_UNKNOWN = "not known"
+MATMUL_KINDS = (MATMUL_TENSOR, MATMUL_FP32, MATMUL_UNKNOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class CopyStat:
+    """The copies of one kind in a trace (``Memcpy HtoD (Pageable -> Device)`` is ``HtoD`` from ``Pageable``):
+    how many, how many bytes, their GPU time, and how long the host calls that issued them held their threads."""
+
+    direction: str  # HtoD, DtoH, DtoD, HtoH, PtoP
+    host_memory: str  # Pageable, Pinned, Device (DtoD), or "" when the name does not say
+    count: int
+    bytes: int
+    gpu_us: float
+    host_us: float  # the issuing calls' time (cudaMemcpyAsync...): a pageable copy holds its thread until staged
+    host_us_by_thread: tuple[tuple[int, float], ...] = ()  # issuing thread -> µs, most first
+
+    @property
+    def kind(self) -> str:
+        return f"{self.direction} ({self.host_memory})" if self.host_memory else self.direction
+
+
 @dataclass(frozen=True)
 class KernelSummary:
     window_us: float  # the trace's window (first span to last)
@@ -160,6 +187,18 @@ class KernelSummary:
     source: str = ""
     started_wall_s: float | None = None
     spans_left_out: int = 0
+    # The copies by kind (direction and host memory), most GPU time first.
+    copies: tuple[CopyStat, ...] = ()
+    # Kernel time in matrix multiplies by how they ran (MATMUL_KINDS), and of every kernel, in µs: the share of the
+    # GPU's kernel time in fp32 matmuls on the FP32 pipes (no tensor cores) is the measured cost of that precision.
+    matmul_us: tuple[tuple[str, float], ...] = ()
+    kernel_us: float = 0.0
+    top_fp32_matmuls: tuple[KernelStat, ...] = ()
+
+    def matmul_share(self, kind: str) -> float:
+        """The share of all kernel time in matmuls of ``kind``."""
+        total = dict(self.matmul_us).get(kind, 0.0)
+        return total / self.kernel_us if self.kernel_us > 0 else 0.0
 
     def thread_label(self, tid: int | None) -> str:
         if tid is None:

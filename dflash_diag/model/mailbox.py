@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dflash_diag.model.flightrec import FlightRecorderAnalysis
+
 
 @dataclass(frozen=True, slots=True)
 class StoreAddress:
@@ -92,6 +94,7 @@ class RankPost:
     threads: tuple[ThreadRow, ...]
     queues: tuple[QueueRow, ...]
     requests_answered: int
+    coll_in_s: float | None = None  # seconds inside collective calls since the probe armed (its own clock)
 
     @property
     def stale(self) -> bool:
@@ -204,3 +207,78 @@ class FrGathered:
     dumps: tuple[FrDump, ...]  # by rank
     silent_ranks: tuple[int, ...]
     invalid: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxWindow:
+    """What one observation window read from a job's mailbox: every rank's summary at its start and at its end,
+    every rank's Flight Recorder at its end, and the stacks of the ranks the end's reading singled out.
+
+    A part that could not be read is a string saying why (the reader's NA reason); None: not asked for."""
+
+    address: StoreAddress
+    first: MailboxRead | str
+    last: MailboxRead | str
+    flight_recorder: FrGathered | str | None
+    stacks: StacksGathered | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRank:
+    """One rank as the mailbox shows it over the window (every figure on the rank's own clock)."""
+
+    rank: int
+    node_rank: int | None
+    host: str
+    pid: int | None
+    steps_done: int | None  # step() calls between the window's two posts (None: no step counter)
+    collectives_done: int | None  # collective calls completed between them
+    wait_share: float | None  # share of its time inside collective calls between them
+    posted_span_s: float | None  # the two posts' distance
+    silent_s: float | None  # its last post's age at the window's end (None: it never posted)
+    final: bool  # its probes closed
+    answered: bool  # it answered the window's Flight Recorder or stack request
+    where: str  # its main (or busiest) thread's innermost frames from the stacks it sent, or its posted frame
+
+    @property
+    def moved(self) -> bool:
+        return bool(self.steps_done) or bool(self.collectives_done)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteHang:
+    """A collective every other member waits in and some rank never entered (the Flight Recorder's matching)."""
+
+    group: str
+    seq: int
+    op: str
+    waiting_ranks: tuple[int, ...]
+    missing_ranks: tuple[int, ...]  # dumped and never entered it
+    silent_ranks: tuple[int, ...]  # gave no dump and stopped posting: dead, or frozen with the GIL held
+    waiting_since_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStraggler:
+    rank: int
+    wait_share: float
+    others_wait_share: float  # the other ranks' mean
+    others: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxVerdict:
+    """The job across every node, as its ranks posted it (``analysis.mailbox``)."""
+
+    address: str
+    world_size: int | None
+    ranks: tuple[RemoteRank, ...]  # by rank
+    hang: RemoteHang | None
+    straggler: RemoteStraggler | None
+    dead_ranks: tuple[int, ...]  # stopped posting and answered nothing, while others kept posting
+    job_moved: bool  # some rank completed a step or a collective over the window
+    notes: tuple[str, ...]
+    flight_recorder: FlightRecorderAnalysis | None = None  # the ranks' dumps matched (None: none gathered)
+
+    def rank(self, rank: int) -> RemoteRank | None:
+        return next((r for r in self.ranks if r.rank == rank), None)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from dflash_diag.model.board import Board
 from dflash_diag.model.common import Maybe
 from dflash_diag.model.evidence import ProcessFacts, SourceFile, SourceLine
-from dflash_diag.model.gpu import GpuSample
+from dflash_diag.model.gpu import GpmReading, GpuSample
 from dflash_diag.model.kernels import KernelTrace, KernelWindow
 from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
@@ -57,6 +57,10 @@ class Observation:
     sched: tuple[SchedSample, ...] = ()
     os_facts: OsFacts | None = None
     outside_waits: tuple[OutsideWait, ...] = ()
+    # NVML GPM over the window, one reading per GPU (Hopper and newer; fields NA with the reason elsewhere): the
+    # share of the window the SMs, the tensor cores and the FP32 pipes were busy. Device-wide readings: they are
+    # this process's only while no other process runs on that GPU (``analysis.findings.precision``).
+    gpm: tuple[GpmReading, ...] = ()
     # What the analysis judges the window with: the thread-name patterns of the stages, and the wall-clock time it
     # takes as "now" (the age of a board, of the process, of a stderr line). None: the window's end.
     patterns: StagePatterns = field(default_factory=StagePatterns)

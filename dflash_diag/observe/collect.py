@@ -10,13 +10,15 @@ the time taken as "now"): ``analysis.analyse`` of it is the diagnosis, live or r
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Observation
-from dflash_diag.model.job import JobObservation
+from dflash_diag.model.job import JobObservation, JobTopology
 from dflash_diag.observe.reach import check_reachable
 from dflash_diag.observe.target import Target
 from dflash_diag.observe.window import Window
@@ -65,14 +67,69 @@ def _observe_job(target: Target, window: Window, progress: Progress | None, *, r
     assert topology is not None
     collector = JobCollector(topology, window.sampler_config(target.board_dir),
                              enrich=lambda pid, obs: OutsideReader(pid).enrich(obs))
+    opening = _MailboxOpening(topology) if _reads_mailbox(topology) else None
     job = collector.collect(window.duration_s, progress=progress)
+    now = wall_clock()  # the window's end: the mailbox's gathering after it must not age what the window read
+    if opening is not None:
+        job = replace(job, mailbox=opening.finish())
     if require_stacks and not any(o.stacks for o in job.ranks):
         reasons = "; ".join(w for o in job.ranks for w in o.warnings)[:400]
         raise AttachError(f"no stack sample of any of the {len(topology.ranks)} rank(s) could be taken in "
                           f"{window.duration_s:g} s ({reasons or 'they exited'})", ExitCode.NO_PROCESS)
-    now = wall_clock()
     ranks = tuple(replace(o, patterns=target.patterns, now_wall_s=now) for o in job.ranks)
     return replace(job, ranks=ranks, now_wall_s=now)
+
+
+# Reading a job's mailbox adds to the window: joining the store (torch's client: importing torch, then a connect
+# bounded by StoreConfig.connect_timeout_s) and the end's gathering (MailboxWatch's deadline_s).
+MAILBOX_JOIN_WAIT_S = 15.0  # importing torch on a loaded machine; ~2 s on a quiet one (then no wait at all)
+MAILBOX_EXTRA_S = MAILBOX_JOIN_WAIT_S + 2.5 + 1.0
+
+
+def _reads_mailbox(topology: JobTopology | None) -> bool:
+    world = topology.world_size if topology is not None else None
+    return topology is not None and bool(topology.ranks) and world is not None and world > len(topology.ranks)
+
+
+def extra_s(target: Target) -> float:
+    """How much longer than its window observing ``target`` may take (a job's mailbox, when it is read)."""
+    return MAILBOX_EXTRA_S if _reads_mailbox(target.job) else 0.0
+
+
+class _MailboxOpening:
+    """The job's mailbox (``sources.store.MailboxWatch``), joined and first read beside the window: joining imports
+    torch's store client (seconds on a loaded machine), which must not delay or stretch the ranks' window. The
+    window's end waits for it at most ``MAILBOX_JOIN_WAIT_S`` more, then reads the end."""
+
+    def __init__(self, topology: JobTopology) -> None:
+        self._pid = topology.launcher_pid or topology.ranks[0].pid
+        self._watch: Any = None
+        self._why = ""
+        self._thread = threading.Thread(target=self._open, name="dflash-diag-mailbox", daemon=True)
+        self._thread.start()
+
+    def _open(self) -> None:
+        from dflash_diag.sources.store import MailboxWatch, open_mailbox
+
+        try:
+            box = open_mailbox(self._pid)
+            if isinstance(box, NA):
+                self._why = box.reason
+                return
+            watch = MailboxWatch(box)
+            watch.begin()
+            self._watch = watch
+        except Exception as exc:  # whatever the store client raises is a reason, not a failure
+            self._why = f"joining the job's store failed: {type(exc).__name__}: {exc}"[:300]
+
+    def finish(self) -> Any:
+        """The window's reading of the mailbox (``model.mailbox.MailboxWindow``), or why there is none."""
+        self._thread.join(MAILBOX_JOIN_WAIT_S)
+        if self._thread.is_alive():
+            return f"joining the job's store took longer than the window and {MAILBOX_JOIN_WAIT_S:g} s more"
+        if self._watch is None:
+            return self._why or "the job's store could not be joined"
+        return self._watch.end()
 
 
 def zombie_observation(target: Target, now_wall_s: float) -> Observation:
@@ -88,4 +145,4 @@ def zombie_observation(target: Target, now_wall_s: float) -> Observation:
     return OutsideReader(pid).enrich(empty)
 
 
-__all__ = ["Progress", "observe", "zombie_observation"]
+__all__ = ["MAILBOX_EXTRA_S", "Progress", "extra_s", "observe", "zombie_observation"]

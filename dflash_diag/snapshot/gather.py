@@ -24,6 +24,7 @@ from dflash_diag.errors import AttachError
 from dflash_diag.model import NA, Board, Maybe, Observation, ProcThreadSample, StackSample
 from dflash_diag.model.job import JobObservation
 from dflash_diag.observe import Target, Window, observe
+from dflash_diag.observe.collect import extra_s
 from dflash_diag.snapshot import environment
 from dflash_diag.snapshot.environment import CodeInfo
 
@@ -152,7 +153,7 @@ def gather(target: Target, window: Window, *, deadline: float | None = None,
     from dflash_diag.sources.procfs import process_alive
     from dflash_diag.sources.pyspy_find import find_pyspy
 
-    limit_s = deadline_s(window) if deadline is None else deadline
+    limit_s = (deadline_s(window) + extra_s(target)) if deadline is None else deadline
     find_pyspy()  # before the threads: sysconfig's first use is not thread-safe
     t0 = time.monotonic()
     sampling = _Job("collect", lambda: observe(target, window, require_stacks=False, wall_clock=wall_clock))

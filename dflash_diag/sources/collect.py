@@ -24,10 +24,11 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from dflash_contract import redact
 from dflash_diag.errors import AttachError, DflashDiagError, ExitCode
-from dflash_diag.model import NA, Board, Observation, ProcThreadSample, StackSample
+from dflash_diag.model import NA, Board, GpmReading, Observation, ProcThreadSample, StackSample
 from dflash_diag.model.sched import OutsideWait
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
@@ -86,6 +87,31 @@ def _default_nvml() -> GpuSource | None:
     except ImportError:
         return None
     return NvmlSource()
+
+
+def _gpm_begin(nvml: GpuSource | None) -> Any:
+    """The first NVML GPM sample of every GPU, when the GPU source can take one (``NvmlSource.gpm_begin``); None
+    otherwise (no NVML, a fake without GPM). A failure is a missing reading, never a failed window."""
+    begin = getattr(nvml, "gpm_begin", None)
+    if begin is None:
+        return None
+    try:
+        window = begin()
+    except Exception:  # a broken binding must not take the window down
+        return None
+    return None if isinstance(window, NA) else window
+
+
+def _gpm_end(nvml: GpuSource | None, window: Any) -> tuple[GpmReading, ...]:
+    """The GPM readings over the window begun by :func:`_gpm_begin` (one per GPU), or none."""
+    end = getattr(nvml, "gpm_end", None)
+    if window is None or end is None:
+        return ()
+    try:
+        readings = end(window)
+    except Exception:
+        return ()
+    return tuple(r for r in readings if isinstance(r, GpmReading))
 
 
 def cores_used(before: tuple[ProcThreadSample, ...], after: tuple[ProcThreadSample, ...]) -> float | None:
@@ -461,6 +487,7 @@ class Collector(_Sampler):
         sched = self._scheduler
         if not sched.check_alive():
             raise AttachError(f"no process with PID {self.pid} (it exited or never existed)", ExitCode.NO_PROCESS)
+        gpm = _gpm_begin(sched.nvml)
         start = sched.clock()
         deadline = start + max(0.0, duration_s)
         first = True
@@ -478,7 +505,9 @@ class Collector(_Sampler):
         if sched.alive:
             sched.sweep_proc()  # a last /proc reading so CPU % covers the whole window
             sched.sweep_sched()  # ... and a last scheduler sweep, so switches and throttling cover it too
-        return sched.observation(start, sched.clock())
+        obs = sched.observation(start, sched.clock())
+        readings = _gpm_end(sched.nvml, gpm)
+        return replace(obs, gpm=readings) if readings else obs
 
 
 class LiveSampler(_Sampler):

@@ -156,6 +156,7 @@ def parse_summary(data: bytes, *, rank: int, read_wall_s: float) -> RankPost:
                               depth=_int(r, QueueRowKeys.DEPTH, low=0), maxsize=_int(r, QueueRowKeys.MAXSIZE))
                      for r in _rows(doc, SummaryKeys.QUEUES, mb.MAX_QUEUES)),
         requests_answered=_int(doc, SummaryKeys.REQUESTS_ANSWERED, low=0) or 0,
+        coll_in_s=_float(doc, SummaryKeys.COLL_IN_S, low=0.0, high=1e9),
     )
 
 

@@ -43,6 +43,7 @@ class _Def:
     qualname: str
     queue_calls: tuple[str, ...]
     unused_logits: tuple[int, ...] = ()  # line numbers (texts added per file)
+    unused_outputs: tuple[int, ...] = ()  # ... of any module call's output never read
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,15 @@ class _Parsed:
     parsed: bool = True
     imports: tuple[str, ...] = ()  # dotted module names imported at module level
     withs: tuple[_With, ...] = ()  # with-blocks over a plain name or attribute (a lock, a condition), by line
+    loops: tuple[_Loop, ...] = ()  # for/while loops, by line
+
+
+@dataclass(frozen=True, slots=True)
+class _Loop:
+    line: int
+    end: int
+    backward: bool  # its body calls backward(...) (``loss.backward()``, ``scaler.scale(l).backward()``...)
+    step: bool  # ... and an optimizer's step(...) (not a scheduler's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +223,32 @@ def _parse(path: str, source: str) -> _Parsed:
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree),
-                   withs=_lock_withs(tree))
+                   withs=_lock_withs(tree), loops=_loops(tree))
+
+
+_SCHEDULER = re.compile(r"sched|lr_", re.IGNORECASE)
+
+
+def _loops(tree: ast.AST) -> tuple[_Loop, ...]:
+    """Every for/while loop, with whether its body (not nested defs) calls backward() and an optimizer's step()."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            continue
+        backward = step = False
+        for child in _own_nodes(node):
+            if not isinstance(child, ast.Call) or not isinstance(child.func, ast.Attribute):
+                continue
+            if child.func.attr == "backward":
+                backward = True
+            elif child.func.attr == "step":
+                try:
+                    receiver = ast.unparse(child.func.value)[:RAW_SLACK * MAX_CALL_TEXT]
+                except (ValueError, RecursionError):
+                    continue
+                step = step or not _SCHEDULER.search(receiver)
+        out.append(_Loop(line=node.lineno, end=node.end_lineno or node.lineno, backward=backward, step=step))
+    return tuple(sorted(out, key=lambda loop: loop.line))
 
 
 def _module_imports(tree: ast.Module) -> tuple[str, ...]:
@@ -248,7 +283,8 @@ def _collect_defs(node: ast.AST, prefix: str, out: list[_Def]) -> None:
             qualname = f"{prefix}{child.name}"
             start = min([child.lineno] + [d.lineno for d in child.decorator_list])
             out.append(_Def(start=start, end=child.end_lineno or child.lineno, qualname=qualname,
-                            queue_calls=_queue_calls(child), unused_logits=_unused_logits(child)))
+                            queue_calls=_queue_calls(child), unused_logits=_unused_logits(child),
+                            unused_outputs=_unused_outputs(child)))
             _collect_defs(child, f"{qualname}.<locals>.", out)
         elif isinstance(child, ast.ClassDef):
             _collect_defs(child, f"{prefix}{child.name}.", out)
@@ -307,6 +343,27 @@ def _unused_logits(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, .
             continue
         targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
         if targets and not any(t in loaded for t in targets):
+            lines.append(node.lineno)
+    return tuple(lines)
+
+
+def _unused_outputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, ...]:
+    """Lines assigning the output of a call on an attribute (``out = self.decoder(h)``, ``r = model.head(x)``: how a
+    module is called) to plain names the function never reads again. A name spelled ``_``/``_x`` is a discard the
+    author meant; a vocabulary projection is ``_unused_logits``' own."""
+    loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # A ``global``/``nonlocal`` name is read elsewhere: assigning it is the function's output.
+    loaded |= {name for n in ast.walk(func) if isinstance(n, ast.Global | ast.Nonlocal) for name in n.names}
+    lines = []
+    for node in _own_nodes(func):  # a nested def's assignments are its own (its names count as reads here)
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            continue
+        callee = node.value.func
+        if not isinstance(callee, ast.Attribute) or _VOCAB_HEAD.search(callee.attr):
+            continue
+        targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if (targets and len(targets) == len(node.targets) and not any(t.startswith("_") for t in targets)
+                and not any(t in loaded for t in targets)):
             lines.append(node.lineno)
     return tuple(lines)
 
@@ -381,11 +438,28 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
             inner = d
     qualname = inner.qualname if inner else None
     holds, acquires = _locks_at(line, text, parsed, qualname)
+    loop = _loop_at(line, parsed, inner)
     return SourceLine(filename=filename, line=line, function=qualname, text=text, holds=holds, acquires=acquires,
                       queue_calls=inner.queue_calls if inner else (), parsed=parsed.parsed,
-                      unused_logits=tuple((n, parsed.lines[n - 1].strip()[:RAW_SLACK * MAX_SNIPPET_CHARS])
-                                          for n in inner.unused_logits
-                                          if 0 < n <= len(parsed.lines)) if inner else ())
+                      unused_logits=_texts(inner.unused_logits, parsed) if inner else (),
+                      unused_outputs=_texts(inner.unused_outputs, parsed) if inner else (),
+                      loop_line=loop.line if loop else None, loop_backward=loop.backward if loop else False,
+                      loop_step=loop.step if loop else False)
+
+
+def _texts(lines: tuple[int, ...], parsed: _Parsed) -> tuple[tuple[int, str], ...]:
+    return tuple((n, parsed.lines[n - 1].strip()[:RAW_SLACK * MAX_SNIPPET_CHARS]) for n in lines if 0 < n <= len(parsed.lines))
+
+
+def _loop_at(line: int, parsed: _Parsed, inner: _Def | None) -> _Loop | None:
+    """The innermost loop around ``line`` inside its own function (a loop of an enclosing function is another's)."""
+    found: _Loop | None = None
+    for loop in parsed.loops:
+        if loop.line > line:
+            break
+        if loop.line <= line <= loop.end and (inner is None or inner.start <= loop.line <= inner.end):
+            found = loop  # sorted by line: a later one that still holds the line is nested deeper
+    return found
 
 
 def _cpus_allowed(status: Path) -> int | None:

@@ -133,6 +133,7 @@ class ProcessRedactor:
             text=None if line.text is None else self.cut(line.text, MAX_LINE_CHARS),
             queue_calls=tuple(self.cut(c, MAX_CALL_TEXT + len('.get_nowait')) for c in line.queue_calls),
             unused_logits=tuple((n, self.cut(t, MAX_SNIPPET_CHARS)) for n, t in line.unused_logits),
+            unused_outputs=tuple((n, self.cut(t, MAX_SNIPPET_CHARS)) for n, t in line.unused_outputs),
             holds=tuple(self.cut(h, MAX_CALL_TEXT) for h in line.holds),
             acquires=None if line.acquires is None else self.cut(line.acquires, MAX_CALL_TEXT),
         )

@@ -24,7 +24,7 @@ from typing import Any
 
 from dflash_contract import mailbox as mb
 from dflash_diag.model.common import NA, Maybe
-from dflash_diag.model.mailbox import FrGathered, MailboxRead, StacksGathered, StoreAddress
+from dflash_diag.model.mailbox import FrGathered, MailboxRead, MailboxWindow, StacksGathered, StoreAddress
 from dflash_diag.sources import procfs
 from dflash_diag.sources.mailbox import (
     MailboxFormatError,
@@ -225,27 +225,43 @@ class Mailbox:
                    ranks: Iterable[int] | None = None) -> Maybe[RawAnswers]:
         """Post a request of ``kind`` and collect each rank's answer bytes (to it or a later request) until every
         rank answered or the deadline passed. The bytes are unchecked: parse them with ``sources.mailbox``."""
+        got = self.gather_raw_many({kind: ranks}, deadline_s=deadline_s)
+        return got if isinstance(got, NA) else got[kind]
+
+    def gather_raw_many(self, asks: Mapping[str, Iterable[int] | None], *,
+                        deadline_s: float | None = None) -> Maybe[dict[str, RawAnswers]]:
+        """Several requests posted together and gathered in one polling loop: the ranks answer them on the same
+        look at the mailbox, so asking for stacks and a Flight Recorder costs one wait, not two (a rank that
+        answers nothing holds the loop until the deadline once)."""
         t0 = time.perf_counter()
-        request_id = self.post_request(kind)
-        if isinstance(request_id, NA):
-            return request_id
-        pending = sorted(set(range(self.address.world_size) if ranks is None else ranks))
-        got: dict[int, bytes] = {}
+        ids: dict[str, int] = {}
+        for kind in asks:
+            request_id = self.post_request(kind)
+            if isinstance(request_id, NA):
+                return request_id
+            ids[kind] = request_id
+        pending = {kind: sorted(set(range(self.address.world_size) if ranks is None else ranks))
+                   for kind, ranks in asks.items()}
+        got: dict[str, dict[int, bytes]] = {kind: {} for kind in asks}
         end = time.monotonic() + (self.config.deadline_s if deadline_s is None else deadline_s)
         try:
-            while pending:
-                ready = self._answered(kind, pending, request_id)
-                keys = [mb.answer_key(kind, r) for r in ready]
-                for rank, value in zip(ready, self._multi_get(keys, mb.MAX_ANSWER_BYTES), strict=True):
-                    pending.remove(rank)
-                    got[rank] = value
-                if not pending or time.monotonic() >= end:
+            while any(pending.values()):
+                for kind, waiting in pending.items():
+                    if not waiting:
+                        continue
+                    ready = self._answered(kind, waiting, ids[kind])
+                    keys = [mb.answer_key(kind, r) for r in ready]
+                    for rank, value in zip(ready, self._multi_get(keys, mb.MAX_ANSWER_BYTES), strict=True):
+                        waiting.remove(rank)
+                        got[kind][rank] = value
+                if not any(pending.values()) or time.monotonic() >= end:
                     break
                 self._sleep(self.config.poll_s)
         except StoreCallError as exc:
-            return NA(f"gathering {kind} from the mailbox at {self.address.label}: {exc}")
-        return RawAnswers(kind=kind, request_id=request_id, answers=got, silent_ranks=tuple(pending),
-                          elapsed_ms=1e3 * (time.perf_counter() - t0))
+            return NA(f"gathering {', '.join(asks)} from the mailbox at {self.address.label}: {exc}")
+        elapsed_ms = 1e3 * (time.perf_counter() - t0)
+        return {kind: RawAnswers(kind=kind, request_id=ids[kind], answers=got[kind],
+                                 silent_ranks=tuple(pending[kind]), elapsed_ms=elapsed_ms) for kind in asks}
 
     def _answered(self, kind: str, pending: Sequence[int], request_id: int) -> list[int]:
         """The pending ranks whose answer is to ``request_id`` or a later request (their pointers, a few bytes)."""
@@ -278,6 +294,21 @@ class Mailbox:
                           silent_ranks=raw.silent_ranks, invalid=invalid)
 
 
+    def gather_window_end(self, *, stacks_of: Iterable[int] | None, deadline_s: float | None = None
+                          ) -> tuple[Maybe[FrGathered], Maybe[StacksGathered]]:
+        """Every rank's Flight Recorder and the stacks of ``stacks_of`` (None: every rank), asked together."""
+        raw = self.gather_raw_many({mb.KIND_FLIGHTREC: None, mb.KIND_STACKS: stacks_of}, deadline_s=deadline_s)
+        if isinstance(raw, NA):
+            return raw, raw
+        dumps, fr_invalid = _parsed(raw[mb.KIND_FLIGHTREC], lambda data, rank: parse_flight_recorder(data, rank=rank))
+        answers, st_invalid = _parsed(raw[mb.KIND_STACKS], lambda data, rank: parse_stacks(data, rank=rank))
+        fr, st = raw[mb.KIND_FLIGHTREC], raw[mb.KIND_STACKS]
+        return (FrGathered(request_id=fr.request_id, elapsed_ms=fr.elapsed_ms, dumps=tuple(dumps),
+                           silent_ranks=fr.silent_ranks, invalid=fr_invalid),
+                StacksGathered(request_id=st.request_id, elapsed_ms=st.elapsed_ms, answers=tuple(answers),
+                               silent_ranks=st.silent_ranks, invalid=st_invalid))
+
+
 @dataclass(frozen=True)
 class RawAnswers:
     """The answer bytes ranks gave to one request (unchecked)."""
@@ -307,3 +338,57 @@ def open_mailbox(pid: int, config: StoreConfig | None = None, *, connect: Connec
     if isinstance(address, NA):
         return address
     return Mailbox.open(address, config, connect=connect)
+
+
+STACKS_GATHERED = 16  # ranks whose stacks one window asks for, at most (every rank of a job up to this size)
+
+
+def _reason(value: Any) -> Any:
+    return value.reason if isinstance(value, NA) else value
+
+
+def _stacks_of(last: Maybe[MailboxRead], world_size: int) -> list[int] | None:
+    """Every rank in a small job; in a large one the ranks worth a look: silent, or not in a collective now (the
+    ranks the others wait for are outside the collective they wait in)."""
+    if world_size <= STACKS_GATHERED:
+        return None
+    if isinstance(last, NA):
+        return list(range(STACKS_GATHERED))
+    posted = {p.rank: p for p in last.posts}
+    odd = [r for r in range(world_size) if r not in posted or posted[r].coll_current is None or posted[r].stale]
+    return odd[:STACKS_GATHERED]
+
+
+class MailboxWatch:
+    """One observation window's reading of a job's mailbox: every summary at ``begin()`` and at ``end()``, and
+    at the end every rank's Flight Recorder with the stacks of the ranks worth a look, asked together (the ranks
+    look for requests every second: one gathering costs about a second, ``deadline_s`` when a rank is gone).
+
+    The end's summaries are read after the gathering, and at least one posting interval (and a half second) after
+    the first read, ``max_wait_s`` at most: two reads of one post say nothing of the time between."""
+
+    def __init__(self, box: Mailbox, *, deadline_s: float = 2.5, max_wait_s: float = 3.0,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+        self._box = box
+        self._deadline_s = deadline_s
+        self._max_wait_s = max_wait_s
+        self._sleep = sleep
+        self._clock = clock
+        self._first: Maybe[MailboxRead] = NA("the window's first read was not taken")
+        self._begun_s = clock()
+
+    def begin(self) -> None:
+        self._begun_s = self._clock()
+        self._first = self._box.read_summaries()
+
+    def end(self) -> MailboxWindow:
+        first = self._first
+        stacks_of = _stacks_of(first, self._box.address.world_size)
+        fr, stacks = self._box.gather_window_end(stacks_of=stacks_of, deadline_s=self._deadline_s)
+        interval_s = max((p.interval_s for p in first.posts), default=0.0) if isinstance(first, MailboxRead) else 0.0
+        wait_s = min(self._max_wait_s, interval_s + 0.5 - (self._clock() - self._begun_s))
+        if wait_s > 0:
+            self._sleep(wait_s)
+        last = self._box.read_summaries()
+        return MailboxWindow(address=self._box.address, first=_reason(first), last=_reason(last),
+                             flight_recorder=_reason(fr), stacks=_reason(stacks))

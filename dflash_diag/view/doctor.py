@@ -35,7 +35,7 @@ from dflash_diag.view.findings import (
     headline_json,
     headline_lines,
 )
-from dflash_diag.view.job import job_json, job_title, rank_lines_of
+from dflash_diag.view.job import job_json, job_title, node_lines_of, rank_lines_of
 from dflash_diag.view.kernels import summary_json
 from dflash_diag.view.report import stage_names_json
 from dflash_diag.view.waits import waits_json
@@ -140,6 +140,7 @@ def doctor_lines(doc: DoctorDoc) -> list[Line]:
                            *((Span(" (the process exited)", ALERT),) if not doc["process_alive"] else ())))]
     if doc["job"] is not None:
         lines += [Line("note", (Span(row),), depth=1) for row in rank_lines_of(doc["job"])]
+        lines += [Line("note", (Span(row),), depth=1) for row in node_lines_of(doc["job"])]
     if doc["headline"] is not None:
         lines += [Line("note", ()), *headline_lines(doc["headline"])]
     if doc["pipeline"]["verdict"] and doc["phase"] == "steady":

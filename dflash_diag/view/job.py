@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_diag.model import Finding
+from dflash_diag.model.flightrec import GroupVerdict
 from dflash_diag.model.job import JobAnalysis, JobTopology, RankSummary
+from dflash_diag.model.mailbox import MailboxVerdict
 
 JOB_SCHEMA = "dflash-diag.job/1"
 
@@ -67,10 +69,68 @@ def topology_json(topo: JobTopology) -> dict[str, Any]:
 
 
 def job_json(analysis: JobAnalysis) -> dict[str, Any]:
-    """The ``job`` section: the topology and one row per rank."""
+    """The ``job`` section: the topology and one row per rank; ``nodes``: every rank on every node as the job's
+    mailbox showed it (null: not read), with the Flight Recorders' matching."""
     job = analysis.observation
+    nodes = mailbox_json(analysis.mailbox) if analysis.mailbox is not None else None
+    if nodes is None and isinstance(job.mailbox, str):
+        nodes = {"na": job.mailbox}
     return {"schema": JOB_SCHEMA, **topology_json(job.topology), "launcher_alive": job.launcher_alive,
-            "window_s": round(job.window_s, 3), "ranks": [rank_json(s) for s in analysis.summaries]}
+            "window_s": round(job.window_s, 3), "ranks": [rank_json(s) for s in analysis.summaries], "nodes": nodes}
+
+
+def _group_json(g: GroupVerdict) -> dict[str, Any]:
+    pending = g.pending
+    return {"group": g.pg_desc or g.pg_name, "ranks": list(g.ranks),
+            "last_completed_by_all": None if g.last_completed_by_all is None else
+            {"seq": g.last_completed_by_all.seq, "op": g.last_completed_by_all.op},
+            "pending": None if pending is None else {
+                "seq": pending.ref.seq, "op": pending.ref.op, "waiting": list(pending.waiting_ranks),
+                "missing": list(pending.missing_ranks), "undumped": list(pending.undumped_ranks),
+                "waiting_since_s": pending.waiting_since_s, "all_entered": pending.all_entered},
+            "mismatches": [{"seq": m.seq, "kind": m.kind} for m in g.mismatches]}
+
+
+def mailbox_json(v: MailboxVerdict) -> dict[str, Any]:
+    """Every rank on every node over the window (the job's mailbox) and the Flight Recorders matched."""
+    fr = v.flight_recorder
+    return {"na": None, "store": v.address, "world_size": v.world_size, "job_moved": v.job_moved,
+            "ranks": [{"rank": r.rank, "node": r.node_rank, "host": r.host, "pid": r.pid,
+                       "wait_pct": None if r.wait_share is None else _pct(r.wait_share),
+                       "collectives_done": r.collectives_done, "steps_done": r.steps_done,
+                       "silent_s": None if r.silent_s is None else round(r.silent_s, 1), "final": r.final,
+                       "answered": r.answered, "where": r.where} for r in v.ranks],
+            "flight_recorder": None if fr is None else {
+                "dumped": list(fr.dumped_ranks), "undumped": list(fr.undumped_ranks),
+                "groups": [_group_json(g) for g in fr.groups], "notes": list(fr.notes)},
+            "notes": list(v.notes)}
+
+
+def node_lines_of(job: Mapping[str, Any]) -> list[str]:
+    """The ``nodes`` section as text: one line per rank, then each group's Flight Recorder verdict."""
+    nodes = job.get("nodes")
+    if not nodes:
+        return []
+    if nodes.get("na"):
+        return [f"every node: N/A: {nodes['na']}"]
+    out = [f"every node (the job's store at {nodes['store']}): rank, node, in coll., collectives done, last post"]
+    for r in nodes["ranks"]:
+        wait = "-" if r["wait_pct"] is None else f"{r['wait_pct']:.0f}%"
+        done = "-" if r["collectives_done"] is None else str(r["collectives_done"])
+        post = "never" if r["silent_s"] is None else f"{r['silent_s']:.0f} s ago" + (" (final)" if r["final"] else "")
+        node = "?" if r["node"] is None else str(r["node"])
+        out.append(f"  {r['rank']:>4}  node {node:<3} {wait:>5}  {done:>6}  {post}  {_short(r['where'], 90)}")
+    fr = nodes["flight_recorder"]
+    for g in (fr or {}).get("groups", []):
+        last = g["last_completed_by_all"]
+        text = f"Flight Recorder, group {g['group']}: all completed #{last['seq']} {last['op']}" if last else \
+            f"Flight Recorder, group {g['group']}: no collective completed by all"
+        p = g["pending"]
+        if p is not None and p["waiting_since_s"] is not None:
+            text += (f"; #{p['seq']} {p['op']} pending: ranks {p['waiting']} waiting {p['waiting_since_s']:.0f} s, "
+                     f"never entered {p['missing'] or '-'}, no dump {p['undumped'] or '-'}")
+        out.append(text)
+    return out
 
 
 def _short(text: str, width: int) -> str:

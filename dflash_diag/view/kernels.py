@@ -32,6 +32,10 @@ def summary_json(summary: KernelSummary) -> dict[str, object]:
         "unattributed_gpu_ms": ms(summary.unattributed_gpu_us),
         "top_kernels": [{"name": k.name, "count": k.count, "total_ms": ms(k.total_us), "mean_us": round(k.mean_us, 3)}
                         for k in summary.top_kernels],
+        "copies": [{"kind": c.kind, "count": c.count, "bytes": c.bytes, "gpu_ms": ms(c.gpu_us),
+                    "host_ms": ms(c.host_us)} for c in summary.copies],
+        "matmul_ms": {kind: ms(us) for kind, us in summary.matmul_us},
+        "kernel_ms": ms(summary.kernel_us),
         "longest_host_bound_gaps": [{"device": g.device, "kind": g.kind, "ms": ms(g.dur_us),
                                      "thread": summary.thread_label(g.tid), "tid": g.tid}
                                     for g in summary.longest_idle],

@@ -8,16 +8,25 @@ import json
 from pathlib import Path
 
 import pytest
-from kernel_traces import A, B, launch_loop
+from kernel_traces import A, B, TorchTrace, launch_loop
 
-from dflash_diag.analysis.kernels import phase, short_kernel_name, summarise
+from dflash_diag.analysis.kernels import matmul_kind, phase, short_kernel_name, summarise
 from dflash_diag.errors import ExitCode
-from dflash_diag.model.kernels import AFTER_SYNC, LAUNCH_BOUND, QUEUED, UNATTRIBUTED
+from dflash_diag.model.kernels import (
+    AFTER_SYNC,
+    LAUNCH_BOUND,
+    MATMUL_FP32,
+    MATMUL_TENSOR,
+    MATMUL_UNKNOWN,
+    QUEUED,
+    UNATTRIBUTED,
+)
 from dflash_diag.sources.kernel_trace import KernelTraceError, parse_trace, read_trace_file
 from dflash_diag.view.kernels import summary_json
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HANDMADE = FIXTURES / "kernels" / "synthetic_torch_trace.json"
+H200 = FIXTURES / "h200" / "kernels-qwen3.5-4b.json"
 
 def test_the_handmade_trace_splits_every_idle_microsecond_by_its_cause() -> None:
     s = summarise(read_trace_file(HANDMADE))
@@ -89,3 +98,56 @@ def test_names_the_program_chose_are_redacted() -> None:
     trace = parse_trace(t.data(), source="t")
     names = {s.name for s in trace.spans}
     assert "upload password=<redacted>" in names and not any("hunter2" in n for n in names)
+
+
+def test_matmul_kernels_are_told_apart_by_how_they_ran() -> None:
+    """Kernel names as cuBLAS, cuBLASLt and CUTLASS give them (the first two from the H200 trace below)."""
+    fp32 = ("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_"
+            "kernel__5x_cublas", "ampere_sgemm_128x64_nn",
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>(cutlass_80_simt_sgemm_128x64_8x5_nn_"
+            "align1::Params)")
+    tensor = ("nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN", "cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4",
+              "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
+              "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off")
+    assert {matmul_kind(n) for n in fp32} == {MATMUL_FP32}
+    assert {matmul_kind(n) for n in tensor} == {MATMUL_TENSOR}
+    assert matmul_kind("void gemm_kernel<float>(float*)") == MATMUL_UNKNOWN
+    for other in ("void at::native::elementwise_kernel<128, 2>", "void gemv2T_kernel_val<int, int, float, float>",
+                  "void batch_trsm_left_kernel<float, 64, 4, 3, false, true, true>"):
+        assert matmul_kind(other) is None
+
+
+def test_the_real_h200_trace_splits_its_matmul_time_by_precision() -> None:
+    """The reference trainer's qwen3.5-4b step on the H200: bf16 matmuls on the tensor cores (nvjet) and the
+    GatedDeltaNet fallback's fp32 matmuls (sm80 ffma tiles) on the FP32 pipes."""
+    s = summarise(read_trace_file(H200))
+    assert s.kernel_us == pytest.approx(53229.1, abs=0.5)
+    assert s.matmul_share(MATMUL_FP32) == pytest.approx(0.218, abs=0.001)
+    assert s.matmul_share(MATMUL_TENSOR) == pytest.approx(0.196, abs=0.001)
+    assert len(s.top_fp32_matmuls) == 3 and all("ffma" in k.name for k in s.top_fp32_matmuls)
+    (copy,) = s.copies  # the only copies it made: device to device
+    assert (copy.kind, copy.count, copy.bytes) == ("DtoD (Device)", 48, 1_415_577_600)
+
+
+def test_copies_are_summed_by_direction_and_host_memory_with_their_issuing_threads() -> None:
+    t = TorchTrace().thread(A, "train-loop").thread(B, "prefetch")
+    corr = 1
+    for i in range(4):  # a pageable 64 MiB copy holds its thread 5 ms; a pinned one returns at once
+        at = i * 10_000.0
+        t.launch(A, at, corr, name="cudaMemcpyAsync", dur=5000.0)
+        t.gpu("Memcpy HtoD (Pageable -> Device)", at + 100, at + 5100, corr, cat="gpu_memcpy", nbytes=64 << 20)
+        t.launch(B, at + 6000, corr + 1, name="cudaMemcpyAsync", dur=8.0)
+        t.gpu("Memcpy HtoD (Pinned -> Device)", at + 6010, at + 8010, corr + 1, cat="gpu_memcpy", nbytes=64 << 20)
+        t.launch(A, at + 9000, corr + 2, name="cudaMemcpyAsync", dur=30.0)
+        t.gpu("Memcpy DtoH (Device -> Pageable)", at + 9010, at + 9020, corr + 2, cat="gpu_memcpy", nbytes=4)
+        corr += 3
+    s = summarise(parse_trace(t.data(), source="t.json"))
+    by = {c.kind: c for c in s.copies}
+    assert set(by) == {"HtoD (Pageable)", "HtoD (Pinned)", "DtoH (Pageable)"}
+    pageable = by["HtoD (Pageable)"]
+    assert (pageable.count, pageable.bytes) == (4, 4 * (64 << 20))
+    assert pageable.gpu_us == pytest.approx(20_000.0) and pageable.host_us == pytest.approx(20_000.0)
+    assert pageable.host_us_by_thread == ((A, pytest.approx(20_000.0)),)
+    assert by["HtoD (Pinned)"].host_us == pytest.approx(32.0)
+    assert summary_json(s)["copies"][0] == {"kind": "HtoD (Pageable)", "count": 4, "bytes": 4 * (64 << 20),
+                                            "gpu_ms": 20.0, "host_ms": 20.0}

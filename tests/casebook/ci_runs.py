@@ -14,6 +14,8 @@ from cases import CASES, Case
 from harness import MODES, Result, run_jobs
 
 CPU_CASES = [c for c in CASES if not c.gpu]
+GPU_CASES = [c for c in CASES if c.gpu]
+GPU_RUN_ENV = "CASEBOOK_GPU"  # =1 on a CUDA machine: the casebook lane runs the GPU programs too
 
 
 def parallel() -> int:
@@ -48,3 +50,23 @@ def casebook_jobs() -> list[tuple[Case, str]]:
 def casebook_first_pass() -> dict[tuple[str, str], Result]:
     return {(r.case, r.mode): r for r in run_jobs(casebook_jobs(), parallel=parallel())}
 
+
+
+def gpu_jobs() -> list[tuple[Case, str]]:
+    """Every (case, mode) of the GPU programs. The casebook lane lists them all, batch D's held-out third included,
+    so a CPU run shows each one skipped and why, instead of leaving it out unseen (gpu_skip_reason)."""
+    return [(c, m) for c in GPU_CASES for m in MODES if m in c.modes]
+
+
+def gpu_skip_reason(case: Case, *, cuda: bool, run_env: str | None) -> str:
+    """Why the casebook lane does not run this GPU program here ('' when it does). Without CUDA it cannot; with CUDA
+    only when asked (``CASEBOOK_GPU=1``): the GPU batch is about 8 minutes of an H200, which `bench/casebook.py
+    --gpu` phases (programs that read device-wide utilisation alone) and records, and a plain `make test` on the GPU
+    machine should not spend it unasked."""
+    where = ("held out: sealed until `bench/casebook.py --gpu --split held-out` scores it once on the GPU machine"
+             if case.held_out else "`bench/casebook.py --gpu` scores it on the GPU machine")
+    if not cuda:
+        return f"needs CUDA: a GPU program ({where})"
+    if run_env != "1":
+        return f"a GPU program: set {GPU_RUN_ENV}=1 to run it in this lane ({where})"
+    return ""

@@ -190,3 +190,38 @@ def _one(findings: tuple[Finding, ...], rule_id: str) -> Finding:
     assert finding.claim and finding.remedy and finding.evidence
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in finding.evidence)
     return finding
+
+
+# --- GPU readings (NVML, NVML GPM) and the outside facts of a CUDA process ----------------------------------
+
+
+def gpu_sample(*, t: float = 0.0, util: float = 99.0, index: int = 0, own_bytes: int | None = 4 * 2**30,
+               others: Sequence[tuple[int, int]] = (), total_bytes: int = 141 * 2**30, pid: int = 4242) -> Any:
+    """One NVML reading of an H200 the process runs on (``own_bytes`` its memory, None: NVML cannot say), with other
+    processes ``(pid, bytes)`` beside it."""
+    from dflash_diag.model import GpuProcess, GpuSample
+
+    na = NA("not read")
+    procs = tuple(GpuProcess(pid=p, used_memory_bytes=b, sm_util_pct=na) for p, b in others)
+    if own_bytes is not None:
+        procs = (GpuProcess(pid=pid, used_memory_bytes=own_bytes, sm_util_pct=na), *procs)
+    used = (own_bytes or 0) + sum(b for _, b in others) + 600 * 2**20
+    return GpuSample(index=index, name="NVIDIA H200", uuid=f"GPU-{index}", util_pct=util, mem_util_pct=na,
+                     memory_used_bytes=used, memory_total_bytes=total_bytes, power_w=300.0, power_limit_w=700.0,
+                     sm_clock_mhz=1980, max_sm_clock_mhz=1980, temperature_c=50, throttle_reasons=(),
+                     processes=procs, monotonic_s=t)
+
+
+def gpm_reading(*, fp32: float, tensor: float, sm: float = 95.0, index: int = 0, window_s: float = 5.0) -> Any:
+    from dflash_diag.model import GpmReading
+
+    return GpmReading(index=index, window_s=window_s, sm_util_pct=sm, sm_occupancy_pct=14.0, any_tensor_pct=tensor,
+                      hmma_tensor_pct=tensor, fp32_pct=fp32, fp16_pct=0.0, dram_bw_pct=16.0)
+
+
+def cuda_facts(*, age_s: float = 120.0, stderr: str | None = None) -> Any:
+    """The outside facts of a running process that has the CUDA driver mapped, started ``age_s`` before NOW_S."""
+    from dflash_diag.model.evidence import ProcessFacts
+
+    return ProcessFacts(state="S", start_wall_s=NOW_S - age_s, stderr_target="pipe:[1]", stderr_tail=stderr,
+                        uses_cuda=True)

@@ -44,8 +44,8 @@ def test_every_critical_rule_reading_only_the_board_is_mirrored() -> None:
     # Critical rules that need more than the board, and so cannot be checked in process: a stopped, zombie or
     # stuck process cannot report on itself (/proc, read from outside); a hang is judged from every thread's
     # stacks and the process's CPU time over the window, and so are deadlocks and stalls (the wait-for graph); a
-    # job's rules compare every rank (one rank's board cannot see its peers).
-    needs_more = {"process", "hang", "waits", "job"}
+    # job's rules compare every rank (one rank's board cannot see its peers; crossnode: every rank's posts).
+    needs_more = {"process", "hang", "waits", "job", "crossnode"}
     counts = {name: inspect.getsource(m).count("Severity.CRITICAL")
               for name, m in inspect.getmembers(findings_pkg, inspect.ismodule) if name not in needs_more}
     # health's critical verdicts are judged by dflash_contract.health.judge, which critical_alerts calls too.

@@ -40,6 +40,17 @@ def test_steady_state_has_no_churn() -> None:
     assert dev["device_alloc_per_s"] == dev["device_free_per_s"] == dev["reserved_swing_bytes"] == 0
 
 
+def test_the_device_memory_and_the_process_cap_are_published() -> None:
+    """gpu-memory-growth projects growth onto what the process may use: a 16 GiB cap set with
+    set_per_process_memory_fraction on a 141 GiB device; where nothing can be read, None."""
+    stats = json.loads(FIXTURE.read_text())["before"]
+    capped = AllocatorProbe(Config(), stats_fn=lambda dev: stats, devices=[0],
+                            limits_fn=lambda dev: (141 * 2**30, 16 * 2**30)).snapshot(0.0)["devices"]["0"]
+    assert (capped["total_bytes"], capped["limit_bytes"]) == (141 * 2**30, 16 * 2**30)
+    unknown = AllocatorProbe(Config(), stats_fn=lambda dev: stats, devices=[0]).snapshot(0.0)["devices"]["0"]
+    assert unknown["total_bytes"] is None and unknown["limit_bytes"] is None  # torch cannot read a CPU-only box's
+
+
 def test_no_cuda_is_na() -> None:
     import torch
 

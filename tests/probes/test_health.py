@@ -201,6 +201,31 @@ def test_zero_gradients_are_named_though_weight_decay_moves_the_weights(probe: H
     assert "4 of 6 tensors" in verdict.claim and "exactly zero" in verdict.claim
 
 
+@pytest.mark.parametrize("gate", ["buffer", "parameter"])
+def test_attached_late_a_zero_moment_counts_the_steps_its_optimizer_applied_before(gate: str) -> None:
+    """Attached to a program that has stepped 60 times, on a slow box that makes only 3 steps while doctor looks:
+    Adam's exp_avg_sq of f, exactly zero after all its steps (60 before, 2 seen), is the evidence (no MIN_STEPS more
+    steps needed). The same model whose gate is a parameter (it opens: f trains) gets nothing."""
+    model = _Gated()
+    if gate == "parameter":
+        model.gate = nn.Parameter(torch.zeros(1))  # type: ignore[assignment]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    _fit(model, opt, 60, _mse)  # before the probe came in
+    p = HealthProbe(Config(interval_s=0.0))
+    try:
+        _fit(model, opt, 3, _mse)
+        verdicts = judge(p.snapshot(0.0), now_wall_s=0.0)
+    finally:
+        p.close()
+    if gate == "parameter":
+        assert verdicts == []
+        return
+    (verdict,) = verdicts
+    assert verdict.rule_id == "training-no-update" and "4 of 6 tensors" in verdict.claim
+    assert "have not trained in 62 optimizer steps" in verdict.claim, verdict.claim
+    assert "in any of the 62 steps their optimizer applied" in dict(verdict.evidence)["group AdamW#0/0"]
+
+
 def test_an_optimizer_holding_only_frozen_tensors_trains_nothing(probe: HealthProbe) -> None:
     """Adapters injected after the optimizer was built: the base it holds is frozen, the adapters are in none."""
     model = _model()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -160,8 +162,30 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.slow
-def test_any_program_under_run_logs_readings_beside_its_own_metrics(tmp_path: Path, board_dir: Path) -> None:
+Done = tuple[Path, subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Done]]]:
+    """The module's three programs run to their end, started together at the first test that reads one (they share
+    nothing; each test reads its own directory and result): each is mostly waiting (imports, wandb's service, its
+    own sleeps), and three wait at once."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        yield {name: pool.submit(start, _private(tmp_path_factory, name))
+               for name, start in (("any_program", _any_program), ("reference_trainer", _reference_trainer),
+                                   ("secret_queues", _secret_queues))}
+
+
+def _private(factory: pytest.TempPathFactory, name: str) -> Path:
+    """A directory of the test's own, with a private (0700) board directory in it."""
+    where = factory.mktemp(name)
+    (where / "boards").mkdir(mode=0o700)
+    os.chmod(where / "boards", 0o700)
+    return where
+
+
+def _any_program(tmp_path: Path) -> Done:
+    board_dir = tmp_path / "boards"
     script = tmp_path / "train.py"
     script.write_text(PROGRAM)
     wandb_dir = tmp_path / "wandb"
@@ -169,11 +193,17 @@ def test_any_program_under_run_logs_readings_beside_its_own_metrics(tmp_path: Pa
     env = dict(os.environ, PYTHONPATH=str(ROOT), WANDB_MODE="offline", WANDB_DIR=str(wandb_dir), WANDB_SILENT="true",
                RUN_SECONDS="7")
     env.pop("WANDB_API_KEY", None)
-    proc = subprocess.run(
+    return tmp_path, subprocess.run(
         [sys.executable, "-m", "dflash_diag", "run", "--probes", "queues,checkpoint", "--probes-to-wandb",
          "--keep-board", "--board-dir", str(board_dir), "--", sys.executable, str(script)],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )
+
+
+@pytest.mark.slow
+def test_any_program_under_run_logs_readings_beside_its_own_metrics(programs: dict[str, Future[Done]]) -> None:
+    tmp_path, proc = programs["any_program"].result()
+    board_dir, wandb_dir = tmp_path / "boards", tmp_path / "wandb"
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = int(proc.stdout.split("steps")[-1])
     records = read_run(find_run_file(wandb_dir))
@@ -203,18 +233,23 @@ def test_any_program_under_run_logs_readings_beside_its_own_metrics(tmp_path: Pa
     assert 2 <= status["logs"] <= 7 / status["interval_s"] + 3, status
 
 
-@pytest.mark.slow
-def test_reference_trainer_logs_readings_by_default_when_its_wandb_is_on(tmp_path: Path) -> None:
+def _reference_trainer(tmp_path: Path) -> Done:
     ckpt = tmp_path / "ckpt"
     env = dict(os.environ, PYTHONPATH=str(ROOT), WANDB_SILENT="true", DFLASH_DIAG_WANDB_INTERVAL_S="0.3",
                DFLASH_DIAG_BOARD_DIR=str(tmp_path / "boards"))
     env.pop("WANDB_API_KEY", None)
     env.pop("WANDB_MODE", None)
-    proc = subprocess.run(
+    return tmp_path, subprocess.run(
         [sys.executable, "-m", "reference_trainer", "--preset", "tiny", "--max-steps", "30", "--log-interval", "2",
          "--wandb", "offline", "--checkpoint-dir", str(ckpt)],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )
+
+
+@pytest.mark.slow
+def test_reference_trainer_logs_readings_by_default_when_its_wandb_is_on(programs: dict[str, Future[Done]]) -> None:
+    tmp_path, proc = programs["reference_trainer"].result()
+    ckpt = tmp_path / "ckpt"
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_run(find_run_file(ckpt)).history
     assert [row["_step"] for row in rows] == [1, *range(2, 31, 2)]  # the trainer's own log steps, nothing added
@@ -247,11 +282,12 @@ SECRET_QUEUES_PROGRAM = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.slow
-def test_queue_names_with_secrets_never_become_wandb_metric_keys(tmp_path: Path, board_dir: Path) -> None:
-    """wandb syncs the run to the cloud: a queue named with a token, or with the value of a secret variable of the
-    program's environment, reaches its metric keys redacted; other names stay readable."""
-    token, env_password = "hf_QueueTokenAbcdefghijklmnopqrstuv4", "queueEnvPassw0rd99"
+SECRET_TOKEN, SECRET_ENV_PASSWORD = "hf_QueueTokenAbcdefghijklmnopqrstuv4", "queueEnvPassw0rd99"
+
+
+def _secret_queues(tmp_path: Path) -> Done:
+    board_dir = tmp_path / "boards"
+    token, env_password = SECRET_TOKEN, SECRET_ENV_PASSWORD
     script = tmp_path / "train.py"
     script.write_text(SECRET_QUEUES_PROGRAM)
     wandb_dir = tmp_path / "wandb"
@@ -260,8 +296,17 @@ def test_queue_names_with_secrets_never_become_wandb_metric_keys(tmp_path: Path,
                BOARD_DIR=str(board_dir), DFLASH_DIAG_WANDB_INTERVAL_S="0.1", QUEUE_DB_PASSWORD=env_password,
                QUEUE_NAMES=f"q_{token},{env_password},pad_token_q")
     env.pop("WANDB_API_KEY", None)
-    proc = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    return tmp_path, subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True,
+                                    text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_queue_names_with_secrets_never_become_wandb_metric_keys(programs: dict[str, Future[Done]]) -> None:
+    """wandb syncs the run to the cloud: a queue named with a token, or with the value of a secret variable of the
+    program's environment, reaches its metric keys redacted; other names stay readable."""
+    tmp_path, proc = programs["secret_queues"].result()
+    token, env_password = SECRET_TOKEN, SECRET_ENV_PASSWORD
+    wandb_dir = tmp_path / "wandb"
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_run(find_run_file(wandb_dir))
     keys = {key for row in records.history for key in row}

@@ -388,3 +388,37 @@ def test_a_fixed_window_ends_on_time_when_dumps_are_slow() -> None:
     obs = coll.collect(1.8)
     assert clock.now - start <= 1.8 + 1e-6, clock.now - start
     assert len(obs.stacks) >= 2  # half a core at 0.4 s of CPU per dump: 1.25 Hz
+
+
+class GpmGpu(NoGpu):
+    """A GPU source with NVML GPM: a window begun before the first sample and ended after the last."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.calls: list[tuple[str, float]] = []
+
+    def gpm_begin(self) -> str:
+        self.calls.append(("begin", self.clock.now))
+        return "window"
+
+    def gpm_end(self, window: str) -> tuple[Any, ...]:
+        from dflash_diag.model import GpmReading
+
+        assert window == "window"
+        self.calls.append(("end", self.clock.now))
+        return (GpmReading(index=0, window_s=self.calls[-1][1] - self.calls[0][1], sm_util_pct=95.0,
+                           sm_occupancy_pct=14.0, any_tensor_pct=1.0, hmma_tensor_pct=1.0, fp32_pct=69.0,
+                           fp16_pct=0.0, dram_bw_pct=10.0),)
+
+
+def test_the_window_carries_nvml_gpm_over_its_whole_span() -> None:
+    clock = FakeClock()
+    gpu = GpmGpu(clock)
+    fakes = SamplerIO(pyspy=FakeSpy(clock), nvml=gpu, clock=clock, wall_clock=clock.wall, sleep=clock.sleep)
+    obs = Collector(os.getpid(), SamplerConfig(rate_hz=5.0), fakes).collect(2.0)
+    assert [c[0] for c in gpu.calls] == ["begin", "end"]
+    assert len(obs.gpm) == 1 and obs.gpm[0].fp32_pct == 69.0
+    assert obs.gpm[0].window_s >= 2.0  # begun before the first sample, ended after the last
+    # A GPU source without GPM (or NVML missing) leaves the readings empty: nothing else changes.
+    plain = collector(clock, FakeSpy(clock)).collect(1.0)
+    assert plain.gpm == ()

@@ -135,3 +135,52 @@ def test_modules_a_sampled_file_imports_are_listed_with_their_mtime(tmp_path: Pa
     assert imported.imported_by == "loop.py" and imported.mtime_wall_s == (package / "losses.py").stat().st_mtime
     assert str(loop) in by_path and by_path[str(loop)].imported_by == ""
     assert len(files) == 2  # os is the standard library's, not the program's
+
+
+def test_the_loop_around_a_line_says_whether_it_runs_backward_and_the_optimizer_step() -> None:
+    """The casebook's gradient-averaging trainer, as written: the per-tensor all_reduce is called in the micro-batch
+    loop beside backward() (the step outside it); the bucketed one after that loop, in the loop that also steps."""
+    program = Path(__file__).resolve().parents[1] / "casebook" / "programs" / "gpu_gloo_microstep_allreduce"
+    script = str(program / "dp_train.py")
+    frames = [Frame("average_each", script, 37), Frame("main.<locals>.train", script, 86),
+              Frame("main.<locals>.train", script, 88), Frame("main.<locals>.sample", script, 74)]
+    code, _ = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    by_line = {c.line: c for c in code}
+    assert (by_line[86].loop_line, by_line[86].loop_backward, by_line[86].loop_step) == (79, True, False)
+    assert (by_line[88].loop_line, by_line[88].loop_backward, by_line[88].loop_step) == (78, True, True)
+    assert (by_line[37].loop_line, by_line[37].loop_backward) == (35, False)  # `for p in params:` in the helper
+    assert by_line[74].loop_line == 73 and not by_line[74].loop_backward  # the sampler's loop
+
+
+HEADS = '''\
+class Model:
+    def forward(self, h, aux_weight):
+        logits = self.classifier(h)
+        recon = self.decoder(h)
+        _probe = self.probe(h)
+        feats = self.encoder.pool(h)
+        if aux_weight > 0:
+            return logits, feats
+        return logits
+
+    def step(self, x):
+        global CACHE
+        z = self.body(x)
+        CACHE = self.cache.build(x)
+
+        def use():
+            return z
+        return use
+'''
+
+
+def test_a_module_call_whose_output_the_function_never_reads_is_an_unused_output(tmp_path: Path) -> None:
+    """`recon = self.decoder(h)` is never read; `feats` is (under a condition), `_probe` is a meant discard, and a
+    name a nested function reads is read."""
+    script = tmp_path / "heads.py"
+    script.write_text(HEADS)
+    frames = [Frame("Model.forward", str(script), 4), Frame("Model.step", str(script), 13)]
+    code, _ = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    by_line = {c.line: c for c in code}
+    assert by_line[4].unused_outputs == ((4, "recon = self.decoder(h)"),)
+    assert by_line[13].unused_outputs == ()  # a global is read elsewhere

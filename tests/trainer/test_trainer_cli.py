@@ -8,10 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from trainer_helpers import ROOT, cli, read_json, read_jsonl, tiny_args
+from trainer_helpers import ROOT, Run, cli, cli_at_once, read_json, read_jsonl, tiny_args
 
 SUMMARY_KEYS = {"steps", "tokens_per_s", "loss_first", "loss_last", "target_batches_per_s", "drafter_batches_per_s",
                 "queue_depth_mean", "threads"}
@@ -42,17 +43,24 @@ def test_tiny_preset_trains_and_loss_falls(tmp_path: Path) -> None:
     assert oct((tmp_path / "ckpt" / "checkpoint.pt").stat().st_mode & 0o777) == "0o600"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("args, needle, code", [
+BAD_IN_A_SUBPROCESS = [
     (["--max-steps", "0"], "--max-steps must be >= 1", 2),
     (["--resume", "missing.pt"], "no checkpoint at missing.pt", 6),
-])
-def test_bad_flags_and_paths_give_one_line_errors(tmp_path: Path, args: list[str], needle: str, code: int) -> None:
-    result = cli(tiny_args(tmp_path, *args), tmp_path, timeout_s=120)
-    assert result.returncode == code, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
-    errors = [line for line in result.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and needle in errors[0], result.stderr
+]
+
+
+@pytest.mark.slow
+def test_bad_flags_and_paths_give_one_line_errors(tmp_path: Path) -> None:
+    """Each case a process of its own, started together (one startup's wait, not one per case)."""
+    dirs = [tmp_path / str(i) for i in range(len(BAD_IN_A_SUBPROCESS))]
+    for d in dirs:
+        d.mkdir()
+    runs = [Run(tiny_args(d, *args), d) for d, (args, _, _) in zip(dirs, BAD_IN_A_SUBPROCESS, strict=True)]
+    for (result, _), (args, needle, code) in zip(cli_at_once(runs, timeout_s=120), BAD_IN_A_SUBPROCESS, strict=True):
+        assert result.returncode == code, (args, result.stderr[-2000:])
+        assert "Traceback" not in result.stderr
+        errors = [line for line in result.stderr.splitlines() if "error:" in line]
+        assert len(errors) == 1 and needle in errors[0], result.stderr
 
 
 @pytest.mark.parametrize("args, needle, code", [
@@ -79,25 +87,30 @@ def test_bad_flags_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fail_at, drafters", [("target:3", "cpu"), ("drafter:2", "cpu,cpu")])
-def test_a_failing_thread_stops_the_run_nonzero_within_seconds(tmp_path: Path, fail_at: str, drafters: str) -> None:
-    start = time.monotonic()
-    result = cli(tiny_args(tmp_path, "--max-steps", "100000", "--drafter-devices", drafters,
-                           "--target-devices", "cpu,cpu"), tmp_path, env={"REFERENCE_TRAINER_FAIL_AT": fail_at})
-    assert result.returncode == 1
-    role = fail_at.split(":")[0]
-    assert f"thread {role}-" in result.stderr and "injected failure" in result.stderr
-    assert "RuntimeError" in result.stderr  # the thread's own traceback: a crash, not a user mistake
-    assert not (tmp_path / "ckpt" / "checkpoint.pt").exists()
-    assert time.monotonic() - start < 90  # not a hang (startup under CPU contention dominates this)
+def test_a_failing_thread_stops_the_run_nonzero_within_seconds(tmp_path: Path) -> None:
+    """A target thread failing, and a drafter thread of two: each run a process of its own, started together."""
+    failures = [("target:3", "cpu"), ("drafter:2", "cpu,cpu")]
+    runs = [Run(tiny_args(tmp_path / str(i), "--max-steps", "100000", "--drafter-devices", drafters,
+                          "--target-devices", "cpu,cpu"), tmp_path, env={"REFERENCE_TRAINER_FAIL_AT": fail_at})
+            for i, (fail_at, drafters) in enumerate(failures)]
+    for i, ((result, seconds), (fail_at, _)) in enumerate(zip(cli_at_once(runs), failures, strict=True)):
+        assert result.returncode == 1, (fail_at, result.stderr[-2000:])
+        role = fail_at.split(":")[0]
+        assert f"thread {role}-" in result.stderr and "injected failure" in result.stderr
+        assert "RuntimeError" in result.stderr  # the thread's own traceback: a crash, not a user mistake
+        assert not (tmp_path / str(i) / "ckpt" / "checkpoint.pt").exists()
+        assert seconds < 90  # not a hang (startup under CPU contention dominates this)
 
 
 @pytest.mark.slow
 def test_sigterm_checkpoints_and_resume_loses_no_step(tmp_path: Path) -> None:
     steps = 12
     straight = tmp_path / "straight.jsonl"
-    reference = cli(tiny_args(tmp_path / "a", "--max-steps", str(steps), "--metrics-jsonl", str(straight)), tmp_path)
-    assert reference.returncode == 0, reference.stderr[-2000:]
+    # The uninterrupted run, beside the interrupted one (they share nothing): its losses are what the resumed run
+    # must reproduce.
+    pool = ThreadPoolExecutor(max_workers=1)
+    straight_run = pool.submit(cli, tiny_args(tmp_path / "a", "--max-steps", str(steps), "--metrics-jsonl",
+                                              str(straight)), tmp_path)
 
     resumed = tmp_path / "resumed.jsonl"
     args = tiny_args(tmp_path / "b", "--max-steps", str(steps), "--metrics-jsonl", str(resumed))
@@ -114,6 +127,9 @@ def test_sigterm_checkpoints_and_resume_loses_no_step(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+        reference = straight_run.result()
+        pool.shutdown()
+    assert reference.returncode == 0, reference.stderr[-2000:]
     assert proc.returncode == 0, err[-2000:]
     assert "SIGTERM: finishing the current step" in err
     first = read_jsonl(resumed)

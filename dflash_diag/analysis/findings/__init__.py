@@ -15,11 +15,13 @@ from types import ModuleType
 from dflash_diag.analysis.findings import (
     allocator,
     checkpoint,
+    collectives_rate,
     compile,
     cudagraphs,
     fastpath,
     gil,
     gpu,
+    gpu_memory,
     hang,
     health,
     hostsync,
@@ -27,11 +29,14 @@ from dflash_diag.analysis.findings import (
     kernels,
     liveness,
     pipeline,
+    precision,
     process,
     resources,
     scheduler,
     settings,
     stale,
+    transfers,
+    unused_output,
     waits,
     wasted,
 )
@@ -66,8 +71,13 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("gil", gil),
     ("hostsync", hostsync),
     ("gpu", gpu),
+    ("precision", precision),
+    ("gpu_memory", gpu_memory),
+    ("transfers", transfers),
     ("kernels", kernels),
     ("wasted", wasted),
+    ("collectives_rate", collectives_rate),
+    ("unused_output", unused_output),
 )
 RULE_FAMILIES: tuple[tuple[str, Rule], ...] = tuple((name, module.check) for name, module in FAMILIES)
 # The rules of a job of several ranks (``analysis.job``): their ``check`` reads a ``findings.job.JobContext``.

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from dflash_contract.board import AllocatorKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, num, pct, sub, thread_label
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.gpu_memory import own_memory_series
 from dflash_diag.model import Finding, Severity
 
 # In steady state the caching allocator serves everything from its cache: every cudaMalloc/cudaFree is a
@@ -19,6 +20,12 @@ FRAGMENTATION_SHARE = 0.33
 # Fragmentation only matters when it is big enough to force new cudaMallocs.
 FRAGMENTATION_MIN_BYTES = 512 * 1024**2
 EMPTY_CACHE_FRAME = "empty_cache"
+# From outside: the caching allocator never hands memory back to the driver by itself; the process's memory (NVML)
+# falling between two readings by this much means its cache was freed: an allocation that failed and was retried
+# after freeing every cached block (near a memory cap), or torch.cuda.empty_cache().
+RELEASE_MIN_BYTES = 512 * 1024**2
+RELEASE_MIN_SHARE = 0.2  # of the highest reading of the window
+RELEASES_WARNING = 2  # the cache freed again and again, not once
 
 RULES = (
     RuleSpec("alloc-churn"),
@@ -35,7 +42,41 @@ def check(ctx: Context) -> Iterator[Finding]:
         if isinstance(stats, Mapping):
             before = first.get(device)
             yield from _device(ctx, str(device), stats, before if isinstance(before, Mapping) else None)
-    yield from _empty_cache(ctx, payload, first)
+    empty_cache = list(_empty_cache(ctx, payload, first))
+    yield from empty_cache
+    if not sub(payload, AllocatorKeys.DEVICES) and not empty_cache:
+        yield from _released_from_outside(ctx)
+
+
+def _released_from_outside(ctx: Context) -> Iterator[Finding]:
+    """No allocator probe: the process's GPU memory (NVML) falling and growing back says the cache was freed."""
+    if ctx.on_cuda() is False:
+        return
+    for device, points in sorted(own_memory_series(ctx).items()):
+        if len(points) < 3:
+            continue
+        peak = max(b for _, b in points)
+        floor = max(RELEASE_MIN_BYTES, RELEASE_MIN_SHARE * peak)
+        drops = [(a[1] - b[1]) for a, b in zip(points, points[1:], strict=False) if a[1] - b[1] >= floor]
+        regrown = points[-1][1] - min(b for _, b in points) >= floor or len(drops) >= RELEASES_WARNING
+        if not drops or not regrown:
+            continue  # one fall that stays down is memory given back once (a phase that ended), not a cycle
+        span = points[-1][0] - points[0][0]
+        yield Finding(
+            rule_id="alloc-retries",
+            severity=Severity.WARNING if len(drops) >= RELEASES_WARNING else Severity.INFO,
+            claim=f"cuda:{device}: the process's GPU memory fell {len(drops)} time(s) in {span:.0f} s by up to "
+                  f"{max(drops) / 1024**3:.1f} GiB and grew back (NVML, peak {peak / 1024**3:.1f} GiB): the caching "
+                  "allocator freed its cache, which it does only when an allocation fails and is retried (near a "
+                  "memory cap) or when torch.cuda.empty_cache() is called (none seen in the stacks)",
+            evidence=(("process GPU memory", ", ".join(f"{b / 1024**3:.1f}" for _, b in points) + " GiB (NVML, one "
+                                                                                                   "reading a second)"),
+                      ("falls", f"{len(drops)} of >= {floor / 1024**3:.1f} GiB")),
+            remedy="Lower peak memory or keep the sizes steady (pad to a few lengths, smaller batches or chunks), or "
+                   "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; each retry frees every cached block and "
+                   "synchronises the device. `dflash-diag attach PID --probes allocator` counts the retries.",
+            impact=0.2 if len(drops) >= RELEASES_WARNING else 0.05,
+        )
 
 
 def _device(ctx: Context, device: str, stats: Mapping[str, object], before: Mapping[str, object] | None) -> Iterator[Finding]:

@@ -27,14 +27,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+import dflash_diag.analysis.findings.crossnode as crossnode
 from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.findings._context import JobContext, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import NOT_WORK, charge_frame
+from dflash_diag.analysis.mailbox import judge_mailbox
 from dflash_diag.analysis.ranks import rank_rows, ranks_text
 from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.job import RankSummary
+from dflash_diag.model.mailbox import MailboxVerdict, MailboxWindow
 from dflash_diag.model.waits import WaitGraph, edge_text
 
 MIN_SAMPLES = 8  # a rank with fewer stack samples says nothing about its shares
@@ -70,7 +73,15 @@ class JobJudgement(JobContext):
         return tuple(s for s in self.summaries if s.alive and s.n_samples >= MIN_SAMPLES)
 
     @cached_property
+    def mailbox(self) -> MailboxVerdict | None:
+        """Every rank on every node, as its probes posted it (None: the mailbox was not read)."""
+        window = self.job.mailbox
+        return judge_mailbox(window) if isinstance(window, MailboxWindow) else None
+
+    @cached_property
     def hang(self) -> _Hang | None:
+        if crossnode.judged(self.mailbox):
+            return None  # a rank elsewhere completed collectives in the window: the ranks here wait for it
         return _find_hang(self)
 
     @cached_property
@@ -95,6 +106,11 @@ def check(ctx: JobJudgement) -> Iterator[Finding]:
     if len(ctx.summaries) < 1:
         return
     deaths = ctx.deaths
+    mail = ctx.mailbox
+    if mail is not None and (mail.hang is not None or mail.dead_ranks):
+        # The whole job's view: the Flight Recorders name the rank that never entered, wherever it runs.
+        yield from _crossnode_findings(ctx, mail)
+        return
     hang = ctx.hang
     if hang is not None:
         yield _hang_finding(ctx, hang, deaths)
@@ -105,6 +121,14 @@ def check(ctx: JobJudgement) -> Iterator[Finding]:
         if shifted is not None:
             yield shifted
     straggler = ctx.straggler
+    remote = mail.straggler if mail is not None else None
+    if remote is not None and (straggler is None or straggler.slow.identity.rank != remote.rank):
+        # The straggler over every node (the ranks here may all be waiting for it); the local finding says more
+        # (its hot code) when it names the same rank.
+        found = crossnode.straggler_finding(mail)  # type: ignore[arg-type]
+        if found is not None:
+            yield found
+        straggler = None
     if straggler is not None:
         yield _straggler_finding(ctx, straggler)
         uneven = _uneven(ctx, straggler)
@@ -112,6 +136,32 @@ def check(ctx: JobJudgement) -> Iterator[Finding]:
             yield uneven
     if deaths.any:
         yield _died_finding(ctx, deaths, hung=hang is not None)
+
+
+def _crossnode_findings(ctx: JobJudgement, mail: MailboxVerdict) -> Iterator[Finding]:
+    """A hang or a silent rank seen through the mailbox, with what this machine saw of its own ranks' deaths."""
+    died = crossnode.died_finding(mail, hung=mail.hang is not None, here=_local_states(ctx, mail.dead_ranks))
+    if died is not None:
+        yield died
+    hang = crossnode.hang_finding(mail)
+    if hang is not None:
+        yield hang
+    if died is None and ctx.deaths.any:
+        yield _died_finding(ctx, ctx.deaths, hung=mail.hang is not None)
+
+
+def _local_states(ctx: JobJudgement, ranks: Sequence[int]) -> dict[int, str]:
+    """What /proc says of the silent ranks that run here (by global rank)."""
+    out: dict[int, str] = {}
+    for summary, obs in zip(ctx.summaries, ctx.job.ranks, strict=False):
+        rank = summary.identity.rank
+        if rank not in ranks:
+            continue
+        if not summary.alive:
+            out[rank] = f"gone (PID {summary.identity.pid} exited)"
+        elif obs.process is not None and obs.process.state:
+            out[rank] = f"{obs.process.state_name} (PID {summary.identity.pid}, state {obs.process.state})"
+    return out
 
 
 # --- the hang ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""`doctor` on either node of a real two-node job (tests/multinode_bed.py: two torchrun launchers, --nnodes 2, c10d
+rendezvous on 127.0.0.1, two gloo ranks each, every rank under `dflash-diag run`), given one launcher's PID: the ranks
+of the other node are read through the job's own store (docs/mailbox.md). A slow rank there is the straggler, not a
+hang (the false critical this replaces); a rank there that never enters the collective is named with what its own
+code does; a rank there that falls silent is the hang's cause; a healthy job gets no warning. The window's mailbox is
+in the saved observation and the bundle, and judged the same offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from multinode_bed import TwoNodeJob, two_node_job
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+CLI = [sys.executable, "-m", "dflash_diag"]
+WINDOW_S = "4"
+
+
+def _env(job: TwoNodeJob) -> dict[str, str]:
+    return {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(job.work / "boards"), "PYTHONUNBUFFERED": "1"}
+
+
+def _doctor(job: TwoNodeJob, node: int, *extra: str) -> tuple[dict[str, Any], float]:
+    t0 = time.monotonic()
+    out = subprocess.run([*CLI, "doctor", str(job.node(node).launcher_pid), "--json", "--duration", WINDOW_S, *extra],
+                         env=_env(job), capture_output=True, text=True, timeout=180)
+    took_s = time.monotonic() - t0
+    assert out.stdout, f"doctor on node {node}: exit {out.returncode}: {out.stderr[-2000:]}\n{job.logs()}"
+    return json.loads(out.stdout), took_s
+
+
+def _rules(report: dict[str, Any], at_least: str = "warning") -> set[str]:
+    order = ["info", "warning", "critical"]
+    return {f["rule_id"] for f in report["findings"] if order.index(f["severity"]) >= order.index(at_least)}
+
+
+def test_a_slow_rank_on_the_other_node_is_the_straggler_from_either_node(tmp_path: Path) -> None:
+    with two_node_job("mn_slow_rank") as job:
+        job.find_ranks()
+        job.wait_for(r"\[rank 3\] step 10 ")
+        saved = tmp_path / "node0.json"
+        for node in (0, 1):
+            report, took_s = _doctor(job, node, *(["--save-observation", str(saved)] if node == 0 else []))
+            head = report["headline"]
+            assert head["rule_id"] == "rank-straggler", (node, head, took_s)
+            assert head["text"].startswith("rank 3 ") and "is the straggler" in head["text"]
+            if node == 0:  # seen only through the mailbox: its node and where its own code is, from its stack
+                assert head["text"].startswith("rank 3 (node 1") and "batch (train.py:" in head["text"]
+            assert "collective-hang" not in _rules(report)  # the ranks here wait all window: the job still trains
+        replayed = subprocess.run([*CLI, "doctor", "--replay", str(saved), "--json"], capture_output=True, text=True,
+                                  timeout=120)
+        assert replayed.returncode == 0, replayed.stderr
+        assert json.loads(replayed.stdout)["headline"]["rule_id"] == "rank-straggler"
+        assert '"flight_recorder"' in saved.read_text()  # the window's mailbox, every rank's dump in it
+
+
+def test_the_rank_elsewhere_that_never_enters_is_named_and_the_bundle_carries_every_dump(tmp_path: Path) -> None:
+    with two_node_job("mn_missing_rank") as job:
+        job.find_ranks()
+        job.wait_for(r"\[rank 3\] step 20 ")
+        time.sleep(7.0)  # rank 3 stops at step 25 (its upload is never acknowledged): the others wait in all_reduce
+        report, took_s = _doctor(job, 0)
+        head = report["headline"]
+        assert head["rule_id"] == "collective-hang" and head["severity"] == "critical", (head, took_s)
+        assert "rank 3 (node 1" in head["text"] and "never entered it" in head["text"]
+        assert "save (train.py:" in head["text"]  # what rank 3's own code does instead: waits in save()
+        bundle = tmp_path / "node1.tar.gz"
+        snap = subprocess.run([*CLI, "snapshot", str(job.node(1).launcher_pid), "-o", str(bundle), "--duration",
+                               WINDOW_S], env=_env(job), capture_output=True, text=True, timeout=180)
+        assert snap.returncode == 0, snap.stderr
+        with tarfile.open(bundle) as tar:
+            name = next(m.name for m in tar.getmembers() if m.name.endswith("observation.json"))
+            doc = json.loads(tar.extractfile(name).read())  # type: ignore[union-attr]
+        dumps = doc["observation"]["mailbox"]["flight_recorder"]["dumps"]
+        assert sorted(d["rank"] for d in dumps) == [0, 1, 2, 3]
+        offline = subprocess.run([*CLI, "doctor", str(bundle), "--json"], capture_output=True, text=True, timeout=120)
+        assert offline.returncode == 0, offline.stderr
+        assert json.loads(offline.stdout)["headline"]["rule_id"] == "collective-hang"
+
+
+def test_a_healthy_job_is_quiet_and_a_rank_that_falls_silent_there_is_the_cause() -> None:
+    with two_node_job("mn_healthy") as job:
+        job.find_ranks()
+        job.wait_for(r"\[rank 3\] step 20 ")
+        report, _ = _doctor(job, 0)
+        # The job's rules say nothing of a healthy job, and nothing is critical. (A rank's own rules may note the
+        # machine: on a starved two-core box a rank's threads wait for the GIL behind descheduled holders.)
+        assert not _rules(report) & {"collective-hang", "rank-straggler", "rank-died", "collective-mismatch"}, \
+            report["findings"]
+        assert _rules(report, "critical") == set(), report["findings"]
+        frozen = job.node(1).ranks[3]
+        os.kill(frozen, signal.SIGSTOP)  # a node that freezes: no reset reaches its peers, they wait
+        try:
+            time.sleep(8.0)
+            from_node0, took_s = _doctor(job, 0)
+            from_node1, _ = _doctor(job, 1)
+        finally:
+            os.kill(frozen, signal.SIGCONT)
+        head = from_node0["headline"]  # seen only through the mailbox: silent, answering nothing
+        assert head["rule_id"] == "collective-hang" and "rank-died" in head["because"], (head, took_s)
+        assert "rank 3 (node 1" in head["text"] and "answered no request" in head["text"]
+        head = from_node1["headline"]  # on its own node the process is there to look at: what /proc says, not a guess
+        assert head["rule_id"] == "collective-hang" and "rank-died" in head["because"], head
+        assert "on this machine its process is stopped" in head["text"] and f"PID {frozen}" in head["text"], head
