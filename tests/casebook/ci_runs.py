@@ -40,7 +40,7 @@ ALL_ENV = "CASEBOOK_ALL"  # set (make casebook): every CPU case in every mode it
 
 def casebook_jobs() -> list[tuple[Case, str]]:
     """The (case, mode) runs made live: CI's small honest subset (``LIVE_RUNS``), or with ``CASEBOOK_ALL=1`` every
-    mode of every CPU case (154 runs: ``make casebook``; what they cost is in docs/benchmarks.md)."""
+    mode of every CPU case (178 runs: ``make casebook``; what they cost is in docs/benchmarks.md)."""
     if os.environ.get(ALL_ENV, "") not in ("", "0"):
         return [(c, m) for c in CPU_CASES for m in MODES if m in c.modes]
     by_name = {c.name: c for c in CPU_CASES}
