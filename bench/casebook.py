@@ -13,7 +13,7 @@ time-to-name goal; measure it with the box to itself).
   .venv/bin/python bench/casebook.py --family health     # the training-health cases (probes and attach modes)
   .venv/bin/python bench/casebook.py --record tests/casebook/observations
                                    # every CPU case in every mode once, each observation kept as the fixture CI
-                                   # replays (tests/casebook/test_replay.py): after a change to what an
+                                   # replays (tests/casebook/test_casebook_replay.py): after a change to what an
                                    # observation holds, or to a program, or a new case
   python bench/casebook.py --gpu --out /tmp/casebook-h200 --record /tmp/casebook-h200/observations
                                    # on the GPU machine: the GPU cases (batch D and their twins, the first

@@ -1,5 +1,5 @@
 """Which (case, mode) runs of the casebook CI makes live (`tests/casebook/test_casebook.py`), and their first pass.
-Every (case, mode) is also replayed from its recorded observation (`tests/casebook/test_replay.py`): cheap, so CI
+Every (case, mode) is also replayed from its recorded observation (`tests/casebook/test_casebook_replay.py`): cheap, so CI
 replays all of them and runs live only what keeps the live path honest.
 
 They run in their module's fixture, after the rest of the suite: started beside it in a background thread, the
@@ -22,7 +22,7 @@ def parallel() -> int:
     return int(os.environ.get("CASEBOOK_PARALLEL", "3"))
 
 
-# What CI runs live, beside the replay of every recorded (case, mode) (test_replay.py): enough that a regression in the
+# What CI runs live, beside the replay of every recorded (case, mode) (test_casebook_replay.py): enough that a regression in the
 # live observing path (py-spy, /proc, the board, `dflash-diag run`, `dflash-diag attach`, doctor's window) fails CI.
 # Every hang and deadlock program (a stall read as healthy is the worst miss there is), in turn outside and under
 # probes, the first one in both; the programs the time-to-name test times; one attach; one healthy program.
@@ -40,7 +40,7 @@ ALL_ENV = "CASEBOOK_ALL"  # set (make casebook): every CPU case in every mode it
 
 def casebook_jobs() -> list[tuple[Case, str]]:
     """The (case, mode) runs made live: CI's small honest subset (``LIVE_RUNS``), or with ``CASEBOOK_ALL=1`` every
-    mode of every CPU case (154 runs: ``make casebook``; what they cost is in docs/benchmarks.md)."""
+    mode of every CPU case (178 runs: ``make casebook``; what they cost is in docs/benchmarks.md)."""
     if os.environ.get(ALL_ENV, "") not in ("", "0"):
         return [(c, m) for c in CPU_CASES for m in MODES if m in c.modes]
     by_name = {c.name: c for c in CPU_CASES}

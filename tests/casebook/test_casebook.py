@@ -2,7 +2,7 @@
 program gets no warning, and the headline comes from one 5 s window, warm-up included (the 10 s time-to-name goal is
 bench/casebook.py's, measured on an idle box). CI runs a small subset live (ci_runs.LIVE_RUNS: every hang and
 deadlock program, in turn attached from outside and under `dflash-diag run`, one attached with `dflash-diag attach`,
-the timed programs, a healthy one) and replays every (case, mode) from its recorded observation (test_replay.py);
+the timed programs, a healthy one) and replays every (case, mode) from its recorded observation (test_casebook_replay.py);
 `make casebook` (``CASEBOOK_ALL=1``) and `bench/casebook.py` run every mode of every program live. The GPU programs
 are listed too, each (case, mode) a test that skips without CUDA saying why (the held-out ones: sealed until scored
 once on the GPU machine), and runs on a CUDA machine with ``CASEBOOK_GPU=1``.

@@ -24,7 +24,7 @@ from findings_builders import HEALTHY_APP, HEALTHY_PROBES, NOW_S, board  # noqa:
 from job_fixtures import load_job  # noqa: E402
 
 from dflash_diag.analysis import analyse  # noqa: E402
-from dflash_diag.model import NA, GpuProcess, GpuSample, Observation, StagePatterns  # noqa: E402
+from dflash_diag.model import NA, GpmReading, GpuProcess, GpuSample, Observation, StagePatterns  # noqa: E402
 from dflash_diag.model.job import JobObservation  # noqa: E402
 from dflash_diag.model.kernels import KernelTrace, KernelWindow  # noqa: E402
 from dflash_diag.model.sched import OutsideWait, PeerProcess  # noqa: E402
@@ -86,6 +86,8 @@ def _recorded(name: str, **overrides: Any) -> Observation:
                                    peers=(PeerProcess(pid=777, comm="python", cmdline="python syncer.py", state="R",
                                                       cpu_pct=None, top_frame="pack (syncer.py:20)",
                                                       relation="child"),), monotonic_s=100.5),),
+        gpm=(GpmReading(index=0, window_s=4.0, sm_util_pct=96.0, sm_occupancy_pct=41.5, any_tensor_pct=2.0,
+                        hmma_tensor_pct=NA("not supported"), fp32_pct=88.0, fp16_pct=0.0, dram_bw_pct=35.0),),
         kernel_window=KernelWindow(cuda=True, torch="2.11.0+cu128", steps=5, stop_ms=412.5, export_ms=1880.0,
                                    torch_trace_bytes=48_000_000, method="gdb"))
     obs = dataclasses.replace(obs, process=outside.process_facts(), code=outside.code_facts(stacks)[0],
@@ -177,7 +179,7 @@ def test_analyse_is_a_pure_function_of_the_observation() -> None:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Gpm:
+class _PipeUse:
     sm_occupancy_pct: float | NA
     pipes: tuple[tuple[str, float], ...] = ()
 
@@ -186,7 +188,7 @@ class _Gpm:
 class _Extended(Observation):
     """An Observation as a later version may have it: new fields of new kinds, with defaults."""
 
-    gpm: tuple[_Gpm, ...] = ()
+    pipe_use: tuple[_PipeUse, ...] = ()
     per_line_syncs: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
@@ -194,15 +196,15 @@ def test_a_field_added_to_the_model_is_written_and_read_without_a_codec_edit(mon
     monkeypatch.setitem(codec.KINDS, "process", _Extended)
     base = _recorded("pyspy_tiny_trainer.json")
     extended = _Extended(**{f.name: getattr(base, f.name) for f in dataclasses.fields(Observation)},
-                         gpm=(_Gpm(NA("no GPM"), ()), _Gpm(71.5, (("tensor", 0.6), ("fp32", 0.1)))),
+                         pipe_use=(_PipeUse(NA("no GPM"), ()), _PipeUse(71.5, (("tensor", 0.6), ("fp32", 0.1)))),
                          per_line_syncs={"loss.py:40": 25})
     data = encode_observation(extended, tool_version="test")
     assert read_observation(data) == extended
     # An older document, without the new fields, reads with their defaults.
     doc = json.loads(data)
-    del doc["observation"]["gpm"], doc["observation"]["per_line_syncs"]
+    del doc["observation"]["pipe_use"], doc["observation"]["per_line_syncs"]
     older = read_observation(json.dumps(doc).encode())
-    assert older.gpm == () and older.per_line_syncs == {}  # type: ignore[attr-defined]
+    assert older.pipe_use == () and older.per_line_syncs == {}  # type: ignore[attr-defined]
 
 
 # --- refused ---------------------------------------------------------------------------------------------------------
