@@ -147,8 +147,9 @@ def test_bad_bundles_are_refused_in_one_line(case: str, tmp_path: Path, capsys: 
 @pytest.mark.slow
 def test_a_command_line_flag_is_the_change(spawn: Spawn, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two runs of one program, one flag apart (no probes: no config to show it): diff names the flag."""
-    a = take_snapshot(spawn("--maxsize", "4").pid, output=tmp_path / "a.tar.gz", duration_s=0.5).path
-    b = take_snapshot(spawn("--maxsize", "8", "--waiters").pid, output=tmp_path / "b.tar.gz", duration_s=0.5).path
+    a = take_snapshot(Target(spawn("--maxsize", "4").pid), output=tmp_path / "a.tar.gz", window=Window(0.5)).path
+    b = take_snapshot(Target(spawn("--maxsize", "8", "--waiters").pid), output=tmp_path / "b.tar.gz",
+                      window=Window(0.5)).path
     assert main(["diff", str(a), str(b), "--json"]) == ExitCode.OK
     changes = json.loads(capsys.readouterr().out)["changes"]
     flags = {(c["key"], c["a"], c["b"]) for c in changes if c["kind"] == "flag"}
