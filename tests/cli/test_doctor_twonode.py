@@ -112,5 +112,8 @@ def test_a_healthy_job_is_quiet_and_a_rank_that_falls_silent_there_is_the_cause(
         assert head["rule_id"] == "collective-hang" and "rank-died" in head["because"], (head, took_s)
         assert "rank 3 (node 1" in head["text"] and "answered no request" in head["text"]
         head = from_node1["headline"]  # on its own node the process is there to look at: what /proc says, not a guess
-        assert head["rule_id"] == "collective-hang" and "rank-died" in head["because"], head
-        assert "on this machine its process is stopped" in head["text"] and f"PID {frozen}" in head["text"], head
+        if head["rule_id"] == "process-stopped":  # the rank's own finding leads (its state T, read here)
+            assert f"kill -CONT {frozen}" in head["remedy"], head
+        else:  # the job's hang, its cause the stopped rank as /proc shows it
+            assert head["rule_id"] == "collective-hang" and "rank-died" in head["because"], head
+            assert "on this machine its process is stopped" in head["text"] and f"PID {frozen}" in head["text"], head
