@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from dflash_diag.analysis.findings._context import pct
 from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.mailbox import MailboxVerdict, RemoteRank
 
 SHOWN = 4
-
-
-def pct(share: float) -> str:
-    return f"{100.0 * share:.0f}%"
 
 
 def rank_label(row: RemoteRank | None, rank: int) -> str:
