@@ -29,7 +29,7 @@ from dflash_diag.model import Analysis, Finding, Headline, Severity
 from dflash_diag.model.analysis import PHASE_EXITED, PHASE_HUNG, PHASE_STEADY
 from dflash_diag.model.findings import NOTE, SYMPTOM
 from dflash_diag.model.job import JobAnalysis, JobObservation, RankIdentity, RankSummary
-from dflash_diag.model.mailbox import MailboxWindow
+from dflash_diag.model.mailbox import MailboxVerdict, MailboxWindow
 
 
 def analyse_job(job: JobObservation) -> JobAnalysis:
@@ -45,17 +45,17 @@ def analyse_job(job: JobObservation) -> JobAnalysis:
         except Exception as exc:  # an analysis bug is shown, never raised
             errors.append(f"{identity.label}: summary failed: {type(exc).__name__}: {exc}")
             summaries.append(empty_summary(identity, obs))
-    try:
-        findings, headline, phase = _job_findings(job, analyses, tuple(summaries), now)
-    except Exception as exc:
-        errors.append(f"job findings failed: {type(exc).__name__}: {exc}")
-        findings, headline, phase = _rank_findings_only(job, analyses)
     verdict = None
     if isinstance(job.mailbox, MailboxWindow):
         try:
             verdict = judge_mailbox(job.mailbox)
         except Exception as exc:  # an analysis bug is shown, never raised
             errors.append(f"the mailbox's judging failed: {type(exc).__name__}: {exc}")
+    try:
+        findings, headline, phase = _job_findings(job, analyses, tuple(summaries), now, verdict)
+    except Exception as exc:
+        errors.append(f"job findings failed: {type(exc).__name__}: {exc}")
+        findings, headline, phase = _rank_findings_only(job, analyses)
     return JobAnalysis(observation=job, ranks=analyses, summaries=tuple(summaries), findings=findings,
                        headline=headline, phase=phase, errors=tuple(errors), mailbox=verdict)
 
@@ -64,8 +64,8 @@ def analyse_job(job: JobObservation) -> JobAnalysis:
 
 
 def _job_findings(job: JobObservation, analyses: Sequence[Analysis], summaries: tuple[RankSummary, ...],
-                  now: float) -> tuple[tuple[Finding, ...], Headline | None, str]:
-    ctx = JobJudgement(job=job, analyses=tuple(analyses), summaries=summaries, now_wall_s=now)
+                  now: float, mailbox: MailboxVerdict | None) -> tuple[tuple[Finding, ...], Headline | None, str]:
+    ctx = JobJudgement(job=job, analyses=tuple(analyses), summaries=summaries, now_wall_s=now, mailbox=mailbox)
     own = run_families(ctx, JOB_FAMILIES)
     if not any(f.severity >= Severity.WARNING for f in own):
         findings, headline, phase = _rank_findings_only(job, analyses)

@@ -32,12 +32,11 @@ from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.findings._context import JobContext, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import NOT_WORK, charge_frame
-from dflash_diag.analysis.mailbox import judge_mailbox
 from dflash_diag.analysis.ranks import rank_rows, ranks_text
 from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.job import RankSummary
-from dflash_diag.model.mailbox import MailboxVerdict, MailboxWindow
+from dflash_diag.model.mailbox import MailboxVerdict
 from dflash_diag.model.waits import WaitGraph, edge_text
 
 MIN_SAMPLES = 8  # a rank with fewer stack samples says nothing about its shares
@@ -65,18 +64,16 @@ RULES = (
 
 @dataclass(frozen=True)
 class JobJudgement(JobContext):
-    """The job's window (``findings._context.JobContext``) and what the rules find in it, each found once."""
+    """The job's window (``findings._context.JobContext``) and what the rules find in it, each found once.
+    ``mailbox``: every rank on every node as its probes posted it (``analysis.mailbox``; None: not read), judged
+    once by the job's analysis, which reports it too."""
+
+    mailbox: MailboxVerdict | None = None
 
     @cached_property
     def sampled(self) -> tuple[RankSummary, ...]:
         """Ranks with enough samples, alive over the window."""
         return tuple(s for s in self.summaries if s.alive and s.n_samples >= MIN_SAMPLES)
-
-    @cached_property
-    def mailbox(self) -> MailboxVerdict | None:
-        """Every rank on every node, as its probes posted it (None: the mailbox was not read)."""
-        window = self.job.mailbox
-        return judge_mailbox(window) if isinstance(window, MailboxWindow) else None
 
     @cached_property
     def hang(self) -> _Hang | None:
