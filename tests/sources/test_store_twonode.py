@@ -33,7 +33,9 @@ def _open(pid: int) -> Mailbox:
 def test_node_0s_launcher_reads_every_ranks_summary_and_stacks() -> None:
     with two_node_job("mn_healthy") as job:
         job.find_ranks()
-        job.wait_for(r"\[rank 3\] step 40 ")
+        # Step 200 is at least 4 s of training (each step sleeps 20 ms): a summary is posted every 2 s, so the
+        # latest one, however fast the box, was posted after 100 or more all_reduces (at step 40 it could predate them).
+        job.wait_for(r"\[rank 3\] step 200 ")
         node0 = job.node(0)
         box = _open(node0.launcher_pid)  # type: ignore[arg-type]
         t0 = time.monotonic()
