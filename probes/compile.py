@@ -198,7 +198,7 @@ class CompileProbe:
             self._failed += 1
         else:
             self._compiles += 1
-        thread = self._thread_of_compile.get(str(row.compile_id), "?")
+        thread = self._thread_of_compile.get(str(row.compile_id), CompileKeys.UNKNOWN_THREAD)
         self._thread_counter(thread)[CompileKeys.COMPILES] += 1
         fn = row.co_name or "?"
         if fn not in self._by_function and len(self._by_function) >= self.config.max_functions:

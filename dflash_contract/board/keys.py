@@ -246,6 +246,8 @@ class HealthKeys:
 class CompileKeys:
     """Keys of the ``compile`` payload (and of its nested rows)."""
 
+    UNKNOWN_THREAD: Final = "?"  # a ``by_thread`` entry: compiles from before the probe could tell their thread
+
     BY_FUNCTION: Final = "by_function"
     BY_THREAD: Final = "by_thread"
     COMPILE_TIME_S: Final = "compile_time_s"

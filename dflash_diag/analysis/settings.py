@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_contract.board import ProbeName, SettingsKeys
+from dflash_contract.board import PayloadKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import (
     AREA_AUTOGRAD,
     AREA_COLLECTOR,
@@ -91,9 +91,21 @@ def non_default(obs: Observation) -> tuple[SettingReading, ...]:
     if payload:
         out.extend(_probe_environment(payload, {r.name for r in out}))
         out.extend(_interpreter(payload))
-        out.extend(_torch(payload))
+        out.extend(_torch(payload, ours=sync_mode_is_ours(obs.board)))
         out.extend(calls(payload))
     return tuple(out)
+
+
+# The mode the syncs probe sets to count the program's syncs (``torch.cuda.set_sync_debug_mode(1)``, "warn").
+SYNCS_PROBE_SYNC_MODE = 1
+
+
+def sync_mode_is_ours(board: Board | None) -> bool:
+    """Whether the CUDA sync debug mode now on is the syncs probe's own: it arms only where the program left the mode
+    at 0 and reports ``ok`` only while armed. Read as the program's, it was a false `torch-debug-mode` warning on every
+    CUDA program attached with probes (the H200 casebook, 2026-12-05)."""
+    payload = board.probe(ProbeName.SYNCS) if board is not None else None
+    return isinstance(payload, Mapping) and payload.get(PayloadKeys.STATUS) == "ok"
 
 
 def _environment(obs: Observation) -> list[SettingReading]:
@@ -173,7 +185,8 @@ def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
     return out
 
 
-def _torch(payload: Mapping[str, Any]) -> list[SettingReading]:
+def _torch(payload: Mapping[str, Any], *, ours: bool = False) -> list[SettingReading]:
+    """torch's flags away from their defaults; ``ours``: the sync debug mode is the syncs probe's (not listed)."""
     flags = _sub(payload, SettingsKeys.TORCH_FLAGS)
     if not flags:
         return []
@@ -188,6 +201,8 @@ def _torch(payload: Mapping[str, Any]) -> list[SettingReading]:
     for key, name, default, area, effect in _TORCH_FLAGS:
         value = flags.get(key)
         if value is None or value == default:
+            continue
+        if ours and key == SettingsKeys.CUDA_SYNC_DEBUG_MODE and value == SYNCS_PROBE_SYNC_MODE:
             continue
         out.append(SettingReading(name, str(value), str(default), area, effect, "probe"))
     return out

@@ -245,6 +245,9 @@ class ProgramRun:
                 result = _diagnose(case, mode, _target_pid(pid, target), self.env, window_s, record)
                 if target:
                     result.target = target
+            if result.error and self.proc.poll() is not None and not case.exits:
+                # The program died under diagnosis: its own last words say whether the tool had a hand in it.
+                result.error += f" (the program exited with {self.proc.returncode}){_tail(self.work)}"
             result.attach_method = method
             results.append(result)
         return results

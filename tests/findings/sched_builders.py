@@ -127,8 +127,10 @@ def ensemble(members: int = 4, *, run: float = 0.05, wait: float = 0.6) -> list[
 
 
 def settings_board(payload: dict[str, Any], *, wall_time_s: float = NOW_S, seq: int = 10,
-                   gil: dict[str, Any] | None = None) -> Board:
+                   gil: dict[str, Any] | None = None, syncs: dict[str, Any] | None = None) -> Board:
     probes: dict[str, dict[str, Any]] = {"settings": payload}
     if gil is not None:
         probes["gil"] = gil
+    if syncs is not None:
+        probes["syncs"] = syncs
     return board(probes, {}, wall_time_s=wall_time_s, seq=seq)

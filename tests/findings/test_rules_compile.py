@@ -54,6 +54,16 @@ def test_compile_from_several_threads_on_unsafe_torch() -> None:
     assert "drafter-0, drafter-1" in dict(f.evidence)["compiling threads"]
 
 
+def test_compiles_of_an_unknown_thread_are_not_a_second_thread() -> None:
+    """Attached after the warm-up, the probe finds compiles whose thread it cannot tell ("?"): one named thread and
+    "?" is one thread as far as anyone knows (a false warning on a healthy program, the H200 casebook)."""
+    b = healthy_board(compile={"by_thread": {"?": {"compiles": 2}, "trainer": {"compiles": 1}}})
+    assert [f for f in _run(boards=(b,)) if f.rule_id == "compile-multi-thread"] == []
+    both = healthy_board(compile={"by_thread": {"?": {"compiles": 2}, "drafter-0": {"compiles": 1},
+                                                "drafter-1": {"compiles": 1}}})
+    assert dict(_one(_run(boards=(both,)), "compile-multi-thread").evidence)["compiling threads"] == "drafter-0, drafter-1"
+
+
 def test_concurrent_compiles_seen_in_stacks() -> None:
     threads = (thread_stats("drafter-0", "drafter", {ThreadState.COMPILE: 1.0}, tid=12),
                thread_stats("drafter-1", "drafter", {ThreadState.COMPILE: 0.8, ThreadState.NATIVE: 0.2}, tid=13))

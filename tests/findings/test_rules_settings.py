@@ -107,6 +107,24 @@ def test_anomaly_detection_on_is_weighed_by_the_time_in_ops() -> None:
     assert "MainThread spends 100% of its samples in ops" in finding.claim
 
 
+def test_the_sync_debug_mode_the_syncs_probe_set_is_not_the_programs() -> None:
+    """The syncs probe counts syncs through torch.cuda.set_sync_debug_mode(1), armed only where the program left it
+    at 0: read as the program's setting it warned on every CUDA program attached with probes (the H200 casebook)."""
+    flags = {"torch_flags": {"cuda_sync_debug_mode": 1}}
+    counting = {"status": "ok", "total": 10, "per_s": 2.0, "top_lines": []}
+    ours = scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(settings_board(flags, syncs=counting),))
+    assert _findings(ours, "torch-debug-mode") == []
+    assert _findings(ours, "settings-changed") == []  # nor listed as a setting of the program's
+    # The program set it itself (the probe then stays away, saying so): the program's, weighed as before.
+    theirs = settings_board(flags, syncs={"status": "na", "reason": "the program set torch.cuda's sync debug mode "
+                                                                    "itself: left as it is"})
+    (finding,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(theirs,)), "torch-debug-mode")
+    assert finding.severity == Severity.WARNING and "get_sync_debug_mode() is 1" in finding.claim
+    # "error" (2) is never the probe's.
+    two = settings_board({"torch_flags": {"cuda_sync_debug_mode": 2}}, syncs=counting)
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(two,)), "torch-debug-mode") != []
+
+
 def test_a_warning_in_stderr_alone_is_information_and_the_probe_overrules_it() -> None:
     stderr = "train.py:24: UserWarning: Anomaly Detection has been enabled. This mode will increase the runtime\n"
     (outside,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], stderr=stderr), "torch-debug-mode")

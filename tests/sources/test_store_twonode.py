@@ -75,7 +75,8 @@ def test_the_rank_on_node_1_that_never_enters_the_collective_is_named_from_node_
         stacks = box.gather_stacks(ranks=[3])
         assert not isinstance(stacks, NA) and [a.rank for a in stacks.answers] == [3]
         main = next(t for t in stacks.answers[0].threads if t.name == "MainThread")
-        assert [f.function for f in main.frames[:4]][-2:] == ["save", "main"], main.frames[:4]
+        names = [f.function for f in main.frames]  # innermost first; how deep the wait goes varies (Event, Condition)
+        assert "save" in names and names[names.index("save") + 1] == "main", main.frames[:6]
         read = box.read_summaries()
         assert not isinstance(read, NA)
         current = {p.rank: p.coll_current for p in read.posts}

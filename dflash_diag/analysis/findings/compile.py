@@ -330,8 +330,12 @@ def _thread_cpu_s(ctx: Context, stats: ThreadStats) -> float | None:
 
 def _multi_thread(ctx: Context, payload: Mapping[str, object] | None) -> Iterator[Finding]:
     by_thread = sub(payload, CompileKeys.BY_THREAD)
+    # "?" holds the compiles torch's metrics list from before the probe could tell their thread (those of a program
+    # attached to after its warm-up): any thread, the named ones included, so never a second thread by itself (it
+    # was, on a healthy program that compiled in one thread, attached on the H200).
     compiling = {
-        str(name) for name, counts in by_thread.items() if isinstance(counts, Mapping) and (num(counts, CompileKeys.COMPILES) or 0) > 0
+        str(name) for name, counts in by_thread.items()
+        if name != CompileKeys.UNKNOWN_THREAD and isinstance(counts, Mapping) and (num(counts, CompileKeys.COMPILES) or 0) > 0
     }
     # Seen compiling at the same time in the stacks (the probe counts a compile only once it finished).
     concurrent = sorted(t.name for t in ctx.threads if t.n_samples > 0 and t.shares.get(ThreadState.COMPILE, 0.0)

@@ -25,7 +25,7 @@ from dflash_diag.analysis.findings._context import Context, num, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.sched import summary_of
-from dflash_diag.analysis.settings import by_area, non_default
+from dflash_diag.analysis.settings import SYNCS_PROBE_SYNC_MODE, by_area, non_default, sync_mode_is_ours
 from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState
 from dflash_diag.model.findings import CAUSE, NOTE
 from dflash_diag.model.sched import SchedSummary, SettingReading
@@ -250,7 +250,8 @@ def _debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator
         modes.append(("the autograd profiler records every op", "torch.autograd.profiler is enabled",
                       "stop the profiler (exit its context, or profile a few steps with a schedule)", True))
     sync_mode = flags.get(SettingsKeys.CUDA_SYNC_DEBUG_MODE)
-    if isinstance(sync_mode, int) and not isinstance(sync_mode, bool) and sync_mode > 0:
+    ours = sync_mode == SYNCS_PROBE_SYNC_MODE and sync_mode_is_ours(ctx.obs.board)  # the syncs probe counting syncs
+    if isinstance(sync_mode, int) and not isinstance(sync_mode, bool) and sync_mode > 0 and not ours:
         modes.append(("the CUDA sync debug mode checks every synchronizing call",
                       f"torch.cuda.get_sync_debug_mode() is {sync_mode}", "torch.cuda.set_sync_debug_mode(0)", True))
     for mode, how, fix, now in modes:

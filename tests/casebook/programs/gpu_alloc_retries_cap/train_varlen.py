@@ -66,7 +66,7 @@ def main():
     gpu = device.type == "cuda"
     if gpu:
         total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(CAP_GIB * 2**30 / total, device)
+        torch.cuda.set_per_process_memory_fraction(CAP_GIB * 2**30 / total, torch.cuda.current_device())
         batch, max_len, d_in, width, depth = 12, 2048, 1024, 1024, 4
     else:
         batch, max_len, d_in, width, depth = 4, 128, 32, 64, 2

@@ -29,7 +29,7 @@ def main():
     gpu = device.type == "cuda"
     if gpu:
         total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(CAP_GIB * 2**30 / total, device)
+        torch.cuda.set_per_process_memory_fraction(CAP_GIB * 2**30 / total, torch.cuda.current_device())
     n_items, dim, hidden, batch = (500_000, 256, 4096, 256) if gpu else (20_000, 32, 64, 64)
     model = Ranker(n_items, dim, hidden).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)

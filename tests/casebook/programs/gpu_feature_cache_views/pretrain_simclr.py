@@ -88,7 +88,7 @@ def main():
     n_images, batch, width = (1_281_167, 256, 64) if gpu else (20_000, 16, 8)
     if gpu:
         total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, 20 * 2**30 / total), device)
+        torch.cuda.set_per_process_memory_fraction(min(1.0, 20 * 2**30 / total), torch.cuda.current_device())
     torch.manual_seed(0)
     model = Encoder(width).to(device).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.3, momentum=0.9, weight_decay=1e-6)
