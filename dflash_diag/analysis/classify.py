@@ -163,7 +163,7 @@ _GPU_SYNC_FRAMES = (
 _GPU_SYNC_LINE = re.compile(
     r"\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)|\bsynchronize\(|\.to\(\s*(device\s*=\s*)?['\"]cpu['\"]"
     r"|torch\.cuda\.current_stream\(\)\.synchronize"
-    r"|\b(int|float|bool|complex)\(\s*torch\.|torch\.(equal|allclose|nonzero|unique|masked_select)\("
+    r"|\b(int|float|bool|complex)\(\s*torch\.|torch\.(equal|allclose|nonzero|unique|masked_select|bincount)\("
     r"|^\s*(if|elif|while|assert)\b.*\btorch\.(isfinite|isnan|isinf|any|all|equal|allclose)\("
 )
 # Python conversions that read a value on the host when the value is a CUDA tensor (`int(t)`, `float(loss)`,

@@ -971,7 +971,8 @@ CASES: tuple[Case, ...] = (
         "gpu_per_sample_triplet", ("metric_learning.py",), ("metric_learning.py", "--batched-mining"), "launch-bound",
         "batch-hard triplet mining in a Python loop over 512 anchors: thousands of tiny kernels per step, the GPU "
         "idles between launches (engichang1467/Open-Rig3R#33, turboderp/exllama#234)",
-        "none: one distance matrix for the batch (cdist, masked max/min); a GPU-bound MLP head",
+        "none: one distance matrix for the batch (cdist, masked max/min); a GPU-bound MLP head, its fp32 matmuls "
+        "in TF32 (recorded without it, the twin's head ran on the FP32 pipes, 41% busy: a finding of its own)",
         _gpu({"gpu-underused"}, {"gpu-underused", "gpu-launch-bound", "pipeline-bottleneck-drafter"}), r"step 40 ",
         gpu_alone=True),
     *_gpu_pair(

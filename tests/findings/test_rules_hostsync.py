@@ -161,3 +161,29 @@ def test_the_syncs_probes_counts_are_evidence() -> None:
     evidence = dict(f.evidence)
     assert evidence["host syncs counted (syncs probe)"] == "412/s"
     assert evidence["counted sync line"] == "spec/chunked.py:33 in drafter-0: 4800 syncs"
+
+
+def test_a_line_the_syncs_probe_counted_is_a_sync_whatever_its_text() -> None:
+    """An implicit sync no reading of the text can tell (a helper's `torch.bincount(...)` sizes its output on the
+    host): spinning there reads as native compute; the syncs probe's count at that very line makes it a sync (the
+    H200 casebook's per-chunk metrics program, attached: not named before)."""
+    import dataclasses
+
+    from dflash_diag.model import ProcessFacts
+
+    site = (Frame("fit", "/tmp/x/program/tagger.py", 83), Frame("main", "/tmp/x/program/tagger.py", 120))
+    stacks = [stack([thread_sample("fit", site, tid=12, gil=False, active=True)], t=i) for i in range(8)]
+    threads = (thread_stats("fit", "drafter", {ThreadState.NATIVE: 1.0}, tid=12, n=8,
+                            timeline=[ThreadState.NATIVE] * 8),)
+    lines = {"/tmp/x/program/tagger.py:83": "pair = confusion_cells(gold, pred)"}
+    facts = ProcessFacts(state="S", start_wall_s=NOW_S - 300.0, stderr_target="", stderr_tail=None, uses_cuda=True)
+
+    def judged(count: int) -> list[str]:
+        counted = {"syncs": {"total": count, "per_s": 400.0, "top_lines": [
+            {"site": "program/tagger.py:83", "thread": "fit", "count": count}]}}
+        obs = dataclasses.replace(observation((board(counted),), stacks), source_lines=lines, process=facts)
+        return [f.claim for f in evaluate(obs, threads, pipeline(), now_wall_s=NOW_S) if f.rule_id == "host-sync-storm"]
+
+    (claim,) = judged(4378)
+    assert "tagger.py:83" in claim and "(syncs counted there)" in claim
+    assert judged(3) == []  # a stray sync or two at that line is not what the thread spins on

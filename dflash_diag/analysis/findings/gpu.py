@@ -9,6 +9,7 @@ from dflash_contract.board import AppKeys
 from dflash_diag.analysis.findings._context import Context, mean_share, pct, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.kernels import trace_evidence
+from dflash_diag.analysis.hotspots import hot_functions, spots_text
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.findings import SYMPTOM
 
@@ -22,6 +23,10 @@ QUEUE_WAIT_EXPLAINS = 0.30
 _STAGE_WAIT = {Stage.TARGET: ThreadState.QUEUE_PUT, Stage.DRAFTER: ThreadState.QUEUE_GET}
 # A thread outside the named stages drives the GPU when it is not idle at least this share of its samples.
 BUSY_SHARE = 0.5
+# The host's own code named in the claim when one function takes at least this share of the feeding threads' samples:
+# where the time that does not feed the GPU goes (a tokenizer, a per-sample loop), said where a user reads first.
+HOST_HOT_SHARE = 0.20
+HOST_HOT_SHOWN = 2
 
 RULES = (RuleSpec("gpu-underused", kind=SYMPTOM, sampled=True, stage_verdict=True),)
 
@@ -56,11 +61,13 @@ def check(ctx: Context) -> Iterator[Finding]:
         gil = mean_share(threads, ThreadState.GIL_WAIT)
         sync = mean_share(threads, ThreadState.GPU_WAIT)
         traced = trace_evidence(ctx, index)
+        hot = hot_functions([row for t in threads for row in ctx.stats_rows(t)], n=HOST_HOT_SHOWN)
+        where = f"; its threads' time goes to {spots_text(hot)}" if hot and hot[0].share >= HOST_HOT_SHARE else ""
         yield Finding(
             rule_id="gpu-underused",
             severity=Severity.WARNING,
             claim=f"cuda:{index} ({', '.join(stages)}) is busy only {util:.0f}% of the time while its threads are "
-            "not waiting on the queue: the host side cannot feed it",
+            f"not waiting on the queue: the host side cannot feed it{where}",
             evidence=(
                 ("GPU", f"{names.get(index, '?')}, mean utilisation {util:.0f}% over {len(values)} readings"),
                 ("threads", ", ".join(t.name for t in threads[:6])),

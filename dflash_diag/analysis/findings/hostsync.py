@@ -120,6 +120,7 @@ def _waits(ctx: Context, threads: tuple[ThreadStats, ...]) -> _Waits:
     n = explicit = implicit = native = 0
     sites: Counter[str] = Counter()
     cuda = _cuda_loaded(ctx)
+    counted = counted_sync_sites(ctx)
     for stats in threads:
         rows = ctx.stats_rows(stats)
         aligned = len(rows) == stats.n_samples
@@ -129,7 +130,7 @@ def _waits(ctx: Context, threads: tuple[ThreadStats, ...]) -> _Waits:
         for thread, state in rows:
             if state not in (ThreadState.GPU_WAIT, ThreadState.NATIVE):
                 continue
-            site = _explicit_site(ctx, thread, state, cuda)
+            site = _explicit_site(ctx, thread, state, cuda, counted)
             if site is not None:
                 explicit += 1
                 sites[site] += 1
@@ -140,12 +141,18 @@ def _waits(ctx: Context, threads: tuple[ThreadStats, ...]) -> _Waits:
                   sites=sites, read_as_native=native)
 
 
-def _explicit_site(ctx: Context, thread: ThreadSample, state: ThreadState, cuda: bool | None) -> str | None:
+def _explicit_site(ctx: Context, thread: ThreadSample, state: ThreadState, cuda: bool | None,
+                   counted: frozenset[str] = frozenset()) -> str | None:
     """The program's line when the sample is in a sync it asked for, else None. ``state``: what the classifier
-    said; a sample it called native compute counts when the line it sits at reads a tensor on the host."""
+    said; a sample it called native compute counts when the line it sits at reads a tensor on the host, or when
+    the syncs probe counted syncs at that very line (``counted``: an implicit one, `torch.bincount`, a boolean
+    mask, that no reading of the line's text can tell)."""
     frames = python_frames(thread)
     # The innermost frame outside torch is the user's line that forced the sync.
     user = next((f for f in frames if not is_library_file(f.filename)), frames[0] if frames else None)
+    if user is not None and counted and _probe_site(user) in counted:
+        text = ctx.line_text(user)
+        return frame_site(user) + (f" `{text.strip()[:60]}`" if text else "") + " (syncs counted there)"
     text = ctx.line_text(user) if user is not None else None
     native_sync = (any(f.name in SYNC_NATIVE_FRAMES for f in thread.frames if f.native)
                    or any(is_gpu_sync_frame(f) for f in frames[:3]))
@@ -176,6 +183,24 @@ def _cuda_loaded(ctx: Context) -> bool | None:
 def _is_conversion_frame(frame: Frame) -> bool:
     path = frame.filename.replace("\\", "/")
     return any(path.endswith(suffix) for suffix in _CONVERSION_FILES)
+
+
+# A line the syncs probe counted at least this many syncs at is a sync site (one stray sync at start-up is not).
+COUNTED_SITE_MIN = 10
+
+
+def counted_sync_sites(ctx: Context) -> frozenset[str]:
+    """The lines the syncs probe counted syncs at (``dir/file.py:line``, as the probe names them)."""
+    payload = ctx.probe(ProbeName.SYNCS)
+    rows = [x for x in items(payload, SyncKeys.TOP_LINES) if isinstance(x, dict)] if payload is not None else []
+    return frozenset(str(x.get(SyncKeys.SITE)) for x in rows
+                     if isinstance(x.get(SyncKeys.COUNT), int) and x[SyncKeys.COUNT] >= COUNTED_SITE_MIN)
+
+
+def _probe_site(frame: Frame) -> str:
+    """A frame's line as the syncs probe names it: the last two parts of its path, then the line."""
+    parts = frame.filename.replace("\\", "/").split("/")
+    return f"{'/'.join(parts[-2:])}:{frame.line}"
 
 
 def counted_sync_evidence(ctx: Context) -> list[tuple[str, str]]:

@@ -80,12 +80,14 @@ def fit(batches, args, device):
             loss.backward()
             total = total + loss.detach()
             pred = logits.argmax(-1)
-            pair = torch.bincount((gold * N_TAGS + pred).flatten(), minlength=N_TAGS * N_TAGS)
+            cell = (gold * N_TAGS + pred).flatten()
             if args.metrics == "per-chunk":
+                pair = torch.bincount(cell, minlength=N_TAGS * N_TAGS)
                 chunk_len = (lengths - lo).clamp(0, args.chunk)
                 conf.update(pair.cpu(), chunk_len.tolist())
             else:
-                on_device += pair
+                # Not bincount: on CUDA it reads the largest index on the host to size its output (a sync).
+                on_device.index_add_(0, cell, torch.ones_like(cell))
         hidden.backward(cut.grad.to(hidden.dtype))
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -24,6 +24,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 parser.add_argument("--batched-mining", action="store_true")
 args = parser.parse_args()
+torch.backends.cuda.matmul.allow_tf32 = True  # the MLP head's fp32 matmuls on the tensor cores (Ampere and later)
 dev = torch.device(args.device)
 if dev.type == "cpu":
     BATCH, FEAT, HIDDEN, EMB = 64, 128, 256, 64
