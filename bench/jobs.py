@@ -8,6 +8,9 @@ Exits 1 on a miss, a warning on the healthy job or an answer of 10 s or more (me
 
   .venv/bin/python bench/jobs.py                                   # every case, both modes, both PIDs (~10 min)
   .venv/bin/python bench/jobs.py --cases ddp_straggler --modes outside --targets rank
+  .venv/bin/python bench/jobs.py --ci-runs --record tests/casebook/observations/jobs
+                                   # CI's four job runs (tests/casebook/test_jobs.py), each observation kept as the
+                                   # fixture CI replays: after a change to what an observation holds, or to a job
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "casebook"))
 
 from cases import JOB_CASES, Case  # noqa: E402
-from harness import MODES, TIME_TO_NAME_S, Result, run_case  # noqa: E402
+from harness import MODES, TIME_TO_NAME_S, Recording, Result, run_case  # noqa: E402
 
 
 def _rank_target(case: Case) -> str:
@@ -51,9 +54,18 @@ def main() -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--targets", default="launcher,rank", help="launcher, rank, or both")
     parser.add_argument("--out", type=Path, default=None, help="directory for jobs.md and jobs.json")
+    parser.add_argument("--ci-runs", action="store_true", help="only CI's (case, mode, PID) runs (test_jobs.CI_RUNS)")
+    parser.add_argument("--record", type=Path, metavar="DIR", help="keep each run's observation in DIR as a gzip'd, "
+                        "redacted fixture (<case>__<mode>.json.gz; one PID per (case, mode): use with --ci-runs)")
     args = parser.parse_args()
     wanted = {c for c in args.cases.split(",") if c}
     cases = [c for c in JOB_CASES if not wanted or c.name in wanted]
+    record = None
+    if args.record is not None:
+        args.record.mkdir(mode=0o700, parents=True, exist_ok=True)
+        record = Recording(args.record, fixtures=True)
+    if args.ci_runs:
+        return _ci_runs(cases, record)
     modes = [m for m in args.modes.split(",") if m]
     kinds = [k for k in args.targets.split(",") if k]
     results: list[tuple[Result, int]] = []
@@ -83,6 +95,24 @@ def main() -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "jobs.md").write_text("\n".join(lines) + "\n")
         (args.out / "jobs.json").write_text(json.dumps([{**r.row(), "ranks": n} for r, n in results], indent=1))
+    return 1 if misses else 0
+
+
+def _ci_runs(cases: list[Case], record: Recording | None) -> int:
+    """CI's four runs (tests/casebook/test_jobs.py), each with its PID; a miss runs once more (a starved box)."""
+    from test_jobs import CI_RUNS
+
+    by_name = {c.name: c for c in cases}
+    misses = 0
+    for name, mode in CI_RUNS:
+        case = by_name.get(name)
+        if case is None:
+            continue
+        r = run_case(case, mode, target=case.targets[mode], record=record)
+        if not r.ok:
+            r = run_case(case, mode, target=case.targets[mode], record=record)
+        misses += not r.ok
+        print(_row(r, int(case.argv[case.argv.index("--nproc-per-node") + 1])), flush=True)
     return 1 if misses else 0
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_contract.board import CompileKeys, PayloadKeys, ProbeName
+from dflash_contract.board.keys import UNKNOWN_COMPILE_THREAD
 from probes._common import MAX_RECENT, HookGuard, JsonDict, loaded_module, thread_name, torch_if_imported
 from probes._torchlog import ArtifactTap, arm_taps, register_compile_start, unregister_compile_start
 
@@ -198,7 +199,7 @@ class CompileProbe:
             self._failed += 1
         else:
             self._compiles += 1
-        thread = self._thread_of_compile.get(str(row.compile_id), CompileKeys.UNKNOWN_THREAD)
+        thread = self._thread_of_compile.get(str(row.compile_id), UNKNOWN_COMPILE_THREAD)
         self._thread_counter(thread)[CompileKeys.COMPILES] += 1
         fn = row.co_name or "?"
         if fn not in self._by_function and len(self._by_function) >= self.config.max_functions:

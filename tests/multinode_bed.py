@@ -1,6 +1,6 @@
 """A real two-node job on one machine: two torchrun launchers (``--nnodes 2``, c10d rendezvous on 127.0.0.1), two
 gloo ranks each, every launcher's command wrapped in ``dflash-diag run`` so each rank gets the probes (the mailbox
-among them). The test bed of the mailbox (tests/sources/test_store_twonode.py) and of the Flight Recorder fixtures
+among them). The test bed of the mailbox (tests/cli/test_doctor_twonode.py) and of the Flight Recorder fixtures
 (tests/fixtures/flightrec/record.py).
 
 c10d rendezvous ignores ``--node-rank``: which launcher becomes node 0 (GROUP_RANK 0, ranks 0-1) is decided at

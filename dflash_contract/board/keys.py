@@ -243,10 +243,13 @@ class HealthKeys:
     INTERVAL_S: Final = "interval_s"
 
 
+# The compile payload's ``by_thread`` entry for compiles from before the probe could tell their thread (a value,
+# not a key: the thread names are the program's).
+UNKNOWN_COMPILE_THREAD: Final = "?"
+
+
 class CompileKeys:
     """Keys of the ``compile`` payload (and of its nested rows)."""
-
-    UNKNOWN_THREAD: Final = "?"  # a ``by_thread`` entry: compiles from before the probe could tell their thread
 
     BY_FUNCTION: Final = "by_function"
     BY_THREAD: Final = "by_thread"

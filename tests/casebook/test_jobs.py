@@ -1,13 +1,19 @@
 """The casebook's torchrun jobs in CI: a straggler rank, a collective only rank 0 calls, a rank whose training thread
 died, and a healthy job, doctor given the launcher's PID or a rank's, attached from outside or under `dflash-diag
-run -- python -m torch.distributed.run ...`: four runs that cover both modes and both kinds of PID (a job takes 20-40 s
-to start on two busy cores). bench/jobs.py runs every case in both modes from both PIDs, uneven shards included;
-the rules are also tested on the jobs' recorded stacks (tests/analysis/test_job_rules.py). One job at a time: a
-4-rank job with a DataLoader worker per rank is 8 Python processes on a 2-core box.
+run -- python -m torch.distributed.run ...`: four runs that cover both modes and both kinds of PID.
+
+Each run's observation was recorded (``bench/jobs.py --ci-runs --record tests/casebook/observations/jobs``) and is
+judged again here offline, through the path `doctor --replay` takes; one of them also runs live (a job takes
+20-40 s to start on two busy cores, 8 Python processes with its DataLoader workers), so the live job path (the
+launcher's ranks found, the probes passed on to them, the window shared between them) stays honest. bench/jobs.py
+runs every case in both modes from both PIDs, uneven shards included.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
 import sys
 from pathlib import Path
 
@@ -16,30 +22,46 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import JOB_CASES, Case
-from harness import TIME_TO_NAME_S, Result, run_case
+from harness import FIXTURE_SUFFIX, TIME_TO_NAME_S, Result, run_case, score
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+from dflash_diag.analysis import analyse
+from dflash_diag.cli._output import dump_json
+from dflash_diag.snapshot.bundle import load_observation
+from dflash_diag.view.doctor import doctor_doc
+
+pytestmark = [pytest.mark.timeout(1200)]
 # As the casebook's: the 10 s goal is bench/jobs.py's (the box to itself); CI checks that the answer came from one
 # window, not from waiting on the job.
 CI_ANSWER_BOUND_S = 3 * TIME_TO_NAME_S
-
+FIXTURES = Path(__file__).resolve().parent / "observations" / "jobs"
+RECORD = "bench/jobs.py --ci-runs --record tests/casebook/observations/jobs"
 
 # (case, mode): the PID each gets is the case's ``targets[mode]``.
 CI_RUNS = (("ddp_straggler", "outside"), ("ddp_thread_died", "outside"), ("ddp_rank0_barrier", "probes"),
            ("ddp_healthy", "probes"))
+LIVE_RUN = ("ddp_rank0_barrier", "probes")  # the launcher's PID, under `dflash-diag run`: the most moving parts
 BY_NAME = {c.name: c for c in JOB_CASES}
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[tuple[str, str], Result]:
-    done: dict[tuple[str, str], Result] = {}
-    for name, mode in CI_RUNS:
-        case = BY_NAME[name]
-        result = run_case(case, mode, target=case.targets[mode])
-        if not result.ok:  # a starved box, not the diagnosis: once more before it counts
-            result = run_case(case, mode, target=case.targets[mode])
-        done[(case.name, mode)] = result
-    return done
+def _replayed(case: Case, mode: str) -> Result:
+    path = FIXTURES / f"{case.name}__{mode}{FIXTURE_SUFFIX}"
+    assert path.exists(), f"no recording of {case.name} ({mode}): record it with `{RECORD}`"
+    out = io.StringIO()
+    dump_json(doctor_doc(analyse(load_observation(str(path)))), out)
+    return score(case, mode, json.loads(out.getvalue()), 0.0)
+
+
+def _check(case: Case, mode: str, r: Result) -> None:
+    assert not r.error, r.error
+    job = r.report.get("job") or {}
+    assert job.get("ranks"), f"doctor did not see the job: {r.report.get('warnings')}"
+    assert len(job["ranks"]) == int(case.argv[case.argv.index("--nproc-per-node") + 1])
+    if case.healthy:
+        assert r.warnings == (), f"warnings on a healthy job: {r.warnings}: {r.headline_text}"
+        return
+    assert r.all_named, f"expected {r.expected}, named {r.named}; headline: {r.headline_text}"
+    assert r.headline_ok, f"headline {r.headline_rule} because {r.headline_because}: {r.headline_text}"
+    assert not r.unwanted, f"named {r.unwanted}, which this case forbids: {r.headline_text}"
 
 
 def test_the_ci_runs_cover_both_modes_and_both_kinds_of_pid() -> None:
@@ -49,26 +71,41 @@ def test_the_ci_runs_cover_both_modes_and_both_kinds_of_pid() -> None:
 
 @pytest.mark.parametrize(("case", "mode"), [(BY_NAME[n], m) for n, m in CI_RUNS],
                          ids=[f"{n}-{m}-{BY_NAME[n].targets[m]}" for n, m in CI_RUNS])
-def test_job_case(results: dict[tuple[str, str], Result], case: Case, mode: str) -> None:
-    r = results[(case.name, mode)]
-    assert not r.error, r.error
-    job = r.report.get("job") or {}
-    assert job.get("ranks"), f"doctor did not see the job: {r.report.get('warnings')}"
-    assert len(job["ranks"]) == int(case.argv[case.argv.index("--nproc-per-node") + 1])
-    assert r.seconds_to_answer < CI_ANSWER_BOUND_S, r.seconds_to_answer
-    if case.healthy:
-        assert r.warnings == (), f"warnings on a healthy job: {r.warnings}: {r.headline_text}"
-        return
-    assert r.all_named, f"expected {r.expected}, named {r.named}; headline: {r.headline_text}"
-    assert r.headline_ok, f"headline {r.headline_rule} because {r.headline_because}: {r.headline_text}"
-    assert not r.unwanted, f"named {r.unwanted}, which this case forbids: {r.headline_text}"
+def test_recorded_job_case(case: Case, mode: str) -> None:
+    _check(case, mode, _replayed(case, mode))
 
 
-def test_the_probes_number_the_collectives_of_every_rank(results: dict[tuple[str, str], Result]) -> None:
+def test_the_recordings_are_of_jobs_and_small() -> None:
+    from dflash_diag.observe.codec import parse_document
+
+    paths = sorted(FIXTURES.glob(f"*{FIXTURE_SUFFIX}"))
+    assert {p.name[: -len(FIXTURE_SUFFIX)] for p in paths} == {f"{n}__{m}" for n, m in CI_RUNS}
+    assert sum(p.stat().st_size for p in paths) <= 1 << 20
+    assert all(parse_document(gzip.decompress(p.read_bytes()))["kind"] == "job" for p in paths)
+
+
+@pytest.fixture(scope="module")
+def live() -> Result:
+    name, mode = LIVE_RUN
+    case = BY_NAME[name]
+    result = run_case(case, mode, target=case.targets[mode])
+    if not result.ok:  # a starved box, not the diagnosis: once more before it counts
+        result = run_case(case, mode, target=case.targets[mode])
+    return result
+
+
+@pytest.mark.slow
+def test_the_live_job_is_named_from_the_launchers_pid_within_one_window(live: Result) -> None:
+    case = BY_NAME[LIVE_RUN[0]]
+    _check(case, LIVE_RUN[1], live)
+    assert live.seconds_to_answer < CI_ANSWER_BOUND_S, live.seconds_to_answer
+
+
+@pytest.mark.slow
+def test_the_probes_number_the_collectives_of_every_rank(live: Result) -> None:
     """Under `dflash-diag run`, every rank of the job published the collectives probe (the launcher passed the
     probes on to its ranks), and the hang names the collective's sequence number."""
-    r = results[("ddp_rank0_barrier", "probes")]
-    ranks = r.report["job"]["ranks"]
+    ranks = live.report["job"]["ranks"]
     assert all(row["probe"] is not None and row["probe"]["entered"] > 0 for row in ranks), ranks
-    assert "collective #" in r.headline_text
-    assert r.report["job"]["launcher_pid"] not in [row["pid"] for row in ranks]
+    assert "collective #" in live.headline_text
+    assert live.report["job"]["launcher_pid"] not in [row["pid"] for row in ranks]

@@ -262,16 +262,22 @@ def test_ctrl_c_key_quits_the_live_view_and_stops_the_launched_command(tmp_path:
         os.close(master)
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """In the child before exec: SIGINT at its default and unblocked, as a shell's foreground command has it. A
+    process started with SIGINT ignored keeps it ignored (POSIX; CPython then installs no KeyboardInterrupt), as a
+    background job should: top did exactly that in the whole suite, where it inherited the xdist worker's state
+    (60 s runs, passing alone), not a fault of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.slow
-# Passes alone and with its directory (5-13 s), but twice timed out in the whole suite on a fresh clone this stop
-# (top still running 60 s after SIGINT); the cause is not found yet. Until it is, a miss is expected, not hidden:
-# the failure message carries top's signal masks and stack so the next run says where it waits.
-@pytest.mark.xfail(strict=False, reason="open: in the whole suite top --batch once ignored SIGINT for 60 s")
 def test_sigint_to_top_stops_it_and_the_launched_command(tmp_path: Path) -> None:
     top = subprocess.Popen(
         [sys.executable, "-m", "dflash_diag", "top", "--batch", "--duration", "120", "--child-log",
          str(tmp_path / "log"), "--", sys.executable, *LIGHT, "--max-s", "300"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
+        preexec_fn=_sigint_as_a_terminal_gives_it,
     )  # fmt: skip
     first = ""
     try:

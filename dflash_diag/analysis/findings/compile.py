@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 from dflash_contract.board import CompileKeys, PayloadKeys, ProbeName
+from dflash_contract.board.keys import UNKNOWN_COMPILE_THREAD
 from dflash_diag.analysis.findings._context import (
     Context,
     frame_site,
@@ -335,7 +336,7 @@ def _multi_thread(ctx: Context, payload: Mapping[str, object] | None) -> Iterato
     # was, on a healthy program that compiled in one thread, attached on the H200).
     compiling = {
         str(name) for name, counts in by_thread.items()
-        if name != CompileKeys.UNKNOWN_THREAD and isinstance(counts, Mapping) and (num(counts, CompileKeys.COMPILES) or 0) > 0
+        if name != UNKNOWN_COMPILE_THREAD and isinstance(counts, Mapping) and (num(counts, CompileKeys.COMPILES) or 0) > 0
     }
     # Seen compiling at the same time in the stacks (the probe counts a compile only once it finished).
     concurrent = sorted(t.name for t in ctx.threads if t.n_samples > 0 and t.shares.get(ThreadState.COMPILE, 0.0)
