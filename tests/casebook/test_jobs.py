@@ -39,7 +39,7 @@ RECORD = "bench/jobs.py --ci-runs --record tests/casebook/observations/jobs"
 # (case, mode): the PID each gets is the case's ``targets[mode]``.
 CI_RUNS = (("ddp_straggler", "outside"), ("ddp_thread_died", "outside"), ("ddp_rank0_barrier", "probes"),
            ("ddp_healthy", "probes"))
-LIVE_RUN = ("ddp_rank0_barrier", "probes")  # the launcher's PID, under `dflash-diag run`: the most moving parts
+LIVE_RUN = ("ddp_rank0_barrier", "probes")  # under `dflash-diag run`, a rank's PID: the most moving parts
 BY_NAME = {c.name: c for c in JOB_CASES}
 
 
@@ -95,7 +95,7 @@ def live() -> Result:
 
 
 @pytest.mark.slow
-def test_the_live_job_is_named_from_the_launchers_pid_within_one_window(live: Result) -> None:
+def test_the_live_job_is_named_within_one_window(live: Result) -> None:
     case = BY_NAME[LIVE_RUN[0]]
     _check(case, LIVE_RUN[1], live)
     assert live.seconds_to_answer < CI_ANSWER_BOUND_S, live.seconds_to_answer
