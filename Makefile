@@ -47,14 +47,16 @@ debugger:
 run: setup
 	$(BIN)/dflash-diag top -- $(BIN)/python -m reference_trainer --preset auto $(RUN_ARGS)
 
-# Two lanes, one after the other: every test but the casebook in two workers (alone they keep one of two cores
-# busy), then the casebook's programs, which fill both cores by themselves. Both run; either failing fails.
-# Two workers keep both cores busy, which a test that waits on a live process can lose a race to: the first lane's
-# failures run once more, alone, on the quieter box (as the casebook runs its misses again); a real fault fails
-# there too, and the first lane's FAILED lines stay in the log.
+# Two lanes, one after the other: every test but the casebook in three workers, then the casebook's programs, which
+# fill both cores by themselves. Both run; either failing fails. Most of the first lane's tests wait on a live
+# process (a window, a program's start), so two workers left a third of two cores idle: three took that lane from
+# 613 to 542 s on the quiet 2-core box (docs/benchmarks.md). Busy cores are a race a test that waits on a live
+# process can lose: the first lane's failures run once more, alone, on the quieter box (as the casebook runs its
+# misses again); a real fault fails there too, and the first lane's FAILED lines stay in the log.
+TEST_WORKERS ?= 3
 test: setup
 	@rc=0; \
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --ignore=tests/casebook || \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/casebook || \
 	  { echo "make test: running the first lane's failures again, alone"; \
 	    $(BIN)/python -m pytest -q --lf --ignore=tests/casebook || rc=1; }; \
 	$(BIN)/python -m pytest -q tests/casebook || rc=1; \
