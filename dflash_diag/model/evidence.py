@@ -27,6 +27,12 @@ def _probes_dir() -> str | None:
 
 
 _PROBES_DIR = _probes_dir()
+# The probes' module files, wherever the observed process had them: an observation replayed on another machine (a
+# user's bundle, a CI fixture recorded in another checkout) holds the probes' frames under the path they had there,
+# and they are the tool's own there too (a recorded job read the collectives probe's wrapper as the ranks' code).
+# A program's own package named ``probes`` with a module of one of these names would be read as the tool's.
+_PROBE_FILES = frozenset(
+    name for name in (os.listdir(_PROBES_DIR) if _PROBES_DIR is not None else ()) if name.endswith(".py"))
 
 
 def is_library_file(filename: str) -> bool:
@@ -39,6 +45,8 @@ def is_library_file(filename: str) -> bool:
     if _PROBES_DIR is not None and filename.startswith(_PROBES_DIR):
         return True
     parts = filename.split("/")
+    if len(parts) >= 2 and parts[-2] == "probes" and parts[-1] in _PROBE_FILES:
+        return True
     return any(_PYLIB.fullmatch(p) is not None and i > 0 and parts[i - 1] in ("lib", "lib64")
                for i, p in enumerate(parts))
 

@@ -120,3 +120,15 @@ def test_the_probes_own_frames_are_never_the_programs_hot_code() -> None:
     thread = ThreadSample(thread_id=1, os_thread_id=1, name="w", active=True, owns_gil=False, frames=wrapped)
     (spot,) = hot_functions([(thread, ThreadState.NATIVE)] * 4)
     assert spot.function == "train_step"
+
+
+def test_the_probes_frames_are_the_tools_own_wherever_they_were_recorded() -> None:
+    """An observation replayed elsewhere (a user's bundle, a fixture recorded in another checkout) holds the probes'
+    frames under the path they had there: the collectives probe's wrapper was read as a job's own code (the
+    replayed job casebook, in a fresh clone). A program's own file of another name under ``probes/`` is its own."""
+    from dflash_diag.model.evidence import is_library_file
+
+    assert is_library_file("/home/someone/venvs/x/src/dflash-diag/probes/collectives.py")
+    assert is_library_file("/work/elsewhere/probes/health.py")
+    assert not is_library_file("/app/probes/my_sensor_reader.py")
+    assert not is_library_file("/app/train.py")
