@@ -63,7 +63,8 @@ def gpu_skip_reason(case: Case, *, cuda: bool, run_env: str | None) -> str:
     only when asked (``CASEBOOK_GPU=1``): the GPU batch is about 8 minutes of an H200, which `bench/casebook.py
     --gpu` phases (programs that read device-wide utilisation alone) and records, and a plain `make test` on the GPU
     machine should not spend it unasked."""
-    where = ("held out: sealed until `bench/casebook.py --gpu --split held-out` scores it once on the GPU machine"
+    where = ("held out: scored once on the H200 by `bench/casebook.py --gpu --split held-out` (2026-12-05, "
+             "docs/benchmarks.md); its recording is replayed (test_casebook_replay.py)"
              if case.held_out else "`bench/casebook.py --gpu` scores it on the GPU machine")
     if not cuda:
         return f"needs CUDA: a GPU program ({where})"

@@ -4,8 +4,8 @@ bench/casebook.py's, measured on an idle box). CI runs a small subset live (ci_r
 deadlock program, in turn attached from outside and under `dflash-diag run`, one attached with `dflash-diag attach`,
 the timed programs, a healthy one) and replays every (case, mode) from its recorded observation (test_casebook_replay.py);
 `make casebook` (``CASEBOOK_ALL=1``) and `bench/casebook.py` run every mode of every program live. The GPU programs
-are listed too, each (case, mode) a test that skips without CUDA saying why (the held-out ones: sealed until scored
-once on the GPU machine), and runs on a CUDA machine with ``CASEBOOK_GPU=1``.
+are listed too, each (case, mode) a test that skips without CUDA saying why (the held-out ones: scored
+once on the H200, their recordings replayed), and runs on a CUDA machine with ``CASEBOOK_GPU=1``.
 
 All (case, mode) runs happen once, a few at a time (``CASEBOOK_PARALLEL``, default 3), in a module fixture
 (ci_runs.py); each test then checks one result. A run whose program did not reach its ready state in time, or whose answer

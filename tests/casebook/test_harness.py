@@ -95,7 +95,7 @@ def test_a_cpu_run_of_the_casebook_lane_skips_the_held_out_gpu_pairs_saying_why(
                           capture_output=True, text=True, timeout=300, cwd=HERE.parents[1])
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "4 skipped" in done.stdout, done.stdout[-2000:]  # the planted program and its twin, outside and attach
-    assert "needs CUDA: a GPU program (held out: sealed until" in done.stdout, done.stdout[-2000:]
+    assert "needs CUDA: a GPU program (held out: scored once on the H200" in done.stdout, done.stdout[-2000:]
     assert " passed" not in done.stdout and " failed" not in done.stdout
 
 
