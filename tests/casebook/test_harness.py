@@ -67,7 +67,8 @@ def test_every_batch_d_program_has_its_twin_and_names_its_report() -> None:
 
 
 def test_the_casebook_lane_lists_every_gpu_program_and_says_why_it_skips_one() -> None:
-    """The held-out GPU pairs stay sealed on a CPU lane: listed (each mode a test), never run, skipped saying so."""
+    """The held-out GPU pairs on a CPU lane: listed (each mode a test), never run live, skipped saying they were scored
+    once on the H200 and that their recordings are replayed."""
     gpu = [c for c in CASES if c.gpu]
     assert {c.name for c, _ in gpu_jobs()} == {c.name for c in gpu} and not any(c.gpu for c in CPU_CASES)
     assert len({(c.name, m) for c, m in gpu_jobs()}) == sum(len(c.modes) for c in gpu)
@@ -75,7 +76,7 @@ def test_the_casebook_lane_lists_every_gpu_program_and_says_why_it_skips_one() -
     assert len(held_out) == 16 and all("gpu-batch-D" in c.tags and "held-out" in c.tags for c in held_out)
     for case in held_out:
         why = gpu_skip_reason(case, cuda=False, run_env=None)
-        assert why.startswith("needs CUDA") and "sealed" in why and "scores it once" in why
+        assert why.startswith("needs CUDA") and "scored once on the H200" in why and "replayed" in why
         assert gpu_skip_reason(case, cuda=True, run_env=None)  # on the GPU machine only when asked
         assert gpu_skip_reason(case, cuda=True, run_env="1") == ""
     tuning = next(c for c in gpu if not c.held_out)
