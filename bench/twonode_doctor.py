@@ -31,10 +31,15 @@ SCENARIOS = {"healthy": "mn_healthy", "slow": "mn_slow_rank", "missing": "mn_mis
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS), choices=list(SCENARIOS))
+    # Checked by hand: with nargs="*", argparse 3.11 checks an empty or default list against choices as one value.
+    parser.add_argument("scenarios", nargs="*", help=f"any of {', '.join(SCENARIOS)} (default: all)")
     parser.add_argument("--duration", default="4", help="doctor's window, seconds (default 4)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    args.scenarios = args.scenarios or list(SCENARIOS)
+    unknown = [n for n in args.scenarios if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {', '.join(unknown)}: choose from {', '.join(SCENARIOS)}")
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
     for name in args.scenarios:
         with two_node_job(SCENARIOS[name]) as job:
