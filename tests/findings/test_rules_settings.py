@@ -140,3 +140,18 @@ def test_oversubscription_is_named_before_the_gil_waits_it_causes() -> None:
     ids = [f.rule_id for f in analysis.findings]
     assert "gil-contention" in ids and "cpu-oversubscribed" in ids
     assert analysis.headline is not None and analysis.headline.rule_id == "cpu-oversubscribed"
+
+
+def test_a_float64_default_dtype_is_weighed_by_the_time_in_ops() -> None:
+    """An uncertainty library's import calls torch.set_default_dtype(torch.float64): every parameter created after
+    it is double precision. A cause where the training threads spend their time in ops; set back, nothing."""
+    calls = [{"call_name": "torch.set_default_dtype", "arg": "torch.float64", "site": "gp/__init__.py:12 (<module>)",
+              "count": 1, "callers": ["MainThread"], "last_wall_s": NOW_S}]
+    board = settings_board({"torch_flags": {"default_dtype": "torch.float64"}, "setting_calls": calls})
+    (finding,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,)), "default-dtype-float64")
+    assert finding.severity == Severity.WARNING
+    assert finding.claim.startswith("the default dtype is float64 (torch.set_default_dtype(torch.float64) called by "
+                                    "MainThread at gp/__init__.py:12")
+    assert "MainThread spends 100% of its samples in ops" in finding.claim
+    restored = settings_board({"torch_flags": {"default_dtype": "torch.float32"}, "setting_calls": calls})
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(restored,)), "default-dtype-float64") == []

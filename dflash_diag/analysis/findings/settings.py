@@ -54,6 +54,7 @@ RULES = (
     RuleSpec("gc-pauses"),
     RuleSpec("gil-switch-interval", sampled=True, produces=("gil-contention",)),
     RuleSpec("torch-debug-mode", sampled=True),
+    RuleSpec("default-dtype-float64", sampled=True),
 )
 
 
@@ -64,6 +65,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _gc(ctx, readings)
     yield from _switch_interval(ctx, readings)
     yield from _debug_modes(ctx, readings)
+    yield from _default_dtype(ctx, readings)
 
 
 # --- the list ----------------------------------------------------------------------------------------------------
@@ -280,6 +282,39 @@ def _debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator
                 evidence=(("CUDA_LAUNCH_BLOCKING", f"{blocking.value} ({blocking.source})"),
                           ("GPU waits", f"{pct(share)} of the samples of {', '.join(threads[:4])}")),
                 remedy="Unset CUDA_LAUNCH_BLOCKING for training (it is for locating a failing kernel).", impact=share)
+
+
+# --- a float64 default dtype ----------------------------------------------------------------------------------------
+
+FLOAT64_NAMES = frozenset({"torch.float64", "torch.double"})
+
+
+def _default_dtype(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    """torch.get_default_dtype() is float64 (a library's import often sets it): every floating tensor, parameter
+    and buffer created without a dtype is double precision, so the ops on them take the float64 kernels (about
+    twice a float32 op's time on a CPU, a small fraction of its throughput on a GPU). Weighed, as the debug modes
+    are, by the training threads' share of samples in ops; the call that set it named where the probe saw it."""
+    flags = sub(ctx.probe(ProbeName.SETTINGS), SettingsKeys.TORCH_FLAGS)
+    if flags.get(SettingsKeys.DEFAULT_DTYPE) not in FLOAT64_NAMES:
+        return
+    share, threads = _ops_share(ctx)
+    if not threads:
+        return
+    call = next((r for r in readings if r.source == "call" and r.name == "torch.set_default_dtype"), None)
+    how = f"torch.set_default_dtype({call.value}) {call.detail}" if call is not None else \
+        "torch.get_default_dtype() is torch.float64"
+    severity = Severity.WARNING if share >= DEBUG_OPS_SHARE else Severity.INFO
+    who = ", ".join(threads[:3])
+    yield Finding(
+        rule_id="default-dtype-float64", severity=severity,
+        claim=f"the default dtype is float64 ({how}): tensors and parameters created without a dtype are double "
+              f"precision, and {who} spend{'s' if len(threads) == 1 else ''} {pct(share)} of "
+              f"{'its' if len(threads) == 1 else 'their'} samples in ops on them (float64 kernels: about twice "
+              "float32's time on a CPU, far more on a GPU)",
+        evidence=(("default dtype", how), ("time in ops", f"{pct(share)} of the samples of {', '.join(threads[:4])}")),
+        remedy="Set it back after the import that changed it (torch.set_default_dtype(torch.float32)), and give "
+               "the tensors that need double precision an explicit dtype=torch.float64.",
+        impact=share if severity >= Severity.WARNING else 0.0)
 
 
 def _training(ctx: Context) -> list[Any]:
