@@ -1202,9 +1202,11 @@ CASES: tuple[Case, ...] = (
         "none: the default set back to float32 right after the import; the library still fits its GP once in "
         "float64, explicitly",
         r"(?i)default.?dtype|float64|double", r"step 30 mse",
-        missed={m: "`pipeline-bottleneck-drafter` (info), the consumer stage of the queue limits throughput, no cause "
-                   "found, its time in train and Forecaster.forward; the float64 default dtype not named"
-                for m in ("outside", "probes", "attach")}),
+        # Scored once: missed in all three modes (docs/benchmarks.md). default-dtype-float64 was written after that
+        # scoring, so the probes' and attach's recordings now pass as tuning cases; outside the dtype is not visible.
+        missed={"outside": "`pipeline-bottleneck-drafter` (info), the consumer stage of the queue limits throughput, "
+                           "no cause found, its time in train and Forecaster.forward; the float64 default dtype not "
+                           "named (not visible from outside)"}),
     *_settings_pair(
         "settings_profiler_left_on", "settings_profiler_left_on", ("train_ranker.py",),
         ("train_ranker.py", "--profile", "steps:5"), "profiler",
