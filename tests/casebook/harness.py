@@ -383,6 +383,21 @@ def doctor_can_save_observations() -> bool:
     return "--save-observation" in done.stdout
 
 
+def replayed_report(path: Path) -> dict[str, Any]:
+    """The report `doctor --replay PATH --json` prints for a recorded observation, made in-process through its own
+    functions (CI's replay of the casebook and of its jobs)."""
+    import io
+
+    from dflash_diag.analysis import analyse
+    from dflash_diag.cli._output import dump_json
+    from dflash_diag.snapshot.bundle import load_observation
+    from dflash_diag.view.doctor import doctor_doc
+
+    out = io.StringIO()
+    dump_json(doctor_doc(analyse(load_observation(str(path)))), out)
+    return json.loads(out.getvalue())  # type: ignore[no-any-return]
+
+
 def score(case: Case, mode: str, report: dict[str, Any], seconds: float) -> Result:
     expect = case.expect[mode]
     found = {f["rule_id"] for f in report["findings"]}

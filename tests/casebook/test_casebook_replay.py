@@ -14,8 +14,6 @@ live in CI beside this is ``ci_runs.LIVE_RUNS``.
 from __future__ import annotations
 
 import gzip
-import io
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -27,12 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import CASES, Case
 from ci_runs import ALL_ENV, CPU_CASES, LIVE_FAMILIES, casebook_jobs
-from harness import FIXTURE_SUFFIX, MODES, score
-
-from dflash_diag.analysis import analyse
-from dflash_diag.cli._output import dump_json
-from dflash_diag.snapshot.bundle import load_observation
-from dflash_diag.view.doctor import doctor_doc
+from harness import FIXTURE_SUFFIX, MODES, replayed_report, score
 
 FIXTURES = Path(__file__).resolve().parent / "observations"
 RECORD = "bench/casebook.py --record tests/casebook/observations"
@@ -65,18 +58,10 @@ def _params(runs: list[tuple[Case, str]]) -> list[Any]:
             for c, m in runs]
 
 
-def _replayed_report(path: Path) -> dict[str, Any]:
-    """The report `doctor --replay PATH --json` prints, made in-process through its own functions."""
-    analysis = analyse(load_observation(str(path)))
-    out = io.StringIO()
-    dump_json(doctor_doc(analysis), out)
-    return json.loads(out.getvalue())  # type: ignore[no-any-return]
-
-
 def _check(case: Case, mode: str) -> None:
     path = _recorded().get((case.name, mode))
     assert path is not None, f"no recording of {case.name} ({mode}): record it with `{RECORD} --cases {case.name}`"
-    r = score(case, mode, _replayed_report(path), 0.0)
+    r = score(case, mode, replayed_report(path), 0.0)
     if case.healthy:
         assert r.warnings == (), f"warnings on a healthy program: {r.warnings}: {r.headline_text}"
         return
@@ -120,7 +105,7 @@ def test_a_recording_that_no_longer_names_its_cause_fails(tmp_path: Path) -> Non
     case = next(c for c in CPU_CASES if c.name == "gil_hog_side_thread")
     twin = _recorded()[("healthy_pipeline", "outside")]
     shutil.copy(twin, tmp_path / "gil_hog_side_thread__outside.json.gz")
-    r = score(case, "outside", _replayed_report(tmp_path / "gil_hog_side_thread__outside.json.gz"), 0.0)
+    r = score(case, "outside", replayed_report(tmp_path / "gil_hog_side_thread__outside.json.gz"), 0.0)
     assert not r.ok
 
 

@@ -12,8 +12,6 @@ runs every case in both modes from both PIDs, uneven shards included.
 from __future__ import annotations
 
 import gzip
-import io
-import json
 import sys
 from pathlib import Path
 
@@ -22,12 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import JOB_CASES, Case
-from harness import FIXTURE_SUFFIX, TIME_TO_NAME_S, Result, run_case, score
-
-from dflash_diag.analysis import analyse
-from dflash_diag.cli._output import dump_json
-from dflash_diag.snapshot.bundle import load_observation
-from dflash_diag.view.doctor import doctor_doc
+from harness import FIXTURE_SUFFIX, TIME_TO_NAME_S, Result, replayed_report, run_case, score
 
 pytestmark = [pytest.mark.timeout(1200)]
 # As the casebook's: the 10 s goal is bench/jobs.py's (the box to itself); CI checks that the answer came from one
@@ -46,9 +39,7 @@ BY_NAME = {c.name: c for c in JOB_CASES}
 def _replayed(case: Case, mode: str) -> Result:
     path = FIXTURES / f"{case.name}__{mode}{FIXTURE_SUFFIX}"
     assert path.exists(), f"no recording of {case.name} ({mode}): record it with `{RECORD}`"
-    out = io.StringIO()
-    dump_json(doctor_doc(analyse(load_observation(str(path)))), out)
-    return score(case, mode, json.loads(out.getvalue()), 0.0)
+    return score(case, mode, replayed_report(path), 0.0)
 
 
 def _check(case: Case, mode: str, r: Result) -> None:
