@@ -40,6 +40,8 @@ from dflash_diag.inject.request import (
     clean_stale,
     control_document,
     forget_page,
+    in_flight_error,
+    injection_in_flight,
     injection_lock,
     mark_page_done,
     read_result,
@@ -84,7 +86,12 @@ def inject(pid: int, action: str, *, names: Sequence[str] = (), board_dir: Path,
     Nothing waits past ``timeout_s`` but the graces of the module docstring."""
     t0 = time.monotonic()
     say = progress or (lambda _msg: None)
-    target = preflight(pid)
+    try:
+        target = preflight(pid)
+    except AttachError:
+        if injection_in_flight(board_dir, pid):  # the tracer preflight found is another attach of ours, mid-way
+            raise in_flight_error(pid) from None
+        raise
     found: dict[str, str | None] = {name: find_debugger(name, environ) for name in DEBUGGERS}
     found["remote-exec"] = remote_exec_helper(target)
     found["ptrace"] = ptrace_helper()

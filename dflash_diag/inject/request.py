@@ -182,11 +182,33 @@ def injection_lock(directory: Path, pid: int) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AttachError(f"another dflash-diag attach, detach or record --kernels is injecting into PID {pid} "
-                              "right now: wait for it to finish, then run this again", ExitCode.ATTACH_FAILED) from None
+            raise in_flight_error(pid) from None
         yield
     finally:
         os.close(fd)  # releases the lock; the file stays (removing it could let two commands lock two files)
+
+
+def in_flight_error(pid: int) -> AttachError:
+    return AttachError(f"another dflash-diag attach, detach or record --kernels is injecting into PID {pid} right now: "
+                       "wait for it to finish, then run this again", ExitCode.ATTACH_FAILED)
+
+
+def injection_in_flight(directory: Path, pid: int) -> bool:
+    """Whether another command holds ``pid``'s injection lock now (its file is never created here): the tracer a
+    second attach finds mid-injection is then the first one's, said as such, not as an unknown debugger."""
+    try:
+        fd = os.open(directory / protocol.lock_name(pid), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def page_note_path(directory: Path, pid: int) -> Path:

@@ -51,6 +51,26 @@ def test_a_second_attach_while_one_is_in_flight_is_refused_at_once(ptrace_ok: No
     plain.keeps_running()
 
 
+def test_what_an_injection_in_flight_does_to_the_process_is_said_as_that_injection(start_plain,
+                                                                                  board_dir: Path) -> None:
+    """Mid-injection the first command traces the process and stops its threads: a second attach's preflight saw
+    that tracer ("already traced by PID N (python): a debugger ...") before it reached the lock (the whole suite,
+    under load). A stopped process stands in for it here; with the lock free, the preflight's own answer stands."""
+    import signal
+
+    plain = start_plain("join")
+    os.kill(plain.pid, signal.SIGSTOP)
+    try:
+        with injection_lock(board_dir, plain.pid):
+            busy = cli("attach", str(plain.pid), env=env_for(board_dir))
+        free = cli("attach", str(plain.pid), env=env_for(board_dir))
+    finally:
+        os.kill(plain.pid, signal.SIGCONT)
+    assert busy.returncode == ExitCode.ATTACH_FAILED and "another dflash-diag attach" in busy.stderr, busy.stderr
+    assert free.returncode == ExitCode.ATTACH_FAILED and "is stopped" in free.stderr, free.stderr
+    plain.keeps_running()
+
+
 def test_attach_refuses_while_another_command_holds_the_process(ptrace_ok: None, start_plain, board_dir: Path) -> None:
     plain = start_plain("join")
     with injection_lock(board_dir, plain.pid):

@@ -65,6 +65,11 @@ def _h200_missed(what: str) -> dict[str, str]:
     return {m: f"H200 2026-12-05, tuning run: {what}" for m in GPU_MODES}
 
 
+# Held-out (case, mode) runs missed when scored once and named by a rule written after that scoring: the score stays
+# as it was in docs/benchmarks.md; these runs are tuning runs from then on (the next held-out figure needs new ones).
+FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("settings_default_dtype_f64", "attach")})
+
+
 def _held_out_missed(what: str, modes: tuple[str, ...] = GPU_MODES) -> dict[str, str]:
     """A held-out GPU case as the H200 scored it once (2026-12-05, untuned): what it said instead."""
     return {m: f"held out, missed when scored once on the H200 (2026-12-05): {what}" for m in modes}
@@ -1203,7 +1208,8 @@ CASES: tuple[Case, ...] = (
         "float64, explicitly",
         r"(?i)default.?dtype|float64|double", r"step 30 mse",
         # Scored once: missed in all three modes (docs/benchmarks.md). default-dtype-float64 was written after that
-        # scoring, so the probes' and attach's recordings now pass as tuning cases; outside the dtype is not visible.
+        # scoring, so the probes' and attach's recordings now pass as tuning cases (FIXED_AFTER_SCORING); outside
+        # the dtype is not visible.
         missed={"outside": "`pipeline-bottleneck-drafter` (info), the consumer stage of the queue limits throughput, "
                            "no cause found, its time in train and Forecaster.forward; the float64 default dtype not "
                            "named (not visible from outside)"}),

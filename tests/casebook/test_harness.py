@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
-from cases import CASES, GPU_MODES, REFERENCE_TRAINER, Case  # noqa: E402
+from cases import CASES, FIXED_AFTER_SCORING, GPU_MODES, REFERENCE_TRAINER, Case  # noqa: E402
 from ci_runs import CPU_CASES, gpu_jobs, gpu_skip_reason  # noqa: E402
 from harness import Recording, run_case_modes, starts_for  # noqa: E402
 
@@ -113,7 +113,9 @@ def test_the_settings_batch_scored_once_keeps_each_miss_on_record() -> None:
     for case in batch:
         for mode in case.modes:
             verdict = rows[(case.name, mode)]
-            if mode in case.known_miss:
+            if (case.name, mode) in FIXED_AFTER_SCORING:  # the score as it was; named since (said in the docs)
+                assert verdict.startswith("miss") and mode not in case.known_miss, (case.name, mode)
+            elif mode in case.known_miss:
                 prefix = "held out, missed when scored once (docs/benchmarks.md, settings batch): "
                 kind = "false alarm" if case.healthy else "miss"
                 assert case.known_miss[mode].startswith(prefix) and verdict.startswith(kind), (case.name, mode)
