@@ -43,6 +43,12 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(item.decode(errors="replace").partition("=")[::2] for item in raw.split(b"\0") if b"=" in item)
 
 
+def children(pid: int) -> list[int]:
+    """The PIDs of ``pid``'s children (torchrun's ranks: each in a session of its own, so a kill of the launcher's
+    process group leaves them running)."""
+    return _children(pid)
+
+
 def _children(pid: int) -> list[int]:
     out: list[int] = []
     try:

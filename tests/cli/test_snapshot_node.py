@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from multinode_bed import free_port
+from multinode_bed import children, free_port
 
 from dflash_diag.model.common import NA
 from dflash_diag.sources.noderanks import NodeJob, find_node_jobs
@@ -58,7 +58,8 @@ def test_the_ranks_are_grouped_by_launcher_workers_and_other_users_left_out() ->
 def test_snapshot_node_writes_the_bundle_of_this_machines_ranks_without_a_pid(tmp_path: Path) -> None:
     run_id = f"node-{os.getpid()}"
     log = tmp_path / "job.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    # A bound on the ranks' lives as well as the kill below: a rank left behind trained on for half an hour.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "TRAIN_STEPS": "6000"}
     with log.open("wb") as out:
         job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id",
@@ -85,8 +86,23 @@ def test_snapshot_node_writes_the_bundle_of_this_machines_ranks_without_a_pid(tm
         assert wrong.returncode == 3 and "no rank of job no-such-job runs on this machine" in wrong.stderr
         assert len(wrong.stderr.strip().splitlines()) == 1
     finally:
+        ranks = children(job.pid)  # torchrun starts each rank in a session of its own: the group kill misses them
         try:
             os.killpg(job.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for rank in ranks:
+            try:
+                os.kill(rank, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         job.wait(timeout=30)
+        assert not any(Path(f"/proc/{rank}").exists() and _alive(rank) for rank in ranks), ranks
+
+
+def _alive(pid: int) -> bool:
+    """Not gone and not a zombie (a killed rank waits for init to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
