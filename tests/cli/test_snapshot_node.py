@@ -17,10 +17,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from multinode_bed import children, free_port
+from multinode_bed import free_port
 
 from dflash_diag.model.common import NA
 from dflash_diag.sources.noderanks import NodeJob, find_node_jobs
+from dflash_diag.sources.procfs import all_children
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "dflash_diag"]
@@ -86,7 +87,7 @@ def test_snapshot_node_writes_the_bundle_of_this_machines_ranks_without_a_pid(tm
         assert wrong.returncode == 3 and "no rank of job no-such-job runs on this machine" in wrong.stderr
         assert len(wrong.stderr.strip().splitlines()) == 1
     finally:
-        ranks = children(job.pid)  # torchrun starts each rank in a session of its own: the group kill misses them
+        ranks = all_children(job.pid)  # torchrun starts each rank in a session of its own: the group kill misses them
         try:
             os.killpg(job.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -95,7 +95,15 @@ def test_a_jobs_outputs_hold_none_of_the_launchers_secrets(tmp_path: Path) -> No
         for path in (tmp_path / "bundle").iterdir():
             outputs[f"bundle {path.name}"] = path.read_text(errors="replace")
     finally:
-        os.killpg(launcher.pid, 9)
+        from dflash_diag.sources.procfs import all_children
+
+        ranks = all_children(launcher.pid)  # each in a session of its own: the group kill misses them (they slept
+        os.killpg(launcher.pid, 9)          # 600 s beside a busy thread, through the rest of the suite)
+        for rank in ranks:
+            try:
+                os.kill(rank, 9)
+            except ProcessLookupError:
+                pass
         launcher.wait(timeout=30)
     assert _leaks(outputs, ("jobArgToken0123456", "jobEnvPassw0rd99")) == []
 
