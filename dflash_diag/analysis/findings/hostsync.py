@@ -150,10 +150,9 @@ def _explicit_site(ctx: Context, thread: ThreadSample, state: ThreadState, cuda:
     frames = python_frames(thread)
     # The innermost frame outside torch is the user's line that forced the sync.
     user = next((f for f in frames if not is_library_file(f.filename)), frames[0] if frames else None)
-    if user is not None and counted and _probe_site(user) in counted:
-        text = ctx.line_text(user)
-        return frame_site(user) + (f" `{text.strip()[:60]}`" if text else "") + " (syncs counted there)"
     text = ctx.line_text(user) if user is not None else None
+    if user is not None and counted and _probe_site(user) in counted:
+        return _site_text(user, text) + " (syncs counted there)"
     native_sync = (any(f.name in SYNC_NATIVE_FRAMES for f in thread.frames if f.native)
                    or any(is_gpu_sync_frame(f) for f in frames[:3]))
     at_user_line = user is not None and all(f is user or _is_conversion_frame(f) for f in frames[: frames.index(user)])
@@ -166,7 +165,11 @@ def _explicit_site(ctx: Context, thread: ThreadSample, state: ThreadState, cuda:
         return None
     if user is None:
         return "?"
-    # The line's text shows which call synced (`.item()`, `.cpu()`): C calls leave no frame.
+    return _site_text(user, text)
+
+
+def _site_text(user: Frame, text: str | None) -> str:
+    """The sync's line, with its text: it shows which call synced (`.item()`, `.cpu()`); C calls leave no frame."""
     return frame_site(user) + (f" `{text.strip()[:60]}`" if text else "")
 
 
