@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -272,3 +272,30 @@ class JobContext:
             if s is summary:
                 return a
         return None
+
+
+def slope_per_s(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(seconds, value)`` points: value per second (0 without a spread in time)."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var > 0 else 0.0
+
+
+def halves_slopes(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The slopes of the window's earlier and later halves, split at its middle in time: growth that levels off
+    (caches filling to their size) is not growth without bound."""
+    middle = (points[0][0] + points[-1][0]) / 2
+    early = [p for p in points if p[0] <= middle]
+    late = [p for p in points if p[0] >= middle]
+    return (slope_per_s(early) if len(early) >= 2 else 0.0, slope_per_s(late) if len(late) >= 2 else 0.0)
+
+
+def duration_text(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.5 h``: how long until a resource runs out, said at the scale that reads."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+

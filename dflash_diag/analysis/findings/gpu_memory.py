@@ -20,11 +20,18 @@ information otherwise, and while a thread compiles (torch.compile's autotuning a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from dflash_contract.board import AllocatorKeys, ProbeName
-from dflash_diag.analysis.findings._context import Context, num, sub
+from dflash_diag.analysis.findings._context import (
+    Context,
+    duration_text,
+    halves_slopes,
+    num,
+    slope_per_s,
+    sub,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Severity, ThreadState
 
@@ -75,7 +82,7 @@ def _judge(ctx: Context, series: _Series) -> Finding | None:
     rising = sum(1 for d in deltas if d > 0) / len(deltas)
     if slope < GROWTH_BYTES_PER_S or grown < MIN_GROWTH_BYTES or rising < RISING_SHARE:
         return None
-    early, late = halves(points)
+    early, late = halves_slopes(points)
     if late < GROWTH_BYTES_PER_S or late < SUSTAINED_RATIO * early:
         return None  # levelling off: something filling up to its size
     span = points[-1][0] - points[0][0]
@@ -86,7 +93,7 @@ def _judge(ctx: Context, series: _Series) -> Finding | None:
               f"in {span:.0f} s")
     claim = f"cuda:{series.device}: GPU memory grows steadily: {growth}"
     if left_s is not None:
-        claim += f"; at this rate {series.headroom_what} is used up in {_duration(left_s)} (out of memory)"
+        claim += f"; at this rate {series.headroom_what} is used up in {duration_text(left_s)} (out of memory)"
     if compiling:
         claim += "; a thread is compiling (torch.compile allocates while it autotunes): look again after warm-up"
     evidence = [("growth", f"{slope / 2**20:+.1f} MB/s over {span:.1f} s ({len(points)} readings, "
@@ -194,27 +201,3 @@ def _device_free(ctx: Context, device: int) -> float | None:
                     and isinstance(gpu.memory_used_bytes, int):
                 return float(max(0, gpu.memory_total_bytes - gpu.memory_used_bytes))
     return None
-
-
-def slope_per_s(points: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of bytes over seconds."""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var > 0 else 0.0
-
-
-def halves(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """The slopes of the window's earlier and later halves, split at its middle in time."""
-    middle = (points[0][0] + points[-1][0]) / 2
-    early = [p for p in points if p[0] <= middle]
-    late = [p for p in points if p[0] >= middle]
-    return (slope_per_s(early) if len(early) >= 2 else 0.0, slope_per_s(late) if len(late) >= 2 else 0.0)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

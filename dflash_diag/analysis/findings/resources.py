@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from dflash_diag.analysis.findings._context import Context
+from dflash_diag.analysis.findings._context import Context, duration_text, halves_slopes, slope_per_s
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, ProcessSample, Severity
 from dflash_diag.model.findings import CAUSE
@@ -54,7 +54,7 @@ def _memory(ctx: Context) -> Iterator[Finding]:
     rising = sum(1 for d in deltas if d > 0) / len(deltas)
     if slope < GROWTH_BYTES_PER_S or grown < MIN_GROWTH_BYTES or rising < RISING_SHARE:
         return
-    early_bps, late_bps = halves_slopes(readings)
+    early_bps, late_bps = halves_slopes(_rss_points(readings))
     if late_bps < GROWTH_BYTES_PER_S or late_bps < SUSTAINED_RATIO * early_bps:
         return  # levelling off: something filling up to its size, not growing without bound
     span_s = readings[-1].monotonic_s - readings[0].monotonic_s
@@ -72,7 +72,7 @@ def _memory(ctx: Context) -> Iterator[Finding]:
     else:
         claim = f"host memory grows without bound: {rss}"
     if left_s is not None:
-        claim += f"; the host's free memory ({available / 2**30:.1f} GiB) is gone in {_duration(left_s)} at this rate"  # type: ignore[operator]
+        claim += f"; the host's free memory ({available / 2**30:.1f} GiB) is gone in {duration_text(left_s)} at this rate"  # type: ignore[operator]
     evidence = [("RSS slope", f"{slope / _MIB:+.1f} MB/s over {span_s:.1f} s"),
                 ("RSS", f"{readings[0].rss_bytes / _MIB:.0f} -> {readings[-1].rss_bytes / _MIB:.0f} MB"),  # type: ignore[operator]
                 ("sweeps where it grew", f"{sum(1 for d in deltas if d > 0)} of {len(deltas)}"),
@@ -94,25 +94,8 @@ def _memory(ctx: Context) -> Iterator[Finding]:
 
 def rss_slope_bytes_per_s(readings: Sequence[ProcessSample]) -> float:
     """Least-squares slope of RSS over time."""
-    xs = [r.monotonic_s for r in readings]
-    ys = [float(r.rss_bytes or 0) for r in readings]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var > 0 else 0.0
+    return slope_per_s(_rss_points(readings))
 
 
-def halves_slopes(readings: Sequence[ProcessSample]) -> tuple[float, float]:
-    """The RSS slopes (bytes/s) of the window's earlier and later halves, split at its middle in time."""
-    middle = (readings[0].monotonic_s + readings[-1].monotonic_s) / 2
-    early = [r for r in readings if r.monotonic_s <= middle]
-    late = [r for r in readings if r.monotonic_s >= middle]
-    return (rss_slope_bytes_per_s(early) if len(early) >= 2 else 0.0,
-            rss_slope_bytes_per_s(late) if len(late) >= 2 else 0.0)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+def _rss_points(readings: Sequence[ProcessSample]) -> list[tuple[float, float]]:
+    return [(r.monotonic_s, float(r.rss_bytes or 0)) for r in readings]
