@@ -383,6 +383,18 @@ def doctor_can_save_observations() -> bool:
     return "--save-observation" in done.stdout
 
 
+def assert_diagnosed(case: Case, r: Result) -> None:
+    """The casebook's verdict on one answer, live or replayed: no error; a healthy program draws no warning; a planted
+    cause is named, leads the headline, and nothing the case forbids is named."""
+    assert not r.error, r.error
+    if case.healthy:
+        assert r.warnings == (), f"warnings on a healthy program: {r.warnings}: {r.headline_text}"
+        return
+    assert r.all_named, f"expected {r.expected}, named {r.named}; headline: {r.headline_text}"
+    assert r.headline_ok, f"headline {r.headline_rule} because {r.headline_because}: {r.headline_text}"
+    assert not r.unwanted, f"named {r.unwanted}, which this case forbids: {r.headline_text}"
+
+
 def replayed_report(path: Path) -> dict[str, Any]:
     """The report `doctor --replay PATH --json` prints for a recorded observation, made in-process through its own
     functions (CI's replay of the casebook and of its jobs)."""

@@ -33,7 +33,7 @@ from ci_runs import (
     gpu_skip_reason,
     parallel,
 )
-from harness import TIME_TO_NAME_S, Result, run_case_modes, run_jobs, score, starts_for
+from harness import TIME_TO_NAME_S, Result, assert_diagnosed, run_case_modes, run_jobs, score, starts_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 # The 10 s goal is measured by bench/casebook.py, which fails a run that answers slower (the box to itself).
@@ -66,7 +66,7 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize(("case", "mode"), _params(), ids=_ids())
 def test_case(results: dict[tuple[str, str], Result], case: Case, mode: str) -> None:
-    _assert_right(case, results[(case.name, mode)])
+    assert_diagnosed(case, results[(case.name, mode)])
 
 
 def _cuda() -> bool:
@@ -102,17 +102,7 @@ def test_gpu_case(gpu_results: dict[tuple[str, str], Result], case: Case, mode: 
         start = next(ms for ms in starts_for(case, case.modes) if mode in ms)
         for r in run_case_modes(case, start, extra_args=("--device", "cuda")):
             gpu_results[(r.case, r.mode)] = r
-    _assert_right(case, gpu_results[(case.name, mode)])
-
-
-def _assert_right(case: Case, r: Result) -> None:
-    assert not r.error, r.error
-    if case.healthy:
-        assert r.warnings == (), f"warnings on a healthy program: {r.warnings}: {r.headline_text}"
-        return
-    assert r.all_named, f"expected {r.expected}, named {r.named}; headline: {r.headline_text}"
-    assert r.headline_ok, f"headline {r.headline_rule} because {r.headline_because}: {r.headline_text}"
-    assert not r.unwanted, f"named {r.unwanted}, which this case forbids: {r.headline_text}"
+    assert_diagnosed(case, gpu_results[(case.name, mode)])
 
 
 @pytest.mark.parametrize("name", ["warmup_compile", "hang_dead_consumers", "gil_hog_side_thread"])

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import CASES, Case
 from ci_runs import ALL_ENV, CPU_CASES, LIVE_FAMILIES, casebook_jobs
-from harness import FIXTURE_SUFFIX, MODES, replayed_report, score
+from harness import FIXTURE_SUFFIX, MODES, assert_diagnosed, replayed_report, score
 
 FIXTURES = Path(__file__).resolve().parent / "observations"
 RECORD = "bench/casebook.py --record tests/casebook/observations"
@@ -61,13 +61,7 @@ def _params(runs: list[tuple[Case, str]]) -> list[Any]:
 def _check(case: Case, mode: str) -> None:
     path = _recorded().get((case.name, mode))
     assert path is not None, f"no recording of {case.name} ({mode}): record it with `{RECORD} --cases {case.name}`"
-    r = score(case, mode, replayed_report(path), 0.0)
-    if case.healthy:
-        assert r.warnings == (), f"warnings on a healthy program: {r.warnings}: {r.headline_text}"
-        return
-    assert r.all_named, f"expected {r.expected}, named {r.named}; headline: {r.headline_text}"
-    assert r.headline_ok, f"headline {r.headline_rule} because {r.headline_because}: {r.headline_text}"
-    assert not r.unwanted, f"named {r.unwanted}, which this case forbids: {r.headline_text}"
+    assert_diagnosed(case, score(case, mode, replayed_report(path), 0.0))
 
 
 @pytest.mark.parametrize(("case", "mode"), _params(_every_cpu_run()))

@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import JOB_CASES, Case
-from harness import FIXTURE_SUFFIX, TIME_TO_NAME_S, Result, replayed_report, run_case, score
+from harness import FIXTURE_SUFFIX, TIME_TO_NAME_S, Result, assert_diagnosed, replayed_report, run_case, score
 
 pytestmark = [pytest.mark.timeout(1200)]
 # As the casebook's: the 10 s goal is bench/jobs.py's (the box to itself); CI checks that the answer came from one
@@ -47,12 +47,7 @@ def _check(case: Case, mode: str, r: Result) -> None:
     job = r.report.get("job") or {}
     assert job.get("ranks"), f"doctor did not see the job: {r.report.get('warnings')}"
     assert len(job["ranks"]) == int(case.argv[case.argv.index("--nproc-per-node") + 1])
-    if case.healthy:
-        assert r.warnings == (), f"warnings on a healthy job: {r.warnings}: {r.headline_text}"
-        return
-    assert r.all_named, f"expected {r.expected}, named {r.named}; headline: {r.headline_text}"
-    assert r.headline_ok, f"headline {r.headline_rule} because {r.headline_because}: {r.headline_text}"
-    assert not r.unwanted, f"named {r.unwanted}, which this case forbids: {r.headline_text}"
+    assert_diagnosed(case, r)
 
 
 def test_the_ci_runs_cover_both_modes_and_both_kinds_of_pid() -> None:
