@@ -24,6 +24,11 @@ class Stat(NamedTuple):
     utime_ticks: int
     stime_ticks: int
     start_time_ticks: int  # field 22
+    # How the scheduler weighs it (fields 19 and 41): nice -20..19 (0 by default; higher gets a smaller share of a
+    # contended CPU: at 19 about 1/70th of a nice-0 thread's), and the policy (0 SCHED_OTHER, 1 FIFO, 2 RR,
+    # 3 BATCH, 5 IDLE). None where the line is shorter (very old kernels).
+    nice: int | None = None
+    policy: int | None = None
 
 
 def is_valid_pid(pid: object) -> bool:
@@ -53,7 +58,18 @@ def parse_stat(text: str) -> Stat:
         raise ValueError("stat: non-integer field") from None
     if min(ppid, utime, stime, start) < 0:
         raise ValueError("stat: negative field")
-    return Stat(text[open_idx + 1 : close_idx], state, ppid, utime, stime, start)
+    nice = _int_field(rest, 16, -20, 19)
+    policy = _int_field(rest, 38, 0, 7)
+    return Stat(text[open_idx + 1 : close_idx], state, ppid, utime, stime, start, nice, policy)
+
+
+def _int_field(rest: list[str], index: int, low: int, high: int) -> int | None:
+    """An optional integer field in its kernel-documented range, else None (a reading, never an error)."""
+    try:
+        value = int(rest[index])
+    except (IndexError, ValueError):
+        return None
+    return value if low <= value <= high else None
 
 
 def _stat_text(pid: int | str, tid: int | None = None) -> str:

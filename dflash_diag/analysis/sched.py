@@ -97,7 +97,7 @@ def _thread(t: ProcThreadSample, first: Iterable[ProcThreadSample], python_tids:
     return ThreadSched(tid=t.tid, name=python_tids.get(t.tid, t.comm), python=t.tid in python_tids,
                        cpu_share=min(1.0, run), runq_share=min(1.0, wait),
                        voluntary_per_s=rates[0] if rates else None, involuntary_per_s=rates[1] if rates else None,
-                       cpus_allowed="")
+                       cpus_allowed="", nice=t.nice, policy=t.policy)
 
 
 def _with_cpus(t: ThreadSched, cpus: str) -> ThreadSched:

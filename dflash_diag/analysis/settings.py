@@ -25,7 +25,7 @@ from dflash_contract.settings import (
     ENV_BY_NAME,
 )
 from dflash_diag.model import Board, Observation
-from dflash_diag.model.sched import SettingReading
+from dflash_diag.model.sched import POLICY_NAMES, SettingReading
 
 # torch's flags with their defaults and what they change: (key, shown name, default, area, effect).
 _TORCH_FLAGS: tuple[tuple[str, str, Any, str, str], ...] = (
@@ -87,6 +87,7 @@ def _sub(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def non_default(obs: Observation) -> tuple[SettingReading, ...]:
     """Every setting of the process seen away from its default, environment first."""
     out: list[SettingReading] = list(_environment(obs))
+    out.extend(_priorities(obs))
     payload = settings_payload(obs.board)
     if payload:
         out.extend(_probe_environment(payload, {r.name for r in out}))
@@ -120,6 +121,24 @@ def _environment(obs: Observation) -> list[SettingReading]:
         source = "environment" if env.where == "process" else f"environment of its {env.where}"
         out.append(SettingReading(name=env.name, value=env.value, default=var.default, area=var.area,
                                   effect=var.effect, source=source))
+    return out
+
+
+def _priorities(obs: Observation) -> list[SettingReading]:
+    """Threads the scheduler weighs differently from the default (nice, policy), from the last /proc sweep."""
+    sweeps = [s for s in obs.proc if s]
+    if not sweeps:
+        return []
+    names = {t.os_thread_id: t.name for s in obs.stacks for t in s.threads if t.os_thread_id is not None and t.name}
+    out = []
+    for t in sweeps[-1]:
+        if (t.nice is None or t.nice == 0) and t.policy in (None, 0):
+            continue
+        value = ", ".join(p for p in ((f"nice {t.nice}" if t.nice else ""),
+                                      (POLICY_NAMES.get(t.policy, str(t.policy)) if t.policy else "")) if p)
+        out.append(SettingReading(f"priority of {names.get(t.tid) or t.comm} (thread {t.tid})", value,
+                                  "nice 0, SCHED_OTHER", AREA_THREADS,
+                                  "its share of a contended CPU (higher nice, BATCH or IDLE: a smaller one)", "/proc"))
     return out
 
 

@@ -20,6 +20,10 @@ class ProcThreadSample:
     # "recvfrom", "epoll_wait"...). None when running, unknown or not readable.
     wchan: str | None = None
     syscall: str | None = None
+    # The scheduler's weighting of the thread (stat fields 19 and 41): nice (-20..19, 0 by default) and policy
+    # (0 SCHED_OTHER, 3 SCHED_BATCH, 5 SCHED_IDLE, 1/2 real-time). None where not read (older recordings).
+    nice: int | None = None
+    policy: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,12 @@ def cpu_list_count(text: str) -> int:
     return len(parse_cpu_list(text))
 
 
+# Linux scheduling policies (sched(7)) as /proc/PID/task/TID/stat field 41 gives them.
+SCHED_BATCH = 3
+SCHED_IDLE = 5
+POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", SCHED_BATCH: "SCHED_BATCH", SCHED_IDLE: "SCHED_IDLE",
+                6: "SCHED_DEADLINE"}
+
 @dataclass(frozen=True, slots=True)
 class TaskSched:
     """One OS thread of the process (``/proc/PID/task/TID/status``): its context switches so far and the CPUs it
@@ -158,6 +164,20 @@ class ThreadSched:
     voluntary_per_s: float | None
     involuntary_per_s: float | None
     cpus_allowed: str
+    nice: int | None = None  # at the window's end (stat field 19); None where not read
+    policy: int | None = None  # 0 SCHED_OTHER, 3 SCHED_BATCH, 5 SCHED_IDLE, 1/2 real-time
+
+    @property
+    def deprioritized(self) -> bool:
+        """Scheduled behind default threads on a contended CPU: niced above 0, or SCHED_BATCH/SCHED_IDLE."""
+        return (self.nice is not None and self.nice > 0) or self.policy in (SCHED_BATCH, SCHED_IDLE)
+
+    def priority_text(self) -> str:
+        """"nice 19", "SCHED_IDLE", "nice 5, SCHED_BATCH", or "nice 0"."""
+        parts = [f"nice {self.nice}"] if self.nice is not None and (self.nice != 0 or self.policy in (0, None)) else []
+        if self.policy in POLICY_NAMES and self.policy != 0:
+            parts.append(POLICY_NAMES[self.policy])
+        return ", ".join(parts) or "nice ?"
 
     @property
     def demand(self) -> float:

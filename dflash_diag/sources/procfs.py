@@ -34,11 +34,16 @@ class ProcParseError(ValueError):
 
 def parse_stat(text: str) -> tuple[str, str, int, int, int]:
     """(comm, state, utime_ticks, stime_ticks, starttime_ticks) from a /proc/.../stat line (the contract's parser)."""
+    st = parse_stat_fields(text)
+    return st.comm, st.state, st.utime_ticks, st.stime_ticks, st.start_time_ticks
+
+
+def parse_stat_fields(text: str) -> proc.Stat:
+    """Every field dflash-diag reads from a stat line (nice and policy too); ProcParseError when malformed."""
     try:
-        st = proc.parse_stat(text)
+        return proc.parse_stat(text)
     except ValueError as exc:
         raise ProcParseError(str(exc)) from None
-    return st.comm, st.state, st.utime_ticks, st.stime_ticks, st.start_time_ticks
 
 
 def parse_schedstat(text: str) -> tuple[int, int]:
@@ -107,7 +112,8 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
     """One thread's readings, or None when it vanished (or its files are unreadable/malformed) meanwhile."""
     base = PROC / str(pid) / "task" / str(tid)
     try:
-        comm_stat, state, utime, stime, _ = parse_stat(_read(base / "stat"))
+        stat = parse_stat_fields(_read(base / "stat"))
+        comm_stat, state, utime, stime = stat.comm, stat.state, stat.utime_ticks, stat.stime_ticks
         try:
             comm = _read(base / "comm", 256).rstrip("\n")
         except OSError:
@@ -131,6 +137,8 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
         monotonic_s=clock(),
         wchan=_optional(base / "wchan", parse_wchan) if sleeping else None,
         syscall=_optional(base / "syscall", parse_syscall) if sleeping else None,
+        nice=stat.nice,
+        policy=stat.policy,
     )
 
 

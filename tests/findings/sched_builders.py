@@ -41,6 +41,8 @@ class Thread:
     frame: Frame = field(default_factory=lambda: Frame("fit_member", "/app/train.py", 40))
     computing: bool = True  # its stacks: in a torch op (True) or asleep at a sleep line
     stack_frames: tuple[Frame, ...] | None = None  # its stacks' frames, innermost first (overrides the above)
+    nice: int = 0
+    policy: int = 0
 
 
 def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int = 2, process_cpus: str = "0-1",
@@ -97,7 +99,8 @@ def _sweep(threads: Sequence[Thread], t: float, d_state: Sequence[str]) -> tuple
     return tuple(ProcThreadSample(tid=th.tid, comm="python",
                                   state="D" if th.name in d_state else ("S" if _waits(th) else "R"),
                                   utime_s=th.run * t, stime_s=0.0, run_ns=int(th.run * t * 1e9),
-                                  runq_wait_ns=int(th.wait * t * 1e9), monotonic_s=t) for th in threads)
+                                  runq_wait_ns=int(th.wait * t * 1e9), monotonic_s=t, nice=th.nice,
+                                  policy=th.policy) for th in threads)
 
 
 def _waits(th: Thread) -> bool:

@@ -156,3 +156,40 @@ def test_the_cause_replaces_the_note_that_the_threads_wait_for_a_cpu() -> None:
     crowded_by_others = analyse(replace(scenario(ensemble(run=0.3, wait=0.6) + pools(1, run=0.0, wait=0.0)), now_wall_s=NOW_S))
     ids = [f.rule_id for f in crowded_by_others.findings]
     assert "cpu-contended" in ids and "cpu-oversubscribed" not in ids
+
+
+DECODE = Frame("_decode_loop", "/app/ingest.py", 88)
+
+
+def test_a_niced_thread_that_waits_for_a_cpu_is_named_with_its_priority() -> None:
+    decoder = Thread("decode", 101, 0.3, 0.5, frame=DECODE, nice=19)
+    trainer = Thread("MainThread", PID, 0.8, 0.3)
+    analysis, (finding,) = _find(scenario([trainer, decoder]), "thread-deprioritized")
+    assert finding.claim.startswith("decode runs at nice 19 (the default is nice 0, SCHED_OTHER)")
+    assert "waited for one 50% of the window, 62% of the time it wanted one" in finding.claim
+    assert "(the process's default-priority threads: 27%)" in finding.claim
+    # Listed among the settings too, as information.
+    (changed,) = [f for f in analysis.findings if f.rule_id == "settings-changed"]
+    assert "priority of decode (thread 101) = nice 19" in changed.claim
+
+
+def test_sched_idle_is_named_and_the_priority_text_says_the_policy() -> None:
+    decoder = Thread("decode", 101, 0.2, 0.6, frame=DECODE, policy=5)
+    _, (finding,) = _find(scenario([Thread("MainThread", PID, 0.8, 0.2), decoder]), "thread-deprioritized")
+    assert finding.claim.startswith("decode runs at SCHED_IDLE")
+
+
+def test_a_niced_thread_that_rarely_wants_a_cpu_or_waits_no_longer_than_the_rest_is_not_named() -> None:
+    heartbeat = Thread("heartbeat", 102, 0.01, 0.01, nice=10, computing=False)
+    _, found = _find(scenario([Thread("MainThread", PID, 0.8, 0.3), heartbeat]), "thread-deprioritized")
+    assert found == []
+    # On a machine so loaded that every thread waits most of the time, the niced one waits no longer than the rest.
+    busy_box = [Thread("MainThread", PID, 0.2, 0.7), Thread("decode", 101, 0.25, 0.6, frame=DECODE, nice=5)]
+    assert _find(scenario(busy_box), "thread-deprioritized")[1] == []
+
+
+def test_a_niced_thread_outside_the_limiting_stage_is_information_only() -> None:
+    # Nothing trains and no stage limits throughput: the lowered priority is shown, with no cost claimed.
+    side = Thread("compress", 103, 0.3, 0.5, frame=Frame("compress", "/app/ckpt.py", 12), nice=19)
+    _, (finding,) = _find(scenario([Thread("MainThread", PID, 0.8, 0.3), side]), "thread-deprioritized")
+    assert finding.severity == Severity.INFO and finding.impact == 0.0

@@ -192,3 +192,36 @@ def test_process_alive_is_false_for_nonsense_pids() -> None:
     assert not procfs.process_alive(-1)
     assert not procfs.process_alive(2**22 + 1)
     assert procfs.process_alive(os.getpid())
+
+
+def test_a_threads_nice_and_policy_are_read_from_its_stat() -> None:
+    ready, done = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def background() -> None:
+        tids.append(threading.get_native_id())
+        os.setpriority(os.PRIO_PROCESS, tids[0], 7)  # this thread only: a library lowering its own thread
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # 0: the calling thread
+        ready.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=background, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        by_tid = {t.tid: t for t in procfs.read_threads(os.getpid())}
+        assert (by_tid[tids[0]].nice, by_tid[tids[0]].policy) == (7, os.SCHED_BATCH)
+        assert (by_tid[threading.get_native_id()].nice, by_tid[threading.get_native_id()].policy) == (
+            os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), 0)
+    finally:
+        done.set()
+        thread.join(10)
+
+
+def test_parse_stat_fields_keeps_nice_and_policy_in_range() -> None:
+    rest = " ".join(["S", "1"] + ["0"] * 14 + ["19"] + ["0"] * 21 + ["5"] + ["0"] * 10)
+    st = procfs.parse_stat_fields(f"42 (a b) {rest}")
+    assert (st.comm, st.nice, st.policy) == ("a b", 19, 5)
+    odd = " ".join(["S", "1"] + ["0"] * 14 + ["99"] + ["0"] * 10)  # out of range and too short for a policy
+    st = procfs.parse_stat_fields(f"42 (x) {odd}")
+    assert (st.nice, st.policy) == (None, None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_contract.settings import AREA_THREADS
-from dflash_diag.analysis.findings._context import Context, pct
+from dflash_diag.analysis.findings._context import Context, pct, stage_label
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sched import summary_of
 from dflash_diag.analysis.settings import by_area, non_default
@@ -56,6 +56,11 @@ CHURN_MIN = 2
 CHURN_PER_S = 0.5
 CHURN_WAIT_SHARE = 0.2
 MAX_NAMED = 4
+# A thread the scheduler weighs below default ones (nice above 0, SCHED_BATCH, SCHED_IDLE) is the cause when it
+# waited for a CPU this share of the window, and at least as large a part of the time it wanted one as the
+# process's default-priority threads did (on a machine other processes load, every thread waits: the lowered
+# priority is what makes this one wait longer). It leads only where its stage limits throughput or it trains.
+DEPRIORITIZED_WAIT_SHARE = 0.20
 
 RULES = (
     # Threads descheduled while they hold the GIL make the others wait for it: the GIL waits of an oversubscribed
@@ -66,13 +71,14 @@ RULES = (
     RuleSpec("memory-pressure"),
     RuleSpec("io-pressure"),
     RuleSpec("process-churn", sampled=True),
+    RuleSpec("thread-deprioritized", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
     RuleSpec("cpu-contended", kind=NOTE, slows=False, sampled=True),
 )
 # The causes that already say the threads wait for a CPU, and why: the note would repeat them.
-_CPU_CAUSES = frozenset({"cpu-oversubscribed", "cpu-affinity-narrow", "cpu-throttled"})
+_CPU_CAUSES = frozenset({"cpu-oversubscribed", "cpu-affinity-narrow", "cpu-throttled", "thread-deprioritized"})
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -86,6 +92,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _throttled(ctx, summary)
         found += _pressure(ctx, summary)
         found += _churn(ctx, summary)
+        found += _deprioritized(ctx, summary)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -393,3 +400,52 @@ def _churn(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
         remedy="Start workers once and keep them (DataLoader(persistent_workers=True), one multiprocessing Pool for "
                "the run, a long-lived subprocess instead of one per step); move start-up work out of each child.",
         impact=wait)
+
+
+# --- a thread the scheduler puts behind the others ----------------------------------------------------------------
+
+
+def _waited_part(t: ThreadSched) -> float:
+    """Of the time the thread wanted a CPU, the part it waited for one."""
+    return t.runq_share / t.demand if t.demand > 0 else 0.0
+
+
+def _deprioritized(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
+    threads = [t for t in summary.threads if not t.name.startswith("dflash-diag-")]
+    normal = sorted(_waited_part(t) for t in threads if not t.deprioritized and t.demand >= WORKING_SHARE / 2)
+    baseline = normal[len(normal) // 2] if normal else None
+    stats_by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
+    trains = set(ctx.waits.trains)
+    limiting = ctx.pipeline.bottleneck
+    for t in threads:
+        if not t.deprioritized or t.runq_share < DEPRIORITIZED_WAIT_SHARE:
+            continue
+        if baseline is not None and _waited_part(t) < baseline:
+            continue
+        stats = stats_by_tid.get(t.tid)
+        stage = stats.stage if stats is not None else None
+        leads = t.name in trains or (stage is not None and stage.value == limiting)
+        claim = (f"{t.name} runs at {t.priority_text()} (the default is nice 0, SCHED_OTHER): the scheduler gives it "
+                 f"a CPU after the default-priority threads, and it waited for one {pct(t.runq_share)} of the window, "
+                 f"{pct(_waited_part(t))} of the time it wanted one")
+        if baseline is not None:
+            claim += f" (the process's default-priority threads: {pct(baseline)})"
+        evidence = [(f"{t.name} (/proc)", f"{t.priority_text()}; waited for a CPU {pct(t.runq_share)}, on one "
+                                          f"{pct(t.cpu_share)} of the window")]
+        for other in sorted((o for o in threads if not o.deprioritized and o.demand >= WORKING_SHARE / 2),
+                            key=lambda o: -o.demand)[:MAX_NAMED - 1]:
+            evidence.append((f"{other.name} (/proc)", f"{other.priority_text()}; waited {pct(other.runq_share)}, on "
+                                                      f"a CPU {pct(other.cpu_share)}"))
+        if summary.external_runnable is not None:
+            evidence.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average"))
+        if stage is not None and stage.value == limiting:
+            evidence.append(("its stage", f"{stage_label(ctx, stage)}: the one that limits throughput"))
+        yield Finding(
+            rule_id="thread-deprioritized",
+            severity=Severity.WARNING if leads else Severity.INFO,
+            claim=claim, evidence=tuple(evidence),
+            remedy="Run the thread at the default priority: remove the os.setpriority/os.nice/sched_setscheduler call "
+                   "(often in a library that lowers its own threads' priority, or `nice`/`chrt` in the launcher), "
+                   "or give the machine spare cores so a background priority costs nothing.",
+            impact=t.runq_share if leads else 0.0,
+            stages=(stage.value,) if stage is not None and stage.value != "other" else ())
