@@ -291,8 +291,54 @@ def _interpreter(own: tuple[Any, ...] = ()) -> JsonDict:
         SettingsKeys.PROFILE_HOOK: _hook_name(getattr(threading, "_profile_hook", None) or sys.getprofile()),
         SettingsKeys.MONITORING_TOOLS: tools,
         SettingsKeys.DEV_MODE: bool(sys.flags.dev_mode),
+        SettingsKeys.TRACEMALLOC_FRAMES: _tracemalloc_frames(),
+        SettingsKeys.THREAD_TRACERS: _thread_tracers(),
         SettingsKeys.XOPTIONS: sorted(k if v is True else f"{k}={v}"[:60] for k, v in sys._xoptions.items())[:16],
     }
+
+
+def _tracemalloc_frames() -> int | None:
+    """The traceback depth tracemalloc records per allocation while it traces (0 when it does not), None when this
+    interpreter has no tracemalloc. ``_tracemalloc`` is built in: reading it imports nothing."""
+    try:
+        import _tracemalloc
+    except ImportError:
+        return None
+    try:
+        return int(_tracemalloc.get_traceback_limit()) if _tracemalloc.is_tracing() else 0
+    except Exception:
+        return None
+
+
+MAX_TRACED_THREADS = 16
+MAX_FRAMES_WALKED = 256
+
+
+def _thread_tracers() -> list[list[str]]:
+    """Threads a trace function runs in, found as a frame's ``f_trace`` (set by the tracer on the frames it traces:
+    a Python tracer's local function, coverage's C tracer): [thread name, hook name]. Bounded walk of each stack;
+    this (board) thread is skipped: its own tracer is ``sys.gettrace()``, read with threading's hook."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    me = threading.get_ident()
+    out: list[list[str]] = []
+    try:
+        frames = sys._current_frames()
+    except Exception:
+        return out
+    for ident, frame in frames.items():
+        if ident == me:
+            continue
+        walked = 0
+        while frame is not None and walked < MAX_FRAMES_WALKED:
+            hook = frame.f_trace
+            if hook is not None:
+                out.append([str(names.get(ident, ident))[:60], _hook_name(hook) or "?"])
+                break
+            frame, walked = frame.f_back, walked + 1
+        if len(out) >= MAX_TRACED_THREADS:
+            break
+    del frames  # the frames hold every thread's locals alive: let them go now
+    return out
 
 
 def _hook_name(hook: Any) -> str | None:

@@ -394,6 +394,12 @@ class SettingsKeys:
     PROFILE_HOOK: Final = "profile_hook"  # the same for profile functions
     MONITORING_TOOLS: Final = "monitoring_tools"  # sys.monitoring tools registered (3.12+): coverage, debuggers
     DEV_MODE: Final = "dev_mode"
+    # tracemalloc's traceback depth while it traces every allocation (0: not tracing): each allocation of every thread
+    # records that many frames.
+    TRACEMALLOC_FRAMES: Final = "tracemalloc_frames"
+    # Threads with a trace function on one of their frames (sys.settrace in that thread, a debugger, coverage):
+    # [[thread name, hook name], ...]; threading's hook for new threads is TRACER.
+    THREAD_TRACERS: Final = "thread_tracers"
     XOPTIONS: Final = "xoptions"  # the -X options, as "name" or "name=value"
     COLLECTOR: Final = "collector"  # the cyclic collector's pauses, timed by gc.callbacks
     COLLECTIONS: Final = "collections"  # since timing started

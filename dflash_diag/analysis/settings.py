@@ -18,6 +18,7 @@ from dflash_contract.settings import (
     AREA_DEBUG,
     AREA_GIL,
     AREA_LAUNCHES,
+    AREA_MEMORY,
     AREA_NUMERICS,
     AREA_THREADS,
     DEFAULT_RECURSION_LIMIT,
@@ -194,6 +195,15 @@ def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
     if isinstance(tools, list) and tools:
         out.append(SettingReading("sys.monitoring tools", ", ".join(str(t) for t in tools[:4]), "none", AREA_DEBUG,
                                   "callbacks on code events (coverage, debuggers)", "probe"))
+    frames = interp.get(SettingsKeys.TRACEMALLOC_FRAMES)
+    if isinstance(frames, int) and not isinstance(frames, bool) and frames > 0:
+        out.append(SettingReading("tracemalloc", f"tracing, {frames} frame{'s' if frames != 1 else ''} per allocation",
+                                  "off", AREA_MEMORY, "every Python allocation records its traceback", "probe"))
+    tracers = interp.get(SettingsKeys.THREAD_TRACERS)
+    for row in tracers if isinstance(tracers, list) else ():
+        if isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) for x in row):
+            out.append(SettingReading(f"trace function of thread {row[0]}", row[1], "None", AREA_DEBUG,
+                                      "called on every line, call and return the thread runs", "probe"))
     if interp.get(SettingsKeys.DEV_MODE) is True:
         out.append(SettingReading("sys.flags.dev_mode", "True", "False", AREA_DEBUG,
                                   "the development mode: debug allocator hooks, more checks", "probe"))

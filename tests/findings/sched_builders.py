@@ -43,6 +43,7 @@ class Thread:
     stack_frames: tuple[Frame, ...] | None = None  # its stacks' frames, innermost first (overrides the above)
     nice: int = 0
     policy: int = 0
+    gil: bool = False  # computing in Python code (holding the GIL, its own frame on top), not in a torch op
 
 
 def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int = 2, process_cpus: str = "0-1",
@@ -63,6 +64,8 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
                 continue
             if th.stack_frames is not None:
                 rows.append(thread_sample(th.name, th.stack_frames, tid=th.tid, active=False))
+            elif th.computing and th.gil:
+                rows.append(thread_sample(th.name, (th.frame,), tid=th.tid, active=True, gil=True))
             elif th.computing:
                 rows.append(thread_sample(th.name, (TORCH_OP, th.frame), tid=th.tid, active=True))
             else:

@@ -155,3 +155,40 @@ def test_a_float64_default_dtype_is_weighed_by_the_time_in_ops() -> None:
     assert "MainThread spends 100% of its samples in ops" in finding.claim
     restored = settings_board({"torch_flags": {"default_dtype": "torch.float32"}, "setting_calls": calls})
     assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(restored,)), "default-dtype-float64") == []
+
+
+TOKENIZE = Frame("tokenize", "/app/reader.py", 30)
+
+
+def test_tracemalloc_is_weighed_by_the_time_its_threads_run_python() -> None:
+    board = settings_board({"interpreter": _interp(tracemalloc_frames=25)})
+    obs = scenario([Thread("reader", PID, 0.9, 0.0, frame=TOKENIZE, gil=True)], boards=(board,))
+    (finding,) = _findings(obs, "interpreter-hook")
+    assert finding.claim.startswith("tracemalloc traces every allocation (tracing, 25 frames per allocation)")
+    assert finding.claim.endswith("running Python: reader 100%") and finding.severity == Severity.WARNING
+    (note,) = _findings(obs, "settings-changed")
+    assert "tracemalloc=tracing, 25 frames per allocation" in note.claim
+    # The same program once the leak hunt is over (tracing stopped): nothing; threads in torch ops: no cost claimed.
+    off = settings_board({"interpreter": _interp(tracemalloc_frames=0)})
+    assert _findings(scenario([Thread("reader", PID, 0.9, 0.0, frame=TOKENIZE, gil=True)], boards=(off,)),
+                     "interpreter-hook") == []
+    assert _findings(scenario([Thread("trainer", PID, 0.9, 0.0)], boards=(board,)), "interpreter-hook") == []
+
+
+def test_a_trace_function_in_one_thread_is_weighed_by_that_threads_python_time() -> None:
+    board = settings_board({"interpreter": _interp(thread_tracers=[["loader", "covtools.tracer._trace"]])})
+    threads = [Thread("loader", 101, 0.9, 0.0, frame=TOKENIZE, gil=True),
+               Thread("MainThread", PID, 0.9, 0.0, frame=Frame("step", "/app/train.py", 9), gil=True)]
+    (finding,) = _findings(scenario(threads, boards=(board,)), "interpreter-hook")
+    assert finding.claim.startswith("a trace function (covtools.tracer._trace) runs on every line and call of loader")
+    assert "MainThread" not in finding.claim
+
+
+def test_a_debug_allocator_from_the_environment_is_seen_from_outside() -> None:
+    obs = scenario([Thread("MainThread", PID, 0.9, 0.0, frame=TOKENIZE, gil=True)],
+                   env=[("PYTHONMALLOC", "debug", "process")])
+    (finding,) = _findings(obs, "interpreter-hook")
+    assert "debug allocator" in finding.claim and "PYTHONMALLOC=debug" in dict(finding.evidence)["hook"]
+    harmless = scenario([Thread("MainThread", PID, 0.9, 0.0, frame=TOKENIZE, gil=True)],
+                        env=[("PYTHONMALLOC", "malloc", "process")])
+    assert _findings(harmless, "interpreter-hook") == []

@@ -108,6 +108,44 @@ def test_flags_and_the_environment_as_the_program_changed_them(monkeypatch: pyte
     json.dumps(payload)  # the board's JSON
 
 
+def test_tracemalloc_and_a_threads_trace_function_are_read() -> None:
+    import tracemalloc
+
+    stop = threading.Event()
+
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        return tracer
+
+    def traced() -> None:
+        sys.settrace(tracer)  # this thread only, as a debugger or coverage helper sets it
+        while not stop.wait(0.01):
+            pass
+
+    worker = threading.Thread(target=traced, name="traced-loader", daemon=True)
+    worker.start()
+    probe = SettingsProbe()
+    was_tracing = tracemalloc.is_tracing()
+    tracemalloc.start(7)
+    try:
+        time.sleep(0.05)
+        payload = probe.snapshot(0.0)
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+        stop.set()
+        worker.join(5)
+        probe.close()
+    interp = payload[K.INTERPRETER]
+    assert interp[K.TRACEMALLOC_FRAMES] == 7
+    assert ["traced-loader", f"{__name__}.tracer"] in interp[K.THREAD_TRACERS]  # a long qualname keeps its end
+    assert all(name != threading.current_thread().name for name, _ in interp[K.THREAD_TRACERS])
+    after = SettingsProbe()
+    try:
+        assert after.snapshot(0.0)[K.INTERPRETER][K.THREAD_TRACERS] == []  # the thread is gone with its tracer
+    finally:
+        after.close()
+
+
 def test_close_puts_everything_back() -> None:
     originals = (gc.collect, gc.set_threshold, sys.setswitchinterval, torch.set_num_threads,
                  torch.autograd.set_detect_anomaly)

@@ -7,7 +7,10 @@ slowdown only where its cost is measured in this process:
 - ``gil-switch-interval``: ``sys.setswitchinterval`` away from 5 ms, and threads measurably wait for the GIL or
   hand it over thousands of times a second;
 - ``torch-debug-mode``: anomaly detection, the autograd profiler, the CUDA sync debug mode or
-  ``CUDA_LAUNCH_BLOCKING`` left on, weighed by the time the training threads spend in the ops it slows.
+  ``CUDA_LAUNCH_BLOCKING`` left on, weighed by the time the training threads spend in the ops it slows;
+- ``interpreter-hook``: the interpreter calls something on every line, call or allocation (tracemalloc, a trace or
+  profile function, sys.monitoring tools, the development mode or a debug allocator), weighed by the share of the
+  samples the threads it runs in spend running Python code, where every such event happens.
 
 Thread-pool sizes (``OMP_NUM_THREADS``, ``torch.set_num_threads``) are weighed by ``cpu-oversubscribed``
 (``findings/scheduler.py``), which names them as what keeps the CPUs oversubscribed.
@@ -55,6 +58,7 @@ RULES = (
     RuleSpec("gil-switch-interval", sampled=True, produces=("gil-contention",)),
     RuleSpec("torch-debug-mode", sampled=True),
     RuleSpec("default-dtype-float64", sampled=True),
+    RuleSpec("interpreter-hook", sampled=True),
 )
 
 
@@ -66,6 +70,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _switch_interval(ctx, readings)
     yield from _debug_modes(ctx, readings)
     yield from _default_dtype(ctx, readings)
+    yield from _interpreter_hooks(ctx, readings)
 
 
 # --- the list ----------------------------------------------------------------------------------------------------
@@ -343,3 +348,95 @@ def _state_share(ctx: Context, state: ThreadState) -> tuple[float, list[str]]:
     if not threads:
         return 0.0, []
     return sum(t.shares.get(state, 0.0) for t in threads) / len(threads), [t.name for t in threads]
+
+
+# --- the interpreter calls a hook on every event ---------------------------------------------------------------------
+
+# A hook's cost lands where the interpreter runs Python code (each line, call and allocation there calls it): a cost
+# when a thread that matters spends this share of its samples running Python.
+HOOK_PYTHON_SHARE = 0.30
+_DEBUG_ALLOCATORS = frozenset({"debug", "malloc_debug", "pymalloc_debug"})
+_OFF = ("", "0")
+
+
+class _Hook:
+    """An interpreter hook that is on: what it does, how it was seen, the threads it runs in (empty: every thread)."""
+
+    def __init__(self, what: str, how: str, fix: str, threads: tuple[str, ...] = ()) -> None:
+        self.what, self.how, self.fix, self.threads = what, how, fix, threads
+
+
+def _hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> list[_Hook]:
+    probed = bool(sub(ctx.probe(ProbeName.SETTINGS), SettingsKeys.INTERPRETER))
+    out: list[_Hook] = []
+    by_name = {r.name: r for r in readings}
+    tracing = by_name.get("tracemalloc")
+    env = by_name.get("PYTHONTRACEMALLOC")
+    xopt = by_name.get("-X options")
+    if tracing is not None:
+        out.append(_Hook(f"tracemalloc traces every allocation ({tracing.value})", "tracemalloc.is_tracing()",
+                         "tracemalloc.stop() once the snapshot you need is taken (or trace a few steps only)"))
+    elif not probed and ((env is not None and env.value not in _OFF) or (xopt is not None and "tracemalloc" in xopt.value)):
+        how = f"PYTHONTRACEMALLOC={env.value} ({env.source})" if env is not None and env.value not in _OFF \
+            else f"{xopt.value if xopt is not None else '-X tracemalloc'}"
+        out.append(_Hook("tracemalloc traces every allocation from the start", how,
+                         "unset PYTHONTRACEMALLOC / drop -X tracemalloc for training runs"))
+    for r in readings:
+        if r.name.startswith("trace function of thread "):
+            out.append(_Hook(f"a trace function ({r.value}) runs on every line and call of "
+                             f"{r.name.removeprefix('trace function of thread ')}", "a frame's f_trace (settings probe)",
+                             "remove the sys.settrace call (a debugger, coverage or a tracing helper left on)",
+                             (r.name.removeprefix("trace function of thread "),)))
+        elif r.name in ("a trace function for new threads", "a profile function for new threads"):
+            kind = "trace" if "trace" in r.name else "profile"
+            out.append(_Hook(f"a {kind} function ({r.value}) runs in every thread started since",
+                             f"threading.set{kind}", f"remove the threading.set{kind}/sys.set{kind} call"))
+        elif r.name == "sys.monitoring tools":
+            out.append(_Hook(f"sys.monitoring tools ({r.value}) get code events", "sys.monitoring.get_tool",
+                             "unregister the tool (coverage, a debugger) for training runs"))
+    dev = by_name.get("sys.flags.dev_mode") or (by_name.get("PYTHONDEVMODE") if not probed else None)
+    if dev is not None and dev.value not in _OFF and dev.value != "False":
+        out.append(_Hook("the development mode checks every allocation (debug allocator hooks)", dev.text(),
+                         "run training without -X dev / PYTHONDEVMODE"))
+    malloc = by_name.get("PYTHONMALLOC")
+    if malloc is not None and malloc.value in _DEBUG_ALLOCATORS and (dev is None or dev.value in _OFF):
+        out.append(_Hook(f"the interpreter's debug allocator checks every allocation ({malloc.text()})",
+                         f"{malloc.text()} ({malloc.source})", "unset PYTHONMALLOC for training runs"))
+    return out
+
+
+def _matters(ctx: Context, thread: Any) -> bool:
+    """A thread whose speed is the program's: it trains, or its stage limits throughput (or no stage does)."""
+    if thread.name in set(ctx.waits.trains):
+        return True
+    limiting = ctx.pipeline.bottleneck
+    if limiting in ("target", "drafter"):
+        return thread.stage.value == limiting
+    return True
+
+
+def _interpreter_hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    hooks = _hooks(ctx, readings)
+    if not hooks:
+        return
+    working = [t for t in ctx.sampled() if sum(t.shares.get(s, 0.0) for s in _WORK) >= 0.5
+               and not t.name.startswith("dflash-diag-")]
+    for hook in hooks:
+        threads = [t for t in working if not hook.threads or t.name in hook.threads]
+        exposed = sorted(((t, t.shares.get(ThreadState.PYTHON, 0.0)) for t in threads), key=lambda p: -p[1])
+        exposed = [(t, share) for t, share in exposed if share >= HOOK_PYTHON_SHARE]
+        if not exposed:
+            continue
+        costly = [(t, share) for t, share in exposed if _matters(ctx, t)]
+        lead = costly or exposed
+        who = ", ".join(f"{t.name} {pct(share)}" for t, share in lead[:3])
+        severity = Severity.WARNING if costly else Severity.INFO
+        yield Finding(
+            rule_id="interpreter-hook", severity=severity,
+            claim=f"{hook.what}: it slows every Python line, call and allocation, and the threads it runs in spend "
+                  f"that share of their samples running Python: {who}",
+            evidence=(("hook", hook.how), *((f"{t.name}: running Python", f"{pct(share)} of its samples")
+                                            for t, share in lead[:4])),
+            remedy=f"Turn it off for training: {hook.fix}.",
+            impact=lead[0][1] if costly else 0.0,
+            stages=tuple(sorted({t.stage.value for t, _ in lead} - {"other"})))
