@@ -161,3 +161,31 @@ def test_one_rank_alone_is_judged_as_a_process(name: str) -> None:
     a = _analyse(one)
     assert not _ids(a) & {"rank-straggler", "collective-hang", "collective-mismatch"}
     assert a.headline is None or a.headline.text.startswith("rank 1: ")
+
+
+def _with_run_delay(job: JobObservation, wait_by_rank: dict[int, float]) -> JobObservation:
+    """Lay /proc sweeps over the recorded ranks: each rank's sampled threads on a CPU 40% of the window, runnable
+    and waiting for one the given share."""
+    from dflash_diag.model import ProcThreadSample
+
+    ranks = []
+    for identity, obs in zip(job.topology.ranks, job.ranks, strict=True):
+        tids = sorted({t.os_thread_id for s in obs.stacks for t in s.threads if t.os_thread_id is not None})
+        wait = wait_by_rank.get(identity.rank, 0.0)
+        sweeps = tuple(tuple(ProcThreadSample(tid=tid, comm="python", state="R", utime_s=0.4 * t, stime_s=0.0,
+                                              run_ns=int(0.4 * t * 1e9), runq_wait_ns=int(wait * t * 1e9),
+                                              monotonic_s=t) for tid in tids) for t in (0.0, 2.0, 4.0))
+        ranks.append(replace(obs, proc=sweeps))
+    return replace(job, ranks=tuple(ranks))
+
+
+def test_a_straggler_the_cpus_hold_back_says_so() -> None:
+    job = load_job("ddp_straggler")
+    a = _analyse(_with_run_delay(job, {0: 0.5, 1: 0.05, 2: 0.05, 3: 0.05}))
+    assert a.headline is not None and a.headline.rule_id == "rank-straggler"
+    assert "waited for a CPU 50% of the window (the waiting ranks' 5%): the CPUs it runs on hold it back" \
+        in a.headline.text
+    # Every rank waits alike (a loaded machine): nothing more is said; nor without /proc.
+    alike = _analyse(_with_run_delay(job, {r: 0.45 for r in range(4)}))
+    assert alike.headline is not None and "waited for a CPU" not in alike.headline.text
+    assert "waited for a CPU" not in (_analyse(job).headline or alike.headline).text

@@ -33,10 +33,12 @@ from dflash_diag.analysis.findings._context import JobContext, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import NOT_WORK, charge_frame
 from dflash_diag.analysis.ranks import rank_rows, ranks_text
+from dflash_diag.analysis.sched import summary_of
 from dflash_diag.model import Finding, Severity
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.job import RankSummary
 from dflash_diag.model.mailbox import MailboxVerdict
+from dflash_diag.model.sched import SchedSummary
 from dflash_diag.model.waits import WaitGraph, edge_text
 
 MIN_SAMPLES = 8  # a rank with fewer stack samples says nothing about its shares
@@ -387,7 +389,17 @@ def _straggler_finding(ctx: JobJudgement, st: _Straggler) -> Finding:
     claim = (f"{slow.identity.label} is the straggler: {_who(st.waiting)} {_verb('wait', st.waiting)} for it in "
              f"{st.op}{at} {pct(mean_wait)} of {their} time, while {slow.identity.label} waits "
              f"{pct(slow.collective_share)} and {where}")
+    cpu = _cpu_wait(ctx, st)
+    if cpu is not None:
+        own, peers, thread, cause = cpu
+        claim += (f"; its {thread} waited for a CPU {pct(own)} of the window (the waiting ranks' {pct(peers)}): the "
+                  "CPUs it runs on hold it back, not only its code")
+        if cause:
+            claim += f" ({cause})"
     evidence: list[tuple[str, str]] = [(f"{slow.identity.label} (PID {slow.identity.pid})", where)]
+    if cpu is not None:
+        evidence.append((f"{slow.identity.label}'s {cpu[2]} waiting for a CPU (/proc run delay)",
+                         f"{pct(cpu[0])} of the window; the waiting ranks' training threads {pct(cpu[1])}"))
     evidence += [(f"{s.identity.label} (PID {s.identity.pid})", _waits_text(s)) for s in st.waiting]
     evidence.append((f"{slow.identity.label} in collectives", f"{pct(slow.collective_share)} of {slow.n_samples} samples"))
     if slow.probe is not None and slow.probe.in_collectives_s is not None:
@@ -397,6 +409,42 @@ def _straggler_finding(ctx: JobJudgement, st: _Straggler) -> Finding:
         remedy=f"Speed up {slow.identity.label} where its time goes (above), or even out the work per rank: every "
                f"other rank idles in {st.op} until it arrives, so the job runs at {slow.identity.label}'s pace.",
         impact=mean_wait, kind=SYMPTOM)
+
+
+# The straggler's training thread waited for a CPU this share of the window, and this much more than the waiting
+# ranks' did: the machine (a crowded or throttled CPU set, a lowered priority) slows it, whatever its code does.
+CPU_WAIT_SHARE = 0.20
+CPU_WAIT_GAP = 0.10
+# The straggler's own findings that say why its threads wait for a CPU.
+_CPU_CAUSES = ("thread-deprioritized", "cpu-throttled", "cpu-affinity-narrow", "cpu-oversubscribed")
+
+
+def _thread_run_delay(ctx: JobJudgement, s: RankSummary) -> float | None:
+    """The share of the window the rank's training thread was runnable but waiting for a CPU (/proc schedstat)."""
+    analysis = ctx.analysis_of(s)
+    if analysis is None:
+        return None
+    summary = summary_of(analysis.observation)
+    if not isinstance(summary, SchedSummary):
+        return None
+    row = next((t for t in summary.threads if t.python and t.name == s.thread), None)
+    return row.runq_share if row is not None else None
+
+
+def _cpu_wait(ctx: JobJudgement, st: _Straggler) -> tuple[float, float, str, str] | None:
+    """(the straggler's run delay, the waiting ranks' mean, its thread, the rank's own finding that says why) when
+    the straggler waits for a CPU markedly more than the ranks that wait for it."""
+    own = _thread_run_delay(ctx, st.slow)
+    peers = [d for d in (_thread_run_delay(ctx, s) for s in st.waiting) if d is not None]
+    if own is None or not peers:
+        return None
+    mean = sum(peers) / len(peers)
+    if own < CPU_WAIT_SHARE or own - mean < CPU_WAIT_GAP:
+        return None
+    analysis = ctx.analysis_of(st.slow)
+    found = [f for f in analysis.findings if f.rule_id in _CPU_CAUSES] if analysis is not None else []
+    cause = f"{found[0].rule_id}: {found[0].claim}" if found else ""
+    return own, mean, st.slow.thread, cause
 
 
 def _time_goes(ctx: JobJudgement, s: RankSummary) -> str:
