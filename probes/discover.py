@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import sys
+import types
 from typing import Any
 
 from probes._common import JsonDict, current_frames
@@ -83,14 +84,20 @@ def _scan_value(var: str, value: Any, queues: dict[int, tuple[str, Any]] | None,
     prefix = "" if var == "self" else f"{var}."
     for attr, child in _attrs(value):
         _consider(f"{prefix}{attr}", child, queues, models, module_cls, counts)
-        if isinstance(child, (list, tuple)):
+        if issubclass(type(child), (list, tuple)):
             for i, item in enumerate(child[:MAX_CONTAINER_ITEMS]):
                 for sub, grandchild in _attrs(item):
                     _consider(f"{prefix}{attr}[{i}].{sub}", grandchild, queues, models, module_cls, counts)
 
 
+# Looked at through ``type()`` only, never ``isinstance``: isinstance reads ``__class__`` through the object's own
+# ``__getattribute__``, which some objects hook (torch.distributed.reduce_op warned "deprecated" into the program's
+# stderr on every scan). Modules are not walked: their globals are not a training loop's objects.
+_SKIPPED = (int, float, str, bytes, bool, type(None), types.ModuleType)
+
+
 def _attrs(value: Any) -> list[tuple[str, Any]]:
-    if isinstance(value, (int, float, str, bytes, bool, type(None))):
+    if issubclass(type(value), _SKIPPED):
         return []
     try:
         d = object.__getattribute__(value, "__dict__")
@@ -108,10 +115,10 @@ def _consider(name: str, value: Any, queues: dict[int, tuple[str, Any]] | None,
               models: dict[int, tuple[str, Any]], module_cls: type | None, counts: dict[int, int]) -> None:
     if name == "self":
         return  # a method's own object: named by whoever holds it
-    if queues is not None and isinstance(value, queue.Queue):
+    if queues is not None and issubclass(type(value), queue.Queue):
         if id(value) in queues or len(queues) < MAX_FOUND:
             _keep_shortest(queues, name, value)
-    elif module_cls is not None and isinstance(value, module_cls):
+    elif module_cls is not None and issubclass(type(value), module_cls):
         if id(value) not in counts:
             counts[id(value)] = _param_count(value)
         if counts[id(value)] > 0 and (id(value) in models or len(models) < MAX_FOUND):
