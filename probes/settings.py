@@ -124,13 +124,16 @@ class SettingsProbe:
                 return
             pause = now - start
             generation = info.get("generation")
-            with self._lock:
-                self._collections += 1
-                if isinstance(generation, int) and 0 <= generation < 3:
-                    self._by_generation[generation] += 1
-                self._pause_total_s += pause
-                self._pause_max_s = max(self._pause_max_s, pause)
-                self._pauses.append((time.monotonic(), pause))
+            # No lock here: a collection can start inside any allocation, in a thread that holds this probe's lock
+            # (the snapshot's own allocations did, at a rank's start: the callback waited for its own thread
+            # forever). Collections never overlap (the collector runs one at a time under the GIL), so this
+            # callback is the only writer of these counters, and a deque's append is atomic.
+            self._collections += 1
+            if isinstance(generation, int) and 0 <= generation < 3:
+                self._by_generation[generation] += 1
+            self._pause_total_s += pause
+            self._pause_max_s = max(self._pause_max_s, pause)
+            self._pauses.append((time.monotonic(), pause))
         except Exception as exc:  # never into the collector: it runs inside any allocation of the program
             self._guard.failed(exc)
 
@@ -223,24 +226,39 @@ class SettingsProbe:
         return out
 
     def _collector(self) -> JsonDict:
+        """The collector's counters, read without the lock its callback never takes (see ``_on_gc``): a collection
+        may run in the middle of this read, so the numbers are each right, if not all of one instant."""
         now = time.monotonic()
         horizon = now - self.config.recent_window_s
-        with self._lock:
+        pauses = self._recent_pauses(horizon)
+        recent = [p for end, p in pauses if end >= horizon]
+        window = min(self.config.recent_window_s, max(1e-3, time.time() - self._since_wall_s))
+        return {
+            SettingsKeys.COLLECTIONS: self._collections,
+            SettingsKeys.COLLECTIONS_BY_GENERATION: list(self._by_generation),
+            SettingsKeys.PAUSE_S_TOTAL: self._pause_total_s,
+            SettingsKeys.PAUSE_MAX_MS: 1000.0 * self._pause_max_s,
+            SettingsKeys.RECENT_COLLECTIONS: len(recent),
+            SettingsKeys.RECENT_PAUSE_SHARE: min(1.0, sum(recent) / window),
+            SettingsKeys.RECENT_WINDOW_S: window,
+            SettingsKeys.EXPLICIT_COLLECTS: self._explicit,
+            SettingsKeys.TIMED_SINCE_WALL_S: self._since_wall_s,
+        }
+
+    def _recent_pauses(self, horizon: float) -> list[tuple[float, float]]:
+        """Drop pauses older than the horizon and copy the rest; popleft and append are atomic, and a collection
+        that appends while the copy is taken makes it start again (at most a few times: collections are rare)."""
+        try:
             while self._pauses and self._pauses[0][0] < horizon - 1.0:
                 self._pauses.popleft()
-            recent = [p for end, p in self._pauses if end >= horizon]
-            window = min(self.config.recent_window_s, max(1e-3, time.time() - self._since_wall_s))
-            return {
-                SettingsKeys.COLLECTIONS: self._collections,
-                SettingsKeys.COLLECTIONS_BY_GENERATION: list(self._by_generation),
-                SettingsKeys.PAUSE_S_TOTAL: self._pause_total_s,
-                SettingsKeys.PAUSE_MAX_MS: 1000.0 * self._pause_max_s,
-                SettingsKeys.RECENT_COLLECTIONS: len(recent),
-                SettingsKeys.RECENT_PAUSE_SHARE: min(1.0, sum(recent) / window),
-                SettingsKeys.RECENT_WINDOW_S: window,
-                SettingsKeys.EXPLICIT_COLLECTS: self._explicit,
-                SettingsKeys.TIMED_SINCE_WALL_S: self._since_wall_s,
-            }
+        except IndexError:
+            pass
+        for _ in range(4):
+            try:
+                return list(self._pauses)
+            except RuntimeError:  # "deque mutated during iteration": a collection ran in the copy
+                continue
+        return []
 
     def close(self) -> None:
         self._closed = True

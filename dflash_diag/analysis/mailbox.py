@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from dflash_diag.analysis.flightrec import match_flight_recorder
 from dflash_diag.model.evidence import is_library_file
-from dflash_diag.model.flightrec import FlightRecorderAnalysis
+from dflash_diag.model.flightrec import MISMATCH_TYPE, FlightRecorderAnalysis
 from dflash_diag.model.mailbox import (
     FrGathered,
     MailboxRead,
@@ -177,15 +177,17 @@ def _hang(analysis: FlightRecorderAnalysis | None, rows: Sequence[RemoteRank], d
         if pending is None or pending.waiting_since_s is None:
             continue
         silent = tuple(r for r in pending.undumped_ranks if r in dead)
-        if not pending.missing_ranks and not silent:
-            continue  # every member entered: the stall is below Python, not a rank that stays away
+        mismatched = next((m.values for m in group.mismatches
+                           if m.seq == pending.ref.seq and m.kind == MISMATCH_TYPE), ())
+        if not pending.missing_ranks and not silent and not mismatched:
+            continue  # every member entered the same collective: the stall is below Python, not a rank's code
         if pending.waiting_since_s < HANG_MIN_S + (group.dump_spread_s or 0.0):
             continue
         if any(by_rank[r].collectives_done for r in pending.waiting_ranks if r in by_rank):
             continue  # a waiting rank completed collectives in the window: it is slow, not stuck
         return RemoteHang(group=group.pg_desc or group.pg_name, seq=pending.ref.seq, op=pending.ref.op,
                           waiting_ranks=pending.waiting_ranks, missing_ranks=pending.missing_ranks,
-                          silent_ranks=silent, waiting_since_s=pending.waiting_since_s)
+                          silent_ranks=silent, waiting_since_s=pending.waiting_since_s, mismatched=mismatched)
     return None
 
 

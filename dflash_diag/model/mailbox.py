@@ -256,6 +256,9 @@ class RemoteHang:
     missing_ranks: tuple[int, ...]  # dumped and never entered it
     silent_ranks: tuple[int, ...]  # gave no dump and stopped posting: dead, or frozen with the GIL held
     waiting_since_s: float
+    # Every member entered sequence number ``seq``, but not the same collective: (op, ranks) per operation recorded
+    # there (a barrier on one rank, an all_reduce on the other never match); empty when ranks stayed away instead.
+    mismatched: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,6 +146,26 @@ def test_tracemalloc_and_a_threads_trace_function_are_read() -> None:
         after.close()
 
 
+def test_a_collection_inside_the_probes_own_locked_work_does_not_wait_for_itself() -> None:
+    """A collection can start at any allocation, also one the probe makes while it holds its lock (its snapshot
+    did, at a rank's start): the callback then must not wait for that lock (it waited forever: the rank hung).
+    In a child process, so that a regression is a timeout here, not a hung suite."""
+    script = """
+import gc, threading
+from probes.settings import SettingsProbe
+gc.set_threshold(1)  # every container allocation may start a collection (set before the probe wraps it)
+probe = SettingsProbe()
+before = probe.snapshot(0.0)["collector"]["collections"]
+with probe._lock:
+    _ = [[i] for i in range(200)]  # allocations: collections start inside the lock
+assert probe.snapshot(0.0)["collector"]["collections"] > before  # and they were counted
+print("done")
+"""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=root)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+
+
 def test_close_puts_everything_back() -> None:
     originals = (gc.collect, gc.set_threshold, sys.setswitchinterval, torch.set_num_threads,
                  torch.autograd.set_detect_anomaly)

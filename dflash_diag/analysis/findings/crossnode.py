@@ -51,9 +51,19 @@ def hang_finding(v: MailboxVerdict) -> Finding | None:
     hang = v.hang
     if hang is None:
         return None
-    parts = [f"{_ranks(hang.waiting_ranks)} {'wait' if len(hang.waiting_ranks) > 1 else 'waits'} in {hang.op} "
-             f"#{hang.seq} of group {hang.group} since {hang.waiting_since_s:.0f} s (their Flight Recorders)"]
     evidence: list[tuple[str, str]] = []
+    if hang.mismatched:
+        # Every member entered #seq, each its own operation: they never match, so none completes.
+        said = [f"{_ranks(ranks)} in {op}" for op, ranks in hang.mismatched]
+        parts = [f"the ranks called different collectives as #{hang.seq} of group {hang.group}: " + ", ".join(said)
+                 + f", waiting since {hang.waiting_since_s:.0f} s (their Flight Recorders)"]
+        for op, ranks in hang.mismatched:
+            for rank in ranks[:SHOWN]:
+                row = v.rank(rank)
+                evidence.append((rank_label(row, rank), f"in {op} #{hang.seq}; {_doing(row)}"))
+    else:
+        parts = [f"{_ranks(hang.waiting_ranks)} {'wait' if len(hang.waiting_ranks) > 1 else 'waits'} in {hang.op} "
+                 f"#{hang.seq} of group {hang.group} since {hang.waiting_since_s:.0f} s (their Flight Recorders)"]
     for rank in hang.missing_ranks[:SHOWN]:
         row = v.rank(rank)
         parts.append(f"{rank_label(row, rank)} never entered it: {_doing(row)}")
@@ -62,7 +72,7 @@ def hang_finding(v: MailboxVerdict) -> Finding | None:
         row = v.rank(rank)
         parts.append(f"{rank_label(row, rank)} never entered it and fell silent")
         evidence.append((rank_label(row, rank), _silence(row)))
-    for rank in hang.waiting_ranks[:SHOWN]:
+    for rank in () if hang.mismatched else hang.waiting_ranks[:SHOWN]:
         row = v.rank(rank)
         evidence.append((rank_label(row, rank), f"in {hang.op} #{hang.seq}, no collective completed in the window"))
     evidence.append(("read through", f"the job's store at {v.address}, {len(v.ranks)} ranks"))
