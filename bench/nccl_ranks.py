@@ -208,6 +208,8 @@ def main() -> int:
                                f" #{(g.get('last_completed_by_all') or {}).get('seq', '-')}"
                                + (f", pending {g['pending']['op']} #{g['pending']['seq']} (waiting {g['pending']['waiting']},"
                                   f" missing {g['pending']['missing']})" if g.get("pending") else "")
+                               + "".join(f", mismatched {m.get('kind')} at #{m.get('seq')}"
+                                         for m in g.get("mismatches") or [])
                                for g in fr.get("groups", []))
             lines.append(f"- {r['backend']} {r['phase']}: Flight Recorder dumped by ranks {fr.get('dumped')}, "
                          f"not by {fr.get('undumped')}: {groups or 'no group'}")

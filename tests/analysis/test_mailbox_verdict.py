@@ -105,6 +105,19 @@ def test_a_frozen_rank_is_silent_and_the_others_wait_for_it() -> None:
     assert died is not None and "rank 3 (node 1" in died.claim and "answered no request" in died.claim
 
 
+def test_ranks_that_called_different_collectives_at_one_sequence_number_are_a_hang_named_by_the_mismatch() -> None:
+    """Every rank entered #seq, rank 3 with a broadcast where the others all_reduce: nobody is missing, nobody
+    completes. Without the mismatch there is no rank to blame and the hang would go unsaid."""
+    v = judge_mailbox(window("mismatch_op"))
+    assert not v.job_moved and v.straggler is None and v.dead_ranks == ()
+    assert v.hang is not None and v.hang.missing_ranks == () and v.hang.silent_ranks == ()
+    assert dict(v.hang.mismatched) == {"all_reduce": (0, 1, 2), "broadcast": (3,)}
+    finding = crossnode.hang_finding(v)
+    assert finding is not None and finding.severity.name == "CRITICAL"
+    assert "called different collectives" in finding.claim
+    assert "ranks 0, 1, 2 in all_reduce, rank 3 in broadcast" in finding.claim
+
+
 def test_a_rank_waiting_in_one_call_all_window_counts_as_waiting() -> None:
     """The probe adds a call's time when it returns: the call a rank is in is counted up to the post."""
     w = window("slow_rank")
@@ -175,6 +188,12 @@ def test_ranks_here_waiting_all_window_are_not_a_hang_when_the_job_moved_elsewhe
     assert straggler.claim.startswith("rank 3 (node 1")
 
 
+def test_the_job_report_leads_with_the_mismatched_collective() -> None:
+    report = analyse(_job_with(window("mismatch_op")))
+    assert report.headline is not None and report.headline.rule_id == "collective-hang"
+    assert "rank 3 in broadcast" in report.headline.text
+
+
 def test_a_frozen_rank_elsewhere_is_the_cause_the_hang_its_symptom() -> None:
     report = analyse(_job_with(window("frozen_rank")))
     assert report.headline is not None and report.headline.rule_id == "collective-hang"
@@ -182,7 +201,7 @@ def test_a_frozen_rank_elsewhere_is_the_cause_the_hang_its_symptom() -> None:
     assert {"rank-died", "collective-hang"} <= {f.rule_id for f in report.findings}
 
 
-@pytest.mark.parametrize("scenario", ["healthy", "slow_rank", "missing_rank", "frozen_rank"])
+@pytest.mark.parametrize("scenario", ["healthy", "slow_rank", "missing_rank", "frozen_rank", "mismatch_op"])
 def test_a_job_observation_with_its_mailbox_round_trips_and_is_judged_the_same(scenario: str) -> None:
     job = _job_with(window(scenario))
     copy = read_observation(encode_observation(job, tool_version="test"))
