@@ -5,24 +5,76 @@ holds, or on a pipe whose other end is another process (``Observation.outside_wa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.sched import OutsideWait, PeerProcess
 
 # A reading of the thread's wait within this long of a stack sample describes that sample (the readings come with
 # every /proc sweep, twice a second; the stacks up to 20 times).
 MATCH_S = 0.35
+# The stack sample that shows where a reading's blocking call was made: the thread's nearest, this close.
+SITE_MATCH_S = 0.1
 _STATES = {"R": "running", "S": "sleeping", "D": "in the kernel (D)", "T": "stopped", "t": "traced", "Z": "a zombie"}
 
 
-def outside_wait(obs: Observation, thread: ThreadSample, t_s: float) -> str | None:
-    """What ``thread`` waits on outside the process at ``t_s``, as an edge's target; None when nothing was read."""
+# A blocking call's place: the thread and its innermost Python frame (the line that made the C call).
+SiteKey = tuple[int, str, int]
+
+
+# A thread parked in these waits for another thread of its own process, whatever a /proc reading says it was in.
+_IN_PROCESS_WAITS = ("/threading.py", "/queue.py")
+
+
+def _site_key(thread: ThreadSample) -> SiteKey | None:
+    frame = next((f for f in thread.frames if not f.native), None)
+    if thread.os_thread_id is None or frame is None or frame.filename.endswith(_IN_PROCESS_WAITS):
+        return None
+    return thread.os_thread_id, frame.filename, frame.line
+
+
+def _nearest(obs: Observation, tid: int, t_s: float) -> OutsideWait | None:
+    near = [w for w in obs.outside_waits if w.tid == tid and abs(w.monotonic_s - t_s) <= MATCH_S and w.peers]
+    return min(near, key=lambda w: abs(w.monotonic_s - t_s)) if near else None
+
+
+def wait_sites(obs: Observation) -> dict[SiteKey, OutsideWait]:
+    """The lines where a thread was seen blocked on another process: for each /proc reading of the wait, the
+    thread's off-CPU stack sample nearest to it, within SITE_MATCH_S (a sample further off may already be in the
+    next step's compute). The sweeps read twice a second, the stacks up to 20 times: every other off-CPU sample of
+    the same thread at the same line is the same blocking call between two sweeps (a line makes one C call)."""
+    off_cpu: dict[int, list[tuple[float, SiteKey]]] = {}
+    for sample in obs.stacks if obs.outside_waits else ():
+        for thread in sample.threads:
+            key = None if thread.active or thread.owns_gil else _site_key(thread)
+            if key is not None:
+                off_cpu.setdefault(key[0], []).append((sample.monotonic_s, key))
+    out: dict[SiteKey, OutsideWait] = {}
+    for wait in obs.outside_waits:
+        seen = off_cpu.get(wait.tid)
+        if not wait.peers or not seen:
+            continue
+        t_s, key = min(seen, key=lambda s: abs(s[0] - wait.monotonic_s))
+        if abs(t_s - wait.monotonic_s) <= SITE_MATCH_S:
+            out[key] = wait
+    return out
+
+
+def outside_wait(obs: Observation, thread: ThreadSample, t_s: float,
+                 sites: Mapping[SiteKey, OutsideWait] | None = None) -> str | None:
+    """What an off-CPU ``thread`` waits on outside the process at ``t_s``, as an edge's target; None when nothing
+    was read. With ``sites`` (``wait_sites``) that know the thread's blocking line, a sample is the wait exactly when
+    it is at that line; without, the reading nearest in time (within MATCH_S) stands for it."""
     tid = thread.os_thread_id
     if tid is None or not obs.outside_waits:
         return None
-    near = [w for w in obs.outside_waits if w.tid == tid and abs(w.monotonic_s - t_s) <= MATCH_S and w.peers]
-    if not near:
+    key = _site_key(thread)
+    if sites and any(k[0] == tid for k in sites):
+        wait = sites.get(key) if key is not None else None
+    else:
+        wait = _nearest(obs, tid, t_s) if key is not None else None
+    if wait is None:
         return None
-    wait = min(near, key=lambda w: abs(w.monotonic_s - t_s))
     # One edge per wait, whatever the sample: described by the window's newest reading of the same wait (its
     # peer's CPU use and frame change from sweep to sweep; the edge must not split into one per reading).
     same = [w for w in obs.outside_waits if (w.tid, w.kind, w.target) == (wait.tid, wait.kind, wait.target)

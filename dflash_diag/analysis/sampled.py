@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from dflash_diag.analysis.peers import SiteKey, wait_sites
 from dflash_diag.analysis.threads import thread_identity
 from dflash_diag.model import (
     Board,
@@ -21,6 +22,7 @@ from dflash_diag.model import (
     ThreadState,
     ThreadStats,
 )
+from dflash_diag.model.sched import OutsideWait
 from dflash_diag.model.stacks import Frame
 
 Row = tuple[ThreadSample, ThreadState]  # one sample of one thread, and the state the classifier gave it
@@ -78,6 +80,11 @@ class Sampled:
             found = self.code.get((frame.filename, frame.line))
             text = found.text if found is not None else None
         return text
+
+    @cached_property
+    def outside_sites(self) -> dict[SiteKey, OutsideWait]:
+        """The lines where a thread was seen blocked on another process (``peers.wait_sites``)."""
+        return wait_sites(self.obs)
 
     @cached_property
     def rows(self) -> dict[int, list[Row]]:

@@ -177,6 +177,11 @@ class PeerReader:
         if not waited:
             return []
         lockers = [(tid, fd) for tid, (call, fd) in blocked.items() if call in _LOCK_CALLS]
+        if not lockers:
+            # /proc/locks lists a waiter of this process, but no thread was seen in flock/fcntl: the lock was
+            # granted between the two reads, or the call is not one we can read. Which thread waited is unknown,
+            # and an edge from the wrong thread would send the graph astray: nothing is said.
+            return []
         out = []
         for file_id in sorted(waited):
             holders = tuple(dict.fromkeys(line.pid for line in lines if line.file_id == file_id and not line.waiting
@@ -187,7 +192,8 @@ class PeerReader:
         return out
 
     def _locked_file(self, file_id: str, lockers: list[tuple[int, int]]) -> tuple[str, int, str]:
-        """(the locked file's redacted path, the waiting thread, its call) for a lock the process waits on."""
+        """(the locked file's redacted path, the waiting thread, its call) for a lock the process waits on; the
+        thread is one seen in flock/fcntl (``lockers`` is not empty)."""
         for tid, fd in lockers:
             path = self._fd_path(self.pid, fd, file_id)
             if path is not None:
@@ -200,9 +206,8 @@ class PeerReader:
         for name in names:
             path = self._fd_path(self.pid, int(name), file_id) if name.isdigit() else None
             if path is not None:
-                tid = lockers[0][0] if lockers else self.pid
-                return path, tid, "flock/fcntl"
-        return f"inode {file_id.rsplit(':', 1)[-1]}", lockers[0][0] if lockers else self.pid, "flock/fcntl"
+                return path, lockers[0][0], "flock/fcntl"
+        return f"inode {file_id.rsplit(':', 1)[-1]}", lockers[0][0], "flock/fcntl"
 
     def _fd_path(self, pid: int, fd: int, file_id: str) -> str | None:
         link = self.proc_root / str(pid) / "fd" / str(fd)

@@ -68,7 +68,8 @@ def _h200_missed(what: str) -> dict[str, str]:
 # Held-out (case, mode) runs missed when scored once and named by a rule written after that scoring: the score stays
 # as it was in docs/benchmarks.md; these runs are tuning runs from then on (the next held-out figure needs new ones).
 FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("settings_default_dtype_f64", "attach"),
-                                 *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach"))})
+                                 *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach")),
+                                 ("settings2_metrics", "attach")})
 
 
 def _held_out_missed(what: str, modes: tuple[str, ...] = GPU_MODES) -> dict[str, str]:
@@ -1278,8 +1279,10 @@ CASES: tuple[Case, ...] = (
         "to copy+truncate; it uploads after releasing it",
         r"(?i)flock|file.?lock|lockf|fcntl|lock.{0,60}(shipper|child|other process|another process)",
         r"step \d+ loss", batch="settings batch 2",
+        # Attached, the recording shows the trainer blocked on the lock 45% of its samples: `process-wait`, written
+        # after the score, names it (FIXED_AFTER_SCORING); the outside and probes recordings show 5-6% only.
         missed={m: f"{_B2_CONSUMER} train_loop and ResMLP.forward; the trainer seen in flock on the shipper child's "
-                   "lock, not followed" for m in ("outside", "probes", "attach")}),
+                   "lock, not followed" for m in ("outside", "probes")}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not

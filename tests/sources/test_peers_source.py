@@ -128,3 +128,23 @@ def test_describe_for_the_graph() -> None:
                               "/runs`: running, 97% CPU, in pack (syncer.py:12)")
     pipe = OutsideWait(tid=1, kind="pipe", target="pipe:[9]", syscall="read", peers=(peer,), monotonic_s=0.0)
     assert describe(pipe).startswith("a pipe from process 4321 (its child)")
+
+
+def test_a_lock_waited_on_by_no_thread_seen_in_flock_names_no_thread(tmp_path: Path) -> None:
+    """/proc/locks says the process waits, but no thread's syscall shows flock/fcntl (the lock was granted between
+    the two reads): which thread waited is unknown, so nothing is said (it once fell back to the main thread, and
+    the graph took the main thread's join for a wait on the lock)."""
+    pid, tid = 1234, 1240
+    (tmp_path / "locks").write_text(LOCKS)
+    task = tmp_path / str(pid) / "task" / str(tid)
+    task.mkdir(parents=True)
+    (task / "syscall").write_text("202 0x7f 0x80 0 0 0 0 0x7ffc 0x7f12\n")  # futex: no descriptor
+    threads = (procfs.ProcThreadSample(tid=tid, comm="python", state="S", utime_s=0.0, stime_s=0.0, run_ns=0,
+                                       runq_wait_ns=0, monotonic_s=0.0, syscall="syscall 202"),)
+    reader = peers.PeerReader(pid, proc_root=tmp_path, dumper=lambda p: None)
+    assert reader.read(threads) == ()
+    # The same lock with the thread seen in flock on a descriptor of that file: the wait, from that thread.
+    (task / "syscall").write_text("73 0x5 0x2 0x0 0x0 0x0 0x0 0x7ffc 0x7f12\n")
+    (tmp_path / str(pid) / "fd").mkdir()
+    waits = reader.read(threads)
+    assert [(w.tid, w.kind) for w in waits] == [(tid, "file-lock")]

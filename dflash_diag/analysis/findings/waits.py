@@ -10,6 +10,9 @@ it runs past what the two-stage verdict can see.
   stages (to a loader two queues upstream, a side thread holding the GIL or a lock, a child process). The claim is
   the path, root last: ``trainer waits on `batches` (get) 80% <- loader spends decode_jpeg (data.py:33) 91%``.
   A warning when the training threads lose at least half their time on the first wait (a measured cost).
+- ``process-wait`` (a cause): a thread whose speed is the program's (it trains, or its stage limits throughput)
+  spends a share of its samples blocked on another process (a file lock it holds, a pipe it feeds or drains), named
+  with what that process does: a wait the chain does not follow when the thread still computes more than it waits.
 """
 
 from __future__ import annotations
@@ -53,13 +56,23 @@ _DEADLOCK_REMEDY = (
     "timeouts to acquire() so a cycle raises instead of hanging."
 )
 
+_PROCESS_FIX = ("hold a shared file lock only for the write itself (not while compressing or uploading), or take it "
+                "without blocking and retry later; feed a pipe faster (more producer processes, a cheaper format) or "
+                "read it on a thread of its own with a buffer.")
+_PROCESS_REMEDY = "Make the other process release it sooner, or stop waiting for it in the training loop: " + _PROCESS_FIX
+
 RULES = (
     RuleSpec("deadlock", sampled=True, slows=False, halts=True),
     RuleSpec("stalled", kind=SYMPTOM, sampled=True, hang=True, halts=True),
     RuleSpec("wait-chain", kind=SYMPTOM, sampled=True,
              supersedes=("pipeline-bottleneck-drafter", "pipeline-bottleneck-target")),
     RuleSpec("where-time-goes", kind=SYMPTOM, sampled=True, unlinked=True),
+    RuleSpec("process-wait", sampled=True),
 )
+# A thread that matters losing this share of its samples to another process: its cost (a warning); from
+# PROCESS_NOTE_SHARE, said as information.
+PROCESS_WAIT_SHARE = 0.25
+PROCESS_NOTE_SHARE = 0.10
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -86,6 +99,36 @@ def check(ctx: Context) -> Iterator[Finding]:
             yield chain
         elif graph.chain:
             yield _where_time_goes(ctx, graph)
+        yield from _process_waits(ctx, graph, chain)
+
+
+def _matters(ctx: Context, graph: WaitGraph, n: ThreadWaits) -> bool:
+    """Its speed is the program's: it trains, or its stage limits throughput (or no stage does)."""
+    if n.name in graph.trains:
+        return True
+    limiting = ctx.pipeline.bottleneck
+    return n.stage == limiting if limiting in PIPELINE_STAGES else not graph.trains
+
+
+def _process_waits(ctx: Context, graph: WaitGraph, chain: Finding | None) -> Iterator[Finding]:
+    """Each thread that matters and waits on another process, unless the wait chain already ends there."""
+    followed = {e.target for hop in graph.chain if (e := hop.edge) is not None and e.kind == WAIT_PROCESS} \
+        if chain is not None else set()
+    for n in graph.threads:
+        edge = next((e for e in n.waits if e.kind == WAIT_PROCESS and e.target not in followed), None)
+        if edge is None or edge.share < PROCESS_NOTE_SHARE or not _matters(ctx, graph, n):
+            continue
+        costly = edge.share >= PROCESS_WAIT_SHARE
+        where = f" at {edge.site}" if edge.site else ""
+        yield Finding(
+            rule_id="process-wait", severity=Severity.WARNING if costly else Severity.INFO,
+            claim=f"{n.name} spends {pct(edge.share)} of its samples blocked{where} on {edge.target}",
+            evidence=((n.name, f"blocked on another process {pct(edge.share)} of its samples, computing "
+                               f"{pct(n.computing_share)}"),
+                      ("seen by", "/proc (the thread's blocking call, /proc/locks or the pipe's other end) at the "
+                                  "same line as its off-CPU stack samples")),
+            remedy=_PROCESS_REMEDY, impact=edge.share if costly else 0.0,
+            stages=tuple(sorted({Stage.of(n.stage)} - {Stage.OTHER})))
 
 
 def _parked(n: ThreadWaits, kinds: frozenset[str]) -> bool:
@@ -250,9 +293,6 @@ def _chain_remedy(graph: WaitGraph) -> str:
     if kind == WAIT_IO:
         return f"{who} waits on I/O: prefetch, read in parallel, or use a faster source."
     if kind == WAIT_PROCESS:
-        return (f"{who} waits on another process (named above, with what it does): hold a shared file lock only "
-                "for the write itself (not while compressing or uploading), or take it without blocking and retry "
-                "later; feed a pipe faster (more producer processes, a cheaper format) or read it on a thread of its "
-                "own with a buffer.")
+        return f"{who} waits on another process (named above, with what it does): " + _PROCESS_FIX
     return (f"{who} waits at {root.edge.site or 'the line above'}: find what should end that wait and why it is "
             "slow; give the wait a timeout so a stuck peer is noticed.")

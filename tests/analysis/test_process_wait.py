@@ -1,0 +1,63 @@
+"""A training thread blocked part of the time on a lock another process holds, from real recordings
+(tests/casebook/observations: `settings2_metrics`, whose trainer flocks a metrics file its shipper child keeps locked
+across an upload, and its twin, whose shipper holds the same lock only to copy the file). The /proc sweeps see the
+wait twice a second; the stacks 20 times: the samples between two sweeps at the line that made the call are the same
+wait."""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import replace
+from pathlib import Path
+
+from dflash_diag.analysis import analyse
+from dflash_diag.analysis.peers import outside_wait, wait_sites
+from dflash_diag.model import Observation
+from dflash_diag.observe.codec import read_observation
+
+RECORDED = Path(__file__).resolve().parents[1] / "casebook" / "observations"
+
+
+def _obs(name: str) -> Observation:
+    obs = read_observation(gzip.open(RECORDED / f"{name}.json.gz").read())
+    assert isinstance(obs, Observation)
+    return obs
+
+
+def _trainer_off_cpu(obs: Observation) -> list[tuple[float, object]]:
+    return [(s.monotonic_s, t) for s in obs.stacks for t in s.threads
+            if t.name == "trainer" and not t.active and not t.owns_gil]
+
+
+def test_samples_between_two_sweeps_at_the_line_where_the_wait_was_seen_are_that_wait() -> None:
+    obs = _obs("settings2_metrics__attach")
+    off = _trainer_off_cpu(obs)
+    near = [t_s for t_s, t in off if outside_wait(obs, t, t_s) is not None]  # type: ignore[arg-type]
+    sites = wait_sites(obs)
+    at_site = [t_s for t_s, t in off if outside_wait(obs, t, t_s, sites) is not None]  # type: ignore[arg-type]
+    assert 0 < len(near) < len(at_site) <= len(off)
+    assert all(line == 88 and path.endswith("train.py") for _, path, line in sites)  # MetricsWriter.write's flock
+
+
+def test_a_sample_at_another_line_is_not_taken_for_the_wait() -> None:
+    obs = _obs("settings2_metrics__attach")
+    sites = wait_sites(obs)
+    t_s, thread = next((t_s, t) for t_s, t in _trainer_off_cpu(obs)
+                       if outside_wait(obs, t, t_s) is None)  # type: ignore[arg-type]
+    moved = replace(thread, frames=tuple(replace(f, line=f.line + 1000) for f in thread.frames))  # type: ignore[arg-type]
+    assert outside_wait(obs, moved, t_s, sites) is None
+
+
+def test_the_trainer_blocked_on_its_childs_file_lock_is_the_cause_in_the_headline() -> None:
+    report = analyse(_obs("settings2_metrics__attach"))
+    found = next(f for f in report.findings if f.rule_id == "process-wait")
+    assert found.severity.name == "WARNING" and found.impact >= 0.25
+    assert found.claim.startswith("trainer spends ") and "blocked at MetricsWriter.write (train.py:88)" in found.claim
+    assert "a file lock on `" in found.claim and "(its child)" in found.claim and "shipper.py" in found.claim
+    assert report.headline is not None and "file lock" in report.headline.text
+
+
+def test_a_twin_that_holds_the_lock_only_to_copy_is_not_warned() -> None:
+    for mode in ("outside", "probes", "attach"):
+        report = analyse(_obs(f"settings2_metrics_fixed__{mode}"))
+        assert not [f for f in report.findings if f.rule_id == "process-wait" and f.severity.name != "INFO"], mode
