@@ -67,9 +67,23 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("KMP_AFFINITY", AREA_THREADS, "pins Intel OpenMP's threads (compact: all on the first cores)", "not pinned"),
     _V("KMP_BLOCKTIME", AREA_THREADS, "how long Intel OpenMP's idle threads spin (ms)", "200 ms"),
     _V("KMP_HW_SUBSET", AREA_THREADS, "the cores Intel OpenMP uses", "all"),
+    _V("KMP_LIBRARY", AREA_THREADS, "Intel OpenMP's run mode (turnaround: idle threads never yield the CPU)",
+       "throughput"),
     _V("MKL_DYNAMIC", AREA_THREADS, "lets MKL use fewer threads than asked", "true"),
     _V("TOKENIZERS_PARALLELISM", AREA_THREADS, "the HF tokenizers' Rust thread pool", "on, off after a fork"),
     _V("TORCHINDUCTOR_COMPILE_THREADS", AREA_THREADS, "inductor's compile worker processes", "one per core, up to 32"),
+    # --- CPU math kernels: which code path the libraries take on this CPU ---
+    _V("MKL_CBWR", AREA_NUMERICS, "MKL's conditional numerical reproducibility: one fixed code path (COMPATIBLE: "
+       "generic SSE2 kernels) instead of the CPU's fastest", "AUTO: the CPU's own kernels"),
+    _V("MKL_ENABLE_INSTRUCTIONS", AREA_NUMERICS, "caps the instruction set MKL's kernels may use", "all the CPU has"),
+    _V("ONEDNN_MAX_CPU_ISA", AREA_NUMERICS, "caps the instruction set oneDNN's kernels may use", "all the CPU has"),
+    _V("DNNL_MAX_CPU_ISA", AREA_NUMERICS, "caps the instruction set oneDNN's kernels may use (older name)",
+       "all the CPU has"),
+    _V("ATEN_CPU_CAPABILITY", AREA_NUMERICS, "the vectorised kernel set torch's CPU ops use (default: none)",
+       "the CPU's best"),
+    _V("MKL_VERBOSE", AREA_DEBUG, "MKL logs every call", "off"),
+    _V("ONEDNN_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive", "off"),
+    _V("DNNL_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive (older name)", "off"),
     # --- CUDA ---
     _V("CUDA_LAUNCH_BLOCKING", AREA_LAUNCHES, "makes every kernel launch wait for the kernel (a sync per launch)",
        "asynchronous launches"),

@@ -193,3 +193,38 @@ def test_a_niced_thread_outside_the_limiting_stage_is_information_only() -> None
     side = Thread("compress", 103, 0.3, 0.5, frame=Frame("compress", "/app/ckpt.py", 12), nice=19)
     _, (finding,) = _find(scenario([Thread("MainThread", PID, 0.8, 0.3), side]), "thread-deprioritized")
     assert finding.severity == Severity.INFO and finding.impact == 0.0
+
+
+def _decoders_beside_spinning_pools(env: list[tuple[str, str, str]]) -> object:
+    """Two decoder threads that want both CPUs, a trainer mostly asleep, one OpenMP worker of the process and an idle
+    evaluator child whose worker never sleeps: demand 4.2 on 2 CPUs, under cpu-oversubscribed's 5."""
+    threads = [Thread("MainThread", PID, 0.001, 0.0, computing=False),
+               Thread("shard-decoder-0", 101, 0.15, 0.8), Thread("shard-decoder-1", 102, 0.15, 0.8),
+               Thread("trainer", 103, 0.05, 0.2, computing=False)] + pools(1, run=0.2, wait=0.8)
+    return scenario(threads, children=[(601, 1, 0.2, 0.8)], env=env)
+
+
+def test_openmp_told_to_spin_holds_the_cpus_the_decoders_wait_for() -> None:
+    obs = _decoders_beside_spinning_pools([("OMP_WAIT_POLICY", "ACTIVE", "children (1)")])
+    _, over = _find(obs, "cpu-oversubscribed")
+    analysis, (finding,) = _find(obs, "cpu-pool-spin")
+    assert over == []  # not a count of threads: a few pools that never sleep
+    assert finding.claim.startswith("OpenMP's idle threads spin instead of sleeping (OMP_WAIT_POLICY=ACTIVE "
+                                    "(environment of its children (1)))")
+    assert "wanted 2.0 of its 2 CPUs" in finding.claim and "shard-decoder-0, shard-decoder-1" in finding.claim
+    assert finding.severity == Severity.WARNING and finding.impact > 0.05
+    assert analysis.headline is not None and "OMP_WAIT_POLICY=ACTIVE" in analysis.headline.text
+
+
+def test_a_harmless_wait_policy_or_quiet_pools_are_not_a_spin() -> None:
+    for env in ([("OMP_WAIT_POLICY", "PASSIVE", "process"), ("KMP_BLOCKTIME", "200", "process")],
+                [("GOMP_SPINCOUNT", "1000", "process")], []):
+        _, found = _find(_decoders_beside_spinning_pools(env), "cpu-pool-spin")
+        assert found == [], env
+    quiet = scenario([Thread("shard-decoder-0", 101, 0.5, 0.4), Thread("shard-decoder-1", 102, 0.5, 0.4)]
+                     + pools(1, run=0.05, wait=0.05), env=[("OMP_WAIT_POLICY", "ACTIVE", "process")])
+    _, found = _find(quiet, "cpu-pool-spin")
+    assert found == []  # the setting is there, the pools burn next to nothing: listed, not a cause
+    _, (endless,) = _find(_decoders_beside_spinning_pools([("GOMP_SPINCOUNT", "INFINITE", "process")]),
+                          "cpu-pool-spin")
+    assert "GOMP_SPINCOUNT=INFINITE" in endless.claim

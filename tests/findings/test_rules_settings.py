@@ -192,3 +192,44 @@ def test_a_debug_allocator_from_the_environment_is_seen_from_outside() -> None:
     harmless = scenario([Thread("MainThread", PID, 0.9, 0.0, frame=TOKENIZE, gil=True)],
                         env=[("PYTHONMALLOC", "malloc", "process")])
     assert _findings(harmless, "interpreter-hook") == []
+
+
+CONV = (Frame("_conv_forward", "/venv/torch/nn/modules/conv.py", 543), Frame("forward", "/app/train.py", 30))
+BACKWARD = (Frame("_engine_run_backward", "/venv/torch/autograd/graph.py", 829), Frame("step", "/app/train.py", 60))
+NORM = (Frame("batch_norm", "/venv/torch/nn/functional.py", 2817), Frame("forward", "/app/train.py", 31))
+
+
+def _convnet(board: Any) -> Any:
+    """A trainer whose samples are a third convolution forward, a third another forward op, a third backward."""
+    threads = [Thread("trainer", 101, 0.9, 0.0, stack_frames=CONV), Thread("trainer", 101, 0.9, 0.0, stack_frames=NORM),
+               Thread("trainer", 101, 0.9, 0.0, stack_frames=BACKWARD)]
+    obs = scenario(threads[:1], boards=(board,), samples=12)
+    frames = [CONV, NORM, BACKWARD]
+    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
+                   for i, s in enumerate(obs.stacks))
+    return replace(obs, stacks=stacks)
+
+
+def test_onednn_turned_off_is_weighed_by_the_convolutions_forward_and_their_share_of_backward() -> None:
+    board = settings_board({"torch_flags": {"mkldnn_enabled": False}})
+    (finding,) = _findings(_convnet(board), "cpu-kernels-slowed")
+    assert finding.claim.startswith("oneDNN is off (torch.backends.mkldnn.enabled = False): convolutions run torch's "
+                                    "own slow_conv2d")
+    # forward: 4 of 12 samples; backward (4) counted in the convolutions' half of the forward ops: about 50%.
+    assert "trainer spends about 50% of its samples in convolutions, forward (33%)" in finding.claim
+    assert finding.severity == Severity.WARNING
+    on = settings_board({"torch_flags": {"mkldnn_enabled": True}})
+    assert _findings(_convnet(on), "cpu-kernels-slowed") == []
+
+
+def test_a_math_library_held_to_a_fixed_code_path_is_weighed_by_the_time_in_ops() -> None:
+    board = settings_board({"known_environment": [["MKL_CBWR", "COMPATIBLE"]]})
+    (finding,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,)), "cpu-kernels-slowed")
+    assert finding.claim.startswith("MKL_CBWR=COMPATIBLE (set by the program) holds the CPU math kernels to a fixed")
+    assert finding.severity == Severity.WARNING and "MainThread spends about 100% of its samples in torch ops" in \
+        finding.claim
+    # The twin's look-alike: the same variable at the library's own choice; and a capped path the threads never use.
+    auto = settings_board({"known_environment": [["MKL_CBWR", "AUTO"]]})
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(auto,)), "cpu-kernels-slowed") == []
+    idle = scenario([Thread("MainThread", PID, 0.9, 0.0, frame=TOKENIZE, gil=True)], boards=(board,))
+    assert _findings(idle, "cpu-kernels-slowed") == []

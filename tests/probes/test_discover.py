@@ -39,7 +39,7 @@ def test_discovery_never_triggers_an_objects_own_attribute_hooks() -> None:
     lib.reduce_op = _Noisy()  # type: ignore[attr-defined]
 
     def loop() -> None:
-        batches: queue.Queue[int] = queue.Queue()
+        batches: queue.Queue[int] = queue.Queue()  # noqa: F841 - discovery reads the frame's locals
         noisy, state, dist = _Noisy(), holder, lib  # noqa: F841 - the frame's locals are what discovery reads
         ready.set()
         done.wait(10)

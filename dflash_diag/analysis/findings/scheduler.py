@@ -67,6 +67,7 @@ RULES = (
     # process are its consequence, named after it.
     RuleSpec("cpu-oversubscribed", sampled=True, produces=("gil-contention",)),
     RuleSpec("cpu-affinity-narrow", sampled=True),
+    RuleSpec("cpu-pool-spin", sampled=True, produces=("gil-contention",)),
     RuleSpec("cpu-throttled"),
     RuleSpec("memory-pressure"),
     RuleSpec("io-pressure"),
@@ -78,7 +79,8 @@ RULES = (
     RuleSpec("cpu-contended", kind=NOTE, slows=False, sampled=True),
 )
 # The causes that already say the threads wait for a CPU, and why: the note would repeat them.
-_CPU_CAUSES = frozenset({"cpu-oversubscribed", "cpu-affinity-narrow", "cpu-throttled", "thread-deprioritized"})
+_CPU_CAUSES = frozenset({"cpu-oversubscribed", "cpu-affinity-narrow", "cpu-throttled", "thread-deprioritized",
+                         "cpu-pool-spin"})
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -88,6 +90,8 @@ def check(ctx: Context) -> Iterator[Finding]:
         assert isinstance(summary, SchedSummary)
         working = working_threads(ctx, summary)
         found += _oversubscribed(ctx, summary, working)
+        if not found:
+            found += _pool_spin(ctx, summary, working)
         found += _narrow_affinity(ctx, summary, working)
         found += _throttled(ctx, summary)
         found += _pressure(ctx, summary)
@@ -144,6 +148,68 @@ def working_threads(ctx: Context, summary: SchedSummary) -> list[tuple[ThreadSta
         elif t.demand >= WORKING_SHARE:
             out.append((stats, t))
     return out
+
+
+# Native pools kept busy by their own idle spinning: the settings that make OpenMP's idle threads spin rather than
+# sleep, and the least CPU (in cores) the process's pools and its children's must then burn to be a suspect.
+SPIN_POOL_CORES = 0.5
+
+
+def _spins(r: SettingReading) -> bool:
+    value = r.value.strip().upper()
+    if r.name == "OMP_WAIT_POLICY":
+        return value == "ACTIVE"
+    if r.name == "KMP_LIBRARY":
+        return value == "TURNAROUND"
+    if r.name in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
+        if value in ("INFINITE", "INFINITY"):
+            return True
+        limit = 300_000 if r.name == "GOMP_SPINCOUNT" else 200  # their defaults (spins; ms)
+        digits = value.rstrip("KMGT")
+        return digits.isdigit() and int(digits) * (1000 if value[-1:] == "K" else 1) > limit
+    return False
+
+
+def _pool_spin(ctx: Context, summary: SchedSummary,
+               working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    """OpenMP told to spin when idle (OMP_WAIT_POLICY=ACTIVE, an endless GOMP_SPINCOUNT/KMP_BLOCKTIME): its pool
+    threads, and those of every child that inherited the environment, hold CPUs between parallel regions while the
+    threads that do the work wait for one. Not a count of threads (that is cpu-oversubscribed): a few pools burning
+    cores with nothing to do. The cost is the working threads' run delay times the process's own share of it."""
+    spinning = [r for r in by_area(non_default(ctx.obs), AREA_THREADS) if _spins(r)]
+    pool_demand = summary.native_demand + summary.children_demand
+    if not spinning or not working or pool_demand < SPIN_POOL_CORES:
+        return
+    delay = sum(t.runq_share for _, t in working) / len(working)
+    if delay < RUN_DELAY_SHARE:
+        return
+    cost = delay * _own_share(summary, summary.demand - summary.cores)
+    children = (f" and {summary.children_threads} in {_child_count(ctx)} child processes"
+                if summary.children_threads else "")
+    said = ", ".join(_said(r) for r in spinning[:2])
+    claim = (f"OpenMP's idle threads spin instead of sleeping ({said}): the native pool threads "
+             f"({summary.native_active} of the process{children}) wanted {pool_demand:.1f} of its "
+             f"{_cores_text(summary)} while {_names(working)}, which do the work, waited for a CPU {pct(delay)} of "
+             "the window")
+    evidence = [
+        ("threads runnable (demand)", f"{summary.demand:.1f} on {_cores_text(summary)}: Python "
+                                      f"{summary.python_demand:.1f}, native pools {summary.native_demand:.1f}"
+                                      + (f", children {summary.children_demand:.1f}" if summary.children_threads else "")),
+        *((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}")
+          for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]),
+        *((r.text(), f"{r.source}; default {r.default}: {r.effect}") for r in spinning[:3]),
+    ]
+    if summary.external_runnable is not None:
+        evidence.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average"))
+    if summary.libraries:
+        evidence.append(("pool libraries mapped", ", ".join(summary.libraries)))
+    yield Finding(
+        rule_id="cpu-pool-spin", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+        claim=claim, evidence=tuple(evidence),
+        remedy="Let idle pool threads sleep: unset OMP_WAIT_POLICY (or set PASSIVE), leave GOMP_SPINCOUNT and "
+               "KMP_BLOCKTIME at their defaults (or 0) where the cores are shared with other threads or processes; "
+               "keep them out of the environment that child processes inherit.",
+        impact=cost, stages=_stages(working))
 
 
 def _own_share(summary: SchedSummary, excess: float) -> float:

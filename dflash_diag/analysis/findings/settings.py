@@ -59,6 +59,7 @@ RULES = (
     RuleSpec("torch-debug-mode", sampled=True),
     RuleSpec("default-dtype-float64", sampled=True),
     RuleSpec("interpreter-hook", sampled=True),
+    RuleSpec("cpu-kernels-slowed", sampled=True),
 )
 
 
@@ -71,6 +72,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _debug_modes(ctx, readings)
     yield from _default_dtype(ctx, readings)
     yield from _interpreter_hooks(ctx, readings)
+    yield from _kernel_paths(ctx, readings)
 
 
 # --- the list ----------------------------------------------------------------------------------------------------
@@ -355,6 +357,7 @@ def _state_share(ctx: Context, state: ThreadState) -> tuple[float, list[str]]:
 # A hook's cost lands where the interpreter runs Python code (each line, call and allocation there calls it): a cost
 # when a thread that matters spends this share of its samples running Python.
 HOOK_PYTHON_SHARE = 0.30
+HOOK_NOTE_SHARE = 0.10  # below this share of the samples in the ops a setting slows, it is only listed
 _DEBUG_ALLOCATORS = frozenset({"debug", "malloc_debug", "pymalloc_debug"})
 _OFF = ("", "0")
 
@@ -440,3 +443,73 @@ def _interpreter_hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> It
             remedy=f"Turn it off for training: {hook.fix}.",
             impact=lead[0][1] if costly else 0.0,
             stages=tuple(sorted({t.stage.value for t, _ in lead} - {"other"})))
+
+
+# --- a CPU kernel library turned off or held to a slower code path ----------------------------------------------------
+
+# Values that keep the library on its fastest path for this CPU (the rest pin a fixed or capped one).
+_FAST_PATH_VALUES = {"MKL_CBWR": ("", "AUTO"), "ONEDNN_MAX_CPU_ISA": ("", "ALL", "DEFAULT"),
+                     "DNNL_MAX_CPU_ISA": ("", "ALL", "DEFAULT"), "ATEN_CPU_CAPABILITY": ("", "AVX2", "AVX512"),
+                     "MKL_ENABLE_INSTRUCTIONS": ("", "AVX2", "AVX512", "AVX512_E1", "AVX512_E2", "AVX512_E3",
+                                                 "AVX512_E4", "AVX512_E5")}
+_CONV_FRAMES = ("torch/nn/modules/conv.py",)
+_BACKWARD_FUNCTIONS = frozenset({"_engine_run_backward", "backward"})
+_CONV_FUNCTIONS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                             "conv_transpose3d", "_conv_forward"})
+
+
+def _conv_share(ctx: Context) -> tuple[float, float, list[str]]:
+    """(share of the training threads' samples in convolutions' forward, the same estimated with their backward,
+    the threads). Backward runs in autograd's engine, where no frame names the op: its samples are counted in the
+    proportion convolutions hold among the forward ops' samples (their gradients cost about what they do)."""
+    threads = _training(ctx)
+    rows = [row for t in threads for row in ctx.stats_rows(t) if row[1] in _WORK]
+    if not rows:
+        return 0.0, 0.0, []
+    conv = backward = forward_ops = 0
+    for thread, _ in rows:
+        python = [f for f in thread.frames if not f.native]
+        if any(f.filename.endswith(_CONV_FRAMES) or f.name in _CONV_FUNCTIONS for f in python):
+            conv += 1
+            forward_ops += 1
+        elif any(f.name in _BACKWARD_FUNCTIONS for f in python):
+            backward += 1
+        elif any("torch/nn/" in f.filename for f in python):
+            forward_ops += 1
+    total = len(rows)
+    forward = conv / total
+    return forward, forward + (backward / total) * (conv / forward_ops if forward_ops else 0.0), \
+        [t.name for t in threads]
+
+
+def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    """oneDNN turned off (torch.backends.mkldnn.enabled = False: convolutions fall back to torch's slow_conv2d,
+    im2col + gemm), or a math library held to a fixed or capped code path (MKL_CBWR, *_MAX_CPU_ISA, ...): weighed by
+    the training threads' share of samples in the ops it slows (convolutions; every op for the BLAS paths)."""
+    for r in readings:
+        if r.name == "torch.backends.mkldnn.enabled" and r.value == "False":
+            forward, share, threads = _conv_share(ctx)
+            what = ("oneDNN is off (torch.backends.mkldnn.enabled = False): convolutions run torch's own "
+                    "slow_conv2d (im2col + gemm) instead of oneDNN's kernels")
+            ops = f"convolutions, forward ({pct(forward)}) and their share of backward"
+            fix = ("set torch.backends.mkldnn.enabled = True; a numerics check that needs it off can use `with "
+                   "torch.backends.mkldnn.flags(enabled=False):` around the check only")
+        elif r.name in _FAST_PATH_VALUES and r.value.strip().upper().split(",")[0] not in _FAST_PATH_VALUES[r.name]:
+            share, threads = _ops_share(ctx)
+            what = f"{r.text()} ({r.source}) holds the CPU math kernels to a fixed or capped code path: {r.effect}"
+            ops = "torch ops"
+            fix = f"unset {r.name} (or set it to the CPU's own path) for training runs"
+        else:
+            continue
+        if not threads or share < HOOK_NOTE_SHARE:
+            continue
+        severity = Severity.WARNING if share >= DEBUG_OPS_SHARE else Severity.INFO
+        who = ", ".join(threads[:3])
+        yield Finding(
+            rule_id="cpu-kernels-slowed", severity=severity,
+            claim=f"{what}; {who} spend{'s' if len(threads) == 1 else ''} about {pct(share)} of "
+                  f"{'its' if len(threads) == 1 else 'their'} samples in {ops}",
+            evidence=((r.text(), f"{r.source}; default {r.default}"),
+                      ("time in the ops it slows", f"{pct(share)} of the samples of {', '.join(threads[:4])}")),
+            remedy=f"Turn it back for training: {fix}.",
+            impact=share if severity >= Severity.WARNING else 0.0)
