@@ -61,8 +61,10 @@ def own_profiler():
                     result = f"ok {len(prof.events())}"
                 except Exception as exc:
                     result = f"error {exc!r}"
-                with open(os.path.join(ctl, kind + ".result"), "w") as fh:
+                # Written whole, then renamed: the test reads the file as soon as it exists.
+                with open(os.path.join(ctl, kind + ".result.tmp"), "w") as fh:
                     fh.write(result)
+                os.replace(os.path.join(ctl, kind + ".result.tmp"), os.path.join(ctl, kind + ".result"))
         with open(os.path.join(ctl, "profiling.tmp"), "w") as fh:
             fh.write(str(torch.autograd.profiler._is_profiler_enabled))
         os.replace(os.path.join(ctl, "profiling.tmp"), os.path.join(ctl, "profiling"))
