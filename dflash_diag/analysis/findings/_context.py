@@ -251,6 +251,18 @@ def thread_stage(ctx: Context, thread: ThreadSample) -> Stage:
     return Stage.OTHER
 
 
+def speed_matters(ctx: Context, name: str, stage: str) -> bool:
+    """A thread whose speed is the program's: it trains, or its stage limits throughput; with no stage verdict,
+    every thread when none trains."""
+    trains = ctx.waits.trains
+    if name in trains:
+        return True
+    limiting = ctx.pipeline.bottleneck
+    if limiting in (Stage.TARGET, Stage.DRAFTER):
+        return stage == limiting
+    return not trains
+
+
 def thread_label(thread: ThreadSample) -> str:
     if thread.name:
         return thread.name

@@ -24,7 +24,7 @@ from typing import Any
 
 from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEFAULT_SWITCH_INTERVAL_S
-from dflash_diag.analysis.findings._context import Context, num, pct, sub
+from dflash_diag.analysis.findings._context import Context, num, pct, speed_matters, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.sched import summary_of
@@ -408,16 +408,6 @@ def _hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> list[_Hook]:
     return out
 
 
-def _matters(ctx: Context, thread: Any) -> bool:
-    """A thread whose speed is the program's: it trains, or its stage limits throughput (or no stage does)."""
-    if thread.name in set(ctx.waits.trains):
-        return True
-    limiting = ctx.pipeline.bottleneck
-    if limiting in ("target", "drafter"):
-        return thread.stage.value == limiting
-    return True
-
-
 def _interpreter_hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
     hooks = _hooks(ctx, readings)
     if not hooks:
@@ -430,7 +420,7 @@ def _interpreter_hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> It
         exposed = [(t, share) for t, share in exposed if share >= HOOK_PYTHON_SHARE]
         if not exposed:
             continue
-        costly = [(t, share) for t, share in exposed if _matters(ctx, t)]
+        costly = [(t, share) for t, share in exposed if speed_matters(ctx, t.name, t.stage.value)]
         lead = costly or exposed
         who = ", ".join(f"{t.name} {pct(share)}" for t, share in lead[:3])
         severity = Severity.WARNING if costly else Severity.INFO

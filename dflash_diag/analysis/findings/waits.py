@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, pct, threads_text
+from dflash_diag.analysis.findings._context import Context, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
@@ -102,21 +102,13 @@ def check(ctx: Context) -> Iterator[Finding]:
         yield from _process_waits(ctx, graph, chain)
 
 
-def _matters(ctx: Context, graph: WaitGraph, n: ThreadWaits) -> bool:
-    """Its speed is the program's: it trains, or its stage limits throughput (or no stage does)."""
-    if n.name in graph.trains:
-        return True
-    limiting = ctx.pipeline.bottleneck
-    return n.stage == limiting if limiting in PIPELINE_STAGES else not graph.trains
-
-
 def _process_waits(ctx: Context, graph: WaitGraph, chain: Finding | None) -> Iterator[Finding]:
     """Each thread that matters and waits on another process, unless the wait chain already ends there."""
     followed = {e.target for hop in graph.chain if (e := hop.edge) is not None and e.kind == WAIT_PROCESS} \
         if chain is not None else set()
     for n in graph.threads:
         edge = next((e for e in n.waits if e.kind == WAIT_PROCESS and e.target not in followed), None)
-        if edge is None or edge.share < PROCESS_NOTE_SHARE or not _matters(ctx, graph, n):
+        if edge is None or edge.share < PROCESS_NOTE_SHARE or not speed_matters(ctx, n.name, n.stage):
             continue
         costly = edge.share >= PROCESS_WAIT_SHARE
         where = f" at {edge.site}" if edge.site else ""
