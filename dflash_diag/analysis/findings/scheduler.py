@@ -192,9 +192,7 @@ def _pool_spin(ctx: Context, summary: SchedSummary,
              f"{_cores_text(summary)} while {_names(working)}, which do the work, waited for a CPU {pct(delay)} of "
              "the window")
     evidence = [
-        ("threads runnable (demand)", f"{summary.demand:.1f} on {_cores_text(summary)}: Python "
-                                      f"{summary.python_demand:.1f}, native pools {summary.native_demand:.1f}"
-                                      + (f", children {summary.children_demand:.1f}" if summary.children_threads else "")),
+        ("threads runnable (demand)", _demand_text(summary)),
         *((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}")
           for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]),
         *((r.text(), f"{r.source}; default {r.default}: {r.effect}") for r in spinning[:3]),
@@ -210,6 +208,13 @@ def _pool_spin(ctx: Context, summary: SchedSummary,
                "KMP_BLOCKTIME at their defaults (or 0) where the cores are shared with other threads or processes; "
                "keep them out of the environment that child processes inherit.",
         impact=cost, stages=_stages(working))
+
+
+def _demand_text(summary: SchedSummary) -> str:
+    """How many threads wanted a CPU on average, by kind: ``5.0 on 2 CPUs: Python 2.6, native pools 1.4, ...``."""
+    return (f"{summary.demand:.1f} on {_cores_text(summary)}: Python {summary.python_demand:.1f}, native pools "
+            f"{summary.native_demand:.1f}" + (f", children {summary.children_demand:.1f}" if summary.children_threads
+                                               else ""))
 
 
 def _own_share(summary: SchedSummary, excess: float) -> float:
@@ -271,9 +276,7 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
     if settings:
         claim += ", with " + ", ".join(_said(r) for r in _main_settings(settings)[:2])
     evidence = [
-        ("threads runnable (demand)", f"{summary.demand:.1f} on {_cores_text(summary)}: Python "
-                                      f"{summary.python_demand:.1f}, native pools {summary.native_demand:.1f}"
-                                      + (f", children {summary.children_demand:.1f}" if summary.children_threads else "")),
+        ("threads runnable (demand)", _demand_text(summary)),
         ("OS threads", f"{summary.os_threads} ({summary.python_threads} Python, {summary.native_threads} native, "
                        f"{summary.native_active} of them ran)" + (f"; pools by name: {pools}" if pools else "")),
         ("context switches", f"{_rate(summary.voluntary_per_s)}/s voluntary, {_rate(summary.involuntary_per_s)}/s "

@@ -324,13 +324,15 @@ def _default_dtype(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterat
         impact=share if severity >= Severity.WARNING else 0.0)
 
 
+def _working(ctx: Context) -> list[Any]:
+    """The program's threads that compute in half their samples or more (the tool's own left out)."""
+    return [t for t in ctx.sampled() if sum(t.shares.get(s, 0.0) for s in _WORK) >= 0.5
+            and not t.name.startswith("dflash-diag-")]
+
+
 def _training(ctx: Context) -> list[Any]:
     trains = set(ctx.waits.trains)
-    threads = [t for t in ctx.sampled() if t.name in trains]
-    if not threads:
-        threads = [t for t in ctx.sampled() if sum(t.shares.get(s, 0.0) for s in _WORK) >= 0.5
-                   and not t.name.startswith("dflash-diag-")]
-    return threads
+    return [t for t in ctx.sampled() if t.name in trains] or _working(ctx)
 
 
 def _ops_share(ctx: Context) -> tuple[float, list[str]]:
@@ -357,7 +359,6 @@ def _state_share(ctx: Context, state: ThreadState) -> tuple[float, list[str]]:
 # A hook's cost lands where the interpreter runs Python code (each line, call and allocation there calls it): a cost
 # when a thread that matters spends this share of its samples running Python.
 HOOK_PYTHON_SHARE = 0.30
-HOOK_NOTE_SHARE = 0.10  # below this share of the samples in the ops a setting slows, it is only listed
 _DEBUG_ALLOCATORS = frozenset({"debug", "malloc_debug", "pymalloc_debug"})
 _OFF = ("", "0")
 
@@ -412,8 +413,7 @@ def _interpreter_hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> It
     hooks = _hooks(ctx, readings)
     if not hooks:
         return
-    working = [t for t in ctx.sampled() if sum(t.shares.get(s, 0.0) for s in _WORK) >= 0.5
-               and not t.name.startswith("dflash-diag-")]
+    working = _working(ctx)
     for hook in hooks:
         threads = [t for t in working if not hook.threads or t.name in hook.threads]
         exposed = sorted(((t, t.shares.get(ThreadState.PYTHON, 0.0)) for t in threads), key=lambda p: -p[1])
@@ -442,6 +442,8 @@ _FAST_PATH_VALUES = {"MKL_CBWR": ("", "AUTO"), "ONEDNN_MAX_CPU_ISA": ("", "ALL",
                      "DNNL_MAX_CPU_ISA": ("", "ALL", "DEFAULT"), "ATEN_CPU_CAPABILITY": ("", "AVX2", "AVX512"),
                      "MKL_ENABLE_INSTRUCTIONS": ("", "AVX2", "AVX512", "AVX512_E1", "AVX512_E2", "AVX512_E3",
                                                  "AVX512_E4", "AVX512_E5")}
+# Below this share of the training threads' samples in the ops a kernel setting slows, it is only listed.
+KERNELS_NOTE_SHARE = 0.10
 _CONV_FRAMES = ("torch/nn/modules/conv.py",)
 _BACKWARD_FUNCTIONS = frozenset({"_engine_run_backward", "backward"})
 _CONV_FUNCTIONS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -491,7 +493,7 @@ def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterato
             fix = f"unset {r.name} (or set it to the CPU's own path) for training runs"
         else:
             continue
-        if not threads or share < HOOK_NOTE_SHARE:
+        if not threads or share < KERNELS_NOTE_SHARE:
             continue
         severity = Severity.WARNING if share >= DEBUG_OPS_SHARE else Severity.INFO
         who = ", ".join(threads[:3])
