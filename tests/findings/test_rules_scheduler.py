@@ -228,3 +228,8 @@ def test_a_harmless_wait_policy_or_quiet_pools_are_not_a_spin() -> None:
     _, (endless,) = _find(_decoders_beside_spinning_pools([("GOMP_SPINCOUNT", "INFINITE", "process")]),
                           "cpu-pool-spin")
     assert "GOMP_SPINCOUNT=INFINITE" in endless.claim
+    # libgomp's suffixes: 10M spins is far above the 300,000 default; 200k is below it.
+    _, (long_spin,) = _find(_decoders_beside_spinning_pools([("GOMP_SPINCOUNT", "10M", "process")]), "cpu-pool-spin")
+    assert "GOMP_SPINCOUNT=10M" in long_spin.claim
+    _, found = _find(_decoders_beside_spinning_pools([("GOMP_SPINCOUNT", "200k", "process")]), "cpu-pool-spin")
+    assert found == []

@@ -153,6 +153,7 @@ def working_threads(ctx: Context, summary: SchedSummary) -> list[tuple[ThreadSta
 # Native pools kept busy by their own idle spinning: the settings that make OpenMP's idle threads spin rather than
 # sleep, and the least CPU (in cores) the process's pools and its children's must then burn to be a suspect.
 SPIN_POOL_CORES = 0.5
+_SPIN_SUFFIXES = {"K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
 
 def _spins(r: SettingReading) -> bool:
@@ -165,8 +166,10 @@ def _spins(r: SettingReading) -> bool:
         if value in ("INFINITE", "INFINITY"):
             return True
         limit = 300_000 if r.name == "GOMP_SPINCOUNT" else 200  # their defaults (spins; ms)
-        digits = value.rstrip("KMGT")
-        return digits.isdigit() and int(digits) * (1000 if value[-1:] == "K" else 1) > limit
+        # libgomp reads GOMP_SPINCOUNT with a k, M, G or T suffix (times 10^3 ... 10^12).
+        scale = _SPIN_SUFFIXES.get(value[-1:], 1) if r.name == "GOMP_SPINCOUNT" else 1
+        digits = value[:-1] if scale > 1 else value
+        return digits.isdigit() and int(digits) * scale > limit
     return False
 
 
