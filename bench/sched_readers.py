@@ -2,7 +2,8 @@
 oversubscription example (four pool threads, each torch.set_num_threads(8): ~40 OS threads).
 
 1. Per call: one SchedReader sweep (every thread's status, the children, the cgroup, PSI, /proc/stat), the facts
-   (environment, CPUs, maps) and a PeerReader read (/proc/locks, the blocked threads' syscall) with the /proc sweep
+   (environment, CPUs, maps; the environment as the process set it, from its memory: its first read parses libc's
+   symbol table, once per libc file) and a PeerReader read (/proc/locks, the blocked threads' syscall) with the /proc sweep
    it needs: wall and CPU time of this process, median and p90 of --calls calls.
 2. On the watched process: its throughput in alternating windows with the readers running at --speedup times their
    normal rates (sched 1 Hz, peers 2 Hz, facts every 10 s) and not running; the median of the per-pair ratios
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dflash_diag.sources import procfs
+from dflash_diag.sources import live_environ, procfs
 from dflash_diag.sources.peers import PeerReader
 from dflash_diag.sources.sched import SchedReader, read_os_facts
 
@@ -96,7 +97,12 @@ def main() -> int:
         pid = proc.pid
         threads = len(os.listdir(f"/proc/{pid}/task"))
         sched, peers = SchedReader(pid), PeerReader(pid)
+        live_environ._environ_offset.cache_clear()
+        first_live = _timed(lambda: live_environ.read_live_environ(pid, lambda name: True), 1)
         per_call = {
+            "read_live_environ, first (libc's symbol table parsed)": first_live,
+            "read_live_environ (the environment in the process's memory)":
+                _timed(lambda: live_environ.read_live_environ(pid, lambda name: True), args.calls),
             "SchedReader sweep": _timed(sched.sample, args.calls),
             "read_os_facts": _timed(lambda: read_os_facts(pid), max(10, args.calls // 10)),
             "PeerReader read (with its /proc sweep)": _timed(lambda: peers.read(procfs.read_threads(pid)), args.calls),

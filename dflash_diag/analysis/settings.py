@@ -119,7 +119,8 @@ def _environment(obs: Observation) -> list[SettingReading]:
         var = ENV_BY_NAME.get(env.name)
         if var is None:
             continue
-        source = "environment" if env.where == "process" else f"environment of its {env.where}"
+        source = {"process": "environment", "program": "environment, set by the program"}.get(
+            env.where, f"environment of its {env.where}")
         out.append(SettingReading(name=env.name, value=env.value, default=var.default, area=var.area,
                                   effect=var.effect, source=source))
     return out

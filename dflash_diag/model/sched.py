@@ -108,7 +108,9 @@ class EnvSetting:
 
     name: str
     value: str  # shown value: a number or a word, else "<set>"
-    where: str  # "process", or "children (3)" when only its children have it (set before they started)
+    # "process" (it was started with it), "program" (the program set or changed it since: os.environ, putenv), or
+    # "children (3)" when only its children have it (set before they started)
+    where: str
 
 
 @dataclass(frozen=True, slots=True)

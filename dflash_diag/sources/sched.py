@@ -6,8 +6,9 @@ threads (schedstat: what they add to the demand on the cores), the cgroup's CPU 
 (``cpu.max``/``cpu.stat`` on cgroup v2, ``cpu.cfs_quota_us``/``cpu.stat`` on v1), pressure stall information
 (the cgroup's ``*.pressure``, else ``/proc/pressure/*``), and the machine's runnable tasks (``/proc/stat``).
 Once per window (:func:`read_os_facts`): the machine's CPUs against the process's, the known environment
-variables of the process and its children (``dflash_contract.settings``: names from a catalogue, safe values
-only), and the thread-pool libraries it maps.
+variables of the process (as it was started, and as it set them since: ``sources.live_environ``) and of its
+children (``dflash_contract.settings``: names from a catalogue, safe values only), and the thread-pool libraries
+it maps.
 
 Costs (``bench/sched_readers.py``, docs/benchmarks.md): a status read is tens of µs per thread, so a sweep of a
 40-thread process is about a millisecond; the facts read ``maps`` and ``environ`` once.
@@ -24,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dflash_contract import proc as contract_proc
-from dflash_contract.settings import known_env
+from dflash_contract.settings import ENV_BY_NAME, known_env
 from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.sched import (
     CgroupCpu,
@@ -38,6 +39,7 @@ from dflash_diag.model.sched import (
 )
 from dflash_diag.model.text import printable
 from dflash_diag.sources import procfs
+from dflash_diag.sources.live_environ import read_live_environ
 
 PROC = Path("/proc")
 SYS_CGROUP = Path("/sys/fs/cgroup")
@@ -378,10 +380,19 @@ def _environ(pid: int, proc_root: Path) -> dict[str, str] | None:
 
 
 def _known_env_of(pid: int, proc_root: Path) -> Maybe[tuple[EnvSetting, ...]]:
+    """The known variables the process was started with (``/proc/PID/environ``), and those it set or changed since
+    (``os.environ[...] = ...`` before importing torch: only its memory has them, ``sources.live_environ``), the
+    latter marked ``where="program"``. A variable the program removed stays listed: the libraries read it at load."""
     env = _environ(pid, proc_root)
     if env is None:
         return NA(f"/proc/{pid}/environ is not readable (another user's process, or gone)")
-    return tuple(EnvSetting(name=n, value=v, where="process") for n, v in known_env(env))
+    started = dict(known_env(env))
+    live = read_live_environ(pid, ENV_BY_NAME.__contains__, proc_root=proc_root)
+    now = dict(known_env(live)) if live is not None else {}
+    out = [EnvSetting(name=n, value=now.get(n, v), where="process" if now.get(n, v) == v else "program")
+           for n, v in started.items()]
+    out += [EnvSetting(name=n, value=v, where="program") for n, v in now.items() if n not in started]
+    return tuple(out)
 
 
 def _children_only_env(pid: int, proc_root: Path, seen: set[str],

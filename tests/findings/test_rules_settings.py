@@ -233,3 +233,11 @@ def test_a_math_library_held_to_a_fixed_code_path_is_weighed_by_the_time_in_ops(
     assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(auto,)), "cpu-kernels-slowed") == []
     idle = scenario([Thread("MainThread", PID, 0.9, 0.0, frame=TOKENIZE, gil=True)], boards=(board,))
     assert _findings(idle, "cpu-kernels-slowed") == []
+
+
+def test_a_variable_the_program_set_itself_is_weighed_from_outside_too() -> None:
+    # No probe: the variable was read from the process's memory (sources/live_environ.py), not from its start.
+    obs = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("MKL_CBWR", "COMPATIBLE", "program")])
+    (finding,) = _findings(obs, "cpu-kernels-slowed")
+    assert finding.claim.startswith("MKL_CBWR=COMPATIBLE (environment, set by the program) holds the CPU math")
+    assert finding.severity == Severity.WARNING

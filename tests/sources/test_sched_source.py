@@ -144,7 +144,9 @@ def test_a_real_sweep_sees_threads_switch_and_children() -> None:
 def test_facts_keep_known_variables_only_and_what_only_children_have() -> None:
     script = ("import os, subprocess, sys, time\n"
               "os.environ['MKL_NUM_THREADS'] = '6'\n"
-              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+              "os.environ['OMP_NUM_THREADS'] = '3'\n"
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'],\n"
+              "                     env={**os.environ, 'OPENBLAS_NUM_THREADS': '2'})\n"
               "print(c.pid, flush=True); time.sleep(30)\n")
     env = {**os.environ, "OMP_NUM_THREADS": "8", "CUDA_LAUNCH_BLOCKING": "1", "HF_TOKEN": "hf_abcdefghijklmnop",
            "TORCH_LOGS": "/home/someone/secret path/x"}
@@ -155,7 +157,7 @@ def test_facts_keep_known_variables_only_and_what_only_children_have() -> None:
         deadline = time.monotonic() + 10.0
         while True:  # /proc/PID/task/TID/children is not atomic (the kernel says so): a loaded box may miss one once
             facts = sched.read_os_facts(proc.pid)
-            if time.monotonic() > deadline or any(e.name == "MKL_NUM_THREADS" for e in facts.env or ()):
+            if time.monotonic() > deadline or any(e.name == "OPENBLAS_NUM_THREADS" for e in facts.env or ()):
                 break
             time.sleep(0.1)
     finally:
@@ -163,10 +165,12 @@ def test_facts_keep_known_variables_only_and_what_only_children_have() -> None:
         proc.wait()
     assert isinstance(facts.env, tuple)
     shown = {e.name: (e.value, e.where) for e in facts.env}
-    assert shown["OMP_NUM_THREADS"] == ("8", "process")
     assert shown["CUDA_LAUNCH_BLOCKING"] == ("1", "process")
     assert shown["TORCH_LOGS"] == ("<set>", "process")  # a value of an odd shape: its name only
-    assert shown["MKL_NUM_THREADS"] == ("6", "children (1)")  # set by the program before it started the child
+    # Set or changed by the program itself (os.environ): only its memory has them, not /proc/PID/environ.
+    assert shown["MKL_NUM_THREADS"] == ("6", "program")
+    assert shown["OMP_NUM_THREADS"] == ("3", "program")
+    assert shown["OPENBLAS_NUM_THREADS"] == ("2", "children (1)")  # given to the child alone
     assert "HF_TOKEN" not in shown and all("hf_abc" not in v for v, _ in shown.values())
     assert facts.machine_cpus >= 1 and facts.process_cpu_count >= 1 and facts.process_cpus
 
