@@ -104,6 +104,7 @@ def test_a_cpu_run_of_the_casebook_lane_skips_the_held_out_gpu_pairs_saying_why(
 SETTINGS_BATCHES = {
     "settings-batch": ("## Settings/OS held-out batch, scored once", "settings batch", 8),
     "settings-batch-2": ("## Settings/OS held-out batch 2, scored once", "settings batch 2", 8),
+    "settings-batch-3": ("## Settings/OS held-out batch 3, scored once", "settings batch 3", 8),
 }
 
 
