@@ -79,8 +79,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("ONEDNN_MAX_CPU_ISA", AREA_NUMERICS, "caps the instruction set oneDNN's kernels may use", "all the CPU has"),
     _V("DNNL_MAX_CPU_ISA", AREA_NUMERICS, "caps the instruction set oneDNN's kernels may use (older name)",
        "all the CPU has"),
-    _V("ATEN_CPU_CAPABILITY", AREA_NUMERICS, "the vectorised kernel set torch's CPU ops use (default: none)",
-       "the CPU's best"),
+    _V("ATEN_CPU_CAPABILITY", AREA_NUMERICS, "the vectorised kernel set torch's CPU ops use (default: the scalar "
+       "builds)", "the CPU's best"),
+    _V("ONEDNN_PRIMITIVE_CACHE_CAPACITY", AREA_NUMERICS, "how many oneDNN primitives (a convolution's chosen and "
+       "JIT-compiled kernel) are kept for reuse (0: each call builds its own)", "1024"),
+    _V("DNNL_PRIMITIVE_CACHE_CAPACITY", AREA_NUMERICS, "how many oneDNN primitives are kept for reuse (older name; "
+       "0: each call builds its own)", "1024"),
+    _V("LRU_CACHE_CAPACITY", AREA_NUMERICS, "ideep's cache of oneDNN primitives (torch's oneDNN bridge)", "1024"),
     _V("MKL_VERBOSE", AREA_DEBUG, "MKL logs every call", "off"),
     _V("ONEDNN_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive", "off"),
     _V("DNNL_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive (older name)", "off"),

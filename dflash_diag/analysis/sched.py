@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from dflash_diag.model import NA, Maybe, Observation, ProcThreadSample
 from dflash_diag.model.sched import (
@@ -138,11 +138,32 @@ def _quota(sched: list[SchedSample]) -> float | None:
 
 def _children(sched: list[SchedSample]) -> tuple[float, float, int, int]:
     """(children's demand, their CPU use, their threads at the end, children started in the window)."""
-    if len(sched) < 2:
+    per = child_loads(sched)
+    if not per:
         return 0.0, 0.0, 0, 0
+    demand = sum(load.demand for load in per)
+    used = sum(load.used for load in per)
+    return demand, used, sum(c.threads for c in sched[-1].children), sum(1 for load in per if load.started)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildLoad:
+    """One direct child over the window: its CPU use and demand (use plus run delay) in CPUs."""
+
+    pid: int
+    comm: str
+    used: float
+    demand: float
+    started: bool  # appeared during the window
+
+
+def child_loads(sched: list[SchedSample]) -> list[ChildLoad]:
+    """Each direct child seen in the window (a PID reused by a new child is another child), with its load."""
+    if len(sched) < 2:
+        return []
     span_s = sched[-1].monotonic_s - sched[0].monotonic_s
     if span_s < MIN_SPAN_S:
-        return 0.0, 0.0, 0, 0
+        return []
     initial = {(c.pid, c.start_ticks) for c in sched[0].children}
     first: dict[tuple[int, int], ChildSched] = {}
     last: dict[tuple[int, int], ChildSched] = {}
@@ -151,14 +172,13 @@ def _children(sched: list[SchedSample]) -> tuple[float, float, int, int]:
             key = (child.pid, child.start_ticks)
             first.setdefault(key, child)
             last[key] = child
-    demand = used = 0.0
+    out = []
     for key, end in last.items():
         start = first[key]
         base_run, base_wait = (start.run_ns, start.runq_wait_ns) if key in initial else (0, 0)
-        used += max(0, end.run_ns - base_run) / 1e9 / span_s
-        demand += (max(0, end.run_ns - base_run) + max(0, end.runq_wait_ns - base_wait)) / 1e9 / span_s
-    started = sum(1 for key in last if key not in initial)
-    return demand, used, sum(c.threads for c in sched[-1].children), started
+        run_s, wait_s = max(0, end.run_ns - base_run) / 1e9, max(0, end.runq_wait_ns - base_wait) / 1e9
+        out.append(ChildLoad(end.pid, end.comm, run_s / span_s, (run_s + wait_s) / span_s, key not in initial))
+    return out
 
 
 def _external(sched: list[SchedSample], own_demand: float) -> float | None:

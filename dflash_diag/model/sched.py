@@ -123,6 +123,9 @@ class OsFacts:
     env: Maybe[tuple[EnvSetting, ...]]  # NA when /proc/PID/environ is not ours to read
     libraries: tuple[str, ...] = ()  # thread-pool and device libraries mapped: "libgomp", "libiomp5", "libmkl", ...
     python_version: str = ""  # "3.11" from the executable's name when it says ("" when unknown)
+    # Every known variable of each direct child's environment (``where="child PID"``), whether or not the process
+    # has it too: what a child the process waits on, or shares its CPUs with, runs with.
+    children_env: tuple[EnvSetting, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

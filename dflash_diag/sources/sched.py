@@ -352,8 +352,9 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     parsed = parse_status(status)
     cpus_text = parsed[3] if parsed is not None else ""
     env = _known_env_of(pid, proc_root)
+    kids = (children or procfs.all_children)(pid)[:MAX_CHILDREN]
     if isinstance(env, tuple):
-        env = env + _children_only_env(pid, proc_root, {e.name for e in env}, children or procfs.all_children)
+        env = env + _children_only_env(pid, proc_root, {e.name for e in env}, lambda _pid: kids)
     exe = ""
     try:
         exe = os.readlink(proc_root / str(pid) / "exe")
@@ -362,7 +363,18 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     version = re.search(r"python(\d+\.\d+)", exe.rsplit("/", 1)[-1])
     return OsFacts(machine_cpus=machine_cpus(online), process_cpus=cpus_text,
                    process_cpu_count=len(parse_cpu_list(cpus_text)), env=env,
-                   libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "")
+                   libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "",
+                   children_env=_each_childs_env(kids, proc_root))
+
+
+def _each_childs_env(kids: tuple[int, ...], proc_root: Path) -> tuple[EnvSetting, ...]:
+    """The known variables each child was started with (a child's own later changes are not read: it is not the
+    process watched, and its start is what a launcher set)."""
+    out: list[EnvSetting] = []
+    for child in kids:
+        env = _environ(child, proc_root)
+        out.extend(EnvSetting(name=n, value=v, where=f"child {child}") for n, v in known_env(env or {}))
+    return tuple(out)
 
 
 def _environ(pid: int, proc_root: Path) -> dict[str, str] | None:
@@ -422,4 +434,4 @@ def redacted_facts(facts: OsFacts, text: Callable[[str], str]) -> OsFacts:
     env = facts.env
     if isinstance(env, tuple):
         env = tuple(replace(e, value=text(e.value)) for e in env)
-    return replace(facts, env=env)
+    return replace(facts, env=env, children_env=tuple(replace(e, value=text(e.value)) for e in facts.children_env))

@@ -52,9 +52,9 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
              cgroup_end: Any = None, pressure: Sequence[Pressure] = (), pressure_end: Sequence[Pressure] = (),
              env: Sequence[tuple[str, str, str]] = (), boards: Sequence[Board] | NA = _NO_BOARD,
              outside_waits: Sequence[OutsideWait] = (), stderr: str | None = None, samples: int = 12,
-             d_state: Sequence[str] = ()) -> Observation:
+             d_state: Sequence[str] = (), children_env: Sequence[tuple[str, str, str]] = ()) -> Observation:
     """``children``: (pid, threads, run share, wait share) present all window; ``children_started``: the same,
-    appearing at the end."""
+    appearing at the end; ``children_env``: (name, value, "child PID") of each child's environment."""
     stacks = []
     for i in range(samples):
         t = window_s * i / (samples - 1)
@@ -82,7 +82,8 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
                          children_listed=len(children) + len(children_started)))
     facts = OsFacts(machine_cpus=machine, process_cpus=process_cpus,
                     process_cpu_count=len(_cpus(process_cpus)), env=tuple(EnvSetting(*e) for e in env),
-                    libraries=("libgomp",), python_version="3.11")
+                    libraries=("libgomp",), python_version="3.11",
+                    children_env=tuple(EnvSetting(*e) for e in children_env))
     process = ProcessFacts(state="S", start_wall_s=NOW_S - 600, stderr_target="/tmp/log", stderr_tail=stderr)
     return Observation(
         pid=PID, cmdline=("python", "train.py"), started_wall_s=NOW_S - window_s, window_s=window_s,

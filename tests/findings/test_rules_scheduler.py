@@ -233,3 +233,36 @@ def test_a_harmless_wait_policy_or_quiet_pools_are_not_a_spin() -> None:
     assert "GOMP_SPINCOUNT=10M" in long_spin.claim
     _, found = _find(_decoders_beside_spinning_pools([("GOMP_SPINCOUNT", "200k", "process")]), "cpu-pool-spin")
     assert found == []
+
+
+def _trainer_beside_a_busy_child(child_env: list[tuple[str, str, str]]) -> object:
+    """A trainer and its loader that want both CPUs, and a long-running child (an asyncio fetcher) that burns 0.9 of
+    them; the trainer process itself exports PYTHONASYNCIODEBUG=1 in both versions."""
+    threads = [Thread("trainer", 101, 0.45, 0.45), Thread("python", 102, 0.45, 0.45, python=False)]
+    return scenario(threads, children=[(701, 1, 0.9, 0.1)], env=[("PYTHONASYNCIODEBUG", "1", "program")],
+                    children_env=child_env)
+
+
+def test_a_child_running_python_in_a_debug_mode_takes_the_cpus_the_trainer_waits_for() -> None:
+    analysis, (finding,) = _find(_trainer_beside_a_busy_child([("PYTHONASYNCIODEBUG", "1", "child 701")]),
+                                 "child-debug-mode")
+    assert finding.claim.startswith("its child process 701 (`python`) runs Python in a debug mode, "
+                                    "PYTHONASYNCIODEBUG=1 (asyncio's debug mode")
+    assert "wanted 1.0 of the 2 CPUs while trainer, which do the work, waited for a CPU 45% of the window" in \
+        finding.claim
+    assert finding.severity == Severity.WARNING and finding.impact >= 0.05
+    assert analysis.headline is not None and "PYTHONASYNCIODEBUG" in analysis.headline.text
+    # The twin: the parent keeps the variable, the child that burns the CPU was started without it; and a harmless
+    # value of another variable.
+    for env in ([], [("PYTHONMALLOC", "malloc", "child 701")]):
+        _, found = _find(_trainer_beside_a_busy_child(env), "child-debug-mode")
+        assert found == [], env
+
+
+def test_a_debug_child_that_burns_no_cpu_or_a_trainer_that_gets_its_cpu_is_not_a_cause() -> None:
+    idle_child = scenario([Thread("trainer", 101, 0.45, 0.45), Thread("python", 102, 0.45, 0.45, python=False)],
+                          children=[(701, 1, 0.05, 0.0)], children_env=[("PYTHONDEVMODE", "1", "child 701")])
+    assert _find(idle_child, "child-debug-mode")[1] == []
+    roomy = scenario([Thread("trainer", 101, 0.5, 0.02)], children=[(701, 1, 0.9, 0.0)],
+                     children_env=[("PYTHONMALLOC", "debug", "child 701")], machine=4, process_cpus="0-3")
+    assert _find(roomy, "child-debug-mode")[1] == []

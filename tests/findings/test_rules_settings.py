@@ -222,6 +222,22 @@ def test_onednn_turned_off_is_weighed_by_the_convolutions_forward_and_their_shar
     assert _findings(_convnet(on), "cpu-kernels-slowed") == []
 
 
+def test_onednn_primitive_cache_off_is_weighed_by_the_convolutions() -> None:
+    board = settings_board({"known_environment": [["ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0"],
+                                                  ["LRU_CACHE_CAPACITY", "1"]]})
+    (finding,) = _findings(_convnet(board), "cpu-kernels-slowed")
+    assert finding.claim.startswith("ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 (set by the program) turns oneDNN's primitive "
+                                    "cache off: every convolution call")
+    assert "trainer spends about 50% of its samples in convolutions" in finding.claim
+    assert finding.severity == Severity.WARNING
+    # The look-alikes: a capacity that keeps a few shapes, and ideep's cache variable alone, are only listed.
+    kept = settings_board({"known_environment": [["ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64"],
+                                                 ["LRU_CACHE_CAPACITY", "1"]]})
+    assert _findings(_convnet(kept), "cpu-kernels-slowed") == []
+    (note,) = _findings(_convnet(kept), "settings-changed")
+    assert [n for n, _ in note.evidence] == ["ONEDNN_PRIMITIVE_CACHE_CAPACITY=64", "LRU_CACHE_CAPACITY=1"]
+
+
 def test_a_math_library_held_to_a_fixed_code_path_is_weighed_by_the_time_in_ops() -> None:
     board = settings_board({"known_environment": [["MKL_CBWR", "COMPATIBLE"]]})
     (finding,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,)), "cpu-kernels-slowed")

@@ -171,6 +171,10 @@ def test_facts_keep_known_variables_only_and_what_only_children_have() -> None:
     assert shown["MKL_NUM_THREADS"] == ("6", "program")
     assert shown["OMP_NUM_THREADS"] == ("3", "program")
     assert shown["OPENBLAS_NUM_THREADS"] == ("2", "children (1)")  # given to the child alone
+    # Each child's own environment, whether or not the process has the variable too.
+    kid = {(e.name, e.value) for e in facts.children_env}
+    assert {("OPENBLAS_NUM_THREADS", "2"), ("MKL_NUM_THREADS", "6"), ("OMP_NUM_THREADS", "3")} <= kid
+    assert len({e.where for e in facts.children_env}) == 1 and facts.children_env[0].where.startswith("child ")
     assert "HF_TOKEN" not in shown and all("hf_abc" not in v for v, _ in shown.values())
     assert facts.machine_cpus >= 1 and facts.process_cpu_count >= 1 and facts.process_cpus
 

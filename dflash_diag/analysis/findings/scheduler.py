@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_contract.settings import AREA_THREADS
+from dflash_contract.settings import AREA_THREADS, ENV_BY_NAME
 from dflash_diag.analysis.findings._context import Context, pct, stage_label
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.sched import summary_of
+from dflash_diag.analysis.sched import child_loads, summary_of
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.findings import NOTE
-from dflash_diag.model.sched import SchedSummary, SettingReading, ThreadSched
+from dflash_diag.model.sched import EnvSetting, SchedSummary, SettingReading, ThreadSched
 from dflash_diag.model.waits import WAIT_CHILD
 
 # The process's own threads (and its children's) must want more than this many times its cores, plus one, before
@@ -73,6 +73,7 @@ RULES = (
     RuleSpec("io-pressure"),
     RuleSpec("process-churn", sampled=True),
     RuleSpec("thread-deprioritized", sampled=True),
+    RuleSpec("child-debug-mode", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -97,6 +98,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _pressure(ctx, summary)
         found += _churn(ctx, summary)
         found += _deprioritized(ctx, summary)
+        found += _child_debug(ctx, summary, working)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -521,3 +523,75 @@ def _deprioritized(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
                    "or give the machine spare cores so a background priority costs nothing.",
             impact=t.runq_share if leads else 0.0,
             stages=(stage.value,) if stage is not None and stage.value != "other" else ())
+
+
+# --- a child process that runs Python in a debug mode -----------------------------------------------------------
+
+# A child in a debug mode must want at least this many CPUs over the window (on one, or waiting for one: on a
+# crowded machine a busy child waits as much as it runs) to be weighed.
+CHILD_DEBUG_CORES = 0.3
+_DEBUG_ALLOCATORS = frozenset({"debug", "malloc_debug", "pymalloc_debug"})
+
+
+def _python_debug_mode(e: EnvSetting) -> str | None:
+    """What a variable of a child's environment turns on that slows the Python it runs; None when nothing."""
+    value = e.value.strip()
+    if e.name == "PYTHONASYNCIODEBUG" and value:
+        return "asyncio's debug mode: a creation traceback for every callback handle and Task, slow-callback timing"
+    if e.name == "PYTHONDEVMODE" and value:
+        return "the development mode: debug allocator hooks and extra checks on every allocation"
+    if e.name == "PYTHONMALLOC" and value in _DEBUG_ALLOCATORS:
+        return "the debug allocator: every allocation checked and padded"
+    if e.name == "PYTHONTRACEMALLOC" and value.isdigit() and int(value) > 0:
+        return "tracemalloc from the start: a traceback recorded for every allocation"
+    return None
+
+
+def _child_debug(ctx: Context, summary: SchedSummary,
+                 working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    """A child process started with a Python debug mode (an inherited PYTHONASYNCIODEBUG, PYTHONDEVMODE, a debug
+    allocator) burns the CPUs the process's working threads wait for. The parent's own settings may look the same
+    or clean: what matters is the process that burns the CPU. The cost is the working threads' run delay times that
+    child's share of the demand and the process's own share of the wait (as for cpu-oversubscribed)."""
+    facts = ctx.obs.os_facts
+    if facts is None or not facts.children_env or not working:
+        return
+    modes: dict[int, list[tuple[EnvSetting, str]]] = {}
+    for e in facts.children_env:
+        what = _python_debug_mode(e)
+        if what is not None and e.where.startswith("child "):
+            pid = e.where.removeprefix("child ")
+            if pid.isdigit():
+                modes.setdefault(int(pid), []).append((e, what))
+    burning = [load for load in child_loads(list(ctx.obs.sched)) if load.pid in modes and
+               load.demand >= CHILD_DEBUG_CORES]
+    delay = sum(t.runq_share for _, t in working) / len(working)
+    if not burning or delay < RUN_DELAY_SHARE:
+        return
+    child = max(burning, key=lambda load: load.demand)
+    child_part = child.demand / summary.demand if summary.demand > 0 else 0.0
+    cost = delay * child_part * _own_share(summary, summary.demand - summary.cores)
+    settings = modes[child.pid]
+    said = ", ".join(f"{e.name}={e.value} ({what})" for e, what in settings[:2])
+    yield Finding(
+        rule_id="child-debug-mode", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+        claim=(f"its child process {child.pid} (`{child.comm}`) runs Python in a debug mode, {said}, and wanted "
+               f"{child.demand:.1f} of the {_cores_text(summary)} while {_names(working)}, which do the work, waited "
+               f"for a CPU {pct(delay)} of the window"),
+        evidence=(
+            (f"child {child.pid} (`{child.comm}`)", f"on a CPU {child.used:.2f} CPUs on average, wanted {child.demand:.2f}"),
+            *((f"{e.name}={e.value}", f"environment of child {child.pid}; default {_default_of(e.name)}: {what}")
+              for e, what in settings[:3]),
+            ("threads runnable (demand)", _demand_text(summary)),
+            *((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}")
+              for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]),
+        ),
+        remedy=("Start the child without the debug mode: remove the variable from the environment it inherits (set "
+                "it, if needed, only for the processes you debug: `env={**os.environ}` without it, or "
+                "`os.environ.pop(...)` before the child starts)."),
+        impact=cost, stages=_stages(working))
+
+
+def _default_of(name: str) -> str:
+    var = ENV_BY_NAME.get(name)
+    return var.default if var is not None else "unset"

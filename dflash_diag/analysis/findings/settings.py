@@ -442,6 +442,8 @@ _FAST_PATH_VALUES = {"MKL_CBWR": ("", "AUTO"), "ONEDNN_MAX_CPU_ISA": ("", "ALL",
                      "DNNL_MAX_CPU_ISA": ("", "ALL", "DEFAULT"), "ATEN_CPU_CAPABILITY": ("", "AVX2", "AVX512"),
                      "MKL_ENABLE_INSTRUCTIONS": ("", "AVX2", "AVX512", "AVX512_E1", "AVX512_E2", "AVX512_E3",
                                                  "AVX512_E4", "AVX512_E5")}
+# oneDNN's primitive cache (0 turns it off: a primitive is created, its kernel chosen and JIT-compiled, on every call).
+_PRIMITIVE_CACHES = frozenset({"ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY"})
 # Below this share of the training threads' samples in the ops a kernel setting slows, it is only listed.
 KERNELS_NOTE_SHARE = 0.10
 _CONV_FRAMES = ("torch/nn/modules/conv.py",)
@@ -486,6 +488,13 @@ def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterato
             ops = f"convolutions, forward ({pct(forward)}) and their share of backward"
             fix = ("set torch.backends.mkldnn.enabled = True; a numerics check that needs it off can use `with "
                    "torch.backends.mkldnn.flags(enabled=False):` around the check only")
+        elif r.name in _PRIMITIVE_CACHES and r.value.strip() == "0":
+            forward, share, threads = _conv_share(ctx)
+            what = (f"{r.text()} ({r.source}) turns oneDNN's primitive cache off: every convolution call, forward "
+                    "and both backward passes, chooses and JIT-compiles its kernel again")
+            ops = f"convolutions, forward ({pct(forward)}) and their share of backward"
+            fix = (f"unset {r.name} (default 1024), or keep a capacity above the number of distinct convolution "
+                   "shapes (bucket variable lengths) where memory growth was the reason")
         elif r.name in _FAST_PATH_VALUES and r.value.strip().upper().split(",")[0] not in _FAST_PATH_VALUES[r.name]:
             share, threads = _ops_share(ctx)
             what = f"{r.text()} ({r.source}) holds the CPU math kernels to a fixed or capped code path: {r.effect}"
