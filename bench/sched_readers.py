@@ -97,7 +97,7 @@ def main() -> int:
         pid = proc.pid
         threads = len(os.listdir(f"/proc/{pid}/task"))
         sched, peers = SchedReader(pid), PeerReader(pid)
-        live_environ._environ_offset.cache_clear()
+        live_environ._libc_symbols.cache_clear()
         first_live = _timed(lambda: live_environ.read_live_environ(pid, lambda name: True), 1)
         per_call = {
             "read_live_environ, first (libc's symbol table parsed)": first_live,

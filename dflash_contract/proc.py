@@ -29,6 +29,10 @@ class Stat(NamedTuple):
     # 3 BATCH, 5 IDLE). None where the line is shorter (very old kernels).
     nice: int | None = None
     policy: int | None = None
+    # Page faults so far (fields 10 and 12): minor (memory first touched, or mapped without I/O) and major (read
+    # from disk or swap). None where not readable.
+    minflt: int | None = None
+    majflt: int | None = None
 
 
 def is_valid_pid(pid: object) -> bool:
@@ -60,7 +64,8 @@ def parse_stat(text: str) -> Stat:
         raise ValueError("stat: negative field")
     nice = _int_field(rest, 16, -20, 19)
     policy = _int_field(rest, 38, 0, 7)
-    return Stat(text[open_idx + 1 : close_idx], state, ppid, utime, stime, start, nice, policy)
+    minflt, majflt = _int_field(rest, 7, 0, 2**63), _int_field(rest, 9, 0, 2**63)
+    return Stat(text[open_idx + 1 : close_idx], state, ppid, utime, stime, start, nice, policy, minflt, majflt)
 
 
 def _int_field(rest: list[str], index: int, low: int, high: int) -> int | None:

@@ -24,6 +24,10 @@ class ProcThreadSample:
     # (0 SCHED_OTHER, 3 SCHED_BATCH, 5 SCHED_IDLE, 1/2 real-time). None where not read (older recordings).
     nice: int | None = None
     policy: int | None = None
+    # Page faults of the thread so far (stat fields 10 and 12): minor (memory first touched: each 4 KiB page of a
+    # fresh buffer, unless huge pages back it) and major (read from disk or swap). None where not read.
+    minflt: int | None = None
+    majflt: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

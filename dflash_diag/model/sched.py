@@ -126,6 +126,9 @@ class OsFacts:
     # Every known variable of each direct child's environment (``where="child PID"``), whether or not the process
     # has it too: what a child the process waits on, or shares its CPUs with, runs with.
     children_env: tuple[EnvSetting, ...] = ()
+    # The machine's transparent huge pages mode (/sys/kernel/mm/transparent_hugepage/enabled): "always", "madvise"
+    # (only memory the program advises), "never"; "" when unknown.
+    thp_mode: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,6 +139,8 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
         syscall=_optional(base / "syscall", parse_syscall) if sleeping else None,
         nice=stat.nice,
         policy=stat.policy,
+        minflt=stat.minflt,
+        majflt=stat.majflt,
     )
 
 

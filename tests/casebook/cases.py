@@ -74,7 +74,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  ("settings2_textcls", "attach"), ("settings2_reco", "probes"),
                                  ("settings2_reco", "attach"), ("settings2_reco", "outside"),
                                  *((c, m) for c in ("settings3_speech", "settings3_news")
-                                   for m in ("outside", "probes", "attach"))})
+                                   for m in ("outside", "probes", "attach")),
+                                 ("settings3_landcover", "probes"), ("settings3_landcover", "attach")})
 
 
 def _held_out_missed(what: str, modes: tuple[str, ...] = GPU_MODES) -> dict[str, str]:
@@ -1335,8 +1336,12 @@ CASES: tuple[Case, ...] = (
         "hint is restored before the per-batch loop",
         r"(?i)huge ?pages?|madvise|\bTHP\b|_set_madvise_hugepage|configure_numpy_memory|hugepage[ _-]?guard",
         r"step \d+ loss", batch="settings batch 3",
-        missed={m: "`where-time-goes` (info), no stage verdict, the trainer's time in trainer and PatchNet.forward; "
-                   "the sampler thread's page faults not read" for m in ("outside", "probes", "attach")}),
+        # Missed in every mode when scored once (nothing read page faults); `page-faults` names the sampler's
+        # faulting since, recorded again: under probes and attached it is the because of the consumer stage the
+        # sampler's kernel time slows (FIXED_AFTER_SCORING); from outside no stage verdict was reached and the
+        # info cause does not lead "where the time goes".
+        missed={"outside": "`where-time-goes` (info), no stage verdict, the trainer's time in trainer and "
+                           "PatchNet.forward; the sampler thread's page faults not read"}),
     *_settings_pair(
         "settings3_news", "settings3_news", ("train.py",), ("train.py", "--fetcher-debug", "scan-only"),
         "asyncio debug",

@@ -266,3 +266,32 @@ def test_a_debug_child_that_burns_no_cpu_or_a_trainer_that_gets_its_cpu_is_not_a
     roomy = scenario([Thread("trainer", 101, 0.5, 0.02)], children=[(701, 1, 0.9, 0.0)],
                      children_env=[("PYTHONMALLOC", "debug", "child 701")], machine=4, process_cpus="0-3")
     assert _find(roomy, "child-debug-mode")[1] == []
+
+
+def _sampler_beside_trainer(minflt_per_s: float, kernel: float, thp: str = "madvise") -> object:
+    """An augmentation thread and the trainer, both wanting a CPU on a crowded 2-CPU box (they wait ~70% of the
+    window): the sampler's CPU goes to the kernel as it faults fresh buffers in."""
+    threads = [Thread("patch-sampler", 101, 0.26, 0.7, kernel=kernel, minflt_per_s=minflt_per_s),
+               Thread("trainer", 102, 0.26, 0.7), Thread("omp-0", 1000, 0.26, 0.7, python=False)]
+    return scenario(threads, thp_mode=thp, procs_running=4)
+
+
+def test_a_thread_that_faults_its_memory_in_is_named_with_the_machines_huge_page_mode() -> None:
+    _, (finding,) = _find(_sampler_beside_trainer(minflt_per_s=60_000, kernel=0.19), "page-faults")
+    assert finding.claim.startswith("patch-sampler spends its CPU faulting memory in: 0.19 of its 0.26 CPUs in the "
+                                    "kernel, 60.0k page faults a second, mostly minor")
+    assert "transparent huge pages are `madvise` on this machine" in finding.claim
+    # Nothing trains and no stage limits: every thread's speed is the program's, its kernel time the cost.
+    assert finding.severity == Severity.WARNING and abs(finding.impact - 0.19) < 0.01
+    assert ("transparent huge pages", "madvise") in finding.evidence
+    _, (always,) = _find(_sampler_beside_trainer(minflt_per_s=60_000, kernel=0.19, thp="always"), "page-faults")
+    assert "huge pages" not in always.claim  # the machine backs large buffers already: not said
+
+
+def test_a_few_faults_or_little_kernel_time_is_not_a_cause() -> None:
+    for faults, kernel in ((2_000, 0.19), (60_000, 0.05)):
+        _, found = _find(_sampler_beside_trainer(minflt_per_s=faults, kernel=kernel), "page-faults")
+        assert found == [], (faults, kernel)
+    # The twin's numbers in the recorded programs: the same kernel time share, a twentieth of the faults.
+    _, found = _find(_sampler_beside_trainer(minflt_per_s=3_000, kernel=0.10), "page-faults")
+    assert found == []

@@ -225,3 +225,43 @@ def test_parse_stat_fields_keeps_nice_and_policy_in_range() -> None:
     odd = " ".join(["S", "1"] + ["0"] * 14 + ["99"] + ["0"] * 10)  # out of range and too short for a policy
     st = procfs.parse_stat_fields(f"42 (x) {odd}")
     assert (st.nice, st.policy) == (None, None)
+
+
+def test_a_thread_that_touches_fresh_memory_counts_its_page_faults() -> None:
+    """Each thread's minor faults are its own (stat field 10 of its task): a thread that touches 64 MiB of fresh
+    memory takes thousands more, and the thread that watches it does not."""
+    ready, go, touched, done = (threading.Event() for _ in range(4))
+    tids: list[int] = []
+
+    def toucher() -> None:
+        tids.append(threading.get_native_id())
+        ready.set()
+        go.wait(10)
+        buf = bytearray(64 << 20)  # zero-filled pages, faulted in as they are written
+        for i in range(0, len(buf), 4096):
+            buf[i] = 1
+        touched.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=toucher, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        me = threading.get_native_id()
+        before = {t.tid: t for t in procfs.read_threads(os.getpid())}
+        go.set()
+        assert touched.wait(30)
+        after = {t.tid: t for t in procfs.read_threads(os.getpid())}
+    finally:
+        done.set()
+        thread.join(10)
+    pages = (64 << 20) // 4096
+    assert (after[tids[0]].minflt or 0) - (before[tids[0]].minflt or 0) >= pages // 2
+    assert (after[me].minflt or 0) - (before[me].minflt or 0) < pages // 4
+    assert after[tids[0]].majflt is not None
+
+
+def test_parse_stat_fields_reads_the_fault_counts() -> None:
+    rest = " ".join(["S", "1", "0", "0", "0", "0", "0", "1234", "5", "67", "8"] + ["0"] * 40)
+    st = procfs.parse_stat_fields(f"42 (a) {rest}")
+    assert (st.minflt, st.majflt) == (1234, 67)

@@ -186,3 +186,11 @@ def test_a_comm_that_is_a_secret_is_redacted() -> None:
     redactor = ProcessRedactor(["s3cr3t-value"])
     sample = SchedSample(monotonic_s=1.0, tasks=(TaskSched(1, "s3cr3t-value", 1, 1, "0"),))
     assert "s3cr3t" not in sched.redacted_sample(sample, redactor.text).tasks[0].comm
+
+
+@pytest.mark.parametrize(("text", "mode"), [("always [madvise] never\n", "madvise"), ("[always] madvise never", "always"),
+                                           ("always madvise [never]", "never"), ("", ""), ("garbage", "")])
+def test_the_machines_huge_page_mode(text: str, mode: str, tmp_path: Path) -> None:
+    assert sched.parse_thp_mode(text) == mode
+    (tmp_path / "enabled").write_text(text)
+    assert sched.read_os_facts(os.getpid(), thp=tmp_path / "enabled").thp_mode == mode

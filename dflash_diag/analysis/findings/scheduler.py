@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dflash_contract.settings import AREA_THREADS, ENV_BY_NAME
-from dflash_diag.analysis.findings._context import Context, pct, stage_label
+from dflash_diag.analysis.findings._context import Context, pct, speed_matters, stage_label
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sched import child_loads, summary_of
 from dflash_diag.analysis.settings import by_area, non_default
@@ -74,6 +74,7 @@ RULES = (
     RuleSpec("process-churn", sampled=True),
     RuleSpec("thread-deprioritized", sampled=True),
     RuleSpec("child-debug-mode", sampled=True),
+    RuleSpec("page-faults", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -99,6 +100,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _churn(ctx, summary)
         found += _deprioritized(ctx, summary)
         found += _child_debug(ctx, summary, working)
+        found += _page_faults(ctx, summary, working)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -595,3 +597,92 @@ def _child_debug(ctx: Context, summary: SchedSummary,
 def _default_of(name: str) -> str:
     var = ENV_BY_NAME.get(name)
     return var.default if var is not None else "unset"
+
+
+# --- a thread that spends its CPU faulting pages in --------------------------------------------------------------
+
+# A thread is faulting its memory in when, over the window, it took this many page faults a second, spent at least
+# this part of its CPU time in the kernel, and at least this many CPUs there.
+FAULTS_PER_S = 5_000.0
+KERNEL_SHARE = 0.4
+KERNEL_CORES = 0.1
+
+
+class _Faulting:
+    def __init__(self, name: str, stage: str, minor_per_s: float, major_per_s: float, kernel_cpus: float,
+                 cpu: float) -> None:
+        self.name, self.stage = name, stage
+        self.minor_per_s, self.major_per_s, self.kernel_cpus, self.cpu = minor_per_s, major_per_s, kernel_cpus, cpu
+
+
+def _faulting_threads(ctx: Context) -> list[_Faulting]:
+    sweeps = [s for s in ctx.obs.proc if s]
+    if len(sweeps) < 2:
+        return []
+    first = {t.tid: t for t in sweeps[0]}
+    stats = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
+    out = []
+    for t in sweeps[-1]:
+        start = first.get(t.tid)
+        if start is None or None in (t.minflt, start.minflt, t.majflt, start.majflt):
+            continue
+        span_s = t.monotonic_s - start.monotonic_s
+        if span_s < 0.5:
+            continue
+        minor = (t.minflt - start.minflt) / span_s  # type: ignore[operator]
+        major = (t.majflt - start.majflt) / span_s  # type: ignore[operator]
+        kernel = max(0.0, t.stime_s - start.stime_s) / span_s
+        cpu = kernel + max(0.0, t.utime_s - start.utime_s) / span_s
+        if minor + major < FAULTS_PER_S or kernel < KERNEL_CORES or kernel < KERNEL_SHARE * cpu:
+            continue
+        stat = stats.get(t.tid)
+        name = stat.name if stat is not None else t.comm
+        if name.startswith("dflash-diag-"):
+            continue
+        out.append(_Faulting(name, stat.stage.value if stat is not None else "other", minor, major, kernel, cpu))
+    return out
+
+
+def _page_faults(ctx: Context, summary: SchedSummary,
+                 working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    """A thread spends its CPU in the kernel faulting memory in: fresh buffers every step (each 4 KiB page of a new
+    mapping is a fault when no huge page backs it), or pages read back from disk. The cost: the share of the window
+    it spent in the kernel where its speed is the program's; else, where the threads that train wait for a CPU,
+    the part of that wait its kernel time explains (its share of the demand, the process's own share)."""
+    facts = ctx.obs.os_facts
+    thp = facts.thp_mode if facts is not None else ""
+    for f in sorted(_faulting_threads(ctx), key=lambda f: -f.kernel_cpus)[:1]:
+        stages: tuple[str, ...] = tuple(s for s in (f.stage,) if s != "other")
+        if speed_matters(ctx, f.name, f.stage):
+            cost, why = f.kernel_cpus, ""  # the time it spends in the kernel is the program's time
+        else:
+            others = [(s, t) for s, t in working if t.name != f.name]
+            delay = sum(t.runq_share for _, t in others) / len(others) if others else 0.0
+            part = f.kernel_cpus / summary.demand if summary.demand > 0 else 0.0
+            cost = delay * part * _own_share(summary, summary.demand - summary.cores) if delay >= RUN_DELAY_SHARE \
+                else 0.0
+            why = (f"{_names(others)} waited for a CPU {pct(delay)} of the window" if others else "")
+            # Its cost is the CPU the others wait for: it explains their stage's slowness.
+            stages = _stages(others) if cost > 0 else stages
+        kind = ("major (read from disk or swap)" if f.major_per_s >= f.minor_per_s else
+                "minor (memory touched for the first time)")
+        pages = {"madvise": "transparent huge pages are `madvise` on this machine: memory the program does not "
+                            "advise (MADV_HUGEPAGE) is faulted in 4 KiB pages, one fault each",
+                 "never": "transparent huge pages are off on this machine: every 4 KiB page is a fault"}.get(thp, "")
+        claim = (f"{f.name} spends its CPU faulting memory in: {f.kernel_cpus:.2f} of its {f.cpu:.2f} CPUs in the "
+                 f"kernel, {_rate(f.minor_per_s + f.major_per_s)} page faults a second, mostly {kind}"
+                 + (f"; {pages}" if pages and f.minor_per_s >= f.major_per_s else "")
+                 + (f"; {why}" if why else ""))
+        evidence = [(f"{f.name} (/proc)", f"{_rate(f.minor_per_s)} minor and {_rate(f.major_per_s)} major faults a "
+                                          f"second; {f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} "
+                                          "in its own code")]
+        if thp:
+            evidence.append(("transparent huge pages", thp))
+        yield Finding(
+            rule_id="page-faults", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+            claim=claim, evidence=tuple(evidence),
+            remedy=("Stop faulting fresh memory in every step: reuse buffers (preallocate, write with out=, keep a "
+                    "pool), or let huge pages back large buffers (numpy's huge-page hint on, madvise(MADV_HUGEPAGE), "
+                    "or transparent huge pages `always`); for major faults, keep the data in memory or read it "
+                    "ahead."),
+            impact=cost, stages=stages)
