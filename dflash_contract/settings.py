@@ -155,6 +155,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("MALLOC_MMAP_THRESHOLD_", AREA_MEMORY, "allocations glibc serves with mmap", "128 KiB, dynamic"),
 )
 ENV_BY_NAME: dict[str, EnvVar] = {v.name: v for v in ENV_VARS}
+# PYTHONMALLOC's values that put the debug hooks on every allocation.
+DEBUG_ALLOCATORS = frozenset({"debug", "malloc_debug", "pymalloc_debug"})
 
 # A value shown as it is: a number, a word, a short list (``8``, ``PASSIVE``, ``expandable_segments:True``,
 # ``0,1``). Anything longer or odder (a path, a URL, free text) reads ``<set>``: the name is the fact that matters.

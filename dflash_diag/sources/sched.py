@@ -353,9 +353,9 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     parsed = parse_status(status)
     cpus_text = parsed[3] if parsed is not None else ""
     env = _known_env_of(pid, proc_root)
-    kids = (children or procfs.all_children)(pid)[:MAX_CHILDREN]
+    kids_env = _each_childs_env((children or procfs.all_children)(pid)[:MAX_CHILDREN], proc_root)
     if isinstance(env, tuple):
-        env = env + _children_only_env(pid, proc_root, {e.name for e in env}, lambda _pid: kids)
+        env = env + _children_only_env(kids_env, {e.name for e in env})
     exe = ""
     try:
         exe = os.readlink(proc_root / str(pid) / "exe")
@@ -365,7 +365,7 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     return OsFacts(machine_cpus=machine_cpus(online), process_cpus=cpus_text,
                    process_cpu_count=len(parse_cpu_list(cpus_text)), env=env,
                    libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "",
-                   children_env=_each_childs_env(kids, proc_root), thp_mode=parse_thp_mode(_read(thp, 256) or ""))
+                   children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""))
 
 
 def parse_thp_mode(text: str) -> str:
@@ -414,16 +414,13 @@ def _known_env_of(pid: int, proc_root: Path) -> Maybe[tuple[EnvSetting, ...]]:
     return tuple(out)
 
 
-def _children_only_env(pid: int, proc_root: Path, seen: set[str],
-                       children: Callable[[int], tuple[int, ...]]) -> tuple[EnvSetting, ...]:
+def _children_only_env(kids_env: tuple[EnvSetting, ...], seen: set[str]) -> tuple[EnvSetting, ...]:
     """Known variables set in children's environments but not in the process's own: the program set them
     (``os.environ[...] = ...``) before it started them, and they run with it."""
     counts: dict[tuple[str, str], int] = {}
-    for child in children(pid)[:MAX_CHILDREN]:
-        env = _environ(child, proc_root)
-        for name, value in known_env(env) if env is not None else ():
-            if name not in seen:
-                counts[(name, value)] = counts.get((name, value), 0) + 1
+    for e in kids_env:
+        if e.name not in seen:
+            counts[(e.name, e.value)] = counts.get((e.name, e.value), 0) + 1
     return tuple(EnvSetting(name=n, value=v, where=f"children ({c})") for (n, v), c in counts.items())
 
 

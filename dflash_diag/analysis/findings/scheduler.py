@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_contract.settings import AREA_THREADS, ENV_BY_NAME
+from dflash_contract.settings import AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters, stage_label
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sched import child_loads, summary_of
@@ -187,7 +187,7 @@ def _pool_spin(ctx: Context, summary: SchedSummary,
     pool_demand = summary.native_demand + summary.children_demand
     if not spinning or not working or pool_demand < SPIN_POOL_CORES:
         return
-    delay = sum(t.runq_share for _, t in working) / len(working)
+    delay = _mean_delay(working)
     if delay < RUN_DELAY_SHARE:
         return
     cost = delay * _own_share(summary, summary.demand - summary.cores)
@@ -200,8 +200,7 @@ def _pool_spin(ctx: Context, summary: SchedSummary,
              "the window")
     evidence = [
         ("threads runnable (demand)", _demand_text(summary)),
-        *((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}")
-          for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]),
+        *_wait_rows(working),
         *((r.text(), f"{r.source}; default {r.default}: {r.effect}") for r in spinning[:3]),
     ]
     if summary.external_runnable is not None:
@@ -232,6 +231,17 @@ def _own_share(summary: SchedSummary, excess: float) -> float:
     if external is None:
         return 1.0
     return excess / (excess + max(0.0, external))
+
+
+def _mean_delay(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> float:
+    """The threads' mean share of the window runnable but waiting for a CPU (0 for none)."""
+    return sum(t.runq_share for _, t in pairs) / len(pairs) if pairs else 0.0
+
+
+def _wait_rows(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> list[tuple[str, str]]:
+    """Evidence: each thread's wait for a CPU and its time on one, the longest waits first."""
+    return [(f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}")
+            for _, t in sorted(pairs, key=lambda p: -p[1].runq_share)[:MAX_NAMED]]
 
 
 def _stages(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> tuple[str, ...]:
@@ -265,7 +275,7 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
     by_children = not working and summary.children_demand >= POOL_DEMAND_CORES * cores and _waits_on_children(ctx)
     if not working and not by_children:
         return
-    delay = summary.children_runq_share if by_children else sum(t.runq_share for _, t in working) / len(working)
+    delay = summary.children_runq_share if by_children else _mean_delay(working)
     if delay < RUN_DELAY_SHARE:
         return
     own = _own_share(summary, summary.demand - cores)
@@ -289,8 +299,7 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
         ("context switches", f"{_rate(summary.voluntary_per_s)}/s voluntary, {_rate(summary.involuntary_per_s)}/s "
                              f"involuntary ({_rate((summary.switches_per_s or 0.0) / max(cores, 1.0))}/s per CPU)"),
     ]
-    for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]:
-        evidence.append((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}"))
+    evidence += _wait_rows(working)
     if summary.external_runnable is not None:
         evidence.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average: the "
                                                                 f"process's own excess explains {pct(own)} of the wait"))
@@ -356,7 +365,7 @@ def _narrow_affinity(ctx: Context, summary: SchedSummary,
         pinned = [(s, t) for s, t in working if t.cpus_allowed == cpuset.cpus]
         if not pinned:
             continue
-        delay = sum(t.runq_share for _, t in pinned) / len(pinned)
+        delay = _mean_delay(pinned)
         if delay < RUN_DELAY_SHARE:
             continue
         external = summary.external_runnable
@@ -532,7 +541,6 @@ def _deprioritized(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
 # A child in a debug mode must want at least this many CPUs over the window (on one, or waiting for one: on a
 # crowded machine a busy child waits as much as it runs) to be weighed.
 CHILD_DEBUG_CORES = 0.3
-_DEBUG_ALLOCATORS = frozenset({"debug", "malloc_debug", "pymalloc_debug"})
 
 
 def _python_debug_mode(e: EnvSetting) -> str | None:
@@ -542,7 +550,7 @@ def _python_debug_mode(e: EnvSetting) -> str | None:
         return "asyncio's debug mode: a creation traceback for every callback handle and Task, slow-callback timing"
     if e.name == "PYTHONDEVMODE" and value:
         return "the development mode: debug allocator hooks and extra checks on every allocation"
-    if e.name == "PYTHONMALLOC" and value in _DEBUG_ALLOCATORS:
+    if e.name == "PYTHONMALLOC" and value in DEBUG_ALLOCATORS:
         return "the debug allocator: every allocation checked and padded"
     if e.name == "PYTHONTRACEMALLOC" and value.isdigit() and int(value) > 0:
         return "tracemalloc from the start: a traceback recorded for every allocation"
@@ -567,7 +575,7 @@ def _child_debug(ctx: Context, summary: SchedSummary,
                 modes.setdefault(int(pid), []).append((e, what))
     burning = [load for load in child_loads(list(ctx.obs.sched)) if load.pid in modes and
                load.demand >= CHILD_DEBUG_CORES]
-    delay = sum(t.runq_share for _, t in working) / len(working)
+    delay = _mean_delay(working)
     if not burning or delay < RUN_DELAY_SHARE:
         return
     child = max(burning, key=lambda load: load.demand)
@@ -585,8 +593,7 @@ def _child_debug(ctx: Context, summary: SchedSummary,
             *((f"{e.name}={e.value}", f"environment of child {child.pid}; default {_default_of(e.name)}: {what}")
               for e, what in settings[:3]),
             ("threads runnable (demand)", _demand_text(summary)),
-            *((f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}")
-              for _, t in sorted(working, key=lambda p: -p[1].runq_share)[:MAX_NAMED]),
+            *_wait_rows(working),
         ),
         remedy=("Start the child without the debug mode: remove the variable from the environment it inherits (set "
                 "it, if needed, only for the processes you debug: `env={**os.environ}` without it, or "
@@ -657,7 +664,7 @@ def _page_faults(ctx: Context, summary: SchedSummary,
             cost, why = f.kernel_cpus, ""  # the time it spends in the kernel is the program's time
         else:
             others = [(s, t) for s, t in working if t.name != f.name]
-            delay = sum(t.runq_share for _, t in others) / len(others) if others else 0.0
+            delay = _mean_delay(others)
             part = f.kernel_cpus / summary.demand if summary.demand > 0 else 0.0
             cost = delay * part * _own_share(summary, summary.demand - summary.cores) if delay >= RUN_DELAY_SHARE \
                 else 0.0

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
-from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEFAULT_SWITCH_INTERVAL_S
+from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEBUG_ALLOCATORS, DEFAULT_SWITCH_INTERVAL_S
 from dflash_diag.analysis.findings._context import Context, num, pct, speed_matters, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.frames import user_frames
@@ -359,7 +359,6 @@ def _state_share(ctx: Context, state: ThreadState) -> tuple[float, list[str]]:
 # A hook's cost lands where the interpreter runs Python code (each line, call and allocation there calls it): a cost
 # when a thread that matters spends this share of its samples running Python.
 HOOK_PYTHON_SHARE = 0.30
-_DEBUG_ALLOCATORS = frozenset({"debug", "malloc_debug", "pymalloc_debug"})
 _OFF = ("", "0")
 
 
@@ -403,7 +402,7 @@ def _hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> list[_Hook]:
         out.append(_Hook("the development mode checks every allocation (debug allocator hooks)", dev.text(),
                          "run training without -X dev / PYTHONDEVMODE"))
     malloc = by_name.get("PYTHONMALLOC")
-    if malloc is not None and malloc.value in _DEBUG_ALLOCATORS and (dev is None or dev.value in _OFF):
+    if malloc is not None and malloc.value in DEBUG_ALLOCATORS and (dev is None or dev.value in _OFF):
         out.append(_Hook(f"the interpreter's debug allocator checks every allocation ({malloc.text()})",
                          f"{malloc.text()} ({malloc.source})", "unset PYTHONMALLOC for training runs"))
     return out
