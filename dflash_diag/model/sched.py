@@ -129,6 +129,9 @@ class OsFacts:
     # The machine's transparent huge pages mode (/sys/kernel/mm/transparent_hugepage/enabled): "always", "madvise"
     # (only memory the program advises), "never"; "" when unknown.
     thp_mode: str = ""
+    # The machine's clock source (/sys/devices/system/clocksource/clocksource0/current_clocksource): "tsc" and the
+    # like are read in user space (the vDSO); "hpet", "acpi_pm" make every clock read a system call. "" unknown.
+    clocksource: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ PROC = Path("/proc")
 SYS_CGROUP = Path("/sys/fs/cgroup")
 SYS_CPU_ONLINE = Path("/sys/devices/system/cpu/online")
 SYS_THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+SYS_CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 MAX_TASKS = 4096  # threads read per sweep (a process with more is read in part: bounded work)
 MAX_CHILDREN = 32  # children summed per sweep
 MAX_CHILD_TASKS = 256
@@ -346,7 +347,8 @@ def mapped_libraries(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
 
 
 def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ONLINE,
-                  children: Callable[[int], tuple[int, ...]] | None = None, thp: Path = SYS_THP) -> OsFacts:
+                  children: Callable[[int], tuple[int, ...]] | None = None, thp: Path = SYS_THP,
+                  clocksource: Path = SYS_CLOCKSOURCE) -> OsFacts:
     """The machine's CPUs and the process's, the known environment of the process (and what only its children
     have), and the pool libraries it maps. Never raises for a process that is gone: fields read as unknown."""
     status = _read(proc_root / str(pid) / "status", 16384) or ""
@@ -365,13 +367,20 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     return OsFacts(machine_cpus=machine_cpus(online), process_cpus=cpus_text,
                    process_cpu_count=len(parse_cpu_list(cpus_text)), env=env,
                    libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "",
-                   children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""))
+                   children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
+                   clocksource=parse_clocksource(_read(clocksource, 256) or ""))
 
 
 def parse_thp_mode(text: str) -> str:
     """The bracketed word of ``always [madvise] never``; "" when there is none. Pure."""
     match = re.search(r"\[(\w+)\]", text)
     return match.group(1) if match else ""
+
+
+def parse_clocksource(text: str) -> str:
+    """The clock source's name ("tsc"), one word of letters, digits and '_-'; "" for anything else. Pure."""
+    word = text.strip()
+    return word if re.fullmatch(r"[A-Za-z0-9_-]{1,32}", word) else ""
 
 
 def _each_childs_env(kids: tuple[int, ...], proc_root: Path) -> tuple[EnvSetting, ...]:

@@ -47,6 +47,7 @@ class Thread:
     kernel: float = 0.0  # part of ``run`` spent in the kernel (stime)
     minflt_per_s: float = 0.0  # page faults a second (minor, major)
     majflt_per_s: float = 0.0
+    syscall: str | None = None  # the blocking call /proc's sweeps catch it in (when it waits)
 
 
 def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int = 2, process_cpus: str = "0-1",
@@ -56,7 +57,7 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
              env: Sequence[tuple[str, str, str]] = (), boards: Sequence[Board] | NA = _NO_BOARD,
              outside_waits: Sequence[OutsideWait] = (), stderr: str | None = None, samples: int = 12,
              d_state: Sequence[str] = (), children_env: Sequence[tuple[str, str, str]] = (),
-             thp_mode: str = "") -> Observation:
+             thp_mode: str = "", clocksource: str = "") -> Observation:
     """``children``: (pid, threads, run share, wait share) present all window; ``children_started``: the same,
     appearing at the end; ``children_env``: (name, value, "child PID") of each child's environment."""
     stacks = []
@@ -87,7 +88,8 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
     facts = OsFacts(machine_cpus=machine, process_cpus=process_cpus,
                     process_cpu_count=len(_cpus(process_cpus)), env=tuple(EnvSetting(*e) for e in env),
                     libraries=("libgomp",), python_version="3.11",
-                    children_env=tuple(EnvSetting(*e) for e in children_env), thp_mode=thp_mode)
+                    children_env=tuple(EnvSetting(*e) for e in children_env), thp_mode=thp_mode,
+                    clocksource=clocksource)
     process = ProcessFacts(state="S", start_wall_s=NOW_S - 600, stderr_target="/tmp/log", stderr_tail=stderr)
     return Observation(
         pid=PID, cmdline=("python", "train.py"), started_wall_s=NOW_S - window_s, window_s=window_s,
@@ -109,7 +111,7 @@ def _sweep(threads: Sequence[Thread], t: float, d_state: Sequence[str]) -> tuple
                                   utime_s=(th.run - th.kernel) * t, stime_s=th.kernel * t,
                                   run_ns=int(th.run * t * 1e9), runq_wait_ns=int(th.wait * t * 1e9), monotonic_s=t,
                                   nice=th.nice, policy=th.policy, minflt=int(th.minflt_per_s * t),
-                                  majflt=int(th.majflt_per_s * t)) for th in threads)
+                                  majflt=int(th.majflt_per_s * t), syscall=th.syscall) for th in threads)
 
 
 def _waits(th: Thread) -> bool:

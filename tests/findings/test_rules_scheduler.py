@@ -295,3 +295,36 @@ def test_a_few_faults_or_little_kernel_time_is_not_a_cause() -> None:
     # The twin's numbers in the recorded programs: the same kernel time share, a twentieth of the faults.
     _, found = _find(_sampler_beside_trainer(minflt_per_s=3_000, kernel=0.10), "page-faults")
     assert found == []
+
+
+def _writer_beside_trainer(kernel: float, faults_per_s: float = 400.0, clocksource: str = "tsc") -> object:
+    """A metrics thread whose CPU goes to the kernel in system calls (few page faults), beside the trainer, both
+    wanting a CPU on a crowded 2-CPU box."""
+    threads = [Thread("metrics-writer", 101, 0.3, 0.7, kernel=kernel, minflt_per_s=faults_per_s, syscall="write",
+                      frame=Frame("emit", "/app/metrics.py", 31)),
+               Thread("trainer", 102, 0.26, 0.7), Thread("omp-0", 1000, 0.26, 0.7, python=False)]
+    return scenario(threads, procs_running=4, clocksource=clocksource)
+
+
+def test_a_thread_whose_cpu_goes_to_system_calls_is_named_with_its_line() -> None:
+    analysis, (finding,) = _find(_writer_beside_trainer(kernel=0.21), "kernel-time")
+    assert finding.claim.startswith("metrics-writer spends its CPU in the kernel, not in its own code: 0.21 of its "
+                                    "0.30 CPUs in system calls (400 page faults a second: not faulting memory in)")
+    assert "its most frequent line: emit (metrics.py:31)" in finding.claim
+    assert "/proc saw it blocked in write (3 of 3 readings)" in finding.claim
+    assert "clock source" not in finding.claim  # the TSC is read in user space: not said
+    assert finding.severity == Severity.WARNING and abs(finding.impact - 0.21) < 0.01
+    assert _find(_writer_beside_trainer(kernel=0.21), "page-faults")[1] == []
+    # Clock reads that are system calls on this machine: said, as what the kernel time may be.
+    _, (slow,) = _find(_writer_beside_trainer(kernel=0.21, clocksource="hpet"), "kernel-time")
+    assert "the machine's clock source is `hpet`: every clock read" in slow.claim
+    assert ("clock source", "hpet") in slow.evidence
+
+
+def test_kernel_time_that_is_small_or_a_small_part_of_the_threads_cpu_is_not_named() -> None:
+    for kernel in (0.05, 0.1):  # 0.05 CPUs; a third of its CPU (under 40%)
+        _, found = _find(_writer_beside_trainer(kernel=kernel), "kernel-time")
+        assert found == [], kernel
+    # Faulting memory in is the page-faults rule's, not this one's: one finding per thread.
+    _, found = _find(_writer_beside_trainer(kernel=0.21, faults_per_s=60_000), "kernel-time")
+    assert found == []

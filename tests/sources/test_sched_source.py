@@ -194,3 +194,13 @@ def test_the_machines_huge_page_mode(text: str, mode: str, tmp_path: Path) -> No
     assert sched.parse_thp_mode(text) == mode
     (tmp_path / "enabled").write_text(text)
     assert sched.read_os_facts(os.getpid(), thp=tmp_path / "enabled").thp_mode == mode
+
+
+@pytest.mark.parametrize(("text", "word"), [("tsc\n", "tsc"), ("hpet", "hpet"), ("", ""), ("a b\n", ""),
+                                            ("x" * 40, "")])
+def test_the_clock_source_is_one_word_or_unknown(text: str, word: str, tmp_path: Path) -> None:
+    assert sched.parse_clocksource(text) == word
+    (tmp_path / "current_clocksource").write_text(text)
+    facts = sched.read_os_facts(os.getpid(), clocksource=tmp_path / "current_clocksource")
+    assert facts.clocksource == word
+    assert sched.read_os_facts(os.getpid(), clocksource=tmp_path / "missing").clocksource == ""

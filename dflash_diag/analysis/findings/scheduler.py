@@ -18,8 +18,9 @@ from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sched import child_loads, summary_of
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
-from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Frame, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
+from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.findings import NOTE
 from dflash_diag.model.sched import EnvSetting, SchedSummary, SettingReading, ThreadSched
 from dflash_diag.model.waits import WAIT_CHILD
@@ -75,6 +76,7 @@ RULES = (
     RuleSpec("thread-deprioritized", sampled=True),
     RuleSpec("child-debug-mode", sampled=True),
     RuleSpec("page-faults", sampled=True),
+    RuleSpec("kernel-time", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -101,6 +103,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _deprioritized(ctx, summary)
         found += _child_debug(ctx, summary, working)
         found += _page_faults(ctx, summary, working)
+        found += _kernel_time(ctx, summary, working)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -606,23 +609,35 @@ def _default_of(name: str) -> str:
     return var.default if var is not None else "unset"
 
 
-# --- a thread that spends its CPU faulting pages in --------------------------------------------------------------
+# --- a thread whose CPU goes to the kernel: faulting pages in, or system calls ---------------------------------
 
-# A thread is faulting its memory in when, over the window, it took this many page faults a second, spent at least
-# this part of its CPU time in the kernel, and at least this many CPUs there.
+# A thread's CPU goes to the kernel when, over the window, it spent at least this part of its CPU time there and
+# at least this many CPUs. It is faulting its memory in when it also took this many page faults a second; else
+# its kernel time is system calls (or kernel work they start: copies, syncs, scheduling).
 FAULTS_PER_S = 5_000.0
 KERNEL_SHARE = 0.4
 KERNEL_CORES = 0.1
+# System calls are named only for a thread py-spy sees (a Python thread: a device driver's or a pool's own thread
+# makes its calls by design), and only from this cost: a thread's kernel time below it is the program's I/O.
+KERNEL_TIME_MIN_COST = 0.02
+# Clock sources whose reads stay in user space (the vDSO); any other makes every clock read a system call.
+_FAST_CLOCKS = frozenset({"tsc", "arch_sys_counter", "kvm-clock", "hyperv_clocksource_tsc_page"})
 
 
-class _Faulting:
-    def __init__(self, name: str, stage: str, minor_per_s: float, major_per_s: float, kernel_cpus: float,
+class _KernelHeavy:
+    def __init__(self, tid: int, name: str, stage: str, minor_per_s: float, major_per_s: float, kernel_cpus: float,
                  cpu: float) -> None:
-        self.name, self.stage = name, stage
+        self.tid, self.name, self.stage = tid, name, stage
         self.minor_per_s, self.major_per_s, self.kernel_cpus, self.cpu = minor_per_s, major_per_s, kernel_cpus, cpu
 
+    @property
+    def faults_per_s(self) -> float:
+        return self.minor_per_s + self.major_per_s
 
-def _faulting_threads(ctx: Context) -> list[_Faulting]:
+
+def _kernel_heavy_threads(ctx: Context) -> list[_KernelHeavy]:
+    """Every thread that spent a large part of its CPU in the kernel over the window (its task stat's stime), with
+    its page faults, heaviest first. The tool's own threads are left out."""
     sweeps = [s for s in ctx.obs.proc if s]
     if len(sweeps) < 2:
         return []
@@ -631,53 +646,59 @@ def _faulting_threads(ctx: Context) -> list[_Faulting]:
     out = []
     for t in sweeps[-1]:
         start = first.get(t.tid)
-        if start is None or None in (t.minflt, start.minflt, t.majflt, start.majflt):
+        if start is None:
             continue
         span_s = t.monotonic_s - start.monotonic_s
         if span_s < 0.5:
             continue
-        minor = (t.minflt - start.minflt) / span_s  # type: ignore[operator]
-        major = (t.majflt - start.majflt) / span_s  # type: ignore[operator]
         kernel = max(0.0, t.stime_s - start.stime_s) / span_s
         cpu = kernel + max(0.0, t.utime_s - start.utime_s) / span_s
-        if minor + major < FAULTS_PER_S or kernel < KERNEL_CORES or kernel < KERNEL_SHARE * cpu:
+        if kernel < KERNEL_CORES or kernel < KERNEL_SHARE * cpu:
             continue
+        faults = None not in (t.minflt, start.minflt, t.majflt, start.majflt)
+        minor = (t.minflt - start.minflt) / span_s if faults else 0.0  # type: ignore[operator]
+        major = (t.majflt - start.majflt) / span_s if faults else 0.0  # type: ignore[operator]
         stat = stats.get(t.tid)
         name = stat.name if stat is not None else t.comm
         if name.startswith("dflash-diag-"):
             continue
-        out.append(_Faulting(name, stat.stage.value if stat is not None else "other", minor, major, kernel, cpu))
-    return out
+        out.append(_KernelHeavy(t.tid, name, stat.stage.value if stat is not None else "other", minor, major,
+                                kernel, cpu))
+    return sorted(out, key=lambda f: -f.kernel_cpus)
+
+
+def _kernel_cost(ctx: Context, summary: SchedSummary, working: list[tuple[ThreadStats | None, ThreadSched]],
+                 f: _KernelHeavy) -> tuple[float, str, tuple[str, ...]]:
+    """(cost, why, stages) of a thread's kernel time: the share of the window it spent there where its speed is
+    the program's; else, where the threads that train wait for a CPU, the part of that wait its kernel time
+    explains (its share of the demand, the process's own share)."""
+    stages: tuple[str, ...] = tuple(s for s in (f.stage,) if s != "other")
+    if speed_matters(ctx, f.name, f.stage):
+        return f.kernel_cpus, "", stages  # the time it spends in the kernel is the program's time
+    others = [(s, t) for s, t in working if t.name != f.name]
+    delay = _mean_delay(others)
+    part = f.kernel_cpus / summary.demand if summary.demand > 0 else 0.0
+    cost = delay * part * _own_share(summary, summary.demand - summary.cores) if delay >= RUN_DELAY_SHARE else 0.0
+    why = f"{_names(others)} waited for a CPU {pct(delay)} of the window" if others else ""
+    # Its cost is the CPU the others wait for: it explains their stage's slowness.
+    return cost, why, (_stages(others) if cost > 0 else stages)
 
 
 def _page_faults(ctx: Context, summary: SchedSummary,
                  working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
     """A thread spends its CPU in the kernel faulting memory in: fresh buffers every step (each 4 KiB page of a new
-    mapping is a fault when no huge page backs it), or pages read back from disk. The cost: the share of the window
-    it spent in the kernel where its speed is the program's; else, where the threads that train wait for a CPU,
-    the part of that wait its kernel time explains (its share of the demand, the process's own share)."""
+    mapping is a fault when no huge page backs it), or pages read back from disk."""
     facts = ctx.obs.os_facts
     thp = facts.thp_mode if facts is not None else ""
-    for f in sorted(_faulting_threads(ctx), key=lambda f: -f.kernel_cpus)[:1]:
-        stages: tuple[str, ...] = tuple(s for s in (f.stage,) if s != "other")
-        if speed_matters(ctx, f.name, f.stage):
-            cost, why = f.kernel_cpus, ""  # the time it spends in the kernel is the program's time
-        else:
-            others = [(s, t) for s, t in working if t.name != f.name]
-            delay = _mean_delay(others)
-            part = f.kernel_cpus / summary.demand if summary.demand > 0 else 0.0
-            cost = delay * part * _own_share(summary, summary.demand - summary.cores) if delay >= RUN_DELAY_SHARE \
-                else 0.0
-            why = (f"{_names(others)} waited for a CPU {pct(delay)} of the window" if others else "")
-            # Its cost is the CPU the others wait for: it explains their stage's slowness.
-            stages = _stages(others) if cost > 0 else stages
+    for f in [f for f in _kernel_heavy_threads(ctx) if f.faults_per_s >= FAULTS_PER_S][:1]:
+        cost, why, stages = _kernel_cost(ctx, summary, working, f)
         kind = ("major (read from disk or swap)" if f.major_per_s >= f.minor_per_s else
                 "minor (memory touched for the first time)")
         pages = {"madvise": "transparent huge pages are `madvise` on this machine: memory the program does not "
                             "advise (MADV_HUGEPAGE) is faulted in 4 KiB pages, one fault each",
                  "never": "transparent huge pages are off on this machine: every 4 KiB page is a fault"}.get(thp, "")
         claim = (f"{f.name} spends its CPU faulting memory in: {f.kernel_cpus:.2f} of its {f.cpu:.2f} CPUs in the "
-                 f"kernel, {_rate(f.minor_per_s + f.major_per_s)} page faults a second, mostly {kind}"
+                 f"kernel, {_rate(f.faults_per_s)} page faults a second, mostly {kind}"
                  + (f"; {pages}" if pages and f.minor_per_s >= f.major_per_s else "")
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{_rate(f.minor_per_s)} minor and {_rate(f.major_per_s)} major faults a "
@@ -693,3 +714,75 @@ def _page_faults(ctx: Context, summary: SchedSummary,
                     "or transparent huge pages `always`); for major faults, keep the data in memory or read it "
                     "ahead."),
             impact=cost, stages=stages)
+
+
+def _kernel_time(ctx: Context, summary: SchedSummary,
+                 working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    """A thread spends its CPU in the kernel without faulting memory in: system calls in a loop (unbuffered small
+    writes, a sync per write, polling, yielding, clock reads the vDSO cannot serve). What stacks show is an
+    ordinary Python line; /proc's user and kernel times tell them apart. What it was seen blocked in, its hottest
+    line and the machine's clock source are said with it: the tool cannot count system calls from outside."""
+    facts = ctx.obs.os_facts
+    clock = facts.clocksource if facts is not None else ""
+    python = {t.os_thread_id for t in ctx.threads if t.n_samples}
+    for f in [f for f in _kernel_heavy_threads(ctx) if f.faults_per_s < FAULTS_PER_S and f.tid in python][:1]:
+        cost, why, stages = _kernel_cost(ctx, summary, working, f)
+        if cost < KERNEL_TIME_MIN_COST:
+            continue
+        calls = _syscalls_seen(ctx, f.tid)
+        line = _hot_line(ctx, f.tid)
+        slow_clock = bool(clock) and clock not in _FAST_CLOCKS
+        claim = (f"{f.name} spends its CPU in the kernel, not in its own code: {f.kernel_cpus:.2f} of its "
+                 f"{f.cpu:.2f} CPUs in system calls ({_rate(f.faults_per_s)} page faults a second: not faulting "
+                 "memory in)"
+                 + (f"; its most frequent line: {line}" if line else "")
+                 + (f"; /proc saw it blocked in {calls}" if calls else "")
+                 + (f"; the machine's clock source is `{clock}`: every clock read (time.time(), perf_counter) is a "
+                    "system call" if slow_clock else "")
+                 + (f"; {why}" if why else ""))
+        evidence = [(f"{f.name} (/proc)", f"{f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} in "
+                                          f"its own code; {_rate(f.faults_per_s)} page faults a second")]
+        if calls:
+            evidence.append(("system calls it was seen blocked in", calls))
+        if clock:
+            evidence.append(("clock source", clock))
+        yield Finding(
+            rule_id="kernel-time", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+            claim=claim, evidence=tuple(evidence),
+            remedy=("Find the system call it makes in a loop (`strace -c -f -p TID` for a few seconds) and batch it: "
+                    "buffer small writes (no buffering=0, no flush per line), no sync per write (O_SYNC/O_DSYNC, "
+                    "os.fsync), no polling with sleep(0)/select or yielding in a loop, no read of /dev/urandom per "
+                    "sample; where clock reads are system calls, read the clock less often or use the TSC clock "
+                    "source."),
+            impact=cost, stages=stages)
+
+
+def _syscalls_seen(ctx: Context, tid: int) -> str:
+    """The blocking system calls /proc's sweeps caught the thread in, most seen first ("write 3 of 9 readings")."""
+    seen: dict[str, int] = {}
+    readings = 0
+    for sweep in ctx.obs.proc:
+        for t in sweep:
+            if t.tid == tid:
+                readings += 1
+                if t.syscall:
+                    seen[t.syscall] = seen.get(t.syscall, 0) + 1
+    top = sorted(seen.items(), key=lambda kv: -kv[1])[:3]
+    return ", ".join(f"{call} ({n} of {readings} readings)" for call, n in top)
+
+
+def _hot_line(ctx: Context, tid: int) -> str:
+    """The thread's most frequent line of its own code (the innermost frame outside libraries), with its text."""
+    lines: dict[Frame, int] = {}
+    for stack in ctx.obs.stacks:
+        for t in stack.threads:
+            if t.os_thread_id == tid:
+                own = next((f for f in t.frames if not is_library_file(f.filename)), None)
+                if own is not None:
+                    lines[own] = lines.get(own, 0) + 1
+    if not lines:
+        return ""
+    frame = max(lines, key=lambda f: lines[f])
+    text = (ctx.line_text(frame) or "").strip()
+    where = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line})"
+    return f"{where} `{text[:80]}`" if text else where
