@@ -153,6 +153,15 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("MALLOC_ARENA_MAX", AREA_MEMORY, "glibc malloc's arenas (threads share fewer)", "8 per core"),
     _V("MALLOC_TRIM_THRESHOLD_", AREA_MEMORY, "when glibc returns memory to the OS", "128 KiB, dynamic"),
     _V("MALLOC_MMAP_THRESHOLD_", AREA_MEMORY, "allocations glibc serves with mmap", "128 KiB, dynamic"),
+    _V("MALLOC_TOP_PAD_", AREA_MEMORY, "extra memory glibc asks the OS for at each heap growth", "128 KiB"),
+    _V("MALLOC_MMAP_MAX_", AREA_MEMORY, "how many allocations glibc may serve with mmap at once", "65,536"),
+    _V("MALLOC_PERTURB_", AREA_MEMORY, "glibc fills every allocated and freed block with a byte (a debugging aid: a "
+       "memset per malloc and free)", "off"),
+    _V("MALLOC_CHECK_", AREA_MEMORY, "glibc's heap consistency checks on every call", "off"),
+    _V("GLIBC_TUNABLES", AREA_MEMORY, "glibc's tunables (malloc's thresholds, arenas, caches; elision)", "none"),
+    _V("LD_PRELOAD", AREA_MEMORY, "libraries loaded before all others (an allocator, a profiler, a sanitizer)",
+       "none"),
+    _V("MALLOC_CONF", AREA_MEMORY, "jemalloc's options (profiling, decay, arenas)", "jemalloc's defaults"),
 )
 ENV_BY_NAME: dict[str, EnvVar] = {v.name: v for v in ENV_VARS}
 # PYTHONMALLOC's values that put the debug hooks on every allocation.

@@ -12,7 +12,7 @@ from sched_builders import PID, Thread, ensemble, pools, scenario, settings_boar
 from dflash_diag.analysis import analyse
 from dflash_diag.analysis.sched import summarise
 from dflash_diag.model import Frame, Severity
-from dflash_diag.model.sched import CgroupCpu, OutsideWait, PeerProcess, Pressure
+from dflash_diag.model.sched import CgroupCpu, EnvSetting, OutsideWait, PeerProcess, Pressure
 
 POOL_WAIT = Frame("wait", "/usr/lib/python3.11/threading.py", 320)
 IMAP_NEXT = Frame("IMapIterator.next", "/usr/lib/python3.11/multiprocessing/pool.py", 856)
@@ -328,3 +328,17 @@ def test_kernel_time_that_is_small_or_a_small_part_of_the_threads_cpu_is_not_nam
     # Faulting memory in is the page-faults rule's, not this one's: one finding per thread.
     _, found = _find(_writer_beside_trainer(kernel=0.21, faults_per_s=60_000), "kernel-time")
     assert found == []
+
+
+def test_the_allocator_settings_are_said_with_the_kernel_time_they_can_make() -> None:
+    obs = replace(_writer_beside_trainer(kernel=0.21), os_facts=replace(
+        _writer_beside_trainer(kernel=0.21).os_facts,  # type: ignore[attr-defined]
+        env=(EnvSetting("MALLOC_TRIM_THRESHOLD_", "0", "process"), EnvSetting("OMP_NUM_THREADS", "1", "process"))))
+    _, (finding,) = _find(obs, "kernel-time")
+    assert "the process's allocator settings: MALLOC_TRIM_THRESHOLD_=0 (when glibc returns memory to the OS" in \
+        finding.claim
+    assert "OMP_NUM_THREADS" not in finding.claim
+    _, (faults,) = _find(replace(_sampler_beside_trainer(minflt_per_s=60_000, kernel=0.19), os_facts=replace(
+        _sampler_beside_trainer(minflt_per_s=60_000, kernel=0.19).os_facts,  # type: ignore[attr-defined]
+        env=(EnvSetting("MALLOC_MMAP_THRESHOLD_", "0", "process"),))), "page-faults")
+    assert "MALLOC_MMAP_THRESHOLD_=0 (allocations glibc serves with mmap" in faults.claim

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_contract.settings import AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
+from dflash_contract.settings import AREA_MEMORY, AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters, stage_label
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sched import child_loads, summary_of
@@ -700,6 +700,7 @@ def _page_faults(ctx: Context, summary: SchedSummary,
         claim = (f"{f.name} spends its CPU faulting memory in: {f.kernel_cpus:.2f} of its {f.cpu:.2f} CPUs in the "
                  f"kernel, {_rate(f.faults_per_s)} page faults a second, mostly {kind}"
                  + (f"; {pages}" if pages and f.minor_per_s >= f.major_per_s else "")
+                 + _memory_settings_text(ctx)
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{_rate(f.minor_per_s)} minor and {_rate(f.major_per_s)} major faults a "
                                           f"second; {f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} "
@@ -739,6 +740,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + (f"; /proc saw it blocked in {calls}" if calls else "")
                  + (f"; the machine's clock source is `{clock}`: every clock read (time.time(), perf_counter) is a "
                     "system call" if slow_clock else "")
+                 + _memory_settings_text(ctx)
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} in "
                                           f"its own code; {_rate(f.faults_per_s)} page faults a second")]
@@ -755,6 +757,16 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                     "sample; where clock reads are system calls, read the clock less often or use the TSC clock "
                     "source."),
             impact=cost, stages=stages)
+
+
+def _memory_settings_text(ctx: Context) -> str:
+    """The allocator settings away from their defaults (glibc malloc's thresholds, a preloaded allocator...): what
+    decides how often memory goes back to the kernel and comes back, said beside the kernel time they can make."""
+    settings = by_area(non_default(ctx.obs), AREA_MEMORY)
+    if not settings:
+        return ""
+    shown = ", ".join(f"{r.text()} ({r.effect}; default {r.default})" for r in settings[:3])
+    return f"; the process's allocator settings: {shown}"
 
 
 def _syscalls_seen(ctx: Context, tid: int) -> str:
