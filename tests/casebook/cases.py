@@ -580,12 +580,12 @@ CASES: tuple[Case, ...] = (
         argv=("train_vae.py",),
         cause="torch.autograd.set_detect_anomaly(True) left at the top of the training script (Lightning-AI/"
               "pytorch-lightning#12344, yenchenlin/nerf-pytorch#42)",
-        expect={m: Expect(frozenset({"torch-debug-mode"}), frozenset({"torch-debug-mode"}), r"anomaly detection is on")
-                for m in ("outside", "probes", "attach")},
+        # From outside the flag is inferred from the stacks: a Python stack captured from inside every op (torch
+        # calls traceback.format_stack from C++); the probes read the flag itself.
+        expect={m: Expect(frozenset({"torch-debug-mode"}), frozenset({"torch-debug-mode"}),
+                          r"anomaly detection (is|looks) on") for m in ("outside", "probes", "attach")},
         ready=r"iter 300 ", family="settings", tags=("torch-flags", "autograd"),
         modes=("outside", "probes", "attach"), attach_probes="settings",
-        known_miss={"outside": "set_detect_anomaly(True) leaves no trace outside the process (no warning, no "
-                               "frame: the stack capture is C++); the settings probe reads the flag"},
     ),
     Case(
         name="healthy_anomaly_first_step",

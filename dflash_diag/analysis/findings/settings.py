@@ -26,6 +26,7 @@ from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEBUG_ALLOCATORS, DEFAULT_SWITCH_INTERVAL_S
 from dflash_diag.analysis.findings._context import Context, num, pct, speed_matters, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.sched import summary_of
 from dflash_diag.analysis.settings import SYNCS_PROBE_SYNC_MODE, by_area, non_default, sync_mode_is_ours
@@ -47,6 +48,9 @@ HANDOFFS_PER_S = 1000.0
 # ops (or, for CUDA_LAUNCH_BLOCKING, in GPU waits: a sync after every launch).
 DEBUG_OPS_SHARE = 0.30
 LAUNCH_BLOCKING_WAIT_SHARE = 0.15
+# From outside, anomaly detection is inferred when the training threads spend this share of their samples in a Python
+# stack capture that native code called (what anomaly mode does per op; nothing else in torch does it per op).
+ANOMALY_STACKS_SHARE = 0.15
 _WORK = (ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT, ThreadState.GPU_WAIT)
 _TORCH_OP_FILES = ("torch/nn/", "torch/autograd/", "torch/_tensor.py", "torch/optim/", "torch/functional.py",
                    "torch/utils/checkpoint.py", "torch/_ops.py", "torch/profiler/")
@@ -249,6 +253,15 @@ def _debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator
             else "torch.is_anomaly_enabled() is True"
         modes.append(("anomaly detection is on", how, "torch.autograd.set_detect_anomaly(False), or use "
                       "torch.autograd.detect_anomaly() only around the step you debug", True))
+    elif not flags and (captured := _native_stack_capture_share(ctx))[0] >= ANOMALY_STACKS_SHARE:
+        # From outside: the samples show what anomaly mode does, a Python stack stored for every op from C++.
+        share, who = captured
+        modes.append(("anomaly detection looks on",
+                      f"{pct(share)} of the samples of {', '.join(who[:3])} are in traceback.format_stack called from "
+                      "inside ops, not from a Python line: what anomaly mode does for every op it records (the "
+                      "settings probe reads the flag itself: `dflash-diag doctor PID --attach`)",
+                      "torch.autograd.set_detect_anomaly(False), or use torch.autograd.detect_anomaly() only around "
+                      "the step you debug", True))
     elif _ANOMALY_WARNING in stderr and not flags:
         # torch warns when detect_anomaly() is entered: it was on at some point, perhaps around one step only.
         modes.append(("anomaly detection was turned on at some point",
@@ -345,6 +358,15 @@ def _ops_share(ctx: Context) -> tuple[float, list[str]]:
         state is ThreadState.NATIVE or any(not f.native and any(m in f.filename for m in _TORCH_OP_FILES)
                                            for f in thread.frames)))
     return in_ops / len(rows), [t.name for t in threads]
+
+
+def _native_stack_capture_share(ctx: Context) -> tuple[float, list[str]]:
+    """Share of the training threads' samples inside a Python stack capture that native code called."""
+    threads = _training(ctx)
+    rows = [thread for t in threads for thread, _ in ctx.stats_rows(t)]
+    if not rows:
+        return 0.0, []
+    return sum(1 for thread in rows if stack_capture_from_native(ctx, thread)) / len(rows), [t.name for t in threads]
 
 
 def _state_share(ctx: Context, state: ThreadState) -> tuple[float, list[str]]:

@@ -1,0 +1,128 @@
+"""Diagnostics that cost the threads that train: Python's logging, its warnings and stack inspection run on the
+training thread's time. A process-wide setting usually decides how much (a logger or the root logger at DEBUG, a
+handler that flushes to a slow stream, a warnings filter of ``always``, a library that captures a traceback per
+call); the stacks show where the time goes, in the standard library's own modules, wherever the program calls them.
+
+The cost is the share of a thread's samples inside that machinery, for a thread whose speed is the program's (it
+trains, or its stage limits throughput): a logger thread that only writes records others queued is not a cost.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from dflash_diag.analysis.findings._context import Context, pct, speed_matters
+from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.model import Finding, Frame, Severity, ThreadSample
+from dflash_diag.model.evidence import is_library_file
+
+RULES = (RuleSpec("diagnostics-overhead", sampled=True),)
+
+# A thread that matters spends this share of its samples in the machinery: information from the first, a warning
+# (its time is the program's) from the second.
+INFO_SHARE = 0.05
+WARNING_SHARE = 0.15
+MIN_ROWS = 8  # samples of the thread, at least
+
+# The standard library's diagnostics, by the path of their module (as py-spy reports it), and what each is.
+_MACHINERY: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Python's logging", ("/logging/__init__.py", "/logging/handlers.py", "torch/_logging/")),
+    ("Python's warnings", ("/warnings.py",)),
+    ("stack capture (traceback, inspect)", ("/traceback.py", "/inspect.py", "/linecache.py", "/tokenize.py")),
+)
+_STACK_CAPTURE = dict(_MACHINERY)["stack capture (traceback, inspect)"]
+# The calls that capture a stack, and the words a line that calls one has.
+_CAPTURE_ENTRIES = frozenset({"format_stack", "extract_stack", "print_stack", "stack", "getouterframes",
+                              "walk_stack", "format_exc", "print_exc", "format_exception", "getframeinfo"})
+_TORCH_OP_CODE = ("/torch/nn/", "/torch/_tensor.py", "/torch/functional.py")
+_CAPTURE_CALLS = ("traceback", "format_stack", "extract_stack", "print_stack", "inspect", "stack(", "format_exc",
+                  "print_exc", "getframeinfo", "_getframe")
+# The machinery's own entry points and level or filter checks: a sample whose innermost frame of the machinery is
+# one of these was only deciding whether to make a record; any other (making the record, formatting it, its
+# handlers writing it, a warning shown, a stack walked) was doing the work.
+_CHECKS = frozenset({"isEnabledFor", "getEffectiveLevel", "debug", "info", "warning", "warn", "error", "log",
+                     "exception", "critical", "getLogger", "disable", "_is_internal_frame", "_next_external_frame"})
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    best: tuple[float, str, str, list[ThreadSample], str] | None = None
+    for stats in ctx.sampled():
+        if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
+            continue
+        rows = [thread for thread, _ in ctx.stats_rows(stats)]
+        if len(rows) < MIN_ROWS:
+            continue
+        for what, paths in _MACHINERY:
+            inside = [t for t in rows if _inside(t, paths, ctx)]
+            share = len(inside) / len(rows)
+            if share >= INFO_SHARE and (best is None or share > best[0]):
+                best = (share, stats.name, what, inside, stats.stage.value)
+    if best is None:
+        return
+    share, name, what, inside, stage = best
+    paths = dict(_MACHINERY)[what]
+    site = _caller(ctx, inside)
+    emits = sum(1 for t in inside if _working_frame(t, paths)) / len(inside)
+    doing = ("records are made, formatted and written on it" if emits >= 0.5 else
+             "mostly checking and filtering, few records written")
+    claim = (f"{name} spends {pct(share)} of its samples in {what}: {doing}"
+             + (f", called from {site}" if site else ""))
+    yield Finding(
+        rule_id="diagnostics-overhead", severity=Severity.WARNING if share >= WARNING_SHARE else Severity.INFO,
+        claim=claim,
+        evidence=((f"{name}'s samples in {what}", f"{len(inside)} ({pct(share)})"),
+                  ("making or writing records among them (not a level check)", pct(emits)),
+                  ("called from", site or "?")),
+        remedy=("Take it off the training thread's path: raise the level of the logger that lets these records "
+                "through (a library's logging.basicConfig(level=DEBUG) sets the root logger for everyone), log "
+                "every N steps, or hand records to a QueueHandler; show a warning once (the default filter, not "
+                "'always'); capture stacks only when something failed."),
+        impact=share if share >= WARNING_SHARE else 0.0,
+        stages=(stage,) if stage != "other" else ())
+
+
+def _inside(thread: ThreadSample, paths: tuple[str, ...], ctx: Context | None = None) -> bool:
+    if ctx is not None and paths == _STACK_CAPTURE and stack_capture_from_native(ctx, thread):
+        return False  # a C extension's capture (torch's anomaly mode): torch-debug-mode weighs it
+    return any(not f.native and any(p in f.filename for p in paths) for f in thread.frames)
+
+
+def stack_capture_from_native(ctx: Context, thread: ThreadSample) -> bool:
+    """The sample is inside a Python stack capture (``traceback.format_stack``...) that no Python line called: the
+    frame outward of it is at a line that does not call one, so native code did (torch's anomaly detection stores a
+    Python stack for every op it records, from C++)."""
+    frames = [f for f in thread.frames if not f.native]
+    inner = [i for i, f in enumerate(frames) if any(p in f.filename for p in _STACK_CAPTURE)]
+    if not inner:
+        return False
+    outer = max(inner)
+    if frames[outer].name not in _CAPTURE_ENTRIES or outer + 1 >= len(frames):
+        return False
+    caller = frames[outer + 1]
+    text = ctx.line_text(caller)
+    if text is None:
+        # A library line not read: torch's module code calls ops, never a stack capture.
+        return any(m in caller.filename for m in _TORCH_OP_CODE)
+    return not any(call in text for call in _CAPTURE_CALLS)
+
+
+def _working_frame(thread: ThreadSample, paths: tuple[str, ...]) -> bool:
+    """The innermost frame of the machinery in this sample does the work (not a level or filter check)."""
+    frame = next((f for f in thread.frames if not f.native and any(p in f.filename for p in paths)), None)
+    return frame is not None and frame.name not in _CHECKS
+
+
+def _caller(ctx: Context, rows: list[ThreadSample]) -> str:
+    """The program's own line that calls into the machinery most often, with its text."""
+    sites: Counter[Frame] = Counter()
+    for t in rows:
+        own = next((f for f in t.frames if not f.native and not is_library_file(f.filename)), None)
+        if own is not None:
+            sites[own] += 1
+    if not sites:
+        return ""
+    frame = sites.most_common(1)[0][0]
+    text = (ctx.line_text(frame) or "").strip()
+    where = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line})"
+    return f"{where} `{text[:80]}`" if text else where

@@ -1,0 +1,73 @@
+"""Diagnostics on the training thread's time (``findings.diagnostics``) and anomaly detection read off the stacks
+from outside (``findings.settings``): built observations with the frames py-spy reports for each."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from findings_builders import NOW_S, observation, stack, thread_sample
+
+from dflash_diag.analysis import analyse
+from dflash_diag.model import Frame, Severity
+
+LOGGING = "/usr/lib/python3.11/logging/__init__.py"
+TRACEBACK = "/usr/lib/python3.11/traceback.py"
+LINEAR = "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py"
+TRAIN = "/app/train.py"
+STEP = Frame("train_step", TRAIN, 30)
+OP = Frame("forward", LINEAR, 125)
+
+
+def _trainer(inside: int, machinery: tuple[Frame, ...], *, total: int = 20, lines: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """One training thread: ``inside`` of ``total`` samples in ``machinery`` (innermost first, then the step),
+    the rest in a torch op."""
+    stacks = []
+    for i in range(total):
+        frames = (*machinery, STEP) if i < inside else (OP, STEP)
+        stacks.append(stack([thread_sample("trainer", frames, tid=11)], t=i * 0.2))
+    obs = observation(stacks=stacks)
+    source = {f"{TRAIN}:30": "        log.debug('step %d', step)", **(lines or {})}
+    return analyse(replace(obs, source_lines=source, now_wall_s=NOW_S))
+
+
+def _rule(analysis, rule_id):  # type: ignore[no-untyped-def]
+    return [f for f in analysis.findings if f.rule_id == rule_id]
+
+
+def test_records_made_and_written_on_the_training_thread_are_a_cost() -> None:
+    emitting = (Frame("emit", LOGGING, 1100), Frame("handle", LOGGING, 978), Frame("_log", LOGGING, 1600),
+                Frame("debug", LOGGING, 1480))
+    analysis = _trainer(6, emitting)
+    (finding,) = _rule(analysis, "diagnostics-overhead")
+    assert finding.claim == ("trainer spends 30% of its samples in Python's logging: records are made, formatted and "
+                             "written on it, called from train_step (train.py:30) `log.debug('step %d', step)`")
+    assert finding.severity == Severity.WARNING and abs(finding.impact - 0.3) < 1e-9
+    assert analysis.headline is not None and analysis.headline.text.startswith("trainer spends 30% of its samples")
+
+
+def test_level_checks_are_said_as_such_and_a_few_records_are_not_a_cost() -> None:
+    checking = (Frame("isEnabledFor", LOGGING, 1730), Frame("debug", LOGGING, 1480))
+    (finding,) = _rule(_trainer(2, checking), "diagnostics-overhead")  # 10%: information
+    assert "mostly checking and filtering, few records written" in finding.claim
+    assert finding.severity == Severity.INFO and finding.impact == 0.0
+    assert _rule(_trainer(0, checking), "diagnostics-overhead") == []
+    assert _rule(_trainer(1, checking, total=30), "diagnostics-overhead") == []  # 3%
+
+
+def test_stacks_captured_from_inside_ops_read_as_anomaly_detection_from_outside() -> None:
+    capture = (Frame("extract_stack", TRACEBACK, 200), Frame("format_stack", TRACEBACK, 213), OP)
+    analysis = _trainer(8, capture)
+    (finding,) = _rule(analysis, "torch-debug-mode")
+    assert finding.claim.startswith("anomaly detection looks on (40% of the samples of trainer are in "
+                                    "traceback.format_stack called from inside ops, not from a Python line")
+    assert finding.severity == Severity.WARNING
+    assert _rule(analysis, "diagnostics-overhead") == []  # the same samples are not said twice
+    assert analysis.headline is not None and analysis.headline.rule_id == "torch-debug-mode"
+
+
+def test_a_stack_the_program_captures_itself_is_its_own_diagnostics_not_anomaly_detection() -> None:
+    capture = (Frame("extract_stack", TRACEBACK, 200), Frame("format_stack", TRACEBACK, 213), STEP)
+    analysis = _trainer(8, capture, lines={f"{TRAIN}:30": "        trace = traceback.format_stack()"})
+    assert _rule(analysis, "torch-debug-mode") == []
+    (finding,) = _rule(analysis, "diagnostics-overhead")
+    assert finding.claim.startswith("trainer spends 40% of its samples in stack capture (traceback, inspect)")
