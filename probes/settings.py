@@ -312,7 +312,40 @@ def _interpreter(own: tuple[Any, ...] = ()) -> JsonDict:
         SettingsKeys.TRACEMALLOC_FRAMES: _tracemalloc_frames(),
         SettingsKeys.THREAD_TRACERS: _thread_tracers(),
         SettingsKeys.XOPTIONS: sorted(k if v is True else f"{k}={v}"[:60] for k, v in sys._xoptions.items())[:16],
+        **_logging_and_warnings(),
     }
+
+
+MAX_LOGGERS_READ = 4096  # a program's loggers read for their level, at most (a bounded walk of a dict)
+
+
+def _logging_and_warnings() -> JsonDict:
+    """The root logger's level, the loggers set to DEBUG or below, and the warnings filters that act on every
+    warning, where the program imported those modules (this never imports them). Names are the program's own
+    (logger names are module paths); the board is private to the user."""
+    out: JsonDict = {}
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        try:
+            out[SettingsKeys.LOGGING_ROOT_LEVEL] = int(logging.root.level)
+            at_debug: list[str] = []
+            for i, (name, logger) in enumerate(list(logging.Logger.manager.loggerDict.items())):
+                if i >= MAX_LOGGERS_READ or len(at_debug) >= 4:
+                    break
+                level = getattr(logger, "level", 0)  # placeholders have none
+                if isinstance(level, int) and 0 < level <= logging.DEBUG:
+                    at_debug.append(str(name)[:60])
+            out[SettingsKeys.LOGGERS_AT_DEBUG] = at_debug
+        except Exception:
+            pass  # a program's odd logging setup never breaks the snapshot
+    warnings = sys.modules.get("warnings")
+    if warnings is not None:
+        try:
+            actions = [str(f[0]) for f in list(warnings.filters)[:64] if f and f[0] in ("always", "error")]
+            out[SettingsKeys.WARNINGS_ACTIONS] = sorted(set(actions))[:4]
+        except Exception:
+            pass
+    return out
 
 
 def _tracemalloc_frames() -> int | None:

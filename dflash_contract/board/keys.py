@@ -401,6 +401,12 @@ class SettingsKeys:
     # [[thread name, hook name], ...]; threading's hook for new threads is TRACER.
     THREAD_TRACERS: Final = "thread_tracers"
     XOPTIONS: Final = "xoptions"  # the -X options, as "name" or "name=value"
+    # Python's logging, when the program imported it: the root logger's level (10 DEBUG, 30 WARNING by default) and
+    # the loggers (by name, at most 4) set to DEBUG or below; Python's warnings: the actions of its filters that
+    # show a warning every time ("always") or stop the program ("error"), at most 4.
+    LOGGING_ROOT_LEVEL: Final = "logging_root_level"
+    LOGGERS_AT_DEBUG: Final = "loggers_at_debug"
+    WARNINGS_ACTIONS: Final = "warnings_actions"
     COLLECTOR: Final = "collector"  # the cyclic collector's pauses, timed by gc.callbacks
     COLLECTIONS: Final = "collections"  # since timing started
     COLLECTIONS_BY_GENERATION: Final = "collections_by_generation"

@@ -160,6 +160,30 @@ def _probe_environment(payload: Mapping[str, Any], seen: set[str]) -> list[Setti
     return out
 
 
+# logging's level numbers, as a user writes them.
+_LEVELS = {10: "DEBUG", 20: "INFO", 30: "WARNING", 40: "ERROR", 50: "CRITICAL"}
+
+
+def _logging(interp: Mapping[str, Any]) -> list[SettingReading]:
+    """The root logger below WARNING, loggers set to DEBUG, warnings filters that act every time."""
+    out = []
+    root = interp.get(SettingsKeys.LOGGING_ROOT_LEVEL)
+    if isinstance(root, int) and not isinstance(root, bool) and 0 < root < 30:
+        out.append(SettingReading("logging.getLogger().level", _LEVELS.get(root, str(root)), "WARNING", AREA_DEBUG,
+                                  "the root logger's level: every logger without its own lets records of this level "
+                                  "through", "probe"))
+    loggers = interp.get(SettingsKeys.LOGGERS_AT_DEBUG)
+    if isinstance(loggers, list) and loggers:
+        out.append(SettingReading("logging.getLogger(NAME).level", "DEBUG for " + ", ".join(str(n) for n in loggers[:4]),
+                                  "NOTSET (the root logger's)", AREA_DEBUG,
+                                  "loggers that make a record of every debug call", "probe"))
+    actions = interp.get(SettingsKeys.WARNINGS_ACTIONS)
+    if isinstance(actions, list) and "always" in actions:
+        out.append(SettingReading("warnings.filters", "always", "default (once per location)", AREA_DEBUG,
+                                  "every warning is formatted and shown each time it is raised", "probe"))
+    return out
+
+
 def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
     interp = _sub(payload, SettingsKeys.INTERPRETER)
     out = []
@@ -181,6 +205,7 @@ def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
         out.append(SettingReading("gc.callbacks", ", ".join(str(c) for c in callbacks[:4]), "none", AREA_COLLECTOR,
                                   "called at the start and end of every collection: their work is part of each pause",
                                   "probe"))
+    out += _logging(interp)
     limit = interp.get(SettingsKeys.RECURSION_LIMIT)
     if isinstance(limit, int) and not isinstance(limit, bool) and limit != DEFAULT_RECURSION_LIMIT:
         out.append(SettingReading("sys.getrecursionlimit()", str(limit), str(DEFAULT_RECURSION_LIMIT), AREA_DEBUG,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from findings_builders import NOW_S, observation, stack, thread_sample
+from sched_builders import settings_board
 
 from dflash_diag.analysis import analyse
 from dflash_diag.model import Frame, Severity
@@ -18,14 +19,15 @@ STEP = Frame("train_step", TRAIN, 30)
 OP = Frame("forward", LINEAR, 125)
 
 
-def _trainer(inside: int, machinery: tuple[Frame, ...], *, total: int = 20, lines: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _trainer(inside: int, machinery: tuple[Frame, ...], *, total: int = 20, lines: dict[str, str] | None = None,  # type: ignore[no-untyped-def]
+             settings: dict[str, object] | None = None):
     """One training thread: ``inside`` of ``total`` samples in ``machinery`` (innermost first, then the step),
     the rest in a torch op."""
     stacks = []
     for i in range(total):
         frames = (*machinery, STEP) if i < inside else (OP, STEP)
         stacks.append(stack([thread_sample("trainer", frames, tid=11)], t=i * 0.2))
-    obs = observation(stacks=stacks)
+    obs = observation([settings_board(settings)] if settings is not None else (), stacks=stacks)
     source = {f"{TRAIN}:30": "        log.debug('step %d', step)", **(lines or {})}
     return analyse(replace(obs, source_lines=source, now_wall_s=NOW_S))
 
@@ -71,3 +73,11 @@ def test_a_stack_the_program_captures_itself_is_its_own_diagnostics_not_anomaly_
     assert _rule(analysis, "torch-debug-mode") == []
     (finding,) = _rule(analysis, "diagnostics-overhead")
     assert finding.claim.startswith("trainer spends 40% of its samples in stack capture (traceback, inspect)")
+
+
+def test_the_level_the_probe_read_is_said_with_the_logging_it_lets_through() -> None:
+    emitting = (Frame("emit", LOGGING, 1100), Frame("_log", LOGGING, 1600), Frame("debug", LOGGING, 1480))
+    settings = {"interpreter": {"logging_root_level": 10, "loggers_at_debug": [], "warnings_actions": ["always"]}}
+    (finding,) = _rule(_trainer(6, emitting, settings=settings), "diagnostics-overhead")
+    assert finding.claim.endswith("; logging.getLogger().level = DEBUG (default WARNING)")
+    assert "warnings" not in finding.claim  # the warnings filter does not let logging records through

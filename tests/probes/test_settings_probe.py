@@ -232,3 +232,41 @@ def test_torch_is_wrapped_as_its_import_finishes(tmp_path: Path) -> None:
     rows, loader = out.stdout.strip().splitlines()
     assert ["torch.set_num_threads", "2", ["pool-0"]] in json.loads(rows)
     assert loader != "_CallbackLoader"  # the module keeps the loader it would have had
+
+
+def test_logging_levels_and_warnings_filters_are_read_and_listed() -> None:
+    import logging
+    import warnings
+
+    from dflash_diag.analysis.settings import _interpreter as readings_of
+
+    root, chatty = logging.getLogger(), logging.getLogger("featurizer.cache")
+    old_root, old_chatty = root.level, chatty.level
+    probe = SettingsProbe()
+    try:
+        with warnings.catch_warnings():
+            root.setLevel(logging.INFO)
+            chatty.setLevel(logging.DEBUG)
+            warnings.simplefilter("always")
+            payload = probe.snapshot(0.0)
+    finally:
+        root.setLevel(old_root)
+        chatty.setLevel(old_chatty)
+        probe.close()
+    interp = payload[K.INTERPRETER]
+    assert interp[K.LOGGING_ROOT_LEVEL] == logging.INFO
+    assert "featurizer.cache" in interp[K.LOGGERS_AT_DEBUG]
+    assert "always" in interp[K.WARNINGS_ACTIONS]
+    texts = {r.text() for r in readings_of(payload)}
+    assert "logging.getLogger().level = INFO" in texts
+    assert any(t.startswith("logging.getLogger(NAME).level = DEBUG for ") and "featurizer.cache" in t for t in texts)
+    assert "warnings.filters = always" in texts
+    # The defaults list nothing: the root logger at WARNING, no logger at DEBUG, no 'always' filter.
+    probe = SettingsProbe()
+    try:
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            quiet = probe.snapshot(0.0)
+    finally:
+        probe.close()
+    assert not {r.name for r in readings_of(quiet)} & {"logging.getLogger().level", "warnings.filters"}

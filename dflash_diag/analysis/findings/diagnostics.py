@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
+from dflash_contract.settings import AREA_DEBUG
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.model import Finding, Frame, Severity, ThreadSample
 from dflash_diag.model.evidence import is_library_file
 
@@ -45,6 +47,11 @@ _CHECKS = frozenset({"isEnabledFor", "getEffectiveLevel", "debug", "info", "warn
                      "exception", "critical", "getLogger", "disable", "_is_internal_frame", "_next_external_frame"})
 
 
+# The settings (read by the probe) said with each machinery: what lets the records or warnings through.
+_SAID_WITH = {"Python's logging": ("logging.getLogger().level", "logging.getLogger(NAME).level"),
+              "Python's warnings": ("warnings.filters",)}
+
+
 def check(ctx: Context) -> Iterator[Finding]:
     best: tuple[float, str, str, list[ThreadSample], str] | None = None
     for stats in ctx.sampled():
@@ -66,8 +73,10 @@ def check(ctx: Context) -> Iterator[Finding]:
     emits = sum(1 for t in inside if _working_frame(t, paths)) / len(inside)
     doing = ("records are made, formatted and written on it" if emits >= 0.5 else
              "mostly checking and filtering, few records written")
+    settings = [r for r in by_area(non_default(ctx.obs), AREA_DEBUG) if r.name in _SAID_WITH.get(what, ())]
     claim = (f"{name} spends {pct(share)} of its samples in {what}: {doing}"
-             + (f", called from {site}" if site else ""))
+             + (f", called from {site}" if site else "")
+             + ("; " + ", ".join(f"{r.text()} (default {r.default})" for r in settings) if settings else ""))
     yield Finding(
         rule_id="diagnostics-overhead", severity=Severity.WARNING if share >= WARNING_SHARE else Severity.INFO,
         claim=claim,
