@@ -45,10 +45,11 @@ def test_the_collector_is_timed_with_the_programs_own_callback_inside_each_pause
     collector = payload[K.COLLECTOR]
     assert collector[K.COLLECTIONS] >= 6 and collector[K.COLLECTIONS_BY_GENERATION][2] >= 6
     assert collector[K.EXPLICIT_COLLECTS] == 6
-    # The three watched pauses took the watchdog's 1.5 s beyond what the three plain ones took (a full collection of
-    # this test process, torch loaded, is itself a tenth of a second or more on a loaded box).
+    # The three watched pauses hold the watchdog's 1.5 s of sleep: the callback is timed inside each pause. (Not
+    # compared with the plain ones: a full collection of this process, torch loaded, took 0.1-0.5 s on a loaded
+    # box, and varies that much from one to the next.)
     watched = collector[K.PAUSE_S_TOTAL] - plain
-    assert watched - plain >= 1.0 and collector[K.PAUSE_MAX_MS] >= 450.0
+    assert watched >= 1.45 and collector[K.PAUSE_MAX_MS] >= 450.0
     assert collector[K.RECENT_PAUSE_SHARE] > 0.0 and collector[K.RECENT_COLLECTIONS] >= 6
     assert f"{__name__}.slow_watchdog" in names  # beside any a test plugin registered (hypothesis has one)
     rows = [r for r in payload[K.SETTING_CALLS] if r[K.CALL] == "gc.collect"]  # one row per calling line
