@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import threading
 import time
@@ -313,7 +314,39 @@ def _interpreter(own: tuple[Any, ...] = ()) -> JsonDict:
         SettingsKeys.THREAD_TRACERS: _thread_tracers(),
         SettingsKeys.XOPTIONS: sorted(k if v is True else f"{k}={v}"[:60] for k, v in sys._xoptions.items())[:16],
         **_logging_and_warnings(),
+        SettingsKeys.INTERVAL_TIMERS: _interval_timers(),
     }
+
+
+def _writes(logging: Any, logger: Any) -> bool:
+    """The logger has a handler that writes somewhere (a stream or file handler with its stream open)."""
+    return any(isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is not None
+               for h in getattr(logger, "handlers", ()))
+
+
+# The interval timers and the signal each delivers (setitimer's three clocks).
+_TIMERS = (("ITIMER_REAL", "SIGALRM"), ("ITIMER_VIRTUAL", "SIGVTALRM"), ("ITIMER_PROF", "SIGPROF"))
+
+
+def _interval_timers() -> list[list[Any]]:
+    """Timers set to repeat, and who handles their signal: a Python handler runs in the main thread at every tick
+    (between two bytecodes), whatever that thread was doing."""
+    out: list[list[Any]] = []
+    for timer, sig in _TIMERS:
+        which, signum = getattr(signal, timer, None), getattr(signal, sig, None)
+        if which is None or signum is None:
+            continue
+        try:
+            _, interval_s = signal.getitimer(which)
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        if interval_s <= 0:
+            continue
+        name = ("default" if handler == signal.SIG_DFL else "ignored" if handler == signal.SIG_IGN else
+                "native" if handler is None else _hook_name(handler) or "?")
+        out.append([timer, float(interval_s), name])
+    return out
 
 
 MAX_LOGGERS_READ = 4096  # a program's loggers read for their level, at most (a bounded walk of a dict)
@@ -329,11 +362,15 @@ def _logging_and_warnings() -> JsonDict:
         try:
             out[SettingsKeys.LOGGING_ROOT_LEVEL] = int(logging.root.level)
             at_debug: list[str] = []
+            root_writes = _writes(logging, logging.root)
             for i, (name, logger) in enumerate(list(logging.Logger.manager.loggerDict.items())):
                 if i >= MAX_LOGGERS_READ or len(at_debug) >= 4:
                     break
                 level = getattr(logger, "level", 0)  # placeholders have none
-                if isinstance(level, int) and 0 < level <= logging.DEBUG:
+                # Only a logger whose records reach a stream counts: torch's artifact loggers sit at DEBUG with no
+                # output until their environment variable turns them on.
+                if isinstance(level, int) and 0 < level <= logging.DEBUG and not logger.disabled and (
+                        _writes(logging, logger) or (logger.propagate and root_writes)):
                     at_debug.append(str(name)[:60])
             out[SettingsKeys.LOGGERS_AT_DEBUG] = at_debug
         except Exception:
@@ -341,7 +378,10 @@ def _logging_and_warnings() -> JsonDict:
     warnings = sys.modules.get("warnings")
     if warnings is not None:
         try:
-            actions = [str(f[0]) for f in list(warnings.filters)[:64] if f and f[0] in ("always", "error")]
+            # Only a filter for every message of a category from every module: one for a single message (libraries
+            # add such) is not a process-wide setting.
+            actions = [f"{f[0]} ({getattr(f[2], '__name__', '?')})" for f in list(warnings.filters)[:64]
+                       if len(f) == 5 and f[0] in ("always", "error") and not f[1] and not f[3]]
             out[SettingsKeys.WARNINGS_ACTIONS] = sorted(set(actions))[:4]
         except Exception:
             pass

@@ -407,6 +407,10 @@ class SettingsKeys:
     LOGGING_ROOT_LEVEL: Final = "logging_root_level"
     LOGGERS_AT_DEBUG: Final = "loggers_at_debug"
     WARNINGS_ACTIONS: Final = "warnings_actions"
+    # Interval timers armed to repeat (signal.setitimer: a sampling profiler, a watchdog), each with the handler the
+    # signal runs in the main thread: [[timer, interval_s, handler], ...]; handler "module.qualname", or "default",
+    # "ignored", "native" (a C handler).
+    INTERVAL_TIMERS: Final = "interval_timers"
     COLLECTOR: Final = "collector"  # the cyclic collector's pauses, timed by gc.callbacks
     COLLECTIONS: Final = "collections"  # since timing started
     COLLECTIONS_BY_GENERATION: Final = "collections_by_generation"

@@ -178,10 +178,22 @@ def _logging(interp: Mapping[str, Any]) -> list[SettingReading]:
                                   "NOTSET (the root logger's)", AREA_DEBUG,
                                   "loggers that make a record of every debug call", "probe"))
     actions = interp.get(SettingsKeys.WARNINGS_ACTIONS)
-    if isinstance(actions, list) and "always" in actions:
-        out.append(SettingReading("warnings.filters", "always", "default (once per location)", AREA_DEBUG,
+    always = [str(a) for a in actions if str(a).startswith("always")] if isinstance(actions, list) else []
+    if always:
+        out.append(SettingReading("warnings.filters", ", ".join(always[:4]), "default (once per location)", AREA_DEBUG,
                                   "every warning is formatted and shown each time it is raised", "probe"))
+    timers = interp.get(SettingsKeys.INTERVAL_TIMERS)
+    for row in timers if isinstance(timers, list) else ():
+        if isinstance(row, list) and len(row) == 3 and isinstance(row[1], int | float) and row[1] > 0:
+            out.append(SettingReading(f"signal.setitimer({row[0]})", f"every {_interval_text(float(row[1]))}, "
+                                      f"handler {row[2]}", "off", AREA_DEBUG,
+                                      "a repeating timer: its signal's handler runs in the main thread at every tick "
+                                      "(a sampling profiler, a watchdog)", "probe"))
     return out
+
+
+def _interval_text(seconds: float) -> str:
+    return f"{seconds * 1e3:g} ms" if seconds < 1.0 else f"{seconds:g} s"
 
 
 def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:

@@ -77,7 +77,21 @@ def test_a_stack_the_program_captures_itself_is_its_own_diagnostics_not_anomaly_
 
 def test_the_level_the_probe_read_is_said_with_the_logging_it_lets_through() -> None:
     emitting = (Frame("emit", LOGGING, 1100), Frame("_log", LOGGING, 1600), Frame("debug", LOGGING, 1480))
-    settings = {"interpreter": {"logging_root_level": 10, "loggers_at_debug": [], "warnings_actions": ["always"]}}
+    settings = {"interpreter": {"logging_root_level": 10, "loggers_at_debug": [], "warnings_actions": ["always (Warning)"]}}
     (finding,) = _rule(_trainer(6, emitting, settings=settings), "diagnostics-overhead")
     assert finding.claim.endswith("; logging.getLogger().level = DEBUG (default WARNING)")
     assert "warnings" not in finding.claim  # the warnings filter does not let logging records through
+
+
+def test_a_repeating_timers_handler_on_the_training_thread_is_weighed_by_its_samples() -> None:
+    handler = (Frame("_sample", "/app/profiler.py", 12),)
+    timers = {"interpreter": {"interval_timers": [["ITIMER_PROF", 0.0005, "__main__._sample"]]}}
+    (finding,) = _rule(_trainer(5, handler, settings=timers), "diagnostics-overhead")
+    assert finding.claim == ("trainer spends 25% of its samples in __main__._sample, the handler of a repeating timer "
+                             "(signal.setitimer(ITIMER_PROF) = every 0.5 ms, handler __main__._sample): it runs at "
+                             "every tick, between two of the thread's bytecodes")
+    assert finding.severity == Severity.WARNING
+    # A C handler, or a handler the samples never catch, is only listed among the settings.
+    native = {"interpreter": {"interval_timers": [["ITIMER_REAL", 1.0, "native"]]}}
+    assert _rule(_trainer(5, handler, settings=native), "diagnostics-overhead") == []
+    assert _rule(_trainer(0, handler, settings=timers), "diagnostics-overhead") == []

@@ -248,20 +248,26 @@ def test_logging_levels_and_warnings_filters_are_read_and_listed() -> None:
         with warnings.catch_warnings():
             root.setLevel(logging.INFO)
             chatty.setLevel(logging.DEBUG)
+            chatty.addHandler(logging.StreamHandler(sys.stderr))
+            silent = logging.getLogger("lib.artifact")  # at DEBUG, but nothing of it reaches a stream
+            silent.setLevel(logging.DEBUG)
+            silent.propagate = False
+            warnings.filterwarnings("always", message="one library message")  # one message: not process-wide
             warnings.simplefilter("always")
             payload = probe.snapshot(0.0)
     finally:
         root.setLevel(old_root)
         chatty.setLevel(old_chatty)
+        chatty.handlers.clear()
         probe.close()
     interp = payload[K.INTERPRETER]
     assert interp[K.LOGGING_ROOT_LEVEL] == logging.INFO
-    assert "featurizer.cache" in interp[K.LOGGERS_AT_DEBUG]
-    assert "always" in interp[K.WARNINGS_ACTIONS]
+    assert "featurizer.cache" in interp[K.LOGGERS_AT_DEBUG] and "lib.artifact" not in interp[K.LOGGERS_AT_DEBUG]
+    assert "always (Warning)" in interp[K.WARNINGS_ACTIONS]
     texts = {r.text() for r in readings_of(payload)}
     assert "logging.getLogger().level = INFO" in texts
     assert any(t.startswith("logging.getLogger(NAME).level = DEBUG for ") and "featurizer.cache" in t for t in texts)
-    assert "warnings.filters = always" in texts
+    assert any(t.startswith("warnings.filters = ") and "always (Warning)" in t for t in texts)
     # The defaults list nothing: the root logger at WARNING, no logger at DEBUG, no 'always' filter.
     probe = SettingsProbe()
     try:

@@ -53,6 +53,11 @@ _SAID_WITH = {"Python's logging": ("logging.getLogger().level", "logging.getLogg
 
 
 def check(ctx: Context) -> Iterator[Finding]:
+    yield from _machinery(ctx)
+    yield from _timer_handlers(ctx)
+
+
+def _machinery(ctx: Context) -> Iterator[Finding]:
     best: tuple[float, str, str, list[ThreadSample], str] | None = None
     for stats in ctx.sampled():
         if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
@@ -89,6 +94,37 @@ def check(ctx: Context) -> Iterator[Finding]:
                 "'always'); capture stacks only when something failed."),
         impact=share if share >= WARNING_SHARE else 0.0,
         stages=(stage,) if stage != "other" else ())
+
+
+def _timer_handlers(ctx: Context) -> Iterator[Finding]:
+    """A repeating interval timer (the settings probe reads ``signal.getitimer``) whose Python handler runs in the
+    main thread at every tick: weighed by the main thread's samples inside the handler, where that thread's speed is
+    the program's. Seen with the probes only (from outside a handler's frames are ordinary Python)."""
+    timers = [r for r in non_default(ctx.obs) if r.name.startswith("signal.setitimer(")]
+    for reading in timers:
+        handler = reading.value.rsplit("handler ", 1)[-1]
+        if handler in ("default", "ignored", "native", "?"):
+            continue
+        for stats in ctx.sampled():
+            rows = [thread for thread, _ in ctx.stats_rows(stats)]
+            inside = [t for t in rows if any(not f.native and (handler == f.name or handler.endswith("." + f.name))
+                                              for f in t.frames)]
+            if len(rows) < MIN_ROWS or not inside or not speed_matters(ctx, stats.name, stats.stage.value):
+                continue
+            share = len(inside) / len(rows)
+            if share < INFO_SHARE:
+                continue
+            stage = stats.stage.value
+            yield Finding(
+                rule_id="diagnostics-overhead", severity=Severity.WARNING if share >= WARNING_SHARE else Severity.INFO,
+                claim=(f"{stats.name} spends {pct(share)} of its samples in {handler}, the handler of a repeating "
+                       f"timer ({reading.text()}): it runs at every tick, between two of the thread's bytecodes"),
+                evidence=((reading.text(), reading.detail or "read by the settings probe"),
+                          (f"{stats.name}'s samples in the handler", f"{len(inside)} ({pct(share)})")),
+                remedy=("Stop the timer once its work is done (signal.setitimer(timer, 0): a sampling profiler left "
+                        "running, a watchdog), or give it a longer interval."),
+                impact=share if share >= WARNING_SHARE else 0.0, stages=(stage,) if stage != "other" else ())
+            return
 
 
 def _inside(thread: ThreadSample, paths: tuple[str, ...], ctx: Context | None = None) -> bool:
