@@ -164,6 +164,13 @@ _B2_CONSUMER = ("`pipeline-bottleneck-drafter` (info), the consumer stage of the
                 "found, its time in")
 
 
+# What settings batch 4's stage verdicts said when scored once (docs/benchmarks.md).
+_B4_CONSUMER = ("`pipeline-bottleneck-drafter` (info), the consumer stage of the queue limits throughput, no cause "
+                "found, its time in")
+_B4_PRODUCER = ("`pipeline-bottleneck-target` (info), the producer stage of the queue limits throughput, no cause "
+                "found, its time in")
+
+
 def _scored_once_miss(headlines: dict[str, str], batch: str) -> dict[str, str]:
     """A settings batch's held-out misses, in the words batch C's use: CI runs each as a non-strict expected
     failure, so the miss stays visible (an XPASS says a later change fixed it) and the lane stays green."""
@@ -1358,6 +1365,78 @@ CASES: tuple[Case, ...] = (
         # `child-debug-mode` (the child that wants the CPUs the trainer waits for runs asyncio's debug mode),
         # recorded again (FIXED_AFTER_SCORING).
         r"step \d+ loss", batch="settings batch 3"),
+    # --- Settings batch 4, held out: four more programs of process-wide settings and OS kinds, written by a helper from
+    # public reports without seeing the tool (kinds chosen by the helper; those of batches 1-3 and the rest of the
+    # casebook excluded), to be scored once untuned.
+    *_settings_pair(
+        "settings4_genomics", "settings4_genomics", ("train.py",), ("train.py", "--numerics", "check"),
+        "SDPA flash off",
+        "a numerics profile (numerics.py, run at start-up) calls torch.backends.cuda.enable_flash_sdp(False) for the "
+        "whole process to match golden math-attention gradients; the CPU dispatcher of scaled_dot_product_attention "
+        "honours the same global flag, so every attention forward/backward of the DNA transformer (512 "
+        "tokens, 4 heads) runs the unfused math path that materialises the T x T scores instead of the CPU flash "
+        "kernel (pytorch/pytorch#105131, #133671) (measured by its author: 4.95 against the twin's 9.82 steps/s, "
+        "medians of 3 runs each)",
+        "none: the profile still disables the memory-efficient SDPA backend (unused on CPU) and runs a one-off "
+        "math-vs-fused parity probe under sdpa_kernel(SDPBackend.MATH) at start-up; training keeps flash enabled",
+        r"(?i)flash[ _-]?(sdp|sdpa|attention|attn)|enable_flash_sdp|(sdpa|scaled[ _-]dot[ _-]product|attention)\W+"
+        r"(\w+\W+){0,6}(math|unfused|reference)\b|\b(math|unfused)\W+(\w+\W+){0,3}(sdpa|sdp|attention|backend|kernel|"
+        r"path)|numerics[ _-]?profile",
+        r"step \d+ loss", batch="settings batch 4",
+        missed={m: f"{_B4_CONSUMER} trainer and Block.forward; the SDPA backend flags not read" for m in
+                ("outside", "probes", "attach")}),
+    *_settings_pair(
+        "settings4_fraud", "settings4_fraud", ("train.py",), ("train.py", "--tcp-nodelay", "1"),
+        "Nagle delayed ACK",
+        "the feature-store client's config sets TCP_NODELAY=0 on its loopback connection to the store child process, "
+        "and lookup() writes the 8-byte header and the id payload in two sends: Nagle holds the payload until the "
+        "header is ACKed and the server delays that ACK (~40 ms on Linux), so each of the enricher's two lookups a "
+        "batch waits ~44 ms with both processes idle (python/cpython#108736, python/asyncio#311, "
+        "dpkp/kafka-python#783, steffengy/tiberius#46) (measured by its author: 10.88 against the twin's 20.38 "
+        "steps/s, medians of 3 runs each)",
+        "none: the client still calls setsockopt(TCP_NODELAY) on the same connection, but with 1; the same two-send "
+        "protocol then takes ~0.1 ms a lookup",
+        r"(?i)nagle|TCP_NODELAY|no[ _-]?delay|delayed[ _-]?acks?|quick[ _-]?ack|tcp\W+(\w+\W+){0,5}(40 ?ms|delay\w*|"
+        r"coalesc\w*|ack\w*)",
+        r"step \d+ loss", batch="settings batch 4",
+        missed={m: f"{_B4_PRODUCER} _recv_exact (featurestore.py:30); the socket's wait on its idle peer not "
+                   "followed" for m in ("outside", "probes", "attach")}),
+    *_settings_pair(
+        "settings4_robotics", "settings4_robotics", ("train.py",), ("train.py", "--host-profile", "default"),
+        "timer slack",
+        "a host-profile helper run at start-up sets prctl(PR_SET_TIMERSLACK) to 10 ms (an 'eco' profile, like "
+        "systemd's TimerSlackNSec=), inherited by the learner thread and the forked simulator: the shared-memory "
+        "bridge's 0.5 ms polling sleeps each last ~10 ms, and the lockstep DAgger loop (publish weights, wait for "
+        "the rollout, train) waits out the slack on both sides every iteration (linux-on-mac/mbpfan#122, "
+        "openjdk/jdk#13889, softmata/horus#136) (measured by its author: 41.4 against the twin's 67.1 steps/s, "
+        "medians of 3 runs each)",
+        "none: the same prctl(PR_SET_TIMERSLACK) call is made at start-up, with the kernel's default 50 us",
+        r"(?i)timer[ _-]?slack|timerslack|PR_SET_TIMERSLACK|TimerSlackNSec|(sleep|wake-?up|timer|timeout)s?\W+"
+        r"(\w+\W+){0,5}(overshoot\w*|oversleep\w*|coalesc\w*)|oversleep\w*|host[ _-]?profile\W+(\w+\W+){0,3}eco",
+        r"step \d+ loss", batch="settings batch 4",
+        missed={"outside": "`where-time-goes` (info), the learner's time in learner and Policy.forward; timer slack "
+                           "not read",
+                "probes": "`where-time-goes` (info), the learner's time in learner and Policy.forward; timer slack "
+                          "not read",
+                "attach": "`gil-contention` (warning), the learner holding the GIL most; timer slack not read"}),
+    *_settings_pair(
+        "settings4_pathology", "settings4_pathology", ("train.py",), ("train.py", "--access", "cached"),
+        "page-cache eviction",
+        "the tile-shard reader's default 'stream' access policy calls posix_fadvise(POSIX_FADV_DONTNEED) on every "
+        "4 KiB record right after reading it (and on the start-up checksum pass), the way backup tools avoid "
+        "polluting the page cache: the 64 MB of shards never stay cached, every random tile pread goes to the block "
+        "device (~80 us instead of ~3 us) and the loader thread falls behind the trainer (borgbackup/borg#158, "
+        "jborg/attic#252, restic/restic#4465) (measured by its author: 31.1 against the twin's 58.1 steps/s, medians "
+        "of 3 runs each)",
+        "none: the 'cached' policy makes the same posix_fadvise calls at open (POSIX_FADV_RANDOM, and "
+        "POSIX_FADV_DONTNEED over the whole shard), but none after each read; the checksum pass then leaves the "
+        "shards in the page cache",
+        r"(?i)fadvise|FADV_DONTNEED|DONTNEED|page[ _-]?cache|(cache|pages?)\W+(\w+\W+){0,4}(evict\w*|drop\w*|"
+        r"releas\w*|invalidat\w*|flush\w*)|(evict\w*|drop\w*|releas\w*|invalidat\w*)\W+(\w+\W+){0,4}(page[ _-]?)?"
+        r"cache|cold[ _-](reads?|cache|pages?)|access[ _-]?policy",
+        r"step \d+ loss", batch="settings batch 4",
+        missed={m: f"{_B4_PRODUCER} TileShard.read (tilestore.py:72); the reads from the disk not seen" for m in
+                ("outside", "probes", "attach")}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
