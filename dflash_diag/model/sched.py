@@ -132,6 +132,9 @@ class OsFacts:
     # The machine's clock source (/sys/devices/system/clocksource/clocksource0/current_clocksource): "tsc" and the
     # like are read in user space (the vDSO); "hpet", "acpi_pm" make every clock read a system call. "" unknown.
     clocksource: str = ""
+    # The process's timer slack (/proc/PID/timerslack_ns, its main thread's: threads started later inherit it): how
+    # late the kernel may end a sleep or timed wait to batch wake-ups. 50,000 ns by default; None when not read.
+    timerslack_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -368,13 +368,22 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    process_cpu_count=len(parse_cpu_list(cpus_text)), env=env,
                    libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "",
                    children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
-                   clocksource=parse_clocksource(_read(clocksource, 256) or ""))
+                   clocksource=parse_clocksource(_read(clocksource, 256) or ""),
+                   timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""))
 
 
 def parse_thp_mode(text: str) -> str:
     """The bracketed word of ``always [madvise] never``; "" when there is none. Pure."""
     match = re.search(r"\[(\w+)\]", text)
     return match.group(1) if match else ""
+
+
+def parse_timerslack(text: str) -> int | None:
+    """Nanoseconds from ``timerslack_ns`` (one decimal number, at most a minute's worth); None otherwise. Pure."""
+    word = text.strip()
+    if not word.isdigit() or len(word) > 12:
+        return None
+    return int(word)
 
 
 def parse_clocksource(text: str) -> str:

@@ -57,7 +57,7 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
              env: Sequence[tuple[str, str, str]] = (), boards: Sequence[Board] | NA = _NO_BOARD,
              outside_waits: Sequence[OutsideWait] = (), stderr: str | None = None, samples: int = 12,
              d_state: Sequence[str] = (), children_env: Sequence[tuple[str, str, str]] = (),
-             thp_mode: str = "", clocksource: str = "") -> Observation:
+             thp_mode: str = "", clocksource: str = "", timerslack_ns: int | None = None) -> Observation:
     """``children``: (pid, threads, run share, wait share) present all window; ``children_started``: the same,
     appearing at the end; ``children_env``: (name, value, "child PID") of each child's environment."""
     stacks = []
@@ -89,7 +89,7 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
                     process_cpu_count=len(_cpus(process_cpus)), env=tuple(EnvSetting(*e) for e in env),
                     libraries=("libgomp",), python_version="3.11",
                     children_env=tuple(EnvSetting(*e) for e in children_env), thp_mode=thp_mode,
-                    clocksource=clocksource)
+                    clocksource=clocksource, timerslack_ns=timerslack_ns)
     process = ProcessFacts(state="S", start_wall_s=NOW_S - 600, stderr_target="/tmp/log", stderr_tail=stderr)
     return Observation(
         pid=PID, cmdline=("python", "train.py"), started_wall_s=NOW_S - window_s, window_s=window_s,

@@ -342,3 +342,28 @@ def test_the_allocator_settings_are_said_with_the_kernel_time_they_can_make() ->
         _sampler_beside_trainer(minflt_per_s=60_000, kernel=0.19).os_facts,  # type: ignore[attr-defined]
         env=(EnvSetting("MALLOC_MMAP_THRESHOLD_", "0", "process"),))), "page-faults")
     assert "MALLOC_MMAP_THRESHOLD_=0 (allocations glibc serves with mmap" in faults.claim
+
+
+def _poller(slack_ns: int, switches_per_s: float) -> object:
+    """A thread that polls with short sleeps (its stacks at `time.sleep`), the process at a given timer slack."""
+    return scenario([Thread("poller", 101, 0.05, 0.0, computing=False, vol_per_s=switches_per_s)],
+                    timerslack_ns=slack_ns)
+
+
+def test_a_long_timer_slack_that_makes_up_a_pollers_sleeps_is_the_cause() -> None:
+    analysis, (finding,) = _find(_poller(10_000_000, 70.0), "timer-slack")
+    assert finding.claim.startswith("the process's timer slack is 10 ms (the kernel's default 50 µs): every sleep and "
+                                    "timed wait of its threads may end that late; poller sleeps 100% of its samples")
+    assert "about 70 times a second, 14.3 ms a sleep on average: the slack, not the time asked for" in finding.claim
+    assert finding.severity == Severity.WARNING and abs(finding.impact - 0.7) < 0.01  # 70 slacks of 10 ms a second
+    assert ("timer slack (/proc/PID/timerslack_ns)", "10000000 ns") in finding.evidence
+    assert analysis.headline is not None and analysis.headline.text.startswith("the process's timer slack is 10 ms")
+
+
+def test_the_default_slack_or_long_sleeps_are_not_a_cause() -> None:
+    assert _find(_poller(50_000, 70.0), "timer-slack")[1] == []  # the twin: the default slack
+    assert _find(_poller(500_000, 70.0), "timer-slack")[1] == []  # under a millisecond: not looked at
+    # A thread that sleeps a second at a time: the slack is a hundredth of each sleep, said but not a cost.
+    _, (finding,) = _find(_poller(10_000_000, 1.0), "timer-slack")
+    assert finding.severity == Severity.INFO and finding.impact == 0.0
+    assert "makes up its sleeps" not in finding.claim

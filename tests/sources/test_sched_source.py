@@ -204,3 +204,13 @@ def test_the_clock_source_is_one_word_or_unknown(text: str, word: str, tmp_path:
     facts = sched.read_os_facts(os.getpid(), clocksource=tmp_path / "current_clocksource")
     assert facts.clocksource == word
     assert sched.read_os_facts(os.getpid(), clocksource=tmp_path / "missing").clocksource == ""
+
+
+@pytest.mark.parametrize(("text", "ns"), [("50000\n", 50_000), ("10000000", 10_000_000), ("", None), ("-1", None),
+                                          ("9" * 13, None)])
+def test_the_timer_slack_is_a_bounded_number_or_unknown(text: str, ns: int | None) -> None:
+    assert sched.parse_timerslack(text) == ns
+
+
+def test_the_timer_slack_of_a_live_process_is_read() -> None:
+    assert sched.read_os_facts(os.getpid()).timerslack_ns == 50_000  # this test process: the kernel's default

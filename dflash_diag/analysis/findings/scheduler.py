@@ -23,7 +23,7 @@ from dflash_diag.model.common import is_na
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.findings import NOTE
 from dflash_diag.model.sched import EnvSetting, SchedSummary, SettingReading, ThreadSched
-from dflash_diag.model.waits import WAIT_CHILD
+from dflash_diag.model.waits import WAIT_CHILD, WAIT_SLEEP, WaitEdge
 
 # The process's own threads (and its children's) must want more than this many times its cores, plus one, before
 # it is oversubscribed by its own doing: four busy Python threads on two cores take turns (the GIL, the work),
@@ -77,6 +77,7 @@ RULES = (
     RuleSpec("child-debug-mode", sampled=True),
     RuleSpec("page-faults", sampled=True),
     RuleSpec("kernel-time", sampled=True),
+    RuleSpec("timer-slack", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -104,6 +105,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _child_debug(ctx, summary, working)
         found += _page_faults(ctx, summary, working)
         found += _kernel_time(ctx, summary, working)
+        found += _timer_slack(ctx, summary)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -798,3 +800,70 @@ def _hot_line(ctx: Context, tid: int) -> str:
     text = (ctx.line_text(frame) or "").strip()
     where = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line})"
     return f"{where} `{text[:80]}`" if text else where
+
+
+# --- the process's timer slack: every sleep and timed wait may end this late ------------------------------------
+
+DEFAULT_TIMERSLACK_NS = 50_000  # the kernel's default (prctl(PR_GET_TIMERSLACK) of a fresh process)
+# A slack this long or more is worth a look: a millisecond is twenty times the default, and longer than the short
+# sleeps polling loops use.
+TIMERSLACK_NS = 1_000_000
+# A thread that matters sleeps this share of its samples ...
+SLEEP_SHARE = 0.10
+# ... and its sleeps last on average no more than this many slacks: the slack, not the time the program asked for,
+# is what their length is made of. A warning from SLEEP_COST of the window spent in the slack.
+SLACK_DOMINATES = 3.0
+SLEEP_COST = 0.10
+
+
+def _timer_slack(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
+    """The process runs with a long timer slack (prctl(PR_SET_TIMERSLACK), systemd's TimerSlackNSec=, an 'eco'
+    profile): the kernel may end every sleep and timed wait of its threads that much late, to batch wake-ups. A
+    loop that polls with short sleeps then sleeps the slack every turn. Measured by how long a thread that matters
+    sleeps each time: its sleep share (samples at a sleep) over its voluntary context switches a second (/proc)."""
+    facts = ctx.obs.os_facts
+    slack_ns = facts.timerslack_ns if facts is not None else None
+    if slack_ns is None or slack_ns < TIMERSLACK_NS:
+        return
+    sched = {t.name: t for t in summary.threads if t.python}
+    best: tuple[float, str, WaitEdge, float, float] | None = None
+    for node in ctx.waits.threads:
+        sleep = next((e for e in node.waits if e.kind == WAIT_SLEEP), None)
+        row = sched.get(node.name)
+        if sleep is None or sleep.share < SLEEP_SHARE or row is None or not row.voluntary_per_s:
+            continue
+        if not speed_matters(ctx, node.name, node.stage):
+            continue
+        mean_sleep_s = sleep.share * 1.0 / row.voluntary_per_s  # each sleep is one voluntary switch, at least
+        in_slack = sleep.share * min(1.0, (slack_ns / 1e9) / mean_sleep_s) if mean_sleep_s > 0 else 0.0
+        if best is None or in_slack > best[0]:
+            best = (in_slack, node.name, sleep, mean_sleep_s, row.voluntary_per_s)
+    if best is None:
+        return
+    in_slack, name, sleep, mean_sleep_s, per_s = best
+    dominated = mean_sleep_s <= SLACK_DOMINATES * slack_ns / 1e9
+    cost = in_slack if dominated else 0.0
+    claim = (f"the process's timer slack is {_ns_text(slack_ns)} (the kernel's default {_ns_text(DEFAULT_TIMERSLACK_NS)}"
+             f"): every sleep and timed wait of its threads may end that late; {name} sleeps {pct(sleep.share)} of its "
+             f"samples" + (f" at {sleep.site}" if sleep.site else "") + f", about {per_s:.0f} times a second, "
+             f"{mean_sleep_s * 1e3:.1f} ms a sleep on average"
+             + (": the slack, not the time asked for, makes up its sleeps" if dominated else ""))
+    yield Finding(
+        rule_id="timer-slack", severity=Severity.WARNING if cost >= SLEEP_COST else Severity.INFO,
+        claim=claim,
+        evidence=(("timer slack (/proc/PID/timerslack_ns)", f"{slack_ns} ns"),
+                  (f"{name} sleeping", f"{pct(sleep.share)} of its samples" + (f" at {sleep.site}" if sleep.site
+                                                                                 else "")),
+                  (f"{name} voluntary context switches", f"{per_s:.0f} a second")),
+        remedy=("Set the slack back (prctl(PR_SET_TIMERSLACK, 0) restores the default; drop TimerSlackNSec= from "
+                "the unit, or the 'eco' profile), or wait on an event the other side signals instead of polling "
+                "with short sleeps."),
+        impact=cost, stages=tuple(st for st in (_stage_of_name(ctx, name),) if st != "other"))
+
+
+def _ns_text(ns: int) -> str:
+    return f"{ns / 1e6:g} ms" if ns >= 1_000_000 else f"{ns / 1e3:g} µs"
+
+
+def _stage_of_name(ctx: Context, name: str) -> str:
+    return next((t.stage.value for t in ctx.threads if t.name == name), "other")
