@@ -90,6 +90,16 @@ class Pressure:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessIo:
+    """The process's I/O counters so far (/proc/PID/io): what it read through system calls, and what of that the
+    kernel had to fetch from storage (the rest came from the page cache)."""
+
+    rchar: int  # bytes read by read-like system calls (page cache or not; pipes and sockets too)
+    read_bytes: int  # bytes fetched from the storage layer for this process
+    syscr: int  # read-like system calls
+
+
+@dataclass(frozen=True, slots=True)
 class SchedSample:
     """One sweep of the scheduler's view (about once a second)."""
 
@@ -100,6 +110,7 @@ class SchedSample:
     pressure: tuple[Pressure, ...] = ()
     procs_running: int | None = None  # runnable tasks on the whole machine at that instant (/proc/stat)
     children_listed: int = 0  # direct children seen (the tuple above may be capped)
+    io: ProcessIo | None = None  # None where not read (older recordings, no permission)
 
 
 @dataclass(frozen=True, slots=True)

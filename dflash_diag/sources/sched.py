@@ -33,6 +33,7 @@ from dflash_diag.model.sched import (
     EnvSetting,
     OsFacts,
     Pressure,
+    ProcessIo,
     SchedSample,
     TaskSched,
     parse_cpu_list,
@@ -319,6 +320,7 @@ class SchedReader:
             pressure=read_pressure(pid, proc_root=self.proc_root, cgroup_root=self.cgroup_root, dirs=self._dirs),
             procs_running=parse_procs_running(stat) if stat is not None else None,
             children_listed=len(listed),
+            io=parse_io(_read(self.proc_root / str(pid) / "io", 4096) or ""),
         )
 
 
@@ -376,6 +378,18 @@ def parse_thp_mode(text: str) -> str:
     """The bracketed word of ``always [madvise] never``; "" when there is none. Pure."""
     match = re.search(r"\[(\w+)\]", text)
     return match.group(1) if match else ""
+
+
+def parse_io(text: str) -> ProcessIo | None:
+    """``rchar``, ``read_bytes`` and ``syscr`` of /proc/PID/io; None when any is missing. Pure."""
+    fields: dict[str, int] = {}
+    for line in text.splitlines()[:16]:
+        name, _, value = line.partition(":")
+        if value.strip().isdigit():
+            fields[name.strip()] = int(value.strip())
+    if not {"rchar", "read_bytes", "syscr"} <= fields.keys():
+        return None
+    return ProcessIo(rchar=fields["rchar"], read_bytes=fields["read_bytes"], syscr=fields["syscr"])
 
 
 def parse_timerslack(text: str) -> int | None:

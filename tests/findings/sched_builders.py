@@ -17,6 +17,7 @@ from dflash_diag.model.sched import (
     OsFacts,
     OutsideWait,
     Pressure,
+    ProcessIo,
     SchedSample,
     TaskSched,
 )
@@ -57,7 +58,8 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
              env: Sequence[tuple[str, str, str]] = (), boards: Sequence[Board] | NA = _NO_BOARD,
              outside_waits: Sequence[OutsideWait] = (), stderr: str | None = None, samples: int = 12,
              d_state: Sequence[str] = (), children_env: Sequence[tuple[str, str, str]] = (),
-             thp_mode: str = "", clocksource: str = "", timerslack_ns: int | None = None) -> Observation:
+             thp_mode: str = "", clocksource: str = "", timerslack_ns: int | None = None,
+             io: tuple[ProcessIo, ProcessIo] | None = None, lines: dict[str, str] | None = None) -> Observation:
     """``children``: (pid, threads, run share, wait share) present all window; ``children_started``: the same,
     appearing at the end; ``children_env``: (name, value, "child PID") of each child's environment."""
     stacks = []
@@ -79,12 +81,12 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
     proc = tuple(_sweep(threads, t, d_state) for t in (0.0, window_s / 2, window_s))
     sched = (SchedSample(monotonic_s=0.0, tasks=_tasks(threads, 0.0), children=_children(children, 0.0),
                          cgroup=cgroup, pressure=tuple(pressure), procs_running=procs_running,
-                         children_listed=len(children)),
+                         children_listed=len(children), io=io[0] if io else None),
              SchedSample(monotonic_s=window_s, tasks=_tasks(threads, window_s),
                          children=_children(children, window_s) + _children(children_started, window_s),
                          cgroup=cgroup_end if cgroup_end is not None else cgroup,
                          pressure=tuple(pressure_end or pressure), procs_running=procs_running,
-                         children_listed=len(children) + len(children_started)))
+                         children_listed=len(children) + len(children_started), io=io[1] if io else None))
     facts = OsFacts(machine_cpus=machine, process_cpus=process_cpus,
                     process_cpu_count=len(_cpus(process_cpus)), env=tuple(EnvSetting(*e) for e in env),
                     libraries=("libgomp",), python_version="3.11",
@@ -95,7 +97,7 @@ def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int =
         pid=PID, cmdline=("python", "train.py"), started_wall_s=NOW_S - window_s, window_s=window_s,
         stacks=tuple(stacks), proc=proc, gpus=NA("no NVML"),
         boards=tuple(boards) if not isinstance(boards, NA) else boards, process_alive=True, warnings=(),
-        source_lines={"/app/train.py:60": "        time.sleep(2.0)"}, process=process,
+        source_lines={"/app/train.py:60": "        time.sleep(2.0)", **(lines or {})}, process=process,
         sched=sched, os_facts=facts, outside_waits=tuple(outside_waits))
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from findings_builders import NOW_S
-from sched_builders import PID, Thread, ensemble, pools, scenario, settings_board
+from sched_builders import PID, TORCH_OP, Thread, ensemble, pools, scenario, settings_board
 
 from dflash_diag.analysis import analyse
 from dflash_diag.analysis.sched import summarise
 from dflash_diag.model import Frame, Severity
-from dflash_diag.model.sched import CgroupCpu, EnvSetting, OutsideWait, PeerProcess, Pressure
+from dflash_diag.model.sched import CgroupCpu, EnvSetting, OutsideWait, PeerProcess, Pressure, ProcessIo
 
 POOL_WAIT = Frame("wait", "/usr/lib/python3.11/threading.py", 320)
 IMAP_NEXT = Frame("IMapIterator.next", "/usr/lib/python3.11/multiprocessing/pool.py", 856)
@@ -367,3 +367,34 @@ def test_the_default_slack_or_long_sleeps_are_not_a_cause() -> None:
     _, (finding,) = _find(_poller(10_000_000, 1.0), "timer-slack")
     assert finding.severity == Severity.INFO and finding.impact == 0.0
     assert "makes up its sleeps" not in finding.claim
+
+
+def _reader(storage_mib_s: float, read_mib_s: float, at_read: int) -> object:
+    """A loader that limits nothing else (it is the only thread): ``at_read`` of its 12 samples at a pread line, the
+    rest in a torch op; the process's reads over a 4 s window, from storage and in all."""
+    read_line = Frame("TileShard.read", "/app/tiles.py", 72)
+    frames = [(read_line,)] * at_read + [(TORCH_OP, Frame("loader", "/app/train.py", 40))] * (12 - at_read)
+    mib = 1 << 20
+    io = (ProcessIo(rchar=0, read_bytes=0, syscr=0),
+          ProcessIo(rchar=int(read_mib_s * 4 * mib), read_bytes=int(storage_mib_s * 4 * mib), syscr=10_000))
+    obs = scenario([Thread("tile-loader", 101, 0.5, 0.0)], io=io,
+                   lines={"/app/tiles.py:72": "        rec = os.pread(fd, RECORD, off)"})
+    stacks = tuple(replace(st, threads=(replace(st.threads[0], frames=frames[i]),))
+                   for i, st in enumerate(obs.stacks))  # type: ignore[attr-defined]
+    return replace(obs, stacks=stacks)  # type: ignore[type-var]
+
+
+def test_reads_that_go_to_the_disk_at_a_line_the_loader_spends_its_time_on() -> None:
+    analysis, (finding,) = _find(_reader(24.0, 24.0, at_read=8), "storage-reads")
+    assert finding.claim.startswith("the process's reads go to the disk, not the page cache: 24.0 MiB/s fetched from "
+                                    "storage, 100% of what it reads; tile-loader spends 67% of its samples reading "
+                                    "at TileShard.read (tiles.py:72) `rec = os.pread(fd, RECORD, off)`")
+    assert finding.severity == Severity.WARNING and abs(finding.impact - 8 / 12) < 1e-6
+
+
+def test_reads_served_by_the_page_cache_or_few_bytes_or_little_time_reading_are_not_named() -> None:
+    assert _find(_reader(0.1, 24.0, at_read=8), "storage-reads")[1] == []  # the twin: cached reads
+    assert _find(_reader(0.5, 0.5, at_read=8), "storage-reads")[1] == []  # under a MiB a second
+    assert _find(_reader(24.0, 24.0, at_read=0), "storage-reads")[1] == []  # nobody waits at a read
+    _, (info,) = _find(_reader(24.0, 24.0, at_read=2), "storage-reads")  # 17%: said, not a warning
+    assert info.severity == Severity.INFO and info.impact == 0.0

@@ -214,3 +214,12 @@ def test_the_timer_slack_is_a_bounded_number_or_unknown(text: str, ns: int | Non
 
 def test_the_timer_slack_of_a_live_process_is_read() -> None:
     assert sched.read_os_facts(os.getpid()).timerslack_ns == 50_000  # this test process: the kernel's default
+
+
+def test_the_processs_io_counters_are_parsed_and_read_live() -> None:
+    text = "rchar: 4096\nwchar: 10\nsyscr: 3\nsyscw: 1\nread_bytes: 8192\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
+    io = sched.parse_io(text)
+    assert io is not None and (io.rchar, io.read_bytes, io.syscr) == (4096, 8192, 3)
+    assert sched.parse_io("rchar: 1\n") is None and sched.parse_io("") is None
+    sample = sched.SchedReader(os.getpid())()
+    assert sample.io is not None and sample.io.rchar > 0  # this process has read its own files

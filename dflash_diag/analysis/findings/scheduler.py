@@ -10,6 +10,7 @@ tasks stalled on memory or I/O, the time its training threads waited on children
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from dflash_contract.settings import AREA_MEMORY, AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
@@ -78,6 +79,7 @@ RULES = (
     RuleSpec("page-faults", sampled=True),
     RuleSpec("kernel-time", sampled=True),
     RuleSpec("timer-slack", sampled=True),
+    RuleSpec("storage-reads", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -106,6 +108,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _page_faults(ctx, summary, working)
         found += _kernel_time(ctx, summary, working)
         found += _timer_slack(ctx, summary)
+        found += _storage_reads(ctx)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -867,3 +870,82 @@ def _ns_text(ns: int) -> str:
 
 def _stage_of_name(ctx: Context, name: str) -> str:
     return next((t.stage.value for t in ctx.threads if t.name == name), "other")
+
+
+# --- reads that go to the disk: the page cache does not hold what the process reads ------------------------------
+
+# The process fetched at least this much a second from storage, and this share of what it read through system
+# calls: its reads miss the page cache.
+STORAGE_BYTES_PER_S = 1 << 20
+STORAGE_SHARE = 0.3
+# A thread that matters spends this share of its samples at a line that reads (a warning from the second).
+READ_LINE_SHARE = 0.10
+READ_LINE_WARNING = 0.20
+_READ_CALL = re.compile(r"\b(os\.)?(p?read[vx]?|readinto|readinto1|read_bytes|fromfile|preadv)\s*\(")
+
+
+def _storage_reads(ctx: Context) -> Iterator[Finding]:
+    """The process's reads come from the disk, not the page cache (/proc/PID/io: read_bytes against rchar), and a
+    thread whose speed is the program's spends its samples at a line that reads: the data is not kept in memory
+    (evicted under memory pressure, dropped with posix_fadvise(DONTNEED), read with O_DIRECT, larger than memory,
+    or on a cold network or cloud disk)."""
+    rate = _storage_rate(ctx)
+    if rate is None:
+        return
+    storage_per_s, share = rate
+    if storage_per_s < STORAGE_BYTES_PER_S or share < STORAGE_SHARE:
+        return
+    best: tuple[float, str, str, str] | None = None
+    for stats in ctx.sampled():
+        if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
+            continue
+        rows = [thread for thread, _ in ctx.stats_rows(stats)]
+        sites: dict[Frame, int] = {}
+        for thread in rows:
+            own = next((f for f in thread.frames if not f.native and not is_library_file(f.filename)), None)
+            if own is not None and _READ_CALL.search(ctx.line_text(own) or ""):
+                sites[own] = sites.get(own, 0) + 1
+        if not rows or not sites:
+            continue
+        line_share = sum(sites.values()) / len(rows)
+        if line_share >= READ_LINE_SHARE and (best is None or line_share > best[0]):
+            frame = max(sites, key=lambda f: sites[f])
+            text = (ctx.line_text(frame) or "").strip()
+            site = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line}) `{text[:80]}`"
+            best = (line_share, stats.name, site, stats.stage.value)
+    if best is None:
+        return
+    line_share, name, site, stage = best
+    yield Finding(
+        rule_id="storage-reads", severity=Severity.WARNING if line_share >= READ_LINE_WARNING else Severity.INFO,
+        claim=(f"the process's reads go to the disk, not the page cache: {_bytes_rate(storage_per_s)} fetched from "
+               f"storage, {pct(share)} of what it reads; {name} spends {pct(line_share)} of its samples reading at "
+               f"{site}: what it reads is not in memory (a first read, or data evicted, dropped with posix_fadvise, "
+               "read with O_DIRECT or larger than memory)"),
+        evidence=(("read from storage (/proc/PID/io read_bytes)", f"{_bytes_rate(storage_per_s)}"),
+                  ("of all bytes read (rchar)", pct(share)),
+                  (f"{name} at a read", f"{pct(line_share)} of its samples, most at {site}")),
+        remedy=("Keep the data in the page cache or in memory: no posix_fadvise(POSIX_FADV_DONTNEED) or O_DIRECT on "
+                "data read again, enough free memory for the files (or load them once into RAM), a local copy of "
+                "data on a network disk; read larger blocks, in order, ahead of use."),
+        impact=line_share if line_share >= READ_LINE_WARNING else 0.0,
+        stages=(stage,) if stage != "other" else ())
+
+
+def _storage_rate(ctx: Context) -> tuple[float, float] | None:
+    """(bytes a second fetched from storage, their share of the bytes read) over the window's /proc/PID/io."""
+    readings = [s for s in ctx.obs.sched if s.io is not None]
+    if len(readings) < 2:
+        return None
+    first, last = readings[0], readings[-1]
+    span_s = last.monotonic_s - first.monotonic_s
+    assert first.io is not None and last.io is not None
+    storage = last.io.read_bytes - first.io.read_bytes
+    total = last.io.rchar - first.io.rchar
+    if span_s < 0.5 or storage < 0 or total <= 0:
+        return None
+    return storage / span_s, min(1.0, storage / total)
+
+
+def _bytes_rate(per_s: float) -> str:
+    return f"{per_s / (1 << 20):.1f} MiB/s" if per_s >= 1 << 20 else f"{per_s / 1024:.0f} KiB/s"
