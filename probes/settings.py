@@ -380,8 +380,11 @@ def _logging_and_warnings() -> JsonDict:
         try:
             # Only a filter for every message of a category from every module: one for a single message (libraries
             # add such) is not a process-wide setting.
+            # ... of a built-in category: a library's filter for its own warning class (numpy's RankWarning) is
+            # its default, not the program's setting.
             actions = [f"{f[0]} ({getattr(f[2], '__name__', '?')})" for f in list(warnings.filters)[:64]
-                       if len(f) == 5 and f[0] in ("always", "error") and not f[1] and not f[3]]
+                       if len(f) == 5 and f[0] in ("always", "error") and not f[1] and not f[3]
+                       and getattr(f[2], "__module__", "") == "builtins"]
             out[SettingsKeys.WARNINGS_ACTIONS] = sorted(set(actions))[:4]
         except Exception:
             pass
@@ -468,6 +471,8 @@ def _torch_flags(torch: Any, guard: HookGuard) -> JsonDict:
         SettingsKeys.CUDNN_DETERMINISTIC: lambda: bool(cudnn.deterministic),
         SettingsKeys.CUDNN_ENABLED: lambda: bool(cudnn.enabled),
         SettingsKeys.MKLDNN_ENABLED: lambda: bool(mkldnn.enabled),
+        SettingsKeys.FLASH_SDP_ENABLED: lambda: bool(cuda_backend.flash_sdp_enabled()),
+        SettingsKeys.MEM_EFFICIENT_SDP_ENABLED: lambda: bool(cuda_backend.mem_efficient_sdp_enabled()),
         SettingsKeys.DEFAULT_DTYPE: lambda: str(torch.get_default_dtype()),
         SettingsKeys.CUDA_SYNC_DEBUG_MODE: lambda: _sync_debug_mode(torch),
     }

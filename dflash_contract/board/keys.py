@@ -434,6 +434,9 @@ class SettingsKeys:
     CUDNN_DETERMINISTIC: Final = "cudnn_deterministic"
     CUDNN_ENABLED: Final = "cudnn_enabled"
     MKLDNN_ENABLED: Final = "mkldnn_enabled"
+    # scaled_dot_product_attention's fused backends (torch.backends.cuda.*_sdp_enabled(): the CPU honours flash too)
+    FLASH_SDP_ENABLED: Final = "flash_sdp_enabled"
+    MEM_EFFICIENT_SDP_ENABLED: Final = "mem_efficient_sdp_enabled"
     CUDA_SYNC_DEBUG_MODE: Final = "cuda_sync_debug_mode"  # None until the program initialised CUDA
     DEFAULT_DTYPE: Final = "default_dtype"
     CPU_CORES: Final = "cpu_cores"  # CPUs the process may run on (its affinity)

@@ -257,3 +257,29 @@ def test_a_variable_the_program_set_itself_is_weighed_from_outside_too() -> None
     (finding,) = _findings(obs, "cpu-kernels-slowed")
     assert finding.claim.startswith("MKL_CBWR=COMPATIBLE (environment, set by the program) holds the CPU math")
     assert finding.severity == Severity.WARNING
+
+
+ATTENTION = (Frame("Block.forward", "/app/model.py", 83),)  # the line calls F.scaled_dot_product_attention (C)
+
+
+def _attention_net(board: Any) -> Any:
+    """A trainer whose samples are a third at its attention line, a third another forward op, a third backward."""
+    obs = _convnet(board)
+    frames = [ATTENTION, NORM, BACKWARD]
+    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
+                   for i, s in enumerate(obs.stacks))
+    lines = {**obs.source_lines, "/app/model.py:83": "        y = F.scaled_dot_product_attention(q, k, v)"}
+    return replace(obs, stacks=stacks, source_lines=lines)
+
+
+def test_flash_attention_turned_off_is_weighed_by_the_attention_and_its_share_of_backward() -> None:
+    board = settings_board({"torch_flags": {"flash_sdp_enabled": False, "mem_efficient_sdp_enabled": True}})
+    (finding,) = _findings(_attention_net(board), "cpu-kernels-slowed")
+    assert finding.claim.startswith("torch.backends.cuda.flash_sdp_enabled() = False: the flash attention kernel is "
+                                    "off, so scaled_dot_product_attention runs an unfused path")
+    assert "which CPU attention honours too" in finding.claim
+    assert "trainer spends about 50% of its samples in attention, forward (33%)" in finding.claim
+    assert finding.severity == Severity.WARNING
+    # The twin's look-alike: the memory-efficient kernel off in a CPU process (CUDA's only kernel) changes nothing.
+    twin = settings_board({"torch_flags": {"flash_sdp_enabled": True, "mem_efficient_sdp_enabled": False}})
+    assert _findings(_attention_net(twin), "cpu-kernels-slowed") == []

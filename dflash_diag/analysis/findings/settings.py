@@ -19,7 +19,7 @@ Thread-pool sizes (``OMP_NUM_THREADS``, ``torch.set_num_threads``) are weighed b
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
@@ -30,7 +30,8 @@ from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.sched import summary_of
 from dflash_diag.analysis.settings import SYNCS_PROBE_SYNC_MODE, by_area, non_default, sync_mode_is_ours
-from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState
+from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState
+from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.findings import CAUSE, NOTE
 from dflash_diag.model.sched import SchedSummary, SettingReading
 
@@ -465,35 +466,65 @@ _FAST_PATH_VALUES = {"MKL_CBWR": ("", "AUTO"), "ONEDNN_MAX_CPU_ISA": ("", "ALL",
                                                  "AVX512_E4", "AVX512_E5")}
 # oneDNN's primitive cache (0 turns it off: a primitive is created, its kernel chosen and JIT-compiled, on every call).
 _PRIMITIVE_CACHES = frozenset({"ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY"})
+# scaled_dot_product_attention's fused backends, turned off process-wide: what runs instead.
+_SDPA_FLAGS = {
+    "torch.backends.cuda.flash_sdp_enabled()": "the flash attention kernel is off, so scaled_dot_product_attention "
+                                               "runs an unfused path (the math one on the CPU: the T x T scores "
+                                               "materialised, softmax and two matmuls)",
+    "torch.backends.cuda.mem_efficient_sdp_enabled()": "the memory-efficient attention kernel is off: "
+                                                       "scaled_dot_product_attention falls back to another backend",
+}
+# ... of which the CPU has: the memory-efficient kernel is CUDA's only (turning it off changes nothing on a CPU).
+_SDPA_ON_CPU = frozenset({"torch.backends.cuda.flash_sdp_enabled()"})
 # Below this share of the training threads' samples in the ops a kernel setting slows, it is only listed.
 KERNELS_NOTE_SHARE = 0.10
 _CONV_FRAMES = ("torch/nn/modules/conv.py",)
 _BACKWARD_FUNCTIONS = frozenset({"_engine_run_backward", "backward"})
 _CONV_FUNCTIONS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                              "conv_transpose3d", "_conv_forward"})
+_ATTENTION_FUNCTIONS = frozenset({"scaled_dot_product_attention", "multi_head_attention_forward",
+                                  "MultiheadAttention.forward"})
 
 
 def _conv_share(ctx: Context) -> tuple[float, float, list[str]]:
     """(share of the training threads' samples in convolutions' forward, the same estimated with their backward,
-    the threads). Backward runs in autograd's engine, where no frame names the op: its samples are counted in the
-    proportion convolutions hold among the forward ops' samples (their gradients cost about what they do)."""
+    the threads)."""
+    return _op_share(ctx, lambda python: any(f.filename.endswith(_CONV_FRAMES) or f.name in _CONV_FUNCTIONS
+                                             for f in python))
+
+
+def _attention_share(ctx: Context) -> tuple[float, float, list[str]]:
+    """The same for scaled-dot-product attention: torch's attention modules, or a line of the program that calls
+    ``scaled_dot_product_attention`` (a C function: no frame of its own)."""
+    def is_attention(python: list[Frame]) -> bool:
+        if any(f.name in _ATTENTION_FUNCTIONS for f in python):
+            return True
+        own = next((f for f in python if not is_library_file(f.filename)), None)
+        return own is not None and "scaled_dot_product_attention" in (ctx.line_text(own) or "")
+    return _op_share(ctx, is_attention)
+
+
+def _op_share(ctx: Context, is_op: Callable[[list[Frame]], bool]) -> tuple[float, float, list[str]]:
+    """(share of the training threads' samples in an op's forward, the same estimated with its backward, the
+    threads). Backward runs in autograd's engine, where no frame names the op: its samples are counted in the
+    proportion the op holds among the forward ops' samples (its gradient costs about what it does)."""
     threads = _training(ctx)
     rows = [row for t in threads for row in ctx.stats_rows(t) if row[1] in _WORK]
     if not rows:
         return 0.0, 0.0, []
-    conv = backward = forward_ops = 0
+    hits = backward = forward_ops = 0
     for thread, _ in rows:
         python = [f for f in thread.frames if not f.native]
-        if any(f.filename.endswith(_CONV_FRAMES) or f.name in _CONV_FUNCTIONS for f in python):
-            conv += 1
+        if is_op(python):
+            hits += 1
             forward_ops += 1
         elif any(f.name in _BACKWARD_FUNCTIONS for f in python):
             backward += 1
         elif any("torch/nn/" in f.filename for f in python):
             forward_ops += 1
     total = len(rows)
-    forward = conv / total
-    return forward, forward + (backward / total) * (conv / forward_ops if forward_ops else 0.0), \
+    forward = hits / total
+    return forward, forward + (backward / total) * (hits / forward_ops if forward_ops else 0.0), \
         [t.name for t in threads]
 
 
@@ -516,6 +547,14 @@ def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterato
             ops = f"convolutions, forward ({pct(forward)}) and their share of backward"
             fix = (f"unset {r.name} (default 1024), or keep a capacity above the number of distinct convolution "
                    "shapes (bucket variable lengths) where memory growth was the reason")
+        elif r.name in _SDPA_FLAGS and r.value == "False" and (r.name in _SDPA_ON_CPU or ctx.on_cuda()):
+            forward, share, threads = _attention_share(ctx)
+            what = f"{r.text()}: {_SDPA_FLAGS[r.name]} (a process-wide flag" + (
+                ", which CPU attention honours too)" if r.name in _SDPA_ON_CPU else ")")
+            ops = f"attention, forward ({pct(forward)}) and its share of backward"
+            fix = (f"set it back ({r.name.replace('_enabled()', '').replace('torch.backends.cuda.', 'torch.backends.cuda.enable_')}"
+                   "(True)); a numerics comparison can pin a backend around itself only with "
+                   "`torch.nn.attention.sdpa_kernel(...)`")
         elif r.name in _FAST_PATH_VALUES and r.value.strip().upper().split(",")[0] not in _FAST_PATH_VALUES[r.name]:
             share, threads = _ops_share(ctx)
             what = f"{r.text()} ({r.source}) holds the CPU math kernels to a fixed or capped code path: {r.effect}"
