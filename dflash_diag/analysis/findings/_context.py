@@ -19,6 +19,7 @@ from dflash_diag.analysis.sampled import Sampled
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.model import NA, Analysis, Maybe, PipelineView, Stage, StageNames, ThreadState, ThreadStats
+from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.job import JobObservation, RankSummary
 from dflash_diag.model.kernels import KernelSummary
 from dflash_diag.model.stacks import Frame, ThreadSample
@@ -217,6 +218,28 @@ def version_tuple(version: str | None) -> tuple[int, ...] | None:
 
 def frame_site(frame: Frame) -> str:
     return f"{frame.short_filename}:{frame.line} ({frame.name})" if frame.line else f"{frame.short_filename} ({frame.name})"
+
+
+def own_frame(thread: ThreadSample) -> Frame | None:
+    """The innermost Python frame of the program's own code (outside libraries)."""
+    return next((f for f in thread.frames if not f.native and not is_library_file(f.filename)), None)
+
+
+def line_site(ctx: Context, frame: Frame) -> str:
+    """``name (file.py:LINE) `text``` for a claim: where, and the line's code where it was read."""
+    text = (ctx.line_text(frame) or "").strip()
+    where = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line})"
+    return f"{where} `{text[:80]}`" if text else where
+
+
+def most_common_own_line(ctx: Context, threads: Iterable[ThreadSample]) -> str:
+    """The program's own line these samples are at most often, as :func:`line_site` says it; "" when none."""
+    counts: dict[Frame, int] = {}
+    for thread in threads:
+        own = own_frame(thread)
+        if own is not None:
+            counts[own] = counts.get(own, 0) + 1
+    return line_site(ctx, max(counts, key=lambda f: counts[f])) if counts else ""
 
 
 def python_frames(thread: ThreadSample) -> tuple[Frame, ...]:

@@ -9,15 +9,13 @@ trains, or its stage limits throughput): a logger thread that only writes record
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 
 from dflash_contract.settings import AREA_DEBUG
-from dflash_diag.analysis.findings._context import Context, pct, speed_matters
+from dflash_diag.analysis.findings._context import Context, most_common_own_line, pct, speed_matters
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.settings import by_area, non_default
-from dflash_diag.model import Finding, Frame, Severity, ThreadSample
-from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model import Finding, Severity, ThreadSample
 
 RULES = (RuleSpec("diagnostics-overhead", sampled=True),)
 
@@ -74,7 +72,7 @@ def _machinery(ctx: Context) -> Iterator[Finding]:
         return
     share, name, what, inside, stage = best
     paths = dict(_MACHINERY)[what]
-    site = _caller(ctx, inside)
+    site = most_common_own_line(ctx, inside)
     emits = sum(1 for t in inside if _working_frame(t, paths)) / len(inside)
     doing = ("records are made, formatted and written on it" if emits >= 0.5 else
              "mostly checking and filtering, few records written")
@@ -156,18 +154,3 @@ def _working_frame(thread: ThreadSample, paths: tuple[str, ...]) -> bool:
     """The innermost frame of the machinery in this sample does the work (not a level or filter check)."""
     frame = next((f for f in thread.frames if not f.native and any(p in f.filename for p in paths)), None)
     return frame is not None and frame.name not in _CHECKS
-
-
-def _caller(ctx: Context, rows: list[ThreadSample]) -> str:
-    """The program's own line that calls into the machinery most often, with its text."""
-    sites: Counter[Frame] = Counter()
-    for t in rows:
-        own = next((f for f in t.frames if not f.native and not is_library_file(f.filename)), None)
-        if own is not None:
-            sites[own] += 1
-    if not sites:
-        return ""
-    frame = sites.most_common(1)[0][0]
-    text = (ctx.line_text(frame) or "").strip()
-    where = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line})"
-    return f"{where} `{text[:80]}`" if text else where

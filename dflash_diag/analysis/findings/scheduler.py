@@ -14,14 +14,20 @@ import re
 from collections.abc import Iterator
 
 from dflash_contract.settings import AREA_MEMORY, AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
-from dflash_diag.analysis.findings._context import Context, pct, speed_matters, stage_label
+from dflash_diag.analysis.findings._context import (
+    Context,
+    most_common_own_line,
+    own_frame,
+    pct,
+    speed_matters,
+    stage_label,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sched import child_loads, summary_of
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
-from dflash_diag.model import Finding, Frame, Severity, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
-from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.findings import NOTE
 from dflash_diag.model.sched import EnvSetting, SchedSummary, SettingReading, ThreadSched
 from dflash_diag.model.waits import WAIT_CHILD, WAIT_SLEEP, WaitEdge
@@ -789,20 +795,8 @@ def _syscalls_seen(ctx: Context, tid: int) -> str:
 
 
 def _hot_line(ctx: Context, tid: int) -> str:
-    """The thread's most frequent line of its own code (the innermost frame outside libraries), with its text."""
-    lines: dict[Frame, int] = {}
-    for stack in ctx.obs.stacks:
-        for t in stack.threads:
-            if t.os_thread_id == tid:
-                own = next((f for f in t.frames if not is_library_file(f.filename)), None)
-                if own is not None:
-                    lines[own] = lines.get(own, 0) + 1
-    if not lines:
-        return ""
-    frame = max(lines, key=lambda f: lines[f])
-    text = (ctx.line_text(frame) or "").strip()
-    where = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line})"
-    return f"{where} `{text[:80]}`" if text else where
+    """The thread's most frequent line of its own code, with its text."""
+    return most_common_own_line(ctx, (t for stack in ctx.obs.stacks for t in stack.threads if t.os_thread_id == tid))
 
 
 # --- the process's timer slack: every sleep and timed wait may end this late ------------------------------------
@@ -900,19 +894,12 @@ def _storage_reads(ctx: Context) -> Iterator[Finding]:
         if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
             continue
         rows = [thread for thread, _ in ctx.stats_rows(stats)]
-        sites: dict[Frame, int] = {}
-        for thread in rows:
-            own = next((f for f in thread.frames if not f.native and not is_library_file(f.filename)), None)
-            if own is not None and _READ_CALL.search(ctx.line_text(own) or ""):
-                sites[own] = sites.get(own, 0) + 1
-        if not rows or not sites:
+        reading = [t for t in rows if (own := own_frame(t)) is not None and _READ_CALL.search(ctx.line_text(own) or "")]
+        if not rows or not reading:
             continue
-        line_share = sum(sites.values()) / len(rows)
+        line_share = len(reading) / len(rows)
         if line_share >= READ_LINE_SHARE and (best is None or line_share > best[0]):
-            frame = max(sites, key=lambda f: sites[f])
-            text = (ctx.line_text(frame) or "").strip()
-            site = f"{frame.name} ({frame.filename.rsplit('/', 1)[-1]}:{frame.line}) `{text[:80]}`"
-            best = (line_share, stats.name, site, stats.stage.value)
+            best = (line_share, stats.name, most_common_own_line(ctx, reading), stats.stage.value)
     if best is None:
         return
     line_share, name, site, stage = best
