@@ -92,6 +92,13 @@ def describe(wait: OutsideWait) -> str:
     if wait.kind == "pipe":
         side = "to" if wait.syscall in ("write", "writev") else "from"
         return f"a pipe {side} {peers}"
+    if wait.kind == "socket":
+        text = f"a {wait.target} connection from {peers}"
+        if wait.peer_waits_back:
+            text += (", which waits reading the same connection: both ends wait for bytes in flight, not for each "
+                     "other's work (a small write held back by Nagle's algorithm, TCP_NODELAY off, until the other "
+                     "end's delayed acknowledgement, ~40 ms on Linux)")
+        return text
     return f"{wait.target} ({peers})"
 
 

@@ -168,10 +168,13 @@ class OutsideWait:
 
     tid: int
     kind: str  # "file-lock", "pipe", "socket"
-    target: str  # what it waits on: the locked file (redacted path), "pipe:[1234]"
+    target: str  # what it waits on: the locked file (redacted path), "pipe:[1234]", "TCP 127.0.0.1:5120"
     syscall: str  # the blocking call: "flock", "fcntl", "read"
     peers: tuple[PeerProcess, ...]
     monotonic_s: float
+    # A socket's other end is blocked reading the same connection at the same time: both sides wait for bytes in
+    # flight (a small write held back until an acknowledgement the peer delays), not for each other's work.
+    peer_waits_back: bool = False
 
 
 # --- the summary of a window (analysis.sched) --------------------------------------------------------------------

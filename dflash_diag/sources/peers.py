@@ -37,6 +37,8 @@ from dflash_diag.model.text import printable
 PROC = Path("/proc")
 MAX_LOCKS_BYTES = 1 << 20
 MAX_FDS = 4096  # descriptors looked at per process
+MAX_TCP_TABLE_BYTES = 1 << 20  # /proc/PID/net/tcp of a namespace with many connections: read this much at most
+MAX_PEER_TASKS = 256  # a peer's threads looked at for one blocked on the same connection
 MAX_SCAN_PROCESSES = 512  # processes searched for a pipe's other end
 SCAN_BUDGET_S = 0.05  # ... and for at most this long per sweep
 CMDLINE_CHARS = 160
@@ -99,6 +101,36 @@ def parse_locks(text: str) -> tuple[LockLine, ...]:
     return tuple(out)
 
 
+def parse_tcp_table(text: str) -> dict[int, tuple[str, str]]:
+    """inode -> (local, remote) of each line of ``/proc/net/tcp`` or ``tcp6`` (hex ``ADDR:PORT`` as the kernel
+    writes them); a socket with no inode (0: a time-wait) is left out."""
+    out: dict[int, tuple[str, str]] = {}
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) < 10 or ":" not in parts[1] or ":" not in parts[2]:
+            continue
+        try:
+            inode = int(parts[9])
+        except ValueError:
+            continue
+        if inode > 0:
+            out[inode] = (parts[1], parts[2])
+    return out
+
+
+def _addr_text(addr: str) -> str:
+    """``0100007F:1F90`` -> ``127.0.0.1:8080`` (IPv4 in the kernel's byte order); IPv6 as ``[v6]:8080``."""
+    host, _, port = addr.partition(":")
+    try:
+        port_n = int(port, 16)
+        if len(host) == 8:
+            raw = int(host, 16).to_bytes(4, "little")
+            return f"{'.'.join(str(b) for b in raw)}:{port_n}"
+        return f"[v6]:{port_n}"
+    except ValueError:
+        return addr
+
+
 def _read(path: Path, limit: int = 65536) -> str | None:
     try:
         with open(path, "rb") as fh:
@@ -144,7 +176,7 @@ class PeerReader:
         for tid, (call, fd) in blocked.items():
             if call in _LOCK_CALLS:
                 continue
-            wait = self._pipe_wait(tid, call, fd, now)
+            wait = self._pipe_wait(tid, call, fd, now) or self._socket_wait(tid, call, fd, now)
             if wait is not None:
                 waits.append(wait)
         return tuple(waits)
@@ -227,7 +259,7 @@ class PeerReader:
         except OSError:
             return None
         if not target.startswith("pipe:["):
-            return None  # sockets: their peers are not in /proc (sock_diag); the stacks' I/O wait stands
+            return None  # a socket (below) or a file
         try:
             inode = int(target[6:-1])
         except ValueError:
@@ -241,6 +273,97 @@ class PeerReader:
             return None
         return OutsideWait(tid=tid, kind="pipe", target=target, syscall=call,
                            peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now)
+
+    # --- TCP connections to a process on this machine ---------------------------------------------------------
+
+    def _socket_wait(self, tid: int, call: str, fd: int, now: float) -> OutsideWait | None:
+        """A thread blocked reading a TCP connection whose other end is a process here (loopback): the peer is found
+        through the process's network namespace's tables (``/proc/PID/net/tcp``, ``tcp6``: the two ends of a local
+        connection are two lines with their addresses swapped) and the descriptors of the candidates. A unix
+        socket's peer is not in /proc (sock_diag): the stacks' I/O wait stands."""
+        if call in _WRITES:
+            return None
+        try:
+            target = os.readlink(self.proc_root / str(self.pid) / "fd" / str(fd))
+        except OSError:
+            return None
+        if not target.startswith("socket:["):
+            return None
+        try:
+            inode = int(target[8:-1])
+        except ValueError:
+            return None
+        table = self._tcp_table()
+        ours = table.get(inode)
+        if ours is None:
+            return None
+        local, remote = ours
+        peer_inode = next((i for i, (lo, re_) in table.items() if lo == remote and re_ == local and i != inode), None)
+        if peer_inode is None:
+            return None  # the other end is on another machine, or gone
+        key = (-peer_inode, True)
+        if key not in self._pipe_peers:
+            self._pipe_peers[key] = self._find_socket_holders(f"socket:[{peer_inode}]")
+        peers = self._pipe_peers[key]
+        if not peers:
+            return None
+        back = any(self._reads_socket(p, f"socket:[{peer_inode}]") for p in peers[:4])
+        return OutsideWait(tid=tid, kind="socket", target=f"TCP {_addr_text(remote)}", syscall=call,
+                           peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now,
+                           peer_waits_back=back)
+
+    def _tcp_table(self) -> dict[int, tuple[str, str]]:
+        """inode -> (local, remote) address of every TCP socket in the process's network namespace."""
+        out: dict[int, tuple[str, str]] = {}
+        for name in ("tcp", "tcp6"):
+            text = _read(self.proc_root / str(self.pid) / "net" / name, MAX_TCP_TABLE_BYTES)
+            out.update(parse_tcp_table(text or ""))
+        return out
+
+    def _find_socket_holders(self, target: str) -> tuple[int, ...]:
+        deadline = time.monotonic() + SCAN_BUDGET_S
+        found: list[int] = []
+        for scanned, pid in enumerate(self._candidates()):
+            if scanned >= MAX_SCAN_PROCESSES or time.monotonic() > deadline:
+                break
+            if self._same_user(pid) and self._holds(pid, target):
+                found.append(pid)
+                if len(found) >= 4:
+                    break
+        return tuple(found)
+
+    def _holds(self, pid: int, target: str) -> bool:
+        fd_dir = self.proc_root / str(pid) / "fd"
+        try:
+            names = os.listdir(fd_dir)[:MAX_FDS]
+        except OSError:
+            return False
+        for name in names:
+            try:
+                if os.readlink(fd_dir / name) == target:
+                    return True
+            except OSError:
+                continue
+        return False
+
+    def _reads_socket(self, pid: int, target: str) -> bool:
+        """A thread of ``pid`` is blocked reading ``target`` (its task's blocking call and descriptor)."""
+        task_dir = self.proc_root / str(pid) / "task"
+        try:
+            tids = os.listdir(task_dir)[:MAX_PEER_TASKS]
+        except OSError:
+            return False
+        for tid in tids:
+            text = _read(task_dir / tid / "syscall", 512)
+            found = parse_syscall_fd(text) if text is not None else None
+            if found is None or found[0] in _WRITES or found[0] in _LOCK_CALLS:
+                continue
+            try:
+                if os.readlink(self.proc_root / str(pid) / "fd" / str(found[1])) == target:
+                    return True
+            except OSError:
+                continue
+        return False
 
     def _candidates(self) -> list[int]:
         """Processes that may hold the pipe's other end, nearest first: children, parent, siblings, then the

@@ -148,3 +148,57 @@ def test_a_lock_waited_on_by_no_thread_seen_in_flock_names_no_thread(tmp_path: P
     (tmp_path / str(pid) / "fd").mkdir()
     waits = reader.read(threads)
     assert [(w.tid, w.kind) for w in waits] == [(tid, "file-lock")]
+
+
+TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0
+   1: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 222 1 0 20 4 30 10 -1
+   2: 0100007F:C350 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 333 1 0 20 4 30 10 -1
+   3: 0100007F:C351 0100007F:1F90 06 00000000:00000000 03:00000000 00000000     0        0 0 3 0 0 0 0 0 0
+short line
+"""
+
+
+def test_tcp_tables_and_addresses_are_parsed() -> None:
+    table = peers.parse_tcp_table(TCP)
+    assert table == {111: ("0100007F:1F90", "00000000:0000"), 222: ("0100007F:1F90", "0100007F:C350"),
+                     333: ("0100007F:C350", "0100007F:1F90")}  # the time-wait line (inode 0) is left out
+    assert peers._addr_text("0100007F:1F90") == "127.0.0.1:8080"
+
+
+_SERVER = """
+import socket, sys
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+conn.recv(8)  # waits for a request that never comes: both ends read
+"""
+_CLIENT = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.recv(8)  # waits for a reply
+"""
+
+
+def test_a_tcp_connection_whose_other_end_is_a_process_here_that_waits_too() -> None:
+    server = subprocess.Popen([sys.executable, "-c", _SERVER], stdout=subprocess.PIPE, text=True)
+    client = None
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+        client = subprocess.Popen([sys.executable, "-c", _CLIENT, port])
+        threads = _wait_blocked(client.pid)
+        time.sleep(0.3)  # the server accepted and is blocked in its own recv
+        waits = peers.PeerReader(client.pid, dumper=lambda pid: None).read(threads)
+    finally:
+        for p in (client, server):
+            if p is not None:
+                p.kill()
+                p.wait()
+    assert len(waits) == 1, waits
+    wait = waits[0]
+    assert wait.kind == "socket" and wait.target == f"TCP 127.0.0.1:{port}"
+    assert [p.pid for p in wait.peers] == [server.pid] and wait.peer_waits_back
+    from dflash_diag.analysis.peers import describe
+    assert describe(wait).startswith(f"a TCP 127.0.0.1:{port} connection from process {server.pid}")
+    assert "which waits reading the same connection: both ends wait for bytes in flight" in describe(wait)
