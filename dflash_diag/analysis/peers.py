@@ -6,6 +6,7 @@ holds, or on a pipe whose other end is another process (``Observation.outside_wa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.sched import OutsideWait, PeerProcess
@@ -80,7 +81,10 @@ def outside_wait(obs: Observation, thread: ThreadSample, t_s: float,
     same = [w for w in obs.outside_waits if (w.tid, w.kind, w.target) == (wait.tid, wait.kind, wait.target)
             and w.peers and w.peers[0].pid == wait.peers[0].pid]
     with_cpu = [w for w in same if w.peers[0].cpu_pct is not None]
-    return describe((with_cpu or same)[-1])
+    newest = (with_cpu or same)[-1]
+    # Whether the other end waits too is a state of the moment: said where half the readings or more saw it.
+    back = 2 * sum(1 for w in same if w.peer_waits_back) >= len(same)
+    return describe(replace(newest, peer_waits_back=back))
 
 
 def describe(wait: OutsideWait) -> str:
