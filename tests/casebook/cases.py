@@ -77,6 +77,7 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                    for m in ("outside", "probes", "attach")),
                                  ("settings3_landcover", "probes"), ("settings3_landcover", "attach"),
                                  ("settings4_genomics", "probes"), ("settings4_genomics", "attach"),
+                                 ("settings4_fraud", "probes"),
                                  *((c, m) for c in ("settings4_robotics", "settings4_pathology")
                                    for m in ("outside", "probes", "attach"))})
 
@@ -1404,8 +1405,12 @@ CASES: tuple[Case, ...] = (
         r"(?i)nagle|TCP_NODELAY|no[ _-]?delay|delayed[ _-]?acks?|quick[ _-]?ack|tcp\W+(\w+\W+){0,5}(40 ?ms|delay\w*|"
         r"coalesc\w*|ack\w*)",
         r"step \d+ loss", batch="settings batch 4",
+        # Missed in every mode when scored once (a socket's other end was not followed); `process-wait` follows a
+        # TCP connection to a local process since, and says when both ends wait on it. Recorded again: named under
+        # `run`; from outside and attached (that start shared the 2 CPUs with its twin) the trainer was the limit,
+        # the enricher's waits cost it nothing that window, and nothing was said (FIXED_AFTER_SCORING: probes).
         missed={m: f"{_B4_PRODUCER} _recv_exact (featurestore.py:30); the socket's wait on its idle peer not "
-                   "followed" for m in ("outside", "probes", "attach")}),
+                   "followed" for m in ("outside", "attach")}),
     *_settings_pair(
         "settings4_robotics", "settings4_robotics", ("train.py",), ("train.py", "--host-profile", "default"),
         "timer slack",
