@@ -139,7 +139,7 @@ def _process_gpu(obs: Observation) -> int | None:
 
 def cuda_loaded(obs: Observation) -> bool | None:
     """Whether the CUDA driver is mapped into the process (/proc/PID/maps); None when that was not read."""
-    return obs.process.uses_cuda if obs.process is not None else None
+    return obs.process.cuda_in_use if obs.process is not None else None
 
 
 def classify_stacks(

@@ -117,6 +117,17 @@ class ProcessFacts:
     stderr_mtime_wall_s: float | None = None  # when the program last wrote to it
     uses_cuda: bool | None = None  # the CUDA driver library is mapped into the process (/proc/PID/maps)
     cpus_allowed: int | None = None  # CPUs the process may run on (/proc/PID/status Cpus_allowed_list)
+    # A GPU's device file is open (/dev/nvidia0...: a CUDA context exists). A CUDA build of torch maps the driver
+    # library at import, whether or not the program ever uses a GPU: the mapping alone says nothing. None when not
+    # read (older recordings).
+    gpu_device_open: bool | None = None
+
+    @property
+    def cuda_in_use(self) -> bool | None:
+        """The process runs CUDA: the driver mapped and, where it was read, a GPU's device file open."""
+        if self.uses_cuda is not True or self.gpu_device_open is None:
+            return self.uses_cuda
+        return self.gpu_device_open
 
     @property
     def state_name(self) -> str:

@@ -81,6 +81,7 @@ class OutsideReader:
         self._proc = proc_root / str(pid)
         self._files: SourceFiles[_Parsed] = SourceFiles(_parse, max_cached_files)
         self._uses_cuda: bool | None = None  # once loaded, the driver stays loaded: read /proc/PID/maps until then
+        self._gpu_open: bool | None = None  # once a context exists it stays: read the descriptors until then
         # What is read here (stderr, source lines, paths) is the program's text: redacted before it is returned.
         self._redactor = redactor if redactor is not None else redactor_for(pid)
         self._tail: tuple[str, str] | None = None  # the last stderr tail read, and its redaction
@@ -101,9 +102,12 @@ class OutsideReader:
         target, tail, size, mtime = self._stderr()
         if not self._uses_cuda:
             self._uses_cuda = _maps_cuda(self._proc / "maps")
+        if self._uses_cuda and not self._gpu_open:
+            self._gpu_open = gpu_device_open(self._proc / "fd")
         return ProcessFacts(state=state, start_wall_s=start, stderr_target=self._redactor.text(target),
                             stderr_tail=self._redacted_tail(tail), stderr_size_bytes=size, stderr_mtime_wall_s=mtime,
-                            uses_cuda=self._uses_cuda, cpus_allowed=_cpus_allowed(self._proc / "status"))
+                            uses_cuda=self._uses_cuda, cpus_allowed=_cpus_allowed(self._proc / "status"),
+                            gpu_device_open=self._gpu_open if self._uses_cuda else None)
 
     def _redacted_tail(self, tail: str | None) -> str | None:
         """The tail with its secrets redacted (exception messages carry credentialed URLs); the live view reads
@@ -201,6 +205,26 @@ class OutsideReader:
 
 
 MAX_MAPS_BYTES = 16 * 1024 * 1024
+
+
+_GPU_DEVICE = re.compile(r"^/dev/nvidia\d+$")
+MAX_FDS_READ = 4096  # a process's descriptors looked at for a GPU's device file
+
+
+def gpu_device_open(fd_dir: Path) -> bool | None:
+    """Whether the process holds a GPU's device file open (``/dev/nvidia0``: a CUDA context was created on it);
+    None when its descriptors cannot be listed."""
+    try:
+        names = os.listdir(fd_dir)[:MAX_FDS_READ]
+    except OSError:
+        return None
+    for name in names:
+        try:
+            if _GPU_DEVICE.match(os.readlink(fd_dir / name)):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _maps_cuda(path: Path) -> bool | None:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from dflash_diag.model import Frame, StackSample, ThreadSample
@@ -184,3 +185,22 @@ def test_a_module_call_whose_output_the_function_never_reads_is_an_unused_output
     by_line = {c.line: c for c in code}
     assert by_line[4].unused_outputs == ((4, "recon = self.decoder(h)"),)
     assert by_line[13].unused_outputs == ()  # a global is read elsewhere
+
+
+def test_a_gpu_device_file_open_is_what_says_cuda_is_in_use(tmp_path: Path) -> None:
+    from dflash_diag.model.evidence import ProcessFacts
+    from dflash_diag.sources.outside import gpu_device_open
+
+    fds = tmp_path / "fd"
+    fds.mkdir()
+    (fds / "0").symlink_to("/dev/null")
+    (fds / "3").symlink_to("/dev/nvidiactl")  # the control device: the driver loaded, no context on a GPU
+    assert gpu_device_open(fds) is False
+    (fds / "4").symlink_to("/dev/nvidia0")
+    assert gpu_device_open(fds) is True
+    assert gpu_device_open(tmp_path / "gone") is None
+    facts = ProcessFacts(state="S", start_wall_s=None, stderr_target="", stderr_tail=None, uses_cuda=True)
+    assert facts.cuda_in_use is True  # an older recording: the mapping alone, as before
+    assert replace(facts, gpu_device_open=False).cuda_in_use is False  # torch's CUDA build, CPU work only
+    assert replace(facts, gpu_device_open=True).cuda_in_use is True
+    assert replace(facts, uses_cuda=False, gpu_device_open=None).cuda_in_use is False

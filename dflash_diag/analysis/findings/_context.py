@@ -118,7 +118,7 @@ class Context(Sampled):
         sweeps = self.obs.gpus if isinstance(self.obs.gpus, tuple) else ()
         found = {gpu.index for sweep in sweeps for gpu in sweep
                  if isinstance(gpu.processes, tuple) and any(p.pid == self.obs.pid for p in gpu.processes)}
-        if not found and self.obs.process is not None and self.obs.process.uses_cuda:
+        if not found and self.obs.process is not None and self.obs.process.cuda_in_use:
             indices = {gpu.index for sweep in sweeps for gpu in sweep}
             if len(indices) == 1:
                 found = indices
@@ -199,9 +199,10 @@ def on_cuda(ctx: Context) -> bool | None:
                 return True
             if "no cuda" in str(allocator.get(PayloadKeys.REASON, "")).lower():
                 return False
-    # From outside: a process without the CUDA driver mapped runs nothing on a GPU (yet).
+    # From outside: a process without the CUDA driver mapped, or with it mapped and no GPU device open (a CUDA
+    # build of torch maps the driver at import), runs nothing on a GPU (yet).
     facts = ctx.obs.process
-    if facts is not None and facts.uses_cuda is False:
+    if facts is not None and facts.cuda_in_use is False:
         return False
     return None
 

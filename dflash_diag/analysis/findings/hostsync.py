@@ -180,7 +180,7 @@ def _cuda_loaded(ctx: Context) -> bool | None:
     if on is not None:
         return on
     facts = ctx.obs.process
-    return facts.uses_cuda if facts is not None else None
+    return facts.cuda_in_use if facts is not None else None
 
 
 def _is_conversion_frame(frame: Frame) -> bool:

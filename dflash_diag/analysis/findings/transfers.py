@@ -191,7 +191,7 @@ def _cuda(ctx: Context) -> bool:
     if ctx.on_cuda() is True:
         return True
     facts = ctx.obs.process
-    return facts is not None and facts.uses_cuda is True
+    return facts is not None and facts.cuda_in_use is True
 
 
 def _gpu_util_pct(ctx: Context) -> float | None:
