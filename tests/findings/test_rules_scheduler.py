@@ -398,3 +398,4 @@ def test_reads_served_by_the_page_cache_or_few_bytes_or_little_time_reading_are_
     assert _find(_reader(24.0, 24.0, at_read=0), "storage-reads")[1] == []  # nobody waits at a read
     _, (info,) = _find(_reader(24.0, 24.0, at_read=2), "storage-reads")  # 17%: said, not a warning
     assert info.severity == Severity.INFO and info.impact == 0.0
+

@@ -22,8 +22,10 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
+from dflash_diag.analysis.sched import summary_of
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
+from dflash_diag.model.sched import SchedSummary
 from dflash_diag.model.waits import (
     WAIT_CHILD,
     WAIT_CONDITION,
@@ -240,15 +242,52 @@ def _stopped_chain(ctx: Context, graph: WaitGraph) -> Finding | None:
 
 def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
     """The root of the graph as information: what the main path does, for when no rule names anything (it leads
-    only when nothing else does, and no cause is linked to it)."""
+    only when nothing else does, and no cause is linked to it), with how the OS ran its threads."""
+    split = _os_split(ctx, graph)
     return Finding(
         rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0,
         # it states the path, not what other rules found: it stands beside a health finding (a correctness verdict)
         # or a cause of a stage verdict in the same report, and leads only when nothing else does
-        claim=f"where the time goes: {graph.chain_text()}",
-        evidence=(("path (root last)", graph.chain_text()),),
+        claim=f"where the time goes: {graph.chain_text()}" + (f"; {split}" if split else ""),
+        evidence=(("path (root last)", graph.chain_text()),) + ((("the OS's view (/proc)", split),) if split else ()),
         remedy="If this is slower than expected, the root's functions above are where to look: `dflash-diag top PID` "
                "shows them live, `dflash-diag record PID` as a timeline.")
+
+
+def _os_split(ctx: Context, graph: WaitGraph) -> str:
+    """How the OS ran the root's threads over the window, on average: on a CPU (and the kernel's part of it),
+    runnable but waiting for one, off a CPU (blocked or asleep). "" without the scheduler's readings."""
+    root = graph.root
+    summary = summary_of(ctx.obs)
+    if root is None or not isinstance(summary, SchedSummary):
+        return ""
+    rows = [t for t in summary.threads if t.name in root.threads]
+    if not rows:
+        return ""
+    cpu = sum(t.cpu_share for t in rows) / len(rows)
+    runq = sum(t.runq_share for t in rows) / len(rows)
+    kernel = _kernel_part(ctx, {t.tid for t in rows})
+    off = max(0.0, 1.0 - cpu - runq)
+    who = "its thread" if len(rows) == 1 else f"its {len(rows)} threads, on average,"
+    on = f"on a CPU {pct(cpu)} of the window" + (f" ({pct(kernel)} of that in the kernel)" if kernel is not None
+                                                   else "")
+    return f"{who} {on}, waiting for a CPU {pct(runq)}, off a CPU {pct(off)}"
+
+
+def _kernel_part(ctx: Context, tids: set[int]) -> float | None:
+    """The kernel's part of these threads' CPU time over the window (their task stat's stime against utime)."""
+    sweeps = [s for s in ctx.obs.proc if s]
+    if len(sweeps) < 2:
+        return None
+    first = {t.tid: t for t in sweeps[0] if t.tid in tids}
+    kernel = total = 0.0
+    for t in sweeps[-1]:
+        start = first.get(t.tid)
+        if start is not None:
+            k = max(0.0, t.stime_s - start.stime_s)
+            kernel += k
+            total += k + max(0.0, t.utime_s - start.utime_s)
+    return kernel / total if total > 0 else None
 
 
 def _stage_of(graph: WaitGraph, name: str) -> str:

@@ -1,0 +1,30 @@
+"""`where-time-goes` says how the OS ran the root's threads (on a CPU, the kernel's part, waiting for one, off one),
+checked on a recorded observation of a real program (the casebook's healthy robotics twin from outside)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dflash_diag.analysis import analyse
+from dflash_diag.analysis.findings._context import pct
+from dflash_diag.analysis.sched import summary_of
+from dflash_diag.model.sched import SchedSummary
+from dflash_diag.snapshot.bundle import load_observation
+
+RECORDING = Path(__file__).resolve().parents[1] / "casebook" / "observations" / \
+    "settings4_robotics_fixed__outside.json.gz"
+
+
+def test_the_roots_thread_is_said_with_its_share_on_a_cpu_waiting_for_one_and_off_one() -> None:
+    obs = load_observation(str(RECORDING))
+    analysis = analyse(obs)
+    (finding,) = [f for f in analysis.findings if f.rule_id == "where-time-goes"]
+    summary = summary_of(obs)
+    assert isinstance(summary, SchedSummary)
+    (learner,) = [t for t in summary.threads if t.name == "learner"]
+    off = max(0.0, 1.0 - learner.cpu_share - learner.runq_share)
+    assert finding.claim.startswith("where the time goes: learner spends learner (train.py:")
+    assert f"; its thread on a CPU {pct(learner.cpu_share)} of the window (" in finding.claim
+    assert finding.claim.endswith(f"of that in the kernel), waiting for a CPU {pct(learner.runq_share)}, off a CPU "
+                                  f"{pct(off)}")
+    assert ("the OS's view (/proc)", finding.claim.split("; ", 1)[1]) in finding.evidence
