@@ -112,7 +112,9 @@ def _process_waits(ctx: Context, graph: WaitGraph, chain: Finding | None) -> Ite
         edge = next((e for e in n.waits if e.kind == WAIT_PROCESS and e.target not in followed), None)
         if edge is None or edge.share < PROCESS_NOTE_SHARE or not speed_matters(ctx, n.name, n.stage):
             continue
-        costly = edge.share >= PROCESS_WAIT_SHARE
+        # A thread that does not train costs throughput by its waits only where the training threads wait for
+        # what it feeds them: a loader blocked on a server that works, while the trainer computes, costs nothing.
+        costly = edge.share >= PROCESS_WAIT_SHARE and (n.name in graph.trains or _trainers_starve(graph))
         where = f" at {edge.site}" if edge.site else ""
         yield Finding(
             rule_id="process-wait", severity=Severity.WARNING if costly else Severity.INFO,
@@ -123,6 +125,18 @@ def _process_waits(ctx: Context, graph: WaitGraph, chain: Finding | None) -> Ite
                                   "same line as its off-CPU stack samples")),
             remedy=_PROCESS_REMEDY, impact=edge.share if costly else 0.0,
             stages=tuple(sorted({Stage.of(n.stage)} - {Stage.OTHER})))
+
+
+# The training threads wait for their input this share of their samples, at least: what feeds them limits them.
+STARVED_SHARE = 0.10
+
+
+def _trainers_starve(graph: WaitGraph) -> bool:
+    """The threads that train wait on a queue, a condition or a join for their input (or no thread trains)."""
+    if not graph.trains:
+        return True
+    return any(e.kind in (WAIT_QUEUE_GET, WAIT_CONDITION, WAIT_JOIN) and e.share >= STARVED_SHARE
+               for n in graph.threads if n.name in graph.trains for e in n.waits)
 
 
 def _parked(n: ThreadWaits, kinds: frozenset[str]) -> bool:
