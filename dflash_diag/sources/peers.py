@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -303,7 +303,8 @@ class PeerReader:
             return None  # the other end is on another machine, or gone
         key = (-peer_inode, True)
         if key not in self._pipe_peers:
-            self._pipe_peers[key] = self._find_socket_holders(f"socket:[{peer_inode}]")
+            held = f"socket:[{peer_inode}]"
+            self._pipe_peers[key] = self._find_holders(lambda pid: next(self._fds_to(pid, held), None) is not None)
         peers = self._pipe_peers[key]
         if not peers:
             return None
@@ -320,31 +321,6 @@ class PeerReader:
             out.update(parse_tcp_table(text or ""))
         return out
 
-    def _find_socket_holders(self, target: str) -> tuple[int, ...]:
-        deadline = time.monotonic() + SCAN_BUDGET_S
-        found: list[int] = []
-        for scanned, pid in enumerate(self._candidates()):
-            if scanned >= MAX_SCAN_PROCESSES or time.monotonic() > deadline:
-                break
-            if self._same_user(pid) and self._holds(pid, target):
-                found.append(pid)
-                if len(found) >= 4:
-                    break
-        return tuple(found)
-
-    def _holds(self, pid: int, target: str) -> bool:
-        fd_dir = self.proc_root / str(pid) / "fd"
-        try:
-            names = os.listdir(fd_dir)[:MAX_FDS]
-        except OSError:
-            return False
-        for name in names:
-            try:
-                if os.readlink(fd_dir / name) == target:
-                    return True
-            except OSError:
-                continue
-        return False
 
     def _reads_socket(self, pid: int, target: str) -> bool:
         """A thread of ``pid`` is blocked reading ``target`` (its task's blocking call and descriptor)."""
@@ -390,14 +366,17 @@ class PeerReader:
         return list(order)
 
     def _find_pipe_peers(self, target: str, *, want_writer: bool) -> tuple[int, ...]:
+        return self._find_holders(lambda pid: self._holds_pipe_end(pid, target, want_writer))
+
+    def _find_holders(self, holds: Callable[[int], bool]) -> tuple[int, ...]:
+        """Up to four of the user's processes for which ``holds`` is true, nearest first, within the scan's
+        budget of processes and time."""
         deadline = time.monotonic() + SCAN_BUDGET_S
         found: list[int] = []
         for scanned, pid in enumerate(self._candidates()):
             if scanned >= MAX_SCAN_PROCESSES or time.monotonic() > deadline:
                 break
-            if not self._same_user(pid):
-                continue
-            if self._holds_pipe_end(pid, target, want_writer):
+            if self._same_user(pid) and holds(pid):
                 found.append(pid)
                 if len(found) >= 4:
                     break
@@ -409,18 +388,22 @@ class PeerReader:
         except OSError:
             return False
 
-    def _holds_pipe_end(self, pid: int, target: str, want_writer: bool) -> bool:
+    def _fds_to(self, pid: int, target: str) -> Iterator[str]:
+        """The descriptors of ``pid`` that point at ``target`` (``pipe:[1]``, ``socket:[2]``), by name."""
         fd_dir = self.proc_root / str(pid) / "fd"
         try:
             names = os.listdir(fd_dir)[:MAX_FDS]
         except OSError:
-            return False
+            return
         for name in names:
             try:
-                if os.readlink(fd_dir / name) != target:
-                    continue
+                if os.readlink(fd_dir / name) == target:
+                    yield name
             except OSError:
                 continue
+
+    def _holds_pipe_end(self, pid: int, target: str, want_writer: bool) -> bool:
+        for name in self._fds_to(pid, target):
             info = _read(self.proc_root / str(pid) / "fdinfo" / name, 4096) or ""
             flags = next((line.split()[1] for line in info.splitlines() if line.startswith("flags:")), None)
             if flags is None:
