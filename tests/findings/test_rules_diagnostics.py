@@ -95,3 +95,12 @@ def test_a_repeating_timers_handler_on_the_training_thread_is_weighed_by_its_sam
     native = {"interpreter": {"interval_timers": [["ITIMER_REAL", 1.0, "native"]]}}
     assert _rule(_trainer(5, handler, settings=native), "diagnostics-overhead") == []
     assert _rule(_trainer(0, handler, settings=timers), "diagnostics-overhead") == []
+
+
+def test_warnings_shown_through_logging_are_the_warnings() -> None:
+    warnings_py = "/usr/lib/python3.11/warnings.py"
+    through_logging = (Frame("emit", LOGGING, 1100), Frame("_showwarning", LOGGING, 2250),
+                       Frame("_showwarnmsg", warnings_py, 96), Frame("warn_explicit", warnings_py, 460))
+    (finding,) = _rule(_trainer(6, through_logging), "diagnostics-overhead")
+    assert finding.claim.startswith("trainer spends 30% of its samples in Python's warnings: records are made, "
+                                    "formatted and written on it (shown through logging: logging.captureWarnings)")

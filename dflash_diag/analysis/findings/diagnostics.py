@@ -26,9 +26,11 @@ WARNING_SHARE = 0.15
 MIN_ROWS = 8  # samples of the thread, at least
 
 # The standard library's diagnostics, by the path of their module (as py-spy reports it), and what each is.
+# Warnings come first: shown through logging (logging.captureWarnings), a sample is in both, and a tie goes to the
+# warnings that start it.
 _MACHINERY: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Python's logging", ("/logging/__init__.py", "/logging/handlers.py", "torch/_logging/")),
     ("Python's warnings", ("/warnings.py",)),
+    ("Python's logging", ("/logging/__init__.py", "/logging/handlers.py", "torch/_logging/")),
     ("stack capture (traceback, inspect)", ("/traceback.py", "/inspect.py", "/linecache.py", "/tokenize.py")),
 )
 _STACK_CAPTURE = dict(_MACHINERY)["stack capture (traceback, inspect)"]
@@ -77,6 +79,9 @@ def _machinery(ctx: Context) -> Iterator[Finding]:
     doing = ("records are made, formatted and written on it" if emits >= 0.5 else
              "mostly checking and filtering, few records written")
     settings = [r for r in by_area(non_default(ctx.obs), AREA_DEBUG) if r.name in _SAID_WITH.get(what, ())]
+    logging_paths = dict(_MACHINERY)["Python's logging"]
+    if what == "Python's warnings" and any(_inside(t, logging_paths) for t in inside):
+        doing += " (shown through logging: logging.captureWarnings)"
     claim = (f"{name} spends {pct(share)} of its samples in {what}: {doing}"
              + (f", called from {site}" if site else "")
              + ("; " + ", ".join(f"{r.text()} (default {r.default})" for r in settings) if settings else ""))
