@@ -31,6 +31,16 @@ MIN_SPAN_S = 0.5  # two readings closer than this say nothing about rates
 ACTIVE_SHARE = 0.01  # a native thread that ran 1% of a core in the window is part of a working pool
 
 
+def window_readings(obs: Observation) -> list[tuple[ProcThreadSample, ProcThreadSample, float]]:
+    """(first, last, seconds between them) of every thread read in both the window's first and last /proc sweep:
+    what a per-thread rate over the window is made of."""
+    sweeps = [s for s in obs.proc if s]
+    if len(sweeps) < 2:
+        return []
+    first = {t.tid: t for t in sweeps[0]}
+    return [(first[t.tid], t, t.monotonic_s - first[t.tid].monotonic_s) for t in sweeps[-1] if t.tid in first]
+
+
 def summarise(obs: Observation) -> Maybe[SchedSummary]:
     """The window's scheduler view; NA (with why) when /proc gave fewer than two sweeps far enough apart."""
     sweeps = [s for s in obs.proc if s]

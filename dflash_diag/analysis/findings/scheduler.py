@@ -23,7 +23,7 @@ from dflash_diag.analysis.findings._context import (
     stage_label,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.sched import child_loads, summary_of
+from dflash_diag.analysis.sched import MIN_SPAN_S, child_loads, summary_of, window_readings
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
@@ -649,18 +649,10 @@ class _KernelHeavy:
 def _kernel_heavy_threads(ctx: Context) -> list[_KernelHeavy]:
     """Every thread that spent a large part of its CPU in the kernel over the window (its task stat's stime), with
     its page faults, heaviest first. The tool's own threads are left out."""
-    sweeps = [s for s in ctx.obs.proc if s]
-    if len(sweeps) < 2:
-        return []
-    first = {t.tid: t for t in sweeps[0]}
     stats = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
     out = []
-    for t in sweeps[-1]:
-        start = first.get(t.tid)
-        if start is None:
-            continue
-        span_s = t.monotonic_s - start.monotonic_s
-        if span_s < 0.5:
+    for start, t, span_s in window_readings(ctx.obs):
+        if span_s < MIN_SPAN_S:
             continue
         kernel = max(0.0, t.stime_s - start.stime_s) / span_s
         cpu = kernel + max(0.0, t.utime_s - start.utime_s) / span_s
@@ -823,7 +815,7 @@ def _timer_slack(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
     if slack_ns is None or slack_ns < TIMERSLACK_NS:
         return
     sched = {t.name: t for t in summary.threads if t.python}
-    best: tuple[float, str, WaitEdge, float, float] | None = None
+    best: tuple[float, str, str, WaitEdge, float, float] | None = None
     for node in ctx.waits.threads:
         sleep = next((e for e in node.waits if e.kind == WAIT_SLEEP), None)
         row = sched.get(node.name)
@@ -834,10 +826,10 @@ def _timer_slack(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
         mean_sleep_s = sleep.share * 1.0 / row.voluntary_per_s  # each sleep is one voluntary switch, at least
         in_slack = sleep.share * min(1.0, (slack_ns / 1e9) / mean_sleep_s) if mean_sleep_s > 0 else 0.0
         if best is None or in_slack > best[0]:
-            best = (in_slack, node.name, sleep, mean_sleep_s, row.voluntary_per_s)
+            best = (in_slack, node.name, node.stage, sleep, mean_sleep_s, row.voluntary_per_s)
     if best is None:
         return
-    in_slack, name, sleep, mean_sleep_s, per_s = best
+    in_slack, name, stage, sleep, mean_sleep_s, per_s = best
     dominated = mean_sleep_s <= SLACK_DOMINATES * slack_ns / 1e9
     cost = in_slack if dominated else 0.0
     claim = (f"the process's timer slack is {_ns_text(slack_ns)} (the kernel's default {_ns_text(DEFAULT_TIMERSLACK_NS)}"
@@ -855,15 +847,11 @@ def _timer_slack(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
         remedy=("Set the slack back (prctl(PR_SET_TIMERSLACK, 0) restores the default; drop TimerSlackNSec= from "
                 "the unit, or the 'eco' profile), or wait on an event the other side signals instead of polling "
                 "with short sleeps."),
-        impact=cost, stages=tuple(st for st in (_stage_of_name(ctx, name),) if st != "other"))
+        impact=cost, stages=(stage,) if stage != "other" else ())
 
 
 def _ns_text(ns: int) -> str:
     return f"{ns / 1e6:g} ms" if ns >= 1_000_000 else f"{ns / 1e3:g} µs"
-
-
-def _stage_of_name(ctx: Context, name: str) -> str:
-    return next((t.stage.value for t in ctx.threads if t.name == name), "other")
 
 
 # --- reads that go to the disk: the page cache does not hold what the process reads ------------------------------

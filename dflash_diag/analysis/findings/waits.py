@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.analysis.sched import summary_of
+from dflash_diag.analysis.sched import summary_of, window_readings
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.sched import SchedSummary
@@ -290,14 +290,9 @@ def _os_split(ctx: Context, graph: WaitGraph) -> str:
 
 def _kernel_part(ctx: Context, tids: set[int]) -> float | None:
     """The kernel's part of these threads' CPU time over the window (their task stat's stime against utime)."""
-    sweeps = [s for s in ctx.obs.proc if s]
-    if len(sweeps) < 2:
-        return None
-    first = {t.tid: t for t in sweeps[0] if t.tid in tids}
     kernel = total = 0.0
-    for t in sweeps[-1]:
-        start = first.get(t.tid)
-        if start is not None:
+    for start, t, _ in window_readings(ctx.obs):
+        if t.tid in tids:
             k = max(0.0, t.stime_s - start.stime_s)
             kernel += k
             total += k + max(0.0, t.utime_s - start.utime_s)
