@@ -65,8 +65,10 @@ def _machinery(ctx: Context) -> Iterator[Finding]:
         rows = [thread for thread, _ in ctx.stats_rows(stats)]
         if len(rows) < MIN_ROWS:
             continue
+        # A stack a C extension captures (torch's anomaly mode) is torch-debug-mode's to weigh, not the program's.
+        own = [t for t in rows if not stack_capture_from_native(ctx, t)]
         for what, paths in _MACHINERY:
-            inside = [t for t in rows if _inside(t, paths, ctx)]
+            inside = [t for t in own if _inside(t, paths)]
             share = len(inside) / len(rows)
             if share >= INFO_SHARE and (best is None or share > best[0]):
                 best = (share, stats.name, what, inside, stats.stage.value)
@@ -130,9 +132,7 @@ def _timer_handlers(ctx: Context) -> Iterator[Finding]:
             return
 
 
-def _inside(thread: ThreadSample, paths: tuple[str, ...], ctx: Context | None = None) -> bool:
-    if ctx is not None and paths == _STACK_CAPTURE and stack_capture_from_native(ctx, thread):
-        return False  # a C extension's capture (torch's anomaly mode): torch-debug-mode weighs it
+def _inside(thread: ThreadSample, paths: tuple[str, ...]) -> bool:
     return any(not f.native and any(p in f.filename for p in paths) for f in thread.frames)
 
 
