@@ -384,10 +384,62 @@ def _children_hop(ctx: Sampled) -> ChainHop | None:
         (kind, target, site), count = waits.most_common(1)[0]
         if count > busy and kind in (WAIT_LOCK, WAIT_CONDITION, WAIT_JOIN):
             return ChainHop(threads=pids, edge=WaitEdge(kind=kind, target=target, share=count / len(rows), site=site))
-    spots = hot_functions([(t, s) for t, s in rows if t.active or t.owns_gil] or rows, n=2)
+    working = [(t, s) for t, s in rows if t.active or t.owns_gil]
+    starting = _start_up(ctx, [t for t, _ in working])
+    if starting:
+        return ChainHop(threads=pids, edge=None, hot=starting)
+    spots = hot_functions(working or rows, n=2)
     if not spots:
         return ChainHop(threads=pids, edge=WaitEdge(kind=WAIT_OTHER, target="", share=1.0, site=""))
     return ChainHop(threads=pids, edge=None, hot=spots_text(spots))
+
+
+# A child process's sample is its start-up, not its work, inside the import system (its frozen bootstrap frames) or
+# inside multiprocessing's preparation of a child it started with a fresh interpreter (which runs the parent's main
+# module again, from the top, before the child's task).
+_IMPORT_FILES = ("<frozen importlib._bootstrap",)
+_PREPARE = {"/multiprocessing/spawn.py": "spawn", "/multiprocessing/forkserver.py": "forkserver"}
+_PREPARE_CALLS = frozenset({"prepare", "_fixup_main_from_path", "import_main_path"})
+STARTING_UP = "their time starting up, not working"
+STARTING_SHARE = 0.5  # of the children's working samples: they spend their time starting, not working
+
+
+def _start_up(ctx: Sampled, working: Sequence[ThreadSample]) -> str:
+    """Where the children's working samples are mostly their start-up, what they start: the share importing
+    modules, the line of the parent's main module run again (a fresh interpreter per child) and the start method
+    their stacks show; "" when they mostly work."""
+    starting = [t for t in working if _starting(t)]
+    if not working or len(starting) / len(working) < STARTING_SHARE:
+        return ""
+    share = len(starting) / len(working)
+    methods = Counter(method for t in starting for f in t.frames if not f.native
+                      for path, method in _PREPARE.items() if f.filename.endswith(path) and f.name in _PREPARE_CALLS)
+    text = f"{STARTING_UP}: {share:.0%} of their samples import modules"
+    if methods:
+        method = methods.most_common(1)[0][0]
+        text += (f", a fresh interpreter each that runs the parent's main module again (multiprocessing's '{method}' "
+                 f"start method)")
+    reruns = Counter(_rerun_line(ctx, t) for t in starting)
+    reruns.pop("", None)
+    if reruns:
+        text += f", at {reruns.most_common(1)[0][0]}"
+    return text
+
+
+def _starting(thread: ThreadSample) -> bool:
+    return any(not f.native and (f.filename.startswith(_IMPORT_FILES) or
+                                 (f.name in _PREPARE_CALLS and f.filename.endswith(tuple(_PREPARE))))
+               for f in thread.frames)
+
+
+def _rerun_line(ctx: Sampled, thread: ThreadSample) -> str:
+    """The program's own line a start-up sample is under (an import at the top of its main module, run again)."""
+    frame = next((f for f in reversed(thread.frames) if not f.native and not is_library_file(f.filename)
+                  and not f.filename.startswith("<")), None)
+    if frame is None:
+        return ""
+    text = ctx.line_text(frame)
+    return _site(frame) + (f" `{text.strip()[:60]}`" if text else "")
 
 
 def start_threads(ctx: Sampled, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_Row]],

@@ -23,6 +23,7 @@ from dflash_diag.analysis.findings._context import Context, pct, speed_matters, 
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
 from dflash_diag.analysis.sched import summary_of, window_readings
+from dflash_diag.analysis.waits import STARTING_UP
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.sched import SchedSummary
@@ -322,6 +323,10 @@ def _beyond_stages(ctx: Context, graph: WaitGraph) -> bool:
 def _chain_remedy(graph: WaitGraph) -> str:
     root = graph.chain[-1]
     who = ", ".join(root.threads[:3])
+    if root.edge is None and root.hot.startswith(STARTING_UP):
+        return (f"Start {who} once and keep them (one pool for the run, persistent workers), or make their start "
+                "cheap: the 'fork' or 'forkserver' start method with the heavy imports preloaded, and the main "
+                "module's heavy imports and set-up under `if __name__ == '__main__':`.")
     if root.edge is None:
         return (f"Speed up {who} where it spends its time ({root.hot or 'its hottest functions'}), or run more of "
                 "it in parallel (more threads or worker processes, or move it out of the GIL: a C/vectorised path); "
