@@ -28,3 +28,15 @@ def test_the_roots_thread_is_said_with_its_share_on_a_cpu_waiting_for_one_and_of
     assert finding.claim.endswith(f"of that in the kernel), waiting for a CPU {pct(learner.runq_share)}, off a CPU "
                                   f"{pct(off)}")
     assert ("the OS's view (/proc)", finding.claim.split("; ", 1)[1]) in finding.evidence
+
+
+def test_a_root_off_a_cpu_is_said_with_what_the_kernel_had_it_blocked_in() -> None:
+    """The casebook's spawn-pool program attached: its main thread off a CPU about half the window, which /proc's
+    sweeps caught blocked in a futex (waiting on the queue its feeder fills)."""
+    obs = load_observation(str(RECORDING.with_name("settings5_ocr__attach.json.gz")))
+    (finding,) = [f for f in analyse(obs).findings if f.rule_id == "where-time-goes"]
+    tid = next(t.os_thread_id for s in obs.stacks for t in s.threads if t.name == "MainThread")
+    readings = [t for sweep in obs.proc for t in sweep if t.tid == tid]
+    futex = sum(1 for t in readings if t.state in ("S", "D") and (t.syscall or t.wchan) == "futex")
+    assert futex > 0
+    assert finding.claim.endswith(f"(blocked in futex {futex} of {len(readings)} readings)"), finding.claim

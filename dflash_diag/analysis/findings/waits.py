@@ -286,7 +286,30 @@ def _os_split(ctx: Context, graph: WaitGraph) -> str:
     who = "its thread" if len(rows) == 1 else f"its {len(rows)} threads, on average,"
     on = f"on a CPU {pct(cpu)} of the window" + (f" ({pct(kernel)} of that in the kernel)" if kernel is not None
                                                    else "")
-    return f"{who} {on}, waiting for a CPU {pct(runq)}, off a CPU {pct(off)}"
+    blocked = _blocked_in(ctx, {t.tid for t in rows}) if off >= OFF_CPU_SAID else ""
+    return f"{who} {on}, waiting for a CPU {pct(runq)}, off a CPU {pct(off)}" + (f" ({blocked})" if blocked else "")
+
+
+# Off a CPU this share of the window or more, the root's threads are said with what the kernel had them blocked in.
+OFF_CPU_SAID = 0.2
+
+
+def _blocked_in(ctx: Context, tids: set[int]) -> str:
+    """What /proc's sweeps caught these threads blocked in while asleep (the system call, else the kernel's wait
+    channel), most seen first: "blocked in futex 6, fsync 3 of 10 readings"; "" when nothing was caught."""
+    seen: dict[str, int] = {}
+    readings = 0
+    for sweep in ctx.obs.proc:
+        for t in sweep:
+            if t.tid in tids:
+                readings += 1
+                call = t.syscall or t.wchan
+                if call and t.state in ("S", "D"):
+                    seen[call] = seen.get(call, 0) + 1
+    top = sorted(seen.items(), key=lambda kv: -kv[1])[:3]
+    if not top:
+        return ""
+    return "blocked in " + ", ".join(f"{call} {n}" for call, n in top) + f" of {readings} readings"
 
 
 def _kernel_part(ctx: Context, tids: set[int]) -> float | None:
