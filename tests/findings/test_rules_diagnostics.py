@@ -104,3 +104,54 @@ def test_warnings_shown_through_logging_are_the_warnings() -> None:
     (finding,) = _rule(_trainer(6, through_logging), "diagnostics-overhead")
     assert finding.claim.startswith("trainer spends 30% of its samples in Python's warnings: records are made, "
                                     "formatted and written on it (shown through logging: logging.captureWarnings)")
+
+
+# --- a hook that runs at lines that do not call it (a trace or profile function left on) ---------------------------
+
+TRACER = Frame("_tracer", "/app/covhelp.py", 5)
+HOOK_LINES = {f"{TRAIN}:{n}": text for n, text in ((31, "        x, y = q.get()"), (32, "        out = model(x)"),
+                                                    (33, "        loss = crit(out, y)"), (34, "        loss.backward()"))}
+
+
+def _traced(callers: list[Frame], *, total: int = 20, extra: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """The training thread with ``_tracer`` innermost under each of ``callers`` (one sample each), the rest in an op."""
+    stacks = [stack([thread_sample("trainer", (TRACER, c, STEP) if i < len(callers) else (OP, STEP), tid=11)],
+                    t=i * 0.2) for i, c in enumerate(callers + [STEP] * (total - len(callers)))]
+    source = {f"{TRAIN}:30": "        step(x)", **HOOK_LINES, **(extra or {})}
+    return analyse(replace(observation(stacks=stacks), source_lines=source, now_wall_s=NOW_S))
+
+
+def _frames(*lines: int) -> list[Frame]:
+    return [Frame(f"fn{n}", TRAIN, n) for n in lines]
+
+
+def test_a_function_run_at_many_lines_that_do_not_call_it_is_a_trace_hook_on_the_training_thread() -> None:
+    (finding,) = _rule(_traced(_frames(31, 32, 33, 34)), "diagnostics-overhead")
+    assert finding.severity is Severity.WARNING and abs(finding.impact - 0.20) < 1e-9
+    assert "_tracer (covhelp.py:5), a function none of its callers' lines calls: it runs at 4 different lines" \
+        in finding.claim and "sys.settrace" in finding.claim
+
+
+def test_a_function_its_lines_call_or_few_lines_run_is_not_a_hook() -> None:
+    # Under one line only (a generator resumed by a loop, a callback): not a hook.
+    assert _rule(_traced(_frames(31, 31, 31, 31)), "diagnostics-overhead") == []
+    # Under lines of too few functions.
+    same = [Frame("step", TRAIN, n) for n in (31, 32, 33, 34)]
+    assert _rule(_traced(same), "diagnostics-overhead") == []
+    # Mostly under a line that calls it (stacks read while the thread moved pair it with other lines now and then).
+    calls = {f"{TRAIN}:35": "        _tracer(frame)"}
+    torn = _frames(31, 32, 33, 34) + [Frame("fn35", TRAIN, 35)] * 6
+    assert _rule(_traced(torn, extra=calls), "diagnostics-overhead") == []
+
+
+def test_the_recorded_traced_loop_names_its_trace_function_in_the_headline() -> None:
+    """A real run (tests/fixtures/cpu/traced_loop): sys.settrace by a coverage-like helper, half the loop's speed."""
+    from pathlib import Path
+
+    from dflash_diag.snapshot.bundle import load_observation
+
+    obs = load_observation(str(Path(__file__).resolve().parents[1] / "fixtures" / "cpu" / "traced_loop.json"))
+    analysis = analyse(obs)
+    (finding,) = _rule(analysis, "diagnostics-overhead")
+    assert finding.severity is Severity.WARNING and "_tracer (covhelp.py:5)" in finding.claim
+    assert analysis.headline is not None and "diagnostics-overhead" in analysis.headline.because

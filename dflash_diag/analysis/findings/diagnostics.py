@@ -9,13 +9,14 @@ trains, or its stage limits throughput): a logger thread that only writes record
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 from dflash_contract.settings import AREA_DEBUG
 from dflash_diag.analysis.findings._context import Context, most_common_own_line, pct, speed_matters
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.settings import by_area, non_default
-from dflash_diag.model import Finding, Severity, ThreadSample
+from dflash_diag.model import Finding, Frame, Severity, ThreadSample
 
 RULES = (RuleSpec("diagnostics-overhead", sampled=True),)
 
@@ -55,6 +56,7 @@ _SAID_WITH = {"Python's logging": ("logging.getLogger().level", "logging.getLogg
 def check(ctx: Context) -> Iterator[Finding]:
     yield from _machinery(ctx)
     yield from _timer_handlers(ctx)
+    yield from _hooks(ctx)
 
 
 def _machinery(ctx: Context) -> Iterator[Finding]:
@@ -130,6 +132,86 @@ def _timer_handlers(ctx: Context) -> Iterator[Finding]:
                         "running, a watchdog), or give it a longer interval."),
                 impact=share if share >= WARNING_SHARE else 0.0, stages=(stage,) if stage != "other" else ())
             return
+
+
+# A hook runs at many lines that do not call it: seen under this many distinct lines of the thread.
+HOOK_CALLERS = 4
+HOOK_FUNCTIONS = 3  # ... of this many functions
+HOOK_IMPLICIT_PART = 0.8  # ... and this part of its samples under a caller that was read, none calling it
+# A hook's own samples are a lower bound of what it costs (the interpreter's calls into it are charged to the lines
+# it runs under): a warning from this share.
+HOOK_WARNING_SHARE = 0.08
+
+
+def _hooks(ctx: Context) -> Iterator[Finding]:
+    """A Python function that runs at many lines none of which calls it, on a thread that matters: a trace or
+    profile function (``sys.settrace``, ``sys.setprofile``, ``threading.settrace``: coverage, a debugger, a line
+    profiler left on) or an audit hook. Read off the stacks in every mode: the function is the innermost Python
+    frame, the frame outward of it is at a line whose text does not name it, and those lines are many."""
+    best: tuple[float, str, Frame, list[ThreadSample], set[Frame], str] | None = None
+    for stats in ctx.sampled():
+        if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
+            continue
+        rows = [thread for thread, _ in ctx.stats_rows(stats)]
+        if len(rows) < MIN_ROWS:
+            continue
+        by_hook: dict[tuple[str, str], list[tuple[ThreadSample, Frame, Frame]]] = {}
+        called_at: Counter[tuple[str, str]] = Counter()  # samples of each function at a line that calls it
+        for t in rows:
+            implicit, explicit = _implicit_call(ctx, t)
+            if implicit is not None:
+                by_hook.setdefault((implicit[0].filename, implicit[0].name), []).append((t, *implicit))
+            if explicit is not None:
+                called_at[(explicit.filename, explicit.name)] += 1
+        for key, found in by_hook.items():
+            callers = {caller for _, _, caller in found}
+            share = len(found) / len(rows)
+            # A stack read while the thread moves can pair a function with a line it has just left: a hook is
+            # (almost) never under a line that calls it, and runs under lines of several functions.
+            never_called = len(found) >= HOOK_IMPLICIT_PART * (len(found) + called_at[key])
+            if len(callers) >= HOOK_CALLERS and len({c.name for c in callers}) >= HOOK_FUNCTIONS and never_called \
+                    and share >= INFO_SHARE and (best is None or share > best[0]):
+                best = (share, stats.name, found[0][1], [t for t, _, _ in found], callers, stats.stage.value)
+    if best is None:
+        return
+    share, name, hook, inside, callers, stage = best
+    functions = {c.name for c in callers}
+    claim = (f"{name} spends {pct(share)} of its samples in {hook.name} ({hook.short_filename}:{hook.line}), a "
+             f"function none of its callers' lines calls: it runs at {len(callers)} different lines of "
+             f"{len(functions)} function{'s' if len(functions) != 1 else ''}, as a trace or profile hook does "
+             "(sys.settrace, sys.setprofile or threading.settrace: coverage, a debugger or a line profiler left on; "
+             "or an audit hook), and every line or call of the thread pays for it (its samples are the least "
+             "of that: calling it is charged to the lines it runs under)")
+    warning = share >= HOOK_WARNING_SHARE
+    yield Finding(
+        rule_id="diagnostics-overhead", severity=Severity.WARNING if warning else Severity.INFO,
+        claim=claim,
+        evidence=((f"{name}'s samples in {hook.name}", f"{len(inside)} ({pct(share)})"),
+                  ("lines it runs under (none calls it)", ", ".join(sorted(f"{c.short_filename}:{c.line}"
+                                                                          for c in callers)[:6])),),
+        remedy=("Remove the hook from the training run: the coverage or debugger session, sys.settrace(None) / "
+                "threading.settrace(None) once its work is done, or a sampling profiler (py-spy) instead of a "
+                "tracing one."),
+        impact=share if warning else 0.0, stages=(stage,) if stage != "other" else ())
+
+
+def _implicit_call(ctx: Context, thread: ThreadSample) -> tuple[tuple[Frame, Frame] | None, Frame | None]:
+    """((the innermost Python frame, its caller), None) where the caller's line was read and does not name the
+    function: Python ran it without a call at that line; (None, the innermost frame) where the line calls it.
+    Comprehensions, generators resumed by a loop and dunder methods (an operator, ``with``, indexing) run without
+    a call too, by syntax, and are not hooks."""
+    python = [f for f in thread.frames if not f.native]
+    if len(python) < 2:
+        return None, None
+    inner, caller = python[0], python[1]
+    short = inner.name.rsplit(".", 1)[-1]
+    if short.startswith("<") or short.startswith("__") or inner.filename == caller.filename and inner.name == \
+            caller.name:
+        return None, None
+    text = ctx.line_text(caller)
+    if not text:
+        return None, None
+    return (None, inner) if short in text else ((inner, caller), None)
 
 
 def _inside(thread: ThreadSample, paths: tuple[str, ...]) -> bool:
