@@ -399,3 +399,23 @@ def test_reads_served_by_the_page_cache_or_few_bytes_or_little_time_reading_are_
     _, (info,) = _find(_reader(24.0, 24.0, at_read=2), "storage-reads")  # 17%: said, not a warning
     assert info.severity == Severity.INFO and info.impact == 0.0
 
+
+
+def _syncing_trainer(syscall: str) -> object:
+    """A training thread whose stacks sit at its log line while /proc's sweeps catch it asleep in ``syscall``."""
+    line = Frame("log_step", "/app/train.py", 70)
+    threads = [Thread("trainer", 102, 0.2, 0.05, stack_frames=(line,), syscall=syscall)]
+    return scenario(threads, lines={"/app/train.py:70": "        os.fsync(fh.fileno())"})
+
+
+def test_a_thread_asleep_while_the_kernel_syncs_its_writes_is_named_with_the_call_and_its_line() -> None:
+    _, (finding,) = _find(_syncing_trainer("fsync"), "kernel-wait")
+    assert finding.claim.startswith("trainer is asleep in the kernel waiting for the storage to confirm writes")
+    assert "blocked in `fsync` in 3 of its 3 readings (100%)" in finding.claim
+    assert "log_step (train.py:70) `os.fsync(fh.fileno())`" in finding.claim
+    assert finding.severity == Severity.WARNING and finding.impact == 1.0
+
+
+def test_a_thread_asleep_on_a_peer_a_lock_or_a_timer_is_not_the_kernels_work() -> None:
+    for call in ("futex", "read", "epoll_wait", "clock_nanosleep"):
+        assert _find(_syncing_trainer(call), "kernel-wait")[1] == [], call

@@ -153,7 +153,10 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
     if slow_stage.threads:
         evidence.append((f"{slow} threads", threads_text(list(slow_stage.threads))))
     if spots:
-        evidence.append((f"{slow} spends its time in", spots_text(spots)))
+        # The hottest line's code: where no rule names a cause, the call the time goes to is what the user reads.
+        text = (ctx.obs.line_text(spots[0].filename, spots[0].line) or "").strip()
+        evidence.append((f"{slow} spends its time in",
+                         spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")))
     if waits:
         evidence.append((f"{slow} waits in", spots_text(waits)))
     if not is_na(pipe.queue_depth):

@@ -86,6 +86,7 @@ RULES = (
     RuleSpec("kernel-time", sampled=True),
     RuleSpec("timer-slack", sampled=True),
     RuleSpec("storage-reads", sampled=True),
+    RuleSpec("kernel-wait", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -115,6 +116,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _kernel_time(ctx, summary, working)
         found += _timer_slack(ctx, summary)
         found += _storage_reads(ctx)
+        found += _kernel_waits(ctx)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -924,3 +926,68 @@ def _storage_rate(ctx: Context) -> tuple[float, float] | None:
 
 def _bytes_rate(per_s: float) -> str:
     return f"{per_s / (1 << 20):.1f} MiB/s" if per_s >= 1 << 20 else f"{per_s / 1024:.0f} KiB/s"
+
+
+# --- a thread blocked in the kernel on storage or on the memory map ----------------------------------------------
+
+# The system calls a thread sleeps in while the kernel works for it (not a wait for another thread, a peer or a
+# timer: those are the wait-for graph's), and what each waits for.
+_KERNEL_WORK = {
+    **dict.fromkeys(("fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "msync"),
+                    "the storage to confirm writes (a sync per write: os.fsync, a file opened with O_SYNC or "
+                    "O_DSYNC, a database's synchronous commits)"),
+    **dict.fromkeys(("write", "pwrite64", "writev", "pwritev", "pwritev2", "fallocate", "ftruncate", "io_submit"),
+                    "writes to go to storage (the page cache full of dirty pages, O_DIRECT or a sync on the file)"),
+    **dict.fromkeys(("openat", "open", "newfstatat", "stat", "lstat", "statx", "unlinkat", "unlink", "renameat",
+                     "renameat2", "rename", "mkdirat", "getdents64", "access", "faccessat", "faccessat2"),
+                    "file-system metadata (opening, listing or renaming files: a slow or network file system)"),
+    **dict.fromkeys(("mmap", "munmap", "mprotect", "madvise", "mremap", "brk", "mlock", "mlockall"),
+                    "the process's memory map (mapping and unmapping memory: its threads take turns on one lock)"),
+}
+# Blocked in the kernel's work in this share of a thread's /proc readings, and at least this many readings.
+KERNEL_WAIT_SHARE = 0.20
+KERNEL_WAIT_MIN_READINGS = 3
+
+
+def _kernel_waits(ctx: Context) -> Iterator[Finding]:
+    """A thread that matters asleep in a system call while the kernel works for it (a sync to storage, writes,
+    file-system metadata, the memory map) in a share of /proc's readings: its stacks show an ordinary line, the
+    readings show what it waits for. Named with the call, its most frequent line, and its cost (the share)."""
+    by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None and t.n_samples}
+    readings: dict[int, int] = {}
+    blocked: dict[int, dict[str, int]] = {}
+    for sweep in ctx.obs.proc:
+        for t in sweep:
+            if t.tid not in by_tid:
+                continue
+            readings[t.tid] = readings.get(t.tid, 0) + 1
+            if t.state in ("S", "D") and t.syscall in _KERNEL_WORK:
+                calls = blocked.setdefault(t.tid, {})
+                calls[t.syscall] = calls.get(t.syscall, 0) + 1
+    best: tuple[float, int, str, int] | None = None
+    for tid, calls in blocked.items():
+        stats = by_tid[tid]
+        if not speed_matters(ctx, stats.name, stats.stage.value):
+            continue
+        count = sum(calls.values())
+        share = count / readings[tid]
+        if count >= KERNEL_WAIT_MIN_READINGS and share >= KERNEL_WAIT_SHARE and (best is None or share > best[0]):
+            best = (share, tid, max(calls, key=lambda c: calls[c]), count)
+    if best is None:
+        return
+    share, tid, call, count = best
+    stats = by_tid[tid]
+    line = _hot_line(ctx, tid)
+    seen = ", ".join(f"{c} {n}" for c, n in sorted(blocked[tid].items(), key=lambda kv: -kv[1])[:3])
+    claim = (f"{stats.name} is asleep in the kernel waiting for {_KERNEL_WORK[call]}: /proc caught it blocked in "
+             f"`{call}` in {count} of its {readings[tid]} readings ({pct(share)})"
+             + (f"; its most frequent line: {line}" if line else ""))
+    stage = stats.stage.value
+    yield Finding(
+        rule_id="kernel-wait", severity=Severity.WARNING, claim=claim,
+        evidence=((f"{stats.name} blocked in (of {readings[tid]} /proc readings)", seen),
+                  ("its most frequent line", line or "?")),
+        remedy=("Take the kernel's work off the thread's path: sync once per checkpoint or epoch, not per record "
+                "(no O_SYNC/O_DSYNC on a log, no os.fsync per write); write from a thread of its own; keep files on "
+                "a local disk; reuse buffers instead of mapping and unmapping memory every step."),
+        impact=share, stages=(stage,) if stage != "other" else ())
