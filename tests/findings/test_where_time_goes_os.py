@@ -40,3 +40,13 @@ def test_a_root_off_a_cpu_is_said_with_what_the_kernel_had_it_blocked_in() -> No
     futex = sum(1 for t in readings if t.state in ("S", "D") and (t.syscall or t.wchan) == "futex")
     assert futex > 0
     assert finding.claim.endswith(f"(blocked in futex {futex} of {len(readings)} readings)"), finding.claim
+
+
+def test_a_stage_verdict_with_no_cause_ends_with_its_hottest_lines_code() -> None:
+    """The casebook's healthy message-passing twin from outside: the consumer stage limits throughput, no cause;
+    the headline says where its time goes and the hottest line's code (read from the program's file)."""
+    obs = load_observation(str(RECORDING.with_name("settings5_molprop_fixed__outside.json.gz")))
+    headline = analyse(obs).headline
+    assert headline is not None and headline.rule_id == "pipeline-bottleneck-drafter"
+    assert "no cause found, its time goes to: main (train.py:106)" in headline.text
+    assert headline.text.endswith("(hottest line `opt.step()`)")

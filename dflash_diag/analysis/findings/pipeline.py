@@ -24,7 +24,7 @@ from dflash_diag.analysis.findings._context import (
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
 from dflash_diag.analysis.stages import SlowThread, slow_thread
-from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
+from dflash_diag.model import PIPELINE_STAGES, Finding, Frame, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 
@@ -154,7 +154,7 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
         evidence.append((f"{slow} threads", threads_text(list(slow_stage.threads))))
     if spots:
         # The hottest line's code: where no rule names a cause, the call the time goes to is what the user reads.
-        text = (ctx.obs.line_text(spots[0].filename, spots[0].line) or "").strip()
+        text = (ctx.line_text(Frame(spots[0].function, spots[0].filename, spots[0].line)) or "").strip()
         evidence.append((f"{slow} spends its time in",
                          spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")))
     if waits:
