@@ -8,6 +8,7 @@ from dataclasses import replace
 from findings_builders import NOW_S, observation, stack, thread_sample
 from sched_builders import settings_board
 
+from dflash_contract.board import SettingsKeys
 from dflash_diag.analysis import analyse
 from dflash_diag.model import Frame, Severity
 
@@ -113,12 +114,14 @@ HOOK_LINES = {f"{TRAIN}:{n}": text for n, text in ((31, "        x, y = q.get()"
                                                     (33, "        loss = crit(out, y)"), (34, "        loss.backward()"))}
 
 
-def _traced(callers: list[Frame], *, total: int = 20, extra: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _traced(callers: list[Frame], *, total: int = 20, extra: dict[str, str] | None = None,  # type: ignore[no-untyped-def]
+            settings: dict[str, object] | None = None):
     """The training thread with ``_tracer`` innermost under each of ``callers`` (one sample each), the rest in an op."""
     stacks = [stack([thread_sample("trainer", (TRACER, c, STEP) if i < len(callers) else (OP, STEP), tid=11)],
                     t=i * 0.2) for i, c in enumerate(callers + [STEP] * (total - len(callers)))]
     source = {f"{TRAIN}:30": "        step(x)", **HOOK_LINES, **(extra or {})}
-    return analyse(replace(observation(stacks=stacks), source_lines=source, now_wall_s=NOW_S))
+    boards = [settings_board(settings)] if settings is not None else ()
+    return analyse(replace(observation(boards, stacks=stacks), source_lines=source, now_wall_s=NOW_S))
 
 
 def _frames(*lines: int) -> list[Frame]:
@@ -130,6 +133,10 @@ def test_a_function_run_at_many_lines_that_do_not_call_it_is_a_trace_hook_on_the
     assert finding.severity is Severity.WARNING and abs(finding.impact - 0.20) < 1e-9
     assert "_tracer (covhelp.py:5), a function none of its callers' lines calls: it runs at 4 different lines" \
         in finding.claim and "sys.settrace" in finding.claim
+    # With the settings probe, what it read of the trace functions is said with it.
+    read = {SettingsKeys.INTERPRETER: {SettingsKeys.TRACER: "covhelp._tracer"}}
+    (probed,) = _rule(_traced(_frames(31, 32, 33, 34), settings=read), "diagnostics-overhead")
+    assert probed.claim.endswith("; a trace function for new threads: covhelp._tracer")
 
 
 def test_a_function_its_lines_call_or_few_lines_run_is_not_a_hook() -> None:

@@ -176,12 +176,16 @@ def _hooks(ctx: Context) -> Iterator[Finding]:
         return
     share, name, hook, inside, callers, stage = best
     functions = {c.name for c in callers}
+    # The probe's reading of the trace and profile functions, where it ran: what installed it, by name.
+    read = [r for r in by_area(non_default(ctx.obs), AREA_DEBUG)
+            if r.name.startswith(("a trace function", "a profile function", "trace function of thread"))]
     claim = (f"{name} spends {pct(share)} of its samples in {hook.name} ({hook.short_filename}:{hook.line}), a "
              f"function none of its callers' lines calls: it runs at {len(callers)} different lines of "
              f"{len(functions)} function{'s' if len(functions) != 1 else ''}, as a trace or profile hook does "
              "(sys.settrace, sys.setprofile or threading.settrace: coverage, a debugger or a line profiler left on; "
              "or an audit hook), and every line or call of the thread pays for it (its samples are the least "
-             "of that: calling it is charged to the lines it runs under)")
+             "of that: calling it is charged to the lines it runs under)"
+             + ("; " + ", ".join(f"{r.name}: {r.value}" for r in read[:2]) if read else ""))
     warning = share >= HOOK_WARNING_SHARE
     yield Finding(
         rule_id="diagnostics-overhead", severity=Severity.WARNING if warning else Severity.INFO,
