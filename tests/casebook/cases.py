@@ -78,7 +78,9 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  ("settings3_landcover", "probes"), ("settings3_landcover", "attach"),
                                  ("settings4_genomics", "probes"), ("settings4_genomics", "attach"),
                                  ("settings4_fraud", "probes"), ("settings5_seismic", "outside"),
-                                 ("settings5_seismic", "probes"),
+                                 ("settings5_seismic", "probes"), ("settings5_ocr", "outside"),
+                                 ("settings5_ocr", "probes"),
+                                 *(("settings5_molprop", m) for m in ("outside", "probes", "attach")),
                                  *((c, m) for c in ("settings4_robotics", "settings4_pathology")
                                    for m in ("outside", "probes", "attach"))})
 
@@ -1486,9 +1488,12 @@ CASES: tuple[Case, ...] = (
         r"(\w+\W+){0,4}(start-?up|boot\w*|re-?creat\w*|re-?buil\w*|respawn\w*|interpreter)|import\w*\W+(\w+\W+){0,3}"
         r"torch\W+(\w+\W+){0,4}(worker|child|process)",
         r"step \d+ loss", batch="settings batch 5",
-        missed={m: "`wait-chain` (warning): MainThread waits on the queue <- render-feeder waits on the pool's child "
-                   "processes; what the children spend their start in (spawn, re-importing torch) not named"
-                for m in ("outside", "probes", "attach")}),
+        # Since (the next stop, before batch 6): the wait-for graph says the children spend their time starting up
+        # under the 'spawn' start method; outside and under `run` replay as hits (FIXED_AFTER_SCORING). The attached
+        # recording's main thread computed more than it waited, and the path stopped there: still a miss.
+        missed={"attach": "`wait-chain` (warning): MainThread waits on the queue <- render-feeder waits on the pool's "
+                          "child processes; what the children spend their start in (spawn, re-importing torch) not "
+                          "named"}),
     *_settings_pair(
         "settings5_seismic", "settings5_seismic", ("train.py",), ("train.py", "--warnings", "default"),
         "warnings filter always",
@@ -1523,8 +1528,77 @@ CASES: tuple[Case, ...] = (
         r"function|DeviceContext|utils[/.]_device|device[ _-]?(context|mode)|(mode|override)\W+(\w+\W+){0,4}"
         r"(dispatch|intercept\w*)",
         r"step \d+ loss", batch="settings batch 5",
-        missed={m: f"{_B4_CONSUMER} main and MPNN.forward; the default-device function mode not read"
-                for m in ("outside", "probes", "attach")}),
+        # Since (the next stop, before batch 6): `op-interposition` names the DeviceContext mode from the stacks in
+        # every mode (FIXED_AFTER_SCORING); the twin's recordings stay quiet.
+        ),
+    # --- Settings batch 6, held out: four more programs of process-wide settings and OS kinds, written by a helper from
+    # public reports without seeing the tool (kinds chosen by the helper; those of batches 1-5 and the rest of the
+    # casebook excluded), to be scored once untuned.
+    *_settings_pair(
+        "settings6_weather", "settings6_weather", ("train.py",), ("train.py", "--watchdog", "sample"),
+        "trace function",
+        "a stall watchdog (watchdog.StallWatchdog.arm, at start-up, mode 'trace') installs a Python trace function "
+        "with threading.settrace and sys.settrace, so the interpreter calls it on every line, call and return of the "
+        "training thread and the station-reader thread (and every thread started later): the reader's per-hour "
+        "feature rows and the trainer's module calls pay a Python call per line executed, and both stages slow "
+        "down (python/cpython#107674, nedbat/coveragepy#1665, gak/pycallgraph#41) (measured by its author: "
+        "34.8 against the twin's 55.7 steps/s, medians of 3 runs each)",
+        "none: the watchdog in 'sample' mode reads sys._current_frames() once a second from its own thread; the "
+        "start-up phase (archive and model build) still runs under the same sys.settrace trace function, removed "
+        "with sys.settrace(None) before the threads start",
+        r"(?i)settrace|set_?trace|trace[ _-]?(function|func|hook|callback)s?|tracing\W+(\w+\W+){0,4}(function|hook|"
+        r"every|each|line|call)|line[ _-]?(tracing|events?)|\btracer\b|(every|each|per)\W+(\w+\W+){0,2}line\W+"
+        r"(\w+\W+){0,3}(trac\w*|callback|hook)|watchdog\W+(\w+\W+){0,5}trac\w*",
+        r"step \d+ loss", batch="settings batch 6"),
+    *_settings_pair(
+        "settings6_retail", "settings6_retail", ("train.py",), ("train.py", "--child-spawn", "vfork"),
+        "subprocess fork instead of vfork",
+        "a platform helper (platform_compat.apply, at start-up) sets subprocess._USE_VFORK = False for the whole "
+        "interpreter, so every subprocess.run forks the full parent instead of vfork: the extract-loader thread "
+        "runs `gzip -dc` once per 96-row shard, and each fork copies the page tables of the ~0.5 GB in-memory "
+        "product catalogue and the torch heap (~30 ms of kernel time) and leaves the parent's pages copy-on-write, "
+        "so the trainer's next writes fault; the loader falls behind and the trainer waits on its queue "
+        "(python/cpython#80004, python/cpython#11671, dlang/phobos#9139) (measured by its author: 27.6 against "
+        "the twin's 48.9 steps/s, medians of 3 runs each)",
+        "none: the same assignment subprocess._USE_VFORK, with True; the loader still runs gzip in a child process "
+        "for every shard, but vfork does not copy the parent's address space",
+        r"(?i)v?fork\w*|_USE_VFORK|page[ _-]?tables?|copy[ _-]?on[ _-]?write|\bCOW\b|process[ _-]?creation|"
+        r"(address[ _-]?space|memory|RSS|heap)\W+(\w+\W+){0,5}(cop\w+|duplicat\w+|clon\w+)|"
+        r"(spawn\w*|start\w*|creat\w*)\W+(\w+\W+){0,3}(child|process|subprocess)\w*\W+(\w+\W+){0,5}(large|big|"
+        r"memory|address[ _-]?space|page)",
+        r"step \d+ loss", batch="settings batch 6"),
+    *_settings_pair(
+        "settings6_audio", "settings6_audio", ("train.py",), ("train.py", "--health-checks", "first"),
+        "global module hooks",
+        "a numerical health-check helper (health.HealthChecks, policy 'always') registers process-wide module hooks "
+        "with torch.nn.modules.module.register_module_forward_hook and register_module_full_backward_hook: every "
+        "module call of the residual CNN (~70 modules) runs a Python hook with an isfinite().all() check, and the "
+        "global full backward hook wraps every module's inputs and outputs in BackwardHookFunction nodes whose "
+        "gradients are checked again on the way back, so each training step pays hundreds of extra Python calls "
+        "and small ops (pytorch/pytorch#50431, pytorch/pytorch#38972, pytorch/pytorch#54405) (measured by its "
+        "author: 10.0 against the twin's 21.5 steps/s, medians of 3 runs each)",
+        "none: the same two global hooks are registered at start-up but removed (handle.remove()) after the first "
+        "step, a one-off sanity pass",
+        r"(?i)register_module_\w*hook|global\W+(\w+\W+){0,3}(module\W+)?hooks?|module[ _-]?hooks?|(forward|"
+        r"backward)[ _-]?hooks?|BackwardHook\w*|_global_\w*hooks|hooks?\W+(\w+\W+){0,4}(every|each|all)\W+"
+        r"(\w+\W+){0,2}modules?|isfinite|non-?finite[ _-]?checks?|health[ _-]?checks?",
+        r"step \d+ loss", batch="settings batch 6"),
+    *_settings_pair(
+        "settings6_chem", "settings6_chem", ("train.py",), ("train.py", "--ledger-sync", "none"),
+        "O_DSYNC writes",
+        "the audit ledger (ledger.Ledger, sync 'dsync' by default) opens its append-only file with O_DSYNC, so each "
+        "os.write of a one-line record returns only once the data is on the disk: the sampler thread writes one "
+        "record per compound served (48 a batch) and waits on the device for each (~0.2-0.3 ms), so it falls "
+        "behind the trainer, which waits on its queue (linux-msm/rmtfs#15, PX4/PX4-Autopilot#4004, "
+        "category-labs/monad#1837) (measured by its author: 99.9 against the twin's 227.1 steps/s, medians of 3 "
+        "runs each)",
+        "none: the same os.open of the ledger without O_DSYNC (page cache only); the ledger is fsync'ed once at "
+        "every checkpoint (500 steps), a brief touch of the same durability mechanism",
+        r"(?i)O_D?SYNC|\bD?SYNC\b|f(data)?sync|synchronous\W+(\w+\W+){0,2}(writes?|I/?O|disk)|sync\w*\W+(\w+\W+)"
+        r"{0,3}(writes?|disk|storage|device)|writes?\W+(\w+\W+){0,5}(wait\w*|block\w*)\W+(\w+\W+){0,4}(disk|"
+        r"storage|device|flush\w*)|write[ _-]?through|durab\w+|(flush\w*|commit\w*)\W+(\w+\W+){0,3}(disk|storage|"
+        r"device)",
+        r"step \d+ loss", batch="settings batch 6"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
