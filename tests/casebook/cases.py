@@ -1533,7 +1533,7 @@ CASES: tuple[Case, ...] = (
         ),
     # --- Settings batch 6, held out: four more programs of process-wide settings and OS kinds, written by a helper from
     # public reports without seeing the tool (kinds chosen by the helper; those of batches 1-5 and the rest of the
-    # casebook excluded), to be scored once untuned.
+    # casebook excluded), scored once untuned (docs/benchmarks.md): 3/12 causes in the headline, no twin warned.
     *_settings_pair(
         "settings6_weather", "settings6_weather", ("train.py",), ("train.py", "--watchdog", "sample"),
         "trace function",
@@ -1549,7 +1549,13 @@ CASES: tuple[Case, ...] = (
         r"(?i)settrace|set_?trace|trace[ _-]?(function|func|hook|callback)s?|tracing\W+(\w+\W+){0,4}(function|hook|"
         r"every|each|line|call)|line[ _-]?(tracing|events?)|\btracer\b|(every|each|per)\W+(\w+\W+){0,2}line\W+"
         r"(\w+\W+){0,3}(trac\w*|callback|hook)|watchdog\W+(\w+\W+){0,5}trac\w*",
-        r"step \d+ loss", batch="settings batch 6"),
+        r"step \d+ loss", batch="settings batch 6",
+        missed={"outside": "`where-time-goes` (info), MainThread in main and TempNet.forward; the trace function not "
+                           "named (2 of the trainer's 63 samples in it: the interpreter's calls into it are charged to "
+                           "the lines it traces)",
+                "probes": "`pipeline-bottleneck-drafter` (info), because `gc-pauses` (4%); the trace function not "
+                          "named",
+                "attach": f"{_B4_CONSUMER} main and TempNet.forward; the trace function not named"}),
     *_settings_pair(
         "settings6_retail", "settings6_retail", ("train.py",), ("train.py", "--child-spawn", "vfork"),
         "subprocess fork instead of vfork",
@@ -1566,7 +1572,9 @@ CASES: tuple[Case, ...] = (
         r"(address[ _-]?space|memory|RSS|heap)\W+(\w+\W+){0,5}(cop\w+|duplicat\w+|clon\w+)|"
         r"(spawn\w*|start\w*|creat\w*)\W+(\w+\W+){0,3}(child|process|subprocess)\w*\W+(\w+\W+){0,5}(large|big|"
         r"memory|address[ _-]?space|page)",
-        r"step \d+ loss", batch="settings batch 6"),
+        r"step \d+ loss", batch="settings batch 6",
+        missed={m: f"{_B4_CONSUMER} main and BasketScorer.forward; `process-churn` (info) said gzip children a "
+                   "second, not that each is a fork of the whole parent" for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings6_audio", "settings6_audio", ("train.py",), ("train.py", "--health-checks", "first"),
         "global module hooks",
@@ -1583,6 +1591,8 @@ CASES: tuple[Case, ...] = (
         r"backward)[ _-]?hooks?|BackwardHook\w*|_global_\w*hooks|hooks?\W+(\w+\W+){0,4}(every|each|all)\W+"
         r"(\w+\W+){0,2}modules?|isfinite|non-?finite[ _-]?checks?|health[ _-]?checks?",
         r"step \d+ loss", batch="settings batch 6"),
+        # A hit in all three modes through the stage verdict's hottest line (`_finite (health.py:19)`, its
+        # `torch.isfinite(t).all()`): where the time goes, not that global module hooks put it there.
     *_settings_pair(
         "settings6_chem", "settings6_chem", ("train.py",), ("train.py", "--ledger-sync", "none"),
         "O_DSYNC writes",
@@ -1598,7 +1608,13 @@ CASES: tuple[Case, ...] = (
         r"{0,3}(writes?|disk|storage|device)|writes?\W+(\w+\W+){0,5}(wait\w*|block\w*)\W+(\w+\W+){0,4}(disk|"
         r"storage|device|flush\w*)|write[ _-]?through|durab\w+|(flush\w*|commit\w*)\W+(\w+\W+){0,3}(disk|storage|"
         r"device)",
-        r"step \d+ loss", batch="settings batch 6"),
+        r"step \d+ loss", batch="settings batch 6",
+        missed={"outside": f"{_B4_PRODUCER.replace('no cause found, its time in', 'because')} `kernel-time`: the "
+                           "sampler's system calls at the ledger's os.write; the file's O_DSYNC not read",
+                "probes": f"{_B4_PRODUCER.replace('no cause found, its time in', 'because')} `kernel-time`: the "
+                          "sampler's system calls at the ledger's os.write; the file's O_DSYNC not read",
+                "attach": f"{_B4_PRODUCER} Ledger.record (`os.write`); `kernel-time` (warning) not linked, the "
+                          "file's O_DSYNC not read"}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
