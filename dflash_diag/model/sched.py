@@ -146,6 +146,9 @@ class OsFacts:
     # The process's timer slack (/proc/PID/timerslack_ns, its main thread's: threads started later inherit it): how
     # late the kernel may end a sleep or timed wait to batch wake-ups. 50,000 ns by default; None when not read.
     timerslack_ns: int | None = None
+    # Files the process holds open for synchronous or direct writes (/proc/PID/fdinfo's flags: O_SYNC, O_DSYNC,
+    # O_DIRECT), as "name (O_DSYNC)", by file name only: each write to them waits for the storage.
+    sync_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

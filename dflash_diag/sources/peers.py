@@ -51,6 +51,7 @@ _FD_CALLS: dict[str, dict[int, str]] = {
     "aarch64": {25: "fcntl", 32: "flock", 63: "read", 64: "write", 65: "readv", 66: "writev", 67: "pread64",
                 207: "recvfrom", 212: "recvmsg"},
 }
+_FD_CALL_NAMES = frozenset(name for table in _FD_CALLS.values() for name in table.values())
 _LOCK_CALLS = frozenset({"flock", "fcntl"})
 _WRITES = frozenset({"write", "writev"})
 
@@ -188,9 +189,8 @@ class PeerReader:
         for t in threads:
             if t.state not in ("S", "D"):
                 continue
-            # procfs names the calls it knows; flock, fcntl and write read as "syscall N" there.
-            if t.syscall is not None and t.syscall not in ("read", "readv", "pread64", "recvfrom", "recvmsg") \
-                    and not t.syscall.startswith("syscall "):
+            # Only a call on a descriptor is followed (procfs's name for it, or "syscall N" where it has none).
+            if t.syscall is not None and t.syscall not in _FD_CALL_NAMES and not t.syscall.startswith("syscall "):
                 continue
             text = _read(self.proc_root / str(self.pid) / "task" / str(t.tid) / "syscall", 512)
             found = parse_syscall_fd(text) if text is not None else None

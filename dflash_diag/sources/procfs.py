@@ -69,16 +69,34 @@ def _no_process(pid: int) -> AttachError:
     return AttachError(f"no process with PID {pid} (it exited or never existed)", ExitCode.NO_PROCESS)
 
 
-# Blocking system calls by number, for the architectures torch trains on (the numbers differ per architecture).
+# System calls a thread can sleep in, by number, for the architectures torch trains on (the numbers differ per
+# architecture): waits (futex, polls, reads, sleeps) and the kernel's own work for it (syncs and writes to storage,
+# file-system metadata, the memory map, starting a process).
 _SYSCALLS: dict[str, dict[int, str]] = {
-    "x86_64": {0: "read", 7: "poll", 16: "ioctl", 17: "pread64", 19: "readv", 23: "select", 34: "pause",
-               35: "nanosleep", 43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4", 128: "rt_sigtimedwait",
-               202: "futex", 230: "clock_nanosleep", 232: "epoll_wait", 270: "pselect6", 271: "ppoll",
-               281: "epoll_pwait", 288: "accept4", 299: "recvmmsg", 441: "epoll_pwait2", 449: "futex_waitv"},
-    "aarch64": {22: "epoll_pwait", 29: "ioctl", 63: "read", 65: "readv", 67: "pread64", 72: "pselect6",
-                73: "ppoll", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 137: "rt_sigtimedwait",
-                202: "accept", 207: "recvfrom", 212: "recvmsg", 242: "accept4", 243: "recvmmsg", 260: "wait4",
-                441: "epoll_pwait2", 449: "futex_waitv"},
+    "x86_64": {0: "read", 1: "write", 2: "open", 4: "stat", 6: "lstat", 7: "poll", 9: "mmap", 10: "mprotect",
+               11: "munmap", 12: "brk", 16: "ioctl", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev",
+               21: "access", 23: "select", 25: "mremap", 26: "msync", 28: "madvise", 34: "pause", 35: "nanosleep",
+               40: "sendfile", 42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
+               47: "recvmsg", 56: "clone", 57: "fork", 58: "vfork", 59: "execve", 61: "wait4", 72: "fcntl",
+               73: "flock", 74: "fsync", 75: "fdatasync", 77: "ftruncate", 82: "rename", 83: "mkdir",
+               87: "unlink", 128: "rt_sigtimedwait", 149: "mlock", 151: "mlockall", 162: "sync",
+               202: "futex", 208: "io_getevents", 209: "io_submit", 217: "getdents64", 230: "clock_nanosleep",
+               232: "epoll_wait", 247: "waitid", 257: "openat", 258: "mkdirat", 262: "newfstatat", 263: "unlinkat",
+               264: "renameat", 269: "faccessat", 270: "pselect6", 271: "ppoll", 277: "sync_file_range",
+               281: "epoll_pwait", 285: "fallocate", 288: "accept4", 296: "pwritev", 299: "recvmmsg",
+               306: "syncfs", 316: "renameat2", 328: "pwritev2", 332: "statx", 426: "io_uring_enter",
+               435: "clone3", 439: "faccessat2", 441: "epoll_pwait2", 449: "futex_waitv"},
+    "aarch64": {2: "io_submit", 4: "io_getevents", 22: "epoll_pwait", 25: "fcntl", 29: "ioctl", 32: "flock",
+                34: "mkdirat", 35: "unlinkat", 38: "renameat", 46: "ftruncate", 47: "fallocate", 48: "faccessat",
+                56: "openat", 61: "getdents64", 63: "read", 64: "write", 65: "readv", 66: "writev",
+                67: "pread64", 68: "pwrite64", 70: "pwritev", 72: "pselect6", 73: "ppoll", 79: "newfstatat",
+                81: "sync", 82: "fsync", 83: "fdatasync", 84: "sync_file_range", 98: "futex", 101: "nanosleep",
+                115: "clock_nanosleep", 137: "rt_sigtimedwait", 202: "accept", 203: "connect", 206: "sendto",
+                207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 214: "brk", 215: "munmap", 216: "mremap",
+                220: "clone", 221: "execve", 222: "mmap", 226: "mprotect", 227: "msync", 228: "mlock",
+                230: "mlockall", 233: "madvise", 242: "accept4", 243: "recvmmsg", 260: "wait4", 267: "syncfs",
+                276: "renameat2", 287: "pwritev2", 291: "statx", 426: "io_uring_enter", 435: "clone3",
+                439: "faccessat2", 441: "epoll_pwait2", 449: "futex_waitv"},
 }
 _SYSCALL_NAMES = _SYSCALLS.get(platform.machine(), {})
 _WCHAN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$")

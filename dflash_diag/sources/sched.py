@@ -17,6 +17,7 @@ Every reader returns what it could read: a missing file is a missing field, neve
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -371,7 +372,64 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "",
                    children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
-                   timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""))
+                   timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
+                   sync_files=open_sync_files(pid, proc_root))
+
+
+MAX_FDS_SCANNED = 512  # descriptors whose flags are read, at most (a process with thousands open: the first ones)
+MAX_SYNC_FILES = 8
+# The open flags that make a write wait for the storage, with their names (os's values: this machine's).
+_SYNC_FLAGS = tuple((flag, name) for flag, name in ((getattr(os, "O_SYNC", 0), "O_SYNC"),
+                                                    (getattr(os, "O_DSYNC", 0), "O_DSYNC"),
+                                                    (getattr(os, "O_DIRECT", 0), "O_DIRECT")) if flag)
+
+
+def open_sync_files(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
+    """The regular files the process holds open with O_SYNC, O_DSYNC or O_DIRECT, as "name (FLAG)": from each
+    descriptor's ``fdinfo`` flags (octal) and its link. Bounded; () when not ours to read."""
+    base = proc_root / str(pid)
+    try:
+        with os.scandir(base / "fdinfo") as entries:
+            fds = [int(e.name) for e in itertools.islice(entries, MAX_FDS_SCANNED) if e.name.isdigit()]
+    except OSError:
+        return ()
+    found: list[str] = []
+    for fd in fds:
+        flags = parse_fdinfo_flags(_read(base / "fdinfo" / str(fd), 1024) or "")
+        named = sync_flag_name(flags) if flags is not None else ""
+        if not named:
+            continue
+        try:
+            target = os.readlink(base / "fd" / str(fd))
+        except OSError:
+            continue
+        if target.startswith("/") and not target.startswith(("/dev/", "/proc/", "/sys/")):
+            entry = f"{target.rsplit('/', 1)[-1][:80]} ({named})"
+            if entry not in found:
+                found.append(entry)
+        if len(found) >= MAX_SYNC_FILES:
+            break
+    return tuple(found)
+
+
+def parse_fdinfo_flags(text: str) -> int | None:
+    """The ``flags:`` field of an fdinfo file (octal); None when absent. Pure."""
+    for line in text.splitlines()[:8]:
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            try:
+                return int(value.strip(), 8)
+            except ValueError:
+                return None
+    return None
+
+
+def sync_flag_name(flags: int) -> str:
+    """The strongest synchronous-write flag set in ``flags`` ("O_SYNC" includes O_DSYNC's bit), "" for none. Pure."""
+    for flag, name in _SYNC_FLAGS:
+        if flags & flag == flag:
+            return name
+    return ""
 
 
 def parse_thp_mode(text: str) -> str:

@@ -419,3 +419,17 @@ def test_a_thread_asleep_while_the_kernel_syncs_its_writes_is_named_with_the_cal
 def test_a_thread_asleep_on_a_peer_a_lock_or_a_timer_is_not_the_kernels_work() -> None:
     for call in ("futex", "read", "epoll_wait", "clock_nanosleep"):
         assert _find(_syncing_trainer(call), "kernel-wait")[1] == [], call
+
+
+def test_kernel_time_at_a_line_that_writes_says_the_files_open_for_synchronous_writes() -> None:
+    obs = _writer_beside_trainer(kernel=0.21)
+    writes = {"/app/metrics.py:31": "        os.write(self.fd, line)"}
+    facts = replace(obs.os_facts, sync_files=("ledger.jsonl (O_DSYNC)",))  # type: ignore[attr-defined]
+    obs = replace(obs, os_facts=facts, source_lines={**obs.source_lines, **writes})  # type: ignore[attr-defined]
+    (finding,) = [f for f in analyse(obs).findings if f.rule_id == "kernel-time"]
+    assert finding.claim.endswith("; the process holds ledger.jsonl (O_DSYNC) open for synchronous writes: each write "
+                                  "there returns only once the storage has it")
+    # A line that does not write: the files are not said.
+    quiet = replace(obs, source_lines={**obs.source_lines, "/app/metrics.py:31": "        x = y + 1"})
+    (other,) = [f for f in analyse(quiet).findings if f.rule_id == "kernel-time"]
+    assert "synchronous" not in other.claim

@@ -148,6 +148,12 @@ def test_a_lock_waited_on_by_no_thread_seen_in_flock_names_no_thread(tmp_path: P
     (tmp_path / str(pid) / "fd").mkdir()
     waits = reader.read(threads)
     assert [(w.tid, w.kind) for w in waits] == [(tid, "file-lock")]
+    # procfs names flock now (its table has the calls on descriptors): still followed; a sync is not a peer's.
+    import dataclasses
+
+    named = (dataclasses.replace(threads[0], syscall="flock"),)
+    assert [(w.tid, w.kind) for w in reader.read(named)] == [(tid, "file-lock")]
+    assert reader.read((dataclasses.replace(threads[0], syscall="fsync"),)) == ()
 
 
 TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode

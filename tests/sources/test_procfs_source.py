@@ -167,6 +167,11 @@ def test_wchan_and_syscall_parsing() -> None:
     assert procfs.parse_syscall("running", table) is None
     assert procfs.parse_syscall("-1 0x7ffd 0x7f12", table) is None
     assert procfs.parse_syscall("", table) is None
+    # The tables name the kernel's own work too (a write, a sync), on both architectures, not only waits.
+    for arch, numbers in (("x86_64", {1: "write", 74: "fsync", 75: "fdatasync", 73: "flock", 257: "openat"}),
+                          ("aarch64", {64: "write", 82: "fsync", 83: "fdatasync", 32: "flock", 56: "openat"})):
+        for number, name in numbers.items():
+            assert procfs.parse_syscall(f"{number} 0x3 0x0", procfs._SYSCALLS[arch]) == name, (arch, number)
 
 
 def test_idle_cores_from_proc_stat() -> None:

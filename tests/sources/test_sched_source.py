@@ -223,3 +223,25 @@ def test_the_processs_io_counters_are_parsed_and_read_live() -> None:
     assert sched.parse_io("rchar: 1\n") is None and sched.parse_io("") is None
     sample = sched.SchedReader(os.getpid())()
     assert sample.io is not None and sample.io.rchar > 0  # this process has read its own files
+
+
+def test_files_open_for_synchronous_writes_are_read_from_fdinfo(tmp_path: Path) -> None:
+    """This process opens a ledger with O_DSYNC, a log with O_SYNC and a plain file: the facts name the first two
+    by file name, with their flag, and not the plain one."""
+    import os
+
+    from dflash_diag.sources.sched import open_sync_files, parse_fdinfo_flags, sync_flag_name
+
+    fds = [os.open(tmp_path / name, os.O_WRONLY | os.O_CREAT | flag, 0o600)
+           for name, flag in (("ledger.jsonl", os.O_DSYNC), ("audit.log", os.O_SYNC), ("plain.log", 0))]
+    try:
+        found = open_sync_files(os.getpid())
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert "ledger.jsonl (O_DSYNC)" in found and "audit.log (O_SYNC)" in found
+    assert not any(f.startswith("plain.log") for f in found)
+    assert parse_fdinfo_flags("pos:\t0\nflags:\t0110001\nmnt_id:\t25\n") == 0o110001
+    assert parse_fdinfo_flags("pos:\t0\n") is None
+    assert sync_flag_name(0o100001) == ""
+    assert open_sync_files(2**22 + 7) == ()  # no such process: nothing, no error

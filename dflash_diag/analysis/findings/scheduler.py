@@ -745,6 +745,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + (f"; /proc saw it blocked in {calls}" if calls else "")
                  + (f"; the machine's clock source is `{clock}`: every clock read (time.time(), perf_counter) is a "
                     "system call" if slow_clock else "")
+                 + _sync_files_text(ctx, line)
                  + _memory_settings_text(ctx)
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} in "
@@ -981,7 +982,7 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
     seen = ", ".join(f"{c} {n}" for c, n in sorted(blocked[tid].items(), key=lambda kv: -kv[1])[:3])
     claim = (f"{stats.name} is asleep in the kernel waiting for {_KERNEL_WORK[call]}: /proc caught it blocked in "
              f"`{call}` in {count} of its {readings[tid]} readings ({pct(share)})"
-             + (f"; its most frequent line: {line}" if line else ""))
+             + (f"; its most frequent line: {line}" if line else "") + _sync_files_text(ctx, line))
     stage = stats.stage.value
     yield Finding(
         rule_id="kernel-wait", severity=Severity.WARNING, claim=claim,
@@ -991,3 +992,17 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
                 "(no O_SYNC/O_DSYNC on a log, no os.fsync per write); write from a thread of its own; keep files on "
                 "a local disk; reuse buffers instead of mapping and unmapping memory every step."),
         impact=share, stages=(stage,) if stage != "other" else ())
+
+
+_WRITES_LINE = re.compile(r"\b(write\w*|flush|fsync|fdatasync|dump|save|print)\s*\(")
+
+
+def _sync_files_text(ctx: Context, line: str) -> str:
+    """Files the process holds open for synchronous or direct writes, said where the thread's line writes: each
+    such write returns only once the storage has it."""
+    facts = ctx.obs.os_facts
+    files = facts.sync_files if facts is not None else ()
+    if not files or not _WRITES_LINE.search(line):
+        return ""
+    return (f"; the process holds {', '.join(files[:3])} open for synchronous writes: each write there returns only "
+            "once the storage has it")
