@@ -433,3 +433,30 @@ def test_kernel_time_at_a_line_that_writes_says_the_files_open_for_synchronous_w
     quiet = replace(obs, source_lines={**obs.source_lines, "/app/metrics.py:31": "        x = y + 1"})
     (other,) = [f for f in analyse(quiet).findings if f.rule_id == "kernel-time"]
     assert "synchronous" not in other.claim
+
+
+def _forking_loader(loader_kernel: float, rss_bytes: int = 800 << 20) -> object:
+    """A loader that starts a gzip child per shard through subprocess (its stacks in _execute_child) beside a
+    trainer faulting 40,000 pages a second in; the process holds ``rss_bytes``."""
+    from dflash_diag.model import ProcessSample
+
+    fork = (Frame("Popen._execute_child", "/usr/lib/python3.11/subprocess.py", 1885),
+            Frame("read_extract", "/app/shards.py", 28))
+    threads = [Thread("extract-loader", 101, loader_kernel, 0.05, stack_frames=fork, kernel=loader_kernel),
+               Thread("trainer", 102, 0.4, 0.3, kernel=0.05, minflt_per_s=40_000)]
+    obs = scenario(threads, children_started=[(900, 1, 0.05, 0.0), (901, 1, 0.05, 0.0)],
+                   lines={"/app/shards.py:28": '    out = subprocess.run(["gzip", "-dc", path], capture_output=True)'})
+    return replace(obs, resources=(ProcessSample(monotonic_s=0.0, rss_bytes=rss_bytes, threads=3, open_fds=12),))
+
+
+def test_children_forked_from_a_large_process_are_named_with_the_forker_and_the_copy_on_write_faults() -> None:
+    _, (finding,) = _find(_forking_loader(0.13), "fork-cost")
+    assert finding.claim.startswith("the process forks while it holds 0.8 GiB: 2 children started in 4 s")
+    assert "by extract-loader at read_extract (shards.py:28) `out = subprocess.run(" in finding.claim
+    assert "(0.13 CPUs in the kernel)" in finding.claim and "trainer faults 40.0k pages a second in" in finding.claim
+    assert finding.severity == Severity.WARNING and abs(finding.impact - 0.18) < 0.01
+
+
+def test_a_cheap_fork_or_a_small_process_is_not_a_fork_cost() -> None:
+    assert _find(_forking_loader(0.01), "fork-cost")[1] == []  # a pool started once an epoch
+    assert _find(_forking_loader(0.13, rss_bytes=100 << 20), "fork-cost")[1] == []

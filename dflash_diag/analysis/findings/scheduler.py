@@ -26,7 +26,7 @@ from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.sched import MIN_SPAN_S, child_loads, summary_of, window_readings
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
-from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.findings import NOTE
 from dflash_diag.model.sched import EnvSetting, SchedSummary, SettingReading, ThreadSched
@@ -87,6 +87,7 @@ RULES = (
     RuleSpec("timer-slack", sampled=True),
     RuleSpec("storage-reads", sampled=True),
     RuleSpec("kernel-wait", sampled=True),
+    RuleSpec("fork-cost", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -117,6 +118,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _timer_slack(ctx, summary)
         found += _storage_reads(ctx)
         found += _kernel_waits(ctx)
+        found += _fork_cost(ctx, summary)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -1006,3 +1008,86 @@ def _sync_files_text(ctx: Context, line: str) -> str:
         return ""
     return (f"; the process holds {', '.join(files[:3])} open for synchronous writes: each write there returns only "
             "once the storage has it")
+
+
+# --- children forked from a large process -------------------------------------------------------------------------
+
+# A process this large that forks copies page tables worth noticing, and shares that much memory copy-on-write.
+FORK_RSS_BYTES = 256 << 20
+# A thread that matters faulting this many pages a second in while children are forked: copy-on-write.
+FORK_FAULTS_PER_S = 10_000
+FORK_KERNEL_CPUS = 0.05  # the forking thread's kernel time, in CPUs over the window
+# Where a thread starts a child by forking (the stacks' frames: the file and the function).
+_FORK_FRAMES = (("subprocess.py", "_execute_child"), ("multiprocessing/popen_fork.py", "_launch"),
+                ("os.py", "fork"), ("pty.py", "fork"))
+
+
+def _fork_cost(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
+    """Children started in the window by forking a large process: each fork copies the process's page tables (the
+    forking thread's kernel time), and the memory parent and child then share is copied page by page at the next
+    write to it (a thread that matters faulting memory in at a high rate). Named with the children, who forks them
+    and where, and the cost: the kernel time of the threads that matter, over the window."""
+    rss = max((r.rss_bytes or 0 for r in ctx.obs.resources), default=0)
+    if summary.children_started < 1 or rss < FORK_RSS_BYTES:
+        return
+    by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
+    faulting: list[tuple[str, float, float]] = []  # (name, faults a second, kernel CPUs)
+    kernel_by_tid: dict[int, float] = {}
+    for start, t, span in window_readings(ctx.obs):
+        if span <= 0 or t.tid not in by_tid:
+            continue
+        kernel = max(0.0, t.stime_s - start.stime_s) / span
+        kernel_by_tid[t.tid] = kernel
+        stats = by_tid[t.tid]
+        faults = max(0, (t.minflt or 0) - (start.minflt or 0)) / span
+        if faults >= FORK_FAULTS_PER_S and speed_matters(ctx, stats.name, stats.stage.value):
+            faulting.append((stats.name, faults, kernel))
+    forker, site = _forking_thread(ctx)
+    forker_stats = next((t for t in ctx.threads if t.name == forker), None)
+    forker_kernel = kernel_by_tid.get(forker_stats.os_thread_id, 0.0) \
+        if forker_stats is not None and forker_stats.os_thread_id is not None else 0.0
+    # The forks themselves must show: the forking thread's kernel time copying page tables (a pool started once an
+    # epoch costs a few milliseconds; a child per batch from a large process, a tenth of a CPU).
+    if forker_kernel < FORK_KERNEL_CPUS:
+        return
+    forker_matters = forker_stats is not None and speed_matters(ctx, forker, forker_stats.stage.value)
+    if not faulting and not forker_matters:
+        return
+    # The faulting threads' kernel time is what the shared pages cost them (up to: their own allocations fault too).
+    cost = sum(k for _, _, k in faulting) + (forker_kernel if forker_matters else 0.0)
+    comms = sorted({c.comm for s in ctx.obs.sched for c in s.children})
+    claim = (f"the process forks while it holds {rss / 2**30:.1f} GiB: {summary.children_started} children started "
+             f"in {summary.window_s:.0f} s ({', '.join(comms[:3]) or '?'})"
+             + (f", by {forker} at {site} ({forker_kernel:.2f} CPUs in the kernel)" if forker else "")
+             + "; each fork copies the whole process's page tables, and the memory parent and child share is "
+               "copied at the next write to each page"
+             + "".join(f"; {name} faults {_rate(faults)} pages a second in ({kernel:.2f} CPUs in the kernel)"
+                       for name, faults, kernel in faulting[:2]))
+    stages = tuple(sorted({by_tid[t].stage.value for t in by_tid if by_tid[t].name in {n for n, _, _ in faulting}
+                           or (forker_matters and by_tid[t].name == forker)} - {"other"}))
+    yield Finding(
+        rule_id="fork-cost", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO, claim=claim,
+        evidence=(("children started", f"{summary.children_started} in {summary.window_s:.1f} s"),
+                  ("the process's resident memory", f"{rss / 2**20:.0f} MiB"),
+                  ("threads that matter faulting memory in", ", ".join(f"{n} {_rate(f)}/s" for n, f, _ in faulting)
+                   or "none"),
+                  ("forked by", f"{forker} at {site}" if forker else "?")),
+        remedy=("Start children without copying the process: subprocess uses vfork or posix_spawn unless a setting "
+                "turns them off (subprocess._USE_VFORK, _USE_POSIX_SPAWN), multiprocessing can use 'forkserver'; or "
+                "start one long-lived helper before the large data is loaded, or do the work in-process."),
+        impact=cost if cost >= WARNING_COST else 0.0, stages=stages)
+
+
+def _forking_thread(ctx: Context) -> tuple[str, str]:
+    """The thread whose samples are most often inside a fork (subprocess's child start, multiprocessing's fork), and
+    its own line there; ("", "") when none was caught."""
+    counts: dict[str, list[ThreadSample]] = {}
+    for stack in ctx.obs.stacks:
+        for t in stack.threads:
+            if any(not f.native and f.filename.endswith(path) and f.name.endswith(name) for f in t.frames
+                   for path, name in _FORK_FRAMES):
+                counts.setdefault(t.name or "?", []).append(t)
+    if not counts:
+        return "", ""
+    name = max(counts, key=lambda n: len(counts[n]))
+    return name, most_common_own_line(ctx, counts[name])
