@@ -400,6 +400,9 @@ class SettingsKeys:
     # Threads with a trace function on one of their frames (sys.settrace in that thread, a debugger, coverage):
     # [[thread name, hook name], ...]; threading's hook for new threads is TRACER.
     THREAD_TRACERS: Final = "thread_tracers"
+    # Where a trace function runs: how many times slower a Python line runs under an empty one than under none,
+    # measured once in the board thread (its own trace function set and restored): the least a traced line costs.
+    TRACE_LINE_SLOWDOWN: Final = "trace_line_slowdown"
     XOPTIONS: Final = "xoptions"  # the -X options, as "name" or "name=value"
     # Python's logging, when the program imported it: the root logger's level (10 DEBUG, 30 WARNING by default) and
     # the loggers (by name, at most 4) set to DEBUG or below; Python's warnings: the actions of its filters that

@@ -162,3 +162,29 @@ def test_the_recorded_traced_loop_names_its_trace_function_in_the_headline() -> 
     (finding,) = _rule(analysis, "diagnostics-overhead")
     assert finding.severity is Severity.WARNING and "_tracer (covhelp.py:5)" in finding.claim
     assert analysis.headline is not None and "diagnostics-overhead" in analysis.headline.because
+
+
+def _traced_by_probe(python: int, *, total: int = 20, slowdown: float | None = 6.0, thread: str = "trainer"):  # type: ignore[no-untyped-def]
+    """The training thread running Python in ``python`` of ``total`` samples (the rest in a torch op), with the
+    settings probe's reading of a trace function on ``thread``'s frames and the slowdown it measured."""
+    stacks = [stack([thread_sample("trainer", (STEP,) if i < python else (OP, STEP), tid=11, gil=i < python)],
+                    t=i * 0.2) for i in range(total)]
+    interp = {SettingsKeys.THREAD_TRACERS: [[thread, "watchdog.StallWatchdog._trace"]],
+              SettingsKeys.TRACE_LINE_SLOWDOWN: slowdown}
+    obs = observation([settings_board({SettingsKeys.INTERPRETER: interp})], stacks=stacks)
+    return analyse(replace(obs, source_lines={f"{TRAIN}:30": "        step(x)"}, now_wall_s=NOW_S))
+
+
+def test_a_thread_the_probe_read_a_trace_function_on_is_weighed_by_its_python_share_and_the_measured_slowdown() -> None:
+    (finding,) = _rule(_traced_by_probe(4), "diagnostics-overhead")
+    # 4 of 20 samples run Python; a line under an empty trace function runs 6x slower: about 20% x 5/6.
+    assert finding.severity is Severity.WARNING and abs(finding.impact - 0.2 * 5 / 6) < 1e-9
+    assert finding.claim.startswith("trainer runs under a trace function (watchdog.StallWatchdog._trace, on its "
+                                    "frames: read by the settings probe)")
+    assert "6.0x slower under even an empty trace function" in finding.claim and "about 17% of its time" in finding.claim
+
+
+def test_a_traced_thread_that_runs_little_python_or_is_not_the_one_that_matters_is_not_weighed_so() -> None:
+    assert _rule(_traced_by_probe(1), "diagnostics-overhead") == []  # 5% x 5/6: under the information floor
+    assert _rule(_traced_by_probe(4, thread="metrics"), "diagnostics-overhead") == []
+    assert _rule(_traced_by_probe(4, slowdown=None), "diagnostics-overhead") == []

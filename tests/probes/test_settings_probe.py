@@ -140,9 +140,15 @@ def test_tracemalloc_and_a_threads_trace_function_are_read() -> None:
     assert interp[K.TRACEMALLOC_FRAMES] == 7
     assert ["traced-loader", f"{__name__}.tracer"] in interp[K.THREAD_TRACERS]  # a long qualname keeps its end
     assert all(name != threading.current_thread().name for name, _ in interp[K.THREAD_TRACERS])
+    # Where something traces, what a traced line costs is measured (an empty trace function against none), and
+    # the measuring thread's own trace function is put back.
+    assert isinstance(interp[K.TRACE_LINE_SLOWDOWN], float) and interp[K.TRACE_LINE_SLOWDOWN] > 1.5
+    assert sys.gettrace() is None
     after = SettingsProbe()
     try:
-        assert after.snapshot(0.0)[K.INTERPRETER][K.THREAD_TRACERS] == []  # the thread is gone with its tracer
+        quiet = after.snapshot(0.0)[K.INTERPRETER]
+        assert quiet[K.THREAD_TRACERS] == []  # the thread is gone with its tracer
+        assert quiet[K.TRACE_LINE_SLOWDOWN] is None  # nothing traces: nothing measured
     finally:
         after.close()
 

@@ -10,13 +10,14 @@ trains, or its stage limits throughput): a logger thread that only writes record
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
+from dflash_contract.board import SettingsKeys
 from dflash_contract.settings import AREA_DEBUG
 from dflash_diag.analysis.findings._context import Context, most_common_own_line, pct, speed_matters
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.settings import by_area, non_default
-from dflash_diag.model import Finding, Frame, Severity, ThreadSample
+from dflash_diag.analysis.settings import by_area, non_default, settings_payload
+from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState
 
 RULES = (RuleSpec("diagnostics-overhead", sampled=True),)
 
@@ -56,7 +57,50 @@ _SAID_WITH = {"Python's logging": ("logging.getLogger().level", "logging.getLogg
 def check(ctx: Context) -> Iterator[Finding]:
     yield from _machinery(ctx)
     yield from _timer_handlers(ctx)
-    yield from _hooks(ctx)
+    traced = list(_traced_threads(ctx))
+    yield from traced or _hooks(ctx)
+
+
+def _traced_threads(ctx: Context) -> Iterator[Finding]:
+    """A thread that matters with a trace function on its frames, as the settings probe read it: every Python line
+    it runs calls the function. Weighed by what the probe measured in this process (a simple line under an empty
+    trace function against none) and the share of the thread's samples running Python (which holds the tracing:
+    the interpreter's calls into the function are charged to the lines it traces): the part of that Python time
+    the tracing takes, about (heavier lines pay a smaller part, a tracer that does more work a larger one)."""
+    interp = settings_payload(ctx.obs.board).get(SettingsKeys.INTERPRETER)
+    if not isinstance(interp, Mapping):
+        return
+    rows, slowdown = interp.get(SettingsKeys.THREAD_TRACERS), interp.get(SettingsKeys.TRACE_LINE_SLOWDOWN)
+    if not isinstance(rows, list) or not isinstance(slowdown, int | float) or isinstance(slowdown, bool) \
+            or slowdown <= 1.0:
+        return
+    hooks = {str(r[0]): str(r[1]) for r in rows if isinstance(r, list) and len(r) == 2}
+    best: tuple[float, str, str, float, str] | None = None
+    for stats in ctx.sampled():
+        if stats.name not in hooks or stats.name.startswith("dflash-diag-") or \
+                not speed_matters(ctx, stats.name, stats.stage.value):
+            continue
+        python = stats.shares.get(ThreadState.PYTHON, 0.0)
+        cost = python * (1.0 - 1.0 / float(slowdown))
+        if cost >= INFO_SHARE and (best is None or cost > best[0]):
+            best = (cost, stats.name, hooks[stats.name], python, stats.stage.value)
+    if best is None:
+        return
+    cost, name, hook, python, stage = best
+    warning = cost >= HOOK_WARNING_SHARE
+    yield Finding(
+        rule_id="diagnostics-overhead", severity=Severity.WARNING if warning else Severity.INFO,
+        claim=(f"{name} runs under a trace function ({hook}, on its frames: read by the settings probe): every Python "
+               f"line it runs calls it; a line runs {float(slowdown):.1f}x slower under even an empty trace function "
+               f"in this process, and {pct(python)} of {name}'s samples run Python: about {pct(cost)} of its time "
+               "(sys.settrace, threading.settrace: a debugger, coverage, a watchdog or line profiler left on)"),
+        evidence=((f"trace function of {name}", hook),
+                  ("a Python line under an empty trace function", f"{float(slowdown):.1f}x slower (measured here)"),
+                  (f"{name}'s samples running Python", pct(python))),
+        remedy=("Remove the trace function from the training run: the debugger or coverage session, "
+                "sys.settrace(None) / threading.settrace(None) once its work is done, or sample instead (py-spy, "
+                "sys._current_frames() from a thread of its own) for a watchdog."),
+        impact=cost if warning else 0.0, stages=(stage,) if stage != "other" else ())
 
 
 def _machinery(ctx: Context) -> Iterator[Finding]:
