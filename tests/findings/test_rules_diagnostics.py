@@ -151,13 +151,13 @@ def test_a_function_its_lines_call_or_few_lines_run_is_not_a_hook() -> None:
     assert _rule(_traced(torn, extra=calls), "diagnostics-overhead") == []
 
 
-def test_the_recorded_traced_loop_names_its_trace_function_in_the_headline() -> None:
-    """A real run (tests/fixtures/cpu/traced_loop): sys.settrace by a coverage-like helper, half the loop's speed."""
+def test_the_recorded_hooked_loop_names_its_trace_function_in_the_headline() -> None:
+    """A real run (tests/fixtures/cpu/hooked_loop): sys.settrace by a coverage-like helper, half the loop's speed."""
     from pathlib import Path
 
     from dflash_diag.snapshot.bundle import load_observation
 
-    obs = load_observation(str(Path(__file__).resolve().parents[1] / "fixtures" / "cpu" / "traced_loop.json"))
+    obs = load_observation(str(Path(__file__).resolve().parents[1] / "fixtures" / "cpu" / "hooked_loop.json"))
     analysis = analyse(obs)
     (finding,) = _rule(analysis, "diagnostics-overhead")
     assert finding.severity is Severity.WARNING and "_tracer (covhelp.py:5)" in finding.claim
