@@ -1056,8 +1056,10 @@ def _fork_cost(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
     # The faulting threads' kernel time is what the shared pages cost them (up to: their own allocations fault too).
     cost = sum(k for _, _, k in faulting) + (forker_kernel if forker_matters else 0.0)
     comms = sorted({c.comm for s in ctx.obs.sched for c in s.children})
-    claim = (f"the process forks while it holds {rss / 2**30:.1f} GiB: {summary.children_started} children started "
-             f"in {summary.window_s:.0f} s ({', '.join(comms[:3]) or '?'})"
+    started = summary.children_started
+    claim = (f"the process forks while it holds {rss / 2**30:.1f} GiB: {started} "
+             f"{'child' if started == 1 else 'children'} started in {summary.window_s:.0f} s "
+             f"({', '.join(comms[:3]) or '?'})"
              + (f", by {forker} at {site} ({forker_kernel:.2f} CPUs in the kernel)" if forker else "")
              + "; each fork copies the whole process's page tables, and the memory parent and child share is "
                "copied at the next write to each page"
