@@ -81,6 +81,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  ("settings5_seismic", "probes"), ("settings5_ocr", "outside"),
                                  ("settings5_ocr", "probes"),
                                  *(("settings5_molprop", m) for m in ("outside", "probes", "attach")),
+                                 ("settings5_energy_fixed", "probes"), ("settings5_energy_fixed", "attach"),
+                                 ("settings6_retail", "outside"), ("settings6_retail", "probes"),
                                  *((c, m) for c in ("settings4_robotics", "settings4_pathology")
                                    for m in ("outside", "probes", "attach"))})
 
@@ -1471,8 +1473,9 @@ CASES: tuple[Case, ...] = (
                           "feed-loader's system calls; the socket's receive buffer not read",
                 "attach": f"{_B4_PRODUCER.replace('no cause found, its time in', 'because')} `process-wait`: the "
                           "feed-loader blocked on its TCP connection to the gateway child; the buffer not read"},
-        twin_missed={m: "`process-wait` (warning): feed-loader blocked on its TCP connection to the gateway child, "
-                        "which was working (35% CPU, in serve)" for m in ("probes", "attach")}),
+        # The twin's false alarm (process-wait on the loader's TCP wait) is gone since the mend after the score
+        # (FIXED_AFTER_SCORING).
+        ),
     *_settings_pair(
         "settings5_ocr", "settings5_ocr", ("train.py",), ("train.py", "--start-method", "fork"),
         "spawn start method",
@@ -1573,8 +1576,11 @@ CASES: tuple[Case, ...] = (
         r"(spawn\w*|start\w*|creat\w*)\W+(\w+\W+){0,3}(child|process|subprocess)\w*\W+(\w+\W+){0,5}(large|big|"
         r"memory|address[ _-]?space|page)",
         r"step \d+ loss", batch="settings batch 6",
-        missed={m: f"{_B4_CONSUMER} main and BasketScorer.forward; `process-churn` (info) said gzip children a "
-                   "second, not that each is a fork of the whole parent" for m in ("outside", "probes", "attach")}),
+        # Since (after the score): `fork-cost` names the loader's forks of the 0.8 GiB process and the trainer's
+        # copy-on-write faults; outside and under `run` replay as hits (FIXED_AFTER_SCORING). Attached, the cost
+        # read under the warning floor (information): still a miss.
+        missed={"attach": f"{_B4_CONSUMER} main and BasketScorer.forward; `process-churn` (info) said gzip children "
+                          "a second, not that each is a fork of the whole parent"}),
     *_settings_pair(
         "settings6_audio", "settings6_audio", ("train.py",), ("train.py", "--health-checks", "first"),
         "global module hooks",
@@ -1615,6 +1621,72 @@ CASES: tuple[Case, ...] = (
                           "sampler's system calls at the ledger's os.write; the file's O_DSYNC not read",
                 "attach": f"{_B4_PRODUCER} Ledger.record (`os.write`); `kernel-time` (warning) not linked, the "
                           "file's O_DSYNC not read"}),
+    # --- Settings batch 7, held out: four more programs of process-wide settings and OS kinds, written by a helper from
+    # public reports without seeing the tool (kinds chosen by the helper; those of batches 1-6 and the rest of the
+    # casebook excluded).
+    *_settings_pair(
+        "settings7_traffic", "settings7_traffic", ("train.py",), ("train.py", "--seccomp", "basic"),
+        "stacked seccomp-bpf filters",
+        "a hardening helper (sandbox.confine, called at start-up for each of six components, level 'audit') stacks six "
+        "seccomp-bpf filters on the process with prctl(PR_SET_SECCOMP); each is ~2,400 instructions generated with "
+        "argument-level rules that load the syscall's arguments before its number, so the kernel cannot cache an "
+        "allow verdict per syscall and runs every filter on every system call of every thread: the loop-reader "
+        "thread does one os.pread per 5-minute slot (13 per sample, 64 samples a batch) and each now costs several "
+        "microseconds of filter evaluation, so it falls behind and the trainer waits on its queue "
+        "(seccomp/libseccomp#116, flatpak/flatpak#4187, firecracker-microvm/firecracker#1022) (measured by its "
+        "author: 140.0 against the twin's 220.6 steps/s, medians of 3 runs each)",
+        "none: the same six sandbox.confine calls stack six seccomp filters, with level 'basic' (a short deny-list "
+        "on the syscall number only, which the kernel caches as allowed for every other syscall)",
+        r"(?i)seccomp|\bBPF\b|syscall[ _-]?filter\w*|filter\w*\W+(\w+\W+){0,4}(system[ _-]?calls?|syscalls?)|"
+        r"PR_SET_SECCOMP|NO_NEW_PRIVS|sandbox\w*|confine\w*|(system[ _-]?calls?|syscalls?)\W+(\w+\W+){0,4}"
+        r"(filter\w*|overhead|slow\w*|expensive|cost\w*)",
+        r"step \d+ loss", batch="settings batch 7"),
+    *_settings_pair(
+        "settings7_credit", "settings7_credit", ("train.py",), ("train.py", "--log-detail", "summary"),
+        "torch print options profile full",
+        "the run-wide settings module (settings.apply, log_detail 'full') calls torch.set_printoptions(profile='full'), "
+        "which turns off the elision of large tensors for the whole process: the run journal logs the first eight "
+        "applicant rows (8 x 240 values) every 2nd step, and the tensor __str__ now formats all 1,920 numbers in "
+        "Python (torch._tensor_str, ~20 ms each) on the training thread instead of a summarised 'x, x, ..., x' "
+        "row (pytorch/pytorch#6863, pytorch/pytorch#9185, nod-ai/amd-shark-ai#384) (measured by its author: 87.1 "
+        "against the twin's 152.6 steps/s, medians of 3 runs each)",
+        "none: the same torch.set_printoptions call with profile='default' (threshold 1000), so the journal's "
+        "tensors print summarised; the journal line is still formatted every 2nd step",
+        r"(?i)set_printoptions|print[ _-]?options|profile\W+(\w+\W+){0,2}full|threshold|_tensor_str|"
+        r"(tensor|tensors)\W+(\w+\W+){0,4}(format\w*|print\w*|repr|str\w*|render\w*)|(format\w*|print\w*|render\w*|"
+        r"repr|stringif\w*)\W+(\w+\W+){0,4}(tensors?|full|whole|every\W+element)|summari[sz]\w*|elision|elided",
+        r"step \d+ loss", batch="settings batch 7"),
+    *_settings_pair(
+        "settings7_sonar", "settings7_sonar", ("train.py",), ("train.py", "--native-trace", "quiet"),
+        "MKL_VERBOSE call tracing",
+        "the native runtime helper (runtime.prepare, before torch is imported, native_trace 'trace') sets "
+        "MKL_VERBOSE=1, so Intel MKL times and prints a line for every BLAS call; the helper routes the C-level "
+        "stdout through a pipe into a Python logging thread: the deep narrow MLP makes ~50 small SGEMM calls a step, "
+        "each now timed and formatted by MKL, and the pump thread turns ~10k lines a second into log records, "
+        "holding the GIL the training thread needs (uxlfoundation/oneDNN#389, intel/pti-gpu#55, "
+        "libxsmm/libxsmm#78) (measured by its author: 114.7 against the twin's 297.3 steps/s, medians of 3 runs each)",
+        "none: the same environment variable set by the same helper, MKL_VERBOSE=0; the stdout pipe and its "
+        "logging pump thread are still there, idle",
+        r"(?i)MKL_VERBOSE|\bMKL\b\W+(\w+\W+){0,3}(verbose|trac\w+|log\w*)|verbose\W+(\w+\W+){0,4}(MKL|BLAS|GEMM|"
+        r"native|librar\w+|mode|output|trac\w+|logging)|(BLAS|GEMM|native)\W+(\w+\W+){0,3}(trac\w+|verbose|"
+        r"logg\w+)|native\W+(\w+\W+){0,2}(stdout|output|log)|native-log|_pump",
+        r"step \d+ loss", batch="settings batch 7"),
+    *_settings_pair(
+        "settings7_genome", "settings7_genome", ("train.py",), ("train.py", "--guard", "network"),
+        "PEP 578 audit hook",
+        "a data-governance helper (guard.install, policy 'paths', at start-up) registers a process-wide audit hook "
+        "with sys.addaudithook: the interpreter calls it for every audit event of every thread, and on each 'open' "
+        "event it resolves the path with os.path.realpath (an lstat per path component) and matches it against "
+        "deny patterns with fnmatch; the loader thread opens one .seq file per read (48 a batch), so each open "
+        "pays the hook's Python work and system calls and the loader falls behind the trainer, which waits on its "
+        "queue (python/cpython#18360, python/cpython#12613, pschanely/CrossHair#77) (measured by its author: 218.7 "
+        "against the twin's 305.9 steps/s, medians of 3 runs each)",
+        "none: the same sys.addaudithook registration at start-up with policy 'network': the hook still runs for "
+        "every event but returns at once except for socket.connect",
+        r"(?i)audit[ _-]?hooks?|addaudithook|sys\.audit|PEP\W?578|audit\w*\W+(\w+\W+){0,4}(events?|hooks?|open)|"
+        r"governance|guard\W+(\w+\W+){0,3}(hook|open|path)|_hook\b|realpath|(hook|callback)\W+(\w+\W+){0,4}"
+        r"(every|each)\W+(\w+\W+){0,2}(open|file|event)",
+        r"step \d+ loss", batch="settings batch 7"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
