@@ -1640,7 +1640,9 @@ CASES: tuple[Case, ...] = (
         r"(?i)seccomp|\bBPF\b|syscall[ _-]?filter\w*|filter\w*\W+(\w+\W+){0,4}(system[ _-]?calls?|syscalls?)|"
         r"PR_SET_SECCOMP|NO_NEW_PRIVS|sandbox\w*|confine\w*|(system[ _-]?calls?|syscalls?)\W+(\w+\W+){0,4}"
         r"(filter\w*|overhead|slow\w*|expensive|cost\w*)",
-        r"step \d+ loss", batch="settings batch 7"),
+        r"step \d+ loss", batch="settings batch 7",
+        missed={m: f"{_B4_CONSUMER} main and Forecaster.forward; the seccomp filters not read" for m in
+                ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings7_credit", "settings7_credit", ("train.py",), ("train.py", "--log-detail", "summary"),
         "torch print options profile full",
@@ -1655,7 +1657,9 @@ CASES: tuple[Case, ...] = (
         r"(?i)set_printoptions|print[ _-]?options|profile\W+(\w+\W+){0,2}full|threshold|_tensor_str|"
         r"(tensor|tensors)\W+(\w+\W+){0,4}(format\w*|print\w*|repr|str\w*|render\w*)|(format\w*|print\w*|render\w*|"
         r"repr|stringif\w*)\W+(\w+\W+){0,4}(tensors?|full|whole|every\W+element)|summari[sz]\w*|elision|elided",
-        r"step \d+ loss", batch="settings batch 7"),
+        r"step \d+ loss", batch="settings batch 7",
+        missed={m: f"{_B4_CONSUMER} run and Scorer.forward; the print options not read" for m in
+                ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings7_sonar", "settings7_sonar", ("train.py",), ("train.py", "--native-trace", "quiet"),
         "MKL_VERBOSE call tracing",
@@ -1670,7 +1674,9 @@ CASES: tuple[Case, ...] = (
         r"(?i)MKL_VERBOSE|\bMKL\b\W+(\w+\W+){0,3}(verbose|trac\w+|log\w*)|verbose\W+(\w+\W+){0,4}(MKL|BLAS|GEMM|"
         r"native|librar\w+|mode|output|trac\w+|logging)|(BLAS|GEMM|native)\W+(\w+\W+){0,3}(trac\w+|verbose|"
         r"logg\w+)|native\W+(\w+\W+){0,2}(stdout|output|log)|native-log|_pump",
-        r"step \d+ loss", batch="settings batch 7"),
+        r"step \d+ loss", batch="settings batch 7",
+        missed={m: f"{_B4_CONSUMER} main; MKL_VERBOSE and the log pump not named" for m in
+                ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings7_genome", "settings7_genome", ("train.py",), ("train.py", "--guard", "network"),
         "PEP 578 audit hook",
@@ -1686,7 +1692,12 @@ CASES: tuple[Case, ...] = (
         r"(?i)audit[ _-]?hooks?|addaudithook|sys\.audit|PEP\W?578|audit\w*\W+(\w+\W+){0,4}(events?|hooks?|open)|"
         r"governance|guard\W+(\w+\W+){0,3}(hook|open|path)|_hook\b|realpath|(hook|callback)\W+(\w+\W+){0,4}"
         r"(every|each)\W+(\w+\W+){0,2}(open|file|event)",
-        r"step \d+ loss", batch="settings batch 7"),
+        r"step \d+ loss", batch="settings batch 7",
+        missed={"outside": f"{_B4_CONSUMER} main and Net.forward; the audit hook not named",
+                "probes": "`board-stale` (warning): 'no board update for 10 s: the training loop looks hung', the "
+                          "hook refused the probes' board writes; the audit hook not named",
+                "attach": "no report: `dflash-diag attach` timed out (exit 14) saying the main thread ran no Python "
+                          "code; the hook refused the bootstrap's file opens"}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not

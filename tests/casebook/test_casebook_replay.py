@@ -81,7 +81,10 @@ def test_every_recording_is_of_a_case_and_mode_that_exist() -> None:
 
 
 def test_every_cpu_case_and_mode_has_a_recording() -> None:
-    missing = sorted({c.name for c, m in _every_cpu_run() if (c.name, m) not in _recorded()})
+    """Every run has its observation, except a known miss that gave no report at all (an attach the program
+    refused): there was nothing to observe, and the miss says so."""
+    missing = sorted({c.name for c, m in _every_cpu_run() if (c.name, m) not in _recorded()
+                      and not c.known_miss.get(m, "").split(": ", 1)[-1].startswith("no report")})
     assert not missing, f"no recording of {missing}: record them with `{RECORD} --cases {','.join(missing)}`"
 
 

@@ -108,6 +108,7 @@ SETTINGS_BATCHES = {
     "settings-batch-4": ("## Settings/OS held-out batch 4, scored once", "settings batch 4", 8),
     "settings-batch-5": ("## Settings/OS held-out batch 5, scored once", "settings batch 5", 8),
     "settings-batch-6": ("## Settings/OS held-out batch 6, scored once", "settings batch 6", 8),
+    "settings-batch-7": ("## Settings/OS held-out batch 7, scored once", "settings batch 7", 8),
 }
 
 
