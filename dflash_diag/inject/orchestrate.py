@@ -48,6 +48,8 @@ from dflash_diag.inject.request import (
     remove_quietly,
     write_private,
 )
+from dflash_diag.model import Frame, StackSample
+from dflash_diag.sources.pyspy import PySpy
 
 
 def package_paths() -> tuple[str, str]:
@@ -153,6 +155,41 @@ def _queue(run: Run, program: str) -> None:
         run.paused_s, run.threads_paused = run.stopped_s, threads if run.stopped_s is not None else None
 
 
+# Looks at the main thread this far apart, at most this many: a stack that moved between two is running bytecode.
+RUNS_PYTHON_GAP_S = 0.15
+RUNS_PYTHON_LOOKS = 4
+
+
+def main_thread_runs_python(pid: int, *, dump: Callable[[], StackSample] | None = None,
+                            gap_s: float = RUNS_PYTHON_GAP_S) -> str:
+    """Whether the main thread executes Python: non-blocking py-spy dumps ``gap_s`` apart (up to
+    ``RUNS_PYTHON_LOOKS``) whose main-thread Python stacks differ ("at main (train.py:84), then main
+    (train.py:90)"); "" when none differs, or it could not be read (a thread in one long C call shows the same
+    stack every time: no claim is made about it)."""
+    read = dump or PySpy(pid, retries=1, timeout_s=5.0).dump
+    first: tuple[Frame, ...] | None = None
+    try:
+        for i in range(RUNS_PYTHON_LOOKS):
+            if i:
+                time.sleep(gap_s)
+            sample = read()
+            main = next((t for t in sample.threads if t.os_thread_id == pid or t.name == "MainThread"), None)
+            stack = tuple(f for f in main.frames if not f.native) if main is not None else ()
+            if not stack:
+                return ""
+            if first is None:
+                first = stack
+            elif stack != first:
+                return f"at {_site_of(first[0])}, then {_site_of(stack[0])}"
+    except (AttachError, OSError):
+        return ""
+    return ""
+
+
+def _site_of(frame: Frame) -> str:
+    return f"{frame.name} ({frame.short_filename}:{frame.line})"
+
+
 def thread_count(pid: int) -> int | None:
     try:
         return len(os.listdir(f"/proc/{pid}/task"))
@@ -188,6 +225,17 @@ def _wait_for_result(run: Run) -> dict[str, Any]:
         raise AttachError(f"the probes' bootstrap started in PID {pid} but gave no answer in {run.timeout_s + CLAIMED_GRACE_S:g} s; "
                           f"`dflash-diag board {pid}` shows whether the probes run", ExitCode.ATTACH_TIMEOUT) from None
     forget_page(req.directory, pid)  # the queued call still points at that page: never reuse it
+    moving = main_thread_runs_python(pid)
+    if moving:
+        # The queued call runs at the interpreter's next check, which a thread running bytecode reaches within
+        # milliseconds: it ran, and something in the process stopped the bootstrap before it could take the request.
+        raise AttachError(
+            f"PID {pid}'s main thread runs Python ({moving}), but the probes' bootstrap never took the "
+            f"request in {run.timeout_s:g} s: something in the process stopped it before it could read its files "
+            "(an audit hook, sys.addaudithook, or a sandbox that refuses file opens outside its paths does this); the "
+            "request is cancelled: nothing was started. Start the program under `dflash-diag run` with "
+            "DFLASH_DIAG_BOARD_DIR set to a directory it may open, or diagnose it from outside (`dflash-diag doctor "
+            f"{pid}`)", ExitCode.ATTACH_FAILED)
     where = f" (main thread in {run.main_thread_where})" if run.main_thread_where else ""
     raise AttachError(
         f"PID {pid} did not reach a safe point in {run.timeout_s:g} s: its main thread ran no Python code{where}; "

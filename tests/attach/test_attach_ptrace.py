@@ -42,6 +42,25 @@ while True:
             fh.write(str(n))
 """
 
+# An audit hook that refuses every file open outside the program's data folder and Python's own files (a
+# data-governance guard): the probes' bootstrap cannot read its request; the main thread keeps running Python.
+REFUSES_OPENS = r"""
+import os, sys, time
+root = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(__file__))), "data")
+def guard(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes)):
+        path = os.path.realpath(os.fsdecode(args[0]))
+        if not path.startswith((root, sys.prefix, sys.base_prefix)):
+            raise PermissionError("refused: " + path)
+sys.addaudithook(guard)
+print("ready", os.getpid(), flush=True)
+n = 0
+while True:
+    for i in range(20000):
+        n += i
+    time.sleep(0.001)
+"""
+
 # Every thread blocks SIGSEGV (set before the workers start, so they inherit it).
 NO_SEGV = r"""
 import os, signal, threading, time
@@ -165,6 +184,23 @@ def test_a_process_whose_threads_block_sigsegv_is_refused_before_anything_is_wri
         assert _untraced_and_running(proc.pid)
         # Nothing but the injection lock (0 bytes, private; swept once the process is gone): no page, no note.
         assert [p.name for p in board_dir.iterdir()] in ([], [f".attach-{proc.pid}.lock"])
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_program_whose_audit_hook_refuses_the_bootstrap_is_told_apart_from_one_that_runs_no_python(
+        ptrace_ok: None, board_dir: Path, tmp_path: Path) -> None:
+    """The queued call runs (the main thread runs Python) but the program's audit hook refuses the bootstrap's file
+    opens: the timeout says so, with where the main thread ran, not "ran no Python code"; the program runs on."""
+    proc = _start(tmp_path, REFUSES_OPENS)
+    try:
+        res = cli("attach", str(proc.pid), "--timeout", "3", env=env_for(board_dir))
+        assert res.returncode == ExitCode.ATTACH_FAILED, res.stderr
+        assert f"PID {proc.pid}'s main thread runs Python (at <module> (" in res.stderr, res.stderr
+        assert "audit hook" in res.stderr and "ran no Python code" not in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+        assert _untraced_and_running(proc.pid)
     finally:
         proc.kill()
         proc.wait()
