@@ -45,7 +45,7 @@ while True:
 # An audit hook that refuses every file open outside the program's data folder and Python's own files (a
 # data-governance guard): the probes' bootstrap cannot read its request; the main thread keeps running Python.
 REFUSES_OPENS = r"""
-import os, sys, time
+import os, sys
 root = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(__file__))), "data")
 def guard(event, args):
     if event == "open" and isinstance(args[0], (str, bytes)):
@@ -55,10 +55,10 @@ def guard(event, args):
 sys.addaudithook(guard)
 print("ready", os.getpid(), flush=True)
 n = 0
-while True:
-    for i in range(20000):
-        n += i
-    time.sleep(0.001)
+while True:  # busy in Python on several lines (a sleep would leave the same stack to every look on a loaded box)
+    n += 1
+    m = n % 7
+    k = m * 3
 """
 
 # Every thread blocks SIGSEGV (set before the workers start, so they inherit it).

@@ -18,7 +18,17 @@ from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_diag.analysis.sampled import Sampled
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
-from dflash_diag.model import NA, Analysis, Maybe, PipelineView, Stage, StageNames, ThreadState, ThreadStats
+from dflash_diag.model import (
+    NA,
+    Analysis,
+    GpuSample,
+    Maybe,
+    PipelineView,
+    Stage,
+    StageNames,
+    ThreadState,
+    ThreadStats,
+)
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.job import JobObservation, RankSummary
 from dflash_diag.model.kernels import KernelSummary
@@ -120,13 +130,30 @@ class Context(Sampled):
                  if isinstance(gpu.processes, tuple) and any(p.pid == self.obs.pid for p in gpu.processes)}
         if not found and self.obs.process is not None and self.obs.process.cuda_in_use:
             indices = {gpu.index for sweep in sweeps for gpu in sweep}
-            if len(indices) == 1:
+            hidden = any(_context_hidden(gpu) for sweep in sweeps for gpu in sweep)
+            if len(indices) == 1 and hidden:
                 found = indices
         return tuple(sorted(found))
 
     def on_cuda(self) -> bool | None:
         """Whether the process trains on CUDA: True, False, or None when nothing tells."""
         return on_cuda(self)
+
+
+# A GPU holding this much memory holds some process's CUDA context (the driver's own reservation is well under it:
+# 0.6 GiB on an idle H200).
+HIDDEN_CONTEXT_BYTES = 1 << 30
+
+
+def _context_hidden(gpu: GpuSample) -> bool:
+    """NVML may not name a process that has a context on this GPU (a PID namespace): it lists other PIDs, cannot
+    list them, or the GPU holds memory beyond the driver's own. A GPU that lists no process and holds no more has no
+    context at all: a process that merely opened the device (``torch.cuda.is_available()``) is not on it."""
+    processes = gpu.processes
+    if not isinstance(processes, tuple) or processes:
+        return True
+    used = gpu.memory_used_bytes
+    return isinstance(used, int) and used >= HIDDEN_CONTEXT_BYTES
 
 
 def num(mapping: Mapping[str, Any] | None, key: str) -> float | None:
