@@ -34,6 +34,8 @@ from dflash_diag.snapshot.bundle import load_observation
 H200 = Path(__file__).resolve().parent / "observations_h200"
 RUNS = sorted(p.name.removesuffix(".json.gz") for p in H200.glob("*.json.gz"))
 TWO_CPUS = H200 / "taskset2"
+# The same run live again after those fixes (15:32 UTC), on the GPU host the call got: an H100's, 16 CPUs.
+TWO_CPUS_LIVE = H200 / "taskset2_h100"
 
 
 def test_every_mode_of_both_programs_is_recorded() -> None:
@@ -79,3 +81,12 @@ def test_on_two_of_sixteen_cpus_the_example_is_named_oversubscribed_in_every_mod
     assert "gpu-underused" not in {f.rule_id for f in analysis.findings}  # ... and no context: not on the GPU
     twin = analyse(load_observation(str(TWO_CPUS / f"healthy_ensemble_threads__{mode}.json.gz")))
     assert {f.rule_id for f in twin.findings if f.severity >= Severity.WARNING} == {"cpu-affinity-narrow"}
+
+
+@pytest.mark.parametrize("mode", ["outside", "probes", "attach"])
+def test_live_after_the_fixes_the_example_leads_with_its_oversubscription(mode: str) -> None:
+    """Recorded with the fixes in (no replay-only claim): the live answer's headline, read again from its
+    observation, is the oversubscription; no GPU warning on a program that never used one."""
+    analysis = analyse(load_observation(str(TWO_CPUS_LIVE / f"ensemble_num_threads__{mode}.json.gz")))
+    assert analysis.headline is not None and analysis.headline.rule_id == "cpu-oversubscribed"
+    assert {f.rule_id for f in analysis.findings if f.severity >= Severity.WARNING} == {"cpu-oversubscribed"}
