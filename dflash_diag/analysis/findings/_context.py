@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -300,6 +300,18 @@ def thread_stage(ctx: Context, thread: ThreadSample) -> Stage:
         if thread.name is not None and stats.name == thread.name:
             return stats.stage
     return Stage.OTHER
+
+
+def rows_that_matter(ctx: Context, min_rows: int,
+                     skip: frozenset[ThreadState] = frozenset()) -> Iterator[tuple[ThreadStats, list[ThreadSample]]]:
+    """(stats, samples) of each thread whose speed is the program's (the tool's own left out), with at least
+    ``min_rows`` samples once those in a ``skip`` state are left out."""
+    for stats in ctx.sampled():
+        if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
+            continue
+        rows = [thread for thread, state in ctx.stats_rows(stats) if state not in skip]
+        if len(rows) >= min_rows:
+            yield stats, rows
 
 
 def speed_matters(ctx: Context, name: str, stage: str) -> bool:

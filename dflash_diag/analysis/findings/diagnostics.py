@@ -14,7 +14,13 @@ from collections.abc import Iterator, Mapping
 
 from dflash_contract.board import SettingsKeys
 from dflash_contract.settings import AREA_DEBUG
-from dflash_diag.analysis.findings._context import Context, most_common_own_line, pct, speed_matters
+from dflash_diag.analysis.findings._context import (
+    Context,
+    most_common_own_line,
+    pct,
+    rows_that_matter,
+    speed_matters,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.settings import by_area, non_default, settings_payload
 from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState
@@ -105,12 +111,7 @@ def _traced_threads(ctx: Context) -> Iterator[Finding]:
 
 def _machinery(ctx: Context) -> Iterator[Finding]:
     best: tuple[float, str, str, list[ThreadSample], str] | None = None
-    for stats in ctx.sampled():
-        if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
-            continue
-        rows = [thread for thread, _ in ctx.stats_rows(stats)]
-        if len(rows) < MIN_ROWS:
-            continue
+    for stats, rows in rows_that_matter(ctx, MIN_ROWS):
         # A stack a C extension captures (torch's anomaly mode) is torch-debug-mode's to weigh, not the program's.
         own = [t for t in rows if not stack_capture_from_native(ctx, t)]
         for what, paths in _MACHINERY:
@@ -193,12 +194,7 @@ def _hooks(ctx: Context) -> Iterator[Finding]:
     profiler left on) or an audit hook. Read off the stacks in every mode: the function is the innermost Python
     frame, the frame outward of it is at a line whose text does not name it, and those lines are many."""
     best: tuple[float, str, Frame, list[ThreadSample], set[Frame], str] | None = None
-    for stats in ctx.sampled():
-        if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
-            continue
-        rows = [thread for thread, _ in ctx.stats_rows(stats)]
-        if len(rows) < MIN_ROWS:
-            continue
+    for stats, rows in rows_that_matter(ctx, MIN_ROWS):
         by_hook: dict[tuple[str, str], list[tuple[ThreadSample, Frame, Frame]]] = {}
         called_at: Counter[tuple[str, str]] = Counter()  # samples of each function at a line that calls it
         for t in rows:

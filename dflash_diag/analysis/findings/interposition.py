@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, most_common_own_line, pct, speed_matters
+from dflash_diag.analysis.findings._context import Context, most_common_own_line, pct, rows_that_matter
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState
 from dflash_diag.model.evidence import is_library_file
@@ -46,13 +46,8 @@ _PUSHED_BY = {
 
 def check(ctx: Context) -> Iterator[Finding]:
     best: tuple[float, str, list[ThreadSample], int, str] | None = None
-    for stats in ctx.sampled():
-        if stats.name.startswith("dflash-diag-") or not speed_matters(ctx, stats.name, stats.stage.value):
-            continue
-        # torch.compile traces through its own modes (fake tensors, proxies): that is compiling, weighed elsewhere.
-        rows = [thread for thread, state in ctx.stats_rows(stats) if state is not ThreadState.COMPILE]
-        if len(rows) < MIN_ROWS:
-            continue
+    # torch.compile traces through its own modes (fake tensors, proxies): that is compiling, weighed elsewhere.
+    for stats, rows in rows_that_matter(ctx, MIN_ROWS, skip=frozenset({ThreadState.COMPILE})):
         inside = [t for t in rows if _handler(t) is not None]
         share = len(inside) / len(rows)
         if share >= INFO_SHARE and (best is None or share > best[0]):
