@@ -31,7 +31,7 @@ from pathlib import Path
 
 from dflash_diag.sources import live_environ, procfs
 from dflash_diag.sources.peers import PeerReader
-from dflash_diag.sources.sched import SchedReader, read_os_facts
+from dflash_diag.sources.sched import SchedReader, open_sync_files, read_os_facts
 
 WORKLOAD = r'''
 import sys, threading, time, torch
@@ -105,6 +105,8 @@ def main() -> int:
                 _timed(lambda: live_environ.read_live_environ(pid, lambda name: True), args.calls),
             "SchedReader sweep": _timed(sched.sample, args.calls),
             "read_os_facts": _timed(lambda: read_os_facts(pid), max(10, args.calls // 10)),
+            # Part of read_os_facts: each descriptor's fdinfo flags (the files open for synchronous writes).
+            "open_sync_files (with the facts)": _timed(lambda: open_sync_files(pid), args.calls),
             "PeerReader read (with its /proc sweep)": _timed(lambda: peers.read(procfs.read_threads(pid)), args.calls),
             "/proc sweep alone (procfs.read_threads)": _timed(lambda: procfs.read_threads(pid), args.calls),
         }

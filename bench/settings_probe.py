@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import torch
 
+from probes import settings as settings_probe
 from probes.settings import SettingsProbe
 
 
@@ -40,7 +41,8 @@ def micro(rounds: int) -> dict[str, float]:
     keep = [[i] for i in range(20_000)]  # a small heap for the collections to walk
     rows: dict[str, list[float]] = {k: [] for k in ("gc.collect(0), plain", "gc.collect(0), probed",
                                                     "torch.get_num_threads -> set, plain",
-                                                    "torch.get_num_threads -> set, probed", "snapshot (ms)")}
+                                                    "torch.get_num_threads -> set, probed", "snapshot (ms)",
+                                                    "traced-line measure, once (ms)")}
     n = torch.get_num_threads()
     for _ in range(rounds):
         rows["gc.collect(0), plain"].append(_per_call_us(lambda: gc.collect(0), 200))
@@ -52,6 +54,11 @@ def micro(rounds: int) -> dict[str, float]:
             t0 = time.perf_counter()
             probe.snapshot(0.0)
             rows["snapshot (ms)"].append(1e3 * (time.perf_counter() - t0))
+            # What a snapshot adds, once per process, where something traces: the traced-line measure.
+            settings_probe._SLOWDOWN.clear()
+            t0 = time.perf_counter()
+            settings_probe._trace_line_slowdown()
+            rows["traced-line measure, once (ms)"].append(1e3 * (time.perf_counter() - t0))
         finally:
             probe.close()
     del keep
