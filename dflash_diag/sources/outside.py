@@ -29,6 +29,7 @@ from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
+from dflash_diag.sources.procfs import fd_links
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 PROC = Path("/proc")
@@ -215,16 +216,9 @@ def gpu_device_open(fd_dir: Path) -> bool | None:
     """Whether the process holds a GPU's device file open (``/dev/nvidia0``: a CUDA context was created on it);
     None when its descriptors cannot be listed."""
     try:
-        names = os.listdir(fd_dir)[:MAX_FDS_READ]
+        return any(_GPU_DEVICE.match(link) for _, link in fd_links(fd_dir, MAX_FDS_READ))
     except OSError:
         return None
-    for name in names:
-        try:
-            if _GPU_DEVICE.match(os.readlink(fd_dir / name)):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _maps_cuda(path: Path) -> bool | None:

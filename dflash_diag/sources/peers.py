@@ -33,6 +33,7 @@ from dflash_diag.model import ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import OutsideWait, PeerProcess
 from dflash_diag.model.text import printable
+from dflash_diag.sources.procfs import all_children, fd_links
 
 PROC = Path("/proc")
 MAX_LOCKS_BYTES = 1 << 20
@@ -344,8 +345,6 @@ class PeerReader:
     def _candidates(self) -> list[int]:
         """Processes that may hold the pipe's other end, nearest first: children, parent, siblings, then the
         user's others."""
-        from dflash_diag.sources.procfs import all_children
-
         order: dict[int, None] = {}
         for child in all_children(self.pid):
             order.setdefault(child, None)
@@ -390,17 +389,10 @@ class PeerReader:
 
     def _fds_to(self, pid: int, target: str) -> Iterator[str]:
         """The descriptors of ``pid`` that point at ``target`` (``pipe:[1]``, ``socket:[2]``), by name."""
-        fd_dir = self.proc_root / str(pid) / "fd"
         try:
-            names = os.listdir(fd_dir)[:MAX_FDS]
+            yield from (name for name, link in fd_links(self.proc_root / str(pid) / "fd", MAX_FDS) if link == target)
         except OSError:
             return
-        for name in names:
-            try:
-                if os.readlink(fd_dir / name) == target:
-                    yield name
-            except OSError:
-                continue
 
     def _holds_pipe_end(self, pid: int, target: str, want_writer: bool) -> bool:
         for name in self._fds_to(pid, target):

@@ -12,7 +12,7 @@ import os
 import platform
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +117,16 @@ def parse_syscall(text: str, names: dict[int, str] | None = None) -> str | None:
     number = int(first)
     table = _SYSCALL_NAMES if names is None else names
     return table.get(number, f"syscall {number}")
+
+
+def fd_links(fd_dir: Path, limit: int) -> Iterator[tuple[str, str]]:
+    """(descriptor, what it points at) for the first ``limit`` descriptors of ``/proc/PID/fd`` whose link reads
+    (``/dev/nvidia0``, ``pipe:[1]``, ``socket:[2]``); OSError when the directory cannot be listed."""
+    for name in os.listdir(fd_dir)[:limit]:
+        try:
+            yield name, os.readlink(fd_dir / name)
+        except OSError:
+            continue
 
 
 def _optional(path: Path, parse: Callable[[str], str | None]) -> str | None:
