@@ -11,7 +11,7 @@ less the process's own) says how much, so a finding can tell its own share.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -39,6 +39,26 @@ def window_readings(obs: Observation) -> list[tuple[ProcThreadSample, ProcThread
         return []
     first = {t.tid: t for t in sweeps[0]}
     return [(first[t.tid], t, t.monotonic_s - first[t.tid].monotonic_s) for t in sweeps[-1] if t.tid in first]
+
+
+ASLEEP = frozenset({"S", "D"})  # a thread's states in which it is blocked in the kernel
+
+
+def blocked_in(obs: Observation, tids: Iterable[int], *, wchan: bool = False,
+               states: frozenset[str] | None = ASLEEP) -> tuple[int, Counter[str]]:
+    """(how many readings of these threads the window's /proc sweeps made, and what each one in ``states`` (None:
+    any with a call read) was blocked in: the system call, else with ``wchan`` the kernel's wait channel)."""
+    wanted = set(tids)
+    readings = 0
+    calls: Counter[str] = Counter()
+    for sweep in obs.proc:
+        for t in sweep:
+            if t.tid in wanted:
+                readings += 1
+                call = t.syscall or (t.wchan if wchan else None)
+                if call and (states is None or t.state in states):
+                    calls[call] += 1
+    return readings, calls
 
 
 def summarise(obs: Observation) -> Maybe[SchedSummary]:

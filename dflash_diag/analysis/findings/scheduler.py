@@ -11,6 +11,7 @@ tasks stalled on memory or I/O, the time its training threads waited on children
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -24,7 +25,7 @@ from dflash_diag.analysis.findings._context import (
     stage_label,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.sched import MIN_SPAN_S, child_loads, summary_of, window_readings
+from dflash_diag.analysis.sched import MIN_SPAN_S, blocked_in, child_loads, summary_of, window_readings
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState, ThreadStats
@@ -785,15 +786,8 @@ def _memory_settings_text(ctx: Context) -> str:
 
 def _syscalls_seen(ctx: Context, tid: int) -> str:
     """The blocking system calls /proc's sweeps caught the thread in, most seen first ("write 3 of 9 readings")."""
-    seen: dict[str, int] = {}
-    readings = 0
-    for sweep in ctx.obs.proc:
-        for t in sweep:
-            if t.tid == tid:
-                readings += 1
-                if t.syscall:
-                    seen[t.syscall] = seen.get(t.syscall, 0) + 1
-    top = sorted(seen.items(), key=lambda kv: -kv[1])[:3]
+    readings, seen = blocked_in(ctx.obs, (tid,), states=None)
+    top = seen.most_common(3)
     return ", ".join(f"{call} ({n} of {readings} readings)" for call, n in top)
 
 
@@ -962,39 +956,30 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
     """A thread that matters asleep in a system call while the kernel works for it (a sync to storage, writes,
     file-system metadata, the memory map) in a share of /proc's readings: its stacks show an ordinary line, the
     readings show what it waits for. Named with the call, its most frequent line, and its cost (the share)."""
-    by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None and t.n_samples}
-    readings: dict[int, int] = {}
-    blocked: dict[int, dict[str, int]] = {}
-    for sweep in ctx.obs.proc:
-        for t in sweep:
-            if t.tid not in by_tid:
-                continue
-            readings[t.tid] = readings.get(t.tid, 0) + 1
-            if t.state in ("S", "D") and t.syscall in _KERNEL_WORK:
-                calls = blocked.setdefault(t.tid, {})
-                calls[t.syscall] = calls.get(t.syscall, 0) + 1
-    best: tuple[float, int, str, int] | None = None
-    for tid, calls in blocked.items():
-        stats = by_tid[tid]
-        if not speed_matters(ctx, stats.name, stats.stage.value):
+    best: tuple[float, ThreadStats, int, Counter[str], int, int] | None = None
+    for stats in ctx.threads:
+        tid = stats.os_thread_id
+        if tid is None or not stats.n_samples or not speed_matters(ctx, stats.name, stats.stage.value):
             continue
+        readings, seen = blocked_in(ctx.obs, (tid,))
+        calls = Counter({c: n for c, n in seen.items() if c in _KERNEL_WORK})
         count = sum(calls.values())
-        share = count / readings[tid]
+        share = count / readings if readings else 0.0
         if count >= KERNEL_WAIT_MIN_READINGS and share >= KERNEL_WAIT_SHARE and (best is None or share > best[0]):
-            best = (share, tid, max(calls, key=lambda c: calls[c]), count)
+            best = (share, stats, tid, calls, count, readings)
     if best is None:
         return
-    share, tid, call, count = best
-    stats = by_tid[tid]
+    share, stats, tid, calls, count, readings = best
+    call = calls.most_common(1)[0][0]
     line = _hot_line(ctx, tid)
-    seen = ", ".join(f"{c} {n}" for c, n in sorted(blocked[tid].items(), key=lambda kv: -kv[1])[:3])
+    seen_text = ", ".join(f"{c} {n}" for c, n in calls.most_common(3))
     claim = (f"{stats.name} is asleep in the kernel waiting for {_KERNEL_WORK[call]}: /proc caught it blocked in "
-             f"`{call}` in {count} of its {readings[tid]} readings ({pct(share)})"
+             f"`{call}` in {count} of its {readings} readings ({pct(share)})"
              + (f"; its most frequent line: {line}" if line else "") + _sync_files_text(ctx, line))
     stage = stats.stage.value
     yield Finding(
         rule_id="kernel-wait", severity=Severity.WARNING, claim=claim,
-        evidence=((f"{stats.name} blocked in (of {readings[tid]} /proc readings)", seen),
+        evidence=((f"{stats.name} blocked in (of {readings} /proc readings)", seen_text),
                   ("its most frequent line", line or "?")),
         remedy=("Take the kernel's work off the thread's path: sync once per checkpoint or epoch, not per record "
                 "(no O_SYNC/O_DSYNC on a log, no os.fsync per write); write from a thread of its own; keep files on "

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.analysis.sched import summary_of, window_readings
+from dflash_diag.analysis.sched import blocked_in, summary_of, window_readings
 from dflash_diag.analysis.waits import STARTING_UP
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
@@ -297,16 +297,8 @@ OFF_CPU_SAID = 0.2
 def _blocked_in(ctx: Context, tids: set[int]) -> str:
     """What /proc's sweeps caught these threads blocked in while asleep (the system call, else the kernel's wait
     channel), most seen first: "blocked in futex 6, fsync 3 of 10 readings"; "" when nothing was caught."""
-    seen: dict[str, int] = {}
-    readings = 0
-    for sweep in ctx.obs.proc:
-        for t in sweep:
-            if t.tid in tids:
-                readings += 1
-                call = t.syscall or t.wchan
-                if call and t.state in ("S", "D"):
-                    seen[call] = seen.get(call, 0) + 1
-    top = sorted(seen.items(), key=lambda kv: -kv[1])[:3]
+    readings, seen = blocked_in(ctx.obs, tids, wchan=True)
+    top = seen.most_common(3)
     if not top:
         return ""
     return "blocked in " + ", ".join(f"{call} {n}" for call, n in top) + f" of {readings} readings"
