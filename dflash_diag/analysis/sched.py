@@ -41,6 +41,34 @@ def window_readings(obs: Observation) -> list[tuple[ProcThreadSample, ProcThread
     return [(first[t.tid], t, t.monotonic_s - first[t.tid].monotonic_s) for t in sweeps[-1] if t.tid in first]
 
 
+@dataclass(frozen=True, slots=True)
+class ThreadRates:
+    """One thread's rates over the window, from its first and last /proc reading."""
+
+    tid: int
+    comm: str
+    kernel_cpus: float  # CPUs' worth in the kernel (stime)
+    cpu: float  # CPUs' worth in all (stime + utime)
+    minor_per_s: float  # page faults a second (0 where the readings had none)
+    major_per_s: float
+
+
+def thread_rates(obs: Observation) -> list[ThreadRates]:
+    """Every thread read at both ends of the window, at least ``MIN_SPAN_S`` apart: its CPU, the kernel's part and
+    its page faults, per second."""
+    out = []
+    for start, t, span_s in window_readings(obs):
+        if span_s < MIN_SPAN_S:
+            continue
+        kernel = max(0.0, t.stime_s - start.stime_s) / span_s
+        faults = None not in (t.minflt, start.minflt, t.majflt, start.majflt)
+        out.append(ThreadRates(
+            tid=t.tid, comm=t.comm, kernel_cpus=kernel, cpu=kernel + max(0.0, t.utime_s - start.utime_s) / span_s,
+            minor_per_s=(t.minflt - start.minflt) / span_s if faults else 0.0,  # type: ignore[operator]
+            major_per_s=(t.majflt - start.majflt) / span_s if faults else 0.0))  # type: ignore[operator]
+    return out
+
+
 ASLEEP = frozenset({"S", "D"})  # a thread's states in which it is blocked in the kernel
 
 

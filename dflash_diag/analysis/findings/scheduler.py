@@ -25,7 +25,7 @@ from dflash_diag.analysis.findings._context import (
     stage_label,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.sched import MIN_SPAN_S, blocked_in, child_loads, summary_of, window_readings
+from dflash_diag.analysis.sched import blocked_in, child_loads, summary_of, thread_rates
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState, ThreadStats
@@ -662,22 +662,15 @@ def _kernel_heavy_threads(ctx: Context) -> list[_KernelHeavy]:
     its page faults, heaviest first. The tool's own threads are left out."""
     stats = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
     out = []
-    for start, t, span_s in window_readings(ctx.obs):
-        if span_s < MIN_SPAN_S:
+    for r in thread_rates(ctx.obs):
+        if r.kernel_cpus < KERNEL_CORES or r.kernel_cpus < KERNEL_SHARE * r.cpu:
             continue
-        kernel = max(0.0, t.stime_s - start.stime_s) / span_s
-        cpu = kernel + max(0.0, t.utime_s - start.utime_s) / span_s
-        if kernel < KERNEL_CORES or kernel < KERNEL_SHARE * cpu:
-            continue
-        faults = None not in (t.minflt, start.minflt, t.majflt, start.majflt)
-        minor = (t.minflt - start.minflt) / span_s if faults else 0.0  # type: ignore[operator]
-        major = (t.majflt - start.majflt) / span_s if faults else 0.0  # type: ignore[operator]
-        stat = stats.get(t.tid)
-        name = stat.name if stat is not None else t.comm
+        stat = stats.get(r.tid)
+        name = stat.name if stat is not None else r.comm
         if name.startswith("dflash-diag-"):
             continue
-        out.append(_KernelHeavy(t.tid, name, stat.stage.value if stat is not None else "other", minor, major,
-                                kernel, cpu))
+        out.append(_KernelHeavy(r.tid, name, stat.stage.value if stat is not None else "other", r.minor_per_s,
+                                r.major_per_s, r.kernel_cpus, r.cpu))
     return sorted(out, key=lambda f: -f.kernel_cpus)
 
 
@@ -1024,15 +1017,13 @@ def _fork_cost(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
     by_tid = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
     faulting: list[tuple[str, float, float]] = []  # (name, faults a second, kernel CPUs)
     kernel_by_tid: dict[int, float] = {}
-    for start, t, span in window_readings(ctx.obs):
-        if span <= 0 or t.tid not in by_tid:
+    for r in thread_rates(ctx.obs):
+        if r.tid not in by_tid:
             continue
-        kernel = max(0.0, t.stime_s - start.stime_s) / span
-        kernel_by_tid[t.tid] = kernel
-        stats = by_tid[t.tid]
-        faults = max(0, (t.minflt or 0) - (start.minflt or 0)) / span
-        if faults >= FORK_FAULTS_PER_S and speed_matters(ctx, stats.name, stats.stage.value):
-            faulting.append((stats.name, faults, kernel))
+        kernel_by_tid[r.tid] = r.kernel_cpus
+        stats = by_tid[r.tid]
+        if r.minor_per_s >= FORK_FAULTS_PER_S and speed_matters(ctx, stats.name, stats.stage.value):
+            faulting.append((stats.name, r.minor_per_s, r.kernel_cpus))
     forker, site = _forking_thread(ctx)
     forker_stats = next((t for t in ctx.threads if t.name == forker), None)
     forker_kernel = kernel_by_tid.get(forker_stats.os_thread_id, 0.0) \

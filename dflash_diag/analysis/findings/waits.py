@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.analysis.sched import blocked_in, summary_of, window_readings
+from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates
 from dflash_diag.analysis.waits import STARTING_UP
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
@@ -306,13 +306,9 @@ def _blocked_in(ctx: Context, tids: set[int]) -> str:
 
 def _kernel_part(ctx: Context, tids: set[int]) -> float | None:
     """The kernel's part of these threads' CPU time over the window (their task stat's stime against utime)."""
-    kernel = total = 0.0
-    for start, t, _ in window_readings(ctx.obs):
-        if t.tid in tids:
-            k = max(0.0, t.stime_s - start.stime_s)
-            kernel += k
-            total += k + max(0.0, t.utime_s - start.utime_s)
-    return kernel / total if total > 0 else None
+    rates = [r for r in thread_rates(ctx.obs) if r.tid in tids]
+    total = sum(r.cpu for r in rates)
+    return sum(r.kernel_cpus for r in rates) / total if total > 0 else None
 
 
 def _stage_of(graph: WaitGraph, name: str) -> str:
