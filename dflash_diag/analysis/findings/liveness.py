@@ -50,7 +50,10 @@ def check(ctx: Context) -> Iterator[Finding]:
         return
     age_s = board.age_s(ctx.now_wall_s)
     limit_s = stale_after_s(board.interval_s)  # the one staleness rule of every reader (docs/board.md)
-    if obs.process_alive and age_s > limit_s and _program_runs(ctx):
+    if not obs.process_alive or age_s <= limit_s:
+        return
+    running = _running(ctx)
+    if running and _runs_on(ctx):
         # The board's writer is a thread of its own: a board that stops while the program's threads run is the
         # writer stopped (its writes refused, its thread blocked), not the training.
         yield Finding(
@@ -60,14 +63,14 @@ def check(ctx: Context) -> Iterator[Finding]:
                   "(their writes refused, or their thread blocked or not getting a CPU), not the training; what the "
                   "board says is that old",
             evidence=(("last update", f"{age_s:.1f} s ago"), ("expected every", f"{board.interval_s:.1f} s"),
-                      ("threads that ran in the window", ", ".join(_running(ctx)[:4]))),
+                      ("threads that ran in the window", ", ".join(running[:4]))),
             remedy=f"`dflash-diag board {obs.pid}` shows the probes' last words; a program that refuses file opens "
                    "(an audit hook, a sandbox) or a full disk stops the board: give the board directory "
                    "(DFLASH_DIAG_BOARD_DIR) a place the program may write.",
             impact=0.0,
             kind=NOTE,
         )
-    elif obs.process_alive and age_s > limit_s:
+    else:
         yield Finding(
             rule_id="board-stale",
             severity=Severity.WARNING,
@@ -87,9 +90,9 @@ def _running(ctx: Context) -> list[str]:
             and (n.computing_share >= RUNNING_SHARE or n.stack_changed)]
 
 
-def _program_runs(ctx: Context) -> bool:
-    """The program's threads ran in the window, and the process was not stopped at its end (a stopped process's
-    last stacks can read as computing)."""
+def _runs_on(ctx: Context) -> bool:
+    """The process made progress in the window and was not stopped at its end (a stopped process's last stacks can
+    read as computing)."""
     sweeps = [s for s in ctx.obs.proc if s]
     stopped = bool(sweeps) and all(t.state in ("T", "t") for t in sweeps[-1])
-    return not stopped and ctx.waits.progress and bool(_running(ctx))
+    return not stopped and ctx.waits.progress
