@@ -46,6 +46,12 @@ class EnvVar:
     area: str
     effect: str  # what a value changes, in a clause: "OpenMP threads per parallel region"
     default: str = "unset"  # what happens when it is not set
+    # Values that ask for what the default does (``MKL_VERBOSE=0``): set, but not away from the default. Only where
+    # the library documents them so; elsewhere any value counts (``PYTHONDEVMODE=0`` turns the mode on).
+    off_values: tuple[str, ...] = ()
+
+    def is_default(self, value: str) -> bool:
+        return value.strip().upper() in {v.upper() for v in self.off_values}
 
 
 _V = EnvVar
@@ -86,9 +92,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("DNNL_PRIMITIVE_CACHE_CAPACITY", AREA_NUMERICS, "how many oneDNN primitives are kept for reuse (older name; "
        "0: each call builds its own)", "1024"),
     _V("LRU_CACHE_CAPACITY", AREA_NUMERICS, "ideep's cache of oneDNN primitives (torch's oneDNN bridge)", "1024"),
-    _V("MKL_VERBOSE", AREA_DEBUG, "MKL logs every call", "off"),
-    _V("ONEDNN_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive", "off"),
-    _V("DNNL_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive (older name)", "off"),
+    _V("MKL_VERBOSE", AREA_DEBUG, "MKL logs every call", "off", ("0",)),
+    _V("ONEDNN_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive", "off", ("0", "none")),
+    _V("DNNL_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive (older name)", "off", ("0", "none")),
     # --- CUDA ---
     _V("CUDA_LAUNCH_BLOCKING", AREA_LAUNCHES, "makes every kernel launch wait for the kernel (a sync per launch)",
        "asynchronous launches"),
@@ -100,9 +106,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
        "cuBLAS's own"),
     _V("NVIDIA_TF32_OVERRIDE", AREA_NUMERICS, "forces TF32 off (0) for every library", "libraries decide"),
     _V("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", AREA_NUMERICS, "forces TF32 matmuls on", "torch's flag decides"),
-    _V("CUDNN_LOGINFO_DBG", AREA_DEBUG, "cuDNN's API log", "off"),
-    _V("CUBLAS_LOGINFO_DBG", AREA_DEBUG, "cuBLAS's API log", "off"),
-    _V("CUBLASLT_LOG_LEVEL", AREA_DEBUG, "cuBLASLt's API log", "off"),
+    _V("CUDNN_LOGINFO_DBG", AREA_DEBUG, "cuDNN's API log", "off", ("0",)),
+    _V("CUBLAS_LOGINFO_DBG", AREA_DEBUG, "cuBLAS's API log", "off", ("0",)),
+    _V("CUBLASLT_LOG_LEVEL", AREA_DEBUG, "cuBLASLt's API log", "off", ("0",)),
     # --- torch ---
     _V("PYTORCH_CUDA_ALLOC_CONF", AREA_MEMORY, "the CUDA caching allocator's options", "torch's defaults"),
     _V("PYTORCH_ALLOC_CONF", AREA_MEMORY, "the caching allocator's options", "torch's defaults"),
@@ -113,17 +119,18 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("TORCHDYNAMO_DISABLE", AREA_AUTOGRAD, "turns torch.compile into eager mode", "compiles"),
     _V("TORCH_COMPILE_DISABLE", AREA_AUTOGRAD, "turns torch.compile into eager mode", "compiles"),
     _V("TORCHINDUCTOR_MAX_AUTOTUNE", AREA_LAUNCHES, "benchmarks kernel choices while compiling", "off"),
-    _V("TORCH_SHOW_CPP_STACKTRACES", AREA_DEBUG, "C++ stack traces in errors", "off"),
+    _V("TORCH_SHOW_CPP_STACKTRACES", AREA_DEBUG, "C++ stack traces in errors", "off", ("0",)),
     _V("TORCH_USE_CUDA_DSA", AREA_LAUNCHES, "device-side assertions in every kernel", "off"),
-    _V("TORCH_DISTRIBUTED_DEBUG", AREA_COLLECTIVES, "checks every collective (DETAIL: a sync per call)", "OFF"),
-    _V("TORCH_CPP_LOG_LEVEL", AREA_DEBUG, "torch's C++ log level", "WARNING"),
+    _V("TORCH_DISTRIBUTED_DEBUG", AREA_COLLECTIVES, "checks every collective (DETAIL: a sync per call)", "OFF",
+       ("OFF",)),
+    _V("TORCH_CPP_LOG_LEVEL", AREA_DEBUG, "torch's C++ log level", "WARNING", ("WARNING", "1")),
     _V("PYTORCH_JIT", AREA_AUTOGRAD, "TorchScript (0: scripted code runs as Python)", "on"),
     _V("TORCH_NCCL_BLOCKING_WAIT", AREA_COLLECTIVES, "the host blocks in every collective's wait", "off"),
     _V("TORCH_NCCL_ASYNC_ERROR_HANDLING", AREA_COLLECTIVES, "how NCCL errors end the process", "3"),
     _V("TORCH_NCCL_ENABLE_MONITORING", AREA_COLLECTIVES, "the NCCL heartbeat monitor thread", "on"),
     _V("TORCH_NCCL_TRACE_BUFFER_SIZE", AREA_COLLECTIVES, "the flight recorder's entries", "2000"),
     # --- NCCL ---
-    _V("NCCL_DEBUG", AREA_DEBUG, "NCCL's log (INFO/TRACE print per call)", "WARN"),
+    _V("NCCL_DEBUG", AREA_DEBUG, "NCCL's log (INFO/TRACE print per call)", "WARN", ("WARN",)),
     _V("NCCL_DEBUG_SUBSYS", AREA_DEBUG, "NCCL's logged subsystems", "INIT,BOOTSTRAP,ENV"),
     _V("NCCL_P2P_DISABLE", AREA_COLLECTIVES, "turns off GPU peer-to-peer (NVLink/PCIe) transfers", "on"),
     _V("NCCL_SHM_DISABLE", AREA_COLLECTIVES, "turns off shared-memory transfers", "on"),
@@ -156,7 +163,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("MALLOC_TOP_PAD_", AREA_MEMORY, "extra memory glibc asks the OS for at each heap growth", "128 KiB"),
     _V("MALLOC_MMAP_MAX_", AREA_MEMORY, "how many allocations glibc may serve with mmap at once", "65,536"),
     _V("MALLOC_PERTURB_", AREA_MEMORY, "glibc fills every allocated and freed block with a byte (a debugging aid: a "
-       "memset per malloc and free)", "off"),
+       "memset per malloc and free)", "off", ("0",)),
     _V("MALLOC_CHECK_", AREA_MEMORY, "glibc's heap consistency checks on every call", "off"),
     _V("GLIBC_TUNABLES", AREA_MEMORY, "glibc's tunables (malloc's thresholds, arenas, caches; elision)", "none"),
     _V("LD_PRELOAD", AREA_MEMORY, "libraries loaded before all others (an allocator, a profiler, a sanitizer)",

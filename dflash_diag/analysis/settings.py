@@ -121,7 +121,7 @@ def _environment(obs: Observation) -> list[SettingReading]:
     out = []
     for env in facts.env:
         var = ENV_BY_NAME.get(env.name)
-        if var is None:
+        if var is None or var.is_default(env.value):
             continue
         source = {"process": "environment", "program": "environment, set by the program"}.get(
             env.where, f"environment of its {env.where}")
@@ -157,7 +157,7 @@ def _probe_environment(payload: Mapping[str, Any], seen: set[str]) -> list[Setti
             continue
         name, value = row
         var = ENV_BY_NAME.get(name)
-        if var is None or name in seen:
+        if var is None or name in seen or var.is_default(value):
             continue
         out.append(SettingReading(name=name, value=value, default=var.default, area=var.area, effect=var.effect,
                                   source="set by the program"))

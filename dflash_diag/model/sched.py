@@ -97,6 +97,10 @@ class ProcessIo:
     rchar: int  # bytes read by read-like system calls (page cache or not; pipes and sockets too)
     read_bytes: int  # bytes fetched from the storage layer for this process
     syscr: int  # read-like system calls
+    # What it wrote through system calls (files, pipes, sockets, the terminal) and how many write-like calls that
+    # took; None in recordings made before these were read.
+    wchar: int | None = None
+    syscw: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

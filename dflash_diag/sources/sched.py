@@ -439,7 +439,8 @@ def parse_thp_mode(text: str) -> str:
 
 
 def parse_io(text: str) -> ProcessIo | None:
-    """``rchar``, ``read_bytes`` and ``syscr`` of /proc/PID/io; None when any is missing. Pure."""
+    """``rchar``, ``read_bytes`` and ``syscr`` of /proc/PID/io (with ``wchar`` and ``syscw`` where present); None
+    when any of the first three is missing. Pure."""
     fields: dict[str, int] = {}
     for line in text.splitlines()[:16]:
         name, _, value = line.partition(":")
@@ -447,7 +448,8 @@ def parse_io(text: str) -> ProcessIo | None:
             fields[name.strip()] = int(value.strip())
     if not {"rchar", "read_bytes", "syscr"} <= fields.keys():
         return None
-    return ProcessIo(rchar=fields["rchar"], read_bytes=fields["read_bytes"], syscr=fields["syscr"])
+    return ProcessIo(rchar=fields["rchar"], read_bytes=fields["read_bytes"], syscr=fields["syscr"],
+                     wchar=fields.get("wchar"), syscw=fields.get("syscw"))
 
 
 def parse_timerslack(text: str) -> int | None:

@@ -12,6 +12,7 @@ from sched_builders import PID, Thread, ensemble, pools, scenario, settings_boar
 
 from dflash_diag.analysis import analyse
 from dflash_diag.model import Frame, Severity
+from dflash_diag.model.sched import ProcessIo
 
 
 def _findings(obs: Any, rule: str) -> list[Any]:
@@ -283,3 +284,33 @@ def test_flash_attention_turned_off_is_weighed_by_the_attention_and_its_share_of
     # The twin's look-alike: the memory-efficient kernel off in a CPU process (CUDA's only kernel) changes nothing.
     twin = settings_board({"torch_flags": {"flash_sdp_enabled": True, "mem_efficient_sdp_enabled": False}})
     assert _findings(_attention_net(twin), "cpu-kernels-slowed") == []
+
+
+def _io(writes: int, written_bytes: int) -> tuple[ProcessIo, ProcessIo]:
+    """The process's /proc/PID/io at the window's start and end (scenario's 4 s): ``writes`` calls in between."""
+    return (ProcessIo(rchar=0, read_bytes=0, syscr=0, wchar=1000, syscw=10),
+            ProcessIo(rchar=0, read_bytes=0, syscr=0, wchar=1000 + written_bytes, syscw=10 + writes))
+
+
+def test_a_native_library_logging_every_call_is_weighed_by_the_writes_and_the_time_in_ops() -> None:
+    on = [("MKL_VERBOSE", "1", "program")]
+    obs = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=on, io=_io(40_000, 4_000_000))
+    (finding,) = _findings(obs, "native-call-log")
+    assert finding.claim.startswith("MKL_VERBOSE=1 (environment, set by the program): MKL times every BLAS and "
+                                    "LAPACK call and writes a line for it; the process made 10,000 write calls a "
+                                    "second (977 KiB/s) over the window, and MainThread spends 100% of its samples")
+    assert finding.severity == Severity.WARNING
+    # The look-alikes: the variable at its default value (not even listed), and the log on but nothing written
+    # (a library that does not read it): information only in the list.
+    off = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("MKL_VERBOSE", "0", "program")],
+                   io=_io(40_000, 4_000_000))
+    assert _findings(off, "native-call-log") == [] and _findings(off, "settings-changed") == []
+    quiet = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=on, io=_io(8, 800))
+    assert _findings(quiet, "native-call-log") == []
+    assert [n for n, _ in _findings(quiet, "settings-changed")[0].evidence] == ["MKL_VERBOSE=1"]
+    unread = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=on)  # older recordings: no write counters
+    assert _findings(unread, "native-call-log") == []
+    # NCCL's log at its default level says nothing per call.
+    warn = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("NCCL_DEBUG", "WARN", "process")],
+                    io=_io(40_000, 4_000_000))
+    assert _findings(warn, "native-call-log") == []

@@ -219,10 +219,17 @@ def test_the_timer_slack_of_a_live_process_is_read() -> None:
 def test_the_processs_io_counters_are_parsed_and_read_live() -> None:
     text = "rchar: 4096\nwchar: 10\nsyscr: 3\nsyscw: 1\nread_bytes: 8192\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
     io = sched.parse_io(text)
-    assert io is not None and (io.rchar, io.read_bytes, io.syscr) == (4096, 8192, 3)
+    assert io is not None and (io.rchar, io.read_bytes, io.syscr, io.wchar, io.syscw) == (4096, 8192, 3, 10, 1)
     assert sched.parse_io("rchar: 1\n") is None and sched.parse_io("") is None
-    sample = sched.SchedReader(os.getpid())()
-    assert sample.io is not None and sample.io.rchar > 0  # this process has read its own files
+    older = sched.parse_io("rchar: 4\nsyscr: 1\nread_bytes: 0\n")  # no write counters: unknown, not zero
+    assert older is not None and older.wchar is None and older.syscw is None
+    reader = sched.SchedReader(os.getpid())
+    before = reader().io
+    for _ in range(50):
+        os.write(2, b"")  # an empty write is still a write system call
+    after = reader().io
+    assert before is not None and after is not None and before.rchar > 0  # this process has read its own files
+    assert before.syscw is not None and after.syscw is not None and after.syscw - before.syscw >= 50
 
 
 def test_files_open_for_synchronous_writes_are_read_from_fdinfo(tmp_path: Path) -> None:

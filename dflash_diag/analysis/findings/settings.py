@@ -8,6 +8,9 @@ slowdown only where its cost is measured in this process:
   hand it over thousands of times a second;
 - ``torch-debug-mode``: anomaly detection, the autograd profiler, the CUDA sync debug mode or
   ``CUDA_LAUNCH_BLOCKING`` left on, weighed by the time the training threads spend in the ops it slows;
+- ``native-call-log``: a library told by its variable to log every call (``MKL_VERBOSE``, ``ONEDNN_VERBOSE``, cuDNN's
+  and cuBLAS's API logs, ``NCCL_DEBUG=INFO``), weighed by the process's write calls a second over the window
+  (/proc/PID/io: the log runs) and the training threads' time in the ops it logs;
 - ``interpreter-hook``: the interpreter calls something on every line, call or allocation (tracemalloc, a trace or
   profile function, sys.monitoring tools, the development mode or a debug allocator), weighed by the share of the
   samples the threads it runs in spend running Python code, where every such event happens.
@@ -62,6 +65,7 @@ RULES = (
     RuleSpec("gc-pauses"),
     RuleSpec("gil-switch-interval", sampled=True, produces=("gil-contention",)),
     RuleSpec("torch-debug-mode", sampled=True),
+    RuleSpec("native-call-log", sampled=True),
     RuleSpec("default-dtype-float64", sampled=True),
     RuleSpec("interpreter-hook", sampled=True),
     RuleSpec("cpu-kernels-slowed", sampled=True),
@@ -75,6 +79,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _gc(ctx, readings)
     yield from _switch_interval(ctx, readings)
     yield from _debug_modes(ctx, readings)
+    yield from _native_call_logs(ctx, readings)
     yield from _default_dtype(ctx, readings)
     yield from _interpreter_hooks(ctx, readings)
     yield from _kernel_paths(ctx, readings)
@@ -303,6 +308,75 @@ def _debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator
                 evidence=(("CUDA_LAUNCH_BLOCKING", f"{blocking.value} ({blocking.source})"),
                           ("GPU waits", f"{pct(share)} of the samples of {', '.join(threads[:4])}")),
                 remedy="Unset CUDA_LAUNCH_BLOCKING for training (it is for locating a failing kernel).", impact=share)
+
+
+# --- a native library logging every call ------------------------------------------------------------------------
+
+# Variables that make a native library write a line for every call it serves: (what it logs, the values that do;
+# empty: any value away from the default). The cost lands in the ops of the threads that call it (a timer read, a
+# format and a write per call) and in whatever reads the output (a terminal, a pipe into a Python thread).
+_PER_CALL_LOGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "MKL_VERBOSE": ("MKL times every BLAS and LAPACK call and writes a line for it", ()),
+    "ONEDNN_VERBOSE": ("oneDNN writes a line for every primitive it creates or runs", ()),
+    "DNNL_VERBOSE": ("oneDNN writes a line for every primitive it creates or runs", ()),
+    "CUDNN_LOGINFO_DBG": ("cuDNN logs every API call", ()),
+    "CUBLAS_LOGINFO_DBG": ("cuBLAS logs every API call", ()),
+    "CUBLASLT_LOG_LEVEL": ("cuBLASLt logs its API calls", ()),
+    "NCCL_DEBUG": ("NCCL writes lines per communicator operation", ("INFO", "TRACE")),
+    "TORCH_CPP_LOG_LEVEL": ("torch's C++ code logs at INFO", ("INFO", "0")),
+}
+# The log measurably runs: the process made this many write calls a second, or wrote this many bytes a second, over
+# the window (a trainer without it writes a progress line now and then: a few a second).
+LOG_WRITES_PER_S = 200.0
+LOG_BYTES_PER_S = 64 * 1024
+
+
+def _write_rate(ctx: Context) -> tuple[float, float] | None:
+    """(write calls a second, bytes a second) of the process over the window's /proc/PID/io; None where unread."""
+    readings = [s for s in ctx.obs.sched if s.io is not None and s.io.syscw is not None and s.io.wchar is not None]
+    if len(readings) < 2:
+        return None
+    first, last = readings[0].io, readings[-1].io
+    span_s = readings[-1].monotonic_s - readings[0].monotonic_s
+    assert first is not None and last is not None and first.syscw is not None and last.syscw is not None
+    assert first.wchar is not None and last.wchar is not None
+    if span_s < 0.5 or last.syscw < first.syscw or last.wchar < first.wchar:
+        return None
+    return (last.syscw - first.syscw) / span_s, (last.wchar - first.wchar) / span_s
+
+
+def _native_call_logs(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    logs = [(r, _PER_CALL_LOGS[r.name][0]) for r in readings if r.name in _PER_CALL_LOGS
+            and (not _PER_CALL_LOGS[r.name][1] or r.value.upper() in _PER_CALL_LOGS[r.name][1])]
+    rate = _write_rate(ctx)
+    if not logs or rate is None:
+        return  # listed by settings-changed; without the write counters nothing says the log runs
+    writes_per_s, bytes_per_s = rate
+    if writes_per_s < LOG_WRITES_PER_S and bytes_per_s < LOG_BYTES_PER_S:
+        return
+    share, threads = _ops_share(ctx)
+    if not threads:
+        return
+    reading, what = logs[0]
+    severity = Severity.WARNING if share >= DEBUG_OPS_SHARE else Severity.INFO
+    who = ", ".join(threads[:3])
+    many = len(threads) != 1
+    names = ", ".join(r.text() for r, _ in logs)
+    yield Finding(
+        rule_id="native-call-log", severity=severity,
+        claim=f"{reading.text()} ({reading.source}): {what}; the process made {writes_per_s:,.0f} write calls a "
+              f"second ({_bytes_per_s(bytes_per_s)}) over the window, and {who} {'spend' if many else 'spends'} "
+              f"{pct(share)} of {'their' if many else 'its'} samples in the ops it logs",
+        evidence=(("variables", names), ("writes (/proc/PID/io)", f"{writes_per_s:,.0f} calls/s, "
+                                                                 f"{_bytes_per_s(bytes_per_s)}"),
+                  ("time in ops", f"{pct(share)} of the samples of {', '.join(threads[:4])}")),
+        remedy=f"Unset {', '.join(r.name for r, _ in logs)} for training (a per-call log is for debugging a few "
+               "calls), or set it to its default.",
+        impact=share if severity >= Severity.WARNING else 0.0)
+
+
+def _bytes_per_s(per_s: float) -> str:
+    return f"{per_s / (1 << 20):.1f} MiB/s" if per_s >= 1 << 20 else f"{per_s / 1024:.0f} KiB/s"
 
 
 # --- a float64 default dtype ----------------------------------------------------------------------------------------
