@@ -34,8 +34,9 @@ AREA_NUMERICS = "numerics"  # results and kernel choice (precision, determinism)
 AREA_MEMORY = "memory"  # allocators
 AREA_COLLECTIVES = "collectives"  # NCCL and torch.distributed
 AREA_DEBUG = "debug"  # diagnostics that cost time everywhere (logging, tracing)
+AREA_KERNEL = "kernel"  # what the kernel does on the process's behalf (every system call, its memory)
 AREAS = (AREA_THREADS, AREA_LAUNCHES, AREA_AUTOGRAD, AREA_COLLECTOR, AREA_GIL, AREA_NUMERICS, AREA_MEMORY,
-         AREA_COLLECTIVES, AREA_DEBUG)
+         AREA_COLLECTIVES, AREA_DEBUG, AREA_KERNEL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from dflash_contract.settings import (
     AREA_COLLECTOR,
     AREA_DEBUG,
     AREA_GIL,
+    AREA_KERNEL,
     AREA_LAUNCHES,
     AREA_MEMORY,
     AREA_NUMERICS,
@@ -93,6 +94,7 @@ def non_default(obs: Observation) -> tuple[SettingReading, ...]:
     """Every setting of the process seen away from its default, environment first."""
     out: list[SettingReading] = list(_environment(obs))
     out.extend(_priorities(obs))
+    out.extend(_controls(obs))
     payload = settings_payload(obs.board)
     if payload:
         out.extend(_probe_environment(payload, {r.name for r in out}))
@@ -127,6 +129,32 @@ def _environment(obs: Observation) -> list[SettingReading]:
             env.where, f"environment of its {env.where}")
         out.append(SettingReading(name=env.name, value=env.value, default=var.default, area=var.area,
                                   effect=var.effect, source=source))
+    return out
+
+
+# What each kernel control the process runs under changes: (area, effect, default).
+_CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
+    "seccomp filters": (AREA_KERNEL, "every system call of every thread runs the filters first (filters that check "
+                        "arguments cannot be cached by the kernel: microseconds a call)", "none"),
+    "seccomp": (AREA_KERNEL, "only read, write, exit and sigreturn are allowed", "off"),
+    "transparent huge pages": (AREA_MEMORY, "large buffers are mapped in 4 KiB pages only: more page faults and "
+                               "TLB misses (prctl PR_SET_THP_DISABLE, inherited by children)", "the machine's mode"),
+    "speculative store bypass": (AREA_KERNEL, "a mitigation forced for this process (prctl PR_SET_SPECULATION_CTRL): "
+                                 "loads wait for earlier stores' addresses, slower memory-bound code", "the kernel's policy"),
+    "indirect branch speculation": (AREA_KERNEL, "a mitigation forced for this process: indirect calls and jumps "
+                                    "(virtual calls, dispatch tables) run slower", "the kernel's policy"),
+}
+
+
+def _controls(obs: Observation) -> list[SettingReading]:
+    """What the kernel was told to do for the process away from its defaults (/proc/PID/status, read once)."""
+    facts = obs.os_facts
+    if facts is None:
+        return []
+    out = []
+    for name, value in facts.controls:
+        area, effect, default = _CONTROL_EFFECTS.get(name, (AREA_KERNEL, "", "off"))
+        out.append(SettingReading(name, value, default, area, effect, "/proc"))
     return out
 
 

@@ -153,6 +153,10 @@ class OsFacts:
     # Files the process holds open for synchronous or direct writes (/proc/PID/fdinfo's flags: O_SYNC, O_DSYNC,
     # O_DIRECT), as "name (O_DSYNC)", by file name only: each write to them waits for the storage.
     sync_files: tuple[str, ...] = ()
+    # What the kernel was told to do for this process, away from its defaults (/proc/PID/status): seccomp filters
+    # run on every system call ("seccomp filters", "6"), transparent huge pages refused (prctl), speculation
+    # mitigations forced on. (name, value) pairs, values from the kernel's own words and numbers.
+    controls: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,4 +312,6 @@ class SettingReading:
             return f"{self.name}({self.value})"
         if self.name.endswith(")") or "." in self.name:
             return f"{self.name} = {self.value}"
+        if " " in self.name:
+            return f"{self.name}: {self.value}"
         return f"{self.name}={self.value}"

@@ -373,7 +373,7 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
-                   sync_files=open_sync_files(pid, proc_root))
+                   sync_files=open_sync_files(pid, proc_root), controls=parse_process_controls(status))
 
 
 MAX_FDS_SCANNED = 512  # descriptors whose flags are read, at most (a process with thousands open: the first ones)
@@ -430,6 +430,36 @@ def sync_flag_name(flags: int) -> str:
         if flags & flag == flag:
             return name
     return ""
+
+
+# The kernel's words for a speculation control the process (or its parent) asked for with prctl: the defaults read
+# "vulnerable", "not vulnerable", "globally mitigated", "conditional enabled", "always enabled"...
+_FORCED_SPECULATION = ("thread mitigated", "thread force mitigated", "force disabled", "conditional disabled")
+
+
+def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
+    """What a /proc status file says the kernel does for the process away from its defaults: seccomp (mode 1
+    "strict", or the number of filters of mode 2, each run on every system call), transparent huge pages disabled
+    for it (``THP_enabled: 0``, prctl PR_SET_THP_DISABLE), speculation mitigations it forced on. Pure."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines()[:128]:
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()[:64]
+    out: list[tuple[str, str]] = []
+    mode, filters = fields.get("Seccomp"), fields.get("Seccomp_filters", "")
+    if mode == "1":
+        out.append(("seccomp", "strict"))
+    elif mode == "2":
+        out.append(("seccomp filters", filters if filters.isdigit() else "1 or more"))
+    if fields.get("THP_enabled") == "0":
+        out.append(("transparent huge pages", "disabled for the process"))
+    for key, name in (("Speculation_Store_Bypass", "speculative store bypass"),
+                      ("SpeculationIndirectBranch", "indirect branch speculation")):
+        value = fields.get(key, "")
+        if any(word in value for word in _FORCED_SPECULATION) and value.replace(" ", "").isalpha():
+            out.append((name, value))
+    return tuple(out)
 
 
 def parse_thp_mode(text: str) -> str:

@@ -344,6 +344,21 @@ def test_the_allocator_settings_are_said_with_the_kernel_time_they_can_make() ->
     assert "MALLOC_MMAP_THRESHOLD_=0 (allocations glibc serves with mmap" in faults.claim
 
 
+def test_seccomp_filters_are_listed_and_said_with_the_kernel_time_they_add_to() -> None:
+    base = _writer_beside_trainer(kernel=0.21)
+    obs = replace(base, os_facts=replace(base.os_facts, controls=(("seccomp filters", "6"),)))  # type: ignore[attr-defined]
+    _, (finding,) = _find(obs, "kernel-time")
+    assert "the kernel runs this process under seccomp filters: 6 (every system call of every thread runs the " \
+        "filters first" in finding.claim
+    assert ("seccomp filters: 6", dict(finding.evidence)["seccomp filters: 6"]) in finding.evidence
+    _, (note,) = _find(obs, "settings-changed")
+    assert "seccomp filters: 6" in note.claim
+    # Little kernel time: the filters are only listed.
+    quiet = _writer_beside_trainer(kernel=0.05)
+    quiet = replace(quiet, os_facts=replace(quiet.os_facts, controls=(("seccomp filters", "6"),)))  # type: ignore[attr-defined]
+    assert _find(quiet, "kernel-time")[1] == [] and len(_find(quiet, "settings-changed")[1]) == 1
+
+
 def _poller(slack_ns: int, switches_per_s: float) -> object:
     """A thread that polls with short sleeps (its stacks at `time.sleep`), the process at a given timer slack."""
     return scenario([Thread("poller", 101, 0.05, 0.0, computing=False, vol_per_s=switches_per_s)],

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
-from dflash_contract.settings import AREA_MEMORY, AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
+from dflash_contract.settings import AREA_KERNEL, AREA_MEMORY, AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
 from dflash_diag.analysis.findings._context import (
     Context,
     most_common_own_line,
@@ -749,6 +749,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                     "system call" if slow_clock else "")
                  + _sync_files_text(ctx, line)
                  + _memory_settings_text(ctx)
+                 + _kernel_controls_text(ctx)
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} in "
                                           f"its own code; {_rate(f.faults_per_s)} page faults a second")]
@@ -756,6 +757,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
             evidence.append(("system calls it was seen blocked in", calls))
         if clock:
             evidence.append(("clock source", clock))
+        evidence.extend((r.text(), f"{r.effect}; default {r.default}") for r in by_area(non_default(ctx.obs), AREA_KERNEL))
         yield Finding(
             rule_id="kernel-time", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
             claim=claim, evidence=tuple(evidence),
@@ -763,7 +765,10 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                     "buffer small writes (no buffering=0, no flush per line), no sync per write (O_SYNC/O_DSYNC, "
                     "os.fsync), no polling with sleep(0)/select or yielding in a loop, no read of /dev/urandom per "
                     "sample; where clock reads are system calls, read the clock less often or use the TSC clock "
-                    "source."),
+                    "source."
+                    + (" Where seccomp filters run on every call, filter on the system call's number only (the kernel "
+                       "then caches the verdict) or install fewer." if any(
+                           n.startswith("seccomp") for n, _ in (facts.controls if facts is not None else ())) else "")),
             impact=cost, stages=stages)
 
 
@@ -775,6 +780,16 @@ def _memory_settings_text(ctx: Context) -> str:
         return ""
     shown = ", ".join(f"{r.text()} ({r.effect}; default {r.default})" for r in settings[:3])
     return f"; the process's allocator settings: {shown}"
+
+
+def _kernel_controls_text(ctx: Context) -> str:
+    """What the kernel was told to do on every system call of this process (seccomp filters, forced speculation
+    mitigations: /proc/PID/status), said beside the kernel time they add to."""
+    controls = by_area(non_default(ctx.obs), AREA_KERNEL)
+    if not controls:
+        return ""
+    shown = ", ".join(f"{r.text()} ({r.effect})" for r in controls[:3])
+    return f"; the kernel runs this process under {shown}"
 
 
 def _syscalls_seen(ctx: Context, tid: int) -> str:
