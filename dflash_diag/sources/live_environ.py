@@ -7,8 +7,8 @@ shows it. Those variables are often the very settings a diagnosis needs, and the
 from that array. So, from outside, with no probe and no stop:
 
 1. libc's mapping in ``/proc/PID/maps`` (its file, and where its first segment is loaded);
-2. the address of libc's ``__environ`` in that file's dynamic symbol table (``sources.elfsyms``, which attach uses
-   too; once per libc file);
+2. the address of ``__environ`` in the dynamic symbol table of the executable (where a copy relocation put the
+   variable) or else of libc (``sources.elfsyms``, which attach uses too; once per file);
 3. through ``/proc/PID/mem``: the pointer it holds, the array of pointers it points at, and each string.
 
 Reading ``/proc/PID/mem`` needs the permission ptrace needs (the same py-spy needs; no attach, the process runs on).
@@ -48,7 +48,7 @@ def libc_mapping(maps: list[Mapping]) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def _libc_symbols(opened_as: str, path: str, _identity: tuple[int, int, int]) -> ElfSymbols | None:
-    """libc's exported symbols; ``_identity`` (device, inode, mtime) keys the cache, so a replaced file is read
+    """The exported symbols of libc (or of the executable); ``_identity`` (device, inode, mtime) keys the cache, so a replaced file is read
     again. None for a file that does not parse."""
     try:
         return read_dynsym(path, opened_as)
@@ -57,10 +57,34 @@ def _libc_symbols(opened_as: str, path: str, _identity: tuple[int, int, int]) ->
 
 
 def environ_address(pid: int, maps: list[Mapping], proc_root: Path = PROC) -> int | None:
-    """Where ``pid``'s libc keeps its ``__environ`` pointer; None where libc or the symbol is not found."""
-    path = libc_mapping(maps)
-    if path is None:
-        return None
+    """Where ``pid`` keeps the ``environ`` pointer libc reads and writes; None where no mapped file defines it.
+
+    The executable's own definition comes first: an executable that refers to ``environ`` itself (a Python with
+    libpython linked in, as Debian and Ubuntu build ``/usr/bin/python3``) gets its copy of the variable by a copy
+    relocation, and every library, libc included, then uses that copy: libc's own symbol keeps pointing at a
+    variable nobody updates (the start-up array, without what the program set)."""
+    for path in _defining_files(pid, maps, proc_root):
+        address = _symbol_address(pid, path, maps, proc_root)
+        if address is not None:
+            return address
+    return None
+
+
+def _defining_files(pid: int, maps: list[Mapping], proc_root: Path) -> list[str]:
+    out: list[str] = []
+    try:
+        exe = os.readlink(proc_root / str(pid) / "exe")
+    except OSError:
+        exe = ""
+    if exe and any(m.path == exe for m in maps):
+        out.append(exe)
+    libc = libc_mapping(maps)
+    if libc is not None and libc not in out:
+        out.append(libc)
+    return out
+
+
+def _symbol_address(pid: int, path: str, maps: list[Mapping], proc_root: Path) -> int | None:
     on_disk = proc_root / str(pid) / "root" / path.lstrip("/")
     try:
         st = os.stat(on_disk)

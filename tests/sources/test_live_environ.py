@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dflash_diag.sources import live_environ
-from dflash_diag.sources.elfsyms import parse_maps
+from dflash_diag.sources.elfsyms import ElfError, parse_maps, read_dynsym
 from dflash_diag.sources.live_environ import MAX_STRING_BYTES, libc_mapping, read_live_environ
 
 SCRIPT = (
@@ -50,6 +50,39 @@ def test_the_variables_a_program_set_itself_are_read_from_its_memory(program: su
     everything = read_live_environ(program.pid, lambda name: True)
     assert everything is not None and everything["HF_TOKEN"] == "hf_notforyou" and "PATH" in everything
     assert program.poll() is None  # read without stopping it
+
+
+def _copy_relocating_pythons() -> list[str]:
+    """Interpreters here whose executable defines ``environ`` itself (a copy relocation: libpython linked into the
+    executable, as Debian's and Ubuntu's /usr/bin/python3 are): there libc's own symbol is not the live one."""
+    out = []
+    for path in ("/usr/bin/python3", "/usr/local/bin/python3", sys.executable):
+        real = os.path.realpath(path)
+        if not os.path.exists(real) or real in out:
+            continue
+        try:
+            symbols = read_dynsym(real)
+        except ElfError:
+            continue
+        if any(n in symbols.symbols for n in ("environ", "__environ")):
+            out.append(real)
+    return out
+
+
+@pytest.mark.parametrize("python", _copy_relocating_pythons() or
+                         [pytest.param("", marks=pytest.mark.skip(reason="no interpreter here defines environ "
+                                                                         "in its executable"))])
+def test_an_executable_that_holds_its_own_environ_is_read_there(python: str) -> None:
+    """Debian's /usr/bin/python3: libc's ``__environ`` still points at the start-up array, the live one is the
+    executable's copy; the reader finds the variable the program set (it read nothing before the fix)."""
+    proc = subprocess.Popen([python, "-c", SCRIPT], env={"PATH": os.environ.get("PATH", "/usr/bin")},
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert read_live_environ(proc.pid, lambda name: name == "MKL_CBWR") == {"MKL_CBWR": "COMPATIBLE"}
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_what_cannot_be_read_is_none(tmp_path: Path) -> None:
