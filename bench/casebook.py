@@ -279,7 +279,7 @@ def _merged_entries(path: Path, entries: list[dict[str, Any]]) -> list[dict[str,
 
 def table(results: list[Result]) -> str:
     rows = ["| program | mode | planted cause | expected rules | named | headline | headline right | warnings "
-            "| seconds to answer |", "|---|---|---|---|---|---|---|---|---|"]
+            "| seconds to answer | program's rate then |", "|---|---|---|---|---|---|---|---|---|---|"]
     causes = {c.name: c for c in (*CASES, REFERENCE_TRAINER)}
     for r in results:
         case = causes[r.case]
@@ -296,7 +296,8 @@ def table(results: list[Result]) -> str:
             warnings = f"**{warnings}**"
         rows.append(f"| {r.case}{' (GPU)' if case.gpu else ''}{' (held out)' if case.held_out else ''} | {r.mode}{f' ({r.attach_method})' if r.attach_method else ''} | {case.cause} | {expected} | "
                     f"{named if not r.healthy_case else '-'} | {head} | {right if not r.healthy_case else '-'} | "
-                    f"{warnings} | {r.seconds_to_answer:.1f} |")
+                    f"{warnings} | {r.seconds_to_answer:.1f} | "
+                    f"{f'{r.program_rate:g}/s' if r.program_rate is not None else '-'} |")
     return "\n".join(rows)
 
 

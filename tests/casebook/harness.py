@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,9 @@ class Result:
     unwanted: tuple[str, ...] = ()  # forbidden rules that doctor named (a hang also called a bottleneck)
     report: dict[str, Any] = field(default_factory=dict)
     target: str = ""  # a job's PID doctor was given: "launcher" or "rank:N" ("" for one process)
+    # The program's own throughput while doctor watched: the median of the rates it printed then ("steps/s=12.5"),
+    # None for a program that prints none. Says whether a planted cause cost anything in this run.
+    program_rate: float | None = None
 
     @property
     def all_named(self) -> bool:
@@ -83,7 +87,7 @@ class Result:
                 "healthy_case": self.healthy_case,
                 "ok": self.ok, "seconds_to_answer": round(self.seconds_to_answer, 1), "error": self.error,
                 "attach_method": self.attach_method,
-                "headline_text": self.headline_text,
+                "headline_text": self.headline_text, "program_rate": self.program_rate,
                 # What doctor said, for a run that missed (the table shows only the verdict).
                 "report": self.report if not self.ok else None}
 
@@ -242,7 +246,9 @@ class ProgramRun:
             if failed:
                 result = _failed(case, mode, f"attach ({method}) failed: {failed}")
             else:
+                printed = len(_read(self.work / "stdout.log"))
                 result = _diagnose(case, mode, _target_pid(pid, target), self.env, window_s, record)
+                result.program_rate = printed_rate(_read(self.work / "stdout.log")[printed:])
                 if target:
                     result.target = target
             if result.error and self.proc.poll() is not None and not case.exits:
@@ -471,6 +477,16 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+_RATE = re.compile(r"(?:steps|it|samples|batches|tok)/s\s*[=:]\s*([0-9][0-9,]*\.?[0-9]*)")
+
+
+def printed_rate(text: str) -> float | None:
+    """The median of the rates a program printed in ``text`` ("steps/s=12.5", "it/s: 3"); None when it printed
+    none."""
+    rates = [float(m.group(1).replace(",", "")) for m in _RATE.finditer(text)]
+    return statistics.median(rates) if rates else None
 
 
 def _tail(work: Path) -> str:

@@ -205,3 +205,12 @@ def test_outside_then_attach_diagnose_the_same_process(tmp_path: Path) -> None:
     assert outside["pid"] == attached["pid"]
     assert "no-probes" in {f["rule_id"] for f in outside["findings"]}
     assert "no-probes" not in {f["rule_id"] for f in attached["findings"]}
+
+
+def test_the_programs_own_rate_during_the_window_is_read_from_what_it_printed() -> None:
+    text = ("step 25 loss 0.91 steps/s=112.4\nstep 50 loss 0.88 steps/s=98.0\nepoch 1 it/s: 1,204.5\n"
+            "step 75 loss 0.85 steps/s=101.0\n")
+    assert harness.printed_rate(text) == pytest.approx(106.7)  # the median of the four printed rates
+    assert harness.printed_rate("iter 100 loss 0.5\n") is None  # a program that prints no rate
+    row = harness.score(_case("healthy_loader"), "outside", {"findings": [], "headline": None}, 1.0).row()
+    assert row["program_rate"] is None
