@@ -60,6 +60,11 @@ def _no_rule_yet(rule: str) -> dict[str, str]:
     return {m: f"no rule yet: {rule}" for m in GPU_MODES}
 
 
+# A GPU twin recorded on an H100's host (2026-12-05 17:14, the call asked for the H200): host-bound there.
+_H100_TWIN_UNDERUSED = ("H100 host 2026-12-05 17:14: `gpu-underused` (warning), the GPU busy {busy}% while the main "
+                        "thread runs the step's Python and waits off-CPU in futex about half the window")
+
+
 def _h200_missed(what: str) -> dict[str, str]:
     """A GPU case the H200 recording (tuning run, 2026-12-05) missed in both modes: what it said instead."""
     return {m: f"H200 2026-12-05, tuning run: {what}" for m in GPU_MODES}
@@ -1019,7 +1024,8 @@ CASES: tuple[Case, ...] = (
         "none: one distance matrix for the batch (cdist, masked max/min); a GPU-bound MLP head, its fp32 matmuls "
         "in TF32 (recorded without it, the twin's head ran on the FP32 pipes, 41% busy: a finding of its own)",
         _gpu({"gpu-underused"}, {"gpu-underused", "gpu-launch-bound", "pipeline-bottleneck-drafter"}), r"step 40 ",
-        gpu_alone=True),
+        gpu_alone=True, twin_missed={m: _H100_TWIN_UNDERUSED.format(busy=b) for m, b in (("outside", 29),
+                                                                                         ("attach", 33))}),
     *_gpu_pair(
         "gpu_inline_tokenize", ("train_lm.py",), ("train_lm.py", "--pretokenize"), "input-pipeline",
         "the training thread WordPiece-encodes each batch of raw lines in pure Python between steps: the GPU waits "
@@ -1076,7 +1082,9 @@ CASES: tuple[Case, ...] = (
         "batch; the recompile limit raised to 1024: a new graph nearly every step (Dao-AILab/quack#150, "
         "allenai/open-instruct#1445)",
         "none: max_len rounded up to 512-token buckets, both buckets compiled at start-up (a compile warm-up)",
-        _gpu({"compile-recompile-storm"}), r"step 2 max_len", fixed_ready=r"step 100 max_len", ready_timeout_s=180.0),
+        _gpu({"compile-recompile-storm"}), r"step 2 max_len", fixed_ready=r"step 100 max_len", ready_timeout_s=180.0,
+        known_miss={"attach": "H100 host 2026-12-05 17:14 (the program survived the attach): the headline is "
+                              "warming-up, `compile-multi-thread` warns; compile-recompile-storm not named attached"}),
     *_gpu_pair(
         "gpu_cudagraph_queue_mutation", ("moco_pretrain.py",), ("moco_pretrain.py", "--enqueue-eager"), "cudagraphs",
         "mode='reduce-overhead' on a MoCo step that enqueues the keys into the negatives queue in place: 'mutated "
@@ -1084,7 +1092,8 @@ CASES: tuple[Case, ...] = (
         "none: the compiled step is pure and replays as a CUDA graph; the queue is updated eagerly after it",
         _gpu({"cudagraph-skipped"}), r"moco step 200 ", ready_timeout_s=180.0,
         known_miss=_h200_missed("cudagraph-skipped named, but the headline is warming-up (the skipped step keeps "
-                                "compiling) and alloc-empty-cache warns beside it")),
+                                "compiling) and alloc-empty-cache warns beside it"),
+        twin_missed={"attach": _H100_TWIN_UNDERUSED.format(busy=42)}),
     *_gpu_pair(
         "gpu_alloc_retries_cap", ("train_varlen.py",), ("train_varlen.py", "--pad-to-max"), "allocator",
         "capped at 6 GiB with set_per_process_memory_fraction, batches of a new length every step and a prefetch "
