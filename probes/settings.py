@@ -304,6 +304,8 @@ def _interpreter(own: tuple[Any, ...] = ()) -> JsonDict:
         SettingsKeys.GC_FROZEN: gc.get_freeze_count() if hasattr(gc, "get_freeze_count") else None,
         SettingsKeys.GC_CALLBACKS: [name for name in (_hook_name(cb) for cb in list(gc.callbacks)[:16] if cb not in own)
                                     if name],
+        SettingsKeys.GC_DEBUG: gc.get_debug(),
+        SettingsKeys.GC_GARBAGE: len(gc.garbage),
         SettingsKeys.RECURSION_LIMIT: sys.getrecursionlimit(),
         # Trace and profile functions are per thread: what threading hands every new thread, and the board thread's.
         SettingsKeys.TRACER: _hook_name(getattr(threading, "_trace_hook", None) or sys.gettrace()),

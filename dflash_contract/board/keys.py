@@ -389,6 +389,8 @@ class SettingsKeys:
     GC_DEFAULT_THRESHOLD: Final = "gc_default_threshold"  # this version's default (None: not known)
     GC_FROZEN: Final = "gc_frozen"  # objects gc.freeze() moved out of the collector's reach
     GC_CALLBACKS: Final = "gc_callbacks"  # the program's gc.callbacks (module.qualname): they run inside every pause
+    GC_DEBUG: Final = "gc_debug"  # gc.get_debug(): DEBUG_STATS prints in every pause, DEBUG_SAVEALL keeps all garbage
+    GC_GARBAGE: Final = "gc_garbage"  # len(gc.garbage): what DEBUG_SAVEALL (or an uncollectable cycle) kept
     RECURSION_LIMIT: Final = "recursion_limit"
     TRACER: Final = "tracer"  # a trace function set for new threads (threading.settrace) or in the board thread
     PROFILE_HOOK: Final = "profile_hook"  # the same for profile functions

@@ -196,6 +196,16 @@ def _probe_environment(payload: Mapping[str, Any], seen: set[str]) -> list[Setti
 _LEVELS = {10: "DEBUG", 20: "INFO", 30: "WARNING", 40: "ERROR", 50: "CRITICAL"}
 
 
+_GC_DEBUG_FLAGS = ((1, "DEBUG_STATS"), (2, "DEBUG_COLLECTABLE"), (4, "DEBUG_UNCOLLECTABLE"), (32, "DEBUG_SAVEALL"))
+
+
+def _gc_debug_names(flags: int) -> str:
+    """``gc.get_debug()``'s bits by name (``DEBUG_STATS|DEBUG_SAVEALL``); unknown bits as a number."""
+    names = [name for bit, name in _GC_DEBUG_FLAGS if flags & bit]
+    rest = flags & ~sum(bit for bit, _ in _GC_DEBUG_FLAGS)
+    return "|".join(names + ([str(rest)] if rest else []))
+
+
 def _logging(interp: Mapping[str, Any]) -> list[SettingReading]:
     """The root logger below WARNING, loggers set to DEBUG, warnings filters that act every time."""
     out = []
@@ -244,6 +254,14 @@ def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
         out.append(SettingReading("gc.get_threshold()", _tuple(threshold), _tuple(default), AREA_COLLECTOR,
                                   "allocations that start a collection, per generation (lower: more often)",
                                   "probe"))
+    debug = interp.get(SettingsKeys.GC_DEBUG)
+    if isinstance(debug, int) and not isinstance(debug, bool) and debug:
+        garbage = interp.get(SettingsKeys.GC_GARBAGE)
+        kept = f"; gc.garbage holds {garbage:,} objects" if isinstance(garbage, int) and garbage else ""
+        out.append(SettingReading("gc.get_debug()", _gc_debug_names(debug), "0", AREA_COLLECTOR,
+                                  "the collector's debugging: DEBUG_STATS and DEBUG_COLLECTABLE print in every pause, "
+                                  "DEBUG_SAVEALL keeps every collected object in gc.garbage (memory grows, each "
+                                  "collection walks them again)" + kept, "probe"))
     callbacks = interp.get(SettingsKeys.GC_CALLBACKS)
     if isinstance(callbacks, list) and callbacks:
         out.append(SettingReading("gc.callbacks", ", ".join(str(c) for c in callbacks[:4]), "none", AREA_COLLECTOR,

@@ -314,3 +314,17 @@ def test_a_native_library_logging_every_call_is_weighed_by_the_writes_and_the_ti
     warn = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("NCCL_DEBUG", "WARN", "process")],
                     io=_io(40_000, 4_000_000))
     assert _findings(warn, "native-call-log") == []
+
+
+def test_the_collectors_debugging_flags_are_listed_and_said_with_its_pauses() -> None:
+    interp = _interp(gc_debug=33, gc_garbage=120_000)  # DEBUG_STATS | DEBUG_SAVEALL
+    first = settings_board({"interpreter": interp, "collector": _collector(10.0, 100)}, wall_time_s=NOW_S - 4.0, seq=1)
+    last = settings_board({"interpreter": interp, "collector": _collector(11.2, 140)}, seq=9)
+    obs = replace(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(first, last)), now_wall_s=NOW_S)
+    (finding,) = _findings(obs, "gc-pauses")
+    assert finding.claim.endswith("with gc.get_debug() = DEBUG_STATS|DEBUG_SAVEALL")
+    (note,) = _findings(obs, "settings-changed")
+    assert "gc.get_debug() = DEBUG_STATS|DEBUG_SAVEALL" in note.claim
+    assert "gc.garbage holds 120,000 objects" in dict(note.evidence)["gc.get_debug() = DEBUG_STATS|DEBUG_SAVEALL"]
+    off = settings_board({"interpreter": _interp(gc_debug=0, gc_garbage=0)}, seq=9)
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(off,)), "settings-changed") == []

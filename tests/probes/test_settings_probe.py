@@ -283,3 +283,21 @@ def test_logging_levels_and_warnings_filters_are_read_and_listed() -> None:
     finally:
         probe.close()
     assert not {r.name for r in readings_of(quiet)} & {"logging.getLogger().level", "warnings.filters"}
+
+
+def test_the_collectors_debugging_flags_and_what_they_kept_are_read() -> None:
+    probe = SettingsProbe()
+    before = gc.get_debug()
+    try:
+        assert probe.snapshot(0.0)[K.INTERPRETER][K.GC_DEBUG] == before == 0
+        gc.set_debug(gc.DEBUG_SAVEALL)  # a leak hunt left on: every collected object is kept in gc.garbage
+        for _ in range(20):
+            a: list[object] = []
+            a.append(a)  # a cycle for the collector to find and, here, keep
+        gc.collect()
+        interp = probe.snapshot(0.0)[K.INTERPRETER]
+    finally:
+        gc.set_debug(before)
+        del gc.garbage[:]
+        probe.close()
+    assert interp[K.GC_DEBUG] == gc.DEBUG_SAVEALL and interp[K.GC_GARBAGE] >= 20
