@@ -93,7 +93,15 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("DNNL_PRIMITIVE_CACHE_CAPACITY", AREA_NUMERICS, "how many oneDNN primitives are kept for reuse (older name; "
        "0: each call builds its own)", "1024"),
     _V("LRU_CACHE_CAPACITY", AREA_NUMERICS, "ideep's cache of oneDNN primitives (torch's oneDNN bridge)", "1024"),
+    _V("MKL_DEBUG_CPU_TYPE", AREA_NUMERICS, "forces MKL's kernels for a named CPU type instead of detecting this "
+       "one's", "detected"),
+    _V("OPENBLAS_CORETYPE", AREA_NUMERICS, "forces OpenBLAS's kernels for a named core (numpy's BLAS, torch's on "
+       "ARM) instead of detecting this one's", "detected"),
+    _V("NPY_DISABLE_CPU_FEATURES", AREA_NUMERICS, "turns off numpy's SIMD kernels for the listed CPU features (its "
+       "ufuncs, sorts and reductions fall back to slower paths)", "none"),
     _V("MKL_VERBOSE", AREA_DEBUG, "MKL logs every call", "off", ("0",)),
+    _V("ONEDNN_JIT_DUMP", AREA_DEBUG, "oneDNN writes every JIT-compiled kernel to a file", "off", ("0",)),
+    _V("DNNL_JIT_DUMP", AREA_DEBUG, "oneDNN writes every JIT-compiled kernel to a file (older name)", "off", ("0",)),
     _V("ONEDNN_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive", "off", ("0", "none")),
     _V("DNNL_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive (older name)", "off", ("0", "none")),
     # --- CUDA ---
@@ -154,6 +162,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("PYTHONDEVMODE", AREA_DEBUG, "the development mode (debug allocator hooks, more checks)", "off"),
     _V("PYTHONTRACEMALLOC", AREA_MEMORY, "traces every allocation (tracemalloc)", "off"),
     _V("PYTHONPROFILEIMPORTTIME", AREA_DEBUG, "times every import", "off"),
+    _V("PYTHONVERBOSE", AREA_DEBUG, "prints a line for every module imported and every file tried (a worker "
+       "process started per task pays it again)", "off"),
     _V("PYTHONASYNCIODEBUG", AREA_DEBUG, "asyncio's debug mode", "off"),
     _V("PYTHONOPTIMIZE", AREA_DEBUG, "drops asserts (-O)", "off"),
     _V("PYTHON_GIL", AREA_GIL, "the GIL on a free-threaded build", "the build's"),

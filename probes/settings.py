@@ -514,6 +514,8 @@ def _torch_flags(torch: Any, guard: HookGuard) -> JsonDict:
         SettingsKeys.CUDNN_DETERMINISTIC: lambda: bool(cudnn.deterministic),
         SettingsKeys.CUDNN_ENABLED: lambda: bool(cudnn.enabled),
         SettingsKeys.MKLDNN_ENABLED: lambda: bool(mkldnn.enabled),
+        SettingsKeys.OPT_EINSUM_ENABLED: lambda: bool(backends.opt_einsum.enabled)
+        if backends.opt_einsum.is_available() else None,
         SettingsKeys.FLASH_SDP_ENABLED: lambda: bool(cuda_backend.flash_sdp_enabled()),
         SettingsKeys.MEM_EFFICIENT_SDP_ENABLED: lambda: bool(cuda_backend.mem_efficient_sdp_enabled()),
         SettingsKeys.DEFAULT_DTYPE: lambda: str(torch.get_default_dtype()),

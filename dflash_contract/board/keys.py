@@ -439,6 +439,7 @@ class SettingsKeys:
     CUDNN_DETERMINISTIC: Final = "cudnn_deterministic"
     CUDNN_ENABLED: Final = "cudnn_enabled"
     MKLDNN_ENABLED: Final = "mkldnn_enabled"
+    OPT_EINSUM_ENABLED: Final = "opt_einsum_enabled"  # torch.backends.opt_einsum: einsum's contraction order
     # scaled_dot_product_attention's fused backends (torch.backends.cuda.*_sdp_enabled(): the CPU honours flash too)
     FLASH_SDP_ENABLED: Final = "flash_sdp_enabled"
     MEM_EFFICIENT_SDP_ENABLED: Final = "mem_efficient_sdp_enabled"

@@ -51,6 +51,9 @@ _TORCH_FLAGS: tuple[tuple[str, str, Any, str, str], ...] = (
      "cuDNN kernels (off: torch's own, slower)"),
     (SettingsKeys.MKLDNN_ENABLED, "torch.backends.mkldnn.enabled", True, AREA_THREADS,
      "oneDNN CPU kernels (off: slower CPU convolutions and matmuls)"),
+    (SettingsKeys.OPT_EINSUM_ENABLED, "torch.backends.opt_einsum.enabled", True, AREA_NUMERICS,
+     "einsum's contraction order chosen by opt_einsum (off: left to right, which can be orders of magnitude more "
+     "work for three or more operands)"),
     (SettingsKeys.FLASH_SDP_ENABLED, "torch.backends.cuda.flash_sdp_enabled()", True, AREA_NUMERICS,
      "scaled_dot_product_attention's flash kernel (off: an unfused path, on the CPU too)"),
     (SettingsKeys.MEM_EFFICIENT_SDP_ENABLED, "torch.backends.cuda.mem_efficient_sdp_enabled()", True, AREA_NUMERICS,
@@ -137,6 +140,9 @@ _CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
     "seccomp filters": (AREA_KERNEL, "every system call of every thread runs the filters first (filters that check "
                         "arguments cannot be cached by the kernel: microseconds a call)", "none"),
     "seccomp": (AREA_KERNEL, "only read, write, exit and sigreturn are allowed", "off"),
+    "locked memory": (AREA_MEMORY, "pages locked in RAM (mlock, mlockall; with MCL_FUTURE every new mapping is "
+                      "faulted in and locked when it is made: each large allocation pays for all its pages at once)",
+                      "none"),
     "transparent huge pages": (AREA_MEMORY, "large buffers are mapped in 4 KiB pages only: more page faults and "
                                "TLB misses (prctl PR_SET_THP_DISABLE, inherited by children)", "the machine's mode"),
     "speculative store bypass": (AREA_KERNEL, "a mitigation forced for this process (prctl PR_SET_SPECULATION_CTRL): "

@@ -55,7 +55,7 @@ MAX_MAPS_BYTES = 8 * 1024 * 1024
 PRESSURE_RESOURCES = ("cpu", "memory", "io")
 # Libraries whose presence says which thread pools (and devices) the process runs: the basename's start.
 POOL_LIBRARIES = ("libgomp", "libiomp5", "libomp", "libmkl_", "libopenblas", "libtbb", "libnccl", "libcudart",
-                  "libcuda.so", "libjemalloc", "libtcmalloc", "libblis")
+                  "libcuda.so", "libjemalloc", "libtcmalloc", "libblis", "libc_malloc_debug")
 
 
 # --- parsing (pure) ---------------------------------------------------------------------------------------------
@@ -439,8 +439,8 @@ _FORCED_SPECULATION = ("thread mitigated", "thread force mitigated", "force disa
 
 def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
     """What a /proc status file says the kernel does for the process away from its defaults: seccomp (mode 1
-    "strict", or the number of filters of mode 2, each run on every system call), transparent huge pages disabled
-    for it (``THP_enabled: 0``, prctl PR_SET_THP_DISABLE), speculation mitigations it forced on. Pure."""
+    "strict", or the number of filters of mode 2, each run on every system call), memory it locked (``VmLck``:
+    mlock, mlockall), transparent huge pages disabled for it (``THP_enabled: 0``, prctl PR_SET_THP_DISABLE), speculation mitigations it forced on. Pure."""
     fields: dict[str, str] = {}
     for line in text.splitlines()[:128]:
         key, sep, value = line.partition(":")
@@ -452,6 +452,9 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
         out.append(("seccomp", "strict"))
     elif mode == "2":
         out.append(("seccomp filters", filters if filters.isdigit() else "1 or more"))
+    locked = fields.get("VmLck", "").split()
+    if len(locked) == 2 and locked[0].isdigit() and int(locked[0]) > 0 and locked[1] == "kB":
+        out.append(("locked memory", f"{int(locked[0]) / 1024:.0f} MiB"))
     if fields.get("THP_enabled") == "0":
         out.append(("transparent huge pages", "disabled for the process"))
     for key, name in (("Speculation_Store_Bypass", "speculative store bypass"),

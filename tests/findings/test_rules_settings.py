@@ -328,3 +328,54 @@ def test_the_collectors_debugging_flags_are_listed_and_said_with_its_pauses() ->
     assert "gc.garbage holds 120,000 objects" in dict(note.evidence)["gc.get_debug() = DEBUG_STATS|DEBUG_SAVEALL"]
     off = settings_board({"interpreter": _interp(gc_debug=0, gc_garbage=0)}, seq=9)
     assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(off,)), "settings-changed") == []
+
+
+EINSUM = (Frame("einsum", "/venv/torch/functional.py", 402), Frame("Mixer.forward", "/app/model.py", 51))
+
+
+def _einsum_net(board: Any) -> Any:
+    """A trainer whose samples are a third in torch.einsum, a third another forward op, a third backward."""
+    obs = _convnet(board)
+    frames = [EINSUM, NORM, BACKWARD]
+    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
+                   for i, s in enumerate(obs.stacks))
+    return replace(obs, stacks=stacks)
+
+
+def test_einsum_without_opt_einsum_is_weighed_by_the_einsums() -> None:
+    off = settings_board({"torch_flags": {"opt_einsum_enabled": False}})
+    (finding,) = _findings(_einsum_net(off), "cpu-kernels-slowed")
+    assert finding.claim.startswith("einsum's contraction order is left to right (torch.backends.opt_einsum.enabled = "
+                                    "False)")
+    assert "trainer spends about 50% of its samples in einsum, forward (33%)" in finding.claim
+    assert finding.severity == Severity.WARNING
+    on = settings_board({"torch_flags": {"opt_einsum_enabled": True}})
+    assert _findings(_einsum_net(on), "cpu-kernels-slowed") == [] and _findings(_einsum_net(on),
+                                                                                "settings-changed") == []
+    # The flag off where no einsum runs: listed, not a cause.
+    assert _findings(_convnet(off), "cpu-kernels-slowed") == []
+
+
+def test_mkl_forced_to_another_cpu_type_is_weighed_by_the_time_in_ops() -> None:
+    obs = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("MKL_DEBUG_CPU_TYPE", "5", "process")])
+    (finding,) = _findings(obs, "cpu-kernels-slowed")
+    assert finding.claim.startswith("MKL_DEBUG_CPU_TYPE=5 (environment) holds the CPU math kernels to a fixed")
+
+
+def test_glibcs_allocator_debugging_is_weighed_by_the_time_in_ops() -> None:
+    obs = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("MALLOC_PERTURB_", "165", "process")])
+    (finding,) = _findings(obs, "malloc-debug")
+    assert finding.claim.startswith("MALLOC_PERTURB_=165 (environment): glibc fills every block it hands out and "
+                                    "every block freed with a byte pattern")
+    assert "MainThread spends 100% of its samples in ops" in finding.claim and finding.severity == Severity.WARNING
+    tunables = scenario([Thread("MainThread", PID, 0.9, 0.0)],
+                        env=[("GLIBC_TUNABLES", "glibc.malloc.perturb=170", "process")])
+    assert _findings(tunables, "malloc-debug")[0].claim.startswith("GLIBC_TUNABLES=glibc.malloc.perturb=170")
+    # The look-alikes: perturb at 0 (off), MALLOC_CHECK_ without the debug library (glibc >= 2.34 ignores it), an
+    # arena limit through the tunables.
+    for env in (("MALLOC_PERTURB_", "0", "process"), ("MALLOC_CHECK_", "3", "process"),
+                ("GLIBC_TUNABLES", "glibc.malloc.arena_max=2", "process")):
+        assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[env]), "malloc-debug") == [], env
+    checked = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("MALLOC_CHECK_", "3", "process")])
+    checked = replace(checked, os_facts=replace(checked.os_facts, libraries=("libgomp", "libc_malloc_debug")))
+    assert _findings(checked, "malloc-debug")[0].claim.startswith("MALLOC_CHECK_=3 (environment): glibc checks")

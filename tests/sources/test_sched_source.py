@@ -255,12 +255,13 @@ def test_files_open_for_synchronous_writes_are_read_from_fdinfo(tmp_path: Path) 
 
 
 def test_the_kernel_controls_away_from_their_defaults_are_read_from_status() -> None:
-    text = ("Name:\tpython\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t6\nTHP_enabled:\t0\n"
+    text = ("Name:\tpython\nVmLck:\t  204800 kB\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t6\nTHP_enabled:\t0\n"
             "Speculation_Store_Bypass:\tthread force mitigated\nSpeculationIndirectBranch:\tconditional enabled\n")
-    assert sched.parse_process_controls(text) == (("seccomp filters", "6"), ("transparent huge pages",
+    assert sched.parse_process_controls(text) == (("seccomp filters", "6"), ("locked memory", "200 MiB"),
+                                                 ("transparent huge pages",
                                                   "disabled for the process"),
                                                  ("speculative store bypass", "thread force mitigated"))
-    defaults = ("Seccomp:\t0\nSeccomp_filters:\t0\nTHP_enabled:\t1\nSpeculation_Store_Bypass:\tthread vulnerable\n"
+    defaults = ("VmLck:\t       0 kB\nSeccomp:\t0\nSeccomp_filters:\t0\nTHP_enabled:\t1\nSpeculation_Store_Bypass:\tthread vulnerable\n"
                 "SpeculationIndirectBranch:\tconditional enabled\n")
     assert sched.parse_process_controls(defaults) == () and sched.parse_process_controls("") == ()
     assert sched.read_os_facts(os.getpid()).controls == ()  # this test process: the kernel's defaults

@@ -11,6 +11,8 @@ slowdown only where its cost is measured in this process:
 - ``native-call-log``: a library told by its variable to log every call (``MKL_VERBOSE``, ``ONEDNN_VERBOSE``, cuDNN's
   and cuBLAS's API logs, ``NCCL_DEBUG=INFO``), weighed by the process's write calls a second over the window
   (/proc/PID/io: the log runs) and the training threads' time in the ops it logs;
+- ``malloc-debug``: glibc's allocator checking or filling every block (``MALLOC_PERTURB_``, ``MALLOC_CHECK_`` with
+  its debug library loaded, the same through ``GLIBC_TUNABLES``), weighed by the training threads' time in ops;
 - ``interpreter-hook``: the interpreter calls something on every line, call or allocation (tracemalloc, a trace or
   profile function, sys.monitoring tools, the development mode or a debug allocator), weighed by the share of the
   samples the threads it runs in spend running Python code, where every such event happens.
@@ -66,6 +68,7 @@ RULES = (
     RuleSpec("gil-switch-interval", sampled=True, produces=("gil-contention",)),
     RuleSpec("torch-debug-mode", sampled=True),
     RuleSpec("native-call-log", sampled=True),
+    RuleSpec("malloc-debug", sampled=True),
     RuleSpec("default-dtype-float64", sampled=True),
     RuleSpec("interpreter-hook", sampled=True),
     RuleSpec("cpu-kernels-slowed", sampled=True),
@@ -80,6 +83,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _switch_interval(ctx, readings)
     yield from _debug_modes(ctx, readings)
     yield from _native_call_logs(ctx, readings)
+    yield from _malloc_debug(ctx, readings)
     yield from _default_dtype(ctx, readings)
     yield from _interpreter_hooks(ctx, readings)
     yield from _kernel_paths(ctx, readings)
@@ -375,6 +379,50 @@ def _native_call_logs(ctx: Context, readings: tuple[SettingReading, ...]) -> Ite
         impact=share if severity >= Severity.WARNING else 0.0)
 
 
+# --- glibc's allocator debugging every block ---------------------------------------------------------------------
+
+
+def _malloc_debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> list[tuple[SettingReading, str]]:
+    """The readings that make glibc's malloc debug every call, with what each does. MALLOC_CHECK_ counts only where
+    its library is loaded (glibc 2.34 moved the checks into libc_malloc_debug.so: without it the variable does
+    nothing)."""
+    facts = ctx.obs.os_facts
+    debug_lib = facts is not None and "libc_malloc_debug" in facts.libraries
+    out = []
+    for r in readings:
+        value = r.value.strip()
+        if r.name == "MALLOC_PERTURB_" and value not in ("", "0"):
+            out.append((r, "glibc fills every block it hands out and every block freed with a byte pattern (a "
+                           "memset per malloc and free)"))
+        elif r.name == "MALLOC_CHECK_" and debug_lib:
+            out.append((r, "glibc checks the heap's consistency on every malloc and free (libc_malloc_debug.so is "
+                           "loaded)"))
+        elif r.name == "GLIBC_TUNABLES" and re.search(r"glibc\.malloc\.(perturb|check)=[1-9]", value):
+            out.append((r, "glibc's malloc tunables fill or check every block"))
+    return out
+
+
+def _malloc_debug(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
+    modes = _malloc_debug_modes(ctx, readings)
+    if not modes:
+        return
+    share, threads = _ops_share(ctx)
+    if not threads or share < KERNELS_NOTE_SHARE:
+        return
+    reading, what = modes[0]
+    severity = Severity.WARNING if share >= DEBUG_OPS_SHARE else Severity.INFO
+    many = len(threads) != 1
+    yield Finding(
+        rule_id="malloc-debug", severity=severity,
+        claim=f"{reading.text()} ({reading.source}): {what}; {', '.join(threads[:3])} "
+              f"{'spend' if many else 'spends'} {pct(share)} of {'their' if many else 'its'} samples in ops, whose "
+              "tensors are allocated and freed through it",
+        evidence=tuple((r.text(), f"{r.source}; {w}") for r, w in modes)
+        + (("time in ops", f"{pct(share)} of the samples of {', '.join(threads[:4])}"),),
+        remedy=f"Unset {', '.join(r.name for r, _ in modes)} for training (they are for finding heap corruption).",
+        impact=share if severity >= Severity.WARNING else 0.0)
+
+
 def _bytes_per_s(per_s: float) -> str:
     return f"{per_s / (1 << 20):.1f} MiB/s" if per_s >= 1 << 20 else f"{per_s / 1024:.0f} KiB/s"
 
@@ -536,6 +584,7 @@ def _interpreter_hooks(ctx: Context, readings: tuple[SettingReading, ...]) -> It
 # Values that keep the library on its fastest path for this CPU (the rest pin a fixed or capped one).
 _FAST_PATH_VALUES = {"MKL_CBWR": ("", "AUTO"), "ONEDNN_MAX_CPU_ISA": ("", "ALL", "DEFAULT"),
                      "DNNL_MAX_CPU_ISA": ("", "ALL", "DEFAULT"), "ATEN_CPU_CAPABILITY": ("", "AVX2", "AVX512"),
+                     "MKL_DEBUG_CPU_TYPE": ("",),
                      "MKL_ENABLE_INSTRUCTIONS": ("", "AVX2", "AVX512", "AVX512_E1", "AVX512_E2", "AVX512_E3",
                                                  "AVX512_E4", "AVX512_E5")}
 # oneDNN's primitive cache (0 turns it off: a primitive is created, its kernel chosen and JIT-compiled, on every call).
@@ -565,6 +614,16 @@ def _conv_share(ctx: Context) -> tuple[float, float, list[str]]:
     the threads)."""
     return _op_share(ctx, lambda python: any(f.filename.endswith(_CONV_FRAMES) or f.name in _CONV_FUNCTIONS
                                              for f in python))
+
+
+def _einsum_share(ctx: Context) -> tuple[float, float, list[str]]:
+    """The same for einsum: torch.functional.einsum's frame, or a line of the program that calls it."""
+    def is_einsum(python: list[Frame]) -> bool:
+        if any(f.name == "einsum" for f in python):
+            return True
+        own = next((f for f in python if not is_library_file(f.filename)), None)
+        return own is not None and "einsum(" in (ctx.line_text(own) or "")
+    return _op_share(ctx, is_einsum)
 
 
 def _attention_share(ctx: Context) -> tuple[float, float, list[str]]:
@@ -629,6 +688,12 @@ def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterato
             fix = (f"set it back ({r.name.replace('_enabled()', '').replace('torch.backends.cuda.', 'torch.backends.cuda.enable_')}"
                    "(True)); a numerics comparison can pin a backend around itself only with "
                    "`torch.nn.attention.sdpa_kernel(...)`")
+        elif r.name == "torch.backends.opt_einsum.enabled" and r.value == "False":
+            forward, share, threads = _einsum_share(ctx)
+            what = ("einsum's contraction order is left to right (torch.backends.opt_einsum.enabled = False): with "
+                    "three or more operands the intermediate tensors can be far larger than the best order's")
+            ops = f"einsum, forward ({pct(forward)}) and its share of backward"
+            fix = "set torch.backends.opt_einsum.enabled = True (or order the operands by hand)"
         elif r.name in _FAST_PATH_VALUES and r.value.strip().upper().split(",")[0] not in _FAST_PATH_VALUES[r.name]:
             share, threads = _ops_share(ctx)
             what = f"{r.text()} ({r.source}) holds the CPU math kernels to a fixed or capped code path: {r.effect}"
