@@ -69,6 +69,21 @@ def thread_rates(obs: Observation) -> list[ThreadRates]:
     return out
 
 
+def write_rate(obs: Observation) -> tuple[float, float] | None:
+    """(write calls a second, bytes a second) of the process over the window's /proc/PID/io readings; None where
+    they were not read (older recordings, a process not ours to read) or span under half a second."""
+    readings = [s for s in obs.sched if s.io is not None and s.io.syscw is not None and s.io.wchar is not None]
+    if len(readings) < 2:
+        return None
+    first, last = readings[0].io, readings[-1].io
+    span_s = readings[-1].monotonic_s - readings[0].monotonic_s
+    assert first is not None and last is not None and first.syscw is not None and last.syscw is not None
+    assert first.wchar is not None and last.wchar is not None
+    if span_s < 0.5 or last.syscw < first.syscw or last.wchar < first.wchar:
+        return None
+    return (last.syscw - first.syscw) / span_s, (last.wchar - first.wchar) / span_s
+
+
 ASLEEP = frozenset({"S", "D"})  # a thread's states in which it is blocked in the kernel
 
 

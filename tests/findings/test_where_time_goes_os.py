@@ -3,12 +3,14 @@ checked on a recorded observation of a real program (the casebook's healthy robo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from dflash_diag.analysis import analyse
 from dflash_diag.analysis.findings._context import pct
 from dflash_diag.analysis.sched import summary_of
-from dflash_diag.model.sched import SchedSummary
+from dflash_diag.model.sched import ProcessIo, SchedSummary
 from dflash_diag.snapshot.bundle import load_observation
 
 RECORDING = Path(__file__).resolve().parents[1] / "casebook" / "observations" / \
@@ -50,3 +52,24 @@ def test_a_stage_verdict_with_no_cause_ends_with_its_hottest_lines_code() -> Non
     assert headline is not None and headline.rule_id == "pipeline-bottleneck-drafter"
     assert "no cause found, its time goes to: main (train.py:106)" in headline.text
     assert headline.text.endswith("(hottest line `opt.step()`)")
+
+
+def _with_writes(obs: Any, writes: int, written_bytes: int) -> Any:
+    """The recording with its /proc/PID/io readings replaced: ``writes`` calls spread evenly over its sweeps."""
+    first, last = obs.sched[0].monotonic_s, obs.sched[-1].monotonic_s
+    sched = tuple(replace(s, io=ProcessIo(rchar=0, read_bytes=0, syscr=0,
+                                          wchar=int(written_bytes * (s.monotonic_s - first) / (last - first)),
+                                          syscw=int(writes * (s.monotonic_s - first) / (last - first))))
+                  for s in obs.sched)
+    return replace(obs, sched=sched)
+
+
+def test_a_process_that_writes_thousands_of_times_a_second_is_said_so() -> None:
+    obs = load_observation(str(RECORDING))
+    span_s = obs.sched[-1].monotonic_s - obs.sched[0].monotonic_s
+    busy = _with_writes(obs, int(5000 * span_s), int(512 * 1024 * span_s))
+    (finding,) = [f for f in analyse(busy).findings if f.rule_id == "where-time-goes"]
+    assert finding.claim.endswith("; the process made 5,000 write calls a second (512 KiB/s)"), finding.claim
+    quiet = _with_writes(obs, int(20 * span_s), int(2048 * span_s))  # a progress line now and then: not said
+    (finding,) = [f for f in analyse(quiet).findings if f.rule_id == "where-time-goes"]
+    assert "write calls" not in finding.claim

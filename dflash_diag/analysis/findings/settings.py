@@ -33,7 +33,7 @@ from dflash_diag.analysis.findings._context import Context, num, pct, speed_matt
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
 from dflash_diag.analysis.frames import user_frames
-from dflash_diag.analysis.sched import summary_of
+from dflash_diag.analysis.sched import summary_of, write_rate
 from dflash_diag.analysis.settings import SYNCS_PROBE_SYNC_MODE, by_area, non_default, sync_mode_is_ours
 from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState
 from dflash_diag.model.evidence import is_library_file
@@ -335,24 +335,10 @@ LOG_WRITES_PER_S = 200.0
 LOG_BYTES_PER_S = 64 * 1024
 
 
-def _write_rate(ctx: Context) -> tuple[float, float] | None:
-    """(write calls a second, bytes a second) of the process over the window's /proc/PID/io; None where unread."""
-    readings = [s for s in ctx.obs.sched if s.io is not None and s.io.syscw is not None and s.io.wchar is not None]
-    if len(readings) < 2:
-        return None
-    first, last = readings[0].io, readings[-1].io
-    span_s = readings[-1].monotonic_s - readings[0].monotonic_s
-    assert first is not None and last is not None and first.syscw is not None and last.syscw is not None
-    assert first.wchar is not None and last.wchar is not None
-    if span_s < 0.5 or last.syscw < first.syscw or last.wchar < first.wchar:
-        return None
-    return (last.syscw - first.syscw) / span_s, (last.wchar - first.wchar) / span_s
-
-
 def _native_call_logs(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
     logs = [(r, _PER_CALL_LOGS[r.name][0]) for r in readings if r.name in _PER_CALL_LOGS
             and (not _PER_CALL_LOGS[r.name][1] or r.value.upper() in _PER_CALL_LOGS[r.name][1])]
-    rate = _write_rate(ctx)
+    rate = write_rate(ctx.obs)
     if not logs or rate is None:
         return  # listed by settings-changed; without the write counters nothing says the log runs
     writes_per_s, bytes_per_s = rate

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates
+from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
 from dflash_diag.analysis.waits import STARTING_UP
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
@@ -287,7 +287,16 @@ def _os_split(ctx: Context, graph: WaitGraph) -> str:
     on = f"on a CPU {pct(cpu)} of the window" + (f" ({pct(kernel)} of that in the kernel)" if kernel is not None
                                                    else "")
     blocked = _blocked_in(ctx, {t.tid for t in rows}) if off >= OFF_CPU_SAID else ""
-    return f"{who} {on}, waiting for a CPU {pct(runq)}, off a CPU {pct(off)}" + (f" ({blocked})" if blocked else "")
+    writes = write_rate(ctx.obs)
+    output = (f"; the process made {writes[0]:,.0f} write calls a second ({writes[1] / 1024:,.0f} KiB/s)"
+              if writes is not None and writes[0] >= WRITES_PER_S_SAID else "")
+    return (f"{who} {on}, waiting for a CPU {pct(runq)}, off a CPU {pct(off)}" + (f" ({blocked})" if blocked else "")
+            + output)
+
+
+# The process's write calls said with where its time goes from this rate (a log line per op, an unbuffered stream):
+# a trainer that prints a progress line now and then makes a few a second.
+WRITES_PER_S_SAID = 1000.0
 
 
 # Off a CPU this share of the window or more, the root's threads are said with what the kernel had them blocked in.
