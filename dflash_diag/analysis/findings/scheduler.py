@@ -639,6 +639,11 @@ def _default_of(name: str) -> str:
 FAULTS_PER_S = 5_000.0
 KERNEL_SHARE = 0.4
 KERNEL_CORES = 0.1
+# Faulting memory in this fast, a thread with this much CPU in the kernel, and this part of its own, is named too: a
+# compute-heavy thread (a trainer) hides kernel time that is large in itself (healthy programs here: up to 0.16 CPUs).
+FAULTS_HEAVY_PER_S = 50_000.0
+KERNEL_CORES_FAULTING = 0.25
+KERNEL_SHARE_FAULTING = 0.25
 # System calls are named only for a thread py-spy sees (a Python thread: a device driver's or a pool's own thread
 # makes its calls by design), and only from this cost: a thread's kernel time below it is the program's I/O.
 KERNEL_TIME_MIN_COST = 0.02
@@ -657,13 +662,17 @@ class _KernelHeavy:
         return self.minor_per_s + self.major_per_s
 
 
-def _kernel_heavy_threads(ctx: Context) -> list[_KernelHeavy]:
+def _kernel_heavy_threads(ctx: Context, *, faulting: bool = False) -> list[_KernelHeavy]:
     """Every thread that spent a large part of its CPU in the kernel over the window (its task stat's stime), with
-    its page faults, heaviest first. The tool's own threads are left out."""
+    its page faults, heaviest first. The tool's own threads are left out. ``faulting``: also a thread that faults
+    memory in at a high rate with a quarter of a CPU in the kernel, whatever its own code's part (its compute hides
+    a kernel time that is large in itself)."""
     stats = {t.os_thread_id: t for t in ctx.threads if t.os_thread_id is not None}
     out = []
     for r in thread_rates(ctx.obs):
-        if r.kernel_cpus < KERNEL_CORES or r.kernel_cpus < KERNEL_SHARE * r.cpu:
+        heavy_faults = faulting and r.minor_per_s + r.major_per_s >= FAULTS_HEAVY_PER_S and \
+            r.kernel_cpus >= KERNEL_CORES_FAULTING and r.kernel_cpus >= KERNEL_SHARE_FAULTING * r.cpu
+        if not heavy_faults and (r.kernel_cpus < KERNEL_CORES or r.kernel_cpus < KERNEL_SHARE * r.cpu):
             continue
         stat = stats.get(r.tid)
         name = stat.name if stat is not None else r.comm
@@ -697,7 +706,7 @@ def _page_faults(ctx: Context, summary: SchedSummary,
     mapping is a fault when no huge page backs it), or pages read back from disk."""
     facts = ctx.obs.os_facts
     thp = facts.thp_mode if facts is not None else ""
-    for f in [f for f in _kernel_heavy_threads(ctx) if f.faults_per_s >= FAULTS_PER_S][:1]:
+    for f in [f for f in _kernel_heavy_threads(ctx, faulting=True) if f.faults_per_s >= FAULTS_PER_S][:1]:
         cost, why, stages = _kernel_cost(ctx, summary, working, f)
         kind = ("major (read from disk or swap)" if f.major_per_s >= f.minor_per_s else
                 "minor (memory touched for the first time)")
