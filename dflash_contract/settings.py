@@ -216,6 +216,7 @@ def known_env(environ: dict[str, str] | object) -> tuple[tuple[str, str], ...]:
 
 DEFAULT_SWITCH_INTERVAL_S = 0.005  # sys.getswitchinterval() of every CPython since 3.2
 DEFAULT_RECURSION_LIMIT = 1000
+DEFAULT_DECIMAL_PREC = 28  # decimal.DefaultContext.prec of a fresh interpreter
 # gc.get_threshold() of a fresh interpreter, by version (read off 3.11.7, 3.12.1, 3.13.0); other versions: unknown.
 GC_THRESHOLDS: dict[tuple[int, int], tuple[int, int, int]] = {
     (3, 10): (700, 10, 10), (3, 11): (700, 10, 10), (3, 12): (700, 10, 10), (3, 13): (2000, 10, 10),

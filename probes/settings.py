@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import os
+import platform
 import signal
 import sys
 import threading
@@ -313,6 +314,7 @@ def _interpreter(own: tuple[Any, ...] = ()) -> JsonDict:
         SettingsKeys.MONITORING_TOOLS: tools,
         SettingsKeys.DEV_MODE: bool(sys.flags.dev_mode),
         SettingsKeys.TRACEMALLOC_FRAMES: _tracemalloc_frames(),
+        SettingsKeys.DECIMAL_PREC: _decimal_prec(),
         SettingsKeys.THREAD_TRACERS: (tracers := _thread_tracers()),
         # Measured only where something traces: a thread's frames, or the hook every new thread gets.
         SettingsKeys.TRACE_LINE_SLOWDOWN: _trace_line_slowdown() if tracers or getattr(threading, "_trace_hook", None)
@@ -516,6 +518,8 @@ def _torch_flags(torch: Any, guard: HookGuard) -> JsonDict:
         SettingsKeys.MKLDNN_ENABLED: lambda: bool(mkldnn.enabled),
         SettingsKeys.OPT_EINSUM_ENABLED: lambda: bool(backends.opt_einsum.enabled)
         if backends.opt_einsum.is_available() else None,
+        SettingsKeys.QUANTIZED_ENGINE: lambda: str(backends.quantized.engine),
+        SettingsKeys.QUANTIZED_ENGINE_DEFAULT: lambda: _default_quantized_engine(backends.quantized),
         SettingsKeys.FLASH_SDP_ENABLED: lambda: bool(cuda_backend.flash_sdp_enabled()),
         SettingsKeys.MEM_EFFICIENT_SDP_ENABLED: lambda: bool(cuda_backend.mem_efficient_sdp_enabled()),
         SettingsKeys.DEFAULT_DTYPE: lambda: str(torch.get_default_dtype()),
@@ -529,6 +533,25 @@ def _torch_flags(torch: Any, guard: HookGuard) -> JsonDict:
             value = None
         out[key] = value if isinstance(value, bool | int | float | str) or value is None else str(value)[:60]
     return out
+
+
+def _decimal_prec() -> int | None:
+    """decimal.DefaultContext's precision (every new thread's context is copied from it), where the program imported
+    decimal: the probe never imports it."""
+    module = sys.modules.get("decimal")
+    try:
+        prec = module.DefaultContext.prec if module is not None else None
+    except Exception:
+        return None
+    return prec if isinstance(prec, int) else None
+
+
+def _default_quantized_engine(quantized: Any) -> str | None:
+    """The engine torch picks for this machine when nobody sets one: x86 (else fbgemm) on x86-64, qnnpack on ARM."""
+    supported = [str(e) for e in quantized.supported_engines]
+    machine = platform.machine().lower()
+    wanted = ("x86", "fbgemm") if machine in ("x86_64", "amd64", "i686") else ("qnnpack",)
+    return next((e for e in wanted if e in supported), None)
 
 
 def _sync_debug_mode(torch: Any) -> int | None:

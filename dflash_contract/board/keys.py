@@ -399,6 +399,7 @@ class SettingsKeys:
     # tracemalloc's traceback depth while it traces every allocation (0: not tracing): each allocation of every thread
     # records that many frames.
     TRACEMALLOC_FRAMES: Final = "tracemalloc_frames"
+    DECIMAL_PREC: Final = "decimal_prec"  # decimal.DefaultContext.prec where the program imported decimal (28)
     # Threads with a trace function on one of their frames (sys.settrace in that thread, a debugger, coverage):
     # [[thread name, hook name], ...]; threading's hook for new threads is TRACER.
     THREAD_TRACERS: Final = "thread_tracers"
@@ -440,6 +441,8 @@ class SettingsKeys:
     CUDNN_ENABLED: Final = "cudnn_enabled"
     MKLDNN_ENABLED: Final = "mkldnn_enabled"
     OPT_EINSUM_ENABLED: Final = "opt_einsum_enabled"  # torch.backends.opt_einsum: einsum's contraction order
+    QUANTIZED_ENGINE: Final = "quantized_engine"  # torch.backends.quantized.engine: the int8 kernels' library
+    QUANTIZED_ENGINE_DEFAULT: Final = "quantized_engine_default"  # this machine's own choice (x86 or fbgemm; qnnpack)
     # scaled_dot_product_attention's fused backends (torch.backends.cuda.*_sdp_enabled(): the CPU honours flash too)
     FLASH_SDP_ENABLED: Final = "flash_sdp_enabled"
     MEM_EFFICIENT_SDP_ENABLED: Final = "mem_efficient_sdp_enabled"

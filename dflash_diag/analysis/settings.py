@@ -22,6 +22,7 @@ from dflash_contract.settings import (
     AREA_MEMORY,
     AREA_NUMERICS,
     AREA_THREADS,
+    DEFAULT_DECIMAL_PREC,
     DEFAULT_RECURSION_LIMIT,
     DEFAULT_SWITCH_INTERVAL_S,
     ENV_BY_NAME,
@@ -161,6 +162,11 @@ def _controls(obs: Observation) -> list[SettingReading]:
     for name, value in facts.controls:
         area, effect, default = _CONTROL_EFFECTS.get(name, (AREA_KERNEL, "", "off"))
         out.append(SettingReading(name, value, default, area, effect, "/proc"))
+    for watch in facts.watches:
+        out.append(SettingReading("file-system watch", watch, "none", AREA_KERNEL,
+                                  "the kernel queues an event for every matching read, open or write of the watched "
+                                  "files, for a thread of this process to read (a permission event makes the call "
+                                  "wait for its answer)", "/proc"))
     return out
 
 
@@ -274,6 +280,11 @@ def _interpreter(payload: Mapping[str, Any]) -> list[SettingReading]:
                                   "called at the start and end of every collection: their work is part of each pause",
                                   "probe"))
     out += _logging(interp)
+    prec = interp.get(SettingsKeys.DECIMAL_PREC)
+    if isinstance(prec, int) and not isinstance(prec, bool) and prec != DEFAULT_DECIMAL_PREC:
+        out.append(SettingReading("decimal.DefaultContext.prec", str(prec), str(DEFAULT_DECIMAL_PREC), AREA_NUMERICS,
+                                  "the digits every Decimal result keeps in each thread whose context is copied from "
+                                  "it (every new thread's): more digits, slower Decimal arithmetic", "probe"))
     limit = interp.get(SettingsKeys.RECURSION_LIMIT)
     if isinstance(limit, int) and not isinstance(limit, bool) and limit != DEFAULT_RECURSION_LIMIT:
         out.append(SettingReading("sys.getrecursionlimit()", str(limit), str(DEFAULT_RECURSION_LIMIT), AREA_DEBUG,
@@ -321,6 +332,11 @@ def _torch(payload: Mapping[str, Any], *, ours: bool = False) -> list[SettingRea
         # the default.
         out.append(SettingReading("torch.get_num_threads()", str(threads), f"at most {cores} (the CPUs it may use)",
                                   AREA_THREADS, "threads of each intra-op parallel region", "probe"))
+    engine, engine_default = flags.get(SettingsKeys.QUANTIZED_ENGINE), flags.get(SettingsKeys.QUANTIZED_ENGINE_DEFAULT)
+    if isinstance(engine, str) and isinstance(engine_default, str) and engine != engine_default:
+        out.append(SettingReading("torch.backends.quantized.engine", engine, engine_default, AREA_NUMERICS,
+                                  "the library that runs quantized (int8) ops: another CPU's kernels (qnnpack is "
+                                  "for ARM phones; fbgemm and x86 for x86 servers) run slower here", "probe"))
     for key, name, default, area, effect in _TORCH_FLAGS:
         value = flags.get(key)
         if value is None or value == default:

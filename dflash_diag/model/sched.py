@@ -157,6 +157,9 @@ class OsFacts:
     # run on every system call ("seccomp filters", "6"), transparent huge pages refused (prctl), speculation
     # mitigations forced on. (name, value) pairs, values from the kernel's own words and numbers.
     controls: tuple[tuple[str, str], ...] = ()
+    # The process's own inotify and fanotify watches whose events fire per read, open or write of the watched files
+    # (/proc/PID/fdinfo), as "inotify on the directory of gauges.bin: IN_ACCESS|IN_OPEN", by file name only.
+    watches: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

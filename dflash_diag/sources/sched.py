@@ -373,7 +373,8 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
-                   sync_files=open_sync_files(pid, proc_root), controls=parse_process_controls(status))
+                   sync_files=open_sync_files(pid, proc_root), controls=parse_process_controls(status),
+                   watches=file_watches(pid, proc_root))
 
 
 MAX_FDS_SCANNED = 512  # descriptors whose flags are read, at most (a process with thousands open: the first ones)
@@ -410,6 +411,69 @@ def open_sync_files(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
         if len(found) >= MAX_SYNC_FILES:
             break
     return tuple(found)
+
+
+# inotify's and fanotify's events that fire per system call on a watched file (a read, an open, a close, a write),
+# by bit: the same values in both (fanotify's permission events make the call wait for the listener's answer).
+_PER_CALL_EVENTS = ((0x1, "ACCESS"), (0x2, "MODIFY"), (0x8, "CLOSE_WRITE"), (0x10, "CLOSE_NOWRITE"), (0x20, "OPEN"),
+                    (0x10000, "OPEN_PERM"), (0x20000, "ACCESS_PERM"))
+_WATCH_LINE = re.compile(r"^(inotify|fanotify) .*?\bino:([0-9a-f]+).*?\bmask:([0-9a-f]+)", re.M)
+MAX_WATCHES = 8
+MAX_FILES_STATTED = 64
+
+
+def parse_watches(text: str) -> list[tuple[str, int, int]]:
+    """(inotify or fanotify, inode, event mask) of each watch an fdinfo file lists. Pure."""
+    out = []
+    for kind, ino, mask in _WATCH_LINE.findall(text[:65536]):
+        out.append((kind, int(ino, 16), int(mask, 16)))
+    return out
+
+
+def per_call_events(kind: str, mask: int) -> str:
+    """The events of ``mask`` that fire per system call, ``IN_ACCESS|IN_OPEN`` (``FAN_`` for fanotify); "" when
+    none does. Pure."""
+    prefix = "IN_" if kind == "inotify" else "FAN_"
+    return "|".join(prefix + name for bit, name in _PER_CALL_EVENTS if mask & bit and (kind == "fanotify" or bit < 0x100))
+
+
+def file_watches(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
+    """The process's own inotify and fanotify watches whose events fire per read, open or write, as "inotify on the
+    directory of gauges.bin: IN_ACCESS|IN_OPEN": each watch's inode matched to the files the process holds open
+    (or their directories), by file name only. Bounded; () when not ours to read."""
+    base = proc_root / str(pid)
+    try:
+        links = list(procfs.fd_links(base / "fd", MAX_FDS_SCANNED))
+    except OSError:
+        return ()
+    watches = [w for fd, target in links if target in ("anon_inode:inotify", "anon_inode:[fanotify]")
+               for w in parse_watches(_read(base / "fdinfo" / fd, 65536) or "")]
+    watches = [(kind, ino, events) for kind, ino, mask in watches if (events := per_call_events(kind, mask))]
+    if not watches:
+        return ()
+    names = _inode_names(base, [(fd, t) for fd, t in links if t.startswith("/")
+                                and not t.startswith(("/dev/", "/proc/", "/sys/"))])
+    out = []
+    for kind, ino, events in watches[:MAX_WATCHES]:
+        entry = f"{kind} on {names.get(ino, f'inode {ino}')}: {events}"
+        if entry not in out:
+            out.append(entry)
+    return tuple(out)
+
+
+def _inode_names(base: Path, files: list[tuple[str, str]]) -> dict[int, str]:
+    """Inode -> what to call it, for the open files and their directories ("gauges.bin", "the directory of
+    gauges.bin")."""
+    names: dict[int, str] = {}
+    for fd, target in files[:MAX_FILES_STATTED]:
+        name = target.rsplit("/", 1)[-1][:80]
+        try:
+            names.setdefault(os.stat(base / "fd" / fd).st_ino, name)
+            parent = os.stat(base / "root" / target.rsplit("/", 1)[0].lstrip("/"))
+        except OSError:
+            continue
+        names.setdefault(parent.st_ino, f"the directory of {name}")
+    return names
 
 
 def parse_fdinfo_flags(text: str) -> int | None:

@@ -364,8 +364,8 @@ def test_seccomp_filters_are_listed_and_said_with_the_kernel_time_they_add_to() 
     base = _writer_beside_trainer(kernel=0.21)
     obs = replace(base, os_facts=replace(base.os_facts, controls=(("seccomp filters", "6"),)))  # type: ignore[attr-defined]
     _, (finding,) = _find(obs, "kernel-time")
-    assert "the kernel runs this process under seccomp filters: 6 (every system call of every thread runs the " \
-        "filters first" in finding.claim
+    assert "on this process's system calls the kernel also runs: seccomp filters: 6 (every system call of every " \
+        "thread runs the filters first" in finding.claim
     assert ("seccomp filters: 6", dict(finding.evidence)["seccomp filters: 6"]) in finding.evidence
     _, (note,) = _find(obs, "settings-changed")
     assert "seccomp filters: 6" in note.claim
@@ -373,6 +373,17 @@ def test_seccomp_filters_are_listed_and_said_with_the_kernel_time_they_add_to() 
     quiet = _writer_beside_trainer(kernel=0.05)
     quiet = replace(quiet, os_facts=replace(quiet.os_facts, controls=(("seccomp filters", "6"),)))  # type: ignore[attr-defined]
     assert _find(quiet, "kernel-time")[1] == [] and len(_find(quiet, "settings-changed")[1]) == 1
+
+
+def test_a_file_watch_that_fires_per_read_is_said_with_the_kernel_time_of_the_reader() -> None:
+    base = _writer_beside_trainer(kernel=0.21)
+    watch = "inotify on the directory of gauges.bin: IN_ACCESS|IN_OPEN"
+    obs = replace(base, os_facts=replace(base.os_facts, watches=(watch,)))  # type: ignore[attr-defined]
+    _, (finding,) = _find(obs, "kernel-time")
+    assert f"on this process's system calls the kernel also runs: file-system watch: {watch} (the kernel queues an " \
+        "event for every matching read" in finding.claim
+    _, (note,) = _find(obs, "settings-changed")
+    assert f"file-system watch: {watch}" in note.claim
 
 
 def _poller(slack_ns: int, switches_per_s: float) -> object:

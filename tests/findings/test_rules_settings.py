@@ -379,3 +379,39 @@ def test_glibcs_allocator_debugging_is_weighed_by_the_time_in_ops() -> None:
     checked = scenario([Thread("MainThread", PID, 0.9, 0.0)], env=[("MALLOC_CHECK_", "3", "process")])
     checked = replace(checked, os_facts=replace(checked.os_facts, libraries=("libgomp", "libc_malloc_debug")))
     assert _findings(checked, "malloc-debug")[0].claim.startswith("MALLOC_CHECK_=3 (environment): glibc checks")
+
+
+QUANT = (Frame("forward", "/venv/torch/ao/nn/quantized/dynamic/modules/linear.py", 54),
+         Frame("WindowLM.forward", "/app/teacher.py", 17))
+
+
+def _quantized_net(board: Any) -> Any:
+    """A thread whose samples are two thirds in a dynamically quantized Linear, a third another forward op."""
+    obs = _convnet(board)
+    frames = [QUANT, QUANT, NORM]
+    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
+                   for i, s in enumerate(obs.stacks))
+    return replace(obs, stacks=stacks)
+
+
+def test_a_quantized_engine_for_another_cpu_is_weighed_by_the_quantized_modules() -> None:
+    mobile = settings_board({"torch_flags": {"quantized_engine": "qnnpack", "quantized_engine_default": "x86"}})
+    (finding,) = _findings(_quantized_net(mobile), "cpu-kernels-slowed")
+    assert finding.claim.startswith("torch.backends.quantized.engine = qnnpack (this machine's own is x86): "
+                                    "quantized (int8) ops run qnnpack's kernels")
+    assert "trainer spends about 67% of its samples in quantized modules" in finding.claim
+    assert finding.severity == Severity.WARNING
+    # The twin's look-alike: the engine set, to this machine's own; and qnnpack on an ARM machine, its default.
+    own = settings_board({"torch_flags": {"quantized_engine": "x86", "quantized_engine_default": "x86"}})
+    arm = settings_board({"torch_flags": {"quantized_engine": "qnnpack", "quantized_engine_default": "qnnpack"}})
+    for board in (own, arm):
+        assert _findings(_quantized_net(board), "cpu-kernels-slowed") == []
+        assert _findings(_quantized_net(board), "settings-changed") == []
+
+
+def test_the_decimal_precision_away_from_28_is_listed() -> None:
+    board = settings_board({"interpreter": _interp(decimal_prec=120)})
+    (note,) = _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,)), "settings-changed")
+    assert "decimal.DefaultContext.prec = 120" in note.claim
+    plain = settings_board({"interpreter": _interp(decimal_prec=28)})
+    assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(plain,)), "settings-changed") == []

@@ -301,3 +301,33 @@ def test_the_collectors_debugging_flags_and_what_they_kept_are_read() -> None:
         del gc.garbage[:]
         probe.close()
     assert interp[K.GC_DEBUG] == gc.DEBUG_SAVEALL and interp[K.GC_GARBAGE] >= 20
+
+
+def test_the_quantized_engine_and_this_machines_own_are_read() -> None:
+    import torch
+
+    probe = SettingsProbe()
+    before = torch.backends.quantized.engine
+    try:
+        flags = probe.snapshot(0.0)[K.TORCH_FLAGS]
+        assert flags[K.QUANTIZED_ENGINE] == before and flags[K.QUANTIZED_ENGINE_DEFAULT] in ("x86", "fbgemm",
+                                                                                             "qnnpack")
+        if "qnnpack" in torch.backends.quantized.supported_engines:
+            torch.backends.quantized.engine = "qnnpack"  # a mobile profile set process-wide
+            assert probe.snapshot(0.0)[K.TORCH_FLAGS][K.QUANTIZED_ENGINE] == "qnnpack"
+    finally:
+        torch.backends.quantized.engine = before
+        probe.close()
+
+
+def test_the_decimal_default_contexts_precision_is_read_only_where_decimal_was_imported() -> None:
+    import decimal
+
+    probe = SettingsProbe()
+    try:
+        assert probe.snapshot(0.0)[K.INTERPRETER][K.DECIMAL_PREC] == 28
+        decimal.DefaultContext.prec = 120  # an audit profile: every new thread's arithmetic on 120 digits
+        assert probe.snapshot(0.0)[K.INTERPRETER][K.DECIMAL_PREC] == 120
+    finally:
+        decimal.DefaultContext.prec = 28
+        probe.close()

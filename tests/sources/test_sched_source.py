@@ -265,3 +265,40 @@ def test_the_kernel_controls_away_from_their_defaults_are_read_from_status() -> 
                 "SpeculationIndirectBranch:\tconditional enabled\n")
     assert sched.parse_process_controls(defaults) == () and sched.parse_process_controls("") == ()
     assert sched.read_os_facts(os.getpid()).controls == ()  # this test process: the kernel's defaults
+
+
+def test_the_processs_own_file_watches_that_fire_per_call_are_read_with_what_they_watch(tmp_path: Path) -> None:
+    """This process watches a data directory with inotify for reads and opens (every pread of a file in it queues
+    an event), and another for creations only: the first is named by the open file it holds there, the second is
+    not listed (no event per read or write)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    data, other = tmp_path / "archive", tmp_path / "drop"
+    data.mkdir()
+    other.mkdir()
+    (data / "gauges.bin").write_bytes(b"\0" * 64)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    assert fd >= 0
+    held = os.open(data / "gauges.bin", os.O_RDONLY)
+    try:
+        assert libc.inotify_add_watch(fd, str(data).encode(), 0x1 | 0x20) >= 0  # IN_ACCESS | IN_OPEN
+        assert libc.inotify_add_watch(fd, str(other).encode(), 0x100) >= 0  # IN_CREATE
+        watches = sched.file_watches(os.getpid())
+        assert watches == ("inotify on the directory of gauges.bin: IN_ACCESS|IN_OPEN",)
+        assert sched.read_os_facts(os.getpid()).watches == watches
+    finally:
+        os.close(held)
+        os.close(fd)
+    assert sched.file_watches(os.getpid()) == ()
+
+
+def test_watch_lines_and_their_per_call_events_are_parsed() -> None:
+    text = ("pos:\t0\nflags:\t02000000\nmnt_id:\t30\n"
+            "inotify wd:1 ino:1a2b sdev:800001 mask:31 ignored_mask:0 fhandle-bytes:8 fhandle-type:1 f_handle:2b1a\n"
+            "inotify wd:2 ino:ff sdev:800001 mask:180 ignored_mask:0\n")
+    assert sched.parse_watches(text) == [("inotify", 0x1a2b, 0x31), ("inotify", 0xff, 0x180)]
+    assert sched.per_call_events("inotify", 0x31) == "IN_ACCESS|IN_CLOSE_NOWRITE|IN_OPEN"
+    assert sched.per_call_events("inotify", 0x180) == ""  # IN_MOVED_TO | IN_CREATE: not per read or write
+    assert sched.per_call_events("fanotify", 0x10000) == "FAN_OPEN_PERM"
+    assert sched.parse_watches("") == []

@@ -792,13 +792,14 @@ def _memory_settings_text(ctx: Context) -> str:
 
 
 def _kernel_controls_text(ctx: Context) -> str:
-    """What the kernel was told to do on every system call of this process (seccomp filters, forced speculation
-    mitigations: /proc/PID/status), said beside the kernel time they add to."""
+    """What the kernel was told to do on the system calls of this process (seccomp filters, forced speculation
+    mitigations: /proc/PID/status; the process's own file-system watches that fire per read or write: its fdinfo),
+    said beside the kernel time they add to."""
     controls = by_area(non_default(ctx.obs), AREA_KERNEL)
     if not controls:
         return ""
     shown = ", ".join(f"{r.text()} ({r.effect})" for r in controls[:3])
-    return f"; the kernel runs this process under {shown}"
+    return f"; on this process's system calls the kernel also runs: {shown}"
 
 
 def _syscalls_seen(ctx: Context, tid: int) -> str:

@@ -647,6 +647,22 @@ def _op_share(ctx: Context, is_op: Callable[[list[Frame]], bool]) -> tuple[float
         [t.name for t in threads]
 
 
+_QUANTIZED_FILES = ("/ao/nn/quantized/", "/nn/quantized/", "/ao/nn/intrinsic/quantized/")
+
+
+def _quantized_share(ctx: Context) -> tuple[float, list[str]]:
+    """Share of the samples of the threads whose speed is the program's (they train, or their stage limits
+    throughput: a labeller's int8 teacher too) inside torch's quantized modules."""
+    threads = [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
+               and not t.name.startswith("dflash-diag-")]
+    rows = [row for t in threads for row in ctx.stats_rows(t) if row[1] in _WORK]
+    if not rows:
+        return 0.0, []
+    hits = sum(1 for thread, _ in rows if any(not f.native and any(q in f.filename for q in _QUANTIZED_FILES)
+                                              for f in thread.frames))
+    return hits / len(rows), [t.name for t in threads]
+
+
 def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
     """oneDNN turned off (torch.backends.mkldnn.enabled = False: convolutions fall back to torch's slow_conv2d,
     im2col + gemm), or a math library held to a fixed or capped code path (MKL_CBWR, *_MAX_CPU_ISA, ...): weighed by
@@ -674,6 +690,12 @@ def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterato
             fix = (f"set it back ({r.name.replace('_enabled()', '').replace('torch.backends.cuda.', 'torch.backends.cuda.enable_')}"
                    "(True)); a numerics comparison can pin a backend around itself only with "
                    "`torch.nn.attention.sdpa_kernel(...)`")
+        elif r.name == "torch.backends.quantized.engine":
+            share, threads = _quantized_share(ctx)
+            what = (f"torch.backends.quantized.engine = {r.value} (this machine's own is {r.default}): quantized "
+                    f"(int8) ops run {r.value}'s kernels, made for another kind of CPU")
+            ops = "quantized modules"
+            fix = f"set torch.backends.quantized.engine = '{r.default}' here (keep {r.value} for the device it targets)"
         elif r.name == "torch.backends.opt_einsum.enabled" and r.value == "False":
             forward, share, threads = _einsum_share(ctx)
             what = ("einsum's contraction order is left to right (torch.backends.opt_einsum.enabled = False): with "
