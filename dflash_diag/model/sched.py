@@ -160,6 +160,10 @@ class OsFacts:
     # The process's own inotify and fanotify watches whose events fire per read, open or write of the watched files
     # (/proc/PID/fdinfo), as "inotify on the directory of gauges.bin: IN_ACCESS|IN_OPEN", by file name only.
     watches: tuple[str, ...] = ()
+    # What a small read from the page cache costs on this machine, measured once per window by the tool itself (a
+    # process with no filter, watch or tracer on its calls), in microseconds: the yardstick a watched process's
+    # kernel time per call is read against. None where not measured (older recordings).
+    read_call_us: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -375,6 +375,34 @@ def test_seccomp_filters_are_listed_and_said_with_the_kernel_time_they_add_to() 
     assert _find(quiet, "kernel-time")[1] == [] and len(_find(quiet, "settings-changed")[1]) == 1
 
 
+def _writer_making_calls(calls_per_s: float, read_call_us: float | None = 0.7) -> object:
+    """The metrics writer (0.21 CPUs in the kernel) with the process's write calls over the 4 s window, and this
+    machine's small cached read as the tool measured it."""
+    base = _writer_beside_trainer(kernel=0.21)
+    io = (ProcessIo(rchar=0, read_bytes=0, syscr=0, wchar=0, syscw=0),
+          ProcessIo(rchar=0, read_bytes=0, syscr=0, wchar=0, syscw=int(calls_per_s * 4)))
+    sched = tuple(replace(sample, io=io[i]) for i, sample in enumerate(base.sched))  # type: ignore[attr-defined]
+    return replace(base, sched=sched, os_facts=replace(base.os_facts, read_call_us=read_call_us))  # type: ignore[attr-defined]
+
+
+def test_kernel_time_per_call_is_read_against_this_machines_own_small_read() -> None:
+    # 40k calls a second for 0.21 CPUs: about 5.2 µs each, 7.5x the 0.7 µs read measured here: the kernel does more.
+    _, (costly,) = _find(_writer_making_calls(40_000), "kernel-time")
+    assert "; the process made 40.0k read and write calls a second, about 5.2 µs of kernel time each, 7.5x what a " \
+        "small cached read costs here (0.70 µs, measured): the kernel does more on each call" in costly.claim
+    assert costly.severity == Severity.WARNING
+    # 200k calls a second for the same kernel time: about 1.0 µs each, as cheap as the yardstick: many calls, said as
+    # information (the program's own pattern, not something taxing each call).
+    _, (cheap,) = _find(_writer_making_calls(200_000), "kernel-time")
+    assert "about 1.0 µs of kernel time each, as cheap as a small cached read here (0.70 µs, measured): many calls, " \
+        "not costly ones" in cheap.claim
+    assert cheap.severity == Severity.INFO
+    # No yardstick (an older recording), or few calls: no per-call statement, the warning as before.
+    for obs in (_writer_making_calls(200_000, read_call_us=None), _writer_making_calls(2_000)):
+        _, (plain,) = _find(obs, "kernel-time")
+        assert "µs of kernel time each" not in plain.claim and plain.severity == Severity.WARNING
+
+
 def test_a_file_watch_that_fires_per_read_is_said_with_the_kernel_time_of_the_reader() -> None:
     base = _writer_beside_trainer(kernel=0.21)
     watch = "inotify on the directory of gauges.bin: IN_ACCESS|IN_OPEN"

@@ -302,3 +302,11 @@ def test_watch_lines_and_their_per_call_events_are_parsed() -> None:
     assert sched.per_call_events("inotify", 0x180) == ""  # IN_MOVED_TO | IN_CREATE: not per read or write
     assert sched.per_call_events("fanotify", 0x10000) == "FAN_OPEN_PERM"
     assert sched.parse_watches("") == []
+
+
+def test_a_small_cached_read_is_timed_as_the_yardstick_of_kernel_time_per_call(tmp_path: Path) -> None:
+    cost = sched.read_call_cost_us()
+    assert cost is not None and 0.0 < cost < 100.0  # microseconds: a fraction of one on a quiet box
+    assert sched.read_call_cost_us(str(tmp_path / "missing")) is None
+    facts = sched.read_os_facts(os.getpid())
+    assert facts.read_call_us is not None and facts.read_call_us > 0.0

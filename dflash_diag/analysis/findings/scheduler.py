@@ -746,6 +746,8 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         cost, why, stages = _kernel_cost(ctx, summary, working, f)
         if cost < KERNEL_TIME_MIN_COST:
             continue
+        per_call = _kernel_per_call(ctx)
+        cheap = per_call is not None and per_call[2] < CHEAP_CALL_RATIO
         calls = _syscalls_seen(ctx, f.tid)
         line = _hot_line(ctx, f.tid)
         slow_clock = bool(clock) and clock not in _FAST_CLOCKS
@@ -758,6 +760,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                     "system call" if slow_clock else "")
                  + _sync_files_text(ctx, line)
                  + _memory_settings_text(ctx)
+                 + _per_call_text(per_call)
                  + _kernel_controls_text(ctx)
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} in "
@@ -767,8 +770,13 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         if clock:
             evidence.append(("clock source", clock))
         evidence.extend((r.text(), f"{r.effect}; default {r.default}") for r in by_area(non_default(ctx.obs), AREA_KERNEL))
+        if per_call is not None:
+            evidence.append(("kernel time per read or write call", f"{per_call[1]:.1f} µs over {per_call[0]:,.0f} "
+                                                                     f"calls a second; a small cached read here: "
+                                                                     f"{per_call[3]:.2f} µs"))
         yield Finding(
-            rule_id="kernel-time", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+            rule_id="kernel-time",
+            severity=Severity.WARNING if cost >= WARNING_COST and not cheap else Severity.INFO,
             claim=claim, evidence=tuple(evidence),
             remedy=("Find the system call it makes in a loop (`strace -c -f -p TID` for a few seconds) and batch it: "
                     "buffer small writes (no buffering=0, no flush per line), no sync per write (O_SYNC/O_DSYNC, "
@@ -789,6 +797,48 @@ def _memory_settings_text(ctx: Context) -> str:
         return ""
     shown = ", ".join(f"{r.text()} ({r.effect}; default {r.default})" for r in settings[:3])
     return f"; the process's allocator settings: {shown}"
+
+
+# The process's read and write calls a second from which its kernel time per call is read, and the ratio to this
+# machine's own small cached read under which the calls are as cheap as they come (many, not costly: the program's
+# own pattern, said as information), or from which each call costs more than it should (something the kernel does
+# on every call: filters, watches, a slow file system).
+PER_CALL_MIN_CALLS_PER_S = 10_000.0
+CHEAP_CALL_RATIO = 2.0
+COSTLY_CALL_RATIO = 3.0
+
+
+def _kernel_per_call(ctx: Context) -> tuple[float, float, float, float] | None:
+    """(read and write calls a second, the process's kernel µs per call, its ratio to this machine's small cached
+    read, that read's µs) over the window; None where the counters or the yardstick are missing, or calls few."""
+    facts = ctx.obs.os_facts
+    baseline = facts.read_call_us if facts is not None else None
+    readings = [s for s in ctx.obs.sched if s.io is not None and s.io.syscw is not None]
+    if baseline is None or baseline <= 0 or len(readings) < 2:
+        return None
+    first, last = readings[0].io, readings[-1].io
+    span_s = readings[-1].monotonic_s - readings[0].monotonic_s
+    assert first is not None and last is not None and first.syscw is not None and last.syscw is not None
+    calls_per_s = ((last.syscr - first.syscr) + (last.syscw - first.syscw)) / span_s if span_s >= 0.5 else 0.0
+    if calls_per_s < PER_CALL_MIN_CALLS_PER_S:
+        return None
+    kernel_cpus = sum(r.kernel_cpus for r in thread_rates(ctx.obs))
+    per_call_us = kernel_cpus / calls_per_s * 1e6
+    return calls_per_s, per_call_us, per_call_us / baseline, baseline
+
+
+def _per_call_text(per_call: tuple[float, float, float, float] | None) -> str:
+    if per_call is None:
+        return ""
+    calls, us, ratio, baseline = per_call
+    head = f"; the process made {_rate(calls)} read and write calls a second, about {us:.1f} µs of kernel time each"
+    if ratio < CHEAP_CALL_RATIO:
+        return head + (f", as cheap as a small cached read here ({baseline:.2f} µs, measured): many calls, not costly "
+                       "ones")
+    if ratio >= COSTLY_CALL_RATIO:
+        return head + (f", {ratio:.1f}x what a small cached read costs here ({baseline:.2f} µs, measured): the kernel "
+                       "does more on each call")
+    return head
 
 
 def _kernel_controls_text(ctx: Context) -> str:
