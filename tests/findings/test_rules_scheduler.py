@@ -530,3 +530,14 @@ def test_children_forked_from_a_large_process_are_named_with_the_forker_and_the_
 def test_a_cheap_fork_or_a_small_process_is_not_a_fork_cost() -> None:
     assert _find(_forking_loader(0.01), "fork-cost")[1] == []  # a pool started once an epoch
     assert _find(_forking_loader(0.13, rss_bytes=100 << 20), "fork-cost")[1] == []
+
+
+def test_a_watch_is_said_only_where_its_events_match_what_the_hot_line_does() -> None:
+    from dflash_diag.analysis.findings.scheduler import _watch_matches
+
+    reads = "Archive.record (gauges.py:46) `return RECORD.unpack(os.pread(self.fd, RECORD.size, off))`"
+    assert _watch_matches("inotify on the directory of gauges.bin: IN_ACCESS|IN_OPEN", reads)
+    assert not _watch_matches("inotify on the directory of gauges.bin: IN_MODIFY|IN_CLOSE_WRITE", reads)
+    assert _watch_matches("inotify on ledger.csv: IN_MODIFY", "Ledger.add (ledger.py:9) `self.fh.write(row)`")
+    assert _watch_matches("fanotify on inode 12: FAN_OPEN_PERM", "load (data.py:3) `open(path).read()`")
+    assert _watch_matches("inotify on inode 12: IN_MODIFY", "")  # the line unknown: said

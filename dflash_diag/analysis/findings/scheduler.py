@@ -761,7 +761,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + _sync_files_text(ctx, line)
                  + _memory_settings_text(ctx)
                  + _per_call_text(per_call)
-                 + _kernel_controls_text(ctx)
+                 + _kernel_controls_text(ctx, line)
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} in "
                                           f"its own code; {_rate(f.faults_per_s)} page faults a second")]
@@ -841,15 +841,32 @@ def _per_call_text(per_call: tuple[float, float, float, float] | None) -> str:
     return head
 
 
-def _kernel_controls_text(ctx: Context) -> str:
+def _kernel_controls_text(ctx: Context, line: str = "") -> str:
     """What the kernel was told to do on the system calls of this process (seccomp filters, forced speculation
     mitigations: /proc/PID/status; the process's own file-system watches that fire per read or write: its fdinfo),
-    said beside the kernel time they add to."""
-    controls = by_area(non_default(ctx.obs), AREA_KERNEL)
+    said beside the kernel time they add to. A watch is said only where its events match what the thread's line
+    does (reads: access, open, close after reading; writes: modify, close after writing), or the line is unknown."""
+    controls = [r for r in by_area(non_default(ctx.obs), AREA_KERNEL)
+                if r.name != "file-system watch" or _watch_matches(r.value, line)]
     if not controls:
         return ""
     shown = ", ".join(f"{r.text()} ({r.effect})" for r in controls[:3])
     return f"; on this process's system calls the kernel also runs: {shown}"
+
+
+_READ_EVENTS = ("ACCESS", "OPEN", "CLOSE_NOWRITE")
+_WRITE_EVENTS = ("MODIFY", "CLOSE_WRITE")
+_READS = re.compile(r"\b(p?read\w*|open|load\w*|recv\w*|frombuffer|fromfile|mmap)\b", re.I)
+_WRITES = re.compile(r"\b(p?write\w*|save\w*|dump\w*|flush|append)\b", re.I)
+
+
+def _watch_matches(watch: str, line: str) -> bool:
+    events = watch.rsplit(": ", 1)[-1].split("|")
+    reads = any(e.split("_", 1)[1] in _READ_EVENTS or e.endswith("_PERM") for e in events if "_" in e)
+    writes = any(e.split("_", 1)[1] in _WRITE_EVENTS for e in events if "_" in e)
+    if not line or not (_READS.search(line) or _WRITES.search(line)):
+        return True
+    return (reads and bool(_READS.search(line))) or (writes and bool(_WRITES.search(line)))
 
 
 def _syscalls_seen(ctx: Context, tid: int) -> str:
