@@ -541,3 +541,20 @@ def test_a_watch_is_said_only_where_its_events_match_what_the_hot_line_does() ->
     assert _watch_matches("inotify on ledger.csv: IN_MODIFY", "Ledger.add (ledger.py:9) `self.fh.write(row)`")
     assert _watch_matches("fanotify on inode 12: FAN_OPEN_PERM", "load (data.py:3) `open(path).read()`")
     assert _watch_matches("inotify on inode 12: IN_MODIFY", "")  # the line unknown: said
+
+
+def test_a_thread_driving_a_gpu_has_the_drivers_kernel_time_said_not_warned() -> None:
+    """A CUDA trainer with 0.23 of its 0.55 CPUs in the kernel (a healthy GPU twin on an H100's host): the driver's
+    launches and the yields of its spinning syncs are kernel time; information, not a warning. The same thread in a
+    process on no GPU is warned as before."""
+    from findings_builders import gpu_sample
+
+    backward = Frame("Tensor.backward", "/venv/lib/python3.11/site-packages/torch/_tensor.py", 626)
+    cpu_only = scenario([Thread("trainer", 102, 0.55, 0.0, kernel=0.23, frame=backward, syscall="futex")])
+    _, (plain,) = _find(cpu_only, "kernel-time")
+    assert plain.severity == Severity.WARNING and "drives the GPU" not in plain.claim
+    on_gpu = replace(cpu_only, gpus=tuple((gpu_sample(t=t, pid=PID),) for t in (0.0, 2.0, 4.0)))  # type: ignore[arg-type]
+    _, (driver,) = _find(on_gpu, "kernel-time")
+    assert driver.severity == Severity.INFO
+    assert "it drives the GPU: the CUDA driver's launches and waits (ioctl, yields while it spins on a sync) are " \
+        "kernel time too" in driver.claim

@@ -748,6 +748,9 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
             continue
         per_call = _kernel_per_call(ctx)
         cheap = per_call is not None and per_call[2] < CHEAP_CALL_RATIO
+        # A thread that drives a GPU: the driver's launches and waits (ioctl, sched_yield while it spins on a sync,
+        # futex) are kernel time too, which no system call of the program's own explains.
+        driver = (ctx.on_cuda() is True or bool(ctx.process_gpus())) and f.name in ctx.waits.trains
         calls = _syscalls_seen(ctx, f.tid)
         line = _hot_line(ctx, f.tid)
         slow_clock = bool(clock) and clock not in _FAST_CLOCKS
@@ -762,6 +765,8 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + _memory_settings_text(ctx)
                  + _per_call_text(per_call)
                  + _kernel_controls_text(ctx, line)
+                 + ("; it drives the GPU: the CUDA driver's launches and waits (ioctl, yields while it spins on a "
+                    "sync) are kernel time too" if driver else "")
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} in "
                                           f"its own code; {_rate(f.faults_per_s)} page faults a second")]
@@ -776,7 +781,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                                                                      f"{per_call[3]:.2f} µs"))
         yield Finding(
             rule_id="kernel-time",
-            severity=Severity.WARNING if cost >= WARNING_COST and not cheap else Severity.INFO,
+            severity=Severity.WARNING if cost >= WARNING_COST and not cheap and not driver else Severity.INFO,
             claim=claim, evidence=tuple(evidence),
             remedy=("Find the system call it makes in a loop (`strace -c -f -p TID` for a few seconds) and batch it: "
                     "buffer small writes (no buffering=0, no flush per line), no sync per write (O_SYNC/O_DSYNC, "
