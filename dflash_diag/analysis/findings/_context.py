@@ -191,6 +191,11 @@ def pct(share: float) -> str:
     return f"{100.0 * share:.0f}%"
 
 
+def bytes_rate(per_s: float) -> str:
+    """A rate in bytes a second, as read: "1.2 MiB/s", "977 KiB/s"."""
+    return f"{per_s / (1 << 20):.1f} MiB/s" if per_s >= 1 << 20 else f"{per_s / 1024:.0f} KiB/s"
+
+
 def lower_bound(share: float, n_samples: int) -> float:
     """One-sigma lower bound of a sampled share: 3 of 6 samples is not the same evidence as 30 of 60."""
     if n_samples <= 0:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from dflash_contract.settings import AREA_KERNEL, AREA_MEMORY, AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
 from dflash_diag.analysis.findings._context import (
     Context,
+    bytes_rate,
     most_common_own_line,
     own_frame,
     pct,
@@ -988,11 +989,11 @@ def _storage_reads(ctx: Context) -> Iterator[Finding]:
     line_share, name, site, stage = best
     yield Finding(
         rule_id="storage-reads", severity=Severity.WARNING if line_share >= READ_LINE_WARNING else Severity.INFO,
-        claim=(f"the process's reads go to the disk, not the page cache: {_bytes_rate(storage_per_s)} fetched from "
+        claim=(f"the process's reads go to the disk, not the page cache: {bytes_rate(storage_per_s)} fetched from "
                f"storage, {pct(share)} of what it reads; {name} spends {pct(line_share)} of its samples reading at "
                f"{site}: what it reads is not in memory (a first read, or data evicted, dropped with posix_fadvise, "
                "read with O_DIRECT or larger than memory)"),
-        evidence=(("read from storage (/proc/PID/io read_bytes)", f"{_bytes_rate(storage_per_s)}"),
+        evidence=(("read from storage (/proc/PID/io read_bytes)", f"{bytes_rate(storage_per_s)}"),
                   ("of all bytes read (rchar)", pct(share)),
                   (f"{name} at a read", f"{pct(line_share)} of its samples, most at {site}")),
         remedy=("Keep the data in the page cache or in memory: no posix_fadvise(POSIX_FADV_DONTNEED) or O_DIRECT on "
@@ -1015,10 +1016,6 @@ def _storage_rate(ctx: Context) -> tuple[float, float] | None:
     if span_s < 0.5 or storage < 0 or total <= 0:
         return None
     return storage / span_s, min(1.0, storage / total)
-
-
-def _bytes_rate(per_s: float) -> str:
-    return f"{per_s / (1 << 20):.1f} MiB/s" if per_s >= 1 << 20 else f"{per_s / 1024:.0f} KiB/s"
 
 
 # --- a thread blocked in the kernel on storage or on the memory map ----------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 
 from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEBUG_ALLOCATORS, DEFAULT_SWITCH_INTERVAL_S
-from dflash_diag.analysis.findings._context import Context, num, pct, speed_matters, sub
+from dflash_diag.analysis.findings._context import Context, bytes_rate, num, pct, speed_matters, sub
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
 from dflash_diag.analysis.frames import user_frames
@@ -355,10 +355,10 @@ def _native_call_logs(ctx: Context, readings: tuple[SettingReading, ...]) -> Ite
     yield Finding(
         rule_id="native-call-log", severity=severity,
         claim=f"{reading.text()} ({reading.source}): {what}; the process made {writes_per_s:,.0f} write calls a "
-              f"second ({_bytes_per_s(bytes_per_s)}) over the window, and {who} {'spend' if many else 'spends'} "
+              f"second ({bytes_rate(bytes_per_s)}) over the window, and {who} {'spend' if many else 'spends'} "
               f"{pct(share)} of {'their' if many else 'its'} samples in the ops it logs",
         evidence=(("variables", names), ("writes (/proc/PID/io)", f"{writes_per_s:,.0f} calls/s, "
-                                                                 f"{_bytes_per_s(bytes_per_s)}"),
+                                                                 f"{bytes_rate(bytes_per_s)}"),
                   ("time in ops", f"{pct(share)} of the samples of {', '.join(threads[:4])}")),
         remedy=f"Unset {', '.join(r.name for r, _ in logs)} for training (a per-call log is for debugging a few "
                "calls), or set it to its default.",
@@ -407,10 +407,6 @@ def _malloc_debug(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterato
         + (("time in ops", f"{pct(share)} of the samples of {', '.join(threads[:4])}"),),
         remedy=f"Unset {', '.join(r.name for r, _ in modes)} for training (they are for finding heap corruption).",
         impact=share if severity >= Severity.WARNING else 0.0)
-
-
-def _bytes_per_s(per_s: float) -> str:
-    return f"{per_s / (1 << 20):.1f} MiB/s" if per_s >= 1 << 20 else f"{per_s / 1024:.0f} KiB/s"
 
 
 # --- a float64 default dtype ----------------------------------------------------------------------------------------

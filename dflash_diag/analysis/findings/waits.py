@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, pct, speed_matters, threads_text
+from dflash_diag.analysis.findings._context import Context, bytes_rate, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
 from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
@@ -288,7 +288,7 @@ def _os_split(ctx: Context, graph: WaitGraph) -> str:
                                                    else "")
     blocked = _blocked_in(ctx, {t.tid for t in rows}) if off >= OFF_CPU_SAID else ""
     writes = write_rate(ctx.obs)
-    output = (f"; the process made {writes[0]:,.0f} write calls a second ({writes[1] / 1024:,.0f} KiB/s)"
+    output = (f"; the process made {writes[0]:,.0f} write calls a second ({bytes_rate(writes[1])})"
               if writes is not None and writes[0] >= WRITES_PER_S_SAID else "")
     return (f"{who} {on}, waiting for a CPU {pct(runq)}, off a CPU {pct(off)}" + (f" ({blocked})" if blocked else "")
             + output)
