@@ -200,15 +200,17 @@ BACKWARD = (Frame("_engine_run_backward", "/venv/torch/autograd/graph.py", 829),
 NORM = (Frame("batch_norm", "/venv/torch/nn/functional.py", 2817), Frame("forward", "/app/train.py", 31))
 
 
-def _convnet(board: Any) -> Any:
-    """A trainer whose samples are a third convolution forward, a third another forward op, a third backward."""
-    threads = [Thread("trainer", 101, 0.9, 0.0, stack_frames=CONV), Thread("trainer", 101, 0.9, 0.0, stack_frames=NORM),
-               Thread("trainer", 101, 0.9, 0.0, stack_frames=BACKWARD)]
-    obs = scenario(threads[:1], boards=(board,), samples=12)
-    frames = [CONV, NORM, BACKWARD]
-    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
+def _trainer_in_turn(board: Any, frames: list[tuple[Frame, ...]]) -> Any:
+    """A trainer whose 12 samples take ``frames`` in turn (each stack an equal share of them)."""
+    obs = scenario([Thread("trainer", 101, 0.9, 0.0, stack_frames=frames[0])], boards=(board,), samples=12)
+    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % len(frames)]) for t in s.threads))
                    for i, s in enumerate(obs.stacks))
     return replace(obs, stacks=stacks)
+
+
+def _convnet(board: Any) -> Any:
+    """A trainer whose samples are a third convolution forward, a third another forward op, a third backward."""
+    return _trainer_in_turn(board, [CONV, NORM, BACKWARD])
 
 
 def test_onednn_turned_off_is_weighed_by_the_convolutions_forward_and_their_share_of_backward() -> None:
@@ -265,12 +267,9 @@ ATTENTION = (Frame("Block.forward", "/app/model.py", 83),)  # the line calls F.s
 
 def _attention_net(board: Any) -> Any:
     """A trainer whose samples are a third at its attention line, a third another forward op, a third backward."""
-    obs = _convnet(board)
-    frames = [ATTENTION, NORM, BACKWARD]
-    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
-                   for i, s in enumerate(obs.stacks))
+    obs = _trainer_in_turn(board, [ATTENTION, NORM, BACKWARD])
     lines = {**obs.source_lines, "/app/model.py:83": "        y = F.scaled_dot_product_attention(q, k, v)"}
-    return replace(obs, stacks=stacks, source_lines=lines)
+    return replace(obs, source_lines=lines)
 
 
 def test_flash_attention_turned_off_is_weighed_by_the_attention_and_its_share_of_backward() -> None:
@@ -335,11 +334,7 @@ EINSUM = (Frame("einsum", "/venv/torch/functional.py", 402), Frame("Mixer.forwar
 
 def _einsum_net(board: Any) -> Any:
     """A trainer whose samples are a third in torch.einsum, a third another forward op, a third backward."""
-    obs = _convnet(board)
-    frames = [EINSUM, NORM, BACKWARD]
-    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
-                   for i, s in enumerate(obs.stacks))
-    return replace(obs, stacks=stacks)
+    return _trainer_in_turn(board, [EINSUM, NORM, BACKWARD])
 
 
 def test_einsum_without_opt_einsum_is_weighed_by_the_einsums() -> None:
@@ -387,11 +382,7 @@ QUANT = (Frame("forward", "/venv/torch/ao/nn/quantized/dynamic/modules/linear.py
 
 def _quantized_net(board: Any) -> Any:
     """A thread whose samples are two thirds in a dynamically quantized Linear, a third another forward op."""
-    obs = _convnet(board)
-    frames = [QUANT, QUANT, NORM]
-    stacks = tuple(replace(s, threads=tuple(replace(t, frames=frames[i % 3]) for t in s.threads))
-                   for i, s in enumerate(obs.stacks))
-    return replace(obs, stacks=stacks)
+    return _trainer_in_turn(board, [QUANT, QUANT, NORM])
 
 
 def test_a_quantized_engine_for_another_cpu_is_weighed_by_the_quantized_modules() -> None:
