@@ -745,10 +745,13 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
     python = {t.os_thread_id for t in ctx.threads if t.n_samples}
     for f in [f for f in _kernel_heavy_threads(ctx) if f.faults_per_s < FAULTS_PER_S and f.tid in python][:1]:
         cost, why, stages = _kernel_cost(ctx, summary, working, f)
-        if cost < KERNEL_TIME_MIN_COST:
-            continue
         per_call = _kernel_per_call(ctx)
         cheap = per_call is not None and per_call[2] < CHEAP_CALL_RATIO
+        waste = _excess_kernel_cost(ctx, summary, working, f, per_call)
+        if waste is not None and waste[0] > cost:
+            cost, why, stages = waste
+        if cost < KERNEL_TIME_MIN_COST:
+            continue
         # A thread that drives a GPU: the driver's launches and waits (ioctl, sched_yield while it spins on a sync,
         # futex) are kernel time too, which no system call of the program's own explains.
         driver = (ctx.on_cuda() is True or bool(ctx.process_gpus())) and f.name in ctx.waits.trains
@@ -812,6 +815,24 @@ def _memory_settings_text(ctx: Context) -> str:
 PER_CALL_MIN_CALLS_PER_S = 10_000.0
 CHEAP_CALL_RATIO = 2.0
 COSTLY_CALL_RATIO = 3.0
+
+
+def _excess_kernel_cost(ctx: Context, summary: SchedSummary, working: list[tuple[ThreadStats | None, ThreadSched]],
+                        f: _KernelHeavy, per_call: tuple[float, float, float, float] | None
+                        ) -> tuple[float, str, tuple[str, ...]] | None:
+    """(cost, why, stages) of the kernel time a thread spends beyond what its calls cost on this machine, where each
+    call costs 3x the yardstick or more and the threads that compute wait for a CPU: that excess is CPU they wait for
+    (at most their wait, at most its share of the process's CPUs). None where it does not apply."""
+    if per_call is None or per_call[2] < COSTLY_CALL_RATIO or speed_matters(ctx, f.name, f.stage):
+        return None
+    others = [(st, t) for st, t in working if t.name != f.name]
+    delay = _mean_delay(others)
+    if delay < RUN_DELAY_SHARE or summary.cores <= 0:
+        return None
+    excess_cpus = f.kernel_cpus * (1.0 - 1.0 / per_call[2])
+    why = (f"{_names(others)} waited for a CPU {pct(delay)} of the window, and {excess_cpus:.2f} of its CPUs in the "
+           "kernel are beyond what its calls cost on this machine")
+    return min(delay, excess_cpus / summary.cores), why, _stages(others)
 
 
 def _kernel_per_call(ctx: Context) -> tuple[float, float, float, float] | None:
