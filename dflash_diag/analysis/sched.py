@@ -69,19 +69,45 @@ def thread_rates(obs: Observation) -> list[ThreadRates]:
     return out
 
 
-def write_rate(obs: Observation) -> tuple[float, float] | None:
-    """(write calls a second, bytes a second) of the process over the window's /proc/PID/io readings; None where
-    they were not read (older recordings, a process not ours to read) or span under half a second."""
-    readings = [s for s in obs.sched if s.io is not None and s.io.syscw is not None and s.io.wchar is not None]
+@dataclass(frozen=True, slots=True)
+class IoRates:
+    """The process's /proc/PID/io counters over the window, a second (its first and last reading)."""
+
+    read_calls: float  # syscr: read-like system calls
+    read_bytes: float  # rchar: bytes those calls read (page cache, pipes and sockets too)
+    storage_bytes: float  # read_bytes: what the kernel fetched from storage for them
+    write_calls: float | None  # syscw; None where the readings hold no write counters (older recordings)
+    written_bytes: float | None  # wchar
+
+
+def io_rates(obs: Observation) -> IoRates | None:
+    """The process's I/O counters a second over the window's /proc/PID/io readings; None where fewer than two were
+    read (a process not ours to read) or they span under half a second."""
+    readings = [s for s in obs.sched if s.io is not None]
     if len(readings) < 2:
         return None
     first, last = readings[0].io, readings[-1].io
     span_s = readings[-1].monotonic_s - readings[0].monotonic_s
-    assert first is not None and last is not None and first.syscw is not None and last.syscw is not None
-    assert first.wchar is not None and last.wchar is not None
-    if span_s < 0.5 or last.syscw < first.syscw or last.wchar < first.wchar:
+    assert first is not None and last is not None
+    if span_s < 0.5:
         return None
-    return (last.syscw - first.syscw) / span_s, (last.wchar - first.wchar) / span_s
+
+    def per_s(start: int | None, end: int | None) -> float | None:
+        return None if start is None or end is None else (end - start) / span_s
+
+    return IoRates(read_calls=(last.syscr - first.syscr) / span_s, read_bytes=(last.rchar - first.rchar) / span_s,
+                   storage_bytes=(last.read_bytes - first.read_bytes) / span_s,
+                   write_calls=per_s(first.syscw, last.syscw), written_bytes=per_s(first.wchar, last.wchar))
+
+
+def write_rate(obs: Observation) -> tuple[float, float] | None:
+    """(write calls a second, bytes a second) of the process over the window; None where not read or not moving
+    forward."""
+    rates = io_rates(obs)
+    if rates is None or rates.write_calls is None or rates.written_bytes is None or rates.write_calls < 0 \
+            or rates.written_bytes < 0:
+        return None
+    return rates.write_calls, rates.written_bytes
 
 
 ASLEEP = frozenset({"S", "D"})  # a thread's states in which it is blocked in the kernel

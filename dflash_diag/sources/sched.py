@@ -61,14 +61,20 @@ POOL_LIBRARIES = ("libgomp", "libiomp5", "libomp", "libmkl_", "libopenblas", "li
 # --- parsing (pure) ---------------------------------------------------------------------------------------------
 
 
-def parse_status(text: str) -> tuple[str, int, int, str] | None:
-    """(Name, voluntary switches, involuntary switches, Cpus_allowed_list) from a /proc status file; None when
-    the switch counts are missing (a kernel without them)."""
+def status_fields(text: str) -> dict[str, str]:
+    """A /proc status file's ``Key: value`` lines. Pure."""
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep:
             fields[key] = value.strip()
+    return fields
+
+
+def parse_status(text: str) -> tuple[str, int, int, str] | None:
+    """(Name, voluntary switches, involuntary switches, Cpus_allowed_list) from a /proc status file; None when
+    the switch counts are missing (a kernel without them)."""
+    fields = status_fields(text)
     try:
         vol = int(fields["voluntary_ctxt_switches"])
         invol = int(fields["nonvoluntary_ctxt_switches"])
@@ -530,11 +536,7 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
     """What a /proc status file says the kernel does for the process away from its defaults: seccomp (mode 1
     "strict", or the number of filters of mode 2, each run on every system call), memory it locked (``VmLck``:
     mlock, mlockall), transparent huge pages disabled for it (``THP_enabled: 0``, prctl PR_SET_THP_DISABLE), speculation mitigations it forced on. Pure."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines()[:128]:
-        key, sep, value = line.partition(":")
-        if sep:
-            fields[key.strip()] = value.strip()[:64]
+    fields = status_fields(text)
     out: list[tuple[str, str]] = []
     mode, filters = fields.get("Seccomp"), fields.get("Seccomp_filters", "")
     if mode == "1":
@@ -548,7 +550,7 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
         out.append(("transparent huge pages", "disabled for the process"))
     for key, name in (("Speculation_Store_Bypass", "speculative store bypass"),
                       ("SpeculationIndirectBranch", "indirect branch speculation")):
-        value = fields.get(key, "")
+        value = fields.get(key, "")[:64]
         if any(word in value for word in _FORCED_SPECULATION) and value.replace(" ", "").isalpha():
             out.append((name, value))
     return tuple(out)

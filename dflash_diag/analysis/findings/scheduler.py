@@ -26,7 +26,7 @@ from dflash_diag.analysis.findings._context import (
     stage_label,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.sched import blocked_in, child_loads, summary_of, thread_rates
+from dflash_diag.analysis.sched import blocked_in, child_loads, io_rates, summary_of, thread_rates
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState, ThreadStats
@@ -755,6 +755,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         # A thread that drives a GPU: the driver's launches and waits (ioctl, sched_yield while it spins on a sync,
         # futex) are kernel time too, which no system call of the program's own explains.
         driver = (ctx.on_cuda() is True or bool(ctx.process_gpus())) and f.name in ctx.waits.trains
+        kernel_controls = by_area(non_default(ctx.obs), AREA_KERNEL)
         calls = _syscalls_seen(ctx, f.tid)
         line = _hot_line(ctx, f.tid)
         slow_clock = bool(clock) and clock not in _FAST_CLOCKS
@@ -768,7 +769,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + _sync_files_text(ctx, line)
                  + _memory_settings_text(ctx)
                  + _per_call_text(per_call)
-                 + _kernel_controls_text(ctx, line)
+                 + _kernel_controls_text(kernel_controls, line)
                  + ("; it drives the GPU: the CUDA driver's launches and waits (ioctl, yields while it spins on a "
                     "sync) are kernel time too" if driver else "")
                  + (f"; {why}" if why else ""))
@@ -778,7 +779,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
             evidence.append(("system calls it was seen blocked in", calls))
         if clock:
             evidence.append(("clock source", clock))
-        evidence.extend((r.text(), f"{r.effect}; default {r.default}") for r in by_area(non_default(ctx.obs), AREA_KERNEL))
+        evidence.extend((r.text(), f"{r.effect}; default {r.default}") for r in kernel_controls)
         if per_call is not None:
             evidence.append(("kernel time per read or write call", f"{per_call[1]:.1f} µs over {per_call[0]:,.0f} "
                                                                      f"calls a second; a small cached read here: "
@@ -793,8 +794,8 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                     "sample; where clock reads are system calls, read the clock less often or use the TSC clock "
                     "source."
                     + (" Where seccomp filters run on every call, filter on the system call's number only (the kernel "
-                       "then caches the verdict) or install fewer." if any(
-                           n.startswith("seccomp") for n, _ in (facts.controls if facts is not None else ())) else "")),
+                       "then caches the verdict) or install fewer."
+                       if any(r.name.startswith("seccomp") for r in kernel_controls) else "")),
             impact=cost, stages=stages)
 
 
@@ -840,13 +841,10 @@ def _kernel_per_call(ctx: Context) -> tuple[float, float, float, float] | None:
     read, that read's µs) over the window; None where the counters or the yardstick are missing, or calls few."""
     facts = ctx.obs.os_facts
     baseline = facts.read_call_us if facts is not None else None
-    readings = [s for s in ctx.obs.sched if s.io is not None and s.io.syscw is not None]
-    if baseline is None or baseline <= 0 or len(readings) < 2:
+    rates = io_rates(ctx.obs)
+    if baseline is None or baseline <= 0 or rates is None or rates.write_calls is None:
         return None
-    first, last = readings[0].io, readings[-1].io
-    span_s = readings[-1].monotonic_s - readings[0].monotonic_s
-    assert first is not None and last is not None and first.syscw is not None and last.syscw is not None
-    calls_per_s = ((last.syscr - first.syscr) + (last.syscw - first.syscw)) / span_s if span_s >= 0.5 else 0.0
+    calls_per_s = rates.read_calls + rates.write_calls
     if calls_per_s < PER_CALL_MIN_CALLS_PER_S:
         return None
     kernel_cpus = sum(r.kernel_cpus for r in thread_rates(ctx.obs))
@@ -868,13 +866,12 @@ def _per_call_text(per_call: tuple[float, float, float, float] | None) -> str:
     return head
 
 
-def _kernel_controls_text(ctx: Context, line: str = "") -> str:
+def _kernel_controls_text(kernel_controls: tuple[SettingReading, ...], line: str = "") -> str:
     """What the kernel was told to do on the system calls of this process (seccomp filters, forced speculation
     mitigations: /proc/PID/status; the process's own file-system watches that fire per read or write: its fdinfo),
     said beside the kernel time they add to. A watch is said only where its events match what the thread's line
     does (reads: access, open, close after reading; writes: modify, close after writing), or the line is unknown."""
-    controls = [r for r in by_area(non_default(ctx.obs), AREA_KERNEL)
-                if r.name != "file-system watch" or _watch_matches(r.value, line)]
+    controls = [r for r in kernel_controls if r.name != "file-system watch" or _watch_matches(r.value, line)]
     if not controls:
         return ""
     shown = ", ".join(f"{r.text()} ({r.effect})" for r in controls[:3])
@@ -1026,17 +1023,10 @@ def _storage_reads(ctx: Context) -> Iterator[Finding]:
 
 def _storage_rate(ctx: Context) -> tuple[float, float] | None:
     """(bytes a second fetched from storage, their share of the bytes read) over the window's /proc/PID/io."""
-    readings = [s for s in ctx.obs.sched if s.io is not None]
-    if len(readings) < 2:
+    rates = io_rates(ctx.obs)
+    if rates is None or rates.storage_bytes < 0 or rates.read_bytes <= 0:
         return None
-    first, last = readings[0], readings[-1]
-    span_s = last.monotonic_s - first.monotonic_s
-    assert first.io is not None and last.io is not None
-    storage = last.io.read_bytes - first.io.read_bytes
-    total = last.io.rchar - first.io.rchar
-    if span_s < 0.5 or storage < 0 or total <= 0:
-        return None
-    return storage / span_s, min(1.0, storage / total)
+    return rates.storage_bytes, min(1.0, rates.storage_bytes / rates.read_bytes)
 
 
 # --- a thread blocked in the kernel on storage or on the memory map ----------------------------------------------
