@@ -89,6 +89,10 @@ class DoctorCommand:
 
         parser.add_argument("--attach-method", default="auto", choices=METHODS,
                             help="with --attach: how to get in (default auto)")
+        parser.add_argument("--no-native-stacks", action="store_true",
+                            help="when the window names no cause, doctor takes native (C/C++) stacks for 1.5 s more to "
+                                 "say where the time goes below the Python lines (py-spy --native pauses the process "
+                                 "while it reads each: ~0.4 s once, then milliseconds); this skips them")
         parser.add_argument("--save-observation", metavar="FILE", type=output_path_arg,
                             help="also write what was sampled (schema dflash-diag.observation/1, private 0600) for "
                                  "`doctor --replay FILE` to judge again offline (docs/observations.md)")
@@ -129,12 +133,33 @@ class DoctorCommand:
                     obs, attached = _observe_attached(args, target, window, kernels)
             else:
                 obs = _observe_live(args, target, window, kernels)
+            obs = _native_second_look(args, obs)
             if saved is not None:
                 _save_observation(saved, obs)
         finally:
             if saved is not None:
                 saved.abandon()  # a no-op once committed
         return _finish(args, obs, attached)
+
+
+def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservation) -> Observation | JobObservation:
+    """When the window names no cause, a short native profile after it (``observe.native_look``): where the limiting
+    threads' time goes below their Python lines. Skipped with --no-native-stacks, for a job, and when the report
+    has its cause (native stacks pause the process while each sample is read)."""
+    from dflash_diag.model import Observation as ProcessObservation
+
+    if args.no_native_stacks or not isinstance(obs, ProcessObservation):
+        return obs
+    from dflash_diag.analysis import analyse
+    from dflash_diag.analysis.native import wants_native_look
+
+    if not wants_native_look(analyse(obs)):
+        return obs
+    from dflash_diag.cli._observe import progress_bar
+    from dflash_diag.observe.native_look import NATIVE_LOOK_S, native_look
+
+    with progress_bar("no cause yet: native stacks of PID", NATIVE_LOOK_S, not args.json) as progress:
+        return native_look(obs, progress=progress)
 
 
 def _replay_source(args: argparse.Namespace) -> str | None:

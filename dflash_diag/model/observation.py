@@ -20,7 +20,7 @@ from dflash_diag.model.kernels import KernelTrace, KernelWindow
 from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
-from dflash_diag.model.stacks import StackSample
+from dflash_diag.model.stacks import NativeProfile, StackSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,9 @@ class Observation:
     # share of the window the SMs, the tensor cores and the FP32 pipes were busy. Device-wide readings: they are
     # this process's only while no other process runs on that GPU (``analysis.findings.precision``).
     gpm: tuple[GpmReading, ...] = ()
+    # Native (C/C++) stacks beside the window (``sources.native_profile``, doctor's default for one process): where a
+    # thread's time goes below its Python frames. None: not taken.
+    native: NativeProfile | None = None
     # What the analysis judges the window with: the thread-name patterns of the stages, and the wall-clock time it
     # takes as "now" (the age of a board, of the process, of a stderr line). None: the window's end.
     patterns: StagePatterns = field(default_factory=StagePatterns)

@@ -46,3 +46,28 @@ class StackSample:
     duration_s: float  # how long the dump took (py-spy's own cost)
     native: bool  # taken with --native (the process was paused)
     threads: tuple[ThreadSample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NativeStack:
+    """One distinct stack of one thread in a native profile, and how many of the profile's samples had it."""
+
+    os_thread_id: int  # kernel TID
+    thread_name: str | None
+    frames: tuple[Frame, ...]  # innermost first; Python frames have ``native=False``, C/C++ ones ``native=True``
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class NativeProfile:
+    """``py-spy record --native`` beside the window: each thread's stacks down into C/C++ code, counted.
+
+    py-spy stops the process while it reads each of these samples (the first one longest: it loads the libraries'
+    symbols then); ``samples`` is how many it took at ``rate_hz`` over ``duration_s``. ``error``: why there are none
+    (py-spy refused or failed), said as "N/A" by whatever reads it."""
+
+    rate_hz: float
+    duration_s: float
+    samples: int
+    stacks: tuple[NativeStack, ...]
+    error: str | None = None

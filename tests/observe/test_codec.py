@@ -24,7 +24,7 @@ from findings_builders import HEALTHY_APP, HEALTHY_PROBES, NOW_S, board  # noqa:
 from job_fixtures import load_job  # noqa: E402
 
 from dflash_diag.analysis import analyse  # noqa: E402
-from dflash_diag.model import NA, GpmReading, GpuProcess, GpuSample, Observation, StagePatterns  # noqa: E402
+from dflash_diag.model import NA, GpmReading, GpuProcess, GpuSample, NativeProfile, Observation, StagePatterns  # noqa: E402
 from dflash_diag.model.job import JobObservation  # noqa: E402
 from dflash_diag.model.kernels import KernelTrace, KernelWindow  # noqa: E402
 from dflash_diag.model.sched import OutsideWait, PeerProcess  # noqa: E402
@@ -37,6 +37,7 @@ from dflash_diag.observe.codec import (  # noqa: E402
 )
 from dflash_diag.sources import procfs  # noqa: E402
 from dflash_diag.sources.kernel_trace import read_trace_file  # noqa: E402
+from dflash_diag.sources.native_profile import parse_raw  # noqa: E402
 from dflash_diag.sources.outside import OutsideReader  # noqa: E402
 from dflash_diag.sources.pyspy_json import load_recorded_dumps  # noqa: E402
 from dflash_diag.sources.sched import SchedReader, read_os_facts  # noqa: E402
@@ -89,7 +90,9 @@ def _recorded(name: str, **overrides: Any) -> Observation:
         gpm=(GpmReading(index=0, window_s=4.0, sm_util_pct=96.0, sm_occupancy_pct=41.5, any_tensor_pct=2.0,
                         hmma_tensor_pct=NA("not supported"), fp32_pct=88.0, fp16_pct=0.0, dram_bw_pct=35.0),),
         kernel_window=KernelWindow(cuda=True, torch="2.11.0+cu128", steps=5, stop_ms=412.5, export_ms=1880.0,
-                                   torch_trace_bytes=48_000_000, method="gdb"))
+                                   torch_trace_bytes=48_000_000, method="gdb"),
+        native=NativeProfile(rate_hz=20.0, duration_s=1.5, samples=151,
+                             stacks=parse_raw((FIXTURES / "cpu" / "pyspy_native_invoice.raw").read_text())))
     obs = dataclasses.replace(obs, process=outside.process_facts(), code=outside.code_facts(stacks)[0],
                               files=outside.code_facts(stacks)[1])
     return dataclasses.replace(obs, **overrides)
@@ -161,6 +164,7 @@ def test_the_document_is_versioned_compact_and_its_frames_are_written_once() -> 
     doc = json.loads(encode_observation(obs, tool_version="9.9"))
     assert doc["schema"] == OBSERVATION_SCHEMA and doc["kind"] == "process" and doc["tool"]["version"] == "9.9"
     frames = {f for s in obs.stacks for t in s.threads for f in t.frames}
+    frames |= {f for s in obs.native.stacks for f in s.frames}  # type: ignore[union-attr]
     assert len(doc["tables"]["Frame"]) == len(frames)  # each distinct frame once, referred to by index
     assert isinstance(doc["observation"]["stacks"][0]["threads"][0]["frames"][0], int)
     assert doc["observation"]["rate_hz"] == "inf"  # no JSON number for it: its name, read back as the float

@@ -23,6 +23,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, spots_text, wait_spots
+from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.stages import SlowThread, slow_thread
 from dflash_diag.model import PIPELINE_STAGES, Finding, Frame, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -155,8 +156,10 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
     if spots:
         # The hottest line's code: where no rule names a cause, the call the time goes to is what the user reads.
         text = (ctx.line_text(Frame(spots[0].function, spots[0].filename, spots[0].line)) or "").strip()
+        below = native_text(ctx.obs.native, {t.os_thread_id for t, _ in rows if t.os_thread_id is not None})
         evidence.append((f"{slow} spends its time in",
-                         spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")))
+                         spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")
+                         + (f"; {below}" if below else "")))
     if waits:
         evidence.append((f"{slow} waits in", spots_text(waits)))
     if not is_na(pipe.queue_depth):

@@ -33,6 +33,8 @@ from dflash_diag.analysis.findings._context import Context, bytes_rate, num, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
 from dflash_diag.analysis.frames import user_frames
+from dflash_diag.analysis.native import MIN_SAMPLES as NATIVE_MIN_SAMPLES
+from dflash_diag.analysis.native import share_in, thread_stacks
 from dflash_diag.analysis.sched import summary_of, write_rate
 from dflash_diag.analysis.settings import SYNCS_PROBE_SYNC_MODE, by_area, non_default, sync_mode_is_ours
 from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState
@@ -659,6 +661,23 @@ def _quantized_share(ctx: Context) -> tuple[float, list[str]]:
     return hits / len(rows), [t.name for t in threads]
 
 
+# The C code of decimal's arithmetic: the _decimal module and libmpdec, as their frames and files name them.
+_DECIMAL_CODE = re.compile(r"_decimal|mpdecimal|libmpdec|basearith|^_?mpd_|^(nm|dec)_mpd_|^PyDec")
+
+
+def _native_code_share(ctx: Context, code: re.Pattern[str]) -> tuple[float, list[str]]:
+    """Share of the native samples (the native profile) of the threads whose speed is the program's in C/C++ code
+    matching ``code``: a setting that slows only code no Python frame shows is weighed by this. (0, []) without a
+    native profile."""
+    threads = [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
+               and not t.name.startswith("dflash-diag-")]
+    tids = {t.os_thread_id for t in threads if t.os_thread_id is not None}
+    share, samples = share_in(thread_stacks(ctx.obs.native, tids), code)
+    if samples < NATIVE_MIN_SAMPLES:
+        return 0.0, []
+    return share, [t.name for t in threads]
+
+
 def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
     """oneDNN turned off (torch.backends.mkldnn.enabled = False: convolutions fall back to torch's slow_conv2d,
     im2col + gemm), or a math library held to a fixed or capped code path (MKL_CBWR, *_MAX_CPU_ISA, ...): weighed by
@@ -698,6 +717,13 @@ def _kernel_paths(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterato
                     "three or more operands the intermediate tensors can be far larger than the best order's")
             ops = f"einsum, forward ({pct(forward)}) and its share of backward"
             fix = "set torch.backends.opt_einsum.enabled = True (or order the operands by hand)"
+        elif r.name == "decimal.DefaultContext.prec" and r.value.isdigit() and int(r.value) > int(r.default):
+            share, threads = _native_code_share(ctx, _DECIMAL_CODE)
+            what = (f"decimal's default context precision is {r.value} digits (Python's is {r.default}): every thread's "
+                    "context is copied from it, so each Decimal operation there works on coefficients that long")
+            ops = "decimal arithmetic (libmpdec, read from native stacks)"
+            fix = (f"keep decimal.DefaultContext.prec at {r.default} and raise the precision only around the "
+                   "computation that needs it (`with decimal.localcontext(prec=...)`), then quantize")
         elif r.name in _FAST_PATH_VALUES and r.value.strip().upper().split(",")[0] not in _FAST_PATH_VALUES[r.name]:
             share, threads = _ops_share(ctx)
             what = f"{r.text()} ({r.source}) holds the CPU math kernels to a fixed or capped code path: {r.effect}"

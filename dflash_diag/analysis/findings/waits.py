@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, bytes_rate, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.hang import hung_on_queue
+from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
 from dflash_diag.analysis.waits import STARTING_UP
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
@@ -259,14 +260,28 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
     """The root of the graph as information: what the main path does, for when no rule names anything (it leads
     only when nothing else does, and no cause is linked to it), with how the OS ran its threads."""
     split = _os_split(ctx, graph)
+    below = _root_native(ctx, graph)
     return Finding(
         rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0,
         # it states the path, not what other rules found: it stands beside a health finding (a correctness verdict)
         # or a cause of a stage verdict in the same report, and leads only when nothing else does
-        claim=f"where the time goes: {graph.chain_text()}" + (f"; {split}" if split else ""),
-        evidence=(("path (root last)", graph.chain_text()),) + ((("the OS's view (/proc)", split),) if split else ()),
+        claim=f"where the time goes: {graph.chain_text()}" + (f"; {below}" if below else "")
+              + (f"; {split}" if split else ""),
+        evidence=(("path (root last)", graph.chain_text()),) + ((("native code (py-spy --native)", below),) if below
+                                                               else ())
+                 + ((("the OS's view (/proc)", split),) if split else ()),
         remedy="If this is slower than expected, the root's functions above are where to look: `dflash-diag top PID` "
                "shows them live, `dflash-diag record PID` as a timeline.")
+
+
+def _root_native(ctx: Context, graph: WaitGraph) -> str:
+    """Where the root's threads spend their time below their Python frames (the native profile), or ""."""
+    root = graph.root
+    if root is None or ctx.obs.native is None:
+        return ""
+    tids = {t.os_thread_id for s in ctx.obs.stacks for t in s.threads
+            if t.name in root.threads and t.os_thread_id is not None}
+    return native_text(ctx.obs.native, tids)
 
 
 def _os_split(ctx: Context, graph: WaitGraph) -> str:

@@ -1,0 +1,215 @@
+"""Where a thread's time goes below its Python frames: the native (C/C++) code of a native profile. Pure.
+
+A stack sample ends at the Python line that called into C: ``features (invoices.py:40)`` says which line, not
+that the time goes to decimal's 120-digit arithmetic, to QNNPACK's SSE2 kernels or to a generic BLAS. The native
+profile (``model.NativeProfile``) has the frames below that line; this module charges each of a thread's samples
+to the C/C++ entry its Python line called (the first frame below it that is not the binding's plumbing: pybind11,
+torch's dispatcher and autograd wrappers, the interpreter) and to the innermost frame (where the CPU was), and
+groups entries by the source file or library they are in when no single entry holds enough of the time.
+
+Samples where the thread waits (a condition variable, a futex, the GIL, a sleep, a poll) are not its work: they
+count in the share's denominator only, so a share says how much of the thread's time the code takes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from dflash_diag.model import Frame, NativeProfile, NativeStack, Severity
+from dflash_diag.model.analysis import PHASE_STEADY, Analysis
+from dflash_diag.model.findings import SYMPTOM
+
+MIN_SPOT_SHARE = 0.15  # an entry named on its own
+MIN_UNIT_SHARE = 0.25  # a file or library named for the entries in it
+UNIT_OVER_ENTRY = 1.5  # a group is named instead of its hottest entry when it holds this much more
+MIN_SAMPLES = 10  # fewer native samples of the threads than this say nothing
+
+# Frames that only pass a call on: the binding, torch's dispatcher and autograd wrappers, the interpreter.
+_PLUMBING = re.compile(
+    r"^(0x[0-9a-f]+$|pybind11::|c10::impl::|c10::Dispatcher|c10::function_ref|c10::KernelFunction|c10::Boxed|"
+    r"c10::OperatorHandle|torch::jit::|std::|at::_ops::|at::wrapper_|at::\w+::wrapper_|"
+    r"torch::autograd::|THPVariable_|THPEngine_|"
+    r"at::TensorIteratorBase::|at::internal::invoke_parallel|at::parallel_for|GOMP_|cfunction_|method_vectorcall|"
+    r"_?Py(Eval|Object|Function|CFunction|Vectorcall|Method|Call|Run|Frame|Thread|Number|Sequence|Iter|Type|Descr|"
+    r"Cell|Gen|Coro|Unicode|Long|Float|Dict|List|Tuple|Bytes|Import|Module|Code)_|_?PyEval|"
+    r"vectorcall|slot_tp_|call_function|_call_function|thread_run|start_thread|clone3?$|__libc_start)")
+_PLUMBING_LIBRARIES = re.compile(r"^(libpython[\d.]*\.so|libc\.so|libpthread\.so|ld-linux)")
+# Where a thread waits rather than works (its time there is not native work).
+_WAITING = re.compile(
+    r"(pthread_cond_(timed)?wait|sem_(timed)?wait|futex|take_gil|PyThread_acquire_lock|lock_PyThread_acquire_lock|"
+    r"^(__)?(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait|nanosleep|clock_nanosleep|accept4?|recv|recvfrom|"
+    r"wait4|waitpid|sigtimedwait|pause|usleep|sleep)$|^syscall$|time_sleep)")
+# Libraries that hold too much to be named for their entries (an entry in them is named on its own).
+_TOO_BROAD = re.compile(r"^(libtorch(_cpu|_cuda|_python)?\.so|libc10(_cuda)?\.so|libpython)")
+
+
+@dataclass(frozen=True, slots=True)
+class NativeSpot:
+    """A C/C++ entry (or the file/library of several) and the share of the threads' samples in it."""
+
+    what: str  # the entry's short name, or "<file>" for a group of entries
+    where: str  # its library or source file
+    share: float  # of all the threads' samples
+    leaf: str  # where the CPU was most often under it (short name, or the library of an unnamed address)
+    entries: tuple[str, ...] = ()  # for a file/library group: its largest entries
+
+    def __str__(self) -> str:
+        under = f" ({', '.join(self.entries)})" if self.entries else ""
+        leaf = f", mostly in {self.leaf}" if self.leaf and self.leaf != self.what and not self.entries else ""
+        where = f" [{self.where}]" if self.where and self.where != self.what else ""
+        return f"{self.what}{where}{under} {100.0 * self.share:.0f}%{leaf}"
+
+
+def thread_stacks(profile: NativeProfile | None, tids: Collection[int]) -> tuple[NativeStack, ...]:
+    """The profile's stacks of the threads ``tids`` (kernel TIDs)."""
+    if profile is None:
+        return ()
+    return tuple(s for s in profile.stacks if s.os_thread_id in tids)
+
+
+def native_spots(stacks: Iterable[NativeStack], *, n: int = 2) -> tuple[NativeSpot, ...]:
+    """The C/C++ code the stacks spend most time in, hottest first: entries of ``MIN_SPOT_SHARE`` or more, else the
+    file or library (not libtorch's or the interpreter's: too broad) holding ``MIN_UNIT_SHARE`` of them."""
+    total = 0
+    entries: Counter[tuple[str, str]] = Counter()
+    leaves: dict[tuple[str, str], Counter[str]] = {}
+    for stack in stacks:
+        total += stack.count
+        entry, leaf = _entry_and_leaf(stack.frames)
+        if entry is None:
+            continue
+        key = (short_name(entry.name), _where(entry))
+        entries[key] += stack.count
+        leaves.setdefault(key, Counter())[leaf] += stack.count
+    if total < MIN_SAMPLES:
+        return ()
+    spots = [NativeSpot(what=name, where=where, share=count / total, leaf=leaves[(name, where)].most_common(1)[0][0])
+             for (name, where), count in entries.most_common() if count / total >= MIN_SPOT_SHARE][:n]
+    units = _unit_spots(entries, leaves, total, n=n)
+    # A file or library whose entries together hold much more than the hottest one (decimal's add, multiply,
+    # divide and square root, each a fifth) says where the time goes better than any one of them.
+    if units and (not spots or units[0].share >= UNIT_OVER_ENTRY * spots[0].share):
+        return units
+    return tuple(spots)
+
+
+def _unit_spots(entries: Counter[tuple[str, str]], leaves: dict[tuple[str, str], Counter[str]], total: int, *,
+                n: int) -> tuple[NativeSpot, ...]:
+    units: Counter[str] = Counter()
+    for (_, where), count in entries.items():
+        if where and not _TOO_BROAD.match(where):
+            units[where] += count
+    out = []
+    for unit, count in units.most_common(n):
+        if count / total < MIN_UNIT_SHARE:
+            break
+        members = [name for (name, where), _ in entries.most_common() if where == unit][:3]
+        leaf = Counter[str]()
+        for (_entry, where), c in leaves.items():
+            if where == unit:
+                leaf.update(c)
+        out.append(NativeSpot(what=unit, where=unit, share=count / total, leaf=leaf.most_common(1)[0][0],
+                              entries=tuple(members)))
+    return tuple(out)
+
+
+def _entry_and_leaf(frames: tuple[Frame, ...]) -> tuple[Frame | None, str]:
+    """The first non-plumbing C/C++ frame below the innermost Python frame, and the innermost frame's short name;
+    (None, "") when the sample waits or has no C/C++ frame below its Python."""
+    below: list[Frame] = []
+    for frame in frames:  # innermost first
+        if not frame.native:
+            break
+        below.append(frame)
+    if not below or any(_WAITING.search(f.name) for f in below):
+        return None, ""
+    for frame in reversed(below):  # the outermost C frame first: the one the Python line called
+        if not _plumbing(frame):
+            return frame, _leaf_name(below[0])
+    return None, ""
+
+
+def _plumbing(frame: Frame) -> bool:
+    return bool(_PLUMBING.match(frame.name) or _PLUMBING_LIBRARIES.match(_library(frame.filename))
+                or _PLUMBING.match(short_name(frame.name)))
+
+
+def _leaf_name(frame: Frame) -> str:
+    if frame.name.startswith("0x"):
+        return _library(frame.filename) or frame.name
+    return short_name(frame.name)
+
+
+def _where(frame: Frame) -> str:
+    return _library(frame.filename)
+
+
+def _library(filename: str) -> str:
+    return filename.rsplit("/", 1)[-1]
+
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+_ARGS = re.compile(r"\([^()]*\)")
+
+
+def short_name(symbol: str) -> str:
+    """A C++ symbol without its templates, argument lists and anonymous namespaces, at most its last three scopes:
+    ``at::native::(anonymous namespace)::slow_conv2d_forward_out_cpu<float>(...)`` -> ``at::native::
+    slow_conv2d_forward_out_cpu``."""
+    name = symbol.replace("(anonymous namespace)::", "")
+    for _ in range(8):  # nested templates, innermost first
+        stripped = _TEMPLATE.sub("", name)
+        if stripped == name:
+            break
+        name = stripped
+    for _ in range(4):
+        stripped = _ARGS.sub("", name)
+        if stripped == name:
+            break
+        name = stripped
+    name = name.split(" ")[-1] if " " in name and "operator" not in name else name
+    scopes = [s for s in name.split("::") if s]
+    return "::".join(scopes[-3:])[:120] if scopes else symbol[:120]
+
+
+def share_in(stacks: Iterable[NativeStack], code: re.Pattern[str]) -> tuple[float, int]:
+    """(share of the stacks' samples with a C/C++ frame whose name or file matches ``code``, samples): the time a
+    setting that slows that code is weighed by. Waiting samples count in the denominator."""
+    total = hits = 0
+    for stack in stacks:
+        total += stack.count
+        if any(f.native and (code.search(f.name) or code.search(f.filename)) for f in stack.frames):
+            hits += stack.count
+    return (hits / total if total else 0.0), total
+
+
+def wants_native_look(analysis: Analysis) -> bool:
+    """Whether a live window's report names no cause, so native stacks may say where the time goes: its headline is
+    a symptom below critical with no cause linked (a stage verdict, where the time goes), or there is none; the
+    process still runs steadily (not warming up, stopped or hung) and has no native profile yet."""
+    obs = analysis.observation
+    if obs.native is not None or not obs.process_alive or not obs.stacks or analysis.phase != PHASE_STEADY:
+        return False
+    head = analysis.headline
+    if head is None:
+        return True
+    if head.because or head.severity >= Severity.CRITICAL:
+        return False
+    lead = next((f for f in analysis.findings if f.rule_id == head.rule_id), None)
+    return lead is not None and lead.kind == SYMPTOM
+
+
+def spots_text(spots: Iterable[NativeSpot]) -> str:
+    return ", ".join(str(s) for s in spots)
+
+
+def native_text(profile: NativeProfile | None, tids: Collection[int]) -> str:
+    """"in native code: <spots>" for the threads ``tids`` (kernel TIDs), or "" when the profile says nothing."""
+    spots = native_spots(thread_stacks(profile, tids))
+    return f"in native code: {spots_text(spots)}" if spots else ""
+
+
+__all__ = ["MIN_SAMPLES", "NativeSpot", "native_spots", "native_text", "share_in", "short_name", "spots_text", "thread_stacks", "wants_native_look"]

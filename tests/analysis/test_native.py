@@ -1,0 +1,108 @@
+"""Native stacks (py-spy record --native): py-spy's raw output read into stacks, and where a thread's time goes
+below its Python lines. The raw lines are py-spy 0.4's own, cut from real recordings of the casebook's programs
+(a QNNPACK int8 teacher, decimal arithmetic at 120 digits, a thread waiting on a queue)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from dflash_diag.analysis.native import native_spots, native_text, share_in, short_name
+from dflash_diag.model import Frame, NativeProfile, NativeStack
+from dflash_diag.sources.native_profile import parse_raw
+
+QNNPACK = ("thread (4692): labeller;0x7f8445d278ec (libc.so.6);thread_run (libpython3.11.so.1.0);"
+           "Thread.run (threading.py:982);labeller (train.py:48);WindowLM.forward (teacher.py:17);"
+           "Linear.forward (torch/ao/nn/quantized/dynamic/modules/linear.py:58);"
+           "OpOverloadPacket.__call__ (torch/_ops.py:1279);pybind11::cpp_function::dispatcher (libtorch_python.so);"
+           "torch::jit::_get_operation_for_overload_or_packet (libtorch_python.so);"
+           "c10::BoxedKernel::callBoxed (libtorch_cpu.so);"
+           "torch::autograd::VariableHooks::basic_autograd_not_implemented_fallback (libtorch_cpu.so);"
+           "PackedLinearWeightsQnnp::apply_dynamic(at::Tensor, bool) (libtorch_cpu.so);"
+           "qnnpack::qnnpackLinearDynamic (libtorch_cpu.so);"
+           "pytorch_q8gemm_dq_ukernel_4x4c2__sse2 (libtorch_cpu.so) 17")
+DECIMAL = ("thread (4642): featurizer;thread_run (libpython3.11.so.1.0);features (invoices.py:40);"
+           "PyNumber_Add (libpython3.11.so.1.0);nm_mpd_qadd (_decimal.c:4191);mpd_qadd (mpdecimal.c:3504);"
+           "_mpd_baseshiftl (basearith.c:468) 4\n"
+           "thread (4642): featurizer;thread_run (libpython3.11.so.1.0);features (invoices.py:42);"
+           "dec_mpd_qsqrt (_decimal.c:4312);_mpd_mul_words (typearith.h:56) 5\n"
+           "thread (4642): featurizer;thread_run (libpython3.11.so.1.0);features (invoices.py:41);"
+           "nm_mpd_qdiv (_decimal.c:4194);__udivti3 (_decimal.cpython-311-x86_64-linux-gnu.so) 4\n"
+           "thread (4642): featurizer;thread_run (libpython3.11.so.1.0);featurizer (train.py:35) 2\n")
+WAITING = ("thread (4640): MainThread;<module> (train.py:88);main (train.py:70);get (queue.py:171);"
+           "wait (threading.py:320);lock_PyThread_acquire_lock (libpython3.11.so.1.0);"
+           "pthread_cond_timedwait (libc.so.6) 30\n")
+
+
+def _stacks(raw: str) -> tuple[NativeStack, ...]:
+    return parse_raw(raw)
+
+
+def test_raw_lines_read_into_innermost_first_frames_with_their_thread() -> None:
+    stacks = parse_raw(QNNPACK + "\nnot a stack line\nthread (12) 3\n" + "unrooted;frame (a.so) 2\n")
+    assert len(stacks) == 2  # the bad line and the unrooted one are skipped; a stack of no frame is kept
+    qnn = stacks[0]
+    assert (qnn.os_thread_id, qnn.thread_name, qnn.count) == (4692, "labeller", 17)
+    leaf, python = qnn.frames[0], next(f for f in qnn.frames if not f.native)
+    assert leaf == Frame("pytorch_q8gemm_dq_ukernel_4x4c2__sse2", "libtorch_cpu.so", 0, native=True)
+    assert python == Frame("OpOverloadPacket.__call__", "torch/_ops.py", 1279, native=False)
+    # a C++ name with its own parentheses keeps them; the library is what follows the last " ("
+    assert any(f.name == "PackedLinearWeightsQnnp::apply_dynamic(at::Tensor, bool)" for f in qnn.frames)
+    assert stacks[1].frames == () and stacks[1].thread_name is None
+
+
+def test_the_entry_below_the_python_line_is_named_past_the_bindings_plumbing_with_its_leaf() -> None:
+    spots = native_spots(_stacks(QNNPACK))
+    assert len(spots) == 1
+    spot = spots[0]
+    assert (spot.what, spot.where, spot.leaf) == ("PackedLinearWeightsQnnp::apply_dynamic", "libtorch_cpu.so",
+                                                 "pytorch_q8gemm_dq_ukernel_4x4c2__sse2")
+    assert spot.share == 1.0
+    assert str(spot) == ("PackedLinearWeightsQnnp::apply_dynamic [libtorch_cpu.so] 100%, mostly in "
+                         "pytorch_q8gemm_dq_ukernel_4x4c2__sse2")
+
+
+def test_entries_of_one_file_are_named_together_when_they_hold_much_more_than_any_one() -> None:
+    spots = native_spots(_stacks(DECIMAL))
+    # add, square root and divide each hold a quarter to a third; _decimal.c holds 13 of the 15 samples
+    assert [s.what for s in spots] == ["_decimal.c"]
+    assert round(spots[0].share, 2) == round(13 / 15, 2)
+    assert set(spots[0].entries) == {"dec_mpd_qsqrt", "nm_mpd_qadd", "nm_mpd_qdiv"}
+    assert native_text(NativeProfile(20.0, 2.0, 15, _stacks(DECIMAL)), {4642}).startswith(
+        "in native code: _decimal.c (dec_mpd_qsqrt, nm_mpd_qadd, nm_mpd_qdiv) 87%")
+
+
+def test_waits_are_not_work_and_too_few_samples_say_nothing() -> None:
+    both = _stacks(DECIMAL + WAITING)
+    profile = NativeProfile(20.0, 2.0, 45, both)
+    assert native_text(profile, {4640}) == ""  # the main thread only waited: no native work to name
+    assert native_text(profile, {4642}).startswith("in native code: _decimal.c")
+    assert native_text(profile, {999}) == "" and native_text(None, {4642}) == ""
+    few = _stacks(DECIMAL.replace(" 4\n", " 1\n").replace(" 5\n", " 1\n"))  # 5 samples: below MIN_SAMPLES
+    assert native_spots(few) == ()
+    share, samples = share_in(both, re.compile(r"_decimal|mpdec"))
+    assert samples == 45 and round(share, 3) == round(13 / 45, 3)
+
+
+def test_short_names_drop_templates_arguments_and_anonymous_namespaces() -> None:
+    assert short_name("at::native::(anonymous namespace)::slow_conv2d_forward_out_cpu<float>(at::Tensor const&, "
+                      "long)") == "at::native::slow_conv2d_forward_out_cpu"
+    assert short_name("c10::function_ref<void (char**, long const*, long, long)>::callback_fn<at::native::AVX2::"
+                      "VectorizedLoop2d<op, vop> >") == "c10::function_ref::callback_fn"
+    assert short_name("void at::native::foo::bar::baz::qux(int)") == "bar::baz::qux"
+    assert short_name("mpd_qadd") == "mpd_qadd"
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
+
+
+def test_whole_recordings_read_line_for_line_and_name_each_programs_native_work() -> None:
+    """py-spy 0.4.3's raw output of two casebook programs, 6 s at 20 Hz each, as it wrote them."""
+    for name, thread, expected in (("pyspy_native_poetry.raw", "labeller", r"Qnnp|qnnpack|q8gemm"),
+                                   ("pyspy_native_invoice.raw", "featurizer", r"_decimal|mpd")):
+        text = (FIXTURES / name).read_text()
+        stacks = parse_raw(text)
+        assert len(stacks) == len(text.splitlines())  # every line py-spy wrote is a stack
+        tids = {s.os_thread_id for s in stacks if s.thread_name == thread}
+        said = native_text(NativeProfile(20.0, 6.0, max(s.count for s in stacks), stacks), tids)
+        assert re.search(expected, said), said
