@@ -17,7 +17,6 @@ Every reader returns what it could read: a missing file is a missing field, neve
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import time
@@ -373,14 +372,15 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     except OSError:
         pass
     version = re.search(r"python(\d+\.\d+)", exe.rsplit("/", 1)[-1])
+    links = descriptor_links(pid, proc_root)  # one walk of the descriptors for both of their readers
     return OsFacts(machine_cpus=machine_cpus(online), process_cpus=cpus_text,
                    process_cpu_count=len(parse_cpu_list(cpus_text)), env=env,
                    libraries=mapped_libraries(pid, proc_root), python_version=version.group(1) if version else "",
                    children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
-                   sync_files=open_sync_files(pid, proc_root), controls=parse_process_controls(status),
-                   watches=file_watches(pid, proc_root), read_call_us=read_call_cost_us())
+                   sync_files=open_sync_files(pid, proc_root, links), controls=parse_process_controls(status),
+                   watches=file_watches(pid, proc_root, links), read_call_us=read_call_cost_us())
 
 
 MAX_FDS_SCANNED = 512  # descriptors whose flags are read, at most (a process with thousands open: the first ones)
@@ -391,29 +391,40 @@ _SYNC_FLAGS = tuple((flag, name) for flag, name in ((getattr(os, "O_SYNC", 0), "
                                                     (getattr(os, "O_DIRECT", 0), "O_DIRECT")) if flag)
 
 
-def open_sync_files(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
-    """The regular files the process holds open with O_SYNC, O_DSYNC or O_DIRECT, as "name (FLAG)": from each
-    descriptor's ``fdinfo`` flags (octal) and its link. Bounded; () when not ours to read."""
-    base = proc_root / str(pid)
+Links = list[tuple[str, str]]
+
+
+def descriptor_links(pid: int, proc_root: Path = PROC) -> Links | None:
+    """(descriptor, its link) of the process's first ``MAX_FDS_SCANNED`` descriptors: one walk of ``/proc/PID/fd``
+    for every reader of them (the synchronous files, the watches); None when not ours to read."""
     try:
-        with os.scandir(base / "fdinfo") as entries:
-            fds = [int(e.name) for e in itertools.islice(entries, MAX_FDS_SCANNED) if e.name.isdigit()]
+        return list(procfs.fd_links(proc_root / str(pid) / "fd", MAX_FDS_SCANNED))
     except OSError:
+        return None
+
+
+def _regular(links: Links) -> Links:
+    """The descriptors that are files on a disk (not a device, /proc or /sys, a pipe, a socket, an anon inode)."""
+    return [(fd, t) for fd, t in links if t.startswith("/") and not t.startswith(("/dev/", "/proc/", "/sys/"))]
+
+
+def open_sync_files(pid: int, proc_root: Path = PROC, links: Links | None = None) -> tuple[str, ...]:
+    """The regular files the process holds open with O_SYNC, O_DSYNC or O_DIRECT, as "name (FLAG)": from each open
+    file's ``fdinfo`` flags (octal). ``links``: :func:`descriptor_links`, read here when not given. Bounded; () when
+    not ours to read."""
+    links = descriptor_links(pid, proc_root) if links is None else links
+    if not links:
         return ()
+    base = proc_root / str(pid)
     found: list[str] = []
-    for fd in fds:
-        flags = parse_fdinfo_flags(_read(base / "fdinfo" / str(fd), 1024) or "")
+    for fd, target in _regular(links):
+        flags = parse_fdinfo_flags(_read(base / "fdinfo" / fd, 1024) or "")
         named = sync_flag_name(flags) if flags is not None else ""
         if not named:
             continue
-        try:
-            target = os.readlink(base / "fd" / str(fd))
-        except OSError:
-            continue
-        if target.startswith("/") and not target.startswith(("/dev/", "/proc/", "/sys/")):
-            entry = f"{target.rsplit('/', 1)[-1][:80]} ({named})"
-            if entry not in found:
-                found.append(entry)
+        entry = f"{target.rsplit('/', 1)[-1][:80]} ({named})"
+        if entry not in found:
+            found.append(entry)
         if len(found) >= MAX_SYNC_FILES:
             break
     return tuple(found)
@@ -443,22 +454,21 @@ def per_call_events(kind: str, mask: int) -> str:
     return "|".join(prefix + name for bit, name in _PER_CALL_EVENTS if mask & bit and (kind == "fanotify" or bit < 0x100))
 
 
-def file_watches(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
+def file_watches(pid: int, proc_root: Path = PROC, links: Links | None = None) -> tuple[str, ...]:
     """The process's own inotify and fanotify watches whose events fire per read, open or write, as "inotify on the
     directory of gauges.bin: IN_ACCESS|IN_OPEN": each watch's inode matched to the files the process holds open
-    (or their directories), by file name only. Bounded; () when not ours to read."""
+    (or their directories), by file name only. ``links``: :func:`descriptor_links`, read here when not given.
+    Bounded; () when not ours to read."""
     base = proc_root / str(pid)
-    try:
-        links = list(procfs.fd_links(base / "fd", MAX_FDS_SCANNED))
-    except OSError:
+    links = descriptor_links(pid, proc_root) if links is None else links
+    if not links:
         return ()
     watches = [w for fd, target in links if target in ("anon_inode:inotify", "anon_inode:[fanotify]")
                for w in parse_watches(_read(base / "fdinfo" / fd, 65536) or "")]
     watches = [(kind, ino, events) for kind, ino, mask in watches if (events := per_call_events(kind, mask))]
     if not watches:
         return ()
-    names = _inode_names(base, [(fd, t) for fd, t in links if t.startswith("/")
-                                and not t.startswith(("/dev/", "/proc/", "/sys/"))])
+    names = _inode_names(base, _regular(links))
     out = []
     for kind, ino, events in watches[:MAX_WATCHES]:
         entry = f"{kind} on {names.get(ino, f'inode {ino}')}: {events}"
