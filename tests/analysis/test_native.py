@@ -4,9 +4,13 @@ below its Python lines. The raw lines are py-spy 0.4's own, cut from real record
 
 from __future__ import annotations
 
+import gzip
 import re
 from pathlib import Path
 
+import pytest
+
+from dflash_diag.analysis.findings.fastpath import SLOW_PATH_WARNING_SHARE, SLOW_PATHS
 from dflash_diag.analysis.native import native_spots, native_text, share_in, short_name
 from dflash_diag.model import Frame, NativeProfile, NativeStack
 from dflash_diag.sources.native_profile import parse_raw
@@ -106,3 +110,35 @@ def test_whole_recordings_read_line_for_line_and_name_each_programs_native_work(
         tids = {s.os_thread_id for s in stacks if s.thread_name == thread}
         said = native_text(NativeProfile(20.0, 6.0, max(s.count for s in stacks), stacks), tids)
         assert re.search(expected, said), said
+
+
+def _recorded(name: str) -> tuple[NativeStack, ...]:
+    return parse_raw(gzip.decompress((FIXTURES / name).read_bytes()).decode())
+
+
+@pytest.mark.parametrize(("name", "path"), [("pyspy_native_settings2_vision.raw.gz", 0),
+                                            ("pyspy_native_settings4_genomics.raw.gz", 1)])
+def test_the_slow_path_of_a_planted_program_is_seen_and_its_twins_fast_path_is_not(name: str, path: int) -> None:
+    """The casebook's programs with oneDNN off (convolutions) and flash attention off, 5 s at 20 Hz each, against
+    their healthy twins (the same code on the fast path): only the planted one runs the slow path's functions."""
+    code = SLOW_PATHS[path][0]
+    planted, _ = share_in([s for s in _recorded(name) if s.thread_name == "trainer"], code)
+    twin_name = name.replace("vision", "visionfixed").replace("genomics", "genomicscheck")
+    twin, samples = share_in([s for s in _recorded(twin_name) if s.thread_name == "trainer"], code)
+    assert planted >= SLOW_PATH_WARNING_SHARE and twin == 0.0 and samples >= 50, (planted, twin, samples)
+    # and no other slow path is read into either
+    for other, (pattern, _, _) in enumerate(SLOW_PATHS):
+        if other != path:
+            assert share_in(_recorded(name), pattern)[0] == 0.0 and share_in(_recorded(twin_name), pattern)[0] == 0.0
+
+
+def test_qnnpacks_x86_micro_kernels_are_its_slow_path_signature() -> None:
+    stacks = parse_raw((FIXTURES / "pyspy_native_poetry.raw").read_text())
+    labeller = [s for s in stacks if s.thread_name == "labeller"]
+    share, _ = share_in(labeller, SLOW_PATHS[2][0])
+    assert share >= 0.5, share
+    # the same stacks with the NEON build's names (an ARM machine, whose own engine QNNPACK is) are not it
+    arm = [NativeStack(s.os_thread_id, s.thread_name, tuple(Frame(f.name.replace("__sse2", "__neon"), f.filename,
+                                                                  f.line, f.native) for f in s.frames), s.count)
+           for s in labeller]
+    assert share_in(arm, SLOW_PATHS[2][0])[0] == 0.0

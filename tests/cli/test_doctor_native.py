@@ -128,3 +128,42 @@ def test_under_run_the_decimal_precision_is_the_cause_weighed_by_that_time(tmp_p
     assert cause["severity"] == "warning" and "precision is 600 digits" in cause["claim"], cause
     share = re.search(r"about (\d+)% of its samples in decimal arithmetic", cause["claim"])
     assert share is not None and int(share.group(1)) >= 50, cause["claim"]
+
+
+CONV = r"""
+import sys, torch
+torch.set_num_threads(1)
+torch.backends.mkldnn.enabled = sys.argv[1] == "on"  # off: every convolution runs torch's own slow_conv2d
+net = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3, padding=1))
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+print("READY", flush=True)
+while True:
+    x = torch.randn(8, 8, 32, 32)
+    loss = net(x).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("onednn", ["off", "on"])
+def test_from_outside_a_convolutions_slow_path_is_the_cause_and_its_fast_path_is_not(tmp_path: Path,
+                                                                                     onednn: str) -> None:
+    script = tmp_path / "conv.py"
+    script.write_text(CONV)
+    proc = subprocess.Popen([sys.executable, str(script), onednn], stdout=subprocess.PIPE, text=True,
+                            env=_env(tmp_path))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+        time.sleep(2.0)
+        report, _ = _doctor(tmp_path, proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    found = {f["rule_id"]: f for f in report["findings"]}
+    if onednn == "on":  # the healthy twin: oneDNN's kernels, no slow path, no warning
+        assert "native-slow-path" not in found and all(f["severity"] == "info" for f in report["findings"]), found
+        return
+    slow = found["native-slow-path"]
+    assert slow["severity"] == "warning" and "slow_conv2d" in slow["claim"], slow
+    assert report["headline"]["rule_id"] == "native-slow-path" or "native-slow-path" in report["headline"]["because"]

@@ -1,12 +1,15 @@
-"""Slow fallback paths: GatedDeltaNet on transformers' PyTorch reference code, flex_attention run eagerly."""
+"""Slow fallback paths: GatedDeltaNet on transformers' PyTorch reference code, flex_attention run eagerly, and a
+torch kernel's slow path seen in the native stacks (``native-slow-path``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from dflash_contract.board import CompileKeys, FastpathKeys, ProbeName
-from dflash_diag.analysis.findings._context import Context, items, pct, sub, text
+from dflash_diag.analysis.findings._context import Context, items, pct, speed_matters, sub, text
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
 from dflash_diag.model import Finding, Severity, Stage
 
 # transformers' PyTorch reference implementations of the GatedDeltaNet kernels, by kernel family. A frame with
@@ -25,12 +28,64 @@ _TRANSFORMERS_MODELS = "/transformers/models/"
 GDN_STACK_SHARE_MIN = 0.05
 EAGER_FLEX_WARNING = "flex_attention called without torch.compile"
 
-RULES = (RuleSpec("gdn-torch-fallback"), RuleSpec("flex-attention-eager"))
+RULES = (RuleSpec("gdn-torch-fallback"), RuleSpec("flex-attention-eager"), RuleSpec("native-slow-path", sampled=True))
+
+
+# torch's slow paths, by the C/C++ functions that run only on them (a fast path never calls these): what the path
+# is, what puts a program on it, and the way back. Weighed by the share of the limiting threads' native samples
+# inside them: the time the fast path would save most of.
+SLOW_PATHS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r"\bslow_conv(2d|3d|_dilated\w*|_transpose\w*)|\bthnn_conv"),
+     "convolutions run torch's own im2col + gemm code (slow_conv2d and kin) instead of oneDNN's kernels: oneDNN is "
+     "off for them (torch.backends.mkldnn.enabled = False) or they take a dtype or layout it does not",
+     "turn oneDNN back on (torch.backends.mkldnn.enabled = True; a numerics check can wrap just itself in "
+     "torch.backends.mkldnn.flags(enabled=False)), and keep the convolutions in float32 or bfloat16"),
+    (re.compile(r"\b_scaled_dot_product_attention_math\b"),
+     "attention runs the unfused math path (the full score matrix materialised) instead of a fused kernel: the "
+     "fused backends are off (torch.backends.cuda.enable_flash_sdp(False), an sdpa_kernel context) or the inputs "
+     "do not qualify for one",
+     "turn the flash backend back on (torch.backends.cuda.enable_flash_sdp(True)) and pin a backend only around a "
+     "numerics comparison (torch.nn.attention.sdpa_kernel)"),
+    # QNNPACK's x86 micro-kernels (its SSE2 builds): on ARM its NEON ones are the machine's own fast path.
+    (re.compile(r"\bpytorch_q8\w*__sse\d|\bpytorch_qnnp\w*__sse\d"),
+     "quantized (int8) ops run QNNPACK's kernels, made for ARM phones, in their SSE2 build on this x86 CPU: "
+     "torch.backends.quantized.engine is 'qnnpack' where the machine's own is 'x86' or 'fbgemm'",
+     "set torch.backends.quantized.engine to the machine's own ('x86' or 'fbgemm' on x86) for this process"),
+)
+SLOW_PATH_WARNING_SHARE = 0.15  # of the limiting threads' native samples: time a fast path would mostly save
+SLOW_PATH_NOTE_SHARE = 0.05
 
 
 def check(ctx: Context) -> Iterator[Finding]:
     yield from _gdn(ctx)
     yield from _flex(ctx)
+    yield from _native_slow_paths(ctx)
+
+
+def _native_slow_paths(ctx: Context) -> Iterator[Finding]:
+    """A torch kernel's slow path in the native stacks (doctor's second look) of the threads whose speed is the
+    program's: named by the share of their native samples inside it."""
+    if ctx.obs.native is None:
+        return
+    threads = [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
+               and not t.name.startswith("dflash-diag-")]
+    stacks = thread_stacks(ctx.obs.native, {t.os_thread_id for t in threads if t.os_thread_id is not None})
+    for code, what, fix in SLOW_PATHS:
+        share, samples = share_in(stacks, code)
+        if samples < MIN_SAMPLES or share < SLOW_PATH_NOTE_SHARE:
+            continue
+        frame = next((f.name for s in stacks for f in s.frames if f.native and code.search(f.name)), "")
+        severity = Severity.WARNING if share >= SLOW_PATH_WARNING_SHARE else Severity.INFO
+        names = [t.name for t in threads][:3]
+        yield Finding(
+            rule_id="native-slow-path", severity=severity,
+            claim=f"{what}; {', '.join(names)} spend{'s' if len(names) == 1 else ''} {pct(share)} of "
+                  f"{'its' if len(names) == 1 else 'their'} time there (native stacks)",
+            evidence=(("seen in native code", frame[:160]),
+                      ("share of the native samples", f"{pct(share)} of {samples} samples of {', '.join(names)}")),
+            remedy=f"Put it back on the fast path: {fix}.",
+            impact=share if severity >= Severity.WARNING else 0.0,
+            stages=tuple(sorted({t.stage for t in threads if t.stage in (Stage.TARGET, Stage.DRAFTER)})))
 
 
 def _family(kernel: str) -> str:
