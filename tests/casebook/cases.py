@@ -1791,6 +1791,83 @@ CASES: tuple[Case, ...] = (
         r"step \d+ loss", batch="settings batch 8",
         missed={"outside": f"{_B8_PRODUCER} WindowLM.forward (teacher.py:17), 94-97%; the quantized engine not "
                            "read"}),
+    # --- Settings batch 9, held out: four more programs of process-wide settings and OS kinds, written by a helper from
+    # public reports without seeing the tool (kinds chosen by the helper; those of batches 1-8 and the rest of the
+    # casebook excluded).
+    *_settings_pair(
+        "settings9_calculus", "settings9_calculus", ("train.py",), ("train.py", "--worker-profile", "standard"),
+        "SymPy cache size",
+        "the worker-profile helper (cas_profile.apply, profile 'lean', at start-up, before SymPy is imported) sets "
+        "SYMPY_CACHE_SIZE=16, and SymPy sizes its process-wide LRU cache (the cacheit memoization of Add, Mul, Pow "
+        "and function construction, expand and related helpers) from it when it is imported: with 16 "
+        "entries nearly every lookup misses and is evicted at once, so the generator thread rebuilds the same "
+        "subexpressions, canonical forms and assumption queries for every random integrand it differentiates and "
+        "expands (16 pairs a batch, all pure Python under the GIL); it falls behind and the trainer waits on its "
+        "queue (sympy/sympy#8198, sympy/sympy_benchmarks#34, underworldcode/underworld3-archive#114) (measured by "
+        "its author: 8.14 against the twin's 12.33 steps/s, medians of 3 runs each)",
+        "none: the same cas_profile.apply call before SymPy's import sets SYMPY_CACHE_SIZE=4096 (profile "
+        "'standard'), room for the generator's working set; the same generator does the same SymPy work",
+        r"(?i)sympy\W+(\w+\W+){0,5}(cach\w*|memoi[sz]\w*)|(cach\w*|memoi[sz]\w*)\W+(\w+\W+){0,5}sympy|"
+        r"SYMPY_CACHE_SIZE|SYMPY_USE_CACHE|cacheit|(lru|memo\w*|expression|symbolic)[ _-]?cache|cache[ _-]?size\W+"
+        r"(\w+\W+){0,3}(16|small|tiny|capped|limit\w*)|(tiny|small|capped|16[ _-]entr\w*)\W+(\w+\W+){0,2}(lru[ _-]?)?"
+        r"cache|memoi[sz]ation\W+(\w+\W+){0,4}(off|disabled|small|capped)|worker[ _-]?profile|cas[ _-]?profile",
+        r"step \d+ loss", batch="settings batch 9"),
+    *_settings_pair(
+        "settings9_telemetry", "settings9_telemetry", ("train.py",), ("train.py", "--net-profile", "blocking"),
+        "socket default timeout",
+        "the network-defaults helper (netdefaults.apply, profile 'guarded', at start-up) calls "
+        "socket.setdefaulttimeout(30.0), so every socket the process creates afterwards, the feed reader's Unix "
+        "stream socket and the collector's included, is put in non-blocking mode with a timeout: CPython then "
+        "polls the descriptor before each recv_into and send (a poll system call, then the call itself, each "
+        "releasing and re-taking the GIL) and computes a deadline for each; the feed reader does four recv_into "
+        "calls per 72-byte frame (length, header, payload, CRC; 2,048 frames a batch), so its system calls and GIL "
+        "hand-offs roughly double, it falls behind and the trainer waits on its queue (kpdyer/fteproxy#116, "
+        "faucetsdn/poseidon#1141, Broadcom/rally-rest-toolkit-python#187) (measured by its author: 32.44 against "
+        "the twin's 45.45 steps/s, medians of 3 runs each)",
+        "none: the same netdefaults.apply call at start-up calls socket.setdefaulttimeout(None) (profile "
+        "'blocking'), Python's default: the sockets stay blocking and each recv_into is one system call",
+        r"(?i)setdefaulttimeout|settimeout|default[ _-]?(socket[ _-])?timeout|socket[ _-]?timeouts?|timeouts?\W+"
+        r"(\w+\W+){0,5}(sockets?|recv\w*|non-?blocking)|non-?blocking\W+(\w+\W+){0,4}(sockets?|mode|recv\w*|"
+        r"reads?)|(poll|select)\W+(\w+\W+){0,4}(before|per|each|every)\W+(\w+\W+){0,3}(recv\w*|reads?|system "
+        r"calls?|syscalls?|calls?)|O_NONBLOCK|net[ _-]?profile|netdefaults",
+        r"step \d+ loss", batch="settings batch 9"),
+    *_settings_pair(
+        "settings9_clicks", "settings9_clicks", ("train.py",), ("train.py", "--proto-runtime", "native"),
+        "protobuf pure-Python runtime",
+        "the protobuf-runtime helper (proto_runtime.apply, profile 'portable', at start-up, before google.protobuf "
+        "is imported) sets PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python, so protobuf loads its pure-Python "
+        "runtime instead of the upb C extension: every Impression.FromString in the log-reader thread decodes its "
+        "record field by field in Python (varints, the nested Context and repeated Feature messages, packed "
+        "floats and ids), tens of times slower than upb, so the reader (256 records a batch, under the GIL) falls "
+        "behind and the trainer waits on its queue (protocolbuffers/protobuf#4489, protocolbuffers/protobuf#9839, "
+        "lalinsky/python-phoenixdb#4) (measured by its author: 11.38 against the twin's 19.48 steps/s, medians of "
+        "3 runs each)",
+        "none: the same proto_runtime.apply call sets PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=upb (profile "
+        "'native'), the C runtime; the reader parses the same records and hashes the same features",
+        r"(?i)PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION|api_implementation|protobuf\W+(\w+\W+){0,5}(pure[ _-]?python|"
+        r"python\W+(implementation|runtime|backend)|runtime|implementation|backend|\bupb\b|c(\+\+)?[ _-]?"
+        r"(extension|accelerat\w*))|pure[ _-]?python\W+(\w+\W+){0,4}(protobuf|proto|pb2?|decod\w*|pars\w*)|"
+        r"python_message|\bupb\b|proto[ _-]?runtime",
+        r"step \d+ loss", batch="settings batch 9"),
+    *_settings_pair(
+        "settings9_legal", "settings9_legal", ("train.py",), ("train.py", "--regex-version", "v0"),
+        "regex VERSION1 full case folding",
+        "the regex-dialect helper (regex_policy.configure, version 'v1', at start-up) sets regex.DEFAULT_VERSION = "
+        "regex.VERSION1, so the featurizer's patterns, compiled afterwards, run in the regex module's version-1 "
+        "mode, where case-insensitive matching implies FULLCASE (full Unicode case folding): the tokenizer, money "
+        "and party-name patterns (case-insensitive character classes over Latin-1 and Latin Extended ranges, "
+        "currency signs) can no longer match through simple case tables and try multi-character folds (ß/ss, "
+        "ligatures) at every position, several times slower; the featurizer thread (32 clauses a batch, all regex "
+        "work holding the GIL) falls behind and the trainer waits on its queue (mrabarnett/mrab-regex#229, "
+        "mrabarnett/mrab-regex#175, mrabarnett/mrab-regex#260) (measured by its author: 9.40 against the twin's "
+        "17.69 steps/s, medians of 3 runs each)",
+        "none: the same regex_policy.configure call sets regex.DEFAULT_VERSION = regex.VERSION0 (version 'v0'), "
+        "the module's re-compatible default with simple case folding; the same patterns run on the same clauses",
+        r"(?i)DEFAULT_VERSION|VERSION1|FULLCASE|full[ _-]?(unicode[ _-])?case[ _-]?(fold\w*|match\w*|insensitiv\w*)|"
+        r"case[ _-]?folding|unicode\W+(\w+\W+){0,2}case[ _-]?(fold\w*|insensitiv\w*)|regex\W+(\w+\W+){0,4}"
+        r"(versions?|dialect|v1|version[ _-]?1)|(version[ _-]?1|v1|dialect)\W+(\w+\W+){0,3}(regex|patterns?)|"
+        r"regex[ _-]?policy|regex[ _-]?version",
+        r"step \d+ loss", batch="settings batch 9"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
