@@ -110,6 +110,7 @@ SETTINGS_BATCHES = {
     "settings-batch-6": ("## Settings/OS held-out batch 6, scored once", "settings batch 6", 8),
     "settings-batch-7": ("## Settings/OS held-out batch 7, scored once", "settings batch 7", 8),
     "settings-batch-8": ("## Settings/OS held-out batch 8, scored once", "settings batch 8", 8),
+    "settings-batch-9": ("## Settings/OS held-out batch 9, scored once", "settings batch 9", 8),
 }
 
 
