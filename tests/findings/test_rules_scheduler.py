@@ -558,3 +558,21 @@ def test_a_thread_driving_a_gpu_has_the_drivers_kernel_time_said_not_warned() ->
     assert driver.severity == Severity.INFO
     assert "it drives the GPU: the CUDA driver's launches and waits (ioctl, yields while it spins on a sync) are " \
         "kernel time too" in driver.claim
+
+
+def test_kernel_time_at_a_socket_call_the_io_counters_do_not_count_is_information() -> None:
+    """The casebook's socket-timeout twin, recorded from outside: its feed reader spends 0.36 of 0.88 CPUs in the
+    kernel at a `recv_into` line, and the process's read and write counters saw no call (socket calls are not in
+    them). How many calls and what each costs cannot be told: said, as information (it was a warning, a false alarm,
+    when batch 9 was scored)."""
+    import gzip
+    from pathlib import Path
+
+    from dflash_diag.analysis import analyse
+    from dflash_diag.observe.codec import read_observation
+
+    path = Path(__file__).resolve().parents[1] / "casebook" / "observations" / "settings9_telemetry_fixed__outside.json.gz"
+    analysis = analyse(read_observation(gzip.decompress(path.read_bytes())))
+    (finding,) = [f for f in analysis.findings if f.rule_id == "kernel-time"]
+    assert "recv_into" in finding.claim and "socket calls are not in the process's read and write counts" in finding.claim
+    assert finding.severity == Severity.INFO and analysis.healthy

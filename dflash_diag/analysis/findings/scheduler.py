@@ -758,6 +758,9 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         kernel_controls = by_area(non_default(ctx.obs), AREA_KERNEL)
         calls = _syscalls_seen(ctx, f.tid)
         line = _hot_line(ctx, f.tid)
+        # Socket calls (recv, send, accept) are not read or write calls to the process's I/O counters: where its hot
+        # line is one and the counters saw few calls, how many it makes and what each costs is not known here.
+        uncounted = per_call is None and bool(_SOCKET_CALL.search(line))
         slow_clock = bool(clock) and clock not in _FAST_CLOCKS
         claim = (f"{f.name} spends its CPU in the kernel, not in its own code: {f.kernel_cpus:.2f} of its "
                  f"{f.cpu:.2f} CPUs in system calls ({_rate(f.faults_per_s)} page faults a second: not faulting "
@@ -769,6 +772,8 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + _sync_files_text(ctx, line)
                  + _memory_settings_text(ctx)
                  + _per_call_text(per_call)
+                 + ("; its line calls a socket, and socket calls are not in the process's read and write counts: how "
+                    "many it makes and what each costs is not known from outside" if uncounted else "")
                  + _kernel_controls_text(kernel_controls, line)
                  + ("; it drives the GPU: the CUDA driver's launches and waits (ioctl, yields while it spins on a "
                     "sync) are kernel time too" if driver else "")
@@ -786,7 +791,8 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                                                                      f"{per_call[3]:.2f} µs"))
         yield Finding(
             rule_id="kernel-time",
-            severity=Severity.WARNING if cost >= WARNING_COST and not cheap and not driver else Severity.INFO,
+            severity=Severity.WARNING if cost >= WARNING_COST and not cheap and not driver and not uncounted
+            else Severity.INFO,
             claim=claim, evidence=tuple(evidence),
             remedy=("Find the system call it makes in a loop (`strace -c -f -p TID` for a few seconds) and batch it: "
                     "buffer small writes (no buffering=0, no flush per line), no sync per write (O_SYNC/O_DSYNC, "
@@ -797,6 +803,11 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                        "then caches the verdict) or install fewer."
                        if any(r.name.startswith("seccomp") for r in kernel_controls) else "")),
             impact=cost, stages=stages)
+
+
+# A line of the program's that makes a socket call (the receive and send families, accept, connect).
+_SOCKET_CALL = re.compile(r"\b(recv|recv_into|recvfrom|recvfrom_into|recvmsg|send|sendall|sendto|sendmsg|accept|"
+                          r"connect)\(")
 
 
 def _memory_settings_text(ctx: Context) -> str:
