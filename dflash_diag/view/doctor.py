@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-from dflash_diag.model import NA, Analysis, Severity
+from dflash_diag.model import NA, Analysis, NativeProfile, Severity
 from dflash_diag.model.analysis import Diagnosis
 from dflash_diag.model.job import JobAnalysis
 from dflash_diag.model.kernels import KernelWindow
@@ -77,6 +77,7 @@ class DoctorDoc(TypedDict):
     warnings: list[str]
     job: dict[str, Any] | None  # view.job.job_json: the topology and one row per rank; null for one process
     kernel_window: NotRequired[dict[str, Any]]  # doctor --kernel-window: what the recording was and cost
+    native_stacks: NotRequired[dict[str, Any]]  # the native look after a window with no cause: what it took
 
 
 def _summary(analysis: Diagnosis) -> SummaryDoc:
@@ -92,8 +93,13 @@ def _pipeline(analysis: Analysis) -> PipelineDoc:
             "stage_names": stage_names_json(pipeline.names)}
 
 
-def _title(pid: int, window_s: float, samples: int, threads: int) -> str:
-    return f"PID {pid}, {window_s:.1f} s sampled, {samples} stack samples of {threads} threads"
+def _title(pid: int, window_s: float, samples: int, threads: int, native: NativeProfile | None = None) -> str:
+    title = f"PID {pid}, {window_s:.1f} s sampled, {samples} stack samples of {threads} threads"
+    if native is None:
+        return title
+    if native.error or not native.samples:
+        return title + f"; no native stacks ({native.error or 'none taken'})"
+    return title + f"; then {native.samples} native stack samples in {native.duration_s:.1f} s (the process paused)"
 
 
 def doctor_doc(analysis: Analysis | JobAnalysis) -> DoctorDoc:
@@ -117,7 +123,8 @@ def doctor_doc(analysis: Analysis | JobAnalysis) -> DoctorDoc:
                 "job": job_json(analysis)}
     obs = analysis.observation
     doc: DoctorDoc = {**common,  # type: ignore[typeddict-item]
-                      "pid": obs.pid, "title": _title(obs.pid, obs.window_s, len(obs.stacks), len(analysis.threads)),
+                      "pid": obs.pid,
+                      "title": _title(obs.pid, obs.window_s, len(obs.stacks), len(analysis.threads), obs.native),
                       "window_s": round(obs.window_s, 3), "stack_samples": len(obs.stacks),
                       "threads": len(analysis.threads), "process_alive": obs.process_alive,
                       "pipeline": _pipeline(analysis), "waits": waits_json(analysis.waits),
@@ -125,6 +132,9 @@ def doctor_doc(analysis: Analysis | JobAnalysis) -> DoctorDoc:
                       "warnings": [*obs.warnings, *analysis.errors], "job": None}
     if obs.kernel_window is not None:
         doc["kernel_window"] = kernel_window_json(obs.kernel_window)
+    if obs.native is not None:
+        doc["native_stacks"] = {"samples": obs.native.samples, "seconds": round(obs.native.duration_s, 3),
+                                "rate_hz": obs.native.rate_hz, "error": obs.native.error}
     return doc
 
 

@@ -100,6 +100,10 @@ def test_from_outside_the_time_below_the_python_line_is_named_and_replayed(tmp_p
         proc.wait()
     head = report["headline"]
     assert head["rule_id"] == "pipeline-bottleneck-target" and "no cause found" in head["text"], head
+    look = report["native_stacks"]  # what the look took, said with the report
+    assert look["error"] is None and look["samples"] >= 10 and 1.5 <= look["seconds"] < 4.0, look
+    assert f"then {look['samples']} native stack samples in" in report["title"]
+    assert "native_stacks" not in quiet
     native = head["text"].split("in native code: ", 1)
     assert len(native) == 2 and DECIMAL_CODE.search(native[1]), head["text"]
     assert took_s < 10.0, took_s  # the 5 s window, the analysis and the 1.5 s look
@@ -161,9 +165,12 @@ def test_from_outside_a_convolutions_slow_path_is_the_cause_and_its_fast_path_is
         proc.kill()
         proc.wait()
     found = {f["rule_id"]: f for f in report["findings"]}
+    context = (report["headline"], report.get("native_stacks"), [(f["rule_id"], f["severity"]) for f in
+                                                                  report["findings"]])
     if onednn == "on":  # the healthy twin: oneDNN's kernels, no slow path, no warning
-        assert "native-slow-path" not in found and all(f["severity"] == "info" for f in report["findings"]), found
+        assert "native-slow-path" not in found and all(f["severity"] == "info" for f in report["findings"]), context
         return
+    assert "native-slow-path" in found, context
     slow = found["native-slow-path"]
     assert slow["severity"] == "warning" and "slow_conv2d" in slow["claim"], slow
     assert report["headline"]["rule_id"] == "native-slow-path" or "native-slow-path" in report["headline"]["because"]
