@@ -81,7 +81,7 @@ def native_spots(stacks: Iterable[NativeStack], *, n: int = 2) -> tuple[NativeSp
         entry, leaf = _entry_and_leaf(stack.frames)
         if entry is None:
             continue
-        key = (short_name(entry.name), _where(entry))
+        key = (short_name(entry.name), _library(entry.filename))
         entries[key] += stack.count
         leaves.setdefault(key, Counter())[leaf] += stack.count
     if total < MIN_SAMPLES:
@@ -138,13 +138,10 @@ def _plumbing(frame: Frame) -> bool:
 
 
 def _leaf_name(frame: Frame) -> str:
-    if frame.name.startswith("0x"):
+    """The innermost frame's short name; an address or a frame py-spy could not name is said by its library."""
+    if frame.name.startswith("0x") or frame.name in ("", "?"):
         return _library(frame.filename) or frame.name
     return short_name(frame.name)
-
-
-def _where(frame: Frame) -> str:
-    return _library(frame.filename)
 
 
 def _library(filename: str) -> str:

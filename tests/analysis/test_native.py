@@ -142,3 +142,9 @@ def test_qnnpacks_x86_micro_kernels_are_its_slow_path_signature() -> None:
                                                                   f.line, f.native) for f in s.frames), s.count)
            for s in labeller]
     assert share_in(arm, SLOW_PATHS[2][0])[0] == 0.0
+
+
+def test_a_leaf_py_spy_could_not_name_is_said_by_its_library() -> None:
+    raw = "\n".join(f"thread (7): worker;work (w.py:3);conv_impl (libconv.so);? (libconv.so) {n}" for n in (12,))
+    (spot,) = native_spots(parse_raw(raw))
+    assert (spot.what, spot.leaf) == ("conv_impl", "libconv.so")
