@@ -138,9 +138,11 @@ def _plumbing(frame: Frame) -> bool:
 
 
 def _leaf_name(frame: Frame) -> str:
-    """The innermost frame's short name; an address or a frame py-spy could not name is said by its library."""
+    """The innermost frame's short name; an address or a frame py-spy could not name is said by its library (or as
+    unnamed code, where py-spy could not tell the library either: "0x7f.. (?)")."""
     if frame.name.startswith("0x") or frame.name in ("", "?"):
-        return _library(frame.filename) or frame.name
+        library = _library(frame.filename)
+        return library if library not in ("", "?") else "code py-spy could not name"
     return short_name(frame.name)
 
 

@@ -90,7 +90,7 @@ class DoctorCommand:
         parser.add_argument("--attach-method", default="auto", choices=METHODS,
                             help="with --attach: how to get in (default auto)")
         parser.add_argument("--no-native-stacks", action="store_true",
-                            help="when the window names no cause, doctor takes native (C/C++) stacks for 1.5 s more to "
+                            help="when the window names no cause, doctor takes native (C/C++) stacks for 2.5 s more to "
                                  "say where the time goes below the Python lines (py-spy --native pauses the process "
                                  "while it reads each: ~0.4 s once, then milliseconds); this skips them")
         parser.add_argument("--save-observation", metavar="FILE", type=output_path_arg,

@@ -19,7 +19,7 @@ from dflash_diag.observe.collect import Progress
 from dflash_diag.sources.native_profile import NativeRecorder
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
-NATIVE_LOOK_S = 1.5  # ~20 samples of each thread at 20 Hz after the first one (its symbol loading, ~0.4 s)
+NATIVE_LOOK_S = 2.5  # 1.5 s gave a conv trainer 8 samples on the quiet box (its first one loads the symbols)
 
 
 class Recorder(Protocol):

@@ -148,3 +148,5 @@ def test_a_leaf_py_spy_could_not_name_is_said_by_its_library() -> None:
     raw = "\n".join(f"thread (7): worker;work (w.py:3);conv_impl (libconv.so);? (libconv.so) {n}" for n in (12,))
     (spot,) = native_spots(parse_raw(raw))
     assert (spot.what, spot.leaf) == ("conv_impl", "libconv.so")
+    unknown = parse_raw("thread (7): worker;work (w.py:3);conv_impl (libconv.so);0x7f00aa (?) 12")
+    assert native_spots(unknown)[0].leaf == "code py-spy could not name"
