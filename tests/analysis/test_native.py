@@ -127,7 +127,7 @@ def test_the_slow_path_of_a_planted_program_is_seen_and_its_twins_fast_path_is_n
     twin, samples = share_in([s for s in _recorded(twin_name) if s.thread_name == "trainer"], code)
     assert planted >= SLOW_PATH_WARNING_SHARE and twin == 0.0 and samples >= 50, (planted, twin, samples)
     # and no other slow path is read into either
-    for other, (pattern, _, _) in enumerate(SLOW_PATHS):
+    for other, (pattern, _, _, _) in enumerate(SLOW_PATHS):
         if other != path:
             assert share_in(_recorded(name), pattern)[0] == 0.0 and share_in(_recorded(twin_name), pattern)[0] == 0.0
 

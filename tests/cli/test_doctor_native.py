@@ -151,8 +151,10 @@ while True:
 
 
 @pytest.mark.parametrize("onednn", ["off", "on"])
-def test_from_outside_a_convolutions_slow_path_is_the_cause_and_its_fast_path_is_not(tmp_path: Path,
-                                                                                     onednn: str) -> None:
+def test_from_outside_a_convolutions_slow_path_is_said_and_its_fast_path_is_not(tmp_path: Path, onednn: str) -> None:
+    """oneDNN off: the convolutions' time in torch's slow_conv2d is said, as information (torch takes that path
+    itself for small inputs and float64, so the path alone is no fault; the flag, read by the probes, makes it a
+    cause). On: nothing."""
     script = tmp_path / "conv.py"
     script.write_text(CONV)
     proc = subprocess.Popen([sys.executable, str(script), onednn], stdout=subprocess.PIPE, text=True,
@@ -167,10 +169,11 @@ def test_from_outside_a_convolutions_slow_path_is_the_cause_and_its_fast_path_is
     found = {f["rule_id"]: f for f in report["findings"]}
     context = (report.get("native_stacks"), [(f["rule_id"], f["severity"]) for f in report["findings"]],
                report["headline"]["text"][:300])
-    if onednn == "on":  # the healthy twin: oneDNN's kernels, no slow path, no warning
-        assert "native-slow-path" not in found and all(f["severity"] == "info" for f in report["findings"]), context
+    assert all(f["severity"] == "info" for f in report["findings"]), context
+    if onednn == "on":  # the healthy twin: oneDNN's kernels, no slow path
+        assert "native-slow-path" not in found, context
         return
     assert "native-slow-path" in found, context
     slow = found["native-slow-path"]
-    assert slow["severity"] == "warning" and "slow_conv2d" in slow["claim"], slow
-    assert report["headline"]["rule_id"] == "native-slow-path" or "native-slow-path" in report["headline"]["because"]
+    share = re.search(r"spends (\d+)% of its time there", slow["claim"])
+    assert "slow_conv2d" in slow["claim"] and share is not None and int(share.group(1)) >= 15, slow["claim"]

@@ -32,25 +32,28 @@ RULES = (RuleSpec("gdn-torch-fallback"), RuleSpec("flex-attention-eager"), RuleS
 
 
 # torch's slow paths, by the C/C++ functions that run only on them (a fast path never calls these): what the path
-# is, what puts a program on it, and the way back. Weighed by the share of the limiting threads' native samples
-# inside them: the time the fast path would save most of.
-SLOW_PATHS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+# is, what puts a program on it, the way back, and whether being on it is wrong in itself. Weighed by the share of
+# the limiting threads' native samples inside them. torch itself picks slow_conv2d for small inputs (a batch of one,
+# a few channels) and float64, and the math attention for inputs no fused kernel takes: on those two paths the time
+# is said, as information, and a warning needs the flag that forced it (`cpu-kernels-slowed`, with the probes).
+# QNNPACK's SSE2 kernels run only where the engine was set to the phones' on an x86 machine: a warning.
+SLOW_PATHS: tuple[tuple[re.Pattern[str], str, str, bool], ...] = (
     (re.compile(r"\bslow_conv(2d|3d|_dilated\w*|_transpose\w*)|\bthnn_conv"),
      "convolutions run torch's own im2col + gemm code (slow_conv2d and kin) instead of oneDNN's kernels: oneDNN is "
      "off for them (torch.backends.mkldnn.enabled = False) or they take a dtype or layout it does not",
      "turn oneDNN back on (torch.backends.mkldnn.enabled = True; a numerics check can wrap just itself in "
-     "torch.backends.mkldnn.flags(enabled=False)), and keep the convolutions in float32 or bfloat16"),
+     "torch.backends.mkldnn.flags(enabled=False)), and keep the convolutions in float32 or bfloat16", False),
     (re.compile(r"\b_scaled_dot_product_attention_math\b"),
      "attention runs the unfused math path (the full score matrix materialised) instead of a fused kernel: the "
      "fused backends are off (torch.backends.cuda.enable_flash_sdp(False), an sdpa_kernel context) or the inputs "
      "do not qualify for one",
      "turn the flash backend back on (torch.backends.cuda.enable_flash_sdp(True)) and pin a backend only around a "
-     "numerics comparison (torch.nn.attention.sdpa_kernel)"),
+     "numerics comparison (torch.nn.attention.sdpa_kernel)", False),
     # QNNPACK's x86 micro-kernels (its SSE2 builds): on ARM its NEON ones are the machine's own fast path.
     (re.compile(r"\bpytorch_q8\w*__sse\d|\bpytorch_qnnp\w*__sse\d"),
      "quantized (int8) ops run QNNPACK's kernels, made for ARM phones, in their SSE2 build on this x86 CPU: "
      "torch.backends.quantized.engine is 'qnnpack' where the machine's own is 'x86' or 'fbgemm'",
-     "set torch.backends.quantized.engine to the machine's own ('x86' or 'fbgemm' on x86) for this process"),
+     "set torch.backends.quantized.engine to the machine's own ('x86' or 'fbgemm' on x86) for this process", True),
 )
 SLOW_PATH_WARNING_SHARE = 0.15  # of the limiting threads' native samples: time a fast path would mostly save
 SLOW_PATH_NOTE_SHARE = 0.05
@@ -70,12 +73,12 @@ def _native_slow_paths(ctx: Context) -> Iterator[Finding]:
     threads = [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
                and not t.name.startswith("dflash-diag-")]
     stacks = thread_stacks(ctx.obs.native, {t.os_thread_id for t in threads if t.os_thread_id is not None})
-    for code, what, fix in SLOW_PATHS:
+    for code, what, fix, wrong_in_itself in SLOW_PATHS:
         share, samples = share_in(stacks, code)
         if samples < MIN_SAMPLES or share < SLOW_PATH_NOTE_SHARE:
             continue
         frame = next((f.name for s in stacks for f in s.frames if f.native and code.search(f.name)), "")
-        severity = Severity.WARNING if share >= SLOW_PATH_WARNING_SHARE else Severity.INFO
+        severity = Severity.WARNING if share >= SLOW_PATH_WARNING_SHARE and wrong_in_itself else Severity.INFO
         names = [t.name for t in threads][:3]
         yield Finding(
             rule_id="native-slow-path", severity=severity,
