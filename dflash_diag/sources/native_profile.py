@@ -68,8 +68,8 @@ class NativeRecorder:
                "--rate", f"{self.rate_hz:g}", "--duration", str(max(1, int(self.max_s + OVERRUN_S))),
                "--output", str(self._dir / "raw.txt")]
         try:
-            self._proc = self._popen(cmd, stdin=subprocess.DEVNULL, stdout=open(self._dir / "out.txt", "wb"),
-                                     stderr=subprocess.STDOUT)
+            with open(self._dir / "out.txt", "wb") as out:  # py-spy holds its own copy of the descriptor
+                self._proc = self._popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         except OSError as exc:
             self._error = f"py-spy could not start: {exc.strerror or exc}"
             self._cleanup()

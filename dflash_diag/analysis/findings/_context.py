@@ -331,6 +331,12 @@ def speed_matters(ctx: Context, name: str, stage: str) -> bool:
     return not trains
 
 
+def speed_threads(ctx: Context) -> list[ThreadStats]:
+    """The sampled threads whose speed is the program's (:func:`speed_matters`), the tool's own left out."""
+    return [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
+            and not t.name.startswith("dflash-diag-")]
+
+
 def thread_label(thread: ThreadSample) -> str:
     if thread.name:
         return thread.name

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 from dflash_contract.board import CompileKeys, FastpathKeys, ProbeName
-from dflash_diag.analysis.findings._context import Context, items, pct, speed_matters, sub, text
+from dflash_diag.analysis.findings._context import Context, items, pct, speed_threads, sub, text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
 from dflash_diag.model import Finding, Severity, Stage
@@ -70,8 +70,7 @@ def _native_slow_paths(ctx: Context) -> Iterator[Finding]:
     program's: named by the share of their native samples inside it."""
     if ctx.obs.native is None:
         return
-    threads = [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
-               and not t.name.startswith("dflash-diag-")]
+    threads = speed_threads(ctx)
     stacks = thread_stacks(ctx.obs.native, {t.os_thread_id for t in threads if t.os_thread_id is not None})
     for code, what, fix, wrong_in_itself in SLOW_PATHS:
         share, samples = share_in(stacks, code)

@@ -29,7 +29,15 @@ from typing import Any
 
 from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEBUG_ALLOCATORS, DEFAULT_SWITCH_INTERVAL_S
-from dflash_diag.analysis.findings._context import Context, bytes_rate, num, pct, speed_matters, sub
+from dflash_diag.analysis.findings._context import (
+    Context,
+    bytes_rate,
+    num,
+    pct,
+    speed_matters,
+    speed_threads,
+    sub,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
 from dflash_diag.analysis.frames import user_frames
@@ -651,8 +659,7 @@ _QUANTIZED_FILES = ("/ao/nn/quantized/", "/nn/quantized/", "/ao/nn/intrinsic/qua
 def _quantized_share(ctx: Context) -> tuple[float, list[str]]:
     """Share of the samples of the threads whose speed is the program's (they train, or their stage limits
     throughput: a labeller's int8 teacher too) inside torch's quantized modules."""
-    threads = [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
-               and not t.name.startswith("dflash-diag-")]
+    threads = speed_threads(ctx)
     rows = [row for t in threads for row in ctx.stats_rows(t) if row[1] in _WORK]
     if not rows:
         return 0.0, []
@@ -669,8 +676,7 @@ def _native_code_share(ctx: Context, code: re.Pattern[str]) -> tuple[float, list
     """Share of the native samples (the native profile) of the threads whose speed is the program's in C/C++ code
     matching ``code``: a setting that slows only code no Python frame shows is weighed by this. (0, []) without a
     native profile."""
-    threads = [t for t in ctx.sampled() if speed_matters(ctx, t.name, t.stage.value)
-               and not t.name.startswith("dflash-diag-")]
+    threads = speed_threads(ctx)
     tids = {t.os_thread_id for t in threads if t.os_thread_id is not None}
     share, samples = share_in(thread_stacks(ctx.obs.native, tids), code)
     if samples < NATIVE_MIN_SAMPLES:
