@@ -28,7 +28,7 @@ from dflash_diag.view.doctor import DOCTOR_SCHEMA, doctor_doc, doctor_lines
 
 if TYPE_CHECKING:
     from dflash_diag.inject.request import Lease
-    from dflash_diag.model import Observation
+    from dflash_diag.model import Analysis, Observation
     from dflash_diag.model.analysis import Diagnosis
     from dflash_diag.model.job import JobObservation
     from dflash_diag.model.kernels import KernelTrace
@@ -133,33 +133,36 @@ class DoctorCommand:
                     obs, attached = _observe_attached(args, target, window, kernels)
             else:
                 obs = _observe_live(args, target, window, kernels)
-            obs = _native_second_look(args, obs)
+            obs, judged = _native_second_look(args, obs)
             if saved is not None:
                 _save_observation(saved, obs)
         finally:
             if saved is not None:
                 saved.abandon()  # a no-op once committed
-        return _finish(args, obs, attached)
+        return _finish(args, obs, attached, judged)
 
 
-def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservation) -> Observation | JobObservation:
+def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservation
+                        ) -> tuple[Observation | JobObservation, Analysis | None]:
     """When the window names no cause, a short native profile after it (``observe.native_look``): where the limiting
     threads' time goes below their Python lines. Skipped with --no-native-stacks, for a job, and when the report
-    has its cause (native stacks pause the process while each sample is read)."""
+    has its cause (native stacks pause the process while each sample is read): then the analysis that said so is
+    returned with the observation, to be reported as it is (None: the observation is still to be judged)."""
     from dflash_diag.model import Observation as ProcessObservation
 
     if args.no_native_stacks or not isinstance(obs, ProcessObservation):
-        return obs
+        return obs, None
     from dflash_diag.analysis import analyse
     from dflash_diag.analysis.native import wants_native_look
 
-    if not wants_native_look(analyse(obs)):
-        return obs
+    analysis = analyse(obs)
+    if not wants_native_look(analysis):
+        return obs, analysis
     from dflash_diag.cli._observe import progress_bar
     from dflash_diag.observe.native_look import NATIVE_LOOK_S, native_look
 
     with progress_bar("no cause yet: native stacks of PID", NATIVE_LOOK_S, not args.json) as progress:
-        return native_look(obs, progress=progress)
+        return native_look(obs, progress=progress), None
 
 
 def _replay_source(args: argparse.Namespace) -> str | None:
@@ -223,11 +226,12 @@ def _replayed(args: argparse.Namespace, source: str) -> Observation | JobObserva
     return replace(obs, patterns=patterns)
 
 
-def _finish(args: argparse.Namespace, obs: Observation | JobObservation, attached: dict[str, Any] | None = None) -> int:
+def _finish(args: argparse.Namespace, obs: Observation | JobObservation, attached: dict[str, Any] | None = None,
+            judged: Analysis | None = None) -> int:
     """Judge, report (JSON or text: ``view.doctor``), and the exit code the findings call for."""
     from dflash_diag.analysis import analyse
 
-    analysis = analyse(obs)
+    analysis = judged if judged is not None else analyse(obs)
     report: dict[str, Any] = dict(doctor_doc(analysis))
     if attached is not None:
         report["attached"] = attached
