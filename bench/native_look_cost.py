@@ -1,5 +1,5 @@
-"""What doctor's native look costs the process: `py-spy record --native` (``sources.native_profile``) for its 1.5 s,
-against as long a window without it, on the same program.
+"""What doctor's native look costs the process: `py-spy record --native` (``sources.native_profile``) for its
+``NATIVE_LOOK_S`` (2.5 s), against as long a window without it, on the same program.
 
 The program: a training thread (a small MLP's forward, backward and SGD step, on the GPU with ``--cuda``) and a
 main thread that sleeps 0.5 ms at a time and logs every gap between its wake-ups: a stop of the whole process (py-spy

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from dflash_diag.model import Frame, ThreadSample, ThreadState
 from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.sched import EnvRead
 
 NOT_WORK = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET, ThreadState.IDLE})
 
@@ -97,3 +98,54 @@ def _ranked(rows: Iterable[tuple[ThreadSample, ThreadState]], counted: Callable[
 
 def spots_text(spots: Sequence[HotSpot]) -> str:
     return ", ".join(str(s) for s in spots)
+
+
+# A library directory is named for a thread when its code is the innermost library code of this share of samples.
+LIBRARY_SHARE = 0.4
+_INSTALLED = ("/site-packages/", "/dist-packages/")
+
+
+def installed_dir(filename: str) -> str | None:
+    """The directory of an installed package's file, relative to site-packages (``sympy/core``,
+    ``google/protobuf/internal``); None for any other file."""
+    for marker in _INSTALLED:
+        at = filename.rfind(marker)
+        if at >= 0:
+            rel = filename[at + len(marker):]
+            return rel.rsplit("/", 1)[0] if "/" in rel else None
+    return None
+
+
+def library_dirs(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 2) -> tuple[tuple[str, float], ...]:
+    """The installed packages' directories the rows' samples run in (each sample's innermost installed frame), with
+    their share of the samples, hottest first; torch's own are left out (it is the framework, not a choice)."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for thread, _state in rows:
+        total += 1
+        for frame in thread.frames:
+            where = installed_dir(frame.filename)
+            if where is not None:
+                if not where.startswith("torch"):
+                    counts[where] += 1
+                break
+    return tuple((d, c / total) for d, c in counts.most_common(n)) if total else ()
+
+
+def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+    """", most of it inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``."""
+    dirs = [(d, share) for d, share in library_dirs(rows, n=1) if share >= LIBRARY_SHARE]
+    return f", most of it inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of its samples)" if dirs else ""
+
+
+READ_DIR_SHARE = 0.1  # an installed directory whose settings read are said: this share of the samples run in it
+
+
+def reads_text(reads: Sequence[EnvRead], rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+    """"; sympy/core/cache.py there reads SYMPY_CACHE_SIZE=16 from the environment" for the process's environment
+    variables named by the installed code the rows' samples run in (``Observation.env_reads``), or ""."""
+    if not reads:
+        return ""
+    dirs = {d for d, share in library_dirs(rows, n=3) if share >= READ_DIR_SHARE}
+    said = [f"{r.reader} there reads {r.name}={r.value}" for r in reads if r.reader.rsplit("/", 1)[0] in dirs]
+    return f"; {', '.join(said[:3])} from the environment" if said else ""

@@ -7,8 +7,13 @@ to the C/C++ entry its Python line called (the first frame below it that is not 
 torch's dispatcher and autograd wrappers, the interpreter) and to the innermost frame (where the CPU was), and
 groups entries by the source file or library they are in when no single entry holds enough of the time.
 
-Samples where the thread waits (a condition variable, a futex, the GIL, a sleep, a poll) are not its work: they
-count in the share's denominator only, so a share says how much of the thread's time the code takes.
+The profile has the samples of waiting threads too (``py-spy record --idle``). A sample where the thread waits (a
+condition variable, a futex, a sleep, a poll) is not its work: shares of code are of the samples where the thread
+works, as py-spy's own active samples were. One wait is told apart: the GIL's. A thread waiting for the GIL sleeps in
+a condition wait right below the interpreter or the binding that releases it around a call (``take_gil``,
+``PyEval_RestoreThread``, pybind11's ``gil_scoped_*``, torch's ``THPVariable_*`` wrappers returning to Python); its
+Python-level sample shows only the call (py-spy's ``owns_gil`` misses most of these waits), so ``gil_waits`` counts
+them from the native stacks.
 """
 
 from __future__ import annotations
@@ -42,6 +47,17 @@ _WAITING = re.compile(
     r"(pthread_cond_(timed)?wait|sem_(timed)?wait|futex|take_gil|PyThread_acquire_lock|lock_PyThread_acquire_lock|"
     r"^(__)?(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait|nanosleep|clock_nanosleep|accept4?|recv|recvfrom|"
     r"wait4|waitpid|sigtimedwait|pause|usleep|sleep)$|^syscall$|time_sleep)")
+# The condition wait a thread sleeps in while it waits for the GIL (CPython's take_gil; drop_gil's wait for the
+# thread it handed the GIL to), and what calls it then: the interpreter, or a binding taking the GIL back after a
+# call that released it (a Python frame right above it is the interpreter's eval loop, which py-spy shows as Python).
+_CONDITION_WAIT = re.compile(r"^(pthread_cond_(timed|clock)?wait|take_gil|drop_gil)")
+_GIL_MECHANISM = re.compile(r"(take_gil|drop_gil|PyEval_|PyGILState_Ensure|gil_scoped_(acquire|release))")
+_LOCK_WAIT = re.compile(r"(PyThread_acquire_lock|lock_PyThread|acquire_timed|semlock|PyMutex|PyEvent|PySemaphore)")
+# Python's bindings: a condition wait right below one of their functions is the GIL taken back after the call
+# released it (``Py_END_ALLOW_THREADS``, inlined there): torch's THPVariable_* wrappers and libtorch_python, a C
+# extension module (``_hashopenssl.c``, ``_regex.c``, ``foo.cpython-311-x86_64-linux-gnu.so``).
+_GIL_BINDING = re.compile(r"^(torch::autograd::)?THP\w*")
+_BINDING_LIBRARY = re.compile(r"(^libtorch_python\.so|\.cpython-[\w-]+\.so$|^_?\w+\.c$|^_?\w+\.c\.h$)")
 # Libraries that hold too much to be named for their entries (an entry in them is named on its own).
 _TOO_BROAD = re.compile(r"^(libtorch(_cpu|_cuda|_python)?\.so|libc10(_cuda)?\.so|libpython)")
 
@@ -77,6 +93,8 @@ def native_spots(stacks: Iterable[NativeStack], *, n: int = 2) -> tuple[NativeSp
     entries: Counter[tuple[str, str]] = Counter()
     leaves: dict[tuple[str, str], Counter[str]] = {}
     for stack in stacks:
+        if _waits(stack.frames):
+            continue
         total += stack.count
         entry, leaf = _entry_and_leaf(stack.frames)
         if entry is None:
@@ -174,11 +192,14 @@ def short_name(symbol: str) -> str:
     return "::".join(scopes[-3:])[:120] if scopes else symbol[:120]
 
 
-def share_in(stacks: Iterable[NativeStack], code: re.Pattern[str]) -> tuple[float, int]:
-    """(share of the stacks' samples with a C/C++ frame whose name or file matches ``code``, samples): the time a
-    setting that slows that code is weighed by. Waiting samples count in the denominator."""
+def share_in(stacks: Iterable[NativeStack], code: re.Pattern[str], *, waits: bool = False) -> tuple[float, int]:
+    """(share of the stacks' working samples with a C/C++ frame whose name or file matches ``code``, working
+    samples): the time a setting that slows that code is weighed by. ``waits``: of all the samples, waiting ones
+    included (code that waits: a poll)."""
     total = hits = 0
     for stack in stacks:
+        if not waits and _waits(stack.frames):
+            continue
         total += stack.count
         if any(f.native and (code.search(f.name) or code.search(f.filename)) for f in stack.frames):
             hits += stack.count
@@ -187,7 +208,8 @@ def share_in(stacks: Iterable[NativeStack], code: re.Pattern[str]) -> tuple[floa
 
 def wants_native_look(analysis: Analysis) -> bool:
     """Whether a live window's report names no cause, so native stacks may say where the time goes: its headline is
-    a symptom below critical with no cause linked (a stage verdict, where the time goes), or there is none; the
+    a symptom below critical with no cause linked (a stage verdict, where the time goes) or only information linked
+    (a cause below a warning), or there is none; the
     process still runs steadily (not warming up, stopped or hung) and has no native profile yet."""
     obs = analysis.observation
     if obs.native is not None or not obs.process_alive or not obs.stacks or analysis.phase != PHASE_STEADY:
@@ -195,8 +217,8 @@ def wants_native_look(analysis: Analysis) -> bool:
     head = analysis.headline
     if head is None:
         return True
-    if head.because or head.severity >= Severity.CRITICAL:
-        return False
+    if head.severity >= Severity.CRITICAL or (head.because and head.severity >= Severity.WARNING):
+        return False  # a cause below a warning (information) is not one found: the look may say more
     lead = next((f for f in analysis.findings if f.rule_id == head.rule_id), None)
     return lead is not None and lead.kind == SYMPTOM
 
@@ -212,3 +234,69 @@ def native_text(profile: NativeProfile | None, tids: Collection[int]) -> str:
 
 
 __all__ = ["MIN_SAMPLES", "NativeSpot", "native_spots", "native_text", "share_in", "short_name", "spots_text", "thread_stacks", "wants_native_look"]
+
+
+@dataclass(frozen=True, slots=True)
+class GilWaits:
+    """How often a thread's native samples wait for the GIL, and where (what took the GIL back, hottest first)."""
+
+    samples: int  # all the thread's samples, waiting ones included
+    waiting: int  # those waiting for the GIL
+    at: tuple[tuple[str, int], ...] = ()  # (what waited: the call returning to Python, or the interpreter; samples)
+
+    @property
+    def share(self) -> float:
+        return self.waiting / self.samples if self.samples else 0.0
+
+
+def gil_waits(stacks: Iterable[NativeStack]) -> GilWaits:
+    """The stacks' samples that wait for the GIL (``GilWaits``)."""
+    total = waiting = 0
+    at: Counter[str] = Counter()
+    for stack in stacks:
+        total += stack.count
+        taker = _gil_taker(stack.frames)
+        if taker is not None:
+            waiting += stack.count
+            at[taker] += stack.count
+    return GilWaits(samples=total, waiting=waiting, at=tuple(at.most_common(3)))
+
+
+def _named(frames: tuple[Frame, ...]) -> list[Frame]:
+    """The frames py-spy could name (an unnamed libc or libpython address is an internal step of the wait)."""
+    return [f for f in frames if f.name and not f.name.startswith("0x") and f.name != "?"]
+
+
+def _gil_taker(frames: tuple[Frame, ...]) -> str | None:
+    """What waits for the GIL in this sample (the call that takes it back, or "the interpreter"), or None."""
+    named = _named(frames)
+    if len(named) < 2 or not named[0].native or not _CONDITION_WAIT.match(named[0].name):
+        return None
+    mechanism = False  # a frame of the GIL's own (take_gil, pybind11's gil_scoped_*, the interpreter's) seen
+    for frame in named[1:]:
+        library = _library(frame.filename)
+        if not frame.native:
+            return "the interpreter"  # the eval loop switching threads, shown as the Python frame it runs
+        if _GIL_MECHANISM.search(frame.name):
+            mechanism = True
+        elif _LOCK_WAIT.search(frame.name):
+            return None  # a Python lock (a queue's, an event's): the thread waits for another thread, not the GIL
+        elif library.startswith("libpython"):
+            continue
+        elif _CONDITION_WAIT.match(frame.name) or library.startswith(("libc.so", "libpthread")):
+            continue
+        elif mechanism or _GIL_BINDING.match(frame.name) or _BINDING_LIBRARY.search(library):
+            return short_name(frame.name)
+        else:
+            return None  # a condition wait of the library's own (a thread pool, a queue): not the GIL's
+    return "the interpreter" if mechanism else None
+
+
+def _waits(frames: tuple[Frame, ...]) -> bool:
+    """Whether the sample waits (the GIL, a condition, a futex, a sleep, a poll) rather than works."""
+    below: list[Frame] = []
+    for frame in frames:  # innermost first
+        if not frame.native:
+            break
+        below.append(frame)
+    return any(_WAITING.search(f.name) for f in below) or _gil_taker(frames) is not None

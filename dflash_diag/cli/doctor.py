@@ -144,13 +144,20 @@ class DoctorCommand:
 
 def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservation
                         ) -> tuple[Observation | JobObservation, Analysis | None]:
-    """When the window names no cause, a short native profile after it (``observe.native_look``): where the limiting
-    threads' time goes below their Python lines. Skipped with --no-native-stacks, for a job, and when the report
+    """The settings from the environment that the process's busiest installed code reads (``with_env_reads``, for
+    every live window); then, when the window names no cause, a short native profile after it
+    (``observe.native_look``): where the limiting threads' time goes below their Python lines. Skipped with --no-native-stacks, for a job, and when the report
     has its cause (native stacks pause the process while each sample is read): then the analysis that said so is
     returned with the observation, to be reported as it is (None: the observation is still to be judged)."""
     from dflash_diag.model import Observation as ProcessObservation
 
-    if args.no_native_stacks or not isinstance(obs, ProcessObservation):
+    if not isinstance(obs, ProcessObservation):
+        return obs, None
+    from dflash_diag.observe.native_look import with_env_reads
+
+    if obs.process_alive:
+        obs = with_env_reads(obs)  # no stop of the process: its environ and the packages' files, read from outside
+    if args.no_native_stacks:
         return obs, None
     from dflash_diag.analysis import analyse
     from dflash_diag.analysis.native import wants_native_look

@@ -19,7 +19,7 @@ from dflash_diag.model.gpu import GpmReading, GpuSample
 from dflash_diag.model.kernels import KernelTrace, KernelWindow
 from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
-from dflash_diag.model.sched import OsFacts, OutsideWait, SchedSample
+from dflash_diag.model.sched import EnvRead, OsFacts, OutsideWait, SchedSample
 from dflash_diag.model.stacks import NativeProfile, StackSample
 
 
@@ -64,6 +64,9 @@ class Observation:
     # Native (C/C++) stacks beside the window (``sources.native_profile``, doctor's default for one process): where a
     # thread's time goes below its Python frames. None: not taken.
     native: NativeProfile | None = None
+    # With the native look: the environment variables set in the process that the installed code its threads run
+    # names (``sources.env_reads``): a setting read where the time goes.
+    env_reads: tuple[EnvRead, ...] = ()
     # What the analysis judges the window with: the thread-name patterns of the stages, and the wall-clock time it
     # takes as "now" (the age of a board, of the process, of a stderr line). None: the window's end.
     patterns: StagePatterns = field(default_factory=StagePatterns)

@@ -129,6 +129,16 @@ class EnvSetting:
 
 
 @dataclass(frozen=True, slots=True)
+class EnvRead:
+    """An environment variable set in the process that the code it runs reads: its name appears as a string in a
+    module of an installed package where the process spends its time (``sources.env_reads``)."""
+
+    name: str
+    value: str  # shown value: a number or a word, else "<set>"
+    reader: str  # the module that names it, relative to site-packages ("sympy/core/cache.py")
+
+
+@dataclass(frozen=True, slots=True)
 class OsFacts:
     """What the process may use and what it was started with, read once per window from outside."""
 

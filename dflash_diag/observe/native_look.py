@@ -9,16 +9,21 @@ to name: a report that already has its cause costs the process nothing more. ``d
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
 from dflash_diag.model import NativeProfile, NativeStack, Observation
+from dflash_diag.model.sched import EnvRead
 from dflash_diag.observe.collect import Progress
+from dflash_diag.sources.env_reads import MAX_DIRS, env_reads, process_environ
 from dflash_diag.sources.native_profile import NativeRecorder
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
+_INSTALLED = re.compile(r"/(site|dist)-packages/.+/")
 NATIVE_LOOK_S = 2.5  # 1.5 s gave a conv trainer 8 samples on the quiet box (its first one loads the symbols)
 
 
@@ -52,6 +57,36 @@ def native_look(obs: Observation, *, duration_s: float = NATIVE_LOOK_S, progress
     return replace(obs, native=_redacted(profile, redactor or redactor_for(obs.pid)))
 
 
+def with_env_reads(obs: Observation, *, environ: Callable[[int], Mapping[str, str]] = process_environ,
+                   redactor: ProcessRedactor | None = None) -> Observation:
+    """``obs`` with the environment variables its process's busiest installed code reads (``env_reads_of``), read
+    from outside right after the window (no stop of the process: its environ and the packages' source files)."""
+    reads = env_reads_of(obs, environ=environ)
+    if not reads:
+        return obs
+    return replace(obs, env_reads=_redacted_reads(reads, redactor or redactor_for(obs.pid)))
+
+
+def env_reads_of(obs: Observation, *, environ: Callable[[int], Mapping[str, str]] = process_environ
+                 ) -> tuple[EnvRead, ...]:
+    """The process's environment variables that the installed code where its samples run names
+    (``sources.env_reads``): the directories of the innermost installed frame of each sample, busiest first."""
+    counts: Counter[str] = Counter()
+    for sample in obs.stacks:
+        for thread in sample.threads:
+            directory = next((f.filename.rsplit("/", 1)[0] for f in thread.frames
+                              if not f.native and _INSTALLED.search(f.filename)), None)
+            if directory is not None:
+                counts[directory] += 1
+    if not counts:
+        return ()
+    return env_reads(environ(obs.pid), [d for d, _ in counts.most_common(MAX_DIRS)])
+
+
+def _redacted_reads(reads: tuple[EnvRead, ...], redactor: ProcessRedactor) -> tuple[EnvRead, ...]:
+    return tuple(replace(r, value=redactor.text(r.value), reader=redactor.text(r.reader)) for r in reads)
+
+
 def _redacted(profile: NativeProfile, redactor: ProcessRedactor) -> NativeProfile:
     """Frame names, file names and thread names through the process's redaction, as the window's stacks are."""
     stacks = tuple(NativeStack(os_thread_id=s.os_thread_id,
@@ -62,4 +97,4 @@ def _redacted(profile: NativeProfile, redactor: ProcessRedactor) -> NativeProfil
     return replace(profile, stacks=stacks, error=error)
 
 
-__all__ = ["NATIVE_LOOK_S", "native_look"]
+__all__ = ["NATIVE_LOOK_S", "env_reads_of", "native_look", "with_env_reads"]

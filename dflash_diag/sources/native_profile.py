@@ -1,11 +1,12 @@
-"""Native (C/C++) stacks of a process beside a window: ``py-spy record --native --threads --format raw``.
+"""Native (C/C++) stacks of a process beside a window: ``py-spy record --native --idle --threads --format raw``.
 
 Why ``record`` and not one ``dump --native`` per sample: each py-spy run loads the symbols of every library the
 process maps (libtorch's are hundreds of MB) while the process is stopped, so one native dump paused a torch
 trainer 0.5-0.7 s on the 2-core box; a recorder loads them once (a single pause of ~0.4 s) and then reads a sample
 in a few milliseconds (docs/benchmarks.md, "Native stacks"). It runs for the window, is stopped with SIGINT (py-spy
 writes what it has and exits), and its ``--duration`` bounds it if we die first: it never outlives the window by
-more than ``OVERRUN_S``.
+more than ``OVERRUN_S``. ``--idle`` keeps the samples of threads that wait: a thread waiting for the GIL sleeps in a
+condition wait, and only its native stack shows that the wait is the GIL's (``analysis.native``).
 
 The raw output (one ``frame;frame;... count`` line per distinct stack, root first) goes to a file in a private
 directory of our own that is removed after it is read; it is read bounded (``MAX_RAW_BYTES``, ``MAX_STACKS``,
@@ -64,7 +65,8 @@ class NativeRecorder:
             self._error = INSTALL_HINT
             return
         self._dir = Path(tempfile.mkdtemp(prefix="dflash-diag-native-"))  # 0700: only we read the stacks
-        cmd = [binary, "record", "--pid", str(self.pid), "--native", "--threads", "--format", "raw",
+        # --idle: the waiting threads too; a thread waiting for the GIL sleeps, and py-spy would drop it as idle.
+        cmd = [binary, "record", "--pid", str(self.pid), "--native", "--idle", "--threads", "--format", "raw",
                "--rate", f"{self.rate_hz:g}", "--duration", str(max(1, int(self.max_s + OVERRUN_S))),
                "--output", str(self._dir / "raw.txt")]
         try:

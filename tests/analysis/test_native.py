@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dflash_diag.analysis.findings.fastpath import SLOW_PATH_WARNING_SHARE, SLOW_PATHS
-from dflash_diag.analysis.native import native_spots, native_text, share_in, short_name
+from dflash_diag.analysis.native import gil_waits, native_spots, native_text, share_in, short_name
 from dflash_diag.model import Frame, NativeProfile, NativeStack
 from dflash_diag.sources.native_profile import parse_raw
 
@@ -85,7 +85,29 @@ def test_waits_are_not_work_and_too_few_samples_say_nothing() -> None:
     few = _stacks(DECIMAL.replace(" 4\n", " 1\n").replace(" 5\n", " 1\n"))  # 5 samples: below MIN_SAMPLES
     assert native_spots(few) == ()
     share, samples = share_in(both, re.compile(r"_decimal|mpdec"))
-    assert samples == 45 and round(share, 3) == round(13 / 45, 3)
+    assert samples == 15 and round(share, 3) == round(13 / 15, 3)  # of the working samples: the 30 waiting are not
+    assert gil_waits(_stacks(WAITING)).waiting == 0  # a queue's lock wait is not the GIL's
+
+
+def _recorded(name: str) -> tuple[NativeStack, ...]:
+    return parse_raw(gzip.decompress((FIXTURES / name).read_bytes()).decode())
+
+
+def test_gil_waits_are_told_from_the_native_stacks_of_every_thread_waiting_ones_included() -> None:
+    """py-spy 0.4.3 --native --idle, 3 s at 20 Hz, of the casebook's SymPy program (a generator thread in pure
+    Python, the trainer thread running torch ops) and its twin: the trainer waits for the GIL on return from its
+    ops (pybind11's gil_scoped_*, torch's THPVariable_* wrappers), twice as often beside the uncached SymPy."""
+    planted, twin = _recorded("pyspy_native_idle_calculus.raw.gz"), _recorded("pyspy_native_idle_calculus_fixed.raw.gz")
+    main = gil_waits(s for s in planted if s.thread_name == "MainThread")
+    assert main.samples == 59 and round(main.share, 2) == 0.69
+    assert {name for name, _ in main.at} & {"torch::autograd::THPVariable_layer_norm",
+                                           "detail::ConcretePyInterpreterVTable::incref"}
+    assert round(gil_waits(s for s in twin if s.thread_name == "MainThread").share, 2) == 0.36
+    generator = gil_waits(s for s in planted if s.thread_name == "sympy-generator")
+    assert generator.share < 0.1 and all(name == "the interpreter" for name, _ in generator.at)
+    # the work below the trainer's Python lines is named from its working samples only (BLAS, not the waits)
+    spots = native_spots(s for s in planted if s.thread_name == "MainThread")
+    assert spots and spots[0].what.startswith("mkl_blas") and round(spots[0].share, 2) == round(10 / 18, 2)
 
 
 def test_short_names_drop_templates_arguments_and_anonymous_namespaces() -> None:
@@ -150,3 +172,24 @@ def test_a_leaf_py_spy_could_not_name_is_said_by_its_library() -> None:
     assert (spot.what, spot.leaf) == ("conv_impl", "libconv.so")
     unknown = parse_raw("thread (7): worker;work (w.py:3);conv_impl (libconv.so);0x7f00aa (?) 12")
     assert native_spots(unknown)[0].leaf == "code py-spy could not name"
+
+
+def test_the_native_look_is_taken_when_no_cause_of_warning_level_is_linked() -> None:
+    """Recorded windows of the casebook: a stage verdict whose only cause is information (kernel time at a socket
+    call whose cost is not known) takes the look; one with a warning-level cause (page faults) does not; a window
+    that already has its native profile does not take another."""
+    from dataclasses import replace
+
+    from dflash_diag.analysis import analyse
+    from dflash_diag.analysis.native import wants_native_look
+    from dflash_diag.snapshot.bundle import load_observation
+
+    recorded = Path(__file__).resolve().parents[1] / "casebook" / "observations"
+    info_only = analyse(replace(load_observation(str(recorded / "settings9_telemetry__outside.json.gz")), native=None))
+    assert info_only.headline is not None and info_only.headline.because == ("kernel-time",)
+    assert wants_native_look(info_only)
+    warned = analyse(load_observation(str(recorded / "settings9_clicks__attach.json.gz")))
+    assert warned.headline is not None and warned.headline.severity.name == "WARNING" and warned.headline.because
+    assert not wants_native_look(warned)
+    looked = analyse(load_observation(str(recorded / "settings9_calculus__outside.json.gz")))
+    assert looked.observation.native is not None and not wants_native_look(looked)

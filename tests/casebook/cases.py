@@ -97,7 +97,10 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  *((c, m) for c in ("settings4_robotics", "settings4_pathology")
                                    for m in ("outside", "probes", "attach")),
                                  ("settings9_telemetry_fixed", "outside"), ("settings9_telemetry_fixed", "probes"),
-                                 ("settings8_poetry", "outside")})
+                                 ("settings8_poetry", "outside"),
+                                 *(("settings9_calculus", m) for m in ("outside", "probes", "attach")),
+                                 ("settings9_clicks", "outside"), ("settings9_clicks", "probes"),
+                                 *(("settings9_telemetry", m) for m in ("outside", "probes", "attach"))})
 
 
 def _held_out_missed(what: str, modes: tuple[str, ...] = GPU_MODES) -> dict[str, str]:
@@ -1817,11 +1820,10 @@ CASES: tuple[Case, ...] = (
         r"SYMPY_CACHE_SIZE|SYMPY_USE_CACHE|cacheit|(lru|memo\w*|expression|symbolic)[ _-]?cache|cache[ _-]?size\W+"
         r"(\w+\W+){0,3}(16|small|tiny|capped|limit\w*)|(tiny|small|capped|16[ _-]entr\w*)\W+(\w+\W+){0,2}(lru[ _-]?)?"
         r"cache|memoi[sz]ation\W+(\w+\W+){0,4}(off|disabled|small|capped)|worker[ _-]?profile|cas[ _-]?profile",
-        r"step \d+ loss", batch="settings batch 9",
-        missed={"outside": f"{_B8_CONSUMER} DerivLM.forward and main, in native code at::native::linear; the SymPy "
-                           "generator not limiting in the window, its cache size not read",
-                "probes": f"{_B8_CONSUMER} DerivLM.forward and main; the SymPy cache size not read",
-                "attach": f"{_B8_CONSUMER} DerivLM.forward and main; the SymPy cache size not read"}),
+        r"step \d+ loss", batch="settings batch 9"),
+        # every mode missed when scored (a consumer verdict with no cause); named since, recorded again
+        # (FIXED_AFTER_SCORING): the trainer thread's GIL waits seen in its native stacks (py-spy --idle), the SymPy
+        # generator holding it, and the SYMPY_CACHE_SIZE that sympy/core/cache.py reads from the environment.
     *_settings_pair(
         "settings9_telemetry", "settings9_telemetry", ("train.py",), ("train.py", "--net-profile", "blocking"),
         "socket default timeout",
@@ -1841,9 +1843,9 @@ CASES: tuple[Case, ...] = (
         r"reads?)|(poll|select)\W+(\w+\W+){0,4}(before|per|each|every)\W+(\w+\W+){0,3}(recv\w*|reads?|system "
         r"calls?|syscalls?|calls?)|O_NONBLOCK|net[ _-]?profile|netdefaults",
         r"step \d+ loss", batch="settings batch 9",
-        missed={m: "`pipeline-bottleneck-target` because `kernel-time` (warning): feed-reader spends half its CPU in "
-                   "system calls at its recv_into line, as its twin does; the socket's default timeout not read"
-                for m in ("outside", "probes", "attach")},
+        # every mode missed when scored (kernel time at the recv_into line, as the twin's); named since, recorded
+        # again (FIXED_AFTER_SCORING): with only information linked, doctor takes its native look, and the reader's
+        # stacks poll the socket before each call (CPython's internal_select: the socket has a timeout).
         # twin: `kernel-time` warned from outside and under run when scored (the twin's blocking socket reads, which
         # the I/O counters do not count); information since (FIXED_AFTER_SCORING).
         ),
@@ -1865,10 +1867,11 @@ CASES: tuple[Case, ...] = (
         r"(extension|accelerat\w*))|pure[ _-]?python\W+(\w+\W+){0,4}(protobuf|proto|pb2?|decod\w*|pars\w*)|"
         r"python_message|\bupb\b|proto[ _-]?runtime",
         r"step \d+ loss", batch="settings batch 9",
-        missed={"outside": f"{_B8_CONSUMER} main and CTRModel.forward (the trainer, not the reader, read as limiting); "
-                           "the protobuf runtime variable not read",
-                "probes": f"{_B8_CONSUMER} main and CTRModel.forward; the protobuf runtime variable not read",
-                "attach": "`where-time-goes`: MainThread spends main and CTRModel.forward, off a CPU 60% of the "
+        # outside and probes missed when scored (the trainer read as limiting, no cause); named since, recorded again
+        # (FIXED_AFTER_SCORING): the trainer's GIL waits in its native stacks, the reader holding the GIL, and the
+        # PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION that protobuf's api_implementation.py reads. Attach still misses (its
+        # recording: `page-faults` from the probes' start-up leads, so no native look).
+        missed={"attach": "`where-time-goes`: MainThread spends main and CTRModel.forward, off a CPU 60% of the "
                           "window; the protobuf runtime variable not read"}),
     *_settings_pair(
         "settings9_legal", "settings9_legal", ("train.py",), ("train.py", "--regex-version", "v0"),

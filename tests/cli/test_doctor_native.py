@@ -177,3 +177,107 @@ def test_from_outside_a_convolutions_slow_path_is_said_and_its_fast_path_is_not(
     slow = found["native-slow-path"]
     share = re.search(r"spends (\d+)% of its time there", slow["claim"])
     assert "slow_conv2d" in slow["claim"] and share is not None and int(share.group(1)) >= 15, slow["claim"]
+
+
+GIL_PROGRAM = r"""
+import hashlib, threading
+
+def hog():  # pure Python: holds the GIL but for the interpreter's switch interval
+    n = 0
+    while True:
+        for i in range(1000):
+            n = (n * 31 + i) % 1000003
+
+def hasher():  # releases the GIL for every digest, then must take it back from the hog
+    block = b"x" * 65536
+    while True:
+        hashlib.sha256(block).digest()
+
+threading.Thread(target=hog, name="hog", daemon=True).start()
+threading.Thread(target=hasher, name="hasher", daemon=True).start()
+print("READY", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_the_recorder_sees_a_thread_waiting_for_the_gil_which_the_python_stacks_show_as_its_call(
+        tmp_path: Path) -> None:
+    """py-spy record --native --idle, live: the hashing thread sleeps for the GIL after each digest (py-spy would
+    drop those samples as idle without --idle); the pure-Python thread that holds it hardly ever waits."""
+    from dflash_diag.analysis.native import gil_waits, thread_stacks
+    from dflash_diag.sources.native_profile import NativeRecorder
+
+    script = tmp_path / "gil.py"
+    script.write_text(GIL_PROGRAM)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=_env(tmp_path))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+        time.sleep(0.5)
+        recorder = NativeRecorder(proc.pid, max_s=2.5)
+        recorder.start()
+        time.sleep(2.5)
+        profile = recorder.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert profile.error is None and profile.samples >= 10
+    tids = {s.thread_name: s.os_thread_id for s in profile.stacks}
+    hasher = gil_waits(thread_stacks(profile, {tids["hasher"]}))
+    hog = gil_waits(thread_stacks(profile, {tids["hog"]}))
+    assert hasher.samples >= 10 and hasher.share >= 0.3, hasher
+    assert hog.share < hasher.share / 2, (hog, hasher)
+    # where it waits: the hashing call taking the GIL back (CPython's _hashopenssl.c, py_evp_fromname in 3.11)
+    assert any(re.search(r"(?i)evp|sha256|hash", name) for name, _ in hasher.at), hasher.at
+
+
+SOLVER = r"""
+import os
+
+ROUNDS = int(os.environ.get("SOLVER_ROUNDS", "50"))
+
+
+def solve(n):
+    total = 0
+    for _ in range(ROUNDS):
+        for i in range(n):
+            total = (total * 31 + i) % 1000003
+    return total
+"""
+
+SOLVER_PROGRAM = r"""
+import os, sys
+os.environ["SOLVER_ROUNDS"] = "400"  # set by the program itself, before the package is imported
+sys.path.insert(0, sys.argv[1])
+import solver
+import torch
+
+w = torch.zeros(4, requires_grad=True)
+print("READY", flush=True)
+while True:  # a training step whose input the package computes
+    loss = (w * float(solver.solve(2000))).sum()
+    loss.backward()
+"""
+
+
+def test_a_setting_from_the_environment_that_the_busy_package_reads_is_said_beside_its_code(tmp_path: Path) -> None:
+    """A program spends its time in an installed package whose module reads a variable the program set itself:
+    doctor, from outside, says the module reads it, with its value (only the program's memory has it)."""
+    site = tmp_path / "lib" / "site-packages"
+    (site / "solver").mkdir(parents=True)
+    (site / "solver" / "__init__.py").write_text(SOLVER)
+    script = tmp_path / "main.py"
+    script.write_text(SOLVER_PROGRAM)
+    proc = subprocess.Popen([sys.executable, str(script), str(site)], stdout=subprocess.PIPE, text=True,
+                            env=_env(tmp_path))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+        report, _ = _doctor(tmp_path, proc.pid, "--duration", "2")
+        quick, _ = _doctor(tmp_path, proc.pid, "--duration", "2", "--no-native-stacks")
+    finally:
+        proc.kill()
+        proc.wait()
+    for r in (report, quick):  # read from outside with no stop of the process: with the native look or without it
+        assert r["headline"]["rule_id"] == "where-time-goes"
+        said = r["headline"]["text"]
+        assert "solver/__init__.py there reads SOLVER_ROUNDS=400 from the environment" in said, said[:3000]
+    assert "native_stacks" in report and "native_stacks" not in quick

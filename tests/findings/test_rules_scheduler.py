@@ -11,7 +11,7 @@ from sched_builders import PID, TORCH_OP, Thread, ensemble, pools, scenario, set
 
 from dflash_diag.analysis import analyse
 from dflash_diag.analysis.sched import summarise
-from dflash_diag.model import Frame, Severity
+from dflash_diag.model import Frame, NativeProfile, Observation, Severity
 from dflash_diag.model.sched import CgroupCpu, EnvSetting, OutsideWait, PeerProcess, Pressure, ProcessIo
 
 POOL_WAIT = Frame("wait", "/usr/lib/python3.11/threading.py", 320)
@@ -576,3 +576,35 @@ def test_kernel_time_at_a_socket_call_the_io_counters_do_not_count_is_informatio
     (finding,) = [f for f in analysis.findings if f.rule_id == "kernel-time"]
     assert "recv_into" in finding.claim and "socket calls are not in the process's read and write counts" in finding.claim
     assert finding.severity == Severity.INFO and analysis.healthy
+
+
+def _telemetry_with_native(case: str, raw: str) -> Observation:
+    """The casebook's socket-timeout program (or its twin), recorded from outside, with a native profile of the same
+    program (py-spy --native --idle, 3 s at 20 Hz) recorded apart: its thread IDs mapped by thread name."""
+    import gzip
+    from pathlib import Path
+
+    from dflash_diag.observe.codec import read_observation
+    from dflash_diag.sources.native_profile import parse_raw
+
+    tests = Path(__file__).resolve().parents[1]
+    obs = read_observation(gzip.decompress((tests / "casebook" / "observations" / f"{case}__outside.json.gz").read_bytes()))
+    tids = {t.name: t.os_thread_id for s in obs.stacks for t in s.threads}
+    stacks = tuple(replace(s, os_thread_id=tids.get(s.thread_name) or s.os_thread_id) for s in parse_raw(
+        gzip.decompress((tests / "fixtures" / "cpu" / raw).read_bytes()).decode()))
+    return replace(obs, native=NativeProfile(rate_hz=20.0, duration_s=3.0, samples=sum(s.count for s in stacks),
+                                             stacks=stacks))
+
+
+def test_kernel_time_at_a_socket_says_when_each_call_polls_first_because_the_socket_has_a_timeout() -> None:
+    """socket.setdefaulttimeout(30) before the feed socket was made: CPython polls it before every recv_into
+    (internal_select under sock_call_ex, in 56% of the reader's native samples). Its twin's blocking socket calls
+    recv directly: nothing said."""
+    planted = analyse(_telemetry_with_native("settings9_telemetry", "pyspy_native_idle_telemetry.raw.gz"))
+    (finding,) = [f for f in planted.findings if f.rule_id == "kernel-time"]
+    assert "56% of its native samples poll the socket before the call (CPython's internal_select): the socket has " \
+        "a timeout (socket.settimeout(), or socket.setdefaulttimeout() before it was created)" in finding.claim
+    assert planted.headline is not None and "poll the socket before the call" in planted.headline.text
+    twin = analyse(_telemetry_with_native("settings9_telemetry_fixed", "pyspy_native_idle_telemetry_fixed.raw.gz"))
+    (quiet,) = [f for f in twin.findings if f.rule_id == "kernel-time"]
+    assert "poll the socket" not in quiet.claim and quiet.severity == Severity.INFO and twin.healthy

@@ -27,7 +27,7 @@ from dflash_diag.analysis import analyse  # noqa: E402
 from dflash_diag.model import NA, GpmReading, GpuProcess, GpuSample, NativeProfile, Observation, StagePatterns  # noqa: E402
 from dflash_diag.model.job import JobObservation  # noqa: E402
 from dflash_diag.model.kernels import KernelTrace, KernelWindow  # noqa: E402
-from dflash_diag.model.sched import OutsideWait, PeerProcess  # noqa: E402
+from dflash_diag.model.sched import EnvRead, OutsideWait, PeerProcess  # noqa: E402
 from dflash_diag.observe import codec  # noqa: E402
 from dflash_diag.observe.codec import (  # noqa: E402
     OBSERVATION_SCHEMA,
@@ -92,7 +92,8 @@ def _recorded(name: str, **overrides: Any) -> Observation:
         kernel_window=KernelWindow(cuda=True, torch="2.11.0+cu128", steps=5, stop_ms=412.5, export_ms=1880.0,
                                    torch_trace_bytes=48_000_000, method="gdb"),
         native=NativeProfile(rate_hz=20.0, duration_s=1.5, samples=151,
-                             stacks=parse_raw((FIXTURES / "cpu" / "pyspy_native_invoice.raw").read_text())))
+                             stacks=parse_raw((FIXTURES / "cpu" / "pyspy_native_invoice.raw").read_text())),
+        env_reads=(EnvRead(name="SYMPY_CACHE_SIZE", value="16", reader="sympy/core/cache.py"),))
     obs = dataclasses.replace(obs, process=outside.process_facts(), code=outside.code_facts(stacks)[0],
                               files=outside.code_facts(stacks)[1])
     return dataclasses.replace(obs, **overrides)

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from dflash_contract.board import GilKeys, ProbeName
 from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.hotspots import hot_functions
+from dflash_diag.analysis.hotspots import hot_functions, library_text, reads_text
+from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, thread_stacks
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 
@@ -41,6 +42,9 @@ HOG_COMPILING_SHARE = 0.2
 # the GIL there (py-spy reads it as the op it is about to run).
 HIDDEN_SLEEP_PCT = 15.0
 HIDDEN_WORK_SHARE = 0.8
+# A thread whose speed is the program's, waiting for the GIL in this share of its native samples (lower bound): said
+# as information, with who holds it.
+NATIVE_WAIT_SHARE = 0.2
 # ... and the GIL it waits for is named when a thread off the training path holds it in this share of the dumps
 # (lower bound).
 SIDE_HOLDER_SHARE = 0.25
@@ -78,6 +82,10 @@ def check(ctx: Context) -> Iterator[Finding]:
     if (contention is None or contention < CONTENTION_WARNING_SHARE) and not heavy_waiters and monopoly is None:
         if hidden is not None:
             yield _hidden_finding(ctx, *hidden)
+        else:
+            seen = _native_wait(ctx, sampled, training)
+            if seen is not None:
+                yield _native_finding(ctx, *seen)
         return
     only_monopoly = monopoly is not None and not heavy_waiters and (contention or 0.0) < CONTENTION_WARNING_SHARE
     if only_monopoly:
@@ -196,6 +204,71 @@ def _hidden_finding(ctx: Context, waiter: ThreadStats, slept_pct: float, hog: Th
         stages=(waiter.stage,) if waiter.stage in PIPELINE_STAGES else ())
 
 
+def _native_wait(ctx: Context, sampled: list[ThreadStats],
+                 training: set[str]) -> tuple[ThreadStats, GilWaits, ThreadStats | None] | None:
+    """The thread whose speed is the program's (the limiting stage's; else one that trains) waiting for the GIL most
+    in its native samples, with who holds it (``native_gil_wait``)."""
+    limiting = ctx.pipeline.bottleneck
+    return native_gil_wait(ctx, [t for t in sampled if (
+        t.stage is limiting if limiting in PIPELINE_STAGES else (t.name in training or not training))])
+
+
+def native_gil_wait(ctx: Context, candidates: list[ThreadStats]
+                    ) -> tuple[ThreadStats, GilWaits, ThreadStats | None] | None:
+    """(the candidate waiting for the GIL most in its native samples, its waits, the thread holding the GIL most in
+    the window's dumps), when that wait is ``NATIVE_WAIT_SHARE`` of its samples (lower bound); None without a
+    native profile."""
+    native = ctx.obs.native
+    if native is None:
+        return None
+    seen = []
+    for t in candidates:
+        if t.os_thread_id is None:
+            continue
+        waits = gil_waits(thread_stacks(native, {t.os_thread_id}))
+        if waits.samples >= MIN_SAMPLES and lower_bound(waits.share, waits.samples) >= NATIVE_WAIT_SHARE:
+            seen.append((waits.share, t, waits))
+    if not seen:
+        return None
+    _, waiter, waits = max(seen, key=lambda s: s[0])
+    holders = sorted((t for t in ctx.threads if t.n_samples > 0 and t.name != waiter.name and t.gil_held_pct > 0),
+                     key=lambda t: -t.gil_held_pct)
+    return waiter, waits, holders[0] if holders else None
+
+
+def native_gil_text(ctx: Context, waiter: ThreadStats, waits: GilWaits, hog: ThreadStats | None) -> str:
+    """"MainThread waits for the GIL in 69% of its native stack samples (taking it back after ...), while
+    sympy-generator holds it 41% of the time in ... (where, and the settings its code reads)"."""
+    at = ", ".join(name for name, _ in waits.at)
+    text = (f"{waiter.name} waits for the GIL in {pct(waits.share)} of its native stack samples"
+            + (f" (taking it back after {at})" if at else ""))
+    if hog is not None:
+        text += f", while {hog.name} holds it {hog.gil_held_pct:.0f}% of the time{_where(ctx, hog)}"
+    return text
+
+
+def _native_finding(ctx: Context, waiter: ThreadStats, waits: GilWaits, hog: ThreadStats | None) -> Finding:
+    """Information: how much of its time a thread whose speed is the program's waits for the GIL, seen in its
+    native stacks, and who holds it meanwhile. Never a warning by itself: some wait is the price of threads, and the
+    share alone does not say how much of it the holder could give back."""
+    at = ", ".join(name for name, _ in waits.at)
+    evidence = [(f"{waiter.name} (py-spy --native --idle)",
+                 f"{waits.waiting} of {waits.samples} samples in a condition wait for the GIL"
+                 + (f", after {at}" if at else "")),
+                (f"{waiter.name} (Python stacks)", f"GIL wait in {pct(waiter.shares.get(ThreadState.GIL_WAIT, 0.0))} "
+                                                   "of its samples: a wait below a Python call shows as the call")]
+    if hog is not None:
+        evidence.append((f"holds: {hog.name}", f"{hog.gil_held_pct:.0f}% of samples{_where(ctx, hog)}{_cpu_text(hog)}"))
+    return Finding(
+        rule_id="gil-contention", severity=Severity.INFO,
+        claim="GIL contention: " + native_gil_text(ctx, waiter, waits, hog), evidence=tuple(evidence),
+        remedy="Cut the Python work of the thread that holds the GIL (a C implementation of what it runs, vectorised "
+        "calls that release the GIL, or the work moved to a process of its own); `dflash-diag run` adds the GIL "
+        "probe, which measures each wait.",
+        impact=waits.share,
+        stages=(waiter.stage,) if waiter.stage in PIPELINE_STAGES else ())
+
+
 def _work_share(t: ThreadStats) -> float:
     return sum(t.shares.get(s, 0.0) for s in _WORK)
 
@@ -216,7 +289,9 @@ def _cpu_text(t: ThreadStats) -> str:
 
 
 def _where(ctx: Context, t: ThreadStats) -> str:
-    spots = hot_functions(ctx.stats_rows(t), n=1)
+    """" in fn (file:line)", with the installed package most of its samples run inside (what its Python is)."""
+    rows = ctx.stats_rows(t)
+    spots = hot_functions(rows, n=1)
     if spots:
-        return f" in {spots[0].function} ({spots[0].site})"
+        return f" in {spots[0].function} ({spots[0].site}){library_text(rows)}{reads_text(ctx.obs.env_reads, rows)}"
     return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""

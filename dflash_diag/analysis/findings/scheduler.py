@@ -26,6 +26,7 @@ from dflash_diag.analysis.findings._context import (
     stage_label,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
 from dflash_diag.analysis.sched import blocked_in, child_loads, io_rates, summary_of, thread_rates
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
@@ -774,6 +775,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + _per_call_text(per_call)
                  + ("; its line calls a socket, and socket calls are not in the process's read and write counts: how "
                     "many it makes and what each costs is not known from outside" if uncounted else "")
+                 + _socket_poll_text(ctx, f.tid, line)
                  + _kernel_controls_text(kernel_controls, line)
                  + ("; it drives the GPU: the CUDA driver's launches and waits (ioctl, yields while it spins on a "
                     "sync) are kernel time too" if driver else "")
@@ -808,6 +810,26 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
 # A line of the program's that makes a socket call (the receive and send families, accept, connect).
 _SOCKET_CALL = re.compile(r"\b(recv|recv_into|recvfrom|recvfrom_into|recvmsg|send|sendall|sendto|sendmsg|accept|"
                           r"connect)\(")
+
+
+# CPython's socket module waits for the descriptor (poll) before each call on a socket that has a timeout
+# (socket.settimeout, or socket.setdefaulttimeout before it was made): internal_select, called from sock_call_ex.
+_SOCKET_POLL = re.compile(r"^internal_select$")
+SOCKET_POLL_SHARE = 0.1  # of the thread's native samples: the polls are a part of its time worth saying
+
+
+def _socket_poll_text(ctx: Context, tid: int | None, line: str) -> str:
+    """"; N% of its native samples poll the socket before the call ..." where the native stacks (doctor's look) show
+    CPython polling a socket with a timeout at this thread's socket line; "" otherwise."""
+    if tid is None or ctx.obs.native is None or not _SOCKET_CALL.search(line):
+        return ""
+    share, samples = share_in(thread_stacks(ctx.obs.native, {tid}), _SOCKET_POLL, waits=True)
+    if samples < MIN_SAMPLES or share < SOCKET_POLL_SHARE:
+        return ""
+    return (f"; {pct(share)} of its native samples poll the socket before the call (CPython's internal_select): the "
+            "socket has a timeout (socket.settimeout(), or socket.setdefaulttimeout() before it was created), so "
+            "every call is a poll, then the call, each releasing and taking back the GIL; a socket without a timeout "
+            "(blocking, settimeout(None)) makes one system call")
 
 
 def _memory_settings_text(ctx: Context) -> str:

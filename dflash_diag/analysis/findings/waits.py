@@ -21,11 +21,13 @@ from collections.abc import Iterator
 
 from dflash_diag.analysis.findings._context import Context, bytes_rate, pct, speed_matters, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.gil import native_gil_text, native_gil_wait
 from dflash_diag.analysis.findings.hang import hung_on_queue
+from dflash_diag.analysis.hotspots import reads_text
 from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
 from dflash_diag.analysis.waits import STARTING_UP
-from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.sched import SchedSummary
 from dflash_diag.model.waits import (
@@ -267,21 +269,27 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
         # or a cause of a stage verdict in the same report, and leads only when nothing else does
         claim=f"where the time goes: {graph.chain_text()}" + (f"; {below}" if below else "")
               + (f"; {split}" if split else ""),
-        evidence=(("path (root last)", graph.chain_text()),) + ((("native code (py-spy --native)", below),) if below
-                                                               else ())
+        evidence=(("path (root last)", graph.chain_text()),) + ((("below its Python (py-spy --native, environ)", below),)
+                                                               if below else ())
                  + ((("the OS's view (/proc)", split),) if split else ()),
         remedy="If this is slower than expected, the root's functions above are where to look: `dflash-diag top PID` "
                "shows them live, `dflash-diag record PID` as a timeline.")
 
 
 def _root_native(ctx: Context, graph: WaitGraph) -> str:
-    """Where the root's threads spend their time below their Python frames (the native profile), or ""."""
+    """Where the root's threads spend their time below their Python frames (the native profile), with the settings
+    from the environment that the installed code they run reads, or ""."""
     root = graph.root
-    if root is None or ctx.obs.native is None:
+    if root is None or (ctx.obs.native is None and not ctx.obs.env_reads):
         return ""
     tids = {t.os_thread_id for s in ctx.obs.stacks for t in s.threads
             if t.name in root.threads and t.os_thread_id is not None}
-    return native_text(ctx.obs.native, tids)
+    rows = [(t, ThreadState.PYTHON) for s in ctx.obs.stacks for t in s.threads if t.name in root.threads]
+    said = native_text(ctx.obs.native, tids) + reads_text(ctx.obs.env_reads, rows)
+    gil = native_gil_wait(ctx, [t for t in ctx.sampled() if t.name in root.threads])
+    if gil is not None:
+        said += "; " + native_gil_text(ctx, *gil)
+    return said.lstrip("; ")
 
 
 def _os_split(ctx: Context, graph: WaitGraph) -> str:
