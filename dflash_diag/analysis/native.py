@@ -233,7 +233,6 @@ def native_text(profile: NativeProfile | None, tids: Collection[int]) -> str:
     return f"in native code: {spots_text(spots)}" if spots else ""
 
 
-__all__ = ["MIN_SAMPLES", "NativeSpot", "native_spots", "native_text", "share_in", "short_name", "spots_text", "thread_stacks", "wants_native_look"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,3 +299,7 @@ def _waits(frames: tuple[Frame, ...]) -> bool:
             break
         below.append(frame)
     return any(_WAITING.search(f.name) for f in below) or _gil_taker(frames) is not None
+
+
+__all__ = ["MIN_SAMPLES", "GilWaits", "NativeSpot", "gil_waits", "native_spots", "native_text", "share_in", "short_name",
+           "spots_text", "thread_stacks", "wants_native_look"]

@@ -5,6 +5,9 @@ limiting threads' time goes below their Python lines (``analysis.native``).
 Why after and not beside the window: native stacks stop the process while each sample is read (py-spy loads the
 libraries' symbols in the first one: ~0.4 s on the 2-core box), so they are taken only when the window found nothing
 to name: a report that already has its cause costs the process nothing more. ``doctor --no-native-stacks`` skips it.
+
+``with_env_reads`` is the cheap half, for every live window (no stop of the process): the environment variables the
+process has that the installed code its samples run in names (``sources.env_reads``), said beside that code.
 """
 
 from __future__ import annotations
