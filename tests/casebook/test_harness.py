@@ -111,6 +111,7 @@ SETTINGS_BATCHES = {
     "settings-batch-7": ("## Settings/OS held-out batch 7, scored once", "settings batch 7", 8),
     "settings-batch-8": ("## Settings/OS held-out batch 8, scored once", "settings batch 8", 8),
     "settings-batch-9": ("## Settings/OS held-out batch 9, scored once", "settings batch 9", 8),
+    "settings-batch-10": ("## Settings/OS held-out batch 10, scored once", "settings batch 10", 8),
 }
 
 
