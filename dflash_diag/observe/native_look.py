@@ -27,6 +27,7 @@ from dflash_diag.sources.native_profile import NativeRecorder
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
 _INSTALLED = re.compile(r"/(site|dist)-packages/.+/")
+_TORCH = re.compile(r"/(site|dist)-packages/torch/")
 NATIVE_LOOK_S = 2.5  # 1.5 s gave a conv trainer 8 samples on the quiet box (its first one loads the symbols)
 
 
@@ -79,7 +80,9 @@ def env_reads_of(obs: Observation, *, environ: Callable[[int], Mapping[str, str]
         for thread in sample.threads:
             directory = next((f.filename.rsplit("/", 1)[0] for f in thread.frames
                               if not f.native and _INSTALLED.search(f.filename)), None)
-            if directory is not None:
+            # torch's own directories are the framework's, not a choice of the program's (its settings are the
+            # catalogue's: sources.sched); the analysis leaves them out too (analysis.hotspots.library_dirs)
+            if directory is not None and not _TORCH.search(directory + "/"):
                 counts[directory] += 1
     if not counts:
         return ()

@@ -62,7 +62,12 @@ def test_the_native_look_reads_the_directories_where_the_samples_run(tmp_path: P
     core = _package(tmp_path)
     frames = (Frame("add", str(core / "add.py"), 2), Frame("main", str(tmp_path / "train.py"), 9))
     other = (Frame("get", "/usr/lib/python3.11/queue.py", 171),)
-    threads = (ThreadSample(1, 11, "worker", True, True, frames), ThreadSample(2, 12, "MainThread", False, False, other))
+    hooks = tmp_path / "site-packages" / "torch" / "utils"
+    hooks.mkdir(parents=True)
+    (hooks / "hooks.py").write_text("import os\nARCH = os.environ.get('TORCH_CUDA_ARCH_LIST')\n")
+    framework = (Frame("hook", str(hooks / "hooks.py"), 2),)
+    threads = (ThreadSample(1, 11, "worker", True, True, frames), ThreadSample(2, 12, "MainThread", False, False, other),
+               ThreadSample(3, 13, "loader", True, True, framework), ThreadSample(4, 14, "loader-2", True, True, framework))
     stacks = tuple(StackSample(4242, float(i), float(i), 0.01, False, threads) for i in range(4))
     obs = Observation(pid=4242, cmdline=(), started_wall_s=0.0, window_s=4.0, stacks=stacks, proc=(), gpus=(),
                       boards=(), process_alive=True, warnings=())
@@ -70,8 +75,9 @@ def test_the_native_look_reads_the_directories_where_the_samples_run(tmp_path: P
 
     def environ(pid: int) -> dict[str, str]:
         seen.append(pid)
-        return {"SOLVER_CACHE_SIZE": "16", "PATH": "/bin"}
+        return {"SOLVER_CACHE_SIZE": "16", "PATH": "/bin", "TORCH_CUDA_ARCH_LIST": "9.0a"}
 
+    # torch's busier directory is the framework's: not read (its variables are the settings catalogue's)
     assert env_reads_of(obs, environ=environ) == (EnvRead("SOLVER_CACHE_SIZE", "16", "solver/core/cache.py"),)
     assert seen == [4242]
 
