@@ -266,7 +266,9 @@ def _native_finding(ctx: Context, waiter: ThreadStats, waits: GilWaits, hog: Thr
         "calls that release the GIL, or the work moved to a process of its own); `dflash-diag run` adds the GIL "
         "probe, which measures each wait.",
         impact=waits.share,
-        stages=(waiter.stage,) if waiter.stage in PIPELINE_STAGES else ())
+        # The GIL is the process's: a wait for it explains every slow stage, after any cause aimed at that stage
+        # (the linker ranks those first): information seen only in the native look never hides one named before it.
+        stages=())
 
 
 def _work_share(t: ThreadStats) -> float:
