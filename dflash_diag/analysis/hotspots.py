@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dflash_diag.model import Frame, ThreadSample, ThreadState
-from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.evidence import installed_dir, is_framework_dir, is_library_file
 from dflash_diag.model.sched import EnvRead
 
 NOT_WORK = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET, ThreadState.IDLE})
@@ -102,19 +102,6 @@ def spots_text(spots: Sequence[HotSpot]) -> str:
 
 # A library directory is named for a thread when its code is the innermost library code of this share of samples.
 LIBRARY_SHARE = 0.4
-_INSTALLED = ("/site-packages/", "/dist-packages/")
-
-
-def installed_dir(filename: str) -> str | None:
-    """The directory of an installed package's file, relative to site-packages (``sympy/core``,
-    ``google/protobuf/internal``); None for any other file."""
-    for marker in _INSTALLED:
-        at = filename.rfind(marker)
-        if at >= 0:
-            rel = filename[at + len(marker):]
-            return rel.rsplit("/", 1)[0] if "/" in rel else None
-    return None
-
 
 def library_dirs(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 2) -> tuple[tuple[str, float], ...]:
     """The installed packages' directories the rows' samples run in (each sample's innermost installed frame), with
@@ -126,7 +113,7 @@ def library_dirs(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 2
         for frame in thread.frames:
             where = installed_dir(frame.filename)
             if where is not None:
-                if not where.startswith("torch"):
+                if not is_framework_dir(where):
                     counts[where] += 1
                 break
     return tuple((d, c / total) for d, c in counts.most_common(n)) if total else ()

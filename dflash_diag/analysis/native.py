@@ -134,15 +134,21 @@ def _unit_spots(entries: Counter[tuple[str, str]], leaves: dict[tuple[str, str],
     return tuple(out)
 
 
-def _entry_and_leaf(frames: tuple[Frame, ...]) -> tuple[Frame | None, str]:
-    """The first non-plumbing C/C++ frame below the innermost Python frame, and the innermost frame's short name;
-    (None, "") when the sample waits or has no C/C++ frame below its Python."""
+def _below_python(frames: tuple[Frame, ...]) -> list[Frame]:
+    """The C/C++ frames below the innermost Python frame, innermost first."""
     below: list[Frame] = []
     for frame in frames:  # innermost first
         if not frame.native:
             break
         below.append(frame)
-    if not below or any(_WAITING.search(f.name) for f in below):
+    return below
+
+
+def _entry_and_leaf(frames: tuple[Frame, ...]) -> tuple[Frame | None, str]:
+    """The first non-plumbing C/C++ frame below the innermost Python frame of a working sample (``_waits`` tells
+    the others), and the innermost frame's short name; (None, "") when it has no C/C++ frame below its Python."""
+    below = _below_python(frames)
+    if not below:
         return None, ""
     for frame in reversed(below):  # the outermost C frame first: the one the Python line called
         if not _plumbing(frame):
@@ -247,6 +253,11 @@ class GilWaits:
     def share(self) -> float:
         return self.waiting / self.samples if self.samples else 0.0
 
+    @property
+    def takers(self) -> str:
+        """"THPVariable_linear, the interpreter": what took the GIL back, hottest first."""
+        return ", ".join(name for name, _ in self.at)
+
 
 def gil_waits(stacks: Iterable[NativeStack]) -> GilWaits:
     """The stacks' samples that wait for the GIL (``GilWaits``)."""
@@ -280,10 +291,8 @@ def _gil_taker(frames: tuple[Frame, ...]) -> str | None:
             mechanism = True
         elif _LOCK_WAIT.search(frame.name):
             return None  # a Python lock (a queue's, an event's): the thread waits for another thread, not the GIL
-        elif library.startswith("libpython"):
-            continue
-        elif _CONDITION_WAIT.match(frame.name) or library.startswith(("libc.so", "libpthread")):
-            continue
+        elif _CONDITION_WAIT.match(frame.name) or library.startswith(("libpython", "libc.so", "libpthread")):
+            continue  # the interpreter's and libc's own steps of the wait
         elif mechanism or _GIL_BINDING.match(frame.name) or _BINDING_LIBRARY.search(library):
             return short_name(frame.name)
         else:
@@ -293,12 +302,7 @@ def _gil_taker(frames: tuple[Frame, ...]) -> str | None:
 
 def _waits(frames: tuple[Frame, ...]) -> bool:
     """Whether the sample waits (the GIL, a condition, a futex, a sleep, a poll) rather than works."""
-    below: list[Frame] = []
-    for frame in frames:  # innermost first
-        if not frame.native:
-            break
-        below.append(frame)
-    return any(_WAITING.search(f.name) for f in below) or _gil_taker(frames) is not None
+    return any(_WAITING.search(f.name) for f in _below_python(frames)) or _gil_taker(frames) is not None
 
 
 __all__ = ["MIN_SAMPLES", "GilWaits", "NativeSpot", "gil_waits", "native_spots", "native_text", "share_in", "short_name",

@@ -50,6 +50,31 @@ def is_library_file(filename: str) -> bool:
     return any(_PYLIB.fullmatch(p) is not None and i > 0 and parts[i - 1] in ("lib", "lib64")
                for i, p in enumerate(parts))
 
+_INSTALLED = ("/site-packages/", "/dist-packages/")
+
+
+def site_relative(filename: str) -> str | None:
+    """An installed package's file relative to site-packages (``sympy/core/cache.py``); None for any other file."""
+    for marker in _INSTALLED:
+        at = filename.rfind(marker)
+        if at >= 0:
+            return filename[at + len(marker):]
+    return None
+
+
+def installed_dir(filename: str) -> str | None:
+    """The directory of an installed package's file, relative to site-packages (``sympy/core``,
+    ``google/protobuf/internal``); None for any other file, and for a module that sits in site-packages itself."""
+    rel = site_relative(filename)
+    return rel.rsplit("/", 1)[0] if rel is not None and "/" in rel else None
+
+
+def is_framework_dir(directory: str) -> bool:
+    """An installed directory (relative to site-packages) of torch's own: the framework, not a choice of the
+    program's; its settings are the settings catalogue's."""
+    return directory.startswith("torch")
+
+
 # /proc/<pid>/stat state letters (proc(5)) a diagnosis cares about.
 STATE_NAMES = {
     "R": "running",

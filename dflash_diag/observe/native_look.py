@@ -12,7 +12,6 @@ process has that the installed code its samples run in names (``sources.env_read
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -20,14 +19,13 @@ from dataclasses import replace
 from typing import Protocol
 
 from dflash_diag.model import NativeProfile, NativeStack, Observation
+from dflash_diag.model.evidence import installed_dir, is_framework_dir
 from dflash_diag.model.sched import EnvRead
 from dflash_diag.observe.collect import Progress
 from dflash_diag.sources.env_reads import MAX_DIRS, env_reads, process_environ
 from dflash_diag.sources.native_profile import NativeRecorder
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 
-_INSTALLED = re.compile(r"/(site|dist)-packages/.+/")
-_TORCH = re.compile(r"/(site|dist)-packages/torch/")
 NATIVE_LOOK_S = 2.5  # 1.5 s gave a conv trainer 8 samples on the quiet box (its first one loads the symbols)
 
 
@@ -78,12 +76,11 @@ def env_reads_of(obs: Observation, *, environ: Callable[[int], Mapping[str, str]
     counts: Counter[str] = Counter()
     for sample in obs.stacks:
         for thread in sample.threads:
-            directory = next((f.filename.rsplit("/", 1)[0] for f in thread.frames
-                              if not f.native and _INSTALLED.search(f.filename)), None)
+            frame = next((f for f in thread.frames if not f.native and installed_dir(f.filename) is not None), None)
             # torch's own directories are the framework's, not a choice of the program's (its settings are the
             # catalogue's: sources.sched); the analysis leaves them out too (analysis.hotspots.library_dirs)
-            if directory is not None and not _TORCH.search(directory + "/"):
-                counts[directory] += 1
+            if frame is not None and not is_framework_dir(installed_dir(frame.filename) or ""):
+                counts[frame.filename.rsplit("/", 1)[0]] += 1
     if not counts:
         return ()
     return env_reads(environ(obs.pid), [d for d, _ in counts.most_common(MAX_DIRS)])

@@ -20,8 +20,10 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from dflash_diag.model.evidence import site_relative
 from dflash_diag.model.sched import EnvRead
 from dflash_diag.sources.live_environ import read_live_environ
+from dflash_diag.sources.sched import started_environ
 
 PROC = Path("/proc")
 MAX_DIRS = 6
@@ -43,16 +45,7 @@ _PLUMBING = re.compile(
 
 def process_environ(pid: int, *, proc_root: Path = PROC) -> dict[str, str]:
     """The process's environment now: what it was started with, and what it set or changed since (its memory)."""
-    env: dict[str, str] = {}
-    try:
-        with open(proc_root / str(pid) / "environ", "rb") as fh:
-            raw = fh.read(MAX_ENVIRON_BYTES)
-    except OSError:
-        raw = b""
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            env[key.decode("utf-8", errors="replace")] = value.decode("utf-8", errors="replace")
+    env = started_environ(pid, proc_root, max_bytes=MAX_ENVIRON_BYTES) or {}
     live = read_live_environ(pid, _wanted, proc_root=proc_root)
     env.update(live or {})
     return env
@@ -106,8 +99,4 @@ def _read(path: str) -> str:
 
 
 def _relative(path: str) -> str:
-    for marker in ("/site-packages/", "/dist-packages/"):
-        at = path.rfind(marker)
-        if at >= 0:
-            return path[at + len(marker):]
-    return path.rsplit("/", 1)[-1]
+    return site_relative(path) or path.rsplit("/", 1)[-1]

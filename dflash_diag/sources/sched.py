@@ -605,15 +605,18 @@ def _each_childs_env(kids: tuple[int, ...], proc_root: Path) -> tuple[EnvSetting
     process watched, and its start is what a launcher set)."""
     out: list[EnvSetting] = []
     for child in kids:
-        env = _environ(child, proc_root)
+        env = started_environ(child, proc_root)
         out.extend(EnvSetting(name=n, value=v, where=f"child {child}") for n, v in known_env(env or {}))
     return tuple(out)
 
 
-def _environ(pid: int, proc_root: Path) -> dict[str, str] | None:
+def started_environ(pid: int, proc_root: Path = PROC, *, max_bytes: int = procfs.MAX_ENVIRON_BYTES
+                    ) -> dict[str, str] | None:
+    """The environment the process was started with (``/proc/PID/environ``, at most ``max_bytes``); None where it
+    cannot be read."""
     try:
         with open(proc_root / str(pid) / "environ", "rb") as fh:
-            raw = fh.read(procfs.MAX_ENVIRON_BYTES)
+            raw = fh.read(max_bytes)
     except OSError:
         return None
     env: dict[str, str] = {}
@@ -628,7 +631,7 @@ def _known_env_of(pid: int, proc_root: Path) -> Maybe[tuple[EnvSetting, ...]]:
     """The known variables the process was started with (``/proc/PID/environ``), and those it set or changed since
     (``os.environ[...] = ...`` before importing torch: only its memory has them, ``sources.live_environ``), the
     latter marked ``where="program"``. A variable the program removed stays listed: the libraries read it at load."""
-    env = _environ(pid, proc_root)
+    env = started_environ(pid, proc_root)
     if env is None:
         return NA(f"/proc/{pid}/environ is not readable (another user's process, or gone)")
     started = dict(known_env(env))

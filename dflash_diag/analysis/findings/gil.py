@@ -239,7 +239,7 @@ def native_gil_wait(ctx: Context, candidates: list[ThreadStats]
 def native_gil_text(ctx: Context, waiter: ThreadStats, waits: GilWaits, hog: ThreadStats | None) -> str:
     """"MainThread waits for the GIL in 69% of its native stack samples (taking it back after ...), while
     sympy-generator holds it 41% of the time in ... (where, and the settings its code reads)"."""
-    at = ", ".join(name for name, _ in waits.at)
+    at = waits.takers
     text = (f"{waiter.name} waits for the GIL in {pct(waits.share)} of its native stack samples"
             + (f" (taking it back after {at})" if at else ""))
     if hog is not None:
@@ -251,7 +251,7 @@ def _native_finding(ctx: Context, waiter: ThreadStats, waits: GilWaits, hog: Thr
     """Information: how much of its time a thread whose speed is the program's waits for the GIL, seen in its
     native stacks, and who holds it meanwhile. Never a warning by itself: some wait is the price of threads, and the
     share alone does not say how much of it the holder could give back."""
-    at = ", ".join(name for name, _ in waits.at)
+    at = waits.takers
     evidence = [(f"{waiter.name} (py-spy --native --idle)",
                  f"{waits.waiting} of {waits.samples} samples in a condition wait for the GIL"
                  + (f", after {at}" if at else "")),
