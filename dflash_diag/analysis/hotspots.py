@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dflash_diag.model import Frame, ThreadSample, ThreadState
-from dflash_diag.model.evidence import installed_dir, is_framework_dir, is_library_file
+from dflash_diag.model.evidence import installed_dir, is_framework_dir, is_library_file, library_relative
 from dflash_diag.model.sched import EnvRead
 
 NOT_WORK = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET, ThreadState.IDLE})
@@ -119,10 +119,42 @@ def library_dirs(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 2
     return tuple((d, c / total) for d, c in counts.most_common(n)) if total else ()
 
 
+def library_call(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[str, str, float] | None:
+    """The library function the rows' working samples run in below the program's own code, when one holds
+    ``LIBRARY_SHARE`` of all the rows: (function, its file as imported, share). The program's line that calls it is
+    its own hot spot; the function is what that line costs (``random.random`` bound to ``SystemRandom.random``, a
+    system call per draw). Only Python frames count (a C function shows as the program's line); torch's own and the
+    tool's probes are left out (the framework: what it does is the rules' to judge)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    total = 0
+    for thread, state in rows:
+        total += 1
+        if state in NOT_WORK:
+            continue
+        python = [f for f in thread.frames if not f.native]
+        if not python or not is_library_file(python[0].filename):
+            continue
+        if not any(not is_library_file(f.filename) for f in python):
+            continue  # no program frame above it: the thread is the library's, not a call the program makes
+        where = library_relative(python[0].filename)
+        if where is None or is_framework_dir(where):
+            continue
+        counts[(python[0].name, where)] += 1
+    if not total or not counts:
+        return None
+    (function, where), count = counts.most_common(1)[0]
+    return (function, where, count / total) if count / total >= LIBRARY_SHARE else None
+
+
 def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
-    """", most of it inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``."""
+    """", most of it inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``;
+    else ", most of it inside SystemRandom.random (random.py, 55% of its samples)" when one library function does."""
+    rows = list(rows)
     dirs = [(d, share) for d, share in library_dirs(rows, n=1) if share >= LIBRARY_SHARE]
-    return f", most of it inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of its samples)" if dirs else ""
+    if dirs:
+        return f", most of it inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of its samples)"
+    call = library_call(rows)
+    return f", most of it inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of its samples)" if call else ""
 
 
 READ_DIR_SHARE = 0.1  # an installed directory whose settings read are said: this share of the samples run in it

@@ -62,6 +62,19 @@ def site_relative(filename: str) -> str | None:
     return None
 
 
+def library_relative(filename: str) -> str | None:
+    """A library file's path as its import names it: relative to site-packages (``sortedcontainers/sortedlist.py``)
+    or to the standard library's directory (``random.py``, ``json/encoder.py``); None for any other file."""
+    rel = site_relative(filename)
+    if rel is not None:
+        return rel
+    parts = filename.split("/")
+    for i in range(len(parts) - 2, 0, -1):
+        if _PYLIB.fullmatch(parts[i]) is not None and parts[i - 1] in ("lib", "lib64"):
+            return "/".join(parts[i + 1:])
+    return None
+
+
 def installed_dir(filename: str) -> str | None:
     """The directory of an installed package's file, relative to site-packages (``sympy/core``,
     ``google/protobuf/internal``); None for any other file, and for a module that sits in site-packages itself."""

@@ -132,3 +132,48 @@ def test_the_probes_frames_are_the_tools_own_wherever_they_were_recorded() -> No
     assert is_library_file("/work/elsewhere/probes/health.py")
     assert not is_library_file("/app/probes/my_sensor_reader.py")
     assert not is_library_file("/app/train.py")
+
+
+# --- the library function a hot line spends in (hotspots.library_call) ---------------------------------------------
+
+STDLIB = "/usr/lib/python3.11"
+OWN_LINE = Frame("featurize.<locals>.<listcomp>", "/app/tickets.py", 78)
+RANDOM_CALL = (Frame("SystemRandom.random", f"{STDLIB}/random.py", 798), OWN_LINE,
+               Frame("featurizer", "/app/train.py", 50), Frame("Thread.run", f"{STDLIB}/threading.py", 982))
+OWN_ONLY = (OWN_LINE, Frame("featurizer", "/app/train.py", 50), Frame("Thread.run", f"{STDLIB}/threading.py", 982))
+
+
+def _rows(frames: tuple[Frame, ...], n: int, state: ThreadState = ThreadState.PYTHON) -> list[tuple[ThreadSample, ThreadState]]:
+    sample = ThreadSample(thread_id=1, os_thread_id=1, name="featurizer", active=True, owns_gil=True, frames=frames)
+    return [(sample, state)] * n
+
+
+def test_the_library_function_a_hot_line_spends_in_is_said_with_its_module() -> None:
+    from dflash_diag.analysis.hotspots import library_call, library_text
+    rows = _rows(RANDOM_CALL, 11) + _rows(OWN_ONLY, 9)
+    assert library_call(rows) == ("SystemRandom.random", "random.py", 0.55)
+    assert library_text(rows) == ", most of it inside SystemRandom.random (random.py, 55% of its samples)"
+    # the same line calling a C function (random.Random's own) shows no library frame: nothing to say
+    assert library_text(_rows(OWN_ONLY, 20)) == ""
+    # below the share, not said: the line's own work is most of it
+    assert library_call(_rows(RANDOM_CALL, 7) + _rows(OWN_ONLY, 13)) is None
+
+
+def test_waits_torch_and_library_only_threads_are_not_a_library_call() -> None:
+    from dflash_diag.analysis.hotspots import library_call
+    waiting = (Frame("Condition.wait", f"{STDLIB}/threading.py", 327), Frame("Queue.get", f"{STDLIB}/queue.py", 171),
+               Frame("main", "/app/train.py", 83))
+    assert library_call(_rows(waiting, 20, ThreadState.QUEUE_GET)) is None  # a queue wait is not the line's cost
+    assert library_call(_rows(CONSUMER_WORK, 20)) is None  # torch is the framework: the rules judge what it does
+    pool = (Frame("_worker", f"{STDLIB}/concurrent/futures/thread.py", 83),
+            Frame("Thread.run", f"{STDLIB}/threading.py", 982))
+    assert library_call(_rows(pool, 20)) is None  # no program frame above: not a call the program makes
+    installed = (Frame("SortedList._reset", f"{LIB}/site-packages/sortedcontainers/sortedlist.py", 300), OWN_LINE)
+    assert library_call(_rows(installed, 20)) == ("SortedList._reset", "sortedcontainers/sortedlist.py", 1.0)
+
+
+def test_where_time_goes_says_the_library_function_without_a_native_look() -> None:
+    own_loop = (Frame("SystemRandom.random", f"{STDLIB}/random.py", 798), Frame("main", "/app/train.py", 40))
+    findings = analyse(_obs([[("MainThread", 1, own_loop, True)]] * 12)).findings
+    where = next(f for f in findings if f.rule_id == "where-time-goes")
+    assert "most of its time inside SystemRandom.random (random.py, 100% of its samples)" in where.claim

@@ -23,11 +23,11 @@ from dflash_diag.analysis.findings._context import Context, bytes_rate, pct, spe
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.gil import native_gil_text, native_gil_wait
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.analysis.hotspots import reads_text
+from dflash_diag.analysis.hotspots import library_text, reads_text
 from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
 from dflash_diag.analysis.waits import STARTING_UP
-from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState
+from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.sched import SchedSummary
 from dflash_diag.model.waits import (
@@ -280,12 +280,17 @@ def _root_native(ctx: Context, graph: WaitGraph) -> str:
     """Where the root's threads spend their time below their Python frames (the native profile), with the settings
     from the environment that the installed code they run reads, or ""."""
     root = graph.root
-    if root is None or (ctx.obs.native is None and not ctx.obs.env_reads):
+    if root is None:
         return ""
-    tids = {t.os_thread_id for s in ctx.obs.stacks for t in s.threads
-            if t.name in root.threads and t.os_thread_id is not None}
-    rows = [(t, ThreadState.PYTHON) for s in ctx.obs.stacks for t in s.threads if t.name in root.threads]
-    said = native_text(ctx.obs.native, tids) + reads_text(ctx.obs.env_reads, rows)
+    rows = [row for stats in ctx.threads if stats.name in root.threads for row in ctx.stats_rows(stats)]
+    # the library function the root's own hot line spends in (Python frames: no native profile needed)
+    inside = library_text(rows).removeprefix(", most of it ")
+    if ctx.obs.native is None and not ctx.obs.env_reads:
+        return f"most of its time {inside}" if inside else ""
+    tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
+    native = native_text(ctx.obs.native, tids)
+    said = (f"; most of its time {inside}" if inside else "") + (f"; {native}" if native else "") + \
+        reads_text(ctx.obs.env_reads, rows)
     gil = native_gil_wait(ctx, [t for t in ctx.sampled() if t.name in root.threads])
     if gil is not None:
         said += "; " + native_gil_text(ctx, *gil)
