@@ -2,8 +2,9 @@
 
 1. Micro: a collection with the probe's two gc callbacks against one without (gc.collect() of a small heap, median
    of --rounds rounds); a wrapped call (torch.set_num_threads, gc.collect) against the plain one; one snapshot.
-2. A training loop in alternating windows with the probe on (built) and off (closed): steps/s, median of the per-pair
-   ratios on/off. The loop allocates Python objects that survive (records per step) so the collector runs, and calls
+2. A training loop in alternating windows with the probe on (built, and a thread taking a snapshot every
+   --publish-s, as the board thread does: the library constants' reading runs in them) and off (closed): steps/s,
+   median of the per-pair ratios on/off. The loop allocates Python objects that survive (records per step) so the collector runs, and calls
    a wrapped setter now and then, as programs do.
 
   .venv/bin/python bench/settings_probe.py                        # CPU: prints a markdown table and JSON
@@ -21,6 +22,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -65,6 +67,11 @@ def micro(rounds: int) -> dict[str, float]:
     return {k: round(statistics.median(v), 2) for k, v in rows.items()}
 
 
+def _publish(probe: SettingsProbe, stop: threading.Event, every_s: float) -> None:
+    while not stop.wait(every_s):
+        probe.snapshot(0.0)
+
+
 def loop(device: str, seconds: float) -> float:
     """Steps a second of a small training loop for ``seconds``."""
     model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128)).to(device)
@@ -93,6 +100,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--windows", type=int, default=6, help="pairs of on/off windows")
     parser.add_argument("--window-s", type=float, default=3.0)
+    parser.add_argument("--publish-s", type=float, default=0.5, help="snapshots during the probe's windows, as the "
+                        "board thread takes them")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("bench/settings_probe.py: --device cuda needs a CUDA device; none is visible here", file=sys.stderr)
@@ -100,16 +109,28 @@ def main() -> int:
     if args.device == "cpu":
         torch.set_num_threads(1)
     loop(args.device, 1.0)  # warm-up
-    ratios, on_rates, off_rates, shares = [], [], [], []
+    ratios, on_rates, off_rates, shares, read = [], [], [], [], []
     for i in range(args.windows):
         rates = {}
         for state in ((True, False) if i % 2 == 0 else (False, True)):
             probe = SettingsProbe() if state else None
+            stop = threading.Event()
+            # the board thread's publishes, as often as the probes publish (a fresh probe each window: its reading
+            # of the libraries' sources is always under way, the cost of a program's first minutes)
+            publisher = threading.Thread(target=_publish, args=(probe, stop, args.publish_s), daemon=True) \
+                if probe is not None else None
             try:
+                if publisher is not None:
+                    publisher.start()
                 rates[state] = loop(args.device, args.window_s)
                 if probe is not None:
-                    shares.append(probe.snapshot(0.0)["collector"]["recent_pause_share"])
+                    payload = probe.snapshot(0.0)
+                    shares.append(payload["collector"]["recent_pause_share"])
+                    read.append(payload.get("library_modules_read", 0))
             finally:
+                stop.set()
+                if publisher is not None:
+                    publisher.join()
                 if probe is not None:
                     probe.close()
         on_rates.append(rates[True])
@@ -128,7 +149,9 @@ def main() -> int:
                         "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
                         "steps_per_s_on_median": round(statistics.median(on_rates), 1),
                         "steps_per_s_off_median": round(statistics.median(off_rates), 1),
-                        "collector_pause_share_median": round(statistics.median(shares), 4) if shares else None},
+                        "collector_pause_share_median": round(statistics.median(shares), 4) if shares else None,
+                        "publish_s": args.publish_s,
+                        "library_modules_read_per_window_median": statistics.median(read) if read else None},
     }
     print("| what | cost |\n|---|---|")
     for name, value in result["micro_us"].items():

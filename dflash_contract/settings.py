@@ -34,6 +34,7 @@ AREA_NUMERICS = "numerics"  # results and kernel choice (precision, determinism)
 AREA_MEMORY = "memory"  # allocators
 AREA_COLLECTIVES = "collectives"  # NCCL and torch.distributed
 AREA_DEBUG = "debug"  # diagnostics that cost time everywhere (logging, tracing)
+AREA_LIBRARY = "library"  # a library's own code paths (its constants: load factors, versions, modes)
 AREA_KERNEL = "kernel"  # what the kernel does on the process's behalf (every system call, its memory)
 AREAS = (AREA_THREADS, AREA_LAUNCHES, AREA_AUTOGRAD, AREA_COLLECTOR, AREA_GIL, AREA_NUMERICS, AREA_MEMORY,
          AREA_COLLECTIVES, AREA_DEBUG, AREA_KERNEL)

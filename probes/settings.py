@@ -14,6 +14,9 @@ What it publishes (``SettingsKeys``; the defaults each is compared with are in `
   mode (only once the program initialised CUDA), the default dtype;
 - **the known environment variables** in ``os.environ`` now (what the program set itself is not in
   ``/proc/PID/environ``, which the tool reads from outside);
+- **library constants the program changed**: a loaded library module's or class's constant (named in capitals)
+  whose live value differs from what its source assigns (``SortedList.DEFAULT_LOAD_FACTOR = 16``;
+  ``probes.libsettings``: each module parsed once, within a small budget per publish);
 - **the calls that changed a setting**: ``torch.set_num_threads`` and its kin, ``gc.set_threshold``/``disable``/
   ``freeze``, ``sys.setswitchinterval``: the argument, the threads that called, where, how often. Several of these
   are per thread (torch's intra-op thread count is OpenMP's per-thread setting), so the calls are what tells
@@ -36,12 +39,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_contract.board import STATUS_OK, PayloadKeys, ProbeName, SettingsKeys
 from dflash_contract.settings import gc_default_thresholds, known_env
 from probes._common import HookGuard, JsonDict, loaded_module, thread_name
+from probes.libsettings import Config as LibraryConfig
+from probes.libsettings import LibrarySettings
 
 _SITE_CHARS = 160
 _PROBES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -53,6 +58,7 @@ class Config:
     max_pauses: int = 8192  # collections remembered for it (bounded; a collection is ~100 bytes)
     max_calls: int = 32  # distinct (call, argument, site) rows
     max_callers: int = 8  # thread names kept per row
+    library: LibraryConfig = field(default_factory=LibraryConfig)  # library constants changed at run time
 
 
 _GC_CALLS = ("collect", "set_threshold", "disable", "enable", "freeze", "unfreeze")
@@ -78,6 +84,7 @@ class SettingsProbe:
         self._since_wall_s = time.time()
         self._calls: dict[tuple[str, str, str], JsonDict] = {}
         self._patched: list[tuple[Any, str, Any]] = []  # (owner, attribute, original)
+        self._library = LibrarySettings(self.config.library)
         self._torch_armed = False
         self._closed = False
         self._finder: _AfterImport | None = None
@@ -221,6 +228,13 @@ class SettingsProbe:
         }
         if torch is not None:
             out[SettingsKeys.TORCH_FLAGS] = _torch_flags(torch, self._guard)
+        try:
+            self._library.scan()
+            out[SettingsKeys.LIBRARY_CHANGES] = self._library.changed()
+            out[SettingsKeys.LIBRARY_MODULES_READ] = self._library.modules_read
+            out[SettingsKeys.LIBRARY_PARSE_MS] = round(1e3 * self._library.parse_s, 1)
+        except Exception as exc:  # a module's namespace changing under the read: never the program's problem
+            self._guard.failed(exc)
         with self._lock:
             out[SettingsKeys.SETTING_CALLS] = sorted(
                 ({**row, SettingsKeys.CALLERS: list(row[SettingsKeys.CALLERS])} for row in self._calls.values()),

@@ -451,6 +451,10 @@ class SettingsKeys:
     CPU_CORES: Final = "cpu_cores"  # CPUs the process may run on (its affinity)
     ENVIRONMENT: Final = "known_environment"  # [[name, value]] of the known variables in os.environ now
     SETTING_CALLS: Final = "setting_calls"  # the calls that changed a setting: rows below, newest last
+    # library constants whose live value differs from their source's: [[file, "Owner.NAME", now, in the source]]
+    LIBRARY_CHANGES: Final = "library_changes"
+    LIBRARY_MODULES_READ: Final = "library_modules_read"  # library modules parsed so far
+    LIBRARY_PARSE_MS: Final = "library_parse_ms"  # the parsing's time so far (the board thread's, GIL held)
     CALL: Final = "call_name"  # "torch.set_num_threads"
     ARG: Final = "arg"  # its argument, as text
     CALLERS: Final = "callers"  # the threads that made it

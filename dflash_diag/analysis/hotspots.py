@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from dflash_diag.model import Frame, ThreadSample, ThreadState
 from dflash_diag.model.evidence import installed_dir, is_framework_dir, is_library_file, library_relative
-from dflash_diag.model.sched import EnvRead
+from dflash_diag.model.sched import EnvRead, SettingReading
 
 NOT_WORK = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET, ThreadState.IDLE})
 
@@ -168,3 +168,18 @@ def reads_text(reads: Sequence[EnvRead], rows: Iterable[tuple[ThreadSample, Thre
     dirs = {d for d, share in library_dirs(rows, n=3) if share >= READ_DIR_SHARE}
     said = [f"{r.reader} there reads {r.name}={r.value}" for r in reads if r.reader.rsplit("/", 1)[0] in dirs]
     return f"; {', '.join(said[:3])} from the environment" if said else ""
+
+
+def changes_text(changes: Sequence[SettingReading], rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+    """"; there SortedList.DEFAULT_LOAD_FACTOR is 16 at run time (1000 in sortedcontainers/sortedlist.py)" for the
+    library constants the program changed (``analysis.settings.library_changes``: ``detail`` is the file) in the
+    code the rows' samples run in: an installed directory with ``READ_DIR_SHARE`` of them, or the library function
+    they spend most in. "" otherwise: a changed constant of code that does not run is only listed."""
+    if not changes:
+        return ""
+    rows = list(rows)
+    dirs = {d for d, share in library_dirs(rows, n=3) if share >= READ_DIR_SHARE}
+    call = library_call(rows)
+    said = [f"{c.name} is {c.value} at run time ({c.default} in {c.detail})" for c in changes
+            if c.detail.rsplit("/", 1)[0] in dirs or (call is not None and c.detail == call[1])]
+    return f"; there {', '.join(said[:3])}" if said else ""

@@ -19,6 +19,7 @@ from dflash_contract.settings import (
     AREA_GIL,
     AREA_KERNEL,
     AREA_LAUNCHES,
+    AREA_LIBRARY,
     AREA_MEMORY,
     AREA_NUMERICS,
     AREA_THREADS,
@@ -105,7 +106,30 @@ def non_default(obs: Observation) -> tuple[SettingReading, ...]:
         out.extend(_interpreter(payload))
         out.extend(_torch(payload, ours=sync_mode_is_ours(obs.board)))
         out.extend(calls(payload))
+        out.extend(_library(payload))
     return tuple(out)
+
+
+LIBRARY_SOURCE = "changed at run time"
+
+
+def _library(payload: Mapping[str, Any]) -> list[SettingReading]:
+    """Library constants whose live value differs from their source's (``probes.libsettings``): the library's own
+    code paths read them (a load factor, a default version, a mode)."""
+    rows = payload.get(SettingsKeys.LIBRARY_CHANGES)
+    out: list[SettingReading] = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, list) and len(row) == 4 and all(isinstance(v, str) for v in row):
+            where, name, now, then = (v[:120] for v in row)
+            out.append(SettingReading(name=name, value=now, default=then, area=AREA_LIBRARY,
+                                      effect="a constant the library's code reads, set by the program",
+                                      source=LIBRARY_SOURCE, detail=where))
+    return out[:16]
+
+
+def library_changes(readings: tuple[SettingReading, ...]) -> tuple[SettingReading, ...]:
+    """The readings of library constants changed at run time (``detail`` is the library file, as imported)."""
+    return tuple(r for r in readings if r.source == LIBRARY_SOURCE)
 
 
 # The mode the syncs probe sets to count the program's syncs (``torch.cuda.set_sync_debug_mode(1)``, "warn").

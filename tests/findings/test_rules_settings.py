@@ -406,3 +406,24 @@ def test_the_decimal_precision_away_from_28_is_listed() -> None:
     assert "decimal.DefaultContext.prec = 120" in note.claim
     plain = settings_board({"interpreter": _interp(decimal_prec=28)})
     assert _findings(scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(plain,)), "settings-changed") == []
+
+
+def test_a_library_constant_changed_at_run_time_is_said_where_its_code_runs() -> None:
+    sorted_list = "/venv/lib/python3.11/site-packages/sortedcontainers/sortedlist.py"
+    frames = (Frame("SortedList._expand", sorted_list, 300), Frame("mine", "/app/train.py", 40))
+    changes = [["sortedcontainers/sortedlist.py", "SortedList.DEFAULT_LOAD_FACTOR", "16", "1000"],
+               ["yaml/constructor.py", "MAX_DEPTH", "5", "100"]]
+    board = settings_board({"interpreter": _interp(), "library_changes": changes})
+    obs = scenario([Thread("MainThread", PID, 0.9, 0.0, stack_frames=frames)], boards=(board,))
+    (note,) = _findings(obs, "settings-changed")
+    listed = dict(note.evidence)
+    assert "sortedcontainers/sortedlist.py" in listed["SortedList.DEFAULT_LOAD_FACTOR = 16"]
+    assert "MAX_DEPTH=5" in listed  # every change is listed ...
+    (where,) = _findings(obs, "where-time-goes")
+    # ... and said beside the time only where the thread's samples run in that code
+    assert "there SortedList.DEFAULT_LOAD_FACTOR is 16 at run time (1000 in sortedcontainers/sortedlist.py)" \
+        in where.claim
+    assert "MAX_DEPTH" not in where.claim
+    elsewhere = scenario([Thread("MainThread", PID, 0.9, 0.0)], boards=(board,))
+    (where,) = _findings(elsewhere, "where-time-goes")
+    assert "DEFAULT_LOAD_FACTOR" not in where.claim

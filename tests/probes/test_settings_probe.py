@@ -294,6 +294,7 @@ def test_the_collectors_debugging_flags_and_what_they_kept_are_read() -> None:
         for _ in range(20):
             a: list[object] = []
             a.append(a)  # a cycle for the collector to find and, here, keep
+        del a  # the last one too
         gc.collect()
         interp = probe.snapshot(0.0)[K.INTERPRETER]
     finally:

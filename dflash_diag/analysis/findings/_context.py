@@ -15,7 +15,9 @@ from functools import cached_property
 from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
+from dflash_diag.analysis.hotspots import changes_text, reads_text
 from dflash_diag.analysis.sampled import Sampled
+from dflash_diag.analysis.settings import library_changes, non_default
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.model import (
@@ -385,3 +387,10 @@ def duration_text(seconds: float) -> str:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
 
+
+
+def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
+    """The settings the code the rows run in reads: the environment variables its installed modules name
+    (``Observation.env_reads``) and the library constants the program changed (the settings probe), each said only
+    where that code runs; "" when none."""
+    return reads_text(ctx.obs.env_reads, rows) + changes_text(library_changes(non_default(ctx.obs)), rows)

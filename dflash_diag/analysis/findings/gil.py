@@ -11,9 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from dflash_contract.board import GilKeys, ProbeName
-from dflash_diag.analysis.findings._context import Context, lower_bound, num, pct, sub, threads_text
+from dflash_diag.analysis.findings._context import (
+    Context,
+    lower_bound,
+    num,
+    pct,
+    settings_text,
+    sub,
+    threads_text,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.hotspots import hot_functions, library_text, reads_text
+from dflash_diag.analysis.hotspots import hot_functions, library_text
 from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, thread_stacks
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -295,5 +303,5 @@ def _where(ctx: Context, t: ThreadStats) -> str:
     rows = ctx.stats_rows(t)
     spots = hot_functions(rows, n=1)
     if spots:
-        return f" in {spots[0].function} ({spots[0].site}){library_text(rows)}{reads_text(ctx.obs.env_reads, rows)}"
+        return f" in {spots[0].function} ({spots[0].site}){library_text(rows)}{settings_text(ctx, rows)}"
     return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""

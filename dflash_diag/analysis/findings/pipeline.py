@@ -16,13 +16,14 @@ from dflash_diag.analysis.findings._context import (
     Context,
     mean_share,
     pct,
+    settings_text,
     stage_label,
     stage_role,
     sub,
     threads_text,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.hotspots import hot_functions, library_text, reads_text, spots_text, wait_spots
+from dflash_diag.analysis.hotspots import hot_functions, library_text, spots_text, wait_spots
 from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.stages import SlowThread, slow_thread
 from dflash_diag.model import PIPELINE_STAGES, Finding, Frame, Severity, Stage, ThreadState, ThreadStats
@@ -159,7 +160,7 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
         below = native_text(ctx.obs.native, {t.os_thread_id for t, _ in rows if t.os_thread_id is not None})
         evidence.append((f"{slow} spends its time in",
                          spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")
-                         + library_text(rows) + (f"; {below}" if below else "") + reads_text(ctx.obs.env_reads, rows)))
+                         + library_text(rows) + (f"; {below}" if below else "") + settings_text(ctx, rows)))
     if waits:
         evidence.append((f"{slow} waits in", spots_text(waits)))
     if not is_na(pipe.queue_depth):

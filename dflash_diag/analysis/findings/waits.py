@@ -19,11 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dflash_diag.analysis.findings._context import Context, bytes_rate, pct, speed_matters, threads_text
+from dflash_diag.analysis.findings._context import (
+    Context,
+    bytes_rate,
+    pct,
+    settings_text,
+    speed_matters,
+    threads_text,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.gil import native_gil_text, native_gil_wait
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.analysis.hotspots import library_text, reads_text
+from dflash_diag.analysis.hotspots import library_text
 from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
 from dflash_diag.analysis.waits import STARTING_UP
@@ -285,12 +292,12 @@ def _root_native(ctx: Context, graph: WaitGraph) -> str:
     rows = [row for stats in ctx.threads if stats.name in root.threads for row in ctx.stats_rows(stats)]
     # the library function the root's own hot line spends in (Python frames: no native profile needed)
     inside = library_text(rows).removeprefix(", most of it ")
-    if ctx.obs.native is None and not ctx.obs.env_reads:
+    settings = settings_text(ctx, rows)
+    if ctx.obs.native is None and not settings:
         return f"most of its time {inside}" if inside else ""
     tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
     native = native_text(ctx.obs.native, tids)
-    said = (f"; most of its time {inside}" if inside else "") + (f"; {native}" if native else "") + \
-        reads_text(ctx.obs.env_reads, rows)
+    said = (f"; most of its time {inside}" if inside else "") + (f"; {native}" if native else "") + settings
     gil = native_gil_wait(ctx, [t for t in ctx.sampled() if t.name in root.threads])
     if gil is not None:
         said += "; " + native_gil_text(ctx, *gil)
