@@ -75,6 +75,11 @@ _JOIN_WAITS = {"Thread.join", "Thread._wait_for_tstate_lock", "_wait_for_tstate_
 _CHILD_FILES = ("multiprocessing/pool.py", "multiprocessing/connection.py", "multiprocessing/popen_fork.py",
                 "multiprocessing/popen_spawn_posix.py", "multiprocessing/queues.py", "concurrent/futures/process.py",
                 "subprocess.py", "multiprocessing/managers.py")
+# A thread pool's futures: a thread parked in Future.result()/wait()/as_completed() waits for the pool's workers
+# (concurrent.futures runs every submitted call in a thread whose frames start in thread.py's _worker).
+_FUTURE_FILES = ("concurrent/futures/_base.py",)
+POOL_WORKER_FILE = "concurrent/futures/thread.py"
+POOL_FUTURES = "a thread pool's futures"
 _IO_FILES = ("socket.py", "selectors.py", "ssl.py", "asyncio/", "http/client.py", "urllib/", "requests/", "urllib3/")
 _TRAINING_FILES = ("torch/autograd/__init__.py", "torch/_tensor.py", "torch/optim/")
 _TRAINING_NAMES = ("backward", "step", "_single_tensor_adamw", "_multi_tensor_adamw", "adamw", "adam", "sgd")
@@ -95,7 +100,9 @@ def build(ctx: Sampled) -> WaitGraph:
     uses = _queue_uses(ctx, rows)
     nodes = [_node(ctx, name, rs, stats.get(name)) for name, rs in rows.items()
              if len(rs) >= MIN_SAMPLES and not name.startswith(_TOOL_THREADS)]
-    nodes = [_linked(n, nodes, uses) for n in nodes]
+    workers = frozenset(name for name, rs in rows.items()
+                        if any(POOL_WORKER_FILE in f.filename for r in rs[-1:] for f in r.thread.frames))
+    nodes = [_linked(n, nodes, uses, workers) for n in nodes]
     cpu = process_cpu_pct(ctx.obs)
     progress = _progress(ctx, nodes, cpu)
     note = "" if nodes else f"no thread has {MIN_SAMPLES} samples in the window"
@@ -187,6 +194,9 @@ def _idle_wait(ctx: Sampled, thread: ThreadSample, own: Sequence[Frame], site: s
     if any(marker in f.filename for f in library for marker in _CHILD_FILES):
         call = (ctx.line_text(own[0]) or "").strip() if own else ""
         return WAIT_CHILD, f"a child process (`{call[:80]}`)" if call else "a child process", site
+    # ... and a thread pool's futures park there too: what they wait for is the pool's worker threads.
+    if any(marker in f.filename for f in library for marker in _FUTURE_FILES):
+        return WAIT_CONDITION, POOL_FUTURES, site
     for frame in python:
         if not is_library_file(frame.filename):
             break
@@ -266,8 +276,10 @@ def _queue_uses(ctx: Sampled, rows: Mapping[str, list[_Row]]) -> dict[str, tuple
 
 
 def _linked(node: ThreadWaits, nodes: Sequence[ThreadWaits],
-            uses: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> ThreadWaits:
-    """Fill each edge's far end: producers of a queue it gets from, holders of a lock it wants, the GIL holder."""
+            uses: Mapping[str, tuple[frozenset[str], frozenset[str]]],
+            workers: frozenset[str] = frozenset()) -> ThreadWaits:
+    """Fill each edge's far end: producers of a queue it gets from, holders of a lock it wants, the GIL holder, the
+    worker threads of the thread pools whose futures it waits on (``workers``)."""
     others = [n for n in nodes if n.name != node.name]
     linked = []
     for edge in node.waits:
@@ -288,6 +300,8 @@ def _linked(node: ThreadWaits, nodes: Sequence[ThreadWaits],
                 to = tuple(n.name for n in others if any(h.rsplit(".", 1)[-1] == attr for h in n.holds))
         elif edge.kind == WAIT_GIL and edge.target:
             to = (edge.target,) if edge.target != node.name else ()
+        elif edge.kind == WAIT_CONDITION and edge.target == POOL_FUTURES:
+            to = tuple(n.name for n in others if n.name in workers)
         linked.append(WaitEdge(kind=edge.kind, target=edge.target, share=edge.share, site=edge.site, to_threads=to))
     return ThreadWaits(name=node.name, stage=node.stage, n_samples=node.n_samples,
                        computing_share=node.computing_share, hot=node.hot, waits=tuple(linked), cpu_pct=node.cpu_pct,
@@ -349,19 +363,24 @@ def _chain(ctx: Sampled, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_
         visited.update(n.name for n in group)
         edge = _group_wait(group)
         onward = [by_name[t] for t in edge.to_threads if t in by_name and t not in visited] if edge else []
-        if edge is None or (edge.kind in FOLLOWED and not onward and len(hops) > 0):
+        if edge is None or (_followed(edge) and not onward and len(hops) > 0):
             # It computes more than it waits, or it waits only on threads already on the path (a loader blocked
             # now and then on the full queue it feeds): the root.
             hops.append(ChainHop(threads=tuple(n.name for n in group), edge=None, hot=_group_hot(ctx, group, rows)))
             break
         hops.append(ChainHop(threads=tuple(n.name for n in group), edge=edge))
-        if edge.kind not in FOLLOWED:
+        if not _followed(edge):
             child = _children_hop(ctx) if edge.kind == WAIT_CHILD else None
             if child is not None:
                 hops.append(child)
             break
         group = onward
     return tuple(hops)
+
+
+def _followed(edge: WaitEdge) -> bool:
+    """A wait another thread of the process ends, whose threads are known: followed to them."""
+    return edge.kind in FOLLOWED or (edge.kind == WAIT_CONDITION and bool(edge.to_threads))
 
 
 def _children_hop(ctx: Sampled) -> ChainHop | None:

@@ -89,3 +89,25 @@ def test_a_gil_wait_under_a_fifth_of_the_samples_is_not_said() -> None:
     waits = gil_waits(s for s in kept if s.thread_name == "MainThread")
     assert waits.share < 0.2
     assert not [g for g in analyse(thin).findings if g.rule_id == "gil-contention"]
+
+
+def _recorded(name: str) -> list:
+    obs = load_observation(str(_RECORDED / name))
+    return [f for f in analyse(replace(obs, now_wall_s=obs.now_wall_s)).findings if f.rule_id == "gil-contention"]
+
+
+def test_a_thread_that_feeds_the_trainer_holding_the_gil_is_information() -> None:
+    # A queue's producer (the casebook's ticket featurizer, pure Python, a healthy program): the trainer waits for the
+    # GIL 39-51% of its samples while the producer holds it, the price of one interpreter for one pipeline.
+    (f,) = _recorded("settings10_tickets_fixed__outside.json.gz")
+    assert f.severity == Severity.INFO
+    assert "featurizer makes what MainThread consumes: the threads of one pipeline share the interpreter" in f.claim
+    # A thread pool's workers (the fraud program's featurizers, a healthy run): they run what the program submitted,
+    # for whoever collects the futures, even where the trainer keeps ahead of them and never waits on one.
+    assert all(f.severity < Severity.WARNING for f in _recorded("settings11_fraud_fixed__probes.json.gz"))
+
+
+def test_a_side_thread_holding_the_gil_is_still_a_warning() -> None:
+    # The casebook's telemetry thread recomputing percentiles: off the training path, its cost avoidable.
+    (f,) = _recorded("gil_hog_side_thread__outside.json.gz")
+    assert f.severity == Severity.WARNING and "telemetry" in f.claim

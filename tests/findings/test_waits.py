@@ -18,7 +18,10 @@ from typing import Any
 
 import pytest
 
+from dflash_diag.analysis import analyse as analyse_window
+from dflash_diag.analysis.waits import POOL_FUTURES
 from dflash_diag.cli import main
+from dflash_diag.snapshot.bundle import load_observation
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = REPO / "tests" / "fixtures" / "cpu" / "waits_child.py"
@@ -286,3 +289,15 @@ def test_the_causal_sets_come_from_the_declarations() -> None:
                                                                "cpu-pool-spin"})}
     assert causal.NOT_SLOWDOWNS == {s.id for s in REGISTRY.values() if not s.slows}
     assert "thread-died" in causal.EXPLAINS_HANG and "stalled" in causal.EXPLAINS_HANG["thread-died"]
+
+
+def test_a_wait_on_a_thread_pools_futures_is_followed_to_its_workers() -> None:
+    # The casebook's fraud program: the trainer collects its featurizers' futures (Future.result parks in threading's
+    # Condition.wait); the path goes on to the pool's worker threads, and the root says where their time goes.
+    recorded = Path(__file__).resolve().parents[1] / "casebook" / "observations"
+    obs = load_observation(str(recorded / "settings11_fraud__probes.json.gz"))
+    chain = analyse_window(obs).waits.chain
+    assert chain[0].threads == ("MainThread",) and chain[0].edge is not None
+    assert chain[0].edge.target == POOL_FUTURES and chain[0].edge.share >= 0.5
+    assert set(chain[1].threads) == {"featurizer-0_0", "featurizer-1_0"} and chain[1].edge is None
+    assert "JsonLinesExporter.export (telemetry.py:34)" in chain[1].hot

@@ -23,8 +23,10 @@ from dflash_diag.analysis.findings._context import (
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, library_text
 from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, thread_stacks
+from dflash_diag.analysis.waits import POOL_FUTURES, POOL_WORKER_FILE
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
+from dflash_diag.model.waits import WAIT_CONDITION, WAIT_QUEUE_GET
 
 # With N busy Python threads some waiting is normal; when the process as a whole spends a third of the
 # window with a thread waiting for the GIL, Python (not the GPU) paces the pipeline.
@@ -79,7 +81,8 @@ def check(ctx: Context) -> Iterator[Finding]:
     # Without stages, the threads that train (the wait-for graph's start: autograd's backward, an optimizer step)
     # want the GIL between every op they launch.
     training = set(ctx.waits.chain[0].threads) if ctx.waits.chain else set()
-    monopolies = [t for t in sampled if t.stage is Stage.OTHER and t.name not in training and (
+    feeders = _feeders(ctx, training)
+    monopolies = [t for t in sampled if t.stage is Stage.OTHER and t.name not in training | feeders and (
         lower_bound(t.gil_held_pct / 100.0, t.n_samples) >= MONOPOLY_SHARE or _burns_python(t))]
     wanting = [t for t in sampled if t.stage in PIPELINE_STAGES
                and t.shares.get(ThreadState.PYTHON, 0.0) + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= WANTS_PYTHON_SHARE]
@@ -143,6 +146,15 @@ def check(ctx: Context) -> Iterator[Finding]:
         claim = f"GIL contention: threads wait for the GIL {pct(worst)} of the time"
     stages = tuple(sorted({t.stage for t, _ in heavy_waiters} - {Stage.OTHER}))
     impact = worst
+    severity = Severity.WARNING
+    if hog is not None and monopoly is None and hog.name in feeders and \
+            any(t.name != hog.name for t, _ in heavy_waiters):
+        # The holder makes what the waiting threads consume (a queue's producer, a pool's worker): its Python is the
+        # pipeline's own work, and the threads share one interpreter by design. Said, with its share; a warning is
+        # for a thread off that path (its cost is avoidable) or for what makes the feeder's work slow (its rules).
+        severity = Severity.INFO
+        claim += (f"; {hog.name} makes what {waiting} {'consumes' if len(heavy_waiters) == 1 else 'consume'}: the "
+                  "threads of one pipeline share the interpreter")
     if hog is not None:
         compiling = hog.shares.get(ThreadState.COMPILE, 0.0)
         if compiling >= HOG_COMPILING_SHARE:
@@ -153,7 +165,7 @@ def check(ctx: Context) -> Iterator[Finding]:
             impact = worst * (1.0 - compiling)
     yield Finding(
         rule_id="gil-contention",
-        severity=Severity.WARNING,
+        severity=severity,
         claim=claim,
         evidence=tuple(evidence),
         remedy="Cut the Python work of the thread that holds the GIL (move side work such as metrics, logging or "
@@ -162,6 +174,23 @@ def check(ctx: Context) -> Iterator[Finding]:
         impact=impact,
         stages=stages,
     )
+
+
+def _feeders(ctx: Context, training: set[str]) -> set[str]:
+    """The threads whose work the training threads consume: those they wait on through a queue or a thread pool's
+    futures (the wait-for graph's edges), the producer stage's threads where the consumer stage trains, and a thread
+    pool's workers (they run what the program submitted to them, for whoever collects the futures: a trainer that
+    keeps ahead of its pool never waits on it in the window, so no edge shows it)."""
+    out: set[str] = {t.name for t in ctx.threads if t.n_samples > 0 and any(
+        POOL_WORKER_FILE in f.filename for thread, _ in ctx.stats_rows(t)[-1:] for f in thread.frames)}
+    for node in ctx.waits.threads:
+        if node.name in training or node.stage is Stage.DRAFTER:
+            for edge in node.waits:
+                if edge.kind == WAIT_QUEUE_GET or (edge.kind == WAIT_CONDITION and edge.target == POOL_FUTURES):
+                    out.update(edge.to_threads)
+    if any(t.stage is Stage.DRAFTER for t in ctx.threads):
+        out.update(t.name for t in ctx.threads if t.stage is Stage.TARGET)
+    return out - training
 
 
 def _hidden_wait(ctx: Context, sampled: list[ThreadStats],
