@@ -95,7 +95,7 @@ def describe(wait: OutsideWait) -> str:
         return f"a file lock on `{wait.target}` held by {peers}"
     if wait.kind == "pipe":
         side = "to" if wait.syscall in ("write", "writev") else "from"
-        return f"a pipe {side} {peers}"
+        return f"a pipe {side} {peers}" + _capacity_text(wait.pipe_capacity_bytes)
     if wait.kind == "socket":
         text = f"a {wait.target} connection from {peers}"
         if wait.peer_waits_back:
@@ -115,3 +115,19 @@ def peer_text(peer: PeerProcess) -> str:
         facts.append(f"in {peer.top_frame}")
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
     return f"process {peer.pid}{relation} `{what}`: {', '.join(facts)}"
+
+
+# Linux's pipe capacity unless a program sets another (F_SETPIPE_SZ; pipe(7)): 16 pages.
+DEFAULT_PIPE_CAPACITY_BYTES = 65536
+
+
+def _capacity_text(capacity: int | None) -> str:
+    """"; the pipe's capacity is 4 KiB, set below Linux's default 64 KiB (F_SETPIPE_SZ): ..." for a capacity set
+    away from the default; "" for the default or none read."""
+    if capacity is None or capacity <= 0 or capacity == DEFAULT_PIPE_CAPACITY_BYTES:
+        return ""
+    size = f"{capacity // 1024} KiB" if capacity >= 1024 else f"{capacity} bytes"
+    if capacity < DEFAULT_PIPE_CAPACITY_BYTES:
+        return (f"; the pipe's capacity is {size}, set below Linux's default 64 KiB (F_SETPIPE_SZ): its writer can "
+                "get only that far ahead of its reader, and what it sends crosses in pieces of that size")
+    return f"; the pipe's capacity is {size}, set above Linux's default 64 KiB (F_SETPIPE_SZ)"

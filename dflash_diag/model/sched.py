@@ -203,6 +203,8 @@ class OutsideWait:
     # A socket's other end is blocked reading the same connection at the same time: both sides wait for bytes in
     # flight (a small write held back until an acknowledgement the peer delays), not for each other's work.
     peer_waits_back: bool = False
+    # A pipe's capacity (F_GETPIPE_SZ): how far its writer can get ahead of its reader. None: not read.
+    pipe_capacity_bytes: int | None = None
 
 
 # --- the summary of a window (analysis.sched) --------------------------------------------------------------------

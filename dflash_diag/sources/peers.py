@@ -11,7 +11,9 @@ How each wait is found:
 - **a pipe**: a thread parked in ``read``/``write`` (``/proc/PID/task/TID/syscall`` gives the call and its first
   argument, the descriptor) on a ``pipe:[inode]``. The other end is any other process holding that inode open
   the other way (``fdinfo``'s flags): looked for among the process's relatives first (children, parent,
-  siblings), then the user's other processes, within a fixed budget of processes and time.
+  siblings), then the user's other processes, within a fixed budget of processes and time. Its capacity
+  (``F_GETPIPE_SZ``) is asked once per pipe, on a read-only, non-blocking descriptor of our own opened through
+  ``/proc/PID/fd/N`` and closed at once: nothing is read from the pipe or written to it.
 
 ``syscall`` needs the permission ptrace needs (the tool has it wherever py-spy works); without it a pipe's peer is
 not found and the wait stays what the stacks say it is (an I/O wait). Costs are bounded and measured by
@@ -20,6 +22,7 @@ not found and the wait stays what the stacks say it is (an I/O wait). Costs are 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 import time
@@ -55,6 +58,7 @@ _FD_CALLS: dict[str, dict[int, str]] = {
 _FD_CALL_NAMES = frozenset(name for table in _FD_CALLS.values() for name in table.values())
 _LOCK_CALLS = frozenset({"flock", "fcntl"})
 _WRITES = frozenset({"write", "writev"})
+_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)  # Linux's fcntl command (Python 3.10+ names it)
 
 
 def parse_syscall_fd(text: str, table: dict[int, str] | None = None) -> tuple[str, int] | None:
@@ -167,6 +171,7 @@ class PeerReader:
         self._cpu: dict[int, tuple[float, float]] = {}  # peer -> (its CPU seconds, when read)
         self._frames: dict[tuple[int, int], str] = {}  # (peer, start ticks) -> its top frame ("" when none)
         self._pipe_peers: dict[tuple[int, bool], tuple[int, ...]] = {}  # (inode, we read) -> peers found
+        self._pipe_capacity: dict[int, int | None] = {}  # inode -> its capacity, read once
 
     def __call__(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
         return self.read(threads)
@@ -272,8 +277,26 @@ class PeerReader:
         peers = self._pipe_peers[key]
         if not peers:
             return None
+        if inode not in self._pipe_capacity:
+            self._pipe_capacity[inode] = self._read_pipe_capacity(fd)
         return OutsideWait(tid=tid, kind="pipe", target=target, syscall=call,
-                           peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now)
+                           peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now,
+                           pipe_capacity_bytes=self._pipe_capacity[inode])
+
+    def _read_pipe_capacity(self, fd: int) -> int | None:
+        """The pipe's capacity (``F_GETPIPE_SZ``), through a read-only, non-blocking descriptor of our own opened on
+        the process's (``/proc/PID/fd/N`` opens the same pipe): nothing is read from it or written to it, and it is
+        closed at once. Once per pipe. None when it cannot be opened (another user's process) or asked."""
+        try:
+            ours = os.open(self.proc_root / str(self.pid) / "fd" / str(fd), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            return int(fcntl.fcntl(ours, _F_GETPIPE_SZ))
+        except OSError:
+            return None
+        finally:
+            os.close(ours)
 
     # --- TCP connections to a process on this machine ---------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,46 @@ def test_a_pipe_whose_writer_is_another_process() -> None:
     assert len(waits) == 1
     assert waits[0].kind == "pipe" and waits[0].syscall == "read" and waits[0].target.startswith("pipe:[")
     assert [p.pid for p in waits[0].peers] == [writer.pid]  # the writing end, not the reader itself
+    assert waits[0].pipe_capacity_bytes == 65536  # Linux's default, read from the reader's own descriptor
+
+
+@pytest.mark.slow
+def test_a_pipe_set_to_one_page_is_read_as_such_and_left_as_it_was() -> None:
+    # The program shrinks its stdin pipe to one page (F_SETPIPE_SZ), as subprocess's pipesize= does, then blocks
+    # reading it; the test process holds the writing end. After the reading the pipe still works: the page written
+    # then is read by the program, which says so.
+    shrink = ("import fcntl, sys\nfcntl.fcntl(0, fcntl.F_SETPIPE_SZ, 4096)\nprint('set', flush=True)\n"
+              "sys.stdin.buffer.read(4096)\nprint('got', flush=True)\n")
+    program = subprocess.Popen([sys.executable, "-c", shrink], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        assert program.stdout is not None and program.stdin is not None
+        assert program.stdout.readline().strip() == "set"
+        threads = _wait_blocked(program.pid)
+        waits = peers.PeerReader(program.pid, dumper=lambda pid: None).read(threads)
+        program.stdin.write("y" * 4096)
+        program.stdin.flush()
+        assert program.stdout.readline().strip() == "got"
+    finally:
+        program.kill()
+        program.wait()
+    assert len(waits) == 1 and waits[0].kind == "pipe"
+    assert waits[0].pipe_capacity_bytes == 4096
+
+
+def test_a_pipes_capacity_away_from_the_default_is_said() -> None:
+    from dflash_diag.analysis.peers import describe
+    from dflash_diag.model.sched import OutsideWait, PeerProcess
+
+    peer = PeerProcess(pid=7, comm="python", cmdline="python decoder.py", state="S", cpu_pct=45.0, top_frame="",
+                       relation="child")
+    small = OutsideWait(tid=1, kind="pipe", target="pipe:[9]", syscall="read", peers=(peer,), monotonic_s=0.0,
+                        pipe_capacity_bytes=4096)
+    assert describe(small).endswith("; the pipe's capacity is 4 KiB, set below Linux's default 64 KiB "
+                                    "(F_SETPIPE_SZ): its writer can get only that far ahead of its reader, and what "
+                                    "it sends crosses in pieces of that size")
+    default = replace(small, pipe_capacity_bytes=65536)
+    assert "capacity" not in describe(default) and "capacity" not in describe(replace(small, pipe_capacity_bytes=None))
 
 
 def test_nothing_blocked_reads_nothing() -> None:
