@@ -182,6 +182,8 @@ class LibrarySettings:
         self._program: set[str] = set()  # the program's own modules (not libraries)
         self._relative_of: dict[str, str | None] = {}  # a module file -> its path as imported
         self.modules_read = 0  # library modules parsed
+        self._modules_at_last_scan = -1
+        self._scan_complete = False  # the last scan reached the end of sys.modules
         self._watched: list[tuple[str, str, list[_Constant]]] = []  # (module name, file as imported, constants)
         self.parse_s = 0.0  # parsing time, over the run
 
@@ -198,26 +200,35 @@ class LibrarySettings:
         return found
 
     def scan(self) -> None:
-        """Parse the library modules loaded since the last call, within this publish's budget: first those whose
-        code a thread runs right now (attached late, the library a slow thread is in is read at the first
-        publish), then the rest in import order."""
+        """Read the library modules loaded since the last call, within this publish's budget: first those the
+        program's own modules import from, then those whose code a thread runs right now, then the rest in import
+        order. Once all are read, a publish costs a length check until something new is imported."""
+        if len(sys.modules) == self._modules_at_last_scan and self._scan_complete:
+            return  # nothing imported since every module was read: a publish costs one length check
         start = time.perf_counter()
         modules = list(sys.modules.items())
+        self._modules_at_last_scan = len(modules)
+        self._scan_complete = False
         used = self._used_by_program(modules)
         running = _running_files()
         ordered = sorted(modules, key=lambda nm: (nm[0] not in used, getattr(nm[1], "__file__", None) not in running))
         read_before = self.modules_read
+        importing = False
         for name, module in ordered:
             if (self.modules_read > read_before and time.perf_counter() - start > self.config.budget_s) or \
                     self.modules_read >= self.config.max_modules:
                 break
             if name in self._seen:
                 continue
-            if name.partition(".")[0] in _SKIPPED_TOP or getattr(getattr(module, "__spec__", None),
-                                                                  "_initializing", False):
+            if name.partition(".")[0] in _SKIPPED_TOP:
+                continue
+            if getattr(getattr(module, "__spec__", None), "_initializing", False):
+                importing = True  # half-executed: read at a later publish
                 continue
             self._seen.add(name)
             self._watch(name, module)
+        else:
+            self._scan_complete = not importing and self.modules_read < self.config.max_modules
         self.parse_s += time.perf_counter() - start
 
     def _used_by_program(self, modules: list[tuple[str, Any]], max_names: int = 2000) -> set[str]:

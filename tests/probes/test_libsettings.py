@@ -116,3 +116,21 @@ def test_the_settings_probe_publishes_the_rows(fakelib) -> None:
     assert ["fakelib_ls/__init__.py", "Pool.DEFAULT_LOAD_FACTOR", "32", "1000"] in payload[K.LIBRARY_CHANGES]
     assert payload[K.LIBRARY_MODULES_READ] >= 1 and payload[K.LIBRARY_PARSE_MS] >= 0.0
     json.dumps(payload)
+
+
+def test_once_every_module_is_read_a_publish_reads_nothing_until_an_import(fakelib, tmp_path: Path) -> None:
+    reader = LibrarySettings(Config(budget_s=30.0))
+    reader.scan()
+    read, spent_s = reader.modules_read, reader.parse_s
+    assert read > 0 and reader._scan_complete
+    reader.scan()
+    assert reader.modules_read == read and reader.parse_s == spent_s  # nothing new: nothing done, not even timed
+    site = Path(fakelib.__file__).parents[1]
+    (site / "fakelib_ls_late.py").write_text("LATE_LIMIT = 3\n")
+    late = importlib.import_module("fakelib_ls_late")
+    try:
+        late.LATE_LIMIT = 4
+        reader.scan()
+        assert ["fakelib_ls_late.py", "LATE_LIMIT", "4", "3"] in reader.changed()
+    finally:
+        sys.modules.pop("fakelib_ls_late", None)
