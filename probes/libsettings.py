@@ -27,6 +27,8 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_contract.redact import is_secret_name
+
 _CONSTANT_NAME = re.compile(r"_?[A-Z][A-Z0-9_]*")
 _SIMPLE = (int, float, str, bytes, bool, type(None))
 _VALUE_CHARS = 40
@@ -167,7 +169,19 @@ def _class_space(owner: Any) -> Any:
     return owner.__dict__
 
 
-def shown(value: Any) -> str:
+# A string constant is shown only as a short word or number (a path, a URL, a key would say more than a setting's
+# value should in a report a user may share).
+_SHOWN_TEXT = re.compile(r"[A-Za-z0-9_.:+-]{1,32}")
+
+
+def shown(value: Any, name: str = "") -> str:
+    """The value as a report shows it: a number, a bool, None or a short word; ``<set>`` for other text and for
+    any value of a name that may hold a secret (``API_TOKEN``); a type name for anything else."""
+    if name and is_secret_name(name):
+        return "<set>"
+    if isinstance(value, (str, bytes)):
+        text = value if isinstance(value, str) else value.decode("ascii", "replace")
+        return repr(value) if _SHOWN_TEXT.fullmatch(text) else "<set>"
     text = repr(value) if isinstance(value, _SIMPLE) else f"<{type(value).__name__}>"
     return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
 
@@ -286,7 +300,8 @@ class LibrarySettings:
                     continue
                 if c.value is None and not isinstance(now, _SIMPLE):
                     continue  # a placeholder filled in at run time (a lazily made object), not a setting
-                out.append([relative, f"{c.owner}.{c.name}" if c.owner else c.name, shown(now), shown(c.value)])
+                out.append([relative, f"{c.owner}.{c.name}" if c.owner else c.name, shown(now, c.name),
+                            shown(c.value, c.name)])
                 if len(out) >= self.config.max_changes:
                     return out
         return out

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dflash_contract.board import SettingsKeys as K
-from probes.libsettings import Config, LibrarySettings, constants_of
+from probes.libsettings import Config, LibrarySettings, constants_of, shown
 from probes.settings import Config as SettingsConfig
 from probes.settings import SettingsProbe
 
@@ -134,3 +134,15 @@ def test_once_every_module_is_read_a_publish_reads_nothing_until_an_import(fakel
         assert ["fakelib_ls_late.py", "LATE_LIMIT", "4", "3"] in reader.changed()
     finally:
         sys.modules.pop("fakelib_ls_late", None)
+
+
+def test_a_secret_or_a_path_set_into_a_library_constant_is_never_shown(fakelib) -> None:
+    reader = LibrarySettings(Config(budget_s=0.5))
+    reader.scan()
+    fakelib.DEFAULT_MODE = "/home/alice/private/run.cfg"  # a path: more than a setting's value should say
+    fakelib.Pool.DEFAULT_LOAD_FACTOR = 16
+    rows = {r[1]: r for r in reader.changed()}
+    assert rows["DEFAULT_MODE"][2] == "<set>" and "alice" not in str(rows)
+    assert rows["Pool.DEFAULT_LOAD_FACTOR"][2] == "16"
+    assert shown("sk-live-abc", "API_TOKEN") == "<set>" and shown(16, "SESSION_KEY") == "<set>"
+    assert shown("fast", "MODE") == "'fast'" and shown(None) == "None"
