@@ -246,15 +246,18 @@ def _last_sample(obs: Observation) -> StackSample | None:
     return obs.stacks[-1] if obs.stacks else None
 
 
-def _trace_json(a: Analysis) -> str:
-    """The sampling window as a Perfetto / chrome://tracing timeline (the same file `dflash-diag record` writes)."""
+def _trace_json(a: Analysis, secrets: frozenset[str]) -> str:
+    """The sampling window as a Perfetto / chrome://tracing timeline (the same file `dflash-diag record` writes),
+    its strings through the bundle's scrubber: a finding's claim can quote another process's command line (a pipe's
+    writer, a rank), whose argv redaction keeps a secret passed under a harmless flag (`--mirror TOKEN` beside
+    `--api-token TOKEN`); the values known to be secret are hidden here as in every other file."""
     from dflash_diag.export.trace import chrome_trace
 
     try:
         doc = chrome_trace(a.observation, a.threads, a.findings, tool_version=__version__)
     except Exception as exc:  # a broken timeline must not lose the rest of the report
         doc = {"traceEvents": [], "otherData": {"generator": "dflash-diag", "error": f"{type(exc).__name__}: {exc}"}}
-    return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
+    return json.dumps(scrub_tree(doc, secrets), allow_nan=False, separators=(",", ":")) + "\n"
 
 
 def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]:
@@ -273,6 +276,6 @@ def build_files(g: Gathered, a: Analysis, now_wall_s: float) -> dict[str, bytes]
         "nvml.json": json.dumps(gpus, indent=1) + "\n",
         "timeline.svg": timeline_svg(_redacted_names(a.threads, secrets), title=f"dflash-diag snapshot of PID {g.pid}",
                                      window_s=a.observation.window_s),
-        "trace.json": _trace_json(a),
+        "trace.json": _trace_json(a, secrets),
     }
     return {name: text.encode("utf-8") for name, text in files.items()}

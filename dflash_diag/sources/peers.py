@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dflash_contract import proc as contract_proc
-from dflash_contract.redact import redact_argv
+from dflash_contract.redact import redact_argv, scrub_text, secret_values
 from dflash_diag.model import ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import OutsideWait, PeerProcess
@@ -447,7 +447,10 @@ class PeerReader:
         comm = printable(self.redact(stat.comm)) if stat is not None else "?"
         raw = _read(base / "cmdline", 65536) or ""
         argv = [a for a in raw.split("\0") if a]
-        cmdline = printable(self.redact(" ".join(redact_argv(argv))))[:CMDLINE_CHARS]
+        # A secret its argv passes under a secret-like option is hidden wherever else the same argv repeats it
+        # (`--api-token T --mirror T`): argv redaction alone keeps the second.
+        cmdline = printable(self.redact(scrub_text(" ".join(redact_argv(argv)), secret_values(argv=argv))))
+        cmdline = cmdline[:CMDLINE_CHARS]
         cpu_pct = None
         if stat is not None:
             cpu_s = (stat.utime_ticks + stat.stime_ticks) / _CLK_TCK

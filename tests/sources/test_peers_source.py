@@ -249,3 +249,18 @@ def test_a_tcp_connection_whose_other_end_is_a_process_here_that_waits_too() -> 
     from dflash_diag.analysis.peers import describe
     assert describe(wait).startswith(f"a TCP 127.0.0.1:{port} connection from process {server.pid}")
     assert "which waits reading the same connection: both ends wait for bytes in flight" in describe(wait)
+
+
+def test_a_peers_command_line_hides_a_secret_it_repeats_under_a_harmless_option() -> None:
+    # The rank a launcher waits on was started with `--api-token T --mirror T`: the option's redaction hides the
+    # first, the value known to be secret hides the second (it reached a bundle's trace.json through a finding).
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--api-token",
+                              "peerTok0123456789", "--mirror", "peerTok0123456789"])
+    try:
+        time.sleep(0.2)
+        peer = peers.PeerReader(child.pid)._peer(child.pid, time.monotonic())
+    finally:
+        child.kill()
+        child.wait()
+    assert "peerTok0123456789" not in peer.cmdline
+    assert "--api-token <redacted>" in peer.cmdline and "--mirror <redacted>" in peer.cmdline
