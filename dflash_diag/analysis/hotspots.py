@@ -146,18 +146,30 @@ def library_call(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[str,
     return (function, where, count / total) if count / total >= LIBRARY_SHARE else None
 
 
-def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
-    """", most of it inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``;
-    else ", most of it inside SystemRandom.random (random.py, 55% of its samples)" when one library function does."""
+def library_place(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+    """"inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``; else "inside
+    SystemRandom.random (random.py, 55% of its samples)" when one library function does; else ""."""
     rows = list(rows)
     dirs = [(d, share) for d, share in library_dirs(rows, n=1) if share >= LIBRARY_SHARE]
     if dirs:
-        return f", most of it inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of its samples)"
+        return f"inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of its samples)"
     call = library_call(rows)
-    return f", most of it inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of its samples)" if call else ""
+    return f"inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of its samples)" if call else ""
+
+
+def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+    """", most of it inside sympy/core (70% of its samples)", after a hot spot: :func:`library_place`, or ""."""
+    place = library_place(rows)
+    return f", most of it {place}" if place else ""
 
 
 READ_DIR_SHARE = 0.1  # an installed directory whose settings read are said: this share of the samples run in it
+
+
+def _busy_dirs(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> set[str]:
+    """The installed directories the rows' samples run in, each in ``READ_DIR_SHARE`` of them or more: where a
+    setting that code reads is said."""
+    return {d for d, share in library_dirs(rows, n=3) if share >= READ_DIR_SHARE}
 
 
 def reads_text(reads: Sequence[EnvRead], rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
@@ -165,7 +177,7 @@ def reads_text(reads: Sequence[EnvRead], rows: Iterable[tuple[ThreadSample, Thre
     variables named by the installed code the rows' samples run in (``Observation.env_reads``), or ""."""
     if not reads:
         return ""
-    dirs = {d for d, share in library_dirs(rows, n=3) if share >= READ_DIR_SHARE}
+    dirs = _busy_dirs(rows)
     said = [f"{r.reader} there reads {r.name}={r.value}" for r in reads if r.reader.rsplit("/", 1)[0] in dirs]
     return f"; {', '.join(said[:3])} from the environment" if said else ""
 
@@ -178,7 +190,7 @@ def changes_text(changes: Sequence[SettingReading], rows: Iterable[tuple[ThreadS
     if not changes:
         return ""
     rows = list(rows)
-    dirs = {d for d, share in library_dirs(rows, n=3) if share >= READ_DIR_SHARE}
+    dirs = _busy_dirs(rows)
     call = library_call(rows)
     said = [f"{c.name} is {c.value} at run time ({c.default} in {c.detail})" for c in changes
             if c.detail.rsplit("/", 1)[0] in dirs or (call is not None and c.detail == call[1])]

@@ -78,7 +78,7 @@ _CHILD_FILES = ("multiprocessing/pool.py", "multiprocessing/connection.py", "mul
 # A thread pool's futures: a thread parked in Future.result()/wait()/as_completed() waits for the pool's workers
 # (concurrent.futures runs every submitted call in a thread whose frames start in thread.py's _worker).
 _FUTURE_FILES = ("concurrent/futures/_base.py",)
-POOL_WORKER_FILE = "concurrent/futures/thread.py"
+_POOL_WORKER_FILE = "concurrent/futures/thread.py"
 POOL_FUTURES = "a thread pool's futures"
 _IO_FILES = ("socket.py", "selectors.py", "ssl.py", "asyncio/", "http/client.py", "urllib/", "requests/", "urllib3/")
 _TRAINING_FILES = ("torch/autograd/__init__.py", "torch/_tensor.py", "torch/optim/")
@@ -100,8 +100,7 @@ def build(ctx: Sampled) -> WaitGraph:
     uses = _queue_uses(ctx, rows)
     nodes = [_node(ctx, name, rs, stats.get(name)) for name, rs in rows.items()
              if len(rs) >= MIN_SAMPLES and not name.startswith(_TOOL_THREADS)]
-    workers = frozenset(name for name, rs in rows.items()
-                        if any(POOL_WORKER_FILE in f.filename for r in rs[-1:] for f in r.thread.frames))
+    workers = frozenset(name for name, rs in rows.items() if is_pool_worker(rs[-1].thread))
     nodes = [_linked(n, nodes, uses, workers) for n in nodes]
     cpu = process_cpu_pct(ctx.obs)
     progress = _progress(ctx, nodes, cpu)
@@ -376,6 +375,11 @@ def _chain(ctx: Sampled, nodes: Sequence[ThreadWaits], rows: Mapping[str, list[_
             break
         group = onward
     return tuple(hops)
+
+
+def is_pool_worker(thread: ThreadSample) -> bool:
+    """A thread pool's worker: its frames start in ``concurrent/futures/thread.py``'s ``_worker``."""
+    return any(_POOL_WORKER_FILE in f.filename for f in thread.frames)
 
 
 def _followed(edge: WaitEdge) -> bool:

@@ -47,8 +47,13 @@ def is_library_file(filename: str) -> bool:
     parts = filename.split("/")
     if len(parts) >= 2 and parts[-2] == "probes" and parts[-1] in _PROBE_FILES:
         return True
-    return any(_PYLIB.fullmatch(p) is not None and i > 0 and parts[i - 1] in ("lib", "lib64")
-               for i, p in enumerate(parts))
+    return _stdlib_at(parts) is not None
+
+
+def _stdlib_at(parts: list[str]) -> int | None:
+    """The index of the standard library's directory (``.../lib/python3.11``) in a path's parts, or None."""
+    return next((i for i, p in enumerate(parts)
+                 if i > 0 and _PYLIB.fullmatch(p) is not None and parts[i - 1] in ("lib", "lib64")), None)
 
 _INSTALLED = ("/site-packages/", "/dist-packages/")
 
@@ -69,10 +74,8 @@ def library_relative(filename: str) -> str | None:
     if rel is not None:
         return rel
     parts = filename.split("/")
-    for i in range(len(parts) - 2, 0, -1):
-        if _PYLIB.fullmatch(parts[i]) is not None and parts[i - 1] in ("lib", "lib64"):
-            return "/".join(parts[i + 1:])
-    return None
+    at = _stdlib_at(parts)
+    return "/".join(parts[at + 1:]) if at is not None and at < len(parts) - 1 else None
 
 
 def installed_dir(filename: str) -> str | None:

@@ -34,6 +34,7 @@ from dflash_diag.model import (
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.job import JobObservation, RankSummary
 from dflash_diag.model.kernels import KernelSummary
+from dflash_diag.model.sched import SettingReading
 from dflash_diag.model.stacks import Frame, ThreadSample
 from dflash_diag.model.waits import WaitGraph
 
@@ -64,6 +65,11 @@ class Context(Sampled):
         if isinstance(graph, NA):
             raise ValueError(f"no wait-for graph: {graph.reason}")
         return graph
+
+    @cached_property
+    def library_changes(self) -> tuple[SettingReading, ...]:
+        """The library constants the program changed at run time (the settings probe), read once per analysis."""
+        return library_changes(non_default(self.obs))
 
     @cached_property
     def stderr(self) -> StderrFacts:
@@ -393,4 +399,4 @@ def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]
     """The settings the code the rows run in reads: the environment variables its installed modules name
     (``Observation.env_reads``) and the library constants the program changed (the settings probe), each said only
     where that code runs; "" when none."""
-    return reads_text(ctx.obs.env_reads, rows) + changes_text(library_changes(non_default(ctx.obs)), rows)
+    return reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows)

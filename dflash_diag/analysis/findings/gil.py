@@ -23,7 +23,7 @@ from dflash_diag.analysis.findings._context import (
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, library_text
 from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, thread_stacks
-from dflash_diag.analysis.waits import POOL_FUTURES, POOL_WORKER_FILE
+from dflash_diag.analysis.waits import POOL_FUTURES, is_pool_worker
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.waits import WAIT_CONDITION, WAIT_QUEUE_GET
@@ -182,7 +182,7 @@ def _feeders(ctx: Context, training: set[str]) -> set[str]:
     pool's workers (they run what the program submitted to them, for whoever collects the futures: a trainer that
     keeps ahead of its pool never waits on it in the window, so no edge shows it)."""
     out: set[str] = {t.name for t in ctx.threads if t.n_samples > 0 and any(
-        POOL_WORKER_FILE in f.filename for thread, _ in ctx.stats_rows(t)[-1:] for f in thread.frames)}
+        is_pool_worker(thread) for thread, _ in ctx.stats_rows(t)[-1:])}
     for node in ctx.waits.threads:
         if node.name in training or node.stage is Stage.DRAFTER:
             for edge in node.waits:

@@ -30,7 +30,7 @@ from dflash_diag.analysis.findings._context import (
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.gil import native_gil_text, native_gil_wait
 from dflash_diag.analysis.findings.hang import hung_on_queue
-from dflash_diag.analysis.hotspots import library_text
+from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
 from dflash_diag.analysis.waits import STARTING_UP
@@ -291,7 +291,7 @@ def _root_native(ctx: Context, graph: WaitGraph) -> str:
         return ""
     rows = [row for stats in ctx.threads if stats.name in root.threads for row in ctx.stats_rows(stats)]
     # the library function the root's own hot line spends in (Python frames: no native profile needed)
-    inside = library_text(rows).removeprefix(", most of it ")
+    inside = library_place(rows)
     settings = settings_text(ctx, rows)
     if ctx.obs.native is None and not settings:
         return f"most of its time {inside}" if inside else ""
