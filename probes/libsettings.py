@@ -3,14 +3,14 @@ the one its source file assigns (``SortedList.DEFAULT_LOAD_FACTOR = 16`` where s
 ``regex.DEFAULT_VERSION`` set to ``VERSION1``).
 
 A library's tunables are often plain module or class attributes, named in capitals, that a program may assign at
-start-up; nothing in a stack shows them, and they are not in the environment. This reader parses the source of each
-loaded library module once (the standard library's and the installed packages'; not torch's, whose flags the
+start-up; nothing in a stack shows them, and they are not in the environment. This reader reads the source of each
+loaded library module once, line by line (the standard library's and the installed packages'; not torch's, whose flags the
 settings probe reads by name, and not the program's own), keeps the constants its top level and its classes assign
 exactly once (``NAME = 1000``, ``NAME = OTHER_NAME`` of the same module), and compares them with the live values
 at every publish: a dictionary lookup each, with no attribute access that could run the program's code.
 
-Bounded: at most ``max_modules`` modules parsed, each at most ``max_source_bytes``, and no more than
-``budget_s`` of parsing per publish (the rest waits for the next one); at most ``max_changes`` rows reported.
+Bounded: at most ``max_modules`` modules read, each at most ``max_source_bytes``, and no more than
+``budget_s`` of reading per publish (the rest waits for the next one); at most ``max_changes`` rows reported.
 Never raises: a module that cannot be read is skipped.
 """
 
@@ -29,7 +29,6 @@ from typing import Any
 
 from dflash_contract.redact import is_secret_name
 
-_CONSTANT_NAME = re.compile(r"_?[A-Z][A-Z0-9_]*")
 _SIMPLE = (int, float, str, bytes, bool, type(None))
 _VALUE_CHARS = 40
 # the framework's own (the settings probe reads its flags by name) and the tool's
@@ -41,8 +40,8 @@ _MISSING = object()
 @dataclass(frozen=True, kw_only=True)
 class Config:
     max_modules: int = 4000  # library modules read over the whole run
-    max_source_bytes: int = 200_000  # a larger source file is skipped (one parse must fit the budget)
-    budget_s: float = 0.01  # parsing per publish (the GIL is held meanwhile); the rest waits for the next
+    max_source_bytes: int = 200_000  # a larger source file is skipped (one file's reading must fit the budget)
+    budget_s: float = 0.01  # reading per publish (the GIL is held meanwhile); the rest waits for the next
     max_changes: int = 16  # rows reported
 
 
@@ -187,7 +186,7 @@ def shown(value: Any, name: str = "") -> str:
 
 
 class LibrarySettings:
-    """The constants of the loaded library modules, parsed once each, compared with their live values."""
+    """The constants of the loaded library modules, read once each, compared with their live values."""
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
@@ -195,11 +194,11 @@ class LibrarySettings:
         self._seen: set[str] = set()
         self._program: set[str] = set()  # the program's own modules (not libraries)
         self._relative_of: dict[str, str | None] = {}  # a module file -> its path as imported
-        self.modules_read = 0  # library modules parsed
+        self.modules_read = 0  # library modules read
         self._modules_at_last_scan = -1
         self._scan_complete = False  # the last scan reached the end of sys.modules
         self._watched: list[tuple[str, str, list[_Constant]]] = []  # (module name, file as imported, constants)
-        self.parse_s = 0.0  # parsing time, over the run
+        self.read_s = 0.0  # reading time, over the run
 
     def _relative(self, filename: str) -> str | None:
         if filename in self._relative_of:
@@ -243,7 +242,7 @@ class LibrarySettings:
             self._watch(name, module)
         else:
             self._scan_complete = not importing and self.modules_read < self.config.max_modules
-        self.parse_s += time.perf_counter() - start
+        self.read_s += time.perf_counter() - start
 
     def _used_by_program(self, modules: list[tuple[str, Any]], max_names: int = 2000) -> set[str]:
         """The library modules the program's own modules hold in their namespaces (a module imported, a class or a

@@ -232,7 +232,7 @@ class SettingsProbe:
             self._library.scan()
             out[SettingsKeys.LIBRARY_CHANGES] = self._library.changed()
             out[SettingsKeys.LIBRARY_MODULES_READ] = self._library.modules_read
-            out[SettingsKeys.LIBRARY_PARSE_MS] = round(1e3 * self._library.parse_s, 1)
+            out[SettingsKeys.LIBRARY_PARSE_MS] = round(1e3 * self._library.read_s, 1)
         except Exception as exc:  # a module's namespace changing under the read: never the program's problem
             self._guard.failed(exc)
         with self._lock:

@@ -454,7 +454,7 @@ class SettingsKeys:
     # library constants whose live value differs from their source's: [[file, "Owner.NAME", now, in the source]]
     LIBRARY_CHANGES: Final = "library_changes"
     LIBRARY_MODULES_READ: Final = "library_modules_read"  # library modules parsed so far
-    LIBRARY_PARSE_MS: Final = "library_parse_ms"  # the parsing's time so far (the board thread's, GIL held)
+    LIBRARY_PARSE_MS: Final = "library_parse_ms"  # the reading's time so far (the board thread's, GIL held)
     CALL: Final = "call_name"  # "torch.set_num_threads"
     ARG: Final = "arg"  # its argument, as text
     CALLERS: Final = "callers"  # the threads that made it

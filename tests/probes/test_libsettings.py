@@ -123,10 +123,10 @@ def test_the_settings_probe_publishes_the_rows(fakelib) -> None:
 def test_once_every_module_is_read_a_publish_reads_nothing_until_an_import(fakelib, tmp_path: Path) -> None:
     reader = LibrarySettings(Config(budget_s=30.0))
     reader.scan()
-    read, spent_s = reader.modules_read, reader.parse_s
+    read, spent_s = reader.modules_read, reader.read_s
     assert read > 0 and reader._scan_complete
     reader.scan()
-    assert reader.modules_read == read and reader.parse_s == spent_s  # nothing new: nothing done, not even timed
+    assert reader.modules_read == read and reader.read_s == spent_s  # nothing new: nothing done, not even timed
     site = Path(fakelib.__file__).parents[1]
     (site / "fakelib_ls_late.py").write_text("LATE_LIMIT = 3\n")
     late = importlib.import_module("fakelib_ls_late")
