@@ -14,8 +14,11 @@ from dflash_diag.model.sched import OutsideWait, PeerProcess
 # A reading of the thread's wait within this long of a stack sample describes that sample (the readings come with
 # every /proc sweep, twice a second; the stacks up to 20 times).
 MATCH_S = 0.35
-# The stack sample that shows where a reading's blocking call was made: the thread's nearest, this close.
-SITE_MATCH_S = 0.1
+# The stack sample that shows where a reading's blocking call was made: the thread's nearest off-CPU one, this close.
+# The stacks' clock is py-spy's output read as it comes: on a loaded box it runs a tenth of a second or more behind
+# the sweeps', so one reading alone may land nearer another line's off-CPU sample; the line most readings of the same
+# wait land on is the wait's (``wait_sites``).
+SITE_MATCH_S = MATCH_S
 _STATES = {"R": "running", "S": "sleeping", "D": "in the kernel (D)", "T": "stopped", "t": "traced", "Z": "a zombie"}
 
 
@@ -41,23 +44,35 @@ def _nearest(obs: Observation, tid: int, t_s: float) -> OutsideWait | None:
 
 def wait_sites(obs: Observation) -> dict[SiteKey, OutsideWait]:
     """The lines where a thread was seen blocked on another process: for each /proc reading of the wait, the
-    thread's off-CPU stack sample nearest to it, within SITE_MATCH_S (a sample further off may already be in the
-    next step's compute). The sweeps read twice a second, the stacks up to 20 times: every other off-CPU sample of
-    the same thread at the same line is the same blocking call between two sweeps (a line makes one C call)."""
+    thread's off-CPU stack sample nearest to it, within SITE_MATCH_S; of one wait's readings (its thread, kind and
+    target), the line most of them land on, and any other line two of them do. The sweeps read twice a second, the
+    stacks up to 20 times: every other off-CPU sample of the same thread at the same line is the same blocking call
+    between two sweeps (a line makes one C call)."""
     off_cpu: dict[int, list[tuple[float, SiteKey]]] = {}
     for sample in obs.stacks if obs.outside_waits else ():
         for thread in sample.threads:
             key = None if thread.active or thread.owns_gil else _site_key(thread)
             if key is not None:
                 off_cpu.setdefault(key[0], []).append((sample.monotonic_s, key))
-    out: dict[SiteKey, OutsideWait] = {}
+    # one wait -> its readings' lines: (key, distance in seconds, the reading)
+    votes: dict[tuple[int, str, str], list[tuple[SiteKey, float, OutsideWait]]] = {}
     for wait in obs.outside_waits:
         seen = off_cpu.get(wait.tid)
         if not wait.peers or not seen:
             continue
         t_s, key = min(seen, key=lambda s: abs(s[0] - wait.monotonic_s))
         if abs(t_s - wait.monotonic_s) <= SITE_MATCH_S:
-            out[key] = wait
+            votes.setdefault((wait.tid, wait.kind, wait.target), []).append((key, abs(t_s - wait.monotonic_s), wait))
+    out: dict[SiteKey, OutsideWait] = {}
+    for readings in votes.values():
+        count: dict[SiteKey, int] = {}
+        for key, _, _ in readings:
+            count[key] = count.get(key, 0) + 1
+        best = max(count.values())
+        for key, _, wait in sorted(readings, key=lambda r: r[1]):
+            # a second line of the same wait (a header read, then the body) stands where two readings saw it
+            if key not in out and (count[key] == best or count[key] >= 2):
+                out[key] = wait
     return out
 
 

@@ -61,3 +61,35 @@ def test_a_twin_that_holds_the_lock_only_to_copy_is_not_warned() -> None:
     for mode in ("outside", "probes", "attach"):
         report = analyse(_obs(f"settings2_metrics_fixed__{mode}"))
         assert not [f for f in report.findings if f.rule_id == "process-wait" and f.severity.name != "INFO"], mode
+
+
+def test_a_wait_is_placed_at_the_line_most_of_its_readings_land_on_when_the_stacks_clock_lags() -> None:
+    """settings11_seismic under `run`: the trainer reads a one-page pipe from its decoder child. The window read the
+    wait three times, and the stacks' clock ran about 0.1 s behind the sweeps': no reading has an off-CPU sample at
+    its line within 0.1 s, two have one within 0.35 s. The line is found, and the path says the wait with the
+    pipe's capacity."""
+    obs = _obs("settings11_seismic__probes")
+    sites = wait_sites(obs)
+    assert [(path.rsplit("/", 1)[-1], line) for _, path, line in sites] == [("train.py", 55)]  # read_batch's readinto
+    report = analyse(obs)
+    where = next(f for f in report.findings if f.rule_id == "where-time-goes")
+    assert "MainThread blocked " in where.claim and "at read_batch (train.py:55) on a pipe from process" in where.claim
+    assert "the pipe's capacity is 4 KiB" in where.claim
+    assert report.headline is not None and "the pipe's capacity is 4 KiB" in report.headline.text
+
+
+def test_a_line_one_reading_alone_lands_on_is_not_the_wait_where_most_land_elsewhere() -> None:
+    """Moving the one off-CPU sample nearest to one reading to another line leaves the wait at the line the others
+    land on: a single reading does not place the wait (the run from outside read it four times)."""
+    obs = _obs("settings11_seismic__outside")
+    tid = obs.outside_waits[0].tid
+    first = obs.outside_waits[0].monotonic_s
+    off = [(i, s) for i, s in enumerate(obs.stacks) for t in s.threads
+           if t.os_thread_id == tid and not t.active and not t.owns_gil]
+    i, nearest = min(off, key=lambda p: abs(p[1].monotonic_s - first))
+    moved = replace(nearest, threads=tuple(
+        replace(t, frames=tuple(replace(f, line=f.line + 1000) for f in t.frames)) if t.os_thread_id == tid else t
+        for t in nearest.threads))
+    stacks = obs.stacks[:i] + (moved,) + obs.stacks[i + 1:]
+    sites = wait_sites(replace(obs, stacks=stacks))
+    assert {line for _, _, line in sites} == {55}

@@ -270,17 +270,37 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
     only when nothing else does, and no cause is linked to it), with how the OS ran its threads."""
     split = _os_split(ctx, graph)
     below = _root_native(ctx, graph)
+    elsewhere = _root_process_waits(graph)
     return Finding(
         rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0,
         # it states the path, not what other rules found: it stands beside a health finding (a correctness verdict)
         # or a cause of a stage verdict in the same report, and leads only when nothing else does
         claim=f"where the time goes: {graph.chain_text()}" + (f"; {below}" if below else "")
-              + (f"; {split}" if split else ""),
+              + (f"; {elsewhere}" if elsewhere else "") + (f"; {split}" if split else ""),
         evidence=(("path (root last)", graph.chain_text()),) + ((("below its Python (py-spy --native, environ)", below),)
                                                                if below else ())
+                 + ((("waits on another process", elsewhere),) if elsewhere else ())
                  + ((("the OS's view (/proc)", split),) if split else ()),
         remedy="If this is slower than expected, the root's functions above are where to look: `dflash-diag top PID` "
                "shows them live, `dflash-diag record PID` as a timeline.")
+
+
+def _root_process_waits(graph: WaitGraph) -> str:
+    """The root's threads' waits on another process (a pipe it drains, a file lock), where they take
+    PROCESS_NOTE_SHARE of a thread's samples or more: the path's time at that line is that process's, and what
+    ``process-wait`` says of it belongs in the path's own account, or ""."""
+    root = graph.root
+    if root is None:
+        return ""
+    said = []
+    for n in graph.threads:
+        if n.name not in root.threads:
+            continue
+        for e in n.waits:
+            if e.kind == WAIT_PROCESS and e.share >= PROCESS_NOTE_SHARE:
+                where = f" at {e.site}" if e.site else ""
+                said.append(f"{n.name} blocked {pct(e.share)} of its samples{where} on {e.target}")
+    return "; ".join(said[:2])
 
 
 def _root_native(ctx: Context, graph: WaitGraph) -> str:
