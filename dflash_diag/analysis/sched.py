@@ -110,6 +110,58 @@ def write_rate(obs: Observation) -> tuple[float, float] | None:
     return rates.write_calls, rates.written_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ReopenedFile:
+    """A file the process opened and closed again and again over the window: seen open in ``open_in`` of the
+    ``readings`` /proc made of its descriptors, and open again after a reading without it ``reopened`` times."""
+
+    path: str
+    open_in: int
+    readings: int
+    reopened: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+# A file counts as opened again and again where it came back after a reading without it this many times: a file
+# written once (a checkpoint, an export) is there for a stretch of readings, then gone, and comes back at most once.
+REOPENED_MIN = 2
+
+
+def reopened_files(obs: Observation) -> tuple[ReopenedFile, ...]:
+    """The files that come and go between the window's readings of the process's descriptors (each reading lists
+    the regular files open at that instant, ``ProcessSample.files_open``): most comebacks first. A file the program
+    opens per step, per record or per transaction is open at some readings and closed at others; one it keeps open
+    is at every reading. Pure."""
+    listed = [set(r.files_open) for r in obs.resources if r.files_open is not None]
+    if len(listed) < 3:
+        return ()
+    counts: Counter[str] = Counter()
+    back: Counter[str] = Counter()
+    for before, now in zip(listed, listed[1:], strict=False):
+        for path in now - before:
+            back[path] += 1
+    for files in listed:
+        counts.update(files)
+    out = [ReopenedFile(path, counts[path], len(listed), n) for path, n in back.items() if n >= REOPENED_MIN]
+    return tuple(sorted(out, key=lambda f: (-f.reopened, f.path)))
+
+
+def reopened_text(files: tuple[ReopenedFile, ...]) -> str:
+    """"the process opens and closes ledger.sqlite-journal over and over (open at 5 of 11 readings, opened again 4
+    times)", for the first two; "" for none."""
+    if not files:
+        return ""
+    said = [f"{f.name} (open at {f.open_in} of {f.readings} readings, opened again {f.reopened} times)"
+            for f in files[:2]]
+    if len(said) == 1:
+        name, counts = said[0].split(" (", 1)
+        return f"the process opens and closes {name} over and over ({counts}"
+    return f"the process opens and closes files over and over: {', '.join(said)}"
+
+
 ASLEEP = frozenset({"S", "D"})  # a thread's states in which it is blocked in the kernel
 
 

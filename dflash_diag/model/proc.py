@@ -39,3 +39,7 @@ class ProcessSample:
     threads: int | None
     open_fds: int | None  # None when /proc/<pid>/fd is not ours to list
     host_available_bytes: int | None = None  # /proc/meminfo MemAvailable: what the host can still hand out
+    # The regular files it holds open at this instant (paths, the first MAX_FILES_LISTED descriptors that are files
+    # on a disk): from one reading to the next, a file that comes and goes is one the program opens and closes
+    # again and again (a journal per transaction, a log reopened per record). None where not read.
+    files_open: tuple[str, ...] | None = None

@@ -106,7 +106,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  *(("settings10_tickets_fixed", m) for m in ("outside", "probes", "attach")),
                                  ("settings11_fraud", "probes"), ("settings11_fraud", "attach"),
                                  *(("settings11_fraud_fixed", m) for m in ("outside", "probes", "attach")),
-                                 *(("settings11_seismic", m) for m in ("outside", "probes", "attach"))})
+                                 *(("settings11_seismic", m) for m in ("outside", "probes", "attach")),
+                                 ("settings11_ranking", "outside"), ("settings11_ranking", "probes")})
 
 
 def _held_out_missed(what: str, modes: tuple[str, ...] = GPU_MODES) -> dict[str, str]:
@@ -2063,9 +2064,13 @@ CASES: tuple[Case, ...] = (
         r"rollback journal|-journal\b|journal file|sqlite3?\.connect|open_ledger|ledger[-_]commit|"
         r"(batch|group|wrap)\w* (the )?(inserts|rows|writes|statements) (in|into) (a|one|an explicit) transaction",
         r"step \d+ loss", batch="settings batch 11",
+        # Named since from outside and under `run` (FIXED_AFTER_SCORING, recorded again 2026-12-06 05:04): each /proc
+        # reading lists the files the process holds open, and `kernel-time` says "the process opens and closes
+        # ledger.sqlite-journal over and over". Attached, that window's readings caught the journal in two readings in
+        # a row only (one comeback, not said): still the miss on record.
         missed={m: "`pipeline-bottleneck-drafter` because `kernel-time`: ledger-writer spends 0.65-0.73 of its CPUs "
                    "in system calls at executemany (ledger.py:35), 200-260k read and write calls a second; the "
-                   "transaction per row (autocommit) not said" for m in ("outside", "probes", "attach")}),
+                   "transaction per row (autocommit) not said" for m in ("attach",)}),
     *_settings_pair(
         "settings11_seismic", "settings11_seismic", ("train.py",), ("train.py", "--pipe-kib", "1024"),
         "one-page pipe buffer (F_SETPIPE_SZ 4 KiB) between the decoder process and the trainer",

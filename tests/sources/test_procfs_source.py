@@ -270,3 +270,59 @@ def test_parse_stat_fields_reads_the_fault_counts() -> None:
     rest = " ".join(["S", "1", "0", "0", "0", "0", "0", "1234", "5", "67", "8"] + ["0"] * 40)
     st = procfs.parse_stat_fields(f"42 (a) {rest}")
     assert (st.minflt, st.majflt) == (1234, 67)
+
+
+_CHURN = r"""
+import os, sys, time
+keep = open(os.path.join(sys.argv[1], "ledger.db"), "ab")
+journal = os.path.join(sys.argv[1], "ledger.db-journal")
+print("ready", flush=True)
+while True:  # a transaction per row: the journal created, written and deleted each time
+    with open(journal, "wb") as f:
+        f.write(b"x" * 512)
+        time.sleep(0.004)
+    os.unlink(journal)
+    time.sleep(0.004)
+"""
+
+
+def test_the_files_a_process_opens_and_closes_over_and_over_are_told_from_the_ones_it_keeps(tmp_path) -> None:
+    """A real child keeps its database open and creates, writes and deletes a journal beside it every 8 ms: each
+    reading of its descriptors lists the database, some list the journal; reopened_files names the journal only."""
+    from dflash_diag.analysis.sched import reopened_files, reopened_text
+    from dflash_diag.model import Observation
+
+    child = subprocess.Popen([sys.executable, "-c", _CHURN, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        readings = []
+        for _ in range(40):
+            readings.append(procfs.read_process(child.pid))
+            threading.Event().wait(0.013)
+    finally:
+        child.kill()
+        child.wait()
+    db = str(tmp_path / "ledger.db")
+    assert all(r.files_open is not None and db in r.files_open for r in readings)
+    journal_seen = sum(1 for r in readings if str(tmp_path / "ledger.db-journal") in (r.files_open or ()))
+    assert 0 < journal_seen < len(readings)
+    obs = Observation(pid=child.pid, cmdline="python", started_wall_s=0.0, window_s=1.0, stacks=(), proc=(),
+                      gpus=(), boards=(), process_alive=True, warnings=(), resources=tuple(readings))
+    found = reopened_files(obs)
+    assert [f.name for f in found] == ["ledger.db-journal"] and found[0].reopened >= 2
+    assert reopened_text(found).startswith("the process opens and closes ledger.db-journal over and over (open at ")
+
+
+def test_a_file_written_once_in_the_window_is_not_one_opened_over_and_over() -> None:
+    from dflash_diag.analysis.sched import reopened_files
+    from dflash_diag.model import Observation
+    from dflash_diag.model.proc import ProcessSample
+
+    lists = [(), ("/ckpt/step100.pt",), ("/ckpt/step100.pt",), ("/ckpt/step100.pt",), (), (), ("/run/log.txt",),
+             (), ("/run/log.txt",), (), ("/run/log.txt",)]
+    resources = tuple(ProcessSample(monotonic_s=float(i), rss_bytes=None, threads=None, open_fds=None,
+                                    files_open=files) for i, files in enumerate(lists))
+    obs = Observation(pid=1, cmdline="python", started_wall_s=0.0, window_s=5.0, stacks=(), proc=(), gpus=(),
+                      boards=(), process_alive=True, warnings=(), resources=resources)
+    found = reopened_files(obs)
+    assert [(f.name, f.open_in, f.readings, f.reopened) for f in found] == [("log.txt", 3, 11, 3)]

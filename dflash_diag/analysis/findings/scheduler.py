@@ -27,7 +27,15 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
-from dflash_diag.analysis.sched import blocked_in, child_loads, io_rates, summary_of, thread_rates
+from dflash_diag.analysis.sched import (
+    blocked_in,
+    child_loads,
+    io_rates,
+    reopened_files,
+    reopened_text,
+    summary_of,
+    thread_rates,
+)
 from dflash_diag.analysis.settings import by_area, non_default
 from dflash_diag.analysis.threads import oversubscription
 from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState, ThreadStats
@@ -771,6 +779,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + (f"; the machine's clock source is `{clock}`: every clock read (time.time(), perf_counter) is a "
                     "system call" if slow_clock else "")
                  + _sync_files_text(ctx, line)
+                 + _reopened_files_text(ctx)
                  + _memory_settings_text(ctx)
                  + _per_call_text(per_call)
                  + ("; its line calls a socket, and socket calls are not in the process's read and write counts: how "
@@ -784,6 +793,9 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                                           f"its own code; {_rate(f.faults_per_s)} page faults a second")]
         if calls:
             evidence.append(("system calls it was seen blocked in", calls))
+        reopened = reopened_text(reopened_files(ctx.obs))
+        if reopened:
+            evidence.append(("files opened again and again (/proc/PID/fd)", reopened.removeprefix("the process ")))
         if clock:
             evidence.append(("clock source", clock))
         evidence.extend((r.text(), f"{r.effect}; default {r.default}") for r in kernel_controls)
@@ -1106,7 +1118,8 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
     seen_text = ", ".join(f"{c} {n}" for c, n in calls.most_common(3))
     claim = (f"{stats.name} is asleep in the kernel waiting for {_KERNEL_WORK[call]}: /proc caught it blocked in "
              f"`{call}` in {count} of its {readings} readings ({pct(share)})"
-             + (f"; its most frequent line: {line}" if line else "") + _sync_files_text(ctx, line))
+             + (f"; its most frequent line: {line}" if line else "") + _sync_files_text(ctx, line)
+             + _reopened_files_text(ctx))
     stage = stats.stage.value
     yield Finding(
         rule_id="kernel-wait", severity=Severity.WARNING, claim=claim,
@@ -1116,6 +1129,14 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
                 "(no O_SYNC/O_DSYNC on a log, no os.fsync per write); write from a thread of its own; keep files on "
                 "a local disk; reuse buffers instead of mapping and unmapping memory every step."),
         impact=share, stages=(stage,) if stage != "other" else ())
+
+
+def _reopened_files_text(ctx: Context) -> str:
+    """The files the process opens and closes over and over in the window (``sched.reopened_files``): each open
+    and close is a path lookup, and a file created and deleted each time (a transaction's journal, a lock file, a
+    temporary file per step) costs the file system its metadata work too."""
+    text = reopened_text(reopened_files(ctx.obs))
+    return f"; {text}" if text else ""
 
 
 _WRITES_LINE = re.compile(r"\b(write\w*|flush|fsync|fdatasync|dump|save|print)\s*\(")

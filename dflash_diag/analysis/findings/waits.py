@@ -32,7 +32,14 @@ from dflash_diag.analysis.findings.gil import native_gil_text, native_gil_wait
 from dflash_diag.analysis.findings.hang import hung_on_queue
 from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.analysis.native import native_text
-from dflash_diag.analysis.sched import blocked_in, summary_of, thread_rates, write_rate
+from dflash_diag.analysis.sched import (
+    blocked_in,
+    reopened_files,
+    reopened_text,
+    summary_of,
+    thread_rates,
+    write_rate,
+)
 from dflash_diag.analysis.waits import STARTING_UP
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
@@ -345,6 +352,8 @@ def _os_split(ctx: Context, graph: WaitGraph) -> str:
     writes = write_rate(ctx.obs)
     output = (f"; the process made {writes[0]:,.0f} write calls a second ({bytes_rate(writes[1])})"
               if writes is not None and writes[0] >= WRITES_PER_S_SAID else "")
+    reopened = reopened_text(reopened_files(ctx.obs))
+    output += f"; {reopened}" if reopened else ""
     return (f"{who} {on}, waiting for a CPU {pct(runq)}, off a CPU {pct(off)}" + (f" ({blocked})" if blocked else "")
             + output)
 
