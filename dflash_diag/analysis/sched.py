@@ -23,6 +23,7 @@ from dflash_diag.model.sched import (
     PoolGroup,
     SchedSample,
     SchedSummary,
+    SettingReading,
     ThreadSched,
     cpu_list_count,
 )
@@ -412,3 +413,46 @@ def summary_of(obs: Observation) -> Maybe[SchedSummary]:
     _CACHE.append((obs, summary))
     del _CACHE[:-2]
     return summary
+
+
+# --- a thread-count setting that keeps torch's ops narrower than the idle CPUs allow -------------------------------
+
+# CPUs the process may use that sat idle on average over the window (no thread of the process, and no other task on
+# the machine, wanted them): what a wider pool could have used. Half a CPU: the tool's own sampling takes some of
+# an idle CPU while it watches (py-spy's dumps, the sweeps).
+IDLE_CORES = 0.5
+# The settings that fix how many threads the math libraries' pools run (the environment's, and the calls').
+THREAD_CAPS = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
+                         "torch.set_num_threads"})
+
+
+def others_runnable(obs: Observation, summary: SchedSummary) -> float:
+    """What other tasks on the machine wanted at once, in CPUs: /proc/stat's runnable count at the sweeps, less the
+    process's own demand and less one, the sweep that reads it (the tool's thread runs as it reads); the median
+    sweep, not the mean: the tool's own stack dumps run for a few tens of milliseconds at a time and one of them
+    caught in a sweep is not a task that keeps a CPU busy."""
+    counts = sorted(s.procs_running for s in obs.sched if s.procs_running is not None)
+    if not counts:
+        return 0.0
+    mid = len(counts) // 2
+    median = counts[mid] if len(counts) % 2 else (counts[mid - 1] + counts[mid]) / 2
+    return max(0.0, median - 1.0 - summary.demand)
+
+
+def idle_cores(obs: Observation, summary: SchedSummary) -> float:
+    """The CPUs the process may use that neither it nor other tasks wanted, on average over the window."""
+    return summary.cores - summary.used_cores - others_runnable(obs, summary)
+
+
+def cap_width(r: SettingReading) -> int | None:
+    """The threads a pool-size setting allows ("1"; "2,1" for nested OpenMP levels: the first), or None."""
+    head = r.value.strip().split(",")[0].strip()
+    return int(head) if head.isdigit() and int(head) > 0 else None
+
+
+def thread_caps(readings: Iterable[SettingReading], cores: float) -> list[tuple[SettingReading, int]]:
+    """The process's own pool-size settings below its CPUs, narrowest first (a child's environment sizes the
+    child's pools, not this process's)."""
+    caps = [(r, w) for r in readings if r.name in THREAD_CAPS and not r.source.startswith("environment of")
+            and (w := cap_width(r)) is not None and w < cores]
+    return sorted(caps, key=lambda c: c[1])

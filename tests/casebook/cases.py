@@ -578,6 +578,30 @@ CASES: tuple[Case, ...] = (
         family="healthy (settings)", tags=("threads", "env", "child-process"), modes=("outside", "probes"),
     ),
     Case(
+        name="threads_capped_regressor",
+        program="threads_capped_regressor",
+        argv=("fit.py",),
+        cause="a launcher profile writes OMP_NUM_THREADS=1 and MKL_NUM_THREADS=1 into the environment before torch "
+              "loads: the one thread that fits the model runs every matmul on one thread while the second CPU idles "
+              "(the advice in pytorch/pytorch#18183, kept where one process computes: tsinghua-fib-lab/DRL-urban-planning#20)",
+        # information, never a warning (a program kept to one thread on purpose looks the same): the headline's
+        # stage verdict says it beside the time, and `cpu-threads-capped` says it whole
+        expect={m: Expect(frozenset({"cpu-threads-capped"}), frozenset(),
+                          r"(OMP|MKL)_NUM_THREADS=1 \(environment, set by the program\) holds torch's ops to 1 thread")
+                for m in ("outside", "probes", "attach")},
+        ready=r"\[fit\] step 20 ", family="settings", tags=("threads", "env", "os"),
+        modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
+        name="threads_capped_regressor_fixed",
+        program="threads_capped_regressor",
+        argv=("fit.py", "--pool-threads", "0"),
+        cause="none: the pools at torch's default; the profile's harmless line (MKL_DYNAMIC=TRUE) and the report "
+              "child's own OMP_NUM_THREADS=1 remain",
+        expect=HEALTHY, ready=r"\[fit\] step 20 ", healthy=True, family="healthy (settings)",
+        tags=("threads", "env"), modes=("outside", "probes", "attach"), attach_probes="settings",
+    ),
+    Case(
         name="gc_callback_watchdog",
         program="gc_callback_watchdog",
         argv=("sft.py",),

@@ -53,7 +53,9 @@ def test_healthy_tiny_run_is_quiet(tmp_path: Path, board_dir: Path) -> None:
     assert probes["fastpath"]["fallback"] is True  # CPU: GatedDeltaNet on the torch fallback, and said so
     assert all(v == "torch_fallback" for v in probes["fastpath"]["gdn_kernels"].values())
     assert probes["gil"]["status"] == "ok"
-    assert all(p.get("hook_errors", 0) == 0 for p in probes.values())
+    # which probe's hook failed, and how, when one did (a load-dependent failure once, 2026-12-06, unexplained)
+    assert all(p.get("hook_errors", 0) == 0 for p in probes.values()), {
+        name: (p.get("hook_errors"), p.get("last_hook_error")) for name, p in probes.items() if p.get("hook_errors")}
     # The trainer publishes its app section by name, as any program would: the names the readers know (AppKeys).
     app = board["app"]
     assert {AppKeys.NAME, AppKeys.STEP, AppKeys.TOKENS_PER_S, AppKeys.TARGET_BATCHES_PER_S, AppKeys.DRAFTER_BATCHES_PER_S,

@@ -15,9 +15,11 @@ from functools import cached_property
 from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
+from dflash_contract.settings import AREA_THREADS
 from dflash_diag.analysis.hotspots import changes_text, reads_text
 from dflash_diag.analysis.sampled import Sampled
-from dflash_diag.analysis.settings import library_changes, non_default
+from dflash_diag.analysis.sched import IDLE_CORES, idle_cores, summary_of, thread_caps
+from dflash_diag.analysis.settings import by_area, library_changes, non_default
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.model import (
@@ -34,7 +36,7 @@ from dflash_diag.model import (
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.job import JobObservation, RankSummary
 from dflash_diag.model.kernels import KernelSummary
-from dflash_diag.model.sched import SettingReading
+from dflash_diag.model.sched import SchedSummary, SettingReading
 from dflash_diag.model.stacks import Frame, ThreadSample
 from dflash_diag.model.waits import WaitGraph
 
@@ -397,6 +399,36 @@ def duration_text(seconds: float) -> str:
 
 def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
     """The settings the code the rows run in reads: the environment variables its installed modules name
-    (``Observation.env_reads``) and the library constants the program changed (the settings probe), each said only
-    where that code runs; "" when none."""
-    return reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows)
+    (``Observation.env_reads``), the library constants the program changed (the settings probe), each said only
+    where that code runs, and a pool-size setting that holds the rows' native ops narrower than the idle CPUs
+    (``caps_text``); "" when none."""
+    return reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows) + caps_text(ctx, rows)
+
+
+# The rows' share in native code (torch's ops) and their threads' share of the window on a CPU from which a
+# pool-size setting below the idle CPUs is said beside their time.
+CAPS_NATIVE_SHARE = 0.5
+CAPS_CPU_SHARE = 0.7
+
+
+def caps_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
+    """"; OMP_NUM_THREADS=1 (environment) holds torch's ops to 1 thread while 0.9 of the 2 CPUs sit idle", where
+    the rows' threads compute flat out in native code (half their samples or more, on a CPU 70% of the window) and
+    the process leaves half a CPU or more idle that no other task wanted (``cpu-threads-capped`` says it whole);
+    "" otherwise. Information beside the time, not a cause: a program kept to one thread on purpose looks the
+    same."""
+    summary = summary_of(ctx.obs)
+    if not rows or not isinstance(summary, SchedSummary) or summary.cores < 2 or ctx.on_cuda() is True:
+        return ""
+    native = sum(1 for _, state in rows if state is ThreadState.NATIVE) / len(rows)
+    tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
+    cpu = [t.cpu_share for t in summary.threads if t.tid in tids]
+    if native < CAPS_NATIVE_SHARE or not cpu or min(cpu) < CAPS_CPU_SHARE:
+        return ""
+    idle = idle_cores(ctx.obs, summary)
+    caps = thread_caps(by_area(non_default(ctx.obs), AREA_THREADS), summary.cores)
+    if idle < IDLE_CORES or not caps:
+        return ""
+    reading, width = caps[0]
+    return (f"; {reading.text()} ({reading.source}) holds torch's ops to {width} thread{'s' if width != 1 else ''} "
+            f"while {idle:.1f} of the {summary.cores:g} CPUs sit idle")

@@ -26,14 +26,19 @@ from dflash_diag.analysis.findings._context import (
     stage_label,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.settings import ops_share_of
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
 from dflash_diag.analysis.sched import (
+    IDLE_CORES,
     blocked_in,
     child_loads,
+    idle_cores,
     io_rates,
+    others_runnable,
     reopened_files,
     reopened_text,
     summary_of,
+    thread_caps,
     thread_rates,
 )
 from dflash_diag.analysis.settings import by_area, non_default
@@ -100,6 +105,7 @@ RULES = (
     RuleSpec("storage-reads", sampled=True),
     RuleSpec("kernel-wait", sampled=True),
     RuleSpec("fork-cost", sampled=True),
+    RuleSpec("cpu-threads-capped", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
     # it names no cause and leads no headline, but says why the shares and the stage verdict may move from one
     # window to the next.
@@ -136,6 +142,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _storage_reads(ctx)
         found += _kernel_waits(ctx)
         found += _fork_cost(ctx, summary)
+        found += _threads_capped(ctx, summary, working)
     yield from found
     if not any(f.rule_id in _CPU_CAUSES for f in found):
         yield from _contended(ctx)
@@ -386,6 +393,62 @@ def _cores_text(summary: SchedSummary) -> str:
     if summary.quota_cores is not None and summary.quota_cores < max(summary.allowed_cpus, 1):
         limits.append(f"its cgroup's quota is {summary.quota_cores:g} CPUs")
     return text + (f" ({'; '.join(limits)})" if limits else "")
+
+
+# --- a thread-count setting keeps torch's ops on fewer threads than the idle CPUs allow ----------------------------
+
+# The threads whose speed is the program's on a CPU this share of the window: they compute flat out, alone.
+CAPPED_CPU_SHARE = 0.7
+# Their share of samples in torch's ops below which the setting is not said.
+CAPPED_NOTE_SHARE = 0.10
+
+
+def _threads_capped(ctx: Context, summary: SchedSummary,
+                    working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    """A pool-size setting (OMP_NUM_THREADS=1, torch.set_num_threads(1)) below the CPUs the process may use, while
+    CPUs sit idle and the threads whose speed is the program's compute flat out in torch's ops: those ops run on
+    that many threads where the idle CPUs could have shared them. Information, with the time in those ops and what a
+    pool as wide as the CPUs could save at most (that time's part the idle CPUs could take, ``idle / (width +
+    idle)``): a program that keeps itself to one thread on purpose (measurements, a process per core) looks the
+    same, so it is never a warning; the stage verdict says it beside the time (``_context.caps_text``)."""
+    cores = summary.cores
+    if cores < 2 or ctx.on_cuda() is True or ctx.process_gpus():
+        return
+    idle = idle_cores(ctx.obs, summary)
+    caps = thread_caps(by_area(non_default(ctx.obs), AREA_THREADS), cores)
+    busy = [(s, t) for s, t in working if s is not None and t.cpu_share >= CAPPED_CPU_SHARE
+            and speed_matters(ctx, s.name, s.stage.value)]
+    if idle < IDLE_CORES or not caps or not busy:
+        return
+    share = ops_share_of(ctx, [s for s, _ in busy])
+    if share < CAPPED_NOTE_SHARE:
+        return
+    reading, width = caps[0]
+    names = _names(busy)
+    one = len(busy) == 1
+    cpu = sum(t.cpu_share for _, t in busy) / len(busy)
+    saved = share * idle / (width + idle)
+    claim = (f"{reading.text()} ({reading.source}) holds torch's ops to {width} thread{'s' if width != 1 else ''} "
+             f"while {idle:.1f} of the {_cores_text(summary)} sit idle: {names} spend{'s' if one else ''} about "
+             f"{pct(share)} of {'its' if one else 'their'} samples in those ops, on a CPU {pct(cpu)} of the window"
+             + (f", and no native pool thread ran beside {'it' if one else 'them'}" if summary.native_active == 0
+                else "")
+             + f"; a pool as wide as the CPUs could save up to about {pct(saved)} of {'its' if one else 'their'} time")
+    others = others_runnable(ctx.obs, summary)
+    evidence = [(reading.text(), f"{reading.source}; default {reading.default}: {reading.effect}"
+                                 + (f"; {reading.detail}" if reading.detail else "")),
+                ("CPUs", f"the process may use {_cores_text(summary)}; it used {summary.used_cores:.1f} on average, "
+                         f"other tasks on the machine wanted {others:.1f}"),
+                ("OS threads", f"{summary.os_threads} ({summary.python_threads} Python, {summary.native_threads} "
+                               f"native, {summary.native_active} of them ran)"),
+                ("time in the ops it holds narrow", f"{pct(share)} of the samples of {names}")]
+    evidence += [(r.text(), f"{r.source}; default {r.default}") for r, _ in caps[1:3]]
+    yield Finding(
+        rule_id="cpu-threads-capped", severity=Severity.INFO, claim=claim, evidence=tuple(evidence),
+        remedy=(f"If the run has the machine to itself, let the pool use the CPUs: unset {reading.name} (or set it "
+                "to the CPUs the process may use) where one thread does the math; keep it small where several "
+                "threads or processes compute at once and together fill the CPUs."),
+        impact=0.0, stages=_stages(busy))
 
 
 # --- threads pinned to fewer CPUs than the machine has ----------------------------------------------------------

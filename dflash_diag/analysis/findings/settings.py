@@ -466,13 +466,18 @@ def _training(ctx: Context) -> list[Any]:
 def _ops_share(ctx: Context) -> tuple[float, list[str]]:
     """Share of the training threads' samples inside torch ops: native code, or a torch frame doing work."""
     threads = _training(ctx)
+    return ops_share_of(ctx, threads), [t.name for t in threads]
+
+
+def ops_share_of(ctx: Context, threads: list[Any]) -> float:
+    """Share of these threads' samples inside torch ops: native code, or a torch frame doing work."""
     rows = [row for t in threads for row in ctx.stats_rows(t)]
     if not rows:
-        return 0.0, []
+        return 0.0
     in_ops = sum(1 for thread, state in rows if state in _WORK and (
         state is ThreadState.NATIVE or any(not f.native and any(m in f.filename for m in _TORCH_OP_FILES)
                                            for f in thread.frames)))
-    return in_ops / len(rows), [t.name for t in threads]
+    return in_ops / len(rows)
 
 
 def _native_stack_capture_share(ctx: Context) -> tuple[float, list[str]]:
