@@ -2121,6 +2121,87 @@ CASES: tuple[Case, ...] = (
         # pipe from its child decoder.py, the capacity not read; attached `where-time-goes` (info), MainThread in
         # read_batch 36% and main, off a CPU 35% (blocked in read), the capacity not read
     ),
+    # --- Settings batch 12, held out: four more programs of process-wide settings and library configuration kinds,
+    # written by a helper from public reports without seeing the tool (kinds chosen by the helper; those of batches
+    # 1-11 and the rest of the casebook excluded).
+    *_settings_pair(
+        "settings12_vetnotes", "settings12_vetnotes", ("train.py",), ("train.py", "--template-profile", "frozen"),
+        "Jinja2 template cache disabled (Environment(cache_size=0))",
+        "the template helper (triage.templating.build_environment, profile 'authoring', at start-up) builds the "
+        "Jinja2 Environment with cache_size=0, which makes jinja2.environment.create_cache return None: the "
+        "environment keeps no compiled templates, so every env.get_template() goes to the FileSystemLoader again, "
+        "re-reads the .j2 file and recompiles it (lex, parse, generate Python source, compile() and exec it into a new "
+        "Template), instead of returning the cached Template after an mtime check; each batch job of the note pool "
+        "(two ThreadPoolExecutor threads, one job per batch of 128 visits, under the GIL) takes the template of each "
+        "of the five visit kinds, so five template compilations a batch on top of the rendering and hashing; the pool "
+        "falls behind and the training loop waits on its futures (CTFd/CTFd#1308, CTFd/CTFd#662, pallets/jinja#744, "
+        "bottlepy/bottle#405) (measured by its author: 8.52 against the twin's 14.31 steps/s, medians of 3 runs each)",
+        "none: the same build_environment call passes cache_size=400 (profile 'frozen', Jinja's default; "
+        "auto_reload on in both), so each kind's template is compiled once and then served from the cache; the "
+        "start-up lint loads every template in both; the pool renders and hashes the same notes",
+        r"(?i)cache[_ ]size|template[ _-]?cach\w*|(jinja\w*|templates?)\W+(\w+\W+){0,6}(cache\w*|uncached|recompil\w*|"
+        r"re-?compil\w*|compil\w*|re-?pars\w*|re-?load\w*)|(recompil\w*|re-?compil\w*|compil\w*|re-?pars\w*)\W+"
+        r"(\w+\W+){0,4}(templates?|jinja\w*|\.j2)|get_template|_load_template|create_cache|Environment\.compile|"
+        r"template[ _-]?profile|authoring",
+        r"step \d+ loss", batch="settings batch 12"),
+    *_settings_pair(
+        "settings12_tracks", "settings12_tracks", ("train.py",),
+        ("train.py", "--export-config", "configs/export_scratch.toml"),
+        "gzip compression level 9 in the export process",
+        "the export config (configs/export_archive.toml, read at start-up) sets [export.gzip] compresslevel = 9, "
+        "the setting Python's gzip module also defaults to, and the exporter child process (multiprocessing.Process) "
+        "opens every neighbour-list shard with gzip.GzipFile(..., compresslevel=9): zlib's level 9 runs deflate "
+        "with lazy matching and hash chains searched up to 4096 deep (level 1: deflate_fast, chains of 4), and the "
+        "shard text (one JSON line per track with 128 neighbour ids 'TRK000.....' and 4-decimal scores, 64 tracks "
+        "a step) is so repetitive that the chains are long: about ten times the compression time for ~3% smaller "
+        "shards; the exporter falls behind and the trainer (main thread) blocks in the bounded "
+        "multiprocessing.Queue's put (dask/fastparquet#344, ostreedev/ostree#671, dpkp/kafka-python#454, "
+        "bazelbuild/rules_pkg#720) (measured by its author: 16.16 against the twin's 24.60 steps/s, medians of 3 "
+        "runs each)",
+        "none: configs/export_scratch.toml sets compresslevel = 1 (the same GzipFile call, the fastest deflate "
+        "level); the exporter writes the same shards, ~30% larger",
+        r"(?i)compress(ion)?[ _-]?level|compresslevel|gzip\w*\W+(\w+\W+){0,6}(levels?|-9|9|slow\w*|deflate|"
+        r"compress\w*)|\blevel\W{0,3}9\b|deflat\w*|zlib\W+(\w+\W+){0,4}(levels?|compress\w*|deflate)|"
+        r"(best|max\w*|highest)[ _-](gzip )?compression|GzipFile|export_archive|export[ _-]config",
+        r"step \d+ loss", batch="settings batch 12"),
+    *_settings_pair(
+        "settings12_hvac", "settings12_hvac", ("train.py",), ("train.py", "--wire", "compact"),
+        "json indent set: the pure-Python JSON encoder in the feed process",
+        "train.py starts the telemetry feed child (subprocess.Popen of feed.py) with BMS_WIRE_LAYOUT=pretty in its "
+        "environment, and the wire module builds the feed's json.JSONEncoder from it with indent=2 (sort_keys): in "
+        "CPython 3.11 the encoder uses the C accelerator (c_make_encoder) only when indent is None, so with an indent "
+        "every snapshot (512 zones, ~17,000 values) is encoded by the pure-Python _make_iterencode generators, about "
+        "three times the C encoder's time, and the payload doubles with whitespace; the feed process falls behind, "
+        "the reader thread waits in readinto on the stdout pipe and the training loop waits on the reader's queue "
+        "(simplejson/simplejson#72, python/cpython#95382, Bitcoin-ABC/ElectrumABC#63) (measured by its author: 28.79 "
+        "against the twin's 55.71 steps/s, medians of 3 runs each)",
+        "none: the same launcher sets BMS_WIRE_LAYOUT=compact, and the same JSONEncoder is built with indent=None "
+        "and (',', ':') separators (keys still sorted), so the C encoder runs; the feed sends the same snapshots",
+        r"(?i)indent\w*|pretty[ -]?print\w*|pretty\W+(\w+\W+){0,3}(json|layout|wire|format)|pure[ -]python\W+"
+        r"(\w+\W+){0,4}(json|encod\w*)|json\W+(\w+\W+){0,6}(encod\w*|dumps|serial\w*|speedups?|accelerat\w*)|"
+        r"(encod\w*|serial\w*)\W+(\w+\W+){0,4}json|c_make_encoder|_make_iterencode|iterencode|JSONEncoder|"
+        r"c (encoder|speedups?|accelerator)|BMS_WIRE_LAYOUT|wire[ _-]?layout",
+        r"step \d+ loss", batch="settings batch 12"),
+    *_settings_pair(
+        "settings12_vessels", "settings12_vessels", ("train.py",), ("train.py", "--run-profile", "batch"),
+        "TQDM_MININTERVAL=0: progress bars repainted on every iteration",
+        "the run-profile helper (runtime_profile.apply('console'), at start-up, before tqdm is imported) sets "
+        "TQDM_MININTERVAL=0 in os.environ; tqdm reads its TQDM_* variables when it is imported and makes them the "
+        "defaults of tqdm.__init__ (envwrap), so every bar the program opens without an explicit mininterval has "
+        "mininterval 0, its dynamic miniters collapses to 1, and every iteration repaints the bar: format_meter "
+        "(string formatting of the rate, ETA and bar), tqdm's write lock, and several write/flush calls into the "
+        "status-board sink, each an os.pwrite; the two AIS decoder threads wrap their per-vessel loops in such bars "
+        "(~60 vessels a batch, all under the GIL), so a repaint per vessel costs more than cutting the vessel's "
+        "segments; the decoders fall behind and the trainer (main thread) waits on their queue "
+        "(bayesflow-org/bayesflow#108, ourownstory/neural_prophet#1054, tqdm/tqdm#13) (measured by its author: 55.83 "
+        "against the twin's 93.49 steps/s, medians of 3 runs each)",
+        "none: the same runtime_profile.apply call sets TQDM_MININTERVAL=2 (profile 'batch'), so the decoders' bars "
+        "repaint at most every 2 s; the trainer's own bar passes mininterval=1.0 in both; the same segments are cut "
+        "from the same shards",
+        r"(?i)tqdm|mininterval|min[ _-]?interval|miniters|progress[ -]?bars?\W+(\w+\W+){0,6}(refresh\w*|repaint\w*|"
+        r"redraw\w*|render\w*|every|each|updat\w*|overhead)|(refresh\w*|repaint\w*|redraw\w*)\W+(\w+\W+){0,4}"
+        r"(progress|bars?)|format_meter|status[ _-]?board|run[ _-]?profile",
+        r"step \d+ loss", batch="settings batch 12"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
