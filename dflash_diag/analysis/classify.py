@@ -400,7 +400,15 @@ def _threading_idle(py_frames: list[Frame]) -> str | None:
     path = _norm(top.filename)
     if any(marker in path for marker in _IDLE_FILES) and _IDLE_NAMES.search(top.name):
         return f"{top.name} in {top.short_filename}"
+    # A multiprocessing queue's put parks on its bounded semaphore (SemLock's acquire, a C call under the line), its
+    # get on the lock its readers share: waits on the processes at the other end, with the GIL released.
+    if _MP_QUEUE_FILE in path and _MP_QUEUE_WAITS.search(top.name):
+        return f"{top.name} in {top.short_filename}"
     return None
+
+
+_MP_QUEUE_FILE = "multiprocessing/queues.py"
+_MP_QUEUE_WAITS = re.compile(r"(^|\.)(put|get|join)$")
 
 
 def explain(

@@ -146,15 +146,40 @@ def library_call(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[str,
     return (function, where, count / total) if count / total >= LIBRARY_SHARE else None
 
 
+def library_file(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[str, float] | None:
+    """The library file (standard library or installed, as imported: ``json/encoder.py``) the rows' working samples
+    run in, by each sample's innermost Python frame, when one holds ``LIBRARY_SHARE`` of all the rows: (file, share).
+    Where no single function does: an encoder's nested generators split its time over several functions of one
+    file, and a generator's frames are often all a sample shows (no program frame above it)."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for thread, state in rows:
+        total += 1
+        python = [f for f in thread.frames if not f.native]
+        if state in NOT_WORK or not python or not is_library_file(python[0].filename):
+            continue
+        where = library_relative(python[0].filename)
+        if where is not None and not is_framework_dir(where):
+            counts[where] += 1
+    if not total or not counts:
+        return None
+    where, count = counts.most_common(1)[0]
+    return (where, count / total) if count / total >= LIBRARY_SHARE else None
+
+
 def library_place(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
     """"inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``; else "inside
-    SystemRandom.random (random.py, 55% of its samples)" when one library function does; else ""."""
+    SystemRandom.random (random.py, 55% of its samples)" when one library function does; else "inside
+    json/encoder.py (80% of its samples)" when one library file does; else ""."""
     rows = list(rows)
     dirs = [(d, share) for d, share in library_dirs(rows, n=1) if share >= LIBRARY_SHARE]
     if dirs:
         return f"inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of its samples)"
     call = library_call(rows)
-    return f"inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of its samples)" if call else ""
+    if call:
+        return f"inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of its samples)"
+    file = library_file(rows)
+    return f"inside {file[0]} ({100.0 * file[1]:.0f}% of its samples)" if file else ""
 
 
 def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from dflash_diag.analysis.classify import explain
+from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.sched import OutsideWait, PeerProcess
 
@@ -99,13 +101,15 @@ def outside_wait(obs: Observation, thread: ThreadSample, t_s: float,
     newest = (with_cpu or same)[-1]
     # Whether the other end waits too is a state of the moment: said where half the readings or more saw it.
     back = 2 * sum(1 for w in same if w.peer_waits_back) >= len(same)
-    return describe(replace(newest, peer_waits_back=back))
+    return describe(replace(newest, peer_waits_back=back), obs)
 
 
-def describe(wait: OutsideWait) -> str:
+def describe(wait: OutsideWait, obs: Observation | None = None) -> str:
     """``a file lock on `/runs/index.lock` held by process 4321 (python syncer.py: running, 97% CPU, in
-    compress_chunk (syncer.py:30))``."""
-    peers = "; ".join(peer_text(p) for p in wait.peers[:2])
+    compress_chunk (syncer.py:30))``; with ``obs``, a peer that is a sampled child process also says the library
+    function its samples spend most in (``hotspots.library_place``): one reading's frame is a moment, the samples
+    are the window."""
+    peers = "; ".join(peer_text(p) + _child_time(obs, p.pid) for p in wait.peers[:2])
     if wait.kind == "file-lock":
         return f"a file lock on `{wait.target}` held by {peers}"
     if wait.kind == "pipe":
@@ -119,6 +123,16 @@ def describe(wait: OutsideWait) -> str:
                      "end's delayed acknowledgement, ~40 ms on Linux)")
         return text
     return f"{wait.target} ({peers})"
+
+
+def _child_time(obs: Observation | None, pid: int) -> str:
+    """", most of its time inside JSONEncoder.iterencode (json/encoder.py, 61% of its samples)" for a child process
+    the window sampled (``Observation.children``); "" otherwise."""
+    if obs is None:
+        return ""
+    rows = [(t, explain(t).state) for s in obs.children if s.pid == pid for t in s.threads]
+    place = library_place(rows) if rows else ""
+    return f", most of its time {place}" if place else ""
 
 
 def peer_text(peer: PeerProcess) -> str:

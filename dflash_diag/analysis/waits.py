@@ -31,7 +31,7 @@ from dflash_contract.board import SessionKeys
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.frames import user_frames
-from dflash_diag.analysis.hotspots import hot_functions, spots_text
+from dflash_diag.analysis.hotspots import hot_functions, library_text, spots_text
 from dflash_diag.analysis.peers import outside_wait
 from dflash_diag.analysis.sampled import Sampled, classified, process_cpu_pct
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
@@ -387,6 +387,13 @@ def _followed(edge: WaitEdge) -> bool:
     return edge.kind in FOLLOWED or (edge.kind == WAIT_CONDITION and bool(edge.to_threads))
 
 
+def children_text(ctx: Sampled) -> str:
+    """``child process 4321 spends ShardWriter.write (exporter.py:41) 100%, most of it inside gzip.py (...)``: where
+    the sampled children spend their time, as the wait chain says it at its end; "" when none was sampled."""
+    hop = _children_hop(ctx)
+    return WaitGraph(threads=(), chain=(hop,), progress=True, process_cpu_pct=None).chain_text() if hop else ""
+
+
 def _children_hop(ctx: Sampled) -> ChainHop | None:
     """The root behind a wait on a child process: where the sampled children spend their working samples."""
     samples = ctx.obs.children
@@ -414,7 +421,9 @@ def _children_hop(ctx: Sampled) -> ChainHop | None:
     spots = hot_functions(working or rows, n=2)
     if not spots:
         return ChainHop(threads=pids, edge=WaitEdge(kind=WAIT_OTHER, target="", share=1.0, site=""))
-    return ChainHop(threads=pids, edge=None, hot=spots_text(spots))
+    # what the children's hot line spends its time in, where one library function holds most of it (a compressor's
+    # write, an encoder): the line reads like a cheap call
+    return ChainHop(threads=pids, edge=None, hot=spots_text(spots) + library_text(working or rows))
 
 
 # A child process's sample is its start-up, not its work, inside the import system (its frozen bootstrap frames) or

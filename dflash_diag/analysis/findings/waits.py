@@ -40,7 +40,7 @@ from dflash_diag.analysis.sched import (
     thread_rates,
     write_rate,
 )
-from dflash_diag.analysis.waits import STARTING_UP
+from dflash_diag.analysis.waits import STARTING_UP, children_text
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage
 from dflash_diag.model.findings import CAUSE, SYMPTOM
 from dflash_diag.model.sched import SchedSummary
@@ -277,7 +277,7 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
     only when nothing else does, and no cause is linked to it), with how the OS ran its threads."""
     split = _os_split(ctx, graph)
     below = _root_native(ctx, graph)
-    elsewhere = _root_process_waits(graph)
+    elsewhere = _root_process_waits(ctx, graph)
     return Finding(
         rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0,
         # it states the path, not what other rules found: it stands beside a health finding (a correctness verdict)
@@ -292,10 +292,11 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
                "shows them live, `dflash-diag record PID` as a timeline.")
 
 
-def _root_process_waits(graph: WaitGraph) -> str:
-    """The root's threads' waits on another process (a pipe it drains, a file lock), where they take
-    PROCESS_NOTE_SHARE of a thread's samples or more: the path's time at that line is that process's, and what
-    ``process-wait`` says of it belongs in the path's own account, or ""."""
+def _root_process_waits(ctx: Context, graph: WaitGraph) -> str:
+    """The root's threads' waits on another process (a pipe it drains, a file lock, a child process it feeds through
+    a queue or waits on), where they take PROCESS_NOTE_SHARE of a thread's samples or more: the path's time at that
+    line is that process's, and what ``process-wait`` (or the children's samples) say of it belongs in the path's
+    own account, or ""."""
     root = graph.root
     if root is None:
         return ""
@@ -307,6 +308,9 @@ def _root_process_waits(graph: WaitGraph) -> str:
             if e.kind == WAIT_PROCESS and e.share >= PROCESS_NOTE_SHARE:
                 where = f" at {e.site}" if e.site else ""
                 said.append(f"{n.name} blocked {pct(e.share)} of its samples{where} on {e.target}")
+            elif e.kind == WAIT_CHILD and e.share >= PROCESS_NOTE_SHARE:
+                children = children_text(ctx)
+                said.append(f"{n.name} {edge_text(e)}" + (f" <- {children}" if children else ""))
     return "; ".join(said[:2])
 
 
