@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -349,6 +350,9 @@ def main() -> int:
             report["targets"].append(run_target(kind, methods, args, work, env, deadline))
     except Exception as exc:  # a failed bench still writes what it saw
         report["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        # the targets' scripts, boards, gap logs and checkpoints: the bench's own scratch, read into the report
+        shutil.rmtree(work, ignore_errors=True)
     report["ok"] = _ok(report)
     write(args.out, report)
     return 0 if report["ok"] else 1

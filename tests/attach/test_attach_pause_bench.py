@@ -4,6 +4,7 @@ reports, with the pause the injector measured beside the hole the program saw; a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +35,13 @@ def test_a_summary_takes_only_the_injections_that_worked() -> None:
 @pytest.mark.slow
 def test_dry_run_on_the_cpu_writes_both_reports(ptrace_ok: None, tmp_path: Path) -> None:
     out = tmp_path / "pause"
+    scratch = tmp_path / "tmp"  # the bench's own scratch directory goes here, and must be gone after
+    scratch.mkdir()
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "attach_pause.py"), "--dry-run", "--out", str(out)],
-                         capture_output=True, text=True, timeout=180, cwd=ROOT)
+                         capture_output=True, text=True, timeout=180, cwd=ROOT,
+                         env={**os.environ, "TMPDIR": str(scratch)})
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert list(scratch.iterdir()) == []
     report = json.loads((out / "attach_pause.json").read_text())
     (target,) = report["targets"]
     ptrace = target["methods"]["ptrace"]
