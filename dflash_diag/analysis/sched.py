@@ -334,10 +334,12 @@ def child_loads(sched: list[SchedSample]) -> list[ChildLoad]:
 
 
 def _external(sched: list[SchedSample], own_demand: float) -> float | None:
+    """Other tasks runnable on the machine at once, on average: /proc/stat's count at the sweeps, less the process's
+    own demand and less one, the sweep that reads it (the tool's thread is running as it reads)."""
     values = [s.procs_running for s in sched if s.procs_running is not None]
     if not values:
         return None
-    return max(0.0, sum(values) / len(values) - own_demand)
+    return max(0.0, sum(values) / len(values) - 1.0 - own_demand)
 
 
 def _throttled_share(sched: list[SchedSample]) -> float | None:
