@@ -79,7 +79,8 @@ def wait_sites(obs: Observation) -> dict[SiteKey, OutsideWait]:
 
 
 def outside_wait(obs: Observation, thread: ThreadSample, t_s: float,
-                 sites: Mapping[SiteKey, OutsideWait] | None = None) -> str | None:
+                 sites: Mapping[SiteKey, OutsideWait] | None = None,
+                 places: Mapping[int, str] | None = None) -> str | None:
     """What an off-CPU ``thread`` waits on outside the process at ``t_s``, as an edge's target; None when nothing
     was read. With ``sites`` (``wait_sites``) that know the thread's blocking line, a sample is the wait exactly when
     it is at that line; without, the reading nearest in time (within MATCH_S) stands for it."""
@@ -101,15 +102,17 @@ def outside_wait(obs: Observation, thread: ThreadSample, t_s: float,
     newest = (with_cpu or same)[-1]
     # Whether the other end waits too is a state of the moment: said where half the readings or more saw it.
     back = 2 * sum(1 for w in same if w.peer_waits_back) >= len(same)
-    return describe(replace(newest, peer_waits_back=back), obs)
+    return describe(replace(newest, peer_waits_back=back), child_places(obs) if places is None else places)
 
 
-def describe(wait: OutsideWait, obs: Observation | None = None) -> str:
+def describe(wait: OutsideWait, places: Mapping[int, str] | None = None) -> str:
     """``a file lock on `/runs/index.lock` held by process 4321 (python syncer.py: running, 97% CPU, in
-    compress_chunk (syncer.py:30))``; with ``obs``, a peer that is a sampled child process also says the library
-    function its samples spend most in (``hotspots.library_place``): one reading's frame is a moment, the samples
+    compress_chunk (syncer.py:30))``; with ``places`` (:func:`child_places`), a peer that is a sampled child
+    process also says the library function its samples spend most in: one reading's frame is a moment, the samples
     are the window."""
-    peers = "; ".join(peer_text(p) + _child_time(obs, p.pid) for p in wait.peers[:2])
+    places = places or {}
+    peers = "; ".join(peer_text(p) + (f", most of its time {places[p.pid]}" if p.pid in places else "")
+                      for p in wait.peers[:2])
     if wait.kind == "file-lock":
         return f"a file lock on `{wait.target}` held by {peers}"
     if wait.kind == "pipe":
@@ -125,14 +128,15 @@ def describe(wait: OutsideWait, obs: Observation | None = None) -> str:
     return f"{wait.target} ({peers})"
 
 
-def _child_time(obs: Observation | None, pid: int) -> str:
-    """", most of its time inside JSONEncoder.iterencode (json/encoder.py, 61% of its samples)" for a child process
-    the window sampled (``Observation.children``); "" otherwise."""
-    if obs is None:
-        return ""
-    rows = [(t, explain(t).state) for s in obs.children if s.pid == pid for t in s.threads]
-    place = library_place(rows) if rows else ""
-    return f", most of its time {place}" if place else ""
+def child_places(obs: Observation) -> dict[int, str]:
+    """Each sampled child process's library place (``hotspots.library_place``: "inside json/encoder.py (80% of its
+    samples)"), by PID; children whose samples name none are left out. Read once per analysis
+    (``Sampled.child_places``)."""
+    by_pid: dict[int, list[ThreadSample]] = {}
+    for sample in obs.children:
+        by_pid.setdefault(sample.pid, []).extend(sample.threads)
+    places = {pid: library_place([(t, explain(t).state) for t in threads]) for pid, threads in by_pid.items()}
+    return {pid: place for pid, place in places.items() if place}
 
 
 def peer_text(peer: PeerProcess) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from dflash_diag.analysis.peers import SiteKey, wait_sites
+from dflash_diag.analysis.peers import SiteKey, child_places, wait_sites
 from dflash_diag.analysis.threads import thread_identity
 from dflash_diag.model import (
     Board,
@@ -85,6 +85,11 @@ class Sampled:
     def outside_sites(self) -> dict[SiteKey, OutsideWait]:
         """The lines where a thread was seen blocked on another process (``peers.wait_sites``)."""
         return wait_sites(self.obs)
+
+    @cached_property
+    def child_places(self) -> dict[int, str]:
+        """Where each sampled child process spends its time in library code, by PID (``peers.child_places``)."""
+        return child_places(self.obs)
 
     @cached_property
     def rows(self) -> dict[int, list[Row]]:

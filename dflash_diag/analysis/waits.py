@@ -161,7 +161,7 @@ def wait_of(ctx: Sampled, row: _Row) -> tuple[str, str, str] | None:
     # Off a CPU, without the GIL, while /proc saw it blocked on a file lock or a pipe another process holds (a C call
     # leaves no frame of its own: its stack reads as computing at the calling line): that process.
     off_cpu = not thread.active and not thread.owns_gil
-    elsewhere = outside_wait(ctx.obs, thread, row.t_s, ctx.outside_sites) if off_cpu else None
+    elsewhere = outside_wait(ctx.obs, thread, row.t_s, ctx.outside_sites, ctx.child_places) if off_cpu else None
     if elsewhere is None and state in _WORK:
         return None
     own = user_frames(thread)

@@ -830,6 +830,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         kernel_controls = by_area(non_default(ctx.obs), AREA_KERNEL)
         calls = _syscalls_seen(ctx, f.tid)
         line = _hot_line(ctx, f.tid)
+        reopened = reopened_text(reopened_files(ctx.obs))
         # Socket calls (recv, send, accept) are not read or write calls to the process's I/O counters: where its hot
         # line is one and the counters saw few calls, how many it makes and what each costs is not known here.
         uncounted = per_call is None and bool(_SOCKET_CALL.search(line))
@@ -842,7 +843,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + (f"; the machine's clock source is `{clock}`: every clock read (time.time(), perf_counter) is a "
                     "system call" if slow_clock else "")
                  + _sync_files_text(ctx, line)
-                 + _reopened_files_text(ctx)
+                 + (f"; {reopened}" if reopened else "")
                  + _memory_settings_text(ctx)
                  + _per_call_text(per_call)
                  + ("; its line calls a socket, and socket calls are not in the process's read and write counts: how "
@@ -856,7 +857,6 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                                           f"its own code; {_rate(f.faults_per_s)} page faults a second")]
         if calls:
             evidence.append(("system calls it was seen blocked in", calls))
-        reopened = reopened_text(reopened_files(ctx.obs))
         if reopened:
             evidence.append(("files opened again and again (/proc/PID/fd)", reopened.removeprefix("the process ")))
         if clock:
