@@ -423,6 +423,9 @@ def summary_of(obs: Observation) -> Maybe[SchedSummary]:
 # the machine, wanted them): what a wider pool could have used. Half a CPU: the tool's own sampling takes some of
 # an idle CPU while it watches (py-spy's dumps, the sweeps).
 IDLE_CORES = 0.5
+# The threads whose speed is the program's on a CPU this share of the window: they compute flat out, alone (read by
+# `cpu-threads-capped` and by the stage verdict's text beside the time).
+CAPPED_CPU_SHARE = 0.7
 # The settings that fix how many threads the math libraries' pools run (the environment's, and the calls').
 THREAD_CAPS = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
                          "torch.set_num_threads"})

@@ -18,7 +18,7 @@ from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_contract.settings import AREA_THREADS
 from dflash_diag.analysis.hotspots import changes_text, reads_text
 from dflash_diag.analysis.sampled import Sampled
-from dflash_diag.analysis.sched import IDLE_CORES, idle_cores, summary_of, thread_caps
+from dflash_diag.analysis.sched import CAPPED_CPU_SHARE, IDLE_CORES, idle_cores, summary_of, thread_caps
 from dflash_diag.analysis.settings import by_area, library_changes, non_default
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
@@ -405,10 +405,9 @@ def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]
     return reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows) + caps_text(ctx, rows)
 
 
-# The rows' share in native code (torch's ops) and their threads' share of the window on a CPU from which a
-# pool-size setting below the idle CPUs is said beside their time.
+# The rows' share in native code (torch's ops) from which a pool-size setting below the idle CPUs is said beside
+# their time (their threads on a CPU CAPPED_CPU_SHARE of the window, as `cpu-threads-capped` reads them).
 CAPS_NATIVE_SHARE = 0.5
-CAPS_CPU_SHARE = 0.7
 
 
 def caps_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
@@ -423,7 +422,7 @@ def caps_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) ->
     native = sum(1 for _, state in rows if state is ThreadState.NATIVE) / len(rows)
     tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
     cpu = [t.cpu_share for t in summary.threads if t.tid in tids]
-    if native < CAPS_NATIVE_SHARE or not cpu or min(cpu) < CAPS_CPU_SHARE:
+    if native < CAPS_NATIVE_SHARE or not cpu or min(cpu) < CAPPED_CPU_SHARE:
         return ""
     idle = idle_cores(ctx.obs, summary)
     caps = thread_caps(by_area(non_default(ctx.obs), AREA_THREADS), summary.cores)

@@ -29,6 +29,7 @@ from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.settings import ops_share_of
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
 from dflash_diag.analysis.sched import (
+    CAPPED_CPU_SHARE,
     IDLE_CORES,
     blocked_in,
     child_loads,
@@ -397,8 +398,6 @@ def _cores_text(summary: SchedSummary) -> str:
 
 # --- a thread-count setting keeps torch's ops on fewer threads than the idle CPUs allow ----------------------------
 
-# The threads whose speed is the program's on a CPU this share of the window: they compute flat out, alone.
-CAPPED_CPU_SHARE = 0.7
 # Their share of samples in torch's ops below which the setting is not said.
 CAPPED_NOTE_SHARE = 0.10
 
