@@ -41,7 +41,28 @@ def test_gpu_underused_by_gil_bound_drafter() -> None:
     threads = (thread_stats("drafter-0", "drafter", {ThreadState.GIL_WAIT: 0.5, ThreadState.PYTHON: 0.4,
                                                      ThreadState.NATIVE: 0.1}, tid=12),)
     f = _one(evaluate(obs, threads, pipeline(), now_wall_s=NOW_S), "gpu-underused")
-    assert "cuda:1 (drafter) is busy only 22%" in f.claim and "GIL wait 50%" in dict(f.evidence)["their time"]
+    assert "cuda:1 is busy only 22% of the time while the threads that drive it (drafter-0)" in f.claim
+    assert "GIL wait 50%" in dict(f.evidence)["their time"]
+
+
+def test_gpu_underused_alone_is_information_and_a_linked_cause_makes_the_headline_a_warning() -> None:
+    """Low utilisation is what a small healthy model shows too (the casebook's healthy twins on the H200 and an
+    H100: 15-42% busy): no measured cost on its own. A cause that explains it carries the cost and the severity."""
+    from dflash_diag.analysis.causal import link
+    from dflash_diag.model import Finding, Severity
+    from dflash_diag.model.findings import CAUSE
+
+    obs = _gpu_obs(22.0, {"drafter-0": {"role": "drafter", "device": "cuda:1"}})
+    threads = (thread_stats("drafter-0", "drafter", {ThreadState.NATIVE: 0.9, ThreadState.PYTHON: 0.1}, tid=12),)
+    alone = _one(evaluate(obs, threads, pipeline(), now_wall_s=NOW_S), "gpu-underused")
+    assert alone.severity == Severity.INFO
+    _, headline, _ = link([alone])
+    assert headline is not None and headline.rule_id == "gpu-underused" and headline.severity == Severity.INFO
+    sync = Finding(rule_id="host-sync-storm", severity=Severity.WARNING, claim="drafter-0 waits on the GPU in "
+                   ".item() 40% of the time", evidence=(), remedy="r", impact=0.4, kind=CAUSE, stages=("drafter",))
+    _, headline, _ = link([alone, sync])
+    assert headline is not None and headline.rule_id == "gpu-underused" and headline.because == ("host-sync-storm",)
+    assert headline.severity == Severity.WARNING
 
 
 def test_gpu_idle_because_of_the_queue_is_the_pipeline_rule() -> None:
