@@ -80,6 +80,14 @@ def test_a_bounded_ring_an_allocator_warming_up_and_a_slow_drift_are_silent() ->
     assert RULE not in _ids(_run(_with_gpus(observation(), [3 * GIB + 0.4 * GIB * min(i, 2) for i in range(6)])))
 
 
+def test_memory_freed_early_in_the_window_then_taken_again_is_silent() -> None:
+    """A healthy EMA twin attached on an H100's host: live tensors fell in the window's earlier half (-518 MB/s) and
+    rose in the later (+262 MB/s), 4 of 5 readings rising: it read as steady growth, a false warning."""
+    dip = [2.0 * GIB] + [1.2 * GIB + 0.1 * GIB * i for i in range(10)]
+    assert RULE not in _ids(_run(_with_gpus(observation(_boards(dip)), [4 * GIB] * 5)))
+    assert RULE in _ids(_run(_with_gpus(observation(_boards(dip[1:] + [2.2 * GIB])), [4 * GIB] * 5)))
+
+
 def test_growth_far_from_running_out_and_growth_while_compiling_are_information() -> None:
     slow = [3 * GIB + 20 * 2**20 * 0.5 * i for i in range(11)]  # 20 MB/s, 120 GiB left: hours
     f = _one(_run(_with_gpus(observation(_boards(slow, limit=None)), [4 * GIB] * 5)), RULE)

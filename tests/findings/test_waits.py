@@ -240,6 +240,14 @@ def test_growth_that_levels_off_is_a_cache_filling_up_not_a_leak() -> None:
     assert any(name == "slope, earlier -> later half" for name, _ in leak.evidence)
 
 
+def test_memory_freed_then_taken_again_is_not_steady_growth() -> None:
+    """A step's peak freed early in the window and taken again: most readings rise and the window's slope is up,
+    but its earlier half falls. Not a leak; the same rise without the fall is one."""
+    dip = _rss_series(lambda t: 640 - 100 * t if t < 1.0 else 500 + 40 * t)  # 16 of 20 changes rising
+    assert _growth(dip, age_s=600.0) == []
+    assert len(_growth(_rss_series(lambda t: 500 + 40 * t), age_s=600.0)) == 1
+
+
 def test_steady_growth_in_the_first_minute_is_information_until_warm_up_ends() -> None:
     """The healthy control's false warning: its first minute filled caches at a steady pace. In the first minute the
     growth is said (information, with when to look again); past it, the same pace is the warning."""

@@ -85,6 +85,10 @@ def _judge(ctx: Context, series: _Series) -> Finding | None:
     early, late = halves_slopes(points)
     if late < GROWTH_BYTES_PER_S or late < SUSTAINED_RATIO * early:
         return None  # levelling off: something filling up to its size
+    if early < 0:
+        # Memory fell in the window's earlier half, then rose: a step's peak freed and taken again, not steady growth
+        # (a healthy EMA twin, attached on an H100's host: -518 then +262 MB/s, drew a false warning).
+        return None
     span = points[-1][0] - points[0][0]
     left_s = series.headroom_bytes / slope if series.headroom_bytes is not None else None
     compiling = any(t.shares.get(ThreadState.COMPILE, 0.0) >= COMPILING_SHARE for t in ctx.sampled())

@@ -57,6 +57,8 @@ def _memory(ctx: Context) -> Iterator[Finding]:
     early_bps, late_bps = halves_slopes(_rss_points(readings))
     if late_bps < GROWTH_BYTES_PER_S or late_bps < SUSTAINED_RATIO * early_bps:
         return  # levelling off: something filling up to its size, not growing without bound
+    if early_bps < 0:
+        return  # it fell in the window's earlier half, then rose: memory freed and taken again, not steady growth
     span_s = readings[-1].monotonic_s - readings[0].monotonic_s
     available = readings[-1].host_available_bytes
     left_s = available / slope if available is not None and slope > 0 else None
