@@ -404,10 +404,15 @@ def _threading_idle(py_frames: list[Frame]) -> str | None:
     # get on the lock its readers share: waits on the processes at the other end, with the GIL released.
     if _MP_QUEUE_FILE in path and _MP_QUEUE_WAITS.search(top.name):
         return f"{top.name} in {top.short_filename}"
+    # A ThreadPoolExecutor worker with nothing under its loop waits for its next job in the work queue's get (a C
+    # SimpleQueue: no Python frame of its own), with the GIL released: idle, not native work nor a GIL wait.
+    if path.endswith(_POOL_WORKER_FILE) and top.name == "_worker":
+        return "waits for a job in concurrent/futures/thread.py"
     return None
 
 
 _MP_QUEUE_FILE = "multiprocessing/queues.py"
+_POOL_WORKER_FILE = "concurrent/futures/thread.py"
 _MP_QUEUE_WAITS = re.compile(r"(^|\.)(put|get|join)$")
 
 

@@ -167,25 +167,39 @@ def library_file(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[str,
     return (where, count / total) if count / total >= LIBRARY_SHARE else None
 
 
-def library_place(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+def library_place(rows: Iterable[tuple[ThreadSample, ThreadState]], *, of: str = "its samples") -> str:
     """"inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``; else "inside
     SystemRandom.random (random.py, 55% of its samples)" when one library function does; else "inside
-    json/encoder.py (80% of its samples)" when one library file does; else ""."""
+    json/encoder.py (80% of its samples)" when one library file does; else "". ``of`` names what the rows are
+    ("its working samples" when the caller left its waits out)."""
     rows = list(rows)
     dirs = [(d, share) for d, share in library_dirs(rows, n=1) if share >= LIBRARY_SHARE]
     if dirs:
-        return f"inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of its samples)"
+        return f"inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of {of})"
     call = library_call(rows)
     if call:
-        return f"inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of its samples)"
+        return f"inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of {of})"
     file = library_file(rows)
-    return f"inside {file[0]} ({100.0 * file[1]:.0f}% of its samples)" if file else ""
+    return f"inside {file[0]} ({100.0 * file[1]:.0f}% of {of})" if file else ""
 
 
-def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]], *, of: str = "its samples") -> str:
     """", most of it inside sympy/core (70% of its samples)", after a hot spot: :func:`library_place`, or ""."""
-    place = library_place(rows)
+    place = library_place(rows, of=of)
     return f", most of it {place}" if place else ""
+
+
+def working_rows(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> list[tuple[ThreadSample, ThreadState]]:
+    """The rows a thread works in (its waits on queues and idle waits left out)."""
+    return [row for row in rows if row[1] not in NOT_WORK]
+
+
+def work_library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
+    """:func:`library_text` out of the samples the thread works in, said so: a pool worker idle between jobs half
+    the window would hide a library that is most of its work."""
+    rows = list(rows)
+    working = working_rows(rows)
+    return library_text(working, of="its working samples") if working else library_text(rows)
 
 
 READ_DIR_SHARE = 0.1  # an installed directory whose settings read are said: this share of the samples run in it

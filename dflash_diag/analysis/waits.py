@@ -423,7 +423,8 @@ def _children_hop(ctx: Sampled) -> ChainHop | None:
         return ChainHop(threads=pids, edge=WaitEdge(kind=WAIT_OTHER, target="", share=1.0, site=""))
     # what the children's hot line spends its time in, where one library function holds most of it (a compressor's
     # write, an encoder): the line reads like a cheap call
-    return ChainHop(threads=pids, edge=None, hot=spots_text(spots) + library_text(working or rows))
+    place = library_text(working, of="their samples on a CPU") if working else library_text(rows)
+    return ChainHop(threads=pids, edge=None, hot=spots_text(spots) + place)
 
 
 # A child process's sample is its start-up, not its work, inside the import system (its frozen bootstrap frames) or

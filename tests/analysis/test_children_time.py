@@ -65,3 +65,14 @@ def test_a_library_file_is_named_where_its_time_splits_over_its_functions_and_no
     assert library_file(rows) == ("json/encoder.py", 0.75)
     assert library_place(rows) == "inside json/encoder.py (75% of its samples)"
     assert library_file(rows[:1] + rows[3:] * 3) is None  # a quarter of the samples is not where the time goes
+
+
+def test_a_pool_worker_holding_the_gil_is_named_at_its_job_with_the_library_of_its_work() -> None:
+    """A Jinja2 note pool (two ThreadPoolExecutor workers) holds the GIL a third of the window: it was named at the
+    pool's own loop, `_worker (thread.py:81)`, where its idle samples sat between jobs (read as native or GIL
+    waits), and the library its jobs run in was diluted by them below the share that says it."""
+    for mode in ("outside", "probes", "attach"):
+        report = analyse(_obs(f"settings12_vetnotes__{mode}"))
+        (gil,) = [f for f in report.findings if f.rule_id == "gil-contention"]
+        assert "in make_job.<locals>.job (train.py:61), most of it inside jinja2 (" in gil.claim, (mode, gil.claim)
+        assert "% of its working samples)" in gil.claim and "thread.py:81" not in gil.claim, (mode, gil.claim)

@@ -159,6 +159,19 @@ def test_the_library_function_a_hot_line_spends_in_is_said_with_its_module() -> 
     assert library_call(_rows(RANDOM_CALL, 7) + _rows(OWN_ONLY, 13)) is None
 
 
+def test_the_library_of_a_threads_work_is_said_out_of_its_working_samples() -> None:
+    """A worker idle half the window: its library is 11 of 20 samples but 11 of 12 it works in."""
+    from dflash_diag.analysis.hotspots import library_text, work_library_text
+    idle = _rows(OWN_ONLY, 8, ThreadState.IDLE)
+    rows = _rows(RANDOM_CALL, 11) + _rows(OWN_ONLY, 1) + idle
+    assert library_text(rows) == ", most of it inside SystemRandom.random (random.py, 55% of its samples)"
+    assert work_library_text(rows) == (", most of it inside SystemRandom.random (random.py, 92% of its working "
+                                       "samples)")
+    assert work_library_text(_rows(RANDOM_CALL, 5) + _rows(OWN_ONLY, 15, ThreadState.IDLE)) == \
+        ", most of it inside SystemRandom.random (random.py, 100% of its working samples)"
+    assert work_library_text(idle) == ""
+
+
 def test_waits_torch_and_library_only_threads_are_not_a_library_call() -> None:
     from dflash_diag.analysis.hotspots import library_call
     waiting = (Frame("Condition.wait", f"{STDLIB}/threading.py", 327), Frame("Queue.get", f"{STDLIB}/queue.py", 171),

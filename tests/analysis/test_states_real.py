@@ -34,4 +34,11 @@ def test_threads_parked_in_c_level_waits_are_idle_not_gil_wait_or_native() -> No
                                                               os_timeline=OsTimeline(obs.proc)).values()
              for r in rows}
     assert "socket read" in rules["wait-socket"], rules["wait-socket"]
+    # A pool worker between jobs reads as idle from its frames alone (no /proc reading near the sample): the
+    # pool's _worker on top, its work queue's get a C call. It read as native, or as a GIL wait while another
+    # thread held the GIL, and a Jinja2 pool's holder was named at that loop instead of its jobs.
+    assert by["wait-pool_0"].shares[S.IDLE] >= 0.9, summary["wait-pool_0"]
+    frames_only = {r.thread.name: (r.state, r.rule) for rows in classify_stacks(obs.stacks, obs.line_text).values()
+                   for r in rows}
+    assert frames_only["wait-pool_0"] == (S.IDLE, "waits for a job in concurrent/futures/thread.py"), frames_only
     assert "futex" in rules["wait-simplequeue"] and "0.0% CPU" in rules["wait-simplequeue"], rules

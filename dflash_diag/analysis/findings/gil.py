@@ -21,7 +21,7 @@ from dflash_diag.analysis.findings._context import (
     threads_text,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.hotspots import hot_functions, library_text
+from dflash_diag.analysis.hotspots import hot_functions, work_library_text
 from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, thread_stacks
 from dflash_diag.analysis.waits import POOL_FUTURES, is_pool_worker
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
@@ -332,5 +332,5 @@ def _where(ctx: Context, t: ThreadStats) -> str:
     rows = ctx.stats_rows(t)
     spots = hot_functions(rows, n=1)
     if spots:
-        return f" in {spots[0].function} ({spots[0].site}){library_text(rows)}{settings_text(ctx, rows)}"
+        return f" in {spots[0].function} ({spots[0].site}){work_library_text(rows)}{settings_text(ctx, rows)}"
     return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""
