@@ -119,6 +119,34 @@ def library_dirs(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 2
     return tuple((d, c / total) for d, c in counts.most_common(n)) if total else ()
 
 
+# The package's entry point is said when one function is the program's call into it in this share of its samples.
+ENTRY_SHARE = 0.5
+
+
+def library_entry(rows: Iterable[tuple[ThreadSample, ThreadState]], directory: str) -> tuple[str, float] | None:
+    """The call the program makes into the installed package that ``directory`` belongs to, over the samples whose
+    innermost installed code is in ``directory`` (as :func:`library_dirs` counts them): the outermost frame of that
+    package in each, when one function is ``ENTRY_SHARE`` of them: (function, share). What the package does there
+    is spread over its internals (a template compiler's visitors); the API the program called names the cost
+    (``Environment.get_template`` against ``Template.render``)."""
+    package = directory.split("/", 1)[0]
+    counts: Counter[str] = Counter()
+    total = 0
+    for thread, _state in rows:
+        inner = next((installed_dir(f.filename) for f in thread.frames if installed_dir(f.filename) is not None), None)
+        if inner != directory:
+            continue
+        total += 1
+        outer = next((f for f in reversed(thread.frames) if not f.native
+                      and (installed_dir(f.filename) or "").split("/", 1)[0] == package), None)
+        if outer is not None:
+            counts[outer.name] += 1
+    if not total or not counts:
+        return None
+    function, count = counts.most_common(1)[0]
+    return (function, count / total) if count / total >= ENTRY_SHARE else None
+
+
 def library_call(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[str, str, float] | None:
     """The library function the rows' working samples run in below the program's own code, when one holds
     ``LIBRARY_SHARE`` of all the rows: (function, its file as imported, share). The program's line that calls it is
@@ -175,7 +203,9 @@ def library_place(rows: Iterable[tuple[ThreadSample, ThreadState]], *, of: str =
     rows = list(rows)
     dirs = [(d, share) for d, share in library_dirs(rows, n=1) if share >= LIBRARY_SHARE]
     if dirs:
-        return f"inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of {of})"
+        entry = library_entry(rows, dirs[0][0])
+        through = f", entered through {entry[0]} ({100.0 * entry[1]:.0f}% of them)" if entry else ""
+        return f"inside {dirs[0][0]} ({100.0 * dirs[0][1]:.0f}% of {of}){through}"
     call = library_call(rows)
     if call:
         return f"inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of {of})"

@@ -110,7 +110,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  # leads outside through the stage verdict the warning outranked.
                                  *(("gpu_ema_param_loop_fixed", m) for m in ("outside", "attach")),
                                  *(("gpu_feature_cache_views_fixed", m) for m in ("outside", "attach")),
-                                 ("gpu_asr_inline_features_fixed", "outside"), ("gpu_ema_param_loop", "outside")})
+                                 ("gpu_asr_inline_features_fixed", "outside"), ("gpu_ema_param_loop", "outside"),
+                                 *(("settings12_vetnotes", m) for m in ("outside", "probes", "attach"))})
 
 
 def _held_out_missed(what: str, modes: tuple[str, ...] = GPU_MODES) -> dict[str, str]:
@@ -2140,13 +2141,12 @@ CASES: tuple[Case, ...] = (
         r"re-?compil\w*|compil\w*|re-?pars\w*|re-?load\w*)|(recompil\w*|re-?compil\w*|compil\w*|re-?pars\w*)\W+"
         r"(\w+\W+){0,4}(templates?|jinja\w*|\.j2)|get_template|_load_template|create_cache|Environment\.compile|"
         r"template[ _-]?profile|authoring",
-        r"step \d+ loss", batch="settings batch 12",
-        missed={"outside": "`where-time-goes` (info): MainThread in main (train.py:108) 89%, waiting for the GIL between "
-                           "its ops while note-pool_1 holds it 33% at _worker (thread.py:81); the template cache off "
-                           "(cache_size=0, every get_template compiles again) not named",
-                **{m: "`gil-contention` (warning): a note-pool worker holds the GIL 33-34% at _worker (thread.py:81) "
-                      "while MainThread waits for it between its ops; the template cache off not named"
-                   for m in ("probes", "attach")}}),
+        # Missed in every mode when scored (the holder named at the pool's `_worker (thread.py:81)`, where its idle
+        # samples sat); since, a pool worker between jobs is idle and the holder's library is said out of its working
+        # samples with the call that enters it: "... in make_job.<locals>.job (train.py:61), most of it inside jinja2
+        # (65% of its working samples), entered through Environment.get_template (77% of them)" (FIXED_AFTER_SCORING:
+        # the API whose cost names the cache, not the cache_size setting itself).
+        r"step \d+ loss", batch="settings batch 12"),
     *_settings_pair(
         "settings12_tracks", "settings12_tracks", ("train.py",),
         ("train.py", "--export-config", "configs/export_scratch.toml"),
