@@ -114,6 +114,7 @@ SETTINGS_BATCHES = {
     "settings-batch-10": ("## Settings/OS held-out batch 10, scored once", "settings batch 10", 8),
     "settings-batch-11": ("## Settings/OS held-out batch 11, scored once", "settings batch 11", 8),
     "settings-batch-12": ("## Settings/OS held-out batch 12, scored once", "settings batch 12", 8),
+    "settings-batch-13": ("## Settings/OS held-out batch 13, scored once", "settings batch 13", 8),
 }
 
 
