@@ -110,13 +110,15 @@ def library_dirs(rows: Iterable[tuple[ThreadSample, ThreadState]], *, n: int = 2
     total = 0
     for thread, _state in rows:
         total += 1
-        for frame in thread.frames:
-            where = installed_dir(frame.filename)
-            if where is not None:
-                if not is_framework_dir(where):
-                    counts[where] += 1
-                break
+        where = _innermost_installed(thread)
+        if where is not None and not is_framework_dir(where):
+            counts[where] += 1
     return tuple((d, c / total) for d, c in counts.most_common(n)) if total else ()
+
+
+def _innermost_installed(thread: ThreadSample) -> str | None:
+    """The installed directory of the sample's innermost installed frame: where :func:`library_dirs` counts it."""
+    return next((where for f in thread.frames if (where := installed_dir(f.filename)) is not None), None)
 
 
 # The package's entry point is said when one function is the program's call into it in this share of its samples.
@@ -133,8 +135,7 @@ def library_entry(rows: Iterable[tuple[ThreadSample, ThreadState]], directory: s
     counts: Counter[str] = Counter()
     total = 0
     for thread, _state in rows:
-        inner = next((installed_dir(f.filename) for f in thread.frames if installed_dir(f.filename) is not None), None)
-        if inner != directory:
+        if _innermost_installed(thread) != directory:
             continue
         total += 1
         outer = next((f for f in reversed(thread.frames) if not f.native
@@ -219,16 +220,11 @@ def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]], *, of: str = 
     return f", most of it {place}" if place else ""
 
 
-def working_rows(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> list[tuple[ThreadSample, ThreadState]]:
-    """The rows a thread works in (its waits on queues and idle waits left out)."""
-    return [row for row in rows if row[1] not in NOT_WORK]
-
-
 def work_library_text(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> str:
     """:func:`library_text` out of the samples the thread works in, said so: a pool worker idle between jobs half
     the window would hide a library that is most of its work."""
     rows = list(rows)
-    working = working_rows(rows)
+    working = [row for row in rows if row[1] not in NOT_WORK]
     return library_text(working, of="its working samples") if working else library_text(rows)
 
 

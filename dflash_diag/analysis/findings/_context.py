@@ -387,6 +387,18 @@ def halves_slopes(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return (slope_per_s(early) if len(early) >= 2 else 0.0, slope_per_s(late) if len(late) >= 2 else 0.0)
 
 
+# The later half of the window grows at least this fraction as fast as the earlier one: sustained, not levelling off.
+SUSTAINED_RATIO = 0.5
+
+
+def steady_growth(early_per_s: float, late_per_s: float, min_per_s: float) -> bool:
+    """Growth over both halves of a window (:func:`halves_slopes`): the later half at least ``min_per_s`` and
+    ``SUSTAINED_RATIO`` of the earlier (else it levels off: something filling up to its size), the earlier not
+    falling (else a step's peak was freed and taken again: a healthy EMA twin attached on an H100's host read -518
+    then +262 MB/s)."""
+    return late_per_s >= min_per_s and late_per_s >= SUSTAINED_RATIO * early_per_s and early_per_s >= 0
+
+
 def duration_text(seconds: float) -> str:
     """``45 s``, ``12 min``, ``3.5 h``: how long until a resource runs out, said at the scale that reads."""
     if seconds < 120:

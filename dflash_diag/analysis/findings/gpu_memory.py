@@ -30,6 +30,7 @@ from dflash_diag.analysis.findings._context import (
     halves_slopes,
     num,
     slope_per_s,
+    steady_growth,
     sub,
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
@@ -42,7 +43,6 @@ MIN_SPAN_S = 2.0
 GROWTH_BYTES_PER_S = 10 * 2**20
 MIN_GROWTH_BYTES = 64 * 2**20
 RISING_SHARE = 0.7  # of the reading-to-reading changes
-SUSTAINED_RATIO = 0.5  # the later half grows at least this fraction as fast as the earlier half
 WARNING_HORIZON_S = 3600.0
 COMPILING_SHARE = 0.2  # a thread compiling this share of its samples: its allocations are autotuning's
 _GIB = 2**30
@@ -83,11 +83,7 @@ def _judge(ctx: Context, series: _Series) -> Finding | None:
     if slope < GROWTH_BYTES_PER_S or grown < MIN_GROWTH_BYTES or rising < RISING_SHARE:
         return None
     early, late = halves_slopes(points)
-    if late < GROWTH_BYTES_PER_S or late < SUSTAINED_RATIO * early:
-        return None  # levelling off: something filling up to its size
-    if early < 0:
-        # Memory fell in the window's earlier half, then rose: a step's peak freed and taken again, not steady growth
-        # (a healthy EMA twin, attached on an H100's host: -518 then +262 MB/s, drew a false warning).
+    if not steady_growth(early, late, GROWTH_BYTES_PER_S):
         return None
     span = points[-1][0] - points[0][0]
     left_s = series.headroom_bytes / slope if series.headroom_bytes is not None else None

@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from dflash_diag.analysis.findings._context import Context, duration_text, halves_slopes, slope_per_s
+from dflash_diag.analysis.findings._context import (
+    Context,
+    duration_text,
+    halves_slopes,
+    slope_per_s,
+    steady_growth,
+)
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.model import Finding, ProcessSample, Severity
 from dflash_diag.model.findings import CAUSE
@@ -27,8 +33,6 @@ MIN_SPAN_S = 2.0
 GROWTH_BYTES_PER_S = 5 * 1024 * 1024  # below 5 MB/s a warm-up or a cache filling up is as likely
 MIN_GROWTH_BYTES = 32 * 1024 * 1024
 RISING_SHARE = 0.7  # of the sweep-to-sweep changes: steady growth, not one jump
-# The later half of the window grows at least this fraction as fast as the earlier one: sustained, not levelling off.
-SUSTAINED_RATIO = 0.5
 # A process this young may be filling caches (the data's first epoch, allocator arenas, lazy imports): growth in it
 # is not yet shown to outlast warm-up.
 WARMUP_S = 60.0
@@ -55,10 +59,8 @@ def _memory(ctx: Context) -> Iterator[Finding]:
     if slope < GROWTH_BYTES_PER_S or grown < MIN_GROWTH_BYTES or rising < RISING_SHARE:
         return
     early_bps, late_bps = halves_slopes(_rss_points(readings))
-    if late_bps < GROWTH_BYTES_PER_S or late_bps < SUSTAINED_RATIO * early_bps:
-        return  # levelling off: something filling up to its size, not growing without bound
-    if early_bps < 0:
-        return  # it fell in the window's earlier half, then rose: memory freed and taken again, not steady growth
+    if not steady_growth(early_bps, late_bps, GROWTH_BYTES_PER_S):
+        return
     span_s = readings[-1].monotonic_s - readings[0].monotonic_s
     available = readings[-1].host_available_bytes
     left_s = available / slope if available is not None and slope > 0 else None
