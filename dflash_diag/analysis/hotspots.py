@@ -196,11 +196,78 @@ def library_file(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[str,
     return (where, count / total) if count / total >= LIBRARY_SHARE else None
 
 
+# Waits of the threading module at the end of a call path are the wait itself, not where the path leads.
+_PATH_TAIL_WAITS = frozenset({"threading.py"})
+
+
+def library_path(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[tuple[Frame, ...], float] | None:
+    """The chain of library calls the rows' samples share below the program's own code, outermost first, as far
+    down as ``LIBRARY_SHARE`` of all the rows still run through it: (frames, share of the rows). None when it is
+    shorter than two calls (the program's line already shows its own call), or ends in torch's code (the
+    framework: its ops are the rules' to judge) or outside the standard library and installed packages; a
+    threading wait at its end is cut off (the wait itself, not where the path leads). Waits count (a handshake's socket read is
+    the call's cost) but not the pipeline's queue: what one line costs can sit several libraries deep, spread over
+    functions no single one of which holds the share (``Queue.get`` unpickling each tensor through a
+    resource-sharer connection). Only Python frames: a C function shows as the line that calls it."""
+    chains: list[list[Frame]] = []
+    total = 0
+    for thread, state in rows:
+        total += 1
+        if state in QUEUE_WAITS:
+            continue
+        python = [f for f in thread.frames if not f.native]
+        own_at = next((i for i, f in enumerate(python) if not is_library_file(f.filename)), None)
+        if own_at:  # None: no program frame (a library's own thread); 0: the program's own code on top
+            chains.append(python[:own_at][::-1])
+    path: list[Frame] = []
+    share = 0.0
+    while chains:
+        depth = len(path)
+        counts = Counter((c[depth].filename, c[depth].name) for c in chains if len(c) > depth)
+        if not counts:
+            break
+        key, count = counts.most_common(1)[0]
+        if count / total < LIBRARY_SHARE:
+            break
+        chains = [c for c in chains if len(c) > depth and (c[depth].filename, c[depth].name) == key]
+        path.append(chains[0][depth])
+        share = count / total
+    while path and path[-1].short_filename in _PATH_TAIL_WAITS:
+        path.pop()
+    if len(path) < 2:
+        return None
+    deepest = library_relative(path[-1].filename)  # None: the probes' own code, a generated or frozen module
+    if deepest is None or is_framework_dir(deepest):
+        return None
+    return tuple(path), share
+
+
+def path_text(path: Sequence[Frame]) -> str:
+    """"Queue.get (multiprocessing/queues.py) > rebuild_storage_fd (torch/multiprocessing/reductions.py) > Client >
+    ... > Connection._recv (multiprocessing/connection.py)": the call that enters each file, its file once, and
+    the deepest call."""
+    groups: list[list[Frame]] = []
+    for frame in path:
+        if groups and groups[-1][0].filename == frame.filename:
+            groups[-1].append(frame)
+        else:
+            groups.append([frame])
+    parts = []
+    for i, group in enumerate(groups):
+        where = library_relative(group[0].filename) or group[0].short_filename
+        names = group[0].name
+        if i == len(groups) - 1 and len(group) > 1:
+            names += (" > " if len(group) == 2 else " > ... > ") + group[-1].name
+        parts.append(f"{names} ({where})")
+    return " > ".join(parts)
+
+
 def library_place(rows: Iterable[tuple[ThreadSample, ThreadState]], *, of: str = "its samples") -> str:
     """"inside sympy/core (70% of its samples)" when one installed package holds ``LIBRARY_SHARE``; else "inside
     SystemRandom.random (random.py, 55% of its samples)" when one library function does; else "inside
-    json/encoder.py (80% of its samples)" when one library file does; else "". ``of`` names what the rows are
-    ("its working samples" when the caller left its waits out)."""
+    json/encoder.py (80% of its samples)" when one library file does; else "through Queue.get (...) > ... (45% of
+    its samples)" when one chain of library calls does (:func:`library_path`); else "". ``of`` names what the rows
+    are ("its working samples" when the caller left its waits out)."""
     rows = list(rows)
     dirs = [(d, share) for d, share in library_dirs(rows, n=1) if share >= LIBRARY_SHARE]
     if dirs:
@@ -211,7 +278,10 @@ def library_place(rows: Iterable[tuple[ThreadSample, ThreadState]], *, of: str =
     if call:
         return f"inside {call[0]} ({call[1]}, {100.0 * call[2]:.0f}% of {of})"
     file = library_file(rows)
-    return f"inside {file[0]} ({100.0 * file[1]:.0f}% of {of})" if file else ""
+    if file:
+        return f"inside {file[0]} ({100.0 * file[1]:.0f}% of {of})"
+    path = library_path(rows)
+    return f"through {path_text(path[0])} ({100.0 * path[1]:.0f}% of {of})" if path else ""
 
 
 def library_text(rows: Iterable[tuple[ThreadSample, ThreadState]], *, of: str = "its samples") -> str:

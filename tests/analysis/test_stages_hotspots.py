@@ -209,3 +209,80 @@ def test_the_call_that_enters_a_busy_package_is_said_with_it() -> None:
     assert library_entry(even, "jinja2") == ("Template.render", 6 / 11)
     assert library_entry(_rows(compiling, 4) + _rows(rendering, 4) + _rows((Frame("Environment.from_string",
                          f"{site}/environment.py", 1090), job), 4), "jinja2") is None
+
+
+def _chain(*frames: tuple[str, str]) -> tuple[Frame, ...]:
+    """Frames innermost first, from (function, file under the standard library or site-packages) pairs, under the
+    program's own ``Fetcher.run`` line."""
+    return (*(Frame(name, f"{STDLIB}/{where}", 10 + i) for i, (name, where) in enumerate(frames)),
+            Frame("Fetcher.run", "/app/train.py", 69), Frame("Thread.run", f"{STDLIB}/threading.py", 982))
+
+
+_REBUILD = ("rebuild_storage_fd", "site-packages/torch/multiprocessing/reductions.py")
+_DETACH = ("DupFd.detach", "multiprocessing/resource_sharer.py")
+_GET = ("Queue.get", "multiprocessing/queues.py")
+
+
+def test_a_chain_of_library_calls_is_said_where_no_one_function_or_file_holds_the_time() -> None:
+    """A queue's get that unpickles each item through torch's reductions and a resource-sharer connection: no
+    package, function or file holds the share, the chain does, and is said as far down as it holds (each file's
+    entry call, the deepest call); the handshake's socket reads count (the line's cost), the pipeline's queue
+    waits do not."""
+    from dflash_diag.analysis.hotspots import library_path, library_text
+    handshake = _chain(("Connection._recv", "multiprocessing/connection.py"),
+                       ("answer_challenge", "multiprocessing/connection.py"),
+                       ("Client", "multiprocessing/connection.py"), _DETACH, _REBUILD, _GET)
+    connecting = _chain(("socket.connect", "socket.py"), ("SocketClient", "multiprocessing/connection.py"),
+                        ("Client", "multiprocessing/connection.py"), _DETACH, _REBUILD, _GET)
+    receiving = _chain(("recvfds", "multiprocessing/reduction.py"), _DETACH, _REBUILD, _GET)
+    rows = (_rows(handshake, 5, ThreadState.IDLE) + _rows(connecting, 3) + _rows(receiving, 3)
+            + _rows(OWN_ONLY, 4) + _rows(PUT_BLOCKED, 5, ThreadState.QUEUE_PUT))
+    found = library_path(rows)
+    assert found is not None and [f.name for f in found[0]] == ["Queue.get", "rebuild_storage_fd", "DupFd.detach",
+                                                                "Client"]
+    assert found[1] == 8 / 20
+    assert library_text(rows) == (
+        ", most of it through Queue.get (multiprocessing/queues.py) > rebuild_storage_fd "
+        "(torch/multiprocessing/reductions.py) > DupFd.detach (multiprocessing/resource_sharer.py) > Client "
+        "(multiprocessing/connection.py) (40% of its samples)")
+    # two calls deep in the last file: its entry call and its deepest call (where the chain splits: a digest, a read)
+    digest = _chain(("new", "hmac.py"), ("answer_challenge", "multiprocessing/connection.py"),
+                    ("Client", "multiprocessing/connection.py"), _DETACH, _REBUILD, _GET)
+    assert library_text(_rows(handshake, 3) + _rows(digest, 3) + _rows(OWN_ONLY, 4)).endswith(
+        "> Client > answer_challenge (multiprocessing/connection.py) (60% of its samples)")
+    # below the share, not said
+    assert library_path(_rows(handshake, 3) + _rows(OWN_ONLY, 7)) is None
+
+
+def test_a_chain_into_torch_a_threading_wait_or_one_call_is_not_said() -> None:
+    """A forward pass ends in torch's modules (the framework: the rules judge its ops); a thread parked in an
+    Event's wait ends in threading (the wait itself); a single call is the program's own line already."""
+    from dflash_diag.analysis.hotspots import library_path
+    forward = _chain(("Linear.forward", "site-packages/torch/nn/modules/linear.py"),
+                     ("Module._call_impl", "site-packages/torch/nn/modules/module.py"))
+    parked = _chain(("Condition.wait", "threading.py"), ("Event.wait", "threading.py"))
+    single = _chain(("dumps", "json/__init__.py"))
+    for frames in (forward, parked, single):
+        assert library_path(_rows(frames, 10)) is None
+    # a wait in threading under a library chain: the chain up to the wait is said
+    joined = _chain(("Condition.wait", "threading.py"), ("Future.result", "concurrent/futures/_base.py"),
+                    ("Executor.map.<locals>.result_iterator", "concurrent/futures/_base.py"))
+    found = library_path(_rows(joined, 10))
+    assert found is not None and [f.name for f in found[0]] == ["Executor.map.<locals>.result_iterator",
+                                                                "Future.result"]
+
+
+def test_the_chain_a_real_fetch_thread_spends_in_is_said() -> None:
+    """A recorded fetch thread (py-spy, outside, settings batch 13) whose queue's get unpickles 89 tensors a batch
+    through torch's file-descriptor sharing: its time goes to the chain through ``rebuild_storage_fd``."""
+    from pathlib import Path
+
+    from dflash_diag.analysis.classify import classify_sample
+    from dflash_diag.analysis.hotspots import library_place
+    from dflash_diag.snapshot.bundle import load_observation
+    path = Path(__file__).parents[1] / "casebook/observations/settings13_playlists__outside.json.gz"
+    obs = load_observation(str(path))
+    rows = [(t, c.state) for s in obs.stacks for t, c in classify_sample(s) if t.name == "fetch"]
+    place = library_place(rows)
+    assert place.startswith("through Queue.get (multiprocessing/queues.py) > rebuild_storage_fd "
+                            "(torch/multiprocessing/reductions.py) > DupFd.detach"), place

@@ -111,7 +111,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  *(("gpu_ema_param_loop_fixed", m) for m in ("outside", "attach")),
                                  *(("gpu_feature_cache_views_fixed", m) for m in ("outside", "attach")),
                                  ("gpu_asr_inline_features_fixed", "outside"), ("gpu_ema_param_loop", "outside"),
-                                 *(("settings12_vetnotes", m) for m in ("outside", "probes", "attach"))})
+                                 *(("settings12_vetnotes", m) for m in ("outside", "probes", "attach")),
+                                 ("settings13_playlists", "outside"), ("settings13_playlists", "attach")})
 
 
 def _held_out_missed(what: str, modes: tuple[str, ...] = GPU_MODES) -> dict[str, str]:
@@ -2309,10 +2310,12 @@ CASES: tuple[Case, ...] = (
         r"descriptors[ _-]profile|tensor\w*\W+(\w+\W+){0,8}(shared[ -]memory|shm|ipc)\W+(\w+\W+){0,4}"
         r"(slow\w*|cost\w*|overhead|expensive)",
         r"step \d+ loss", batch="settings batch 13",
-        missed={m: "`pipeline-bottleneck-target` (info): the producer stage limits throughput, its time in "
-                   "Fetcher.run at `self.inbox.get(timeout=0.5)` (outside: socketmodule.c sock_recvmsg, "
-                   "sock_connect 30%); the file_descriptor sharing strategy not named"
-                for m in ("outside", "probes", "attach")}),
+        # Outside and attached, the producer stage's time has been said through the chain of library calls under
+        # the fetch line (rebuild_storage_fd ...) since 2026-12-06 (FIXED_AFTER_SCORING); with the probes the GIL
+        # wait of the fetch thread leads.
+        missed={"probes": "`pipeline-bottleneck-target` (info): the producer stage limits throughput, its time in "
+                          "Fetcher.run at `self.inbox.get(timeout=0.5)`; the file_descriptor sharing strategy not "
+                          "named"}),
     *_settings_pair(
         "settings13_reviews", "settings13_reviews", ("train.py",),
         ("train.py", "--tokenizer-settings", "configs/tokenizer_training.json"),
