@@ -239,6 +239,20 @@ def native_text(profile: NativeProfile | None, tids: Collection[int]) -> str:
     return f"in native code: {spots_text(spots)}" if spots else ""
 
 
+# ATen's kernels and the math libraries under them run with the GIL released: a GIL holder's samples there are not
+# what it holds the GIL for.
+_GIL_FREE_LIBRARIES = ("libtorch_cpu", "libtorch_cuda", "libc10", "libmkl", "libgomp", "libiomp", "libcudnn",
+                       "libcublas")
+
+
+def holder_native_text(profile: NativeProfile | None, tids: Collection[int]) -> str:
+    """"its native samples: load [_pickle.c] 100%, mostly in read" for a GIL holder's threads ``tids``: the C code
+    under its Python line (an unpickler, a JSON scanner, an import's path search), leaving out torch's kernels and
+    the math libraries (they release the GIL); "" when the profile says nothing else."""
+    spots = [s for s in native_spots(thread_stacks(profile, tids)) if not s.where.startswith(_GIL_FREE_LIBRARIES)]
+    return f"its native samples: {spots_text(spots)}" if spots else ""
+
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,3 +111,20 @@ def test_a_side_thread_holding_the_gil_is_still_a_warning() -> None:
     # The casebook's telemetry thread recomputing percentiles: off the training path, its cost avoidable.
     (f,) = _recorded("gil_hog_side_thread__outside.json.gz")
     assert f.severity == Severity.WARNING and "telemetry" in f.claim
+
+
+def _recorded_gil_claim(name: str) -> str:
+    """The `gil-contention` claim doctor makes of a recorded casebook observation (py-spy, this CPU box)."""
+    path = Path(__file__).resolve().parents[1] / "casebook" / "observations" / f"{name}.json.gz"
+    report = analyse(load_observation(str(path)))
+    return next(f.claim for f in report.findings if f.rule_id == "gil-contention")
+
+
+def test_the_holders_c_code_is_said_where_its_python_names_nothing_below_its_line() -> None:
+    """A reader thread that holds the GIL in ``self.unpickler.load()`` (a text-protocol pickle on a pipe): its
+    Python frames end at that line, its native samples are the unpickler's; a holder whose native samples are
+    torch's kernels (which release the GIL) gets no such note."""
+    claim = _recorded_gil_claim("settings13_rainfall__outside")
+    assert "wire-reader holds it" in claim and "(its native samples: load [_pickle.c] 100%" in claim, claim
+    main_holds = _recorded_gil_claim("settings13_playlists__probes")
+    assert "MainThread holds it" in main_holds and "its native samples" not in main_holds, main_holds

@@ -22,7 +22,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, work_library_text
-from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, thread_stacks
+from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, holder_native_text, thread_stacks
 from dflash_diag.analysis.waits import POOL_FUTURES, is_pool_worker
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -328,9 +328,16 @@ def _cpu_text(t: ThreadStats) -> str:
 
 
 def _where(ctx: Context, t: ThreadStats) -> str:
-    """" in fn (file:line)", with the installed package most of its samples run inside (what its Python is)."""
+    """" in fn (file:line)", with the installed package most of its samples run inside (what its Python is); where
+    its Python frames name nothing below the line and the native profile has the thread, the C code it runs there
+    (" (its native samples: load [_pickle.c] 100%, mostly in read)": the line's C call; torch's kernels, which
+    release the GIL, left out)."""
     rows = ctx.stats_rows(t)
     spots = hot_functions(rows, n=1)
-    if spots:
-        return f" in {spots[0].function} ({spots[0].site}){work_library_text(rows)}{settings_text(ctx, rows)}"
-    return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""
+    if not spots:
+        return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""
+    library = work_library_text(rows)
+    if not library and t.os_thread_id is not None:
+        native = holder_native_text(ctx.obs.native, {t.os_thread_id})
+        library = f" ({native})" if native else ""
+    return f" in {spots[0].function} ({spots[0].site}){library}{settings_text(ctx, rows)}"
