@@ -2375,7 +2375,10 @@ CASES: tuple[Case, ...] = (
         r"for every)\W+(\w+\W+){0,2}(field|value|column|separator|argument|print|row|line|reading)|"
         r"(sys(tem)?[ _-]?calls?|syscalls?)\W+(\w+\W+){0,3}(per|each|every)\W+(\w+\W+){0,2}(field|value|column|"
         r"separator|argument|print|line|row|reading)|pipe_write|(ksys|sys|__x64_sys)_write",
-        r"step \d+ loss", batch="settings batch 14"),
+        r"step \d+ loss", batch="settings batch 14",
+        missed={m: "`pipeline-bottleneck-target` because `process-wait` (warning): export-reader blocked on the pipe "
+                   "from its child hivelog.py (running, 72-75% CPU, in main); the child's unbuffered stdout "
+                   "(PYTHONUNBUFFERED=1) not named" for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings14_wildfire", "settings14_wildfire", ("train.py",),
         ("train.py", "--config", "configs/ingest_libyaml.toml"),
@@ -2431,7 +2434,13 @@ CASES: tuple[Case, ...] = (
         r"replace\s*=\s*false|permut\w*|shuffl\w*|fisher[- ]yates|seed_everything|sampler_paper|(whole|entire|full|"
         r"all)\W+(\w+\W+){0,3}(catalog\w*|population|recipes?|ids?)\W+(\w+\W+){0,5}(per|each|"
         r"every)\W+(\w+\W+){0,2}(call|batch|draw|step)|_shuffle_raw|random_interval|bounded_uint\w*|legacy_\w+",
-        r"step \d+ loss", batch="settings batch 14"),
+        r"step \d+ loss", batch="settings batch 14",
+        missed={"outside": "`pipeline-bottleneck-drafter` (info): the consumer stage limits throughput, no cause "
+                           "found, its time in TwoTower.forward and sgemm; the sampler's legacy RandomState not named",
+                "probes": "`pipeline-bottleneck-drafter` because `gil-contention`: sampler holds the GIL most in "
+                          "BatchSampler.draw (train.py:63); the legacy RandomState's choice not named",
+                "attach": "`pipeline-bottleneck-drafter` because `gil-contention`, as under probes; the legacy "
+                          "RandomState's choice not named"}),
     *_settings_pair(
         "settings14_parcels", "settings14_parcels", ("train.py",),
         ("train.py", "--config", "configs/channels_pipe.toml"),
@@ -2458,7 +2467,9 @@ CASES: tuple[Case, ...] = (
         r"(manager|server)\W+(\w+\W+){0,3}(process|socket|connection)\W+(\w+\W+){0,8}(per|each|"
         r"every)\W+(\w+\W+){0,2}(put|get|event|item|call|scan)|manager\W+(\w+\W+){0,3}(server|"
         r"process)\W+(\w+\W+){0,6}(bottleneck|slow\w*|cpu|cost\w*|overhead|busy|limit\w*|saturat\w*)",
-        r"step \d+ loss", batch="settings batch 14"),
+        r"step \d+ loss", batch="settings batch 14",
+        missed={m: "`pipeline-bottleneck-target` (info): the producer stage limits throughput, nothing after "
+                   "it; the Manager queue's proxy round trips not named" for m in ("outside", "probes", "attach")}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
