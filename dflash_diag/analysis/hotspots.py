@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 
 from dflash_diag.model import Frame, ThreadSample, ThreadState
 from dflash_diag.model.evidence import installed_dir, is_framework_dir, is_library_file, library_relative
@@ -205,10 +206,10 @@ def library_path(rows: Iterable[tuple[ThreadSample, ThreadState]]) -> tuple[tupl
     down as ``LIBRARY_SHARE`` of all the rows still run through it: (frames, share of the rows). None when it is
     shorter than two calls (the program's line already shows its own call), or ends in torch's code (the
     framework: its ops are the rules' to judge) or outside the standard library and installed packages; a
-    threading wait at its end is cut off (the wait itself, not where the path leads). Waits count (a handshake's socket read is
-    the call's cost) but not the pipeline's queue: what one line costs can sit several libraries deep, spread over
-    functions no single one of which holds the share (``Queue.get`` unpickling each tensor through a
-    resource-sharer connection). Only Python frames: a C function shows as the line that calls it."""
+    threading wait at its end is cut off (the wait itself, not where the path leads). Waits count (a handshake's
+    socket read is the call's cost) but not the pipeline's queue: what one line costs can sit several libraries
+    deep, spread over functions no single one of which holds the share (``Queue.get`` unpickling each tensor
+    through a resource-sharer connection). Only Python frames: a C function shows as the line that calls it."""
     chains: list[list[Frame]] = []
     total = 0
     for thread, state in rows:
@@ -246,12 +247,7 @@ def path_text(path: Sequence[Frame]) -> str:
     """"Queue.get (multiprocessing/queues.py) > rebuild_storage_fd (torch/multiprocessing/reductions.py) > Client >
     ... > Connection._recv (multiprocessing/connection.py)": the call that enters each file, its file once, and
     the deepest call."""
-    groups: list[list[Frame]] = []
-    for frame in path:
-        if groups and groups[-1][0].filename == frame.filename:
-            groups[-1].append(frame)
-        else:
-            groups.append([frame])
+    groups = [list(group) for _, group in groupby(path, key=lambda f: f.filename)]
     parts = []
     for i, group in enumerate(groups):
         where = library_relative(group[0].filename) or group[0].short_filename
