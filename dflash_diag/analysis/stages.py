@@ -9,7 +9,9 @@ In order, the first that names any thread wins:
    on disk (``sources.outside``) -- the last one tells producers from consumers even when neither blocks.
    The queue that both a producer and a consumer thread use, and that threads block on most, is the pipeline's
    queue: its producers are the *target* stage (upstream), its consumers the *drafter* stage (downstream).
-   Threads that share an entry function with a stage member do the same job and join it.
+   Threads that share an entry function with a stage member do the same job and join it. Where the two sides
+   name the queue differently and one side is known, a relay (it gets from its own input, a socket or another
+   process's queue, and puts into a queue no thread here gets from) is the known consumers' producer.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ def infer_from_queues(
             stages = {**{i: Stage.TARGET for i in putters}, **{i: Stage.DRAFTER for i in getters}}
             queue = queue or _most_blocked(uses, putters | getters)
     if stages and len(set(stages.values())) == 1:
+        _add_relays(uses, stages)
+    if stages and len(set(stages.values())) == 1:
         # One side only. When it waits on the queue, the other side is whoever is busy meanwhile (a consumer that
         # never blocks in get, because its producer is faster, is never seen calling get).
         other = next(iter(stages.values())).other_side
@@ -97,6 +101,23 @@ def infer_from_queues(
     _join_by_entry(rows, stages)
     queue_use = {i: (tuple(sorted(u.puts)), tuple(sorted(u.gets))) for i, u in uses.items() if u.puts or u.gets}
     return StageAssignment(stages=stages, how="queues", queue=queue, queue_use=queue_use)
+
+
+def _add_relays(uses: Mapping[int, _Use], stages: dict[int, Stage]) -> None:
+    """One side is known; the other is a relay that names the queue differently: a collator that gets from its
+    own input (a socket, another process's queue) and puts into `out`, where the consumer gets from `batches`.
+    A thread that puts into a queue no thread here gets from (by any name it is seen under) feeds the known
+    consumers; one that gets from a queue no thread here puts into drains the known producers."""
+    known = next(iter(stages.values()))
+    gotten = {name for use in uses.values() for name in use.gets}
+    put = {name for use in uses.values() for name in use.puts}
+    for ident, use in uses.items():
+        if ident in stages:
+            continue
+        if known is Stage.DRAFTER and set(use.puts) - gotten:
+            stages[ident] = Stage.TARGET
+        elif known is Stage.TARGET and set(use.gets) - put and not use.puts:
+            stages[ident] = Stage.DRAFTER
 
 
 _WAITING = (ThreadState.IDLE, ThreadState.QUEUE_GET, ThreadState.QUEUE_PUT)

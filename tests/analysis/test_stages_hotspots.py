@@ -107,6 +107,40 @@ def test_a_producer_waiting_on_its_input_is_named_where_it_waits(consumer_seen_w
     assert "what they wait for" in verdict.remedy
 
 
+# A relay: it gets from its own input (another process's queue, by a name no thread here puts into) and puts into
+# `out`, which the learner gets from as `batches` (a function's parameter): the names never meet.
+RELAY_WAIT = (Frame("Connection._recv", f"{LIB}/multiprocessing/connection.py", 395),
+              Frame("Collator.run", "/app/collate.py", 56), Frame("Thread.run", f"{LIB}/threading.py", 982))
+RELAY_CODE = (SourceLine("/app/collate.py", 56, "Collator.run", "pending.append(self.channel.get(timeout=0.25))",
+                         queue_calls=("self.channel.get", "self.out.put")),
+              SourceLine("/app/learn.py", 31, "Learner.loop", "batch = batches.get()", queue_calls=("batches.get",)))
+RELAY_GET_BLOCKED = (GET_BLOCKED[0], GET_BLOCKED[1], Frame("Learner.loop", "/app/learn.py", 31), GET_BLOCKED[3])
+
+
+@pytest.mark.parametrize("known", ["consumer", "producer"])
+def test_a_relay_that_names_the_queue_differently_is_the_other_stage(known: str) -> None:
+    """The collator gets from `channel` (fed by child processes) and puts into `out`; the learner gets from
+    `batches`. With the learner known as the consumer, the collator is its producer (its `out` has no getter
+    here); a thread that puts and gets is never taken for a consumer of a known producer."""
+    if known == "consumer":
+        rounds = [[("collator", 1, RELAY_WAIT, False), ("learner", 3, RELAY_GET_BLOCKED, False),
+                   ("metrics", 4, SIDE, False)]] * 8
+        threads, assignment = aggregate(_obs(rounds, RELAY_CODE), StagePatterns())
+        assert {t.name: t.stage for t in threads} == {"collator": "target", "learner": "drafter", "metrics": "other"}
+        assert assignment.how == "queues" and assignment.queue == "batches"
+        return
+    # The producer known (it blocks putting into `hidden_out`), the consumer gets from `inbox`: the relay rule
+    # takes the getter of a queue no thread here puts into, and leaves a thread that also puts alone.
+    code = (SourceLine("/app/learn.py", 31, "Learner.loop", "batch = self.inbox.get()", queue_calls=("self.inbox.get",)),
+            SourceLine("/app/collate.py", 56, "Collator.run", "pending.append(self.channel.get(timeout=0.25))",
+                       queue_calls=("self.channel.get", "self.out.put")))
+    rounds = [[("enc-a", 1, PUT_BLOCKED, False), ("learner", 3, GET_BLOCKED, False),
+               ("collator", 5, RELAY_WAIT, False)]] * 8
+    threads, assignment = aggregate(_obs(rounds, code, LINES), StagePatterns())
+    stages = {t.name: t.stage for t in threads}
+    assert stages["enc-a"] == "target" and stages["learner"] == "drafter" and stages["collator"] == "other"
+
+
 def test_the_probes_own_frames_are_never_the_programs_hot_code() -> None:
     """The health probe wraps Tensor.backward: in a source checkout its frame sits in every backward's stack, and
     must not be named as where the program spends its time."""
