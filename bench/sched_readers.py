@@ -4,7 +4,8 @@ oversubscription example (four pool threads, each torch.set_num_threads(8): ~40 
 1. Per call: one SchedReader sweep (every thread's status, the children, the cgroup, PSI, /proc/stat), the facts
    (environment, CPUs, maps; the environment as the process set it, from its memory: its first read parses libc's
    symbol table, once per libc file) and a PeerReader read (/proc/locks, the blocked threads' syscall) with the /proc sweep
-   it needs: wall and CPU time of this process, median and p90 of --calls calls.
+   it needs: wall and CPU time of this process, median and p90 of --calls calls; and a PeerReader read of a thread
+   blocked on a unix socket to a multiprocessing manager's server (sock_diag, the server's /proc/PID/io).
 2. On the watched process: its throughput in alternating windows with the readers running at --speedup times their
    normal rates (sched 1 Hz, peers 2 Hz, facts every 10 s) and not running; the median of the per-pair ratios
    (on/off), in alternating order so a drift of the machine's load cancels.
@@ -16,10 +17,12 @@ oversubscription example (four pool threads, each torch.set_num_threads(8): ~40 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,6 +52,44 @@ while True:
     time.sleep(0.1)
     out.seek(0); out.write(f"{counter[0]:020d}"); out.flush()
 '''
+
+
+# A client blocked on a multiprocessing manager's queue: its thread waits reading a unix socket whose other end is the
+# manager's server process (the PeerReader's sock_diag lookup, the holders' descriptors, the server's /proc/PID/io).
+MANAGED = r'''
+import multiprocessing as mp
+if __name__ == "__main__":
+    manager = mp.Manager()
+    print(manager._process.pid, flush=True)
+    manager.Queue().get()
+'''
+
+
+def _unix_peer_costs(calls: int) -> dict[str, dict[str, float]]:
+    """The PeerReader's read of a thread blocked on a unix socket: a fresh reader each call (the peer looked up
+    through sock_diag and searched for among the descriptors), and one reader read again (the peer known: its
+    stat, io and top frame cached)."""
+    proc = subprocess.Popen([sys.executable, "-c", MANAGED], stdout=subprocess.PIPE, text=True)
+    server_pid = 0
+    try:
+        assert proc.stdout is not None
+        server_pid = int(proc.stdout.readline())
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline and not PeerReader(proc.pid).read(procfs.read_threads(proc.pid)):
+            time.sleep(0.1)
+        known = PeerReader(proc.pid)
+        return {
+            "PeerReader read, a unix socket's peer found (sock_diag, descriptors; with the /proc sweep)":
+                _timed(lambda: PeerReader(proc.pid).read(procfs.read_threads(proc.pid)), calls),
+            "PeerReader read, the unix socket's peer known (its stat and io; with the /proc sweep)":
+                _timed(lambda: known.read(procfs.read_threads(proc.pid)), calls),
+        }
+    finally:
+        proc.kill()
+        proc.wait()
+        if server_pid:  # the manager's server outlives its killed client
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server_pid, signal.SIGKILL)
 
 
 def _timed(fn: Callable[[], object], calls: int) -> dict[str, float]:
@@ -109,6 +150,7 @@ def main() -> int:
             "open_sync_files (with the facts)": _timed(lambda: open_sync_files(pid), args.calls),
             "PeerReader read (with its /proc sweep)": _timed(lambda: peers.read(procfs.read_threads(pid)), args.calls),
             "/proc sweep alone (procfs.read_threads)": _timed(lambda: procfs.read_threads(pid), args.calls),
+            **_unix_peer_costs(args.calls),
         }
         stop = threading.Event()
         on = threading.Event()

@@ -111,7 +111,7 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None) -> str:
     process also says the library function its samples spend most in: one reading's frame is a moment, the samples
     are the window."""
     places = places or {}
-    peers = "; ".join(peer_text(p) + (f", most of its time {places[p.pid]}" if p.pid in places else "")
+    peers = "; ".join(peer_text(p, wait.kind) + (f", most of its time {places[p.pid]}" if p.pid in places else "")
                       for p in wait.peers[:2])
     if wait.kind == "file-lock":
         return f"a file lock on `{wait.target}` held by {peers}"
@@ -139,15 +139,61 @@ def child_places(obs: Observation) -> dict[int, str]:
     return {pid: place for pid, place in places.items() if place}
 
 
-def peer_text(peer: PeerProcess) -> str:
+def peer_text(peer: PeerProcess, kind: str = "") -> str:
     what = peer.cmdline or peer.comm
     facts = [_STATES.get(peer.state, peer.state)]
     if peer.cpu_pct is not None:
-        facts.append(f"{peer.cpu_pct:.0f}% CPU")
+        kernel = ""
+        if peer.kernel_pct is not None and peer.cpu_pct >= BUSY_PEER_CPU_PCT and peer.kernel_pct >= KERNEL_HEAVY_PCT:
+            kernel = f" ({peer.kernel_pct:.0f}% of it in the kernel)"
+        facts.append(f"{peer.cpu_pct:.0f}% CPU{kernel}")
     if peer.top_frame:
         facts.append(f"in {peer.top_frame}")
+    calls = small_calls_text(peer, kind)
+    if calls:
+        facts.append(calls)
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
     return f"process {peer.pid}{relation} `{what}`: {', '.join(facts)}"
+
+
+# A peer busy at this share of a core whose CPU goes this much to the kernel works in system calls, not its code.
+BUSY_PEER_CPU_PCT = 30.0
+KERNEL_HEAVY_PCT = 30.0
+# Calls this frequent carrying this few bytes each are the peer's cost: a system call per field or separator where a
+# buffer would make one per several KiB (an unbuffered stream, a flush per write, input read a byte at a time).
+SMALL_CALLS_PER_S = 2_000.0
+TINY_CALL_BYTES = 32.0
+# A socket peer that both reads and writes this often, in messages up to this size, serves requests one at a time:
+# the waiting thread's every call is a round trip to it.
+MESSAGE_BYTES = 4096.0
+
+
+def small_calls_text(peer: PeerProcess, kind: str = "") -> str:
+    """What the peer's system calls say between two reads (/proc/PID/io): "513,250 write calls a second of 3
+    bytes each on average: a system call per few bytes (...)" for tiny calls; on a socket, "it reads 10,139 and
+    writes 5,070 times a second, 97 and 176 bytes a call: request and reply messages, a round trip per call" for a
+    server answering small requests; "" otherwise."""
+    reads, writes = _per_call(peer.read_calls_per_s, peer.read_bytes_per_s), \
+        _per_call(peer.write_calls_per_s, peer.written_bytes_per_s)
+    said = []
+    for rate, verb, why in ((writes, "write", "its output is not buffered, or flushed on every write"),
+                            (reads, "read", "its input is read unbuffered, a few bytes at a time")):
+        if rate is not None and rate[1] <= TINY_CALL_BYTES:
+            said.append(f"{rate[0]:,.0f} {verb} calls a second of {rate[1]:.0f} bytes each on average: a system call "
+                        f"per few bytes ({why})")
+    if said or kind != "socket" or reads is None or writes is None:
+        return "; ".join(said)
+    if max(reads[1], writes[1]) <= MESSAGE_BYTES:
+        return (f"it reads {reads[0]:,.0f} and writes {writes[0]:,.0f} times a second, {reads[1]:.0f} and "
+                f"{writes[1]:.0f} bytes a call: request and reply messages, a round trip per call")
+    return ""
+
+
+def _per_call(calls_per_s: float | None, bytes_per_s: float | None) -> tuple[float, float] | None:
+    """(calls a second, bytes a call) where the calls are many (SMALL_CALLS_PER_S); None otherwise."""
+    if calls_per_s is None or bytes_per_s is None or calls_per_s < SMALL_CALLS_PER_S:
+        return None
+    return calls_per_s, bytes_per_s / calls_per_s
 
 
 # Linux's pipe capacity unless a program sets another (F_SETPIPE_SZ; pipe(7)): 16 pages.

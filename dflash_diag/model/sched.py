@@ -187,6 +187,13 @@ class PeerProcess:
     cpu_pct: float | None  # % of one core between two reads (None: read once)
     top_frame: str  # its innermost Python frame of its own code, "compress (syncer.py:30)"; "" when not read
     relation: str  # "child", "parent", "sibling", "other"
+    # Between the same two reads: the share of its CPU time spent in the kernel, and its read-like and write-like
+    # system calls and their bytes a second (/proc/PID/io). None: read once, not ours to read, or older recordings.
+    kernel_pct: float | None = None
+    read_calls_per_s: float | None = None
+    read_bytes_per_s: float | None = None
+    write_calls_per_s: float | None = None
+    written_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,11 +32,13 @@ from pathlib import Path
 
 from dflash_contract import proc as contract_proc
 from dflash_contract.redact import redact_argv, scrub_text, secret_values
-from dflash_diag.model import ProcThreadSample, StackSample
+from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
-from dflash_diag.model.sched import OutsideWait, PeerProcess
+from dflash_diag.model.sched import OutsideWait, PeerProcess, ProcessIo
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import all_children, fd_links
+from dflash_diag.sources.sched import parse_io
+from dflash_diag.sources.sock_diag import unix_peer_inode
 
 PROC = Path("/proc")
 MAX_LOCKS_BYTES = 1 << 20
@@ -149,6 +151,43 @@ def _file_id(st: os.stat_result) -> str:
     return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
 
 
+@dataclass(frozen=True, slots=True)
+class _PeerCounters:
+    cpu_s: float  # user + kernel
+    kernel_s: float
+    io: ProcessIo | None  # /proc/PID/io: None where not ours to read
+    at_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _PeerRates:
+    cpu_pct: float | None = None
+    kernel_pct: float | None = None
+    read_calls_per_s: float | None = None
+    read_bytes_per_s: float | None = None
+    write_calls_per_s: float | None = None
+    written_bytes_per_s: float | None = None
+
+
+def _rates(before: _PeerCounters, now: _PeerCounters) -> _PeerRates:
+    """A peer's CPU and I/O a second between two reads (counters that went backwards, a PID reused: none)."""
+    span_s = now.at_s - before.at_s
+    cpu_s = now.cpu_s - before.cpu_s
+    if span_s <= 0 or cpu_s < 0:
+        return _PeerRates()
+    kernel_pct = 100.0 * (now.kernel_s - before.kernel_s) / cpu_s if cpu_s > 0 else None
+    a, b = before.io, now.io
+    if a is None or b is None or b.syscr < a.syscr or b.rchar < a.rchar:
+        return _PeerRates(cpu_pct=100.0 * cpu_s / span_s, kernel_pct=kernel_pct)
+
+    def per_s(start: int | None, end: int | None) -> float | None:
+        return None if start is None or end is None or end < start else (end - start) / span_s
+
+    return _PeerRates(cpu_pct=100.0 * cpu_s / span_s, kernel_pct=kernel_pct,
+                      read_calls_per_s=(b.syscr - a.syscr) / span_s, read_bytes_per_s=(b.rchar - a.rchar) / span_s,
+                      write_calls_per_s=per_s(a.syscw, b.syscw), written_bytes_per_s=per_s(a.wchar, b.wchar))
+
+
 PeerDumper = Callable[[int], "StackSample | None"]  # one non-blocking dump of a Python peer, or None
 TextRedactor = Callable[[str], str]
 
@@ -161,14 +200,15 @@ class PeerReader:
 
     def __init__(self, pid: int, *, proc_root: Path = PROC, dumper: PeerDumper | None = None,
                  redact: TextRedactor | None = None, clock: Callable[[], float] = time.monotonic,
-                 uid: int | None = None) -> None:
+                 uid: int | None = None, unix_peer: Callable[[int], int | None] = unix_peer_inode) -> None:
         self.pid = pid
+        self.unix_peer = unix_peer
         self.proc_root = proc_root
         self.dumper = dumper
         self.redact = redact or (lambda s: s)
         self.clock = clock
         self.uid = os.getuid() if uid is None else uid
-        self._cpu: dict[int, tuple[float, float]] = {}  # peer -> (its CPU seconds, when read)
+        self._cpu: dict[int, _PeerCounters] = {}  # peer -> its CPU and I/O counters, and when read
         self._frames: dict[tuple[int, int], str] = {}  # (peer, start ticks) -> its top frame ("" when none)
         self._pipe_peers: dict[tuple[int, bool], tuple[int, ...]] = {}  # (inode, we read) -> peers found
         self._pipe_capacity: dict[int, int | None] = {}  # inode -> its capacity, read once
@@ -304,7 +344,7 @@ class PeerReader:
         """A thread blocked reading a TCP connection whose other end is a process here (loopback): the peer is found
         through the process's network namespace's tables (``/proc/PID/net/tcp``, ``tcp6``: the two ends of a local
         connection are two lines with their addresses swapped) and the descriptors of the candidates. A unix
-        socket's peer is not in /proc (sock_diag): the stacks' I/O wait stands."""
+        socket's peer is not in /proc: the kernel's socket diagnostics name its inode (``sources.sock_diag``)."""
         if call in _WRITES:
             return None
         try:
@@ -320,7 +360,7 @@ class PeerReader:
         table = self._tcp_table()
         ours = table.get(inode)
         if ours is None:
-            return None
+            return self._unix_wait(tid, call, inode, now)
         local, remote = ours
         peer_inode = next((i for i, (lo, re_) in table.items() if lo == remote and re_ == local and i != inode), None)
         if peer_inode is None:
@@ -336,6 +376,21 @@ class PeerReader:
         return OutsideWait(tid=tid, kind="socket", target=f"TCP {_addr_text(remote)}", syscall=call,
                            peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now,
                            peer_waits_back=back)
+
+    def _unix_wait(self, tid: int, call: str, inode: int, now: float) -> OutsideWait | None:
+        """A thread blocked reading a unix socket whose other end another process holds (a multiprocessing
+        manager's server, a local daemon): that end's inode from sock_diag, its holders from their descriptors."""
+        key = (-inode, False)  # TCP peers are keyed by the peer's inode, read side: no clash
+        if key not in self._pipe_peers:
+            peer_inode = self.unix_peer(inode)
+            held = f"socket:[{peer_inode}]"
+            self._pipe_peers[key] = () if peer_inode is None else \
+                self._find_holders(lambda pid: next(self._fds_to(pid, held), None) is not None)
+        peers = self._pipe_peers[key]
+        if not peers:
+            return None
+        return OutsideWait(tid=tid, kind="socket", target="unix socket", syscall=call,
+                           peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now)
 
     def _tcp_table(self) -> dict[int, tuple[str, str]]:
         """inode -> (local, remote) address of every TCP socket in the process's network namespace."""
@@ -451,17 +506,22 @@ class PeerReader:
         # (`--api-token T --mirror T`): argv redaction alone keeps the second.
         cmdline = printable(self.redact(scrub_text(" ".join(redact_argv(argv)), secret_values(argv=argv))))
         cmdline = cmdline[:CMDLINE_CHARS]
-        cpu_pct = None
-        if stat is not None:
-            cpu_s = (stat.utime_ticks + stat.stime_ticks) / _CLK_TCK
-            before = self._cpu.get(pid)
-            if before is not None and now - before[1] > 0.2:
-                cpu_pct = max(0.0, 100.0 * (cpu_s - before[0]) / (now - before[1]))
-            if before is None or now - before[1] > 0.2:
-                self._cpu[pid] = (cpu_s, now)
+        now_counters = _PeerCounters(
+            cpu_s=(stat.utime_ticks + stat.stime_ticks) / _CLK_TCK, kernel_s=stat.stime_ticks / _CLK_TCK,
+            io=parse_io(_read(base / "io", 4096) or ""), at_s=now) if stat is not None else None
+        before = self._cpu.get(pid)
+        rates = _PeerRates()
+        if now_counters is not None:
+            if before is not None and now - before.at_s > 0.2:
+                rates = _rates(before, now_counters)
+            if before is None or now - before.at_s > 0.2:
+                self._cpu[pid] = now_counters
         return PeerProcess(pid=pid, comm=comm, cmdline=cmdline, state=stat.state if stat is not None else "?",
-                           cpu_pct=cpu_pct, top_frame=self._top_frame(pid, stat.start_time_ticks if stat else 0),
-                           relation=self._relation(pid, stat.ppid if stat is not None else None))
+                           cpu_pct=rates.cpu_pct, top_frame=self._top_frame(pid, stat.start_time_ticks if stat else 0),
+                           relation=self._relation(pid, stat.ppid if stat is not None else None),
+                           kernel_pct=rates.kernel_pct, write_calls_per_s=rates.write_calls_per_s,
+                           written_bytes_per_s=rates.written_bytes_per_s, read_calls_per_s=rates.read_calls_per_s,
+                           read_bytes_per_s=rates.read_bytes_per_s)
 
     def _relation(self, pid: int, ppid: int | None) -> str:
         if ppid == self.pid:
@@ -495,12 +555,22 @@ class PeerReader:
 def _busiest_frame(sample: StackSample) -> str:
     """The innermost frame of the peer's own code in its most active thread (on a CPU or holding the GIL first)."""
     threads = sorted(sample.threads, key=lambda t: (not (t.active or t.owns_gil), t.thread_id))
-    for thread in threads:
-        for frame in thread.frames:
+    stacks = [_own_frames(t.frames) for t in threads]
+    for frames in stacks:
+        for frame in frames:
             if not frame.native and not is_library_file(frame.filename):
                 return f"{frame.name} ({frame.short_filename}:{frame.line})"
-    for thread in threads:
-        for frame in thread.frames:
+    for frames in stacks:
+        for frame in frames:
             if not frame.native:
                 return f"{frame.name} ({frame.short_filename}:{frame.line})"
     return ""
+
+
+def _own_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """A forked child's frames up to multiprocessing's process bootstrap: the frames outside it are its parent's
+    at the fork (a manager's server would otherwise read as the parent's `manager.start()` line)."""
+    for i, frame in enumerate(frames):
+        if frame.name.endswith("_bootstrap") and frame.filename.endswith("multiprocessing/process.py"):
+            return frames[:i + 1]
+    return frames

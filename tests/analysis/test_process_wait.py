@@ -93,3 +93,26 @@ def test_a_line_one_reading_alone_lands_on_is_not_the_wait_where_most_land_elsew
     stacks = obs.stacks[:i] + (moved,) + obs.stacks[i + 1:]
     sites = wait_sites(replace(obs, stacks=stacks))
     assert {line for _, _, line in sites} == {55}
+
+
+def _headline(name: str) -> str:
+    report = analyse(_obs(name))
+    assert report.headline is not None
+    return report.headline.text
+
+
+def test_a_pipe_writers_tiny_writes_and_a_sockets_request_reply_peer_are_said() -> None:
+    """Real recordings (settings batch 14, recorded again with the peers' /proc/PID/io): the export reader waits on
+    a logger child whose unbuffered stdout makes a write(2) of ~3 bytes per field; the collator waits on a unix
+    socket to a multiprocessing manager's server, found through sock_diag, which answers one small message per
+    call. Their twins (a buffered logger, a pipe queue) say neither."""
+    logger = _headline("settings14_apiary__outside")
+    assert "on a pipe from process" in logger and "(its child)" in logger
+    assert "write calls a second of 3 bytes each on average: a system call per few bytes (its output is not " \
+           "buffered" in logger
+    manager = _headline("settings14_parcels__attach")
+    assert "on a unix socket connection from process" in manager and "serve_client (managers.py" in manager
+    assert "request and reply messages, a round trip per call" in manager
+    for twin in ("settings14_apiary_fixed__outside", "settings14_parcels_fixed__outside"):
+        text = _headline(twin)
+        assert "a system call per few bytes" not in text and "round trip" not in text and "unix socket" not in text

@@ -3,6 +3,9 @@ blocked on a file lock another holds and on a pipe whose writer is another proce
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -264,3 +267,132 @@ def test_a_peers_command_line_hides_a_secret_it_repeats_under_a_harmless_option(
         child.wait()
     assert "peerTok0123456789" not in peer.cmdline
     assert "--api-token <redacted>" in peer.cmdline and "--mirror <redacted>" in peer.cmdline
+
+
+# A client of a multiprocessing manager: its queue lives in the manager's server process, and get() is a request
+# and a reply on a unix socket, so the client's thread blocks reading that socket while the server waits for an item.
+_MANAGED = """
+import multiprocessing as mp
+if __name__ == "__main__":
+    manager = mp.Manager()
+    print(manager._process.pid, flush=True)
+    manager.Queue().get()  # nothing is ever put: the server's thread waits in queue.get, the client in read
+"""
+
+
+@pytest.mark.slow
+def test_a_unix_socket_whose_other_end_is_a_managers_server() -> None:
+    client = subprocess.Popen([sys.executable, "-c", _MANAGED], stdout=subprocess.PIPE, text=True)
+    server_pid = 0
+    try:
+        assert client.stdout is not None
+        server_pid = int(client.stdout.readline())
+        deadline = time.monotonic() + 20.0
+        waits: tuple = ()
+        while not waits and time.monotonic() < deadline:  # the first reads may land before get() is made
+            waits = peers.PeerReader(client.pid, dumper=lambda pid: None).read(_wait_blocked(client.pid))
+            time.sleep(0.1)
+        # no peer for a socket whose peer the kernel does not name (sock_diag unavailable): the wait stays unread
+        blind = peers.PeerReader(client.pid, dumper=lambda pid: None, unix_peer=lambda inode: None)
+        unread = blind.read(_wait_blocked(client.pid))
+    finally:
+        client.kill()
+        client.wait()
+        if server_pid:  # the manager's server outlives a killed client: it is ours to end
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server_pid, signal.SIGKILL)
+    assert len(waits) == 1, waits
+    wait = waits[0]
+    assert wait.kind == "socket" and wait.target == "unix socket" and wait.syscall == "read"
+    assert [p.pid for p in wait.peers] == [server_pid] and wait.peers[0].relation == "child"
+    from dflash_diag.analysis.peers import describe
+    assert describe(wait).startswith(f"a unix socket connection from process {server_pid} (its child)")
+    assert unread == ()
+
+
+def test_a_sock_diag_reply_is_read_only_where_every_length_holds() -> None:
+    import socket
+    import struct
+
+    from dflash_diag.sources import sock_diag
+    msg = struct.pack("=BBBBIII", socket.AF_UNIX, 1, 1, 0, 77, 0, 0)
+    attr = struct.pack("=HHI", 8, sock_diag.UNIX_DIAG_PEER, 78)
+    body = msg + attr
+    header = struct.pack("=IHHII", 16 + len(body), sock_diag.SOCK_DIAG_BY_FAMILY, 0, 1, 0)
+    assert sock_diag.parse_peer(header + body, 77) == 78
+    assert sock_diag.parse_peer(header + body, 76) is None  # another socket's message
+    assert sock_diag.parse_peer((header + body)[:-2], 77) is None  # truncated: the header's length overruns it
+    bad_attr = header + msg + struct.pack("=HHI", 200, sock_diag.UNIX_DIAG_PEER, 78)
+    assert sock_diag.parse_peer(bad_attr, 77) is None
+    error = struct.pack("=IHHII", 36, 2, 0, 1, 0) + b"\0" * 20
+    assert sock_diag.parse_peer(error, 77) is None
+    # the real kernel: the two ends of a socketpair name each other; a listener has no peer
+    a, b = socket.socketpair()
+    with a, b, socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(b"\0dflash-diag-test-listener")
+        listener.listen()
+        ia, ib = (os.fstat(s.fileno()).st_ino for s in (a, b))
+        assert (sock_diag.unix_peer_inode(ia), sock_diag.unix_peer_inode(ib)) == (ib, ia)
+        assert sock_diag.unix_peer_inode(os.fstat(listener.fileno()).st_ino) is None
+
+
+def test_a_forked_childs_top_frame_is_its_own_not_its_parents_at_the_fork() -> None:
+    """A manager's server forked from `manager.start()` in the parent's main: its main thread's stack still holds
+    the parent's frames outside multiprocessing's bootstrap, which are not what the server does."""
+    mp = "/usr/lib/python3.11/multiprocessing"
+    server = (Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 331),
+              Frame("Server.serve_forever", f"{mp}/managers.py", 176),
+              Frame("BaseProcess._bootstrap", f"{mp}/process.py", 314),
+              Frame("Popen._launch", f"{mp}/popen_fork.py", 71), Frame("main", "/srv/app/train.py", 120))
+    serving = (Frame("Connection._recv", f"{mp}/connection.py", 395),
+               Frame("Server.serve_client", f"{mp}/managers.py", 253))
+    dump = StackSample(pid=0, monotonic_s=0.0, wall_s=0.0, duration_s=0.01, native=False, threads=(
+        ThreadSample(thread_id=1, os_thread_id=1, name="MainThread", active=False, owns_gil=False, frames=server),
+        ThreadSample(thread_id=2, os_thread_id=2, name="Thread-3", active=True, owns_gil=True, frames=serving)))
+    assert peers._busiest_frame(dump) == "Connection._recv (connection.py:395)"
+    scanner = (Frame("scan_once", "/srv/app/scans.py", 26), *server[2:])  # its own code inside the bootstrap
+    assert peers._busiest_frame(replace(dump, threads=(replace(dump.threads[0], frames=scanner),))) == \
+        "scan_once (scans.py:26)"
+
+
+# A writer child with unbuffered output (python -u): print(*fields) makes a write(2) per field and separator.
+_CHATTY = "import sys\nwhile True:\n    print('hive', 17, 0.5, 'ok', sep=',')\n"
+_DRAIN = "import sys\nfor line in sys.stdin:\n    pass\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["unbuffered", "buffered"])
+def test_a_pipe_writers_small_writes_are_counted(unbuffered: bool) -> None:
+    """The writer's write calls and bytes a second come from its /proc/PID/io between two reads: an unbuffered
+    writer makes calls of a few bytes each and is said to; a block-buffered one writes KiB a call and is not."""
+    from dflash_diag.analysis.peers import peer_text
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the buffered writer must buffer
+    writer = subprocess.Popen([sys.executable, *(["-u"] if unbuffered else []), "-c", _CHATTY],
+                              stdout=subprocess.PIPE, env=env)
+    drain = subprocess.Popen([sys.executable, "-c", _DRAIN], stdin=writer.stdout)
+    try:
+        assert writer.stdout is not None
+        writer.stdout.close()
+        reader = peers.PeerReader(drain.pid, dumper=lambda pid: None)
+        peer = None
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            waits = reader.read(_wait_blocked(drain.pid))
+            found = [w.peers[0] for w in waits if w.kind == "pipe" and w.peers]
+            if found and found[0].write_calls_per_s is not None:
+                peer = found[0]
+                break
+            time.sleep(0.3)
+    finally:
+        for p in (writer, drain):
+            p.kill()
+            p.wait()
+    assert peer is not None and peer.pid == writer.pid
+    assert peer.written_bytes_per_s is not None and peer.write_calls_per_s is not None
+    each = peer.written_bytes_per_s / peer.write_calls_per_s
+    if unbuffered:
+        assert peer.write_calls_per_s > 2_000 and each < 16, (peer.write_calls_per_s, each)
+        assert "write calls a second of" in peer_text(peer) and "its output is not buffered" in peer_text(peer)
+    else:
+        assert each > 1024, each
+        assert "a system call per few bytes" not in peer_text(peer)
