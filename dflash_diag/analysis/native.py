@@ -223,10 +223,22 @@ def wants_native_look(analysis: Analysis) -> bool:
     head = analysis.headline
     if head is None:
         return True
+    if looks_below(analysis):
+        return True  # the headline's cause leaves its time at a line's C call: the look says what that call runs
     if head.severity >= Severity.CRITICAL or (head.because and head.severity >= Severity.WARNING):
         return False  # a cause below a warning (information) is not one found: the look may say more
     lead = next((f for f in analysis.findings if f.rule_id == head.rule_id), None)
     return lead is not None and lead.kind == SYMPTOM
+
+
+def looks_below(analysis: Analysis) -> bool:
+    """The headline's finding, or a cause it names, leaves a thread's time at a program line's C call
+    (``Finding.looks_below``), where only native stacks say what that call runs."""
+    head = analysis.headline
+    if head is None:
+        return False
+    named = {head.rule_id, *head.because}
+    return any(f.looks_below for f in analysis.findings if f.rule_id in named)
 
 
 def spots_text(spots: Iterable[NativeSpot]) -> str:

@@ -160,7 +160,7 @@ def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservat
     if args.no_native_stacks:
         return obs, None
     from dflash_diag.analysis import analyse
-    from dflash_diag.analysis.native import wants_native_look
+    from dflash_diag.analysis.native import looks_below, wants_native_look
 
     analysis = analyse(obs)
     if not wants_native_look(analysis):
@@ -168,7 +168,8 @@ def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservat
     from dflash_diag.cli._observe import progress_bar
     from dflash_diag.observe.native_look import NATIVE_LOOK_S, native_look
 
-    with progress_bar("no cause yet: native stacks of PID", NATIVE_LOOK_S, not args.json) as progress:
+    label = "the cause's C calls: native stacks of PID" if looks_below(analysis) else "no cause yet: native stacks of PID"
+    with progress_bar(label, NATIVE_LOOK_S, not args.json) as progress:
         return native_look(obs, progress=progress), None
 
 

@@ -42,6 +42,9 @@ class Finding:
     # first; on a cause, the rule ids of the symptoms it explains.
     because: tuple[str, ...] = ()
     explains: tuple[str, ...] = ()
+    # Kernel TIDs whose time this claim leaves at a program line that calls into C code the Python stacks cannot
+    # see (a GIL holder at `np.random.choice(...)`): a native look would say what that code runs (analysis.native).
+    looks_below: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

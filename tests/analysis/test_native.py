@@ -193,3 +193,32 @@ def test_the_native_look_is_taken_when_no_cause_of_warning_level_is_linked() -> 
     assert not wants_native_look(warned)
     looked = analyse(load_observation(str(recorded / "settings9_calculus__outside.json.gz")))
     assert looked.observation.native is not None and not wants_native_look(looked)
+
+
+def _observation(name: str):  # type: ignore[no-untyped-def]
+    from dflash_diag.observe.codec import read_observation
+    path = Path(__file__).resolve().parents[1] / "casebook" / "observations" / f"{name}.json.gz"
+    return read_observation(gzip.open(path).read())
+
+
+def test_a_gil_holder_at_one_lines_c_call_gets_the_native_look_even_with_its_cause_named() -> None:
+    """A telemetry thread holds the GIL at one line (gil_hog_side_thread, under probes): the headline's cause is
+    named at warning, yet only native stacks say what that line's call runs, so the look is taken. With them, batch
+    14's sampler (its `np.random.choice(...)` line) is said to run NumPy's choice, mostly in shuffle. A holder whose
+    time spreads over a function's lines (batch 12's Jinja2 notes, in the library's Python) asks for none."""
+    from dataclasses import replace
+
+    from dflash_diag.analysis import analyse
+    from dflash_diag.analysis.native import looks_below, wants_native_look
+    from dflash_diag.model import Severity
+    hog = analyse(replace(_observation("gil_hog_side_thread__probes"), native=None))
+    assert hog.headline is not None and "gil-contention" in (hog.headline.rule_id, *hog.headline.because)
+    assert hog.headline.severity >= Severity.WARNING
+    assert looks_below(hog) and wants_native_look(hog)
+    after = analyse(_observation("settings14_recipes__probes"))
+    assert after.headline is not None
+    assert re.search(r"its native samples: choice \[mtrand[^\]]*\] \d+%, mostly in shuffle", after.headline.text)
+    assert not wants_native_look(after)  # one look per window
+    spread = analyse(replace(_observation("settings12_vetnotes__outside"), native=None))
+    gil = next(f for f in spread.findings if f.rule_id == "gil-contention")
+    assert gil.looks_below == () and not looks_below(spread) and not wants_native_look(spread)

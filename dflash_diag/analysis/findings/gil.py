@@ -173,6 +173,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         "loops in the hot threads).",
         impact=impact,
         stages=stages,
+        looks_below=_looks_below(ctx, hog),
     )
 
 
@@ -233,6 +234,7 @@ def _hidden_finding(ctx: Context, waiter: ThreadStats, slept_pct: float, hog: Th
     )
     return Finding(
         rule_id="gil-contention", severity=Severity.WARNING, claim=claim, evidence=evidence,
+        looks_below=_looks_below(ctx, hog),
         remedy="Cut the Python work of the thread that holds the GIL (move side work such as metrics, weight "
         "histograms or logging out of the process, make it rarer, or do it in vectorised torch/numpy calls that "
         "release the GIL); `dflash-diag run` adds the GIL probe, which measures each wait.",
@@ -325,6 +327,23 @@ def _idle_by_cpu(t: ThreadStats) -> bool:
 
 def _cpu_text(t: ThreadStats) -> str:
     return "" if is_na(t.cpu_pct) else f", CPU {float(t.cpu_pct):.0f}% of a core"  # type: ignore[arg-type]
+
+
+def _looks_below(ctx: Context, t: ThreadStats | None) -> tuple[int, ...]:
+    """The holder's kernel TID where its Python frames end at its own line (no installed package's Python below it
+    holds its work) and no native profile was taken yet: that line's C call is what it holds the GIL for, which
+    only native stacks show."""
+    if t is None or t.os_thread_id is None or ctx.obs.native is not None:
+        return ()
+    rows = ctx.stats_rows(t)
+    spots = hot_functions(rows, n=1)
+    # One line holding most of its samples is one call there (a loop of Python spreads over its lines).
+    if not spots or spots[0].line_share < ONE_CALL_LINE_SHARE or work_library_text(rows):
+        return ()
+    return (t.os_thread_id,)
+
+
+ONE_CALL_LINE_SHARE = 0.5
 
 
 def _where(ctx: Context, t: ThreadStats) -> str:
