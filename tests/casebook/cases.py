@@ -2499,7 +2499,12 @@ CASES: tuple[Case, ...] = (
         r"(locale|collation|sort\w*|comparison)|strcoll|xmemcoll\w*|keycompare|fold_toupper|sort_env|"
         r"dedup_platform|multi-?byte|\bsort\b\W+(\w+\W+){0,3}(child|subprocess|process|command|binary|utility)|"
         r"(child|subprocess|process|command|coreutils|gnu)\W+(\w+\W+){0,2}\bsort\b|\bsort\s+-f",
-        r"step \d+ loss", batch="settings batch 15"),
+        r"step \d+ loss", batch="settings batch 15",
+        missed={m: "`pipeline-bottleneck-target` because `process-wait` (warning): crawl blocked on the pipe from its "
+                   "child `sort -f -u ...` (running); the harness's text matched the sort child's name, the locale "
+                   "collation (LC_ALL=C.UTF-8) not named: a miss by reading" for m in ("outside", "probes", "attach")},
+        twin_missed={"attach": "`fork-cost` (warning): 'the process forks while it holds 0.4 GiB: 1 child started "
+                               "in 5 s (python, sort)', 0.07 CPUs in the kernel"}),
     *_settings_pair(
         "settings15_ferry", "settings15_ferry", ("train.py",),
         ("train.py", "--config", "configs/store_pooled.toml"),
@@ -2536,7 +2541,11 @@ CASES: tuple[Case, ...] = (
         r"store_rebalance|time[_ ]wait|forkingmixin|collect_children|fork\w*\W+(\w+\W+){0,3}(per|each|every|"
         r"for every)\W+(\w+\W+){0,1}(connection|request|lookup)|(new|fresh)\W+(handler\W+)?(process|thread)\w*\W+"
         r"(\w+\W+){0,2}(per|each|every|for every)|connection pool",
-        r"step \d+ loss", batch="settings batch 15"),
+        r"step \d+ loss", batch="settings batch 15",
+        missed={m: "`pipeline-bottleneck-target` (info): the producer stage limits throughput, its fetcher waiting in "
+                   "FeatureStore._get, most of it inside httpcore/_backends, entered through "
+                   "ConnectionPool.handle_request; keep-alive off (a new connection per lookup) not named"
+                for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings15_subtitles", "settings15_subtitles", ("train.py",),
         ("train.py", "--config", "configs/archive_cp1251.toml"),
@@ -2591,7 +2600,15 @@ CASES: tuple[Case, ...] = (
         r"re-?compil\w*|compil\w+\W+(\w+\W+){0,4}(from source|sources?|modules?|imports?|numpy|stdlib|"
         r"standard library|\.py)|source_to_code|cache_from_source|sourcefileloader|get_code|bytecode_cache|"
         r"survey_scratch|decoder_env",
-        r"step \d+ loss", batch="settings batch 15"),
+        r"step \d+ loss", batch="settings batch 15",
+        missed={"outside": "`pipeline-bottleneck-target` (info): the producer stage limits throughput, no cause found, "
+                           "its time in ShardDecoder.decode at `rc = self.proc.wait()`; the empty bytecode cache not "
+                           "named",
+                "probes": "`wait-chain` (warning): the loader waits on child processes that spend their samples "
+                          "importing modules (`import numpy as np`); the empty bytecode cache (PYTHONPYCACHEPREFIX) "
+                          "not named",
+                "attach": "`pipeline-bottleneck-target` (info), as from outside; the empty bytecode cache not "
+                          "named"}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
