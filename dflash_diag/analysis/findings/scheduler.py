@@ -1222,6 +1222,11 @@ FORK_RSS_BYTES = 256 << 20
 # A thread that matters faulting this many pages a second in while children are forked: copy-on-write.
 FORK_FAULTS_PER_S = 10_000
 FORK_KERNEL_CPUS = 0.05  # the forking thread's kernel time, in CPUs over the window
+# What one fork's page-table copy costs per GiB resident, measured on the 2-core box (os.fork of a 0.5 GiB process:
+# 10.2 ms median of 10; subprocess.run with vfork: 0.5 ms whatever the size). Of the forking thread's kernel time,
+# only the copies of the forks seen count as their cost, at this rate: the rest, and its page faults, are its own
+# work (reading the child's output). The copy-on-write faults land on the other threads that write shared memory.
+FORK_COPY_S_PER_GIB = 0.02
 # Where a thread starts a child by forking (the stacks' frames: the file and the function).
 _FORK_FRAMES = (("subprocess.py", "_execute_child"), ("multiprocessing/popen_fork.py", "_launch"),
                 ("os.py", "fork"), ("pty.py", "fork"))
@@ -1254,10 +1259,14 @@ def _fork_cost(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
     if forker_kernel < FORK_KERNEL_CPUS:
         return
     forker_matters = forker_stats is not None and speed_matters(ctx, forker, forker_stats.stage.value)
+    # The faulting threads' kernel time is what the shared pages cost them (up to: their own allocations fault too);
+    # the forker's own faults are its work, its kernel time the page tables it copied (at most).
+    faulting = [f for f in faulting if f[0] != forker]
+    copy_cpus = summary.children_started / max(summary.window_s, 1e-9) * rss / 2**30 * FORK_COPY_S_PER_GIB
+    cost = sum(k for _, _, k in faulting) + (min(forker_kernel, copy_cpus) if forker_matters else 0.0)
+    warn = cost >= WARNING_COST
     if not faulting and not forker_matters:
         return
-    # The faulting threads' kernel time is what the shared pages cost them (up to: their own allocations fault too).
-    cost = sum(k for _, _, k in faulting) + (forker_kernel if forker_matters else 0.0)
     comms = sorted({c.comm for s in ctx.obs.sched for c in s.children})
     started = summary.children_started
     claim = (f"the process forks while it holds {rss / 2**30:.1f} GiB: {started} "
@@ -1271,8 +1280,10 @@ def _fork_cost(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
     stages = tuple(sorted({by_tid[t].stage.value for t in by_tid if by_tid[t].name in {n for n, _, _ in faulting}
                            or (forker_matters and by_tid[t].name == forker)} - {"other"}))
     yield Finding(
-        rule_id="fork-cost", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO, claim=claim,
+        rule_id="fork-cost", severity=Severity.WARNING if warn else Severity.INFO, claim=claim,
         evidence=(("children started", f"{summary.children_started} in {summary.window_s:.1f} s"),
+                  ("page tables copied, at this box's measured cost", f"{copy_cpus:.3f} CPUs over the window "
+                   f"({FORK_COPY_S_PER_GIB * 1e3:.0f} ms a fork per GiB resident)"),
                   ("the process's resident memory", f"{rss / 2**20:.0f} MiB"),
                   ("threads that matter faulting memory in", ", ".join(f"{n} {_rate(f)}/s" for n, f, _ in faulting)
                    or "none"),
@@ -1280,7 +1291,7 @@ def _fork_cost(ctx: Context, summary: SchedSummary) -> Iterator[Finding]:
         remedy=("Start children without copying the process: subprocess uses vfork or posix_spawn unless a setting "
                 "turns them off (subprocess._USE_VFORK, _USE_POSIX_SPAWN), multiprocessing can use 'forkserver'; or "
                 "start one long-lived helper before the large data is loaded, or do the work in-process."),
-        impact=cost if cost >= WARNING_COST else 0.0, stages=stages)
+        impact=cost if warn else 0.0, stages=stages)
 
 
 def _forking_thread(ctx: Context) -> tuple[str, str]:
