@@ -36,8 +36,10 @@ AREA_COLLECTIVES = "collectives"  # NCCL and torch.distributed
 AREA_DEBUG = "debug"  # diagnostics that cost time everywhere (logging, tracing)
 AREA_LIBRARY = "library"  # a library's own code paths (its constants: load factors, versions, modes)
 AREA_KERNEL = "kernel"  # what the kernel does on the process's behalf (every system call, its memory)
+AREA_IO = "io"  # how its streams are buffered and its text compared (stdout's buffering, the C library's locale)
+AREA_STARTUP = "startup"  # what each start of a process pays (the bytecode cache)
 AREAS = (AREA_THREADS, AREA_LAUNCHES, AREA_AUTOGRAD, AREA_COLLECTOR, AREA_GIL, AREA_NUMERICS, AREA_MEMORY,
-         AREA_COLLECTIVES, AREA_DEBUG, AREA_KERNEL)
+         AREA_COLLECTIVES, AREA_DEBUG, AREA_KERNEL, AREA_IO, AREA_STARTUP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,19 @@ ENV_VARS: tuple[EnvVar, ...] = (
        "process started per task pays it again)", "off"),
     _V("PYTHONASYNCIODEBUG", AREA_DEBUG, "asyncio's debug mode", "off"),
     _V("PYTHONOPTIMIZE", AREA_DEBUG, "drops asserts (-O)", "off"),
+    _V("PYTHONUNBUFFERED", AREA_IO, "stdout and stderr written through, unbuffered: a write(2) for each "
+       "argument, separator and newline a print makes on a pipe or file", "block-buffered (line-buffered on a "
+       "terminal)"),
+    _V("PYTHONPYCACHEPREFIX", AREA_STARTUP, "the .pyc cache read from and written to this directory instead of "
+       "each package's __pycache__ (an empty one: every module compiled from source at each start)",
+       "__pycache__ beside each source"),
+    _V("PYTHONDONTWRITEBYTECODE", AREA_STARTUP, "no .pyc written: a module without one is compiled from source at "
+       "each start", "writes .pyc"),
+    # --- the C library's locale: how programs compare, sort and case-fold text ---
+    _V("LC_ALL", AREA_IO, "the C library's locale for everything (a language or UTF-8 locale sorts and compares "
+       "text through its collation tables: strcoll, where C compares bytes)", "LC_* and LANG, else C", ("C", "POSIX")),
+    _V("LC_COLLATE", AREA_IO, "the C library's collation (sort, strcoll) when LC_ALL is unset", "LANG, else C",
+       ("C", "POSIX")),
     _V("PYTHON_GIL", AREA_GIL, "the GIL on a free-threaded build", "the build's"),
     _V("PYTHONGIL", AREA_GIL, "the GIL on a free-threaded build (older name)", "the build's"),
     _V("MALLOC_ARENA_MAX", AREA_MEMORY, "glibc malloc's arenas (threads share fewer)", "8 per core"),

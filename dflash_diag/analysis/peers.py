@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from dflash_contract.settings import ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.model import Observation, ThreadSample
+from dflash_diag.model.common import is_na
 from dflash_diag.model.sched import OutsideWait, PeerProcess
 
 # A reading of the thread's wait within this long of a stack sample describes that sample (the readings come with
@@ -102,16 +104,26 @@ def outside_wait(obs: Observation, thread: ThreadSample, t_s: float,
     newest = (with_cpu or same)[-1]
     # Whether the other end waits too is a state of the moment: said where half the readings or more saw it.
     back = 2 * sum(1 for w in same if w.peer_waits_back) >= len(same)
-    return describe(replace(newest, peer_waits_back=back), child_places(obs) if places is None else places)
+    return describe(replace(newest, peer_waits_back=back), child_places(obs) if places is None else places,
+                    own_settings(obs))
 
 
-def describe(wait: OutsideWait, places: Mapping[int, str] | None = None) -> str:
+def own_settings(obs: Observation) -> frozenset[tuple[str, str]]:
+    """The watched process's own known settings (name, shown value), against which a peer's are told apart: the
+    ones a launcher gave the peer, and the ones it only inherited."""
+    facts = obs.os_facts
+    env = facts.env if facts is not None and not is_na(facts.env) else ()
+    return frozenset((e.name, e.value) for e in env if e.where in ("process", "program"))  # type: ignore[union-attr]
+
+
+def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
+             own: frozenset[tuple[str, str]] = frozenset()) -> str:
     """``a file lock on `/runs/index.lock` held by process 4321 (python syncer.py: running, 97% CPU, in
     compress_chunk (syncer.py:30))``; with ``places`` (:func:`child_places`), a peer that is a sampled child
     process also says the library function its samples spend most in: one reading's frame is a moment, the samples
     are the window."""
     places = places or {}
-    peers = "; ".join(peer_text(p, wait.kind) + (f", most of its time {places[p.pid]}" if p.pid in places else "")
+    peers = "; ".join(peer_text(p, wait.kind, own) + (f", most of its time {places[p.pid]}" if p.pid in places else "")
                       for p in wait.peers[:2])
     if wait.kind == "file-lock":
         return f"a file lock on `{wait.target}` held by {peers}"
@@ -139,7 +151,7 @@ def child_places(obs: Observation) -> dict[int, str]:
     return {pid: place for pid, place in places.items() if place}
 
 
-def peer_text(peer: PeerProcess, kind: str = "") -> str:
+def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]] = frozenset()) -> str:
     what = peer.cmdline or peer.comm
     facts = [_STATES.get(peer.state, peer.state)]
     if peer.cpu_pct is not None:
@@ -152,8 +164,29 @@ def peer_text(peer: PeerProcess, kind: str = "") -> str:
     calls = small_calls_text(peer, kind)
     if calls:
         facts.append(calls)
+    settings = peer_settings(peer, own)
+    if settings:
+        facts.append("started with " + ", ".join(_setting_text(name, value) for name, value in settings))
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
     return f"process {peer.pid}{relation} `{what}`: {', '.join(facts)}"
+
+
+PEER_SETTINGS_SHOWN = 2
+
+
+def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset()) -> tuple[tuple[str, str], ...]:
+    """The peer's settings worth saying: the interpreter's only for a Python peer; those the watched process does
+    not share (a launcher gave them) before, and instead of, those it inherited."""
+    python = peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
+    relevant = [s for s in peer.settings if python or not s[0].startswith("PYTHON")]
+    given = [s for s in relevant if s not in own]
+    return tuple((given or relevant)[:PEER_SETTINGS_SHOWN])
+
+
+def _setting_text(name: str, value: str) -> str:
+    """"LC_ALL=C.UTF-8 (the C library's locale for everything ...; default: LC_* and LANG, else C)"."""
+    var = ENV_BY_NAME.get(name)
+    return f"{name}={value}" + (f" ({var.effect}; default: {var.default})" if var is not None else "")
 
 
 # A peer busy at this share of a core whose CPU goes this much to the kernel works in system calls, not its code.

@@ -28,11 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dflash_contract.board import SessionKeys
+from dflash_contract.settings import AREA_DEBUG, AREA_STARTUP, ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.hotspots import hot_functions, library_text, spots_text
-from dflash_diag.analysis.peers import outside_wait
+from dflash_diag.analysis.peers import outside_wait, own_settings
 from dflash_diag.analysis.sampled import Sampled, classified, process_cpu_pct
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
 from dflash_diag.model import NA, Frame, Maybe, Stage, ThreadSample, ThreadState, ThreadStats
@@ -456,7 +457,27 @@ def _start_up(ctx: Sampled, working: Sequence[ThreadSample]) -> str:
     reruns.pop("", None)
     if reruns:
         text += f", at {reruns.most_common(1)[0][0]}"
+    settings = _start_up_settings(ctx)
+    if settings:
+        text += "; started with " + ", ".join(settings)
     return text
+
+
+def _start_up_settings(ctx: Sampled) -> tuple[str, ...]:
+    """The known settings the children were started with that change what a start costs (the bytecode cache,
+    import-time diagnostics: ``dflash_contract.settings``' startup and debug areas), from the environments /proc
+    read of them (``OsFacts.children_env``), each once with its effect and default."""
+    facts = ctx.obs.os_facts
+    own = own_settings(ctx.obs)
+    given: dict[str, str] = {}
+    inherited: dict[str, str] = {}
+    for e in facts.children_env if facts is not None else ():
+        var = ENV_BY_NAME.get(e.name)
+        if var is not None and var.area in (AREA_STARTUP, AREA_DEBUG) and not var.is_default(e.value):
+            # a launcher's settings for the children first, and instead of those they inherited from the process
+            into = inherited if (e.name, e.value) in own else given
+            into.setdefault(e.name, f"{e.name}={e.value} ({var.effect}; default: {var.default})")
+    return tuple((given or inherited).values())[:2]
 
 
 def _starting(thread: ThreadSample) -> bool:

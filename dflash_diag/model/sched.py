@@ -194,6 +194,9 @@ class PeerProcess:
     read_bytes_per_s: float | None = None
     write_calls_per_s: float | None = None
     written_bytes_per_s: float | None = None
+    # The known settings it was started with away from their defaults (``dflash_contract.settings``, from
+    # /proc/PID/environ: ``("PYTHONUNBUFFERED", "1")``), values shown as the catalogue allows.
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

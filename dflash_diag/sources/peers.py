@@ -32,12 +32,13 @@ from pathlib import Path
 
 from dflash_contract import proc as contract_proc
 from dflash_contract.redact import redact_argv, scrub_text, secret_values
+from dflash_contract.settings import ENV_BY_NAME, known_env
 from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import OutsideWait, PeerProcess, ProcessIo
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import all_children, fd_links
-from dflash_diag.sources.sched import parse_io
+from dflash_diag.sources.sched import parse_io, started_environ
 from dflash_diag.sources.sock_diag import unix_peer_inode
 
 PROC = Path("/proc")
@@ -210,6 +211,7 @@ class PeerReader:
         self.uid = os.getuid() if uid is None else uid
         self._cpu: dict[int, _PeerCounters] = {}  # peer -> its CPU and I/O counters, and when read
         self._frames: dict[tuple[int, int], str] = {}  # (peer, start ticks) -> its top frame ("" when none)
+        self._env: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}  # (peer, start ticks) -> its settings
         self._pipe_peers: dict[tuple[int, bool], tuple[int, ...]] = {}  # (inode, we read) -> peers found
         self._pipe_capacity: dict[int, int | None] = {}  # inode -> its capacity, read once
 
@@ -521,7 +523,18 @@ class PeerReader:
                            relation=self._relation(pid, stat.ppid if stat is not None else None),
                            kernel_pct=rates.kernel_pct, write_calls_per_s=rates.write_calls_per_s,
                            written_bytes_per_s=rates.written_bytes_per_s, read_calls_per_s=rates.read_calls_per_s,
-                           read_bytes_per_s=rates.read_bytes_per_s)
+                           read_bytes_per_s=rates.read_bytes_per_s,
+                           settings=self._settings(pid, stat.start_time_ticks if stat else 0))
+
+    def _settings(self, pid: int, start_ticks: int) -> tuple[tuple[str, str], ...]:
+        """The known settings the peer was started with away from their defaults (its environment, read once per
+        process: what a launcher gave it)."""
+        key = (pid, start_ticks)
+        if key not in self._env:
+            env = started_environ(pid, self.proc_root) or {}
+            self._env[key] = tuple((name, printable(self.redact(value))) for name, value in known_env(env)
+                                   if not ENV_BY_NAME[name].is_default(env.get(name, "")))
+        return self._env[key]
 
     def _relation(self, pid: int, ppid: int | None) -> str:
         if ppid == self.pid:

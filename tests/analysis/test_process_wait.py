@@ -116,3 +116,18 @@ def test_a_pipe_writers_tiny_writes_and_a_sockets_request_reply_peer_are_said() 
     for twin in ("settings14_apiary_fixed__outside", "settings14_parcels_fixed__outside"):
         text = _headline(twin)
         assert "a system call per few bytes" not in text and "round trip" not in text and "unix socket" not in text
+
+
+def test_the_settings_a_peer_or_the_children_were_started_with_are_said() -> None:
+    """Batch 15, recorded again with the peers' and children's environments: the `sort` child the crawl thread
+    waits on runs under LC_ALL=C.UTF-8 (a launcher's setting, the locale's collation where bytes would do), and the
+    decoder children spend their samples importing modules, started with an empty PYTHONPYCACHEPREFIX. Their twins
+    say neither; the logger child, a Python process, is said with the interpreter's setting it was started with."""
+    sort_wait = _headline("settings15_headlines__outside")
+    assert "`sort -f -u" in sort_wait and "started with LC_ALL=C.UTF-8 (the C library's locale" in sort_wait
+    assert "PYTHONUNBUFFERED" not in sort_wait  # inherited, and sort is no Python
+    decoders = _headline("settings15_orchard__probes")
+    assert "import modules" in decoders and "started with PYTHONPYCACHEPREFIX=<set> (the .pyc cache" in decoders
+    assert "started with PYTHONUNBUFFERED=1" in _headline("settings14_apiary__attach")
+    for twin in ("settings15_headlines_fixed__outside", "settings15_orchard_fixed__probes"):
+        assert "started with" not in _headline(twin)

@@ -396,3 +396,32 @@ def test_a_pipe_writers_small_writes_are_counted(unbuffered: bool) -> None:
     else:
         assert each > 1024, each
         assert "a system call per few bytes" not in peer_text(peer)
+
+
+@pytest.mark.slow
+def test_a_peers_settings_are_read_from_its_environment_and_said_where_they_apply() -> None:
+    """The writer at a pipe's other end was started with LC_ALL=C.UTF-8 and PYTHONUNBUFFERED=1 (a launcher's env):
+    both are read from its /proc/PID/environ; a C program (`sleep` here) is said to run under the locale, not under
+    the interpreter's setting, which only a Python peer reads. LC_ALL=C is the default's fast path: not said."""
+    from dflash_diag.analysis.peers import peer_settings, peer_text
+
+    def writer_peer(env_extra: dict[str, str]):  # type: ignore[no-untyped-def]
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHON"))}, **env_extra}
+        writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=env)
+        drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
+        try:
+            assert writer.stdout is not None
+            writer.stdout.close()
+            waits = peers.PeerReader(drain.pid, dumper=lambda pid: None).read(_wait_blocked(drain.pid))
+        finally:
+            for p in (writer, drain):
+                p.kill()
+                p.wait()
+        assert len(waits) == 1 and waits[0].peers[0].pid == writer.pid
+        return waits[0].peers[0]
+
+    peer = writer_peer({"LC_ALL": "C.UTF-8", "PYTHONUNBUFFERED": "1"})
+    assert set(peer.settings) == {("LC_ALL", "C.UTF-8"), ("PYTHONUNBUFFERED", "1")}
+    assert peer_settings(peer) == (("LC_ALL", "C.UTF-8"),)  # sleep is no Python: its stdout is not the interpreter's
+    assert "started with LC_ALL=C.UTF-8 (the C library's locale for everything" in peer_text(peer)
+    assert writer_peer({"LC_ALL": "C"}).settings == ()
