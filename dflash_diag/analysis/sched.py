@@ -461,3 +461,22 @@ def thread_caps(readings: Iterable[SettingReading], cores: float) -> list[tuple[
     caps = [(r, w) for r in readings if r.name in THREAD_CAPS and not r.source.startswith("environment of")
             and (w := cap_width(r)) is not None and w < cores]
     return sorted(caps, key=lambda c: c[1])
+
+
+# Linux keeps a connection its side closed in TIME_WAIT this long (TCP_TIMEWAIT_LEN): the count is a minute's closes.
+TIME_WAIT_S = 60.0
+
+
+def connection_churn_text(obs: Observation) -> str:
+    """"; 2,460 TCP connections to 127.0.0.1:8123, which the process is connected to, were closed in the last
+    minute (TIME_WAIT ...), about 41 a second: a new connection per request ..." for the endpoint with the most
+    closes (``OsFacts.closed_connections``); "" when none."""
+    facts = obs.os_facts
+    churn = facts.closed_connections if facts is not None else ()
+    if not churn:
+        return ""
+    endpoint, closed = churn[0]
+    return (f"; {closed:,} TCP connections to {endpoint}, which the process uses, were closed in the "
+            f"last minute (TIME_WAIT in its network namespace), about {closed / TIME_WAIT_S:.0f} a second: a new "
+            "connection per request (no keep-alive, or a server that closes each), each a handshake before the "
+            "request")

@@ -174,6 +174,10 @@ class OsFacts:
     # process with no filter, watch or tracer on its calls), in microseconds: the yardstick a watched process's
     # kernel time per call is read against. None where not measured (older recordings).
     read_call_us: float | None = None
+    # TCP connections to one endpoint closed within the last minute, by this end (TIME_WAIT lasts 60 s on Linux,
+    # /proc/PID/net/tcp): (the endpoint, how many in TIME_WAIT), for endpoints the process is connected to. A new
+    # connection per request shows as thousands. Empty: none, or older recordings.
+    closed_connections: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,13 +38,12 @@ from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import OutsideWait, PeerProcess, ProcessIo
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import all_children, fd_links
-from dflash_diag.sources.sched import parse_io, started_environ
+from dflash_diag.sources.sched import MAX_TCP_TABLE_BYTES, parse_io, started_environ, tcp_addr_text
 from dflash_diag.sources.sock_diag import unix_peer_inode
 
 PROC = Path("/proc")
 MAX_LOCKS_BYTES = 1 << 20
 MAX_FDS = 4096  # descriptors looked at per process
-MAX_TCP_TABLE_BYTES = 1 << 20  # /proc/PID/net/tcp of a namespace with many connections: read this much at most
 MAX_PEER_TASKS = 256  # a peer's threads looked at for one blocked on the same connection
 MAX_SCAN_PROCESSES = 512  # processes searched for a pipe's other end
 SCAN_BUDGET_S = 0.05  # ... and for at most this long per sweep
@@ -128,16 +127,8 @@ def parse_tcp_table(text: str) -> dict[int, tuple[str, str]]:
 
 
 def _addr_text(addr: str) -> str:
-    """``0100007F:1F90`` -> ``127.0.0.1:8080`` (IPv4 in the kernel's byte order); IPv6 as ``[v6]:8080``."""
-    host, _, port = addr.partition(":")
-    try:
-        port_n = int(port, 16)
-        if len(host) == 8:
-            raw = int(host, 16).to_bytes(4, "little")
-            return f"{'.'.join(str(b) for b in raw)}:{port_n}"
-        return f"[v6]:{port_n}"
-    except ValueError:
-        return addr
+    """``0100007F:1F90`` -> ``127.0.0.1:8080`` (sources.sched.tcp_addr_text)."""
+    return tcp_addr_text(addr)
 
 
 def _read(path: Path, limit: int = 65536) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -363,7 +364,8 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     parsed = parse_status(status)
     cpus_text = parsed[3] if parsed is not None else ""
     env = _known_env_of(pid, proc_root)
-    kids_env = _each_childs_env((children or procfs.all_children)(pid)[:MAX_CHILDREN], proc_root)
+    kids = (children or procfs.all_children)(pid)[:MAX_CHILDREN]
+    kids_env = _each_childs_env(kids, proc_root)
     if isinstance(env, tuple):
         env = env + _children_only_env(kids_env, {e.name for e in env})
     exe = ""
@@ -380,7 +382,67 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
                    sync_files=open_sync_files(pid, proc_root, links), controls=parse_process_controls(status),
-                   watches=file_watches(pid, proc_root, links), read_call_us=read_call_cost_us())
+                   watches=file_watches(pid, proc_root, links), read_call_us=read_call_cost_us(),
+                   closed_connections=closed_connections(pid, proc_root, links, kids))
+
+
+MAX_TCP_TABLE_BYTES = 1 << 20  # the peers' reads (twice a second): a namespace's /proc/net/tcp, this much at most
+# The facts' read, once a window: a client opening 500 connections a second keeps 30,000 in TIME_WAIT (~150 bytes a
+# line; 3 MB read in 28 ms and parsed in 31 ms here), and its own connection may be the table's last line.
+MAX_TCP_FACTS_BYTES = 16 << 20
+TIME_WAIT_MIN = 100  # connections to one endpoint closed in the last minute: about two a second or more
+_TCP_ESTABLISHED, _TCP_TIME_WAIT, _TCP_LISTEN = "01", "06", "0A"
+
+
+def closed_connections(pid: int, proc_root: Path = PROC, links: Links | None = None,
+                       children: tuple[int, ...] = ()) -> tuple[tuple[str, int], ...]:
+    """Endpoints the process holds a TCP connection to, or that its children listen on (a service of its own,
+    which a client without keep-alive is connected to only while a request lasts), with the connections to them in
+    TIME_WAIT in its network namespace (``/proc/PID/net/tcp``, ``tcp6``): the side that closes a connection keeps
+    it there for 60 s, so the count is the connections closed over the last minute. Those with TIME_WAIT_MIN or
+    more, most first."""
+    own = {link[8:-1] for _, link in links or () if link.startswith("socket:[")}
+    theirs = {link[8:-1] for child in children for _, link in descriptor_links(child, proc_root) or ()
+              if link.startswith("socket:[")}
+    waits: Counter[str] = Counter()
+    remotes: set[str] = set()
+    for name in ("tcp", "tcp6"):
+        for local, remote, state, inode in parse_tcp_lines(_read(proc_root / str(pid) / "net" / name,
+                                                                 MAX_TCP_FACTS_BYTES) or ""):
+            if state == _TCP_TIME_WAIT:
+                # Whichever side closed first keeps it: the client (its remote is the endpoint) or, on this
+                # machine, the server (its local address is).
+                waits[remote] += 1
+                waits[local] += 1
+            elif state == _TCP_ESTABLISHED and inode in own:
+                remotes.add(remote)
+            elif state == _TCP_LISTEN and inode in theirs:
+                remotes.add(local)
+    return tuple((tcp_addr_text(r), n) for r, n in waits.most_common() if n >= TIME_WAIT_MIN and r in remotes)[:3]
+
+
+def parse_tcp_lines(text: str) -> list[tuple[str, str, str, str]]:
+    """(local, remote, state, inode) of each line of ``/proc/net/tcp`` or ``tcp6``, as the kernel writes them (hex
+    ``ADDR:PORT``, the state's two hex digits, the inode's decimal). Pure."""
+    out = []
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 10 and ":" in parts[1] and ":" in parts[2] and len(parts[3]) == 2:
+            out.append((parts[1], parts[2], parts[3].upper(), parts[9]))
+    return out
+
+
+def tcp_addr_text(addr: str) -> str:
+    """``0100007F:1F90`` -> ``127.0.0.1:8080`` (IPv4 in the kernel's byte order); IPv6 as ``[v6]:8080``. Pure."""
+    host, _, port = addr.partition(":")
+    try:
+        port_n = int(port, 16)
+        if len(host) == 8:
+            raw = int(host, 16).to_bytes(4, "little")
+            return f"{'.'.join(str(b) for b in raw)}:{port_n}"
+        return f"[v6]:{port_n}"
+    except ValueError:
+        return addr
 
 
 MAX_FDS_SCANNED = 512  # descriptors whose flags are read, at most (a process with thousands open: the first ones)

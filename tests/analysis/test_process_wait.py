@@ -131,3 +131,14 @@ def test_the_settings_a_peer_or_the_children_were_started_with_are_said() -> Non
     assert "started with PYTHONUNBUFFERED=1" in _headline("settings14_apiary__attach")
     for twin in ("settings15_headlines_fixed__outside", "settings15_orchard_fixed__probes"):
         assert "started with" not in _headline(twin)
+
+
+def test_a_new_connection_per_request_is_said_with_the_stage_that_waits_on_it() -> None:
+    """Batch 15's fetcher, recorded again: with keep-alive off, hundreds of connections to its feature service
+    closed in the last minute (TIME_WAIT) are said beside where its stage waits; the keep-alive twin says none."""
+    import re
+    text = _headline("settings15_ferry__attach")
+    assert re.search(r"its own threads are not computing: .*; [\d,]+ TCP connections to 127\.0\.0\.1:\d+, which the "
+                     r"process uses, were closed in the last minute \(TIME_WAIT", text)
+    assert "a new connection per request (no keep-alive" in text
+    assert "TIME_WAIT" not in _headline("settings15_ferry_fixed__attach")

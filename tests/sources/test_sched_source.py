@@ -310,3 +310,85 @@ def test_a_small_cached_read_is_timed_as_the_yardstick_of_kernel_time_per_call(t
     assert sched.read_call_cost_us(str(tmp_path / "missing")) is None
     facts = sched.read_os_facts(os.getpid())
     assert facts.read_call_us is not None and facts.read_call_us > 0.0
+
+
+# A local service and its client: `per_request` opens a new connection for every request (keep-alive off), else one
+# connection serves them all. The server closes a connection when its client does.
+_SERVICE = """
+import socketserver
+class Handler(socketserver.BaseRequestHandler):
+    def handle(self):
+        while self.request.recv(64):
+            self.request.sendall(b'ok')
+server = socketserver.ThreadingTCPServer(('127.0.0.1', 0), Handler)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+_CLIENT = """
+import socket, sys, time
+port, per_request = int(sys.argv[1]), sys.argv[2] == "1"
+conn = None
+while True:
+    if conn is None:
+        conn = socket.create_connection(('127.0.0.1', port))
+    conn.sendall(b'q'); conn.recv(8)
+    time.sleep(0.002)  # ~300 requests a second, as a feature lookup per item might make
+    if per_request:
+        conn.close(); conn = None
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("per_request", [True, False], ids=["new-connection-each", "keep-alive"])
+def test_connections_closed_in_the_last_minute_to_an_endpoint_the_process_uses(per_request: bool) -> None:
+    """A client that opens a connection per request leaves them in TIME_WAIT (60 s on Linux): hundreds to its
+    service's endpoint within a few seconds, said with that endpoint; one that keeps its connection leaves none."""
+    service = subprocess.Popen([sys.executable, "-c", _SERVICE], stdout=subprocess.PIPE, text=True)
+    client = None
+    try:
+        assert service.stdout is not None
+        port = int(service.stdout.readline())
+        client = subprocess.Popen([sys.executable, "-c", _CLIENT, str(port), "1" if per_request else "0"])
+        found: tuple[tuple[str, int], ...] = ()
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            found = sched.closed_connections(client.pid, links=sched.descriptor_links(client.pid))
+            if found or (not per_request and time.monotonic() > deadline - 12.0):
+                break
+    finally:
+        for p in (client, service):
+            if p is not None:
+                p.kill()
+                p.wait()
+    if per_request:
+        assert found and found[0][0] == f"127.0.0.1:{port}" and found[0][1] >= sched.TIME_WAIT_MIN, found
+    else:
+        assert found == ()
+
+
+def test_tcp_lines_and_addresses_are_parsed() -> None:
+    text = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+            "   0: 0100007F:873B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3262140 1\n"
+            "   1: 0100007F:9FC2 0100007F:873B 06 00000000:00000000 03:00000ABC 00000000     0        0 0 3\n"
+            "garbage\n")
+    assert sched.parse_tcp_lines(text) == [("0100007F:873B", "00000000:0000", "0A", "3262140"),
+                                           ("0100007F:9FC2", "0100007F:873B", "06", "0")]
+    assert sched.tcp_addr_text("0100007F:873B") == "127.0.0.1:34619"
+
+
+def test_a_service_its_child_listens_on_counts_while_no_request_is_open(tmp_path: Path) -> None:
+    """Between two requests a client without keep-alive holds no connection: the endpoint still counts when one of
+    the process's children listens on it (its feature service), read from the child's descriptors."""
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    rows = ["   0: 0100007F:873B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1\n"]
+    rows += [f"   {i}: 0100007F:{0x9000 + i:04X} 0100007F:873B 06 00000000:00000000 03:00000ABC 00000000 0 0 0 3\n"
+             for i in range(1, 151)]
+    (tmp_path / "10" / "net").mkdir(parents=True)
+    (tmp_path / "10" / "net" / "tcp").write_text(header + "".join(rows))
+    (tmp_path / "10" / "fd").mkdir()
+    (tmp_path / "11" / "fd").mkdir(parents=True)
+    os.symlink("socket:[555]", tmp_path / "11" / "fd" / "3")
+    assert sched.closed_connections(10, tmp_path, links=[], children=(11,)) == (("127.0.0.1:34619", 150),)
+    assert sched.closed_connections(10, tmp_path, links=[], children=()) == ()  # nobody here uses it

@@ -25,6 +25,7 @@ from dflash_diag.analysis.findings._context import (
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, library_text, spots_text, wait_spots
 from dflash_diag.analysis.native import native_text
+from dflash_diag.analysis.sched import connection_churn_text
 from dflash_diag.analysis.stages import SlowThread, slow_thread
 from dflash_diag.model import PIPELINE_STAGES, Finding, Frame, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -149,7 +150,7 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
     claim = f"{stage_label(ctx, bottleneck)} limits throughput: " + ", ".join(reasons)
     if waits:
         claim += (f"; its own threads are not computing: they wait (not on the queue) {pct(idle_share)} of the time, "
-                  f"in {spots_text(waits)}")
+                  f"in {spots_text(waits)}") + connection_churn_text(ctx.obs)
 
     evidence: list[tuple[str, str]] = []
     if slow_stage.threads:
