@@ -38,7 +38,13 @@ from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import OutsideWait, PeerProcess, ProcessIo
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import all_children, fd_links
-from dflash_diag.sources.sched import MAX_TCP_TABLE_BYTES, parse_io, started_environ, tcp_addr_text
+from dflash_diag.sources.sched import (
+    MAX_TCP_TABLE_BYTES,
+    parse_io,
+    parse_tcp_lines,
+    started_environ,
+    tcp_addr_text,
+)
 from dflash_diag.sources.sock_diag import unix_peer_inode
 
 PROC = Path("/proc")
@@ -112,18 +118,8 @@ def parse_locks(text: str) -> tuple[LockLine, ...]:
 def parse_tcp_table(text: str) -> dict[int, tuple[str, str]]:
     """inode -> (local, remote) of each line of ``/proc/net/tcp`` or ``tcp6`` (hex ``ADDR:PORT`` as the kernel
     writes them); a socket with no inode (0: a time-wait) is left out."""
-    out: dict[int, tuple[str, str]] = {}
-    for line in text.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) < 10 or ":" not in parts[1] or ":" not in parts[2]:
-            continue
-        try:
-            inode = int(parts[9])
-        except ValueError:
-            continue
-        if inode > 0:
-            out[inode] = (parts[1], parts[2])
-    return out
+    return {int(inode): (local, remote) for local, remote, _, inode in parse_tcp_lines(text)
+            if inode.isdigit() and int(inode) > 0}
 
 
 def _addr_text(addr: str) -> str:
