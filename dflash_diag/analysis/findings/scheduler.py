@@ -1222,8 +1222,9 @@ FORK_RSS_BYTES = 256 << 20
 # A thread that matters faulting this many pages a second in while children are forked: copy-on-write.
 FORK_FAULTS_PER_S = 10_000
 FORK_KERNEL_CPUS = 0.05  # the forking thread's kernel time, in CPUs over the window
-# What one fork's page-table copy costs per GiB resident, measured on the 2-core box (os.fork of a 0.5 GiB process:
-# 10.2 ms median of 10; subprocess.run with vfork: 0.5 ms whatever the size). Of the forking thread's kernel time,
+# What one fork's page-table copy costs per GiB resident, measured on the 2-core box (`bench/fork_cost.py`: os.fork
+# of a 1 GiB process, 7.9 ms median of 10, of 0.5 GiB 4.4 ms, 10.2 ms with the box loaded; subprocess.run with
+# vfork: 0.5 ms whatever the size): the loaded figure, about 20 ms a GiB. Of the forking thread's kernel time,
 # only the copies of the forks seen count as their cost, at this rate: the rest, and its page faults, are its own
 # work (reading the child's output). The copy-on-write faults land on the other threads that write shared memory.
 FORK_COPY_S_PER_GIB = 0.02
