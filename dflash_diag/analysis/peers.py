@@ -5,7 +5,7 @@ holds, or on a pipe whose other end is another process (``Observation.outside_wa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from dflash_contract.settings import ENV_BY_NAME
@@ -166,7 +166,7 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
         facts.append(calls)
     settings = peer_settings(peer, own)
     if settings:
-        facts.append("started with " + ", ".join(_setting_text(name, value) for name, value in settings))
+        facts.append("started with " + ", ".join(setting_text(name, value) for name, value in settings))
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
     return f"process {peer.pid}{relation} `{what}`: {', '.join(facts)}"
 
@@ -175,15 +175,25 @@ PEER_SETTINGS_SHOWN = 2
 
 
 def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset()) -> tuple[tuple[str, str], ...]:
-    """The peer's settings worth saying: the interpreter's only for a Python peer; those the watched process does
-    not share (a launcher gave them) before, and instead of, those it inherited."""
+    """The peer's settings worth saying: the interpreter's only for a Python peer, a launcher's first
+    (:func:`launcher_first`)."""
     python = peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
     relevant = [s for s in peer.settings if python or not s[0].startswith("PYTHON")]
-    given = [s for s in relevant if s not in own]
-    return tuple((given or relevant)[:PEER_SETTINGS_SHOWN])
+    return launcher_first(relevant, own)[:PEER_SETTINGS_SHOWN]
 
 
-def _setting_text(name: str, value: str) -> str:
+def launcher_first(settings: Iterable[tuple[str, str]], own: frozenset[tuple[str, str]]
+                   ) -> tuple[tuple[str, str], ...]:
+    """Of another process's settings (name, shown value), those the watched process does not share (a launcher gave
+    them), else those it inherited; each name once, first seen."""
+    given: dict[str, str] = {}
+    inherited: dict[str, str] = {}
+    for name, value in settings:
+        (inherited if (name, value) in own else given).setdefault(name, value)
+    return tuple((given or inherited).items())
+
+
+def setting_text(name: str, value: str) -> str:
     """"LC_ALL=C.UTF-8 (the C library's locale for everything ...; default: LC_* and LANG, else C)"."""
     var = ENV_BY_NAME.get(name)
     return f"{name}={value}" + (f" ({var.effect}; default: {var.default})" if var is not None else "")

@@ -33,7 +33,7 @@ from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.collectives import collective_op
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.hotspots import hot_functions, library_text, spots_text
-from dflash_diag.analysis.peers import outside_wait, own_settings
+from dflash_diag.analysis.peers import launcher_first, outside_wait, own_settings, setting_text
 from dflash_diag.analysis.sampled import Sampled, classified, process_cpu_pct
 from dflash_diag.analysis.stages import QUEUE_CALL, queue_name, queue_use_of
 from dflash_diag.model import NA, Frame, Maybe, Stage, ThreadSample, ThreadState, ThreadStats
@@ -468,16 +468,10 @@ def _start_up_settings(ctx: Sampled) -> tuple[str, ...]:
     import-time diagnostics: ``dflash_contract.settings``' startup and debug areas), from the environments /proc
     read of them (``OsFacts.children_env``), each once with its effect and default."""
     facts = ctx.obs.os_facts
-    own = own_settings(ctx.obs)
-    given: dict[str, str] = {}
-    inherited: dict[str, str] = {}
-    for e in facts.children_env if facts is not None else ():
-        var = ENV_BY_NAME.get(e.name)
-        if var is not None and var.area in (AREA_STARTUP, AREA_DEBUG) and not var.is_default(e.value):
-            # a launcher's settings for the children first, and instead of those they inherited from the process
-            into = inherited if (e.name, e.value) in own else given
-            into.setdefault(e.name, f"{e.name}={e.value} ({var.effect}; default: {var.default})")
-    return tuple((given or inherited).values())[:2]
+    start_up = [(e.name, e.value) for e in (facts.children_env if facts is not None else ())
+                if (var := ENV_BY_NAME.get(e.name)) is not None and var.area in (AREA_STARTUP, AREA_DEBUG)
+                and not var.is_default(e.value)]
+    return tuple(setting_text(name, value) for name, value in launcher_first(start_up, own_settings(ctx.obs))[:2])
 
 
 def _starting(thread: ThreadSample) -> bool:

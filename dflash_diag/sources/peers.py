@@ -122,11 +122,6 @@ def parse_tcp_table(text: str) -> dict[int, tuple[str, str]]:
             if inode.isdigit() and int(inode) > 0}
 
 
-def _addr_text(addr: str) -> str:
-    """``0100007F:1F90`` -> ``127.0.0.1:8080`` (sources.sched.tcp_addr_text)."""
-    return tcp_addr_text(addr)
-
-
 def _read(path: Path, limit: int = 65536) -> str | None:
     try:
         with open(path, "rb") as fh:
@@ -362,7 +357,7 @@ class PeerReader:
         if not peers:
             return None
         back = any(self._reads_socket(p, f"socket:[{peer_inode}]") for p in peers[:4])
-        return OutsideWait(tid=tid, kind="socket", target=f"TCP {_addr_text(remote)}", syscall=call,
+        return OutsideWait(tid=tid, kind="socket", target=f"TCP {tcp_addr_text(remote)}", syscall=call,
                            peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now,
                            peer_waits_back=back)
 

@@ -16,6 +16,7 @@ import pytest
 
 from dflash_diag.model import Frame, StackSample, ThreadSample
 from dflash_diag.sources import peers, procfs
+from dflash_diag.sources.sched import tcp_addr_text
 
 LOCKS = """1: FLOCK  ADVISORY  WRITE 4321 08:01:5678 0 EOF
 1: -> FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF
@@ -213,7 +214,7 @@ def test_tcp_tables_and_addresses_are_parsed() -> None:
     table = peers.parse_tcp_table(TCP)
     assert table == {111: ("0100007F:1F90", "00000000:0000"), 222: ("0100007F:1F90", "0100007F:C350"),
                      333: ("0100007F:C350", "0100007F:1F90")}  # the time-wait line (inode 0) is left out
-    assert peers._addr_text("0100007F:1F90") == "127.0.0.1:8080"
+    assert tcp_addr_text("0100007F:1F90") == "127.0.0.1:8080"
 
 
 _SERVER = """

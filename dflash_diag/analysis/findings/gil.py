@@ -329,6 +329,10 @@ def _cpu_text(t: ThreadStats) -> str:
     return "" if is_na(t.cpu_pct) else f", CPU {float(t.cpu_pct):.0f}% of a core"  # type: ignore[arg-type]
 
 
+# One line holding this share of a holder's samples is one call there (a loop of Python spreads over its lines).
+ONE_CALL_LINE_SHARE = 0.5
+
+
 def _looks_below(ctx: Context, t: ThreadStats | None) -> tuple[int, ...]:
     """The holder's kernel TID where its Python frames end at its own line (no installed package's Python below it
     holds its work) and no native profile was taken yet: that line's C call is what it holds the GIL for, which
@@ -337,13 +341,9 @@ def _looks_below(ctx: Context, t: ThreadStats | None) -> tuple[int, ...]:
         return ()
     rows = ctx.stats_rows(t)
     spots = hot_functions(rows, n=1)
-    # One line holding most of its samples is one call there (a loop of Python spreads over its lines).
     if not spots or spots[0].line_share < ONE_CALL_LINE_SHARE or work_library_text(rows):
         return ()
     return (t.os_thread_id,)
-
-
-ONE_CALL_LINE_SHARE = 0.5
 
 
 def _where(ctx: Context, t: ThreadStats) -> str:
