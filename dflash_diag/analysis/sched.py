@@ -20,12 +20,14 @@ from dflash_diag.model.sched import (
     CgroupCpu,
     ChildSched,
     CpuSetLoad,
+    IoRates,
     PoolGroup,
     SchedSample,
     SchedSummary,
     SettingReading,
     ThreadSched,
     cpu_list_count,
+    io_rates_between,
 )
 
 MIN_SPAN_S = 0.5  # two readings closer than this say nothing about rates
@@ -70,17 +72,6 @@ def thread_rates(obs: Observation) -> list[ThreadRates]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class IoRates:
-    """The process's /proc/PID/io counters over the window, a second (its first and last reading)."""
-
-    read_calls: float  # syscr: read-like system calls
-    read_bytes: float  # rchar: bytes those calls read (page cache, pipes and sockets too)
-    storage_bytes: float  # read_bytes: what the kernel fetched from storage for them
-    write_calls: float | None  # syscw; None where the readings hold no write counters (older recordings)
-    written_bytes: float | None  # wchar
-
-
 def io_rates(obs: Observation) -> IoRates | None:
     """The process's I/O counters a second over the window's /proc/PID/io readings; None where fewer than two were
     read (a process not ours to read) or they span under half a second."""
@@ -92,13 +83,7 @@ def io_rates(obs: Observation) -> IoRates | None:
     assert first is not None and last is not None
     if span_s < 0.5:
         return None
-
-    def per_s(start: int | None, end: int | None) -> float | None:
-        return None if start is None or end is None else (end - start) / span_s
-
-    return IoRates(read_calls=(last.syscr - first.syscr) / span_s, read_bytes=(last.rchar - first.rchar) / span_s,
-                   storage_bytes=(last.read_bytes - first.read_bytes) / span_s,
-                   write_calls=per_s(first.syscw, last.syscw), written_bytes=per_s(first.wchar, last.wchar))
+    return io_rates_between(first, last, span_s)
 
 
 def write_rate(obs: Observation) -> tuple[float, float] | None:

@@ -104,6 +104,31 @@ class ProcessIo:
 
 
 @dataclass(frozen=True, slots=True)
+class IoRates:
+    """A process's /proc/PID/io counters a second between two readings."""
+
+    read_calls: float  # syscr: read-like system calls
+    read_bytes: float  # rchar: bytes those calls read (page cache, pipes and sockets too)
+    storage_bytes: float  # read_bytes: what the kernel fetched from storage for them
+    write_calls: float | None  # syscw; None where the readings hold no write counters (older recordings)
+    written_bytes: float | None  # wchar
+
+
+def io_rates_between(first: ProcessIo, last: ProcessIo, span_s: float) -> IoRates | None:
+    """The counters a second from ``first`` to ``last``, ``span_s`` apart; None where no time passed or a counter
+    went backwards (the PID was reused): one rule for the watched process's window and a peer's two reads."""
+    if span_s <= 0 or last.syscr < first.syscr or last.rchar < first.rchar or last.read_bytes < first.read_bytes:
+        return None
+
+    def per_s(start: int | None, end: int | None) -> float | None:
+        return None if start is None or end is None or end < start else (end - start) / span_s
+
+    return IoRates(read_calls=(last.syscr - first.syscr) / span_s, read_bytes=(last.rchar - first.rchar) / span_s,
+                   storage_bytes=(last.read_bytes - first.read_bytes) / span_s,
+                   write_calls=per_s(first.syscw, last.syscw), written_bytes=per_s(first.wchar, last.wchar))
+
+
+@dataclass(frozen=True, slots=True)
 class SchedSample:
     """One sweep of the scheduler's view (about once a second)."""
 

@@ -35,7 +35,7 @@ from dflash_contract.redact import redact_argv, scrub_text, secret_values
 from dflash_contract.settings import ENV_BY_NAME, known_env
 from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
-from dflash_diag.model.sched import OutsideWait, PeerProcess, ProcessIo
+from dflash_diag.model.sched import IoRates, OutsideWait, PeerProcess, ProcessIo, io_rates_between
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import all_children, fd_links
 from dflash_diag.sources.sched import (
@@ -146,10 +146,7 @@ class _PeerCounters:
 class _PeerRates:
     cpu_pct: float | None = None
     kernel_pct: float | None = None
-    read_calls_per_s: float | None = None
-    read_bytes_per_s: float | None = None
-    write_calls_per_s: float | None = None
-    written_bytes_per_s: float | None = None
+    io: IoRates | None = None
 
 
 def _rates(before: _PeerCounters, now: _PeerCounters) -> _PeerRates:
@@ -159,16 +156,8 @@ def _rates(before: _PeerCounters, now: _PeerCounters) -> _PeerRates:
     if span_s <= 0 or cpu_s < 0:
         return _PeerRates()
     kernel_pct = 100.0 * (now.kernel_s - before.kernel_s) / cpu_s if cpu_s > 0 else None
-    a, b = before.io, now.io
-    if a is None or b is None or b.syscr < a.syscr or b.rchar < a.rchar:
-        return _PeerRates(cpu_pct=100.0 * cpu_s / span_s, kernel_pct=kernel_pct)
-
-    def per_s(start: int | None, end: int | None) -> float | None:
-        return None if start is None or end is None or end < start else (end - start) / span_s
-
-    return _PeerRates(cpu_pct=100.0 * cpu_s / span_s, kernel_pct=kernel_pct,
-                      read_calls_per_s=(b.syscr - a.syscr) / span_s, read_bytes_per_s=(b.rchar - a.rchar) / span_s,
-                      write_calls_per_s=per_s(a.syscw, b.syscw), written_bytes_per_s=per_s(a.wchar, b.wchar))
+    io = io_rates_between(before.io, now.io, span_s) if before.io is not None and now.io is not None else None
+    return _PeerRates(cpu_pct=100.0 * cpu_s / span_s, kernel_pct=kernel_pct, io=io)
 
 
 PeerDumper = Callable[[int], "StackSample | None"]  # one non-blocking dump of a Python peer, or None
@@ -500,12 +489,14 @@ class PeerReader:
                 rates = _rates(before, now_counters)
             if before is None or now - before.at_s > 0.2:
                 self._cpu[pid] = now_counters
+        io = rates.io
         return PeerProcess(pid=pid, comm=comm, cmdline=cmdline, state=stat.state if stat is not None else "?",
                            cpu_pct=rates.cpu_pct, top_frame=self._top_frame(pid, stat.start_time_ticks if stat else 0),
                            relation=self._relation(pid, stat.ppid if stat is not None else None),
-                           kernel_pct=rates.kernel_pct, write_calls_per_s=rates.write_calls_per_s,
-                           written_bytes_per_s=rates.written_bytes_per_s, read_calls_per_s=rates.read_calls_per_s,
-                           read_bytes_per_s=rates.read_bytes_per_s,
+                           kernel_pct=rates.kernel_pct, write_calls_per_s=io.write_calls if io else None,
+                           written_bytes_per_s=io.written_bytes if io else None,
+                           read_calls_per_s=io.read_calls if io else None,
+                           read_bytes_per_s=io.read_bytes if io else None,
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0))
 
     def _settings(self, pid: int, start_ticks: int) -> tuple[tuple[str, str], ...]:
