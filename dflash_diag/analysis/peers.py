@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from dflash_contract.settings import ENV_BY_NAME
+from dflash_contract.settings import AREA_IO, ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.model import Observation, ThreadSample
@@ -164,7 +164,7 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
     calls = small_calls_text(peer, kind)
     if calls:
         facts.append(calls)
-    settings = peer_settings(peer, own)
+    settings = peer_settings(peer, own, small_writes=_tiny_writes(peer))
     if settings:
         facts.append("started with " + ", ".join(setting_text(name, value) for name, value in settings))
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
@@ -174,12 +174,24 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
 PEER_SETTINGS_SHOWN = 2
 
 
-def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset()) -> tuple[tuple[str, str], ...]:
+def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset(), *,
+                  small_writes: bool = False) -> tuple[tuple[str, str], ...]:
     """The peer's settings worth saying: the interpreter's only for a Python peer, a launcher's first
-    (:func:`launcher_first`)."""
+    (:func:`launcher_first`). Settings it only inherited from the watched process are said only where what was
+    measured of the peer is what they do (an unbuffered stream where its writes are tiny): the same environment
+    is everywhere in the job, and beside a busy peer an unweighed one reads as its cause."""
     python = peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
     relevant = [s for s in peer.settings if python or not s[0].startswith("PYTHON")]
-    return launcher_first(relevant, own)[:PEER_SETTINGS_SHOWN]
+    given = [s for s in relevant if s not in own]
+    if given:
+        return launcher_first(given, own)[:PEER_SETTINGS_SHOWN]
+    bearing = [s for s in relevant if small_writes and _area(s[0]) == AREA_IO]
+    return launcher_first(bearing, own)[:PEER_SETTINGS_SHOWN]
+
+
+def _area(name: str) -> str | None:
+    var = ENV_BY_NAME.get(name)
+    return var.area if var is not None else None
 
 
 def launcher_first(settings: Iterable[tuple[str, str]], own: frozenset[tuple[str, str]]
@@ -220,7 +232,7 @@ def small_calls_text(peer: PeerProcess, kind: str = "") -> str:
         _per_call(peer.write_calls_per_s, peer.written_bytes_per_s)
     said = []
     for rate, verb, why in ((writes, "write", "its output is not buffered, or flushed on every write"),
-                            (reads, "read", "its input is read unbuffered, a few bytes at a time")):
+                            (reads, "read", "its input read a few bytes at a time: unbuffered, or many small files or messages")):
         if rate is not None and rate[1] <= TINY_CALL_BYTES:
             said.append(f"{rate[0]:,.0f} {verb} calls a second of {rate[1]:.0f} bytes each on average: a system call "
                         f"per few bytes ({why})")
@@ -230,6 +242,12 @@ def small_calls_text(peer: PeerProcess, kind: str = "") -> str:
         return (f"it reads {reads[0]:,.0f} and writes {writes[0]:,.0f} times a second, {reads[1]:.0f} and "
                 f"{writes[1]:.0f} bytes a call: request and reply messages, a round trip per call")
     return ""
+
+
+def _tiny_writes(peer: PeerProcess) -> bool:
+    """The peer writes many calls of a few bytes each (what an unbuffered stream does)."""
+    writes = _per_call(peer.write_calls_per_s, peer.written_bytes_per_s)
+    return writes is not None and writes[1] <= TINY_CALL_BYTES
 
 
 def _per_call(calls_per_s: float | None, bytes_per_s: float | None) -> tuple[float, float] | None:

@@ -426,3 +426,29 @@ def test_a_peers_settings_are_read_from_its_environment_and_said_where_they_appl
     assert peer_settings(peer) == (("LC_ALL", "C.UTF-8"),)  # sleep is no Python: its stdout is not the interpreter's
     assert "started with LC_ALL=C.UTF-8 (the C library's locale for everything" in peer_text(peer)
     assert writer_peer({"LC_ALL": "C"}).settings == ()
+
+
+def test_a_peers_inherited_settings_are_said_only_where_what_it_does_is_their_effect() -> None:
+    """A busy worker child that only inherited the trainer's PYTHONUNBUFFERED=1 and PYTHONDONTWRITEBYTECODE=1 and
+    reads a few bytes a call (name lookups reading /etc/hosts) was said to be "started with PYTHONUNBUFFERED=1
+    (...unbuffered...)": read as the cause, unweighed. Inherited settings are said only where its writes are tiny
+    (what an unbuffered stream does); one a launcher gave it is said as before."""
+    from dflash_diag.analysis.peers import peer_text
+    from dflash_diag.model.sched import PeerProcess
+
+    inherited = (("PYTHONUNBUFFERED", "1"), ("PYTHONDONTWRITEBYTECODE", "1"))
+    reader = PeerProcess(pid=7, comm="python", cmdline="python worker.py", state="R", cpu_pct=95.0,
+                         top_frame="send (qc.py:21)", relation="child", kernel_pct=50.0,
+                         read_calls_per_s=150_000.0, read_bytes_per_s=150_000.0 * 24,
+                         write_calls_per_s=40.0, written_bytes_per_s=40.0 * 65536, settings=inherited)
+    text = peer_text(reader, "pipe", frozenset(inherited))
+    assert "150,000 read calls a second of 24 bytes" in text and "started with" not in text, text
+    assert "started with PYTHONUNBUFFERED=1" in peer_text(reader, "pipe")  # nothing read of the trainer's own: said
+
+    writer = replace(reader, write_calls_per_s=500_000.0, written_bytes_per_s=500_000.0 * 3)
+    text = peer_text(writer, "pipe", frozenset(inherited))
+    assert "500,000 write calls a second of 3 bytes" in text and "started with PYTHONUNBUFFERED=1" in text, text
+    assert "PYTHONDONTWRITEBYTECODE" not in text  # a start-up setting says nothing of a running writer
+
+    given = replace(reader, settings=(("LC_ALL", "C.UTF-8"), *inherited))
+    assert "started with LC_ALL=C.UTF-8" in peer_text(given, "pipe", frozenset(inherited))
