@@ -181,17 +181,16 @@ def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset
     measured of the peer is what they do (an unbuffered stream where its writes are tiny): the same environment
     is everywhere in the job, and beside a busy peer an unweighed one reads as its cause."""
     python = peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
-    relevant = [s for s in peer.settings if python or not s[0].startswith("PYTHON")]
-    given = [s for s in relevant if s not in own]
-    if given:
-        return launcher_first(given, own)[:PEER_SETTINGS_SHOWN]
-    bearing = [s for s in relevant if small_writes and _area(s[0]) == AREA_IO]
-    return launcher_first(bearing, own)[:PEER_SETTINGS_SHOWN]
 
+    def said(name: str, value: str) -> bool:
+        if name.startswith("PYTHON") and not python:
+            return False  # only the interpreter reads these
+        if (name, value) not in own:
+            return True  # a launcher gave it
+        var = ENV_BY_NAME.get(name)
+        return small_writes and var is not None and var.area == AREA_IO
 
-def _area(name: str) -> str | None:
-    var = ENV_BY_NAME.get(name)
-    return var.area if var is not None else None
+    return launcher_first([s for s in peer.settings if said(*s)], own)[:PEER_SETTINGS_SHOWN]
 
 
 def launcher_first(settings: Iterable[tuple[str, str]], own: frozenset[tuple[str, str]]
@@ -232,7 +231,8 @@ def small_calls_text(peer: PeerProcess, kind: str = "") -> str:
         _per_call(peer.write_calls_per_s, peer.written_bytes_per_s)
     said = []
     for rate, verb, why in ((writes, "write", "its output is not buffered, or flushed on every write"),
-                            (reads, "read", "its input read a few bytes at a time: unbuffered, or many small files or messages")):
+                            (reads, "read",
+                             "its input read a few bytes at a time: unbuffered, or many small files or messages")):
         if rate is not None and rate[1] <= TINY_CALL_BYTES:
             said.append(f"{rate[0]:,.0f} {verb} calls a second of {rate[1]:.0f} bytes each on average: a system call "
                         f"per few bytes ({why})")

@@ -81,7 +81,7 @@ def io_rates(obs: Observation) -> IoRates | None:
     first, last = readings[0].io, readings[-1].io
     span_s = readings[-1].monotonic_s - readings[0].monotonic_s
     assert first is not None and last is not None
-    if span_s < 0.5:
+    if span_s < MIN_SPAN_S:
         return None
     return io_rates_between(first, last, span_s)
 
