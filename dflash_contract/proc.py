@@ -33,6 +33,7 @@ class Stat(NamedTuple):
     # from disk or swap). None where not readable.
     minflt: int | None = None
     majflt: int | None = None
+    session: int | None = None  # field 6: the session ID (setsid starts a new one)
 
 
 def is_valid_pid(pid: object) -> bool:
@@ -65,7 +66,9 @@ def parse_stat(text: str) -> Stat:
     nice = _int_field(rest, 16, -20, 19)
     policy = _int_field(rest, 38, 0, 7)
     minflt, majflt = _int_field(rest, 7, 0, 2**63), _int_field(rest, 9, 0, 2**63)
-    return Stat(text[open_idx + 1 : close_idx], state, ppid, utime, stime, start, nice, policy, minflt, majflt)
+    session = _int_field(rest, 3, 0, PID_MAX)
+    return Stat(text[open_idx + 1 : close_idx], state, ppid, utime, stime, start, nice, policy, minflt, majflt,
+                session)
 
 
 def _int_field(rest: list[str], index: int, low: int, high: int) -> int | None:

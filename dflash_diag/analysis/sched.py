@@ -292,6 +292,12 @@ class ChildLoad:
     used: float
     demand: float
     started: bool  # appeared during the window
+    last: ChildSched | None = None  # its last reading: how the scheduler weighs it (nice, policy, autogroup)
+
+    @property
+    def got_share(self) -> float:
+        """Of the time it wanted a CPU, the part it was on one."""
+        return self.used / self.demand if self.demand > 0 else 0.0
 
 
 def child_loads(sched: list[SchedSample]) -> list[ChildLoad]:
@@ -314,7 +320,8 @@ def child_loads(sched: list[SchedSample]) -> list[ChildLoad]:
         start = first[key]
         base_run, base_wait = (start.run_ns, start.runq_wait_ns) if key in initial else (0, 0)
         run_s, wait_s = max(0, end.run_ns - base_run) / 1e9, max(0, end.runq_wait_ns - base_wait) / 1e9
-        out.append(ChildLoad(end.pid, end.comm, run_s / span_s, (run_s + wait_s) / span_s, key not in initial))
+        out.append(ChildLoad(end.pid, end.comm, run_s / span_s, (run_s + wait_s) / span_s, key not in initial,
+                             end))
     return out
 
 

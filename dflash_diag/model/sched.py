@@ -64,6 +64,33 @@ class ChildSched:
     run_ns: int  # on-CPU time of its threads so far (schedstat)
     runq_wait_ns: int  # their time runnable but waiting for a CPU
     start_ticks: int  # /proc/PID/stat field 22: a PID reused by a new child is another child
+    # How the scheduler weighs it against the process's threads: its nice and policy (stat fields 19 and 41), its
+    # session (field 6) and its autogroup (/proc/PID/autogroup: "autogroup-812", a session's CFS task group while
+    # kernel.sched_autogroup_enabled is 1). None / "" where not read (older recordings, a kernel without them).
+    nice: int | None = None
+    policy: int | None = None
+    session: int | None = None
+    autogroup: str = ""
+
+    @property
+    def deprioritized(self) -> bool:
+        """Scheduled behind default tasks on a contended CPU: niced above 0, or SCHED_BATCH/SCHED_IDLE."""
+        return is_deprioritized(self.nice, self.policy)
+
+    def priority_text(self) -> str:
+        return priority_text(self.nice, self.policy)
+
+
+def is_deprioritized(nice: int | None, policy: int | None) -> bool:
+    return (nice is not None and nice > 0) or policy in (SCHED_BATCH, SCHED_IDLE)
+
+
+def priority_text(nice: int | None, policy: int | None) -> str:
+    """"nice 19", "SCHED_IDLE", "nice 5, SCHED_BATCH", or "nice 0"."""
+    parts = [f"nice {nice}"] if nice is not None and (nice != 0 or policy in (0, None)) else []
+    if policy in POLICY_NAMES and policy != 0:
+        parts.append(POLICY_NAMES[policy])
+    return ", ".join(parts) or "nice ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +230,12 @@ class OsFacts:
     # /proc/PID/net/tcp): (the endpoint, how many in TIME_WAIT), for endpoints the process is connected to. A new
     # connection per request shows as thousands. Empty: none, or older recordings.
     closed_connections: tuple[tuple[str, int], ...] = ()
+    # Autogroup scheduling (kernel.sched_autogroup_enabled; None where not read): with it on, every session is a CFS
+    # task group of its own, weighed equally against the others, and a nice value only ranks a task inside its own
+    # group. The process's session (stat field 6) and autogroup ("autogroup-812"), to compare its children's with.
+    autogroup_enabled: bool | None = None
+    session: int | None = None
+    autogroup: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,14 +300,10 @@ class ThreadSched:
     @property
     def deprioritized(self) -> bool:
         """Scheduled behind default threads on a contended CPU: niced above 0, or SCHED_BATCH/SCHED_IDLE."""
-        return (self.nice is not None and self.nice > 0) or self.policy in (SCHED_BATCH, SCHED_IDLE)
+        return is_deprioritized(self.nice, self.policy)
 
     def priority_text(self) -> str:
-        """"nice 19", "SCHED_IDLE", "nice 5, SCHED_BATCH", or "nice 0"."""
-        parts = [f"nice {self.nice}"] if self.nice is not None and (self.nice != 0 or self.policy in (0, None)) else []
-        if self.policy in POLICY_NAMES and self.policy != 0:
-            parts.append(POLICY_NAMES[self.policy])
-        return ", ".join(parts) or "nice ?"
+        return priority_text(self.nice, self.policy)
 
     @property
     def demand(self) -> float:

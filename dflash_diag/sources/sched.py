@@ -48,6 +48,7 @@ SYS_CGROUP = Path("/sys/fs/cgroup")
 SYS_CPU_ONLINE = Path("/sys/devices/system/cpu/online")
 SYS_THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 SYS_CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+SYS_AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
 MAX_TASKS = 4096  # threads read per sweep (a process with more is read in part: bounded work)
 MAX_CHILDREN = 32  # children summed per sweep
 MAX_CHILD_TASKS = 256
@@ -210,7 +211,32 @@ def read_child(child: int, proc_root: Path = PROC) -> ChildSched | None:
         run += r
         wait += w
     return ChildSched(pid=child, comm=printable(parsed.comm), threads=len(tids), run_ns=run, runq_wait_ns=wait,
-                      start_ticks=parsed.start_time_ticks)
+                      start_ticks=parsed.start_time_ticks, nice=parsed.nice, policy=parsed.policy,
+                      session=parsed.session, autogroup=read_autogroup(child, proc_root))
+
+
+_AUTOGROUP = re.compile(r"/(autogroup-\d{1,12})\b")
+
+
+def read_autogroup(pid: int, proc_root: Path = PROC) -> str:
+    """The process's autogroup ("autogroup-812", from /proc/PID/autogroup: "/autogroup-812 nice 0"); "" where the
+    kernel has none or the file is not ours to read."""
+    match = _AUTOGROUP.match(_read(proc_root / str(pid) / "autogroup", 128) or "")
+    return match.group(1) if match else ""
+
+
+def read_autogroup_enabled(path: Path) -> bool | None:
+    """kernel.sched_autogroup_enabled: True, False, or None where the kernel has no such setting."""
+    text = (_read(path, 16) or "").strip()
+    return None if text not in ("0", "1") else text == "1"
+
+
+def read_session(pid: int, proc_root: Path = PROC) -> int | None:
+    stat = _read(proc_root / str(pid) / "stat", 4096)
+    try:
+        return contract_proc.parse_stat(stat).session if stat is not None else None
+    except ValueError:
+        return None
 
 
 def cgroup_dirs(pid: int, proc_root: Path, cgroup_root: Path) -> tuple[int, list[Path]]:
@@ -357,7 +383,7 @@ def mapped_libraries(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
 
 def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ONLINE,
                   children: Callable[[int], tuple[int, ...]] | None = None, thp: Path = SYS_THP,
-                  clocksource: Path = SYS_CLOCKSOURCE) -> OsFacts:
+                  clocksource: Path = SYS_CLOCKSOURCE, autogroup_setting: Path = SYS_AUTOGROUP) -> OsFacts:
     """The machine's CPUs and the process's, the known environment of the process (and what only its children
     have), and the pool libraries it maps. Never raises for a process that is gone: fields read as unknown."""
     status = _read(proc_root / str(pid) / "status", 16384) or ""
@@ -383,7 +409,9 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
                    sync_files=open_sync_files(pid, proc_root, links), controls=parse_process_controls(status),
                    watches=file_watches(pid, proc_root, links), read_call_us=read_call_cost_us(),
-                   closed_connections=closed_connections(pid, proc_root, links, kids))
+                   closed_connections=closed_connections(pid, proc_root, links, kids),
+                   autogroup_enabled=read_autogroup_enabled(autogroup_setting), session=read_session(pid, proc_root),
+                   autogroup=read_autogroup(pid, proc_root))
 
 
 MAX_TCP_TABLE_BYTES = 1 << 20  # the peers' reads (twice a second): a namespace's /proc/net/tcp, this much at most

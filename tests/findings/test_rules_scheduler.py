@@ -158,6 +158,20 @@ def test_the_cause_replaces_the_note_that_the_threads_wait_for_a_cpu() -> None:
     assert "cpu-contended" in ids and "cpu-oversubscribed" not in ids
 
 
+def test_the_note_says_who_else_had_the_cpus_the_threads_waited_for() -> None:
+    obs = scenario(ensemble(run=0.3, wait=0.6) + pools(1, run=0.0, wait=0.0), procs_running=7,
+                   children=[(701, 1, 0.6, 0.2), (702, 1, 0.02, 0.0)])
+    obs = replace(obs, sched=tuple(replace(s, children=tuple(replace(c, nice=10, autogroup=f"autogroup-{c.pid}")
+                                                             for c in s.children)) for s in obs.sched),
+                  os_facts=replace(obs.os_facts, autogroup_enabled=True, autogroup="autogroup-40"))  # type: ignore[arg-type]
+    (note,) = [f for f in analyse(replace(obs, now_wall_s=NOW_S)).findings if f.rule_id == "cpu-contended"]
+    rows = dict(note.evidence)
+    assert rows["child 701 (`python`)"] == ("on a CPU 0.60 CPUs on average, wanted 0.80; nice 10; a session of its "
+                                           "own (autogroup-701: weighed like the process's whole session)")
+    assert "child 702 (`python`)" not in rows  # too little CPU to have taken any
+    assert "other tasks runnable on the machine" in rows
+
+
 DECODE = Frame("_decode_loop", "/app/ingest.py", 88)
 
 
@@ -266,6 +280,50 @@ def test_a_debug_child_that_burns_no_cpu_or_a_trainer_that_gets_its_cpu_is_not_a
     roomy = scenario([Thread("trainer", 101, 0.5, 0.02)], children=[(701, 1, 0.9, 0.0)],
                      children_env=[("PYTHONMALLOC", "debug", "child 701")], machine=4, process_cpus="0-3")
     assert _find(roomy, "child-debug-mode")[1] == []
+
+
+def _trainer_beside_a_niced_child(*, child_group: str, enabled: bool | None = True, nice: int = 10,
+                                  child_run: float = 0.75, trainer_wait: float = 0.5) -> Observation:
+    """A trainer whose main thread wants a CPU all window and waits half of it, beside a busy evaluator child at
+    ``nice`` in autogroup ``child_group`` (the trainer's: autogroup-40)."""
+    obs = scenario([Thread("MainThread", 101, 1.0 - trainer_wait, trainer_wait)],
+                   children=[(701, 1, child_run, 1.0 - child_run), (702, 1, 0.2, 0.1)])
+    sched = tuple(replace(s, children=tuple(
+        replace(c, nice=nice if c.pid == 701 else 0, policy=0, session=c.pid if c.pid == 701 else 40,
+                autogroup=child_group if c.pid == 701 else "autogroup-40") for c in s.children)) for s in obs.sched)
+    assert obs.os_facts is not None
+    return replace(obs, sched=sched, os_facts=replace(obs.os_facts, autogroup_enabled=enabled, session=40,
+                                                      autogroup="autogroup-40"))
+
+
+def test_a_niced_child_in_a_session_of_its_own_takes_the_cpus_the_trainer_waits_for() -> None:
+    analysis, (finding,) = _find(_trainer_beside_a_niced_child(child_group="autogroup-41"), "child-priority-lost")
+    assert finding.claim.startswith("its child process 701 (`python`) runs at nice 10, to run behind the process's "
+                                    "threads, yet it got a CPU 75% of the time it wanted one (0.75 CPUs on average) "
+                                    "while MainThread, which does the work, got one 50% of the time and waited for one "
+                                    "50% of the window: the child leads a session of its own (session 701, not the "
+                                    "process's 40")
+    assert "autogroup scheduling" in finding.claim
+    assert finding.severity == Severity.WARNING and finding.impact >= 0.05
+    assert ("kernel.sched_autogroup_enabled", "1: each session is a scheduling group of its own") in finding.evidence
+    assert analysis.headline is not None and "session of its own" in analysis.headline.text
+
+
+def test_a_niced_child_the_scheduler_holds_back_or_one_in_the_same_group_is_not_a_cause() -> None:
+    # The twin: the same niced child in the trainer's session (its nice weighs against the trainer's threads).
+    assert _find(_trainer_beside_a_niced_child(child_group="autogroup-40"), "child-priority-lost")[1] == []
+    # Autogroup scheduling off (or not read): sessions are not groups.
+    for enabled in (False, None):
+        obs = _trainer_beside_a_niced_child(child_group="autogroup-41", enabled=enabled)
+        assert _find(obs, "child-priority-lost")[1] == [], enabled
+    # A child at the default priority asked for nothing the scheduler ignores.
+    assert _find(_trainer_beside_a_niced_child(child_group="autogroup-41", nice=0), "child-priority-lost")[1] == []
+    # The child got a CPU for a smaller part of its wanting than the trainer: its nice was weighed.
+    held_back = _trainer_beside_a_niced_child(child_group="autogroup-41", child_run=0.3, trainer_wait=0.25)
+    assert _find(held_back, "child-priority-lost")[1] == []
+    # The trainer gets its CPU: nothing to take.
+    roomy = _trainer_beside_a_niced_child(child_group="autogroup-41", trainer_wait=0.05)
+    assert _find(roomy, "child-priority-lost")[1] == []
 
 
 def _sampler_beside_trainer(minflt_per_s: float, kernel: float, thp: str = "madvise") -> object:

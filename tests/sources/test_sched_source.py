@@ -120,8 +120,12 @@ def test_a_real_sweep_sees_threads_switch_and_children() -> None:
 
     t = threading.Thread(target=ping, daemon=True)
     t.start()
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    # A background child: niced, in a session of its own (a scheduling group of its own under autogroup).
+    child = subprocess.Popen([sys.executable, "-c", "import os, time; os.nice(5); print(flush=True); time.sleep(30)"],
+                             start_new_session=True, stdout=subprocess.PIPE)
     try:
+        assert child.stdout is not None
+        child.stdout.readline()
         reader = sched.SchedReader(os.getpid())
         time.sleep(0.2)
         first = reader.sample()
@@ -138,6 +142,26 @@ def test_a_real_sweep_sees_threads_switch_and_children() -> None:
     assert b[tids[0]].cpus_allowed == a[tids[0]].cpus_allowed != ""
     assert child.pid in {c.pid for c in second.children}
     assert second.children_listed >= 1 and second.monotonic_s > first.monotonic_s
+    kid = next(c for c in second.children if c.pid == child.pid)
+    assert (kid.nice, kid.policy, kid.session) == (5, 0, child.pid)
+    facts = sched.read_os_facts(os.getpid())
+    assert facts.session == os.getsid(0) != kid.session
+    if Path("/proc/self/autogroup").exists():  # a kernel built with autogroup scheduling
+        assert facts.autogroup_enabled is not None and facts.autogroup.startswith("autogroup-")
+        assert kid.autogroup.startswith("autogroup-") and kid.autogroup != facts.autogroup
+
+
+def test_autogroup_files_are_read_and_anything_else_is_a_missing_value(tmp_path: Path) -> None:
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "autogroup").write_text("/autogroup-812 nice 0\n")
+    (tmp_path / "8").mkdir()
+    (tmp_path / "8" / "autogroup").write_text("garbage\n")
+    assert sched.read_autogroup(7, tmp_path) == "autogroup-812"
+    assert sched.read_autogroup(8, tmp_path) == sched.read_autogroup(9, tmp_path) == ""
+    for text, value in (("1\n", True), ("0\n", False), ("2\n", None), ("", None)):
+        (tmp_path / "enabled").write_text(text)
+        assert sched.read_autogroup_enabled(tmp_path / "enabled") is value
+    assert sched.read_autogroup_enabled(tmp_path / "absent") is None
 
 
 @pytest.mark.slow

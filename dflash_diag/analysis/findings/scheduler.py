@@ -100,6 +100,7 @@ RULES = (
     RuleSpec("process-churn", sampled=True),
     RuleSpec("thread-deprioritized", sampled=True),
     RuleSpec("child-debug-mode", sampled=True),
+    RuleSpec("child-priority-lost", sampled=True),
     RuleSpec("page-faults", sampled=True),
     RuleSpec("kernel-time", sampled=True),
     RuleSpec("timer-slack", sampled=True),
@@ -137,6 +138,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _churn(ctx, summary)
         found += _deprioritized(ctx, summary)
         found += _child_debug(ctx, summary, working)
+        found += _child_priority_lost(ctx, summary, working)
         found += _page_faults(ctx, summary, working)
         found += _kernel_time(ctx, summary, working)
         found += _timer_slack(ctx, summary)
@@ -157,6 +159,7 @@ def _contended(ctx: Context) -> Iterator[Finding]:
     evidence = [(f"{name} (/proc)", f"computing in {100 * computing:.0f}% of its samples, on a CPU {cpu:.0f}% of "
                                     f"the window, runnable and waiting for a CPU {runq:.0f}%")
                 for name, computing, cpu, runq in shown]
+    evidence += _cpu_takers(ctx)
     if ctx.obs.process is not None and ctx.obs.process.cpus_allowed is not None:
         evidence.append(("CPUs this process may run on", str(ctx.obs.process.cpus_allowed)))
     yield Finding(
@@ -173,6 +176,33 @@ def _contended(ctx: Context) -> Iterator[Finding]:
         kind=NOTE,
     )
 
+
+
+# A child is named among the takers of the CPUs from this much use.
+TAKER_CORES = 0.1
+
+
+def _cpu_takers(ctx: Context) -> list[tuple[str, str]]:
+    """Evidence: who else had the CPUs the threads waited for: the busiest children (with how the scheduler weighs
+    them) and the other tasks runnable on the machine."""
+    rows: list[tuple[str, str]] = []
+    facts = ctx.obs.os_facts
+    own_group = facts.autogroup if facts is not None and facts.autogroup_enabled else ""
+    for load in sorted(child_loads(list(ctx.obs.sched)), key=lambda c: -c.used)[:3]:
+        if load.used < TAKER_CORES:
+            break
+        how = f"on a CPU {load.used:.2f} CPUs on average, wanted {load.demand:.2f}"
+        if load.last is not None and load.last.nice is not None:
+            how += f"; {load.last.priority_text()}"
+        if own_group and load.last is not None and load.last.autogroup and load.last.autogroup != own_group:
+            how += f"; a session of its own ({load.last.autogroup}: weighed like the process's whole session)"
+        rows.append((f"child {load.pid} (`{load.comm}`)", how))
+    summary = summary_of(ctx.obs)
+    if not is_na(summary):
+        assert isinstance(summary, SchedSummary)
+        if summary.external_runnable is not None:
+            rows.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average"))
+    return rows
 
 
 # --- who does the work -------------------------------------------------------------------------------------------
@@ -695,6 +725,64 @@ def _child_debug(ctx: Context, summary: SchedSummary,
         remedy=("Start the child without the debug mode: remove the variable from the environment it inherits (set "
                 "it, if needed, only for the processes you debug: `env={**os.environ}` without it, or "
                 "`os.environ.pop(...)` before the child starts)."),
+        impact=cost, stages=_stages(working))
+
+
+# --- a child meant to run behind the process whose lowered priority the scheduler does not see -------------------
+
+# A lowered-priority child is weighed when it used at least this many CPUs over the window.
+CHILD_TAKER_CORES = 0.3
+
+
+def _child_priority_lost(ctx: Context, summary: SchedSummary,
+                         working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    """A child started at a lowered priority (nice above 0, SCHED_BATCH/IDLE: a background evaluator, an exporter)
+    in a session of its own while autogroup scheduling is on: the kernel makes every session a CFS group of its own,
+    shares the CPUs between the groups first and weighs a nice value only against the tasks of the same group, so
+    the child's group gets as much as the process's whole session. Measured, not assumed: the child got a CPU for as
+    large a part of the time it wanted one as the process's working threads did, while they waited for one. The
+    cost is their run delay times the child's part of the demand and the process's own part of the wait."""
+    facts = ctx.obs.os_facts
+    if facts is None or facts.autogroup_enabled is not True or not facts.autogroup or not working:
+        return
+    delay = _mean_delay(working)
+    if delay < RUN_DELAY_SHARE:
+        return
+    got = sum(t.cpu_share for _, t in working) / max(1e-9, sum(t.demand for _, t in working))
+    apart = [load for load in child_loads(list(ctx.obs.sched))
+             if load.last is not None and load.last.deprioritized and load.last.autogroup
+             and load.last.autogroup != facts.autogroup and load.used >= CHILD_TAKER_CORES and load.got_share >= got]
+    if not apart:
+        return
+    child = max(apart, key=lambda load: load.used)
+    assert child.last is not None
+    child_part = child.demand / summary.demand if summary.demand > 0 else 0.0
+    cost = delay * child_part * _own_share(summary, summary.demand - summary.cores)
+    session = (f"session {child.last.session}" if child.last.session is not None else "a session") + (
+        f", not the process's {facts.session}" if facts.session is not None else "")
+    yield Finding(
+        rule_id="child-priority-lost", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+        claim=(f"its child process {child.pid} (`{child.comm}`) runs at {child.last.priority_text()}, to run behind "
+               f"the process's threads, yet it got a CPU {pct(child.got_share)} of the time it wanted one ("
+               f"{child.used:.2f} CPUs on average) while {_names(working)}, which {'does' if len(working) == 1 else 'do'} "
+               f"the work, got one {pct(got)} of "
+               f"the time and waited for one {pct(delay)} of the window: the child leads a session of its own "
+               f"({session}: setsid, start_new_session=True), and with autogroup scheduling on the kernel weighs "
+               "that session's group like the process's whole session; its priority only ranks it inside its own "
+               "group"),
+        evidence=(
+            (f"child {child.pid} (`{child.comm}`)", f"{child.last.priority_text()}; {child.last.autogroup}, "
+                                                    f"{session}; on a CPU {child.used:.2f} CPUs on average, wanted "
+                                                    f"{child.demand:.2f}"),
+            ("the process", f"{facts.autogroup}" + (f", session {facts.session}" if facts.session is not None else "")),
+            ("kernel.sched_autogroup_enabled", "1: each session is a scheduling group of its own"),
+            ("threads runnable (demand)", _demand_text(summary)),
+            *_wait_rows(working),
+        ),
+        remedy=("Keep the child in the process's session (drop start_new_session=True / setsid) so its priority "
+                "weighs against the process's threads, or lower its group's weight as well: write the nice value "
+                f"to /proc/{child.pid}/autogroup (`echo 10 > /proc/PID/autogroup`), or give it a cgroup with a "
+                "small cpu.weight."),
         impact=cost, stages=_stages(working))
 
 
