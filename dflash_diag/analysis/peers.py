@@ -130,6 +130,11 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
     if wait.kind == "pipe":
         side = "to" if wait.syscall in ("write", "writev") else "from"
         return f"a pipe {side} {peers}" + _capacity_text(wait.pipe_capacity_bytes)
+    if wait.kind == "pty":
+        side = "to" if wait.syscall in ("write", "writev") else "from"
+        return (f"a pseudo-terminal ({wait.target}) {side} {peers}: its bytes pass the kernel's terminal layer (line "
+                "discipline, output processing, a kernel worker that pushes them to the reading side), which a pipe "
+                "skips")
     if wait.kind == "socket":
         text = f"a {wait.target} connection from {peers}"
         if wait.peer_waits_back:

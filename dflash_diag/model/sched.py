@@ -267,8 +267,10 @@ class OutsideWait:
     other end is another process."""
 
     tid: int
-    kind: str  # "file-lock", "pipe", "socket"
-    target: str  # what it waits on: the locked file (redacted path), "pipe:[1234]", "TCP 127.0.0.1:5120"
+    kind: str  # "file-lock", "pipe", "pty", "socket"
+    # what it waits on: the locked file (redacted path), "pipe:[1234]", a terminal's slave "/dev/pts/3",
+    # "TCP 127.0.0.1:5120"
+    target: str
     syscall: str  # the blocking call: "flock", "fcntl", "read"
     peers: tuple[PeerProcess, ...]
     monotonic_s: float

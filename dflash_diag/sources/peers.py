@@ -14,6 +14,8 @@ How each wait is found:
   siblings), then the user's other processes, within a fixed budget of processes and time. Its capacity
   (``F_GETPIPE_SZ``) is asked once per pipe, on a read-only, non-blocking descriptor of our own opened through
   ``/proc/PID/fd/N`` and closed at once: nothing is read from the pipe or written to it.
+- **a pseudo-terminal**: the same, on the master side of a pty (``/dev/ptmx``); the other end is the holder of its
+  slave (``/dev/pts/N``, N from ``fdinfo``'s ``tty-index``), such as a child given the terminal as its stdout.
 
 ``syscall`` needs the permission ptrace needs (the tool has it wherever py-spy works); without it a pipe's peer is
 not found and the wait stays what the stacks say it is (an I/O wait). Costs are bounded and measured by
@@ -196,7 +198,8 @@ class PeerReader:
         for tid, (call, fd) in blocked.items():
             if call in _LOCK_CALLS:
                 continue
-            wait = self._pipe_wait(tid, call, fd, now) or self._socket_wait(tid, call, fd, now)
+            wait = (self._pipe_wait(tid, call, fd, now) or self._pty_wait(tid, call, fd, now)
+                    or self._socket_wait(tid, call, fd, now))
             if wait is not None:
                 waits.append(wait)
         return tuple(waits)
@@ -310,6 +313,47 @@ class PeerReader:
             return None
         finally:
             os.close(ours)
+
+    # --- pseudo-terminals ------------------------------------------------------------------------------------
+
+    def _pty_wait(self, tid: int, call: str, fd: int, now: float) -> OutsideWait | None:
+        """A thread blocked on the master side of a pseudo-terminal (``/dev/ptmx``: a child given a terminal as its
+        stdout, pexpect, script): the other end is whoever holds the terminal's slave, ``/dev/pts/N`` (``fdinfo``'s
+        ``tty-index``), open the other way. Every byte between them passes the kernel's terminal layer."""
+        try:
+            target = os.readlink(self.proc_root / str(self.pid) / "fd" / str(fd))
+        except OSError:
+            return None
+        if target != "/dev/ptmx":
+            return None
+        info = _read(self.proc_root / str(self.pid) / "fdinfo" / str(fd), 4096) or ""
+        index = next((line.split()[1] for line in info.splitlines()
+                      if line.startswith("tty-index:") and len(line.split()) == 2), "")
+        if not index.isdigit():
+            return None
+        slave = f"/dev/pts/{int(index)}"
+        reading = call not in _WRITES
+        key = (-1 - int(index), reading)  # beside the pipes' inodes, which are never negative
+        if key not in self._pipe_peers:
+            self._pipe_peers[key] = self._find_holders(lambda pid: self._holds_tty(pid, slave, want_writer=reading))
+        peers = self._pipe_peers[key]
+        if not peers:
+            return None
+        return OutsideWait(tid=tid, kind="pty", target=slave, syscall=call,
+                           peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now)
+
+    def _holds_tty(self, pid: int, slave: str, *, want_writer: bool) -> bool:
+        """``pid`` holds the terminal's slave open for writing (``want_writer``) or reading: a terminal is most
+        often opened read-write, which counts for both."""
+        for name in self._fds_to(pid, slave):
+            info = _read(self.proc_root / str(pid) / "fdinfo" / name, 4096) or ""
+            flags = next((line.split()[1] for line in info.splitlines() if line.startswith("flags:")), None)
+            if flags is None:
+                return True
+            mode = int(flags, 8) & 0o3
+            if mode == 2 or (mode == 1) == want_writer:  # O_RDWR, or O_WRONLY for a writer / O_RDONLY for a reader
+                return True
+        return False
 
     # --- TCP connections to a process on this machine ---------------------------------------------------------
 

@@ -110,6 +110,35 @@ def test_a_pipe_whose_writer_is_another_process() -> None:
 
 
 @pytest.mark.slow
+def test_a_pseudo_terminal_whose_other_end_is_a_childs_stdout() -> None:
+    """A reader on the master side of a pty (what `pty.openpty()` gives a launcher that wants a child to see a
+    terminal) is followed to the child that holds the slave as its stdout."""
+    script = ("import os, pty, subprocess, sys\n"
+              "master, slave = pty.openpty()\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], stdout=slave)\n"
+              "os.close(slave)\n"
+              "print(child.pid, flush=True)\n"
+              "os.read(master, 1)\n")
+    reader_proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child_pid = 0
+    try:
+        assert reader_proc.stdout is not None
+        child_pid = int(reader_proc.stdout.readline().split()[0])
+        threads = _wait_blocked(reader_proc.pid)
+        waits = peers.PeerReader(reader_proc.pid, dumper=lambda pid: None).read(threads)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            if child_pid:
+                os.kill(child_pid, signal.SIGKILL)
+        reader_proc.kill()
+        reader_proc.wait()
+    assert len(waits) == 1
+    (wait,) = waits
+    assert wait.kind == "pty" and wait.syscall == "read" and wait.target.startswith("/dev/pts/")
+    assert [p.pid for p in wait.peers] == [child_pid] and wait.peers[0].relation == "child"
+
+
+@pytest.mark.slow
 def test_a_pipe_set_to_one_page_is_read_as_such_and_left_as_it_was() -> None:
     # The program shrinks its stdin pipe to one page (F_SETPIPE_SZ), as subprocess's pipesize= does, then blocks
     # reading it; the test process holds the writing end. After the reading the pipe still works: the page written
@@ -173,6 +202,10 @@ def test_describe_for_the_graph() -> None:
                               "/runs`: running, 97% CPU, in pack (syncer.py:12)")
     pipe = OutsideWait(tid=1, kind="pipe", target="pipe:[9]", syscall="read", peers=(peer,), monotonic_s=0.0)
     assert describe(pipe).startswith("a pipe from process 4321 (its child)")
+    pty = replace(pipe, kind="pty", target="/dev/pts/3")
+    assert describe(pty).startswith("a pseudo-terminal (/dev/pts/3) from process 4321 (its child) `python syncer.py "
+                                    "/runs`: running, 97% CPU, in pack (syncer.py:12): its bytes pass the kernel's "
+                                    "terminal layer")
 
 
 def test_a_lock_waited_on_by_no_thread_seen_in_flock_names_no_thread(tmp_path: Path) -> None:
