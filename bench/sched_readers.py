@@ -65,6 +65,44 @@ if __name__ == "__main__":
 '''
 
 
+# A reader blocked on a pseudo-terminal's master whose slave is its first child's stdout, beside three more children
+# (each exits when the program's pipe to it closes): the PeerReader follows the pty to the child; a SchedReader sweep
+# reads each child's threads, stat and autogroup.
+PTY_READER = r'''
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+kids = [subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                         stdout=slave if i == 0 else subprocess.DEVNULL) for i in range(4)]
+os.close(slave)
+print(kids[0].pid, flush=True)
+os.read(master, 1)
+'''
+
+
+def _pty_and_children_costs(calls: int) -> dict[str, dict[str, float]]:
+    """The PeerReader's read of a thread blocked on a pty (the slave's holder found once, then known), and a
+    SchedReader sweep of a process with four children (their schedstat, stat and autogroup)."""
+    proc = subprocess.Popen([sys.executable, "-c", PTY_READER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline and not PeerReader(proc.pid).read(procfs.read_threads(proc.pid)):
+            time.sleep(0.1)
+        known = PeerReader(proc.pid)
+        return {
+            "PeerReader read, a pty's other end found (fdinfo's tty-index, descriptors; with the /proc sweep)":
+                _timed(lambda: PeerReader(proc.pid).read(procfs.read_threads(proc.pid)), calls),
+            "PeerReader read, the pty's other end known (with the /proc sweep)":
+                _timed(lambda: known.read(procfs.read_threads(proc.pid)), calls),
+            "SchedReader sweep, a process with 4 children (their nice, session, autogroup)":
+                _timed(SchedReader(proc.pid).sample, calls),
+        }
+    finally:
+        proc.kill()  # its children read EOF from their stdin and exit
+        proc.wait()
+
+
 def _unix_peer_costs(calls: int) -> dict[str, dict[str, float]]:
     """The PeerReader's read of a thread blocked on a unix socket: a fresh reader each call (the peer looked up
     through sock_diag and searched for among the descriptors), and one reader read again (the peer known: its
@@ -151,6 +189,7 @@ def main() -> int:
             "PeerReader read (with its /proc sweep)": _timed(lambda: peers.read(procfs.read_threads(pid)), args.calls),
             "/proc sweep alone (procfs.read_threads)": _timed(lambda: procfs.read_threads(pid), args.calls),
             **_unix_peer_costs(args.calls),
+            **_pty_and_children_costs(args.calls),
         }
         stop = threading.Event()
         on = threading.Event()
