@@ -3,6 +3,7 @@ fixtures several directories share."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,17 +21,32 @@ def board_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def workload() -> Iterator[subprocess.Popen[str]]:
-    """A live threaded torch process for real py-spy to attach to (the ``top`` tests: cli/ and tui/)."""
+def _workload_process() -> Iterator[subprocess.Popen[str]]:
+    """One live threaded torch process per module that uses it, stopped (SIGSTOP) between the tests that do: a
+    busy process alive for the whole module took about a core from every other test of the lane (63 CPU-s of the
+    top tests' 91 on 2 cores) for the few seconds each test samples it."""
     import workload as wl
 
-    # one per module that uses it (a busy process: alive for the whole session it took CPU from every other test);
     # the bound only keeps a crashed session from leaving it behind
     proc = wl.start(max_s=900)
+    os.kill(proc.pid, signal.SIGSTOP)
     try:
         yield proc
     finally:
-        wl.stop(proc)
+        wl.stop(proc)  # continues it first: a stopped process holds a kill until then
+
+
+@pytest.fixture
+def workload(_workload_process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """A live threaded torch process for real py-spy to attach to (the ``top`` tests: cli/ and tui/), running for
+    the test that asks for it."""
+    proc = _workload_process
+    os.kill(proc.pid, signal.SIGCONT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGSTOP)
 
 
 @pytest.fixture(autouse=True)
