@@ -161,12 +161,13 @@ def test_the_cause_replaces_the_note_that_the_threads_wait_for_a_cpu() -> None:
 def test_the_note_says_who_else_had_the_cpus_the_threads_waited_for() -> None:
     obs = scenario(ensemble(run=0.3, wait=0.6) + pools(1, run=0.0, wait=0.0), procs_running=7,
                    children=[(701, 1, 0.6, 0.2), (702, 1, 0.02, 0.0)])
-    obs = replace(obs, sched=tuple(replace(s, children=tuple(replace(c, nice=10, autogroup=f"autogroup-{c.pid}")
+    # At the default priority: a busy child in a session of its own takes its share, and no cause says so.
+    obs = replace(obs, sched=tuple(replace(s, children=tuple(replace(c, nice=0, autogroup=f"autogroup-{c.pid}")
                                                              for c in s.children)) for s in obs.sched),
                   os_facts=replace(obs.os_facts, autogroup_enabled=True, autogroup="autogroup-40"))  # type: ignore[arg-type]
     (note,) = [f for f in analyse(replace(obs, now_wall_s=NOW_S)).findings if f.rule_id == "cpu-contended"]
     rows = dict(note.evidence)
-    assert rows["child 701 (`python`)"] == ("on a CPU 0.60 CPUs on average, wanted 0.80; nice 10; a session of its "
+    assert rows["child 701 (`python`)"] == ("on a CPU 0.60 CPUs on average, wanted 0.80; nice 0; a session of its "
                                            "own (autogroup-701: weighed like the process's whole session)")
     assert "child 702 (`python`)" not in rows  # too little CPU to have taken any
     assert "other tasks runnable on the machine" in rows
@@ -303,7 +304,15 @@ def test_a_niced_child_in_a_session_of_its_own_takes_the_cpus_the_trainer_waits_
                                     "while MainThread, which does the work, got one 50% of the time and waited for one "
                                     "50% of the window: the child leads a session of its own (session 701, not the "
                                     "process's 40")
-    assert "autogroup scheduling" in finding.claim
+    assert "autogroup scheduling on, the kernel weighs" in finding.claim
+    ids = {f.rule_id for f in analysis.findings}
+    assert "cpu-contended" not in ids  # the cause says why the threads wait: the note would repeat it
+    # A child in a session another process started: it does not lead it.
+    obs = _trainer_beside_a_niced_child(child_group="autogroup-41")
+    joined = replace(obs, sched=tuple(replace(s, children=tuple(replace(c, session=55) if c.pid == 701 else c
+                                                                for c in s.children)) for s in obs.sched))
+    (finding,) = _find(joined, "child-priority-lost")[1]
+    assert "the child runs in another session (session 55, not the process's 40" in finding.claim
     assert finding.severity == Severity.WARNING and finding.impact >= 0.05
     assert ("kernel.sched_autogroup_enabled", "1: each session is a scheduling group of its own") in finding.evidence
     assert analysis.headline is not None and "session of its own" in analysis.headline.text

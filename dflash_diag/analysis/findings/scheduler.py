@@ -115,7 +115,7 @@ RULES = (
 )
 # The causes that already say the threads wait for a CPU, and why: the note would repeat them.
 _CPU_CAUSES = frozenset({"cpu-oversubscribed", "cpu-affinity-narrow", "cpu-throttled", "thread-deprioritized",
-                         "cpu-pool-spin"})
+                         "cpu-pool-spin", "child-priority-lost"})
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -760,16 +760,17 @@ def _child_priority_lost(ctx: Context, summary: SchedSummary,
     cost = delay * child_part * _own_share(summary, summary.demand - summary.cores)
     session = (f"session {child.last.session}" if child.last.session is not None else "a session") + (
         f", not the process's {facts.session}" if facts.session is not None else "")
+    # A child that called setsid leads its session (its ID is the child's PID); else it joined one another started.
+    where = ("leads a session of its own" if child.last.session == child.pid else "runs in another session")
     yield Finding(
         rule_id="child-priority-lost", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
         claim=(f"its child process {child.pid} (`{child.comm}`) runs at {child.last.priority_text()}, to run behind "
                f"the process's threads, yet it got a CPU {pct(child.got_share)} of the time it wanted one ("
                f"{child.used:.2f} CPUs on average) while {_names(working)}, which {'does' if len(working) == 1 else 'do'} "
                f"the work, got one {pct(got)} of "
-               f"the time and waited for one {pct(delay)} of the window: the child leads a session of its own "
-               f"({session}: setsid, start_new_session=True), and with autogroup scheduling on the kernel weighs "
-               "that session's group like the process's whole session; its priority only ranks it inside its own "
-               "group"),
+               f"the time and waited for one {pct(delay)} of the window: the child {where} ({session}: what "
+               "setsid and start_new_session=True start), and with autogroup scheduling on, the kernel weighs that "
+               "session's group like the process's whole session; its priority only ranks it inside its own group"),
         evidence=(
             (f"child {child.pid} (`{child.comm}`)", f"{child.last.priority_text()}; {child.last.autogroup}, "
                                                     f"{session}; on a CPU {child.used:.2f} CPUs on average, wanted "
