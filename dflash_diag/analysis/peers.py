@@ -145,6 +145,27 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
     return f"{wait.target} ({peers})"
 
 
+# A peer on a CPU this much of the time between two reads computes flat out.
+COMPUTING_PEER_CPU_PCT = 80.0
+
+
+def only_computes(obs: Observation, tid: int) -> bool:
+    """The thread's wait on another process is on a producer that only computes: a pipe's or a socket's other end
+    running flat out (COMPUTING_PEER_CPU_PCT, the newest reading), its time in its own user-space code, its calls and
+    settings unremarkable. The wait is then a pipeline stage that lives in another process and limits throughput, as
+    an in-process stage with no cause found does: nothing about it is the matter, however long the thread waits."""
+    readings = [w for w in obs.outside_waits if w.tid == tid and w.peers and w.peers[0].cpu_pct is not None]
+    if not readings or readings[-1].kind not in ("pipe", "socket"):
+        return False
+    wait = readings[-1]
+    peer = wait.peers[0]
+    assert peer.cpu_pct is not None
+    return (peer.cpu_pct >= COMPUTING_PEER_CPU_PCT and (peer.kernel_pct or 0.0) < KERNEL_HEAVY_PCT
+            and not small_calls_text(peer, wait.kind) and not peer_settings(peer, own_settings(obs),
+                                                                             small_writes=_tiny_writes(peer))
+            and not wait.peer_waits_back)
+
+
 def child_places(obs: Observation) -> dict[int, str]:
     """Each sampled child process's library place (``hotspots.library_place``: "inside json/encoder.py (80% of its
     samples)"), by PID; children whose samples name none are left out. Read once per analysis

@@ -32,3 +32,17 @@ def test_a_loader_whose_waits_starve_the_trainer_is_a_cost() -> None:
     # store child (both ends idle).
     (finding,) = _process_wait("settings4_fraud__probes")
     assert finding.severity == Severity.WARNING and finding.impact > 0.9
+
+
+def test_a_child_that_only_computes_is_a_stage_elsewhere_said_as_information_with_its_cost() -> None:
+    # settings batch 17's store-bypass twin: the reader waits on the parse child, which runs flat out in its own
+    # Python (93-97% CPU, little of it in the kernel, no call or setting remarkable): the pipeline's producer stage
+    # lives in that process. Said, with the stage verdict naming it, and what it costs, but not a warning.
+    for mode in ("outside", "probes", "attach"):
+        (finding,) = _process_wait(f"settings17_cobalt_fixed__{mode}")
+        assert "on a pipe from process" in finding.claim and "logworker.py" in finding.claim, finding.claim
+        assert finding.severity == Severity.INFO and finding.impact > 0.5, (mode, finding.severity)
+    # The same reader, where the child spends a third of its CPU in the kernel (the TZ program, outside): something
+    # about the child is the matter, and the wait that starves the trainer stays a warning.
+    (finding,) = _process_wait("settings17_juniper__outside")
+    assert "of it in the kernel" in finding.claim and finding.severity == Severity.WARNING

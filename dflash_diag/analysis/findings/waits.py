@@ -32,6 +32,7 @@ from dflash_diag.analysis.findings.gil import native_gil_text, native_gil_wait
 from dflash_diag.analysis.findings.hang import hung_on_queue
 from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.analysis.native import native_text
+from dflash_diag.analysis.peers import only_computes
 from dflash_diag.analysis.sched import (
     blocked_in,
     reopened_files,
@@ -133,9 +134,12 @@ def _process_waits(ctx: Context, graph: WaitGraph, chain: Finding | None) -> Ite
         # A thread that does not train costs throughput by its waits only where the training threads wait for
         # what it feeds them: a loader blocked on a server that works, while the trainer computes, costs nothing.
         costly = edge.share >= PROCESS_WAIT_SHARE and (n.name in graph.trains or _trainers_starve(graph))
+        # Where the other process only computes, the wait is a stage of the pipeline that lives there: it still
+        # costs what it costs (the stage verdict names it as the reason), but nothing about it is the matter.
+        warn = costly and not _stage_elsewhere(ctx, n.name)
         where = f" at {edge.site}" if edge.site else ""
         yield Finding(
-            rule_id="process-wait", severity=Severity.WARNING if costly else Severity.INFO,
+            rule_id="process-wait", severity=Severity.WARNING if warn else Severity.INFO,
             claim=f"{n.name} spends {pct(edge.share)} of its samples blocked{where} on {edge.target}",
             evidence=((n.name, f"blocked on another process {pct(edge.share)} of its samples, computing "
                                f"{pct(n.computing_share)}"),
@@ -143,6 +147,13 @@ def _process_waits(ctx: Context, graph: WaitGraph, chain: Finding | None) -> Ite
                                   "same line as its off-CPU stack samples")),
             remedy=_PROCESS_REMEDY, impact=edge.share if costly else 0.0,
             stages=tuple(sorted({Stage.of(n.stage)} - {Stage.OTHER})))
+
+
+def _stage_elsewhere(ctx: Context, name: str) -> bool:
+    """The thread waits on a process that only computes (``peers.only_computes``): information, as a stage with no
+    cause found is; the claim still names the process and where its time goes."""
+    tid = next((t.os_thread_id for t in ctx.threads if t.name == name and t.os_thread_id is not None), None)
+    return tid is not None and only_computes(ctx.obs, tid)
 
 
 # The training threads wait for their input this share of their samples, at least: what feeds them limits them.
