@@ -11,6 +11,7 @@ from dataclasses import replace
 from dflash_contract.settings import AREA_IO, ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.hotspots import library_place
+from dflash_diag.analysis.settings import control_effect
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.common import is_na
 from dflash_diag.model.sched import OutsideWait, PeerProcess
@@ -163,7 +164,7 @@ def only_computes(obs: Observation, tid: int) -> bool:
     return (peer.cpu_pct >= COMPUTING_PEER_CPU_PCT and (peer.kernel_pct or 0.0) < KERNEL_HEAVY_PCT
             and not small_calls_text(peer, wait.kind) and not peer_settings(peer, own_settings(obs),
                                                                              small_writes=_tiny_writes(peer))
-            and not wait.peer_waits_back)
+            and not peer.controls and not wait.peer_waits_back)
 
 
 def child_places(obs: Observation) -> dict[int, str]:
@@ -193,6 +194,10 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
     settings = peer_settings(peer, own, small_writes=_tiny_writes(peer))
     if settings:
         facts.append("started with " + ", ".join(setting_text(name, value) for name, value in settings))
+    if peer.controls:
+        facts.append("the kernel runs it with " + ", ".join(
+            f"{name} {value}" + (f" ({effect})" if (effect := control_effect(name)) else "")
+            for name, value in peer.controls[:2]) + " (its /proc status)")
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
     return f"process {peer.pid}{relation} `{what}`: {', '.join(facts)}"
 

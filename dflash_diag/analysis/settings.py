@@ -177,6 +177,11 @@ _CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def control_effect(name: str) -> str:
+    """What a kernel control (``parse_process_controls``' name) does to the code that runs under it; "" unknown."""
+    return _CONTROL_EFFECTS.get(name, ("", "", ""))[1]
+
+
 def _controls(obs: Observation) -> list[SettingReading]:
     """What the kernel was told to do for the process away from its defaults (/proc/PID/status, read once)."""
     facts = obs.os_facts

@@ -259,6 +259,10 @@ class PeerProcess:
     # The known settings it was started with away from their defaults (``dflash_contract.settings``, from
     # /proc/PID/environ: ``("PYTHONUNBUFFERED", "1")``), values shown as the catalogue allows.
     settings: tuple[tuple[str, str], ...] = ()
+    # What the kernel does for it away from its defaults that changes how fast its code runs (/proc/PID/status, as
+    # ``OsFacts.controls`` for the watched process): seccomp filters, a speculation mitigation forced on, huge pages
+    # refused: ``("speculative store bypass", "thread mitigated")``.
+    controls: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

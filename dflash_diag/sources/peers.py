@@ -43,6 +43,7 @@ from dflash_diag.sources.procfs import all_children, fd_links
 from dflash_diag.sources.sched import (
     MAX_TCP_TABLE_BYTES,
     parse_io,
+    parse_process_controls,
     parse_tcp_lines,
     started_environ,
     tcp_addr_text,
@@ -541,7 +542,9 @@ class PeerReader:
                            written_bytes_per_s=io.written_bytes if io else None,
                            read_calls_per_s=io.read_calls if io else None,
                            read_bytes_per_s=io.read_bytes if io else None,
-                           settings=self._settings(pid, stat.start_time_ticks if stat else 0))
+                           settings=self._settings(pid, stat.start_time_ticks if stat else 0),
+                           controls=tuple(c for c in parse_process_controls(_read(base / "status", 16384) or "")
+                                          if c[0] != "locked memory"))  # read each time: a process may set them late
 
     def _settings(self, pid: int, start_ticks: int) -> tuple[tuple[str, str], ...]:
         """The known settings the peer was started with away from their defaults (its environment, read once per

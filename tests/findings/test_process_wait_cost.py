@@ -46,3 +46,20 @@ def test_a_child_that_only_computes_is_a_stage_elsewhere_said_as_information_wit
     # about the child is the matter, and the wait that starves the trainer stays a warning.
     (finding,) = _process_wait("settings17_juniper__outside")
     assert "of it in the kernel" in finding.claim and finding.severity == Severity.WARNING
+
+
+def test_a_computing_child_the_kernel_runs_differently_is_not_only_a_stage() -> None:
+    """The same twin's child with a speculation mitigation on (its /proc status): something about it is the matter."""
+    from dataclasses import replace
+
+    from dflash_diag.analysis.peers import only_computes
+
+    obs = load_observation(str(RECORDINGS / "settings17_cobalt_fixed__outside.json.gz"))
+    tid = next(w.tid for w in obs.outside_waits if w.kind == "pipe")
+    assert only_computes(obs, tid)
+    controls = (("speculative store bypass", "thread mitigated"),)
+    mitigated = replace(obs, outside_waits=tuple(
+        replace(w, peers=tuple(replace(p, controls=controls) for p in w.peers)) for w in obs.outside_waits))
+    assert not only_computes(mitigated, tid)
+    (finding,) = [f for f in analyse(mitigated).findings if f.rule_id == "process-wait"]
+    assert finding.severity == Severity.WARNING and "speculative store bypass thread mitigated" in finding.claim

@@ -138,6 +138,40 @@ def test_a_pseudo_terminal_whose_other_end_is_a_childs_stdout() -> None:
     assert [p.pid for p in wait.peers] == [child_pid] and wait.peers[0].relation == "child"
 
 
+_SSBD = """
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+# prctl(PR_SET_SPECULATION_CTRL, PR_SPEC_STORE_BYPASS, PR_SPEC_DISABLE): the store-bypass mitigation on for this thread
+ok = libc.prctl(53, 0, 4, 0, 0) == 0
+print("ok" if ok else f"no {ctypes.get_errno()}", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_a_peers_kernel_controls_are_read_from_its_status() -> None:
+    """A writer that turned a speculation mitigation on for itself (a hardening profile's prctl): the peer says so."""
+    writer = subprocess.Popen([sys.executable, "-c", _SSBD], stdout=subprocess.PIPE, text=True)
+    reader_proc = None
+    try:
+        assert writer.stdout is not None
+        said = writer.stdout.readline().strip()
+        if said != "ok":
+            pytest.skip(f"this CPU or kernel does not let a process control store-bypass speculation ({said})")
+        reader_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"],
+                                       stdin=writer.stdout)
+        writer.stdout.close()
+        waits = peers.PeerReader(reader_proc.pid, dumper=lambda pid: None).read(_wait_blocked(reader_proc.pid))
+    finally:
+        for p in (writer, reader_proc):
+            if p is not None:
+                p.kill()
+                p.wait()
+    (wait,) = waits
+    assert wait.peers[0].pid == writer.pid
+    assert ("speculative store bypass", "thread mitigated") in wait.peers[0].controls
+
+
 @pytest.mark.slow
 def test_a_pipe_set_to_one_page_is_read_as_such_and_left_as_it_was() -> None:
     # The program shrinks its stdin pipe to one page (F_SETPIPE_SZ), as subprocess's pipesize= does, then blocks
@@ -202,6 +236,11 @@ def test_describe_for_the_graph() -> None:
                               "/runs`: running, 97% CPU, in pack (syncer.py:12)")
     pipe = OutsideWait(tid=1, kind="pipe", target="pipe:[9]", syscall="read", peers=(peer,), monotonic_s=0.0)
     assert describe(pipe).startswith("a pipe from process 4321 (its child)")
+    mitigated = replace(pipe, peers=(replace(peer, controls=(("speculative store bypass", "thread mitigated"),)),))
+    assert describe(mitigated).endswith(", the kernel runs it with speculative store bypass thread mitigated (a "
+                                        "mitigation forced for this process (prctl PR_SET_SPECULATION_CTRL): loads "
+                                        "wait for earlier stores' addresses, slower memory-bound code) (its /proc "
+                                        "status)")
     pty = replace(pipe, kind="pty", target="/dev/pts/3")
     assert describe(pty).startswith("a pseudo-terminal (/dev/pts/3) from process 4321 (its child) `python syncer.py "
                                     "/runs`: running, 97% CPU, in pack (syncer.py:12): its bytes pass the kernel's "
