@@ -10,6 +10,7 @@ tasks stalled on memory or I/O, the time its training threads waited on children
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from dflash_contract.settings import AREA_KERNEL, AREA_MEMORY, AREA_THREADS, DEB
 from dflash_diag.analysis.findings._context import (
     Context,
     bytes_rate,
+    line_site,
     most_common_own_line,
     own_frame,
     pct,
@@ -28,6 +30,7 @@ from dflash_diag.analysis.findings._context import (
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.settings import ops_share_of
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
+from dflash_diag.analysis.sampled import classified
 from dflash_diag.analysis.sched import (
     CAPPED_CPU_SHARE,
     IDLE_CORES,
@@ -106,6 +109,7 @@ RULES = (
     RuleSpec("timer-slack", sampled=True),
     RuleSpec("storage-reads", sampled=True),
     RuleSpec("kernel-wait", sampled=True),
+    RuleSpec("native-sleep", sampled=True),
     RuleSpec("fork-cost", sampled=True),
     RuleSpec("cpu-threads-capped", sampled=True),
     # About the diagnosis' conditions when no cause above is the process's own (other processes crowd the machine):
@@ -144,6 +148,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _timer_slack(ctx, summary)
         found += _storage_reads(ctx)
         found += _kernel_waits(ctx)
+        found += _native_sleeps(ctx)
         found += _fork_cost(ctx, summary)
         found += _threads_capped(ctx, summary, working)
     yield from found
@@ -1280,6 +1285,105 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
                 "(no O_SYNC/O_DSYNC on a log, no os.fsync per write); write from a thread of its own; keep files on "
                 "a local disk; reuse buffers instead of mapping and unmapping memory every step."),
         impact=share, stages=(stage,) if stage != "other" else ())
+
+
+# --- a thread whose stacks read as native work while /proc sees it asleep -------------------------------------------
+
+_SLEEP_CALLS = frozenset({"nanosleep", "clock_nanosleep"})
+# The thread's stacks read as computing this share of its samples at least: the sleeps are inside the C calls they
+# show, not a time.sleep of the program's own (which the stacks read as a sleep).
+NATIVE_SLEEP_COMPUTING = 0.5
+_SLEEP_LINE = re.compile(r"\bsleep\s*\(")
+
+
+def _native_sleeps(ctx: Context) -> Iterator[Finding]:
+    """A thread that matters whose stacks read as native work at a line while /proc caught it asleep in a sleep call
+    in a share of its readings: the C code that line calls waits by sleeping (a retry or back-off loop: SQLite's
+    busy handler waiting for another connection's lock, a library polling), which no stack sample tells from work.
+    Named with the call, the line, what the native frames say of the library, and the share as its cost."""
+    best: tuple[float, ThreadStats, int, str, int, int, str] | None = None
+    for stats in ctx.threads:
+        tid = stats.os_thread_id
+        if tid is None or not stats.n_samples or not speed_matters(ctx, stats.name, stats.stage.value):
+            continue
+        if sum(stats.shares.get(state, 0.0) for state in _WORK) < NATIVE_SLEEP_COMPUTING:
+            continue
+        readings, calls, line = _sleeps_in_work(ctx, tid)
+        count = sum(calls.values())
+        share = count / readings if readings else 0.0
+        if count >= KERNEL_WAIT_MIN_READINGS and share >= KERNEL_WAIT_SHARE and (best is None or share > best[0]):
+            best = (share, stats, tid, calls.most_common(1)[0][0], count, readings, line)
+    if best is None:
+        return
+    share, stats, tid, call, count, readings, line = best
+    sqlite = _in_sqlite(ctx, tid)
+    why = ("SQLite sleeps only in its busy handler: another connection holds the database's lock (SQLITE_BUSY, "
+           "retried until the busy timeout); a writer that commits often in rollback-journal mode locks its readers "
+           "out, where WAL lets them read beside it" if sqlite else
+           "the C code it calls waits by sleeping: a retry or back-off loop (a lock another process holds, a "
+           "resource polled until it is ready), not work")
+    claim = (f"{stats.name} sleeps inside {'SQLite' if sqlite else 'a native call'} where its stacks read as work: "
+             f"/proc caught it in `{call}` in {count} of its {readings} readings ({pct(share)})"
+             + (f", at {line}" if line else "") + f": {why}")
+    stage = stats.stage.value
+    yield Finding(
+        rule_id="native-sleep", severity=Severity.WARNING, claim=claim,
+        evidence=((f"{stats.name} asleep in (of {readings} /proc readings)", f"{call} {count}"),
+                  ("its stacks", f"computing {pct(sum(stats.shares.get(st, 0.0) for st in _WORK))} of its samples"),
+                  ("its most frequent line", line or "?")),
+        remedy=("Find what the call waits for: with SQLite, put the database in WAL mode (PRAGMA journal_mode=WAL) "
+                "so readers are not locked out by a writer's commits, commit less often, or read from a copy; "
+                "elsewhere, the lock or resource the library retries on."
+                if sqlite else "Find what the library retries on (a lock, a resource it polls) and remove the wait."),
+        impact=share, stages=(stage,) if stage != "other" else ())
+
+
+# A /proc reading and the thread's stack sample nearest to it describe the same moment within this long.
+SLEEP_MATCH_S = 0.35
+
+
+def _sleeps_in_work(ctx: Context, tid: int) -> tuple[int, Counter[str], str]:
+    """(the thread's /proc readings, the sleep calls among them, the line they were at): the readings in a sleep call
+    whose nearest stack sample, within SLEEP_MATCH_S, reads as work at a line of the program's own that does not
+    sleep (its most frequent such line), kept where that line holds KERNEL_WAIT_MIN_READINGS of them (a C call that
+    sleeps, not a library's odd back-off here and there)."""
+    samples = [(stack.monotonic_s, (t, state)) for stack, t, _, state in classified(ctx.obs, ctx.threads)
+               if t.os_thread_id == tid]  # in time order, each with the state the thread's timeline holds for it
+    times = [t_s for t_s, _ in samples]
+    readings = 0
+    at_line: dict[str, Counter[str]] = {}
+    for sweep in ctx.obs.proc:
+        for reading in sweep:
+            if reading.tid != tid:
+                continue
+            readings += 1
+            if reading.state != "S" or reading.syscall not in _SLEEP_CALLS or not samples:
+                continue
+            i = bisect.bisect_left(times, reading.monotonic_s)
+            near = min((samples[j] for j in (i - 1, i) if 0 <= j < len(samples)),
+                       key=lambda s: abs(s[0] - reading.monotonic_s))
+            thread, state = near[1]
+            frame = own_frame(thread)
+            if abs(near[0] - reading.monotonic_s) > SLEEP_MATCH_S or frame is None or state not in _WORK:
+                continue
+            line = line_site(ctx, frame)
+            if not _SLEEP_LINE.search(ctx.line_text(frame) or ""):
+                at_line.setdefault(line, Counter())[reading.syscall] += 1
+    if not at_line:
+        return readings, Counter(), ""
+    line, most = max(at_line.items(), key=lambda kv: sum(kv[1].values()))
+    if sum(most.values()) < KERNEL_WAIT_MIN_READINGS:
+        return readings, Counter(), ""  # scattered: no one call that sleeps
+    return readings, sum(at_line.values(), Counter()), line
+
+
+def _in_sqlite(ctx: Context, tid: int) -> bool:
+    """The thread's native frames (its stack samples, the native profile) are in sqlite3's module or library."""
+    frames = [f for stack in ctx.obs.stacks for t in stack.threads if t.os_thread_id == tid for f in t.frames]
+    native = ctx.obs.native
+    if native is not None:
+        frames += [f for st in native.stacks if st.os_thread_id == tid for f in st.frames]
+    return any(f.native and ("sqlite" in f.name.lower() or "sqlite" in f.filename.lower()) for f in frames)
 
 
 def _reopened_files_text(ctx: Context) -> str:
