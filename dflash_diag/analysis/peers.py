@@ -126,13 +126,12 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
     places = places or {}
     peers = "; ".join(peer_text(p, wait.kind, own) + (f", most of its time {places[p.pid]}" if p.pid in places else "")
                       for p in wait.peers[:2])
+    side = "to" if wait.syscall in ("write", "writev") else "from"
     if wait.kind == "file-lock":
         return f"a file lock on `{wait.target}` held by {peers}"
     if wait.kind == "pipe":
-        side = "to" if wait.syscall in ("write", "writev") else "from"
         return f"a pipe {side} {peers}" + _capacity_text(wait.pipe_capacity_bytes)
     if wait.kind == "pty":
-        side = "to" if wait.syscall in ("write", "writev") else "from"
         return (f"a pseudo-terminal ({wait.target}) {side} {peers}: its bytes pass the kernel's terminal layer (line "
                 "discipline, output processing, a kernel worker that pushes them to the reading side), which a pipe "
                 "skips")

@@ -93,6 +93,12 @@ class OsTimeline:
                           wchan=nearest.wchan, syscall=nearest.syscall)
 
 
+def nearest_index(times: Sequence[float], t_s: float) -> int:
+    """The index of the time in sorted, non-empty ``times`` nearest to ``t_s`` (the earlier one on a tie)."""
+    k = bisect.bisect_left(times, t_s)
+    return min((c for c in (k - 1, k) if 0 <= c < len(times)), key=lambda c: abs(times[c] - t_s))
+
+
 GPU_EVIDENCE_S = 2.0  # an NVML reading this close to a sample describes it (NVML's own window is ~1 s)
 
 
@@ -115,8 +121,7 @@ class GpuTimeline:
     def at(self, index: int | None, t_s: float) -> DeviceEvidence | None:
         if index is None or not self._times:
             return None
-        k = bisect.bisect_left(self._times, t_s)
-        best = min((c for c in (k - 1, k) if 0 <= c < len(self._times)), key=lambda c: abs(self._times[c] - t_s))
+        best = nearest_index(self._times, t_s)
         util = self._utils[best].get(index)
         if util is None or abs(self._times[best] - t_s) > GPU_EVIDENCE_S:
             return None

@@ -186,7 +186,8 @@ class PeerReader:
         self._cpu: dict[int, _PeerCounters] = {}  # peer -> its CPU and I/O counters, and when read
         self._frames: dict[tuple[int, int], str] = {}  # (peer, start ticks) -> its top frame ("" when none)
         self._env: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}  # (peer, start ticks) -> its settings
-        self._pipe_peers: dict[tuple[int, bool], tuple[int, ...]] = {}  # (inode, we read) -> peers found
+        # (a pipe's inode, a socket's negated inode or a pty's slave; we read) -> peers found
+        self._pipe_peers: dict[tuple[int | str, bool], tuple[int, ...]] = {}
         self._pipe_capacity: dict[int, int | None] = {}  # inode -> its capacity, read once
 
     def __call__(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
@@ -199,8 +200,12 @@ class PeerReader:
         for tid, (call, fd) in blocked.items():
             if call in _LOCK_CALLS:
                 continue
-            wait = (self._pipe_wait(tid, call, fd, now) or self._pty_wait(tid, call, fd, now)
-                    or self._socket_wait(tid, call, fd, now))
+            try:
+                target = os.readlink(self.proc_root / str(self.pid) / "fd" / str(fd))
+            except OSError:
+                continue
+            wait = (self._pipe_wait(tid, call, fd, target, now) or self._pty_wait(tid, call, fd, target, now)
+                    or self._socket_wait(tid, call, target, now))
             if wait is not None:
                 waits.append(wait)
         return tuple(waits)
@@ -276,11 +281,7 @@ class PeerReader:
 
     # --- pipes ----------------------------------------------------------------------------------------------
 
-    def _pipe_wait(self, tid: int, call: str, fd: int, now: float) -> OutsideWait | None:
-        try:
-            target = os.readlink(self.proc_root / str(self.pid) / "fd" / str(fd))
-        except OSError:
-            return None
+    def _pipe_wait(self, tid: int, call: str, fd: int, target: str, now: float) -> OutsideWait | None:
         if not target.startswith("pipe:["):
             return None  # a socket (below) or a file
         try:
@@ -317,14 +318,10 @@ class PeerReader:
 
     # --- pseudo-terminals ------------------------------------------------------------------------------------
 
-    def _pty_wait(self, tid: int, call: str, fd: int, now: float) -> OutsideWait | None:
+    def _pty_wait(self, tid: int, call: str, fd: int, target: str, now: float) -> OutsideWait | None:
         """A thread blocked on the master side of a pseudo-terminal (``/dev/ptmx``: a child given a terminal as its
         stdout, pexpect, script): the other end is whoever holds the terminal's slave, ``/dev/pts/N`` (``fdinfo``'s
         ``tty-index``), open the other way. Every byte between them passes the kernel's terminal layer."""
-        try:
-            target = os.readlink(self.proc_root / str(self.pid) / "fd" / str(fd))
-        except OSError:
-            return None
         if target != "/dev/ptmx":
             return None
         info = _read(self.proc_root / str(self.pid) / "fdinfo" / str(fd), 4096) or ""
@@ -334,7 +331,7 @@ class PeerReader:
             return None
         slave = f"/dev/pts/{int(index)}"
         reading = call not in _WRITES
-        key = (-1 - int(index), reading)  # beside the pipes' inodes, which are never negative
+        key = (slave, reading)  # a name: no clash with the pipes' and sockets' inodes
         if key not in self._pipe_peers:
             self._pipe_peers[key] = self._find_holders(lambda pid: self._holds_tty(pid, slave, want_writer=reading))
         peers = self._pipe_peers[key]
@@ -345,31 +342,18 @@ class PeerReader:
 
     def _holds_tty(self, pid: int, slave: str, *, want_writer: bool) -> bool:
         """``pid`` holds the terminal's slave open for writing (``want_writer``) or reading: a terminal is most
-        often opened read-write, which counts for both."""
-        for name in self._fds_to(pid, slave):
-            info = _read(self.proc_root / str(pid) / "fdinfo" / name, 4096) or ""
-            flags = next((line.split()[1] for line in info.splitlines() if line.startswith("flags:")), None)
-            if flags is None:
-                return True
-            mode = int(flags, 8) & 0o3
-            if mode == 2 or (mode == 1) == want_writer:  # O_RDWR, or O_WRONLY for a writer / O_RDONLY for a reader
-                return True
-        return False
+        often opened read-write (O_RDWR), which counts for both."""
+        return any(mode is None or mode == os.O_RDWR or (mode == os.O_WRONLY) == want_writer
+                   for mode in self._access_modes(pid, slave))
 
     # --- TCP connections to a process on this machine ---------------------------------------------------------
 
-    def _socket_wait(self, tid: int, call: str, fd: int, now: float) -> OutsideWait | None:
+    def _socket_wait(self, tid: int, call: str, target: str, now: float) -> OutsideWait | None:
         """A thread blocked reading a TCP connection whose other end is a process here (loopback): the peer is found
         through the process's network namespace's tables (``/proc/PID/net/tcp``, ``tcp6``: the two ends of a local
         connection are two lines with their addresses swapped) and the descriptors of the candidates. A unix
         socket's peer is not in /proc: the kernel's socket diagnostics name its inode (``sources.sock_diag``)."""
-        if call in _WRITES:
-            return None
-        try:
-            target = os.readlink(self.proc_root / str(self.pid) / "fd" / str(fd))
-        except OSError:
-            return None
-        if not target.startswith("socket:["):
+        if call in _WRITES or not target.startswith("socket:["):
             return None
         try:
             inode = int(target[8:-1])
@@ -491,15 +475,15 @@ class PeerReader:
             return
 
     def _holds_pipe_end(self, pid: int, target: str, want_writer: bool) -> bool:
+        return any(mode is None or (mode == os.O_WRONLY) == want_writer for mode in self._access_modes(pid, target))
+
+    def _access_modes(self, pid: int, target: str) -> Iterator[int | None]:
+        """How ``pid`` has each of its descriptors to ``target`` open (fdinfo's flags: O_RDONLY, O_WRONLY, O_RDWR);
+        None where the flags are not readable."""
         for name in self._fds_to(pid, target):
             info = _read(self.proc_root / str(pid) / "fdinfo" / name, 4096) or ""
             flags = next((line.split()[1] for line in info.splitlines() if line.startswith("flags:")), None)
-            if flags is None:
-                return True
-            writes = int(flags, 8) & 0o3 == 1  # O_WRONLY
-            if writes == want_writer:
-                return True
-        return False
+            yield None if flags is None else int(flags, 8) & os.O_ACCMODE
 
     def _ppid(self, pid: int) -> int | None:
         text = _read(self.proc_root / str(pid) / "stat", 4096)

@@ -10,10 +10,9 @@ tasks stalled on memory or I/O, the time its training threads waited on children
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from dflash_contract.settings import AREA_KERNEL, AREA_MEMORY, AREA_THREADS, DEBUG_ALLOCATORS, ENV_BY_NAME
@@ -30,6 +29,7 @@ from dflash_diag.analysis.findings._context import (
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.settings import ops_share_of
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
+from dflash_diag.analysis.peers import MATCH_S
 from dflash_diag.analysis.sampled import classified
 from dflash_diag.analysis.sched import (
     CAPPED_CPU_SHARE,
@@ -46,7 +46,7 @@ from dflash_diag.analysis.sched import (
     thread_rates,
 )
 from dflash_diag.analysis.settings import by_area, non_default
-from dflash_diag.analysis.threads import oversubscription
+from dflash_diag.analysis.threads import nearest_index, oversubscription
 from dflash_diag.model import Finding, Severity, ThreadSample, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
 from dflash_diag.model.findings import NOTE
@@ -225,7 +225,7 @@ def working_threads(ctx: Context, summary: SchedSummary) -> list[tuple[ThreadSta
         if not t.python or t.name.startswith("dflash-diag-"):
             continue
         if t.tid in sampled and stats is not None:
-            if sum(stats.shares.get(s, 0.0) for s in _WORK) >= WORKING_SHARE:
+            if _computing_share(stats) >= WORKING_SHARE:
                 out.append((stats, t))
         elif t.demand >= WORKING_SHARE:
             out.append((stats, t))
@@ -1251,24 +1251,41 @@ KERNEL_WAIT_SHARE = 0.20
 KERNEL_WAIT_MIN_READINGS = 3
 
 
-def _kernel_waits(ctx: Context) -> Iterator[Finding]:
-    """A thread that matters asleep in a system call while the kernel works for it (a sync to storage, writes,
-    file-system metadata, the memory map) in a share of /proc's readings: its stacks show an ordinary line, the
-    readings show what it waits for. Named with the call, its most frequent line, and its cost (the share)."""
-    best: tuple[float, ThreadStats, int, Counter[str], int, int] | None = None
+def _computing_share(stats: ThreadStats) -> float:
+    """The share of the thread's samples in which it works (Python, native, compile, recompute, the GPU)."""
+    return sum(stats.shares.get(state, 0.0) for state in _WORK)
+
+
+def _most_asleep(ctx: Context, asleep: Callable[[ThreadStats, int], tuple[int, Counter[str], str]]
+                 ) -> tuple[float, ThreadStats, int, Counter[str], int, int, str] | None:
+    """Of the threads that matter, the one whose /proc readings were in the calls ``asleep`` counts ((its readings,
+    those calls, their line)) the largest share, KERNEL_WAIT_MIN_READINGS and KERNEL_WAIT_SHARE at least:
+    (share, stats, tid, calls, count, readings, line)."""
+    best: tuple[float, ThreadStats, int, Counter[str], int, int, str] | None = None
     for stats in ctx.threads:
         tid = stats.os_thread_id
         if tid is None or not stats.n_samples or not speed_matters(ctx, stats.name, stats.stage.value):
             continue
-        readings, seen = blocked_in(ctx.obs, (tid,))
-        calls = Counter({c: n for c, n in seen.items() if c in _KERNEL_WORK})
+        readings, calls, line = asleep(stats, tid)
         count = sum(calls.values())
         share = count / readings if readings else 0.0
         if count >= KERNEL_WAIT_MIN_READINGS and share >= KERNEL_WAIT_SHARE and (best is None or share > best[0]):
-            best = (share, stats, tid, calls, count, readings)
+            best = (share, stats, tid, calls, count, readings, line)
+    return best
+
+
+def _kernel_waits(ctx: Context) -> Iterator[Finding]:
+    """A thread that matters asleep in a system call while the kernel works for it (a sync to storage, writes,
+    file-system metadata, the memory map) in a share of /proc's readings: its stacks show an ordinary line, the
+    readings show what it waits for. Named with the call, its most frequent line, and its cost (the share)."""
+    def kernel_work(stats: ThreadStats, tid: int) -> tuple[int, Counter[str], str]:
+        readings, seen = blocked_in(ctx.obs, (tid,))
+        return readings, Counter({c: n for c, n in seen.items() if c in _KERNEL_WORK}), ""
+
+    best = _most_asleep(ctx, kernel_work)
     if best is None:
         return
-    share, stats, tid, calls, count, readings = best
+    share, stats, tid, calls, count, readings, _ = best
     call = calls.most_common(1)[0][0]
     line = _hot_line(ctx, tid)
     seen_text = ", ".join(f"{c} {n}" for c, n in calls.most_common(3))
@@ -1301,21 +1318,16 @@ def _native_sleeps(ctx: Context) -> Iterator[Finding]:
     in a share of its readings: the C code that line calls waits by sleeping (a retry or back-off loop: SQLite's
     busy handler waiting for another connection's lock, a library polling), which no stack sample tells from work.
     Named with the call, the line, what the native frames say of the library, and the share as its cost."""
-    best: tuple[float, ThreadStats, int, str, int, int, str] | None = None
-    for stats in ctx.threads:
-        tid = stats.os_thread_id
-        if tid is None or not stats.n_samples or not speed_matters(ctx, stats.name, stats.stage.value):
-            continue
-        if sum(stats.shares.get(state, 0.0) for state in _WORK) < NATIVE_SLEEP_COMPUTING:
-            continue
-        readings, calls, line = _sleeps_in_work(ctx, tid)
-        count = sum(calls.values())
-        share = count / readings if readings else 0.0
-        if count >= KERNEL_WAIT_MIN_READINGS and share >= KERNEL_WAIT_SHARE and (best is None or share > best[0]):
-            best = (share, stats, tid, calls.most_common(1)[0][0], count, readings, line)
+    def sleeps(stats: ThreadStats, tid: int) -> tuple[int, Counter[str], str]:
+        if _computing_share(stats) < NATIVE_SLEEP_COMPUTING:
+            return 0, Counter(), ""
+        return _sleeps_in_work(ctx, tid)
+
+    best = _most_asleep(ctx, sleeps)
     if best is None:
         return
-    share, stats, tid, call, count, readings, line = best
+    share, stats, tid, calls, count, readings, line = best
+    call = calls.most_common(1)[0][0]
     sqlite = _in_sqlite(ctx, tid)
     why = ("SQLite sleeps only in its busy handler: another connection holds the database's lock (SQLITE_BUSY, "
            "retried until the busy timeout); a writer that commits often in rollback-journal mode locks its readers "
@@ -1329,7 +1341,7 @@ def _native_sleeps(ctx: Context) -> Iterator[Finding]:
     yield Finding(
         rule_id="native-sleep", severity=Severity.WARNING, claim=claim,
         evidence=((f"{stats.name} asleep in (of {readings} /proc readings)", f"{call} {count}"),
-                  ("its stacks", f"computing {pct(sum(stats.shares.get(st, 0.0) for st in _WORK))} of its samples"),
+                  ("its stacks", f"computing {pct(_computing_share(stats))} of its samples"),
                   ("its most frequent line", line or "?")),
         remedy=("Find what the call waits for: with SQLite, put the database in WAL mode (PRAGMA journal_mode=WAL) "
                 "so readers are not locked out by a writer's commits, commit less often, or read from a copy; "
@@ -1338,13 +1350,9 @@ def _native_sleeps(ctx: Context) -> Iterator[Finding]:
         impact=share, stages=(stage,) if stage != "other" else ())
 
 
-# A /proc reading and the thread's stack sample nearest to it describe the same moment within this long.
-SLEEP_MATCH_S = 0.35
-
-
 def _sleeps_in_work(ctx: Context, tid: int) -> tuple[int, Counter[str], str]:
     """(the thread's /proc readings, the sleep calls among them, the line they were at): the readings in a sleep call
-    whose nearest stack sample, within SLEEP_MATCH_S, reads as work at a line of the program's own that does not
+    whose nearest stack sample, within MATCH_S (as for a wait that leaves the process), reads as work at a line of the program's own that does not
     sleep (its most frequent such line), kept where that line holds KERNEL_WAIT_MIN_READINGS of them (a C call that
     sleeps, not a library's odd back-off here and there)."""
     samples = [(stack.monotonic_s, (t, state)) for stack, t, _, state in classified(ctx.obs, ctx.threads)
@@ -1359,12 +1367,10 @@ def _sleeps_in_work(ctx: Context, tid: int) -> tuple[int, Counter[str], str]:
             readings += 1
             if reading.state != "S" or reading.syscall not in _SLEEP_CALLS or not samples:
                 continue
-            i = bisect.bisect_left(times, reading.monotonic_s)
-            near = min((samples[j] for j in (i - 1, i) if 0 <= j < len(samples)),
-                       key=lambda s: abs(s[0] - reading.monotonic_s))
+            near = samples[nearest_index(times, reading.monotonic_s)]
             thread, state = near[1]
             frame = own_frame(thread)
-            if abs(near[0] - reading.monotonic_s) > SLEEP_MATCH_S or frame is None or state not in _WORK:
+            if abs(near[0] - reading.monotonic_s) > MATCH_S or frame is None or state not in _WORK:
                 continue
             line = line_site(ctx, frame)
             if not _SLEEP_LINE.search(ctx.line_text(frame) or ""):
