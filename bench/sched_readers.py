@@ -86,15 +86,10 @@ def _pty_and_children_costs(calls: int) -> dict[str, dict[str, float]]:
     try:
         assert proc.stdout is not None
         proc.stdout.readline()
-        deadline = time.monotonic() + 20.0
-        while time.monotonic() < deadline and not PeerReader(proc.pid).read(procfs.read_threads(proc.pid)):
-            time.sleep(0.1)
-        known = PeerReader(proc.pid)
+        found, known = _found_and_known(proc.pid, calls)
         return {
-            "PeerReader read, a pty's other end found (fdinfo's tty-index, descriptors; with the /proc sweep)":
-                _timed(lambda: PeerReader(proc.pid).read(procfs.read_threads(proc.pid)), calls),
-            "PeerReader read, the pty's other end known (with the /proc sweep)":
-                _timed(lambda: known.read(procfs.read_threads(proc.pid)), calls),
+            "PeerReader read, a pty's other end found (fdinfo's tty-index, descriptors; with the /proc sweep)": found,
+            "PeerReader read, the pty's other end known (with the /proc sweep)": known,
             "SchedReader sweep, a process with 4 children (their nice, session, autogroup)":
                 _timed(SchedReader(proc.pid).sample, calls),
         }
@@ -112,15 +107,10 @@ def _unix_peer_costs(calls: int) -> dict[str, dict[str, float]]:
     try:
         assert proc.stdout is not None
         server_pid = int(proc.stdout.readline())
-        deadline = time.monotonic() + 20.0
-        while time.monotonic() < deadline and not PeerReader(proc.pid).read(procfs.read_threads(proc.pid)):
-            time.sleep(0.1)
-        known = PeerReader(proc.pid)
+        found, known = _found_and_known(proc.pid, calls)
         return {
-            "PeerReader read, a unix socket's peer found (sock_diag, descriptors; with the /proc sweep)":
-                _timed(lambda: PeerReader(proc.pid).read(procfs.read_threads(proc.pid)), calls),
-            "PeerReader read, the unix socket's peer known (its stat and io; with the /proc sweep)":
-                _timed(lambda: known.read(procfs.read_threads(proc.pid)), calls),
+            "PeerReader read, a unix socket's peer found (sock_diag, descriptors; with the /proc sweep)": found,
+            "PeerReader read, the unix socket's peer known (its stat and io; with the /proc sweep)": known,
         }
     finally:
         proc.kill()
@@ -128,6 +118,17 @@ def _unix_peer_costs(calls: int) -> dict[str, dict[str, float]]:
         if server_pid:  # the manager's server outlives its killed client
             with contextlib.suppress(ProcessLookupError):
                 os.kill(server_pid, signal.SIGKILL)
+
+
+def _found_and_known(pid: int, calls: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Once ``pid``'s blocked thread is followed to its peer: a fresh PeerReader's read each call (the peer looked
+    up), and one reader's read again (the peer known)."""
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline and not PeerReader(pid).read(procfs.read_threads(pid)):
+        time.sleep(0.1)
+    known = PeerReader(pid)
+    return (_timed(lambda: PeerReader(pid).read(procfs.read_threads(pid)), calls),
+            _timed(lambda: known.read(procfs.read_threads(pid)), calls))
 
 
 def _timed(fn: Callable[[], object], calls: int) -> dict[str, float]:
