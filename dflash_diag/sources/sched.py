@@ -220,7 +220,8 @@ _AUTOGROUP = re.compile(r"/(autogroup-\d{1,12})\b")
 
 def read_autogroup(pid: int, proc_root: Path = PROC) -> str:
     """The process's autogroup ("autogroup-812", from /proc/PID/autogroup: "/autogroup-812 nice 0"); "" where the
-    kernel has none or the file is not ours to read."""
+    kernel has none, the file is not ours to read, or the process is not in the root CPU cgroup (the kernel prints
+    nothing there: autogroup weighs only the root group's tasks)."""
     match = _AUTOGROUP.match(_read(proc_root / str(pid) / "autogroup", 128) or "")
     return match.group(1) if match else ""
 

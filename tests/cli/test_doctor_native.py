@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from dflash_diag.analysis.findings.fastpath import SLOW_PATH_NOTE_SHARE
+
 pytestmark = pytest.mark.slow
 CLI = [sys.executable, "-m", "dflash_diag"]
 DECIMAL_CODE = re.compile(r"_decimal|mpdec")
@@ -176,7 +178,9 @@ def test_from_outside_a_convolutions_slow_path_is_said_and_its_fast_path_is_not(
     assert "native-slow-path" in found, context
     slow = found["native-slow-path"]
     share = re.search(r"spends (\d+)% of its time there", slow["claim"])
-    assert "slow_conv2d" in slow["claim"] and share is not None and int(share.group(1)) >= 15, slow["claim"]
+    # The share said is the rule's reading, at least its floor for a note; how far above depends on the box's load.
+    assert "slow_conv2d" in slow["claim"] and share is not None, slow["claim"]
+    assert int(share.group(1)) >= 100 * SLOW_PATH_NOTE_SHARE, slow["claim"]
 
 
 GIL_PROGRAM = r"""
