@@ -12,6 +12,7 @@ Writes ``native_look_cost.json`` and ``native_look_cost.md`` to ``--out``.
 
   .venv/bin/python bench/native_look_cost.py --rounds 5 --out /tmp/native-cpu
   python bench/native_look_cost.py --rounds 5 --cuda --out /tmp/native-gpu        # a CUDA host
+  .venv/bin/python bench/native_look_cost.py --rounds 5 --plain --out /tmp/native-plain  # a worker without torch
 """
 
 from __future__ import annotations
@@ -36,20 +37,26 @@ from dflash_diag.sources.native_profile import NativeRecorder  # noqa: E402
 
 PROGRAM = r"""
 import os, sys, threading, time
-import torch
-dev = "cuda" if sys.argv[1] == "cuda" else "cpu"
-torch.set_num_threads(1)
-m = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).to(dev)
-opt = torch.optim.SGD(m.parameters(), lr=0.01)
+dev = sys.argv[1]
 steps = [0]
-def train():
-    while True:
-        x = torch.randn(64, 512, device=dev)
-        loss = m(x).pow(2).mean()
-        opt.zero_grad(); loss.backward(); opt.step()
-        if dev == "cuda":
-            loss.item()  # one sync a step, as a trainer that logs its loss
-        steps[0] += 1
+if dev == "plain":  # a Python worker without torch (a child process doctor looks at: a decoder, a parser)
+    def train():
+        while True:
+            sum(i * i for i in range(5000))
+            steps[0] += 1
+else:
+    import torch
+    torch.set_num_threads(1)
+    m = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).to(dev)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    def train():
+        while True:
+            x = torch.randn(64, 512, device=dev)
+            loss = m(x).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+            if dev == "cuda":
+                loss.item()  # one sync a step, as a trainer that logs its loss
+            steps[0] += 1
 threading.Thread(target=train, name="trainer", daemon=True).start()
 log = open(sys.argv[2], "w", buffering=1)
 print("READY", threading.get_native_id(), flush=True)
@@ -87,13 +94,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cuda", action="store_true", help="train on the GPU (a CUDA host)")
+    ap.add_argument("--plain", action="store_true",
+                    help="a Python worker without torch in place of the trainer (what a look at another process, a "
+                         "child decoder or parser, costs it)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="native-look-"))
     script, log = work / "prog.py", work / "gaps.log"
     script.write_text(PROGRAM)
-    proc = subprocess.Popen([sys.executable, str(script), "cuda" if args.cuda else "cpu", str(log)],
+    kind = "plain" if args.plain else "cuda" if args.cuda else "cpu"
+    proc = subprocess.Popen([sys.executable, str(script), kind, str(log)],
                             stdout=subprocess.PIPE, text=True)
     rows: list[dict[str, object]] = []
     try:
@@ -126,10 +137,11 @@ def main() -> int:
         proc.wait()
     summary = _summary(rows)
     meta = {"machine": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "cuda": args.cuda, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "look_s": NATIVE_LOOK_S}
+            "cuda": args.cuda, "program": kind, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "look_s": NATIVE_LOOK_S}
     (args.out / "native_look_cost.json").write_text(json.dumps({"meta": meta, "summary": summary, "rounds": rows},
                                                                indent=1))
-    md = [f"native look cost ({'CUDA' if args.cuda else 'CPU'} trainer), {meta['date']}, {meta['cpus']} CPUs",
+    what = {"plain": "Python worker without torch", "cuda": "CUDA trainer", "cpu": "CPU trainer"}[kind]
+    md = [f"native look cost ({what}), {meta['date']}, {meta['cpus']} CPUs",
           "", "| | quiet (median) | with the look (median) | ratio |", "|---|---|---|---|"]
     for key, label in (("max_gap_ms", "longest stop of the process (ms)"), ("held_ms", "held in stops > 20 ms (ms)"),
                        ("steps_per_s", "training steps/s")):

@@ -93,13 +93,13 @@ def native_spots(stacks: Iterable[NativeStack], *, n: int = 2) -> tuple[NativeSp
     entries: Counter[tuple[str, str]] = Counter()
     leaves: dict[tuple[str, str], Counter[str]] = {}
     for stack in stacks:
-        if _waits(stack.frames):
+        if is_waiting(stack.frames):
             continue
         total += stack.count
         entry, leaf = _entry_and_leaf(stack.frames)
         if entry is None:
             continue
-        key = (short_name(entry.name), _library(entry.filename))
+        key = (short_name(entry.name), library_name(entry.filename))
         entries[key] += stack.count
         leaves.setdefault(key, Counter())[leaf] += stack.count
     if total < MIN_SAMPLES:
@@ -134,7 +134,7 @@ def _unit_spots(entries: Counter[tuple[str, str]], leaves: dict[tuple[str, str],
     return tuple(out)
 
 
-def _below_python(frames: tuple[Frame, ...]) -> list[Frame]:
+def below_python(frames: tuple[Frame, ...]) -> list[Frame]:
     """The C/C++ frames below the innermost Python frame, innermost first."""
     below: list[Frame] = []
     for frame in frames:  # innermost first
@@ -145,9 +145,9 @@ def _below_python(frames: tuple[Frame, ...]) -> list[Frame]:
 
 
 def _entry_and_leaf(frames: tuple[Frame, ...]) -> tuple[Frame | None, str]:
-    """The first non-plumbing C/C++ frame below the innermost Python frame of a working sample (``_waits`` tells
+    """The first non-plumbing C/C++ frame below the innermost Python frame of a working sample (``is_waiting`` tells
     the others), and the innermost frame's short name; (None, "") when it has no C/C++ frame below its Python."""
-    below = _below_python(frames)
+    below = below_python(frames)
     if not below:
         return None, ""
     for frame in reversed(below):  # the outermost C frame first: the one the Python line called
@@ -157,7 +157,7 @@ def _entry_and_leaf(frames: tuple[Frame, ...]) -> tuple[Frame | None, str]:
 
 
 def _plumbing(frame: Frame) -> bool:
-    return bool(_PLUMBING.match(frame.name) or _PLUMBING_LIBRARIES.match(_library(frame.filename))
+    return bool(_PLUMBING.match(frame.name) or _PLUMBING_LIBRARIES.match(library_name(frame.filename))
                 or _PLUMBING.match(short_name(frame.name)))
 
 
@@ -165,12 +165,12 @@ def _leaf_name(frame: Frame) -> str:
     """The innermost frame's short name; an address or a frame py-spy could not name is said by its library (or as
     unnamed code, where py-spy could not tell the library either: "0x7f.. (?)")."""
     if frame.name.startswith("0x") or frame.name in ("", "?"):
-        library = _library(frame.filename)
+        library = library_name(frame.filename)
         return library if library not in ("", "?") else "code py-spy could not name"
     return short_name(frame.name)
 
 
-def _library(filename: str) -> str:
+def library_name(filename: str) -> str:
     return filename.rsplit("/", 1)[-1]
 
 
@@ -204,7 +204,7 @@ def share_in(stacks: Iterable[NativeStack], code: re.Pattern[str], *, waits: boo
     included (code that waits: a poll)."""
     total = hits = 0
     for stack in stacks:
-        if not waits and _waits(stack.frames):
+        if not waits and is_waiting(stack.frames):
             continue
         total += stack.count
         if any(f.native and (code.search(f.name) or code.search(f.filename)) for f in stack.frames):
@@ -310,7 +310,7 @@ def _gil_taker(frames: tuple[Frame, ...]) -> str | None:
         return None
     mechanism = False  # a frame of the GIL's own (take_gil, pybind11's gil_scoped_*, the interpreter's) seen
     for frame in named[1:]:
-        library = _library(frame.filename)
+        library = library_name(frame.filename)
         if not frame.native:
             return "the interpreter"  # the eval loop switching threads, shown as the Python frame it runs
         if _GIL_MECHANISM.search(frame.name):
@@ -326,10 +326,10 @@ def _gil_taker(frames: tuple[Frame, ...]) -> str | None:
     return "the interpreter" if mechanism else None
 
 
-def _waits(frames: tuple[Frame, ...]) -> bool:
+def is_waiting(frames: tuple[Frame, ...]) -> bool:
     """Whether the sample waits (the GIL, a condition, a futex, a sleep, a poll) rather than works."""
-    return any(_WAITING.search(f.name) for f in _below_python(frames)) or _gil_taker(frames) is not None
+    return any(_WAITING.search(f.name) for f in below_python(frames)) or _gil_taker(frames) is not None
 
 
-__all__ = ["MIN_SAMPLES", "GilWaits", "NativeSpot", "gil_waits", "native_spots", "native_text", "share_in", "short_name",
-           "spots_text", "thread_stacks", "wants_native_look"]
+__all__ = ["MIN_SAMPLES", "GilWaits", "NativeSpot", "below_python", "gil_waits", "is_waiting", "library_name",
+           "native_spots", "native_text", "share_in", "short_name", "spots_text", "thread_stacks", "wants_native_look"]

@@ -5,14 +5,17 @@ holds, or on a pipe whose other end is another process (``Observation.outside_wa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from dflash_contract.settings import AREA_IO, ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.hotspots import library_place
+from dflash_diag.analysis.libc import chains_text
 from dflash_diag.analysis.settings import control_effect
 from dflash_diag.model import Observation, ThreadSample
+from dflash_diag.model.analysis import Analysis
 from dflash_diag.model.common import is_na
 from dflash_diag.model.sched import OutsideWait, PeerProcess
 
@@ -124,7 +127,7 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
     process also says the library function its samples spend most in: one reading's frame is a moment, the samples
     are the window."""
     places = places or {}
-    peers = "; ".join(peer_text(p, wait.kind, own) + (f", most of its time {places[p.pid]}" if p.pid in places else "")
+    peers = "; ".join(peer_text(p, wait.kind, own) + (f", {places[p.pid]}" if p.pid in places else "")
                       for p in wait.peers[:2])
     side = "to" if wait.syscall in ("write", "writev") else "from"
     if wait.kind == "file-lock":
@@ -167,14 +170,48 @@ def only_computes(obs: Observation, tid: int) -> bool:
 
 
 def child_places(obs: Observation) -> dict[int, str]:
-    """Each sampled child process's library place (``hotspots.library_place``: "inside json/encoder.py (80% of its
-    samples)"), by PID; children whose samples name none are left out. Read once per analysis
-    (``Sampled.child_places``)."""
+    """What is known of where another process's time goes, by PID: a sampled child's library place
+    (``hotspots.library_place``: "most of its time inside json/encoder.py (80% of its samples)"), and a looked-at
+    peer's C library calls (``Observation.peer_native``, ``libc.chains_text``); processes with neither are left
+    out. Read once per analysis (``Sampled.child_places``)."""
     by_pid: dict[int, list[ThreadSample]] = {}
     for sample in obs.children:
         by_pid.setdefault(sample.pid, []).extend(sample.threads)
     places = {pid: library_place([(t, explain(t).state) for t in threads]) for pid, threads in by_pid.items()}
-    return {pid: place for pid, place in places.items() if place}
+    out = {pid: f"most of its time {place}" for pid, place in places.items() if place}
+    for look in obs.peer_native:
+        calls = chains_text(look.profile.stacks, dict(look.env))
+        if calls:
+            out[look.pid] = f"{out[look.pid]}; {calls}" if look.pid in out else calls
+    return out
+
+
+# At most this many other processes get a native look after a window (each is paused while py-spy reads it).
+MAX_PEER_LOOKS = 2
+
+
+def peers_to_look_at(analysis: Analysis) -> tuple[int, ...]:
+    """The other processes whose native stacks would say where their time goes: Python processes a finding names
+    as what a thread waits on (``process PID``), busy (BUSY_PEER_CPU_PCT) with KERNEL_HEAVY_PCT of their CPU or
+    more in the kernel at their newest reading (system calls, which only their C frames name), and not looked at
+    yet; busiest first, at most MAX_PEER_LOOKS."""
+    obs = analysis.observation
+    looked = {look.pid for look in obs.peer_native}
+    claims = " ".join(f.claim for f in analysis.findings)
+    newest: dict[int, PeerProcess] = {}
+    for wait in obs.outside_waits:
+        for peer in wait.peers:
+            if peer.cpu_pct is not None:
+                newest[peer.pid] = peer
+    busy = [p for p in newest.values()
+            if p.pid not in looked and is_python(p) and re.search(rf"\bprocess {p.pid}\b", claims)
+            and (p.cpu_pct or 0.0) >= BUSY_PEER_CPU_PCT and (p.kernel_pct or 0.0) >= KERNEL_HEAVY_PCT]
+    return tuple(p.pid for p in sorted(busy, key=lambda p: -(p.cpu_pct or 0.0)))[:MAX_PEER_LOOKS]
+
+
+def is_python(peer: PeerProcess) -> bool:
+    """The peer runs a Python interpreter (its name or its command's program), which py-spy can read."""
+    return peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
 
 
 def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]] = frozenset()) -> str:
@@ -210,7 +247,7 @@ def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset
     (:func:`launcher_first`). Settings it only inherited from the watched process are said only where what was
     measured of the peer is what they do (an unbuffered stream where its writes are tiny): the same environment
     is everywhere in the job, and beside a busy peer an unweighed one reads as its cause."""
-    python = peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
+    python = is_python(peer)
 
     def said(name: str, value: str) -> bool:
         if name.startswith("PYTHON") and not python:

@@ -145,10 +145,12 @@ class DoctorCommand:
 def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservation
                         ) -> tuple[Observation | JobObservation, Analysis | None]:
     """The settings from the environment that the process's busiest installed code reads (``with_env_reads``, for
-    every live window); then, when the window names no cause, a short native profile after it
-    (``observe.native_look``): where the limiting threads' time goes below their Python lines. Skipped with --no-native-stacks, for a job, and when the report
-    has its cause (native stacks pause the process while each sample is read): then the analysis that said so is
-    returned with the observation, to be reported as it is (None: the observation is still to be judged)."""
+    every live window); then a short native profile after the window (``observe.native_look``): of the process when
+    the window names no cause (where the limiting threads' time goes below their Python lines), and of a busy process
+    a thread waits on whose CPU goes largely to the kernel (which system calls). Skipped with --no-native-stacks, for
+    a job, and when neither is wanted (native stacks pause a process while each sample is read): then the analysis
+    that said so is returned with the observation, to be reported as it is (None: the observation is still to be
+    judged)."""
     from dflash_diag.model import Observation as ProcessObservation
 
     if not isinstance(obs, ProcessObservation):
@@ -160,17 +162,24 @@ def _native_second_look(args: argparse.Namespace, obs: Observation | JobObservat
     if args.no_native_stacks:
         return obs, None
     from dflash_diag.analysis import analyse
+    from dflash_diag.analysis.libc import MECHANISM_ENV
     from dflash_diag.analysis.native import looks_below, wants_native_look
+    from dflash_diag.analysis.peers import peers_to_look_at
 
     analysis = analyse(obs)
-    if not wants_native_look(analysis):
+    own = wants_native_look(analysis)
+    peers = peers_to_look_at(analysis)  # a busy process a thread waits on, its CPU largely in system calls
+    if not own and not peers:
         return obs, analysis
     from dflash_diag.cli._observe import progress_bar
     from dflash_diag.observe.native_look import NATIVE_LOOK_S, native_look
 
-    label = "the cause's C calls: native stacks of PID" if looks_below(analysis) else "no cause yet: native stacks of PID"
+    if not own:
+        label = f"its CPU in the kernel: native stacks of process {', '.join(map(str, peers))}"
+    else:
+        label = "the cause's C calls: native stacks of PID" if looks_below(analysis) else "no cause yet: native stacks of PID"
     with progress_bar(label, NATIVE_LOOK_S, not args.json) as progress:
-        return native_look(obs, progress=progress), None
+        return native_look(obs, progress=progress, peers=peers, own=own, peer_env=MECHANISM_ENV), None
 
 
 def _replay_source(args: argparse.Namespace) -> str | None:

@@ -13,7 +13,7 @@ from dflash_diag.model.gpu import GPM_FIELDS, GpmReading, GpuProcess, GpuSample
 from dflash_diag.model.observation import Observation
 from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
-from dflash_diag.model.stacks import Frame, NativeProfile, NativeStack, StackSample, ThreadSample
+from dflash_diag.model.stacks import Frame, NativeProfile, NativeStack, PeerNative, StackSample, ThreadSample
 from dflash_diag.model.stage import PIPELINE_STAGES, Stage, StageNames
 from dflash_diag.model.states import ThreadState
 from dflash_diag.model.stats import PipelineView, StageStats, ThreadStats
@@ -33,6 +33,7 @@ __all__ = [
     "Headline",
     "Maybe",
     "NativeProfile",
+    "PeerNative",
     "NativeStack",
     "Observation",
     "PipelineView",

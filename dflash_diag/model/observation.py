@@ -20,7 +20,7 @@ from dflash_diag.model.kernels import KernelTrace, KernelWindow
 from dflash_diag.model.patterns import StagePatterns
 from dflash_diag.model.proc import ProcessSample, ProcThreadSample
 from dflash_diag.model.sched import EnvRead, OsFacts, OutsideWait, SchedSample
-from dflash_diag.model.stacks import NativeProfile, StackSample
+from dflash_diag.model.stacks import NativeProfile, PeerNative, StackSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,9 @@ class Observation:
     # Native (C/C++) stacks beside the window (``sources.native_profile``, doctor's default for one process): where a
     # thread's time goes below its Python frames. None: not taken.
     native: NativeProfile | None = None
+    # With the native look: the native profiles of busy processes its threads wait on whose CPU goes largely to the
+    # kernel (``observe.native_look``), by PID: which C calls enter it.
+    peer_native: tuple[PeerNative, ...] = ()
     # With the native look: the environment variables set in the process that the installed code its threads run
     # names (``sources.env_reads``): a setting read where the time goes.
     env_reads: tuple[EnvRead, ...] = ()

@@ -71,3 +71,16 @@ class NativeProfile:
     samples: int
     stacks: tuple[NativeStack, ...]
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PeerNative:
+    """A native profile of another process a thread of the watched one waits on (a pipe's busy writer), taken after
+    the window when that process's CPU goes largely to the kernel: only its C frames say which calls enter it.
+    ``env``: the few variables of its environment that decide what those calls do (``TZ`` for glibc's time-zone
+    code), name and redacted value; a name absent from it was not set."""
+
+    pid: int
+    profile: NativeProfile
+    env: tuple[tuple[str, str], ...] = ()
+

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
-from dflash_diag.model import NativeProfile, NativeStack, Observation
+from dflash_diag.model import NativeProfile, NativeStack, Observation, PeerNative
 from dflash_diag.model.evidence import installed_dir, is_framework_dir
 from dflash_diag.model.sched import EnvRead
 from dflash_diag.observe.collect import Progress
@@ -44,19 +44,50 @@ def _py_spy_recorder(pid: int, duration_s: float) -> Recorder:
 
 def native_look(obs: Observation, *, duration_s: float = NATIVE_LOOK_S, progress: Progress | None = None,
                 recorder: RecorderFactory = _py_spy_recorder, sleep: Callable[[float], None] = time.sleep,
-                redactor: ProcessRedactor | None = None) -> Observation:
-    """``obs`` with a native profile of its process over ``duration_s`` more (its reason when none was taken)."""
-    rec = recorder(obs.pid, duration_s)
-    rec.start()
+                redactor: ProcessRedactor | None = None, peers: tuple[int, ...] = (), own: bool = True,
+                peer_env: tuple[str, ...] = (),
+                environ: Callable[[int], Mapping[str, str]] = process_environ) -> Observation:
+    """``obs`` with a native profile of its process over ``duration_s`` more (its reason when none was taken), and
+    of each process in ``peers`` (``Observation.peer_native``, with the variables ``peer_env`` of its environment:
+    those that decide what its C library calls do, ``analysis.libc.MECHANISM_ENV``), all recorded at once;
+    ``own=False`` leaves the process itself alone (its report has its cause)."""
+    recorders = ([(obs.pid, recorder(obs.pid, duration_s))] if own else []) + \
+        [(pid, recorder(pid, duration_s)) for pid in peers]
+    started: list[tuple[int, Recorder]] = []
     try:
+        for pid, rec in recorders:
+            rec.start()
+            started.append((pid, rec))
         steps = max(1, int(duration_s / 0.25))
         for i in range(steps):
             sleep(duration_s / steps)
             if progress is not None:
                 progress((i + 1) * duration_s / steps, duration_s)
     finally:
-        profile = rec.stop()
-    return replace(obs, native=_redacted(profile, redactor or redactor_for(obs.pid)))
+        profiles = {pid: rec.stop() for pid, rec in started}
+    looked = tuple(_peer_native(pid, profiles[pid], peer_env, environ, redactor or redactor_for(pid))  # its own secrets
+                   for pid in peers if pid in profiles)
+    native = _redacted(profiles[obs.pid], redactor or redactor_for(obs.pid)) if own and obs.pid in profiles \
+        else obs.native
+    return replace(obs, native=native, peer_native=obs.peer_native + looked)
+
+
+def _peer_native(pid: int, profile: NativeProfile, names: tuple[str, ...], environ: Callable[[int], Mapping[str, str]],
+                 redactor: ProcessRedactor) -> PeerNative:
+    return PeerNative(pid=pid, profile=_redacted(profile, redactor), env=_env_of(pid, names, environ, redactor))
+
+
+def _env_of(pid: int, names: tuple[str, ...], environ: Callable[[int], Mapping[str, str]],
+            redactor: ProcessRedactor) -> tuple[tuple[str, str], ...]:
+    """The variables ``names`` of the process's environment, those it has, redacted; () where its environment
+    cannot be read."""
+    if not names:
+        return ()
+    try:
+        env = environ(pid)
+    except OSError:
+        return ()
+    return tuple((name, redactor.text(env[name])) for name in names if name in env)
 
 
 def with_env_reads(obs: Observation, *, environ: Callable[[int], Mapping[str, str]] = process_environ,

@@ -285,3 +285,71 @@ def test_a_setting_from_the_environment_that_the_busy_package_reads_is_said_besi
         said = r["headline"]["text"]
         assert "solver/__init__.py there reads SOLVER_ROUNDS=400 from the environment" in said, said[:3000]
     assert "native_stacks" in report and "native_stacks" not in quick
+
+
+TZ_PROGRAM = r"""
+import os, queue, subprocess, sys, threading
+# The decoder child turns time stamps into epoch seconds with time.mktime; its environment has TZ or not.
+CHILD = '''
+import sys, time
+stamp = (2026, 3, 1, 12, 0, 0, 0, 0, -1)
+out = sys.stdout.buffer
+while True:
+    total = 0.0
+    for _ in range(2000):
+        total += time.mktime(stamp)
+    out.write(b"%d\\n" % int(total))
+    out.flush()
+'''
+env = {k: v for k, v in os.environ.items() if k != "TZ"}
+if sys.argv[1] == "set":
+    env["TZ"] = ":/etc/localtime"  # the same zone, read once
+child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, env=env)
+q = queue.Queue(maxsize=4)
+
+
+def reader():
+    while True:
+        q.put(child.stdout.readline())
+
+
+threading.Thread(target=reader, name="batch-reader", daemon=True).start()
+print("READY", flush=True)
+while True:
+    q.get()
+    sum(i * i for i in range(2000))
+"""
+
+
+@pytest.mark.parametrize("tz", ["unset", "set"])
+def test_a_busy_childs_system_calls_are_named_from_its_native_stacks(tmp_path: Path, tz: str) -> None:
+    """The trainer waits on a pipe from a child that calls time.mktime in a loop. TZ unset: the child's CPU goes
+    largely to the kernel, a native look at it finds tzset's stat of /etc/localtime under every call and says TZ
+    is unset. TZ set (the same zone): the child computes in user space, gets no look, and nothing of the kind is
+    said."""
+    script = tmp_path / "decode.py"
+    script.write_text(TZ_PROGRAM)
+    proc = subprocess.Popen([sys.executable, str(script), tz], stdout=subprocess.PIPE, text=True, env=_env(tmp_path))
+    saved = tmp_path / "obs.json.gz"
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+        time.sleep(1.0)
+        report, _ = _doctor(tmp_path, proc.pid, "--save-observation", str(saved))
+    finally:
+        proc.kill()
+        proc.wait()
+    for leftover in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split() \
+            if Path(f"/proc/{proc.pid}").exists() else []:
+        os.kill(int(leftover), 9)
+    from dflash_diag.snapshot.bundle import load_observation
+
+    obs = load_observation(str(saved))
+    head = report["headline"]["text"]
+    context = (head[:600], [(f["rule_id"], f["severity"]) for f in report["findings"]])
+    if tz == "set":
+        assert obs.peer_native == () and "tzset" not in head, context  # type: ignore[union-attr]
+        assert "on a pipe from process" in head and "(its child)" in head, context  # the child runs, and is waited on
+        return
+    assert [p.profile.samples > 0 for p in obs.peer_native] == [True], context  # type: ignore[union-attr]
+    assert "> tzset > " in head and "TZ is not set in its environment" in head, context
+    assert report["headline"]["because"][0] == "process-wait", context

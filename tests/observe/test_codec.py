@@ -24,7 +24,16 @@ from findings_builders import HEALTHY_APP, HEALTHY_PROBES, NOW_S, board  # noqa:
 from job_fixtures import load_job  # noqa: E402
 
 from dflash_diag.analysis import analyse  # noqa: E402
-from dflash_diag.model import NA, GpmReading, GpuProcess, GpuSample, NativeProfile, Observation, StagePatterns  # noqa: E402
+from dflash_diag.model import (  # noqa: E402
+    NA,
+    GpmReading,
+    GpuProcess,
+    GpuSample,
+    NativeProfile,
+    Observation,
+    PeerNative,
+    StagePatterns,
+)
 from dflash_diag.model.job import JobObservation  # noqa: E402
 from dflash_diag.model.kernels import KernelTrace, KernelWindow  # noqa: E402
 from dflash_diag.model.sched import EnvRead, OutsideWait, PeerProcess  # noqa: E402
@@ -93,7 +102,10 @@ def _recorded(name: str, **overrides: Any) -> Observation:
                                    torch_trace_bytes=48_000_000, method="gdb"),
         native=NativeProfile(rate_hz=20.0, duration_s=1.5, samples=151,
                              stacks=parse_raw((FIXTURES / "cpu" / "pyspy_native_invoice.raw").read_text())),
-        env_reads=(EnvRead(name="SYMPY_CACHE_SIZE", value="16", reader="sympy/core/cache.py"),))
+        env_reads=(EnvRead(name="SYMPY_CACHE_SIZE", value="16", reader="sympy/core/cache.py"),),
+        peer_native=(PeerNative(pid=777, env=(("TZ", ":/etc/localtime"),), profile=NativeProfile(
+            rate_hz=20.0, duration_s=2.5, samples=48,
+            stacks=parse_raw((FIXTURES / "cpu" / "pyspy_native_invoice.raw").read_text())[:3])),))
     obs = dataclasses.replace(obs, process=outside.process_facts(), code=outside.code_facts(stacks)[0],
                               files=outside.code_facts(stacks)[1])
     return dataclasses.replace(obs, **overrides)

@@ -1,0 +1,164 @@
+"""Where a process's time goes in the C library: the chain of libc calls below its Python lines, and what the C
+library is known to do there. Pure.
+
+A process whose CPU goes largely to the kernel is in system calls, and neither its Python stacks (they end at the
+line that called into C) nor /proc's counters (read-like and write-like calls only) say which. Its native stacks
+do: ``time_mktime -> timelocal -> tzset -> fstatat64`` is a stat of the time-zone file under every ``time.mktime``;
+``sock_sendto -> getaddrinfo -> _nss_files_gethostbyname3_r -> __open_nocancel`` is /etc/hosts opened for every
+datagram. This module charges each working sample (``native.is_waiting`` tells the others) to its chain: the frames
+from the first C library frame below the innermost Python frame down to the innermost one, unnamed addresses left
+out; chains are grouped by their first libc call (the one the program's own code or its interpreter made).
+
+Some chains have a known mechanism, said with the chain where what decides it was read (``MECHANISMS``): glibc's
+time-zone code re-reads the zone on every conversion while TZ is unset; a host name given to a socket call is
+resolved again on every call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from dflash_diag.analysis.native import MIN_SAMPLES, below_python, is_waiting, library_name, short_name
+from dflash_diag.model import Frame, NativeStack
+
+MIN_CHAIN_SHARE = 0.15  # of the working samples: a chain said on its own
+MAX_CHAIN_FRAMES = 5  # the first call, the innermost and the steps between, at most this many shown
+_LIBC = re.compile(r"^(libc[.-]|libpthread[.-]|libresolv[.-]|libnss_\w+[.-])")
+# The C library's thin wrappers around one system call (glibc's internal names included: __GI___read,
+# __libc_read, __open_nocancel, fstatat64): a chain that ends in one is in the kernel there.
+_SYSCALL = re.compile(
+    r"^(__)?(GI_+)?(libc_)?(open|openat|read|pread|readv|write|pwrite|writev|close|fstat|stat|lstat|fstatat|"
+    r"newfstatat|statx|lseek|access|faccessat2?|readlink|readlinkat|getdents|mmap|munmap|mprotect|madvise|brk|"
+    r"socket|connect|bind|sendto|sendmsg|send|getsockname|getsockopt|setsockopt|ioctl|fcntl|getrandom|uname|"
+    r"getpid|gettid|sched_yield|prctl|mremap|fsync|fdatasync|unlink|rename|mkdir)(64)?(_nocancel)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class LibcChain:
+    """The samples under one first C library call: its commonest path down, and where they entered the kernel."""
+
+    calls: tuple[str, ...]  # short names, the first libc call first, the innermost last
+    share: float  # of the working samples
+    syscalls: tuple[str, ...]  # the system-call wrappers its samples end in, commonest first
+    syscall_share: float  # of its samples, those ending in a system call
+
+    def __str__(self) -> str:
+        calls = list(self.calls)
+        if len(calls) > MAX_CHAIN_FRAMES:
+            calls = [*calls[:2], "...", *calls[-(MAX_CHAIN_FRAMES - 3):]]
+        text = f"{' > '.join(calls)} (the C library) {100.0 * self.share:.0f}%"
+        if self.syscalls and self.syscall_share >= 0.5:
+            text += f", ending in system calls ({', '.join(self.syscalls)})"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Mechanism:
+    """What the C library is known to do in a chain with one of ``frames``, said where ``unset`` (a variable of the
+    process's environment) is not set, if given."""
+
+    frames: re.Pattern[str]
+    text: str
+    unset: str = ""
+
+
+MECHANISMS = (
+    # glibc's tzset_internal returns early only when TZ is set and unchanged; with TZ unset it opens the default zone
+    # again, a stat of /etc/localtime per call (mktime, localtime, strftime and ctime all call tzset).
+    Mechanism(re.compile(r"^(__)?(tzset|tzset_internal|tzfile_read|tz_convert|tz_compute|tzfile_compute)$"),
+              "TZ is not set in its environment, so glibc's tzset, which mktime, localtime and strftime call, checks "
+              "/etc/localtime again on every call (a stat of the file, to see whether the zone changed); with TZ set "
+              "(TZ=:/etc/localtime names the same zone) the zone is read once", unset="TZ"),
+    # CPython's socket calls resolve a host name given with each call (setipaddr); only a numeric address skips it.
+    Mechanism(re.compile(r"^(getaddrinfo|gethostbyname\w*|_nss_\w+|__nss_\w+|getnameinfo|__?res_\w+|"
+                         r"__libc_res_\w+)$"),
+              "a host name resolved again on every call: getaddrinfo goes through glibc's name service each time "
+              "(/etc/nsswitch.conf, /etc/hosts opened and read, then DNS); resolving the name once and passing the "
+              "address skips it"),
+)
+
+
+def libc_chains(stacks: Iterable[NativeStack], *, n: int = 2) -> tuple[LibcChain, ...]:
+    """The chains (``LibcChain``) holding ``MIN_CHAIN_SHARE`` of the stacks' working samples or more, largest
+    first; () with fewer than ``native.MIN_SAMPLES`` working samples."""
+    total = 0
+    paths: dict[str, Counter[tuple[str, ...]]] = {}
+    ends: dict[str, Counter[str]] = {}
+    in_kernel: Counter[str] = Counter()
+    for stack in stacks:
+        if is_waiting(stack.frames):
+            continue
+        total += stack.count
+        path = _libc_path(stack.frames)
+        if not path:
+            continue
+        paths.setdefault(path[0], Counter())[path] += stack.count
+        if _SYSCALL.match(path[-1]):
+            ends.setdefault(path[0], Counter())[path[-1]] += stack.count
+            in_kernel[path[0]] += stack.count
+    if total < MIN_SAMPLES:
+        return ()
+    out = []
+    for first, counted in sorted(paths.items(), key=lambda kv: -sum(kv[1].values())):
+        count = sum(counted.values())
+        if count / total < MIN_CHAIN_SHARE:
+            break
+        calls = counted.most_common(1)[0][0]
+        syscalls = tuple(name for name, _ in ends.get(first, Counter()).most_common(3))
+        out.append(LibcChain(calls=calls, share=count / total, syscalls=syscalls,
+                             syscall_share=in_kernel[first] / count))
+    return tuple(out[:n])
+
+
+def _libc_path(frames: tuple[Frame, ...]) -> tuple[str, ...]:
+    """The sample's named frames from its first C library frame below its Python line to the innermost, short
+    names, each step once; () when it makes no C library call."""
+    below = list(reversed(below_python(frames)))  # the outermost C frame first
+    start = next((i for i, f in enumerate(below) if _LIBC.match(library_name(f.filename)) and _named(f)), None)
+    if start is None:
+        return ()
+    path: list[str] = []
+    for frame in below[start:]:
+        name = short_name(frame.name) if _named(frame) else ""
+        if name and (not path or path[-1] != name):
+            path.append(name)
+    return tuple(path)
+
+
+def _named(frame: Frame) -> bool:
+    return bool(frame.name) and not frame.name.startswith("0x") and frame.name != "?"
+
+
+def mechanisms(chains: Iterable[LibcChain], env: Mapping[str, str]) -> tuple[str, ...]:
+    """The known mechanisms of the chains (``MECHANISMS``), each once, where the environment read (``env``: the
+    variables the mechanisms name, as the process has them) allows."""
+    said: list[str] = []
+    for chain in chains:
+        for mech in MECHANISMS:
+            if mech.text in said or not any(mech.frames.match(c) for c in chain.calls):
+                continue
+            if mech.unset and mech.unset in env:
+                continue
+            said.append(mech.text)
+    return tuple(said)
+
+
+def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str]) -> str:
+    """"its native samples: timelocal > tzset > fstatat64 (the C library) 62%, ending in system calls (fstatat64):
+    TZ is not set ..." for a process's stacks; "" when no chain holds enough of its time."""
+    chains = libc_chains(stacks)
+    if not chains:
+        return ""
+    text = "its native samples: " + "; ".join(str(c) for c in chains)
+    known = mechanisms(chains, env)
+    return text + (": " + "; ".join(known) if known else "")
+
+
+# The variables the mechanisms read from a process's environment.
+MECHANISM_ENV = tuple(sorted({m.unset for m in MECHANISMS if m.unset}))
+
+__all__ = ["MECHANISMS", "MECHANISM_ENV", "MIN_CHAIN_SHARE", "LibcChain", "Mechanism", "chains_text",
+           "libc_chains", "mechanisms"]

@@ -1,0 +1,64 @@
+"""Where a process's time goes in the C library (``analysis.libc``). The raw lines are py-spy 0.4's own, cut from real
+recordings on this box (2026-12-06) of two loops: ``time.mktime`` with TZ unset, and ``socket.sendto`` to
+``("localhost", 8125)``; the waiting line is a queue wait of a casebook program."""
+
+from __future__ import annotations
+
+from dflash_diag.analysis.libc import MECHANISM_ENV, chains_text, libc_chains, mechanisms
+from dflash_diag.sources.native_profile import parse_raw
+
+TZSET = ("thread (4050): MainThread;0x7f768aa4524a (libc.so.6);<module> (tzloop.py:5);time_mktime "
+         "(libpython3.11.so.1.0);timelocal (libc.so.6);tzset (libc.so.6);0x7f768aae3184 (libc.so.6);"
+         "0x7f768aae35ac (libc.so.6);fstatat64 (libc.so.6) 59\n")
+_RESOLVE = ("thread (4099): MainThread;0x7fe49b64524a (libc.so.6);<module> (tzloop.py:9);sock_sendto "
+            "(socketmodule.c:4367);getsockaddrarg (socketmodule.c:1849);idna_cleanup (socketmodule.c:1618);setipaddr "
+            "(socketmodule.c:1190);getaddrinfo (libc.so.6);gethostbyname2_r (libc.so.6);_nss_files_gethostbyname2_r "
+            "(libc.so.6);_nss_files_gethostbyname3_r (libc.so.6);")
+RESOLVE = (f"{_RESOLVE}__nss_files_fopen (libc.so.6);0x7fe49b694259 (libc.so.6);_IO_file_fopen (libc.so.6);"
+           "_IO_file_open (libc.so.6);__open_nocancel (libc.so.6) 9\n"
+           f"{_RESOLVE}fclose (libc.so.6);_IO_file_close_it (libc.so.6);__close_nocancel (libc.so.6) 4\n"
+           f"{_RESOLVE}__nss_files_fopen (libc.so.6);fseeko64 (libc.so.6);_IO_file_seekoff (libc.so.6);"
+           "_IO_doallocbuf (libc.so.6);_IO_file_doallocate (libc.so.6);fstatat64 (libc.so.6) 1\n"
+           "thread (4099): MainThread;0x7fe49b64524a (libc.so.6);<module> (tzloop.py:9);sock_sendto "
+           "(socketmodule.c:4381);sock_call (socketmodule.c:972);sock_call_ex (socketmodule.c:921);sendto "
+           "(libc.so.6) 12\n")
+WAITING = ("thread (4640): MainThread;<module> (train.py:88);main (train.py:70);get (queue.py:171);"
+           "wait (threading.py:320);lock_PyThread_acquire_lock (libpython3.11.so.1.0);"
+           "pthread_cond_timedwait (libc.so.6) 300\n")
+COMPUTE = ("thread (4642): featurizer;thread_run (libpython3.11.so.1.0);features (invoices.py:42);"
+           "dec_mpd_qsqrt (_decimal.c:4312);_mpd_mul_words (typearith.h:56) 20\n")
+
+
+def test_a_time_zone_stat_under_every_mktime_is_its_chain_and_the_unset_tz_its_mechanism() -> None:
+    chains = libc_chains(parse_raw(TZSET + WAITING))  # the waiting thread's samples are not work
+    assert len(chains) == 1
+    chain = chains[0]
+    assert chain.calls == ("timelocal", "tzset", "fstatat64") and chain.share == 1.0
+    assert chain.syscalls == ("fstatat64",) and chain.syscall_share == 1.0
+    text = chains_text(parse_raw(TZSET), {})
+    assert text.startswith("its native samples: timelocal > tzset > fstatat64 (the C library) 100%, ending in "
+                           "system calls (fstatat64): TZ is not set in its environment"), text
+    # TZ set: the chain is said, the mechanism that needs it unset is not
+    assert "TZ is not set" not in chains_text(parse_raw(TZSET), {"TZ": ":/etc/localtime"})
+    assert MECHANISM_ENV == ("TZ",)
+
+
+def test_a_host_name_resolved_per_datagram_is_its_own_chain_beside_the_send() -> None:
+    chains = libc_chains(parse_raw(RESOLVE))
+    assert [c.calls[0] for c in chains] == ["getaddrinfo", "sendto"]
+    lookup = chains[0]
+    assert lookup.share == 14 / 26 and lookup.calls[-1] == "__open_nocancel"  # its commonest path down
+    assert lookup.syscalls == ("__open_nocancel", "__close_nocancel", "fstatat64")
+    text = str(lookup)
+    assert text.startswith("getaddrinfo > gethostbyname2_r > ... > _IO_file_open > __open_nocancel (the C library) "
+                           "54%"), text  # a long chain keeps its ends
+    said = mechanisms(chains, {})
+    assert len(said) == 1 and said[0].startswith("a host name resolved again on every call")
+
+
+def test_code_of_its_own_few_samples_or_small_shares_say_nothing() -> None:
+    assert libc_chains(parse_raw(COMPUTE)) == ()  # decimal's C code, no C library call
+    assert libc_chains(parse_raw(TZSET.replace(" 59\n", " 3\n"))) == ()  # fewer samples than native.MIN_SAMPLES
+    # a chain under MIN_CHAIN_SHARE of the working samples is left out
+    small = TZSET.replace(" 59\n", " 10\n") + COMPUTE.replace(" 20\n", " 90\n")
+    assert libc_chains(parse_raw(small)) == () and chains_text(parse_raw(small), {}) == ""
