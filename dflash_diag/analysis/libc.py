@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from dflash_diag.analysis.native import MIN_SAMPLES, below_python, is_waiting, library_name, short_name
-from dflash_diag.model import Frame, NativeStack
+from dflash_diag.analysis.native import (
+    MIN_SAMPLES,
+    below_python,
+    is_waiting,
+    library_name,
+    short_name,
+    thread_stacks,
+)
+from dflash_diag.model import Frame, NativeProfile, NativeStack
 
 MIN_CHAIN_SHARE = 0.15  # of the working samples: a chain said on its own
 MAX_CHAIN_FRAMES = 5  # the first call, the innermost and the steps between, at most this many shown
@@ -49,7 +56,7 @@ class LibcChain:
         calls = list(self.calls)
         if len(calls) > MAX_CHAIN_FRAMES:
             calls = [*calls[:2], "...", *calls[-(MAX_CHAIN_FRAMES - 3):]]
-        text = f"{' > '.join(calls)} (the C library) {100.0 * self.share:.0f}%"
+        text = f"{' > '.join(calls)} {100.0 * self.share:.0f}%"
         if self.syscalls and self.syscall_share >= 0.5:
             text += f", ending in system calls ({', '.join(self.syscalls)})"
         return text
@@ -146,19 +153,27 @@ def mechanisms(chains: Iterable[LibcChain], env: Mapping[str, str]) -> tuple[str
     return tuple(said)
 
 
-def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str]) -> str:
-    """"its native samples: timelocal > tzset > fstatat64 (the C library) 62%, ending in system calls (fstatat64):
-    TZ is not set ..." for a process's stacks; "" when no chain holds enough of its time."""
+def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str], *,
+                lead: str = "its native samples in the C library") -> str:
+    """"its native samples in the C library: timelocal > tzset > fstatat64 62%, ending in system calls (fstatat64):
+    TZ is not set ..." for a process's stacks (``lead`` first); "" when no chain holds enough of its time."""
     chains = libc_chains(stacks)
     if not chains:
         return ""
-    text = "its native samples: " + "; ".join(str(c) for c in chains)
+    text = f"{lead}: " + "; ".join(str(c) for c in chains)
     known = mechanisms(chains, env)
     return text + (": " + "; ".join(known) if known else "")
+
+
+def threads_libc_text(profile: NativeProfile | None, tids: Collection[int], env: Mapping[str, str]) -> str:
+    """"in the C library: timelocal > tzset > fstatat64 100%, ...": the chains of the threads
+    ``tids`` (kernel TIDs) in the process's native profile, with their mechanisms (``env``: the process's
+    variables the mechanisms read, ``Observation.native_env``); "" when none holds enough of their time."""
+    return chains_text(thread_stacks(profile, tids), env, lead="in the C library")
 
 
 # The variables the mechanisms read from a process's environment.
 MECHANISM_ENV = tuple(sorted({m.unset for m in MECHANISMS if m.unset}))
 
 __all__ = ["MECHANISMS", "MECHANISM_ENV", "MIN_CHAIN_SHARE", "LibcChain", "Mechanism", "chains_text",
-           "libc_chains", "mechanisms"]
+           "libc_chains", "mechanisms", "threads_libc_text"]

@@ -67,6 +67,9 @@ class Observation:
     # With the native look: the native profiles of busy processes its threads wait on whose CPU goes largely to the
     # kernel (``observe.native_look``), by PID: which C calls enter it.
     peer_native: tuple[PeerNative, ...] = ()
+    # With the process's own native look: the variables of its environment that decide what its C library calls do
+    # (``TZ``), those it has, redacted (``analysis.libc``: a name absent was not set).
+    native_env: tuple[tuple[str, str], ...] = ()
     # With the native look: the environment variables set in the process that the installed code its threads run
     # names (``sources.env_reads``): a setting read where the time goes.
     env_reads: tuple[EnvRead, ...] = ()

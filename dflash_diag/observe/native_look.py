@@ -48,9 +48,10 @@ def native_look(obs: Observation, *, duration_s: float = NATIVE_LOOK_S, progress
                 peer_env: tuple[str, ...] = (),
                 environ: Callable[[int], Mapping[str, str]] = process_environ) -> Observation:
     """``obs`` with a native profile of its process over ``duration_s`` more (its reason when none was taken), and
-    of each process in ``peers`` (``Observation.peer_native``, with the variables ``peer_env`` of its environment:
-    those that decide what its C library calls do, ``analysis.libc.MECHANISM_ENV``), all recorded at once;
-    ``own=False`` leaves the process itself alone (its report has its cause)."""
+    of each process in ``peers`` (``Observation.peer_native``), all recorded at once, each with the variables
+    ``peer_env`` of its environment (those that decide what its C library calls do, ``analysis.libc.MECHANISM_ENV``;
+    the process's own in ``Observation.native_env``); ``own=False`` leaves the process itself alone (its report has
+    its cause)."""
     recorders = ([(obs.pid, recorder(obs.pid, duration_s))] if own else []) + \
         [(pid, recorder(pid, duration_s)) for pid in peers]
     started: list[tuple[int, Recorder]] = []
@@ -67,9 +68,11 @@ def native_look(obs: Observation, *, duration_s: float = NATIVE_LOOK_S, progress
         profiles = {pid: rec.stop() for pid, rec in started}
     looked = tuple(_peer_native(pid, profiles[pid], peer_env, environ, redactor or redactor_for(pid))  # its own secrets
                    for pid in peers if pid in profiles)
-    native = _redacted(profiles[obs.pid], redactor or redactor_for(obs.pid)) if own and obs.pid in profiles \
-        else obs.native
-    return replace(obs, native=native, peer_native=obs.peer_native + looked)
+    if not (own and obs.pid in profiles):
+        return replace(obs, peer_native=obs.peer_native + looked)
+    redact = redactor or redactor_for(obs.pid)
+    return replace(obs, native=_redacted(profiles[obs.pid], redact), peer_native=obs.peer_native + looked,
+                   native_env=_env_of(obs.pid, peer_env, environ, redact))
 
 
 def _peer_native(pid: int, profile: NativeProfile, names: tuple[str, ...], environ: Callable[[int], Mapping[str, str]],

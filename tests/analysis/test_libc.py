@@ -4,7 +4,8 @@ recordings on this box (2026-12-06) of two loops: ``time.mktime`` with TZ unset,
 
 from __future__ import annotations
 
-from dflash_diag.analysis.libc import MECHANISM_ENV, chains_text, libc_chains, mechanisms
+from dflash_diag.analysis.libc import MECHANISM_ENV, chains_text, libc_chains, mechanisms, threads_libc_text
+from dflash_diag.model import NativeProfile
 from dflash_diag.sources.native_profile import parse_raw
 
 TZSET = ("thread (4050): MainThread;0x7f768aa4524a (libc.so.6);<module> (tzloop.py:5);time_mktime "
@@ -36,7 +37,7 @@ def test_a_time_zone_stat_under_every_mktime_is_its_chain_and_the_unset_tz_its_m
     assert chain.calls == ("timelocal", "tzset", "fstatat64") and chain.share == 1.0
     assert chain.syscalls == ("fstatat64",) and chain.syscall_share == 1.0
     text = chains_text(parse_raw(TZSET), {})
-    assert text.startswith("its native samples: timelocal > tzset > fstatat64 (the C library) 100%, ending in "
+    assert text.startswith("its native samples in the C library: timelocal > tzset > fstatat64 100%, ending in "
                            "system calls (fstatat64): TZ is not set in its environment"), text
     # TZ set: the chain is said, the mechanism that needs it unset is not
     assert "TZ is not set" not in chains_text(parse_raw(TZSET), {"TZ": ":/etc/localtime"})
@@ -50,8 +51,8 @@ def test_a_host_name_resolved_per_datagram_is_its_own_chain_beside_the_send() ->
     assert lookup.share == 14 / 26 and lookup.calls[-1] == "__open_nocancel"  # its commonest path down
     assert lookup.syscalls == ("__open_nocancel", "__close_nocancel", "fstatat64")
     text = str(lookup)
-    assert text.startswith("getaddrinfo > gethostbyname2_r > ... > _IO_file_open > __open_nocancel (the C library) "
-                           "54%"), text  # a long chain keeps its ends
+    assert text.startswith("getaddrinfo > gethostbyname2_r > ... > _IO_file_open > __open_nocancel 54%"), text
+    # a long chain keeps its ends
     said = mechanisms(chains, {})
     assert len(said) == 1 and said[0].startswith("a host name resolved again on every call")
 
@@ -62,3 +63,15 @@ def test_code_of_its_own_few_samples_or_small_shares_say_nothing() -> None:
     # a chain under MIN_CHAIN_SHARE of the working samples is left out
     small = TZSET.replace(" 59\n", " 10\n") + COMPUTE.replace(" 20\n", " 90\n")
     assert libc_chains(parse_raw(small)) == () and chains_text(parse_raw(small), {}) == ""
+
+
+def test_a_threads_chains_are_its_own_and_lead_with_the_c_library() -> None:
+    """Of a process's own profile, only the threads asked about are charged (the TZ loop's thread 4050, not the
+    sender 4099); the text leads "in the C library" and the mechanism needs the process's TZ unset."""
+    profile = NativeProfile(rate_hz=20.0, duration_s=2.5, samples=85, stacks=parse_raw(TZSET + RESOLVE))
+    text = threads_libc_text(profile, {4050}, {})
+    assert text.startswith("in the C library: timelocal > tzset > fstatat64 100%"), text
+    assert "TZ is not set" in text and "getaddrinfo" not in text
+    assert "TZ is not set" not in threads_libc_text(profile, {4050}, {"TZ": "UTC"})
+    assert threads_libc_text(profile, {4099}, {}).startswith("in the C library: getaddrinfo > ")
+    assert threads_libc_text(None, {4050}, {}) == "" and threads_libc_text(profile, {1}, {}) == ""

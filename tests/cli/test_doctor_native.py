@@ -353,3 +353,48 @@ def test_a_busy_childs_system_calls_are_named_from_its_native_stacks(tmp_path: P
     assert [p.profile.samples > 0 for p in obs.peer_native] == [True], context  # type: ignore[union-attr]
     assert "> tzset > " in head and "TZ is not set in its environment" in head, context
     assert report["headline"]["because"][0] == "process-wait", context
+
+
+OWN_TZ_PROGRAM = r"""
+import queue, threading, time
+q = queue.Queue(maxsize=4)
+
+
+def stamps():  # turns local time stamps into epoch seconds, as a feature decoder does
+    stamp = (2026, 3, 1, 12, 0, 0, 0, 0, -1)
+    while True:
+        q.put(sum(time.mktime(stamp) for _ in range(2000)))
+
+
+threading.Thread(target=stamps, name="stamp-decoder", daemon=True).start()
+print("READY", flush=True)
+while True:
+    q.get()
+    sum(i * i for i in range(2000))
+"""
+
+
+def test_a_thread_of_its_own_in_the_c_librarys_system_calls_is_named_with_the_mechanism(tmp_path: Path) -> None:
+    """The process's own producer thread calls time.mktime with TZ unset: its CPU goes largely to the kernel, the
+    window names the kernel time with no cost it can weigh (information), so doctor takes its native look, which
+    says the C library chain (tzset's stat) and, from the process's environment, that TZ is unset."""
+    script = tmp_path / "stamps.py"
+    script.write_text(OWN_TZ_PROGRAM)
+    env = {k: v for k, v in _env(tmp_path).items() if k != "TZ"}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    saved = tmp_path / "obs.json.gz"
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+        time.sleep(1.0)
+        report, _ = _doctor(tmp_path, proc.pid, "--save-observation", str(saved))
+    finally:
+        proc.kill()
+        proc.wait()
+    from dflash_diag.snapshot.bundle import load_observation
+
+    obs = load_observation(str(saved))
+    context = (report["headline"]["text"][:800], [(f["rule_id"], f["severity"]) for f in report["findings"]])
+    assert obs.native is not None and obs.native_env == (), context  # type: ignore[union-attr]
+    said = " ".join(f["claim"] for f in report["findings"])
+    assert re.search(r"in the C library: timelocal > tzset > \w*stat\w* \d+%", said), context
+    assert "TZ is not set in its environment" in said, context

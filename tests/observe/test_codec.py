@@ -105,7 +105,8 @@ def _recorded(name: str, **overrides: Any) -> Observation:
         env_reads=(EnvRead(name="SYMPY_CACHE_SIZE", value="16", reader="sympy/core/cache.py"),),
         peer_native=(PeerNative(pid=777, env=(("TZ", ":/etc/localtime"),), profile=NativeProfile(
             rate_hz=20.0, duration_s=2.5, samples=48,
-            stacks=parse_raw((FIXTURES / "cpu" / "pyspy_native_invoice.raw").read_text())[:3])),))
+            stacks=parse_raw((FIXTURES / "cpu" / "pyspy_native_invoice.raw").read_text())[:3])),),
+        native_env=(("TZ", "UTC"),))
     obs = dataclasses.replace(obs, process=outside.process_facts(), code=outside.code_facts(stacks)[0],
                               files=outside.code_facts(stacks)[1])
     return dataclasses.replace(obs, **overrides)

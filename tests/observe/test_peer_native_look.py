@@ -50,9 +50,9 @@ def test_the_peers_c_library_calls_and_their_mechanism_join_what_the_wait_says_o
     profile = NativeProfile(rate_hz=20.0, duration_s=2.5, samples=40, stacks=parse_raw(TZSET.replace("4050", str(pid))))
     unset = analyse(replace(obs, peer_native=(PeerNative(pid=pid, profile=profile),)))
     assert unset.headline is not None
-    assert "its native samples: timelocal > tzset > fstatat64 (the C library) 100%" in unset.headline.text
+    assert "its native samples in the C library: timelocal > tzset > fstatat64 100%" in unset.headline.text
     assert "TZ is not set in its environment" in unset.headline.text
-    assert child_places(unset.observation)[pid].startswith("its native samples: timelocal")
+    assert child_places(unset.observation)[pid].startswith("its native samples in the C library: timelocal")
     tz_set = replace(obs, peer_native=(PeerNative(pid=pid, profile=profile, env=(("TZ", "UTC"),)),))
     assert "TZ is not set" not in (analyse(tz_set).headline.text or "")  # type: ignore[union-attr]
 

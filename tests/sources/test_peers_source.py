@@ -476,10 +476,13 @@ def test_a_peers_settings_are_read_from_its_environment_and_said_where_they_appl
     """The writer at a pipe's other end was started with LC_ALL=C.UTF-8 and PYTHONUNBUFFERED=1 (a launcher's env):
     both are read from its /proc/PID/environ; a C program (`sleep` here) is said to run under the locale, not under
     the interpreter's setting, which only a Python peer reads. LC_ALL=C is the default's fast path: not said."""
+    from dflash_contract.settings import ENV_BY_NAME
     from dflash_diag.analysis.peers import peer_settings, peer_text
 
     def writer_peer(env_extra: dict[str, str]):  # type: ignore[no-untyped-def]
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHON"))}, **env_extra}
+        # none of the catalogue's settings but those given (a box may export its own: OPENBLAS_CORETYPE=Haswell)
+        env = {**{k: v for k, v in os.environ.items() if k not in ENV_BY_NAME and not k.startswith(("LC_", "PYTHON"))},
+               **env_extra}
         writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=env)
         drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
         try:

@@ -24,6 +24,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, library_text, spots_text, wait_spots
+from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.sched import connection_churn_text
 from dflash_diag.analysis.stages import SlowThread, slow_thread
@@ -158,7 +159,9 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
     if spots:
         # The hottest line's code: where no rule names a cause, the call the time goes to is what the user reads.
         text = (ctx.line_text(Frame(spots[0].function, spots[0].filename, spots[0].line)) or "").strip()
-        below = native_text(ctx.obs.native, {t.os_thread_id for t, _ in rows if t.os_thread_id is not None})
+        tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
+        below = "; ".join(x for x in (native_text(ctx.obs.native, tids),
+                                      threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env))) if x)
         evidence.append((f"{slow} spends its time in",
                          spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")
                          + library_text(rows) + (f"; {below}" if below else "") + settings_text(ctx, rows)))

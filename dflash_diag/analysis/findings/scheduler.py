@@ -28,6 +28,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.settings import ops_share_of
+from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
 from dflash_diag.analysis.peers import MATCH_S
 from dflash_diag.analysis.sampled import classified
@@ -928,6 +929,8 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         # line is one and the counters saw few calls, how many it makes and what each costs is not known here.
         uncounted = per_call is None and bool(_SOCKET_CALL.search(line))
         slow_clock = bool(clock) and clock not in _FAST_CLOCKS
+        # doctor's native look, where taken: the C library calls its samples end in, and what the C library does there
+        libc = threads_libc_text(ctx.obs.native, {f.tid}, dict(ctx.obs.native_env))
         claim = (f"{f.name} spends its CPU in the kernel, not in its own code: {f.kernel_cpus:.2f} of its "
                  f"{f.cpu:.2f} CPUs in system calls ({_rate(f.faults_per_s)} page faults a second: not faulting "
                  "memory in)"
@@ -942,6 +945,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  + ("; its line calls a socket, and socket calls are not in the process's read and write counts: how "
                     "many it makes and what each costs is not known from outside" if uncounted else "")
                  + _socket_poll_text(ctx, f.tid, line)
+                 + (f"; {libc}" if libc else "")
                  + _kernel_controls_text(kernel_controls, line)
                  + ("; it drives the GPU: the CUDA driver's launches and waits (ioctl, yields while it spins on a "
                     "sync) are kernel time too" if driver else "")
@@ -964,6 +968,8 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
             severity=Severity.WARNING if cost >= WARNING_COST and not cheap and not driver and not uncounted
             else Severity.INFO,
             claim=claim, evidence=tuple(evidence),
+            # its system calls are made below its Python lines: only native stacks name them (doctor's look)
+            looks_below=(f.tid,) if ctx.obs.native is None else (),
             remedy=("Find the system call it makes in a loop (`strace -c -f -p TID` for a few seconds) and batch it: "
                     "buffer small writes (no buffering=0, no flush per line), no sync per write (O_SYNC/O_DSYNC, "
                     "os.fsync), no polling with sleep(0)/select or yielding in a loop, no read of /dev/urandom per "
