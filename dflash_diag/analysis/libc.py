@@ -42,6 +42,10 @@ _SYSCALL = re.compile(
     r"socket|connect|bind|sendto|sendmsg|send|getsockname|getsockopt|setsockopt|ioctl|fcntl|getrandom|uname|"
     r"getpid|gettid|sched_yield|prctl|mremap|fsync|fdatasync|unlink|rename|mkdir)(64)?(_nocancel)?$")
 
+# Locks and condition signals: the interpreter's and the libraries' own hand-offs between threads, not a use of the
+# C library the program chose (a wake-up's futex call is their cost, said by the GIL's and the waits' findings).
+_SYNC = re.compile(r"^(__)?(pthread_(mutex|cond|rwlock|spin)_\w+|sem_\w+|lll_\w+)$")
+
 
 @dataclass(frozen=True, slots=True)
 class LibcChain:
@@ -100,7 +104,7 @@ def libc_chains(stacks: Iterable[NativeStack], *, n: int = 2) -> tuple[LibcChain
             continue
         total += stack.count
         path = _libc_path(stack.frames)
-        if not path:
+        if not path or _SYNC.match(path[0]):
             continue
         paths.setdefault(path[0], Counter())[path] += stack.count
         if _SYSCALL.match(path[-1]):

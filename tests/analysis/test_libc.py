@@ -75,3 +75,12 @@ def test_a_threads_chains_are_its_own_and_lead_with_the_c_library() -> None:
     assert "TZ is not set" not in threads_libc_text(profile, {4050}, {"TZ": "UTC"})
     assert threads_libc_text(profile, {4099}, {}).startswith("in the C library: getaddrinfo > ")
     assert threads_libc_text(None, {4050}, {}) == "" and threads_libc_text(profile, {1}, {}) == ""
+
+
+def test_the_threads_hand_offs_are_not_a_use_of_the_c_library() -> None:
+    """A condition signal under a binding's call (numpy waking its pool, the interpreter handing over the GIL) is the
+    threads' hand-off, said by other findings; it is no chain."""
+    signal = ("thread (77): MainThread;main (train.py:128);array_argmax (_multiarray_umath.cpython-311-x86_64-linux-"
+              "gnu.so);pthread_cond_signal (libc.so.6) 30\n")
+    assert libc_chains(parse_raw(signal)) == ()
+    assert [c.calls[0] for c in libc_chains(parse_raw(signal + TZSET))] == ["timelocal"]
