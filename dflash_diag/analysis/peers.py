@@ -154,7 +154,8 @@ COMPUTING_PEER_CPU_PCT = 80.0
 
 def only_computes(obs: Observation, tid: int) -> bool:
     """The thread's wait on another process is on a producer that only computes: a pipe's or a socket's other end
-    running flat out (COMPUTING_PEER_CPU_PCT, the newest reading), its time in its own user-space code, its calls and
+    running flat out (COMPUTING_PEER_CPU_PCT of a core, the newest reading: on a CPU, or runnable and waiting for
+    one, as a busy process on a crowded machine is), its time in its own user-space code, its calls and
     settings unremarkable. The wait is then a pipeline stage that lives in another process and limits throughput, as
     an in-process stage with no cause found does: nothing about it is the matter, however long the thread waits."""
     readings = [w for w in obs.outside_waits if w.tid == tid and w.peers and w.peers[0].cpu_pct is not None]
@@ -163,10 +164,19 @@ def only_computes(obs: Observation, tid: int) -> bool:
     wait = readings[-1]
     peer = wait.peers[0]
     assert peer.cpu_pct is not None
-    return (peer.cpu_pct >= COMPUTING_PEER_CPU_PCT and (peer.kernel_pct or 0.0) < KERNEL_HEAVY_PCT
+    return (wants_cpu_pct(peer) >= COMPUTING_PEER_CPU_PCT and (peer.kernel_pct or 0.0) < KERNEL_HEAVY_PCT
             and not small_calls_text(peer, wait.kind) and not peer_settings(peer, own_settings(obs),
                                                                              small_writes=_tiny_writes(peer))
             and not peer.controls and not wait.peer_waits_back)
+
+
+def wants_cpu_pct(peer: PeerProcess) -> float:
+    """How much of a core the peer wanted between its two reads: its CPU, and its main thread's wait for one."""
+    return (peer.cpu_pct or 0.0) + (peer.cpu_wait_pct or 0.0)
+
+
+# A peer's wait for a CPU this share of the time or more is said with its CPU: it wants more than it got.
+PEER_CPU_WAIT_PCT = 10.0
 
 
 def child_places(obs: Observation) -> dict[int, str]:
@@ -222,6 +232,8 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
         if peer.kernel_pct is not None and peer.cpu_pct >= BUSY_PEER_CPU_PCT and peer.kernel_pct >= KERNEL_HEAVY_PCT:
             kernel = f" ({peer.kernel_pct:.0f}% of it in the kernel)"
         facts.append(f"{peer.cpu_pct:.0f}% CPU{kernel}")
+        if (peer.cpu_wait_pct or 0.0) >= PEER_CPU_WAIT_PCT:
+            facts.append(f"waiting for a CPU {peer.cpu_wait_pct:.0f}% of the time")
     if peer.top_frame:
         facts.append(f"in {peer.top_frame}")
     calls = small_calls_text(peer, kind)

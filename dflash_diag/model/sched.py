@@ -252,6 +252,9 @@ class PeerProcess:
     # Between the same two reads: the share of its CPU time spent in the kernel, and its read-like and write-like
     # system calls and their bytes a second (/proc/PID/io). None: read once, not ours to read, or older recordings.
     kernel_pct: float | None = None
+    # Between the same two reads: the share of the time its main thread waited for a CPU (runnable, not running:
+    # /proc/PID/schedstat). A busy peer on a crowded machine gets less CPU than it wants; this is the rest.
+    cpu_wait_pct: float | None = None
     read_calls_per_s: float | None = None
     read_bytes_per_s: float | None = None
     write_calls_per_s: float | None = None

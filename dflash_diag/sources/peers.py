@@ -39,7 +39,7 @@ from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import IoRates, OutsideWait, PeerProcess, ProcessIo, io_rates_between
 from dflash_diag.model.text import printable
-from dflash_diag.sources.procfs import all_children, fd_links
+from dflash_diag.sources.procfs import ProcParseError, all_children, fd_links, parse_schedstat
 from dflash_diag.sources.sched import (
     MAX_TCP_TABLE_BYTES,
     parse_io,
@@ -143,6 +143,7 @@ class _PeerCounters:
     kernel_s: float
     io: ProcessIo | None  # /proc/PID/io: None where not ours to read
     at_s: float
+    wait_s: float | None = None  # its main thread's time runnable but not running (schedstat), None: not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,7 @@ class _PeerRates:
     cpu_pct: float | None = None
     kernel_pct: float | None = None
     io: IoRates | None = None
+    wait_pct: float | None = None
 
 
 def _rates(before: _PeerCounters, now: _PeerCounters) -> _PeerRates:
@@ -160,7 +162,20 @@ def _rates(before: _PeerCounters, now: _PeerCounters) -> _PeerRates:
         return _PeerRates()
     kernel_pct = 100.0 * (now.kernel_s - before.kernel_s) / cpu_s if cpu_s > 0 else None
     io = io_rates_between(before.io, now.io, span_s) if before.io is not None and now.io is not None else None
-    return _PeerRates(cpu_pct=100.0 * cpu_s / span_s, kernel_pct=kernel_pct, io=io)
+    wait_pct = None
+    if before.wait_s is not None and now.wait_s is not None and now.wait_s >= before.wait_s:
+        wait_pct = 100.0 * (now.wait_s - before.wait_s) / span_s
+    return _PeerRates(cpu_pct=100.0 * cpu_s / span_s, kernel_pct=kernel_pct, io=io, wait_pct=wait_pct)
+
+
+def _wait_s(text: str | None) -> float | None:
+    """The run-queue wait of /proc/PID/schedstat (its main thread), in seconds; None where unreadable."""
+    if text is None:
+        return None
+    try:
+        return parse_schedstat(text)[1] / 1e9
+    except ProcParseError:
+        return None
 
 
 PeerDumper = Callable[[int], "StackSample | None"]  # one non-blocking dump of a Python peer, or None
@@ -510,7 +525,8 @@ class PeerReader:
         cmdline = cmdline[:CMDLINE_CHARS]
         now_counters = _PeerCounters(
             cpu_s=(stat.utime_ticks + stat.stime_ticks) / _CLK_TCK, kernel_s=stat.stime_ticks / _CLK_TCK,
-            io=parse_io(_read(base / "io", 4096) or ""), at_s=now) if stat is not None else None
+            io=parse_io(_read(base / "io", 4096) or ""), at_s=now,
+            wait_s=_wait_s(_read(base / "schedstat", 256))) if stat is not None else None
         before = self._cpu.get(pid)
         rates = _PeerRates()
         if now_counters is not None:
@@ -522,7 +538,8 @@ class PeerReader:
         return PeerProcess(pid=pid, comm=comm, cmdline=cmdline, state=stat.state if stat is not None else "?",
                            cpu_pct=rates.cpu_pct, top_frame=self._top_frame(pid, stat.start_time_ticks if stat else 0),
                            relation=self._relation(pid, stat.ppid if stat is not None else None),
-                           kernel_pct=rates.kernel_pct, write_calls_per_s=io.write_calls if io else None,
+                           kernel_pct=rates.kernel_pct, cpu_wait_pct=rates.wait_pct,
+                           write_calls_per_s=io.write_calls if io else None,
                            written_bytes_per_s=io.written_bytes if io else None,
                            read_calls_per_s=io.read_calls if io else None,
                            read_bytes_per_s=io.read_bytes if io else None,

@@ -63,3 +63,22 @@ def test_a_computing_child_the_kernel_runs_differently_is_not_only_a_stage() -> 
     assert not only_computes(mitigated, tid)
     (finding,) = [f for f in analyse(mitigated).findings if f.rule_id == "process-wait"]
     assert finding.severity == Severity.WARNING and "speculative store bypass thread mitigated" in finding.claim
+
+
+def test_a_computing_child_on_a_crowded_machine_still_only_computes() -> None:
+    """The twin's child, had it got 60% of a core and waited for one 30% of the time (a box shared with other
+    work): it still wants a whole core for its own code, a stage elsewhere; at 60% with no wait it is not."""
+    from dataclasses import replace
+
+    from dflash_diag.analysis.peers import only_computes
+
+    obs = load_observation(str(RECORDINGS / "settings17_cobalt_fixed__outside.json.gz"))
+    tid = next(w.tid for w in obs.outside_waits if w.kind == "pipe")
+
+    def peers_at(cpu_pct: float, wait_pct: float | None):  # type: ignore[no-untyped-def]
+        return replace(obs, outside_waits=tuple(
+            replace(w, peers=tuple(replace(p, cpu_pct=cpu_pct, cpu_wait_pct=wait_pct) for p in w.peers))
+            for w in obs.outside_waits))
+
+    assert only_computes(peers_at(60.0, 30.0), tid)
+    assert not only_computes(peers_at(60.0, 5.0), tid) and not only_computes(peers_at(60.0, None), tid)

@@ -91,6 +91,35 @@ def test_a_file_lock_another_process_holds(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_busy_writer_that_shares_its_cpu_is_read_as_wanting_more_than_it_gets() -> None:
+    """The pipe's writer computes flat out on CPU 0 beside another busy process there: it gets about half the core
+    and waits for it the rest of the time (its schedstat run delay); the two together are what it wants."""
+    busy = "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"  # the writer writes nothing: its reader waits
+    rival = subprocess.Popen([sys.executable, "-c", busy.replace("\n", "; print(flush=True)\n")], stdout=subprocess.PIPE)
+    writer = subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE)
+    reader_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
+    try:
+        assert writer.stdout is not None and rival.stdout is not None
+        rival.stdout.readline()
+        writer.stdout.close()
+        reader = peers.PeerReader(reader_proc.pid, dumper=lambda pid: None)
+        reader.read(_wait_blocked(reader_proc.pid))
+        time.sleep(1.0)
+        waits = reader.read(_wait_blocked(reader_proc.pid))
+    finally:
+        for p in (rival, writer, reader_proc):
+            p.kill()
+            p.wait()
+    (peer,) = waits[0].peers
+    assert peer.cpu_pct is not None and peer.cpu_wait_pct is not None, peer
+    assert peer.cpu_wait_pct >= 20.0 and peer.cpu_pct + peer.cpu_wait_pct >= 80.0, peer
+    from dflash_diag.analysis.peers import peer_text, wants_cpu_pct
+
+    assert wants_cpu_pct(peer) == peer.cpu_pct + peer.cpu_wait_pct
+    assert f"waiting for a CPU {peer.cpu_wait_pct:.0f}% of the time" in peer_text(peer)
+
+
+@pytest.mark.slow
 def test_a_pipe_whose_writer_is_another_process() -> None:
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE)
     reader_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
