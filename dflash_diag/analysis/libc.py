@@ -11,7 +11,7 @@ out; chains are grouped by their first libc call (the one the program's own code
 
 Some chains have a known mechanism, said with the chain where what decides it was read (``MECHANISMS``): glibc's
 time-zone code re-reads the zone on every conversion while TZ is unset; a host name given to a socket call is
-resolved again on every call.
+resolved again on every call; random numbers drawn from the kernel cost a system call each.
 """
 
 from __future__ import annotations
@@ -89,6 +89,10 @@ MECHANISMS = (
               "a host name resolved again on every call: getaddrinfo goes through glibc's name service each time "
               "(/etc/nsswitch.conf, /etc/hosts opened and read, then DNS); resolving the name once and passing the "
               "address skips it"),
+    # os.urandom, random.SystemRandom and secrets read the kernel's generator: one system call per draw.
+    Mechanism(re.compile(r"^(getrandom|getentropy)$"),
+              "random numbers drawn from the kernel (os.urandom, random.SystemRandom, secrets), a system call per "
+              "draw; a seeded generator (random.Random, numpy's default_rng) draws them in user space"),
 )
 
 

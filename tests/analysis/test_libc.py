@@ -84,3 +84,16 @@ def test_the_threads_hand_offs_are_not_a_use_of_the_c_library() -> None:
               "gnu.so);pthread_cond_signal (libc.so.6) 30\n")
     assert libc_chains(parse_raw(signal)) == ()
     assert [c.calls[0] for c in libc_chains(parse_raw(signal + TZSET))] == ["timelocal"]
+
+
+URANDOM = ("thread (25154): MainThread;<module> (mech.py:6);SystemRandom.random (random.py:798);os_urandom "
+           "(libpython3.11.so.1.0);getrandom (libc.so.6) 16\n"
+           "thread (25154): MainThread;<module> (mech.py:6);SystemRandom.random (random.py:798);os_urandom "
+           "(libpython3.11.so.1.0) 5\n")
+
+
+def test_random_numbers_from_the_kernel_are_a_system_call_per_draw() -> None:
+    """A SystemRandom loop (py-spy's lines from it): getrandom is the chain, and the mechanism says the way out."""
+    (chain,) = libc_chains(parse_raw(URANDOM))
+    assert chain.calls == ("getrandom",) and chain.share == 16 / 21 and chain.syscalls == ("getrandom",)
+    assert "a system call per draw" in chains_text(parse_raw(URANDOM), {})
