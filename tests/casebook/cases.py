@@ -2870,6 +2870,124 @@ CASES: tuple[Case, ...] = (
                            "level (httpcore's trace records per request) not said",
                 "probes": "`pipeline-bottleneck-target` (info): no cause found, its time in fetcher at client.get, "
                           "inside httpcore/_backends; logging not named (the harness's pattern takes `httpcore`)"}),
+    *_settings_pair(
+        "settings18_lichen", "settings18_lichen", ("train.py",),
+        ("train.py", "--config", "configs/gateway_rack.toml"),
+        "the edge-gateway profile (configs/gateway_edge.toml, read at start-up) sets [numerics] ufunc_buffer = 16, "
+        "which numerics.apply passes to np.setbufsize(16) in the featurizer thread: every NumPy ufunc that has to "
+        "cast (the int16 accelerometer counts to float32 in featurize) runs its buffered iterator in 16-element "
+        "chunks instead of 8192, so the featurizer needs over twice as long per batch and the trainer waits for it",
+        "train.main starts a featurizer thread (train.featurizer) that first calls numerics.apply(cfg['numerics']); "
+        "that calls np.seterr(...) and np.setbufsize(profile['ufunc_buffer']), i.e. 16 elements with the planted "
+        "configs/gateway_edge.toml. In NumPy 2.x the ufunc buffer size lives in the per-thread (contextvar) extobj, "
+        "so the featurizer thread's own ufuncs use it. train.featurize reads (64, 3, 4096) int16 windows and "
+        "computes its moments with mixed-dtype ufuncs: np.mean(raw, axis=2, dtype=float32), np.square(raw, "
+        "dtype=float32), np.subtract(raw, dc, dtype=float32) and the first difference np.subtract(raw[..., 1:], "
+        "raw[..., :-1], dtype=float32). A ufunc that needs a cast cannot run its inner loop on the operands "
+        "directly: NumPy's buffered NpyIter copies/casts bufsize elements at a time into a scratch buffer and calls "
+        "the inner loop per chunk, so with 16 elements each of these calls does ~49,000 chunk iterations (cast "
+        "copy, inner-loop call, iterator bookkeeping) instead of ~100; they go from ~0.15-0.5 ms to ~0.5-1.4 ms each "
+        "and featurize from ~6.5 ms to ~14 ms per 64-window batch (the FFT and the float32-only ufuncs are "
+        "unaffected). The pipeline becomes featurizer-bound and the training loop waits in q.get. Nothing in a "
+        "Python stack shows the buffer size: the featurizer is simply inside np.mean/np.square. NumPy's ufunc "
+        "buffering cost is discussed in Quansight/pnumpy#8 (inner loops called many times with a small buffer; the "
+        "8192 default is already considered too small) and numpy/numpy#26627 (setbufsize is scoped per context/"
+        "errstate) (measured by its author: 57.0 against the twin's 101.45 steps/s, medians of 3 runs each)",
+        "none: configs/gateway_rack.toml sets ufunc_buffer = 8192 (NumPy's default); numerics.apply still calls "
+        "np.setbufsize and np.seterr in the featurizer thread and in the main thread at start-up, and the same "
+        "casting ufuncs, envelope and FFT features run",
+        r"(?i)setbufsize|getbufsize|ufunc_buffer|ufunc buffer|buffer ?size of (the )?(numpy |ufunc)|numpy buffer|"
+        r"buffered (ufunc|iterat|cast|loop)|npyiter|numerics\.apply",
+        r"step \d+ loss", batch="settings batch 18"),
+    *_settings_pair(
+        "settings18_fjord", "settings18_fjord", ("train.py",),
+        ("train.py", "--config", "configs/audit_onboarding.toml"),
+        "the audit profile (configs/audit_full.toml, read at start-up) sets [audit] mode = 'continuous', so the "
+        "syscall auditor child (python audit.py) stays attached with ptrace (PTRACE_SEIZE, then PTRACE_SYSCALL) to "
+        "the AIS feed-adapter child (python parser.py) for the whole run: every system call of the adapter stops it "
+        "twice until the Python auditor has waited for it, read its registers and resumed it, so the adapter that "
+        "feeds the trainer runs at about half speed",
+        "train.main starts the feed adapter (train.start_adapter: python parser.py, stdout on a pipe read by the "
+        "batch-reader thread) and then the syscall auditor (train.start_auditor: python audit.py --pid <adapter> "
+        "--mode <[audit] mode>). audit.main attaches with ptrace(PTRACE_SEIZE, PTRACE_O_TRACESYSGOOD), interrupts "
+        "the adapter and loops: os.waitpid, PTRACE_GETREGS (orig_rax, tallied into a Counter written to "
+        "audit.json), ptrace(PTRACE_SYSCALL). With mode = 'continuous' it never detaches (TracerPid of the adapter "
+        "in /proc stays the auditor's pid). The adapter (parser.lines) follows the spool like tail -F: per 512-byte "
+        "frame an os.stat rotation check, an lseek(SEEK_CUR) and an os.read, i.e. ~900 system calls per 64-segment "
+        "batch plus the pipe writes; each one now causes a syscall-entry and a syscall-exit stop, two context "
+        "switches to the tracer and three ptrace/wait calls made through ctypes by a Python loop, ~7-10 us per "
+        "stop. The adapter (the pipeline's producer) goes from ~15 to ~30 ms per batch and the training loop waits "
+        "in q.get; no Python stack of the trainer or the adapter shows the tracer. ptrace syscall-tracing overhead: "
+        "vstinner/python-ptrace#39 (a Python ptrace tracer makes the traced program 30x slower), "
+        "dettrace/dettrace#133 (ptrace overheads scale with the syscall rate), ranweiler/pete#105 (measured by its "
+        "author: 33.4 against the twin's 60.65 steps/s, medians of 3 runs each)",
+        "none: configs/audit_onboarding.toml sets mode = 'startup': the same auditor child attaches with ptrace at "
+        "start-up, tallies the adapter's system calls for its first 2 s (imports, spool open), then PTRACE_DETACHes "
+        "and stays alive idle; the adapter keeps its small reads and stat checks",
+        r"(?i)ptrace|PTRACE_|syscall[- ]?(stop|trac|audit)|system[- ]call (trac|audit|stop)|tracerpid|"
+        r"traced by|tracee|audit\.py|strace",
+        r"step \d+ loss", batch="settings batch 18"),
+    *_settings_pair(
+        "settings18_basalt", "settings18_basalt", ("train.py",),
+        ("train.py", "--config", "configs/site_eager.toml"),
+        "the site-image profile (configs/site_image.toml, read at start-up) sets [decoder] ld_binding = 'not', so "
+        "launcher.loader_env starts the decoder worker child (python decoder.py) with LD_BIND_NOT=1: glibc's "
+        "dynamic linker then never writes a resolved function address back into the GOT, so every call through a "
+        "PLT stub in the child (libpython's calls into itself and into libc/libm, numpy's) goes through "
+        "_dl_runtime_resolve and a full symbol lookup again, the decoder runs ~15-20x slower and the trainer waits "
+        "for its batches",
+        "train.main writes the synthetic core-scan archive, then launcher.start_decoder(..., "
+        "cfg['decoder']['ld_binding']) starts python decoder.py with the environment from launcher.loader_env: for "
+        "'now' it sets LD_BIND_NOW=1, for 'not' (the planted configs/site_image.toml) LD_BIND_NOT=1. ld.so reads "
+        "the variable at exec: with LD_BIND_NOT the lazy-binding fixup (_dl_fixup) resolves the symbol but does not "
+        "patch the GOT slot, so the next call through the same PLT entry traps into _dl_runtime_resolve again (save "
+        "registers, hash lookups through the loaded objects' symbol tables, restore). This interpreter's "
+        "libpython3.11.so is a shared library whose internal calls go through its PLT, so nearly every interpreter "
+        "operation, every libc/libm call and numpy's calls pay a symbol lookup. decoder.py's per-spectrum loop "
+        "(continuum_removed: np.argmax per hull segment, np.interp, division) goes from ~1.3 ms to ~23 ms per "
+        "64-spectrum batch; the decoder (the only producer: its stdout pipe feeds the batch-reader thread and the "
+        "queue) becomes the bottleneck and the training loop waits in q.get. A Python stack of the decoder just "
+        "shows continuum_removed; only its environment (/proc/<pid>/environ) and a native profile (time in "
+        "_dl_runtime_resolve/_dl_lookup_symbol_x) show the cause. LD_BIND_NOT is what PLT-hooking tracers set to "
+        "see every library call (uftrace's --no-pltbind; namhyung/uftrace#136); the cost of a lazy-binding lookup "
+        "on each call: managarm/mlibc#493, android/ndk#488 (measured by its author: 40.6 against the twin's 78.15 "
+        "steps/s, medians of 3 runs each)",
+        "none: configs/site_eager.toml sets ld_binding = 'now': the same launcher sets LD_BIND_NOW=1 for the same "
+        "decoder child (all symbols are resolved once at start-up, a one-off of a few ms), and the decoder runs "
+        "the same continuum removal",
+        r"(?i)LD_BIND_NOT|bind[_ ]not|ld_binding|_dl_runtime_resolve|dl_fixup|_dl_lookup_symbol|"
+        r"lazy (symbol )?binding|\bPLT\b|GOT (slot|entr)|symbol (re)?resolution|dynamic (linker|loader)|ld\.so|"
+        r"loader_env",
+        r"step \d+ loss", batch="settings batch 18"),
+    *_settings_pair(
+        "settings18_sorrel", "settings18_sorrel", ("train.py",),
+        ("train.py", "--config", "configs/exchange_bulk.toml"),
+        "the live-exchange profile (configs/exchange_live.toml, read at start-up) sets [exchange] pipe_buffer = 0, "
+        "which train.start_decoder passes to subprocess.Popen as bufsize=0: the station-log decoder child's stdout "
+        "pipe is then an unbuffered io.FileIO, and the record-reader thread's `for line in stream` (IOBase.readline "
+        "without a buffer or peek) reads it one byte per read(2) system call, dropping and retaking the GIL for "
+        "every byte, so the reader needs about three times as long per batch and the trainer waits for it",
+        "train.main starts python stationlog.py with train.start_decoder(feed, cfg['exchange']), i.e. "
+        "subprocess.Popen(..., stdout=PIPE, bufsize=exchange['pipe_buffer']). With bufsize=0 (the planted "
+        "configs/exchange_live.toml) Popen wraps the pipe in a raw io.FileIO instead of an io.BufferedReader. "
+        "train.record_reader iterates the stream line by line; a raw FileIO has no buffer and no peek, so "
+        "IOBase.readline reads one byte at a time (read(1) -> one read(2) syscall, the GIL released and re-acquired "
+        "around each). A batch is 128 CSV records of ~60 bytes, i.e. ~7,700 system calls per batch instead of one "
+        "64 KiB read per ~1,000 records; the reader thread (the only producer of the training queue) goes from "
+        "~1.5 ms to ~4.7 ms per batch while the main thread's step takes ~2.7 ms, so the training loop waits in "
+        "q.get. A Python stack shows the reader in readline either way; only the syscall rate (read of 1 byte "
+        "on the pipe fd) or the stream's type shows the cause. Unbuffered subprocess pipes read line by line: "
+        "gitpython-developers/GitPython#389 (a 160 KB git output took 5.75 s instead of 0.23 s), "
+        "pexpect/ptyprocess#3 (readline on a buffering=0 file does one read per byte), "
+        "nodejs/node-v0.x-archive#3727 (measured by its author: 214.1 against the twin's 364.85 steps/s, medians of 3 "
+        "runs each)",
+        "none: configs/exchange_bulk.toml sets pipe_buffer = 65536: the same Popen bufsize argument, now a 64 KiB "
+        "io.BufferedReader over the same pipe; the decoder still flushes after every station-hour block and the "
+        "reader still iterates line by line",
+        r"(?i)(?<!set)(?<!get)bufsize|pipe_buffer|unbuffered (pipe|read|stream|stdout|file)|buffering ?= ?0|"
+        r"byte[- ]at[- ]a[- ]time|byte[- ]by[- ]byte|one byte (per|at)|per[- ]byte|read\(1\)|FileIO|"
+        r"RawIOBase",
+        r"step \d+ loss", batch="settings batch 18"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
