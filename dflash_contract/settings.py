@@ -103,6 +103,12 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("NPY_DISABLE_CPU_FEATURES", AREA_NUMERICS, "turns off numpy's SIMD kernels for the listed CPU features (its "
        "ufuncs, sorts and reductions fall back to slower paths)", "none"),
     _V("MKL_VERBOSE", AREA_DEBUG, "MKL logs every call", "off", ("0",)),
+    # --- the dynamic linker (ld.so(8)): read by every process it starts, any non-empty value counts ---
+    _V("LD_BIND_NOT", AREA_DEBUG, "the dynamic linker resolves a lazily bound function again on every call (it "
+       "does not write the address it found back into the call's slot: a symbol lookup per call into another "
+       "library)", "resolved once, on first call"),
+    _V("LD_DEBUG", AREA_DEBUG, "the dynamic linker reports its work (bindings: every symbol it resolves) on stderr",
+       "off"),
     _V("ONEDNN_JIT_DUMP", AREA_DEBUG, "oneDNN writes every JIT-compiled kernel to a file", "off", ("0",)),
     _V("DNNL_JIT_DUMP", AREA_DEBUG, "oneDNN writes every JIT-compiled kernel to a file (older name)", "off", ("0",)),
     _V("ONEDNN_VERBOSE", AREA_DEBUG, "oneDNN logs every primitive", "off", ("0", "none")),

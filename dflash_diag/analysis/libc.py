@@ -30,6 +30,7 @@ from dflash_diag.analysis.native import (
     thread_stacks,
 )
 from dflash_diag.model import Frame, NativeProfile, NativeStack
+from dflash_diag.model.sched import IoRates
 
 MIN_CHAIN_SHARE = 0.15  # of the working samples: a chain said on its own
 MAX_CHAIN_FRAMES = 5  # the first call, the innermost and the steps between, at most this many shown
@@ -173,15 +174,48 @@ def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str], *,
     return text + (": " + "; ".join(known) if known else "")
 
 
-def threads_libc_text(profile: NativeProfile | None, tids: Collection[int], env: Mapping[str, str]) -> str:
+def threads_libc_text(profile: NativeProfile | None, tids: Collection[int], env: Mapping[str, str],
+                      io: IoRates | None = None) -> str:
     """"in the C library: timelocal > tzset > fstatat64 100%, ...": the chains of the threads
     ``tids`` (kernel TIDs) in the process's native profile, with their mechanisms (``env``: the process's
-    variables the mechanisms read, ``Observation.native_env``); "" when none holds enough of their time."""
-    return chains_text(thread_stacks(profile, tids), env, lead="in the C library")
+    variables the mechanisms read, ``Observation.native_env``) and, where they end in reads or writes, what the
+    process's I/O counters (``io``, over the window) say each call carried when that is a few bytes; "" when no
+    chain holds enough of their time."""
+    stacks = thread_stacks(profile, tids)
+    text = chains_text(stacks, env, lead="in the C library")
+    return text + tiny_calls_text(libc_chains(stacks), io) if text else ""
+
+
+# Read and write calls this frequent carrying this few bytes each: a system call per byte or field, where a buffer
+# would make one per several KiB (an unbuffered stream: Python's buffering=0, subprocess's bufsize=0).
+SMALL_CALLS_PER_S = 2_000.0
+TINY_CALL_BYTES = 32.0
+_READS = re.compile(r"^(__)?(GI_+)?(libc_)?(read|readv|pread|recv|recvfrom|recvmsg)(64)?(_nocancel)?$")
+_WRITES = re.compile(r"^(__)?(GI_+)?(libc_)?(write|writev|pwrite|send|sendto|sendmsg)(64)?(_nocancel)?$")
+
+
+def tiny_calls_text(chains: Iterable[LibcChain], io: IoRates | None) -> str:
+    """"; the process made 150,000 read calls a second of 1 byte each on average: ..." where the chains end in
+    reads (or writes) and the process's counters say those calls were many and tiny; "" otherwise."""
+    if io is None:
+        return ""
+    ends = {name for chain in chains for name in chain.syscalls}
+    said = []
+    for pattern, verb, calls, size in ((_READS, "read", io.read_calls, io.read_bytes),
+                                       (_WRITES, "write", io.write_calls, io.written_bytes)):
+        if calls is None or size is None or calls < SMALL_CALLS_PER_S or not any(pattern.match(e) for e in ends):
+            continue
+        each = size / calls
+        if each <= TINY_CALL_BYTES:
+            unit = "byte" if round(each) == 1 else "bytes"
+            said.append(f"the process made {calls:,.0f} {verb} calls a second of {each:.0f} {unit} each on "
+                        "average: a system call per few bytes (an unbuffered stream: buffering=0, subprocess's "
+                        "bufsize=0, or a stream read or written a few bytes at a time)")
+    return "".join(f"; {x}" for x in said)
 
 
 # The variables the mechanisms read from a process's environment.
 MECHANISM_ENV = tuple(sorted({m.unset for m in MECHANISMS if m.unset}))
 
 __all__ = ["MECHANISMS", "MECHANISM_ENV", "MIN_CHAIN_SHARE", "LibcChain", "Mechanism", "chains_text",
-           "libc_chains", "mechanisms", "threads_libc_text"]
+           "libc_chains", "mechanisms", "threads_libc_text", "tiny_calls_text"]

@@ -174,6 +174,10 @@ _CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
                                  "loads wait for earlier stores' addresses, slower memory-bound code", "the kernel's policy"),
     "indirect branch speculation": (AREA_KERNEL, "a mitigation forced for this process: indirect calls and jumps "
                                     "(virtual calls, dispatch tables) run slower", "the kernel's policy"),
+    # sources.sched.PTRACE_TRACER: /proc status' TracerPid, a tracer not this tool's own
+    "a ptrace tracer": (AREA_KERNEL, "another process is attached with ptrace (a debugger, strace, an auditor): one "
+                        "that traces system calls stops it at the entry and the exit of every call, each stop a "
+                        "switch to the tracer and back", "none"),
 }
 
 

@@ -47,6 +47,7 @@ from dflash_diag.sources.sched import (
     parse_tcp_lines,
     started_environ,
     tcp_addr_text,
+    without_own_tracers,
 )
 from dflash_diag.sources.sock_diag import unix_peer_inode
 
@@ -544,7 +545,8 @@ class PeerReader:
                            read_calls_per_s=io.read_calls if io else None,
                            read_bytes_per_s=io.read_bytes if io else None,
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0),
-                           controls=tuple(c for c in parse_process_controls(_read(base / "status", 16384) or "")
+                           controls=tuple(c for c in without_own_tracers(
+                               parse_process_controls(_read(base / "status", 16384) or ""), self.proc_root)
                                           if c[0] != "locked memory"))  # read each time: a process may set them late
 
     def _settings(self, pid: int, start_ticks: int) -> tuple[tuple[str, str], ...]:

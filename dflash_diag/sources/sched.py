@@ -408,7 +408,7 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
-                   sync_files=open_sync_files(pid, proc_root, links), controls=parse_process_controls(status),
+                   sync_files=open_sync_files(pid, proc_root, links), controls=without_own_tracers(parse_process_controls(status), proc_root),
                    watches=file_watches(pid, proc_root, links), read_call_us=read_call_cost_us(),
                    closed_connections=closed_connections(pid, proc_root, links, kids),
                    autogroup_enabled=read_autogroup_enabled(autogroup_setting), session=read_session(pid, proc_root),
@@ -654,7 +654,45 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
         value = fields.get(key, "")[:64]
         if any(word in value for word in _FORCED_SPECULATION) and value.replace(" ", "").isalpha():
             out.append((name, value))
+    tracer = fields.get("TracerPid", "0")
+    if tracer.isdigit() and int(tracer) > 0:
+        out.append((PTRACE_TRACER, f"process {int(tracer)}"))
     return tuple(out)
+
+
+PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
+
+
+def without_own_tracers(controls: tuple[tuple[str, str], ...], proc_root: Path = PROC, *, own_pid: int | None = None
+                        ) -> tuple[tuple[str, str], ...]:
+    """``controls`` without a ptrace tracer that is this tool's own (a py-spy or gdb it started: the reading saw its
+    own look), and with the tracer's name where it is another's: ``process 812 (`strace`)``."""
+    me = os.getpid() if own_pid is None else own_pid
+    out = []
+    for name, value in controls:
+        if name == PTRACE_TRACER:
+            pid = int(value.split()[-1])
+            if _descends_from(pid, me, proc_root):
+                continue
+            comm = (_read(proc_root / str(pid) / "comm", 64) or "").strip()
+            value = f"process {pid}" + (f" (`{printable(comm)}`)" if comm else "")
+        out.append((name, value))
+    return tuple(out)
+
+
+def _descends_from(pid: int, ancestor: int, proc_root: Path, depth: int = 6) -> bool:
+    """Whether ``pid`` is ``ancestor`` or one of its descendants within ``depth`` generations (its /proc stat)."""
+    for _ in range(depth):
+        if pid == ancestor:
+            return True
+        text = _read(proc_root / str(pid) / "stat", 4096)
+        try:
+            pid = contract_proc.parse_stat(text).ppid if text else 0
+        except ValueError:
+            return False
+        if pid <= 1:
+            return False
+    return False
 
 
 def parse_thp_mode(text: str) -> str:

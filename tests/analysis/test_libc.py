@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dflash_diag.analysis.libc import MECHANISM_ENV, chains_text, libc_chains, mechanisms, threads_libc_text
 from dflash_diag.model import NativeProfile
+from dflash_diag.model.sched import IoRates
 from dflash_diag.sources.native_profile import parse_raw
 
 TZSET = ("thread (4050): MainThread;0x7f768aa4524a (libc.so.6);<module> (tzloop.py:5);time_mktime "
@@ -97,3 +98,22 @@ def test_random_numbers_from_the_kernel_are_a_system_call_per_draw() -> None:
     (chain,) = libc_chains(parse_raw(URANDOM))
     assert chain.calls == ("getrandom",) and chain.share == 16 / 21 and chain.syscalls == ("getrandom",)
     assert "a system call per draw" in chains_text(parse_raw(URANDOM), {})
+
+
+def test_reads_that_carry_a_byte_each_are_said_from_the_processs_counters() -> None:
+    """A thread's chain ends in read (an unbuffered pipe iterated line by line): with the process's counters at
+    1.3 million read calls a second of one byte each, the chain says so; counters of large reads, or few calls, add
+    nothing, and a chain that does not read takes no read counts."""
+    reads = ("thread (9): reader;record_reader (train.py:63);_io_FileIO_readinto (fileio.c:1);read (libc.so.6) 40\n")
+    profile = NativeProfile(rate_hz=20.0, duration_s=2.5, samples=40, stacks=parse_raw(reads))
+    tiny = IoRates(read_calls=1_341_660.0, read_bytes=1_341_660.0, storage_bytes=0.0, write_calls=10.0,
+                   written_bytes=4096.0)
+    text = threads_libc_text(profile, {9}, {}, tiny)
+    assert text.startswith("in the C library: read 100%, ending in system calls (read); the process made 1,341,660 "
+                           "read calls a second of 1 byte each on average: a system call per few bytes"), text
+    big = IoRates(read_calls=5_000.0, read_bytes=5_000.0 * 65536, storage_bytes=0.0, write_calls=0.0, written_bytes=0.0)
+    assert "calls a second" not in threads_libc_text(profile, {9}, {}, big)
+    few = IoRates(read_calls=100.0, read_bytes=100.0, storage_bytes=0.0, write_calls=0.0, written_bytes=0.0)
+    assert "calls a second" not in threads_libc_text(profile, {9}, {}, few)
+    tz = NativeProfile(rate_hz=20.0, duration_s=2.5, samples=59, stacks=parse_raw(TZSET))
+    assert "read calls" not in threads_libc_text(tz, {4050}, {}, tiny)

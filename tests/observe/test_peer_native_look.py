@@ -35,7 +35,7 @@ def test_a_busy_child_in_the_kernel_that_a_finding_names_gets_the_look_and_a_pla
     """Batch 17's decoder child (99% CPU, a third in the kernel) and batch 16's parse worker (half in the kernel)
     are looked at; their healthy twins' children compute in user space and are not; once looked at, not again."""
     for name in ("settings17_juniper__outside", "settings16_quarry__attach"):
-        obs = _recorded(name)
+        obs = replace(_recorded(name), peer_native=())  # as the window left it, before the look
         assert peers_to_look_at(analyse(obs)) == (_child_pid(obs),), name
         looked = replace(obs, peer_native=(PeerNative(pid=_child_pid(obs), profile=NativeProfile(20.0, 2.5, 0, ())),))
         assert peers_to_look_at(analyse(looked)) == ()
@@ -45,7 +45,7 @@ def test_a_busy_child_in_the_kernel_that_a_finding_names_gets_the_look_and_a_pla
 
 
 def test_the_peers_c_library_calls_and_their_mechanism_join_what_the_wait_says_of_it() -> None:
-    obs = _recorded("settings17_juniper__outside")
+    obs = replace(_recorded("settings17_juniper__outside"), peer_native=())
     pid = _child_pid(obs)
     profile = NativeProfile(rate_hz=20.0, duration_s=2.5, samples=40, stacks=parse_raw(TZSET.replace("4050", str(pid))))
     unset = analyse(replace(obs, peer_native=(PeerNative(pid=pid, profile=profile),)))
@@ -101,3 +101,13 @@ def test_a_peer_whose_environment_cannot_be_read_is_looked_at_without_it() -> No
     kept = native_look(obs, duration_s=0.25, recorder=lambda pid, _s: _Recorder(pid, []), sleep=lambda _s: None,
                        redactor=ProcessRedactor(), peers=(901,), own=False, peer_env=("TZ",), environ=unreadable)
     assert kept.peer_native[0].env == () and kept.peer_native[0].profile.samples == 3
+
+
+def test_the_recorded_look_at_the_tz_programs_child_names_the_mechanism_in_every_mode() -> None:
+    """Recorded live after the look existed (2026-12-06): the child's profile is in the observation, and the
+    headline says the chain and the unset TZ."""
+    for mode in ("outside", "probes", "attach"):
+        analysis = analyse(_recorded(f"settings17_juniper__{mode}"))
+        assert len(analysis.observation.peer_native) == 1, mode
+        assert analysis.headline is not None and "> tzset > " in analysis.headline.text, mode
+        assert "TZ is not set in its environment" in analysis.headline.text, mode

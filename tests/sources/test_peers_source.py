@@ -201,6 +201,61 @@ def test_a_peers_kernel_controls_are_read_from_its_status() -> None:
     assert ("speculative store bypass", "thread mitigated") in wait.peers[0].controls
 
 
+_TRACER = r"""
+import ctypes, os, sys, time
+pid, out, detach = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "detached"
+if detach and os.fork():  # the parent leaves at once: the tracer is no process of the test's (as a user's strace)
+    os._exit(0)
+libc = ctypes.CDLL(None, use_errno=True)
+ok = libc.ptrace(0x4206, pid, None, None) == 0  # PTRACE_SEIZE: attached, and the tracee runs on
+with open(out + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {ok}")
+os.rename(out + ".tmp", out)
+time.sleep(30)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tracer", ["detached", "ours"])
+def test_a_peer_another_process_traces_says_by_whom_and_a_tracer_of_ours_is_not_said(tmp_path: Path,
+                                                                                     tracer: str) -> None:
+    """The pipe's writer is ptrace-attached by another process (an auditor, a strace): its status' TracerPid is read
+    as a kernel control with the tracer's name. A tracer that is this tool's own (here: a child of the test
+    process, as the tool's py-spy or gdb would be) is no control of the peer's."""
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE)
+    reader_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
+    done = tmp_path / "tracer"
+    started = subprocess.Popen([sys.executable, "-c", _TRACER, str(writer.pid), str(done), tracer])
+    tracer_pid = None
+    try:
+        assert writer.stdout is not None
+        writer.stdout.close()
+        deadline = time.monotonic() + 20
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tracer_pid, ok = done.read_text().split()
+        if ok != "True":
+            pytest.skip("ptrace is not allowed here")
+        waits = peers.PeerReader(reader_proc.pid, dumper=lambda pid: None).read(_wait_blocked(reader_proc.pid))
+    finally:
+        # the tracer first: a tracee's parent hears of its death only once its tracer has let it go
+        if tracer_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(tracer_pid), 9)
+        for p in (started, writer, reader_proc):
+            p.kill()
+            p.wait()
+    (peer,) = waits[0].peers
+    traced = [value for name, value in peer.controls if name == "a ptrace tracer"]
+    if tracer == "ours":
+        assert traced == [], peer.controls
+        return
+    assert traced == [f"process {tracer_pid} (`python`)"] or traced[0].startswith(f"process {tracer_pid} ("), traced
+    from dflash_diag.analysis.peers import peer_text
+
+    assert f"the kernel runs it with a ptrace tracer process {tracer_pid}" in peer_text(peer)
+
+
 @pytest.mark.slow
 def test_a_pipe_set_to_one_page_is_read_as_such_and_left_as_it_was() -> None:
     # The program shrinks its stdin pipe to one page (F_SETPIPE_SZ), as subprocess's pipesize= does, then blocks

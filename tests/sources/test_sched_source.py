@@ -297,7 +297,22 @@ def test_the_kernel_controls_away_from_their_defaults_are_read_from_status() -> 
     defaults = ("VmLck:\t       0 kB\nSeccomp:\t0\nSeccomp_filters:\t0\nTHP_enabled:\t1\nSpeculation_Store_Bypass:\tthread vulnerable\n"
                 "SpeculationIndirectBranch:\tconditional enabled\n")
     assert sched.parse_process_controls(defaults) == () and sched.parse_process_controls("") == ()
+    assert sched.parse_process_controls("TracerPid:\t0\n") == ()  # no tracer
+    assert sched.parse_process_controls("TracerPid:\t4321\n") == (("a ptrace tracer", "process 4321"),)
     assert sched.read_os_facts(os.getpid()).controls == ()  # this test process: the kernel's defaults
+
+
+def test_a_tracer_of_the_tools_own_is_dropped_and_anothers_is_named(tmp_path: Path) -> None:
+    """Status' TracerPid: a tracer descending from the reading process (its py-spy, its gdb) is its own look, not a
+    control of the process; another's is named by its comm."""
+    for pid, ppid, comm in ((50, 1, "strace"), (60, 40, "py-spy"), (40, 30, "dflash-diag")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 0" + " 0" * 44 + "\n")
+        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+    controls = (("seccomp filters", "2"), ("a ptrace tracer", "process 50"))
+    assert sched.without_own_tracers(controls, tmp_path, own_pid=30) == (
+        ("seccomp filters", "2"), ("a ptrace tracer", "process 50 (`strace`)"))
+    assert sched.without_own_tracers((("a ptrace tracer", "process 60"),), tmp_path, own_pid=30) == ()
 
 
 def test_the_processs_own_file_watches_that_fire_per_call_are_read_with_what_they_watch(tmp_path: Path) -> None:

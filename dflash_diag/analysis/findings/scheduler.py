@@ -930,7 +930,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         uncounted = per_call is None and bool(_SOCKET_CALL.search(line))
         slow_clock = bool(clock) and clock not in _FAST_CLOCKS
         # doctor's native look, where taken: the C library calls its samples end in, and what the C library does there
-        libc = threads_libc_text(ctx.obs.native, {f.tid}, dict(ctx.obs.native_env))
+        libc = threads_libc_text(ctx.obs.native, {f.tid}, dict(ctx.obs.native_env), io_rates(ctx.obs))
         claim = (f"{f.name} spends its CPU in the kernel, not in its own code: {f.kernel_cpus:.2f} of its "
                  f"{f.cpu:.2f} CPUs in system calls ({_rate(f.faults_per_s)} page faults a second: not faulting "
                  "memory in)"

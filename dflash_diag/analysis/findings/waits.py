@@ -36,6 +36,7 @@ from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.peers import only_computes
 from dflash_diag.analysis.sched import (
     blocked_in,
+    io_rates,
     reopened_files,
     reopened_text,
     summary_of,
@@ -340,7 +341,7 @@ def _root_native(ctx: Context, graph: WaitGraph) -> str:
         return f"most of its time {inside}" if inside else ""
     tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
     native = native_text(ctx.obs.native, tids)
-    libc = threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env))
+    libc = threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs))
     said = (f"; most of its time {inside}" if inside else "") + (f"; {native}" if native else "") \
         + (f"; {libc}" if libc else "") + settings
     gil = native_gil_wait(ctx, [t for t in ctx.sampled() if t.name in root.threads])
