@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from dflash_contract.settings import AREA_IO, ENV_BY_NAME
+from dflash_contract.settings import AREA_DEBUG, AREA_IO, ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.analysis.libc import chains_text
@@ -269,7 +269,15 @@ def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset
         var = ENV_BY_NAME.get(name)
         return small_writes and var is not None and var.area == AREA_IO
 
-    return launcher_first([s for s in peer.settings if said(*s)], own)[:PEER_SETTINGS_SHOWN]
+    # Diagnostics' settings first (a debug mode, a linker that reports or re-resolves): they cost on every call,
+    # where a pool size or a locale costs only where their code runs.
+    ordered = sorted(launcher_first([s for s in peer.settings if said(*s)], own), key=lambda s: not _costs_everywhere(s[0]))
+    return tuple(ordered[:PEER_SETTINGS_SHOWN])
+
+
+def _costs_everywhere(name: str) -> bool:
+    var = ENV_BY_NAME.get(name)
+    return var is not None and var.area == AREA_DEBUG
 
 
 def launcher_first(settings: Iterable[tuple[str, str]], own: frozenset[tuple[str, str]]

@@ -611,3 +611,16 @@ def test_a_peers_inherited_settings_are_said_only_where_what_it_does_is_their_ef
 
     given = replace(reader, settings=(("LC_ALL", "C.UTF-8"), *inherited))
     assert "started with LC_ALL=C.UTF-8" in peer_text(given, "pipe", frozenset(inherited))
+
+
+def test_a_diagnostics_setting_a_launcher_gave_is_said_before_its_pool_sizes() -> None:
+    """Batch 18's decoder child was given OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1 and LD_BIND_NOT=1: two are
+    shown, and the dynamic linker's (it costs on every call) is one of them, first."""
+    from dflash_diag.analysis.peers import peer_settings, peer_text
+    from dflash_diag.model.sched import PeerProcess
+
+    peer = PeerProcess(pid=7, comm="python", cmdline="python decoder.py", state="R", cpu_pct=96.0, top_frame="",
+                       relation="child", settings=(("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"),
+                                                   ("LD_BIND_NOT", "1")))
+    assert peer_settings(peer) == (("LD_BIND_NOT", "1"), ("OMP_NUM_THREADS", "1"))
+    assert "started with LD_BIND_NOT=1 (the dynamic linker resolves a lazily bound function again" in peer_text(peer)
