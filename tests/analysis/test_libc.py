@@ -117,3 +117,20 @@ def test_reads_that_carry_a_byte_each_are_said_from_the_processs_counters() -> N
     assert "calls a second" not in threads_libc_text(profile, {9}, {}, few)
     tz = NativeProfile(rate_hz=20.0, duration_s=2.5, samples=59, stacks=parse_raw(TZSET))
     assert "read calls" not in threads_libc_text(tz, {4050}, {}, tiny)
+
+
+def test_a_gil_holders_reads_of_a_byte_each_are_said_beside_it() -> None:
+    """Batch 18's unbuffered-pipe program from outside (its recording): the headline is the GIL the reader holds at
+    `for line in stream:`, and the holder's native look now says its read chain and the bytes a call."""
+    import gzip
+    from pathlib import Path
+
+    from dflash_diag.analysis import analyse
+    from dflash_diag.observe.codec import read_observation
+
+    path = Path(__file__).resolve().parents[1] / "casebook" / "observations" / "settings18_sorrel__outside.json.gz"
+    analysis = analyse(read_observation(gzip.open(path).read()))
+    assert analysis.headline is not None
+    text = analysis.headline.text
+    assert "holds it" in text and "in the C library: read" in text, text
+    assert "read calls a second of 1 byte each on average: a system call per few bytes" in text, text

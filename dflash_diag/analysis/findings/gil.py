@@ -22,7 +22,9 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, work_library_text
+from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, holder_native_text, thread_stacks
+from dflash_diag.analysis.sched import io_rates
 from dflash_diag.analysis.waits import POOL_FUTURES, is_pool_worker
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -350,13 +352,16 @@ def _where(ctx: Context, t: ThreadStats) -> str:
     """" in fn (file:line)", with the installed package most of its samples run inside (what its Python is); where
     its Python frames name nothing below the line and the native profile has the thread, the C code it runs there
     (" (its native samples: load [_pickle.c] 100%, mostly in read)": the line's C call; torch's kernels, which
-    release the GIL, left out)."""
+    release the GIL, left out), and its C library chains (``libc.threads_libc_text``)."""
     rows = ctx.stats_rows(t)
     spots = hot_functions(rows, n=1)
     if not spots:
         return f" at {t.top_frame.short_filename}:{t.top_frame.line}" if t.top_frame else ""
     library = work_library_text(rows)
     if not library and t.os_thread_id is not None:
-        native = holder_native_text(ctx.obs.native, {t.os_thread_id})
+        # the C code under its line, and the C library's calls there (a read per byte of an unbuffered stream)
+        native = "; ".join(x for x in (holder_native_text(ctx.obs.native, {t.os_thread_id}),
+                                       threads_libc_text(ctx.obs.native, {t.os_thread_id}, dict(ctx.obs.native_env),
+                                                         io_rates(ctx.obs))) if x)
         library = f" ({native})" if native else ""
     return f" in {spots[0].function} ({spots[0].site}){library}{settings_text(ctx, rows)}"
