@@ -165,13 +165,44 @@ def mechanisms(chains: Iterable[LibcChain], env: Mapping[str, str]) -> tuple[str
 def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str], *,
                 lead: str = "its native samples in the C library") -> str:
     """"its native samples in the C library: timelocal > tzset > fstatat64 62%, ending in system calls (fstatat64):
-    TZ is not set ..." for a process's stacks (``lead`` first); "" when no chain holds enough of its time."""
+    TZ is not set ..." for a process's stacks (``lead`` first), and the dynamic linker's share where it runs
+    during calls (``loader_text``); "" when neither holds enough of its time."""
+    stacks = tuple(stacks)
     chains = libc_chains(stacks)
+    loader = loader_text(stacks, env)
     if not chains:
-        return ""
+        return loader
     text = f"{lead}: " + "; ".join(str(c) for c in chains)
     known = mechanisms(chains, env)
-    return text + (": " + "; ".join(known) if known else "")
+    return text + (": " + "; ".join(known) if known else "") + (f"; {loader}" if loader else "")
+
+
+# The dynamic linker: a process past its start-up does not run it, unless a call's symbol is resolved each time.
+_LOADER = re.compile(r"^ld-linux[\w.-]*\.so|^ld\.so|^ld64\.so")
+
+
+def loader_text(stacks: Iterable[NativeStack], env: Mapping[str, str]) -> str:
+    """"the dynamic linker (ld-linux-x86-64.so.2) runs in 51% of its working samples, below its calls: ..." where
+    it holds MIN_CHAIN_SHARE of them or more (py-spy names the library even where the linker's symbols are
+    stripped), with ``LD_BIND_NOT`` where the environment read has it; "" otherwise."""
+    total = hits = 0
+    library = ""
+    for stack in stacks:
+        if is_waiting(stack.frames):
+            continue
+        total += stack.count
+        frame = next((f for f in below_python(stack.frames) if _LOADER.match(library_name(f.filename))), None)
+        if frame is not None:
+            hits += stack.count
+            library = library_name(frame.filename)
+    if total < MIN_SAMPLES or hits / total < MIN_CHAIN_SHARE:
+        return ""
+    text = (f"the dynamic linker ({library}) runs in {100.0 * hits / total:.0f}% of its working samples, below its "
+            "calls: symbols resolved while it runs, not once at start-up")
+    if "LD_BIND_NOT" in env:
+        text += (f" (LD_BIND_NOT={env['LD_BIND_NOT']} in its environment: a lazily bound function is resolved again "
+                 "on every call)")
+    return text
 
 
 def threads_libc_text(profile: NativeProfile | None, tids: Collection[int], env: Mapping[str, str],
@@ -214,8 +245,8 @@ def tiny_calls_text(chains: Iterable[LibcChain], io: IoRates | None) -> str:
     return "".join(f"; {x}" for x in said)
 
 
-# The variables the mechanisms read from a process's environment.
-MECHANISM_ENV = tuple(sorted({m.unset for m in MECHANISMS if m.unset}))
+# The variables the mechanisms read from a process's environment (and the dynamic linker's, ``loader_text``).
+MECHANISM_ENV = tuple(sorted({m.unset for m in MECHANISMS if m.unset} | {"LD_BIND_NOT"}))
 
 __all__ = ["MECHANISMS", "MECHANISM_ENV", "MIN_CHAIN_SHARE", "LibcChain", "Mechanism", "chains_text",
-           "libc_chains", "mechanisms", "threads_libc_text", "tiny_calls_text"]
+           "libc_chains", "loader_text", "mechanisms", "threads_libc_text", "tiny_calls_text"]

@@ -13,6 +13,7 @@ from dflash_contract.settings import AREA_DEBUG, AREA_IO, ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
 from dflash_diag.analysis.hotspots import library_place
 from dflash_diag.analysis.libc import chains_text
+from dflash_diag.analysis.native import native_spots, spots_text
 from dflash_diag.analysis.settings import control_effect
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.analysis import Analysis
@@ -182,15 +183,17 @@ PEER_CPU_WAIT_PCT = 10.0
 def child_places(obs: Observation) -> dict[int, str]:
     """What is known of where another process's time goes, by PID: a sampled child's library place
     (``hotspots.library_place``: "most of its time inside json/encoder.py (80% of its samples)"), and a looked-at
-    peer's C library calls (``Observation.peer_native``, ``libc.chains_text``); processes with neither are left
-    out. Read once per analysis (``Sampled.child_places``)."""
+    peer's C code and C library calls (``Observation.peer_native``: ``native.native_spots``, ``libc.chains_text``);
+    processes with neither are left out. Read once per analysis (``Sampled.child_places``)."""
     by_pid: dict[int, list[ThreadSample]] = {}
     for sample in obs.children:
         by_pid.setdefault(sample.pid, []).extend(sample.threads)
     places = {pid: library_place([(t, explain(t).state) for t in threads]) for pid, threads in by_pid.items()}
     out = {pid: f"most of its time {place}" for pid, place in places.items() if place}
     for look in obs.peer_native:
-        calls = chains_text(look.profile.stacks, dict(look.env))
+        spots = native_spots(look.profile.stacks)  # the C code under its Python lines (an extension, a library)
+        calls = "; ".join(x for x in (f"its native samples: {spots_text(spots)}" if spots else "",
+                                      chains_text(look.profile.stacks, dict(look.env))) if x)
         if calls:
             out[look.pid] = f"{out[look.pid]}; {calls}" if look.pid in out else calls
     return out
@@ -204,7 +207,9 @@ def peers_to_look_at(analysis: Analysis) -> tuple[int, ...]:
     """The other processes whose native stacks would say where their time goes: Python processes a finding names
     as what a thread waits on (``process PID``), busy (BUSY_PEER_CPU_PCT) with KERNEL_HEAVY_PCT of their CPU or
     more in the kernel at their newest reading (system calls, which only their C frames name), and not looked at
-    yet; busiest first, at most MAX_PEER_LOOKS."""
+    yet; busiest first, at most MAX_PEER_LOOKS. Not a peer that computes in user space: its look would run beside
+    the process's own, which stops the process while py-spy reads it, and a producer whose reader is stopped
+    blocks in its writes, samples that read as work (a twin's decoder child read 95% in `write` that way)."""
     obs = analysis.observation
     looked = {look.pid for look in obs.peer_native}
     claims = " ".join(f.claim for f in analysis.findings)

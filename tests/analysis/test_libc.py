@@ -4,7 +4,14 @@ recordings on this box (2026-12-06) of two loops: ``time.mktime`` with TZ unset,
 
 from __future__ import annotations
 
-from dflash_diag.analysis.libc import MECHANISM_ENV, chains_text, libc_chains, mechanisms, threads_libc_text
+from dflash_diag.analysis.libc import (
+    MECHANISM_ENV,
+    chains_text,
+    libc_chains,
+    loader_text,
+    mechanisms,
+    threads_libc_text,
+)
 from dflash_diag.model import NativeProfile
 from dflash_diag.model.sched import IoRates
 from dflash_diag.sources.native_profile import parse_raw
@@ -42,7 +49,7 @@ def test_a_time_zone_stat_under_every_mktime_is_its_chain_and_the_unset_tz_its_m
                            "system calls (fstatat64): TZ is not set in its environment"), text
     # TZ set: the chain is said, the mechanism that needs it unset is not
     assert "TZ is not set" not in chains_text(parse_raw(TZSET), {"TZ": ":/etc/localtime"})
-    assert MECHANISM_ENV == ("TZ",)
+    assert MECHANISM_ENV == ("LD_BIND_NOT", "TZ")
 
 
 def test_a_host_name_resolved_per_datagram_is_its_own_chain_beside_the_send() -> None:
@@ -134,3 +141,21 @@ def test_a_gil_holders_reads_of_a_byte_each_are_said_beside_it() -> None:
     text = analysis.headline.text
     assert "holds it" in text and "in the C library: read" in text, text
     assert "read calls a second of 1 byte each on average: a system call per few bytes" in text, text
+
+
+LOADER = ("thread (12865): MainThread;<module> (ldb.py:5);ufunc_generic_fastcall (numpy/_core/_multiarray_umath.cpython-"
+          "311-x86_64-linux-gnu.so);PyArray_NewFromDescr (numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so);"
+          "0x7f68d012730a (ld-linux-x86-64.so.2);0x7f68d0124f0e (ld-linux-x86-64.so.2) 33\n"
+          "thread (12865): MainThread;<module> (ldb.py:5);ufunc_generic_fastcall (numpy/_core/_multiarray_umath.cpython-"
+          "311-x86_64-linux-gnu.so);DOUBLE_sqrt (numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so) 7\n")
+
+
+def test_the_dynamic_linker_running_under_calls_is_said_with_ld_bind_not_where_it_is_set() -> None:
+    """A NumPy loop under LD_BIND_NOT=1 (py-spy's lines from one, the linker's symbols stripped): the linker's
+    library holds most working samples, said with the variable where the environment read has it."""
+    text = loader_text(parse_raw(LOADER), {"LD_BIND_NOT": "1"})
+    assert text.startswith("the dynamic linker (ld-linux-x86-64.so.2) runs in 82% of its working samples"), text
+    assert "LD_BIND_NOT=1 in its environment: a lazily bound function is resolved again on every call" in text
+    assert "LD_BIND_NOT" not in loader_text(parse_raw(LOADER), {})
+    assert loader_text(parse_raw(LOADER.replace(" 33\n", " 1\n")), {}) == ""  # 8 working samples: too few to say
+    assert chains_text(parse_raw(LOADER), {}).startswith("the dynamic linker")  # no C library chain: the linker alone
