@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from dflash_diag.analysis.native import (
     MIN_SAMPLES,
     below_python,
+    is_named,
     is_waiting,
     library_name,
     short_name,
@@ -133,19 +134,15 @@ def _libc_path(frames: tuple[Frame, ...]) -> tuple[str, ...]:
     """The sample's named frames from its first C library frame below its Python line to the innermost, short
     names, each step once; () when it makes no C library call."""
     below = list(reversed(below_python(frames)))  # the outermost C frame first
-    start = next((i for i, f in enumerate(below) if _LIBC.match(library_name(f.filename)) and _named(f)), None)
+    start = next((i for i, f in enumerate(below) if _LIBC.match(library_name(f.filename)) and is_named(f)), None)
     if start is None:
         return ()
     path: list[str] = []
     for frame in below[start:]:
-        name = short_name(frame.name) if _named(frame) else ""
+        name = short_name(frame.name) if is_named(frame) else ""
         if name and (not path or path[-1] != name):
             path.append(name)
     return tuple(path)
-
-
-def _named(frame: Frame) -> bool:
-    return bool(frame.name) and not frame.name.startswith("0x") and frame.name != "?"
 
 
 def mechanisms(chains: Iterable[LibcChain], env: Mapping[str, str]) -> tuple[str, ...]:
@@ -163,10 +160,11 @@ def mechanisms(chains: Iterable[LibcChain], env: Mapping[str, str]) -> tuple[str
 
 
 def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str], *,
-                lead: str = "its native samples in the C library") -> str:
+                lead: str = "its native samples in the C library", io: IoRates | None = None) -> str:
     """"its native samples in the C library: timelocal > tzset > fstatat64 62%, ending in system calls (fstatat64):
-    TZ is not set ..." for a process's stacks (``lead`` first), and the dynamic linker's share where it runs
-    during calls (``loader_text``); "" when neither holds enough of its time."""
+    TZ is not set ..." for a process's stacks (``lead`` first), the dynamic linker's share where it runs during
+    calls (``loader_text``), and what its I/O counters (``io``) give each of the chains' reads or writes when that
+    is a few bytes (``tiny_calls_text``); "" when neither chains nor the linker hold enough of its time."""
     stacks = tuple(stacks)
     chains = libc_chains(stacks)
     loader = loader_text(stacks, env)
@@ -174,7 +172,8 @@ def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str], *,
         return loader
     text = f"{lead}: " + "; ".join(str(c) for c in chains)
     known = mechanisms(chains, env)
-    return text + (": " + "; ".join(known) if known else "") + (f"; {loader}" if loader else "")
+    return (text + (": " + "; ".join(known) if known else "") + (f"; {loader}" if loader else "")
+            + tiny_calls_text(chains, io))
 
 
 # The dynamic linker: a process past its start-up does not run it, unless a call's symbol is resolved each time.
@@ -212,9 +211,7 @@ def threads_libc_text(profile: NativeProfile | None, tids: Collection[int], env:
     variables the mechanisms read, ``Observation.native_env``) and, where they end in reads or writes, what the
     process's I/O counters (``io``, over the window) say each call carried when that is a few bytes; "" when no
     chain holds enough of their time."""
-    stacks = thread_stacks(profile, tids)
-    text = chains_text(stacks, env, lead="in the C library")
-    return text + tiny_calls_text(libc_chains(stacks), io) if text else ""
+    return chains_text(thread_stacks(profile, tids), env, lead="in the C library", io=io)
 
 
 # Read and write calls this frequent carrying this few bytes each: a system call per byte or field, where a buffer

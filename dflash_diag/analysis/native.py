@@ -164,7 +164,7 @@ def _plumbing(frame: Frame) -> bool:
 def _leaf_name(frame: Frame) -> str:
     """The innermost frame's short name; an address or a frame py-spy could not name is said by its library (or as
     unnamed code, where py-spy could not tell the library either: "0x7f.. (?)")."""
-    if frame.name.startswith("0x") or frame.name in ("", "?"):
+    if not is_named(frame):
         library = library_name(frame.filename)
         return library if library not in ("", "?") else "code py-spy could not name"
     return short_name(frame.name)
@@ -298,9 +298,14 @@ def gil_waits(stacks: Iterable[NativeStack]) -> GilWaits:
     return GilWaits(samples=total, waiting=waiting, at=tuple(at.most_common(3)))
 
 
+def is_named(frame: Frame) -> bool:
+    """py-spy could name the frame (not a bare address of a stripped library, not "?")."""
+    return bool(frame.name) and not frame.name.startswith("0x") and frame.name != "?"
+
+
 def _named(frames: tuple[Frame, ...]) -> list[Frame]:
     """The frames py-spy could name (an unnamed libc or libpython address is an internal step of the wait)."""
-    return [f for f in frames if f.name and not f.name.startswith("0x") and f.name != "?"]
+    return [f for f in frames if is_named(f)]
 
 
 def _gil_taker(frames: tuple[Frame, ...]) -> str | None:
@@ -331,5 +336,5 @@ def is_waiting(frames: tuple[Frame, ...]) -> bool:
     return any(_WAITING.search(f.name) for f in below_python(frames)) or _gil_taker(frames) is not None
 
 
-__all__ = ["MIN_SAMPLES", "GilWaits", "NativeSpot", "below_python", "gil_waits", "is_waiting", "library_name",
+__all__ = ["MIN_SAMPLES", "GilWaits", "NativeSpot", "below_python", "gil_waits", "is_named", "is_waiting", "library_name",
            "native_spots", "native_text", "share_in", "short_name", "spots_text", "thread_stacks", "wants_native_look"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -17,8 +17,16 @@ from typing import Any
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_contract.settings import AREA_THREADS
 from dflash_diag.analysis.hotspots import changes_text, reads_text
+from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.sampled import Sampled
-from dflash_diag.analysis.sched import CAPPED_CPU_SHARE, IDLE_CORES, idle_cores, summary_of, thread_caps
+from dflash_diag.analysis.sched import (
+    CAPPED_CPU_SHARE,
+    IDLE_CORES,
+    idle_cores,
+    io_rates,
+    summary_of,
+    thread_caps,
+)
 from dflash_diag.analysis.settings import by_area, library_changes, non_default
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
@@ -407,6 +415,12 @@ def duration_text(seconds: float) -> str:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
 
+
+
+def libc_text(ctx: Context, tids: Collection[int]) -> str:
+    """The threads' C library chains from doctor's native look (``libc.threads_libc_text``), with the process's
+    environment the mechanisms read and its I/O counters over the window; "" without a look or a chain."""
+    return threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs))
 
 
 def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:

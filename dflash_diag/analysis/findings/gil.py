@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from dflash_contract.board import GilKeys, ProbeName
 from dflash_diag.analysis.findings._context import (
     Context,
+    libc_text,
     lower_bound,
     num,
     pct,
@@ -22,9 +23,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, work_library_text
-from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.native import MIN_SAMPLES, GilWaits, gil_waits, holder_native_text, thread_stacks
-from dflash_diag.analysis.sched import io_rates
 from dflash_diag.analysis.waits import POOL_FUTURES, is_pool_worker
 from dflash_diag.model import PIPELINE_STAGES, Finding, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -361,7 +360,6 @@ def _where(ctx: Context, t: ThreadStats) -> str:
     if not library and t.os_thread_id is not None:
         # the C code under its line, and the C library's calls there (a read per byte of an unbuffered stream)
         native = "; ".join(x for x in (holder_native_text(ctx.obs.native, {t.os_thread_id}),
-                                       threads_libc_text(ctx.obs.native, {t.os_thread_id}, dict(ctx.obs.native_env),
-                                                         io_rates(ctx.obs))) if x)
+                                       libc_text(ctx, {t.os_thread_id})) if x)
         library = f" ({native})" if native else ""
     return f" in {spots[0].function} ({spots[0].site}){library}{settings_text(ctx, rows)}"

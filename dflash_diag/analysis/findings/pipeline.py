@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dflash_contract.board import AppKeys
 from dflash_diag.analysis.findings._context import (
     Context,
+    libc_text,
     mean_share,
     pct,
     settings_text,
@@ -24,9 +25,8 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.hotspots import hot_functions, library_text, spots_text, wait_spots
-from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.native import native_text
-from dflash_diag.analysis.sched import connection_churn_text, io_rates
+from dflash_diag.analysis.sched import connection_churn_text
 from dflash_diag.analysis.stages import SlowThread, slow_thread
 from dflash_diag.model import PIPELINE_STAGES, Finding, Frame, Severity, Stage, ThreadState, ThreadStats
 from dflash_diag.model.common import is_na
@@ -161,8 +161,7 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
         text = (ctx.line_text(Frame(spots[0].function, spots[0].filename, spots[0].line)) or "").strip()
         tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
         below = "; ".join(x for x in (native_text(ctx.obs.native, tids),
-                                      threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env),
-                                                        io_rates(ctx.obs))) if x)
+                                      libc_text(ctx, tids)) if x)
         evidence.append((f"{slow} spends its time in",
                          spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")
                          + library_text(rows) + (f"; {below}" if below else "") + settings_text(ctx, rows)))

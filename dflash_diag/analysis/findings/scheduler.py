@@ -19,6 +19,7 @@ from dflash_contract.settings import AREA_KERNEL, AREA_MEMORY, AREA_THREADS, DEB
 from dflash_diag.analysis.findings._context import (
     Context,
     bytes_rate,
+    libc_text,
     line_site,
     most_common_own_line,
     own_frame,
@@ -28,7 +29,6 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.settings import ops_share_of
-from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.native import MIN_SAMPLES, share_in, thread_stacks
 from dflash_diag.analysis.peers import MATCH_S
 from dflash_diag.analysis.sampled import classified
@@ -930,7 +930,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
         uncounted = per_call is None and bool(_SOCKET_CALL.search(line))
         slow_clock = bool(clock) and clock not in _FAST_CLOCKS
         # doctor's native look, where taken: the C library calls its samples end in, and what the C library does there
-        libc = threads_libc_text(ctx.obs.native, {f.tid}, dict(ctx.obs.native_env), io_rates(ctx.obs))
+        libc = libc_text(ctx, {f.tid})
         claim = (f"{f.name} spends its CPU in the kernel, not in its own code: {f.kernel_cpus:.2f} of its "
                  f"{f.cpu:.2f} CPUs in system calls ({_rate(f.faults_per_s)} page faults a second: not faulting "
                  "memory in)"

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import (
     Context,
     bytes_rate,
+    libc_text,
     pct,
     settings_text,
     speed_matters,
@@ -31,12 +32,10 @@ from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.gil import native_gil_text, native_gil_wait
 from dflash_diag.analysis.findings.hang import hung_on_queue
 from dflash_diag.analysis.hotspots import library_place
-from dflash_diag.analysis.libc import threads_libc_text
 from dflash_diag.analysis.native import native_text
 from dflash_diag.analysis.peers import only_computes
 from dflash_diag.analysis.sched import (
     blocked_in,
-    io_rates,
     reopened_files,
     reopened_text,
     summary_of,
@@ -341,7 +340,7 @@ def _root_native(ctx: Context, graph: WaitGraph) -> str:
         return f"most of its time {inside}" if inside else ""
     tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
     native = native_text(ctx.obs.native, tids)
-    libc = threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs))
+    libc = libc_text(ctx, tids)
     said = (f"; most of its time {inside}" if inside else "") + (f"; {native}" if native else "") \
         + (f"; {libc}" if libc else "") + settings
     gil = native_gil_wait(ctx, [t for t in ctx.sampled() if t.name in root.threads])
