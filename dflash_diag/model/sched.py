@@ -232,7 +232,8 @@ class OsFacts:
     closed_connections: tuple[tuple[str, int], ...] = ()
     # Autogroup scheduling (kernel.sched_autogroup_enabled; None where not read): with it on, every session is a CFS
     # task group of its own, weighed equally against the others, and a nice value only ranks a task inside its own
-    # group. The process's session (stat field 6) and autogroup ("autogroup-812"), to compare its children's with.
+    # group. The process's session (stat field 6) and autogroup ("autogroup-812"; "autogroup-0" is the kernel's
+    # default group, init's, which /proc prints as nothing), to compare its children's with.
     autogroup_enabled: bool | None = None
     session: int | None = None
     autogroup: str = ""

@@ -40,7 +40,7 @@ from dflash_diag.model.sched import (
     parse_cpu_list,
 )
 from dflash_diag.model.text import printable
-from dflash_diag.sources import procfs
+from dflash_diag.sources import procfs, sock_diag
 from dflash_diag.sources.live_environ import read_live_environ
 
 PROC = Path("/proc")
@@ -216,13 +216,18 @@ def read_child(child: int, proc_root: Path = PROC) -> ChildSched | None:
 
 
 _AUTOGROUP = re.compile(r"/(autogroup-\d{1,12})\b")
+DEFAULT_AUTOGROUP = "autogroup-0"  # the kernel's own id for its default group, which it never prints
 
 
 def read_autogroup(pid: int, proc_root: Path = PROC) -> str:
-    """The process's autogroup ("autogroup-812", from /proc/PID/autogroup: "/autogroup-812 nice 0"); "" where the
-    kernel has none, the file is not ours to read, or the process is not in the root CPU cgroup (the kernel prints
-    nothing there: autogroup weighs only the root group's tasks)."""
-    match = _AUTOGROUP.match(_read(proc_root / str(pid) / "autogroup", 128) or "")
+    """The process's autogroup ("autogroup-812", from /proc/PID/autogroup: "/autogroup-812 nice 0"); "autogroup-0"
+    where the file reads empty: the kernel prints nothing for its default group, the one init's session is in and
+    every session that never called setsid since (a CI runner's often is); "" where the kernel has none or the file
+    is not ours to read."""
+    text = _read(proc_root / str(pid) / "autogroup", 128)
+    if text is not None and not text.strip():
+        return DEFAULT_AUTOGROUP
+    match = _AUTOGROUP.match(text or "")
     return match.group(1) if match else ""
 
 
@@ -424,15 +429,46 @@ _TCP_ESTABLISHED, _TCP_TIME_WAIT, _TCP_LISTEN = "01", "06", "0A"
 
 
 def closed_connections(pid: int, proc_root: Path = PROC, links: Links | None = None,
-                       children: tuple[int, ...] = ()) -> tuple[tuple[str, int], ...]:
+                       children: tuple[int, ...] = (),
+                       established: Callable[[set[str]], set[str] | None] | None = None) -> tuple[tuple[str, int], ...]:
     """Endpoints the process holds a TCP connection to, or that its children listen on (a service of its own,
     which a client without keep-alive is connected to only while a request lasts), with the connections to them in
     TIME_WAIT in its network namespace (``/proc/PID/net/tcp``, ``tcp6``): the side that closes a connection keeps
     it there for 60 s, so the count is the connections closed over the last minute. Those with TIME_WAIT_MIN or
-    more, most first."""
-    own = {link[8:-1] for _, link in links or () if link.startswith("socket:[")}
+    more, most first.
+
+    The table's walk over thousands of TIME_WAIT lines takes tens of milliseconds, and a client that opens a
+    connection per request has closed the one its descriptors named by the time its line is printed: where
+    endpoints have enough closed connections, the process's sockets are looked up again among the established ones
+    alone (``established``: the kernel's socket diagnostics, in a shared network namespace), right after its
+    descriptors are read again, up to CLOSED_READS times."""
     theirs = {link[8:-1] for child in children for _, link in descriptor_links(child, proc_root) or ()
               if link.startswith("socket:[")}
+    own = _socket_inodes(links)
+    waits, remotes = _tcp_waits_and_remotes(pid, proc_root, own, theirs)
+    many = {r for r, n in waits.items() if n >= TIME_WAIT_MIN}
+    if many and not many & remotes:
+        if established is None and proc_root == PROC and sock_diag.same_network_namespace(pid):
+            established = sock_diag.established_remotes
+        for _ in range(CLOSED_READS if established is not None else 0):
+            now = established(_socket_inodes(descriptor_links(pid, proc_root)))  # type: ignore[misc]
+            remotes |= now or set()
+            if now is None or many & remotes:
+                break
+    return tuple((tcp_addr_text(r), n) for r, n in waits.most_common() if n >= TIME_WAIT_MIN and r in remotes)[:3]
+
+
+def _socket_inodes(links: Links | None) -> set[str]:
+    return {link[8:-1] for _, link in links or () if link.startswith("socket:[")}
+
+
+CLOSED_READS = 3
+
+
+def _tcp_waits_and_remotes(pid: int, proc_root: Path, own: set[str],
+                           theirs: set[str]) -> tuple[Counter[str], set[str]]:
+    """Connections in TIME_WAIT per endpoint, and the endpoints the sockets ``own`` are connected to or ``theirs``
+    listen on, from one read of the process's TCP tables."""
     waits: Counter[str] = Counter()
     remotes: set[str] = set()
     for name in ("tcp", "tcp6"):
@@ -447,7 +483,7 @@ def closed_connections(pid: int, proc_root: Path = PROC, links: Links | None = N
                 remotes.add(remote)
             elif state == _TCP_LISTEN and inode in theirs:
                 remotes.add(local)
-    return tuple((tcp_addr_text(r), n) for r, n in waits.most_common() if n >= TIME_WAIT_MIN and r in remotes)[:3]
+    return waits, remotes
 
 
 def parse_tcp_lines(text: str) -> list[tuple[str, str, str, str]]:

@@ -284,17 +284,18 @@ def test_a_debug_child_that_burns_no_cpu_or_a_trainer_that_gets_its_cpu_is_not_a
 
 
 def _trainer_beside_a_niced_child(*, child_group: str, enabled: bool | None = True, nice: int = 10,
-                                  child_run: float = 0.75, trainer_wait: float = 0.5) -> Observation:
+                                  child_run: float = 0.75, trainer_wait: float = 0.5,
+                                  own_group: str = "autogroup-40") -> Observation:
     """A trainer whose main thread wants a CPU all window and waits half of it, beside a busy evaluator child at
     ``nice`` in autogroup ``child_group`` (the trainer's: autogroup-40)."""
     obs = scenario([Thread("MainThread", 101, 1.0 - trainer_wait, trainer_wait)],
                    children=[(701, 1, child_run, 1.0 - child_run), (702, 1, 0.2, 0.1)])
     sched = tuple(replace(s, children=tuple(
         replace(c, nice=nice if c.pid == 701 else 0, policy=0, session=c.pid if c.pid == 701 else 40,
-                autogroup=child_group if c.pid == 701 else "autogroup-40") for c in s.children)) for s in obs.sched)
+                autogroup=child_group if c.pid == 701 else own_group) for c in s.children)) for s in obs.sched)
     assert obs.os_facts is not None
     return replace(obs, sched=sched, os_facts=replace(obs.os_facts, autogroup_enabled=enabled, session=40,
-                                                      autogroup="autogroup-40"))
+                                                      autogroup=own_group))
 
 
 def test_a_niced_child_in_a_session_of_its_own_takes_the_cpus_the_trainer_waits_for() -> None:
@@ -316,6 +317,11 @@ def test_a_niced_child_in_a_session_of_its_own_takes_the_cpus_the_trainer_waits_
     assert finding.severity == Severity.WARNING and finding.impact >= 0.05
     assert ("kernel.sched_autogroup_enabled", "1: each session is a scheduling group of its own") in finding.evidence
     assert analysis.headline is not None and "session of its own" in analysis.headline.text
+    # A process in the kernel's default group (its session never called setsid, as on a CI runner) is weighed the
+    # same way against a child that leads a session of its own.
+    on_default = _trainer_beside_a_niced_child(child_group="autogroup-41", own_group="autogroup-0")
+    (finding,) = _find(on_default, "child-priority-lost")[1]
+    assert ("the process", "autogroup-0 (the kernel's default group), session 40") in finding.evidence
 
 
 def test_a_niced_child_the_scheduler_holds_back_or_one_in_the_same_group_is_not_a_cause() -> None:

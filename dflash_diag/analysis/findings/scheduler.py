@@ -781,7 +781,9 @@ def _child_priority_lost(ctx: Context, summary: SchedSummary,
             (f"child {child.pid} (`{child.comm}`)", f"{child.last.priority_text()}; {child.last.autogroup}, "
                                                     f"{session}; on a CPU {child.used:.2f} CPUs on average, wanted "
                                                     f"{child.demand:.2f}"),
-            ("the process", f"{facts.autogroup}" + (f", session {facts.session}" if facts.session is not None else "")),
+            ("the process", f"{facts.autogroup}" + (" (the kernel's default group)" if facts.autogroup == "autogroup-0"
+                                                    else "")
+             + (f", session {facts.session}" if facts.session is not None else "")),
             ("kernel.sched_autogroup_enabled", "1: each session is a scheduling group of its own"),
             ("threads runnable (demand)", _demand_text(summary)),
             *_wait_rows(working),
