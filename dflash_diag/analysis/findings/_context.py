@@ -18,6 +18,9 @@ from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_contract.settings import AREA_THREADS
 from dflash_diag.analysis.hotspots import changes_text, reads_text
 from dflash_diag.analysis.libc import threads_libc_text
+from dflash_diag.analysis.mechanisms import SHOWN as MECHANISMS_SHOWN
+from dflash_diag.analysis.mechanisms import mechanisms_text, native_mechanisms, python_mechanisms
+from dflash_diag.analysis.native import thread_stacks
 from dflash_diag.analysis.sampled import Sampled
 from dflash_diag.analysis.sched import (
     CAPPED_CPU_SHARE,
@@ -421,6 +424,16 @@ def libc_text(ctx: Context, tids: Collection[int]) -> str:
     """The threads' C library chains from doctor's native look (``libc.threads_libc_text``), with the process's
     environment the mechanisms read and its I/O counters over the window; "" without a look or a chain."""
     return threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs))
+
+
+def known_mechanisms_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]],
+                          tids: Collection[int]) -> str:
+    """What the code the rows' time goes to is known to do and what decides it (``mechanisms``): from their
+    library Python frames, and below them from doctor's native look of the threads ``tids``; "" when none runs
+    there enough to say."""
+    seen = {s.mechanism.text: s for s in (*python_mechanisms(rows), *native_mechanisms(thread_stacks(ctx.obs.native,
+                                                                                                     tids)))}
+    return mechanisms_text(sorted(seen.values(), key=lambda s: -s.share)[:MECHANISMS_SHOWN])
 
 
 def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dflash_contract.board import AppKeys
 from dflash_diag.analysis.findings._context import (
     Context,
+    known_mechanisms_text,
     libc_text,
     mean_share,
     pct,
@@ -164,7 +165,8 @@ def _bottleneck(ctx: Context) -> Iterator[Finding]:
                                       libc_text(ctx, tids)) if x)
         evidence.append((f"{slow} spends its time in",
                          spots_text(spots) + (f" (hottest line `{text[:80]}`)" if text else "")
-                         + library_text(rows) + (f"; {below}" if below else "") + settings_text(ctx, rows)))
+                         + library_text(rows) + (f"; {below}" if below else "")
+                         + known_mechanisms_text(ctx, rows, tids) + settings_text(ctx, rows)))
     if waits:
         evidence.append((f"{slow} waits in", spots_text(waits)))
     if not is_na(pipe.queue_depth):

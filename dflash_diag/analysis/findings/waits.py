@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import (
     Context,
     bytes_rate,
+    known_mechanisms_text,
     libc_text,
     pct,
     settings_text,
@@ -335,10 +336,10 @@ def _root_native(ctx: Context, graph: WaitGraph) -> str:
     rows = [row for stats in ctx.threads if stats.name in root.threads for row in ctx.stats_rows(stats)]
     # the library function the root's own hot line spends in (Python frames: no native profile needed)
     inside = library_place(rows)
-    settings = settings_text(ctx, rows)
+    tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
+    settings = known_mechanisms_text(ctx, rows, tids) + settings_text(ctx, rows)
     if ctx.obs.native is None and not settings:
         return f"most of its time {inside}" if inside else ""
-    tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
     native = native_text(ctx.obs.native, tids)
     libc = libc_text(ctx, tids)
     said = (f"; most of its time {inside}" if inside else "") + (f"; {native}" if native else "") \

@@ -1,0 +1,74 @@
+"""What the code a thread's time goes to is known to do (``analysis.mechanisms``). The native lines are py-spy 0.4's
+raw format, as doctor's native look records them; the Python rows are samples as py-spy's dumps give them."""
+
+from __future__ import annotations
+
+from dflash_diag.analysis.mechanisms import MIN_SHARE, mechanisms_text, native_mechanisms, python_mechanisms
+from dflash_diag.model import Frame, ThreadSample, ThreadState
+from dflash_diag.sources.native_profile import parse_raw
+
+STDLIB = "/usr/lib/python3.11"
+SITE = f"{STDLIB}/site-packages"
+TRACEMALLOC = ("thread (501): reader;thread_run (libpython3.11.so.1.0);parse (reader.py:12);"
+               "_PyObject_Malloc (libpython3.11.so.1.0);tracemalloc_alloc (libpython3.11.so.1.0);"
+               "traceback_new (libpython3.11.so.1.0) {n}\n")
+COMPUTE = ("thread (501): reader;thread_run (libpython3.11.so.1.0);parse (reader.py:14);"
+           "scanner_call (_json.c:1200);scan_once_unicode (_json.c:1100) {n}\n")
+WAITING = ("thread (501): reader;thread_run (libpython3.11.so.1.0);get (queue.py:171);wait (threading.py:320);"
+           "lock_PyThread_acquire_lock (libpython3.11.so.1.0);pthread_cond_timedwait (libc.so.6) {n}\n")
+NUMPY = ("thread (502): featurizer;thread_run (libpython3.11.so.1.0);featurize (train.py:40);"
+         "ufunc_generic_fastcall (_multiarray_umath.cpython-311-x86_64-linux-gnu.so);"
+         "npyiter_copy_to_buffers (_multiarray_umath.cpython-311-x86_64-linux-gnu.so) {n}\n")
+DEBUG_LIB = ("thread (503): main;main (train.py:9);malloc (libc_malloc_debug.so.0);"
+             "0x7f00000010 (libc_malloc_debug.so.0) {n}\n")
+
+
+def test_a_native_mechanism_is_said_by_its_share_of_the_working_samples() -> None:
+    # 30 of 100 working samples record a traceback; the 400 waiting ones are not work.
+    seen = native_mechanisms(parse_raw(TRACEMALLOC.format(n=30) + COMPUTE.format(n=70)
+                                       + WAITING.format(n=400)))
+    assert len(seen) == 1 and abs(seen[0].share - 0.30) < 1e-9
+    assert seen[0].where == "tracemalloc_alloc"
+    text = mechanisms_text(seen)
+    assert text == ("; known there: tracemalloc records a traceback for every allocation (tracemalloc.start(), "
+                    "PYTHONTRACEMALLOC, -X tracemalloc): 30% of its working samples in `tracemalloc_alloc`")
+    # Below the share (a look-alike: tracemalloc on for a moment), nothing.
+    few = int(MIN_SHARE * 100) - 1
+    assert native_mechanisms(parse_raw(TRACEMALLOC.format(n=few) + COMPUTE.format(n=100 - few))) == ()
+    # Only waiting samples: nothing to weigh.
+    assert native_mechanisms(parse_raw(WAITING.format(n=50))) == ()
+
+
+def test_the_largest_mechanisms_come_first_and_a_library_bound_one_needs_its_library() -> None:
+    seen = native_mechanisms(parse_raw(TRACEMALLOC.format(n=20) + NUMPY.format(n=60) + COMPUTE.format(n=20)
+                                       + DEBUG_LIB.format(n=25)))
+    assert [s.where for s in seen] == ["npyiter_copy_to_buffers", "malloc"]
+    assert "np.setbufsize" in str(seen[0]) and "libc_malloc_debug.so" in str(seen[1])
+    # The same function names in another library are not glibc's malloc debugging.
+    plain = DEBUG_LIB.replace("libc_malloc_debug.so.0", "libc.so.6")
+    assert native_mechanisms(parse_raw(plain.format(n=25))) == ()
+
+
+def _row(state: ThreadState, *frames: tuple[str, str]) -> tuple[ThreadSample, ThreadState]:
+    return (ThreadSample(thread_id=1, os_thread_id=11, name="writer", active=True, owns_gil=True,
+                         frames=tuple(Frame(name, filename, 10) for name, filename in frames)), state)
+
+
+def test_a_library_python_mechanism_is_said_from_the_ordinary_samples() -> None:
+    own = ("write_batch", "/srv/app/train.py")
+    pure_json = _row(ThreadState.PYTHON, ("_iterencode_dict", f"{STDLIB}/json/encoder.py"),
+                     ("_iterencode", f"{STDLIB}/json/encoder.py"), ("dumps", f"{STDLIB}/json/__init__.py"), own)
+    rows = [pure_json] * 4 + [_row(ThreadState.PYTHON, own)] * 6 + [_row(ThreadState.QUEUE_GET, own)] * 10
+    (seen,) = python_mechanisms(rows)
+    assert seen.share == 0.4 and seen.where == "json/encoder.py:_iterencode"  # of the 10 working samples
+    assert "pure-Python encoder" in str(seen) and "indent" in str(seen)
+    # The C encoder's samples end in the program's line (json.dumps calls into C): nothing is said.
+    c_json = _row(ThreadState.PYTHON, ("dumps", f"{STDLIB}/json/__init__.py"), own)
+    assert python_mechanisms([c_json] * 10) == ()
+    # A package's file under site-packages is keyed by its import path.
+    printed = _row(ThreadState.PYTHON, ("_tensor_str", f"{SITE}/torch/_tensor_str.py"), own)
+    assert python_mechanisms([printed] * 3 + [_row(ThreadState.PYTHON, own)] * 7)[0].where == \
+        "torch/_tensor_str.py:_tensor_str"
+    # The program's own file named like a library module is the program's.
+    mine = _row(ThreadState.PYTHON, ("_iterencode", "/srv/app/json/encoder.py"), own)
+    assert python_mechanisms([mine] * 10) == ()
