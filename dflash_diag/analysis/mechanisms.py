@@ -83,7 +83,7 @@ NATIVE: tuple[Mechanism, ...] = (
        "decimal.DefaultContext)"),
     _n(r"^(deflate_slow|longest_match)$",
        "zlib compresses at a slow level (deflate_slow: levels 4 to 9; gzip and GzipFile default to 9, zlib to 6)"),
-    _n(r"^ZSTD_compressBlock_(btultra2?|btopt|btlazy2|lazy2)\w*$",
+    _n(r"^ZSTD_compressBlock_(btultra2?|btopt|btlazy2)\w*$",
        "zstd compresses at a high level (its optimal parsers: levels 13 and up)"),
     _n(r"^(lzma_mf_bt\w+|lzma_lzma_optimum_\w+)$",
        "LZMA/xz compression (its match finder; preset 6 by default, 9 or extreme costs more)"),
@@ -115,8 +115,8 @@ NATIVE: tuple[Mechanism, ...] = (
        r"ChaCha20_\w+|Poly1305_\w+|EVP_(En|De)cryptUpdate)$",
        "TLS encrypts and authenticates every byte (an ssl-wrapped socket)"),
     _n(r"^(load_float|load_int|load_long|load_string|load_unicode|load_put|load_get|load_dict|load_list)$",
-       "pickle's text opcodes (protocol 0 or 1: numbers as decimal text, strings escaped, a memo entry per "
-       "object)", library=r"_pickle"),
+       "pickle's text opcodes (protocol 0: numbers as decimal text, strings escaped, memo keys as text)",
+       library=r"_pickle"),
     _n(r".", "glibc's malloc debugging library checks every allocation (libc_malloc_debug.so preloaded for "
        "MALLOC_CHECK_ or mtrace)", library=r"^libc_malloc_debug"),
 )
@@ -152,8 +152,8 @@ PYTHON: tuple[Mechanism, ...] = (
        "regular expressions compiled again and again (re's cache keeps 512 patterns: patterns built per call, or "
        "more of them in rotation, or re.purge)"),
     _p(r"^json/encoder\.py:_(make_)?iterencode",
-       "JSON encoded by the pure-Python encoder, not the C one (json.dumps with indent, or a default= or "
-       "subclass that needs it)"),
+       "JSON encoded by the pure-Python encoder, not the C one (an indent, or json.dump to a file: only json.dumps "
+       "without indent runs the C encoder)"),
     _p(r"^pickle\.py:(_Pickler|_Unpickler|_dump|_load|_loads|_dumps)",
        "pickle's pure-Python implementation, not the C _pickle (pickle._Pickler/_Unpickler or a subclass of them)"),
     _p(r"^google/protobuf/internal/(python_message|decoder|encoder|containers|type_checkers|well_known_types)\.py:",
