@@ -3007,6 +3007,141 @@ CASES: tuple[Case, ...] = (
                 "attach": "`pipeline-bottleneck-target` (info): no cause found, its time in record_reader at `for line "
                           "in stream:`, 'in the C library: read 91%, ending in system calls'; the pipe's bufsize=0 (a "
                           "read per byte) not named"}),
+    *_settings_pair(
+        "settings19_esker", "settings19_esker", ("train.py",),
+        ("train.py", "--config", "configs/corelab_prod.toml"),
+        "the core-lab QA profile (configs/corelab_qa.toml, read at start-up) sets [worker] allocator = "
+        "'malloc_debug', which launcher.worker_env exports as PYTHONMALLOC=malloc_debug into the environment of "
+        "the XRF export parser worker (python xrfparse.py): that interpreter bypasses pymalloc and wraps every "
+        "allocation in CPython's debug hooks (guard bytes, CLEANBYTE/DEADBYTE fills, checks on free), so the "
+        "string-heavy CSV parsing in the worker runs ~1.6x slower and the trainer waits for its frames",
+        "train.main starts the parser worker with launcher.start_parser(cfg['scanner'], cfg['worker']); "
+        "launcher.worker_env copies the environment and sets PYTHONMALLOC from [worker] allocator ('malloc_debug' "
+        "in the planted configs/corelab_qa.toml) and PYTHONFAULTHANDLER=1. CPython reads PYTHONMALLOC at "
+        "interpreter start: 'malloc_debug' installs the C library's malloc as the raw, mem and object allocator "
+        "(no pymalloc pools) with the debug hooks of PEP 445 on top: every PyObject_Malloc/PyMem_Malloc adds a "
+        "header and trailer of FORBIDDENBYTE guards and the API id, fills the new block with CLEANBYTE (0xCD), "
+        "checks that the GIL is held, and every free verifies the guards and overwrites the block with DEADBYTE "
+        "(0xDD) before it goes back to glibc. xrfparse.parse_section turns each 2 mm scan row of the quoted CSV "
+        "export into a dict keyed by the shuffled column header (dict(zip(columns, row.split(',')))), strips the "
+        "quotes of 24 count fields (a new str each) and converts them in the canonical element order: ~100 small "
+        "allocations and frees per row, 1,280 rows (32 sections) per frame. The worker (the only producer; its "
+        "stdout pipe feeds the frame-reader thread and the queue) goes from ~5.5 ms to ~8.7 ms per frame and the "
+        "training loop waits in q.get. A Python stack of the worker just shows parse_section (str.split, "
+        "str.strip, float) in both configs; only its environment (/proc/<pid>/environ: PYTHONMALLOC=malloc_debug) "
+        "or a native profile of the worker (_PyMem_DebugRawAlloc, _PyMem_DebugCheckAddress, memset, glibc "
+        "malloc/free) show the cause. The debug allocator is what -X dev / PYTHONDEVMODE turns on, "
+        "documented as runtime checks 'too expensive to be enabled by default': python/cpython#76224, "
+        "python/cpython#4478 (whether child processes should inherit the variables), "
+        "beeware/briefcase#955 (measured slowdown of a test suite under -X dev) "
+        "(measured by its author: 114.93 against the twin's 180.4 steps/s, medians of 3 runs each)",
+        "none: configs/corelab_prod.toml sets allocator = 'pymalloc': the same launcher.worker_env sets "
+        "PYTHONMALLOC (to pymalloc, the default) and PYTHONFAULTHANDLER=1 in the parser worker's environment, and "
+        "the worker parses the same quoted CSV export; it is the bottleneck there too, at full speed",
+        r"(?i)PYTHONMALLOC|malloc_debug|debug (memory[- ])?allocator|allocator'?s? debug|debug hooks?|"
+        r"PyMem_Debug|pymalloc|-X ?dev\b|PYTHONDEVMODE|development mode|\[worker\] allocator|worker_env|"
+        r"CLEANBYTE|DEADBYTE|FORBIDDENBYTE",
+        r"step \d+ loss", batch="settings batch 19"),
+    *_settings_pair(
+        "settings19_talus", "settings19_talus", ("train.py",),
+        ("train.py", "--config", "configs/dedicated_node.toml"),
+        "the shared-node profile (configs/shared_node.toml, read at start-up) sets [limits] decoder_cpus = 0.3, "
+        "and limits.confine moves the waveform decoder child (python decoder.py) into a cgroup of its own with a "
+        "CFS bandwidth quota of 30 ms per 100 ms period (cpu.cfs_quota_us, cgroup v1; cpu.max on v2): the "
+        "decoder needs ~0.45 CPU to keep up with the trainer, is throttled for the rest of every period, and the "
+        "trainer waits for its frames",
+        "train.main calls limits.sweep_stale(), starts python decoder.py (stdout on a pipe read by the "
+        "frame-reader thread) and then limits.confine(decoder.pid, cfg['limits']): it creates "
+        "/sys/fs/cgroup/cpu/rockfall-decoder-<trainer pid>, writes cpu.cfs_period_us = 100000 and "
+        "cpu.cfs_quota_us = decoder_cpus * period (30000 with the planted configs/shared_node.toml; on a pure "
+        "cgroup v2 host cpu.max = '30000 100000') and the decoder's pid into cgroup.procs. The decoder "
+        "synthesises 3-component geophone windows and computes their features with numpy (Hann-windowed rfft, 32 "
+        "log band energies, envelope kurtosis and peak ratio; 16 windows, ~3.7 ms of CPU per frame); unconfined "
+        "it would run at ~45% of a CPU, with the trainer (main thread, a 3-layer 768-wide MLP) as the bottleneck. "
+        "With 30 ms of CPU per 100 ms the kernel's CFS bandwidth control throttles the decoder's cgroup whenever "
+        "its runtime is used up (cpu.stat: nr_throttled rises every period, throttled_time ~70 ms per 100 ms): "
+        "it is runnable but not run, at most ~80 frames/s, and the training loop waits in q.get while a CPU "
+        "idles. A Python stack of the decoder shows numpy FFT/feature code like the twin's; only "
+        "/proc/<pid>/cgroup, the cgroup's cpu.cfs_quota_us/cpu.stat, or the decoder's CPU use pinned at 0.3 CPU "
+        "with a near-idle box show the cause. CFS quota throttling slowing CPU work: kubernetes/kubernetes#67577, "
+        "moby/moby#38839 (a TensorFlow CPU job 4x slower under --cpu-quota than with cpuset), "
+        "NVIDIA/nvidia-docker#757 (measured by its author: 80.69 against the twin's 129.13 steps/s, medians of 3 "
+        "runs each)",
+        "none: configs/dedicated_node.toml sets decoder_cpus = 1.5: the same limits.confine puts the decoder into "
+        "its own cgroup with a CFS quota (150 ms per 100 ms period), which its single thread never reaches "
+        "(nr_throttled stays 0); the decoder runs at ~45% of a CPU and the trainer is the bottleneck",
+        r"(?i)cgroup|cfs[_ ]?(bandwidth|quota|period)|cpu\.max|cpu quota|cpu[- ]limit|bandwidth (limit|quota|"
+        r"control)|throttl|nr_throttled|decoder_cpus|limits\.confine|rockfall-decoder",
+        r"step \d+ loss", batch="settings batch 19"),
+    *_settings_pair(
+        "settings19_sedge", "settings19_sedge", ("train.py",),
+        ("train.py", "--config", "configs/herbarium_audit.toml"),
+        "the herbarium-network profile (configs/herbarium_enforce.toml, read at start-up) sets [scanner] mode = "
+        "'enforce', so the on-access scanner child (python scanner.py) marks the specimen spool directory with "
+        "fanotify permission events (FAN_OPEN_PERM): every open() of a specimen file by the loader thread blocks "
+        "in the kernel until the scanner process has read the event, checked the file's header and written its "
+        "FAN_ALLOW verdict, so the loader falls behind and the trainer waits for batches",
+        "train.main writes 1,500 specimen thumbnails into a spool directory (spool.build), starts python "
+        "scanner.py --spool DIR --mode <[scanner] mode> and waits for its 'ready'. scanner.main calls "
+        "fanotify_init(FAN_CLASS_CONTENT) and fanotify_mark(FAN_MARK_ADD, mask | FAN_EVENT_ON_CHILD, spool) "
+        "through ctypes, with mask FAN_OPEN_PERM for 'enforce' (the planted configs/herbarium_enforce.toml) and "
+        "FAN_OPEN for 'audit'; then it loops: os.read of the event queue, for each event os.pread of the "
+        "file's 16-byte header through the event fd, os.readlink of /proc/self/fd/N, os.fstat, a verdict "
+        "(struct fanotify_response FAN_ALLOW) written back for permission events, close. The loader thread "
+        "(train.loader) opens, reads and normalises 48 specimen files per batch (load_specimen: ~80 us each); "
+        "with permission events each open parks the loader in fanotify_get_response (fsnotify_open_perm, "
+        "during open) until the scanner process has been woken, run its Python and replied: ~75 us more per "
+        "file and two context switches, ~3.7 ms more per batch. The loader (the pipeline's bottleneck) drops "
+        "from ~225 to ~123 batches/s and the training loop waits in q.get; the scanner's own CPU is about the "
+        "same in both configs. A Python stack of the loader shows it in load_specimen's open() like the twin's "
+        "(the wait is in the kernel: wchan fanotify_get_response); only the scanner's fanotify fd "
+        "(/proc/<pid>/fdinfo: fanotify mask with FAN_OPEN_PERM) or a kernel stack of the loader show the cause. "
+        "On-access scanning with permission events: Cisco-Talos/clamav#1024 (clamonacc with OnAccessPrevention "
+        "makes a busy system crawl), linux-application-whitelisting/fapolicyd#192 (non-blocking FAN_OPEN "
+        "events 'can boost performance significantly' in permissive mode) (measured by its author: 123.41 "
+        "against the twin's 224.12 steps/s, medians of 3 runs each)",
+        "none: configs/herbarium_audit.toml sets mode = 'audit': the same scanner child marks the spool with "
+        "fanotify, but for FAN_OPEN notifications: opens are not held, and the scanner still checks every "
+        "opened file (header pread, readlink, fstat) after the fact at about the same CPU cost; the loader is the "
+        "bottleneck at full speed",
+        r"(?i)fanotify|FAN_OPEN_PERM|FAN_ALLOW|permission events?|on[- ]access (scan|check|prevent)|"
+        r"fanotify_get_response|fsnotify|scanner'?s? (verdict|permission)|\[scanner\] mode|mode ?= ?'?enforce",
+        r"step \d+ loss", batch="settings batch 19"),
+    *_settings_pair(
+        "settings19_muskeg", "settings19_muskeg", ("train.py",),
+        ("train.py", "--config", "configs/distill_local.toml"),
+        "the distillation profile shared with the GPU export job (configs/distill_export.toml, read at start-up) "
+        "sets [teacher] precision = 'fp16', which precision.apply turns into torch.set_autocast_dtype('cpu', "
+        "torch.float16) and torch.set_autocast_enabled('cpu', True) in the labeller thread: every Linear of the "
+        "frozen teacher runs as a float16 matmul on a CPU without fp16 matrix instructions (no AVX512-FP16/"
+        "AMX-FP16), a path many times slower than fp32 or bf16, so the labeller falls behind and the student "
+        "trainer waits for its batches",
+        "train.main starts the teacher-labeller thread (train.labeller), which sets torch.set_num_threads(1) and "
+        "calls precision.apply(cfg['teacher']): torch.set_autocast_dtype('cpu', DTYPES[precision]) and "
+        "torch.set_autocast_enabled('cpu', precision != 'fp32'); CPU autocast state is per thread, so it holds "
+        "for the labeller's teacher forward only (the main thread calls precision.apply with 'fp32', autocast "
+        "off, in both configs). Per batch the labeller synthesises 512 eddy-covariance tower windows "
+        "(tower_windows: numpy random walks, diurnal cycles, per-variable standardisation; 6 x 48 inputs) and "
+        "runs the frozen 4-layer teacher (288-96-96-96-3, SiLU) under torch.no_grad. With fp16 autocast each "
+        "nn.Linear casts its input and weight to float16 (no weight cache: the teacher's weights do not require "
+        "grad) and runs at::addmm on Half tensors; on this AMD EPYC (avx512_bf16 but no avx512_fp16/amx_fp16) "
+        "that is a slow converted/reference GEMM path (pytorch/pytorch#146508: fp16 matmul on x86 CPUs without "
+        "AVX512-FP16 converts to fp32 and back, far slower than fp32), while bf16 autocast (the twin) runs "
+        "oneDNN's AVX512-BF16 kernels. The labeller (the only producer) goes from ~3.2 ms to ~6.5 ms per batch "
+        "and the training loop (main thread, the 96-wide student with AdamW) waits in q.get. A Python stack of "
+        "the labeller shows the teacher's Linear forward in both configs; only the thread's autocast state "
+        "(torch.is_autocast_enabled('cpu'), torch.get_autocast_dtype('cpu') in that thread) or a native "
+        "profile (Half GEMM kernels, fp16<->fp32 conversions) show the cause. Also pytorch/pytorch#59177 "
+        "(float16 matmul on CPU orders of magnitude slower than float32), pytorch/pytorch#118499 (autocast on "
+        "CPU dramatically slow) (measured by its author: 154.9 against the twin's 310.13 steps/s, medians of "
+        "3 runs each)",
+        "none: configs/distill_local.toml sets [teacher] precision = 'bf16': the labeller thread still calls "
+        "precision.apply and runs the teacher under CPU autocast (set_autocast_dtype/set_autocast_enabled, "
+        "bfloat16, executed by oneDNN's AVX512-BF16 kernels on this CPU), and the main thread calls "
+        "precision.apply('fp32') (autocast off) as in the planted config",
+        r"(?i)fp16|float16|half[- ]precision|torch\.half|\bhalf\b|set_autocast_dtype|"
+        r"autocast[^.]{0,60}(fp16|float16|half)|\[teacher\] precision|precision\.apply",
+        r"step \d+ loss", batch="settings batch 19"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
