@@ -120,6 +120,7 @@ SETTINGS_BATCHES = {
     "settings-batch-16": ("## Settings/OS held-out batch 16, scored once", "settings batch 16", 8),
     "settings-batch-17": ("## Settings/OS held-out batch 17, scored once", "settings batch 17", 8),
     "settings-batch-18": ("## Settings/OS held-out batch 18, scored once", "settings batch 18", 8),
+    "settings-batch-19": ("## Settings/OS held-out batch 19, scored once", "settings batch 19", 8),
 }
 
 
