@@ -167,7 +167,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("NCCL_BLOCKING_WAIT", AREA_COLLECTIVES, "the host blocks in every collective's wait (older name)", "off"),
     _V("NCCL_ASYNC_ERROR_HANDLING", AREA_COLLECTIVES, "how NCCL errors end the process (older name)", "on"),
     # --- Python and the C allocator ---
-    _V("PYTHONMALLOC", AREA_MEMORY, "the interpreter's allocator (malloc, debug hooks)", "pymalloc"),
+    _V("PYTHONMALLOC", AREA_MEMORY, "the interpreter's allocator (malloc, debug hooks)", "pymalloc",
+       off_values=("pymalloc", "default")),
     _V("PYTHONDEVMODE", AREA_DEBUG, "the development mode (debug allocator hooks, more checks)", "off"),
     _V("PYTHONTRACEMALLOC", AREA_MEMORY, "traces every allocation (tracemalloc)", "off"),
     _V("PYTHONPROFILEIMPORTTIME", AREA_DEBUG, "times every import", "off"),

@@ -269,9 +269,11 @@ def peer_settings(peer: PeerProcess, own: frozenset[tuple[str, str]] = frozenset
     def said(name: str, value: str) -> bool:
         if name.startswith("PYTHON") and not python:
             return False  # only the interpreter reads these
+        var = ENV_BY_NAME.get(name)
+        if var is not None and var.is_default(value):
+            return False  # set to what the default does (PYTHONMALLOC=pymalloc): nothing to say (older recordings)
         if (name, value) not in own:
             return True  # a launcher gave it
-        var = ENV_BY_NAME.get(name)
         return small_writes and var is not None and var.area == AREA_IO
 
     # Diagnostics' settings first (a debug mode, a linker that reports or re-resolves): they cost on every call,

@@ -176,7 +176,7 @@ def test_a_leaf_py_spy_could_not_name_is_said_by_its_library() -> None:
 
 def test_the_native_look_is_taken_when_no_cause_of_warning_level_is_linked() -> None:
     """Recorded windows of the casebook: a stage verdict whose only cause is information (kernel time at a socket
-    call whose cost is not known) takes the look; one with a warning-level cause (page faults) does not; a window
+    call whose cost is not known) takes the look; one with a warning-level cause (a busy child waited on) does not; a window
     that already has its native profile does not take another."""
     from dataclasses import replace
 
@@ -188,7 +188,7 @@ def test_the_native_look_is_taken_when_no_cause_of_warning_level_is_linked() -> 
     info_only = analyse(replace(load_observation(str(recorded / "settings9_telemetry__outside.json.gz")), native=None))
     assert info_only.headline is not None and info_only.headline.because == ("kernel-time",)
     assert wants_native_look(info_only)
-    warned = analyse(load_observation(str(recorded / "settings9_clicks__attach.json.gz")))
+    warned = analyse(load_observation(str(recorded / "settings12_hvac__attach.json.gz")))
     assert warned.headline is not None and warned.headline.severity.name == "WARNING" and warned.headline.because
     assert not wants_native_look(warned)
     looked = analyse(load_observation(str(recorded / "settings9_calculus__outside.json.gz")))

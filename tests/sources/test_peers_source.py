@@ -624,3 +624,16 @@ def test_a_diagnostics_setting_a_launcher_gave_is_said_before_its_pool_sizes() -
                                                    ("LD_BIND_NOT", "1")))
     assert peer_settings(peer) == (("LD_BIND_NOT", "1"), ("OMP_NUM_THREADS", "1"))
     assert "started with LD_BIND_NOT=1 (the dynamic linker resolves a lazily bound function again" in peer_text(peer)
+
+
+def test_a_setting_given_at_its_default_value_is_not_said() -> None:
+    """Batch 19's twin started its parser with PYTHONMALLOC=pymalloc, what the interpreter does unset: said as
+    'started with PYTHONMALLOC=pymalloc', it read as the busy child's cause. Its planted program's malloc_debug is."""
+    from dflash_diag.analysis.peers import peer_settings, peer_text
+    from dflash_diag.model.sched import PeerProcess
+
+    peer = PeerProcess(pid=7, comm="python", cmdline="python xrfparse.py", state="R", cpu_pct=96.0, top_frame="",
+                       relation="child", settings=(("PYTHONMALLOC", "pymalloc"),))
+    assert peer_settings(peer) == () and "started with" not in peer_text(peer)
+    debug = replace(peer, settings=(("PYTHONMALLOC", "malloc_debug"),))
+    assert "started with PYTHONMALLOC=malloc_debug (the interpreter's allocator" in peer_text(debug)

@@ -882,10 +882,19 @@ def _page_faults(ctx: Context, summary: SchedSummary,
         pages = {"madvise": "transparent huge pages are `madvise` on this machine: memory the program does not "
                             "advise (MADV_HUGEPAGE) is faulted in 4 KiB pages, one fault each",
                  "never": "transparent huge pages are off on this machine: every 4 KiB page is a fault"}.get(thp, "")
+        settings = _memory_settings_text(ctx)
+        # A warning needs something set that makes the faults: an allocator setting, huge pages off, or reads from
+        # disk or swap. Minor faults under the machine's default huge-page mode and the default allocator are the
+        # program's own allocation pattern (fresh buffers every step, as its healthy twin makes them): said, with
+        # their cost, as information.
+        explained = bool(settings) or thp == "never" or f.major_per_s >= f.minor_per_s
         claim = (f"{f.name} spends its CPU faulting memory in: {f.kernel_cpus:.2f} of its {f.cpu:.2f} CPUs in the "
                  f"kernel, {_rate(f.faults_per_s)} page faults a second, mostly {kind}"
                  + (f"; {pages}" if pages and f.minor_per_s >= f.major_per_s else "")
-                 + _memory_settings_text(ctx)
+                 + settings
+                 + ("" if explained else "; none of the allocator or huge-page settings read here (the process's "
+                    "environment, the machine's huge-page mode) explains it: fresh buffers every step, as a healthy "
+                    "program makes them, or an allocator setting made in its code (mallopt) that no reading shows")
                  + (f"; {why}" if why else ""))
         evidence = [(f"{f.name} (/proc)", f"{_rate(f.minor_per_s)} minor and {_rate(f.major_per_s)} major faults a "
                                           f"second; {f.kernel_cpus:.2f} CPUs in the kernel, {f.cpu - f.kernel_cpus:.2f} "
@@ -893,7 +902,7 @@ def _page_faults(ctx: Context, summary: SchedSummary,
         if thp:
             evidence.append(("transparent huge pages", thp))
         yield Finding(
-            rule_id="page-faults", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+            rule_id="page-faults", severity=Severity.WARNING if cost >= WARNING_COST and explained else Severity.INFO,
             claim=claim, evidence=tuple(evidence),
             remedy=("Stop faulting fresh memory in every step: reuse buffers (preallocate, write with out=, keep a "
                     "pool), or let huge pages back large buffers (numpy's huge-page hint on, madvise(MADV_HUGEPAGE), "
