@@ -175,10 +175,20 @@ _CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
     "indirect branch speculation": (AREA_KERNEL, "a mitigation forced for this process: indirect calls and jumps "
                                     "(virtual calls, dispatch tables) run slower", "the kernel's policy"),
     # sources.sched.PTRACE_TRACER: /proc status' TracerPid, a tracer not this tool's own
+    # sources.sched.CPU_QUOTA: a cgroup's quota that binds a peer, in a group the process is not in
+    "a CPU quota": (AREA_KERNEL, "the kernel runs its group's tasks only that much CPU time per period and then "
+                    "stops them until the next (cpu.max, cpu.cfs_quota_us: a container's or a launcher's limit), "
+                    "however many cores sit idle", "none"),
     "a ptrace tracer": (AREA_KERNEL, "another process is attached with ptrace (a debugger, strace, an auditor): one "
                         "that traces system calls stops it at the entry and the exit of every call, each stop a "
                         "switch to the tracer and back", "none"),
 }
+
+
+# A watch one of the process's children holds (sources.sched.children_permission_watches), and what it does.
+HELD_BY_CHILD = ", held by its child "
+CHILD_PERMISSION_EFFECT = ("every matching open or read of a watched file, by any process, waits in the kernel until "
+                           "that child has read the event and answered (a fanotify permission event)")
 
 
 def control_effect(name: str) -> str:
@@ -196,10 +206,10 @@ def _controls(obs: Observation) -> list[SettingReading]:
         area, effect, default = _CONTROL_EFFECTS.get(name, (AREA_KERNEL, "", "off"))
         out.append(SettingReading(name, value, default, area, effect, "/proc"))
     for watch in facts.watches:
-        out.append(SettingReading("file-system watch", watch, "none", AREA_KERNEL,
-                                  "the kernel queues an event for every matching read, open or write of the watched "
-                                  "files, for a thread of this process to read (a permission event makes the call "
-                                  "wait for its answer)", "/proc"))
+        effect = (CHILD_PERMISSION_EFFECT if HELD_BY_CHILD in watch else
+                  "the kernel queues an event for every matching read, open or write of the watched files, for a "
+                  "thread of this process to read (a permission event makes the call wait for its answer)")
+        out.append(SettingReading("file-system watch", watch, "none", AREA_KERNEL, effect, "/proc"))
     return out
 
 

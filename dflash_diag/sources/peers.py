@@ -37,14 +37,18 @@ from dflash_contract.redact import redact_argv, scrub_text, secret_values
 from dflash_contract.settings import ENV_BY_NAME, known_env
 from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
-from dflash_diag.model.sched import IoRates, OutsideWait, PeerProcess, ProcessIo, io_rates_between
+from dflash_diag.model.sched import CgroupCpu, IoRates, OutsideWait, PeerProcess, ProcessIo, io_rates_between
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import ProcParseError, all_children, fd_links, parse_schedstat
 from dflash_diag.sources.sched import (
+    CPU_QUOTA,
     MAX_TCP_TABLE_BYTES,
+    SYS_CGROUP,
+    cgroup_dirs,
     parse_io,
     parse_process_controls,
     parse_tcp_lines,
+    read_cgroup_cpu,
     started_environ,
     tcp_addr_text,
     without_own_tracers,
@@ -183,6 +187,9 @@ PeerDumper = Callable[[int], "StackSample | None"]  # one non-blocking dump of a
 TextRedactor = Callable[[str], str]
 
 
+PEER_THROTTLED_SHARE = 0.2  # of a group's enforcement periods: its quota binds the peer
+
+
 class PeerReader:
     """The waits of ``pid``'s threads that end in another process, with what those processes do.
 
@@ -191,7 +198,8 @@ class PeerReader:
 
     def __init__(self, pid: int, *, proc_root: Path = PROC, dumper: PeerDumper | None = None,
                  redact: TextRedactor | None = None, clock: Callable[[], float] = time.monotonic,
-                 uid: int | None = None, unix_peer: Callable[[int], int | None] = unix_peer_inode) -> None:
+                 uid: int | None = None, unix_peer: Callable[[int], int | None] = unix_peer_inode,
+                 cgroup_root: Path = SYS_CGROUP) -> None:
         self.pid = pid
         self.unix_peer = unix_peer
         self.proc_root = proc_root
@@ -205,6 +213,8 @@ class PeerReader:
         # (a pipe's inode, a socket's negated inode or a pty's slave; we read) -> peers found
         self._pipe_peers: dict[tuple[int | str, bool], tuple[int, ...]] = {}
         self._pipe_capacity: dict[int, int | None] = {}  # inode -> its capacity, read once
+        self.cgroup_root = cgroup_root
+        self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
 
     def __call__(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
         return self.read(threads)
@@ -547,7 +557,28 @@ class PeerReader:
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0),
                            controls=tuple(c for c in without_own_tracers(
                                parse_process_controls(_read(base / "status", 16384) or ""), self.proc_root)
-                                          if c[0] != "locked memory"))  # read each time: a process may set them late
+                                          if c[0] != "locked memory")  # read each time: a process may set them late
+                           + self._cpu_quota(pid))
+
+    def _cpu_quota(self, pid: int) -> tuple[tuple[str, str], ...]:
+        """The CPU quota of a cgroup the peer is in and the watched process is not (a container runtime's --cpus, a
+        launcher's limit on one worker), where it binds: the group was throttled in PEER_THROTTLED_SHARE of its
+        enforcement periods or more. The process's own groups' quota is the scheduler readings' (cgroup-cpu)."""
+        if self._own_cgroups is None:
+            self._own_cgroups = frozenset(cgroup_dirs(self.pid, self.proc_root, self.cgroup_root)[1])
+        version, dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root)
+        theirs = [d for d in dirs if d not in self._own_cgroups]
+        if not theirs:
+            return ()
+        cpu = read_cgroup_cpu(pid, proc_root=self.proc_root, dirs=(version, theirs))
+        if not isinstance(cpu, CgroupCpu) or not isinstance(cpu.quota_cores, float) or not cpu.periods:
+            return ()
+        throttled = (cpu.throttled_periods or 0) / cpu.periods
+        if throttled < PEER_THROTTLED_SHARE:
+            return ()
+        group = printable(self.redact(theirs[0].name))[:80]
+        return ((CPU_QUOTA, f"of {cpu.quota_cores:.2f} CPU (cgroup `{group}`, one the process is not in): throttled "
+                            f"in {100.0 * throttled:.0f}% of its {cpu.periods:,} periods"),)
 
     def _settings(self, pid: int, start_ticks: int) -> tuple[tuple[str, str], ...]:
         """The known settings the peer was started with away from their defaults (its environment, read once per

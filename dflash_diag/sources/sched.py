@@ -414,7 +414,9 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
                    sync_files=open_sync_files(pid, proc_root, links), controls=without_own_tracers(parse_process_controls(status), proc_root),
-                   watches=file_watches(pid, proc_root, links), read_call_us=read_call_cost_us(),
+                   watches=file_watches(pid, proc_root, links) + children_permission_watches(pid, kids, proc_root,
+                                                                                             links),
+                   read_call_us=read_call_cost_us(),
                    closed_connections=closed_connections(pid, proc_root, links, kids),
                    autogroup_enabled=read_autogroup_enabled(autogroup_setting), session=read_session(pid, proc_root),
                    autogroup=read_autogroup(pid, proc_root))
@@ -604,6 +606,40 @@ def file_watches(pid: int, proc_root: Path = PROC, links: Links | None = None) -
     return tuple(out)
 
 
+MAX_CHILDREN_WATCHED = 8  # children whose descriptors are walked for permission watches, once a window
+
+
+def children_permission_watches(pid: int, kids: list[int] | tuple[int, ...], proc_root: Path = PROC,
+                                links: Links | None = None) -> tuple[str, ...]:
+    """The fanotify permission watches the process's children hold (a scanner, an access auditor): every open or
+    read of a watched file, by any process, waits in the kernel until the child answers. As "fanotify on the
+    directory of spool.bin, held by its child 4312 (`python`): FAN_OPEN_PERM": the inode named from the process's
+    own open files first, then the child's. Notifications that do not wait are the child's own business. Bounded;
+    () where none, or where the children's descriptors are not ours to read."""
+    found: list[tuple[int, int, str]] = []
+    for kid in kids[:MAX_CHILDREN_WATCHED]:
+        kid_links = descriptor_links(kid, proc_root) or []
+        for fd, target in kid_links:
+            if target != "anon_inode:[fanotify]":
+                continue
+            for kind, ino, mask in parse_watches(_read(proc_root / str(kid) / "fdinfo" / fd, 65536) or ""):
+                events = "|".join(e for e in per_call_events(kind, mask).split("|") if e.endswith("_PERM"))
+                if events:
+                    found.append((kid, ino, events))
+    if not found:
+        return ()
+    own_names = _inode_names(proc_root / str(pid), _regular(links or []))
+    out: list[str] = []
+    for kid, ino, events in found[:MAX_WATCHES]:
+        name = own_names.get(ino) or _inode_names(proc_root / str(kid),
+                                                  _regular(descriptor_links(kid, proc_root) or [])).get(ino)
+        comm = printable((_read(proc_root / str(kid) / "comm", 64) or "?").strip())
+        entry = f"fanotify on {name or f'inode {ino}'}, held by its child {kid} (`{comm}`): {events}"
+        if entry not in out:
+            out.append(entry)
+    return tuple(out)
+
+
 def _inode_names(base: Path, files: list[tuple[str, str]]) -> dict[int, str]:
     """Inode -> what to call it, for the open files and their directories ("gauges.bin", "the directory of
     gauges.bin")."""
@@ -697,6 +733,7 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
 
 
 PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
+CPU_QUOTA = "a CPU quota"  # the control's name: a cgroup's quota that binds a peer (sources.peers), not the process
 
 
 def without_own_tracers(controls: tuple[tuple[str, str], ...], proc_root: Path = PROC, *, own_pid: int | None = None

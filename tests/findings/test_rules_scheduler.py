@@ -573,6 +573,22 @@ def test_a_thread_asleep_while_the_kernel_syncs_its_writes_is_named_with_the_cal
     assert finding.severity == Severity.WARNING and finding.impact == 1.0
 
 
+def test_an_open_that_waits_says_the_permission_watch_a_child_holds() -> None:
+    """Batch 19's loader blocked in openat while its scanner child held FAN_OPEN_PERM on the spool: the claim says
+    the watch and who must answer; a fsync's wait is not the watch's; without the watch, nothing of it is said."""
+    watch = "fanotify on inode 2293810, held by its child 11 (`python`): FAN_OPEN_PERM"
+    obs = _syncing_trainer("openat")
+    held = replace(obs, os_facts=replace(obs.os_facts, watches=(watch,)))  # type: ignore[attr-defined]
+    _, (finding,) = _find(held, "kernel-wait")
+    assert finding.claim.startswith("trainer is asleep in the kernel waiting for file-system metadata")
+    assert (f"; {watch}: every matching open or read of a watched file, by any process, waits in the kernel until "
+            "that child has read the event and answered (a fanotify permission event)") in finding.claim
+    assert "held by its child" not in _find(obs, "kernel-wait")[1][0].claim
+    syncing = _syncing_trainer("fsync")
+    synced = replace(syncing, os_facts=replace(syncing.os_facts, watches=(watch,)))  # type: ignore[attr-defined]
+    assert "held by its child" not in _find(synced, "kernel-wait")[1][0].claim
+
+
 def test_a_thread_asleep_on_a_peer_a_lock_or_a_timer_is_not_the_kernels_work() -> None:
     for call in ("futex", "read", "epoll_wait", "clock_nanosleep"):
         assert _find(_syncing_trainer(call), "kernel-wait")[1] == [], call

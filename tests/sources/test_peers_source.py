@@ -637,3 +637,54 @@ def test_a_setting_given_at_its_default_value_is_not_said() -> None:
     assert peer_settings(peer) == () and "started with" not in peer_text(peer)
     debug = replace(peer, settings=(("PYTHONMALLOC", "malloc_debug"),))
     assert "started with PYTHONMALLOC=malloc_debug (the interpreter's allocator" in peer_text(debug)
+
+
+def test_a_peers_cpu_quota_in_a_cgroup_the_process_is_not_in_is_a_control_where_it_binds(tmp_path: Path) -> None:
+    """Batch 19's decoder child was put in a cgroup of its own with a 0.3-CPU quota (cgroup v1 here): throttled in
+    most periods, it is said as a control of the peer; its twin's 1.5-CPU quota, never reached, is not; the
+    process's own group's quota is the scheduler readings', not a peer's."""
+    from dflash_diag.sources.peers import PeerReader
+
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    for pid, group in ((10, "/"), (11, "/rockfall-decoder-10"), (12, "/")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cgroup").write_text(f"4:memory:/\n1:cpu:{group}\n0::/\n")
+
+    def group(name: str, quota_us: int, periods: int, throttled: int) -> None:
+        d = cgroups / "cpu" / name if name else cgroups / "cpu"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
+        (d / "cpu.cfs_period_us").write_text("100000\n")
+        (d / "cpu.stat").write_text(f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time 9000000\n")
+
+    group("", -1, 0, 0)
+    group("rockfall-decoder-10", 30_000, 51, 49)
+    reader = PeerReader(10, proc_root=proc, cgroup_root=cgroups)
+    assert reader._cpu_quota(11) == (("a CPU quota", "of 0.30 CPU (cgroup `rockfall-decoder-10`, one the process is "
+                                                     "not in): throttled in 96% of its 51 periods"),)
+    assert reader._cpu_quota(12) == ()  # the process's own group
+    group("rockfall-decoder-10", 150_000, 51, 0)  # the twin's quota, never reached
+    assert reader._cpu_quota(11) == ()
+    from dflash_diag.analysis.settings import control_effect
+    assert control_effect("a CPU quota").startswith("the kernel runs its group's tasks only that much CPU time")
+
+
+def test_a_childs_fanotify_permission_watch_is_read_and_its_notifications_are_not(tmp_path: Path) -> None:
+    """Batch 19's scanner child marks the spool with FAN_OPEN_PERM: every open of the loader waits for its answer.
+    Its twin's FAN_OPEN notifications wait for nothing: not said."""
+    import os
+
+    from dflash_diag.sources.sched import children_permission_watches
+
+    for pid in (10, 11):
+        (tmp_path / str(pid) / "fd").mkdir(parents=True)
+        (tmp_path / str(pid) / "fdinfo").mkdir()
+    (tmp_path / "11" / "comm").write_text("python\n")
+    os.symlink("anon_inode:[fanotify]", tmp_path / "11" / "fd" / "3")
+    line = "fanotify ino:{ino:x} sdev:fd00001 mflags:0 mask:{mask:x} ignored_mask:0 fhandle-bytes:8 fhandle-type:1\n"
+    info = "pos:\t0\nflags:\t02\nmnt_id:\t15\nfanotify flags:10 event-flags:0\n"
+    (tmp_path / "11" / "fdinfo" / "3").write_text(info + line.format(ino=2293810, mask=0x08010000))
+    assert children_permission_watches(10, (11,), tmp_path) == (
+        "fanotify on inode 2293810, held by its child 11 (`python`): FAN_OPEN_PERM",)
+    (tmp_path / "11" / "fdinfo" / "3").write_text(info + line.format(ino=2293810, mask=0x08000020))  # FAN_OPEN
+    assert children_permission_watches(10, (11,), tmp_path) == ()

@@ -15,9 +15,9 @@ from functools import cached_property
 from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
-from dflash_contract.settings import AREA_THREADS
+from dflash_contract.settings import AREA_KERNEL, AREA_THREADS
 from dflash_diag.analysis.hotspots import changes_text, reads_text
-from dflash_diag.analysis.libc import threads_libc_text
+from dflash_diag.analysis.libc import libc_chains, threads_libc_text
 from dflash_diag.analysis.mechanisms import SHOWN as MECHANISMS_SHOWN
 from dflash_diag.analysis.mechanisms import mechanisms_text, native_mechanisms, python_mechanisms
 from dflash_diag.analysis.native import thread_stacks
@@ -30,7 +30,13 @@ from dflash_diag.analysis.sched import (
     summary_of,
     thread_caps,
 )
-from dflash_diag.analysis.settings import by_area, library_changes, non_default
+from dflash_diag.analysis.settings import (
+    CHILD_PERMISSION_EFFECT,
+    HELD_BY_CHILD,
+    by_area,
+    library_changes,
+    non_default,
+)
 from dflash_diag.analysis.stages import StageAssignment
 from dflash_diag.analysis.stderr import StderrFacts, parse_stderr
 from dflash_diag.model import (
@@ -422,8 +428,30 @@ def duration_text(seconds: float) -> str:
 
 def libc_text(ctx: Context, tids: Collection[int]) -> str:
     """The threads' C library chains from doctor's native look (``libc.threads_libc_text``), with the process's
-    environment the mechanisms read and its I/O counters over the window; "" without a look or a chain."""
-    return threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs))
+    environment the mechanisms read and its I/O counters over the window, and a child's permission watch where the
+    chains end in opens or reads; "" without a look or a chain."""
+    text = threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs))
+    if not text:
+        return ""
+    ends = {call for chain in libc_chains(thread_stacks(ctx.obs.native, tids)) for call in chain.syscalls}
+    return text + permission_watches_text(ctx, ends)
+
+
+_OPENS_OR_READS = re.compile(r"(open|read|execve)")
+
+
+def permission_watches_text(ctx: Context, calls: Collection[str]) -> str:
+    """The fanotify permission watches the process's children hold (``sources.sched.children_permission_watches``),
+    where the thread waits in or works at calls they hold (opens, reads: system calls or their C library
+    wrappers): each such call waits for the child's answer, which no stack and no file system shows; ""
+    otherwise."""
+    if not any(_OPENS_OR_READS.search(call) for call in calls):
+        return ""
+    held = [r for r in by_area(non_default(ctx.obs), AREA_KERNEL)
+            if r.name == "file-system watch" and HELD_BY_CHILD in r.value]
+    if not held:
+        return ""
+    return f"; {'; '.join(r.value for r in held[:2])}: {CHILD_PERMISSION_EFFECT}"
 
 
 def known_mechanisms_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]],

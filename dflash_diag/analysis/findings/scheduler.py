@@ -24,6 +24,7 @@ from dflash_diag.analysis.findings._context import (
     most_common_own_line,
     own_frame,
     pct,
+    permission_watches_text,
     speed_matters,
     stage_label,
 )
@@ -1308,8 +1309,8 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
     seen_text = ", ".join(f"{c} {n}" for c, n in calls.most_common(3))
     claim = (f"{stats.name} is asleep in the kernel waiting for {_KERNEL_WORK[call]}: /proc caught it blocked in "
              f"`{call}` in {count} of its {readings} readings ({pct(share)})"
-             + (f"; its most frequent line: {line}" if line else "") + _sync_files_text(ctx, line)
-             + _reopened_files_text(ctx))
+             + (f"; its most frequent line: {line}" if line else "") + permission_watches_text(ctx, calls)
+             + _sync_files_text(ctx, line) + _reopened_files_text(ctx))
     stage = stats.stage.value
     yield Finding(
         rule_id="kernel-wait", severity=Severity.WARNING, claim=claim,
