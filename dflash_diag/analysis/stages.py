@@ -271,6 +271,7 @@ def slow_thread(stage: Stage, members: Sequence[tuple[ThreadStats, Sequence[tupl
         if stats.stage == stage and not stats.helper and len(rows) >= SLOW_THREAD_MIN_SAMPLES:
             by_job.setdefault(entry_key(stats.entry), []).append((stats, rows))
     found: list[SlowThread] = []
+    jobs = {job for job in by_job if job is not None}
     for job, group in by_job.items():
         if job is None or len(group) < 2:
             continue
@@ -282,7 +283,11 @@ def slow_thread(stage: Stage, members: Sequence[tuple[ThreadStats, Sequence[tupl
                                        key=lambda ps: ps[1])
                 if _stands_out(spot.share, len(rows), peer_share, min(len(r) for o, r in group if o.name == peer)):
                     found.append(SlowThread(stats.name, stage, spot, peer, peer_share, tuple(peers), len(rows)))
-    return max(found, key=lambda s: (s.excess, s.thread), default=None)
+    # More of a thread's time in the job's own function (its entry: the training step both run) is what is left when
+    # its peer spends part of its time in something extra: the peer's extra function is the standout. The entry is
+    # named only where nothing else stands out.
+    extra = [s for s in found if (s.spot.filename, s.spot.function) not in jobs]
+    return max(extra or found, key=lambda s: (s.excess, s.thread), default=None)
 
 
 def _stands_out(share: float, n: int, peer_share: float, peer_n: int) -> bool:

@@ -57,6 +57,23 @@ def test_the_thread_that_does_what_its_peers_do_not_is_named_with_its_function_a
     assert round(found.spot.share, 2) == 0.40 and found.peer_share == 0.0
 
 
+def test_more_time_in_the_jobs_own_function_is_not_what_makes_a_thread_slow() -> None:
+    """CI's loaded box, attached: worker-1 in its per-row loop most of its samples, so few in `worker` (the job both
+    threads run), while worker-0 spent all of its samples there. Both differences stand out; the extra function is
+    the cause, the job's own function is what is left beside it."""
+    # worker-1 also waits on the queue now and then: worker-0's lead in `worker` (83 points) is the larger number.
+    slow = [(HARD, S.PYTHON)] * 45 + [(TRAIN, S.NATIVE)] * 10 + [(WAIT, S.QUEUE_GET)] * 5
+    fast = [(TRAIN, S.NATIVE)] * 60
+    found = slow_thread(Stage.DRAFTER, [_worker("worker-0", 11, fast), _worker("worker-1", 12, slow)])
+    assert found is not None and (found.thread, found.spot.function) == ("worker-1", "hard_examples_python")
+    # With nothing else standing out (worker-1's other time spread over seven functions, 10% each), the job's own
+    # function still may.
+    spread = [((Frame(f"step_{i}", PROG, 70 + i), Frame("worker", PROG, 58)), S.PYTHON) for i in range(7) for _ in
+              range(6)] + [(TRAIN, S.NATIVE)] * 18
+    only = slow_thread(Stage.DRAFTER, [_worker("worker-0", 11, fast), _worker("worker-1", 12, spread)])
+    assert only is not None and (only.thread, only.spot.function) == ("worker-0", "worker")
+
+
 def test_threads_that_spend_their_time_alike_have_no_slow_one() -> None:
     alike = [_worker(name, tid, [(HARD, S.PYTHON)] * 20 + [(TRAIN, S.NATIVE)] * 40)
              for name, tid in (("worker-0", 11), ("worker-1", 12))]

@@ -56,7 +56,9 @@ def test_per_thread_cpu_share_from_schedstat() -> None:
         stop.set()
         hog.join(5)
         probe.close()
-    assert reading["threads"]["hog"]["cpu_share"] > 0.2
+    # A spinning thread gets a CPU share however loaded the box (CI's 2 shared cores gave it 11% once); the main
+    # thread, asleep in the probe's window, gets less.
+    assert reading["threads"]["hog"]["cpu_share"] > 0.02
     assert reading["threads"]["MainThread"]["cpu_share"] < reading["threads"]["hog"]["cpu_share"]
     assert read_schedstat(threading.get_native_id()) is not None
 
