@@ -25,7 +25,9 @@ from dflash_diag.inject.orchestrate import inject
 
 pytestmark = pytest.mark.slow
 
-PAUSE_BOUND_MS = 50.0
+# A stall's bound, not a speed claim: bench/attach_pause.py measures the pause (about half a millisecond); CI's loaded
+# 2-core box once held the tool off its CPU while the thread was stopped, and the pause read 63 ms.
+PAUSE_BOUND_MS = 250.0
 HOLD_ENV = "DFLASH_DIAG_TEST_PTRACE_HOLD_S"
 
 # A busy main thread and no other: every sample of it is a stop in user mode, most of them in the eval loop
