@@ -187,7 +187,7 @@ def native_mechanisms(stacks: Iterable[NativeStack]) -> tuple[Seen, ...]:
     total = sum(s.count for s in working)
     if not total:
         return ()
-    found = []
+    found: list[Seen] = []
     for mechanism in NATIVE:
         hits: dict[str, int] = {}
         for stack in working:

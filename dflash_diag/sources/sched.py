@@ -452,11 +452,12 @@ def closed_connections(pid: int, proc_root: Path = PROC, links: Links | None = N
     if many and not many & remotes:
         if established is None and proc_root == PROC and sock_diag.same_network_namespace(pid):
             established = sock_diag.established_remotes
-        for _ in range(CLOSED_READS if established is not None else 0):
-            now = established(_socket_inodes(descriptor_links(pid, proc_root)))  # type: ignore[misc]
-            remotes |= now or set()
-            if now is None or many & remotes:
-                break
+        if established is not None:
+            for _ in range(CLOSED_READS):
+                now = established(_socket_inodes(descriptor_links(pid, proc_root)))
+                remotes |= now or set()
+                if now is None or many & remotes:
+                    break
     return tuple((tcp_addr_text(r), n) for r, n in waits.most_common() if n >= TIME_WAIT_MIN and r in remotes)[:3]
 
 
@@ -617,9 +618,10 @@ def children_permission_watches(pid: int, kids: list[int] | tuple[int, ...], pro
     own open files first, then the child's. Notifications that do not wait are the child's own business. Bounded;
     () where none, or where the children's descriptors are not ours to read."""
     found: list[tuple[int, int, str]] = []
+    kid_links: dict[int, Links] = {}
     for kid in kids[:MAX_CHILDREN_WATCHED]:
-        kid_links = descriptor_links(kid, proc_root) or []
-        for fd, target in kid_links:
+        kid_links[kid] = descriptor_links(kid, proc_root) or []
+        for fd, target in kid_links[kid]:
             if target != "anon_inode:[fanotify]":
                 continue
             for kind, ino, mask in parse_watches(_read(proc_root / str(kid) / "fdinfo" / fd, 65536) or ""):
@@ -631,8 +633,7 @@ def children_permission_watches(pid: int, kids: list[int] | tuple[int, ...], pro
     own_names = _inode_names(proc_root / str(pid), _regular(links or []))
     out: list[str] = []
     for kid, ino, events in found[:MAX_WATCHES]:
-        name = own_names.get(ino) or _inode_names(proc_root / str(kid),
-                                                  _regular(descriptor_links(kid, proc_root) or [])).get(ino)
+        name = own_names.get(ino) or _inode_names(proc_root / str(kid), _regular(kid_links[kid])).get(ino)
         comm = printable((_read(proc_root / str(kid) / "comm", 64) or "?").strip())
         entry = f"fanotify on {name or f'inode {ino}'}, held by its child {kid} (`{comm}`): {events}"
         if entry not in out:
