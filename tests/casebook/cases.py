@@ -3153,6 +3153,142 @@ CASES: tuple[Case, ...] = (
         r"(?i)fp16|float16|half[- ]precision|torch\.half|\bhalf\b|set_autocast_dtype|"
         r"autocast[^.]{0,60}(fp16|float16|half)|\[teacher\] precision|precision\.apply",
         r"step \d+ loss", batch="settings batch 19"),
+    *_settings_pair(
+        "settings20_heron", "settings20_heron", ("train.py",),
+        ("train.py", "--config", "configs/capture_batch.toml"),
+        "the real-time capture profile (configs/capture_rt.toml, read at start-up) sets [decoder] memlock = "
+        "'all', so the session decoder child (python decoder.py) calls mlockall(MCL_CURRENT | MCL_FUTURE) at "
+        "start-up: every later mapping is locked and populated when it is created, so each batch's ~35 MB "
+        "zero-padded session buffer (a fresh mmap, only ~5% of it ever written) is faulted in and zeroed page by "
+        "page; the decoder becomes the bottleneck and the trainer waits for its frames",
+        "train.main starts python decoder.py --memlock <[decoder] memlock> (stdout on a pipe read by the "
+        "frame-reader thread); decoder.main calls memlock.lock(mode), i.e. libc mlockall through ctypes with "
+        "MCL_CURRENT | MCL_FUTURE for 'all' (the planted configs/capture_rt.toml; it succeeds as root, "
+        "CAP_IPC_LOCK). decoder.session_batch pads 64 sessions of 40-280 events into np.zeros((64, 4224, 32), "
+        "float32), 34.6 MB, above glibc's largest dynamic mmap threshold (32 MiB): calloc maps fresh anonymous "
+        "memory every batch and unmaps it when the buffer is freed. Without MCL_FUTURE the kernel maps that "
+        "memory lazily (numpy also madvises it MADV_HUGEPAGE, so the touched regions fault in as 2 MB pages); "
+        "with MCL_FUTURE every new VMA is VM_LOCKED and mmap() populates all ~8,450 4-KiB pages at once (before "
+        "numpy's madvise can apply), zeroing the whole buffer in 4 KiB faults, and munmap has to munlock them "
+        "again: the decoder's per-batch time grows ~3-4x, mostly system time, and it becomes the bottleneck (the "
+        "training loop waits in q.get, the frame-reader in readinto on the pipe). A Python stack of the decoder "
+        "shows session_batch (np.zeros, the padding loop) and features in both configs; only the decoder's "
+        "/proc/<pid>/status (VmLck as large as VmRSS and growing with each buffer), its system time and its "
+        "minor-fault rate show the cause. MCL_FUTURE populating every later allocation at once: "
+        "systemd/systemd#40319 (MCL_FUTURE imposes immediate population of malloc()-ed pages; MCL_ONFAULT added "
+        "everywhere), rfjakob/earlyoom#112 (MCL_ONFAULT to stop prefaulting), ros2-realtime-demo/pendulum#90 "
+        "(with MCL_FUTURE new mappings and thread stacks are faulted in immediately) "
+        "(measured by its author: 46.16 against the twin's 77.54 steps/s, medians of 3 runs each)",
+        "none: configs/capture_batch.toml sets memlock = 'current': the same memlock.lock calls "
+        "mlockall(MCL_CURRENT) once at start-up (the pages the decoder has then are locked, VmLck is non-zero), "
+        "later mappings are not locked or prefaulted; the decoder builds the same mostly-empty 35 MB padded "
+        "buffers and the trainer (a 3-layer 800-wide MLP) is the bottleneck",
+        r"(?i)mlockall|mlock|MCL_FUTURE|MCL_CURRENT|MCL_ONFAULT|memlock|VmLck|locked (memory|pages)|"
+        r"memory[- ]lock|lock(s|ed|ing)? (all )?(of )?(its |the )?(memory|pages)|"
+        r"(prefault|populat)\w* (every|all|each|the whole)",
+        r"step \d+ loss", batch="settings batch 20"),
+    *_settings_pair(
+        "settings20_moraine", "settings20_moraine", ("train.py",),
+        ("train.py", "--config", "configs/glacier_ops.toml"),
+        "the notebook debug profile (configs/glacier_debug.toml, read at start-up) sets [runtime] torchscript = "
+        "false, which runtime_flags.apply exports as PYTORCH_JIT=0 before torch is imported: torch.jit.script "
+        "returns the plain Python function, so the filter thread's Kalman recurrence (kalman.kalman_track, 112 "
+        "epochs of ~20 small tensor ops per batch) runs op by op in Python instead of in the TorchScript "
+        "interpreter; the filter thread becomes the bottleneck and the trainer waits for batches",
+        "train.main loads the config, calls runtime_flags.apply(cfg['runtime']) (PYTORCH_JIT = '0' with the "
+        "planted configs/glacier_debug.toml), then imports torch and kalman. torch.jit reads PYTORCH_JIT once at "
+        "import (torch.jit._state: _enabled); with it off, @torch.jit.script on kalman_track returns the function "
+        "itself. The filter thread (kalman.StationSampler.batch) runs kalman_track over (32, 112, 16) GNSS "
+        "displacement series: a constant-velocity Kalman filter whose per-epoch step is ~20 element-wise ops on "
+        "(32, 16) tensors plus a cat; scripted, the 112-epoch loop runs in the TorchScript interpreter (no Python "
+        "frame per op, the graph runs with the GIL released, ~3 ms a batch alongside the trainer); unscripted, "
+        "every op goes through the Python interpreter, argument parsing and the dispatcher from Python, ~4.1 ms "
+        "a batch nearly all of it holding the GIL, so it also serialises with the training loop's own Python "
+        "(a 3-layer 256-wide MLP whose ~1.5 ms step is mostly Python and dispatcher overhead): ~5 ms a batch. "
+        "The training loop (main thread) waits in q.get and for the GIL. A Python stack of the filter thread shows it inside "
+        "kalman_track in both configs (in the twin the scripted call is one opaque frame, in the planted run the "
+        "lines of the same loop); only the environment (/proc/<pid>/environ: PYTORCH_JIT=0), "
+        "torch.jit._state._enabled or type(kalman.kalman_track) (function instead of ScriptFunction) show the "
+        "cause. PYTORCH_JIT=0 as a debugging/profiling switch that runs scripted code as Python: "
+        "pytorch/pytorch#10867 (the variable), pytorch/pytorch#24839 (set to debug, PYTORCH_JIT=0 kept while "
+        "scripted modules are used), plasma-umass/scalene#892 (a profiler sets PYTORCH_JIT=0 for the whole "
+        "process, trading the JIT's speed for visibility) "
+        "(measured by its author: 197.75 against the twin's 330.86 steps/s, medians of 3 runs each)",
+        "none: configs/glacier_ops.toml sets torchscript = true: the same runtime_flags.apply exports "
+        "PYTORCH_JIT=1 (the default) before torch is imported, kalman_track is a ScriptFunction and the same "
+        "recurrence runs in the TorchScript interpreter with the GIL released, side by side with the trainer",
+        r"(?i)PYTORCH_JIT|TorchScript|torch\.jit|jit\.script|script(ing|ed)?[^.]{0,40}(disabled|off|no-?op)|"
+        r"(JIT|scripting) (is |was )?(disabled|turned off|off)|ScriptFunction|\[runtime\] torchscript|"
+        r"runtime_flags",
+        r"step \d+ loss", batch="settings batch 20"),
+    *_settings_pair(
+        "settings20_bracken", "settings20_bracken", ("train.py",),
+        ("train.py", "--config", "configs/workstation.toml"),
+        "the hardened profile (configs/hardened.toml, read at start-up) sets [security] force_weights_only = "
+        "true, which security.apply exports as TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 before torch is imported: "
+        "torch.load overrides the shard loader's weights_only=False and unpickles every shard with the "
+        "pure-Python restricted unpickler (torch._weights_only_unpickler) instead of the C pickle module; the "
+        "loader thread takes ~2.4x as long per shard, holding the GIL, and the trainer waits for batches",
+        "train.main calls security.apply(cfg['security']) before importing torch, writes 16 shards of 512 "
+        "tokenised abstracts (each record a dict: a tokens tensor, label, length and a source string) with "
+        "torch.save into a temp directory (bracken-shards-<pid>, removed at exit, stale ones swept at start-up) "
+        "and starts the loader thread, which torch.load's the shards in turn (shards.load_shard: "
+        "torch.load(path, weights_only=False), our own trusted shards) and cuts each into 4 batches of 128. "
+        "torch.serialization.load reads TORCH_FORCE_WEIGHTS_ONLY_LOAD on every call and, when it is truthy "
+        "(the planted configs/hardened.toml), sets weights_only=True whatever the caller passed: _load then uses "
+        "_weights_only_unpickler.Unpickler, whose load() is a Python loop over every pickle opcode (read, an "
+        "if-chain dispatch, allowlist checks on each GLOBAL/REDUCE such as torch._utils._rebuild_tensor_v2, a "
+        "persistent_load per storage) instead of _pickle's C loop: ~10 ms -> ~24 ms per 512-record shard in a "
+        "micro-benchmark, all of it with the GIL held, which also delays the training loop between its ops. The "
+        "loader (the only producer) falls behind and the training loop (main thread, EmbeddingBag + MLP) waits "
+        "in q.get. A stack of the loader shows torch.load -> _load in both configs (in the planted run "
+        "Unpickler.load frames of torch/_weights_only_unpickler.py, i.e. ordinary loading work); the cause, the "
+        "variable in /proc/<pid>/environ overriding the call's weights_only=False, is not in any stack. "
+        "TORCH_FORCE_WEIGHTS_ONLY_LOAD and the weights_only switch: sktime/pytorch-forecasting#1998 (torch.load's "
+        "code that lets the variable override the argument), ARM-software/Tool-Solutions#303 (call sites pin "
+        "weights_only=False after 2.6 made True the default); pure-Python unpickling cost: "
+        "Desilo/liberate-fhe#17 "
+        "(measured by its author: 68.21 against the twin's 110.03 steps/s, medians of 3 runs each)",
+        "none: configs/workstation.toml sets force_weights_only = false: the same security.apply exports "
+        "TORCH_FORCE_WEIGHTS_ONLY_LOAD=0, torch.load honours the loader's weights_only=False and unpickles the "
+        "same shards with the C unpickler; the loader keeps ahead and the trainer is the bottleneck",
+        r"(?i)weights_only|weights[- ]only|TORCH_FORCE_WEIGHTS_ONLY_LOAD|force_weights_only|"
+        r"restricted unpickl|WeightsUnpickler|safe (un)?pickl|(pure[- ]Python|python[- ]level) unpickl",
+        r"step \d+ loss", batch="settings batch 20"),
+    *_settings_pair(
+        "settings20_plover", "settings20_plover", ("train.py",),
+        ("train.py", "--config", "configs/site_direct.toml"),
+        "the field-station profile (configs/site_egress.toml, read at start-up) routes the run's HTTP through "
+        "the station's egress agent: netenv.apply sets http_proxy/HTTP_PROXY to the agent (a forward-proxy "
+        "child) and no_proxy to '', so loopback is not exempt and urllib sends every window GET of the fetcher "
+        "thread to the window store (127.0.0.1) through the agent: two TCP connections and a Python relay per "
+        "request; the fetcher becomes the bottleneck and the trainer waits for batches",
+        "train.main starts python services.py store (the acoustic window store) and python services.py agent "
+        "(the egress agent, a ThreadingHTTPServer forward proxy that audits and relays absolute-URI GETs with "
+        "http.client), then netenv.apply(cfg['network'], agent_port) sets http_proxy = HTTP_PROXY = "
+        "http://127.0.0.1:<agent> and no_proxy = NO_PROXY = [network] no_proxy, '' in the planted "
+        "configs/site_egress.toml. The fetcher thread GETs 12 windows per batch with "
+        "urllib.request.urlopen('http://127.0.0.1:<store>/window/<id>'); urlopen's default opener is built on "
+        "first use with ProxyHandler(getproxies()), and proxy_bypass_environment finds no entry for 127.0.0.1 "
+        "in the empty no_proxy, so each request goes to the agent as 'GET http://127.0.0.1:<store>/...': the "
+        "agent parses it, opens its own connection to the store, reads the body and relays status, headers (plus "
+        "Via) and body; every window costs a second connection set-up, a second HTTP parse/serve cycle in "
+        "another Python process and the extra hop's wake-ups on a 2-CPU box. The fetcher (the only producer) "
+        "falls behind and the training loop waits in q.get. A Python stack of the fetcher shows urlopen -> "
+        "http.client (connect, getresponse, read) in both configs; only the environment (/proc/<pid>/environ: "
+        "http_proxy set, no_proxy empty), the sockets (the fetcher connected to the agent's port, the agent to "
+        "the store's) and the agent's CPU time show the cause. Proxy variables without a loopback no_proxy: "
+        "clearlinux/swupd-client#642 (tests against local servers fail or slow down when http_proxy is set and "
+        "no_proxy is not; localhost added), alpinelinux/alpine-conf#25 (the proxy is used even for localhost "
+        "unless no_proxy=localhost), postmanlabs/postman-app-support#3942 (with HTTP_PROXY set, requests to "
+        "localhost go through the proxy) "
+        "(measured by its author: 71.05 against the twin's 123.61 steps/s, medians of 3 runs each)",
+        "none: configs/site_direct.toml starts the same egress agent and sets the same http_proxy/HTTP_PROXY, "
+        "with no_proxy = 'localhost,127.0.0.1': urllib bypasses the proxy for the store's loopback address, each "
+        "window is one direct connection to the store and the agent idles; the pipeline runs at full speed",
+        r"(?i)https?_proxy|no_proxy|\bproxy\b|proxied|proxies|egress agent|ProxyHandler|proxy_bypass|"
+        r"netenv\.apply|\[network\] no_proxy",
+        r"step \d+ loss", batch="settings batch 20"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
