@@ -221,7 +221,7 @@ class SettingsProbe:
             PayloadKeys.STATUS: STATUS_OK,
             SettingsKeys.INTERPRETER: _interpreter((self._gc_begin, self._gc_end)),
             SettingsKeys.COLLECTOR: self._collector(),
-            SettingsKeys.ENVIRONMENT: [list(pair) for pair in known_env(dict(os.environ))],
+            SettingsKeys.ENVIRONMENT: [list(pair) for pair in known_env(_environ_now())],
             SettingsKeys.CPU_CORES: _cpu_cores(),
             PayloadKeys.HOOK_ERRORS: self._guard.errors,
             PayloadKeys.LAST_HOOK_ERROR: self._guard.last_error,
@@ -642,3 +642,19 @@ class _CallbackLoader:
 # What the probe registry (``probes/registry.py``) reads of this module: its board name, its Config, its class.
 NAME = ProbeName.SETTINGS
 PROBE = SettingsProbe
+
+
+ENVIRON_COPY_TRIES = 3
+
+
+def _environ_now() -> dict[str, str]:
+    """A copy of ``os.environ``. Its iteration is Python code over a dict: another thread of the program that sets a
+    variable meanwhile makes it raise "dictionary changed size during iteration" (seen once under load in CI's
+    tiny trainer run), or a KeyError where one is removed. The copy is tried again; {} where it never settles (the
+    environment is then not said)."""
+    for _ in range(ENVIRON_COPY_TRIES):
+        try:
+            return dict(os.environ)
+        except (RuntimeError, KeyError):  # resized, or a key removed between its listing and its read
+            continue
+    return {}
