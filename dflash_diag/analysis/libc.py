@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dflash_diag.analysis.native import (
@@ -160,13 +160,15 @@ def mechanisms(chains: Iterable[LibcChain], env: Mapping[str, str]) -> tuple[str
 
 
 def chains_text(stacks: Iterable[NativeStack], env: Mapping[str, str], *,
-                lead: str = "its native samples in the C library", io: IoRates | None = None) -> str:
+                lead: str = "its native samples in the C library", io: IoRates | None = None,
+                chains: Sequence[LibcChain] | None = None) -> str:
     """"its native samples in the C library: timelocal > tzset > fstatat64 62%, ending in system calls (fstatat64):
     TZ is not set ..." for a process's stacks (``lead`` first), the dynamic linker's share where it runs during
     calls (``loader_text``), and what its I/O counters (``io``) give each of the chains' reads or writes when that
-    is a few bytes (``tiny_calls_text``); "" when neither chains nor the linker hold enough of its time."""
+    is a few bytes (``tiny_calls_text``); "" when neither chains nor the linker hold enough of its time.
+    ``chains``: ``libc_chains(stacks)``, where the caller has them already."""
     stacks = tuple(stacks)
-    chains = libc_chains(stacks)
+    chains = libc_chains(stacks) if chains is None else chains
     loader = loader_text(stacks, env)
     if not chains:
         return loader
@@ -205,13 +207,18 @@ def loader_text(stacks: Iterable[NativeStack], env: Mapping[str, str]) -> str:
 
 
 def threads_libc_text(profile: NativeProfile | None, tids: Collection[int], env: Mapping[str, str],
-                      io: IoRates | None = None) -> str:
+                      io: IoRates | None = None, chains: Sequence[LibcChain] | None = None) -> str:
     """"in the C library: timelocal > tzset > fstatat64 100%, ...": the chains of the threads
     ``tids`` (kernel TIDs) in the process's native profile, with their mechanisms (``env``: the process's
     variables the mechanisms read, ``Observation.native_env``) and, where they end in reads or writes, what the
     process's I/O counters (``io``, over the window) say each call carried when that is a few bytes; "" when no
-    chain holds enough of their time."""
-    return chains_text(thread_stacks(profile, tids), env, lead="in the C library", io=io)
+    chain holds enough of their time. ``chains``: theirs (``libc_chains``), where the caller has them already."""
+    return chains_text(thread_stacks(profile, tids), env, lead="in the C library", io=io, chains=chains)
+
+
+def chain_ends(chains: Iterable[LibcChain]) -> set[str]:
+    """The system-call wrappers the chains' samples end in."""
+    return {name for chain in chains for name in chain.syscalls}
 
 
 # Read and write calls this frequent carrying this few bytes each: a system call per byte or field, where a buffer
@@ -227,7 +234,7 @@ def tiny_calls_text(chains: Iterable[LibcChain], io: IoRates | None) -> str:
     reads (or writes) and the process's counters say those calls were many and tiny; "" otherwise."""
     if io is None:
         return ""
-    ends = {name for chain in chains for name in chain.syscalls}
+    ends = chain_ends(chains)
     said = []
     for pattern, verb, calls, size in ((_READS, "read", io.read_calls, io.read_bytes),
                                        (_WRITES, "write", io.write_calls, io.written_bytes)):
@@ -246,4 +253,4 @@ def tiny_calls_text(chains: Iterable[LibcChain], io: IoRates | None) -> str:
 MECHANISM_ENV = tuple(sorted({m.unset for m in MECHANISMS if m.unset} | {"LD_BIND_NOT"}))
 
 __all__ = ["MECHANISMS", "MECHANISM_ENV", "MIN_CHAIN_SHARE", "LibcChain", "Mechanism", "chains_text",
-           "libc_chains", "loader_text", "mechanisms", "threads_libc_text", "tiny_calls_text"]
+           "chain_ends", "libc_chains", "loader_text", "mechanisms", "threads_libc_text", "tiny_calls_text"]

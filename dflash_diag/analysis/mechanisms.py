@@ -41,133 +41,130 @@ class Mechanism:
     library: re.Pattern[str] | None = None
 
 
-def _n(frames: str, text: str, library: str = "") -> Mechanism:
+def _m(frames: str, text: str, library: str = "") -> Mechanism:
+    """A catalogue entry: ``frames`` and ``library`` as patterns (``library`` only for native frames)."""
     return Mechanism(re.compile(frames), text, re.compile(library) if library else None)
 
 
 NATIVE: tuple[Mechanism, ...] = (
-    _n(r"^(tracemalloc_\w+|traceback_new|traceback_get_frames)$",
+    _m(r"^(tracemalloc_\w+|traceback_new|traceback_get_frames)$",
        "tracemalloc records a traceback for every allocation (tracemalloc.start(), PYTHONTRACEMALLOC, -X tracemalloc)"),
-    _n(r"^_PyMem_Debug\w+$",
+    _m(r"^_PyMem_Debug\w+$",
        "Python's debug memory allocators fill and check every block (PYTHONMALLOC=debug, -X dev)"),
-    _n(r"^(call_trace|call_trace_protected|maybe_call_line_trace|trace_trampoline|profile_trampoline|"
+    _m(r"^(call_trace|call_trace_protected|maybe_call_line_trace|trace_trampoline|profile_trampoline|"
        r"call_trampoline|CTracer_\w+)$",
        "a trace or profile function runs on every call or line (sys.settrace, sys.setprofile, threading.settrace, "
        "a debugger, coverage)"),
-    _n(r"^(ptrace_enter_call|ptrace_leave_call|profiler_callback|call_timer)$",
+    _m(r"^(ptrace_enter_call|ptrace_leave_call|profiler_callback|call_timer)$",
        "cProfile times every call (a profiler left enabled)", library=r"_lsprof|libpython"),
-    _n(r"^(sys_audit_tstate|_PySys_Audit)$",
+    _m(r"^(sys_audit_tstate|_PySys_Audit)$",
        "audit hooks run on every audited event: open, import, exec, socket calls (sys.addaudithook)"),
-    _n(r"^(warn_explicit|do_warn|warn_unicode|get_filter|update_registry|call_show_warning|already_warned|"
+    _m(r"^(warn_explicit|do_warn|warn_unicode|get_filter|update_registry|call_show_warning|already_warned|"
        r"PyErr_WarnEx|PyErr_WarnFormat|PyErr_WarnExplicit\w*)$",
        "a warning is issued on every call: the warnings machinery runs its filters and registry each time (the "
        "'always' filter, or a message that differs each time, prints every one: warnings.simplefilter, -W, "
        "PYTHONWARNINGS)"),
-    _n(r"^(gc_collect_main|gc_collect_with_callback|gc_collect_generations|deduce_unreachable|subtract_refs|"
+    _m(r"^(gc_collect_main|gc_collect_with_callback|gc_collect_generations|deduce_unreachable|subtract_refs|"
        r"move_unreachable|visit_reachable|visit_decref)$",
        "the cyclic garbage collector traverses the tracked objects (its thresholds decide how often: "
        "gc.set_threshold, gc.freeze)"),
-    _n(r"^(signal_handler|trip_signal|_PyErr_CheckSignalsTstate|_PyEval_SignalReceived)$",
+    _m(r"^(signal_handler|trip_signal|_PyErr_CheckSignalsTstate|_PyEval_SignalReceived)$",
        "signals arrive and their Python handlers run (an interval timer such as setitimer, a sampling profiler's "
        "signal, a child's SIGCHLD)"),
-    _n(r"^(npyiter_copy_to_buffers|npyiter_copy_from_buffers|npyiter_buffered_iternext|"
+    _m(r"^(npyiter_copy_to_buffers|npyiter_copy_from_buffers|npyiter_buffered_iternext|"
        r"npyiter_buffered_reduce_iternext\w*|npyiter_allocate_buffers)$",
        "NumPy runs ufuncs through its iterator's buffers, copying and casting the operands chunk by chunk (inputs "
        "of another dtype, unaligned or strided data; the chunk is the buffer size: np.setbufsize, 8192 elements by "
        "default)"),
-    _n(r"^(PyUFunc_handlefperr|_error_handler|PyUFunc_GiveFloatingpointErrors)$",
+    _m(r"^(PyUFunc_handlefperr|_error_handler|PyUFunc_GiveFloatingpointErrors)$",
        "NumPy handles a floating-point error on every ufunc call (np.seterr or np.errstate with 'warn', 'call', "
        "'log' or 'raise' while the data overflows, divides by zero or makes NaNs)"),
-    _n(r"^(mpd_q\w+|_mpd_\w+|fnt_\w+|std_fnt|six_step_fnt|four_step_fnt)$",
+    _m(r"^(mpd_q\w+|_mpd_\w+|fnt_\w+|std_fnt|six_step_fnt|four_step_fnt)$",
        "decimal arithmetic, whose cost grows with the context's precision (decimal.getcontext().prec, "
        "decimal.DefaultContext)"),
-    _n(r"^(deflate_slow|longest_match)$",
+    _m(r"^(deflate_slow|longest_match)$",
        "zlib compresses at a slow level (deflate_slow: levels 4 to 9; gzip and GzipFile default to 9, zlib to 6)"),
-    _n(r"^ZSTD_compressBlock_(btultra2?|btopt|btlazy2)\w*$",
+    _m(r"^ZSTD_compressBlock_(btultra2?|btopt|btlazy2)\w*$",
        "zstd compresses at a high level (its optimal parsers: levels 13 and up)"),
-    _n(r"^(lzma_mf_bt\w+|lzma_lzma_optimum_\w+)$",
+    _m(r"^(lzma_mf_bt\w+|lzma_lzma_optimum_\w+)$",
        "LZMA/xz compression (its match finder; preset 6 by default, 9 or extreme costs more)"),
-    _n(r"^(BZ2_compressBlock|mainSort|fallbackSort|mainGtU)$", "bzip2 compression (level 9 by default)"),
-    _n(r"^(gomp_barrier_wait_end|gomp_team_barrier_wait_end|gomp_barrier_wait|do_spin|__kmp_wait_\w+|"
+    _m(r"^(BZ2_compressBlock|mainSort|fallbackSort|mainGtU)$", "bzip2 compression (level 9 by default)"),
+    _m(r"^(gomp_barrier_wait_end|gomp_team_barrier_wait_end|gomp_barrier_wait|do_spin|__kmp_wait_\w+|"
        r"__kmp_hyper_barrier_\w+|__kmp_fork_barrier|__kmp_join_barrier|__kmp_yield)$",
        "OpenMP threads spin at barriers waiting for work (OMP_WAIT_POLICY, KMP_BLOCKTIME, GOMP_SPINCOUNT decide "
        "how long they spin before they sleep)", library=r"gomp|iomp|libomp|libtorch"),
-    _n(r"(AnomalyMetadata|AnomalyMode)",
+    _m(r"(AnomalyMetadata|AnomalyMode)",
        "autograd's anomaly detection stores a Python stack for every op and checks every gradient "
        "(torch.autograd.set_detect_anomaly(True), torch.autograd.detect_anomaly)"),
-    _n(r"(RecordFunction::(before|end)|profiler::impl::|KinetoThreadLocalState|ThreadLocalSubqueue|"
+    _m(r"(RecordFunction::(before|end)|profiler::impl::|KinetoThreadLocalState|ThreadLocalSubqueue|"
        r"pushProfilingCallbacks)",
        "torch's profiler records every op (torch.profiler.profile or record_function left on)"),
-    _n(r"^(c10::Warning::warn|c10::warn|c10::WarningHandler::process|torch::PyWarningHandler\w*)$",
+    _m(r"^(c10::Warning::warn|c10::warn|c10::WarningHandler::process|torch::PyWarningHandler\w*)$",
        "torch issues a warning inside an op on every call (TORCH_WARN; Python's warnings filters decide what "
        "prints)"),
-    _n(r"(dgemm|dgemv|dsyrk|dtrsm|dgemm_kernel)",
+    _m(r"(dgemm|dgemv|dsyrk|dtrsm|dgemm_kernel)",
        "double-precision (float64) matrix products: float64 tensors or arrays (torch.set_default_dtype("
        "torch.float64), float64 data from NumPy) run at half the float32 speed or less"),
-    _n(r"^(mkl_serv_print_verbose\w*|mkl_serv_verbose\w*|mkl_verbose\w*)$",
+    _m(r"^(mkl_serv_print_verbose\w*|mkl_serv_verbose\w*|mkl_verbose\w*)$",
        "MKL times and prints every call (MKL_VERBOSE)"),
-    _n(r"(dnnl::impl::verbose\w*|verbose_printf|get_verbose)", "oneDNN prints every primitive it runs "
+    _m(r"(dnnl::impl::verbose\w*|verbose_printf|get_verbose)", "oneDNN prints every primitive it runs "
        "(ONEDNN_VERBOSE, DNNL_VERBOSE)", library=r"dnnl|libtorch_cpu"),
-    _n(r"^(__strcoll_l|strcoll|__strxfrm_l|strxfrm|wcscoll|__wcscoll_l|wcsxfrm|__wcsxfrm_l)$",
+    _m(r"^(__strcoll_l|strcoll|__strxfrm_l|strxfrm|wcscoll|__wcscoll_l|wcsxfrm|__wcsxfrm_l)$",
        "locale-aware string comparison (strcoll, strxfrm: the LC_COLLATE locale's rules; the C locale compares "
        "bytes)"),
-    _n(r"^(SSL_read|SSL_write|SSL_read_ex|SSL_write_ex|ssl3_\w+|tls1_\w+|aesni_\w+|aes_gcm_\w+|"
+    _m(r"^(SSL_read|SSL_write|SSL_read_ex|SSL_write_ex|ssl3_\w+|tls1_\w+|aesni_\w+|aes_gcm_\w+|"
        r"ChaCha20_\w+|Poly1305_\w+|EVP_(En|De)cryptUpdate)$",
        "TLS encrypts and authenticates every byte (an ssl-wrapped socket)"),
-    _n(r"^(load_float|load_int|load_long|load_string|load_unicode|load_put|load_get|load_dict|load_list)$",
+    _m(r"^(load_float|load_int|load_long|load_string|load_unicode|load_put|load_get|load_dict|load_list)$",
        "pickle's text opcodes (protocol 0: numbers as decimal text, strings escaped, memo keys as text)",
        library=r"_pickle"),
-    _n(r".", "glibc's malloc debugging library checks every allocation (libc_malloc_debug.so preloaded for "
+    _m(r".", "glibc's malloc debugging library checks every allocation (libc_malloc_debug.so preloaded for "
        "MALLOC_CHECK_ or mtrace)", library=r"^libc_malloc_debug"),
 )
 
 
-def _p(frames: str, text: str) -> Mechanism:
-    return Mechanism(re.compile(frames), text)
-
-
 PYTHON: tuple[Mechanism, ...] = (
-    _p(r"^torch/_tensor_str\.py:", "tensors formatted as text (printing or str() of a tensor; "
+    _m(r"^torch/_tensor_str\.py:", "tensors formatted as text (printing or str() of a tensor; "
        "torch.set_printoptions decides how much is formatted)"),
-    _p(r"^numpy/(_?core)/arrayprint\.py:", "NumPy arrays formatted as text (np.set_printoptions decides how much: "
+    _m(r"^numpy/(_?core)/arrayprint\.py:", "NumPy arrays formatted as text (np.set_printoptions decides how much: "
        "threshold, precision)"),
-    _p(r"^(inspect\.py:(stack|getframeinfo|getouterframes|findsource|getsourcefile|getmodule|getfile)|linecache\.py:)",
+    _m(r"^(inspect\.py:(stack|getframeinfo|getouterframes|findsource|getsourcefile|getmodule|getfile)|linecache\.py:)",
        "Python stacks collected with their source lines per call (inspect.stack, inspect.getframeinfo: source "
        "files searched)"),
-    _p(r"^traceback\.py:(extract_stack|format_stack|walk_stack|StackSummary\.\w+|format_list|FrameSummary\.\w+)",
+    _m(r"^traceback\.py:(extract_stack|format_stack|walk_stack|StackSummary\.\w+|format_list|FrameSummary\.\w+)",
        "Python stacks formatted per call (traceback.extract_stack, format_stack; logging's stack_info=True)"),
-    _p(r"^warnings\.py:(_showwarnmsg\w*|_formatwarnmsg\w*|formatwarning|WarningMessage\.\w+|_showwarning)",
+    _m(r"^warnings\.py:(_showwarnmsg\w*|_formatwarnmsg\w*|formatwarning|WarningMessage\.\w+|_showwarning)",
        "warnings printed (the 'always' filter, or a message that differs each time, shows every one: "
        "warnings.simplefilter, -W, PYTHONWARNINGS)"),
-    _p(r"^logging/__init__\.py:(Handler\.handle|StreamHandler\.(emit|flush)|FileHandler\.emit|Formatter\.format\w*|"
+    _m(r"^logging/__init__\.py:(Handler\.handle|StreamHandler\.(emit|flush)|FileHandler\.emit|Formatter\.format\w*|"
        r"LogRecord\.__init__|Logger\.findCaller|Logger\.callHandlers)",
        "log records formatted and written (the logger's level lets them through: logging.basicConfig(level=...), "
        "setLevel; a handler that flushes every record)"),
-    _p(r"^(tracemalloc\.py:)", "tracemalloc snapshots and statistics (tracemalloc.take_snapshot)"),
-    _p(r"^(bdb\.py:|pdb\.py:|_pydevd_bundle/|pydevd\.py:|_pydevd_|debugpy/)",
+    _m(r"^(tracemalloc\.py:)", "tracemalloc snapshots and statistics (tracemalloc.take_snapshot)"),
+    _m(r"^(bdb\.py:|pdb\.py:|_pydevd_bundle/|pydevd\.py:|_pydevd_|debugpy/)",
        "a debugger's trace function checks breakpoints on every line (pdb, pydevd: an IDE's debugger)"),
-    _p(r"^coverage/", "coverage measurement traces every line (coverage run, pytest-cov)"),
-    _p(r"^profile\.py:", "the pure-Python profiler (the profile module) runs on every call"),
-    _p(r"^(re/_compiler\.py:|re/_parser\.py:|sre_compile\.py:|sre_parse\.py:)",
+    _m(r"^coverage/", "coverage measurement traces every line (coverage run, pytest-cov)"),
+    _m(r"^profile\.py:", "the pure-Python profiler (the profile module) runs on every call"),
+    _m(r"^(re/_compiler\.py:|re/_parser\.py:|sre_compile\.py:|sre_parse\.py:)",
        "regular expressions compiled again and again (re's cache keeps 512 patterns: patterns built per call, or "
        "more of them in rotation, or re.purge)"),
-    _p(r"^json/encoder\.py:_(make_)?iterencode",
+    _m(r"^json/encoder\.py:_(make_)?iterencode",
        "JSON encoded by the pure-Python encoder, not the C one (an indent, or json.dump to a file: only json.dumps "
        "without indent runs the C encoder)"),
-    _p(r"^pickle\.py:(_Pickler|_Unpickler|_dump|_load|_loads|_dumps)",
+    _m(r"^pickle\.py:(_Pickler|_Unpickler|_dump|_load|_loads|_dumps)",
        "pickle's pure-Python implementation, not the C _pickle (pickle._Pickler/_Unpickler or a subclass of them)"),
-    _p(r"^google/protobuf/internal/(python_message|decoder|encoder|containers|type_checkers|well_known_types)\.py:",
+    _m(r"^google/protobuf/internal/(python_message|decoder|encoder|containers|type_checkers|well_known_types)\.py:",
        "protobuf's pure-Python runtime, not its C one (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python, or the "
        "upb/cpp extension missing)"),
-    _p(r"^_pydecimal\.py:", "the pure-Python decimal module (_pydecimal), not the C _decimal"),
-    _p(r"^_strptime\.py:", "time parsed by the pure-Python _strptime (datetime.strptime, time.strptime: a regular "
+    _m(r"^_pydecimal\.py:", "the pure-Python decimal module (_pydecimal), not the C _decimal"),
+    _m(r"^_strptime\.py:", "time parsed by the pure-Python _strptime (datetime.strptime, time.strptime: a regular "
        "expression and a locale check per call)"),
-    _p(r"^(importlib/_bootstrap\w*\.py:|<frozen importlib\._bootstrap\w*>:)",
+    _m(r"^(importlib/_bootstrap\w*\.py:|<frozen importlib\._bootstrap\w*>:)",
        "imports run on the hot path (a module searched for again: removed from sys.modules, importlib.reload, "
        "invalidate_caches, or a path search per call)"),
-    _p(r"^random\.py:SystemRandom\.", "random numbers from the kernel (random.SystemRandom or the secrets module: "
+    _m(r"^random\.py:SystemRandom\.", "random numbers from the kernel (random.SystemRandom or the secrets module: "
        "a getrandom system call per draw)"),
-    _p(r"^tqdm/", "a tqdm progress bar updating (mininterval and miniters decide how often it redraws)"),
+    _m(r"^tqdm/", "a tqdm progress bar updating (mininterval and miniters decide how often it redraws)"),
 )
 
 

@@ -634,8 +634,7 @@ def children_permission_watches(pid: int, kids: list[int] | tuple[int, ...], pro
     out: list[str] = []
     for kid, ino, events in found[:MAX_WATCHES]:
         name = own_names.get(ino) or _inode_names(proc_root / str(kid), _regular(kid_links[kid])).get(ino)
-        comm = printable((_read(proc_root / str(kid) / "comm", 64) or "?").strip())
-        entry = f"fanotify on {name or f'inode {ino}'}, held by its child {kid} (`{comm}`): {events}"
+        entry = f"fanotify on {name or f'inode {ino}'}, held by its child {kid} (`{_comm(kid, proc_root) or '?'}`): {events}"
         if entry not in out:
             out.append(entry)
     return tuple(out)
@@ -748,10 +747,15 @@ def without_own_tracers(controls: tuple[tuple[str, str], ...], proc_root: Path =
             pid = int(value.split()[-1])
             if _descends_from(pid, me, proc_root):
                 continue
-            comm = (_read(proc_root / str(pid) / "comm", 64) or "").strip()
-            value = f"process {pid}" + (f" (`{printable(comm)}`)" if comm else "")
+            comm = _comm(pid, proc_root)
+            value = f"process {pid}" + (f" (`{comm}`)" if comm else "")
         out.append((name, value))
     return tuple(out)
+
+
+def _comm(pid: int, proc_root: Path = PROC) -> str:
+    """The process's name (``/proc/PID/comm``), printable; "" where it cannot be read."""
+    return printable((_read(proc_root / str(pid) / "comm", 64) or "").strip())
 
 
 def _descends_from(pid: int, ancestor: int, proc_root: Path, depth: int = 6) -> bool:

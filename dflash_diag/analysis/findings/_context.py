@@ -17,7 +17,7 @@ from typing import Any
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_contract.settings import AREA_KERNEL, AREA_THREADS
 from dflash_diag.analysis.hotspots import changes_text, reads_text
-from dflash_diag.analysis.libc import libc_chains, threads_libc_text
+from dflash_diag.analysis.libc import chain_ends, libc_chains, threads_libc_text
 from dflash_diag.analysis.mechanisms import SHOWN as MECHANISMS_SHOWN
 from dflash_diag.analysis.mechanisms import mechanisms_text, native_mechanisms, python_mechanisms
 from dflash_diag.analysis.native import thread_stacks
@@ -430,11 +430,9 @@ def libc_text(ctx: Context, tids: Collection[int]) -> str:
     """The threads' C library chains from doctor's native look (``libc.threads_libc_text``), with the process's
     environment the mechanisms read and its I/O counters over the window, and a child's permission watch where the
     chains end in opens or reads; "" without a look or a chain."""
-    text = threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs))
-    if not text:
-        return ""
-    ends = {call for chain in libc_chains(thread_stacks(ctx.obs.native, tids)) for call in chain.syscalls}
-    return text + permission_watches_text(ctx, ends)
+    chains = libc_chains(thread_stacks(ctx.obs.native, tids))
+    text = threads_libc_text(ctx.obs.native, tids, dict(ctx.obs.native_env), io_rates(ctx.obs), chains=chains)
+    return text + permission_watches_text(ctx, chain_ends(chains)) if text else ""
 
 
 _OPENS_OR_READS = re.compile(r"(open|read|execve)")
