@@ -34,7 +34,7 @@ from pathlib import Path
 
 from dflash_diag.sources import live_environ, procfs
 from dflash_diag.sources.peers import PeerReader
-from dflash_diag.sources.sched import SchedReader, open_sync_files, read_os_facts
+from dflash_diag.sources.sched import SchedReader, children_permission_watches, open_sync_files, read_os_facts
 
 WORKLOAD = r'''
 import sys, threading, time, torch
@@ -87,11 +87,19 @@ def _pty_and_children_costs(calls: int) -> dict[str, dict[str, float]]:
         assert proc.stdout is not None
         proc.stdout.readline()
         found, known = _found_and_known(proc.pid, calls)
+        kids = [int(k) for k in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        peers = PeerReader(proc.pid)
         return {
             "PeerReader read, a pty's other end found (fdinfo's tty-index, descriptors; with the /proc sweep)": found,
             "PeerReader read, the pty's other end known (with the /proc sweep)": known,
             "SchedReader sweep, a process with 4 children (their nice, session, autogroup)":
                 _timed(SchedReader(proc.pid).sample, calls),
+            # Once a window: every child's descriptors walked for a fanotify permission watch (none here: the cost
+            # of looking), and a peer's CPU-cgroup read (the child in the same group: the common case, no quota).
+            "children_permission_watches, 4 children (their descriptors)":
+                _timed(lambda: children_permission_watches(proc.pid, kids), calls),
+            "PeerReader's CPU-quota read of one peer (its cgroups against the process's)":
+                _timed(lambda: peers._cpu_quota(kids[0]), calls),  # the one step timed alone
         }
     finally:
         proc.kill()  # its children read EOF from their stdin and exit
