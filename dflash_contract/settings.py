@@ -37,9 +37,10 @@ AREA_DEBUG = "debug"  # diagnostics that cost time everywhere (logging, tracing)
 AREA_LIBRARY = "library"  # a library's own code paths (its constants: load factors, versions, modes)
 AREA_KERNEL = "kernel"  # what the kernel does on the process's behalf (every system call, its memory)
 AREA_IO = "io"  # how its streams are buffered and its text compared (stdout's buffering, the C library's locale)
+AREA_NETWORK = "network"  # where its connections go (a proxy between it and the service it calls)
 AREA_STARTUP = "startup"  # what each start of a process pays (the bytecode cache)
-AREAS = (AREA_THREADS, AREA_LAUNCHES, AREA_AUTOGRAD, AREA_COLLECTOR, AREA_GIL, AREA_NUMERICS, AREA_MEMORY,
-         AREA_COLLECTIVES, AREA_DEBUG, AREA_KERNEL, AREA_IO, AREA_STARTUP)
+AREAS = (AREA_THREADS, AREA_LAUNCHES, AREA_AUTOGRAD, AREA_COLLECTOR, AREA_GIL, AREA_NUMERICS, AREA_MEMORY, AREA_LIBRARY,
+         AREA_COLLECTIVES, AREA_DEBUG, AREA_KERNEL, AREA_IO, AREA_NETWORK, AREA_STARTUP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,9 @@ class EnvVar:
 
 
 _V = EnvVar
+# The variables that name an HTTP proxy (lower case first: urllib and curl prefer it).
+PROXY_VARS = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+
 ENV_VARS: tuple[EnvVar, ...] = (
     # --- thread pools (OpenMP, MKL, BLAS, tokenizers) ---
     _V("OMP_NUM_THREADS", AREA_THREADS, "threads of each OpenMP parallel region (torch's intra-op pool)",
@@ -142,7 +146,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("TORCH_DISTRIBUTED_DEBUG", AREA_COLLECTIVES, "checks every collective (DETAIL: a sync per call)", "OFF",
        ("OFF",)),
     _V("TORCH_CPP_LOG_LEVEL", AREA_DEBUG, "torch's C++ log level", "WARNING", ("WARNING", "1")),
-    _V("PYTORCH_JIT", AREA_AUTOGRAD, "TorchScript (0: scripted code runs as Python)", "on"),
+    _V("PYTORCH_JIT", AREA_AUTOGRAD, "TorchScript (0: scripted code runs as Python)", "on", ("1",)),
+    _V("TORCH_FORCE_WEIGHTS_ONLY_LOAD", AREA_LIBRARY, "torch.load unpickles with its restricted Python unpickler "
+       "even where the caller passed weights_only=False", "the caller's weights_only", ("0",)),
+    _V("NUMBA_DISABLE_JIT", AREA_LIBRARY, "numba's @jit and @njit functions run as plain Python", "compiles",
+       ("0",)),
+    _V("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", AREA_LIBRARY, "which protobuf runtime parses and builds messages "
+       "(python: the pure-Python one)", "upb (C)", ("upb", "cpp")),
     _V("TORCH_NCCL_BLOCKING_WAIT", AREA_COLLECTIVES, "the host blocks in every collective's wait", "off"),
     _V("TORCH_NCCL_ASYNC_ERROR_HANDLING", AREA_COLLECTIVES, "how NCCL errors end the process", "3"),
     _V("TORCH_NCCL_ENABLE_MONITORING", AREA_COLLECTIVES, "the NCCL heartbeat monitor thread", "on"),
@@ -175,6 +185,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     _V("PYTHONVERBOSE", AREA_DEBUG, "prints a line for every module imported and every file tried (a worker "
        "process started per task pays it again)", "off"),
     _V("PYTHONASYNCIODEBUG", AREA_DEBUG, "asyncio's debug mode", "off"),
+    _V("PYTHONWARNINGS", AREA_DEBUG, "the warnings filters (always: every warning is formatted and printed, each "
+       "call)", "Python's default filters"),
     _V("PYTHONOPTIMIZE", AREA_DEBUG, "drops asserts (-O)", "off"),
     _V("PYTHONUNBUFFERED", AREA_IO, "stdout and stderr written through, unbuffered: a write(2) for each "
        "argument, separator and newline a print makes on a pipe or file", "block-buffered (line-buffered on a "
@@ -184,6 +196,11 @@ ENV_VARS: tuple[EnvVar, ...] = (
        "__pycache__ beside each source"),
     _V("PYTHONDONTWRITEBYTECODE", AREA_STARTUP, "no .pyc written: a module without one is compiled from source at "
        "each start", "writes .pyc"),
+    # --- HTTP proxies: urllib, requests, httpx and curl send a request through the proxy these name ---
+    *(_V(name, AREA_NETWORK, "the proxy every HTTP request goes through, unless no_proxy names its host",
+         "direct connections") for name in PROXY_VARS),
+    *(_V(name, AREA_NETWORK, "the hosts HTTP requests reach directly, past the proxy (empty or unset: every host, "
+         "a local service's too, goes through it)", "none") for name in ("no_proxy", "NO_PROXY")),
     # --- the C library's locale: how programs compare, sort and case-fold text ---
     _V("LC_ALL", AREA_IO, "the C library's locale for everything (a language or UTF-8 locale sorts and compares "
        "text through its collation tables: strcoll, where C compares bytes)", "LC_* and LANG, else C", ("C", "POSIX")),
@@ -215,10 +232,32 @@ SET_VALUE = "<set>"
 
 
 def shown_env_value(name: str, value: str) -> str | None:
-    """The value of a known variable as it may be shown, or None for a name outside the catalogue."""
+    """The value of a known variable as it may be shown, or None for a name outside the catalogue. A proxy's URL
+    is shown only where it is on this machine (``http://127.0.0.1:3128``: scheme, loopback host and port, no
+    credentials or path), so the connections to it can be told apart; any other reads ``<set>``."""
     if name not in ENV_BY_NAME:
         return None
+    if name in PROXY_VARS:
+        return loopback_proxy(value) or (SET_VALUE if value else "")
     return value if _SAFE_VALUE.match(value) else SET_VALUE
+
+
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_PROXY_URL = re.compile(r"^(?:(?P<scheme>[a-z][a-z0-9+.-]{0,15})://)?(?:[^@/]*@)?(?P<host>\[[0-9a-f:]+\]|[^:/@\[\]]+)"
+                        r"(?::(?P<port>\d{1,5}))?(?:/.*)?$", re.IGNORECASE)
+
+
+def loopback_proxy(value: str) -> str | None:
+    """``http://user:pw@127.0.0.1:3128/`` -> ``http://127.0.0.1:3128``; None for a proxy elsewhere or no URL."""
+    m = _PROXY_URL.match(value.strip()[:512])
+    if m is None:
+        return None
+    host = m.group("host").lower()
+    if host not in _LOOPBACK_HOSTS and not re.fullmatch(r"127(\.\d{1,3}){3}", host):
+        return None
+    scheme = (m.group("scheme") or "http").lower()
+    port = m.group("port") or {"https": "443"}.get(scheme, "80" if scheme == "http" else "1080")
+    return f"{scheme}://{host}:{port}"
 
 
 def known_env(environ: dict[str, str] | object) -> tuple[tuple[str, str], ...]:

@@ -39,11 +39,14 @@ class Mechanism:
     frames: re.Pattern[str]
     text: str
     library: re.Pattern[str] | None = None
+    # The process-wide settings (the catalogue's names: environment variables, torch's flags) that put a program's
+    # time into this code: set away from their defaults, the time there is theirs to answer for.
+    settings: tuple[str, ...] = ()
 
 
-def _m(frames: str, text: str, library: str = "") -> Mechanism:
+def _m(frames: str, text: str, library: str = "", settings: tuple[str, ...] = ()) -> Mechanism:
     """A catalogue entry: ``frames`` and ``library`` as patterns (``library`` only for native frames)."""
-    return Mechanism(re.compile(frames), text, re.compile(library) if library else None)
+    return Mechanism(re.compile(frames), text, re.compile(library) if library else None, settings)
 
 
 NATIVE: tuple[Mechanism, ...] = (
@@ -63,7 +66,7 @@ NATIVE: tuple[Mechanism, ...] = (
        r"PyErr_WarnEx|PyErr_WarnFormat|PyErr_WarnExplicit\w*)$",
        "a warning is issued on every call: the warnings machinery runs its filters and registry each time (the "
        "'always' filter, or a message that differs each time, prints every one: warnings.simplefilter, -W, "
-       "PYTHONWARNINGS)"),
+       "PYTHONWARNINGS)", settings=("PYTHONWARNINGS",)),
     _m(r"^(gc_collect_main|gc_collect_with_callback|gc_collect_generations|deduce_unreachable|subtract_refs|"
        r"move_unreachable|visit_reachable|visit_decref)$",
        "the cyclic garbage collector traverses the tracked objects (its thresholds decide how often: "
@@ -111,7 +114,7 @@ NATIVE: tuple[Mechanism, ...] = (
        "(ONEDNN_VERBOSE, DNNL_VERBOSE)", library=r"dnnl|libtorch_cpu"),
     _m(r"^(__strcoll_l|strcoll|__strxfrm_l|strxfrm|wcscoll|__wcscoll_l|wcsxfrm|__wcsxfrm_l)$",
        "locale-aware string comparison (strcoll, strxfrm: the LC_COLLATE locale's rules; the C locale compares "
-       "bytes)"),
+       "bytes)", settings=("LC_ALL", "LC_COLLATE")),
     _m(r"^(SSL_read|SSL_write|SSL_read_ex|SSL_write_ex|ssl3_\w+|tls1_\w+|aesni_\w+|aes_gcm_\w+|"
        r"ChaCha20_\w+|Poly1305_\w+|EVP_(En|De)cryptUpdate)$",
        "TLS encrypts and authenticates every byte (an ssl-wrapped socket)"),
@@ -135,7 +138,7 @@ PYTHON: tuple[Mechanism, ...] = (
        "Python stacks formatted per call (traceback.extract_stack, format_stack; logging's stack_info=True)"),
     _m(r"^warnings\.py:(_showwarnmsg\w*|_formatwarnmsg\w*|formatwarning|WarningMessage\.\w+|_showwarning)",
        "warnings printed (the 'always' filter, or a message that differs each time, shows every one: "
-       "warnings.simplefilter, -W, PYTHONWARNINGS)"),
+       "warnings.simplefilter, -W, PYTHONWARNINGS)", settings=("PYTHONWARNINGS",)),
     _m(r"^logging/__init__\.py:(Handler\.handle|StreamHandler\.(emit|flush)|FileHandler\.emit|Formatter\.format\w*|"
        r"LogRecord\.__init__|Logger\.findCaller|Logger\.callHandlers)",
        "log records formatted and written (the logger's level lets them through: logging.basicConfig(level=...), "
@@ -155,7 +158,11 @@ PYTHON: tuple[Mechanism, ...] = (
        "pickle's pure-Python implementation, not the C _pickle (pickle._Pickler/_Unpickler or a subclass of them)"),
     _m(r"^google/protobuf/internal/(python_message|decoder|encoder|containers|type_checkers|well_known_types)\.py:",
        "protobuf's pure-Python runtime, not its C one (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python, or the "
-       "upb/cpp extension missing)"),
+       "upb/cpp extension missing)", settings=("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION",)),
+    _m(r"^torch/_weights_only_unpickler\.py:",
+       "torch.load's restricted unpickler, written in Python (weights_only=True, the default since torch 2.6; "
+       "TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 forces it even where a caller passed weights_only=False)",
+       settings=("TORCH_FORCE_WEIGHTS_ONLY_LOAD",)),
     _m(r"^_pydecimal\.py:", "the pure-Python decimal module (_pydecimal), not the C _decimal"),
     _m(r"^_strptime\.py:", "time parsed by the pure-Python _strptime (datetime.strptime, time.strptime: a regular "
        "expression and a locale check per call)"),
@@ -178,8 +185,9 @@ class Seen:
         return f"{self.mechanism.text}: {100.0 * self.share:.0f}% of its working samples in `{self.where}`"
 
 
-def native_mechanisms(stacks: Iterable[NativeStack]) -> tuple[Seen, ...]:
-    """The catalogued mechanisms the stacks' working samples run in (``MIN_SHARE`` or more), largest first."""
+def native_mechanisms(stacks: Iterable[NativeStack], shown: int | None = SHOWN) -> tuple[Seen, ...]:
+    """The catalogued mechanisms the stacks' working samples run in (``MIN_SHARE`` or more), largest first: the
+    first ``shown`` (None: all)."""
     working = [s for s in stacks if not is_waiting(s.frames)]  # a barrier's spin works; its futex sleep waits
     total = sum(s.count for s in working)
     if not total:
@@ -195,7 +203,7 @@ def native_mechanisms(stacks: Iterable[NativeStack]) -> tuple[Seen, ...]:
             if name is not None:
                 hits[name] = hits.get(name, 0) + stack.count
         _collect(found, mechanism, hits, total)
-    return _largest(found)
+    return _largest(found, shown)
 
 
 def _native_match(mechanism: Mechanism, name: str, filename: str) -> bool:
@@ -204,8 +212,10 @@ def _native_match(mechanism: Mechanism, name: str, filename: str) -> bool:
     return bool(mechanism.frames.search(name))
 
 
-def python_mechanisms(rows: Sequence[tuple[ThreadSample, ThreadState]]) -> tuple[Seen, ...]:
-    """The catalogued mechanisms the rows' working samples run in, by their library Python frames."""
+def python_mechanisms(rows: Sequence[tuple[ThreadSample, ThreadState]], shown: int | None = SHOWN
+                      ) -> tuple[Seen, ...]:
+    """The catalogued mechanisms the rows' working samples run in, by their library Python frames (the first
+    ``shown``; None: all)."""
     working = [t for t, state in rows if state not in NOT_WORK]
     if not working:
         return ()
@@ -218,7 +228,7 @@ def python_mechanisms(rows: Sequence[tuple[ThreadSample, ThreadState]]) -> tuple
             if key is not None:
                 hits[key] = hits.get(key, 0) + 1
         _collect(found, mechanism, hits, len(working))
-    return _largest(found)
+    return _largest(found, shown)
 
 
 def _python_key(filename: str, function: str) -> str:
@@ -235,8 +245,8 @@ def _collect(found: list[Seen], mechanism: Mechanism, hits: dict[str, int], tota
         found.append(Seen(mechanism, share, max(hits, key=lambda k: hits[k])))
 
 
-def _largest(found: list[Seen]) -> tuple[Seen, ...]:
-    return tuple(sorted(found, key=lambda s: -s.share)[:SHOWN])
+def _largest(found: list[Seen], shown: int | None) -> tuple[Seen, ...]:
+    return tuple(sorted(found, key=lambda s: -s.share)[:shown])
 
 
 def mechanisms_text(seen: Sequence[Seen]) -> str:

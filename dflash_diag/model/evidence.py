@@ -137,6 +137,10 @@ class SourceLine:
     loop_line: int | None = None
     loop_backward: bool = False
     loop_step: bool = False
+    # The decorators of that function, as dotted names without their arguments (``torch.jit.script``,
+    # ``torch.compile``, ``njit``): what the program asked to be done to it (compiled, scripted, cached), which a
+    # process-wide setting can turn off.
+    decorators: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

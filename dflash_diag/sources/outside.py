@@ -45,6 +45,7 @@ class _Def:
     queue_calls: tuple[str, ...]
     unused_logits: tuple[int, ...] = ()  # line numbers (texts added per file)
     unused_outputs: tuple[int, ...] = ()  # ... of any module call's output never read
+    decorators: tuple[str, ...] = ()  # dotted names, arguments dropped (``torch.jit.script``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,12 +303,30 @@ def _collect_defs(node: ast.AST, prefix: str, out: list[_Def]) -> None:
             start = min([child.lineno] + [d.lineno for d in child.decorator_list])
             out.append(_Def(start=start, end=child.end_lineno or child.lineno, qualname=qualname,
                             queue_calls=_queue_calls(child), unused_logits=_unused_logits(child),
-                            unused_outputs=_unused_outputs(child)))
+                            unused_outputs=_unused_outputs(child), decorators=_decorators(child)))
             _collect_defs(child, f"{qualname}.<locals>.", out)
         elif isinstance(child, ast.ClassDef):
             _collect_defs(child, f"{prefix}{child.name}.", out)
         else:
             _collect_defs(child, prefix, out)
+
+
+MAX_DECORATORS = 4
+
+
+def _decorators(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    """``@torch.jit.script``, ``@torch.compile(mode=...)``, ``@njit(cache=True)`` -> their dotted names; a decorator
+    that is no plain name or attribute chain (a subscript, a lambda) is left out."""
+    out: list[str] = []
+    for node in func.decorator_list[:MAX_DECORATORS]:
+        target = node.func if isinstance(node, ast.Call) else node
+        parts: list[str] = []
+        while isinstance(target, ast.Attribute):
+            parts.append(target.attr)
+            target = target.value
+        if isinstance(target, ast.Name):
+            out.append(".".join([target.id, *reversed(parts)])[:MAX_CALL_TEXT])
+    return tuple(out)
 
 
 def _own_nodes(func: ast.AST) -> list[ast.AST]:
@@ -462,7 +481,7 @@ def _source_line(filename: str, line: int, parsed: _Parsed) -> SourceLine:
                       unused_logits=_texts(inner.unused_logits, parsed) if inner else (),
                       unused_outputs=_texts(inner.unused_outputs, parsed) if inner else (),
                       loop_line=loop.line if loop else None, loop_backward=loop.backward if loop else False,
-                      loop_step=loop.step if loop else False)
+                      loop_step=loop.step if loop else False, decorators=inner.decorators if inner else ())
 
 
 def _texts(lines: tuple[int, ...], parsed: _Parsed) -> tuple[tuple[int, str], ...]:

@@ -42,6 +42,7 @@ from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import ProcParseError, all_children, fd_links, parse_schedstat
 from dflash_diag.sources.sched import (
     CPU_QUOTA,
+    LOCKED_MEMORY,
     MAX_TCP_TABLE_BYTES,
     SYS_CGROUP,
     cgroup_dirs,
@@ -50,6 +51,7 @@ from dflash_diag.sources.sched import (
     parse_tcp_lines,
     read_cgroup_cpu,
     started_environ,
+    status_fields,
     tcp_addr_text,
     without_own_tracers,
 )
@@ -62,6 +64,8 @@ MAX_PEER_TASKS = 256  # a peer's threads looked at for one blocked on the same c
 MAX_SCAN_PROCESSES = 512  # processes searched for a pipe's other end
 SCAN_BUDGET_S = 0.05  # ... and for at most this long per sweep
 CMDLINE_CHARS = 160
+# A peer's locked memory (VmLck) that moves this much between reads is locked as it is mapped (MCL_FUTURE).
+LOCK_CHANGE_KIB = 4 * 1024
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 # The blocking calls whose first argument is the descriptor waited on, per architecture.
@@ -215,6 +219,7 @@ class PeerReader:
         self._pipe_capacity: dict[int, int | None] = {}  # inode -> its capacity, read once
         self.cgroup_root = cgroup_root
         self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
+        self._locked: dict[tuple[int, int], tuple[int, int]] = {}  # (peer, start ticks) -> lowest, highest VmLck kB
 
     def __call__(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
         return self.read(threads)
@@ -555,10 +560,26 @@ class PeerReader:
                            read_calls_per_s=io.read_calls if io else None,
                            read_bytes_per_s=io.read_bytes if io else None,
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0),
-                           controls=tuple(c for c in without_own_tracers(
-                               parse_process_controls(_read(base / "status", 16384) or ""), self.proc_root)
-                                          if c[0] != "locked memory")  # read each time: a process may set them late
-                           + self._cpu_quota(pid))
+                           controls=self._controls(pid, stat.start_time_ticks if stat else 0,
+                                                   _read(base / "status", 16384) or ""))
+
+    def _controls(self, pid: int, start_ticks: int, status: str) -> tuple[tuple[str, str], ...]:
+        """What the kernel does for the peer away from its defaults, read each time (a process may set them late).
+        Memory it locked once (mlockall(MCL_CURRENT) at start-up, a locked key) costs nothing later and is left
+        out; memory locked as it is mapped is said: VmLck rising and falling between reads by LOCK_CHANGE_KIB or
+        more is every new mapping locked and faulted in when made (MCL_FUTURE, or mlock per buffer)."""
+        controls = [c for c in without_own_tracers(parse_process_controls(status), self.proc_root)
+                    if c[0] != LOCKED_MEMORY]
+        locked = status_fields(status).get("VmLck", "").split()
+        if len(locked) == 2 and locked[0].isdigit() and locked[1] == "kB":
+            key, now_kib = (pid, start_ticks), int(locked[0])
+            low, high = self._locked.get(key, (now_kib, now_kib))
+            low, high = min(low, now_kib), max(high, now_kib)
+            self._locked[key] = (low, high)
+            if high - low >= LOCK_CHANGE_KIB:
+                controls.insert(0, (LOCKED_MEMORY, f"{now_kib / 1024:.0f} MiB now, rising and falling with its "
+                                                   f"mappings ({low / 1024:.0f}-{high / 1024:.0f} MiB between reads)"))
+        return tuple(controls) + self._cpu_quota(pid)
 
     def _cpu_quota(self, pid: int) -> tuple[tuple[str, str], ...]:
         """The CPU quota of a cgroup the peer is in and the watched process is not (a container runtime's --cpus, a

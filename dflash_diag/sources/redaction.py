@@ -136,6 +136,7 @@ class ProcessRedactor:
             unused_outputs=tuple((n, self.cut(t, MAX_SNIPPET_CHARS)) for n, t in line.unused_outputs),
             holds=tuple(self.cut(h, MAX_CALL_TEXT) for h in line.holds),
             acquires=None if line.acquires is None else self.cut(line.acquires, MAX_CALL_TEXT),
+            decorators=tuple(self.cut(d, MAX_CALL_TEXT) for d in line.decorators),
         )
 
     def source_file(self, file: SourceFile) -> SourceFile:

@@ -718,7 +718,7 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
         out.append(("seccomp filters", filters if filters.isdigit() else "1 or more"))
     locked = fields.get("VmLck", "").split()
     if len(locked) == 2 and locked[0].isdigit() and int(locked[0]) > 0 and locked[1] == "kB":
-        out.append(("locked memory", f"{int(locked[0]) / 1024:.0f} MiB"))
+        out.append((LOCKED_MEMORY, f"{int(locked[0]) / 1024:.0f} MiB"))
     if fields.get("THP_enabled") == "0":
         out.append(("transparent huge pages", "disabled for the process"))
     for key, name in (("Speculation_Store_Bypass", "speculative store bypass"),
@@ -732,6 +732,7 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+LOCKED_MEMORY = "locked memory"  # the control's name: status' VmLck (mlock, mlockall)
 PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
 CPU_QUOTA = "a CPU quota"  # the control's name: a cgroup's quota that binds a peer (sources.peers), not the process
 

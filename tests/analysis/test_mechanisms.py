@@ -72,3 +72,18 @@ def test_a_library_python_mechanism_is_said_from_the_ordinary_samples() -> None:
     # The program's own file named like a library module is the program's.
     mine = _row(ThreadState.PYTHON, ("_iterencode", "/srv/app/json/encoder.py"), own)
     assert python_mechanisms([mine] * 10) == ()
+
+
+def test_every_mechanism_is_listed_when_asked_and_the_settings_that_decide_one_are_named() -> None:
+    own = ("load_shard", "/srv/app/shards.py")
+    unpickle = _row(ThreadState.PYTHON, ("load", f"{SITE}/torch/_weights_only_unpickler.py"),
+                    ("load", f"{SITE}/torch/serialization.py"), own)
+    printed = _row(ThreadState.PYTHON, ("_showwarnmsg", f"{STDLIB}/warnings.py"), own)
+    traced = _row(ThreadState.PYTHON, ("extract_stack", f"{STDLIB}/traceback.py"), own)
+    rows = [unpickle] * 5 + [printed] * 3 + [traced] * 2
+    assert len(python_mechanisms(rows)) == 2  # the shown ones
+    every = python_mechanisms(rows, shown=None)
+    assert [s.where for s in every] == ["torch/_weights_only_unpickler.py:load", "warnings.py:_showwarnmsg",
+                                        "traceback.py:extract_stack"]
+    assert every[0].mechanism.settings == ("TORCH_FORCE_WEIGHTS_ONLY_LOAD",)
+    assert every[1].mechanism.settings == ("PYTHONWARNINGS",) and every[2].mechanism.settings == ()

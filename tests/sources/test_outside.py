@@ -204,3 +204,34 @@ def test_a_gpu_device_file_open_is_what_says_cuda_is_in_use(tmp_path: Path) -> N
     assert replace(facts, gpu_device_open=False).cuda_in_use is False  # torch's CUDA build, CPU work only
     assert replace(facts, gpu_device_open=True).cuda_in_use is True
     assert replace(facts, uses_cuda=False, gpu_device_open=None).cuda_in_use is False
+
+
+DECORATED = '''import functools
+import torch
+
+
+@torch.jit.script
+def smooth(x: torch.Tensor) -> torch.Tensor:
+    return x * 0.9
+
+
+@functools.lru_cache(maxsize=None)
+@torch.compile(mode="reduce-overhead")
+def step(x):
+    return x + 1
+
+
+def plain(x):
+    return x
+'''
+
+
+def test_a_sampled_functions_decorators_are_read_as_dotted_names(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(DECORATED)
+    frames = [Frame("smooth", str(script), 7), Frame("step", str(script), 13), Frame("plain", str(script), 17)]
+    code, _ = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    by_line = {c.line: c for c in code}
+    assert by_line[7].decorators == ("torch.jit.script",)
+    assert by_line[13].decorators == ("functools.lru_cache", "torch.compile")  # a call's arguments dropped
+    assert by_line[17].decorators == ()

@@ -688,3 +688,50 @@ def test_a_childs_fanotify_permission_watch_is_read_and_its_notifications_are_no
         "fanotify on inode 2293810, held by its child 11 (`python`): FAN_OPEN_PERM",)
     (tmp_path / "11" / "fdinfo" / "3").write_text(info + line.format(ino=2293810, mask=0x08000020))  # FAN_OPEN
     assert children_permission_watches(10, (11,), tmp_path) == ()
+
+
+_LOCKER = """
+import ctypes, mmap, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+# mlockall(MCL_CURRENT | MCL_FUTURE) for 'future', MCL_CURRENT alone for 'current'
+ok = libc.mlockall(1 | (2 if sys.argv[1] == "future" else 0)) == 0
+print("ok" if ok else f"no {ctypes.get_errno()}", flush=True)
+while True:  # a fresh 16 MiB mapping every 0.1 s: locked and faulted in when made under MCL_FUTURE
+    m = mmap.mmap(-1, 16 << 20)
+    time.sleep(0.05)
+    m.close()
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["future", "current"])
+def test_a_peer_that_locks_each_new_mapping_says_so_and_one_locked_once_does_not(mode: str) -> None:
+    """mlockall(MCL_FUTURE): the writer's locked memory rises and falls with its mappings between reads, and the
+    peer reads as locking them; MCL_CURRENT at start-up alone locks once, which costs nothing later: not said."""
+    writer = subprocess.Popen([sys.executable, "-c", _LOCKER, mode], stdout=subprocess.PIPE, text=True)
+    reader_proc = None
+    try:
+        assert writer.stdout is not None
+        said = writer.stdout.readline().strip()
+        if said != "ok":
+            pytest.skip(f"this process may not lock memory ({said})")
+        reader_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"],
+                                       stdin=writer.stdout)
+        writer.stdout.close()
+        reader = peers.PeerReader(reader_proc.pid, dumper=lambda pid: None)
+        controls: list[tuple[str, str]] = []
+        for _ in range(12):  # doctor's 2 Hz over a window, faster
+            (wait,) = reader.read(_wait_blocked(reader_proc.pid))
+            controls = list(wait.peers[0].controls)
+            time.sleep(0.07)
+    finally:
+        for p in (writer, reader_proc):
+            if p is not None:
+                p.kill()
+                p.wait()
+    locked = [value for name, value in controls if name == "locked memory"]
+    if mode == "future":
+        assert locked and "rising and falling with its mappings" in locked[0], controls
+    else:
+        assert not locked, controls

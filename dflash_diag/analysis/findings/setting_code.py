@@ -1,0 +1,238 @@
+"""A setting that puts the program's time into code it chose: the cause is the setting, the cost its code's share.
+
+- ``setting-slows-code``: a process-wide setting away from its default (``analysis.settings.non_default``) decides a
+  known mechanism (``analysis.mechanisms``: a catalogue entry's ``settings``), and a thread whose speed is the
+  program's spends a measured share of its working samples in that mechanism's code: torch.load's restricted
+  unpickler forced by ``TORCH_FORCE_WEIGHTS_ONLY_LOAD``, warnings printed on every call by ``PYTHONWARNINGS``,
+  protobuf's pure-Python runtime chosen by its variable, strcoll under the collation of ``LC_ALL``.
+
+- ``compile-disabled``: a setting that turns a compiler off (``PYTORCH_JIT=0``, ``TORCHDYNAMO_DISABLE``,
+  ``TORCH_COMPILE_DISABLE``, ``NUMBA_DISABLE_JIT``) while the program's functions decorated to be compiled by it
+  (``@torch.jit.script``, ``@torch.compile``, ``@njit``: the source on disk says so) hold a measured share of a
+  weighed thread's working samples: they run in the interpreter, op by op, with the GIL held.
+
+- ``proxy-relay``: the process's environment names an HTTP proxy on this machine (``http_proxy=http://127.0.0.1:
+  3128``) and a thread on the limiting path waits on a socket while the process's connections go to that proxy (the
+  connections it closed, or a blocked read whose other end is there): every request is relayed through a second
+  process and a second connection, a local service's too where ``no_proxy`` does not name it.
+
+The threads weighed are those whose speed is the program's, and the thread holding the GIL they wait for (a loader
+unpickling in Python slows the trainer through the GIL, not through its queue). The share is of the thread's working samples (its waits left out) and is the most the setting costs there; the
+same setting at a harmless value leaves no time in that code and draws nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from dflash_contract.settings import PROXY_VARS
+from dflash_diag.analysis.findings._context import Context, pct, speed_threads
+from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.gil import native_gil_wait
+from dflash_diag.analysis.mechanisms import MIN_SHARE, NOT_WORK, Seen, native_mechanisms, python_mechanisms
+from dflash_diag.analysis.native import thread_stacks
+from dflash_diag.analysis.sched import TIME_WAIT_S
+from dflash_diag.analysis.settings import non_default
+from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
+from dflash_diag.model.sched import SettingReading
+from dflash_diag.model.waits import WAIT_IO, WaitGraph
+
+RULES = (RuleSpec("setting-slows-code", sampled=True, produces=("gil-contention",)),
+         RuleSpec("compile-disabled", sampled=True, produces=("gil-contention",)),
+         RuleSpec("proxy-relay", sampled=True))
+
+# Of a speed thread's working samples in the setting's code: a warning from here (the time a default would mostly
+# save), information from the mechanisms' own floor (MIN_SHARE).
+WARNING_SHARE = 0.30
+# A speed thread waiting for the GIL this share of its samples makes the thread holding it most one to weigh.
+GIL_WAIT_SHARE = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    reading: SettingReading
+    seen: Seen
+    thread: str
+    why: str  # "" for a thread whose speed is the program's; else how it slows one
+
+
+# A setting that turns a compiler off: (the compiler, the decorators that ask it to compile a function).
+_TORCH_COMPILE = ("torch.compile", ("torch.compile", "compile", "torch._dynamo.optimize", "dynamo.optimize"))
+COMPILERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "PYTORCH_JIT": ("TorchScript", ("torch.jit.script", "jit.script", "script", "torch.jit.script_if_tracing")),
+    "TORCHDYNAMO_DISABLE": _TORCH_COMPILE,
+    "TORCH_COMPILE_DISABLE": _TORCH_COMPILE,
+    "NUMBA_DISABLE_JIT": ("numba", ("numba.jit", "numba.njit", "jit", "njit", "numba.vectorize", "vectorize",
+                                    "numba.guvectorize", "guvectorize", "numba.stencil", "stencil")),
+}
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    readings = {r.name: r for r in non_default(ctx.obs)}
+    if not readings:
+        return
+    yield from _code_of_settings(ctx, readings)
+    yield from _compilers_off(ctx, readings)
+    yield from _proxy_relay(ctx, readings)
+
+
+def _code_of_settings(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[Finding]:
+    hits: dict[str, _Hit] = {}
+    for thread, why in _weighed(ctx):
+        rows = ctx.stats_rows(thread)
+        tids = {thread.os_thread_id} if thread.os_thread_id is not None else set()
+        seen = (*python_mechanisms(rows, shown=None), *native_mechanisms(thread_stacks(ctx.obs.native, tids), shown=None))
+        for s in seen:
+            for name in s.mechanism.settings:
+                reading = readings.get(name)
+                best = hits.get(name)
+                if reading is not None and (best is None or s.share > best.seen.share):
+                    hits[name] = _Hit(reading, s, thread.name, why)
+    for hit in sorted(hits.values(), key=lambda h: -h.seen.share):
+        yield _finding(hit)
+
+
+def _weighed(ctx: Context) -> list[tuple[ThreadStats, str]]:
+    """The threads whose speed is the program's and those on the wait-for graph's limiting path (the training
+    threads down to its root: a queue's producer they wait on), and the one holding the GIL they wait for (with
+    how it slows them)."""
+    speed = speed_threads(ctx)
+    graph = ctx.waits
+    path = {name for hop in graph.chain for name in hop.threads} if isinstance(graph, WaitGraph) else set()
+    speed += [t for t in ctx.threads if t.name in path and t.n_samples > 0 and all(t.name != s.name for s in speed)]
+    out = [(t, "") for t in speed]
+    native = native_gil_wait(ctx, speed)
+    if native is not None:
+        waiter, _, hog = native
+    else:
+        waiter = max(speed, key=lambda t: t.shares.get(ThreadState.GIL_WAIT, 0.0), default=None)
+        if waiter is None or waiter.shares.get(ThreadState.GIL_WAIT, 0.0) < GIL_WAIT_SHARE:
+            return out
+        hog = max((t for t in ctx.threads if t.n_samples > 0 and t.name != waiter.name and t.gil_held_pct > 0),
+                  key=lambda t: t.gil_held_pct, default=None)
+    if hog is not None and all(t.name != hog.name for t in speed):
+        out.append((hog, f"; {hog.name} holds the GIL {waiter.name} waits for ({hog.gil_held_pct:.0f}% of the time)"))
+    return out
+
+
+def _finding(hit: _Hit) -> Finding:
+    r, seen = hit.reading, hit.seen
+    severity = Severity.WARNING if seen.share >= WARNING_SHARE else Severity.INFO
+    return Finding(
+        rule_id="setting-slows-code", severity=severity,
+        claim=f"{r.text()} ({r.source}) puts {hit.thread}'s time into {seen.mechanism.text}: "
+              f"{pct(seen.share)} of its working samples run there (`{seen.where}`){hit.why}",
+        evidence=((r.text(), f"{r.source}; default {r.default}: {r.effect}"),
+                  ("time in that code", f"{pct(seen.share)} of {hit.thread}'s working samples, most in "
+                                        f"`{seen.where}`")),
+        remedy=f"Set {r.name} back to its default ({r.default}) for training runs, or keep it only where it is "
+               "needed (one call, one process).",
+        impact=seen.share if severity >= Severity.WARNING else 0.0)
+
+
+def _compilers_off(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[Finding]:
+    for name, (compiler, decorators) in COMPILERS.items():
+        reading = readings.get(name)
+        if reading is None:
+            continue
+        best: tuple[float, ThreadStats, str, str, str] | None = None
+        for thread, why in _weighed(ctx):
+            share, function, decorator = _decorated_share(ctx, thread, frozenset(decorators))
+            if share >= MIN_SHARE and (best is None or share > best[0]):
+                best = (share, thread, why, function, decorator)
+        if best is not None:
+            yield _compiler_finding(reading, compiler, *best)
+
+
+def _decorated_share(ctx: Context, thread: ThreadStats, decorators: frozenset[str]) -> tuple[float, str, str]:
+    """(share of the thread's working samples inside a function of the program decorated with one of
+    ``decorators``, the commonest such function, its decorator)."""
+    working = [t for t, state in ctx.stats_rows(thread) if state not in NOT_WORK]
+    if not working:
+        return 0.0, "", ""
+    hits: dict[tuple[str, str], int] = {}
+    for sample in working:
+        for frame in sample.frames:
+            code = None if frame.native else ctx.code.get((frame.filename, frame.line))
+            decorator = next((d for d in code.decorators if d in decorators), None) if code is not None else None
+            if decorator is not None and code is not None:
+                key = (f"{code.function or frame.name} ({frame.short_filename})", decorator)
+                hits[key] = hits.get(key, 0) + 1
+                break
+    if not hits:
+        return 0.0, "", ""
+    (function, decorator), _ = max(hits.items(), key=lambda kv: kv[1])
+    return sum(hits.values()) / len(working), function, decorator
+
+
+def _compiler_finding(r: SettingReading, compiler: str, share: float, thread: ThreadStats, why: str, function: str,
+                      decorator: str) -> Finding:
+    severity = Severity.WARNING if share >= WARNING_SHARE else Severity.INFO
+    return Finding(
+        rule_id="compile-disabled", severity=severity,
+        claim=f"{r.text()} ({r.source}) turns {compiler} off: `{function}`, decorated @{decorator} to be compiled, "
+              f"runs as plain Python, op by op with the GIL held; {thread.name} spends {pct(share)} of its working "
+              f"samples in it{why}",
+        evidence=((r.text(), f"{r.source}; default {r.default}: {r.effect}"),
+                  ("decorated code", f"`{function}` is decorated @{decorator} in the source on disk"),
+                  ("time in it", f"{pct(share)} of {thread.name}'s working samples")),
+        remedy=f"Unset {r.name} for training runs (it is meant for debugging the compiled code), or keep it to the "
+               "process being debugged.",
+        impact=share if severity >= Severity.WARNING else 0.0)
+
+
+# A thread on the limiting path waiting on a socket this share of its samples, while the connections go to the proxy.
+PROXY_WAIT_SHARE = 0.30
+_LOOPBACK = re.compile(r"^(127(\.\d{1,3}){3}|localhost|\[?::1\]?|\[v6\])$")
+
+
+def _port_if_local(endpoint: str) -> int | None:
+    """``127.0.0.1:3128`` / ``http://localhost:3128`` -> 3128 where the host is this machine's loopback."""
+    host, _, port = endpoint.split("://")[-1].rpartition(":")
+    return int(port) if port.isdigit() and _LOOPBACK.match(host.lower()) else None
+
+
+def _proxy_relay(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[Finding]:
+    proxy = next((r for name in PROXY_VARS if (r := readings.get(name)) is not None
+                  and _port_if_local(r.value) is not None), None)
+    graph = ctx.waits
+    if proxy is None or not isinstance(graph, WaitGraph):
+        return
+    port = _port_if_local(proxy.value)
+    facts = ctx.obs.os_facts
+    closed = sum(n for endpoint, n in (facts.closed_connections if facts is not None else ())
+                 if _port_if_local(endpoint) == port)
+    relays = [w for w in ctx.obs.outside_waits if w.kind == "socket" and _port_if_local(w.target.removeprefix("TCP "))
+              == port]
+    if not closed and not relays:
+        return
+    on_path = {name for hop in graph.chain for name in hop.threads}
+    waiting = [(t.name, e.share) for t in graph.threads if t.name in on_path for e in t.waits
+               if e.kind == WAIT_IO and e.share >= PROXY_WAIT_SHARE]
+    if not waiting:
+        return
+    thread, share = max(waiting, key=lambda w: w[1])
+    bypass = next((r for name in ("no_proxy", "NO_PROXY") if (r := readings.get(name)) is not None), None)
+    bypass_text = (f"{bypass.name} is empty" if bypass is not None and not bypass.value.strip()
+                   else f"{bypass.text()}" if bypass is not None else "no_proxy is unset")
+    relay = next((p for w in relays for p in w.peers), None)
+    who = f" ({relay.relation} process {relay.pid}, `{relay.cmdline or relay.comm}`)" if relay is not None else ""
+    seen = "; ".join(x for x in (
+        f"{closed:,} connections to it closed in the last minute, about {closed / TIME_WAIT_S:.0f} a second"
+        if closed else "",
+        f"a blocked read whose other end is the proxy{who}" if relays else "") if x)
+    yield Finding(
+        rule_id="proxy-relay", severity=Severity.WARNING,
+        claim=f"{proxy.text()} ({proxy.source}) sends the process's HTTP requests through a proxy on this "
+              f"machine{who}, and {bypass_text}, so requests to local services go through it too: a relay and a "
+              f"second connection per request; {thread} waits on a socket {pct(share)} of its samples ({seen})",
+        evidence=((proxy.text(), f"{proxy.source}: {proxy.effect}"),
+                  ("bypass", bypass_text),
+                  ("connections to the proxy", seen),
+                  (f"{thread} waits on a socket", f"{pct(share)} of its samples, on the limiting path")),
+        remedy="Name the hosts the program reaches on this machine or network in no_proxy (no_proxy=localhost,"
+               "127.0.0.1,...), or unset the proxy for the training job; keep the proxy for traffic that must leave "
+               "through it.",
+        impact=share)

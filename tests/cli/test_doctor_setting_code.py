@@ -1,0 +1,170 @@
+"""Real programs whose loader's time goes where a process-wide setting sends it, each beside the same program with
+the setting at a harmless value; doctor from outside names the setting with the time it costs, and nothing there
+in the twin:
+
+- ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``: torch.load unpickles each shard with its restricted Python unpickler even
+  though the loader passes ``weights_only=False`` (``setting-slows-code``); ``=0`` leaves the C unpickler;
+- ``PYTORCH_JIT=0``: the loader's ``@torch.jit.script`` filter runs as Python, op by op (``compile-disabled``);
+  ``=1`` is the default;
+- ``http_proxy`` naming a relay on this machine with ``no_proxy`` empty: each GET of the fetcher to a local store
+  goes through the relay (``proxy-relay``); ``no_proxy=127.0.0.1`` sends it straight to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+CLI = [sys.executable, "-m", "dflash_diag"]
+
+# The trainer (main thread) takes batches from a queue a loader thread fills; the loader is the slow stage.
+TRAINER = r"""
+import queue, threading, torch
+q = queue.Queue(maxsize=4)
+threading.Thread(target=loader, args=(q,), name="loader", daemon=True).start()
+w = torch.randn(64, 64, requires_grad=True)
+print("READY", flush=True)
+while True:
+    x = q.get()
+    (x @ w).square().mean().backward()
+"""
+
+WEIGHTS_ONLY = r"""
+import io, torch
+def loader(q):
+    buf = io.BytesIO()
+    torch.save({f"layer{i}": {"w": torch.randn(4, 4), "b": torch.randn(4), "step": i} for i in range(300)}, buf)
+    raw = buf.getvalue()
+    while True:
+        shard = torch.load(io.BytesIO(raw), weights_only=False)  # the caller's choice; the variable overrides it
+        q.put(torch.stack([v["w"].flatten()[:4].repeat(16) for v in shard.values()][:32]))
+""" + TRAINER
+
+SCRIPTED = r"""
+import torch
+@torch.jit.script
+def smooth(x: torch.Tensor) -> torch.Tensor:
+    out = x
+    for _ in range(4000):
+        out = out * 0.9 + torch.tanh(out) * 0.1
+    return out
+def loader(q):
+    while True:
+        q.put(smooth(torch.randn(32, 64)))  # ~16,000 small ops a batch: scripted, one call
+""" + TRAINER
+
+PROXIED = r"""
+import http.server, os, socketserver, sys, threading, urllib.request
+
+class Store(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = os.urandom(4096)
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+
+class Relay(http.server.BaseHTTPRequestHandler):  # a forward proxy: it fetches the absolute URL it is asked for
+    def do_GET(self):
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(self.path, timeout=10) as r:
+            body = r.read()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+
+if sys.argv[1] == "relay":
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Relay)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+"""
+
+PROXIED_MAIN = r"""
+import queue, subprocess, threading, torch
+store = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Store)
+threading.Thread(target=store.serve_forever, daemon=True).start()
+relay = subprocess.Popen([sys.executable, __file__, "relay"], stdout=subprocess.PIPE, text=True)
+os.environ["http_proxy"] = f"http://127.0.0.1:{relay.stdout.readline().strip()}"
+os.environ["no_proxy"] = sys.argv[2]
+q = queue.Queue(maxsize=4)
+def loader(q):
+    n = 0
+    while True:
+        parts = []
+        for _ in range(8):
+            n += 1
+            with urllib.request.urlopen(f"http://127.0.0.1:{store.server_address[1]}/w/{n}", timeout=10) as r:
+                parts.append(torch.frombuffer(bytearray(r.read()), dtype=torch.float32)[:64])
+        q.put(torch.stack(parts))
+threading.Thread(target=loader, args=(q,), name="loader", daemon=True).start()
+w = torch.randn(64, 64, requires_grad=True)
+print("READY", flush=True)
+while True:
+    x = torch.nan_to_num(q.get()).clamp(-1, 1)
+    (x @ w).square().mean().backward()
+"""
+
+
+def _doctor(tmp_path: Path, program: str, argv: list[str], env_extra: dict[str, str]) -> dict:
+    script = tmp_path / "prog.py"
+    script.write_text(program)
+    env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(tmp_path / "boards"), **env_extra}
+    proc = subprocess.Popen([sys.executable, str(script), *argv], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+        time.sleep(1.5)
+        out = subprocess.run([*CLI, "doctor", str(proc.pid), "--json", "--no-native-stacks"], capture_output=True,
+                             text=True, timeout=120, env=env)
+    finally:
+        for child in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split() \
+                if Path(f"/proc/{proc.pid}").exists() else ():
+            subprocess.run(["kill", "-9", child], check=False)
+        proc.kill()
+        proc.wait()
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def _found(report: dict, rule: str) -> list[dict]:
+    return [f for f in report["findings"] if f["rule_id"] == rule]
+
+
+@pytest.mark.parametrize("value", ["1", "0"])
+def test_a_forced_weights_only_load_is_named_with_the_loaders_time(tmp_path: Path, value: str) -> None:
+    report = _doctor(tmp_path, WEIGHTS_ONLY, [], {"TORCH_FORCE_WEIGHTS_ONLY_LOAD": value})
+    found = _found(report, "setting-slows-code")
+    if value == "0":
+        assert not found, found
+        return
+    assert found and found[0]["severity"] == "warning", report["findings"]
+    assert "TORCH_FORCE_WEIGHTS_ONLY_LOAD=1" in found[0]["claim"] and "restricted unpickler" in found[0]["claim"]
+    assert "TORCH_FORCE_WEIGHTS_ONLY_LOAD" in (report["headline"] or {}).get("text", ""), report["headline"]
+
+
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_torchscript_turned_off_is_named_where_the_scripted_function_runs(tmp_path: Path, value: str) -> None:
+    report = _doctor(tmp_path, SCRIPTED, [], {"PYTORCH_JIT": value})
+    found = _found(report, "compile-disabled")
+    if value == "1":
+        assert not found, found
+        return
+    assert found and found[0]["severity"] == "warning", report["findings"]
+    assert "PYTORCH_JIT=0" in found[0]["claim"] and "`smooth (prog.py)`" in found[0]["claim"], found[0]["claim"]
+    assert "@torch.jit.script" in found[0]["claim"]
+
+
+@pytest.mark.parametrize("bypass", ["", "127.0.0.1"])
+def test_a_local_proxy_without_no_proxy_is_named_where_the_fetcher_waits(tmp_path: Path, bypass: str) -> None:
+    report = _doctor(tmp_path, PROXIED + PROXIED_MAIN, ["main", bypass], {})
+    found = _found(report, "proxy-relay")
+    if bypass:
+        assert not found, found
+        return
+    assert found and found[0]["severity"] == "warning", report["findings"]
+    claim = found[0]["claim"]
+    assert "http_proxy=http://127.0.0.1:" in claim and "no_proxy is empty" in claim, claim
