@@ -37,7 +37,7 @@ from dflash_diag.analysis.sched import TIME_WAIT_S
 from dflash_diag.analysis.settings import non_default
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.sched import SettingReading
-from dflash_diag.model.waits import WAIT_IO, WaitGraph
+from dflash_diag.model.waits import WAIT_IO, WAIT_QUEUE_GET, WaitGraph
 
 RULES = (RuleSpec("setting-slows-code", sampled=True, produces=("gil-contention",)),
          RuleSpec("compile-disabled", sampled=True, produces=("gil-contention",)),
@@ -48,6 +48,8 @@ RULES = (RuleSpec("setting-slows-code", sampled=True, produces=("gil-contention"
 WARNING_SHARE = 0.30
 # A speed thread waiting for the GIL this share of its samples makes the thread holding it most one to weigh.
 GIL_WAIT_SHARE = 0.10
+# A speed thread waiting on a queue this share of its samples makes the threads filling it ones to weigh.
+FEED_WAIT_SHARE = 0.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +98,14 @@ def _code_of_settings(ctx: Context, readings: dict[str, SettingReading]) -> Iter
 
 def _weighed(ctx: Context) -> list[tuple[ThreadStats, str]]:
     """The threads whose speed is the program's and those on the wait-for graph's limiting path (the training
-    threads down to its root: a queue's producer they wait on), and the one holding the GIL they wait for (with
-    how it slows them)."""
+    threads down to its root), the threads filling a queue they wait on, and the one holding the GIL they wait for
+    (with how each of the last two slows them)."""
     speed = speed_threads(ctx)
     graph = ctx.waits
     path = {name for hop in graph.chain for name in hop.threads} if isinstance(graph, WaitGraph) else set()
     speed += [t for t in ctx.threads if t.name in path and t.n_samples > 0 and all(t.name != s.name for s in speed)]
     out = [(t, "") for t in speed]
+    out += _feeders(ctx, speed, graph)
     native = native_gil_wait(ctx, speed)
     if native is not None:
         waiter, _, hog = native
@@ -114,6 +117,27 @@ def _weighed(ctx: Context) -> list[tuple[ThreadStats, str]]:
                   key=lambda t: t.gil_held_pct, default=None)
     if hog is not None and all(t.name != hog.name for t in speed):
         out.append((hog, f"; {hog.name} holds the GIL {waiter.name} waits for ({hog.gil_held_pct:.0f}% of the time)"))
+    return out
+
+
+def _feeders(ctx: Context, speed: list[ThreadStats], graph: object) -> list[tuple[ThreadStats, str]]:
+    """The threads that fill a queue a speed thread waits on FEED_WAIT_SHARE of its samples or more (one hop of
+    the wait-for graph: its edge's producers), with that wait: their time is the consumer's wait."""
+    if not isinstance(graph, WaitGraph):
+        return []
+    names = {t.name for t in speed}
+    by_name = {t.name: t for t in ctx.threads if t.n_samples > 0}
+    out: list[tuple[ThreadStats, str]] = []
+    for waits in graph.threads:
+        if waits.name not in names:
+            continue
+        for edge in waits.waits:
+            if edge.kind != WAIT_QUEUE_GET or edge.share < FEED_WAIT_SHARE:
+                continue
+            for name in edge.to_threads:
+                if name in by_name and name not in names and all(name != t.name for t, _ in out):
+                    out.append((by_name[name], f"; {waits.name} waits on `{edge.target}`, which it fills, "
+                                               f"{pct(edge.share)} of its samples"))
     return out
 
 
