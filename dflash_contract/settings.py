@@ -201,6 +201,12 @@ ENV_VARS: tuple[EnvVar, ...] = (
          "direct connections") for name in PROXY_VARS),
     *(_V(name, AREA_NETWORK, "the hosts HTTP requests reach directly, past the proxy (empty or unset: every host, "
          "a local service's too, goes through it)", "none") for name in ("no_proxy", "NO_PROXY")),
+    _V("RES_OPTIONS", AREA_NETWORK, "the resolver's options (timeout:, attempts:, rotate, single-request): how "
+       "long a host name lookup may wait and retry", "timeout 5 s, 2 attempts"),
+    _V("LOCALDOMAIN", AREA_NETWORK, "the resolver's search domains: a short name is tried in each first", "the "
+       "search line of /etc/resolv.conf"),
+    _V("TQDM_MININTERVAL", AREA_DEBUG, "the least time between a tqdm bar's redraws", "0.1 s"),
+    _V("TQDM_MINITERS", AREA_DEBUG, "the least iterations between a tqdm bar's redraws", "adapts to the rate"),
     # --- the C library's locale: how programs compare, sort and case-fold text ---
     _V("LC_ALL", AREA_IO, "the C library's locale for everything (a language or UTF-8 locale sorts and compares "
        "text through its collation tables: strcoll, where C compares bytes)", "LC_* and LANG, else C", ("C", "POSIX")),

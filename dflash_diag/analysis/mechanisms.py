@@ -123,6 +123,22 @@ NATIVE: tuple[Mechanism, ...] = (
        library=r"_pickle"),
     _m(r".", "glibc's malloc debugging library checks every allocation (libc_malloc_debug.so preloaded for "
        "MALLOC_CHECK_ or mtrace)", library=r"^libc_malloc_debug"),
+    _m(r"^(SSL_do_handshake|ossl_statem_connect|ossl_statem_accept|tls_construct_client_hello|"
+       r"tls_process_server_certificate|tls_process_server_hello|ssl3_connect|ssl3_accept)$",
+       "a TLS handshake per connection (a new connection per request: no keep-alive, no session reuse)"),
+    _m(r"^(X509_STORE_load_\w+|X509_load_cert_crl_file\w*|X509_load_cert_file\w*|PEM_X509_INFO_read_bio\w*|"
+       r"X509_STORE_add_cert|by_file_ctrl\w*|SSL_CTX_load_verify_\w+)$",
+       "a CA bundle read and parsed for every new SSL context (a context made per request: ssl.create_default_context, "
+       "requests or urllib without a shared session; SSL_CERT_FILE, REQUESTS_CA_BUNDLE name the bundle)"),
+    _m(r"^(getaddrinfo|gaih_inet\w*|__res_context_\w+|__libc_res_n\w+|send_dg|_nss_files_gethostbyname\w*|"
+       r"_nss_dns_gethostbyname\w*|__nss_lookup\w*)$",
+       "host names resolved for every connection (getaddrinfo: /etc/hosts, nsswitch.conf, DNS; RES_OPTIONS and "
+       "/etc/gai.conf decide the order, timeouts and retries)", settings=("RES_OPTIONS", "LOCALDOMAIN")),
+    _m(r"(c10::get_backtrace|c10::get_lazy_backtrace|c10::SymbolizedTracebacks|_Unwind_Backtrace|"
+       r"backtrace_symbols\w*|^__GI___backtrace$|^backtrace$)",
+       "C++ stack traces captured as torch errors and warnings are raised (TORCH_SHOW_CPP_STACKTRACES=1: each "
+       "exception unwinds and symbolizes the stack; an error raised and caught per call makes it a cost)",
+       settings=("TORCH_SHOW_CPP_STACKTRACES",)),
 )
 
 
@@ -171,7 +187,39 @@ PYTHON: tuple[Mechanism, ...] = (
        "invalidate_caches, or a path search per call)"),
     _m(r"^random\.py:SystemRandom\.", "random numbers from the kernel (random.SystemRandom or the secrets module: "
        "a getrandom system call per draw)"),
-    _m(r"^tqdm/", "a tqdm progress bar updating (mininterval and miniters decide how often it redraws)"),
+    _m(r"^tqdm/", "a tqdm progress bar updating (mininterval and miniters decide how often it redraws: "
+       "TQDM_MININTERVAL, TQDM_MINITERS)", settings=("TQDM_MININTERVAL", "TQDM_MINITERS")),
+    _m(r"^copy\.py:(deepcopy|_deepcopy_\w+|_reconstruct)",
+       "objects deep-copied per call (copy.deepcopy of a batch, a config or a model each step)"),
+    _m(r"^dataclasses\.py:(asdict|_asdict_inner|astuple|_astuple_inner)",
+       "dataclasses converted with asdict/astuple, which deep-copy every field recursively"),
+    _m(r"^ssl\.py:(create_default_context|SSLContext\.load_verify_locations|SSLContext\.load_default_certs|"
+       r"_create_unverified_context|SSLSocket\.do_handshake|SSLObject\.do_handshake)",
+       "an SSL context or handshake per request (ssl.create_default_context reads the CA bundle each time: a "
+       "client or session made per call, no keep-alive)"),
+    _m(r"^socket\.py:(getaddrinfo|create_connection)",
+       "a connection opened, its host resolved, per request (socket.create_connection, getaddrinfo: no "
+       "keep-alive or pooled session)"),
+    _m(r"^yaml/(scanner|parser|reader|composer|constructor|resolver|emitter|serializer|representer)\.py:",
+       "YAML handled by PyYAML's pure-Python code (yaml.load or safe_load with the Python Loader, not the C "
+       "LibYAML one: yaml.CSafeLoader, CLoader)"),
+    _m(r"^(torch/overrides\.py:(handle_torch_function|_get_overloaded_args)|torch/_tensor\.py:Tensor\.__torch_function__)",
+       "a __torch_function__ override runs in Python on every op (a Tensor subclass, a TorchFunctionMode)"),
+    _m(r"^torch/utils/_python_dispatch\.py:",
+       "a TorchDispatchMode intercepts every op in Python (a FlopCounterMode, a debug or logging mode left on)"),
+    _m(r"^torch/nn/utils/parametrize\.py:",
+       "a parametrization recomputes the weight at every access (weight_norm, orthogonal, a custom one through "
+       "torch.nn.utils.parametrize; parametrize.cached() computes it once per forward)"),
+    _m(r"^torch/nn/utils/spectral_norm\.py:",
+       "spectral_norm's power iteration runs at every forward (its n_power_iterations)"),
+    _m(r"^pandas/io/parsers/python_parser\.py:",
+       "pandas parses CSV with its Python engine (engine='python', or an option only it supports: a regular "
+       "expression or multi-character sep, skipfooter)"),
+    _m(r"^numpy/lib/(_npyio_impl|npyio)\.py:genfromtxt",
+       "text parsed line by line in Python by numpy.genfromtxt (numpy.loadtxt parses in C)"),
+    _m(r"^asyncio/(format_helpers\.py:|coroutines\.py:|base_events\.py:BaseEventLoop\._check_\w+)",
+       "asyncio's debug mode records a stack for every callback and task and checks each call's thread "
+       "(PYTHONASYNCIODEBUG, loop.set_debug(True), -X dev)", settings=("PYTHONASYNCIODEBUG",)),
 )
 
 

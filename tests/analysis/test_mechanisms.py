@@ -87,3 +87,18 @@ def test_every_mechanism_is_listed_when_asked_and_the_settings_that_decide_one_a
                                         "traceback.py:extract_stack"]
     assert every[0].mechanism.settings == ("TORCH_FORCE_WEIGHTS_ONLY_LOAD",)
     assert every[1].mechanism.settings == ("PYTHONWARNINGS",) and every[2].mechanism.settings == ()
+
+
+def test_per_request_connections_and_pure_python_parsers_are_known_mechanisms() -> None:
+    own = ("fetch", "/srv/app/loader.py")
+    resolve = _row(ThreadState.PYTHON, ("getaddrinfo", f"{STDLIB}/socket.py"),
+                   ("create_connection", f"{STDLIB}/socket.py"), ("connect", f"{STDLIB}/http/client.py"), own)
+    yaml = _row(ThreadState.PYTHON, ("scan_plain", f"{SITE}/yaml/scanner.py"), ("load", f"{SITE}/yaml/__init__.py"),
+                own)
+    seen = python_mechanisms([resolve] * 3 + [yaml] * 5 + [_row(ThreadState.PYTHON, own)] * 2)
+    assert [s.where for s in seen] == ["yaml/scanner.py:scan_plain", "socket.py:create_connection"]
+    assert "CSafeLoader" in str(seen[0]) and "keep-alive" in str(seen[1])
+    lookup = ("thread (601): fetcher;fetch (loader.py:20);getaddrinfo (libc.so.6);gaih_inet.constprop.0 (libc.so.6);"
+              "__res_context_send (libc.so.6) {n}\n")
+    (native,) = native_mechanisms(parse_raw(lookup.format(n=40) + COMPUTE.format(n=60)))
+    assert native.where == "getaddrinfo" and native.mechanism.settings == ("RES_OPTIONS", "LOCALDOMAIN")
