@@ -100,9 +100,9 @@ def _weighed(ctx: Context) -> list[tuple[ThreadStats, str]]:
     """The threads whose speed is the program's and those on the wait-for graph's limiting path (the training
     threads down to its root), the threads filling a queue they wait on, and the one holding the GIL they wait for
     (with how each of the last two slows them)."""
-    speed = speed_threads(ctx)
     graph = ctx.waits
     path = {name for hop in graph.chain for name in hop.threads} if isinstance(graph, WaitGraph) else set()
+    speed = list(speed_threads(ctx))
     speed += [t for t in ctx.threads if t.name in path and t.n_samples > 0 and all(t.name != s.name for s in speed)]
     out = [(t, "") for t in speed]
     out += _feeders(ctx, speed, graph)
@@ -115,7 +115,7 @@ def _weighed(ctx: Context) -> list[tuple[ThreadStats, str]]:
             return out
         hog = max((t for t in ctx.threads if t.n_samples > 0 and t.name != waiter.name and t.gil_held_pct > 0),
                   key=lambda t: t.gil_held_pct, default=None)
-    if hog is not None and all(t.name != hog.name for t in speed):
+    if hog is not None and all(t.name != hog.name for t, _ in out):
         out.append((hog, f"; {hog.name} holds the GIL {waiter.name} waits for ({hog.gil_held_pct:.0f}% of the time)"))
     return out
 
