@@ -433,7 +433,7 @@ _TCP_ESTABLISHED, _TCP_TIME_WAIT, _TCP_LISTEN = "01", "06", "0A"
 def closed_connections(pid: int, proc_root: Path = PROC, links: Links | None = None,
                        children: tuple[int, ...] = (),
                        established: Callable[[set[str]], set[str] | None] | None = None) -> tuple[tuple[str, int], ...]:
-    """Endpoints the process holds a TCP connection to, or that its children listen on (a service of its own,
+    """Endpoints the process holds a TCP connection to, or that it or its children listen on (a service of its own,
     which a client without keep-alive is connected to only while a request lasts), with the connections to them in
     TIME_WAIT in its network namespace (``/proc/PID/net/tcp``, ``tcp6``): the side that closes a connection keeps
     it there for 60 s, so the count is the connections closed over the last minute. Those with TIME_WAIT_MIN or
@@ -484,8 +484,8 @@ def _tcp_waits_and_remotes(pid: int, proc_root: Path, own: set[str],
                 waits[local] += 1
             elif state == _TCP_ESTABLISHED and inode in own:
                 remotes.add(remote)
-            elif state == _TCP_LISTEN and inode in theirs:
-                remotes.add(local)
+            elif state == _TCP_LISTEN and (inode in theirs or inode in own):
+                remotes.add(local)  # a service of the process's or its children's: its clients connect per request
     return waits, remotes
 
 

@@ -209,6 +209,8 @@ def _compiler_finding(r: SettingReading, compiler: str, share: float, thread: Th
 
 # A thread on the limiting path waiting on a socket this share of its samples, while the connections go to the proxy.
 PROXY_WAIT_SHARE = 0.30
+# Another loopback endpoint closing at least 1/UPSTREAM_RATIO as many connections as the proxy's: the relay's own.
+UPSTREAM_RATIO = 4
 _LOOPBACK = re.compile(r"^(127(\.\d{1,3}){3}|localhost|\[?::1\]?|\[v6\])$")
 
 
@@ -226,18 +228,21 @@ def _proxy_relay(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[
         return
     port = _port_if_local(proxy.value)
     facts = ctx.obs.os_facts
-    closed = sum(n for endpoint, n in (facts.closed_connections if facts is not None else ())
-                 if _port_if_local(endpoint) == port)
+    churn = [(endpoint, n) for endpoint, n in (facts.closed_connections if facts is not None else ())
+             if _port_if_local(endpoint) is not None]
+    closed = sum(n for endpoint, n in churn if _port_if_local(endpoint) == port)
     relays = [w for w in ctx.obs.outside_waits if w.kind == "socket" and _port_if_local(w.target.removeprefix("TCP "))
               == port]
-    if not closed and not relays:
-        return
-    on_path = {name for hop in graph.chain for name in hop.threads}
-    waiting = [(t.name, e.share) for t in graph.threads if t.name in on_path for e in t.waits
+    weighed = {t.name for t, _ in _weighed(ctx)}
+    waiting = [(t.name, e.share) for t in graph.threads if t.name in weighed for e in t.waits
                if e.kind == WAIT_IO and e.share >= PROXY_WAIT_SHARE]
-    if not waiting:
+    if not (closed or relays) or not waiting:
         return
     thread, share = max(waiting, key=lambda w: w[1])
+    # The relay's own connections onward, where they go to this machine too (another loopback port closing about
+    # as often): the requests it relays are for a local service, which no_proxy would have sent straight there.
+    upstream = max(((e, n) for e, n in churn if _port_if_local(e) != port and n * UPSTREAM_RATIO >= closed),
+                   key=lambda en: en[1], default=None)
     bypass = next((r for name in ("no_proxy", "NO_PROXY") if (r := readings.get(name)) is not None), None)
     bypass_text = (f"{bypass.name} is empty" if bypass is not None and not bypass.value.strip()
                    else f"{bypass.text()}" if bypass is not None else "no_proxy is unset")
@@ -247,16 +252,20 @@ def _proxy_relay(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[
         f"{closed:,} connections to it closed in the last minute, about {closed / TIME_WAIT_S:.0f} a second"
         if closed else "",
         f"a blocked read whose other end is the proxy{who}" if relays else "") if x)
+    local = (f", and {bypass_text}, so requests to local services go through it too ({upstream[1]:,} connections "
+             f"to {upstream[0]} closed in the last minute beside them)" if upstream is not None else "")
     yield Finding(
-        rule_id="proxy-relay", severity=Severity.WARNING,
+        rule_id="proxy-relay", severity=Severity.WARNING if upstream is not None else Severity.INFO,
         claim=f"{proxy.text()} ({proxy.source}) sends the process's HTTP requests through a proxy on this "
-              f"machine{who}, and {bypass_text}, so requests to local services go through it too: a relay and a "
-              f"second connection per request; {thread} waits on a socket {pct(share)} of its samples ({seen})",
+              f"machine{who}{local}: a relay and a second connection per request; {thread} waits on a socket "
+              f"{pct(share)} of its samples ({seen})",
         evidence=((proxy.text(), f"{proxy.source}: {proxy.effect}"),
                   ("bypass", bypass_text),
                   ("connections to the proxy", seen),
-                  (f"{thread} waits on a socket", f"{pct(share)} of its samples, on the limiting path")),
+                  ("onward, to this machine", f"{upstream[0]}: {upstream[1]:,} closed in the last minute"
+                   if upstream is not None else "none seen: the requests may be for other hosts"),
+                  (f"{thread} waits on a socket", f"{pct(share)} of its samples")),
         remedy="Name the hosts the program reaches on this machine or network in no_proxy (no_proxy=localhost,"
                "127.0.0.1,...), or unset the proxy for the training job; keep the proxy for traffic that must leave "
                "through it.",
-        impact=share)
+        impact=share if upstream is not None else 0.0)
