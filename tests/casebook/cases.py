@@ -3291,6 +3291,161 @@ CASES: tuple[Case, ...] = (
         r"(?i)https?_proxy|no_proxy|\bproxy\b|proxied|proxies|egress agent|ProxyHandler|proxy_bypass|"
         r"netenv\.apply|\[network\] no_proxy",
         r"step \d+ loss", batch="settings batch 20"),
+    *_settings_pair(
+        "settings21_tarn", "settings21_tarn", ("train.py",),
+        ("train.py", "--config", "configs/capacity_peak.toml"),
+        "the capacity-planning profile (configs/capacity_ws.toml, read at start-up) sets [memwatch] metric = "
+        "'working_set', so the memory telemetry child (python memwatch.py --pid <trainer>) estimates the "
+        "trainer's working set the cAdvisor / wss way every 40 ms: it reads Referenced from "
+        "/proc/<trainer>/smaps_rollup and then writes 1 to /proc/<trainer>/clear_refs. Each of the two walks "
+        "every page table of the 1.4 GB trainer (the 2M x 128 catalogue tensor) under the trainer's mmap lock, "
+        "~30 ms each, so the agent walks almost without pause (94% of a CPU), the trainer's brk and page "
+        "faults queue behind the walks, and its accessed bits and TLB are reset at every sample",
+        "train.main builds the Catalogue (2,000,000 x 128 float32, a 1 GB torch tensor on 4 KiB pages), starts "
+        "python memwatch.py --pid <trainer> --metric <[memwatch] metric> --interval-ms 40, the basket-builder "
+        "thread (index_select gathers of shopper histories and 48 sampled negatives from the catalogue, mean "
+        "pooling) and trains the 1024-wide query tower with a sampled-softmax loss in the main thread (batch "
+        "256; its per-step activations make glibc grow and trim the heap: ~40,000 minor faults and on the "
+        "order of 100 brk calls a second). memwatch.sample with 'working_set' (the planted "
+        "configs/capacity_ws.toml) "
+        "reads /proc/<pid>/smaps_rollup, which walks the page tables of every mapping of the trainer, then "
+        "writes '1' to /proc/<pid>/clear_refs, which walks them again, test-and-clears the accessed (young) "
+        "bit of every present PTE and flushes the trainer's TLB; both walks hold the trainer's mmap_lock for "
+        "read. On the 1.4 GB trainer each walk takes ~30 ms, longer than the 40 ms interval allows for two, "
+        "so memwatch runs back to back (94% of a CPU; 0.8% in the twin), the trainer's brk calls wait "
+        "for the write side of the lock and its page faults queue behind them (kernel stacks of its threads "
+        "in __do_sys_brk and lock_mm_and_find_vma), it re-walks page tables and sets accessed bits again "
+        "after every clear, and it gets 0.82 instead of 1.11 CPUs on the 2-CPU box; the training loop and "
+        "the builder both slow down. A Python stack of the trainer shows the tower's forward/backward and "
+        "index_select in both configs; memwatch's shows it reading a /proc file or writing clear_refs, which "
+        "looks like cheap bookkeeping. Only memwatch's CPU time, the trainer's kernel stacks (waits on "
+        "mmap_lock in brk and page faults) and the metric it samples show the cause. Working-set estimation "
+        "through smaps and clear_refs disrupting the measured process: google/cadvisor#3679 (the default "
+        "container_referenced_bytes collection, clear_refs based, raised an mmap-heavy service's P100 latency "
+        "80x), google/cadvisor#3670 (/proc/<pid>/clear_refs very disruptive to a search service that mmaps "
+        "a large file), google/cadvisor#2622 (referenced-bytes collection taking a whole CPU core and "
+        "seconds per scan on large working sets) "
+        "(measured by its author: 23.81 against the twin's 39.32 steps/s, medians of 3 runs each)",
+        "none: configs/capacity_peak.toml sets metric = 'peak_rss': the same memwatch samples every 40 ms, "
+        "but reads VmRSS and VmHWM from /proc/<trainer>/status (counters, no page-table walk) and writes 5 to "
+        "clear_refs, which only resets the peak-RSS high-water mark; the agent idles and the trainer runs at "
+        "full speed",
+        r"(?i)clear_refs|smaps(_rollup)?|working[- ]set|referenced (bits?|bytes|pages|memory)|\bReferenced\b|"
+        r"accessed bits?|young bits?|page[- ]tables? walk|walk\w* (the |its )?page[- ]tables?|mmap[_ ]?(lock|sem)|"
+        r"\[memwatch\] metric",
+        r"step \d+ loss", batch="settings batch 21"),
+    *_settings_pair(
+        "settings21_curlew", "settings21_curlew", ("train.py",),
+        ("train.py", "--config", "configs/estuary_replay.toml"),
+        "the live estuary profile (configs/estuary_live.toml, read at start-up) sets [store] statement_cache "
+        "= 0, which featurestore.open_store passes to sqlite3.connect as cached_statements=0: the habitat "
+        "feature store's connection keeps no prepared statements, so each of the ~4,160 point lookups the "
+        "track-loader thread makes per batch compiles its SQL text again (sqlite3_prepare_v2: tokenizer, "
+        "parser, query planner, VDBE code generation) and finalizes it afterwards; the loader takes ~2.1x as "
+        "long per batch and the trainer waits for batches",
+        "train.main starts the track-loader thread, which opens the store (featurestore.open_store: an "
+        "in-memory SQLite snapshot with 160,000 survey cells, 600 tags and 2,980 tide slots, "
+        "sqlite3.connect(':memory:', cached_statements=[store] statement_cache)) and per batch simulates 64 "
+        "birds x 32 GPS fixes, calling featurestore.tag_features once per bird and cell_features and "
+        "tide_features once per fix: con.execute(<constant SQL>, (key,)).fetchone(), 4,160 lookups. Python's "
+        "sqlite3 module keeps an LRU cache of prepared statements keyed by the SQL text, cached_statements "
+        "entries (128 by default): with 128 the three statements are compiled once and only reset and rebound "
+        "per call; with 0 every execute runs sqlite3_prepare_v2 on the text again and finalizes the statement "
+        "when the cursor is done. The loader's time per batch grows from ~13 ms to ~28 ms, almost all of it "
+        "in the SQLite C library; the loader (the only producer) falls behind and the training loop (main "
+        "thread, a 192-wide MLP on 2,048 joined fixes) waits in q.get. A Python stack of the loader shows "
+        "featurestore.cell_features -> Connection.execute in both configs; the compile work sits under that "
+        "one C call (sqlite3Prepare, sqlite3RunParser, the planner in a native profile), and only the "
+        "connection's cached_statements setting, from the profile, says why every call prepares. "
+        "cached_statements=0 set in production, and statement compilation cost without a cache: "
+        "Chia-Network/chia-blockchain#19114 (sets cached_statements=0 as a workaround for stale results, "
+        "python/cpython#118172), oxidecomputer/crucible#436 (sqlite3Prepare 60% of CPU time before statements "
+        "were cached; caching at least doubled throughput), python/cpython#74457 (making the sqlite3 statement "
+        "cache optional) "
+        "(measured by its author: 29.89 against the twin's 54.16 steps/s, medians of 3 runs each)",
+        "none: configs/estuary_replay.toml sets statement_cache = 128 (the sqlite3 default): the same loader's "
+        "three lookup statements are prepared once and reused from the connection's statement cache; the "
+        "loader keeps ahead and the trainer is the bottleneck",
+        r"(?i)cached_statements|statement[_ ]cache|prepared[- ]statements?|sqlite3_prepare|sqlite3Prepare|"
+        r"prepar\w* (again |anew )?(on |for )?(each|every) (call|lookup|query|execute|statement)|"
+        r"re-?(prepar|pars|compil)\w* (the |its |each |every )?(sql|statement|quer)|"
+        r"(sql|statement|query) (re)?compil|\[store\] statement_cache",
+        r"step \d+ loss", batch="settings batch 21"),
+    *_settings_pair(
+        "settings21_yarrow", "settings21_yarrow", ("train.py",),
+        ("train.py", "--config", "configs/range_lab.toml"),
+        "the production range profile (configs/range_gateway.toml, read at start-up) sets [schema] "
+        "regex_engine = 'python-re', which schema.upload_adapter puts into the pydantic config of the Reading "
+        "schema: pydantic-core then checks the eight pattern-constrained string fields of every reading with "
+        "Python's re module (a compiled re.Pattern called back from the Rust validator for each value) "
+        "instead of its built-in Rust regex engine; validating each 8,192-reading upload in the ingest thread "
+        "takes ~1.8x as long, holding the GIL, and the trainer waits for batches",
+        "train.main starts the gateway child (python gateway.py, which replays the climate controllers' "
+        "uploads: JSON arrays of 128 bays x 16 sensors x 4 slots = 8,192 readings, 1.6 MB, length-prefixed "
+        "on its stdout) and the ingest thread: read_exact the upload, adapter.validate_json(payload) with "
+        "adapter = TypeAdapter(list[Reading]) (Reading a TypedDict whose site, bay, controller, channel, "
+        "sensor, ts, unit and firmware are str fields with Field(pattern=...), __pydantic_config__ = "
+        "ConfigDict(regex_engine=[schema] regex_engine)), then numpy features per bay and queue.put. With "
+        "'rust-regex' (pydantic's default) pydantic-core matches each pattern with the Rust regex crate "
+        "inside the validator; with 'python-re' (the planted configs/range_gateway.toml) it compiles each "
+        "pattern with re.compile and calls the pattern from Rust for every value, through the C-API, with a "
+        "Python str, a match object and the backtracking sre matcher per field: 65,536 calls per upload. "
+        "Validating one upload takes ~24 ms instead of ~14 ms (measured in isolation), all of it holding the "
+        "GIL, so it also holds up the training loop's Python; the ingest thread (the only producer) falls "
+        "behind and the training loop (main thread, a 256-wide MLP per bay) waits in q.get. A Python stack of "
+        "the ingest thread shows the one native call TypeAdapter.validate_json in both configs (sre is C "
+        "code, it adds no Python frame); only the schema's config (regex_engine) or a native profile (_sre "
+        "matching under pydantic_core) shows the cause. Pydantic's regex engine switch: pydantic/pydantic#7058 "
+        "(v2 validates patterns with Rust regex, look-around patterns need regex_engine='python-re'), "
+        "pydantic/pydantic-core#983 (the regex_engine switch between the Rust crate and Python's re), "
+        "pydantic/pydantic-core#3 (about 0.24 us per match with Python's re against 0.12 us with Rust regex), "
+        "datamodel-code-generator/datamodel-code-generator#1945 (generated models switched to python-re as "
+        "soon as one pattern uses look-around) "
+        "(measured by its author: 33.25 against the twin's 53.70 steps/s, medians of 3 runs each)",
+        "none: configs/range_lab.toml sets regex_engine = 'rust-regex' (pydantic's default): the same schema, "
+        "patterns and uploads are validated with the Rust regex engine inside pydantic-core in about half the "
+        "time; the ingest thread keeps the trainer fed",
+        r"(?i)regex_engine|python-re|rust-regex|regex engine|(python'?s? )?\bre\b module|\bsre\b|_sre|"
+        r"re\.(compile|match|search|Pattern)|pattern (constraints?|validation|matching).{0,60}(python|re\b)|"
+        r"\[schema\] regex_engine",
+        r"step \d+ loss", batch="settings batch 21"),
+    *_settings_pair(
+        "settings21_drumlin", "settings21_drumlin", ("train.py",),
+        ("train.py", "--config", "configs/survey_archive.toml"),
+        "the intake profile (configs/survey_intake.toml, read at start-up) sets [sandbox] cpu_seconds = 2, "
+        "which sandbox.limits_for applies in the decoder child (a preexec_fn) as RLIMIT_CPU = (2, 3): the "
+        "long-lived tile decoder (python decoder.py) is killed by SIGXCPU as soon as it has used two "
+        "CPU-seconds in all, about every 2 s of wall time, and DecoderPool starts a new one, which spends "
+        "~0.9 s (interpreter start, numpy import, the dequantisation tables) before its first frame; the "
+        "decoder is the pipeline's bottleneck, so the trainer loses those seconds waiting for frames",
+        "train.main creates DecoderPool (python decoder.py --patches 64 --side 32 --tile 256, preexec_fn = "
+        "sandbox.limits_for([sandbox]): setrlimit RLIMIT_CPU (cpu_seconds, cpu_seconds + 1), RLIMIT_AS 4 GiB, "
+        "RLIMIT_CORE 0) and the frame-reader thread, which spawns a decoder, reads its frames until EOF, "
+        "waits for it and spawns the next. RLIMIT_CPU counts all the CPU time a process has used since it "
+        "started: at the soft limit the kernel sends SIGXCPU (default action: terminate; RLIMIT_CORE 0 keeps "
+        "it from dumping core), at the hard limit SIGKILL. The decoder is CPU-bound (~10 ms per 256 x 256 "
+        "tile: dequantise, gradients, despiking medians of 64 patches) and is the bottleneck, so with 2 "
+        "CPU-seconds each decoder lives ~2 s, ~0.9 s of which (interpreter and numpy import, build_tables "
+        "for 12,288 blocks) produce nothing; measured alone: first frame after 0.9 s, 99 frames, exit by "
+        "signal 24 after 1.98 s. The reader sees EOF, forks and execs a new decoder, the queue drains and "
+        "the training loop (main thread, a small CNN) waits in q.get; the step lines pause ~1 s every ~2 s. "
+        "A Python stack of the reader shows read_exact -> readinto on the pipe in both configs (and "
+        "DecoderPool.spawn, which the twin calls once); the decoder's shows build_tables or decode. Only the "
+        "decoder's /proc/<pid>/limits (Max cpu time 2 3 seconds), its exit status (killed by signal 24, "
+        "SIGXCPU) and the churn of decoder pids show the cause. A per-job CPU limit applied to a long-lived "
+        "worker: GrahamDumpleton/mod_wsgi#167 (the cpu-time-limit counts from when the process first "
+        "started, so the process is eventually restarted), supabase/edge-runtime#216 (workers retired at the "
+        "CPU-time soft limit and terminated at the hard limit), paritytech/polkadot-sdk#1685 (RLIMIT_CPU set "
+        "in worker processes: reaching it kills the process with SIGXCPU) "
+        "(measured by its author: 46.89 against the twin's 87.86 steps/s, medians of 3 runs each)",
+        "none: configs/survey_archive.toml sets cpu_seconds = 86400: the same sandbox applies RLIMIT_CPU = "
+        "(86400, 86401) and the same 4 GiB address-space cap; the limit is never reached, one decoder runs "
+        "for the whole run and keeps the trainer fed",
+        r"(?i)RLIMIT_CPU|SIGXCPU|signal 24|cpu[- _]?time limit|cpu_seconds|setrlimit|\brlimit|"
+        r"limits_for|cpu[- ]?(time )?(budget|allowance|quota per process)|\[sandbox\] cpu_seconds|"
+        r"(decoder|worker|child)\w* (is |gets |being )?(killed|restarted|respawned|recycled).{0,80}"
+        r"(cpu[- ]?(time|seconds)|limit)",
+        r"step \d+ loss", batch="settings batch 21"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not

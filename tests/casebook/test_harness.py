@@ -122,6 +122,7 @@ SETTINGS_BATCHES = {
     "settings-batch-18": ("## Settings/OS held-out batch 18, scored once", "settings batch 18", 8),
     "settings-batch-19": ("## Settings/OS held-out batch 19, scored once", "settings batch 19", 8),
     "settings-batch-20": ("## Settings/OS held-out batch 20, scored once", "settings batch 20", 8),
+    "settings-batch-21": ("## Settings/OS held-out batch 21, scored once", "settings batch 21", 8),
 }
 
 
