@@ -3333,7 +3333,8 @@ CASES: tuple[Case, ...] = (
         r"(?i)clear_refs|smaps(_rollup)?|working[- ]set|referenced (bits?|bytes|pages|memory)|\bReferenced\b|"
         r"accessed bits?|young bits?|page[- ]tables? walk|walk\w* (the |its )?page[- ]tables?|mmap[_ ]?(lock|sem)|"
         r"\[memwatch\] metric",
-        r"step \d+ loss", batch="settings batch 21"),
+        r"step \d+ loss", batch="settings batch 21",
+        missed={m: "`pipeline-bottleneck-drafter` (info): the trainer limits with no cause found, its time in backward's GEMMs; the telemetry child writing clear_refs against it (page-table walks under its memory-map lock) not named" for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings21_curlew", "settings21_curlew", ("train.py",),
         ("train.py", "--config", "configs/estuary_replay.toml"),
@@ -3370,7 +3371,8 @@ CASES: tuple[Case, ...] = (
         r"prepar\w* (again |anew )?(on |for )?(each|every) (call|lookup|query|execute|statement)|"
         r"re-?(prepar|pars|compil)\w* (the |its |each |every )?(sql|statement|quer)|"
         r"(sql|statement|query) (re)?compil|\[store\] statement_cache",
-        r"step \d+ loss", batch="settings batch 21"),
+        r"step \d+ loss", batch="settings batch 21",
+        missed={m: "`pipeline-bottleneck-target` (info): the feature loader limits, its native time in pysqlite_connection_execute; sqlite3 cached_statements=0 (every lookup's SQL compiled again) not named" for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings21_yarrow", "settings21_yarrow", ("train.py",),
         ("train.py", "--config", "configs/range_lab.toml"),
@@ -3408,7 +3410,8 @@ CASES: tuple[Case, ...] = (
         r"(?i)regex_engine|python-re|rust-regex|regex engine|(python'?s? )?\bre\b module|\bsre\b|_sre|"
         r"re\.(compile|match|search|Pattern)|pattern (constraints?|validation|matching).{0,60}(python|re\b)|"
         r"\[schema\] regex_engine",
-        r"step \d+ loss", batch="settings batch 21"),
+        r"step \d+ loss", batch="settings batch 21",
+        missed={m: "`pipeline-bottleneck-target` (info): the ingest thread limits, most of it inside pydantic (TypeAdapter.validate_json); regex_engine='python-re' (patterns checked by Python's re) not named" for m in ("outside", "probes", "attach")}),
     *_settings_pair(
         "settings21_drumlin", "settings21_drumlin", ("train.py",),
         ("train.py", "--config", "configs/survey_archive.toml"),
@@ -3445,7 +3448,8 @@ CASES: tuple[Case, ...] = (
         r"limits_for|cpu[- ]?(time )?(budget|allowance|quota per process)|\[sandbox\] cpu_seconds|"
         r"(decoder|worker|child)\w* (is |gets |being )?(killed|restarted|respawned|recycled).{0,80}"
         r"(cpu[- ]?(time|seconds)|limit)",
-        r"step \d+ loss", batch="settings batch 21"),
+        r"step \d+ loss", batch="settings batch 21",
+        missed={m: "`pipeline-bottleneck-target` because `process-wait` (warning): the frame reader waits on its decoder child; RLIMIT_CPU on that child (killed by SIGXCPU every ~2 s and started again) not named" for m in ("outside", "probes", "attach")}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
