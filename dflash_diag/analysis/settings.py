@@ -174,6 +174,11 @@ _CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
                                  "loads wait for earlier stores' addresses, slower memory-bound code", "the kernel's policy"),
     "indirect branch speculation": (AREA_KERNEL, "a mitigation forced for this process: indirect calls and jumps "
                                     "(virtual calls, dispatch tables) run slower", "the kernel's policy"),
+    # sources.sched.CPU_TIME_LIMIT: /proc/PID/limits' RLIMIT_CPU, where finite
+    "a CPU-time limit": (AREA_KERNEL, "the kernel sends it SIGXCPU once it has used that much CPU time, which ends "
+                         "it unless handled, and kills it at the hard limit (RLIMIT_CPU: ulimit -t, setrlimit, a "
+                         "sandbox's limit): a long-lived worker is killed and started again, each start paying its "
+                         "start-up", "unlimited"),
     # sources.sched.PTRACE_TRACER: /proc status' TracerPid, a tracer not this tool's own
     # sources.sched.CPU_QUOTA: a cgroup's quota that binds a peer, in a group the process is not in
     "a CPU quota": (AREA_KERNEL, "the kernel runs its group's tasks only that much CPU time per period and then "

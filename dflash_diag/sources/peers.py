@@ -46,6 +46,7 @@ from dflash_diag.sources.sched import (
     MAX_TCP_TABLE_BYTES,
     SYS_CGROUP,
     cgroup_dirs,
+    cpu_time_limit,
     parse_io,
     parse_process_controls,
     parse_tcp_lines,
@@ -579,7 +580,7 @@ class PeerReader:
             if high - low >= LOCK_CHANGE_KIB:
                 controls.insert(0, (LOCKED_MEMORY, f"{now_kib / 1024:.0f} MiB now, rising and falling with its "
                                                    f"mappings ({low / 1024:.0f}-{high / 1024:.0f} MiB between reads)"))
-        return tuple(controls) + self._cpu_quota(pid)
+        return tuple(controls) + cpu_time_limit(pid, self.proc_root) + self._cpu_quota(pid)
 
     def _cpu_quota(self, pid: int) -> tuple[tuple[str, str], ...]:
         """The CPU quota of a cgroup the peer is in and the watched process is not (a container runtime's --cpus, a

@@ -413,7 +413,9 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    children_env=kids_env, thp_mode=parse_thp_mode(_read(thp, 256) or ""),
                    clocksource=parse_clocksource(_read(clocksource, 256) or ""),
                    timerslack_ns=parse_timerslack(_read(proc_root / str(pid) / "timerslack_ns", 64) or ""),
-                   sync_files=open_sync_files(pid, proc_root, links), controls=without_own_tracers(parse_process_controls(status), proc_root),
+                   sync_files=open_sync_files(pid, proc_root, links),
+                   controls=without_own_tracers(parse_process_controls(status), proc_root)
+                   + cpu_time_limit(pid, proc_root),
                    watches=file_watches(pid, proc_root, links) + children_permission_watches(pid, kids, proc_root,
                                                                                              links),
                    read_call_us=read_call_cost_us(),
@@ -733,6 +735,39 @@ def parse_process_controls(text: str) -> tuple[tuple[str, str], ...]:
 
 
 LOCKED_MEMORY = "locked memory"  # the control's name: status' VmLck (mlock, mlockall)
+CPU_TIME_LIMIT = "a CPU-time limit"  # the control's name: /proc/PID/limits' "Max cpu time" (RLIMIT_CPU)
+
+
+# A CPU-time limit is said where the process has used this share of it: one it will reach (a worker the kernel ends
+# every few seconds), not a generous one it never nears (a day's CPU).
+LIMIT_USED_SHARE = 0.25
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def parse_cpu_time_limit(text: str, used_s: float | None) -> tuple[tuple[str, str], ...]:
+    """A CPU-time limit (RLIMIT_CPU: ulimit -t, setrlimit, a sandbox's or launcher's limit) from a /proc/PID/limits
+    file, where the process has used LIMIT_USED_SHARE of its soft limit or more (``used_s``: its user and system
+    CPU seconds): at the soft limit the kernel sends SIGXCPU (which ends the process unless handled), then SIGXCPU
+    each second, and SIGKILL at the hard limit. Pure."""
+    for line in text.splitlines()[:32]:
+        if not line.startswith("Max cpu time"):
+            continue
+        parts = line[len("Max cpu time"):].split()
+        if len(parts) >= 2 and parts[0].isdigit() and used_s is not None and used_s >= LIMIT_USED_SHARE * int(parts[0]):
+            hard = f"{int(parts[1]):,} s" if parts[1].isdigit() else parts[1]
+            return ((CPU_TIME_LIMIT, f"of {int(parts[0]):,} s (hard {hard}), {used_s:.1f} s of it used"),)
+    return ()
+
+
+def cpu_time_limit(pid: int, proc_root: Path = PROC) -> tuple[tuple[str, str], ...]:
+    """``parse_cpu_time_limit`` of a live process: its limits file and the CPU time its stat says it used."""
+    base = proc_root / str(pid)
+    try:
+        stat = contract_proc.parse_stat(_read(base / "stat", 4096) or "")
+    except ValueError:
+        return ()
+    return parse_cpu_time_limit(_read(base / "limits", 8192) or "",
+                                (stat.utime_ticks + stat.stime_ticks) / _CLK_TCK)
 PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
 CPU_QUOTA = "a CPU quota"  # the control's name: a cgroup's quota that binds a peer (sources.peers), not the process
 

@@ -735,3 +735,40 @@ def test_a_peer_that_locks_each_new_mapping_says_so_and_one_locked_once_does_not
         assert locked and "rising and falling with its mappings" in locked[0], controls
     else:
         assert not locked, controls
+
+
+_LIMITED = """
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_CPU, (int(sys.argv[1]), int(sys.argv[1]) + 1))
+end = time.process_time() + 0.7
+while time.process_time() < end:  # 0.7 s of CPU: over a quarter of 2 s, far from 100 s
+    pass
+print("ok", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", ["2", "100"])
+def test_a_peers_cpu_time_limit_is_said_where_it_will_be_reached(limit: str) -> None:
+    """A writer under RLIMIT_CPU (a sandbox's `ulimit -t`): the kernel ends it with SIGXCPU at that much CPU time,
+    so a long-lived worker under it is killed and started again. Said where it has used a quarter of it (2 s), not
+    where the limit is one it does not near (100 s: the look-alike)."""
+    writer = subprocess.Popen([sys.executable, "-c", _LIMITED, limit], stdout=subprocess.PIPE, text=True)
+    reader_proc = None
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ok"
+        reader_proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"],
+                                       stdin=writer.stdout)
+        writer.stdout.close()
+        (wait,) = peers.PeerReader(reader_proc.pid, dumper=lambda pid: None).read(_wait_blocked(reader_proc.pid))
+    finally:
+        for p in (writer, reader_proc):
+            if p is not None:
+                p.kill()
+                p.wait()
+    limits = [value for name, value in wait.peers[0].controls if name == "a CPU-time limit"]
+    if limit == "2":
+        assert len(limits) == 1 and limits[0].startswith("of 2 s (hard 3 s), 0."), wait.peers[0].controls
+    else:
+        assert limits == [], wait.peers[0].controls
