@@ -122,8 +122,8 @@ def _doctor(tmp_path: Path, program: str, argv: list[str], env_extra: dict[str, 
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
         time.sleep(1.5)
-        out = subprocess.run([*CLI, "doctor", str(proc.pid), "--json", "--no-native-stacks"], capture_output=True,
-                             text=True, timeout=120, env=env)
+        out = subprocess.run([*CLI, "doctor", str(proc.pid), "--json", "--no-native-stacks", "--duration", "3"],
+                             capture_output=True, text=True, timeout=120, env=env)
     finally:
         for child in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split() \
                 if Path(f"/proc/{proc.pid}").exists() else ():
