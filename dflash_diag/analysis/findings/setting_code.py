@@ -12,13 +12,16 @@
   weighed thread's working samples: they run in the interpreter, op by op, with the GIL held.
 
 - ``proxy-relay``: the process's environment names an HTTP proxy on this machine (``http_proxy=http://127.0.0.1:
-  3128``) and a thread on the limiting path waits on a socket while the process's connections go to that proxy (the
-  connections it closed, or a blocked read whose other end is there): every request is relayed through a second
-  process and a second connection, a local service's too where ``no_proxy`` does not name it.
+  3128``) and a weighed thread waits on a socket while the process's connections go to that proxy (the connections
+  it closed, or a blocked read whose other end is there): every request is relayed through a second process and a
+  second connection. A warning where the relay's onward connections go to this machine too (a local service's
+  requests, which ``no_proxy`` would send straight there); information otherwise.
 
-The threads weighed are those whose speed is the program's, and the thread holding the GIL they wait for (a loader
-unpickling in Python slows the trainer through the GIL, not through its queue). The share is of the thread's working samples (its waits left out) and is the most the setting costs there; the
-same setting at a harmless value leaves no time in that code and draws nothing.
+The threads weighed are those whose speed is the program's, those on the wait-for graph's limiting path, the threads
+filling a queue they wait on, and the thread holding the GIL they wait for (a loader unpickling in Python slows the
+trainer through the GIL, not through its queue). The share is of the thread's working samples (its waits left out)
+and is the most the setting costs there; the same setting at a harmless value leaves no time in that code and draws
+nothing.
 """
 
 from __future__ import annotations
@@ -75,14 +78,18 @@ def check(ctx: Context) -> Iterator[Finding]:
     readings = {r.name: r for r in non_default(ctx.obs)}
     if not readings:
         return
-    yield from _code_of_settings(ctx, readings)
-    yield from _compilers_off(ctx, readings)
-    yield from _proxy_relay(ctx, readings)
+    weighed = _weighed(ctx)
+    yield from _code_of_settings(ctx, readings, weighed)
+    yield from _compilers_off(ctx, readings, weighed)
+    yield from _proxy_relay(ctx, readings, weighed)
 
 
-def _code_of_settings(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[Finding]:
+Weighed = list[tuple[ThreadStats, str]]  # a thread, and how it slows one whose speed is the program's ("": it is one)
+
+
+def _code_of_settings(ctx: Context, readings: dict[str, SettingReading], weighed: Weighed) -> Iterator[Finding]:
     hits: dict[str, _Hit] = {}
-    for thread, why in _weighed(ctx):
+    for thread, why in weighed:
         rows = ctx.stats_rows(thread)
         tids = {thread.os_thread_id} if thread.os_thread_id is not None else set()
         seen = (*python_mechanisms(rows, shown=None), *native_mechanisms(thread_stacks(ctx.obs.native, tids), shown=None))
@@ -96,7 +103,7 @@ def _code_of_settings(ctx: Context, readings: dict[str, SettingReading]) -> Iter
         yield _finding(hit)
 
 
-def _weighed(ctx: Context) -> list[tuple[ThreadStats, str]]:
+def _weighed(ctx: Context) -> Weighed:
     """The threads whose speed is the program's and those on the wait-for graph's limiting path (the training
     threads down to its root), the threads filling a queue they wait on, and the one holding the GIL they wait for
     (with how each of the last two slows them)."""
@@ -156,13 +163,13 @@ def _finding(hit: _Hit) -> Finding:
         impact=seen.share if severity >= Severity.WARNING else 0.0)
 
 
-def _compilers_off(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[Finding]:
+def _compilers_off(ctx: Context, readings: dict[str, SettingReading], weighed: Weighed) -> Iterator[Finding]:
     for name, (compiler, decorators) in COMPILERS.items():
         reading = readings.get(name)
         if reading is None:
             continue
         best: tuple[float, ThreadStats, str, str, str] | None = None
-        for thread, why in _weighed(ctx):
+        for thread, why in weighed:
             share, function, decorator = _decorated_share(ctx, thread, frozenset(decorators))
             if share >= MIN_SHARE and (best is None or share > best[0]):
                 best = (share, thread, why, function, decorator)
@@ -207,11 +214,13 @@ def _compiler_finding(r: SettingReading, compiler: str, share: float, thread: Th
         impact=share if severity >= Severity.WARNING else 0.0)
 
 
-# A thread on the limiting path waiting on a socket this share of its samples, while the connections go to the proxy.
+# A weighed thread waiting on a socket this share of its samples, while the connections go to the proxy.
 PROXY_WAIT_SHARE = 0.30
 # Another loopback endpoint closing at least 1/UPSTREAM_RATIO as many connections as the proxy's: the relay's own.
 UPSTREAM_RATIO = 4
-_LOOPBACK = re.compile(r"^(127(\.\d{1,3}){3}|localhost|\[?::1\]?|\[v6\])$")
+# IPv4 loopback and ::1 as a proxy URL names them; the TCP facts print other IPv6 endpoints as "[v6]:port", which
+# says nothing of where they are, so those never count as this machine.
+_LOOPBACK = re.compile(r"^(127(\.\d{1,3}){3}|localhost|\[?::1\]?)$")
 
 
 def _port_if_local(endpoint: str) -> int | None:
@@ -220,7 +229,7 @@ def _port_if_local(endpoint: str) -> int | None:
     return int(port) if port.isdigit() and _LOOPBACK.match(host.lower()) else None
 
 
-def _proxy_relay(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[Finding]:
+def _proxy_relay(ctx: Context, readings: dict[str, SettingReading], weighed: Weighed) -> Iterator[Finding]:
     proxy = next((r for name in PROXY_VARS if (r := readings.get(name)) is not None
                   and _port_if_local(r.value) is not None), None)
     graph = ctx.waits
@@ -233,8 +242,8 @@ def _proxy_relay(ctx: Context, readings: dict[str, SettingReading]) -> Iterator[
     closed = sum(n for endpoint, n in churn if _port_if_local(endpoint) == port)
     relays = [w for w in ctx.obs.outside_waits if w.kind == "socket" and _port_if_local(w.target.removeprefix("TCP "))
               == port]
-    weighed = {t.name for t, _ in _weighed(ctx)}
-    waiting = [(t.name, e.share) for t in graph.threads if t.name in weighed for e in t.waits
+    names = {t.name for t, _ in weighed}
+    waiting = [(t.name, e.share) for t in graph.threads if t.name in names for e in t.waits
                if e.kind == WAIT_IO and e.share >= PROXY_WAIT_SHARE]
     if not (closed or relays) or not waiting:
         return
