@@ -420,7 +420,10 @@ def _end_reason(rec: Recording, tick: int) -> str | None:
     try:
         with open(rec.prefix + STOP_SUFFIX, "rb") as fh:
             asked = fh.read(16).strip()
-        return "aborted" if asked == b"abort" else "asked"
+        # The command creates the file, then writes its word: an empty file is one being written (read as a finish,
+        # an abort would keep the recording it asked to throw away), decided at a later tick.
+        if asked:
+            return "aborted" if asked == b"abort" else "asked"
     except OSError:
         pass
     if rec.steps_wanted is not None and rec.steps() >= rec.steps_wanted:

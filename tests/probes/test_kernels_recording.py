@@ -20,6 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dflash_contract import proc  # noqa: E402
+from dflash_contract.attach import OUTCOME_SUFFIX  # noqa: E402
 from probes import attach as attach_mod  # noqa: E402
 from probes import kernels  # noqa: E402
 
@@ -162,6 +163,21 @@ def test_the_stop_file_aborts_and_drops_the_recording(worker: Worker, prefix: st
     _wait_idle()
     assert outcome["reason"] == "aborted" and outcome["trace_bytes"] is None
     assert not os.path.exists(prefix + ".trace.json")
+
+
+def test_a_stop_file_still_empty_is_not_read_as_a_finish(worker: Worker, prefix: str) -> None:
+    """The command creates the stop file, then writes its word: a recording that read the empty file in between as
+    a finish kept what an abort asked to throw away (a fresh clone's CI saw it once)."""
+    assert kernels.start({"duration_s": 20.0, "steps": None}, files_prefix=prefix, lease=None)["ok"]
+    time.sleep(0.2)
+    stop = Path(prefix + ".stop")
+    stop.write_bytes(b"")
+    time.sleep(0.5)  # several of the recording's ticks see the empty file
+    assert kernels.recording() is not None and not os.path.exists(prefix + OUTCOME_SUFFIX)
+    stop.write_bytes(b"abort")
+    outcome = _wait_outcome(prefix, timeout_s=10)
+    _wait_idle()
+    assert outcome["reason"] == "aborted" and outcome["trace_bytes"] is None
 
 
 def test_its_commands_death_stops_it_within_the_lease_check(worker: Worker, prefix: str) -> None:
