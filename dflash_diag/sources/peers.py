@@ -41,12 +41,13 @@ from dflash_diag.model.sched import CgroupCpu, IoRates, OutsideWait, PeerProcess
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import ProcParseError, all_children, fd_links, parse_schedstat
 from dflash_diag.sources.sched import (
+    CLK_TCK,
     CPU_QUOTA,
     LOCKED_MEMORY,
     MAX_TCP_TABLE_BYTES,
     SYS_CGROUP,
     cgroup_dirs,
-    cpu_time_limit,
+    parse_cpu_time_limit,
     parse_io,
     parse_process_controls,
     parse_tcp_lines,
@@ -67,7 +68,6 @@ SCAN_BUDGET_S = 0.05  # ... and for at most this long per sweep
 CMDLINE_CHARS = 160
 # A peer's locked memory (VmLck) that moves this much between reads is locked as it is mapped (MCL_FUTURE).
 LOCK_CHANGE_KIB = 4 * 1024
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 # The blocking calls whose first argument is the descriptor waited on, per architecture.
 _FD_CALLS: dict[str, dict[int, str]] = {
@@ -541,7 +541,7 @@ class PeerReader:
         cmdline = printable(self.redact(scrub_text(" ".join(redact_argv(argv)), secret_values(argv=argv))))
         cmdline = cmdline[:CMDLINE_CHARS]
         now_counters = _PeerCounters(
-            cpu_s=(stat.utime_ticks + stat.stime_ticks) / _CLK_TCK, kernel_s=stat.stime_ticks / _CLK_TCK,
+            cpu_s=(stat.utime_ticks + stat.stime_ticks) / CLK_TCK, kernel_s=stat.stime_ticks / CLK_TCK,
             io=parse_io(_read(base / "io", 4096) or ""), at_s=now,
             wait_s=_wait_s(_read(base / "schedstat", 256))) if stat is not None else None
         before = self._cpu.get(pid)
@@ -561,10 +561,9 @@ class PeerReader:
                            read_calls_per_s=io.read_calls if io else None,
                            read_bytes_per_s=io.read_bytes if io else None,
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0),
-                           controls=self._controls(pid, stat.start_time_ticks if stat else 0,
-                                                   _read(base / "status", 16384) or ""))
+                           controls=self._controls(pid, stat, _read(base / "status", 16384) or ""))
 
-    def _controls(self, pid: int, start_ticks: int, status: str) -> tuple[tuple[str, str], ...]:
+    def _controls(self, pid: int, stat: contract_proc.Stat | None, status: str) -> tuple[tuple[str, str], ...]:
         """What the kernel does for the peer away from its defaults, read each time (a process may set them late).
         Memory it locked once (mlockall(MCL_CURRENT) at start-up, a locked key) costs nothing later and is left
         out; memory locked as it is mapped is said: VmLck rising and falling between reads by LOCK_CHANGE_KIB or
@@ -573,14 +572,16 @@ class PeerReader:
                     if c[0] != LOCKED_MEMORY]
         locked = status_fields(status).get("VmLck", "").split()
         if len(locked) == 2 and locked[0].isdigit() and locked[1] == "kB":
-            key, now_kib = (pid, start_ticks), int(locked[0])
+            key, now_kib = (pid, stat.start_time_ticks if stat is not None else 0), int(locked[0])
             low, high = self._locked.get(key, (now_kib, now_kib))
             low, high = min(low, now_kib), max(high, now_kib)
             self._locked[key] = (low, high)
             if high - low >= LOCK_CHANGE_KIB:
                 controls.insert(0, (LOCKED_MEMORY, f"{now_kib / 1024:.0f} MiB now, rising and falling with its "
                                                    f"mappings ({low / 1024:.0f}-{high / 1024:.0f} MiB between reads)"))
-        return tuple(controls) + cpu_time_limit(pid, self.proc_root) + self._cpu_quota(pid)
+        used_s = (stat.utime_ticks + stat.stime_ticks) / CLK_TCK if stat is not None else None
+        limits = parse_cpu_time_limit(_read(self.proc_root / str(pid) / "limits", 8192) or "", used_s)
+        return tuple(controls) + limits + self._cpu_quota(pid)
 
     def _cpu_quota(self, pid: int) -> tuple[tuple[str, str], ...]:
         """The CPU quota of a cgroup the peer is in and the watched process is not (a container runtime's --cpus, a

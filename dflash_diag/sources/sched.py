@@ -741,7 +741,7 @@ CPU_TIME_LIMIT = "a CPU-time limit"  # the control's name: /proc/PID/limits' "Ma
 # A CPU-time limit is said where the process has used this share of it: one it will reach (a worker the kernel ends
 # every few seconds), not a generous one it never nears (a day's CPU).
 LIMIT_USED_SHARE = 0.25
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc's stat counts CPU time in these
 
 
 def parse_cpu_time_limit(text: str, used_s: float | None) -> tuple[tuple[str, str], ...]:
@@ -767,7 +767,7 @@ def cpu_time_limit(pid: int, proc_root: Path = PROC) -> tuple[tuple[str, str], .
     except ValueError:
         return ()
     return parse_cpu_time_limit(_read(base / "limits", 8192) or "",
-                                (stat.utime_ticks + stat.stime_ticks) / _CLK_TCK)
+                                (stat.utime_ticks + stat.stime_ticks) / CLK_TCK)
 PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
 CPU_QUOTA = "a CPU quota"  # the control's name: a cgroup's quota that binds a peer (sources.peers), not the process
 

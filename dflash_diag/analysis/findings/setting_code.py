@@ -26,11 +26,10 @@ nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dflash_contract.settings import PROXY_VARS
+from dflash_contract.settings import PROXY_VARS, loopback_proxy
 from dflash_diag.analysis.findings._context import Context, pct, speed_threads
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.gil import native_gil_wait
@@ -218,15 +217,11 @@ def _compiler_finding(r: SettingReading, compiler: str, share: float, thread: Th
 PROXY_WAIT_SHARE = 0.30
 # Another loopback endpoint closing at least 1/UPSTREAM_RATIO as many connections as the proxy's: the relay's own.
 UPSTREAM_RATIO = 4
-# IPv4 loopback and ::1 as a proxy URL names them; the TCP facts print other IPv6 endpoints as "[v6]:port", which
-# says nothing of where they are, so those never count as this machine.
-_LOOPBACK = re.compile(r"^(127(\.\d{1,3}){3}|localhost|\[?::1\]?)$")
-
-
 def _port_if_local(endpoint: str) -> int | None:
-    """``127.0.0.1:3128`` / ``http://localhost:3128`` -> 3128 where the host is this machine's loopback."""
-    host, _, port = endpoint.split("://")[-1].rpartition(":")
-    return int(port) if port.isdigit() and _LOOPBACK.match(host.lower()) else None
+    """``127.0.0.1:3128`` / ``http://localhost:3128`` -> 3128 where the host is this machine's loopback (the
+    catalogue's ``loopback_proxy``; the TCP facts' ``[v6]:port``, which says nothing of where it is, never is)."""
+    url = loopback_proxy(endpoint)
+    return int(url.rsplit(":", 1)[1]) if url is not None else None
 
 
 def _proxy_relay(ctx: Context, readings: dict[str, SettingReading], weighed: Weighed) -> Iterator[Finding]:
