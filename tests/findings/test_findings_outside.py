@@ -137,6 +137,23 @@ def test_gil_probe_contention_net_of_cpu_run_queue_waits() -> None:
     assert "60%" in dict(_run(observation((b,)), ())["gil-contention"].evidence)["GIL contention (probe)"]
 
 
+def test_gil_probe_wait_behind_a_holder_preempted_by_other_load_is_not_contention() -> None:
+    # The knocker waited half the window, but the process's threads ran 5% of it and sat runnable 60%: a holder was
+    # preempted with the GIL in hand by another process's load (the fresh clone's CI, two cores, a suite beside it).
+    preempted = {"MainThread": {"tid": 1, "cpu_share": 0.05, "runq_share": 0.60},
+                 "dflash-diag-gil-knocker": {"tid": 2, "cpu_share": 0.001, "runq_share": 0.05}}
+    b = healthy_board(gil={"contention_share": 0.50, "knocker_runq_share": 0.05, "threads": preempted})
+    assert "gil-contention" not in _run(observation((b,)), ())
+    # The same wait behind a holder that ran on a CPU is the process's own contention.
+    running = {**preempted, "MainThread": {"tid": 1, "cpu_share": 0.80, "runq_share": 0.10}}
+    b = healthy_board(gil={"contention_share": 0.50, "knocker_runq_share": 0.05, "threads": running})
+    assert "45%" in dict(_run(observation((b,)), ())["gil-contention"].evidence)["GIL contention (probe)"]
+    # A first reading has no CPU shares yet: only the knocker's own run-queue time is taken out.
+    first = {"MainThread": {"tid": 1, "cpu_share": None, "runq_share": None}}
+    b = healthy_board(gil={"contention_share": 0.50, "knocker_runq_share": 0.05, "threads": first})
+    assert "45%" in dict(_run(observation((b,)), ())["gil-contention"].evidence)["GIL contention (probe)"]
+
+
 # --- stale code from outside ------------------------------------------------------------------------------
 
 

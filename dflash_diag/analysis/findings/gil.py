@@ -9,6 +9,7 @@ is never counted as a GIL waiter, whatever a single stack sample suggests.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from dflash_contract.board import GilKeys, ProbeName
 from dflash_diag.analysis.findings._context import (
@@ -61,17 +62,46 @@ NATIVE_WAIT_SHARE = 0.2
 SIDE_HOLDER_SHARE = 0.25
 _WORK = (ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.COMPILE, ThreadState.CHECKPOINT)
 
+# The probe's own thread (probes/gil.py names it so).
+KNOCKER_THREAD = "dflash-diag-gil-knocker"
+
 RULES = (RuleSpec("gil-contention", sampled=True),)
+
+
+@dataclass(frozen=True)
+class ProbeWait:
+    """The probe's GIL wait, with what a busy machine added to it taken out."""
+
+    share: float  # of the window, a thread that wants the GIL waits for it
+    runq_share: float  # taken out: the knocker, and the GIL's holders, waiting for a CPU
+
+
+def probe_wait(payload: Mapping[str, object] | None) -> ProbeWait | None:
+    """The probe's contention as GIL contention: the knocker is late both when it waits for the GIL and when it waits
+    for a CPU (an oversubscribed machine); only the first is. And a thread holds the GIL either on a CPU or off one:
+    where the knocker waits longer than the other threads ran, the rest was a holder preempted with the GIL in hand,
+    waiting for a CPU (another process's load, not this process's Python), as far as their run-queue time covers it."""
+    contention = num(payload, GilKeys.CONTENTION_SHARE)
+    if contention is None:
+        return None
+    knocker_runq = num(payload, GilKeys.KNOCKER_RUNQ_SHARE) or 0.0
+    wait = max(0.0, contention - knocker_runq)
+    others = [v for n, v in sub(payload, GilKeys.THREADS).items()
+              if isinstance(v, Mapping) and str(n) != KNOCKER_THREAD]
+    cpu = [num(v, GilKeys.CPU_SHARE) for v in others]
+    runq = [num(v, GilKeys.RUNQ_SHARE) for v in others]
+    holders_runq = 0.0
+    if others and None not in cpu and None not in runq:
+        on_cpu = min(1.0, sum(c for c in cpu if c is not None))
+        holders_runq = min(max(0.0, wait - on_cpu), sum(r for r in runq if r is not None))
+    return ProbeWait(share=wait - holders_runq, runq_share=knocker_runq + holders_runq)
 
 
 def check(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe(ProbeName.GIL)
-    contention = num(payload, GilKeys.CONTENTION_SHARE)
-    runq = num(payload, GilKeys.KNOCKER_RUNQ_SHARE)
-    if contention is not None and runq is not None:
-        # The probe's knocker is late both when it waits for the GIL and when it waits for a CPU (an
-        # oversubscribed machine): only the first is GIL contention.
-        contention = max(0.0, contention - runq)
+    seen_wait = probe_wait(payload)
+    contention = seen_wait.share if seen_wait is not None else None
+    runq = seen_wait.runq_share if seen_wait is not None else None
     if payload is not None and payload.get(GilKeys.FREE_THREADED) is True:
         return
     sampled = [t for t in ctx.sampled() if not _idle_by_cpu(t)]

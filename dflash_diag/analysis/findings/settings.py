@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from dflash_contract.board import GilKeys, ProbeName, SettingsKeys
+from dflash_contract.board import ProbeName, SettingsKeys
 from dflash_contract.settings import AREA_COLLECTOR, AREA_GIL, DEBUG_ALLOCATORS, DEFAULT_SWITCH_INTERVAL_S
 from dflash_diag.analysis.findings._context import (
     Context,
@@ -40,6 +40,7 @@ from dflash_diag.analysis.findings._context import (
 )
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
+from dflash_diag.analysis.findings.gil import probe_wait
 from dflash_diag.analysis.frames import user_frames
 from dflash_diag.analysis.native import MIN_SAMPLES as NATIVE_MIN_SAMPLES
 from dflash_diag.analysis.native import share_in, thread_stacks
@@ -212,9 +213,9 @@ def _switch_interval(ctx: Context, readings: tuple[SettingReading, ...]) -> Iter
         return
     interval = num(sub(ctx.probe(ProbeName.SETTINGS), SettingsKeys.INTERPRETER), SettingsKeys.SWITCH_INTERVAL_S)
     gil = ctx.probe(ProbeName.GIL)
-    contention = num(gil, GilKeys.CONTENTION_SHARE)
-    runq = num(gil, GilKeys.KNOCKER_RUNQ_SHARE) or 0.0
-    probe_wait = max(0.0, contention - runq) if contention is not None else 0.0
+    seen_wait = probe_wait(gil)
+    contention = seen_wait.share if seen_wait is not None else None
+    gil_wait = contention or 0.0
     wanting = [t for t in ctx.sampled() if t.shares.get(ThreadState.PYTHON, 0.0)
                + t.shares.get(ThreadState.GIL_WAIT, 0.0) >= 0.2 and not t.name.startswith("dflash-diag-")]
     sampled_wait = (sum(t.shares.get(ThreadState.GIL_WAIT, 0.0) for t in wanting) / len(wanting)) if wanting else 0.0
@@ -223,7 +224,7 @@ def _switch_interval(ctx: Context, readings: tuple[SettingReading, ...]) -> Iter
     if isinstance(summary, SchedSummary):
         python = [t for t in summary.threads if t.python and t.voluntary_per_s is not None and t.cpu_share >= 0.05]
         handoffs = (sum(t.voluntary_per_s or 0.0 for t in python) / len(python)) if python else None
-    cost = max(probe_wait, sampled_wait)
+    cost = max(gil_wait, sampled_wait)
     small = interval is not None and interval < DEFAULT_SWITCH_INTERVAL_S
     thrash = small and handoffs is not None and handoffs >= HANDOFFS_PER_S
     if cost < GIL_WAIT_SHARE and not thrash:
@@ -243,7 +244,7 @@ def _switch_interval(ctx: Context, readings: tuple[SettingReading, ...]) -> Iter
     claim += "; " + " and ".join(parts)
     evidence = [("switch interval", f"{setting.value} (default {setting.default})")]
     if contention is not None:
-        evidence.append(("GIL contention (probe)", pct(probe_wait)))
+        evidence.append(("GIL contention (probe)", pct(gil_wait)))
     if wanting:
         evidence.append(("GIL waits in the samples", f"{pct(sampled_wait)} of the samples of the threads that run Python"))
     if handoffs is not None:
