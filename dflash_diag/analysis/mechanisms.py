@@ -42,11 +42,15 @@ class Mechanism:
     # The process-wide settings (the catalogue's names: environment variables, torch's flags) that put a program's
     # time into this code: set away from their defaults, the time there is theirs to answer for.
     settings: tuple[str, ...] = ()
+    # The settings a program passes in its own code that decide it (``dflash_contract.code_knobs``: a keyword
+    # argument such as sqlite3.connect's ``cached_statements``).
+    arguments: tuple[str, ...] = ()
 
 
-def _m(frames: str, text: str, library: str = "", settings: tuple[str, ...] = ()) -> Mechanism:
+def _m(frames: str, text: str, library: str = "", settings: tuple[str, ...] = (),
+       arguments: tuple[str, ...] = ()) -> Mechanism:
     """A catalogue entry: ``frames`` and ``library`` as patterns (``library`` only for native frames)."""
-    return Mechanism(re.compile(frames), text, re.compile(library) if library else None, settings)
+    return Mechanism(re.compile(frames), text, re.compile(library) if library else None, settings, arguments)
 
 
 NATIVE: tuple[Mechanism, ...] = (
@@ -86,12 +90,23 @@ NATIVE: tuple[Mechanism, ...] = (
        "decimal arithmetic, whose cost grows with the context's precision (decimal.getcontext().prec, "
        "decimal.DefaultContext)"),
     _m(r"^(deflate_slow|longest_match)$",
-       "zlib compresses at a slow level (deflate_slow: levels 4 to 9; gzip and GzipFile default to 9, zlib to 6)"),
+       "zlib compresses at a slow level (deflate_slow: levels 4 to 9; gzip and GzipFile default to 9, zlib to 6)",
+       arguments=("compresslevel",)),
+    _m(r"^(sqlite3_prepare\w*|sqlite3Prepare\w*|sqlite3LockAndPrepare|sqlite3RunParser|sqlite3Parser|"
+       r"pysqlite_statement_create)$",
+       "SQLite compiles SQL statements (sqlite3_prepare): an execute whose statement is not in the connection's "
+       "cache compiles it again (sqlite3.connect's cached_statements, 128 by default; SQL text that differs from "
+       "call to call)", arguments=("cached_statements",)),
+    _m(r"^(_sre_SRE_Pattern_\w+|sre_ucs[124]_\w+|sre_search|sre_match|pattern_subx|pattern_new_match)$",
+       "regular expressions matched by Python's re engine, with the GIL held (pydantic's regex_engine='python-re', "
+       "or re called per value)", library=r"libpython|_sre",
+       arguments=("regex_engine",)),
     _m(r"^ZSTD_compressBlock_(btultra2?|btopt|btlazy2)\w*$",
        "zstd compresses at a high level (its optimal parsers: levels 13 and up)"),
     _m(r"^(lzma_mf_bt\w+|lzma_lzma_optimum_\w+)$",
        "LZMA/xz compression (its match finder; preset 6 by default, 9 or extreme costs more)"),
-    _m(r"^(BZ2_compressBlock|mainSort|fallbackSort|mainGtU)$", "bzip2 compression (level 9 by default)"),
+    _m(r"^(BZ2_compressBlock|mainSort|fallbackSort|mainGtU)$", "bzip2 compression (level 9 by default)",
+       arguments=("compresslevel",)),
     _m(r"^(gomp_barrier_wait_end|gomp_team_barrier_wait_end|gomp_barrier_wait|do_spin|__kmp_wait_\w+|"
        r"__kmp_hyper_barrier_\w+|__kmp_fork_barrier|__kmp_join_barrier|__kmp_yield)$",
        "OpenMP threads spin at barriers waiting for work (OMP_WAIT_POLICY, KMP_BLOCKTIME, GOMP_SPINCOUNT decide "
@@ -169,7 +184,7 @@ PYTHON: tuple[Mechanism, ...] = (
        "more of them in rotation, or re.purge)"),
     _m(r"^json/encoder\.py:_(make_)?iterencode",
        "JSON encoded by the pure-Python encoder, not the C one (an indent, or json.dump to a file: only json.dumps "
-       "without indent runs the C encoder)"),
+       "without indent runs the C encoder)", arguments=("indent",)),
     _m(r"^pickle\.py:(_Pickler|_Unpickler|_dump|_load|_loads|_dumps)",
        "pickle's pure-Python implementation, not the C _pickle (pickle._Pickler/_Unpickler or a subclass of them)"),
     _m(r"^google/protobuf/internal/(python_message|decoder|encoder|containers|type_checkers|well_known_types)\.py:",
@@ -214,7 +229,10 @@ PYTHON: tuple[Mechanism, ...] = (
        "spectral_norm's power iteration runs at every forward (its n_power_iterations)"),
     _m(r"^pandas/io/parsers/python_parser\.py:",
        "pandas parses CSV with its Python engine (engine='python', or an option only it supports: a regular "
-       "expression or multi-character sep, skipfooter)"),
+       "expression or multi-character sep, skipfooter)", arguments=("engine",)),
+    _m(r"^transformers/tokenization_utils\.py:",
+       "text tokenized by a Python ('slow') tokenizer of transformers, not the Rust tokenizers library "
+       "(use_fast=False, or a model without a fast tokenizer)", arguments=("use_fast",)),
     _m(r"^numpy/lib/(_npyio_impl|npyio)\.py:genfromtxt",
        "text parsed line by line in Python by numpy.genfromtxt (numpy.loadtxt parses in C)"),
     _m(r"^asyncio/(format_helpers\.py:|coroutines\.py:|base_events\.py:BaseEventLoop\._check_\w+)",

@@ -293,6 +293,10 @@ class ChildLoad:
     demand: float
     started: bool  # appeared during the window
     last: ChildSched | None = None  # its last reading: how the scheduler weighs it (nice, policy, autogroup)
+    kernel_share: float | None = None  # of its CPU time over the window, the part in the kernel (None: not read)
+    # The watched process's /proc entries it held open, with the number of sweeps that saw each, most first.
+    watching: tuple[tuple[str, int], ...] = ()
+    sweeps: int = 0  # the sweeps that read it
 
     @property
     def got_share(self) -> float:
@@ -310,19 +314,37 @@ def child_loads(sched: list[SchedSample]) -> list[ChildLoad]:
     initial = {(c.pid, c.start_ticks) for c in sched[0].children}
     first: dict[tuple[int, int], ChildSched] = {}
     last: dict[tuple[int, int], ChildSched] = {}
+    watching: dict[tuple[int, int], Counter[str]] = defaultdict(Counter)
+    sweeps: Counter[tuple[int, int]] = Counter()
     for sample in sched:
         for child in sample.children:
             key = (child.pid, child.start_ticks)
             first.setdefault(key, child)
             last[key] = child
+            watching[key].update(child.watching)
+            sweeps[key] += 1
     out = []
     for key, end in last.items():
         start = first[key]
         base_run, base_wait = (start.run_ns, start.runq_wait_ns) if key in initial else (0, 0)
         run_s, wait_s = max(0, end.run_ns - base_run) / 1e9, max(0, end.runq_wait_ns - base_wait) / 1e9
         out.append(ChildLoad(end.pid, end.comm, run_s / span_s, (run_s + wait_s) / span_s, key not in initial,
-                             end))
+                             end, _kernel_share(start if key in initial else None, end),
+                             tuple(watching[key].most_common()), sweeps[key]))
     return out
+
+
+def _kernel_share(start: ChildSched | None, end: ChildSched) -> float | None:
+    """Of a child's CPU time between two readings (from its start where ``start`` is None), the kernel's part."""
+    if end.user_ticks is None or end.kernel_ticks is None:
+        return None
+    user, kernel = end.user_ticks, end.kernel_ticks
+    if start is not None:
+        if start.user_ticks is None or start.kernel_ticks is None:
+            return None
+        user, kernel = user - start.user_ticks, kernel - start.kernel_ticks
+    total = user + kernel
+    return kernel / total if total > 0 else None
 
 
 def _external(sched: list[SchedSample], own_demand: float) -> float | None:

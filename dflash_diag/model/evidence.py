@@ -151,6 +151,21 @@ class SourceFile:
     # "": a file of a sampled frame; else the sampled file that imports it at module level (so the process
     # loaded it at start, even though no sample landed in it).
     imported_by: str = ""
+    # Where the file passes a setting of the catalogue (``dflash_contract.code_knobs``), as it reads on disk now.
+    knobs: tuple[KnobUse, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KnobUse:
+    """A catalogued keyword argument (or configuration-dict key) the program's file passes: ``cached_statements``
+    at line 15 in ``sqlite3.connect(...)``, its value where it is a literal, else the configuration key it is read
+    from (``cfg["statement_cache"]``: "statement_cache")."""
+
+    line: int
+    call: str  # the callee as written, shortened ("sqlite3.connect", "ConfigDict"); "{...}" for a dict literal
+    name: str
+    value: str = ""  # the literal as Python writes it ("0", "'python-re'"); "" where not a literal
+    key: str = ""  # the configuration key the value is read from; "" where not read from one
 
 
 @dataclass(frozen=True, slots=True)

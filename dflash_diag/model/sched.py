@@ -71,6 +71,13 @@ class ChildSched:
     policy: int | None = None
     session: int | None = None
     autogroup: str = ""
+    # Its CPU time so far in user space and in the kernel (stat fields 14 and 15, clock ticks). None: older recordings.
+    user_ticks: int | None = None
+    kernel_ticks: int | None = None
+    # The watched process's /proc entries it had open at this sweep ("clear_refs", "smaps_rollup": the entry's name,
+    # a thread's entry as "task/stat"), read only where it ran since the sweep before: a telemetry or monitoring
+    # child at work on this process (each read of smaps walks its page tables, each write to clear_refs too).
+    watching: tuple[str, ...] = ()
 
     @property
     def deprioritized(self) -> bool:

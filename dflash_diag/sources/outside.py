@@ -25,9 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dflash_contract import proc
+from dflash_contract.code_knobs import KNOB_BY_NAME
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
-from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.evidence import KnobUse, is_library_file
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.procfs import fd_links
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
@@ -56,6 +57,7 @@ class _Parsed:
     imports: tuple[str, ...] = ()  # dotted module names imported at module level
     withs: tuple[_With, ...] = ()  # with-blocks over a plain name or attribute (a lock, a condition), by line
     loops: tuple[_Loop, ...] = ()  # for/while loops, by line
+    knobs: tuple[KnobUse, ...] = ()  # the catalogued settings the file passes (``dflash_contract.code_knobs``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +170,8 @@ class OutsideReader:
         for filename, lines in by_file.items():
             path = self._resolve(filename)
             parsed, mtime, exists = self._files.get(path)
-            files.append(SourceFile(path=filename, exists=exists, mtime_wall_s=mtime))
+            files.append(SourceFile(path=filename, exists=exists, mtime_wall_s=mtime,
+                                    knobs=parsed.knobs if parsed is not None else ()))
             if parsed is None:
                 continue  # unreadable or gone: no claim about its lines
             for line in sorted(lines):
@@ -189,12 +192,12 @@ class OutsideReader:
                 if found is None or found in known or is_library_file(found) or len(out) >= MAX_FILES:
                     continue
                 known.add(found)
-                try:
-                    mtime = os.stat(found).st_mtime
-                except OSError:
+                imported, mtime, exists = self._files.get(found)
+                if not exists or mtime is None:
                     continue
                 out.append(SourceFile(path=found, exists=True, mtime_wall_s=mtime,
-                                      imported_by=filename.rsplit("/", 1)[-1]))
+                                      imported_by=filename.rsplit("/", 1)[-1],
+                                      knobs=imported.knobs if imported is not None else ()))
         return out
 
     def _resolve(self, filename: str) -> str:
@@ -242,7 +245,66 @@ def _parse(path: str, source: str) -> _Parsed:
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree),
-                   withs=_lock_withs(tree), loops=_loops(tree))
+                   withs=_lock_withs(tree), loops=_loops(tree), knobs=_knob_uses(tree))
+
+
+MAX_KNOB_USES = 32  # per file
+_SHOWN_LITERAL = re.compile(r"^[\w.+-]{1,40}$")
+
+
+def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
+    """Where the file passes a catalogued setting: a call's keyword argument (to a callable the catalogue names
+    for it), or a key of a dict literal (a configuration dict) where the catalogue ties the name to no call."""
+    out: list[KnobUse] = []
+    for node in ast.walk(tree):
+        if len(out) >= MAX_KNOB_USES:
+            break
+        if isinstance(node, ast.Call):
+            call = _dotted(node.func)
+            for keyword in node.keywords:
+                knob = KNOB_BY_NAME.get(keyword.arg or "")
+                if knob is not None and (not knob.calls or call.rsplit(".", 1)[-1] in knob.calls):
+                    out.append(_knob_use(node.lineno, call or "(call)", knob.name, keyword.value))
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    knob = KNOB_BY_NAME.get(key.value)
+                    if knob is not None and not knob.calls:
+                        out.append(_knob_use(key.lineno, "{...}", knob.name, value))
+    return tuple(sorted(out, key=lambda k: k.line))
+
+
+def _dotted(node: ast.AST) -> str:
+    """``sqlite3.connect`` for a callee that is a plain name or attribute chain; "" otherwise."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ".".join(reversed(parts))[:MAX_CALL_TEXT] if parts else ""
+    return ".".join([node.id, *reversed(parts)])[:MAX_CALL_TEXT]
+
+
+def _knob_use(line: int, call: str, name: str, value: ast.AST) -> KnobUse:
+    """The use, with its value where it is a literal (a short one: a string the catalogue's values look like, a
+    number, a constant) and the configuration key it is read from otherwise (``cfg["k"]``, ``int(cfg["k"])``,
+    ``cfg.get("k", ...)``, ``cfg.k``)."""
+    while isinstance(value, ast.Call) and len(value.args) == 1 and isinstance(value.func, ast.Name):
+        value = value.args[0]  # int(...), str(...), bool(...): the value inside is the setting
+    if isinstance(value, ast.Constant):
+        text = repr(value.value)
+        return KnobUse(line=line, call=call, name=name, value=text if _SHOWN_LITERAL.match(text.strip("'\"")) else "")
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and isinstance(value.operand, ast.Constant):
+        return KnobUse(line=line, call=call, name=name, value=f"-{value.operand.value!r}"[:40])
+    key = ""
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and isinstance(value.slice.value, str):
+        key = value.slice.value
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "get" and \
+            value.args and isinstance(value.args[0], ast.Constant) and isinstance(value.args[0].value, str):
+        key = value.args[0].value
+    elif isinstance(value, ast.Attribute):
+        key = value.attr
+    return KnobUse(line=line, call=call, name=name, key=key if _SHOWN_LITERAL.match(key) else "")
 
 
 _SCHEDULER = re.compile(r"sched|lr_", re.IGNORECASE)

@@ -140,7 +140,9 @@ class ProcessRedactor:
         )
 
     def source_file(self, file: SourceFile) -> SourceFile:
-        return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by))
+        knobs = tuple(replace(k, call=self.text(k.call), value=self.text(k.value), key=self.text(k.key))
+                      for k in file.knobs)
+        return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by), knobs=knobs)
 
 
 # --- one redactor per live process ---------------------------------------------------------------------------

@@ -189,8 +189,11 @@ def _task_ids(pid: int, proc_root: Path) -> list[int]:
     return sorted(int(n) for n in names if n.isdigit())[:MAX_TASKS]
 
 
-def read_child(child: int, proc_root: Path = PROC) -> ChildSched | None:
-    """A child summed over its threads (schedstat), or None when it is gone."""
+def read_child(child: int, proc_root: Path = PROC, *, watched: int | None = None,
+               ran_since_ns: int | None = None) -> ChildSched | None:
+    """A child summed over its threads (schedstat), or None when it is gone. With ``watched``, the entries of that
+    process's /proc directory the child holds open (``watched_entries``), read only where the child ran
+    ``WATCH_RUN_NS`` or more since ``ran_since_ns`` (its on-CPU time at the sweep before; None: first seen)."""
     stat = _read(proc_root / str(child) / "stat", 4096)
     if stat is None:
         return None
@@ -210,9 +213,35 @@ def read_child(child: int, proc_root: Path = PROC) -> ChildSched | None:
             continue
         run += r
         wait += w
+    watching: tuple[str, ...] = ()
+    if watched is not None and ran_since_ns is not None and run - ran_since_ns >= WATCH_RUN_NS:
+        watching = watched_entries(proc_root / str(child) / "fd", watched)
     return ChildSched(pid=child, comm=printable(parsed.comm), threads=len(tids), run_ns=run, runq_wait_ns=wait,
                       start_ticks=parsed.start_time_ticks, nice=parsed.nice, policy=parsed.policy,
-                      session=parsed.session, autogroup=read_autogroup(child, proc_root))
+                      session=parsed.session, autogroup=read_autogroup(child, proc_root),
+                      user_ticks=parsed.utime_ticks, kernel_ticks=parsed.stime_ticks, watching=watching)
+
+
+# A child's descriptors are looked at where it ran this long since the sweep before (a tenth of a second's sweep
+# interval): an idle child's are not read each second.
+WATCH_RUN_NS = 50_000_000
+MAX_WATCH_FDS = 256  # a child's descriptors looked at for the watched process's /proc entries
+MAX_WATCHING = 8
+_PROC_ENTRY = re.compile(r"^/proc/(\d{1,7})/(?:task/\d{1,7}/)?([a-z_]{1,32})$")
+
+
+def watched_entries(fd_dir: Path, watched: int) -> tuple[str, ...]:
+    """The entries of ``/proc/<watched>/`` (or of one of its threads, ``task/stat``) that the descriptors in
+    ``fd_dir`` are open on, sorted, at most ``MAX_WATCHING``; () where none or not ours to read."""
+    found: set[str] = set()
+    try:
+        for _fd, target in procfs.fd_links(fd_dir, MAX_WATCH_FDS):
+            match = _PROC_ENTRY.match(target)
+            if match is not None and int(match[1]) == watched:
+                found.add(("task/" if "/task/" in target else "") + match[2])
+    except OSError:
+        return ()
+    return tuple(sorted(found))[:MAX_WATCHING]
 
 
 _AUTOGROUP = re.compile(r"/(autogroup-\d{1,12})\b")
@@ -340,6 +369,7 @@ class SchedReader:
         self.clock = clock
         self._children = children or procfs.all_children
         self._dirs: tuple[int, list[Path]] | None = None  # the cgroup's directories: found once
+        self._ran: dict[int, int] = {}  # each child's on-CPU ns at the sweep before
 
     def __call__(self, pid: int | None = None) -> SchedSample:
         return self.sample()
@@ -349,7 +379,9 @@ class SchedReader:
         tasks = tuple(t for t in (read_task(pid, tid, self.proc_root) for tid in _task_ids(pid, self.proc_root))
                       if t is not None)
         listed = self._children(pid)
-        children = tuple(c for c in (read_child(c, self.proc_root) for c in listed[:MAX_CHILDREN]) if c is not None)
+        children = tuple(c for c in (read_child(c, self.proc_root, watched=pid, ran_since_ns=self._ran.get(c))
+                                     for c in listed[:MAX_CHILDREN]) if c is not None)
+        self._ran = {c.pid: c.run_ns for c in children}
         stat = _read(self.proc_root / "stat", 1 << 20)
         if self._dirs is None:
             self._dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root)

@@ -732,3 +732,39 @@ def test_kernel_time_at_a_socket_says_when_each_call_polls_first_because_the_soc
     twin = analyse(_telemetry_with_native("settings9_telemetry_fixed", "pyspy_native_idle_telemetry_fixed.raw.gz"))
     (quiet,) = [f for f in twin.findings if f.rule_id == "kernel-time"]
     assert "poll the socket" not in quiet.claim and quiet.severity == Severity.INFO and twin.healthy
+
+
+def _trainer_beside_a_watching_child(*, child_run: float = 0.75, watching: tuple[str, ...] = ("clear_refs",),
+                                     trainer_wait: float = 0.3) -> Observation:
+    """A trainer whose main thread waits for a CPU ``trainer_wait`` of the window beside a child that holds the
+    trainer's own /proc entries ``watching`` open in its last sweep, 95% of its CPU in the kernel."""
+    obs = scenario([Thread("MainThread", 101, 1.0 - trainer_wait, trainer_wait, syscall="brk")],
+                   children=[(701, 1, child_run, 1.0 - child_run)])
+    ticks = {0.0: (0, 0), 4.0: (int(child_run * 4 * 5), int(child_run * 4 * 95))}  # user, kernel: 5% / 95%
+    sched = tuple(replace(s, children=tuple(
+        replace(c, user_ticks=ticks[s.monotonic_s][0], kernel_ticks=ticks[s.monotonic_s][1],
+                watching=watching if s.monotonic_s > 0 else ()) for c in s.children)) for s in obs.sched)
+    return replace(obs, sched=sched)
+
+
+def test_a_child_at_work_on_the_processs_own_proc_entries_is_the_cause_with_the_cpus_it_takes() -> None:
+    analysis, (finding,) = _find(_trainer_beside_a_watching_child(), "child-watches-process")
+    assert finding.claim.startswith(f"its child process 701 (`python`) works on this process: it holds "
+                                    f"/proc/{PID}/clear_refs open and takes 0.75 CPUs, 95% of it in the kernel "
+                                    "(clear_refs: each write of 1 to 4 walks every page table of this process")
+    assert "MainThread waited for a CPU 30% of the window" in finding.claim
+    assert finding.severity == Severity.WARNING and finding.impact >= 0.05
+    assert (f"/proc/{PID}/clear_refs", "open in 1 of 2 sweeps: each write of 1 to 4 walks every page table of this "
+            "process under its memory-map lock, clears the pages' accessed or soft-dirty bits and flushes its "
+            "TLB") in finding.evidence
+    assert "cpu-contended" not in {f.rule_id for f in analysis.findings}  # the cause says why the threads wait
+
+
+def test_a_watching_child_that_takes_little_cpu_or_none_of_the_trainers_is_not_a_cause() -> None:
+    # The twin: the child reads status now and then (0.01 CPUs): not said.
+    assert _find(_trainer_beside_a_watching_child(child_run=0.01, watching=("status",)), "child-watches-process")[1] == []
+    # The same busy child holding none of the process's entries: not at work on it (other rules weigh its CPU).
+    assert _find(_trainer_beside_a_watching_child(watching=()), "child-watches-process")[1] == []
+    # The trainer gets its CPU: said, as information, without a cost.
+    (finding,) = _find(_trainer_beside_a_watching_child(trainer_wait=0.02), "child-watches-process")[1]
+    assert finding.severity == Severity.INFO and finding.impact == 0.0

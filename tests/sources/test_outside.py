@@ -235,3 +235,35 @@ def test_a_sampled_functions_decorators_are_read_as_dotted_names(tmp_path: Path)
     assert by_line[7].decorators == ("torch.jit.script",)
     assert by_line[13].decorators == ("functools.lru_cache", "torch.compile")  # a call's arguments dropped
     assert by_line[17].decorators == ()
+
+
+KNOBS = '''import json
+import sqlite3
+
+
+def open_store(cfg):
+    fast = sqlite3.connect(":memory:", cached_statements=0)
+    slow = sqlite3.connect(cfg["path"], cached_statements=int(cfg["statement_cache"]))
+    other = sqlite3.connect(cfg["path"], timeout=5.0)  # not in the catalogue: never recorded
+    model_config = {"regex_engine": cfg.get("engine", "rust-regex"), "password": "hunter2"}
+    text = json.dumps(fast, indent=2)
+    writer.dump(x, indent=4)  # another callable than the catalogue's: not recorded
+    return fast, slow, other, model_config, text
+'''
+
+
+def test_the_catalogued_settings_a_file_passes_are_read_with_their_literal_or_configuration_key(
+        tmp_path: Path) -> None:
+    script = tmp_path / "store.py"
+    script.write_text(KNOBS)
+    (tmp_path / "main.py").write_text("import store\n\n\nstore.open_store({})\n")
+    frames = [Frame("<module>", str(tmp_path / "main.py"), 4)]
+    _, files = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    imported = next(f for f in files if f.path.endswith("store.py"))
+    assert imported.imported_by == "main.py"  # not sampled: read because the sampled file imports it
+    assert [(k.line, k.call, k.name, k.value, k.key) for k in imported.knobs] == [
+        (6, "sqlite3.connect", "cached_statements", "0", ""),
+        (7, "sqlite3.connect", "cached_statements", "", "statement_cache"),
+        (9, "{...}", "regex_engine", "", "engine"),
+        (10, "json.dumps", "indent", "2", "")]
+    assert "hunter2" not in repr(files)  # a key the catalogue does not name is never read out

@@ -484,3 +484,28 @@ def test_the_established_sockets_are_asked_of_the_kernel_in_both_families() -> N
         assert sock_diag.established_remotes({inode}) == {f"0100007F:{port:04X}"}
         assert sock_diag.established_remotes({"1"}) == set()
     assert sock_diag.same_network_namespace(os.getpid())
+
+
+def test_a_busy_childs_descriptors_on_the_processs_own_proc_entries_are_read() -> None:
+    """A child that keeps /proc/<parent>/smaps_rollup open while it computes is read as at work on the process;
+    before it has run since the sweep before, its descriptors are not looked at."""
+    code = ("import os, sys, time\n"
+            "f = open(f'/proc/{os.getppid()}/smaps_rollup')\n"
+            "g = open(f'/proc/{os.getppid()}/task/{os.getppid()}/stat')\n"
+            "print('ready', flush=True)\n"
+            "end = time.monotonic() + 30\n"
+            "while time.monotonic() < end: pass\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        reader = sched.SchedReader(os.getpid(), children=lambda pid: (child.pid,))
+        first = reader.sample().children[0]
+        assert first.watching == ()  # first seen: nothing to say it ran since
+        time.sleep(0.3)
+        second = reader.sample().children[0]
+        assert second.watching == ("smaps_rollup", "task/stat")
+        assert second.user_ticks is not None and second.kernel_ticks is not None
+        assert sched.watched_entries(Path(f"/proc/{child.pid}/fd"), os.getpid() + 1) == ()  # another process's
+    finally:
+        child.kill()
+        child.wait()

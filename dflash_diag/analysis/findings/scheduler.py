@@ -106,6 +106,7 @@ RULES = (
     RuleSpec("thread-deprioritized", sampled=True),
     RuleSpec("child-debug-mode", sampled=True),
     RuleSpec("child-priority-lost", sampled=True),
+    RuleSpec("child-watches-process", sampled=True),
     RuleSpec("page-faults", sampled=True),
     RuleSpec("kernel-time", sampled=True),
     RuleSpec("timer-slack", sampled=True),
@@ -121,7 +122,7 @@ RULES = (
 )
 # The causes that already say the threads wait for a CPU, and why: the note would repeat them.
 _CPU_CAUSES = frozenset({"cpu-oversubscribed", "cpu-affinity-narrow", "cpu-throttled", "thread-deprioritized",
-                         "cpu-pool-spin", "child-priority-lost"})
+                         "cpu-pool-spin", "child-priority-lost", "child-watches-process"})
 
 
 def check(ctx: Context) -> Iterator[Finding]:
@@ -145,6 +146,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found += _deprioritized(ctx, summary)
         found += _child_debug(ctx, summary, working)
         found += _child_priority_lost(ctx, summary, working)
+        found += _child_watches(ctx, summary, working)
         found += _page_faults(ctx, summary, working)
         found += _kernel_time(ctx, summary, working)
         found += _timer_slack(ctx, summary)
@@ -794,6 +796,92 @@ def _child_priority_lost(ctx: Context, summary: SchedSummary,
                 f"to /proc/{child.pid}/autogroup (`echo 10 > /proc/PID/autogroup`), or give it a cgroup with a "
                 "small cpu.weight."),
         impact=cost, stages=_stages(working))
+
+
+# --- a child at work on the process's own /proc entries (a memory telemetry or monitoring child) ------------------
+
+# What reading or writing an entry of /proc/PID/ makes the kernel do to that process (proc(5)). The cheap ones (status,
+# stat, io) are not listed: a child holding them open is named, its cost is the CPU it takes.
+PROC_ENTRY_EFFECTS = {
+    "clear_refs": "each write of 1 to 4 walks every page table of this process under its memory-map lock, clears "
+                  "the pages' accessed or soft-dirty bits and flushes its TLB",
+    "smaps": "each read walks every page table of this process under its memory-map lock",
+    "smaps_rollup": "each read walks every page table of this process under its memory-map lock",
+    "numa_maps": "each read walks every page table of this process under its memory-map lock",
+    "pagemap": "each read walks the page tables of the range it reads",
+    "mem": "reads or writes this process's memory through the kernel",
+    "maps": "each read lists this process's mappings under its memory-map lock",
+}
+# A child is said at work on the process from this much CPU (cores, over the window) with one of the process's
+# /proc entries open in at least one sweep; it is the cause, a warning, where the threads that do the work waited
+# for a CPU WATCHER_DELAY_SHARE of the window and its part of that wait is WARNING_COST or more.
+WATCHER_CORES = 0.1
+WATCHER_DELAY_SHARE = 0.10
+# The system calls that take a process's memory-map lock for writing: a thread blocked in one waits behind a walk.
+_MAP_LOCK_CALLS = frozenset({"brk", "mmap", "munmap", "mremap", "mprotect", "madvise"})
+
+
+def _child_watches(ctx: Context, summary: SchedSummary,
+                   working: list[tuple[ThreadStats | None, ThreadSched]]) -> Iterator[Finding]:
+    """A child that holds the process's own /proc entries open (``ChildSched.watching``) while it takes CPU: a
+    memory telemetry or monitoring child sampling this process. Reading smaps or writing clear_refs makes the kernel
+    walk every page table of this process, in the child's time but under this process's memory-map lock, so the
+    child's CPU goes to the kernel and the working threads wait for the CPUs it takes. Measured: the working threads'
+    run delay, the child's part of the demand for the cores, its kernel share."""
+    watchers = [load for load in child_loads(list(ctx.obs.sched)) if load.watching and load.used >= WATCHER_CORES]
+    if not watchers:
+        return
+    child = max(watchers, key=lambda load: load.used)
+    delay = _mean_delay(working)
+    # The child's part of the threads' wait for a CPU: its part of the process's demand for the cores (the process
+    # near its cores, the wait comes and goes with the child's walks; other processes' load is not the child's).
+    child_part = min(1.0, child.demand / summary.demand) if summary.demand > 0 else 0.0
+    external = summary.external_runnable or 0.0
+    cost = delay * child_part * summary.demand / (summary.demand + external) if delay >= WATCHER_DELAY_SHARE else 0.0
+    entries = [entry for entry, _ in child.watching]
+    costly = [entry for entry in entries if entry in PROC_ENTRY_EFFECTS]
+    pid = ctx.obs.pid
+    opened = ", ".join(f"/proc/{pid}/{entry}" for entry in entries[:3])
+    where = _child_site(ctx, child.pid)
+    kernel = f", {pct(child.kernel_share)} of it in the kernel" if child.kernel_share is not None else ""
+    claim = (f"its child process {child.pid} (`{child.comm}`){where} works on this process: it holds {opened} open "
+             f"and takes {child.used:.2f} CPUs{kernel}")
+    if costly:
+        claim += f" ({costly[0]}: {PROC_ENTRY_EFFECTS[costly[0]]})"
+    if working and delay >= WATCHER_DELAY_SHARE:
+        claim += f"; {_names(working)} waited for a CPU {pct(delay)} of the window"
+        readings, calls = blocked_in(ctx.obs, [t.tid for _, t in working])
+        mapping = sum(n for call, n in calls.items() if call in _MAP_LOCK_CALLS)
+        if mapping:
+            claim += (f" and {'was' if len(working) == 1 else 'were'} blocked in calls that take its memory-map "
+                      f"lock ({', '.join(c for c in calls if c in _MAP_LOCK_CALLS)}) in {mapping} of {readings} "
+                      "readings")
+    evidence = [(f"child {child.pid} (`{child.comm}`)", f"on a CPU {child.used:.2f} CPUs on average, wanted "
+                                                        f"{child.demand:.2f}{kernel}")]
+    evidence += [(f"/proc/{pid}/{entry}", f"open in {seen} of {child.sweeps} sweeps"
+                  + (f": {PROC_ENTRY_EFFECTS[entry]}" if entry in PROC_ENTRY_EFFECTS else ""))
+                 for entry, seen in child.watching[:4]]
+    evidence += [("threads runnable (demand)", _demand_text(summary)), *_wait_rows(working)]
+    yield Finding(
+        rule_id="child-watches-process", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
+        claim=claim, evidence=tuple(evidence),
+        remedy=("Sample this process less often or more cheaply: read status or statm (RSS) rather than smaps, "
+                "estimate the working set rarely (clear_refs and smaps walk every page table), or run the monitor "
+                "at a lower priority on a CPU the training threads do not use."),
+        impact=cost, stages=_stages(working) if cost >= WARNING_COST else ())
+
+
+def _child_site(ctx: Context, child_pid: int) -> str:
+    """" at main (memwatch.py:66)": the child's own line its sampled stacks are at most often; "" when not sampled."""
+    counts: Counter[str] = Counter()
+    for sample in ctx.obs.children:
+        if sample.pid != child_pid:
+            continue
+        for thread in sample.threads:
+            own = own_frame(thread)
+            if own is not None:
+                counts[f"{own.name} ({own.short_filename}:{own.line})"] += 1
+    return f" at {counts.most_common(1)[0][0]}" if counts else ""
 
 
 def _default_of(name: str) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from dflash_contract.code_knobs import KNOB_BY_NAME
 from dflash_contract.settings import PROXY_VARS, loopback_proxy
 from dflash_diag.analysis.findings._context import Context, pct, speed_threads
 from dflash_diag.analysis.findings._registry import RuleSpec
@@ -75,6 +76,7 @@ COMPILERS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def check(ctx: Context) -> Iterator[Finding]:
     readings = {r.name: r for r in non_default(ctx.obs)}
+    readings.update(_code_knobs(ctx))
     if not readings:
         return
     weighed = _weighed(ctx)
@@ -93,13 +95,36 @@ def _code_of_settings(ctx: Context, readings: dict[str, SettingReading], weighed
         tids = {thread.os_thread_id} if thread.os_thread_id is not None else set()
         seen = (*python_mechanisms(rows, shown=None), *native_mechanisms(thread_stacks(ctx.obs.native, tids), shown=None))
         for s in seen:
-            for name in s.mechanism.settings:
+            for name in (*s.mechanism.settings, *s.mechanism.arguments):
                 reading = readings.get(name)
                 best = hits.get(name)
                 if reading is not None and (best is None or s.share > best.seen.share):
                     hits[name] = _Hit(reading, s, thread.name, why)
     for hit in sorted(hits.values(), key=lambda h: -h.seen.share):
         yield _finding(hit)
+
+
+# Where a setting the program passes in its own code comes from, as the reading's source says it.
+CODE_SOURCE = "the program's code"
+
+
+def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
+    """The catalogued settings the program's files pass (``SourceFile.knobs``) at a value other than the library's
+    default (a literal that is the default is left out; a value read from the program's configuration is unknown
+    here and kept: the time in the code it decides says whether it is away from the default), as readings: the
+    first use of each name."""
+    out: dict[str, SettingReading] = {}
+    for file in ctx.obs.files:
+        for use in file.knobs:
+            knob = KNOB_BY_NAME.get(use.name)
+            if knob is None or use.name in out or (use.value and use.value == knob.default):
+                continue
+            value = use.value or (f"<its configuration's `{use.key}`>" if use.key else "<computed at run time>")
+            where = f"{file.path.rsplit('/', 1)[-1]}:{use.line}"
+            call = f"{use.name}={value}" if use.call == "{...}" else f"{use.call}({use.name}={value})"
+            out[use.name] = SettingReading(area="code", name=use.name, value=value, default=knob.default,
+                                           source=CODE_SOURCE, effect=knob.effect, detail=f"{call} at {where}")
+    return out
 
 
 def _weighed(ctx: Context) -> Weighed:
@@ -150,15 +175,18 @@ def _feeders(ctx: Context, speed: list[ThreadStats], graph: object) -> list[tupl
 def _finding(hit: _Hit) -> Finding:
     r, seen = hit.reading, hit.seen
     severity = Severity.WARNING if seen.share >= WARNING_SHARE else Severity.INFO
+    in_code = r.source == CODE_SOURCE
+    setting = f"{r.detail} (default {r.default})" if in_code else f"{r.text()} ({r.source})"
     return Finding(
         rule_id="setting-slows-code", severity=severity,
-        claim=f"{r.text()} ({r.source}) puts {hit.thread}'s time into {seen.mechanism.text}: "
+        claim=f"{setting} puts {hit.thread}'s time into {seen.mechanism.text}: "
               f"{pct(seen.share)} of its working samples run there (`{seen.where}`){hit.why}",
-        evidence=((r.text(), f"{r.source}; default {r.default}: {r.effect}"),
+        evidence=((r.detail if in_code else r.text(), f"{r.source}; default {r.default}: {r.effect}"),
                   ("time in that code", f"{pct(seen.share)} of {hit.thread}'s working samples, most in "
                                         f"`{seen.where}`")),
-        remedy=f"Set {r.name} back to its default ({r.default}) for training runs, or keep it only where it is "
-               "needed (one call, one process).",
+        remedy=(f"Pass {r.name} at its default ({r.default}), or leave it out, where this code runs per item"
+                if in_code else f"Set {r.name} back to its default ({r.default}) for training runs, or keep it only "
+                "where it is needed (one call, one process)") + ".",
         impact=seen.share if severity >= Severity.WARNING else 0.0)
 
 

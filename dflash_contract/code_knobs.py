@@ -1,0 +1,42 @@
+"""Settings a program passes in its own code: keyword arguments (and configuration-dict keys) of common libraries
+that decide which code runs and how much of it, each with the library's default.
+
+``sources.outside`` records where the program's files on disk pass one (``KnobUse``: the line, the call, the value
+where it is a literal, the configuration key it is read from otherwise); ``analysis.mechanisms`` ties each to the
+code it decides (``Mechanism.arguments``), and ``setting-slows-code`` names it where that code takes a measured share
+of a thread whose speed is the program's. Only names in this catalogue are recorded: a program's other arguments,
+and their values, are never read out of its files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CodeKnob:
+    name: str  # the keyword (or configuration key) as the library spells it
+    default: str  # the library's default, as Python writes it
+    # The callables that take it, by their last dotted name; () where the name alone is the library's (a
+    # configuration dict's key such as pydantic's ``regex_engine``).
+    calls: tuple[str, ...]
+    effect: str  # what a value away from the default makes the library do
+
+
+CODE_KNOBS: tuple[CodeKnob, ...] = (
+    CodeKnob("cached_statements", "128", ("connect",),
+             "sqlite3 keeps this many compiled statements per connection; an execute whose SQL is not among them "
+             "compiles it again (0: every execute)"),
+    CodeKnob("regex_engine", "'rust-regex'", (),
+             "pydantic checks string patterns with this engine: 'python-re' calls Python's re module, with the GIL "
+             "held, for every value checked"),
+    CodeKnob("indent", "None", ("dumps",),
+             "json.dumps with an indent encodes in Python, not with the C encoder"),
+    CodeKnob("engine", "'c'", ("read_csv", "read_table", "read_fwf"),
+             "pandas parses with its pure-Python parser where engine='python'"),
+    CodeKnob("compresslevel", "9", ("open", "GzipFile", "BZ2File", "compress"),
+             "gzip and bz2 compress at this level (9: the slowest, the default of gzip.open)"),
+    CodeKnob("use_fast", "True", ("from_pretrained",),
+             "transformers' tokenizers run in Python where use_fast=False, not in the Rust tokenizers library"),
+)
+KNOB_BY_NAME: dict[str, CodeKnob] = {k.name: k for k in CODE_KNOBS}
