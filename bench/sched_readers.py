@@ -34,7 +34,13 @@ from pathlib import Path
 
 from dflash_diag.sources import live_environ, procfs
 from dflash_diag.sources.peers import PeerReader
-from dflash_diag.sources.sched import SchedReader, children_permission_watches, open_sync_files, read_os_facts
+from dflash_diag.sources.sched import (
+    SchedReader,
+    children_permission_watches,
+    open_sync_files,
+    read_os_facts,
+    watched_entries,
+)
 
 WORKLOAD = r'''
 import sys, threading, time, torch
@@ -100,6 +106,10 @@ def _pty_and_children_costs(calls: int) -> dict[str, dict[str, float]]:
                 _timed(lambda: children_permission_watches(proc.pid, kids), calls),
             "PeerReader's CPU-quota read of one peer (its cgroups against the process's)":
                 _timed(lambda: peers._cpu_quota(kids[0]), calls),  # the one step timed alone
+            # In a sweep, for each child that ran 50 ms since the sweep before: its descriptors, for the process's
+            # own /proc entries (a memory telemetry child at work on it).
+            "watched_entries, one child's descriptors (a busy child's, per sweep)":
+                _timed(lambda: watched_entries(Path(f"/proc/{kids[0]}/fd"), proc.pid), calls),
         }
     finally:
         proc.kill()  # its children read EOF from their stdin and exit

@@ -48,7 +48,7 @@ RULES = (RuleSpec("setting-slows-code", sampled=True, produces=("gil-contention"
 
 # Of a speed thread's working samples in the setting's code: a warning from here (the time a default would mostly
 # save), information from the mechanisms' own floor (MIN_SHARE).
-WARNING_SHARE = 0.30
+WARNING_SHARE = 0.20
 # A speed thread waiting for the GIL this share of its samples makes the thread holding it most one to weigh.
 GIL_WAIT_SHARE = 0.10
 # A speed thread waiting on a queue this share of its samples makes the threads filling it ones to weigh.
