@@ -3448,6 +3448,173 @@ CASES: tuple[Case, ...] = (
         r"(decoder|worker|child)\w* (is |gets |being )?(killed|restarted|respawned|recycled).{0,80}"
         r"(cpu[- ]?(time|seconds)|limit)",
         r"step \d+ loss", batch="settings batch 21"),
+    *_settings_pair(
+        "settings22_alder", "settings22_alder", ("train.py",),
+        ("train.py", "--config", "configs/survey_bench.toml"),
+        "the fleet profile (configs/survey_fleet.toml, read at start-up) sets [runtime] distributed_debug = "
+        "'DETAIL', which runtime.export puts into the environment as TORCH_DISTRIBUTED_DEBUG=DETAIL before "
+        "torch is imported (the rank-1 worker inherits it): init_process_group then wraps the gloo process "
+        "group of both ranks in c10d's ProcessGroupWrapper, which runs a consistency check before every "
+        "collective (the op's fingerprint: op type, sequence number, tensor shapes, dtypes and devices, "
+        "serialized and all-gathered over a second, helper gloo group, then compared) and only then the "
+        "all-reduce itself; the three all-reduces of every step each become two loopback round trips between "
+        "the ranks, and the step takes ~10 ms longer",
+        "train.py (rank 0) exports the profile's [runtime] table (runtime.export: TORCH_DISTRIBUTED_DEBUG, "
+        "GLOO_SOCKET_IFNAME=lo), starts the rank-1 worker (the same script with --rank 1, stdout to "
+        "/dev/null) and both join a gloo process group over tcp://127.0.0.1. On each rank a plot-loader thread "
+        "builds batches of 96 synthetic LiDAR plots (plots.PlotSampler: height histogram, intensity "
+        "percentiles, return ratios, gap profile) into a queue, and the training loop runs a 3 x 256 MLP "
+        "species classifier, then gradsync.GradientAverager.sync (the gradients packed into two flat buckets "
+        "of <= 512 KiB, dist.all_reduce on each, divided by the world size), opt.step and "
+        "gradsync.reduce_metrics (one more all_reduce of loss, correct, count); rank 0 prints the step lines. "
+        "With TORCH_DISTRIBUTED_DEBUG=DETAIL (the planted configs/survey_fleet.toml) "
+        "distributed_c10d._new_process_group_helper wraps the gloo backend with _create_process_group_wrapper "
+        "(a ProcessGroupWrapper with a helper gloo group of its own); every all_reduce first runs runCollectiveChecks: it serializes the "
+        "collective's fingerprint into a tensor, all-gathers it across the ranks on the helper group, "
+        "compares, and only then dispatches the real all-reduce, so each collective waits for an extra "
+        "synchronizing round trip with the other rank (~3.5 ms per collective here, both ranks sharing the "
+        "2 CPUs with their loaders). The step grows from ~17 to ~27 ms on both ranks. A Python stack of either "
+        "rank shows GradientAverager.sync -> dist.all_reduce (or reduce_metrics) in both configs, one native "
+        "call; the wrapper, the helper group's extra socket pair between the ranks and the fingerprint "
+        "all-gathers are only visible in the environment of the two processes (TORCH_DISTRIBUTED_DEBUG in "
+        "/proc/<pid>/environ), the process group's type, a native stack (ProcessGroupWrapper::"
+        "runCollectiveChecks) or the doubled traffic between the ranks. The debug wrapper and its cost: "
+        "pytorch/pytorch#58281 (DETAIL wraps every gloo/nccl process group in ProcessGroupWrapper, 'there is "
+        "a performance implication here'), pytorch/pytorch#58224 (ProcessGroupWrapper: on each collective the "
+        "op type and shapes are all-gathered over a helper process group and verified before dispatch), "
+        "pytorch/pytorch#22071 (the fingerprint-allgather design, calls fully serialized, meant as a "
+        "debugging tool only) "
+        "(measured by its author: 36.68 against the twin's 59.22 steps/s, medians of 3 runs each)",
+        "none: configs/survey_bench.toml sets distributed_debug = 'INFO': the same variable, exported the same "
+        "way to both ranks, but at INFO the process groups are not wrapped (the debug level is only logged "
+        "at start-up); the same two buckets and metrics all-reduce run directly on gloo",
+        r"(?i)TORCH_DISTRIBUTED_DEBUG|distributed[_ ]debug|debug(ging)?[ _-]?(level|mode)\W{0,5}(=|is|of|set to|at)?"
+        r"\W{0,3}DETAIL|DETAIL[ _-]?(debug|mode|level)|ProcessGroupWrapper|process[- ]group wrapper|"
+        r"(collective|op) fingerprint|fingerprint\w* (all[- ]?gather|check)|runCollectiveChecks|"
+        r"collective (consistency|desync|verification) (check|debug)\w*|\[runtime\] distributed_debug",
+        r"step \d+ loss", batch="settings batch 22"),
+    *_settings_pair(
+        "settings22_lagoon", "settings22_lagoon", ("train.py",),
+        ("train.py", "--config", "configs/lagoon_lab.toml"),
+        "the buoy gateway profile (configs/buoy_gateway.toml, read at start-up) sets [featureserver] "
+        "listen_backlog = 5, which the feature service child (python featureserver.py --backlog 5) uses as "
+        "its HTTPServer's request_queue_size, i.e. listen(5): the window fetcher opens 12 connections at once "
+        "for every round, the single-threaded server takes them one at a time, the kernel's accept queue "
+        "holds only 6, and the SYNs of the others are dropped (accept-queue overflow); those clients "
+        "retransmit their SYN after TCP's 1 s initial retransmission timeout, so every round of windows takes "
+        "~1.04 s instead of ~0.03 s and the trainer waits for batches",
+        "train.main starts the feature service (featureserver.py: the stdlib http.server.HTTPServer, one "
+        "request per connection, requests served in turn by its one thread; each GET /window/<station>/<hour> "
+        "builds a 6 x 16,384 float32 sensor window, 393 KB, in ~2-3 ms) and the window-fetcher thread: per "
+        "round it picks 12 stations, fetches their windows in parallel with a 12-thread ThreadPoolExecutor "
+        "(urllib.request.urlopen each, a new loopback TCP connection per request in both configs), cuts 16 "
+        "batches of 128 examples (a 4-hour context of the six sensors -> the oxygen one hour later) and "
+        "queues them; the main thread trains a 1-D CNN nowcaster. With backlog 5 (the planted "
+        "configs/buoy_gateway.toml) the listening socket's accept queue holds 6 established connections; the "
+        "12 connects of a round arrive within a millisecond while the server is still serving the first, so "
+        "~5 SYNs are dropped (ListenOverflows / ListenDrops in /proc/net/netstat, Recv-Q at 6 for the "
+        "listener in ss -lnt during a burst) and their connect() calls sleep until the SYN retransmission 1 s later; then "
+        "all succeed. Almost every round stalls ~1 s (measured alone: 93% of rounds, median 1.04 s, against "
+        "0.03 s with backlog 256), the fetcher delivers ~16 batches per second and the training loop waits in "
+        "q.get. A Python stack of the fetch threads shows urlopen -> socket.create_connection -> "
+        "sock.connect in both configs (the twin's connects are merely short); the server's shows "
+        "serve_forever. Only the listen backlog (the server's socket, its accept queue counters) and the "
+        "kernel's drop counters show why connects take a second. Listen backlogs too small for bursts of "
+        "connections: mitmproxy/mitmproxy#3046 (removed a low listen backlog that dropped connections under "
+        "ordinary load), nicotine-plus/nicotine-plus#1471 (listen backlog of 1: accept queue overflows and "
+        "drops reported by monitoring), gwsystems/sledge-serverless-framework#395 (accept-queue overflow under "
+        "bursts of short non-keep-alive connections; clients retry only after the ~1 s initial SYN RTO, a "
+        "~1 s tail) "
+        "(measured by its author: 15.97 against the twin's 26.57 steps/s, medians of 3 runs each)",
+        "none: configs/lagoon_lab.toml sets listen_backlog = 256: the same single-threaded feature service, "
+        "the same 12 parallel per-request connections per round; the accept queue takes the whole burst, no "
+        "SYN is dropped, a round takes ~30 ms and the fetcher keeps ahead of the trainer",
+        r"(?i)listen(ing)?[ _-]?backlog|backlog (of |= ?)?\d|request_queue_size|accept[ -]?(queue|backlog)|"
+        r"\bbacklog\b.{0,40}(listen|accept|socket|server|SYN|connect)|listen\(\s*\d|SYN (drop|retrans|retr|"
+        r"timeout)\w*|SYNs? (are |were |being |get |got )?(dropped|retransmitted)|ListenOverflows|ListenDrops|"
+        r"listen (queue )?overflow|somaxconn|\[featureserver\] listen_backlog",
+        r"step \d+ loss", batch="settings batch 22"),
+    *_settings_pair(
+        "settings22_scree", "settings22_scree", ("train.py",),
+        ("train.py", "--config", "configs/field_fast.toml"),
+        "the field-campaign audit profile (configs/field_audit.toml, read at start-up) sets [replay] "
+        "foreign_keys = 'ON', which replay.ReplayStore runs as PRAGMA foreign_keys = ON on the replay "
+        "store's SQLite connection: steps.segment_id REFERENCES segments(id) has no index, so when the actor "
+        "thread evicts the oldest episode, SQLite checks every deleted segment row for child steps with a "
+        "full scan of the 180,000-row steps table (and the episode row with a scan of segments); an eviction "
+        "takes ~36 ms instead of ~0.2 ms, once per new episode, and the actor falls behind the learner",
+        "train.main opens the replay store (replay.ReplayStore: an in-memory SQLite database with episodes <- "
+        "segments(episode_id REFERENCES episodes) <- steps(segment_id REFERENCES segments), obs and next_obs "
+        "as float32 BLOBs, no index on either child key), seeds it with 1,500 archived episodes and starts the "
+        "actor thread: per episode it drives the scree-slope simulator (rover.py) with the scripted "
+        "controller plus epsilon noise (80-160 steps), add_episode inserts the episode, its 20-step segments "
+        "and its steps, evict_oldest removes the oldest episode (DELETE FROM steps WHERE id BETWEEN first AND "
+        "last, DELETE FROM segments WHERE episode_id = ?, DELETE FROM episodes WHERE id = ?), and 4 batches of "
+        "256 transitions are sampled (SELECT ... WHERE id IN (...)) into the queue; the main thread trains a "
+        "double-DQN Q-network. With foreign key enforcement ON (the planted configs/field_audit.toml) each "
+        "deleted parent row needs a look-up of its child rows; with no index on steps.segment_id that is a "
+        "full scan of steps per deleted segment (~6-8 per episode, ~5.5 ms each over 180,496 rows) plus a scan "
+        "of the 9,730 segments for the episode row: evict_oldest takes 35.7 ms instead of 0.19 ms (measured "
+        "alone). The actor (the only producer) now delivers ~70 batches per second instead of more than the "
+        "learner's ~110, and the training loop waits in q.get. The scans run inside sqlite3_step with the GIL "
+        "released, so the CPU time shows up under the actor thread's one native call. A Python stack of the "
+        "actor shows ReplayStore.evict_oldest -> Connection.execute('DELETE FROM segments ...') in both "
+        "configs; only the connection's foreign_keys pragma (from the profile), the schema's unindexed child "
+        "keys (EXPLAIN QUERY PLAN of the delete: SCAN steps) or a native profile (sqlite3VdbeExec in the FK "
+        "check loop) show why the delete is slow. Foreign key enforcement against unindexed child keys: "
+        "ElementsProject/lightning#4325 (with PRAGMA foreign_keys=on, deleting one peer took 469 s without an "
+        "index on the child key and 1.9 s with it), mozilla/application-services#6267 (an index on the child "
+        "column only to speed up the FK check of deletes; benchmark times skyrocket without it), "
+        "brave/brave-browser#7082 (unindexed foreign keys: SQLite scans the child table for every parent "
+        "row deleted) "
+        "(measured by its author: 71.46 against the twin's 110.75 steps/s, medians of 3 runs each)",
+        "none: configs/field_fast.toml sets foreign_keys = 'OFF' (SQLite's default): the same schema, store, "
+        "eviction order and deletes, but SQLite does not look for child rows of the deleted segments and "
+        "episode; an eviction takes ~0.2 ms and the actor keeps ahead of the learner",
+        r"(?i)foreign[_ ]keys?|PRAGMA foreign|\bFK\b|(unindexed|no index on|without an? index on|missing "
+        r"index\w*).{0,60}(segment_id|child|steps|foreign)|child (key|table|rows?).{0,40}(scan|index)|"
+        r"full (table )?scans?.{0,60}(steps|child|delet|evict)|(scan\w*|SCAN) (of )?(the )?steps|"
+        r"\[replay\] foreign_keys",
+        r"step \d+ loss", batch="settings batch 22"),
+    *_settings_pair(
+        "settings22_puffin", "settings22_puffin", ("train.py",),
+        ("train.py", "--config", "configs/colony_stream.toml"),
+        "the colony profile shared with the annotation tool (configs/colony_annotate.toml, read at start-up) "
+        "sets [schema] revalidate_instances = 'always', which schema.build puts into the pydantic ConfigDict "
+        "of the Visit, Box, Weather and BurrowHistory models: every already validated Visit instance that the "
+        "history builder thread puts into a BurrowHistory is validated again from its attributes (patterns, "
+        "datetime, the 48 frame scores, every nested detector Box and the Weather) and copied into a new "
+        "instance, 4,096 visits per batch, all in pydantic-core with the GIL held; building a batch's "
+        "histories takes ~28 ms instead of ~0.3 ms and the builder falls behind the trainer",
+        "train.main starts the camera replay (python cameras.py: burrow visits as JSON lines, 2,000 per "
+        "second), the ingest thread (Visit.model_validate_json for each line, the last 16 visits of each of "
+        "400 burrows kept in deques), the history-builder thread (per batch it draws 256 burrows, wraps each "
+        "one's last 16 Visit instances in BurrowHistory(burrow=..., visits=[...]), computes the features from "
+        "the history and queues the batch) and trains a GRU provisioning-rate model in the main thread. "
+        "Pydantic's revalidate_instances controls what happens when a model instance is passed to a model "
+        "field: with 'never' (its default, the twin) the instance is accepted as it is (an isinstance check, "
+        "the same object); with 'always' (the planted configs/colony_annotate.toml) pydantic-core re-runs the "
+        "whole validator on the instance's __dict__ (two regex-constrained strings, the datetime, 48 floats, "
+        "2-7 nested Box models with bounds and a Literal, the nested Weather model) and builds a new "
+        "instance. Building one batch's 256 histories takes 27.9 ms instead of 0.30 ms and the builder's "
+        "batch 31 ms instead of 8 ms (measured alone), all holding the GIL, so the training loop's Python is "
+        "held up as well and it waits for batches in q.get. A Python stack of the builder shows "
+        "history_builder -> BurrowHistory.__init__ (one call into pydantic_core's validate_python) in both "
+        "configs; only the models' configuration (model_config['revalidate_instances']), or noticing that "
+        "h.visits[0] is no longer the Visit that was passed in, shows that every visit is validated again. "
+        "Re-validating and copying model instances passed between models: PrefectHQ/prefect#12644 "
+        "(copy_on_model_validation 'none' carried over to revalidate_instances so child models passed between "
+        "models are not copied again), flexcompute/tidy3d#507 (pydantic copying models passed to other models "
+        "during validation: a lot of overhead with many structures, turned off), pydantic/pydantic#4093 "
+        "(copy_on_model_validation made selectable after the 1.9.1 deep copies) "
+        "(measured by its author: 12.57 against the twin's 26.55 steps/s, medians of 3 runs each)",
+        "none: configs/colony_stream.toml sets revalidate_instances = 'never' (pydantic's default): the same "
+        "schema and the same BurrowHistory wrapping of every batch, but the Visit instances validated at "
+        "ingest are put into the histories as they are; the builder keeps ahead of the trainer",
+        r"(?i)revalidate_instances|re-?validat\w*|validat\w* (again|twice|anew|a second time)|"
+        r"copy_on_model_validation|(instances?|visits?|models?) (are |is |being )?(re-?validated|validated "
+        r"again|copied and validated)|\[schema\] revalidate",
+        r"step \d+ loss", batch="settings batch 22"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
