@@ -123,6 +123,7 @@ SETTINGS_BATCHES = {
     "settings-batch-19": ("## Settings/OS held-out batch 19, scored once", "settings batch 19", 8),
     "settings-batch-20": ("## Settings/OS held-out batch 20, scored once", "settings batch 20", 8),
     "settings-batch-21": ("## Settings/OS held-out batch 21, scored once", "settings batch 21", 8),
+    "settings-batch-22": ("## Settings/OS held-out batch 22, scored once", "settings batch 22", 8),
 }
 
 
