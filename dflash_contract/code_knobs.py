@@ -30,6 +30,9 @@ CODE_KNOBS: tuple[CodeKnob, ...] = (
     CodeKnob("regex_engine", "'rust-regex'", (),
              "pydantic checks string patterns with this engine: 'python-re' calls Python's re module, with the GIL "
              "held, for every value checked"),
+    CodeKnob("revalidate_instances", "'never'", (),
+             "pydantic validates every model instance passed into a model again, and copies it, where 'always' "
+             "(or 'subclass-instances' for subclasses)"),
     CodeKnob("indent", "None", ("dumps",),
              "json.dumps with an indent encodes in Python, not with the C encoder"),
     CodeKnob("engine", "'c'", ("read_csv", "read_table", "read_fwf"),

@@ -92,6 +92,9 @@ NATIVE: tuple[Mechanism, ...] = (
     _m(r"^(deflate_slow|longest_match)$",
        "zlib compresses at a slow level (deflate_slow: levels 4 to 9; gzip and GzipFile default to 9, zlib to 6)",
        arguments=("compresslevel",)),
+    _m(r"^c10d::(ProcessGroupWrapper::runCollectiveChecks|\(anonymous namespace\)::CollectiveFingerPrint::\w+)$",
+       "torch.distributed checks every collective against the other ranks with collectives of its own first (its "
+       "process group wrapped for debugging)", settings=("TORCH_DISTRIBUTED_DEBUG",)),
     _m(r"^(sqlite3_prepare\w*|sqlite3Prepare\w*|sqlite3LockAndPrepare|sqlite3RunParser|sqlite3Parser|"
        r"pysqlite_statement_create)$",
        "SQLite compiles SQL statements (sqlite3_prepare): an execute whose statement is not in the connection's "
@@ -230,6 +233,9 @@ PYTHON: tuple[Mechanism, ...] = (
     _m(r"^pandas/io/parsers/python_parser\.py:",
        "pandas parses CSV with its Python engine (engine='python', or an option only it supports: a regular "
        "expression or multi-character sep, skipfooter)", arguments=("engine",)),
+    _m(r"^pydantic/(main\.py:BaseModel\.(__init__|model_validate\w*|model_construct)|_internal/_model_construction\.py:)",
+       "pydantic validates models as they are built (each field, and with revalidate_instances='always' every model "
+       "instance passed in again, copied)", arguments=("revalidate_instances",)),
     _m(r"^transformers/tokenization_utils\.py:",
        "text tokenized by a Python ('slow') tokenizer of transformers, not the Rust tokenizers library "
        "(use_fast=False, or a model without a fast tokenizer)", arguments=("use_fast",)),

@@ -102,3 +102,29 @@ def test_per_request_connections_and_pure_python_parsers_are_known_mechanisms() 
               "__res_context_send (libc.so.6) {n}\n")
     (native,) = native_mechanisms(parse_raw(lookup.format(n=40) + COMPUTE.format(n=60)))
     assert native.where == "getaddrinfo" and native.mechanism.settings == ("RES_OPTIONS", "LOCALDOMAIN")
+
+
+def test_statement_compiles_regex_engines_and_collective_checks_are_known_with_what_decides_them() -> None:
+    prepare = ("thread (701): loader;thread_run (libpython3.11.so.1.0);lookup (store.py:39);"
+               "pysqlite_connection_execute (connection.c.h);_pysqlite_query_execute (cursor.c);"
+               "pysqlite_statement_create (statement.c);sqlite3_prepare_v2 (libsqlite3.so.0.8.6);"
+               "sqlite3RunParser (libsqlite3.so.0.8.6) {n}\n")
+    (seen,) = native_mechanisms(parse_raw(prepare.format(n=45) + COMPUTE.format(n=55)))
+    assert seen.where == "pysqlite_statement_create" and seen.mechanism.arguments == ("cached_statements",)
+    regex = ("thread (702): ingest;thread_run (libpython3.11.so.1.0);ingest (train.py:67);"
+             "0x7f79036101fd (_pydantic_core.cpython-311-x86_64-linux-gnu.so);"
+             "_sre_SRE_Pattern_search (libpython3.11.so.1.0);sre_search (libpython3.11.so.1.0) {n}\n")
+    (seen,) = native_mechanisms(parse_raw(regex.format(n=30) + COMPUTE.format(n=70)))
+    assert seen.mechanism.arguments == ("regex_engine",) and abs(seen.share - 0.30) < 1e-9
+    # The same function names in a library of another name are not Python's engine.
+    assert native_mechanisms(parse_raw(regex.replace("(libpython3.11.so.1.0);sre", "(libfoo.so);sre")
+                                       .replace("search (libpython3.11.so.1.0)", "search (libfoo.so)")
+                                       .format(n=30))) == ()
+    checks = ("thread (703): MainThread;main (train.py:128);sync (gradsync.py:30);"
+              "c10d::ProcessGroupWrapper::allreduce (libtorch_cpu.so);"
+              "c10d::ProcessGroupWrapper::runCollectiveChecks (libtorch_cpu.so) {n}\n")
+    (seen,) = native_mechanisms(parse_raw(checks.format(n=60) + COMPUTE.format(n=40)))
+    assert seen.mechanism.settings == ("TORCH_DISTRIBUTED_DEBUG",)
+    validate = _row(ThreadState.PYTHON, ("BaseModel.__init__", f"{SITE}/pydantic/main.py"), ("build", "/srv/h.py"))
+    (seen,) = python_mechanisms([validate] * 4 + [_row(ThreadState.PYTHON, ("build", "/srv/h.py"))] * 6)
+    assert seen.mechanism.arguments == ("revalidate_instances",)

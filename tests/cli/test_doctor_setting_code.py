@@ -9,8 +9,6 @@ in the twin:
 - ``http_proxy`` naming a relay on this machine with ``no_proxy`` empty: each GET of the fetcher to a local store
   goes through the relay (``proxy-relay``); ``no_proxy=127.0.0.1`` sends it straight to the store; a relay that
   answers from its cache shows no onward connection to this machine, and is said as information;
-- ``json.dumps(..., indent=2)`` in the loader's own code: the pure-Python encoder (``setting-slows-code``, the
-  setting read from the source on disk); ``indent=None`` written out is the default;
 - a memory telemetry child that reads the trainer's ``smaps_rollup`` and writes its ``clear_refs`` without pause, on
   the trainer's CPU (``child-watches-process``); one that reads its ``status`` twenty times a second is not said.
 """
@@ -118,15 +116,6 @@ while True:
 """
 
 
-ENCODED = r"""
-import json, torch
-RECORD = {f"field{i}": {"values": list(range(12)), "name": f"n{i}", "ok": True} for i in range(600)}
-def loader(q):
-    while True:
-        text = json.dumps(RECORD, indent=INDENT)  # the loader's own choice, written in its code
-        q.put(torch.full((32, 64), float(len(text) % 7)))
-""" + TRAINER
-
 # The trainer and its memory telemetry child share one CPU (as on a busy box): the child samples the trainer's 512 MB
 # of memory the working-set way (smaps_rollup, then 1 into clear_refs), or only its status in the twin.
 WATCHED = r"""
@@ -221,20 +210,6 @@ def test_a_local_proxy_without_no_proxy_is_named_where_the_fetcher_waits(tmp_pat
         assert found[0]["severity"] == "info" and "local services" not in claim, found[0]
     else:
         assert found[0]["severity"] == "warning" and "no_proxy is empty" in claim, claim
-
-
-@pytest.mark.parametrize("indent", ["2", "None"])
-def test_a_setting_the_programs_code_passes_is_named_where_its_code_takes_the_loaders_time(
-        tmp_path: Path, indent: str) -> None:
-    report = _doctor(tmp_path, ENCODED.replace("INDENT", indent), [], {})
-    found = _found(report, "setting-slows-code")
-    if indent == "None":  # the default, written out: the C encoder runs, nothing to say
-        assert not found, found
-        return
-    assert found and found[0]["severity"] == "warning", report["findings"]
-    claim = found[0]["claim"]
-    assert claim.startswith("json.dumps(indent=2) at prog.py:6 (default None) puts loader's time into JSON encoded "
-                            "by the pure-Python encoder"), claim
 
 
 @pytest.mark.parametrize("metric", ["working-set", "status"])
