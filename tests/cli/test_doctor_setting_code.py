@@ -64,7 +64,7 @@ def loader(q):
 """ + TRAINER
 
 PROXIED = r"""
-import http.server, os, socketserver, sys, threading, urllib.request
+import http.server, os, socketserver, sys, threading, time, urllib.request
 
 class Store(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -75,7 +75,8 @@ class Store(http.server.BaseHTTPRequestHandler):
 
 class Relay(http.server.BaseHTTPRequestHandler):  # a forward proxy: it fetches the absolute URL it is asked for
     def do_GET(self):
-        if sys.argv[2] == "cache":  # a caching proxy's hit: nothing onward
+        if sys.argv[2] == "cache":  # a caching proxy's hit: nothing onward (its lookup takes a few ms, so the
+            time.sleep(0.005)       # fetcher stays the slow stage however loaded the box)
             body = os.urandom(4096)
         else:
             with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(self.path, timeout=10) as r:
