@@ -800,6 +800,8 @@ def cpu_time_limit(pid: int, proc_root: Path = PROC) -> tuple[tuple[str, str], .
         return ()
     return parse_cpu_time_limit(_read(base / "limits", 8192) or "",
                                 (stat.utime_ticks + stat.stime_ticks) / CLK_TCK)
+
+
 PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
 CPU_QUOTA = "a CPU quota"  # the control's name: a cgroup's quota that binds a peer (sources.peers), not the process
 

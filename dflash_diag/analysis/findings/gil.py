@@ -68,7 +68,7 @@ KNOCKER_THREAD = "dflash-diag-gil-knocker"
 RULES = (RuleSpec("gil-contention", sampled=True),)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProbeWait:
     """The probe's GIL wait, with what a busy machine added to it taken out."""
 

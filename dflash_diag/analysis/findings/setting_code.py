@@ -245,6 +245,8 @@ def _compiler_finding(r: SettingReading, compiler: str, share: float, thread: Th
 PROXY_WAIT_SHARE = 0.30
 # Another loopback endpoint closing at least 1/UPSTREAM_RATIO as many connections as the proxy's: the relay's own.
 UPSTREAM_RATIO = 4
+
+
 def _port_if_local(endpoint: str) -> int | None:
     """``127.0.0.1:3128`` / ``http://localhost:3128`` -> 3128 where the host is this machine's loopback (the
     catalogue's ``loopback_proxy``; the TCP facts' ``[v6]:port``, which says nothing of where it is, never is)."""
