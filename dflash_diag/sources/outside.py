@@ -274,14 +274,15 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
     return tuple(sorted(out, key=lambda k: k.line))
 
 
-def _dotted(node: ast.AST) -> str:
-    """``sqlite3.connect`` for a callee that is a plain name or attribute chain; "" otherwise."""
+def _dotted(node: ast.AST, *, whole: bool = False) -> str:
+    """``sqlite3.connect`` for a plain name or attribute chain; for a chain on anything else (``make().connect``) its
+    attributes (``connect``), or "" with ``whole``; "" for anything else."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if not isinstance(node, ast.Name):
-        return ".".join(reversed(parts))[:MAX_CALL_TEXT] if parts else ""
+        return ".".join(reversed(parts))[:MAX_CALL_TEXT] if parts and not whole else ""
     return ".".join([node.id, *reversed(parts)])[:MAX_CALL_TEXT]
 
 
@@ -379,16 +380,9 @@ MAX_DECORATORS = 4
 def _decorators(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
     """``@torch.jit.script``, ``@torch.compile(mode=...)``, ``@njit(cache=True)`` -> their dotted names; a decorator
     that is no plain name or attribute chain (a subscript, a lambda) is left out."""
-    out: list[str] = []
-    for node in func.decorator_list[:MAX_DECORATORS]:
-        target = node.func if isinstance(node, ast.Call) else node
-        parts: list[str] = []
-        while isinstance(target, ast.Attribute):
-            parts.append(target.attr)
-            target = target.value
-        if isinstance(target, ast.Name):
-            out.append(".".join([target.id, *reversed(parts)])[:MAX_CALL_TEXT])
-    return tuple(out)
+    names = (_dotted(node.func if isinstance(node, ast.Call) else node, whole=True)
+             for node in func.decorator_list[:MAX_DECORATORS])
+    return tuple(name for name in names if name)
 
 
 def _own_nodes(func: ast.AST) -> list[ast.AST]:
