@@ -7,6 +7,11 @@ time a thread that wants the GIL has to wait for it (gilknocker's metric). The k
 acquisition per knock (~100 per second at 10 ms), never spins, and keeps a bounded ring of samples.
 
 Per-thread CPU share comes from /proc/self/task/<tid>/schedstat (on-CPU ns), read at publish time only.
+
+Beside the window's rates, running totals (the probe's clock, knocks, summed lateness; each thread's schedstat ns):
+a reader holding two boards judges exactly the interval between them, the knocker's wait and the threads' CPU over
+the same time (the 10 s window of a process a few seconds old holds its start-up, which the shares since the last
+publish do not).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class GilProbe:
         maxlen = int(config.window_s / config.knock_interval_s * 2) + 16
         self._samples: deque[tuple[float, float]] = deque(maxlen=maxlen)  # (wake perf_counter, lateness s)
         self._slack_s: float | None = None
+        self._totals: tuple[int, float] = (0, 0.0)  # (knocks, Σ lateness s) since start, replaced whole (one store)
         self._stop = threading.Event()
         self._cpu_prev: dict[int, tuple[int, int, int]] = {}  # tid -> (wall ns, run ns, wait ns)
         self._thread: threading.Thread | None = None
@@ -70,6 +76,8 @@ class GilProbe:
             if self._slack_s is None or late < self._slack_s:
                 self._slack_s = late
             append((t1, late))
+            knocks, late_s = self._totals
+            self._totals = (knocks + 1, late_s + late)
 
     def snapshot(self, now_s: float) -> JsonDict:
         if self._free_threaded:
@@ -84,6 +92,7 @@ class GilProbe:
         n = len(waits)
         threads = self._thread_cpu()
         knocker = threads.get("dflash-diag-gil-knocker", {})
+        knocks, late_total_s = self._totals
         return {
             PayloadKeys.STATUS: "ok",
             GilKeys.FREE_THREADED: False,
@@ -99,6 +108,9 @@ class GilProbe:
             # Time the knocker sat runnable without a CPU: lateness that is CPU oversubscription, not GIL.
             GilKeys.KNOCKER_RUNQ_SHARE: knocker.get(GilKeys.RUNQ_SHARE),
             GilKeys.THREADS: threads,
+            GilKeys.CLOCK_S: now,
+            GilKeys.KNOCKS_TOTAL: knocks,
+            GilKeys.LATE_TOTAL_S: late_total_s,
         }
 
     def _thread_cpu(self) -> JsonDict:
@@ -113,14 +125,16 @@ class GilProbe:
             prev = self._cpu_prev.get(tid)
             self._cpu_prev[tid] = (now_ns, st[0], st[1])
             key = name if name not in out else f"{name}#{tid}"
+            totals = {GilKeys.RUN_NS: st[0], GilKeys.RUNQ_NS: st[1]}
             if prev is None or now_ns <= prev[0]:
-                out[key] = {GilKeys.TID: tid, GilKeys.CPU_SHARE: None, GilKeys.RUNQ_SHARE: None}
+                out[key] = {GilKeys.TID: tid, GilKeys.CPU_SHARE: None, GilKeys.RUNQ_SHARE: None, **totals}
                 continue
             dt = now_ns - prev[0]
             out[key] = {
                 GilKeys.TID: tid,
                 GilKeys.CPU_SHARE: max(0.0, (st[0] - prev[1]) / dt),
                 GilKeys.RUNQ_SHARE: max(0.0, (st[1] - prev[2]) / dt),
+                **totals,
             }
         for tid in set(self._cpu_prev) - seen:  # bounded: forget threads that ended
             del self._cpu_prev[tid]

@@ -82,6 +82,13 @@ class GilKeys:
 
     CONTENTION_SHARE: Final = "contention_share"
     CPU_SHARE: Final = "cpu_share"
+    # Running totals since the probe started, so a reader can judge the interval between two boards (its own window):
+    # the probe's clock, the knocks made, their summed lateness; a thread's on-CPU and run-queue ns (schedstat).
+    CLOCK_S: Final = "clock_s"
+    KNOCKS_TOTAL: Final = "knocks_total"
+    LATE_TOTAL_S: Final = "late_total_s"
+    RUN_NS: Final = "run_ns"
+    RUNQ_NS: Final = "runq_ns"
     FREE_THREADED: Final = "free_threaded"
     KNOCK_INTERVAL_S: Final = "knock_interval_s"
     KNOCKER_RUNQ_SHARE: Final = "knocker_runq_share"

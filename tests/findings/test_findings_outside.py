@@ -154,6 +154,28 @@ def test_gil_probe_wait_behind_a_holder_preempted_by_other_load_is_not_contentio
     assert "45%" in dict(_run(observation((b,)), ())["gil-contention"].evidence)["GIL contention (probe)"]
 
 
+def test_gil_probe_wait_is_judged_over_the_boards_interval_not_the_probes_start_up() -> None:
+    # A rank a few seconds old: its 10 s window holds the imports (the knocker waited 36% of it), while over the
+    # observation's boards the knocker waited 1% and the threads ran 5% (the fresh clone's CI flake).
+    def gil(clock_s: float, knocks: int, late_s: float, main_run_ns: int, main_runq_ns: int) -> dict:
+        return {"contention_share": 0.36, "knocker_runq_share": 0.0, "timer_slack_ms": 0.1, "clock_s": clock_s,
+                "knocks_total": knocks, "late_total_s": late_s,
+                "threads": {"MainThread": {"tid": 1, "cpu_share": 0.05, "runq_share": 0.0, "run_ns": main_run_ns,
+                                           "runq_ns": main_runq_ns},
+                            "dflash-diag-gil-knocker": {"tid": 2, "cpu_share": 0.0, "runq_share": 0.0,
+                                                        "run_ns": 1_000, "runq_ns": 0}}}
+    first = healthy_board(gil=gil(100.0, 1000, 3.0, 4_000_000_000, 0))
+    quiet = healthy_board(gil=gil(103.0, 1290, 3.0 + 290 * 1e-4 + 0.03, 4_150_000_000, 10_000_000))
+    assert "gil-contention" not in _run(observation((first, quiet)), ())
+    # The same boards, where the knocker did wait 45% of the interval while MainThread ran Python on a CPU: a warning,
+    # with the interval's share.
+    busy = healthy_board(gil=gil(103.0, 1290, 3.0 + 290 * 1e-4 + 1.35, 6_700_000_000, 10_000_000))
+    assert "45%" in dict(_run(observation((first, busy)), ())["gil-contention"].evidence)["GIL contention (probe)"]
+    # Boards less than a second apart say too little: the probe's window is read, as from one board.
+    close = healthy_board(gil=gil(100.5, 1050, 3.01, 4_020_000_000, 0))
+    assert "36%" in dict(_run(observation((first, close)), ())["gil-contention"].evidence)["GIL contention (probe)"]
+
+
 # --- stale code from outside ------------------------------------------------------------------------------
 
 

@@ -63,6 +63,30 @@ def test_per_thread_cpu_share_from_schedstat() -> None:
     assert read_schedstat(threading.get_native_id()) is not None
 
 
+def test_running_totals_measure_the_interval_between_two_readings() -> None:
+    # A reader holding two boards judges the time between them: the knocker's lateness and the threads' schedstat
+    # as totals; the hog, started after the first reading, holds the GIL in the interval.
+    from dflash_diag.analysis.findings.gil import probe_wait
+
+    probe = GilProbe(Config(knock_interval_s=0.005, window_s=30.0))
+    stop = threading.Event()
+    try:
+        first = _reading(probe, 1.5)
+        hog = threading.Thread(target=_spin, args=(stop,), name="hog", daemon=True)
+        hog.start()
+        busy = _reading(probe, 1.5)
+    finally:
+        stop.set()
+        probe.close()
+    assert busy["knocks_total"] > first["knocks_total"] > 0 and busy["late_total_s"] >= first["late_total_s"]
+    assert busy["clock_s"] - first["clock_s"] >= 1.4
+    assert busy["threads"]["hog"]["run_ns"] > 0 and "run_ns" in first["threads"]["MainThread"]
+    interval, window = probe_wait(busy, first), probe_wait(busy)
+    assert interval is not None and window is not None
+    # the interval holds only the hog's time; the 30 s window also holds the idle first 1.5 s
+    assert interval.share > 0.15 and interval.share > window.share
+
+
 def test_free_threaded_build_is_na(monkeypatch) -> None:
     import sys
 

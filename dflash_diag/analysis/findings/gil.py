@@ -76,30 +76,80 @@ class ProbeWait:
     runq_share: float  # taken out: the knocker, and the GIL's holders, waiting for a CPU
 
 
-def probe_wait(payload: Mapping[str, object] | None) -> ProbeWait | None:
+def probe_wait(payload: Mapping[str, object] | None,
+               earlier: Mapping[str, object] | None = None) -> ProbeWait | None:
     """The probe's contention as GIL contention: the knocker is late both when it waits for the GIL and when it waits
     for a CPU (an oversubscribed machine); only the first is. And a thread holds the GIL either on a CPU or off one:
     where the knocker waits longer than the other threads ran, the rest was a holder preempted with the GIL in hand,
-    waiting for a CPU (another process's load, not this process's Python), as far as their run-queue time covers it."""
+    waiting for a CPU (another process's load, not this process's Python), as far as their run-queue time covers it.
+
+    With an ``earlier`` board of the same probe carrying running totals, all of it is judged over the interval
+    between the two (the observation's window): the probe's own 10 s window of a young process holds its start-up,
+    which the per-thread shares since the last publish do not cover."""
+    seen = _interval(earlier, payload) or _window(payload)
+    if seen is None:
+        return None
+    contention, knocker_runq, others = seen
+    wait = max(0.0, contention - knocker_runq)
+    holders_runq = 0.0
+    if others and all(c is not None and r is not None for c, r in others):
+        on_cpu = min(1.0, sum(c or 0.0 for c, _ in others))
+        holders_runq = min(max(0.0, wait - on_cpu), sum(r or 0.0 for _, r in others))
+    return ProbeWait(share=wait - holders_runq, runq_share=knocker_runq + holders_runq)
+
+
+# (contention, the knocker's run-queue share, (CPU share, run-queue share) of each other thread)
+_Seen = tuple[float, float, list[tuple[float | None, float | None]]]
+# Two boards closer than this, or with fewer knocks between them, say too little: the window's rates are used.
+MIN_INTERVAL_S = 1.0
+MIN_KNOCKS = 50
+
+
+def _window(payload: Mapping[str, object] | None) -> _Seen | None:
+    """The probe's readings over its own window (the knocker's) and since its previous publish (the threads')."""
     contention = num(payload, GilKeys.CONTENTION_SHARE)
     if contention is None:
         return None
-    knocker_runq = num(payload, GilKeys.KNOCKER_RUNQ_SHARE) or 0.0
-    wait = max(0.0, contention - knocker_runq)
-    others = [v for n, v in sub(payload, GilKeys.THREADS).items()
+    others = [(num(v, GilKeys.CPU_SHARE), num(v, GilKeys.RUNQ_SHARE)) for n, v in sub(payload, GilKeys.THREADS).items()
               if isinstance(v, Mapping) and str(n) != KNOCKER_THREAD]
-    cpu = [num(v, GilKeys.CPU_SHARE) for v in others]
-    runq = [num(v, GilKeys.RUNQ_SHARE) for v in others]
-    holders_runq = 0.0
-    if others and None not in cpu and None not in runq:
-        on_cpu = min(1.0, sum(c for c in cpu if c is not None))
-        holders_runq = min(max(0.0, wait - on_cpu), sum(r for r in runq if r is not None))
-    return ProbeWait(share=wait - holders_runq, runq_share=knocker_runq + holders_runq)
+    return contention, num(payload, GilKeys.KNOCKER_RUNQ_SHARE) or 0.0, others
+
+
+def _interval(earlier: Mapping[str, object] | None, payload: Mapping[str, object] | None) -> _Seen | None:
+    """The readings over the interval between two boards, from the probe's running totals; None where either lacks
+    them, or the interval is too short or not one process's (totals that went back)."""
+    keys = (GilKeys.CLOCK_S, GilKeys.KNOCKS_TOTAL, GilKeys.LATE_TOTAL_S)
+    then, now = [num(earlier, k) for k in keys], [num(payload, k) for k in keys]
+    if None in then or None in now:
+        return None
+    dt_s, knocks, late_s = (b - a for a, b in zip(then, now, strict=True))  # type: ignore[operator]
+    if dt_s < MIN_INTERVAL_S or knocks < MIN_KNOCKS or late_s < 0:
+        return None
+    slack_s = (num(payload, GilKeys.TIMER_SLACK_MS) or 0.0) / 1e3
+    contention = min(1.0, max(0.0, late_s - knocks * slack_s) / dt_s)
+    before = {num(v, GilKeys.TID): v for v in sub(earlier, GilKeys.THREADS).values() if isinstance(v, Mapping)}
+    knocker_runq = 0.0
+    others: list[tuple[float | None, float | None]] = []
+    for name, v in sub(payload, GilKeys.THREADS).items():
+        if not isinstance(v, Mapping):
+            continue
+        # A thread born within the interval: its totals are all the interval's.
+        was = before.get(num(v, GilKeys.TID), {})
+        run_ns, runq_ns = num(v, GilKeys.RUN_NS), num(v, GilKeys.RUNQ_NS)
+        if run_ns is None or runq_ns is None:
+            return None
+        cpu = max(0.0, run_ns - (num(was, GilKeys.RUN_NS) or 0.0)) / (dt_s * 1e9)
+        runq = max(0.0, runq_ns - (num(was, GilKeys.RUNQ_NS) or 0.0)) / (dt_s * 1e9)
+        if str(name) == KNOCKER_THREAD:
+            knocker_runq = runq
+        else:
+            others.append((cpu, runq))
+    return contention, knocker_runq, others
 
 
 def check(ctx: Context) -> Iterator[Finding]:
     payload = ctx.probe(ProbeName.GIL)
-    seen_wait = probe_wait(payload)
+    seen_wait = probe_wait(payload, ctx.first_probe(ProbeName.GIL))
     contention = seen_wait.share if seen_wait is not None else None
     runq = seen_wait.runq_share if seen_wait is not None else None
     if payload is not None and payload.get(GilKeys.FREE_THREADED) is True:

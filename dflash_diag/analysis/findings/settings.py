@@ -213,7 +213,7 @@ def _switch_interval(ctx: Context, readings: tuple[SettingReading, ...]) -> Iter
         return
     interval = num(sub(ctx.probe(ProbeName.SETTINGS), SettingsKeys.INTERPRETER), SettingsKeys.SWITCH_INTERVAL_S)
     gil = ctx.probe(ProbeName.GIL)
-    seen_wait = probe_wait(gil)
+    seen_wait = probe_wait(gil, ctx.first_probe(ProbeName.GIL))
     contention = seen_wait.share if seen_wait is not None else None
     gil_wait = contention or 0.0
     wanting = [t for t in ctx.sampled() if t.shares.get(ThreadState.PYTHON, 0.0)
