@@ -189,8 +189,21 @@ class Report:
     samples: int = 0
     pauses_us: dict[str, float] = field(default_factory=dict)  # thread id -> its longest stop (one contiguous pause)
     stopped_us: dict[str, float] = field(default_factory=dict)  # thread id -> all its stops added up
+    # thread id -> of its longest stop, the time a loaded machine added: that thread runnable without a CPU on its
+    # way to the stop, and this helper runnable without one while it held the thread stopped (schedstat; the two
+    # never overlap: a stopped thread is not runnable, and before the stop the helper only polls)
+    pause_runq_us: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # thread id -> why it was not used
     steps_us: dict[str, float] = field(default_factory=dict)  # the used thread's stop: step -> microseconds in
+
+
+def _runq_ns(path: str) -> int:
+    """A thread's summed time runnable without a CPU (schedstat, ns); 0 where /proc does not say."""
+    try:
+        with open(path, "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class Driver:
@@ -207,6 +220,8 @@ class Driver:
         self.fp_len = 0
         self.fp_legacy: Any = None
         self.stopped_at = 0.0
+        # the held thread's run-queue ns at its interrupt, this helper's at the stop (None until it stopped)
+        self.runq_at_ns: tuple[int, int | None] = (0, None)
         self.seized_ever = False
         self.unstopped: set[int] = set()  # seized, interrupted, not stopped in time: never tried again
 
@@ -214,6 +229,11 @@ class Driver:
 
     def _pause(self, tid: int, seconds: float) -> None:
         key, us = str(tid), 1e6 * seconds
+        if us >= self.report.pauses_us.get(key, 0.0):
+            thread_at, helper_at = self.runq_at_ns
+            thread_ns = _runq_ns(f"/proc/{self.pid}/task/{tid}/schedstat") - thread_at
+            helper_ns = _runq_ns("/proc/thread-self/schedstat") - helper_at if helper_at is not None else 0
+            self.report.pause_runq_us[key] = round(min(us, max(0, thread_ns) / 1e3 + max(0, helper_ns) / 1e3), 1)
         self.report.pauses_us[key] = round(max(self.report.pauses_us.get(key, 0.0), us), 1)
         self.report.stopped_us[key] = round(self.report.stopped_us.get(key, 0.0) + us, 1)
 
@@ -248,6 +268,7 @@ class Driver:
             raise DriverError(kind, f"ptrace(PTRACE_SEIZE) of thread {tid}: {exc.strerror}") from None
         self.seized_ever = True
         self.tid = tid
+        self.runq_at_ns = (_runq_ns(f"/proc/{self.pid}/task/{tid}/schedstat"), None)
         self.stopped_at = time.monotonic()
         try:
             self.libc.ptrace(PTRACE_INTERRUPT, tid)
@@ -263,6 +284,7 @@ class Driver:
                 self.tid = None
                 return False
             if status >> 16 == PTRACE_EVENT_STOP:
+                self.runq_at_ns = (self.runq_at_ns[0], _runq_ns("/proc/thread-self/schedstat"))
                 return True
             self.libc.ptrace(PTRACE_CONT, tid, 0, ctypes.c_void_p(os.WSTOPSIG(status)))  # a signal: deliver it
 

@@ -14,7 +14,7 @@ from attach_helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 
-from attach_pause import _ok, summarise
+from attach_pause import _ok, own_pause_ms, summarise
 
 
 def test_a_summary_takes_only_the_injections_that_worked() -> None:
@@ -30,6 +30,9 @@ def test_a_summary_takes_only_the_injections_that_worked() -> None:
     assert _ok(report)
     report["targets"][0]["methods"]["ptrace"]["rows"][1]["paused_ms"] = 50.0  # the goal, reached: a failure
     assert not _ok(report)
+    # ... unless a loaded machine made it so: the helper and the held thread sat runnable without a CPU 45 ms of it
+    report["targets"][0]["methods"]["ptrace"]["rows"][1]["runq_ms"] = 45.0
+    assert _ok(report)
 
 
 @pytest.mark.slow
@@ -46,7 +49,11 @@ def test_dry_run_on_the_cpu_writes_both_reports(ptrace_ok: None, tmp_path: Path)
     (target,) = report["targets"]
     ptrace = target["methods"]["ptrace"]
     assert [r["action"] for r in ptrace["rows"]] == ["attach", "detach"]
-    assert all(r["ok"] and r["threads_paused"] == 1 and 0 < r["paused_ms"] < 50 for r in ptrace["rows"])
+    # The pause the injector's own work makes: what a loaded box adds (both threads runnable without a CPU) is
+    # measured beside it and is not ours (CI's two shared cores once stretched one to 62 ms).
+    assert all(r["ok"] and r["threads_paused"] == 1 and r["runq_ms"] is not None for r in ptrace["rows"])
+    assert all(0 < r["paused_ms"] and 0 <= r["runq_ms"] <= r["paused_ms"] and own_pause_ms(r) < 50
+               for r in ptrace["rows"])
     assert all(r["hole_ms"] is not None for r in ptrace["rows"])  # what the program saw, next to it
     assert target["baseline"]["hole_ms"] is not None
     assert "| ptrace | 2 (0) |" in (out / "attach_pause.md").read_text()
