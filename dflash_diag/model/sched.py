@@ -163,6 +163,20 @@ def io_rates_between(first: ProcessIo, last: ProcessIo, span_s: float) -> IoRate
 
 
 @dataclass(frozen=True, slots=True)
+class Connecting:
+    """The process's TCP connections still being opened to one endpoint at a sweep (SYN_SENT: the SYN not answered
+    yet), with the socket that listens there where it is on this machine: a connection the listener's kernel
+    refused (its accept queue full) waits for the SYN to be sent again, 1 s later, then 3 s, 7 s..."""
+
+    remote: str  # "127.0.0.1:42249"
+    sockets: int  # the process's sockets opening a connection to it
+    retransmits: int  # the most SYNs one of them has sent again
+    listener_pid: int | None = None  # the process that listens there (the process or one of its children), if found
+    accept_queue: int | None = None  # connections waiting in the listener's accept queue
+    backlog: int | None = None  # the listener's listen() backlog (the kernel's cap on that queue)
+
+
+@dataclass(frozen=True, slots=True)
 class SchedSample:
     """One sweep of the scheduler's view (about once a second)."""
 
@@ -174,6 +188,10 @@ class SchedSample:
     procs_running: int | None = None  # runnable tasks on the whole machine at that instant (/proc/stat)
     children_listed: int = 0  # direct children seen (the tuple above may be capped)
     io: ProcessIo | None = None  # None where not read (older recordings, no permission)
+    connecting: tuple[Connecting, ...] = ()
+    # The network namespace's count of connections refused at a full accept queue so far (/proc/PID/net/netstat,
+    # TcpExt ListenOverflows); None where not read.
+    listen_overflows: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.sched import (
     CgroupCpu,
     ChildSched,
+    Connecting,
     EnvSetting,
     OsFacts,
     Pressure,
@@ -370,6 +371,8 @@ class SchedReader:
         self._children = children or procfs.all_children
         self._dirs: tuple[int, list[Path]] | None = None  # the cgroup's directories: found once
         self._ran: dict[int, int] = {}  # each child's on-CPU ns at the sweep before
+        self._overflows: int | None = None  # the namespace's ListenOverflows at the sweep before
+        self._own_namespace: bool | None = None  # the process shares this one's network namespace (asked once)
 
     def __call__(self, pid: int | None = None) -> SchedSample:
         return self.sample()
@@ -385,6 +388,9 @@ class SchedReader:
         stat = _read(self.proc_root / "stat", 1 << 20)
         if self._dirs is None:
             self._dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root)
+        overflows = parse_listen_overflows(_read(self.proc_root / str(pid) / "net" / "netstat", 1 << 16) or "")
+        connecting = self._connecting(pid, listed, overflows)
+        self._overflows = overflows
         return SchedSample(
             monotonic_s=self.clock(), tasks=tasks, children=children,
             cgroup=read_cgroup_cpu(pid, proc_root=self.proc_root, cgroup_root=self.cgroup_root, dirs=self._dirs),
@@ -392,7 +398,84 @@ class SchedReader:
             procs_running=parse_procs_running(stat) if stat is not None else None,
             children_listed=len(listed),
             io=parse_io(_read(self.proc_root / str(pid) / "io", 4096) or ""),
+            connecting=connecting, listen_overflows=overflows,
         )
+
+    def _connecting(self, pid: int, children: tuple[int, ...], overflows: int | None) -> tuple[Connecting, ...]:
+        """The process's connections still opening (``read_connecting``), looked for only in a sweep after the
+        namespace's kernel refused a connection at a full accept queue (its counter rose): one small dump then,
+        nothing otherwise."""
+        if overflows is None or self._overflows is None or overflows <= self._overflows:
+            return ()
+        if self._own_namespace is None:
+            self._own_namespace = self.proc_root == PROC and sock_diag.same_network_namespace(pid)
+        if not self._own_namespace:
+            return ()
+        return read_connecting(pid, children, self.proc_root)
+
+
+# --- connections still opening, and the listener that refuses them -----------------------------------------------
+
+MAX_CONNECTING = 4  # endpoints kept per sweep, most sockets first
+MAX_LISTENER_HOLDERS = 16  # processes whose descriptors are looked at for a listener (the process, its children)
+
+
+def parse_listen_overflows(text: str) -> int | None:
+    """TcpExt's ListenOverflows of ``/proc/PID/net/netstat`` (pairs of lines: the group's names, then its values):
+    the connections the namespace's kernel refused because a listener's accept queue was full. None where absent."""
+    lines = text.splitlines()
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        keys, vals = names.split(), values.split()
+        if keys[:1] == ["TcpExt:"] and vals[:1] == ["TcpExt:"] and len(keys) == len(vals) and \
+                "ListenOverflows" in keys:
+            value = vals[keys.index("ListenOverflows")]
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def read_connecting(pid: int, children: tuple[int, ...], proc_root: Path = PROC,
+                    entries: Callable[[], list[sock_diag.TcpEntry] | None] = sock_diag.opening_and_listening,
+                    ) -> tuple[Connecting, ...]:
+    """The process's TCP sockets still opening a connection (SYN_SENT), per endpoint, with the socket listening
+    there on this machine (its accept queue and backlog) and the process holding it, looked for among the process
+    and its children. From the kernel's socket diagnostics (``entries``: this namespace's opening and listening
+    sockets) and the descriptors' links; () where none."""
+    table = entries() or []
+    opening = [e for e in table if e.state == sock_diag.TCP_SYN_SENT]
+    if not opening:
+        return ()
+    own = _socket_inodes(descriptor_links(pid, proc_root))
+    by_remote: dict[str, list[sock_diag.TcpEntry]] = {}
+    for e in opening:
+        if e.inode in own:
+            by_remote.setdefault(e.remote, []).append(e)
+    listeners = [e for e in table if e.state == sock_diag.TCP_LISTEN]
+    out = []
+    for remote, socks in sorted(by_remote.items(), key=lambda kv: -len(kv[1]))[:MAX_CONNECTING]:
+        listener = _listener_for(remote, listeners)
+        holder = _holder(f"socket:[{listener.inode}]", (pid, *children), proc_root) if listener else None
+        out.append(Connecting(remote=tcp_addr_text(remote), sockets=len(socks),
+                              retransmits=max(e.retransmits for e in socks), listener_pid=holder,
+                              accept_queue=listener.rqueue if listener else None,
+                              backlog=listener.wqueue if listener else None))
+    return tuple(out)
+
+
+def _listener_for(remote: str, listeners: list[sock_diag.TcpEntry]) -> sock_diag.TcpEntry | None:
+    """The listening socket a connection to ``remote`` reaches: the same port, on that address or on all."""
+    host, _, port = remote.rpartition(":")
+    for e in listeners:
+        local_host, _, local_port = e.local.rpartition(":")
+        if local_port == port and (local_host == host or not local_host.strip("0")):
+            return e
+    return None
+
+
+def _holder(link: str, pids: tuple[int, ...], proc_root: Path) -> int | None:
+    for pid in pids[:MAX_LISTENER_HOLDERS]:
+        if any(target == link for _, target in descriptor_links(pid, proc_root) or ()):
+            return pid
+    return None
 
 
 # --- once per window ------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 NETLINK_SOCK_DIAG = 4
@@ -80,6 +81,8 @@ def parse_peer(reply: bytes, inode: int) -> int | None:
 
 
 TCP_ESTABLISHED = 1
+TCP_SYN_SENT = 2
+TCP_LISTEN = 10
 _INET_DIAG_REQ = struct.Struct("=BBBBI48s")  # family, protocol, extensions, pad, state mask, sockid (unset)
 _INET_DIAG_MSG = struct.Struct("=BBBB2s2s16s16sIQIIIII")  # family .. sockid (ports, addresses) .. uid, inode
 MAX_DUMP_BYTES = 8 << 20  # bounds one family's answer: ~100,000 established sockets
@@ -99,20 +102,46 @@ def same_network_namespace(pid: int, proc_root: Path = Path("/proc")) -> bool:
 def established_remotes(inodes: set[str]) -> set[str] | None:
     """The remote endpoints of the established TCP sockets with these inodes, spelled as ``/proc/net/tcp`` spells
     them (``0100007F:8923``), in this process's network namespace; None where the kernel cannot be asked."""
-    if not hasattr(socket, "AF_NETLINK"):
-        return None
     remotes: set[str] = set()
     for family in (socket.AF_INET, socket.AF_INET6):
-        answer = _dump_established(family)
+        answer = dump_tcp(family, 1 << TCP_ESTABLISHED)
         if answer is None:
             return None
-        remotes.update(remote for inode, remote in answer if inode in inodes)
+        remotes.update(e.remote for e in answer if e.inode in inodes)
     return remotes
 
 
-def _dump_established(family: int) -> list[tuple[str, str]] | None:
-    """(inode, remote) of every established TCP socket of one address family, or None."""
-    body = _INET_DIAG_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_ESTABLISHED, bytes(48))
+@dataclass(frozen=True, slots=True)
+class TcpEntry:
+    """One TCP socket as the diagnostics describe it; addresses as ``/proc/net/tcp`` prints them."""
+
+    state: int  # TCP_SYN_SENT 2, TCP_LISTEN 10 ...
+    local: str
+    remote: str
+    retransmits: int  # a connecting socket's SYNs sent again so far
+    rqueue: int  # a listener: connections waiting in its accept queue
+    wqueue: int  # a listener: its listen() backlog
+    inode: str
+
+
+def opening_and_listening() -> list[TcpEntry] | None:
+    """The TCP sockets still opening a connection (SYN_SENT) and those listening, both families, in this process's
+    network namespace; None where the kernel cannot be asked. A dump of these two states alone: a namespace's
+    thousands of established and closed connections are not walked."""
+    out: list[TcpEntry] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        answer = dump_tcp(family, (1 << TCP_SYN_SENT) | (1 << TCP_LISTEN))
+        if answer is None:
+            return None
+        out += answer
+    return out
+
+
+def dump_tcp(family: int, states: int) -> list[TcpEntry] | None:
+    """Every TCP socket of one address family in the states of the mask ``states`` (1 << state), or None."""
+    if not hasattr(socket, "AF_NETLINK"):
+        return None
+    body = _INET_DIAG_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, states, bytes(48))
     head = _NLMSG_HDR.pack(_NLMSG_HDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0)
     try:
         with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
@@ -123,15 +152,15 @@ def _dump_established(family: int) -> list[tuple[str, str]] | None:
         return None
 
 
-def _read_dump(nl: socket.socket, family: int) -> list[tuple[str, str]] | None:
-    out: list[tuple[str, str]] = []
+def _read_dump(nl: socket.socket, family: int) -> list[TcpEntry] | None:
+    out: list[TcpEntry] = []
     read_bytes = 0
     while read_bytes < MAX_DUMP_BYTES:
         data = nl.recv(DUMP_RECV_BYTES)
         if not data:
             return None
         read_bytes += len(data)
-        entries, done = parse_dump(data, family)
+        entries, done = parse_entries(data, family)
         if entries is None:
             return None
         out.extend(entries)
@@ -143,7 +172,14 @@ def _read_dump(nl: socket.socket, family: int) -> list[tuple[str, str]] | None:
 def parse_dump(data: bytes, family: int) -> tuple[list[tuple[str, str]] | None, bool]:
     """The (inode, remote) entries in one datagram of a dump, and whether it ended it; None for an error reply or
     a message whose length does not fit the bytes there."""
-    out: list[tuple[str, str]] = []
+    entries, done = parse_entries(data, family)
+    return (None if entries is None else [(e.inode, e.remote) for e in entries]), done
+
+
+def parse_entries(data: bytes, family: int) -> tuple[list[TcpEntry] | None, bool]:
+    """The sockets in one datagram of a dump, and whether it ended it; None for an error reply or a message whose
+    length does not fit the bytes there."""
+    out: list[TcpEntry] = []
     offset = 0
     while offset + _NLMSG_HDR.size <= len(data):
         length, kind, _, _, _ = _NLMSG_HDR.unpack_from(data, offset)
@@ -157,9 +193,13 @@ def parse_dump(data: bytes, family: int) -> tuple[list[tuple[str, str]] | None, 
     return out, False
 
 
-def _tcp_entry(fields: tuple, family: int) -> tuple[str, str]:
-    """(inode, remote): the address as the kernel's 32-bit words in this machine's byte order, then the port in
-    hex, as ``/proc/net/tcp`` prints them."""
-    dport, dst, inode = fields[5], fields[7], fields[14]
-    words = struct.unpack("=4I", dst)[: 1 if family == socket.AF_INET else 4]
-    return str(inode), "".join(f"{w:08X}" for w in words) + f":{struct.unpack('>H', dport)[0]:04X}"
+def _tcp_entry(fields: tuple, family: int) -> TcpEntry:
+    """The addresses as the kernel's 32-bit words in this machine's byte order, then the port in hex, as
+    ``/proc/net/tcp`` prints them."""
+    words = 1 if family == socket.AF_INET else 4
+
+    def addr(port: bytes, raw: bytes) -> str:
+        return "".join(f"{w:08X}" for w in struct.unpack("=4I", raw)[:words]) + f":{struct.unpack('>H', port)[0]:04X}"
+
+    return TcpEntry(state=fields[1], local=addr(fields[4], fields[6]), remote=addr(fields[5], fields[7]),
+                    retransmits=fields[3], rqueue=fields[11], wqueue=fields[12], inode=str(fields[14]))

@@ -70,7 +70,8 @@ def _h200_missed(what: str) -> dict[str, str]:
 FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("settings_default_dtype_f64", "attach"),
                                  *((c, m) for c in ("settings20_moraine", "settings20_bracken", "settings20_plover",
                                                     "settings21_drumlin", "settings21_tarn", "settings21_curlew",
-                                                    "settings21_yarrow", "settings22_alder", "settings22_puffin")
+                                                    "settings21_yarrow", "settings22_alder", "settings22_puffin",
+                                                    "settings22_lagoon")
                                    for m in ("outside", "probes", "attach")),
                                  *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach")),
                                  ("settings2_metrics", "attach"), ("settings2_vision", "probes"),
@@ -3533,8 +3534,9 @@ CASES: tuple[Case, ...] = (
         r"\bbacklog\b.{0,40}(listen|accept|socket|server|SYN|connect)|listen\(\s*\d|SYN (drop|retrans|retr|"
         r"timeout)\w*|SYNs? (are |were |being |get |got )?(dropped|retransmitted)|ListenOverflows|ListenDrops|"
         r"listen (queue )?overflow|somaxconn|\[featureserver\] listen_backlog",
-        r"step \d+ loss", batch="settings batch 22",
-        missed={m: "`pipeline-bottleneck-target` (info): the fetcher threads wait in _worker and fetch_window; the feature server child's listen backlog of 5 (dropped SYNs retried after 1 s) not named" for m in ("outside", "probes", "attach")}),
+        # Scored once: `pipeline-bottleneck-target` (info) in every mode, the listen backlog not named; named since by
+        # `listen-queue-full` (FIXED_AFTER_SCORING, recorded again).
+        r"step \d+ loss", batch="settings batch 22"),
     *_settings_pair(
         "settings22_scree", "settings22_scree", ("train.py",),
         ("train.py", "--config", "configs/field_fast.toml"),

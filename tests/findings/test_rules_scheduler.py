@@ -12,7 +12,15 @@ from sched_builders import PID, TORCH_OP, Thread, ensemble, pools, scenario, set
 from dflash_diag.analysis import analyse
 from dflash_diag.analysis.sched import summarise
 from dflash_diag.model import Frame, NativeProfile, Observation, Severity
-from dflash_diag.model.sched import CgroupCpu, EnvSetting, OutsideWait, PeerProcess, Pressure, ProcessIo
+from dflash_diag.model.sched import (
+    CgroupCpu,
+    Connecting,
+    EnvSetting,
+    OutsideWait,
+    PeerProcess,
+    Pressure,
+    ProcessIo,
+)
 
 POOL_WAIT = Frame("wait", "/usr/lib/python3.11/threading.py", 320)
 IMAP_NEXT = Frame("IMapIterator.next", "/usr/lib/python3.11/multiprocessing/pool.py", 856)
@@ -768,3 +776,40 @@ def test_a_watching_child_that_takes_little_cpu_or_none_of_the_trainers_is_not_a
     # The trainer gets its CPU: said, as information, without a cost.
     (finding,) = _find(_trainer_beside_a_watching_child(trainer_wait=0.02), "child-watches-process")[1]
     assert finding.severity == Severity.INFO and finding.impact == 0.0
+
+
+def _fetchers_opening_connections(refused: int, connect_frames: bool) -> Observation:
+    """A trainer fed by two fetch threads that open a connection per request to its child's service; ``refused``
+    connections at a full accept queue in the window (ListenOverflows)."""
+    connect = (Frame("create_connection", "/usr/lib/python3.11/socket.py", 836),
+               Frame("fetch_window", "/app/train.py", 52))
+    request = (Frame("read", "/usr/lib/python3.11/http/client.py", 460), Frame("fetch_window", "/app/train.py", 53))
+    fetchers = [Thread(f"fetch_{i}", 110 + i, 0.05, 0.0, stack_frames=connect if connect_frames else request)
+                for i in range(2)]
+    obs = scenario([Thread("trainer", 101, 0.5, 0.0), *fetchers], children=[(701, 1, 0.1, 0.0)])
+    opening = Connecting(remote="127.0.0.1:41313", sockets=3, retransmits=1, listener_pid=701, accept_queue=6,
+                         backlog=5)
+    n = len(obs.sched)
+    sweeps = tuple(replace(s, listen_overflows=1000 + refused * i // max(1, n - 1),
+                           connecting=(opening,) if i % 2 else ()) for i, s in enumerate(obs.sched))
+    return replace(obs, sched=sweeps)
+
+
+def test_connections_refused_at_a_full_listen_queue_name_the_listener_its_backlog_and_the_wait() -> None:
+    from dflash_diag.analysis.findings import connect
+
+    analysis, found = _find(_fetchers_opening_connections(20, connect_frames=True), "listen-queue-full")
+    (finding,) = found
+    assert finding.claim.startswith("connections refused at a full listen queue: its child process 701 (`python`) "
+                                    "listens on 127.0.0.1:41313 with a backlog of 5 (its listen()), and the kernel "
+                                    "refused 20 connections at a full accept queue in the window")
+    assert "wait to connect in 100% of their samples" in finding.claim
+    assert dict(finding.evidence)["listener on 127.0.0.1:41313"].endswith("backlog 5, accept queue up to 6 when read")
+    assert connect.RULES[0].id == "listen-queue-full" and finding.severity == Severity.WARNING
+    assert analysis.headline is not None and analysis.headline.text.startswith("connections refused at a full listen")
+    # No connection refused in the window (a backlog that takes the bursts): nothing, whatever the stacks show.
+    _, found = _find(_fetchers_opening_connections(0, connect_frames=True), "listen-queue-full")
+    assert found == []
+    # Refused, but the threads that matter never wait to connect: information, no cost claimed.
+    _, (quiet,) = _find(_fetchers_opening_connections(20, connect_frames=False), "listen-queue-full")
+    assert quiet.severity == Severity.INFO and quiet.impact == 0.0

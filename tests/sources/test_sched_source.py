@@ -509,3 +509,49 @@ def test_a_busy_childs_descriptors_on_the_processs_own_proc_entries_are_read() -
     finally:
         child.kill()
         child.wait()
+
+
+NETSTAT = ("TcpExt: SyncookiesSent SyncookiesRecv ListenOverflows ListenDrops\nTcpExt: 0 0 1586 1590\n"
+           "IpExt: InNoRoutes InTruncatedPkts\nIpExt: 0 0\n")
+
+
+def test_listen_overflows_are_read_from_the_namespaces_netstat() -> None:
+    assert sched.parse_listen_overflows(NETSTAT) == 1586
+    assert sched.parse_listen_overflows("IpExt: InNoRoutes\nIpExt: 0\n") is None
+    assert sched.parse_listen_overflows("TcpExt: ListenOverflows\nTcpExt: x\n") is None  # not a count: nothing said
+
+
+def test_connections_refused_at_a_full_accept_queue_are_seen_opening_with_the_listener_and_its_backlog() -> None:
+    # A listener that never accepts, with a backlog of 1, and more connections than its queue holds: the kernel drops
+    # the SYNs beyond it (ListenOverflows rises) and those sockets stay in SYN_SENT, waiting for the retransmission.
+    import socket
+
+    if not sched.sock_diag.same_network_namespace(os.getpid()):
+        pytest.skip("the socket diagnostics answer for another network namespace")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    reader = sched.SchedReader(os.getpid(), children=lambda pid: ())
+    first = reader.sample()
+    clients = []
+    try:
+        for _ in range(6):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", port))
+            clients.append(c)
+        deadline = time.monotonic() + 5.0
+        seen = ()
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+            sample = reader.sample()
+            seen = sample.connecting
+        assert first.listen_overflows is not None and sample.listen_overflows > first.listen_overflows
+        (opening,) = seen
+        assert opening.remote == f"127.0.0.1:{port}" and opening.sockets >= 1
+        assert opening.listener_pid == os.getpid() and opening.backlog == 1 and opening.accept_queue is not None
+    finally:
+        for c in clients:
+            c.close()
+        listener.close()

@@ -842,7 +842,7 @@ def _child_watches(ctx: Context, summary: SchedSummary,
     costly = [entry for entry in entries if entry in PROC_ENTRY_EFFECTS]
     pid = ctx.obs.pid
     opened = ", ".join(f"/proc/{pid}/{entry}" for entry in entries[:3])
-    where = _child_site(ctx, child.pid)
+    where = child_site(ctx, child.pid)
     kernel = f", {pct(child.kernel_share)} of it in the kernel" if child.kernel_share is not None else ""
     claim = (f"its child process {child.pid} (`{child.comm}`){where} works on this process: it holds {opened} open "
              f"and takes {child.used:.2f} CPUs{kernel}")
@@ -871,7 +871,7 @@ def _child_watches(ctx: Context, summary: SchedSummary,
         impact=cost, stages=_stages(working) if cost >= WARNING_COST else ())
 
 
-def _child_site(ctx: Context, child_pid: int) -> str:
+def child_site(ctx: Context, child_pid: int) -> str:
     """" at main (memwatch.py:66)": the child's own line its sampled stacks are at most often; "" when not sampled."""
     counts: Counter[str] = Counter()
     for sample in ctx.obs.children:
