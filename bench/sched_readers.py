@@ -38,6 +38,8 @@ from dflash_diag.sources.sched import (
     SchedReader,
     children_permission_watches,
     open_sync_files,
+    parse_listen_overflows,
+    read_connecting,
     read_os_facts,
     watched_entries,
 )
@@ -114,6 +116,37 @@ def _pty_and_children_costs(calls: int) -> dict[str, dict[str, float]]:
     finally:
         proc.kill()  # its children read EOF from their stdin and exit
         proc.wait()
+
+
+def _connecting_costs(calls: int) -> dict[str, dict[str, float]]:
+    """The listen-queue readers: the namespace's ListenOverflows (every sweep), and, in a sweep after it rose, the
+    opening and listening sockets with the process's own among them (here: this process, six connections to a
+    listener of backlog 1 that never accepts, four of them left opening)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    clients = []
+    try:
+        for _ in range(6):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(listener.getsockname())
+            clients.append(c)
+        time.sleep(0.1)
+        pid = os.getpid()
+        netstat = Path(f"/proc/{pid}/net/netstat")
+        return {
+            "ListenOverflows (the namespace's netstat, every sweep)":
+                _timed(lambda: parse_listen_overflows(netstat.read_text()), calls),
+            "read_connecting, 4 sockets opening to a full listener (a sweep after ListenOverflows rose)":
+                _timed(lambda: read_connecting(pid, ()), calls),
+        }
+    finally:
+        for c in clients:
+            c.close()
+        listener.close()
 
 
 def _unix_peer_costs(calls: int) -> dict[str, dict[str, float]]:
@@ -209,6 +242,7 @@ def main() -> int:
             "/proc sweep alone (procfs.read_threads)": _timed(lambda: procfs.read_threads(pid), args.calls),
             **_unix_peer_costs(args.calls),
             **_pty_and_children_costs(args.calls),
+            **_connecting_costs(args.calls),
         }
         stop = threading.Event()
         on = threading.Event()
