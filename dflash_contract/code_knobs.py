@@ -18,7 +18,8 @@ class CodeKnob:
     name: str  # the keyword (or configuration key) as the library spells it
     default: str  # the library's default, as Python writes it
     # The callables that take it, by their last dotted name; () where the name alone is the library's (a
-    # configuration dict's key such as pydantic's ``regex_engine``).
+    # configuration dict's key such as pydantic's ``regex_engine``). A name starting "PRAGMA " is SQL text: the
+    # callables' first argument, ``PRAGMA name = value``.
     calls: tuple[str, ...]
     effect: str  # what a value away from the default makes the library do
 
@@ -39,7 +40,16 @@ CODE_KNOBS: tuple[CodeKnob, ...] = (
              "pandas parses with its pure-Python parser where engine='python'"),
     CodeKnob("compresslevel", "9", ("open", "GzipFile", "BZ2File", "compress"),
              "gzip and bz2 compress at this level (9: the slowest, the default of gzip.open)"),
+    # SQLite's settings passed as SQL text (``con.execute("PRAGMA foreign_keys = ON")``): the name is the statement's.
+    CodeKnob("PRAGMA foreign_keys", "OFF", ("execute", "executescript"),
+             "SQLite checks the child tables on every change of a parent row where ON: each DELETE or UPDATE of a "
+             "parent row looks up its children, a scan of the child table where its key column has no index"),
+    CodeKnob("PRAGMA synchronous", "FULL", ("execute", "executescript"),
+             "SQLite syncs its files to storage at each commit (FULL, EXTRA) or not (OFF, NORMAL in WAL mode)"),
+    CodeKnob("PRAGMA cache_size", "-2000", ("execute", "executescript"),
+             "SQLite keeps this many pages (a negative value: KiB) of the database in its cache per connection"),
     CodeKnob("use_fast", "True", ("from_pretrained",),
              "transformers' tokenizers run in Python where use_fast=False, not in the Rust tokenizers library"),
 )
 KNOB_BY_NAME: dict[str, CodeKnob] = {k.name: k for k in CODE_KNOBS}
+SQL_PREFIX = "PRAGMA "

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dflash_contract import proc
-from dflash_contract.code_knobs import KNOB_BY_NAME
+from dflash_contract.code_knobs import KNOB_BY_NAME, SQL_PREFIX
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import KnobUse, is_library_file
@@ -261,6 +261,9 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
             break
         if isinstance(node, ast.Call):
             call = _dotted(node.func)
+            pragma = _pragma_use(node, call)
+            if pragma is not None:
+                out.append(pragma)
             for keyword in node.keywords:
                 knob = KNOB_BY_NAME.get(keyword.arg or "")
                 if knob is not None and (not knob.calls or call.rsplit(".", 1)[-1] in knob.calls):
@@ -272,6 +275,49 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
                     if knob is not None and not knob.calls:
                         out.append(_knob_use(key.lineno, "{...}", knob.name, value))
     return tuple(sorted(out, key=lambda k: k.line))
+
+
+_PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w{1,40})\s*=\s*(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_SQL_BOOLEAN = {"1": "ON", "TRUE": "ON", "YES": "ON", "0": "OFF", "FALSE": "OFF", "NO": "OFF"}
+_PLACEHOLDER = "\x00"  # stands for an f-string's computed part while the SQL text is matched
+
+
+def _pragma_use(node: ast.Call, call: str) -> KnobUse | None:
+    """A catalogued SQLite pragma set by SQL text: the first argument of ``execute``/``executescript``, a string
+    ``PRAGMA name = value`` (its value where literal) or an f-string whose value part is computed (the configuration
+    key it is read from, as for a keyword argument)."""
+    if not node.args or call.rsplit(".", 1)[-1] not in ("execute", "executescript"):
+        return None
+    arg = node.args[0]
+    parts: list[ast.AST] = []
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        text = arg.value
+    elif isinstance(arg, ast.JoinedStr):
+        pieces = []
+        for v in arg.values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                pieces.append(v.value)
+            elif isinstance(v, ast.FormattedValue):
+                pieces.append(_PLACEHOLDER)
+                parts.append(v.value)
+        text = "".join(pieces)
+    else:
+        return None
+    match = _PRAGMA.match(text[:200])
+    if match is None:
+        return None
+    name = f"{SQL_PREFIX}{match[1].lower()}"
+    if name not in KNOB_BY_NAME or _PLACEHOLDER in match[1]:
+        return None
+    value = match[2].strip("'\"")
+    if name == f"{SQL_PREFIX}foreign_keys":
+        value = _SQL_BOOLEAN.get(value.upper(), value)
+    if _PLACEHOLDER not in value:
+        return KnobUse(line=node.lineno, call=call or "(call)", name=name,
+                       value=value.upper() if _SHOWN_LITERAL.match(value) else "")
+    if value == _PLACEHOLDER and len(parts) == 1:
+        return _knob_use(node.lineno, call or "(call)", name, parts[0])
+    return KnobUse(line=node.lineno, call=call or "(call)", name=name)
 
 
 def _dotted(node: ast.AST, *, whole: bool = False) -> str:

@@ -111,6 +111,11 @@ def test_statement_compiles_regex_engines_and_collective_checks_are_known_with_w
                "sqlite3RunParser (libsqlite3.so.0.8.6) {n}\n")
     (seen,) = native_mechanisms(parse_raw(prepare.format(n=45) + COMPUTE.format(n=55)))
     assert seen.where == "pysqlite_statement_create" and seen.mechanism.arguments == ("cached_statements",)
+    scan = ("thread (703): actor;thread_run (libpython3.11.so.1.0);evict (replay.py:40);"
+            "pysqlite_connection_execute (connection.c.h);sqlite3_step (libsqlite3.so.0.8.6);"
+            "sqlite3VdbeExec (libsqlite3.so.0.8.6);sqlite3BtreePayloadSize (libsqlite3.so.0.8.6) {n}\n")
+    (rows,) = native_mechanisms(parse_raw(scan.format(n=45) + COMPUTE.format(n=55)))
+    assert rows.where == "sqlite3BtreePayloadSize" and rows.mechanism.arguments == ("PRAGMA foreign_keys",)
     regex = ("thread (702): ingest;thread_run (libpython3.11.so.1.0);ingest (train.py:67);"
              "0x7f79036101fd (_pydantic_core.cpython-311-x86_64-linux-gnu.so);"
              "_sre_SRE_Pattern_search (libpython3.11.so.1.0);sre_search (libpython3.11.so.1.0) {n}\n")

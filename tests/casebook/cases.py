@@ -71,7 +71,7 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  *((c, m) for c in ("settings20_moraine", "settings20_bracken", "settings20_plover",
                                                     "settings21_drumlin", "settings21_tarn", "settings21_curlew",
                                                     "settings21_yarrow", "settings22_alder", "settings22_puffin",
-                                                    "settings22_lagoon")
+                                                    "settings22_lagoon", "settings22_scree")
                                    for m in ("outside", "probes", "attach")),
                                  *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach")),
                                  ("settings2_metrics", "attach"), ("settings2_vision", "probes"),
@@ -3578,8 +3578,9 @@ CASES: tuple[Case, ...] = (
         r"index\w*).{0,60}(segment_id|child|steps|foreign)|child (key|table|rows?).{0,40}(scan|index)|"
         r"full (table )?scans?.{0,60}(steps|child|delet|evict)|(scan\w*|SCAN) (of )?(the )?steps|"
         r"\[replay\] foreign_keys",
-        r"step \d+ loss", batch="settings batch 22",
-        missed={"outside": "`where-time-goes` (info): the trainer's time in backward's GEMMs; the replay store's foreign_keys = ON over unindexed child keys not named", **{m: "`pipeline-bottleneck-target` (info): the actor limits, its time in ReplayStore.evict_oldest's DELETE in libsqlite3; PRAGMA foreign_keys = ON (each delete scans the unindexed child table) not named" for m in ("probes", "attach")}}),
+        # Scored once: the actor limiting in libsqlite3's DELETE, the pragma not named; named since by the pragma
+        # read from the SQL text and SQLite's row reads as its mechanism (FIXED_AFTER_SCORING, recorded again).
+        r"step \d+ loss", batch="settings batch 22"),
     *_settings_pair(
         "settings22_puffin", "settings22_puffin", ("train.py",),
         ("train.py", "--config", "configs/colony_stream.toml"),

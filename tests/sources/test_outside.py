@@ -248,6 +248,10 @@ def open_store(cfg):
     model_config = {"regex_engine": cfg.get("engine", "rust-regex"), "password": "hunter2"}
     text = json.dumps(fast, indent=2)
     writer.dump(x, indent=4)  # another callable than the catalogue's: not recorded
+    fast.execute("PRAGMA foreign_keys = 1")
+    slow.execute(f"PRAGMA synchronous = {cfg['sync']}")
+    slow.execute("PRAGMA journal_mode = WAL")  # not in the catalogue: not recorded
+    slow.execute("SELECT * FROM t WHERE k = 'PRAGMA foreign_keys = ON'")
     return fast, slow, other, model_config, text
 '''
 
@@ -265,5 +269,7 @@ def test_the_catalogued_settings_a_file_passes_are_read_with_their_literal_or_co
         (6, "sqlite3.connect", "cached_statements", "0", ""),
         (7, "sqlite3.connect", "cached_statements", "", "statement_cache"),
         (9, "{...}", "regex_engine", "", "engine"),
-        (10, "json.dumps", "indent", "2", "")]
+        (10, "json.dumps", "indent", "2", ""),
+        (12, "fast.execute", "PRAGMA foreign_keys", "ON", ""),  # SQL text: SQLite's 1 is ON
+        (13, "slow.execute", "PRAGMA synchronous", "", "sync")]
     assert "hunter2" not in repr(files)  # a key the catalogue does not name is never read out

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dflash_contract.code_knobs import KNOB_BY_NAME
+from dflash_contract.code_knobs import KNOB_BY_NAME, SQL_PREFIX
 from dflash_contract.settings import PROXY_VARS, loopback_proxy
 from dflash_diag.analysis.findings._context import Context, pct, speed_threads
 from dflash_diag.analysis.findings._registry import RuleSpec
@@ -121,7 +121,10 @@ def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
                 continue
             value = use.value or (f"<its configuration's `{use.key}`>" if use.key else "<computed at run time>")
             where = f"{file.path.rsplit('/', 1)[-1]}:{use.line}"
-            call = f"{use.name}={value}" if use.call == "{...}" else f"{use.call}({use.name}={value})"
+            if use.name.startswith(SQL_PREFIX):  # SQL text: the statement as the program runs it
+                call = f'{use.call}("{use.name} = {value}")'
+            else:
+                call = f"{use.name}={value}" if use.call == "{...}" else f"{use.call}({use.name}={value})"
             out[use.name] = SettingReading(area="code", name=use.name, value=value, default=knob.default,
                                            source=CODE_SOURCE, effect=knob.effect, detail=f"{call} at {where}")
     return out
