@@ -166,6 +166,9 @@ class KnobUse:
     name: str
     value: str = ""  # the literal as Python writes it ("0", "'python-re'"); "" where not a literal
     key: str = ""  # the configuration key the value is read from; "" where not read from one
+    # Where ``value`` came from the configuration file on the process's command line that sets ``key`` (its name):
+    # "estuary_live.toml"; "" where the value is the code's literal or unknown.
+    configured_in: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from dflash_contract.code_knobs import KNOB_BY_NAME, SQL_PREFIX
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import KnobUse, is_library_file
+from dflash_diag.sources.configs import ConfigReader, config_paths
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.procfs import fd_links
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
@@ -89,6 +90,7 @@ class OutsideReader:
         # What is read here (stderr, source lines, paths) is the program's text: redacted before it is returned.
         self._redactor = redactor if redactor is not None else redactor_for(pid)
         self._tail: tuple[str, str] | None = None  # the last stderr tail read, and its redaction
+        self._configs = ConfigReader()  # the configuration files on its command line, parsed once per mtime
 
     def enrich(self, obs: Observation) -> Observation:
         """``obs`` with ``process``, ``code`` and ``files`` filled in (what cannot be read is left out)."""
@@ -177,6 +179,7 @@ class OutsideReader:
             for line in sorted(lines):
                 code.append(_source_line(filename, line, parsed))
         files.extend(self._imported(by_file, {f.path for f in files}))
+        files = self._configured(files)
         redactor = self._redactor
         return tuple(map(redactor.source_line, code)), tuple(map(redactor.source_file, files))
 
@@ -199,6 +202,34 @@ class OutsideReader:
                                       imported_by=filename.rsplit("/", 1)[-1],
                                       knobs=imported.knobs if imported is not None else ()))
         return out
+
+    def _configured(self, files: list[SourceFile]) -> list[SourceFile]:
+        """The files with each setting read from a configuration key given the value the configuration files on
+        the process's command line set it to (``sources.configs``), where one is found."""
+        if not any(k.key and not k.value for f in files for k in f.knobs):
+            return files
+        try:
+            with open(self._proc / "cmdline", "rb") as fh:
+                argv = tuple(a.decode("utf-8", errors="replace") for a in fh.read(1 << 16).split(b"\0") if a)
+            cwd = os.readlink(self._proc / "cwd")
+        except OSError:
+            return files
+        paths = config_paths(argv, cwd)
+        if not paths:
+            return files
+        return [replace(f, knobs=tuple(self._configured_use(k, paths) for k in f.knobs)) for f in files]
+
+    def _configured_use(self, use: KnobUse, paths: tuple[str, ...]) -> KnobUse:
+        if not use.key or use.value:
+            return use
+        found = self._configs.lookup(paths, use.key)
+        if found is None:
+            return use
+        value, name = found
+        if use.name.startswith(SQL_PREFIX):  # as SQLite reads it: a word, any case; 1/0 for ON/OFF
+            word = value.strip("'\"").upper()
+            value = _SQL_BOOLEAN.get(word, word) if use.name == f"{SQL_PREFIX}foreign_keys" else word
+        return replace(use, value=value, configured_in=name)
 
     def _resolve(self, filename: str) -> str:
         if filename.startswith("/"):

@@ -140,8 +140,8 @@ class ProcessRedactor:
         )
 
     def source_file(self, file: SourceFile) -> SourceFile:
-        knobs = tuple(replace(k, call=self.text(k.call), value=self.text(k.value), key=self.text(k.key))
-                      for k in file.knobs)
+        knobs = tuple(replace(k, call=self.text(k.call), value=self.text(k.value), key=self.text(k.key),
+                              configured_in=self.text(k.configured_in)) for k in file.knobs)
         return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by), knobs=knobs)
 
 

@@ -2,7 +2,8 @@
 pure-Python encoder (json/encoder.py) and the consumer limits the queue; with ``indent=None`` the C encoder does the
 same work. From outside, doctor's verdict says the mechanism where it runs, with its share, and not where it does
 not (the twin's verdict names only the C encoder's time); the indent the program's code passes is named as its
-cause (``setting-slows-code``, read from the source on disk)."""
+cause (``setting-slows-code``, read from the source on disk, its value from the configuration file on the program's
+command line)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ CLI = [sys.executable, "-m", "dflash_diag"]
 PROGRAM = r"""
 import json, queue, sys, threading
 
-indent = None if sys.argv[1] == "none" else int(sys.argv[1])
+with open(sys.argv[1]) as fh:
+    cfg = json.load(fh)
 q = queue.Queue(maxsize=8)
-
 
 def produce():
     n = 0
@@ -37,7 +38,7 @@ threading.Thread(target=produce, name="producer", daemon=True).start()
 print("READY", flush=True)
 written = 0
 while True:
-    written += len(json.dumps(q.get(), indent=indent))  # the journal line of each batch
+    written += len(json.dumps(q.get(), indent=cfg["journal"]["indent"]))  # the journal line of each batch
 """
 
 
@@ -45,8 +46,10 @@ while True:
 def test_the_pure_python_json_encoder_is_said_where_the_consumers_time_goes(tmp_path: Path, indent: str) -> None:
     script = tmp_path / "journal.py"
     script.write_text(PROGRAM)
+    (tmp_path / "journal.json").write_text(json.dumps({"journal": {"indent": None if indent == "none" else 2}}))
     env = {**os.environ, "DFLASH_DIAG_BOARD_DIR": str(tmp_path / "boards")}
-    proc = subprocess.Popen([sys.executable, str(script), indent], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, str(script), "journal.json"], stdout=subprocess.PIPE, text=True, env=env,
+                            cwd=tmp_path)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
         time.sleep(1.0)
@@ -67,8 +70,9 @@ def test_the_pure_python_json_encoder_is_said_where_the_consumers_time_goes(tmp_
         return
     share = int(head["text"].split("runs the C encoder): ", 1)[1].split("%", 1)[0])
     assert share >= 50, head["text"]  # nearly all the consumer's work is the encoder's
-    # The program's own code passes the indent (a value computed at run time): the setting that puts the time there
-    # is the cause, read from the source on disk (setting-slows-code), and nothing else is warned.
+    # The program's own code passes the indent, read from its configuration file (named on its command line): the
+    # setting that puts the time there is the cause, with the file's value (setting-slows-code), and nothing else
+    # is warned.
     assert [f["rule_id"] for f in warned] == ["setting-slows-code"], warned
-    assert warned[0]["claim"].startswith("json.dumps(indent=<computed at run time>) at journal.py:20 (default None) "
-                                         "puts MainThread's time into JSON encoded by the pure-Python encoder")
+    assert warned[0]["claim"].startswith("json.dumps(indent=2 (`indent` in journal.json)) at journal.py:20 (default "
+                                         "None) puts MainThread's time into JSON encoded by the pure-Python encoder")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dflash_diag.model import Frame, StackSample, ThreadSample
 from dflash_diag.sources.outside import OutsideReader
+from dflash_diag.sources.redaction import ProcessRedactor
 
 PROGRAM = '''import queue, sys, time
 
@@ -273,3 +274,31 @@ def test_the_catalogued_settings_a_file_passes_are_read_with_their_literal_or_co
         (12, "fast.execute", "PRAGMA foreign_keys", "ON", ""),  # SQL text: SQLite's 1 is ON
         (13, "slow.execute", "PRAGMA synchronous", "", "sync")]
     assert "hunter2" not in repr(files)  # a key the catalogue does not name is never read out
+
+
+def test_a_setting_read_from_a_configuration_key_gets_the_value_the_files_on_the_command_line_set(
+        tmp_path: Path) -> None:
+    # The program was started as `python train.py --config=configs/live.toml run.json`: its settings read from
+    # configuration keys get those files' values; a key set twice to different values, or to a long text, gets none.
+    app = tmp_path / "app"
+    (app / "configs").mkdir(parents=True)
+    (app / "configs" / "live.toml").write_text('[store]\nstatement_cache = 0\n[schema]\nengine = "python-re"\n'
+                                               '[db]\nforeign_keys = "on"\nsync = "FULL"\n[auth]\ntoken = "hunter2"\n')
+    (app / "run.json").write_text('{"other": {"sync": "OFF"}}')
+    (app / "store.py").write_text(KNOBS)
+    proc_dir = tmp_path / "proc" / "4242"
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config=configs/live.toml\0run.json\0")
+    (proc_dir / "cwd").symlink_to(app)
+    frames = [Frame("open_store", str(app / "store.py"), 6)]
+    reader = OutsideReader(4242, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    _, files = reader.code_facts([_sample(4242, frames)])
+    (store,) = files
+    assert [(k.name, k.value, k.key, k.configured_in) for k in store.knobs] == [
+        ("cached_statements", "0", "", ""),
+        ("cached_statements", "0", "statement_cache", "live.toml"),
+        ("regex_engine", "'python-re'", "engine", "live.toml"),
+        ("indent", "2", "", ""),
+        ("PRAGMA foreign_keys", "ON", "", ""),
+        ("PRAGMA synchronous", "", "sync", "")]  # FULL in one file, OFF in the other: not said
+    assert "hunter2" not in repr(files)  # a key no setting reads is never read out

@@ -117,9 +117,11 @@ def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
     for file in ctx.obs.files:
         for use in file.knobs:
             knob = KNOB_BY_NAME.get(use.name)
-            if knob is None or use.name in out or (use.value and use.value == knob.default):
+            if knob is None or use.name in out or (use.value and use.value == knob.default):  # a default: harmless
                 continue
             value = use.value or (f"<its configuration's `{use.key}`>" if use.key else "<computed at run time>")
+            if use.configured_in:  # read from the configuration file the process was started with
+                value = f"{use.value} (`{use.key}` in {use.configured_in})"
             where = f"{file.path.rsplit('/', 1)[-1]}:{use.line}"
             if use.name.startswith(SQL_PREFIX):  # SQL text: the statement as the program runs it
                 call = f'{use.call}("{use.name} = {value}")'
