@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dflash_diag.analysis.findings._context import Context, lower_bound, pct, speed_threads, threads_text
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.scheduler import child_site
-from dflash_diag.model import Finding, Severity, ThreadStats
+from dflash_diag.model import Finding, Frame, Severity, ThreadStats
 from dflash_diag.model.sched import ChildSched, Connecting
 
 RULES = (RuleSpec("listen-queue-full", sampled=True),)
@@ -31,7 +31,7 @@ _CONNECT_FUNCTIONS = frozenset({"create_connection"})
 _SOCKET_CONNECT = frozenset({"connect", "connect_ex"})
 
 
-def _connecting(frames: tuple) -> bool:
+def _connecting(frames: tuple[Frame, ...]) -> bool:
     python = [f for f in frames if not f.native][:4]
     return any(f.name in _CONNECT_FUNCTIONS or (f.name in _SOCKET_CONNECT and f.filename.endswith("socket.py"))
                for f in python)
@@ -81,7 +81,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     evidence = [
         ("refused at a full accept queue (ListenOverflows)", f"{refused} in {span_s:.1f} s"),
         (f"the process's connections opening to {endpoint}",
-         f"in {len({id(s) for s in sweeps if any(c.remote == endpoint for c in s.connecting)})} of {len(sweeps)} "
+         f"in {sum(1 for s in sweeps if any(c.remote == endpoint for c in s.connecting))} of {len(sweeps)} "
          f"sweeps, up to {max(c.sockets for c in readings)} at once, SYNs sent again up to "
          f"{max(c.retransmits for c in readings)} times"),
     ]
