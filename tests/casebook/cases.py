@@ -3621,6 +3621,189 @@ CASES: tuple[Case, ...] = (
         r"again|copied and validated)|\[schema\] revalidate",
         r"step \d+ loss", batch="settings batch 22",
         twin_missed={"probes": "a warning on its first run (the harness keeps no more of it than its headline's start, `the consumer stage of `out` limits throughput ... because`); the run recorded has none"}),
+    *_settings_pair(
+        "settings23_ibis", "settings23_ibis", ("train.py", "--config", "configs/field_station.toml"),
+        ("train.py", "--config", "configs/lab_replay.toml"),
+        "the field-station profile (configs/field_station.toml, read at start-up) sets [catalog.pragmas] "
+        "automatic_index = \"OFF\", which catalog.ClipCatalog runs as PRAGMA automatic_index = OFF on the "
+        "in-memory SQLite clip catalog: the per-batch site query joins clips to the annotation export "
+        "(labels, no index on its (recorder, start_ms) join key), and without SQLite's automatic (transient) "
+        "index the planner can only nest a full SCAN of labels inside the loop over the site's clips "
+        "(260 x 4,160 row visits per batch, ~46 ms of CPU instead of ~2 ms), so the loader thread falls "
+        "behind the trainer; SQLite builds exactly such an automatic index to avoid a naive nested-loop "
+        "join (tursodatabase/turso#747), and when fewer automatic indexes get built complex joins run up to "
+        "5000x longer (cap-js/cds-dbs#887)",
+        "train.py starts the site loader thread (loader.SiteBatchLoader), which builds the survey catalog "
+        "at start-up in an in-memory SQLite database (catalog.ClipCatalog: 4,160 clips of 16 sites with an "
+        "index on clips(site), 4,160 annotation rows imported in shuffled order without an index, 120 "
+        "recorders with a primary key), applies the profile's [catalog.pragmas] (cache_size, temp_store, "
+        "automatic_index) and runs ANALYZE once; then per batch it picks a site, runs SITE_QUERY (clips of "
+        "the site JOIN labels ON recorder AND start_ms JOIN recorders, confidence >= 0.2), gathers the "
+        "clips' 96-d embeddings plus five side features and queues ~260 examples; the main thread trains a "
+        "3 x 768 MLP species classifier (AdamW, ~22 ms a step). With automatic_index = OFF (the planted "
+        "configs/field_station.toml) EXPLAIN QUERY PLAN reads SEARCH c USING INDEX clips_by_site, SEARCH r "
+        "USING INDEX sqlite_autoindex_recorders_1, SCAN l: every one of the ~260 clip rows rescans all "
+        "4,160 labels (~1.1 M row visits, ~46 ms of CPU per query against ~2.3 ms when SQLite builds its "
+        "AUTOMATIC PARTIAL COVERING INDEX on labels(recorder, start_ms) for the statement), the loader "
+        "delivers ~22 batches per second and the training loop waits in out.get(). A Python stack shows the "
+        "loader in ClipCatalog.site_rows -> Cursor.execute / fetchall (sqlite3_step, GIL released) in "
+        "both configs, with the same SQL text; the missing transient index is visible only in the "
+        "connection's PRAGMA automatic_index, the query plan (EXPLAIN QUERY PLAN: SCAN l instead of "
+        "AUTOMATIC ... INDEX) or the statement's full-scan step counters (SQLITE_STMTSTATUS_FULLSCAN_STEP "
+        "against SQLITE_STMTSTATUS_AUTOINDEX). Automatic indexes and their absence: tursodatabase/turso#747 "
+        "(SQLite uses an automatic ephemeral index to avoid a naive nested loop join when no usable index "
+        "exists), cap-js/cds-dbs#887 (SQLite 3.47 building fewer automatic indexes made complex join queries "
+        "take up to 5000x longer, fixed with explicit indexes), duplicati/duplicati#7141 (the automatic "
+        "index on ... messages SQLite logs for joins on unindexed columns, which is why profiles switch the "
+        "feature off) "
+        "(measured by its author: 22.01 against the twin's 43.61 steps/s, medians of 3 runs each)",
+        "none: configs/lab_replay.toml sets automatic_index = \"ON\" (SQLite's default): the same unindexed "
+        "labels table and the same SQL, but the planner builds a transient covering index on "
+        "labels(recorder, start_ms) for each execution (~2 ms) and the loader stays ahead of the trainer; "
+        "its other pragmas (cache_size = -32768, temp_store = MEMORY), the one-off ingest and ANALYZE at "
+        "start-up and the loader's brief count lock are the same in both configs and harmless",
+        r"(?i)automatic[_ ]index|auto[- ]?index(es|ing)?\b|automatic (partial |covering |transient )*index|"
+        r"(transient|ephemeral|temporary) (b-?tree )?index|nested[- ]loop (join|scan)|full (table )?"
+        r"scan\w* (of|on|over) (the )?(labels|annotation)|SCAN l\b|(query )?plan\w*.{0,40}(SCAN|nested|"
+        r"full[- ]scan)|FULLSCAN_STEP|\[catalog\.pragmas\] automatic_index",
+        r"step \d+ loss", batch="settings batch 23"),
+    *_settings_pair(
+        "settings23_wren", "settings23_wren", ("train.py", "--config", "configs/edge_assay.toml"),
+        ("train.py", "--config", "configs/bench_notes.toml"),
+        "the edge-assay profile (configs/edge_assay.toml, read at start-up) sets [tokenizer] word_cache = 0, "
+        "which subwords.build_tokenizer passes to the Hugging Face tokenizers BPE model as "
+        "cache_capacity=0: the BPE word cache is off, so every pre-token of every record (long reagent "
+        "names of 9-20 parts, most of them repeated from a long-tailed catalogue) is merged from its "
+        "characters again in Rust instead of being looked up, and the feed thread's encode_batch takes "
+        "about twice as long; the same missing cache cost ~50% more encoding time in "
+        "huggingface/tokenizers#1550, and capacity 0 opting out of the word cache means every pre-token is "
+        "merged from scratch (huggingface/tokenizers#2307)",
+        "train.py loads the profile (options.load also exports TOKENIZERS_PARALLELISM=false from "
+        "[tokenizer] parallelism), builds a synthetic catalogue of 8,000 reagent names (lexicon.Lexicon: "
+        "9-20 chemical name parts joined, Zipf-distributed usage), trains a 4,000-token BPE vocabulary on "
+        "5,000 lines once at start-up (subwords.train_vocabulary, ~0.4 s), then rebuilds the run tokenizer "
+        "from that vocab and merges with models.BPE(..., cache_capacity=[tokenizer] word_cache), Whitespace "
+        "pre-tokenizer, padding to a multiple of 8 and truncation at 256. The feed thread (feed.RecordFeed) "
+        "samples 192 records of 24 reagent names, calls tokenizer.encode_batch, converts ids and attention "
+        "masks to tensors and queues them with a yield class; the main thread trains an EmbeddingBag (mean "
+        "and max) + 2 x 512 MLP yield classifier (~18 ms a step). With word_cache = 0 (the planted "
+        "configs/edge_assay.toml) the BPE model keeps no word -> token-ids cache: each of the ~4,600 names "
+        "per batch (mostly the same few hundred frequent ones) is split into characters and merged again "
+        "through the merge-priority queue, ~28 ms of CPU per batch against ~14 ms with the cache, so the "
+        "feed thread becomes the bottleneck and the training loop waits in out.get(). A Python stack shows "
+        "the feed thread inside Tokenizer.encode_batch (native, GIL released) in both configs and the "
+        "trainer in forward/backward or the queue; the cache size is not exposed by the Python BPE object "
+        "and not serialized by tokenizer.to_str(), so only the configuration, a native stack "
+        "(BPE::merge_word / word_to_tokens dominating instead of cache hits) or the feed's per-batch time "
+        "shows it. Reports: huggingface/tokenizers#1550 (BPE with the word cache disabled, the dropout = "
+        "0.0 path of #1541: ~50% more encoding time on a small benchmark), huggingface/tokenizers#2307 (a "
+        "config setting capacity 0 opts out of the word cache; without it every pre-token is merged from "
+        "scratch even when the same word appeared moments earlier, on text with any repetition most of the "
+        "work) "
+        "(measured by its author: 28.98 against the twin's 47.72 steps/s, medians of 3 runs each)",
+        "none: configs/bench_notes.toml sets word_cache = 40000 (a non-default size that holds the whole "
+        "catalogue): the same vocabulary, merges, padding and truncation, frequent names are merged once and "
+        "then served from the cache, and the feed keeps ahead of the trainer; TOKENIZERS_PARALLELISM=false, "
+        "pad_multiple = 8, the one-off BPE training at start-up and the feed's brief tally lock are the same "
+        "in both configs and harmless",
+        r"(?i)cache_capacity|word[_ ]cache|BPE (word |merge |token )?cache|(tokeni[sz]er|tokenizers|BPE)\W"
+        r".{0,50}cache\w* (is )?(disabled|off|of 0|capacity|size|set to 0|=\s*0|0\b)|cache (disabled|off|"
+        r"capacity\W{0,3}0).{0,50}(BPE|tokeni[sz]|merge)|(no|without( a)?) (BPE |word |merge )?cache.{0,40}"
+        r"(BPE|tokeni[sz]|merge)|merg\w+ (every|each) (word|pre-?token|name)\w* (again|from scratch|anew)|"
+        r"\[tokenizer\] word_cache",
+        r"step \d+ loss", batch="settings batch 23"),
+    *_settings_pair(
+        "settings23_caldera", "settings23_caldera", ("train.py", "--config", "configs/summit_array.toml"),
+        ("train.py", "--config", "configs/observatory_lab.toml"),
+        "the summit-array profile (configs/summit_array.toml, read at start-up) sets [reader] "
+        "sq_poll_idle_ms = 2000, which ringio.Ring turns into io_uring_setup(IORING_SETUP_SQPOLL, "
+        "sq_thread_idle = 2000) for each of the two window readers' rings: each ring gets a kernel "
+        "submission-queue polling thread (iou-sqp-<pid>, a thread of the trainer process) that busy-polls "
+        "its queue for 2 s after every submission, and with a batch of reads every ~40 ms it never goes to "
+        "sleep, so two spinning kernel threads take CPU from the readers and the trainer on the 2-core box; "
+        "with sq_thread_idle = 2000 the SQ thread never sleeps and takes an entire CPU "
+        "(axboe/liburing#846, #407)",
+        "train.py stages a synthetic multi-station waveform archive once at start-up into an in-memory "
+        "file (archive.WaveformArchive: memfd_create, 3,840 windows of 3 x 4,096 int16 samples, ~94 MB) and "
+        "starts two window-reader threads (reader.start_readers); each owns an io_uring (ringio.Ring, "
+        "io_uring_setup/io_uring_enter through ctypes) and per batch picks 64 random windows, submits 64 "
+        "IORING_OP_READ positional reads of 24 KB into a numpy buffer, waits for the completions "
+        "(io_uring_enter with GETEVENTS), conditions them in torch (gain, demean, taper, rfft band-pass and "
+        "upper band, envelope and band ratio) and queues 9-channel tensors; the main thread trains a 1-D "
+        "CNN event classifier (~23 ms a step). With sq_poll_idle_ms = 2000 (the planted "
+        "configs/summit_array.toml) both rings are created with IORING_SETUP_SQPOLL and sq_thread_idle = "
+        "2000 ms: the kernel starts one iou-sqp-<pid> thread per ring that executes the submissions and "
+        "then keeps polling the empty queue until 2 s pass without work, which never happens; the two SQ "
+        "threads each use ~45% of a CPU, the trainer and the readers get what is left, and the rate drops "
+        "by nearly half. A Python stack shows the readers in Ring.read_many -> _enter (the io_uring_enter "
+        "syscall) or in _condition, and the trainer in forward/backward or batches.get(), in both configs; "
+        "the SQ threads are not Python threads: they appear only in /proc/<pid>/task (comm iou-sqp-<pid>, "
+        "state R, high utime/stime), in the ring's /proc/<pid>/fdinfo (SqThread: <tid>, SqTotalTime far "
+        "above SqWorkTime: 1.62 s of polling against 15 ms of work in one sample) and in per-thread CPU "
+        "accounting. SQPOLL idle time and CPU: axboe/liburing#846 "
+        "(sq_thread_idle = 2000: the SQ thread probably never sleeps and can take one entire CPU polling), "
+        "axboe/liburing#407 (sq_thread_idle 2000 gives severe degradation even with no I/O going on; 10 ms "
+        "makes it go away), axboe/liburing#997 (io_sq_thread taking all the CPU), chimera-nas/libevpl#166 "
+        "(a ring per thread with SQPOLL and a 1 s spin-idle: iou-sqp threads at ~80% CPU each and 1.5-3x "
+        "slower runs; SQPOLL made opt-in) "
+        "(measured by its author: 23.02 against the twin's 42.99 steps/s, medians of 3 runs each)",
+        "none: configs/observatory_lab.toml sets sq_poll_idle_ms = 0, so ringio.Ring creates the same two "
+        "rings without IORING_SETUP_SQPOLL and submits each batch of reads with io_uring_enter(to_submit, "
+        "GETEVENTS) from the reader thread itself: no kernel polling thread, the same reads and "
+        "conditioning; ring_entries = 128, gain_table = \"field\", the one-off archive staging and the "
+        "readers' brief stats lock are the same in both configs and harmless",
+        r"(?i)SQ_?POLL|sq[_ ]poll|sq_thread_idle|iou-sqp|(submission|SQ)[- ](queue )?(poll\w*|thread)|"
+        r"io_uring.{0,60}(poll\w*|kernel thread|spin\w*|busy)|(kernel|submission)[- ](side )?poll(ing|er)"
+        r"( thread)?|(poll(ing|er)|kernel) thread.{0,60}(io_uring|ring|submission)|busy[- ]?(poll|spin)"
+        r"\w*.{0,60}(io_uring|ring|kernel thread)|\[reader\] sq_poll_idle_ms",
+        r"step \d+ loss", batch="settings batch 23"),
+    *_settings_pair(
+        "settings23_avocet", "settings23_avocet", ("train.py", "--config", "configs/tidal_uplink.toml"),
+        ("train.py", "--config", "configs/estuary_replay.toml"),
+        "the tidal-uplink profile (configs/tidal_uplink.toml, read at start-up) sets [diagnostics] "
+        "coroutine_origin_depth = 64, which tuning.prepare_event_thread applies in the ingest thread (the "
+        "thread that owns the asyncio loop) as sys.set_coroutine_origin_tracking_depth(64): from then on "
+        "every coroutine object created in that thread records its origin, a walk up the creating frames "
+        "that builds a (filename, line number, function) tuple for each of them (python/cpython#5250), and "
+        "the ingest pipeline creates ~14,000 small coroutines per batch (seven awaits per decoded uplink "
+        "record), so the loader's CPU per batch triples and the trainer waits; this is the per-thread "
+        "interpreter setting alone, not asyncio debug mode (loop.get_debug() stays False)",
+        "train.py pools 20,000 synthetic GPS-tag uplink records once at start-up (telemetry.build_pool: "
+        "struct-packed fixes with a CRC32) and starts the telemetry-ingest thread (ingest.TelemetryIngest), "
+        "which creates its own event loop, calls tuning.prepare_event_thread (coroutine origin depth, a "
+        "warnings filter for never-awaited coroutines, a 2-thread default executor) and runs pump(): per "
+        "batch asyncio.gather over 8 lanes, each building 16 windows of 16 fixes, where every fix is "
+        "await fix() -> await next_record(), await decode() -> await unframe() -> await verify() (CRC), "
+        "await motion(), await position(); 128 windows of 16 x 10 features go to the queue through "
+        "asyncio.to_thread, and the main thread trains a 2 x 1,024 MLP behaviour classifier (~15 ms "
+        "of compute a step). With coroutine_origin_depth = 64 (the planted configs/tidal_uplink.toml) each of the "
+        "~14,300 coroutine creations per batch captures cr_origin: the interpreter walks up to 64 frames of "
+        "the creating stack (here ~12-14: threading bootstrap, run_until_complete, run_forever, _run_once, "
+        "Handle._run, lane_batch, window, fix, ...), computes each frame's line number and builds the tuple "
+        "of (filename, lineno, name) tuples; measured alone, the ingest thread needs ~32 ms of CPU per "
+        "batch against ~10 ms, it holds the GIL while doing so, and the training loop waits in out.get(). A "
+        "Python stack shows the same asyncio frames (_run_once -> Lane.window -> fix -> decode ...) in both "
+        "configs, because the origin capture runs inside the creation of the coroutine object, in C, "
+        "attributed to the calling line; only sys.get_coroutine_origin_tracking_depth() in that thread, "
+        "the cr_origin attribute of its live coroutines, or a native profile (_Py_MakeCoro / "
+        "compute_cr_origin, PyFrame_GetLineNumber) shows it. The setting and its cost: python/cpython#5250 "
+        "(bpo-32591, native coroutine origin tracking: on every coroutine creation with depth > 0 a list of "
+        "(filename, lineno, funcname) tuples is built for up to depth frames), Tribler/tribler#6762 "
+        "(origin tracking switched on to find where never-awaited coroutines were created), "
+        "hikari-py/hikari#449 (a library provisionally setting the tracking depth; the setting is per "
+        "thread), Kotlin/kotlinx.coroutines#3783 (capturing coroutine creation stack traces is the heaviest "
+        "operation in the coroutine lifecycle, double-digit overhead in production) "
+        "(measured by its author: 22.06 against the twin's 44.37 steps/s, medians of 3 runs each)",
+        "none: configs/estuary_replay.toml sets coroutine_origin_depth = 0: the same call in the ingest "
+        "thread, but with depth 0 coroutines record no origin and creating one costs ~0.1 us; the "
+        "never_awaited = \"always\" warnings filter (no coroutine is ever left unawaited, so it never "
+        "fires), the 2-thread handoff executor, the one-off record pool and the ingest's brief count lock "
+        "are the same in both configs and harmless",
+        r"(?i)coroutine[_ ]origin|set_coroutine_origin_tracking_depth|origin[_ ]tracking|cr_origin|"
+        r"coroutine (creation|origin) (stack|traceback|trace|frame)s?|(record|captur|walk|build)\w* (the |"
+        r"its )?(creation|origin|creating) (stack|frames?|traceback)|origin (depth|stack)|"
+        r"\[diagnostics\] coroutine_origin_depth",
+        r"step \d+ loss", batch="settings batch 23"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
