@@ -3666,7 +3666,8 @@ CASES: tuple[Case, ...] = (
         r"(transient|ephemeral|temporary) (b-?tree )?index|nested[- ]loop (join|scan)|full (table )?"
         r"scan\w* (of|on|over) (the )?(labels|annotation)|SCAN l\b|(query )?plan\w*.{0,40}(SCAN|nested|"
         r"full[- ]scan)|FULLSCAN_STEP|\[catalog\.pragmas\] automatic_index",
-        r"step \d+ loss", batch="settings batch 23"),
+        r"step \d+ loss", batch="settings batch 23",
+        missed={"outside": '`pipeline-bottleneck-target` (info): the producer\'s time in ClipCatalog.site_rows\' query inside sqlite3VdbeExec (outside and probes: "known there: SQLite reads rows one by one"); PRAGMA automatic_index = OFF not named', "probes": '`pipeline-bottleneck-target` (info): the producer\'s time in ClipCatalog.site_rows\' query inside sqlite3VdbeExec (outside and probes: "known there: SQLite reads rows one by one"); PRAGMA automatic_index = OFF not named', "attach": '`pipeline-bottleneck-target` (info): the producer\'s time in ClipCatalog.site_rows\' query inside sqlite3VdbeExec (outside and probes: "known there: SQLite reads rows one by one"); PRAGMA automatic_index = OFF not named'}),
     *_settings_pair(
         "settings23_wren", "settings23_wren", ("train.py", "--config", "configs/edge_assay.toml"),
         ("train.py", "--config", "configs/bench_notes.toml"),
@@ -3711,7 +3712,8 @@ CASES: tuple[Case, ...] = (
         r"capacity\W{0,3}0).{0,50}(BPE|tokeni[sz]|merge)|(no|without( a)?) (BPE |word |merge )?cache.{0,40}"
         r"(BPE|tokeni[sz]|merge)|merg\w+ (every|each) (word|pre-?token|name)\w* (again|from scratch|anew)|"
         r"\[tokenizer\] word_cache",
-        r"step \d+ loss", batch="settings batch 23"),
+        r"step \d+ loss", batch="settings batch 23",
+        missed={"outside": "`pipeline-bottleneck-target` (info): the feeder's time in encode_batch, tokenizers' BPE merge_word/merge_all in native code; the BPE cache of 0 (cache_capacity) not named", "probes": "`pipeline-bottleneck-target` (info): the feeder's time in encode_batch, tokenizers' BPE merge_word/merge_all in native code; the BPE cache of 0 (cache_capacity) not named", "attach": "`pipeline-bottleneck-target` (info): the feeder's time in encode_batch, tokenizers' BPE merge_word/merge_all in native code; the BPE cache of 0 (cache_capacity) not named"}),
     *_settings_pair(
         "settings23_caldera", "settings23_caldera", ("train.py", "--config", "configs/summit_array.toml"),
         ("train.py", "--config", "configs/observatory_lab.toml"),
@@ -3756,7 +3758,8 @@ CASES: tuple[Case, ...] = (
         r"io_uring.{0,60}(poll\w*|kernel thread|spin\w*|busy)|(kernel|submission)[- ](side )?poll(ing|er)"
         r"( thread)?|(poll(ing|er)|kernel) thread.{0,60}(io_uring|ring|submission)|busy[- ]?(poll|spin)"
         r"\w*.{0,60}(io_uring|ring|kernel thread)|\[reader\] sq_poll_idle_ms",
-        r"step \d+ loss", batch="settings batch 23"),
+        r"step \d+ loss", batch="settings batch 23",
+        missed={"outside": '`pipeline-bottleneck-drafter` (info), `cpu-contended` beside it: the threads wait for a CPU 52% of the window; the io_uring SQPOLL threads (iou-sqp) that take the CPUs not named', "probes": "`pipeline-bottleneck-drafter` because `host-memory-growth` (info, the process's first 10 s); the io_uring SQPOLL threads not named", "attach": '`pipeline-bottleneck-drafter` (info), `cpu-contended` beside it (55%); the io_uring SQPOLL threads (iou-sqp) not named'}),
     *_settings_pair(
         "settings23_avocet", "settings23_avocet", ("train.py", "--config", "configs/tidal_uplink.toml"),
         ("train.py", "--config", "configs/estuary_replay.toml"),
@@ -3803,7 +3806,8 @@ CASES: tuple[Case, ...] = (
         r"coroutine (creation|origin) (stack|traceback|trace|frame)s?|(record|captur|walk|build)\w* (the |"
         r"its )?(creation|origin|creating) (stack|frames?|traceback)|origin (depth|stack)|"
         r"\[diagnostics\] coroutine_origin_depth",
-        r"step \d+ loss", batch="settings batch 23"),
+        r"step \d+ loss", batch="settings batch 23",
+        missed={"outside": '`gil-contention` (warning): telemetry-ingest holds the GIL 56-62% of the time in its lane decoders; sys.set_coroutine_origin_tracking_depth(64), which makes each coroutine record its origin, not named', "probes": '`gil-contention` (warning): telemetry-ingest holds the GIL 56-62% of the time in its lane decoders; sys.set_coroutine_origin_tracking_depth(64), which makes each coroutine record its origin, not named', "attach": '`gil-contention` (warning): telemetry-ingest holds the GIL 56-62% of the time in its lane decoders; sys.set_coroutine_origin_tracking_depth(64), which makes each coroutine record its origin, not named'}),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
