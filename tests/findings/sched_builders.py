@@ -49,6 +49,7 @@ class Thread:
     minflt_per_s: float = 0.0  # page faults a second (minor, major)
     majflt_per_s: float = 0.0
     syscall: str | None = None  # the blocking call /proc's sweeps catch it in (when it waits)
+    comm: str = "python"  # the kernel's name for it (a native pool's threads inherit the process's)
 
 
 def scenario(threads: Sequence[Thread], *, window_s: float = 4.0, machine: int = 2, process_cpus: str = "0-1",
@@ -108,7 +109,7 @@ def _cpus(text: str) -> set[int]:
 
 
 def _sweep(threads: Sequence[Thread], t: float, d_state: Sequence[str]) -> tuple[ProcThreadSample, ...]:
-    return tuple(ProcThreadSample(tid=th.tid, comm="python",
+    return tuple(ProcThreadSample(tid=th.tid, comm=th.comm,
                                   state="D" if th.name in d_state else ("S" if _waits(th) else "R"),
                                   utime_s=(th.run - th.kernel) * t, stime_s=th.kernel * t,
                                   run_ns=int(th.run * t * 1e9), runq_wait_ns=int(th.wait * t * 1e9), monotonic_s=t,
@@ -121,7 +122,7 @@ def _waits(th: Thread) -> bool:
 
 
 def _tasks(threads: Sequence[Thread], t: float) -> tuple[TaskSched, ...]:
-    return tuple(TaskSched(tid=th.tid, comm="python", voluntary_switches=int(th.vol_per_s * t),
+    return tuple(TaskSched(tid=th.tid, comm=th.comm, voluntary_switches=int(th.vol_per_s * t),
                            involuntary_switches=int(th.invol_per_s * t), cpus_allowed=th.cpus) for th in threads)
 
 

@@ -813,3 +813,24 @@ def test_connections_refused_at_a_full_listen_queue_name_the_listener_its_backlo
     # Refused, but the threads that matter never wait to connect: information, no cost claimed.
     _, (quiet,) = _find(_fetchers_opening_connections(20, connect_frames=False), "listen-queue-full")
     assert quiet.severity == Severity.INFO and quiet.impact == 0.0
+
+
+def test_the_processs_own_io_uring_pollers_take_the_cpus_its_working_threads_wait_for() -> None:
+    # Two io_uring SQPOLL threads spin beside the trainer and two readers on a 2-CPU box: they are named, with what
+    # starts them, and their part of the working threads' wait is the cost. Unnamed native threads (an OpenMP pool
+    # shares the process's name) are never weighed as pollers.
+    readers = [Thread(f"window-reader-{i}", 110 + i, 0.26, 0.5) for i in range(2)]
+    pollers = [Thread("iou-sqp-101", 201 + i, 0.45, 0.55, python=False, comm="iou-sqp-101") for i in range(2)]
+    analysis, (finding,) = _find(scenario([Thread("trainer", 101, 0.4, 0.6), *readers, *pollers]),
+                                 "own-threads-take-cpu")
+    assert finding.severity == Severity.WARNING and finding.impact >= 0.05
+    assert finding.claim.startswith("the process's own polling threads take the CPUs its working threads wait for: 2 "
+                                    "`iou-sqp-N` threads (0.45 CPUs, 0.45 CPUs on a CPU): io_uring's submission-queue "
+                                    "polling thread (a ring set up with IORING_SETUP_SQPOLL")
+    pool = [Thread("python", 201 + i, 0.45, 0.55, python=False) for i in range(2)]
+    _, found = _find(scenario([Thread("trainer", 101, 0.4, 0.6), *readers, *pool]), "own-threads-take-cpu")
+    assert found == []
+    # The same pollers on a box where nothing waits for a CPU: nothing said.
+    idle = [Thread("iou-sqp-101", 201, 0.3, 0.0, python=False, comm="iou-sqp-101")]
+    _, found = _find(scenario([Thread("trainer", 101, 0.5, 0.02), *idle]), "own-threads-take-cpu")
+    assert found == []
