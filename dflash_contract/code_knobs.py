@@ -48,6 +48,9 @@ CODE_KNOBS: tuple[CodeKnob, ...] = (
              "SQLite syncs its files to storage at each commit (FULL, EXTRA) or not (OFF, NORMAL in WAL mode)"),
     CodeKnob("PRAGMA cache_size", "-2000", ("execute", "executescript"),
              "SQLite keeps this many pages (a negative value: KiB) of the database in its cache per connection"),
+    CodeKnob("cache_capacity", "10000", ("BPE", "from_file"),
+             "tokenizers' BPE model keeps this many words' merges in its cache: a word not in it is merged again from "
+             "its characters, pair by pair (0: no cache, every word every time)"),
     CodeKnob("use_fast", "True", ("from_pretrained",),
              "transformers' tokenizers run in Python where use_fast=False, not in the Rust tokenizers library"),
 )

@@ -100,6 +100,10 @@ NATIVE: tuple[Mechanism, ...] = (
        "SQLite compiles SQL statements (sqlite3_prepare): an execute whose statement is not in the connection's "
        "cache compiles it again (sqlite3.connect's cached_statements, 128 by default; SQL text that differs from "
        "call to call)", arguments=("cached_statements",)),
+    _m(r"tokenizers6models3bpe\w*(10merge_word|9merge_all)",
+       "tokenizers' BPE model merges a word's characters pair by pair (a word not in the model's cache: "
+       "cache_capacity, 10,000 words by default)", library=r"tokenizers",
+       arguments=("cache_capacity",)),
     _m(r"^(sqlite3BtreePayloadSize|sqlite3VdbeSerialGet|sqlite3BtreeNext|sqlite3VdbeRecordUnpack\w*|"
        r"sqlite3VdbeRecordCompare\w*|sqlite3BtreeMovetoUnpacked|sqlite3BtreeIndexMoveto|sqlite3BtreeTableMoveto)$",
        "SQLite reads rows one by one (a scan of a table or an index: a query without an index on the column it "

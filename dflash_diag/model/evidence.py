@@ -149,7 +149,8 @@ class SourceFile:
     exists: bool
     mtime_wall_s: float | None  # None when it cannot be read
     # "": a file of a sampled frame; else the sampled file that imports it at module level (so the process
-    # loaded it at start, even though no sample landed in it).
+    # loaded it at start, even though no sample landed in it), or "train.py inside a function" (loaded when that
+    # function first ran).
     imported_by: str = ""
     # Where the file passes a setting of the catalogue (``dflash_contract.code_knobs``), as it reads on disk now.
     knobs: tuple[KnobUse, ...] = ()

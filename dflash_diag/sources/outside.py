@@ -56,6 +56,7 @@ class _Parsed:
     defs: tuple[_Def, ...]  # sorted by start; nested defs come after their parent
     parsed: bool = True
     imports: tuple[str, ...] = ()  # dotted module names imported at module level
+    late_imports: tuple[str, ...] = ()  # ... and inside a function (loaded when it first runs)
     withs: tuple[_With, ...] = ()  # with-blocks over a plain name or attribute (a lock, a condition), by line
     loops: tuple[_Loop, ...] = ()  # for/while loops, by line
     knobs: tuple[KnobUse, ...] = ()  # the catalogued settings the file passes (``dflash_contract.code_knobs``)
@@ -190,7 +191,8 @@ class OutsideReader:
         for filename in sampled:
             path = self._resolve(filename)
             parsed = self._files.cached(path)
-            for module in parsed.imports if parsed is not None else ():
+            late = set(parsed.late_imports) if parsed is not None else set()
+            for module in (*parsed.imports, *parsed.late_imports) if parsed is not None else ():
                 found = _find_module(path, module)
                 if found is None or found in known or is_library_file(found) or len(out) >= MAX_FILES:
                     continue
@@ -198,8 +200,8 @@ class OutsideReader:
                 imported, mtime, exists = self._files.get(found)
                 if not exists or mtime is None:
                     continue
-                out.append(SourceFile(path=found, exists=True, mtime_wall_s=mtime,
-                                      imported_by=filename.rsplit("/", 1)[-1],
+                by = filename.rsplit("/", 1)[-1] + (" inside a function" if module in late else "")
+                out.append(SourceFile(path=found, exists=True, mtime_wall_s=mtime, imported_by=by,
                                       knobs=imported.knobs if imported is not None else ()))
         return out
 
@@ -275,7 +277,7 @@ def _parse(path: str, source: str) -> _Parsed:
     defs: list[_Def] = []
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
-    return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree),
+    return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree), late_imports=_late_imports(tree),
                    withs=_lock_withs(tree), loops=_loops(tree), knobs=_knob_uses(tree))
 
 
@@ -418,6 +420,24 @@ def _module_imports(tree: ast.Module) -> tuple[str, ...]:
                 names.setdefault(alias.name, None)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.setdefault(node.module, None)
+    return tuple(names)
+
+
+MAX_LATE_IMPORTS = 32
+
+
+def _late_imports(tree: ast.Module) -> tuple[str, ...]:
+    """The program's modules imported inside its functions (``def main(): from feed import RecordFeed``), not at
+    module level: loaded when the function first runs."""
+    top = set(_module_imports(tree))
+    names: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if len(names) >= MAX_LATE_IMPORTS:
+            break
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module not in top:
+            names.setdefault(node.module, None)
+        elif isinstance(node, ast.Import):
+            names.update((a.name, None) for a in node.names if a.name not in top)
     return tuple(names)
 
 

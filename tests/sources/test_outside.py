@@ -302,3 +302,15 @@ def test_a_setting_read_from_a_configuration_key_gets_the_value_the_files_on_the
         ("PRAGMA foreign_keys", "ON", "", ""),
         ("PRAGMA synchronous", "", "sync", "")]  # FULL in one file, OFF in the other: not said
     assert "hunter2" not in repr(files)  # a key no setting reads is never read out
+
+
+def test_a_module_imported_inside_a_function_is_read_and_says_so(tmp_path: Path) -> None:
+    # train.py imports its tokenizer module in main(): its settings are read as a module-level import's are.
+    (tmp_path / "store.py").write_text(KNOBS)
+    (tmp_path / "train.py").write_text("import os\n\n\ndef main():\n    from store import open_store\n"
+                                       "    open_store({})\n")
+    frames = [Frame("main", str(tmp_path / "train.py"), 6)]
+    _, files = OutsideReader(os.getpid()).code_facts([_sample(os.getpid(), frames)])
+    store = next(f for f in files if f.path.endswith("store.py"))
+    assert store.imported_by == "train.py inside a function"
+    assert ("cached_statements", "0") in [(k.name, k.value) for k in store.knobs]
