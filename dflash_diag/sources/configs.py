@@ -3,8 +3,9 @@ files named on its command line.
 
 ``sources.outside`` records where the program passes a catalogued setting (``KnobUse``) and, where the value is not
 a literal, the configuration key it is read from (``cfg["statement_cache"]``). The process was started with its
-configuration files on its command line (``--config configs/live.toml``, ``run.yaml``): each such file (TOML, JSON,
-YAML where PyYAML is installed, INI), resolved against the process's working directory, is parsed, and a key found
+configuration files on its command line (``--config configs/live.toml``, ``run.json``): each such file (TOML,
+JSON, INI: what the standard library parses; a YAML file is not read), resolved against the process's working
+directory, is parsed, and a key found
 at one value (at any depth: a table's ``[store] statement_cache = 0``) gives the setting its value. Only the keys
 the catalogue's uses name are looked up, and only a short literal is kept (a number, a word): no other part of the
 file is read out. Files are bounded in size and parsed once per (path, mtime).
@@ -22,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-CONFIG_SUFFIXES = (".toml", ".json", ".yaml", ".yml", ".ini", ".cfg")
+CONFIG_SUFFIXES = (".toml", ".json", ".ini", ".cfg")
 MAX_CONFIG_BYTES = 256 * 1024
 MAX_CONFIG_FILES = 4
 MAX_DEPTH = 8
@@ -51,19 +52,10 @@ def parse_config(path: str, text: str) -> Mapping[str, Any] | None:
         if suffix == "json":
             value = json.loads(text)
             return value if isinstance(value, Mapping) else None
-        if suffix in ("yaml", "yml"):
-            try:
-                import yaml  # type: ignore[import-untyped]
-            except ImportError:
-                return None
-            value = yaml.safe_load(text)
-            return value if isinstance(value, Mapping) else None
         parser = configparser.ConfigParser(interpolation=None)
         parser.read_string(text)
         return {section: dict(parser[section]) for section in parser.sections()}
     except (ValueError, configparser.Error, RecursionError):
-        return None
-    except Exception:  # a YAML error class of its own: not ours to crash on
         return None
 
 
