@@ -163,7 +163,8 @@ def test_stacks_and_flight_recorder_are_gathered_from_the_real_probe(master: obj
         # Earlier tests' groups stay in torch's recorder with older uids: this test's group is the newest.
         newest = max(read.posts[0].groups, key=lambda g: int(g.pg_id)) \
             if not isinstance(read, NA) and read.posts and read.posts[0].groups else None
-        if newest is not None and (newest.last_enqueued or 0) >= 4:
+        # The recorder marks a collective completed after it is enqueued (another thread does): wait for both.
+        if newest is not None and (newest.last_enqueued or 0) >= 4 and (newest.last_completed or 0) >= 3:
             break
         time.sleep(0.1)
     assert newest is not None and (newest.last_enqueued or 0) >= 4 and (newest.last_completed or 0) >= 3
