@@ -44,6 +44,9 @@ CODE_KNOBS: tuple[CodeKnob, ...] = (
     CodeKnob("PRAGMA foreign_keys", "OFF", ("execute", "executescript"),
              "SQLite checks the child tables on every change of a parent row where ON: each DELETE or UPDATE of a "
              "parent row looks up its children, a scan of the child table where its key column has no index"),
+    CodeKnob("PRAGMA automatic_index", "ON", ("execute", "executescript"),
+             "SQLite builds a temporary index for a join or lookup on a column without one where ON; OFF: the query "
+             "scans the inner table once for every row of the outer one"),
     CodeKnob("PRAGMA synchronous", "FULL", ("execute", "executescript"),
              "SQLite syncs its files to storage at each commit (FULL, EXTRA) or not (OFF, NORMAL in WAL mode)"),
     CodeKnob("PRAGMA cache_size", "-2000", ("execute", "executescript"),
@@ -56,3 +59,6 @@ CODE_KNOBS: tuple[CodeKnob, ...] = (
 )
 KNOB_BY_NAME: dict[str, CodeKnob] = {k.name: k for k in CODE_KNOBS}
 SQL_PREFIX = "PRAGMA "
+# A pragma statement whose name the program computes (``f"PRAGMA {name} = {value}"``): the catalogued pragmas are
+# then looked up by name in its configuration files.
+SQL_ANY = "PRAGMA *"

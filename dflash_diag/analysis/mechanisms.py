@@ -106,10 +106,10 @@ NATIVE: tuple[Mechanism, ...] = (
        arguments=("cache_capacity",)),
     _m(r"^(sqlite3BtreePayloadSize|sqlite3VdbeSerialGet|sqlite3BtreeNext|sqlite3VdbeRecordUnpack\w*|"
        r"sqlite3VdbeRecordCompare\w*|sqlite3BtreeMovetoUnpacked|sqlite3BtreeIndexMoveto|sqlite3BtreeTableMoveto)$",
-       "SQLite reads rows one by one (a scan of a table or an index: a query without an index on the column it "
-       "searches, or, with PRAGMA foreign_keys = ON, each change of a parent row looking up its children in a child "
-       "table whose key column has no index)", library=r"sqlite",
-       arguments=("PRAGMA foreign_keys",)),
+       "SQLite reads rows one by one (a scan of a table or an index: a query or join on a column without an index, "
+       "which SQLite indexes for the query itself unless PRAGMA automatic_index = OFF; or, with PRAGMA foreign_keys "
+       "= ON, each change of a parent row looking up its children in a child table whose key column has no index)",
+       library=r"sqlite", arguments=("PRAGMA foreign_keys", "PRAGMA automatic_index")),
     _m(r"^(_sre_SRE_Pattern_\w+|sre_ucs[124]_\w+|sre_search|sre_match|pattern_subx|pattern_new_match)$",
        "regular expressions matched by Python's re engine, with the GIL held (pydantic's regex_engine='python-re', "
        "or re called per value)", library=r"libpython|_sre",

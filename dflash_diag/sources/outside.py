@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dflash_contract import proc
-from dflash_contract.code_knobs import KNOB_BY_NAME, SQL_PREFIX
+from dflash_contract.code_knobs import CODE_KNOBS, KNOB_BY_NAME, SQL_ANY, SQL_PREFIX
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import KnobUse, is_library_file
@@ -208,7 +208,7 @@ class OutsideReader:
     def _configured(self, files: list[SourceFile]) -> list[SourceFile]:
         """The files with each setting read from a configuration key given the value the configuration files on
         the process's command line set it to (``sources.configs``), where one is found."""
-        if not any(k.key and not k.value for f in files for k in f.knobs):
+        if not any((k.key and not k.value) or k.name == SQL_ANY for f in files for k in f.knobs):
             return files
         try:
             with open(self._proc / "cmdline", "rb") as fh:
@@ -219,7 +219,20 @@ class OutsideReader:
         paths = config_paths(argv, cwd)
         if not paths:
             return files
-        return [replace(f, knobs=tuple(self._configured_use(k, paths) for k in f.knobs)) for f in files]
+        return [replace(f, knobs=tuple(u for k in f.knobs for u in self._configured_uses(k, paths))) for f in files]
+
+    def _configured_uses(self, use: KnobUse, paths: tuple[str, ...]) -> tuple[KnobUse, ...]:
+        """The use with its configured value; a pragma statement whose name is computed, as each catalogued pragma
+        the configuration files set (by its name)."""
+        if use.name != SQL_ANY:
+            return (self._configured_use(use, paths),)
+        found = []
+        for knob in CODE_KNOBS:
+            if knob.name.startswith(SQL_PREFIX):
+                named = self._configured_use(replace(use, name=knob.name, key=knob.name[len(SQL_PREFIX):]), paths)
+                if named.configured_in:
+                    found.append(named)
+        return (use, *found)
 
     def _configured_use(self, use: KnobUse, paths: tuple[str, ...]) -> KnobUse:
         if not use.key or use.value:
@@ -310,7 +323,7 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
     return tuple(sorted(out, key=lambda k: k.line))
 
 
-_PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w{1,40})\s*=\s*(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w{1,40}|\x00)\s*=\s*(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _SQL_BOOLEAN = {"1": "ON", "TRUE": "ON", "YES": "ON", "0": "OFF", "FALSE": "OFF", "NO": "OFF"}
 _PLACEHOLDER = "\x00"  # stands for an f-string's computed part while the SQL text is matched
 
@@ -339,6 +352,8 @@ def _pragma_use(node: ast.Call, call: str) -> KnobUse | None:
     match = _PRAGMA.match(text[:200])
     if match is None:
         return None
+    if match[1] == _PLACEHOLDER:  # the name is computed: the configuration may say which pragmas it sets
+        return KnobUse(line=node.lineno, call=call or "(call)", name=SQL_ANY)
     name = f"{SQL_PREFIX}{match[1].lower()}"
     if name not in KNOB_BY_NAME or _PLACEHOLDER in match[1]:
         return None

@@ -115,7 +115,7 @@ def test_statement_compiles_regex_engines_and_collective_checks_are_known_with_w
             "pysqlite_connection_execute (connection.c.h);sqlite3_step (libsqlite3.so.0.8.6);"
             "sqlite3VdbeExec (libsqlite3.so.0.8.6);sqlite3BtreePayloadSize (libsqlite3.so.0.8.6) {n}\n")
     (rows,) = native_mechanisms(parse_raw(scan.format(n=45) + COMPUTE.format(n=55)))
-    assert rows.where == "sqlite3BtreePayloadSize" and rows.mechanism.arguments == ("PRAGMA foreign_keys",)
+    assert rows.where == "sqlite3BtreePayloadSize" and rows.mechanism.arguments == ("PRAGMA foreign_keys", "PRAGMA automatic_index")
     bpe = ("thread (704): record-feed;thread_run (libpython3.11.so.1.0);run (feed.py:24);"
            "_RNvMs5_NtNtNtCscxzlFi8rOL3_10tokenizers6models3bpe5modelNtB5_3BPE10merge_word (tokenizers.abi3.so);"
            "_RNvMs3_NtNtNtCscxzlFi8rOL3_10tokenizers6models3bpe4wordNtB5_4Word9merge_all (tokenizers.abi3.so) {n}\n")

@@ -314,3 +314,23 @@ def test_a_module_imported_inside_a_function_is_read_and_says_so(tmp_path: Path)
     store = next(f for f in files if f.path.endswith("store.py"))
     assert store.imported_by == "train.py inside a function"
     assert ("cached_statements", "0") in [(k.name, k.value) for k in store.knobs]
+
+
+def test_pragmas_whose_names_the_program_computes_are_read_from_its_configuration(tmp_path: Path) -> None:
+    # `execute(f"PRAGMA {name} = {value}")` over a configuration table: the catalogued pragmas that table sets are
+    # the settings (a pragma the catalogue does not name, and a default, are left as they are said).
+    app = tmp_path / "app"
+    (app / "configs").mkdir(parents=True)
+    (app / "configs" / "field.toml").write_text('[catalog.pragmas]\nautomatic_index = "OFF"\ntemp_store = "MEMORY"\n'
+                                                'foreign_keys = "off"\n')
+    (app / "catalog.py").write_text("def open_catalog(db, pragmas):\n    for name, value in pragmas.items():\n"
+                                    "        db.execute(f\"PRAGMA {name} = {value}\")\n")
+    proc_dir = tmp_path / "proc" / "4243"
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0configs/field.toml\0")
+    (proc_dir / "cwd").symlink_to(app)
+    reader = OutsideReader(4243, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    _, (catalog,) = reader.code_facts([_sample(4243, [Frame("open_catalog", str(app / "catalog.py"), 3)])])
+    assert [(k.name, k.value, k.configured_in) for k in catalog.knobs] == [
+        ("PRAGMA *", "", ""), ("PRAGMA foreign_keys", "OFF", "field.toml"),
+        ("PRAGMA automatic_index", "OFF", "field.toml")]
