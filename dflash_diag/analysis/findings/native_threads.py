@@ -17,10 +17,10 @@ from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.scheduler import (
     RUN_DELAY_SHARE,
     WARNING_COST,
-    _mean_delay,
-    _names,
-    _stages,
-    _wait_rows,
+    mean_delay,
+    stages_of,
+    thread_names,
+    wait_rows,
     working_threads,
 )
 from dflash_diag.analysis.sched import summary_of
@@ -60,7 +60,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     if not takers or used < TAKERS_MIN_CPUS:
         return
     working = working_threads(ctx, summary)
-    delay = _mean_delay(working)
+    delay = mean_delay(working)
     if not working or delay < RUN_DELAY_SHARE:
         return
     wanted = sum(t.cpu_share + t.runq_share for t in takers)
@@ -74,12 +74,12 @@ def check(ctx: Context) -> Iterator[Finding]:
                       + (f": {known_thread(ts[0].name)}" if known_thread(ts[0].name) else "")
                       for kind, ts in groups[:SHOWN])
     claim = (f"the process's own polling threads take the CPUs its working threads wait for: {named}; together "
-             f"{used:.2f} CPUs of {summary.cores:g}, while {_names(working)} waited for a CPU {pct(delay)} of the "
+             f"{used:.2f} CPUs of {summary.cores:g}, while {thread_names(working)} waited for a CPU {pct(delay)} of the "
              "window")
     evidence = [(f"{t.name} (tid {t.tid}, /proc)", f"on a CPU {pct(t.cpu_share)} of the window, runnable and waiting "
                                                    f"for a CPU {pct(t.runq_share)}") for t in takers[:4]]
     evidence += [("threads runnable (demand)", f"{summary.demand:.1f} on {summary.cores:g} CPUs; these threads "
-                                               f"{wanted:.1f} of it"), *_wait_rows(working)]
+                                               f"{wanted:.1f} of it"), *wait_rows(working)]
     if summary.external_runnable is not None:
         evidence.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average"))
     costly = cost >= WARNING_COST
@@ -89,7 +89,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         remedy=("Stop what keeps those threads busy: a polling thread that spins (io_uring SQPOLL with a long "
                 "sq_thread_idle: a short idle time, or no SQPOLL where submissions are rare), a library's progress or "
                 "keep-alive thread; or pin it to a CPU the working threads do not use."),
-        impact=cost if costly else 0.0, stages=_stages(working) if costly else ())
+        impact=cost if costly else 0.0, stages=stages_of(working) if costly else ())
 
 
 def _by_kind(threads: list[ThreadSched]) -> list[tuple[str, list[ThreadSched]]]:

@@ -269,7 +269,7 @@ def _pool_spin(ctx: Context, summary: SchedSummary,
     pool_demand = summary.native_demand + summary.children_demand
     if not spinning or not working or pool_demand < SPIN_POOL_CORES:
         return
-    delay = _mean_delay(working)
+    delay = mean_delay(working)
     if delay < RUN_DELAY_SHARE:
         return
     cost = delay * _own_share(summary, summary.demand - summary.cores)
@@ -278,11 +278,11 @@ def _pool_spin(ctx: Context, summary: SchedSummary,
     said = ", ".join(_said(r) for r in spinning[:2])
     claim = (f"OpenMP's idle threads spin instead of sleeping ({said}): the native pool threads "
              f"({summary.native_active} of the process{children}) wanted {pool_demand:.1f} of its "
-             f"{_cores_text(summary)} while {_names(working)}, which do the work, waited for a CPU {pct(delay)} of "
+             f"{_cores_text(summary)} while {thread_names(working)}, which do the work, waited for a CPU {pct(delay)} of "
              "the window")
     evidence = [
         ("threads runnable (demand)", _demand_text(summary)),
-        *_wait_rows(working),
+        *wait_rows(working),
         *((r.text(), f"{r.source}; default {r.default}: {r.effect}") for r in spinning[:3]),
     ]
     if summary.external_runnable is not None:
@@ -295,7 +295,7 @@ def _pool_spin(ctx: Context, summary: SchedSummary,
         remedy="Let idle pool threads sleep: unset OMP_WAIT_POLICY (or set PASSIVE), leave GOMP_SPINCOUNT and "
                "KMP_BLOCKTIME at their defaults (or 0) where the cores are shared with other threads or processes; "
                "keep them out of the environment that child processes inherit.",
-        impact=cost, stages=_stages(working))
+        impact=cost, stages=stages_of(working))
 
 
 def _demand_text(summary: SchedSummary) -> str:
@@ -315,22 +315,22 @@ def _own_share(summary: SchedSummary, excess: float) -> float:
     return excess / (excess + max(0.0, external))
 
 
-def _mean_delay(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> float:
+def mean_delay(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> float:
     """The threads' mean share of the window runnable but waiting for a CPU (0 for none)."""
     return sum(t.runq_share for _, t in pairs) / len(pairs) if pairs else 0.0
 
 
-def _wait_rows(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> list[tuple[str, str]]:
+def wait_rows(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> list[tuple[str, str]]:
     """Evidence: each thread's wait for a CPU and its time on one, the longest waits first."""
     return [(f"{t.name} (/proc)", f"waited for a CPU {pct(t.runq_share)}, on one {pct(t.cpu_share)}")
             for _, t in sorted(pairs, key=lambda p: -p[1].runq_share)[:MAX_NAMED]]
 
 
-def _stages(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> tuple[str, ...]:
+def stages_of(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> tuple[str, ...]:
     return tuple(sorted({s.stage for s, _ in pairs if s is not None} - {"other"}))
 
 
-def _names(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> str:
+def thread_names(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> str:
     names = [t.name for _, t in pairs]
     return ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
 
@@ -357,7 +357,7 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
     by_children = not working and summary.children_demand >= POOL_DEMAND_CORES * cores and _waits_on_children(ctx)
     if not working and not by_children:
         return
-    delay = summary.children_runq_share if by_children else _mean_delay(working)
+    delay = summary.children_runq_share if by_children else mean_delay(working)
     if delay < RUN_DELAY_SHARE:
         return
     own = _own_share(summary, summary.demand - cores)
@@ -368,7 +368,7 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
                 if summary.children_threads else "")
     who = (f"its {summary.children} child processes, which do the work its threads wait for, waited for a CPU "
            f"{pct(delay)} of the time they were runnable" if by_children else
-           f"{_names(working)}, which do the work, waited for a CPU {pct(delay)} of the window")
+           f"{thread_names(working)}, which do the work, waited for a CPU {pct(delay)} of the window")
     claim = (f"the CPUs are oversubscribed: the process keeps {summary.demand:.1f} threads runnable on "
              f"{_cores_text(summary)}: {summary.native_active} busy native pool threads{children} (OpenMP/MKL "
              f"workers) beside its {summary.python_threads} Python threads, and {who}")
@@ -381,7 +381,7 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
         ("context switches", f"{_rate(summary.voluntary_per_s)}/s voluntary, {_rate(summary.involuntary_per_s)}/s "
                              f"involuntary ({_rate((summary.switches_per_s or 0.0) / max(cores, 1.0))}/s per CPU)"),
     ]
-    evidence += _wait_rows(working)
+    evidence += wait_rows(working)
     if summary.external_runnable is not None:
         evidence.append(("other tasks runnable on the machine", f"{summary.external_runnable:.1f} on average: the "
                                                                 f"process's own excess explains {pct(own)} of the wait"))
@@ -399,7 +399,7 @@ def _oversubscribed(ctx: Context, summary: SchedSummary,
                "once in the main thread (not in every worker thread), set OMP_NUM_THREADS/MKL_NUM_THREADS=1 for worker "
                "threads and processes, or run fewer threads that compute at once.",
         impact=cost,
-        stages=_stages(working),
+        stages=stages_of(working),
     )
 
 
@@ -462,7 +462,7 @@ def _threads_capped(ctx: Context, summary: SchedSummary,
     if share < CAPPED_NOTE_SHARE:
         return
     reading, width = caps[0]
-    names = _names(busy)
+    names = thread_names(busy)
     one = len(busy) == 1
     cpu = sum(t.cpu_share for _, t in busy) / len(busy)
     saved = share * idle / (width + idle)
@@ -486,7 +486,7 @@ def _threads_capped(ctx: Context, summary: SchedSummary,
         remedy=(f"If the run has the machine to itself, let the pool use the CPUs: unset {reading.name} (or set it "
                 "to the CPUs the process may use) where one thread does the math; keep it small where several "
                 "threads or processes compute at once and together fill the CPUs."),
-        impact=0.0, stages=_stages(busy))
+        impact=0.0, stages=stages_of(busy))
 
 
 # --- threads pinned to fewer CPUs than the machine has ----------------------------------------------------------
@@ -501,7 +501,7 @@ def _narrow_affinity(ctx: Context, summary: SchedSummary,
         pinned = [(s, t) for s, t in working if t.cpus_allowed == cpuset.cpus]
         if not pinned:
             continue
-        delay = _mean_delay(pinned)
+        delay = mean_delay(pinned)
         if delay < RUN_DELAY_SHARE:
             continue
         external = summary.external_runnable
@@ -515,7 +515,7 @@ def _narrow_affinity(ctx: Context, summary: SchedSummary,
                     if any(w in r.name for w in ("AFFINITY", "PROC_BIND", "PLACES"))]
         claim = (f"{who} may run only on CPU{'s' if cpuset.cpu_count != 1 else ''} {cpuset.cpus} of the machine's "
                  f"{summary.machine_cpus}, where {cpuset.demand:.1f} threads want {cpuset.cpu_count}: "
-                 f"{_names(pinned)} waited for a CPU {pct(delay)} of the window")
+                 f"{thread_names(pinned)} waited for a CPU {pct(delay)} of the window")
         if settings:
             claim += ", with " + ", ".join(r.text() for r in settings[:2])
         evidence = [("CPUs allowed", f"{cpuset.cpus} ({cpuset.cpu_count} of {summary.machine_cpus}) for "
@@ -535,7 +535,7 @@ def _narrow_affinity(ctx: Context, summary: SchedSummary,
             remedy="Let the threads use the machine's CPUs: remove the pinning (taskset/numactl in the launcher, "
                    "os.sched_setaffinity, KMP_AFFINITY/GOMP_CPU_AFFINITY/OMP_PROC_BIND), or pin each process to its own "
                    "CPUs with no more threads than it has.",
-            impact=cost, stages=_stages(pinned))
+            impact=cost, stages=stages_of(pinned))
 
 
 # --- the cgroup's quota ------------------------------------------------------------------------------------------
@@ -711,7 +711,7 @@ def _child_debug(ctx: Context, summary: SchedSummary,
                 modes.setdefault(int(pid), []).append((e, what))
     burning = [load for load in child_loads(list(ctx.obs.sched)) if load.pid in modes and
                load.demand >= CHILD_DEBUG_CORES]
-    delay = _mean_delay(working)
+    delay = mean_delay(working)
     if not burning or delay < RUN_DELAY_SHARE:
         return
     child = max(burning, key=lambda load: load.demand)
@@ -722,19 +722,19 @@ def _child_debug(ctx: Context, summary: SchedSummary,
     yield Finding(
         rule_id="child-debug-mode", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
         claim=(f"its child process {child.pid} (`{child.comm}`) runs Python in a debug mode, {said}, and wanted "
-               f"{child.demand:.1f} of the {_cores_text(summary)} while {_names(working)}, which do the work, waited "
+               f"{child.demand:.1f} of the {_cores_text(summary)} while {thread_names(working)}, which do the work, waited "
                f"for a CPU {pct(delay)} of the window"),
         evidence=(
             (f"child {child.pid} (`{child.comm}`)", f"on a CPU {child.used:.2f} CPUs on average, wanted {child.demand:.2f}"),
             *((f"{e.name}={e.value}", f"environment of child {child.pid}; default {_default_of(e.name)}: {what}")
               for e, what in settings[:3]),
             ("threads runnable (demand)", _demand_text(summary)),
-            *_wait_rows(working),
+            *wait_rows(working),
         ),
         remedy=("Start the child without the debug mode: remove the variable from the environment it inherits (set "
                 "it, if needed, only for the processes you debug: `env={**os.environ}` without it, or "
                 "`os.environ.pop(...)` before the child starts)."),
-        impact=cost, stages=_stages(working))
+        impact=cost, stages=stages_of(working))
 
 
 # --- a child meant to run behind the process whose lowered priority the scheduler does not see -------------------
@@ -754,7 +754,7 @@ def _child_priority_lost(ctx: Context, summary: SchedSummary,
     facts = ctx.obs.os_facts
     if facts is None or facts.autogroup_enabled is not True or not facts.autogroup or not working:
         return
-    delay = _mean_delay(working)
+    delay = mean_delay(working)
     if delay < RUN_DELAY_SHARE:
         return
     got = sum(t.cpu_share for _, t in working) / max(1e-9, sum(t.demand for _, t in working))
@@ -775,7 +775,7 @@ def _child_priority_lost(ctx: Context, summary: SchedSummary,
         rule_id="child-priority-lost", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
         claim=(f"its child process {child.pid} (`{child.comm}`) runs at {child.last.priority_text()}, to run behind "
                f"the process's threads, yet it got a CPU {pct(child.got_share)} of the time it wanted one ("
-               f"{child.used:.2f} CPUs on average) while {_names(working)}, which {'does' if len(working) == 1 else 'do'} "
+               f"{child.used:.2f} CPUs on average) while {thread_names(working)}, which {'does' if len(working) == 1 else 'do'} "
                f"the work, got one {pct(got)} of "
                f"the time and waited for one {pct(delay)} of the window: the child {where} ({session}: what "
                "setsid and start_new_session=True start), and with autogroup scheduling on, the kernel weighs that "
@@ -789,13 +789,13 @@ def _child_priority_lost(ctx: Context, summary: SchedSummary,
              + (f", session {facts.session}" if facts.session is not None else "")),
             ("kernel.sched_autogroup_enabled", "1: each session is a scheduling group of its own"),
             ("threads runnable (demand)", _demand_text(summary)),
-            *_wait_rows(working),
+            *wait_rows(working),
         ),
         remedy=("Keep the child in the process's session (drop start_new_session=True / setsid) so its priority "
                 "weighs against the process's threads, or lower its group's weight as well: write the nice value "
                 f"to /proc/{child.pid}/autogroup (`echo 10 > /proc/PID/autogroup`), or give it a cgroup with a "
                 "small cpu.weight."),
-        impact=cost, stages=_stages(working))
+        impact=cost, stages=stages_of(working))
 
 
 # --- a child at work on the process's own /proc entries (a memory telemetry or monitoring child) ------------------
@@ -832,7 +832,7 @@ def _child_watches(ctx: Context, summary: SchedSummary,
     if not watchers:
         return
     child = max(watchers, key=lambda load: load.used)
-    delay = _mean_delay(working)
+    delay = mean_delay(working)
     # The child's part of the threads' wait for a CPU: its part of the process's demand for the cores (the process
     # near its cores, the wait comes and goes with the child's walks; other processes' load is not the child's).
     child_part = min(1.0, child.demand / summary.demand) if summary.demand > 0 else 0.0
@@ -849,7 +849,7 @@ def _child_watches(ctx: Context, summary: SchedSummary,
     if costly:
         claim += f" ({costly[0]}: {PROC_ENTRY_EFFECTS[costly[0]]})"
     if working and delay >= WATCHER_DELAY_SHARE:
-        claim += f"; {_names(working)} waited for a CPU {pct(delay)} of the window"
+        claim += f"; {thread_names(working)} waited for a CPU {pct(delay)} of the window"
         readings, calls = blocked_in(ctx.obs, [t.tid for _, t in working])
         mapping = sum(n for call, n in calls.items() if call in _MAP_LOCK_CALLS)
         if mapping:
@@ -861,14 +861,14 @@ def _child_watches(ctx: Context, summary: SchedSummary,
     evidence += [(f"/proc/{pid}/{entry}", f"open in {seen} of {child.sweeps} sweeps"
                   + (f": {PROC_ENTRY_EFFECTS[entry]}" if entry in PROC_ENTRY_EFFECTS else ""))
                  for entry, seen in child.watching[:4]]
-    evidence += [("threads runnable (demand)", _demand_text(summary)), *_wait_rows(working)]
+    evidence += [("threads runnable (demand)", _demand_text(summary)), *wait_rows(working)]
     yield Finding(
         rule_id="child-watches-process", severity=Severity.WARNING if cost >= WARNING_COST else Severity.INFO,
         claim=claim, evidence=tuple(evidence),
         remedy=("Sample this process less often or more cheaply: read status or statm (RSS) rather than smaps, "
                 "estimate the working set rarely (clear_refs and smaps walk every page table), or run the monitor "
                 "at a lower priority on a CPU the training threads do not use."),
-        impact=cost, stages=_stages(working) if cost >= WARNING_COST else ())
+        impact=cost, stages=stages_of(working) if cost >= WARNING_COST else ())
 
 
 def child_site(ctx: Context, child_pid: int) -> str:
@@ -950,12 +950,12 @@ def _kernel_cost(ctx: Context, summary: SchedSummary, working: list[tuple[Thread
     if speed_matters(ctx, f.name, f.stage):
         return f.kernel_cpus, "", stages  # the time it spends in the kernel is the program's time
     others = [(s, t) for s, t in working if t.name != f.name]
-    delay = _mean_delay(others)
+    delay = mean_delay(others)
     part = f.kernel_cpus / summary.demand if summary.demand > 0 else 0.0
     cost = delay * part * _own_share(summary, summary.demand - summary.cores) if delay >= RUN_DELAY_SHARE else 0.0
-    why = f"{_names(others)} waited for a CPU {pct(delay)} of the window" if others else ""
+    why = f"{thread_names(others)} waited for a CPU {pct(delay)} of the window" if others else ""
     # Its cost is the CPU the others wait for: it explains their stage's slowness.
-    return cost, why, (_stages(others) if cost > 0 else stages)
+    return cost, why, (stages_of(others) if cost > 0 else stages)
 
 
 def _page_faults(ctx: Context, summary: SchedSummary,
@@ -1134,13 +1134,13 @@ def _excess_kernel_cost(ctx: Context, summary: SchedSummary, working: list[tuple
     if per_call is None or per_call[2] < COSTLY_CALL_RATIO or speed_matters(ctx, f.name, f.stage):
         return None
     others = [(st, t) for st, t in working if t.name != f.name]
-    delay = _mean_delay(others)
+    delay = mean_delay(others)
     if delay < RUN_DELAY_SHARE or summary.cores <= 0:
         return None
     excess_cpus = f.kernel_cpus * (1.0 - 1.0 / per_call[2])
-    why = (f"{_names(others)} waited for a CPU {pct(delay)} of the window, and {excess_cpus:.2f} of its CPUs in the "
+    why = (f"{thread_names(others)} waited for a CPU {pct(delay)} of the window, and {excess_cpus:.2f} of its CPUs in the "
            "kernel are beyond what its calls cost on this machine")
-    return min(delay, excess_cpus / summary.cores), why, _stages(others)
+    return min(delay, excess_cpus / summary.cores), why, stages_of(others)
 
 
 def _kernel_per_call(ctx: Context) -> tuple[float, float, float, float] | None:
