@@ -241,10 +241,8 @@ class OutsideReader:
         if found is None:
             return use
         value, name = found
-        if use.name.startswith(SQL_PREFIX):  # as SQLite reads it: a word, any case; 1/0 for ON/OFF
-            word = value.strip("'\"").upper()
-            value = _SQL_BOOLEAN.get(word, word) if use.name == f"{SQL_PREFIX}foreign_keys" else word
-        return replace(use, value=value, configured_in=name)
+        return replace(use, value=_sql_word(use.name, value) if use.name.startswith(SQL_PREFIX) else value,
+                       configured_in=name)
 
     def _resolve(self, filename: str) -> str:
         if filename.startswith("/"):
@@ -355,17 +353,22 @@ def _pragma_use(node: ast.Call, call: str) -> KnobUse | None:
     if match[1] == _PLACEHOLDER:  # the name is computed: the configuration may say which pragmas it sets
         return KnobUse(line=node.lineno, call=call or "(call)", name=SQL_ANY)
     name = f"{SQL_PREFIX}{match[1].lower()}"
-    if name not in KNOB_BY_NAME or _PLACEHOLDER in match[1]:
+    if name not in KNOB_BY_NAME:
         return None
     value = match[2].strip("'\"")
-    if name == f"{SQL_PREFIX}foreign_keys":
-        value = _SQL_BOOLEAN.get(value.upper(), value)
     if _PLACEHOLDER not in value:
         return KnobUse(line=node.lineno, call=call or "(call)", name=name,
-                       value=value.upper() if _SHOWN_LITERAL.match(value) else "")
+                       value=_sql_word(name, value) if _SHOWN_LITERAL.match(value) else "")
     if value == _PLACEHOLDER and len(parts) == 1:
         return _knob_use(node.lineno, call or "(call)", name, parts[0])
     return KnobUse(line=node.lineno, call=call or "(call)", name=name)
+
+
+def _sql_word(name: str, value: str) -> str:
+    """A pragma's value as SQLite reads it, whether from SQL text or a configuration file: a word in any case (quotes
+    dropped); for foreign_keys, 1/0 (true/false, yes/no) are ON/OFF."""
+    word = value.strip("'\"").upper()
+    return _SQL_BOOLEAN.get(word, word) if name == f"{SQL_PREFIX}foreign_keys" else word
 
 
 def _dotted(node: ast.AST, *, whole: bool = False) -> str:

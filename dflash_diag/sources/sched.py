@@ -417,7 +417,7 @@ class SchedReader:
 # --- connections still opening, and the listener that refuses them -----------------------------------------------
 
 MAX_CONNECTING = 4  # endpoints kept per sweep, most sockets first
-MAX_LISTENER_HOLDERS = 16  # processes whose descriptors are looked at for a listener (the process, its children)
+MAX_LISTENER_HOLDERS = 16  # children whose descriptors are looked at for a listener the process does not hold
 
 
 def parse_listen_overflows(text: str) -> int | None:
@@ -444,7 +444,7 @@ def read_connecting(pid: int, children: tuple[int, ...], proc_root: Path = PROC,
     opening = [e for e in table if e.state == sock_diag.TCP_SYN_SENT]
     if not opening:
         return ()
-    own = _socket_inodes(descriptor_links(pid, proc_root))
+    own = _socket_inodes(descriptor_links(pid, proc_root))  # the process's own sockets, read once
     by_remote: dict[str, list[sock_diag.TcpEntry]] = {}
     for e in opening:
         if e.inode in own:
@@ -453,7 +453,9 @@ def read_connecting(pid: int, children: tuple[int, ...], proc_root: Path = PROC,
     out = []
     for remote, socks in sorted(by_remote.items(), key=lambda kv: -len(kv[1]))[:MAX_CONNECTING]:
         listener = _listener_for(remote, listeners)
-        holder = _holder(f"socket:[{listener.inode}]", (pid, *children), proc_root) if listener else None
+        holder = None
+        if listener is not None:
+            holder = pid if listener.inode in own else _holder(f"socket:[{listener.inode}]", children, proc_root)
         out.append(Connecting(remote=tcp_addr_text(remote), sockets=len(socks),
                               retransmits=max(e.retransmits for e in socks), listener_pid=holder,
                               accept_queue=listener.rqueue if listener else None,

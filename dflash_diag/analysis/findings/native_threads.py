@@ -19,6 +19,7 @@ from dflash_diag.analysis.findings.scheduler import (
     WARNING_COST,
     mean_delay,
     stages_of,
+    taker_cost,
     thread_names,
     wait_rows,
     working_threads,
@@ -64,15 +65,10 @@ def check(ctx: Context) -> Iterator[Finding]:
     if not working or delay < RUN_DELAY_SHARE:
         return
     wanted = sum(t.cpu_share + t.runq_share for t in takers)
-    # Their part of the working threads' wait: their part of the process's demand for the cores, and the process's
-    # own part of the machine's runnable tasks (another process's load is not theirs).
-    part = min(1.0, wanted / summary.demand) if summary.demand > 0 else 0.0
-    external = summary.external_runnable or 0.0
-    cost = delay * part * summary.demand / (summary.demand + external)
+    cost = taker_cost(delay, wanted, summary)
     groups = _by_kind(takers)
-    named = "; ".join(f"{len(ts)} `{kind}` thread{'s' if len(ts) > 1 else ''} ({_cpus(ts)})"
-                      + (f": {known_thread(ts[0].name)}" if known_thread(ts[0].name) else "")
-                      for kind, ts in groups[:SHOWN])
+    named = "; ".join(f"{len(ts)} `{kind}` thread{'s' if len(ts) > 1 else ''} ({_cpus(ts)}): {known_thread(ts[0].name)}"
+                      for kind, ts in groups[:SHOWN])  # every taker is a catalogued poller
     claim = (f"the process's own polling threads take the CPUs its working threads wait for: {named}; together "
              f"{used:.2f} CPUs of {summary.cores:g}, while {thread_names(working)} waited for a CPU {pct(delay)} of the "
              "window")

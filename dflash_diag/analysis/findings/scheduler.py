@@ -315,6 +315,16 @@ def _own_share(summary: SchedSummary, excess: float) -> float:
     return excess / (excess + max(0.0, external))
 
 
+def taker_cost(delay: float, taker_demand: float, summary: SchedSummary) -> float:
+    """Of the working threads' wait for a CPU (``delay``), the part a taker of the CPUs explains: its part of the
+    process's demand for the cores, times the process's part of the machine's runnable tasks (another process's load
+    is not the taker's)."""
+    if summary.demand <= 0:
+        return 0.0
+    external = summary.external_runnable or 0.0
+    return delay * min(1.0, taker_demand / summary.demand) * summary.demand / (summary.demand + external)
+
+
 def mean_delay(pairs: list[tuple[ThreadStats | None, ThreadSched]]) -> float:
     """The threads' mean share of the window runnable but waiting for a CPU (0 for none)."""
     return sum(t.runq_share for _, t in pairs) / len(pairs) if pairs else 0.0
@@ -835,9 +845,7 @@ def _child_watches(ctx: Context, summary: SchedSummary,
     delay = mean_delay(working)
     # The child's part of the threads' wait for a CPU: its part of the process's demand for the cores (the process
     # near its cores, the wait comes and goes with the child's walks; other processes' load is not the child's).
-    child_part = min(1.0, child.demand / summary.demand) if summary.demand > 0 else 0.0
-    external = summary.external_runnable or 0.0
-    cost = delay * child_part * summary.demand / (summary.demand + external) if delay >= WATCHER_DELAY_SHARE else 0.0
+    cost = taker_cost(delay, child.demand, summary) if delay >= WATCHER_DELAY_SHARE else 0.0
     entries = [entry for entry, _ in child.watching]
     costly = [entry for entry in entries if entry in PROC_ENTRY_EFFECTS]
     pid = ctx.obs.pid
