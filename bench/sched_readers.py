@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dflash_diag.sources import live_environ, procfs
+from dflash_diag.sources.configs import ConfigReader
 from dflash_diag.sources.peers import PeerReader
 from dflash_diag.sources.sched import (
     SchedReader,
@@ -149,6 +151,23 @@ def _connecting_costs(calls: int) -> dict[str, dict[str, float]]:
         listener.close()
 
 
+def _config_costs(calls: int, tmp: Path) -> dict[str, dict[str, float]]:
+    """The configuration values a catalogued setting is read from: one key looked up in a 3 KiB TOML profile on the
+    command line, parsed afresh (a new or changed file) and from the parse cached by its mtime (every later window)."""
+    profile = tmp / "profile.toml"
+    sections = [f"[section{k}]\n" + "".join(f"option_{k}_{j} = {j}\n" for j in range(12)) for k in range(12)]
+    profile.write_text("".join(sections) + "[store]\nstatement_cache = 0\n")
+    paths = (str(profile),)
+    cached = ConfigReader()
+    cached.lookup(paths, "statement_cache")
+    return {
+        "a configuration key's value, its file parsed (3 KiB TOML; a new or changed file)":
+            _timed(lambda: ConfigReader().lookup(paths, "statement_cache"), calls),
+        "a configuration key's value, the parse cached (every later window)":
+            _timed(lambda: cached.lookup(paths, "statement_cache"), calls),
+    }
+
+
 def _unix_peer_costs(calls: int) -> dict[str, dict[str, float]]:
     """The PeerReader's read of a thread blocked on a unix socket: a fresh reader each call (the peer looked up
     through sock_diag and searched for among the descriptors), and one reader read again (the peer known: its
@@ -243,6 +262,7 @@ def main() -> int:
             **_unix_peer_costs(args.calls),
             **_pty_and_children_costs(args.calls),
             **_connecting_costs(args.calls),
+            **_config_costs(args.calls, tmp),
         }
         stop = threading.Event()
         on = threading.Event()
@@ -283,6 +303,7 @@ def main() -> int:
     finally:
         proc.kill()
         proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)  # the counter and the profile: this bench's own files
     result = {
         "command": "python bench/sched_readers.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.machine()}), load average "

@@ -22,6 +22,9 @@ class CodeKnob:
     # callables' first argument, ``PRAGMA name = value``.
     calls: tuple[str, ...]
     effect: str  # what a value away from the default makes the library do
+    # The call's positional argument that is the setting (``sys.set_coroutine_origin_tracking_depth(64)``: 0); None
+    # where it is passed by keyword only. A knob with a position is named as its callable is.
+    position: int | None = None
 
 
 CODE_KNOBS: tuple[CodeKnob, ...] = (
@@ -56,8 +59,18 @@ CODE_KNOBS: tuple[CodeKnob, ...] = (
              "its characters, pair by pair (0: no cache, every word every time)"),
     CodeKnob("use_fast", "True", ("from_pretrained",),
              "transformers' tokenizers run in Python where use_fast=False, not in the Rust tokenizers library"),
+    # Settings passed as a call's positional argument: per thread or per process, set once, paid on every use.
+    CodeKnob("set_coroutine_origin_tracking_depth", "0", ("set_coroutine_origin_tracking_depth",),
+             "every coroutine the calling thread creates records the stack it was created from, this many frames "
+             "deep (its cr_origin): the interpreter walks the frames and builds a tuple per frame at each creation",
+             position=0),
+    CodeKnob("setbufsize", "8192", ("setbufsize",),
+             "NumPy's ufuncs copy and cast buffered operands in chunks of this many elements: a small buffer "
+             "makes many more, shorter passes", position=0),
 )
 KNOB_BY_NAME: dict[str, CodeKnob] = {k.name: k for k in CODE_KNOBS}
+# The knobs passed positionally, by the callable's last dotted name.
+KNOB_BY_CALL: dict[str, CodeKnob] = {c: k for k in CODE_KNOBS if k.position is not None for c in k.calls}
 SQL_PREFIX = "PRAGMA "
 # A pragma statement whose name the program computes (``f"PRAGMA {name} = {value}"``): the catalogued pragmas are
 # then looked up by name in its configuration files.

@@ -18,7 +18,7 @@ samples: no native look needed).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dflash_diag.analysis.native import is_waiting, library_name
@@ -110,6 +110,10 @@ NATIVE: tuple[Mechanism, ...] = (
        "which SQLite indexes for the query itself unless PRAGMA automatic_index = OFF; or, with PRAGMA foreign_keys "
        "= ON, each change of a parent row looking up its children in a child table whose key column has no index)",
        library=r"sqlite", arguments=("PRAGMA foreign_keys", "PRAGMA automatic_index")),
+    _m(r"^sqlite3VdbeExec$",
+       "SQLite runs its statements' opcodes (sqlite3VdbeExec: every row a query or a foreign-key check visits, read "
+       "and compared; more where the plan scans, as on a column without an index or with PRAGMA automatic_index = "
+       "OFF)", library=r"sqlite", arguments=("PRAGMA foreign_keys", "PRAGMA automatic_index")),
     _m(r"^(_sre_SRE_Pattern_\w+|sre_ucs[124]_\w+|sre_search|sre_match|pattern_subx|pattern_new_match)$",
        "regular expressions matched by Python's re engine, with the GIL held (pydantic's regex_engine='python-re', "
        "or re called per value)", library=r"libpython|_sre",
@@ -162,6 +166,10 @@ NATIVE: tuple[Mechanism, ...] = (
        r"_nss_dns_gethostbyname\w*|__nss_lookup\w*)$",
        "host names resolved for every connection (getaddrinfo: /etc/hosts, nsswitch.conf, DNS; RES_OPTIONS and "
        "/etc/gai.conf decide the order, timeouts and retries)", settings=("RES_OPTIONS", "LOCALDOMAIN")),
+    _m(r"^(compute_cr_origin|_PyCoro_ComputeOrigin)$",
+       "each coroutine created records the stack it was created from (coroutine origin tracking: "
+       "sys.set_coroutine_origin_tracking_depth, asyncio's debug mode)",
+       arguments=("set_coroutine_origin_tracking_depth",), settings=("PYTHONASYNCIODEBUG",)),
     _m(r"(c10::get_backtrace|c10::get_lazy_backtrace|c10::SymbolizedTracebacks|_Unwind_Backtrace|"
        r"backtrace_symbols\w*|^__GI___backtrace$|^backtrace$)",
        "C++ stack traces captured as torch errors and warnings are raised (TORCH_SHOW_CPP_STACKTRACES=1: each "
@@ -257,6 +265,17 @@ PYTHON: tuple[Mechanism, ...] = (
 )
 
 
+# Matched on the text of the line a sample's innermost Python frame is on (as the file on disk has it): work the
+# interpreter does on the line itself, before any frame of a callee exists. Said only for a setting that decides it
+# (``setting-slows-code``): the same lines cost something at any setting.
+LINES: tuple[Mechanism, ...] = (
+    _m(r"\bawait\s+[\w.]+(\[[^\]]*\])?\(",
+       "coroutines created and awaited on the program's lines (the time on an `await f(...)` line itself: creating "
+       "the coroutine, which with origin tracking on walks and records the creating stack, then sending into it)",
+       arguments=("set_coroutine_origin_tracking_depth",)),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Seen:
     mechanism: Mechanism
@@ -311,6 +330,26 @@ def python_mechanisms(rows: Sequence[tuple[ThreadSample, ThreadState]], shown: i
                 hits[key] = hits.get(key, 0) + 1
         _collect(found, mechanism, hits, len(working))
     return _largest(found, shown)
+
+
+def line_mechanisms(rows: Sequence[tuple[ThreadSample, ThreadState]],
+                    line_text: Callable[[str, int], str | None]) -> tuple[Seen, ...]:
+    """The ``LINES`` mechanisms the rows' working samples run in, by the text of their innermost Python frame's
+    line (``line_text``: the line as the file on disk has it; None where unknown)."""
+    working = [t for t, state in rows if state not in NOT_WORK]
+    if not working:
+        return ()
+    found: list[Seen] = []
+    for mechanism in LINES:
+        hits: dict[str, int] = {}
+        for sample in working:
+            leaf = next((f for f in sample.frames if not f.native), None)
+            text = line_text(leaf.filename, leaf.line) if leaf is not None else None
+            if leaf is not None and text and mechanism.frames.search(text):
+                where = f"{leaf.name} ({leaf.filename.rsplit('/', 1)[-1]}:{leaf.line})"
+                hits[where] = hits.get(where, 0) + 1
+        _collect(found, mechanism, hits, len(working))
+    return _largest(found, None)
 
 
 def _python_key(filename: str, function: str) -> str:

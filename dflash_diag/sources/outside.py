@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dflash_contract import proc
-from dflash_contract.code_knobs import CODE_KNOBS, KNOB_BY_NAME, SQL_ANY, SQL_PREFIX
+from dflash_contract.code_knobs import CODE_KNOBS, KNOB_BY_CALL, KNOB_BY_NAME, SQL_ANY, SQL_PREFIX
 from dflash_contract.redact import REDACTED
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import KnobUse, is_library_file
@@ -298,7 +298,8 @@ _SHOWN_LITERAL = re.compile(r"^[\w.+-]{1,40}$")
 
 def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
     """Where the file passes a catalogued setting: a call's keyword argument (to a callable the catalogue names
-    for it), or a key of a dict literal (a configuration dict) where the catalogue ties the name to no call."""
+    for it) or positional argument (where the catalogue names the callable and the argument's place), or a key of a
+    dict literal (a configuration dict) where the catalogue ties the name to no call."""
     out: list[KnobUse] = []
     for node in ast.walk(tree):
         if len(out) >= MAX_KNOB_USES:
@@ -308,6 +309,9 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
             pragma = _pragma_use(node, call)
             if pragma is not None:
                 out.append(pragma)
+            positional = _positional_use(node, call)
+            if positional is not None:
+                out.append(positional)
             for keyword in node.keywords:
                 knob = KNOB_BY_NAME.get(keyword.arg or "")
                 if knob is not None and (not knob.calls or call.rsplit(".", 1)[-1] in knob.calls):
@@ -319,6 +323,18 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
                     if knob is not None and not knob.calls:
                         out.append(_knob_use(key.lineno, "{...}", knob.name, value))
     return tuple(sorted(out, key=lambda k: k.line))
+
+
+def _positional_use(node: ast.Call, call: str) -> KnobUse | None:
+    """A catalogued setting passed as the call's positional argument (``sys.set_coroutine_origin_tracking_depth(
+    depth)``): its value, or the configuration key it is read from."""
+    knob = KNOB_BY_CALL.get(call.rsplit(".", 1)[-1])
+    if knob is None or knob.position is None or len(node.args) <= knob.position:
+        return None
+    arg = node.args[knob.position]
+    if isinstance(arg, ast.Starred):
+        return None
+    return _knob_use(node.lineno, call or "(call)", knob.name, arg)
 
 
 _PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w{1,40}|\x00)\s*=\s*(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)

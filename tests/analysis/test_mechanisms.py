@@ -3,7 +3,13 @@ raw format, as doctor's native look records them; the Python rows are samples as
 
 from __future__ import annotations
 
-from dflash_diag.analysis.mechanisms import MIN_SHARE, mechanisms_text, native_mechanisms, python_mechanisms
+from dflash_diag.analysis.mechanisms import (
+    MIN_SHARE,
+    line_mechanisms,
+    mechanisms_text,
+    native_mechanisms,
+    python_mechanisms,
+)
 from dflash_diag.model import Frame, ThreadSample, ThreadState
 from dflash_diag.sources.native_profile import parse_raw
 
@@ -114,8 +120,13 @@ def test_statement_compiles_regex_engines_and_collective_checks_are_known_with_w
     scan = ("thread (703): actor;thread_run (libpython3.11.so.1.0);evict (replay.py:40);"
             "pysqlite_connection_execute (connection.c.h);sqlite3_step (libsqlite3.so.0.8.6);"
             "sqlite3VdbeExec (libsqlite3.so.0.8.6);sqlite3BtreePayloadSize (libsqlite3.so.0.8.6) {n}\n")
-    (rows,) = native_mechanisms(parse_raw(scan.format(n=45) + COMPUTE.format(n=55)))
-    assert rows.where == "sqlite3BtreePayloadSize" and rows.mechanism.arguments == ("PRAGMA foreign_keys", "PRAGMA automatic_index")
+    # The statement's virtual machine holds the whole step (its own opcodes too: a nested scan runs mostly there);
+    # the row reads below it are the narrower mechanism, both decided by the same pragmas.
+    vm_opcodes = scan.replace(";sqlite3BtreePayloadSize (libsqlite3.so.0.8.6)", "")
+    vm, rows = native_mechanisms(parse_raw(scan.format(n=15) + vm_opcodes.format(n=30) + COMPUTE.format(n=55)))
+    assert vm.where == "sqlite3VdbeExec" and abs(vm.share - 0.45) < 1e-9
+    assert rows.where == "sqlite3BtreePayloadSize" and abs(rows.share - 0.15) < 1e-9
+    assert vm.mechanism.arguments == rows.mechanism.arguments == ("PRAGMA foreign_keys", "PRAGMA automatic_index")
     bpe = ("thread (704): record-feed;thread_run (libpython3.11.so.1.0);run (feed.py:24);"
            "_RNvMs5_NtNtNtCscxzlFi8rOL3_10tokenizers6models3bpe5modelNtB5_3BPE10merge_word (tokenizers.abi3.so);"
            "_RNvMs3_NtNtNtCscxzlFi8rOL3_10tokenizers6models3bpe4wordNtB5_4Word9merge_all (tokenizers.abi3.so) {n}\n")
@@ -138,3 +149,29 @@ def test_statement_compiles_regex_engines_and_collective_checks_are_known_with_w
     validate = _row(ThreadState.PYTHON, ("BaseModel.__init__", f"{SITE}/pydantic/main.py"), ("build", "/srv/h.py"))
     (seen,) = python_mechanisms([validate] * 4 + [_row(ThreadState.PYTHON, ("build", "/srv/h.py"))] * 6)
     assert seen.mechanism.arguments == ("revalidate_instances",)
+
+
+def test_the_lines_that_create_coroutines_are_weighed_by_their_own_text_and_origin_capture_natively() -> None:
+    # 3 of 8 working samples stand on an `await f(...)` line itself (no callee frame yet: the coroutine being made);
+    # one stands in the callee, one awaits a plain name (no call: nothing created), 2 wait on the queue (not work).
+    text = {("/srv/ingest.py", 41): "return await self.position(f, motion)",
+            ("/srv/ingest.py", 52): "row, label = await self.fix()",
+            ("/srv/ingest.py", 60): "x = await pending",
+            ("/srv/ingest.py", 46): "return (f[4] / 100.0, f[5])"}
+
+    def sample(line: int, state: ThreadState = ThreadState.PYTHON) -> tuple[ThreadSample, ThreadState]:
+        frame = Frame("Lane.decode", "/srv/ingest.py", line)
+        return (ThreadSample(thread_id=1, os_thread_id=11, name="ingest", active=True, owns_gil=True,
+                             frames=(frame,)), state)
+
+    rows = [sample(41), sample(41), sample(52), sample(46), sample(60), sample(46), sample(46), sample(46),
+            sample(52, ThreadState.QUEUE_PUT), sample(52, ThreadState.QUEUE_GET)]
+    (seen,) = line_mechanisms(rows, lambda filename, line: text.get((filename, line)))
+    assert abs(seen.share - 3 / 8) < 1e-9 and seen.where == "Lane.decode (ingest.py:41)"
+    assert seen.mechanism.arguments == ("set_coroutine_origin_tracking_depth",)
+    assert line_mechanisms(rows, lambda filename, line: None) == ()  # no source: nothing said
+    # Natively, the capture itself is the interpreter's compute_cr_origin.
+    origin = ("thread (501): ingest;thread_run (libpython3.11.so.1.0);decode (ingest.py:41);"
+              "_Py_MakeCoro (libpython3.11.so.1.0);compute_cr_origin (libpython3.11.so.1.0) {n}\n")
+    (native,) = native_mechanisms(parse_raw(origin.format(n=40) + COMPUTE.format(n=60)))
+    assert native.where == "compute_cr_origin" and "set_coroutine_origin_tracking_depth" in native.mechanism.arguments

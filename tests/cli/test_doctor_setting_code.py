@@ -147,6 +147,27 @@ def loader(q):
 """ + TRAINER
 
 
+# The loader is an event loop in its own thread whose coroutines await one another; its configuration file sets how
+# deep each coroutine records the stack it was created from (the loader holds the GIL the trainer waits for).
+CORO_ORIGIN = r"""
+import asyncio, json, sys
+cfg = json.load(open(sys.argv[2]))["diagnostics"]
+async def field(i, depth):
+    if depth:
+        return await field(i + 1, depth - 1)
+    return float(i % 7)
+async def record(i):
+    return [await field(i, 6) for _ in range(8)]
+async def batch():
+    return [await record(i) for i in range(64)]
+def loader(q):
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    sys.set_coroutine_origin_tracking_depth(int(cfg["coroutine_origin_depth"]))
+    while True:
+        q.put(torch.tensor(asyncio.get_event_loop().run_until_complete(batch())).reshape(-1, 64)[:32])
+""" + TRAINER
+
+
 def _doctor(tmp_path: Path, program: str, argv: list[str], env_extra: dict[str, str]) -> dict:
     script = tmp_path / "prog.py"
     script.write_text(program)
@@ -227,3 +248,20 @@ def test_a_child_that_walks_the_trainers_memory_is_named_with_the_cpu_it_takes(t
     claim = found[0]["claim"]
     assert "works on this process: it holds /proc/" in claim and "in the kernel" in claim, claim
     assert "clear_refs" in claim or "smaps_rollup" in claim, claim
+
+
+@pytest.mark.parametrize("depth", [64, 0])
+def test_coroutine_origin_tracking_is_named_where_the_loader_creates_coroutines(tmp_path: Path, depth: int) -> None:
+    # The depth comes from the configuration file on the command line: 64 records every coroutine's creating stack
+    # (the loader's time on its `await f(...)` lines); 0, the default, records nothing and is never a reading.
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"diagnostics": {"coroutine_origin_depth": depth}}))
+    report = _doctor(tmp_path, CORO_ORIGIN, ["--config", str(config)], {})
+    found = _found(report, "setting-slows-code")
+    if depth == 0:
+        assert not found, found
+        return
+    assert found and found[0]["severity"] == "warning", report["findings"]
+    claim = found[0]["claim"]
+    assert "sys.set_coroutine_origin_tracking_depth(64 (`coroutine_origin_depth` in run.json))" in claim, claim
+    assert "loader's time into coroutines created and awaited" in claim, claim

@@ -253,6 +253,9 @@ def open_store(cfg):
     slow.execute(f"PRAGMA synchronous = {cfg['sync']}")
     slow.execute("PRAGMA journal_mode = WAL")  # not in the catalogue: not recorded
     slow.execute("SELECT * FROM t WHERE k = 'PRAGMA foreign_keys = ON'")
+    sys.set_coroutine_origin_tracking_depth(int(cfg.coroutine_origin_depth))
+    np.setbufsize(256)
+    sys.setrecursionlimit(5000)  # not in the catalogue: not recorded
     return fast, slow, other, model_config, text
 '''
 
@@ -272,7 +275,11 @@ def test_the_catalogued_settings_a_file_passes_are_read_with_their_literal_or_co
         (9, "{...}", "regex_engine", "", "engine"),
         (10, "json.dumps", "indent", "2", ""),
         (12, "fast.execute", "PRAGMA foreign_keys", "ON", ""),  # SQL text: SQLite's 1 is ON
-        (13, "slow.execute", "PRAGMA synchronous", "", "sync")]
+        (13, "slow.execute", "PRAGMA synchronous", "", "sync"),
+        # A positional argument the catalogue names: the call's own, read as a keyword's value is.
+        (16, "sys.set_coroutine_origin_tracking_depth", "set_coroutine_origin_tracking_depth", "",
+         "coroutine_origin_depth"),
+        (17, "np.setbufsize", "setbufsize", "256", "")]
     assert "hunter2" not in repr(files)  # a key the catalogue does not name is never read out
 
 
@@ -283,7 +290,8 @@ def test_a_setting_read_from_a_configuration_key_gets_the_value_the_files_on_the
     app = tmp_path / "app"
     (app / "configs").mkdir(parents=True)
     (app / "configs" / "live.toml").write_text('[store]\nstatement_cache = 0\n[schema]\nengine = "python-re"\n'
-                                               '[db]\nforeign_keys = "on"\nsync = "FULL"\n[auth]\ntoken = "hunter2"\n')
+                                               '[db]\nforeign_keys = "on"\nsync = "FULL"\n[auth]\ntoken = "hunter2"\n'
+                                               '[diagnostics]\ncoroutine_origin_depth = 64\n')
     (app / "run.json").write_text('{"other": {"sync": "OFF"}}')
     (app / "store.py").write_text(KNOBS)
     proc_dir = tmp_path / "proc" / "4242"
@@ -300,7 +308,9 @@ def test_a_setting_read_from_a_configuration_key_gets_the_value_the_files_on_the
         ("regex_engine", "'python-re'", "engine", "live.toml"),
         ("indent", "2", "", ""),
         ("PRAGMA foreign_keys", "ON", "", ""),
-        ("PRAGMA synchronous", "", "sync", "")]  # FULL in one file, OFF in the other: not said
+        ("PRAGMA synchronous", "", "sync", ""),  # FULL in one file, OFF in the other: not said
+        ("set_coroutine_origin_tracking_depth", "64", "coroutine_origin_depth", "live.toml"),
+        ("setbufsize", "256", "", "")]
     assert "hunter2" not in repr(files)  # a key no setting reads is never read out
 
 

@@ -34,7 +34,14 @@ from dflash_contract.settings import PROXY_VARS, loopback_proxy
 from dflash_diag.analysis.findings._context import Context, pct, speed_threads
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.gil import native_gil_wait
-from dflash_diag.analysis.mechanisms import MIN_SHARE, NOT_WORK, Seen, native_mechanisms, python_mechanisms
+from dflash_diag.analysis.mechanisms import (
+    MIN_SHARE,
+    NOT_WORK,
+    Seen,
+    line_mechanisms,
+    native_mechanisms,
+    python_mechanisms,
+)
 from dflash_diag.analysis.native import thread_stacks
 from dflash_diag.analysis.sched import TIME_WAIT_S
 from dflash_diag.analysis.settings import non_default
@@ -93,7 +100,8 @@ def _code_of_settings(ctx: Context, readings: dict[str, SettingReading], weighed
     for thread, why in weighed:
         rows = ctx.stats_rows(thread)
         tids = {thread.os_thread_id} if thread.os_thread_id is not None else set()
-        seen = (*python_mechanisms(rows, shown=None), *native_mechanisms(thread_stacks(ctx.obs.native, tids), shown=None))
+        seen = (*python_mechanisms(rows, shown=None), *native_mechanisms(thread_stacks(ctx.obs.native, tids), shown=None),
+                *line_mechanisms(rows, ctx.obs.line_text))
         for s in seen:
             for name in (*s.mechanism.settings, *s.mechanism.arguments):
                 reading = readings.get(name)
@@ -125,6 +133,8 @@ def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
             where = f"{file.path.rsplit('/', 1)[-1]}:{use.line}"
             if use.name.startswith(SQL_PREFIX):  # SQL text: the statement as the program runs it
                 call = f'{use.call}("{use.name} = {value}")'
+            elif knob.position is not None:  # the call's own argument: sys.set_coroutine_origin_tracking_depth(64)
+                call = f"{use.call}({value})"
             else:
                 call = f"{use.name}={value}" if use.call == "{...}" else f"{use.call}({use.name}={value})"
             out[use.name] = SettingReading(area="code", name=use.name, value=value, default=knob.default,
