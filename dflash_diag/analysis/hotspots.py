@@ -12,13 +12,20 @@ sleep, another process). ``wait_spots`` ranks those samples the same way, so the
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
-from dflash_diag.model import Frame, ThreadSample, ThreadState
-from dflash_diag.model.evidence import installed_dir, is_framework_dir, is_library_file, library_relative
+from dflash_diag.model import Frame, NativeStack, ThreadSample, ThreadState
+from dflash_diag.model.evidence import (
+    SourceFile,
+    installed_dir,
+    is_framework_dir,
+    is_library_file,
+    library_relative,
+)
 from dflash_diag.model.sched import EnvRead, SettingReading
 
 NOT_WORK = frozenset({ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET, ThreadState.IDLE})
@@ -326,3 +333,68 @@ def changes_text(changes: Sequence[SettingReading], rows: Iterable[tuple[ThreadS
     said = [f"{c.name} is {c.value} at run time ({c.default} in {c.detail})" for c in changes
             if c.detail.rsplit("/", 1)[0] in dirs or (call is not None and c.detail == call[1])]
     return f"; there {', '.join(said[:3])}" if said else ""
+
+
+# A library is where the rows run when this share of their working samples has a frame of it (Python or native).
+PASSED_LIBRARY_SHARE = 0.1
+PASSED_SHOWN = 3
+_LIBRARY_STEM = re.compile(r"^(lib)?_*([A-Za-z][A-Za-z0-9_]*)")
+
+
+def native_library_top(filename: str) -> str:
+    """The module name a native library's file stands for: ``libsqlite3.so.0.8.6`` and ``_sqlite3.cpython-311-...so``
+    -> ``sqlite3``; ``tokenizers.abi3.so`` -> ``tokenizers``; "" for none."""
+    match = _LIBRARY_STEM.match(filename.rsplit("/", 1)[-1])
+    return match[2].lower() if match else ""
+
+
+def running_libraries(rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: Iterable[NativeStack]) -> set[str]:
+    """The top modules of the installed packages (Python frames) and native libraries (doctor's native look of the
+    rows' threads) that ``PASSED_LIBRARY_SHARE`` of the rows' samples are in, working or waiting inside the
+    library's call (a batch encoded by the library's own pool: the calling thread waits in it); a wait on the
+    program's queue is no library's."""
+    working = [t for t, state in rows if state not in (ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET)]
+    counts: Counter[str] = Counter()
+    for sample in working:
+        counts.update({d.split("/", 1)[0] for f in sample.frames if not f.native
+                       and (d := installed_dir(f.filename)) is not None and not is_framework_dir(d)})
+    found = {lib for lib, n in counts.items() if working and n >= PASSED_LIBRARY_SHARE * len(working)}
+    native = list(stacks)
+    total = sum(s.count for s in native)
+    counts = Counter()
+    for stack in native:
+        for lib in {native_library_top(f.filename) for f in stack.frames if f.native}:
+            counts[lib] += stack.count
+    found |= {lib for lib, n in counts.items() if lib and total and n >= PASSED_LIBRARY_SHARE * total}
+    return found - FRAMEWORK_LIBRARIES
+
+
+# torch's own libraries and the interpreter's: the framework and the language, whose settings the catalogues judge.
+FRAMEWORK_LIBRARIES = frozenset({"torch", "torch_cpu", "torch_python", "torch_cuda", "c10", "python3", "c", "pthread",
+                                 "stdc", "gomp", "iomp5", "mkl_rt", "openblas", "m", "ld"})
+
+
+def _runs_in(library: str, running: set[str]) -> bool:
+    """``library`` (an import's top module) is one of ``running``: by name, or a native library named after it
+    (``pydantic`` for ``pydantic_core``)."""
+    return library.lower() in running or (len(library) >= 4 and any(r.startswith(library.lower()) for r in running))
+
+
+def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, ThreadState]],
+                stacks: Iterable[NativeStack]) -> str:
+    """"; the program passes to tokenizers from its configuration: models.BPE(dropout=0.3 (`bpe_dropout` in
+    run.toml)) at subwords.py:21" for the arguments the program's files pass, from a configuration key the files on
+    its command line set, to a library the rows' working samples run in (``SourceFile.passed``), or "". A setting of
+    that library whose effect is not known here: said as what the process runs with, never as a cause."""
+    uses = [(f, u) for f in files for u in f.passed]
+    if not uses:
+        return ""
+    running = running_libraries(rows, stacks)
+    said: dict[str, list[str]] = {}
+    for file, use in uses:
+        if _runs_in(use.library, running):
+            said.setdefault(use.library, []).append(
+                f"{use.call}({use.name}={use.value} (`{use.key}` in {use.configured_in})) at "
+                f"{file.path.rsplit('/', 1)[-1]}:{use.line}")
+    return "".join(f"; the program passes to {lib} from its configuration: {', '.join(texts[:PASSED_SHOWN])}"
+                   for lib, texts in list(said.items())[:2])

@@ -154,6 +154,10 @@ class SourceFile:
     imported_by: str = ""
     # Where the file passes a setting of the catalogue (``dflash_contract.code_knobs``), as it reads on disk now.
     knobs: tuple[KnobUse, ...] = ()
+    # Keyword arguments the file passes to an imported library's callable from a configuration key that the
+    # configuration files on the process's command line set (``KnobUse.library``: the library's top module), outside
+    # the catalogue: a setting of the library whose effect nothing here knows, said where that library's code runs.
+    passed: tuple[KnobUse, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +174,9 @@ class KnobUse:
     # Where ``value`` came from the configuration file on the process's command line that sets ``key`` (its name):
     # "estuary_live.toml"; "" where the value is the code's literal or unknown.
     configured_in: str = ""
+    # The top module of the imported library whose callable takes it ("tokenizers" for ``models.BPE`` after ``from
+    # tokenizers import models``); "" where not known (a catalogued setting needs none).
+    library: str = ""
 
 
 @dataclass(frozen=True, slots=True)

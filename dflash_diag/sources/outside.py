@@ -60,6 +60,7 @@ class _Parsed:
     withs: tuple[_With, ...] = ()  # with-blocks over a plain name or attribute (a lock, a condition), by line
     loops: tuple[_Loop, ...] = ()  # for/while loops, by line
     knobs: tuple[KnobUse, ...] = ()  # the catalogued settings the file passes (``dflash_contract.code_knobs``)
+    passed: tuple[KnobUse, ...] = ()  # keyword arguments to an imported library's callable read from a config key
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +175,8 @@ class OutsideReader:
             path = self._resolve(filename)
             parsed, mtime, exists = self._files.get(path)
             files.append(SourceFile(path=filename, exists=exists, mtime_wall_s=mtime,
-                                    knobs=parsed.knobs if parsed is not None else ()))
+                                    knobs=parsed.knobs if parsed is not None else (),
+                                    passed=parsed.passed if parsed is not None else ()))
             if parsed is None:
                 continue  # unreadable or gone: no claim about its lines
             for line in sorted(lines):
@@ -202,24 +204,29 @@ class OutsideReader:
                     continue
                 by = filename.rsplit("/", 1)[-1] + (" inside a function" if module in late else "")
                 out.append(SourceFile(path=found, exists=True, mtime_wall_s=mtime, imported_by=by,
-                                      knobs=imported.knobs if imported is not None else ()))
+                                      knobs=imported.knobs if imported is not None else (),
+                                      passed=imported.passed if imported is not None else ()))
         return out
 
     def _configured(self, files: list[SourceFile]) -> list[SourceFile]:
         """The files with each setting read from a configuration key given the value the configuration files on
-        the process's command line set it to (``sources.configs``), where one is found."""
-        if not any((k.key and not k.value) or k.name == SQL_ANY for f in files for k in f.knobs):
+        the process's command line set it to (``sources.configs``), where one is found; the arguments passed to a
+        library from a configuration key are kept only where their value is found."""
+        if not any((k.key and not k.value) or k.name == SQL_ANY for f in files for k in f.knobs) and \
+                not any(f.passed for f in files):
             return files
         try:
             with open(self._proc / "cmdline", "rb") as fh:
                 argv = tuple(a.decode("utf-8", errors="replace") for a in fh.read(1 << 16).split(b"\0") if a)
             cwd = os.readlink(self._proc / "cwd")
         except OSError:
-            return files
+            return [replace(f, passed=()) for f in files]
         paths = config_paths(argv, cwd)
         if not paths:
-            return files
-        return [replace(f, knobs=tuple(u for k in f.knobs for u in self._configured_uses(k, paths))) for f in files]
+            return [replace(f, passed=()) for f in files]
+        return [replace(f, knobs=tuple(u for k in f.knobs for u in self._configured_uses(k, paths)),
+                        passed=tuple(u for k in f.passed if (u := self._configured_use(k, paths)).configured_in))
+                for f in files]
 
     def _configured_uses(self, use: KnobUse, paths: tuple[str, ...]) -> tuple[KnobUse, ...]:
         """The use with its configured value; a pragma statement whose name is computed, as each catalogued pragma
@@ -289,7 +296,7 @@ def _parse(path: str, source: str) -> _Parsed:
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree), late_imports=_late_imports(tree),
-                   withs=_lock_withs(tree), loops=_loops(tree), knobs=_knob_uses(tree))
+                   withs=_lock_withs(tree), loops=_loops(tree), knobs=_knob_uses(tree), passed=_passed_uses(tree))
 
 
 MAX_KNOB_USES = 32  # per file
@@ -323,6 +330,60 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
                     if knob is not None and not knob.calls:
                         out.append(_knob_use(key.lineno, "{...}", knob.name, value))
     return tuple(sorted(out, key=lambda k: k.line))
+
+
+MAX_PASSED_USES = 32  # per file
+# Argument and key names never read out of a configuration file, whatever their value: credentials.
+_SECRET_NAME = re.compile(r"(?i)pass|secret|token|auth|cred|cookie|salt|sign|private|api_?key|access_?key")
+
+
+def _library_aliases(tree: ast.AST) -> dict[str, str]:
+    """The names the file binds to imported modules and their members, each with its top module (``np`` ->
+    ``numpy``, ``models`` -> ``tokenizers`` for ``from tokenizers import models``); relative imports (the program's
+    own package) left out."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if alias.name != "*":
+                    out[alias.asname or alias.name] = node.module.split(".")[0]
+    return out
+
+
+def _passed_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
+    """The keyword arguments the file passes to an imported library's callable from a configuration key
+    (``models.BPE(dropout=cfg["bpe_dropout"])``): the name, the key and the library; outside the catalogue (its
+    settings are ``_knob_uses``'), and never a credential's name. Their values are looked up in the configuration
+    files later; a literal in the code is not read."""
+    aliases = _library_aliases(tree)
+    out: list[KnobUse] = []
+    for node in ast.walk(tree):
+        if len(out) >= MAX_PASSED_USES:
+            break
+        if not isinstance(node, ast.Call) or not node.keywords:
+            continue
+        call = _dotted(node.func, whole=True)
+        library = aliases.get(call.split(".", 1)[0]) if call else None
+        if library is None:
+            continue
+        for keyword in node.keywords:
+            name = keyword.arg or ""
+            if not name or name in KNOB_BY_NAME or _SECRET_NAME.search(name) or _module_member(keyword.value, aliases):
+                continue
+            use = _knob_use(node.lineno, call, name, keyword.value)
+            if use.key and not use.value and not _SECRET_NAME.search(use.key):
+                out.append(replace(use, library=library))
+    return tuple(sorted(out, key=lambda k: k.line))
+
+
+def _module_member(value: ast.AST, aliases: dict[str, str]) -> bool:
+    """``np.float32``, ``subprocess.PIPE``: a constant of an imported module, not a configuration's value."""
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id in aliases
 
 
 def _positional_use(node: ast.Call, call: str) -> KnobUse | None:

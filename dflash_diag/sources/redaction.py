@@ -140,9 +140,11 @@ class ProcessRedactor:
         )
 
     def source_file(self, file: SourceFile) -> SourceFile:
-        knobs = tuple(replace(k, call=self.text(k.call), value=self.text(k.value), key=self.text(k.key),
-                              configured_in=self.text(k.configured_in)) for k in file.knobs)
-        return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by), knobs=knobs)
+        knobs, passed = (tuple(replace(k, call=self.text(k.call), name=self.text(k.name), value=self.text(k.value),
+                                       key=self.text(k.key), configured_in=self.text(k.configured_in))
+                               for k in uses) for uses in (file.knobs, file.passed))
+        return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by), knobs=knobs,
+                       passed=passed)
 
 
 # --- one redactor per live process ---------------------------------------------------------------------------

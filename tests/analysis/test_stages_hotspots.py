@@ -320,3 +320,30 @@ def test_the_chain_a_real_fetch_thread_spends_in_is_said() -> None:
     place = library_place(rows)
     assert place.startswith("through Queue.get (multiprocessing/queues.py) > rebuild_storage_fd "
                             "(torch/multiprocessing/reductions.py) > DupFd.detach"), place
+
+
+def test_arguments_passed_from_the_configuration_are_said_where_their_library_runs() -> None:
+    from dflash_diag.analysis.hotspots import passed_text
+    from dflash_diag.model.evidence import KnobUse, SourceFile
+    from dflash_diag.sources.native_profile import parse_raw
+
+    bpe = KnobUse(line=21, call="models.BPE", name="dropout", value="0.3", key="bpe_dropout",
+                  configured_in="run.toml", library="tokenizers")
+    http = KnobUse(line=8, call="httpx.Limits", name="max_keepalive_connections", value="0", key="keepalive",
+                   configured_in="run.toml", library="httpx")
+    files = (SourceFile(path="/app/subwords.py", exists=True, mtime_wall_s=1.0, passed=(bpe, http)),)
+    encode = Frame("Feed.encode", "/app/feed.py", 30)
+    rows = [(ThreadSample(thread_id=1, os_thread_id=501, name="feed", active=True, owns_gil=False,
+                          frames=(encode,)), ThreadState.NATIVE)] * 10
+    # The feed thread's native time is in tokenizers' library: its argument is said, httpx's is not.
+    rust = parse_raw("thread (501): feed;thread_run (libpython3.11.so.1.0);encode (feed.py:30);"
+                     "merge_word (tokenizers.abi3.so) 40\n"
+                     "thread (501): feed;thread_run (libpython3.11.so.1.0);encode (feed.py:30);"
+                     "mkl_gemm (libtorch_cpu.so) 60\n")
+    assert passed_text(files, rows, rust) == ("; the program passes to tokenizers from its configuration: "
+                                              "models.BPE(dropout=0.3 (`bpe_dropout` in run.toml)) at subwords.py:21")
+    # An installed package's Python frames count the same way; time elsewhere says nothing.
+    pooled = Frame("HTTPConnectionPool._get_conn", f"{LIB}/site-packages/httpx/_pool.py", 80)
+    in_httpx = [(replace(rows[0][0], frames=(pooled, encode)), ThreadState.PYTHON)] * 10
+    assert "httpx.Limits(max_keepalive_connections=0" in passed_text(files, in_httpx, ())
+    assert passed_text(files, rows, ()) == ""

@@ -344,3 +344,58 @@ def test_pragmas_whose_names_the_program_computes_are_read_from_its_configuratio
     assert [(k.name, k.value, k.configured_in) for k in catalog.knobs] == [
         ("PRAGMA *", "", ""), ("PRAGMA foreign_keys", "OFF", "field.toml"),
         ("PRAGMA automatic_index", "OFF", "field.toml")]
+
+
+PASSED = '''import subprocess
+import numpy as np
+from tokenizers import models
+
+
+def build(cfg, opts):
+    bpe = models.BPE(dropout=cfg["bpe_dropout"], unk_token="[UNK]", cache_capacity=cfg["words"])
+    arr = np.zeros(8, dtype=np.float32)  # a module's constant: not a configuration's value
+    proc = subprocess.Popen(["x"], stdout=subprocess.PIPE, bufsize=int(opts.pipe_buffer))
+    client = connect(timeout=cfg["timeout"])  # not an imported library's callable
+    auth = models.Remote(api_key=cfg["api_key"], retries=cfg["secret_retries"])  # credentials: never read
+    lost = models.WordPiece(max_input_chars_per_word=cfg["unset_key"])  # no file sets it: not kept
+    return bpe, arr, proc, client, auth, lost
+'''
+
+
+def test_arguments_passed_to_a_library_from_a_configuration_key_are_read_with_the_files_values(
+        tmp_path: Path) -> None:
+    # Outside the catalogue: a keyword argument of an imported library's callable whose value a configuration key
+    # gives is kept with that value where the files on the command line set it; credentials' names, constants of a
+    # module, literals and the program's own callables are never read.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text('[tokenizer]\nbpe_dropout = 0.3\nwords = 0\n[io]\npipe_buffer = 4096\n'
+                                  'timeout = 5\n[auth]\napi_key = "hunter2"\nsecret_retries = 3\n')
+    (app / "feed.py").write_text(PASSED)
+    proc_dir = tmp_path / "proc" / "4244"
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0run.toml\0")
+    (proc_dir / "cwd").symlink_to(app)
+    reader = OutsideReader(4244, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    _, (feed,) = reader.code_facts([_sample(4244, [Frame("build", str(app / "feed.py"), 7)])])
+    assert [(k.line, k.call, k.name, k.value, k.key, k.configured_in, k.library) for k in feed.passed] == [
+        (7, "models.BPE", "dropout", "0.3", "bpe_dropout", "run.toml", "tokenizers"),
+        (9, "subprocess.Popen", "bufsize", "4096", "pipe_buffer", "run.toml", "subprocess")]
+    assert [(k.name, k.value) for k in feed.knobs] == [("cache_capacity", "0")]  # the catalogue's, as before
+    assert "hunter2" not in repr(feed) and "secret_retries" not in repr(feed)
+
+
+def test_a_passed_value_that_is_one_of_the_processs_secrets_is_redacted(tmp_path: Path) -> None:
+    # The same text as a secret of the process's environment or argv (a key named innocently in the profile).
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text('[tokenizer]\nbpe_dropout = "zq81Kx0pLm"\n')
+    (app / "feed.py").write_text(PASSED)
+    proc_dir = tmp_path / "proc" / "4245"
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0run.toml\0")
+    (proc_dir / "cwd").symlink_to(app)
+    reader = OutsideReader(4245, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset({"zq81Kx0pLm"})))
+    _, (feed,) = reader.code_facts([_sample(4245, [Frame("build", str(app / "feed.py"), 7)])])
+    (dropout,) = feed.passed
+    assert dropout.name == "dropout" and "zq81Kx0pLm" not in repr(feed)

@@ -16,7 +16,7 @@ from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_contract.settings import AREA_KERNEL, AREA_THREADS
-from dflash_diag.analysis.hotspots import changes_text, reads_text
+from dflash_diag.analysis.hotspots import changes_text, passed_text, reads_text
 from dflash_diag.analysis.libc import chain_ends, libc_chains, threads_libc_text
 from dflash_diag.analysis.mechanisms import SHOWN as MECHANISMS_SHOWN
 from dflash_diag.analysis.mechanisms import mechanisms_text, native_mechanisms, python_mechanisms
@@ -465,9 +465,12 @@ def known_mechanisms_text(ctx: Context, rows: Sequence[tuple[ThreadSample, Threa
 def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
     """The settings the code the rows run in reads: the environment variables its installed modules name
     (``Observation.env_reads``), the library constants the program changed (the settings probe), each said only
-    where that code runs, and a pool-size setting that holds the rows' native ops narrower than the idle CPUs
+    where that code runs, the arguments the program passes from its configuration to a library that code is in
+    (``passed_text``), and a pool-size setting that holds the rows' native ops narrower than the idle CPUs
     (``caps_text``); "" when none."""
-    return reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows) + caps_text(ctx, rows)
+    tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
+    return (reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows)
+            + passed_text(ctx.obs.files, rows, thread_stacks(ctx.obs.native, tids)) + caps_text(ctx, rows))
 
 
 # The rows' share in native code (torch's ops) from which a pool-size setting below the idle CPUs is said beside
