@@ -342,10 +342,22 @@ _LIBRARY_STEM = re.compile(r"^(lib)?_*([A-Za-z][A-Za-z0-9_]*)")
 
 
 def native_library_top(filename: str) -> str:
-    """The module name a native library's file stands for: ``libsqlite3.so.0.8.6`` and ``_sqlite3.cpython-311-...so``
-    -> ``sqlite3``; ``tokenizers.abi3.so`` -> ``tokenizers``; "" for none."""
+    """The module name a native library's file stands for: an installed package's extension by its package
+    (``numpy/_core/_multiarray_umath...so`` -> ``numpy``, as py-spy names it relative to site-packages); else by
+    the file's stem (``libsqlite3.so.0.8.6``, ``_sqlite3.cpython-311-...so`` -> ``sqlite3``); "" for none."""
+    if "/" in filename and not filename.startswith("/"):
+        return filename.split("/", 1)[0].lower()
     match = _LIBRARY_STEM.match(filename.rsplit("/", 1)[-1])
     return match[2].lower() if match else ""
+
+
+def _python_library_top(filename: str) -> str | None:
+    """The top module of a library's Python file (the standard library's or an installed package's: ``json``,
+    ``httpx``, ``queue``); None for the program's own files and torch's."""
+    rel = library_relative(filename)
+    if rel is None or rel.startswith("<") or is_framework_dir(rel):
+        return None
+    return rel.split("/", 1)[0].removesuffix(".py")
 
 
 def running_libraries(rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: Iterable[NativeStack]) -> set[str]:
@@ -356,8 +368,7 @@ def running_libraries(rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: 
     working = [t for t, state in rows if state not in (ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET)]
     counts: Counter[str] = Counter()
     for sample in working:
-        counts.update({d.split("/", 1)[0] for f in sample.frames if not f.native
-                       and (d := installed_dir(f.filename)) is not None and not is_framework_dir(d)})
+        counts.update({top for f in sample.frames if not f.native and (top := _python_library_top(f.filename))})
     found = {lib for lib, n in counts.items() if working and n >= PASSED_LIBRARY_SHARE * len(working)}
     native = list(stacks)
     total = sum(s.count for s in native)
@@ -393,8 +404,9 @@ def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, 
     said: dict[str, list[str]] = {}
     for file, use in uses:
         if _runs_in(use.library, running):
+            argument = f"{use.name}={use.value}" if use.name else use.value  # "": a positional argument
             said.setdefault(use.library, []).append(
-                f"{use.call}({use.name}={use.value} (`{use.key}` in {use.configured_in})) at "
+                f"{use.call}({argument} (`{use.key}` in {use.configured_in})) at "
                 f"{file.path.rsplit('/', 1)[-1]}:{use.line}")
     return "".join(f"; the program passes to {lib} from its configuration: {', '.join(texts[:PASSED_SHOWN])}"
                    for lib, texts in list(said.items())[:2])

@@ -332,7 +332,7 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
     return tuple(sorted(out, key=lambda k: k.line))
 
 
-MAX_PASSED_USES = 32  # per file
+MAX_PASSED_USES = 64  # per file
 # Argument and key names never read out of a configuration file, whatever their value: credentials.
 _SECRET_NAME = re.compile(r"(?i)pass|secret|token|auth|cred|cookie|salt|sign|private|api_?key|access_?key")
 
@@ -354,8 +354,9 @@ def _library_aliases(tree: ast.AST) -> dict[str, str]:
 
 
 def _passed_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
-    """The keyword arguments the file passes to an imported library's callable from a configuration key
-    (``models.BPE(dropout=cfg["bpe_dropout"])``): the name, the key and the library; outside the catalogue (its
+    """The arguments the file passes to an imported library's callable from a configuration key
+    (``models.BPE(dropout=cfg["bpe_dropout"])``, ``zlib.compressobj(cfg.level)``): the keyword ("" for a positional
+    argument), the key and the library; outside the catalogue (its
     settings are ``_knob_uses``'), and never a credential's name. Their values are looked up in the configuration
     files later; a literal in the code is not read."""
     aliases = _library_aliases(tree)
@@ -363,17 +364,18 @@ def _passed_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
     for node in ast.walk(tree):
         if len(out) >= MAX_PASSED_USES:
             break
-        if not isinstance(node, ast.Call) or not node.keywords:
+        if not isinstance(node, ast.Call) or not (node.args or node.keywords):
             continue
         call = _dotted(node.func, whole=True)
         library = aliases.get(call.split(".", 1)[0]) if call else None
         if library is None:
             continue
-        for keyword in node.keywords:
-            name = keyword.arg or ""
-            if not name or name in KNOB_BY_NAME or _SECRET_NAME.search(name) or _module_member(keyword.value, aliases):
+        arguments = [("", arg) for arg in node.args if not isinstance(arg, ast.Starred)]  # "": positional
+        arguments += [(k.arg, k.value) for k in node.keywords if k.arg]
+        for name, value in arguments:
+            if name in KNOB_BY_NAME or _SECRET_NAME.search(name) or _module_member(value, aliases):
                 continue
-            use = _knob_use(node.lineno, call, name, keyword.value)
+            use = _knob_use(node.lineno, call, name, value)
             if use.key and not use.value and not _SECRET_NAME.search(use.key):
                 out.append(replace(use, library=library))
     return tuple(sorted(out, key=lambda k: k.line))

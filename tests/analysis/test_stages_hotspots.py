@@ -347,3 +347,10 @@ def test_arguments_passed_from_the_configuration_are_said_where_their_library_ru
     in_httpx = [(replace(rows[0][0], frames=(pooled, encode)), ThreadState.PYTHON)] * 10
     assert "httpx.Limits(max_keepalive_connections=0" in passed_text(files, in_httpx, ())
     assert passed_text(files, rows, ()) == ""
+    # A positional argument, and the standard library's own files: `zlib.compressobj(9 ...)` where zlib runs.
+    level = KnobUse(line=5, call="zlib.compressobj", name="", value="9", key="level", configured_in="run.toml",
+                    library="zlib")
+    packed = (SourceFile(path="/app/pack.py", exists=True, mtime_wall_s=1.0, passed=(level,)),)
+    deflate = parse_raw("thread (501): feed;thread_run (libpython3.11.so.1.0);pack (pack.py:9);"
+                        "zlib_Compress_compress (zlib.cpython-311-x86_64-linux-gnu.so);deflate_slow (libz.so.1) 30\n")
+    assert passed_text(packed, rows, deflate).endswith("zlib.compressobj(9 (`level` in run.toml)) at pack.py:5")

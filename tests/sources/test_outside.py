@@ -358,7 +358,8 @@ def build(cfg, opts):
     client = connect(timeout=cfg["timeout"])  # not an imported library's callable
     auth = models.Remote(api_key=cfg["api_key"], retries=cfg["secret_retries"])  # credentials: never read
     lost = models.WordPiece(max_input_chars_per_word=cfg["unset_key"])  # no file sets it: not kept
-    return bpe, arr, proc, client, auth, lost
+    packer = subprocess.list2cmdline(opts.level)  # a positional argument: the call's own
+    return bpe, arr, proc, client, auth, lost, packer
 '''
 
 
@@ -370,7 +371,7 @@ def test_arguments_passed_to_a_library_from_a_configuration_key_are_read_with_th
     app = tmp_path / "app"
     app.mkdir()
     (app / "run.toml").write_text('[tokenizer]\nbpe_dropout = 0.3\nwords = 0\n[io]\npipe_buffer = 4096\n'
-                                  'timeout = 5\n[auth]\napi_key = "hunter2"\nsecret_retries = 3\n')
+                                  'timeout = 5\nlevel = 9\n[auth]\napi_key = "hunter2"\nsecret_retries = 3\n')
     (app / "feed.py").write_text(PASSED)
     proc_dir = tmp_path / "proc" / "4244"
     proc_dir.mkdir(parents=True)
@@ -380,7 +381,8 @@ def test_arguments_passed_to_a_library_from_a_configuration_key_are_read_with_th
     _, (feed,) = reader.code_facts([_sample(4244, [Frame("build", str(app / "feed.py"), 7)])])
     assert [(k.line, k.call, k.name, k.value, k.key, k.configured_in, k.library) for k in feed.passed] == [
         (7, "models.BPE", "dropout", "0.3", "bpe_dropout", "run.toml", "tokenizers"),
-        (9, "subprocess.Popen", "bufsize", "4096", "pipe_buffer", "run.toml", "subprocess")]
+        (9, "subprocess.Popen", "bufsize", "4096", "pipe_buffer", "run.toml", "subprocess"),
+        (13, "subprocess.list2cmdline", "", "9", "level", "run.toml", "subprocess")]
     assert [(k.name, k.value) for k in feed.knobs] == [("cache_capacity", "0")]  # the catalogue's, as before
     assert "hunter2" not in repr(feed) and "secret_retries" not in repr(feed)
 
