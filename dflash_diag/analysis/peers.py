@@ -18,7 +18,7 @@ from dflash_diag.analysis.settings import control_effect
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.analysis import Analysis
 from dflash_diag.model.common import is_na
-from dflash_diag.model.sched import OutsideWait, PeerProcess
+from dflash_diag.model.sched import OutsideWait, PeerProcess, TcpSender
 
 # A reading of the thread's wait within this long of a stack sample describes that sample (the readings come with
 # every /proc sweep, twice a second; the stacks up to 20 times).
@@ -141,12 +141,44 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
                 "skips")
     if wait.kind == "socket":
         text = f"a {wait.target} connection from {peers}"
+        limit = sender_limit_text(wait.sender)
         if wait.peer_waits_back:
             text += (", which waits reading the same connection: both ends wait for bytes in flight, not for each "
-                     "other's work (a small write held back by Nagle's algorithm, TCP_NODELAY off, until the other "
-                     "end's delayed acknowledgement, ~40 ms on Linux)")
-        return text
+                     "other's work")
+            if not limit:  # nothing the kernel accounts holds the bytes back: the commonest cause, as a candidate
+                text += (" (one known cause: a small write held back by Nagle's algorithm, TCP_NODELAY off, until "
+                         "the other end's delayed acknowledgement, ~40 ms on Linux)")
+        return text + limit
     return f"{wait.target} ({peers})"
+
+
+# The sender was held back by a window or a buffer this share of the time it had data to send.
+LIMITED_SHARE = 0.5
+
+
+def sender_limit_text(sender: TcpSender | None) -> str:
+    """"; its socket sends at most 37.5 MB/s (SO_MAX_PACING_RATE: the kernel paces every byte)" where the
+    connection's sending end has a pacing cap, or was held back by the receiver's window or its own send buffer
+    for most of the time it had data to send (tcp_info's own accounting); "" otherwise."""
+    if sender is None:
+        return ""
+    if sender.max_pacing_rate_bytes_s:
+        return (f"; the sending end's socket sends at most {_rate_text(sender.max_pacing_rate_bytes_s)} "
+                "(SO_MAX_PACING_RATE: the kernel paces every byte it sends to that rate)")
+    busy = sender.busy_ms or 0.0
+    if busy <= 0:
+        return ""
+    if (sender.rwnd_limited_ms or 0.0) >= LIMITED_SHARE * busy:
+        return (f"; the sending end was held back by this end's receive window "
+                f"{100.0 * (sender.rwnd_limited_ms or 0.0) / busy:.0f}% of the time it had data to send (this socket's receive buffer: SO_RCVBUF, net.ipv4.tcp_rmem)")
+    if (sender.sndbuf_limited_ms or 0.0) >= LIMITED_SHARE * busy:
+        return (f"; the sending end was held back by its own send buffer "
+                f"{100.0 * (sender.sndbuf_limited_ms or 0.0) / busy:.0f}% of the time it had data to send (SO_SNDBUF, net.ipv4.tcp_wmem)")
+    return ""
+
+
+def _rate_text(bytes_s: int) -> str:
+    return f"{bytes_s / 1e6:.1f} MB/s ({bytes_s * 8 / 1e6:.0f} Mbit/s)"
 
 
 # A peer on a CPU this much of the time between two reads computes flat out.

@@ -295,6 +295,19 @@ class PeerProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class TcpSender:
+    """The sending end of a TCP connection as the kernel accounts it (``struct tcp_info``): its pacing cap, and how
+    long since it started sending it had data to send and was held back by the receiver's window or its own send
+    buffer. None where the kernel does not keep the field."""
+
+    max_pacing_rate_bytes_s: int | None  # SO_MAX_PACING_RATE; None: no cap
+    pacing_rate_bytes_s: int | None
+    busy_ms: float | None
+    rwnd_limited_ms: float | None
+    sndbuf_limited_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class OutsideWait:
     """A thread of the process blocked on something another process holds: a file lock or a pipe/socket whose
     other end is another process."""
@@ -312,6 +325,8 @@ class OutsideWait:
     peer_waits_back: bool = False
     # A pipe's capacity (F_GETPIPE_SZ): how far its writer can get ahead of its reader. None: not read.
     pipe_capacity_bytes: int | None = None
+    # A TCP connection's sending end (the peer's socket) as the kernel accounts it (tcp_info); None: not read.
+    sender: TcpSender | None = None
 
 
 # --- the summary of a window (analysis.sched) --------------------------------------------------------------------

@@ -37,7 +37,15 @@ from dflash_contract.redact import redact_argv, scrub_text, secret_values
 from dflash_contract.settings import ENV_BY_NAME, known_env
 from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
-from dflash_diag.model.sched import CgroupCpu, IoRates, OutsideWait, PeerProcess, ProcessIo, io_rates_between
+from dflash_diag.model.sched import (
+    CgroupCpu,
+    IoRates,
+    OutsideWait,
+    PeerProcess,
+    ProcessIo,
+    TcpSender,
+    io_rates_between,
+)
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import ProcParseError, all_children, fd_links, parse_schedstat
 from dflash_diag.sources.sched import (
@@ -57,7 +65,7 @@ from dflash_diag.sources.sched import (
     tcp_addr_text,
     without_own_tracers,
 )
-from dflash_diag.sources.sock_diag import unix_peer_inode
+from dflash_diag.sources.sock_diag import same_network_namespace, tcp_info, unix_peer_inode
 
 PROC = Path("/proc")
 MAX_LOCKS_BYTES = 1 << 20
@@ -409,7 +417,23 @@ class PeerReader:
         back = any(self._reads_socket(p, f"socket:[{peer_inode}]") for p in peers[:4])
         return OutsideWait(tid=tid, kind="socket", target=f"TCP {tcp_addr_text(remote)}", syscall=call,
                            peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now,
-                           peer_waits_back=back)
+                           peer_waits_back=back, sender=self._sender(remote, local))
+
+    def _sender(self, local: str, remote: str) -> TcpSender | None:
+        """The peer's socket (ends ``local``, ``remote`` as it sees them) as the kernel accounts its sending: one
+        exact request to the socket diagnostics, in the process's own network namespace only."""
+        if self.proc_root != Path("/proc") or not same_network_namespace(self.pid):
+            return None
+        info = tcp_info(local, remote)
+        if info is None:
+            return None
+
+        def ms(us: int | None) -> float | None:
+            return us / 1e3 if us is not None else None
+
+        return TcpSender(max_pacing_rate_bytes_s=info.max_pacing_rate_bytes_s,
+                         pacing_rate_bytes_s=info.pacing_rate_bytes_s, busy_ms=ms(info.busy_us),
+                         rwnd_limited_ms=ms(info.rwnd_limited_us), sndbuf_limited_ms=ms(info.sndbuf_limited_us))
 
     def _unix_wait(self, tid: int, call: str, inode: int, now: float) -> OutsideWait | None:
         """A thread blocked reading a unix socket whose other end another process holds (a multiprocessing

@@ -203,3 +203,111 @@ def _tcp_entry(fields: tuple, family: int) -> TcpEntry:
 
     return TcpEntry(state=fields[1], local=addr(fields[4], fields[6]), remote=addr(fields[5], fields[7]),
                     retransmits=fields[3], rqueue=fields[11], wqueue=fields[12], inode=str(fields[14]))
+
+
+# The sender's limits on one TCP connection, from the kernel's own accounting (``struct tcp_info``, what ``ss -ti``
+# prints): where a connection is slow because of a setting of its socket, not of either program's work.
+INET_DIAG_INFO = 2
+_NO_PACING_LIMIT = (1 << 64) - 1  # SO_MAX_PACING_RATE unset (the kernel's ~0UL)
+_MAX_PACING_UNSET_32 = (1 << 32) - 1  # a 32-bit value of ~0U, as old setsockopt callers leave it
+# Offsets in struct tcp_info (linux/tcp.h, stable since each field was appended): 8 bytes of u8 fields, then u32s.
+_TCPI_RTT = 68
+_TCPI_SND_CWND = 80
+_TCPI_PACING_RATE = 104
+_TCPI_MAX_PACING_RATE = 112
+_TCPI_NOTSENT_BYTES = 144
+_TCPI_DELIVERY_RATE = 160
+_TCPI_BUSY_TIME = 168
+_TCPI_RWND_LIMITED = 176
+_TCPI_SNDBUF_LIMITED = 184
+
+
+@dataclass(frozen=True, slots=True)
+class TcpInfo:
+    """One TCP socket's sending side as the kernel accounts it. Rates in bytes a second; times in microseconds since
+    the connection started sending; None where the kernel's tcp_info is too old to have the field."""
+
+    rtt_us: int
+    snd_cwnd: int
+    pacing_rate_bytes_s: int | None
+    max_pacing_rate_bytes_s: int | None  # None: no cap (SO_MAX_PACING_RATE unset)
+    notsent_bytes: int | None
+    delivery_rate_bytes_s: int | None
+    busy_us: int | None  # time with data to send
+    rwnd_limited_us: int | None  # ... held back by the receiver's window (its receive buffer)
+    sndbuf_limited_us: int | None  # ... held back by its own send buffer
+
+
+def parse_tcp_info(raw: bytes) -> TcpInfo | None:
+    """The fields of a ``struct tcp_info`` the kernel sent (as long as its version has them); None when it is too
+    short to hold even the round-trip time and window."""
+    if len(raw) < _TCPI_SND_CWND + 4:
+        return None
+
+    def u64(offset: int) -> int | None:
+        return struct.unpack_from("=Q", raw, offset)[0] if len(raw) >= offset + 8 else None
+
+    def u32(offset: int) -> int | None:
+        return struct.unpack_from("=I", raw, offset)[0] if len(raw) >= offset + 4 else None
+
+    cap = u64(_TCPI_MAX_PACING_RATE)
+    return TcpInfo(rtt_us=struct.unpack_from("=I", raw, _TCPI_RTT)[0],
+                   snd_cwnd=struct.unpack_from("=I", raw, _TCPI_SND_CWND)[0],
+                   pacing_rate_bytes_s=u64(_TCPI_PACING_RATE),
+                   max_pacing_rate_bytes_s=None if cap in (None, _NO_PACING_LIMIT, _MAX_PACING_UNSET_32) else cap,
+                   notsent_bytes=u32(_TCPI_NOTSENT_BYTES), delivery_rate_bytes_s=u64(_TCPI_DELIVERY_RATE),
+                   busy_us=u64(_TCPI_BUSY_TIME), rwnd_limited_us=u64(_TCPI_RWND_LIMITED),
+                   sndbuf_limited_us=u64(_TCPI_SNDBUF_LIMITED))
+
+
+def _sockid(local: str, remote: str) -> bytes | None:
+    """The diagnostics' socket id for a connection given as ``/proc/net/tcp`` spells its ends (``0100007F:8923``):
+    ports in network order, addresses as the kernel's words, any interface, no cookie."""
+    try:
+        (laddr, lport), (raddr, rport) = (end.split(":") for end in (local, remote))
+        words = [int(laddr[i:i + 8], 16) for i in range(0, len(laddr), 8)]
+        rwords = [int(raddr[i:i + 8], 16) for i in range(0, len(raddr), 8)]
+        if len(words) not in (1, 4) or len(rwords) != len(words):
+            return None
+        src = struct.pack(f"={len(words)}I", *words).ljust(16, b"\0")
+        dst = struct.pack(f"={len(rwords)}I", *rwords).ljust(16, b"\0")
+        return struct.pack(">HH", int(lport, 16), int(rport, 16)) + src + dst + struct.pack("=III", 0, _NO_COOKIE,
+                                                                                          _NO_COOKIE)
+    except ValueError:
+        return None
+
+
+def tcp_info(local: str, remote: str) -> TcpInfo | None:
+    """The kernel's tcp_info of the one established socket whose ends are ``local`` and ``remote`` (as
+    ``/proc/net/tcp`` spells them), asked for exactly (no dump of the namespace); None where none or not Linux."""
+    sockid = _sockid(local, remote)
+    if sockid is None or not hasattr(socket, "AF_NETLINK"):
+        return None
+    family = socket.AF_INET if len(local.split(":")[0]) == 8 else socket.AF_INET6
+    body = _INET_DIAG_REQ.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, 1 << TCP_ESTABLISHED, sockid)
+    head = _NLMSG_HDR.pack(_NLMSG_HDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, 1, 0)
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
+            nl.settimeout(TIMEOUT_S)
+            nl.send(head + body)
+            return parse_info_reply(nl.recv(REPLY_BYTES))
+    except OSError:
+        return None
+
+
+def parse_info_reply(reply: bytes) -> TcpInfo | None:
+    """The tcp_info attribute of a one-socket diagnostics reply; None for an error or a reply without one."""
+    if len(reply) < _NLMSG_HDR.size + _INET_DIAG_MSG.size:
+        return None
+    length, kind, _, _, _ = _NLMSG_HDR.unpack_from(reply, 0)
+    if kind != SOCK_DIAG_BY_FAMILY or length > len(reply):
+        return None
+    offset = _NLMSG_HDR.size + _INET_DIAG_MSG.size
+    while offset + _RTATTR.size <= length:
+        attr_len, attr_type = _RTATTR.unpack_from(reply, offset)
+        if attr_len < _RTATTR.size or offset + attr_len > length:
+            return None
+        if attr_type == INET_DIAG_INFO:
+            return parse_tcp_info(reply[offset + _RTATTR.size:offset + attr_len])
+        offset += (attr_len + 3) & ~3
+    return None

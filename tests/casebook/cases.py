@@ -72,7 +72,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                                     "settings21_drumlin", "settings21_tarn", "settings21_curlew",
                                                     "settings21_yarrow", "settings22_alder", "settings22_puffin",
                                                     "settings22_lagoon", "settings22_scree", "settings23_caldera",
-                                                    "settings23_wren", "settings23_avocet", "settings23_ibis")
+                                                    "settings23_wren", "settings23_avocet", "settings23_ibis",
+                                                    "settings24_mesa")
                                    for m in ("outside", "probes", "attach")),
                                  *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach")),
                                  ("settings2_metrics", "attach"), ("settings2_vision", "probes"),
@@ -3957,8 +3958,7 @@ CASES: tuple[Case, ...] = (
         r"server|uplink|kernel).{0,60}\bpac(ed|ing)\b|(rate|bandwidth)[- ]?(limit|cap|throttl)\w*.{0,60}"
         r"(socket|TCP|connection|stream|tile|server|uplink|loopback)|(socket|TCP|connection|stream|tile "
         r"server|uplink|loopback).{0,60}(rate|bandwidth)[- ]?(limit|cap|throttl)\w*|\[uplink\] max_pacing",
-        r"step \d+ loss", batch="settings batch 24",
-        missed={"outside": "`pipeline-bottleneck-target` because `process-wait`: the tile loader blocked reading its child's loopback connection, both ends waiting for bytes in flight, said as Nagle's algorithm and delayed ACKs; SO_MAX_PACING_RATE (kernel pacing) not named", "probes": "`pipeline-bottleneck-target` because `process-wait`: the tile loader blocked reading its child's loopback connection, both ends waiting for bytes in flight, said as Nagle's algorithm and delayed ACKs; SO_MAX_PACING_RATE (kernel pacing) not named", "attach": "`pipeline-bottleneck-target` because `process-wait`: the tile loader blocked reading its child's loopback connection, both ends waiting for bytes in flight, said as Nagle's algorithm and delayed ACKs; SO_MAX_PACING_RATE (kernel pacing) not named"}),
+        r"step \d+ loss", batch="settings batch 24"),
     *_settings_pair(
         "settings24_dunlin", "settings24_dunlin", ("train.py", "--config", "configs/app_upload.toml"),
         ("train.py", "--config", "configs/estuary_counts.toml"),

@@ -411,6 +411,47 @@ def test_a_tcp_connection_whose_other_end_is_a_process_here_that_waits_too() -> 
     assert "which waits reading the same connection: both ends wait for bytes in flight" in describe(wait)
 
 
+# A server whose socket is capped at 1 MB/s (SO_MAX_PACING_RATE, 47 on Linux) streams to a client that reads it all.
+_PACED_SERVER = """
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+conn.setsockopt(socket.SOL_SOCKET, 47, 1_000_000)
+while True:
+    conn.sendall(bytes(1 << 20))
+"""
+_READER = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+while c.recv(1 << 16):
+    pass
+"""
+
+
+def test_a_tcp_connections_sending_end_capped_by_its_pacing_rate_is_said_with_the_cap() -> None:
+    # The kernel's own accounting of the server's socket (tcp_info over the socket diagnostics): its pacing cap is
+    # the cause of the reader's wait, which no stack and no /proc file shows.
+    server = subprocess.Popen([sys.executable, "-c", _PACED_SERVER], stdout=subprocess.PIPE, text=True)
+    client = None
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+        client = subprocess.Popen([sys.executable, "-c", _READER, port])
+        threads = _wait_blocked(client.pid)
+        waits = peers.PeerReader(client.pid, dumper=lambda pid: None).read(threads)
+    finally:
+        for p in (client, server):
+            if p is not None:
+                p.kill()
+                p.wait()
+    (wait,) = waits
+    assert wait.sender is not None and wait.sender.max_pacing_rate_bytes_s == 1_000_000, wait.sender
+    from dflash_diag.analysis.peers import describe
+    assert describe(wait).endswith("; the sending end's socket sends at most 1.0 MB/s (8 Mbit/s) (SO_MAX_PACING_RATE: "
+                                   "the kernel paces every byte it sends to that rate)"), describe(wait)
+
+
 def test_a_peers_command_line_hides_a_secret_it_repeats_under_a_harmless_option() -> None:
     # The rank a launcher waits on was started with `--api-token T --mirror T`: the option's redaction hides the
     # first, the value known to be secret hides the second (it reached a bundle's trace.json through a finding).
@@ -772,3 +813,36 @@ def test_a_peers_cpu_time_limit_is_said_where_it_will_be_reached(limit: str) -> 
         assert len(limits) == 1 and limits[0].startswith("of 2 s (hard 3 s), 0."), wait.peers[0].controls
     else:
         assert limits == [], wait.peers[0].controls
+
+
+def test_the_kernels_tcp_accounting_is_parsed_and_said_only_where_it_held_the_sender_back() -> None:
+    import struct
+
+    from dflash_diag.analysis.peers import sender_limit_text
+    from dflash_diag.model.sched import TcpSender
+    from dflash_diag.sources.sock_diag import parse_info_reply, parse_tcp_info
+
+    info = bytearray(192)
+    struct.pack_into("=I", info, 68, 120)  # rtt 120 us
+    struct.pack_into("=Q", info, 112, (1 << 64) - 1)  # no pacing cap
+    struct.pack_into("=QQQ", info, 168, 1_000_000, 800_000, 0)  # busy 1 s, 0.8 s of it the receiver's window
+    parsed = parse_tcp_info(bytes(info))
+    assert parsed is not None and parsed.rtt_us == 120 and parsed.max_pacing_rate_bytes_s is None
+    assert parsed.rwnd_limited_us == 800_000 and parse_tcp_info(bytes(40)) is None
+    # An older kernel's shorter struct: the fields it lacks are None, not read past its end.
+    old = parse_tcp_info(bytes(info[:104]))
+    assert old is not None and old.pacing_rate_bytes_s is None and old.busy_us is None
+    # A reply: netlink header, the socket's message, then the INET_DIAG_INFO attribute; an error reply is None.
+    body = bytes(72) + struct.pack("=HH", 4 + len(info), 2) + bytes(info)
+    reply = struct.pack("=IHHII", 16 + len(body), 20, 0, 1, 0) + body
+    assert parse_info_reply(reply) == parsed
+    assert parse_info_reply(struct.pack("=IHHII", 36, 2, 0, 1, 0) + bytes(20)) is None
+
+    def sender(cap: int | None, busy: float, rwnd: float, sndbuf: float) -> TcpSender:
+        return TcpSender(max_pacing_rate_bytes_s=cap, pacing_rate_bytes_s=None, busy_ms=busy, rwnd_limited_ms=rwnd,
+                         sndbuf_limited_ms=sndbuf)
+
+    assert "receive window 80% of the time it had data to send" in sender_limit_text(sender(None, 1000, 800, 0))
+    assert "its own send buffer 60%" in sender_limit_text(sender(None, 1000, 100, 600))
+    assert sender_limit_text(sender(None, 1000, 300, 300)) == ""  # held back less than half the time: not said
+    assert sender_limit_text(sender(None, 0, 0, 0)) == sender_limit_text(None) == ""
