@@ -62,6 +62,8 @@ class EnvVar:
 _V = EnvVar
 # The variables that name an HTTP proxy (lower case first: urllib and curl prefer it).
 PROXY_VARS = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+# The variables that name the certificate authorities' bundle: OpenSSL's (Python's ssl), requests', curl's.
+CA_BUNDLE_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 ENV_VARS: tuple[EnvVar, ...] = (
     # --- thread pools (OpenMP, MKL, BLAS, tokenizers) ---
@@ -205,6 +207,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
        "long a host name lookup may wait and retry", "timeout 5 s, 2 attempts"),
     _V("LOCALDOMAIN", AREA_NETWORK, "the resolver's search domains: a short name is tried in each first", "the "
        "search line of /etc/resolv.conf"),
+    # --- the certificate authorities TLS clients trust: the bundle every new SSL context reads and parses ---
+    *(_V(name, AREA_NETWORK, "the CA bundle (or directory) a TLS client reads to verify servers: every new SSL "
+         "context parses all of it", "the system's bundle") for name in CA_BUNDLE_VARS),
     _V("TQDM_MININTERVAL", AREA_DEBUG, "the least time between a tqdm bar's redraws", "0.1 s"),
     _V("TQDM_MINITERS", AREA_DEBUG, "the least iterations between a tqdm bar's redraws", "adapts to the rate"),
     # --- the C library's locale: how programs compare, sort and case-fold text ---

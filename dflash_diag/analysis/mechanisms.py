@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from dflash_contract.settings import CA_BUNDLE_VARS
 from dflash_diag.analysis.native import is_waiting, library_name
 from dflash_diag.model import NativeStack, ThreadSample, ThreadState
 from dflash_diag.model.evidence import library_relative
@@ -45,12 +46,15 @@ class Mechanism:
     # The settings a program passes in its own code that decide it (``dflash_contract.code_knobs``: a keyword
     # argument such as sqlite3.connect's ``cached_statements``).
     arguments: tuple[str, ...] = ()
+    # What to do where a setting puts the time here, when setting it back to its default is not the answer (the
+    # default costs the same); "" for the usual advice.
+    remedy: str = ""
 
 
 def _m(frames: str, text: str, library: str = "", settings: tuple[str, ...] = (),
-       arguments: tuple[str, ...] = ()) -> Mechanism:
+       arguments: tuple[str, ...] = (), remedy: str = "") -> Mechanism:
     """A catalogue entry: ``frames`` and ``library`` as patterns (``library`` only for native frames)."""
-    return Mechanism(re.compile(frames), text, re.compile(library) if library else None, settings, arguments)
+    return Mechanism(re.compile(frames), text, re.compile(library) if library else None, settings, arguments, remedy)
 
 
 NATIVE: tuple[Mechanism, ...] = (
@@ -161,7 +165,10 @@ NATIVE: tuple[Mechanism, ...] = (
     _m(r"^(X509_STORE_load_\w+|X509_load_cert_crl_file\w*|X509_load_cert_file\w*|PEM_X509_INFO_read_bio\w*|"
        r"X509_STORE_add_cert|by_file_ctrl\w*|SSL_CTX_load_verify_\w+)$",
        "a CA bundle read and parsed for every new SSL context (a context made per request: ssl.create_default_context, "
-       "requests or urllib without a shared session; SSL_CERT_FILE, REQUESTS_CA_BUNDLE name the bundle)"),
+       "requests or urllib without a shared session; SSL_CERT_FILE, REQUESTS_CA_BUNDLE name the bundle)",
+       settings=CA_BUNDLE_VARS,
+       remedy="Make one SSL context (one requests or httpx session) and reuse it for every request: the bundle is "
+              "then parsed once; or name a bundle that holds only the authorities the program needs"),
     _m(r"^(getaddrinfo|gaih_inet\w*|__res_context_\w+|__libc_res_n\w+|send_dg|_nss_files_gethostbyname\w*|"
        r"_nss_dns_gethostbyname\w*|__nss_lookup\w*)$",
        "host names resolved for every connection (getaddrinfo: /etc/hosts, nsswitch.conf, DNS; RES_OPTIONS and "

@@ -3,6 +3,7 @@ raw format, as doctor's native look records them; the Python rows are samples as
 
 from __future__ import annotations
 
+from dflash_contract.settings import ENV_BY_NAME
 from dflash_diag.analysis.mechanisms import (
     MIN_SHARE,
     line_mechanisms,
@@ -108,6 +109,13 @@ def test_per_request_connections_and_pure_python_parsers_are_known_mechanisms() 
               "__res_context_send (libc.so.6) {n}\n")
     (native,) = native_mechanisms(parse_raw(lookup.format(n=40) + COMPUTE.format(n=60)))
     assert native.where == "getaddrinfo" and native.mechanism.settings == ("RES_OPTIONS", "LOCALDOMAIN")
+    # A CA bundle parsed per new SSL context: decided by the variables that name the bundle, and not undone by
+    # setting them back (the system's bundle costs as much): its remedy is the context's reuse.
+    bundle = ("thread (602): fetcher;fetch (loader.py:20);_ssl__SSLContext_load_verify_locations (_ssl.c.h);"
+              "X509_load_cert_crl_file_ex (libcrypto.so.3);PEM_X509_INFO_read_bio_ex (libcrypto.so.3) {n}\n")
+    (ca,) = native_mechanisms(parse_raw(bundle.format(n=70) + COMPUTE.format(n=30)))
+    assert ca.where == "X509_load_cert_crl_file_ex" and "SSL_CERT_FILE" in ca.mechanism.settings
+    assert all(name in ENV_BY_NAME for name in ca.mechanism.settings) and "reuse it" in ca.mechanism.remedy
 
 
 def test_statement_compiles_regex_engines_and_collective_checks_are_known_with_what_decides_them() -> None:

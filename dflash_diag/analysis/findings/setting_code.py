@@ -27,7 +27,7 @@ nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dflash_contract.code_knobs import KNOB_BY_NAME, SQL_PREFIX
 from dflash_contract.settings import PROXY_VARS, loopback_proxy
@@ -68,6 +68,9 @@ class _Hit:
     seen: Seen
     thread: str
     why: str  # "" for a thread whose speed is the program's; else how it slows one
+    # The other settings set away from their defaults that decide the same mechanism (the CA bundle's several
+    # variables): one finding names them all.
+    also: tuple[SettingReading, ...] = ()
 
 
 # A setting that turns a compiler off: (the compiler, the decorators that ask it to compile a function).
@@ -108,7 +111,14 @@ def _code_of_settings(ctx: Context, readings: dict[str, SettingReading], weighed
                 best = hits.get(name)
                 if reading is not None and (best is None or s.share > best.seen.share):
                     hits[name] = _Hit(reading, s, thread.name, why)
-    for hit in sorted(hits.values(), key=lambda h: -h.seen.share):
+    by_mechanism: dict[str, _Hit] = {}
+    for hit in sorted(hits.values(), key=lambda h: -h.seen.share):  # one finding a mechanism, its best hit
+        first = by_mechanism.get(hit.seen.mechanism.text)
+        if first is None:
+            by_mechanism[hit.seen.mechanism.text] = hit
+        else:
+            by_mechanism[hit.seen.mechanism.text] = replace(first, also=(*first.also, hit.reading))
+    for hit in by_mechanism.values():
         yield _finding(hit)
 
 
@@ -192,16 +202,22 @@ def _finding(hit: _Hit) -> Finding:
     severity = Severity.WARNING if seen.share >= WARNING_SHARE else Severity.INFO
     in_code = r.source == CODE_SOURCE
     setting = f"{r.detail} (default {r.default})" if in_code else f"{r.text()} ({r.source})"
+    verb = "puts"
+    if hit.also:  # several settings decide the code: each is named, none is singled out
+        setting += "".join(f", {a.detail} (default {a.default})" if a.source == CODE_SOURCE
+                           else f", {a.text()} ({a.source})" for a in hit.also)
+        verb = "put"
     return Finding(
         rule_id="setting-slows-code", severity=severity,
-        claim=f"{setting} puts {hit.thread}'s time into {seen.mechanism.text}: "
+        claim=f"{setting} {verb} {hit.thread}'s time into {seen.mechanism.text}: "
               f"{pct(seen.share)} of its working samples run there (`{seen.where}`){hit.why}",
         evidence=((r.detail if in_code else r.text(), f"{r.source}; default {r.default}: {r.effect}"),
                   ("time in that code", f"{pct(seen.share)} of {hit.thread}'s working samples, most in "
                                         f"`{seen.where}`")),
-        remedy=(f"Pass {r.name} at its default ({r.default}), or leave it out, where this code runs per item"
-                if in_code else f"Set {r.name} back to its default ({r.default}) for training runs, or keep it only "
-                "where it is needed (one call, one process)") + ".",
+        remedy=seen.mechanism.remedy + "." if seen.mechanism.remedy else (
+            f"Pass {r.name} at its default ({r.default}), or leave it out, where this code runs per item"
+            if in_code else f"Set {r.name} back to its default ({r.default}) for training runs, or keep it only "
+            "where it is needed (one call, one process)") + ".",
         impact=seen.share if severity >= Severity.WARNING else 0.0)
 
 
