@@ -59,6 +59,10 @@ CODE_KNOBS: tuple[CodeKnob, ...] = (
              "its characters, pair by pair (0: no cache, every word every time)"),
     CodeKnob("use_fast", "True", ("from_pretrained",),
              "transformers' tokenizers run in Python where use_fast=False, not in the Rust tokenizers library"),
+    CodeKnob("optimize", "False", ("einsum",),
+             "np.einsum plans the contraction and hands its pairwise products to BLAS (tensordot) where optimize is "
+             "True, 'greedy' or 'optimal'; False, its default, evaluates every contraction in NumPy's own nested "
+             "loops"),
     # Settings passed as a call's positional argument: per thread or per process, set once, paid on every use.
     CodeKnob("set_coroutine_origin_tracking_depth", "0", ("set_coroutine_origin_tracking_depth",),
              "every coroutine the calling thread creates records the stack it was created from, this many frames "

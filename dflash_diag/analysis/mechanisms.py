@@ -90,6 +90,10 @@ NATIVE: tuple[Mechanism, ...] = (
     _m(r"^(PyUFunc_handlefperr|_error_handler|PyUFunc_GiveFloatingpointErrors)$",
        "NumPy handles a floating-point error on every ufunc call (np.seterr or np.errstate with 'warn', 'call', "
        "'log' or 'raise' while the data overflows, divides by zero or makes NaNs)"),
+    _m(r"^(PyArray_EinsteinSum|\w+_sum_of_products_\w+)$",
+       "NumPy's own einsum loops (c_einsum: each contraction evaluated as nested sums of products, not through BLAS; "
+       "np.einsum runs them unless its optimize argument is on, and optimize=False is its default)",
+       library=r"multiarray", arguments=("optimize",)),
     _m(r"^(mpd_q\w+|_mpd_\w+|fnt_\w+|std_fnt|six_step_fnt|four_step_fnt)$",
        "decimal arithmetic, whose cost grows with the context's precision (decimal.getcontext().prec, "
        "decimal.DefaultContext)"),

@@ -87,11 +87,11 @@ def _values(tree: Mapping[str, Any], key: str, depth: int = 0) -> Iterator[Any]:
 
 
 def shown_value(value: Any) -> str:
-    """The value as Python writes it (``0``, ``'python-re'``, ``True``, JSON's null as ``None``); "" for anything not
-    a short literal."""
+    """The value as Python writes it (``0``, ``'python-re'``, ``''``, ``True``, JSON's null as ``None``); "" for
+    anything not a short literal."""
     if value is None or isinstance(value, bool | int | float):
         text = repr(value)
-    elif isinstance(value, str) and _SHOWN.match(value):
+    elif isinstance(value, str) and (not value or _SHOWN.match(value)):  # '' turns an option off: a value too
         text = repr(value)
     else:
         return ""

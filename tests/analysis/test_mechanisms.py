@@ -3,6 +3,7 @@ raw format, as doctor's native look records them; the Python rows are samples as
 
 from __future__ import annotations
 
+from dflash_contract.code_knobs import KNOB_BY_NAME
 from dflash_contract.settings import ENV_BY_NAME
 from dflash_diag.analysis.mechanisms import (
     MIN_SHARE,
@@ -116,6 +117,13 @@ def test_per_request_connections_and_pure_python_parsers_are_known_mechanisms() 
     (ca,) = native_mechanisms(parse_raw(bundle.format(n=70) + COMPUTE.format(n=30)))
     assert ca.where == "X509_load_cert_crl_file_ex" and "SSL_CERT_FILE" in ca.mechanism.settings
     assert all(name in ENV_BY_NAME for name in ca.mechanism.settings) and "reuse it" in ca.mechanism.remedy
+    # NumPy's own einsum loops: decided by np.einsum's optimize argument (whose default, False, runs them).
+    loops = ("thread (603): loader;featurize (featurize.py:35);array_einsum (numpy/_core/_multiarray_umath.so);"
+             "PyArray_EinsteinSum (numpy/_core/_multiarray_umath.so);"
+             "float_sum_of_products_muladd (numpy/_core/_multiarray_umath.so) {n}\n")
+    (einsum,) = native_mechanisms(parse_raw(loops.format(n=80) + COMPUTE.format(n=20)))
+    assert einsum.where == "PyArray_EinsteinSum" and einsum.mechanism.arguments == ("optimize",)
+    assert KNOB_BY_NAME["optimize"].calls == ("einsum",) and KNOB_BY_NAME["optimize"].default == "False"
 
 
 def test_statement_compiles_regex_engines_and_collective_checks_are_known_with_what_decides_them() -> None:

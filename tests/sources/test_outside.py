@@ -352,7 +352,7 @@ from tokenizers import models
 
 
 def build(cfg, opts):
-    bpe = models.BPE(dropout=cfg["bpe_dropout"], unk_token="[UNK]", cache_capacity=cfg["words"])
+    bpe = models.BPE(dropout=cfg["bpe_dropout"], continuing_subword_prefix=cfg["unk"], cache_capacity=cfg["words"])
     arr = np.zeros(8, dtype=np.float32)  # a module's constant: not a configuration's value
     proc = subprocess.Popen(["x"], stdout=subprocess.PIPE, bufsize=int(opts.pipe_buffer))
     client = connect(timeout=cfg["timeout"])  # not an imported library's callable
@@ -370,7 +370,7 @@ def test_arguments_passed_to_a_library_from_a_configuration_key_are_read_with_th
     # module, literals and the program's own callables are never read.
     app = tmp_path / "app"
     app.mkdir()
-    (app / "run.toml").write_text('[tokenizer]\nbpe_dropout = 0.3\nwords = 0\n[io]\npipe_buffer = 4096\n'
+    (app / "run.toml").write_text('[tokenizer]\nbpe_dropout = 0.3\nwords = 0\nunk = ""\n[io]\npipe_buffer = 4096\n'
                                   'timeout = 5\nlevel = 9\n[auth]\napi_key = "hunter2"\nsecret_retries = 3\n')
     (app / "feed.py").write_text(PASSED)
     proc_dir = tmp_path / "proc" / "4244"
@@ -381,6 +381,7 @@ def test_arguments_passed_to_a_library_from_a_configuration_key_are_read_with_th
     _, (feed,) = reader.code_facts([_sample(4244, [Frame("build", str(app / "feed.py"), 7)])])
     assert [(k.line, k.call, k.name, k.value, k.key, k.configured_in, k.library) for k in feed.passed] == [
         (7, "models.BPE", "dropout", "0.3", "bpe_dropout", "run.toml", "tokenizers"),
+        (7, "models.BPE", "continuing_subword_prefix", "''", "unk", "run.toml", "tokenizers"),  # '': said too
         (9, "subprocess.Popen", "bufsize", "4096", "pipe_buffer", "run.toml", "subprocess"),
         (13, "subprocess.list2cmdline", "", "9", "level", "run.toml", "subprocess")]
     assert [(k.name, k.value) for k in feed.knobs] == [("cache_capacity", "0")]  # the catalogue's, as before
