@@ -124,7 +124,9 @@ def test_a_slow_rank_on_the_other_node_is_the_straggler_from_either_node(tmp_pat
             assert head["rule_id"] == "rank-straggler", (node, head, took_s)
             assert head["text"].startswith("rank 3 ") and "is the straggler" in head["text"]
             if node == 0:  # seen only through the mailbox: its node and where its own code is, from its stack
-                assert head["text"].startswith("rank 3 (node 1") and "batch (train.py:" in head["text"]
+                # One dump is a moment: mostly in batch()'s slow read, now and then in main's all_reduce (the fresh
+                # clone's CI caught it there once under the three workers' load).
+                assert head["text"].startswith("rank 3 (node 1") and "(train.py:" in head["text"], head["text"]
             assert "collective-hang" not in _rules(report)  # the ranks here wait all window: the job still trains
         replayed = subprocess.run([*CLI, "doctor", "--replay", str(saved), "--json"], capture_output=True, text=True,
                                   timeout=120)
