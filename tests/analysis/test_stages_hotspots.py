@@ -347,6 +347,11 @@ def test_arguments_passed_from_the_configuration_are_said_where_their_library_ru
     in_httpx = [(replace(rows[0][0], frames=(pooled, encode)), ThreadState.PYTHON)] * 10
     assert "httpx.Limits(max_keepalive_connections=0" in passed_text(files, in_httpx, ())
     assert passed_text(files, rows, ()) == ""
+    # An option turned off is said first, whatever its line: the usual way a configuration slows a library.
+    strict = replace(bpe, line=5, name="strict", value="True", key="strict")
+    off = replace(bpe, line=30, name="cache_capacity_words", value="0", key="words")
+    ordered = passed_text((replace(files[0], passed=(strict, off)),), rows, rust)
+    assert ordered.index("cache_capacity_words=0") < ordered.index("strict=True"), ordered
     # A positional argument, and the standard library's own files: `zlib.compressobj(9 ...)` where zlib runs.
     level = KnobUse(line=5, call="zlib.compressobj", name="", value="9", key="level", configured_in="run.toml",
                     library="zlib")
