@@ -4,7 +4,8 @@ files named on its command line.
 ``sources.outside`` records where the program passes a catalogued setting (``KnobUse``) and, where the value is not
 a literal, the configuration key it is read from (``cfg["statement_cache"]``). The process was started with its
 configuration files on its command line (``--config configs/live.toml``, ``run.json``): each such file (TOML,
-JSON, INI: what the standard library parses; a YAML file is not read), resolved against the process's working
+JSON, INI: what the standard library parses; YAML through PyYAML's safe loader where it is installed), resolved
+against the process's working
 directory, is parsed, and a key found
 at one value (at any depth: a table's ``[store] statement_cache = 0``) gives the setting its value. Only the keys
 the catalogue's uses name are looked up, and only a short literal is kept (a number, a word): no other part of the
@@ -23,7 +24,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-CONFIG_SUFFIXES = (".toml", ".json", ".ini", ".cfg")
+CONFIG_SUFFIXES = (".toml", ".json", ".ini", ".cfg", ".yaml", ".yml")
+MAX_NODES = 20_000  # values visited in one file's tree: a YAML file's aliases may share one subtree many times
 MAX_CONFIG_BYTES = 256 * 1024
 MAX_CONFIG_FILES = 4
 MAX_DEPTH = 8
@@ -52,11 +54,28 @@ def parse_config(path: str, text: str) -> Mapping[str, Any] | None:
         if suffix == "json":
             value = json.loads(text)
             return value if isinstance(value, Mapping) else None
+        if suffix in ("yaml", "yml"):
+            return _parse_yaml(text)
         parser = configparser.ConfigParser(interpolation=None)
         parser.read_string(text)
         return {section: dict(parser[section]) for section in parser.sections()}
     except (ValueError, configparser.Error, RecursionError):
         return None
+
+
+def _parse_yaml(text: str) -> Mapping[str, Any] | None:
+    """A YAML file's settings through PyYAML's safe loader (no object is constructed from a tag), where PyYAML is
+    installed (the trainer's extras bring it); None where it is not, or the file is not a mapping."""
+    try:
+        import yaml
+    except ImportError:
+        return None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        value = yaml.load(text, Loader=loader)  # a safe loader: plain data only
+    except yaml.YAMLError:
+        return None
+    return value if isinstance(value, Mapping) else None
 
 
 def _read_regular(path: str) -> str | None:
@@ -76,14 +95,19 @@ def _read_regular(path: str) -> str | None:
         os.close(fd)
 
 
-def _values(tree: Mapping[str, Any], key: str, depth: int = 0) -> Iterator[Any]:
+def _values(tree: Mapping[str, Any], key: str, depth: int = 0, budget: list[int] | None = None) -> Iterator[Any]:
+    """The values of ``key`` at any depth (up to MAX_DEPTH), visiting at most MAX_NODES entries in all."""
+    budget = budget if budget is not None else [MAX_NODES]
     if depth > MAX_DEPTH:
         return
     for k, v in tree.items():
+        budget[0] -= 1
+        if budget[0] < 0:
+            return
         if k == key and not isinstance(v, Mapping | list):
             yield v
         if isinstance(v, Mapping):
-            yield from _values(v, key, depth + 1)
+            yield from _values(v, key, depth + 1, budget)
 
 
 def shown_value(value: Any) -> str:

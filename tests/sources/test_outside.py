@@ -402,3 +402,21 @@ def test_a_passed_value_that_is_one_of_the_processs_secrets_is_redacted(tmp_path
     _, (feed,) = reader.code_facts([_sample(4245, [Frame("build", str(app / "feed.py"), 7)])])
     (dropout,) = feed.passed
     assert dropout.name == "dropout" and "zq81Kx0pLm" not in repr(feed)
+
+
+def test_a_yaml_profile_gives_its_values_and_an_alias_bomb_stays_bounded(tmp_path: Path) -> None:
+    # Most trainers' profiles are YAML: read through PyYAML's safe loader (here from the trainer's extras). A file
+    # whose aliases share one subtree a billion times over is walked within a bounded number of entries.
+    from dflash_diag.sources.configs import ConfigReader
+
+    profile = tmp_path / "run.yaml"
+    profile.write_text("tokenizer:\n  bpe_dropout: 0.3\n  words: 0\nauth:\n  api_key: hunter2\n")
+    assert ConfigReader().lookup((str(profile),), "bpe_dropout") == ("0.3", "run.yaml")
+    bomb = tmp_path / "bomb.yml"
+    lines = ["a0: &a0 {x: 1}"] + [f"a{i}: &a{i} {{{', '.join(f'k{j}: *a{i - 1}' for j in range(9))}}}"
+                                   for i in range(1, 9)] + ["statement_cache: 0"]
+    bomb.write_text("\n".join(lines) + "\n")
+    assert ConfigReader().lookup((str(bomb),), "x") == ("1", "bomb.yml")  # found before the budget ends
+    # The key after the shared subtrees is past the budget: not found, rather than a walk of 9^8 entries (without
+    # the budget this call would not return within the test's timeout).
+    assert ConfigReader().lookup((str(bomb),), "statement_cache") is None
