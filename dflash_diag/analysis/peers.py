@@ -140,8 +140,9 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
                 "discipline, output processing, a kernel worker that pushes them to the reading side), which a pipe "
                 "skips")
     if wait.kind == "socket":
-        text = f"a {wait.target} connection from {peers}"
-        limit = sender_limit_text(wait.sender)
+        sending = wait.syscall in SENDING_CALLS
+        text = f"a {wait.target} connection {'to' if sending else 'from'} {peers}"
+        limit = sender_limit_text(wait.sender, this_end=sending)
         if wait.peer_waits_back:
             text += (", which waits reading the same connection: both ends wait for bytes in flight, not for each "
                      "other's work")
@@ -156,24 +157,30 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
 LIMITED_SHARE = 0.5
 
 
-def sender_limit_text(sender: TcpSender | None) -> str:
+# The calls that send on a socket: the thread blocked in one is the connection's sending end.
+SENDING_CALLS = frozenset({"write", "writev", "sendto", "sendmsg", "sendmmsg", "sendfile"})
+
+
+def sender_limit_text(sender: TcpSender | None, *, this_end: bool = False) -> str:
     """"; its socket sends at most 37.5 MB/s (SO_MAX_PACING_RATE: the kernel paces every byte)" where the
     connection's sending end has a pacing cap, or was held back by the receiver's window or its own send buffer
     for most of the time it had data to send (tcp_info's own accounting); "" otherwise."""
     if sender is None:
         return ""
+    who, receiver = ("this end", "the other end's") if this_end else ("the sending end", "this end's")
     if sender.max_pacing_rate_bytes_s:
-        return (f"; the sending end's socket sends at most {_rate_text(sender.max_pacing_rate_bytes_s)} "
+        return (f"; {who}'s socket sends at most {_rate_text(sender.max_pacing_rate_bytes_s)} "
                 "(SO_MAX_PACING_RATE: the kernel paces every byte it sends to that rate)")
     busy = sender.busy_ms or 0.0
     if busy <= 0:
         return ""
-    if (sender.rwnd_limited_ms or 0.0) >= LIMITED_SHARE * busy:
-        return (f"; the sending end was held back by this end's receive window "
-                f"{100.0 * (sender.rwnd_limited_ms or 0.0) / busy:.0f}% of the time it had data to send (this socket's receive buffer: SO_RCVBUF, net.ipv4.tcp_rmem)")
-    if (sender.sndbuf_limited_ms or 0.0) >= LIMITED_SHARE * busy:
-        return (f"; the sending end was held back by its own send buffer "
-                f"{100.0 * (sender.sndbuf_limited_ms or 0.0) / busy:.0f}% of the time it had data to send (SO_SNDBUF, net.ipv4.tcp_wmem)")
+    rwnd, sndbuf = (sender.rwnd_limited_ms or 0.0) / busy, (sender.sndbuf_limited_ms or 0.0) / busy
+    if rwnd >= LIMITED_SHARE:
+        return (f"; {who} was held back by {receiver} receive window {100.0 * rwnd:.0f}% of the time it had data to "
+                "send (the receiving socket's buffer: SO_RCVBUF, net.ipv4.tcp_rmem)")
+    if sndbuf >= LIMITED_SHARE:
+        return (f"; {who} was held back by its own send buffer {100.0 * sndbuf:.0f}% of the time it had data to "
+                "send (SO_SNDBUF, net.ipv4.tcp_wmem)")
     return ""
 
 

@@ -79,14 +79,16 @@ LOCK_CHANGE_KIB = 4 * 1024
 
 # The blocking calls whose first argument is the descriptor waited on, per architecture.
 _FD_CALLS: dict[str, dict[int, str]] = {
-    "x86_64": {0: "read", 1: "write", 17: "pread64", 19: "readv", 20: "writev", 45: "recvfrom", 47: "recvmsg",
-               72: "fcntl", 73: "flock"},
+    "x86_64": {0: "read", 1: "write", 17: "pread64", 19: "readv", 20: "writev", 44: "sendto", 45: "recvfrom",
+               46: "sendmsg", 47: "recvmsg", 72: "fcntl", 73: "flock"},
     "aarch64": {25: "fcntl", 32: "flock", 63: "read", 64: "write", 65: "readv", 66: "writev", 67: "pread64",
-                207: "recvfrom", 212: "recvmsg"},
+                206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg"},
 }
 _FD_CALL_NAMES = frozenset(name for table in _FD_CALLS.values() for name in table.values())
 _LOCK_CALLS = frozenset({"flock", "fcntl"})
 _WRITES = frozenset({"write", "writev"})
+# The calls that send on a socket (Python's sendall is sendto): a thread blocked in one waits for its peer to drain.
+_SENDS = _WRITES | frozenset({"sendto", "sendmsg", "sendmmsg", "sendfile"})
 _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)  # Linux's fcntl command (Python 3.10+ names it)
 
 
@@ -389,11 +391,12 @@ class PeerReader:
     # --- TCP connections to a process on this machine ---------------------------------------------------------
 
     def _socket_wait(self, tid: int, call: str, target: str, now: float) -> OutsideWait | None:
-        """A thread blocked reading a TCP connection whose other end is a process here (loopback): the peer is found
+        """A thread blocked reading a TCP connection whose other end is a process here (loopback), or sending on one
+        until that process drains it: the peer is found
         through the process's network namespace's tables (``/proc/PID/net/tcp``, ``tcp6``: the two ends of a local
         connection are two lines with their addresses swapped) and the descriptors of the candidates. A unix
         socket's peer is not in /proc: the kernel's socket diagnostics name its inode (``sources.sock_diag``)."""
-        if call in _WRITES or not target.startswith("socket:["):
+        if not target.startswith("socket:["):
             return None
         try:
             inode = int(target[8:-1])
@@ -402,7 +405,7 @@ class PeerReader:
         table = self._tcp_table()
         ours = table.get(inode)
         if ours is None:
-            return self._unix_wait(tid, call, inode, now)
+            return None if call in _WRITES else self._unix_wait(tid, call, inode, now)
         local, remote = ours
         peer_inode = next((i for i, (lo, re_) in table.items() if lo == remote and re_ == local and i != inode), None)
         if peer_inode is None:
@@ -414,10 +417,12 @@ class PeerReader:
         peers = self._pipe_peers[key]
         if not peers:
             return None
-        back = any(self._reads_socket(p, f"socket:[{peer_inode}]") for p in peers[:4])
+        sending = call in _SENDS  # blocked until the peer drains: this end is the sender
+        back = not sending and any(self._reads_socket(p, f"socket:[{peer_inode}]") for p in peers[:4])
         return OutsideWait(tid=tid, kind="socket", target=f"TCP {tcp_addr_text(remote)}", syscall=call,
                            peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now,
-                           peer_waits_back=back, sender=self._sender(remote, local))
+                           peer_waits_back=back,
+                           sender=self._sender(local, remote) if sending else self._sender(remote, local))
 
     def _sender(self, local: str, remote: str) -> TcpSender | None:
         """The peer's socket (ends ``local``, ``remote`` as it sees them) as the kernel accounts its sending: one
@@ -469,7 +474,7 @@ class PeerReader:
         for tid in tids:
             text = _read(task_dir / tid / "syscall", 512)
             found = parse_syscall_fd(text) if text is not None else None
-            if found is None or found[0] in _WRITES or found[0] in _LOCK_CALLS:
+            if found is None or found[0] in _SENDS or found[0] in _LOCK_CALLS:
                 continue
             try:
                 if os.readlink(self.proc_root / str(pid) / "fd" / str(found[1])) == target:

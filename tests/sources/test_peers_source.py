@@ -452,6 +452,51 @@ def test_a_tcp_connections_sending_end_capped_by_its_pacing_rate_is_said_with_th
                                    "the kernel paces every byte it sends to that rate)"), describe(wait)
 
 
+# A server that reads a little every 50 ms through a small receive buffer; its client sends without pause.
+_SLOW_READER = """
+import socket, time
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+srv.bind(("127.0.0.1", 0)); srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+while True:
+    conn.recv(2048)
+    time.sleep(0.05)
+"""
+_SENDER = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+while True:
+    c.sendall(bytes(1 << 16))
+"""
+
+
+def test_a_thread_blocked_sending_waits_on_its_peer_and_the_receivers_window_is_said() -> None:
+    # Python's sendall blocks in sendto: the thread waits for the peer to drain, and its own socket's accounting
+    # says the receiver's window held it back (the reader's small buffer), not that it waits reading.
+    server = subprocess.Popen([sys.executable, "-c", _SLOW_READER], stdout=subprocess.PIPE, text=True)
+    client = None
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+        client = subprocess.Popen([sys.executable, "-c", _SENDER, port])
+        threads = _wait_blocked(client.pid)
+        time.sleep(1.0)  # a second of sending against the slow reader: the accounting's share settles
+        waits = peers.PeerReader(client.pid, dumper=lambda pid: None).read(procfs.read_threads(client.pid))
+    finally:
+        for p in (client, server):
+            if p is not None:
+                p.kill()
+                p.wait()
+    assert threads
+    (wait,) = waits
+    assert wait.kind == "socket" and wait.syscall in ("sendto", "write") and not wait.peer_waits_back
+    from dflash_diag.analysis.peers import describe
+    text = describe(wait)
+    assert text.startswith(f"a TCP 127.0.0.1:{port} connection to process {server.pid}"), text
+    assert "this end was held back by the other end's receive window" in text, (text, wait.sender)
+
+
 def test_a_peers_command_line_hides_a_secret_it_repeats_under_a_harmless_option() -> None:
     # The rank a launcher waits on was started with `--api-token T --mirror T`: the option's redaction hides the
     # first, the value known to be secret hides the second (it reached a bundle's trace.json through a finding).
