@@ -18,7 +18,7 @@ from dflash_diag.analysis.settings import control_effect
 from dflash_diag.model import Observation, ThreadSample
 from dflash_diag.model.analysis import Analysis
 from dflash_diag.model.common import is_na
-from dflash_diag.model.sched import OutsideWait, PeerProcess, TcpSender
+from dflash_diag.model.sched import SENDING_CALLS, OutsideWait, PeerProcess, TcpSender
 
 # A reading of the thread's wait within this long of a stack sample describes that sample (the readings come with
 # every /proc sweep, twice a second; the stacks up to 20 times).
@@ -155,10 +155,6 @@ def describe(wait: OutsideWait, places: Mapping[int, str] | None = None,
 
 # The sender was held back by a window or a buffer this share of the time it had data to send.
 LIMITED_SHARE = 0.5
-
-
-# The calls that send on a socket: the thread blocked in one is the connection's sending end.
-SENDING_CALLS = frozenset({"write", "writev", "sendto", "sendmsg", "sendmmsg", "sendfile"})
 
 
 def sender_limit_text(sender: TcpSender | None, *, this_end: bool = False) -> str:

@@ -294,6 +294,11 @@ class PeerProcess:
     controls: tuple[tuple[str, str], ...] = ()
 
 
+# The calls that send on a descriptor (Python's sendall is sendto): a thread blocked in one on a socket is the
+# connection's sending end, waiting for the other end to drain it.
+SENDING_CALLS = frozenset({"write", "writev", "sendto", "sendmsg", "sendmmsg", "sendfile"})
+
+
 @dataclass(frozen=True, slots=True)
 class TcpSender:
     """The sending end of a TCP connection as the kernel accounts it (``struct tcp_info``): its pacing cap, and how

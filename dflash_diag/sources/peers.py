@@ -38,6 +38,7 @@ from dflash_contract.settings import ENV_BY_NAME, known_env
 from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import (
+    SENDING_CALLS,
     CgroupCpu,
     IoRates,
     OutsideWait,
@@ -87,8 +88,6 @@ _FD_CALLS: dict[str, dict[int, str]] = {
 _FD_CALL_NAMES = frozenset(name for table in _FD_CALLS.values() for name in table.values())
 _LOCK_CALLS = frozenset({"flock", "fcntl"})
 _WRITES = frozenset({"write", "writev"})
-# The calls that send on a socket (Python's sendall is sendto): a thread blocked in one waits for its peer to drain.
-_SENDS = _WRITES | frozenset({"sendto", "sendmsg", "sendmmsg", "sendfile"})
 _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)  # Linux's fcntl command (Python 3.10+ names it)
 
 
@@ -417,7 +416,7 @@ class PeerReader:
         peers = self._pipe_peers[key]
         if not peers:
             return None
-        sending = call in _SENDS  # blocked until the peer drains: this end is the sender
+        sending = call in SENDING_CALLS  # blocked until the peer drains: this end is the sender
         back = not sending and any(self._reads_socket(p, f"socket:[{peer_inode}]") for p in peers[:4])
         return OutsideWait(tid=tid, kind="socket", target=f"TCP {tcp_addr_text(remote)}", syscall=call,
                            peers=tuple(self._peer(p, now) for p in peers[:4]), monotonic_s=now,
@@ -474,7 +473,7 @@ class PeerReader:
         for tid in tids:
             text = _read(task_dir / tid / "syscall", 512)
             found = parse_syscall_fd(text) if text is not None else None
-            if found is None or found[0] in _SENDS or found[0] in _LOCK_CALLS:
+            if found is None or found[0] in SENDING_CALLS or found[0] in _LOCK_CALLS:
                 continue
             try:
                 if os.readlink(self.proc_root / str(pid) / "fd" / str(found[1])) == target:
