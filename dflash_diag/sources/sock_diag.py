@@ -41,14 +41,32 @@ def unix_peer_inode(inode: int) -> int | None:
     None where it has none (a listener, an unconnected socket), is gone, or the kernel cannot be asked."""
     if not 0 < inode <= 0xFFFFFFFF or not hasattr(socket, "AF_NETLINK"):
         return None
+    reply = _ask(_request(inode, seq=os.getpid() & 0xFFFF))
+    return parse_peer(reply, inode) if reply is not None else None
+
+
+def _ask(request: bytes) -> bytes | None:
+    """The kernel's one reply to a one-socket diagnostics request; None where it cannot be asked."""
     try:
         with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
             nl.settimeout(TIMEOUT_S)
-            nl.send(_request(inode, seq=os.getpid() & 0xFFFF))
-            reply = nl.recv(REPLY_BYTES)
+            nl.send(request)
+            return nl.recv(REPLY_BYTES)
     except OSError:
         return None
-    return parse_peer(reply, inode)
+
+
+def _attribute(reply: bytes, offset: int, length: int, wanted: int) -> bytes | None:
+    """The payload of the attribute of type ``wanted`` among those from ``offset`` to ``length`` of a reply; None
+    where it is absent or an attribute's length does not fit the bytes there."""
+    while offset + _RTATTR.size <= length:
+        size, kind = _RTATTR.unpack_from(reply, offset)
+        if size < _RTATTR.size or offset + size > length:
+            return None
+        if kind == wanted:
+            return reply[offset + _RTATTR.size:offset + size]
+        offset += (size + 3) & ~3  # attributes are 4-byte aligned
+    return None
 
 
 def _request(inode: int, seq: int) -> bytes:
@@ -68,16 +86,11 @@ def parse_peer(reply: bytes, inode: int) -> int | None:
     family, _, _, _, ino, _, _ = _UNIX_DIAG_MSG.unpack_from(reply, _NLMSG_HDR.size)
     if family != socket.AF_UNIX or ino != inode:
         return None
-    offset = _NLMSG_HDR.size + _UNIX_DIAG_MSG.size
-    while offset + _RTATTR.size <= length:
-        size, attr = _RTATTR.unpack_from(reply, offset)
-        if size < _RTATTR.size or offset + size > length:
-            return None
-        if attr == UNIX_DIAG_PEER and size >= _RTATTR.size + 4:
-            (peer,) = struct.unpack_from("=I", reply, offset + _RTATTR.size)
-            return peer or None
-        offset += (size + 3) & ~3  # attributes are 4-byte aligned
-    return None
+    payload = _attribute(reply, _NLMSG_HDR.size + _UNIX_DIAG_MSG.size, length, UNIX_DIAG_PEER)
+    if payload is None or len(payload) < 4:
+        return None
+    (peer,) = struct.unpack_from("=I", payload)
+    return peer or None
 
 
 TCP_ESTABLISHED = 1
@@ -286,13 +299,8 @@ def tcp_info(local: str, remote: str) -> TcpInfo | None:
     family = socket.AF_INET if len(local.split(":")[0]) == 8 else socket.AF_INET6
     body = _INET_DIAG_REQ.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, 1 << TCP_ESTABLISHED, sockid)
     head = _NLMSG_HDR.pack(_NLMSG_HDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, 1, 0)
-    try:
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
-            nl.settimeout(TIMEOUT_S)
-            nl.send(head + body)
-            return parse_info_reply(nl.recv(REPLY_BYTES))
-    except OSError:
-        return None
+    reply = _ask(head + body)
+    return parse_info_reply(reply) if reply is not None else None
 
 
 def parse_info_reply(reply: bytes) -> TcpInfo | None:
@@ -302,12 +310,5 @@ def parse_info_reply(reply: bytes) -> TcpInfo | None:
     length, kind, _, _, _ = _NLMSG_HDR.unpack_from(reply, 0)
     if kind != SOCK_DIAG_BY_FAMILY or length > len(reply):
         return None
-    offset = _NLMSG_HDR.size + _INET_DIAG_MSG.size
-    while offset + _RTATTR.size <= length:
-        attr_len, attr_type = _RTATTR.unpack_from(reply, offset)
-        if attr_len < _RTATTR.size or offset + attr_len > length:
-            return None
-        if attr_type == INET_DIAG_INFO:
-            return parse_tcp_info(reply[offset + _RTATTR.size:offset + attr_len])
-        offset += (attr_len + 3) & ~3
-    return None
+    payload = _attribute(reply, _NLMSG_HDR.size + _INET_DIAG_MSG.size, length, INET_DIAG_INFO)
+    return parse_tcp_info(payload) if payload is not None else None
