@@ -89,6 +89,43 @@ os.read(master, 1)
 '''
 
 
+# A sender blocked in sendall on a loopback TCP connection whose receiver (a child process) accepts and never reads:
+# the PeerReader follows the sendto wait to the child and reads the sending socket's tcp_info (one exact
+# socket-diagnostics request, no dump).
+TCP_SENDER = r'''
+import socket, subprocess, sys
+server = subprocess.Popen([sys.executable, "-c",
+    "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1); "
+    "print(s.getsockname()[1], flush=True); c, _ = s.accept(); time.sleep(3600)"],
+    stdout=subprocess.PIPE, text=True)
+port = int(server.stdout.readline())
+print(server.pid, flush=True)
+client = socket.create_connection(("127.0.0.1", port))
+client.sendall(b"x" * (256 << 20))
+'''
+
+
+def _tcp_sender_costs(calls: int) -> dict[str, dict[str, float]]:
+    """The PeerReader's read of a thread blocked sending on a loopback TCP connection: the receiver looked up (a
+    fresh reader each call) and known, each with the sender's tcp_info read."""
+    proc = subprocess.Popen([sys.executable, "-c", TCP_SENDER], stdout=subprocess.PIPE, text=True)
+    server_pid = 0
+    try:
+        assert proc.stdout is not None
+        server_pid = int(proc.stdout.readline())
+        found, known = _found_and_known(proc.pid, calls)
+        return {
+            "PeerReader read, a TCP receiver found (sock_diag, the sender's tcp_info; with the /proc sweep)": found,
+            "PeerReader read, the TCP receiver known (the sender's tcp_info; with the /proc sweep)": known,
+        }
+    finally:
+        proc.kill()
+        proc.wait()
+        if server_pid:  # the receiver outlives its killed sender
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server_pid, signal.SIGKILL)
+
+
 def _pty_and_children_costs(calls: int) -> dict[str, dict[str, float]]:
     """The PeerReader's read of a thread blocked on a pty (the slave's holder found once, then known), and a
     SchedReader sweep of a process with four children (their schedstat, stat and autogroup)."""
@@ -260,6 +297,7 @@ def main() -> int:
             "PeerReader read (with its /proc sweep)": _timed(lambda: peers.read(procfs.read_threads(pid)), args.calls),
             "/proc sweep alone (procfs.read_threads)": _timed(lambda: procfs.read_threads(pid), args.calls),
             **_unix_peer_costs(args.calls),
+            **_tcp_sender_costs(args.calls),
             **_pty_and_children_costs(args.calls),
             **_connecting_costs(args.calls),
             **_config_costs(args.calls, tmp),

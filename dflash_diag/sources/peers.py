@@ -73,6 +73,7 @@ MAX_LOCKS_BYTES = 1 << 20
 MAX_FDS = 4096  # descriptors looked at per process
 MAX_PEER_TASKS = 256  # a peer's threads looked at for one blocked on the same connection
 MAX_SCAN_PROCESSES = 512  # processes searched for a pipe's other end
+MAX_KNOWN_SOCKETS = 256  # sockets whose ends are remembered (TCP, and those not TCP)
 SCAN_BUDGET_S = 0.05  # ... and for at most this long per sweep
 CMDLINE_CHARS = 160
 # A peer's locked memory (VmLck) that moves this much between reads is locked as it is mapped (MCL_FUTURE).
@@ -227,6 +228,12 @@ class PeerReader:
         # (a pipe's inode, a socket's negated inode or a pty's slave; we read) -> peers found
         self._pipe_peers: dict[tuple[int | str, bool], tuple[int, ...]] = {}
         self._pipe_capacity: dict[int, int | None] = {}  # inode -> its capacity, read once
+        # A connected socket's ends never change while its inode lives: a TCP socket's (local, remote, the peer's
+        # inode), found once, and the inodes that are not TCP (a unix socket's), so a known wait reads no table.
+        # Reading /proc/PID/net/tcp walks the namespace's whole connection hash, twice per read (~0.5 ms a walk on
+        # a small box, more with many connections).
+        self._tcp_ends: dict[int, tuple[str, str, int]] = {}
+        self._not_tcp: set[int] = set()
         self.cgroup_root = cgroup_root
         self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
         self._locked: dict[tuple[int, int], tuple[int, int]] = {}  # (peer, start ticks) -> lowest, highest VmLck kB
@@ -401,14 +408,26 @@ class PeerReader:
             inode = int(target[8:-1])
         except ValueError:
             return None
-        table = self._tcp_table()
-        ours = table.get(inode)
-        if ours is None:
-            return None if call in _WRITES else self._unix_wait(tid, call, inode, now)
-        local, remote = ours
-        peer_inode = next((i for i, (lo, re_) in table.items() if lo == remote and re_ == local and i != inode), None)
-        if peer_inode is None:
-            return None  # the other end is on another machine, or gone
+        ends = self._tcp_ends.get(inode)
+        if ends is None:
+            if inode in self._not_tcp:
+                return None if call in _WRITES else self._unix_wait(tid, call, inode, now)
+            table = self._tcp_table()
+            ours = table.get(inode)
+            if ours is None:
+                if len(self._not_tcp) >= MAX_KNOWN_SOCKETS:  # a long session's closed sockets do not pile up
+                    self._not_tcp.clear()
+                self._not_tcp.add(inode)
+                return None if call in _WRITES else self._unix_wait(tid, call, inode, now)
+            local, remote = ours
+            peer_inode = next((i for i, (lo, re_) in table.items()
+                               if lo == remote and re_ == local and i != inode), None)
+            if peer_inode is None:
+                return None  # the other end is on another machine, or gone: looked for again next read
+            if len(self._tcp_ends) >= MAX_KNOWN_SOCKETS:
+                self._tcp_ends.clear()
+            ends = self._tcp_ends[inode] = (local, remote, peer_inode)
+        local, remote, peer_inode = ends
         key = (-peer_inode, True)
         if key not in self._pipe_peers:
             held = f"socket:[{peer_inode}]"

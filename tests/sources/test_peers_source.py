@@ -396,13 +396,22 @@ def test_a_tcp_connection_whose_other_end_is_a_process_here_that_waits_too() -> 
         client = subprocess.Popen([sys.executable, "-c", _CLIENT, port])
         threads = _wait_blocked(client.pid)
         time.sleep(0.3)  # the server accepted and is blocked in its own recv
-        waits = peers.PeerReader(client.pid, dumper=lambda pid: None).read(threads)
+        reader = peers.PeerReader(client.pid, dumper=lambda pid: None)
+        waits = reader.read(threads)
+        # A connection's ends are found once: the next read of the same wait walks no connection table (each walk
+        # is the namespace's whole hash), and says the same.
+        walks: list[int] = []
+        table = reader._tcp_table
+        reader._tcp_table = lambda: walks.append(1) or table()  # type: ignore[method-assign]
+        again = reader.read(threads)
     finally:
         for p in (client, server):
             if p is not None:
                 p.kill()
                 p.wait()
     assert len(waits) == 1, waits
+    assert walks == [] and [(w.target, w.peer_waits_back) for w in again] == [(w.target, w.peer_waits_back)
+                                                                              for w in waits]
     wait = waits[0]
     assert wait.kind == "socket" and wait.target == f"TCP 127.0.0.1:{port}"
     assert [p.pid for p in wait.peers] == [server.pid] and wait.peer_waits_back
