@@ -409,9 +409,13 @@ def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, 
     # commonest way a configuration slows a library; the order is a reading aid, never a verdict.
     for file, use in sorted(uses, key=lambda fu: fu[1].value.strip("'\"").lower() not in _OFF_VALUES):
         if _runs_in(use.library, running):
-            argument = f"{use.name}={use.value}" if use.name else use.value  # "": a positional argument
+            if use.via:  # computed from the key: the name passed, then the key's value
+                argument = f"{use.name}={use.via}" if use.name else use.via
+                source = f"`{use.key}` = {use.value} in {use.configured_in}"
+            else:
+                argument = f"{use.name}={use.value}" if use.name else use.value  # "": a positional argument
+                source = f"`{use.key}` in {use.configured_in}"
             said.setdefault(use.library, []).append(
-                f"{use.call}({argument} (`{use.key}` in {use.configured_in})) at "
-                f"{file.path.rsplit('/', 1)[-1]}:{use.line}")
+                f"{use.call}({argument} ({source})) at {file.path.rsplit('/', 1)[-1]}:{use.line}")
     return "".join(f"; the program passes to {lib} from its configuration: {', '.join(texts[:PASSED_SHOWN])}"
                    for lib, texts in list(said.items())[:2])

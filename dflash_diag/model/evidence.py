@@ -177,6 +177,11 @@ class KnobUse:
     # The top module of the imported library whose callable takes it ("tokenizers" for ``models.BPE`` after ``from
     # tokenizers import models``); "" where not known (a catalogued setting needs none).
     library: str = ""
+    # Where the argument is a name the code computed from configuration (``optimize=opt`` after ``opt =
+    # PATHS[cfg.contraction_path]``): the argument as written ("opt"), and the further keys its assignments read,
+    # tried in order where ``key`` is not in the configuration files. "" and () where passed as read.
+    via: str = ""
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import os
 import re
 import stat
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -242,14 +242,17 @@ class OutsideReader:
         return (use, *found)
 
     def _configured_use(self, use: KnobUse, paths: tuple[str, ...]) -> KnobUse:
+        """The use with the value of the first of its keys the configuration files set (a traced argument's keys
+        nearest first), and that key."""
         if not use.key or use.value:
             return use
-        found = self._configs.lookup(paths, use.key)
-        if found is None:
-            return use
-        value, name = found
-        return replace(use, value=_sql_word(use.name, value) if use.name.startswith(SQL_PREFIX) else value,
-                       configured_in=name)
+        for key in (use.key, *use.keys):
+            found = self._configs.lookup(paths, key)
+            if found is not None:
+                value, name = found
+                return replace(use, key=key, keys=(), configured_in=name,
+                               value=_sql_word(use.name, value) if use.name.startswith(SQL_PREFIX) else value)
+        return use
 
     def _resolve(self, filename: str) -> str:
         if filename.startswith("/"):
@@ -296,19 +299,30 @@ def _parse(path: str, source: str) -> _Parsed:
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree), late_imports=_late_imports(tree),
-                   withs=_lock_withs(tree), loops=_loops(tree), knobs=_knob_uses(tree), passed=_passed_uses(tree))
+                   withs=_lock_withs(tree), loops=_loops(tree), **_setting_uses(tree))
+
+
+def _setting_uses(tree: ast.AST) -> dict[str, tuple[KnobUse, ...]]:
+    """The catalogued settings the file passes and the arguments it passes to a library from configuration, over
+    one walk of its scopes."""
+    scoped = list(_scoped_nodes(tree))
+    attrs = _self_assignments(scoped)
+    return {"knobs": _knob_uses(scoped, attrs), "passed": _passed_uses(tree, scoped, attrs)}
 
 
 MAX_KNOB_USES = 32  # per file
+_Assigned = dict[str, ast.AST]  # a function's plain names -> the value last assigned
+_SelfAssigned = dict[str, tuple[ast.AST, _Assigned]]  # self's attributes -> the value, its function's names
 _SHOWN_LITERAL = re.compile(r"^[\w.+-]{1,40}$")
 
 
-def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
+def _knob_uses(scoped: list[tuple[ast.AST, _Assigned]], attrs: _SelfAssigned) -> tuple[KnobUse, ...]:
     """Where the file passes a catalogued setting: a call's keyword argument (to a callable the catalogue names
     for it) or positional argument (where the catalogue names the callable and the argument's place), or a key of a
-    dict literal (a configuration dict) where the catalogue ties the name to no call."""
+    dict literal (a configuration dict) where the catalogue ties the name to no call. A keyword's value computed
+    from configuration in the function (``optimize=opt``) is traced to its keys (``_traced_keys``)."""
     out: list[KnobUse] = []
-    for node in ast.walk(tree):
+    for node, local in scoped:
         if len(out) >= MAX_KNOB_USES:
             break
         if isinstance(node, ast.Call):
@@ -322,7 +336,8 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
             for keyword in node.keywords:
                 knob = KNOB_BY_NAME.get(keyword.arg or "")
                 if knob is not None and (not knob.calls or call.rsplit(".", 1)[-1] in knob.calls):
-                    out.append(_knob_use(node.lineno, call or "(call)", knob.name, keyword.value))
+                    use = _knob_use(node.lineno, call or "(call)", knob.name, keyword.value)
+                    out.append(_traced_use(use, keyword.value, local, attrs, {}))
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
@@ -330,6 +345,31 @@ def _knob_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
                     if knob is not None and not knob.calls:
                         out.append(_knob_use(key.lineno, "{...}", knob.name, value))
     return tuple(sorted(out, key=lambda k: k.line))
+
+
+def _scoped_nodes(tree: ast.AST) -> Iterator[tuple[ast.AST, _Assigned]]:
+    """Every node of the file with the plain-name assignments it may read: the module's (a script's ``opt =
+    cfg["path"]``, a global), under a function's own: the module's own nodes first, then each function's."""
+    module_nodes = _own_nodes(tree)
+    module = _assignments(module_nodes)
+    for node in module_nodes:
+        yield node, module
+    for scope in ast.walk(tree):
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            nodes = _own_nodes(scope)
+            local = {**module, **_assignments(nodes)}
+            for node in nodes:
+                yield node, local
+
+
+def _traced_use(use: KnobUse, value: ast.AST, local: _Assigned, attrs: _SelfAssigned,
+                aliases: dict[str, str]) -> KnobUse:
+    """``use`` with the keys its argument, a name or ``self``'s attribute the code assigned, is computed from, where
+    it is neither a literal nor a key read in place."""
+    if use.key or use.value or not isinstance(value, ast.Name | ast.Attribute):
+        return use
+    keys = _traced_keys(value, dict(local), dict(attrs), aliases)  # copies: a trace pops what it followed
+    return replace(use, key=keys[0], keys=tuple(keys[1:]), via=_dotted(value)[:40]) if keys else use
 
 
 MAX_PASSED_USES = 64  # per file
@@ -353,15 +393,16 @@ def _library_aliases(tree: ast.AST) -> dict[str, str]:
     return out
 
 
-def _passed_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
+def _passed_uses(tree: ast.AST, scoped: list[tuple[ast.AST, _Assigned]], attrs: _SelfAssigned) -> tuple[KnobUse, ...]:
     """The arguments the file passes to an imported library's callable from a configuration key
-    (``models.BPE(dropout=cfg["bpe_dropout"])``, ``zlib.compressobj(cfg.level)``): the keyword ("" for a positional
-    argument), the key and the library; outside the catalogue (its
-    settings are ``_knob_uses``'), and never a credential's name. Their values are looked up in the configuration
-    files later; a literal in the code is not read."""
+    (``models.BPE(dropout=cfg["bpe_dropout"])``, ``zlib.compressobj(cfg.level)``), or from a name the code computed
+    from one (``np.einsum(..., optimize=opt)`` after ``opt = PATHS[cfg.contraction_path]`` in the function, or
+    ``self.path`` assigned so in another method: ``_traced_keys``): the keyword ("" for a positional argument), the
+    key and the library; outside the catalogue (its settings are ``_knob_uses'``), and never a credential's name.
+    Their values are looked up in the configuration files later; a literal in the code is not read."""
     aliases = _library_aliases(tree)
     out: list[KnobUse] = []
-    for node in ast.walk(tree):
+    for node, local in scoped:
         if len(out) >= MAX_PASSED_USES:
             break
         if not isinstance(node, ast.Call) or not (node.args or node.keywords):
@@ -376,9 +417,94 @@ def _passed_uses(tree: ast.AST) -> tuple[KnobUse, ...]:
             if name in KNOB_BY_NAME or _SECRET_NAME.search(name) or _module_member(value, aliases):
                 continue
             use = _knob_use(node.lineno, call, name, value)
+            if name:  # a keyword's name says what it sets; a positional name computed in the code is most often data
+                use = _traced_use(use, value, local, attrs, aliases)
             if use.key and not use.value and not _SECRET_NAME.search(use.key):
                 out.append(replace(use, library=library))
     return tuple(sorted(out, key=lambda k: k.line))
+
+
+MAX_TRACED_KEYS = 4  # configuration keys one argument is traced to
+MAX_TRACE_HOPS = 3  # assignments followed from the argument (a local, self's attribute, a local of that method)
+MAX_TRACE_NODES = 64  # expression nodes looked at per hop
+
+
+def _assignments(nodes: list[ast.AST]) -> _Assigned:
+    """A function's own assignments to a plain name, the last one written winning (``opt = cfg.path``; ``geo, opt =
+    a, b`` pairs each name with its part)."""
+    out: _Assigned = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name, value in _pairs(target, node.value):
+                    if isinstance(name, ast.Name):
+                        out[name.id] = value
+    return out
+
+
+def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) and \
+            len(target.elts) == len(value.elts):
+        return list(zip(target.elts, value.elts, strict=True))
+    return [(target, value)]
+
+
+def _self_assignments(scoped: list[tuple[ast.AST, _Assigned]]) -> _SelfAssigned:
+    """``self.<attr> = <value>`` anywhere in the file's functions: the value, with the names its function assigned
+    (the locals it may read)."""
+    out: _SelfAssigned = {}
+    for node, local in scoped:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for attr, value in _pairs(target, node.value):
+                    if isinstance(attr, ast.Attribute) and isinstance(attr.value, ast.Name) and \
+                            attr.value.id == "self":
+                        out[attr.attr] = (value, local)
+    return out
+
+
+def _traced_keys(value: ast.AST, local: _Assigned, attrs: _SelfAssigned,
+                 aliases: dict[str, str], hops: int = 0) -> list[str]:
+    """The configuration keys an argument's value is computed from, nearest first: a name's assignment in the
+    function, ``self.x``'s in the class's methods, and in each the keys read (``cfg["k"]``, ``cfg.get("k")``,
+    ``cfg.section.k``) through subscripts, conditions, comparisons and calls' arguments; a module's constant, a
+    literal and a credential's name are not keys."""
+    keys: list[str] = []
+    todo: deque[ast.AST] = deque([value])
+    looked = 0
+    while todo and len(keys) < MAX_TRACED_KEYS and looked < MAX_TRACE_NODES:
+        node = todo.popleft()
+        looked += 1
+        if isinstance(node, ast.Name):
+            if hops < MAX_TRACE_HOPS and node.id in local and node.id not in aliases:
+                keys += _traced_keys(local.pop(node.id), local, attrs, aliases, hops + 1)  # popped: no cycle
+        elif isinstance(node, ast.Attribute):
+            if _module_member(node, aliases):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in attrs:
+                if hops < MAX_TRACE_HOPS:
+                    assigned, method_locals = attrs.pop(node.attr)
+                    keys += _traced_keys(assigned, dict(method_locals), attrs, aliases, hops + 1)
+            elif not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                keys.append(node.attr)
+        elif isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                keys.append(node.slice.value)
+            else:
+                todo.append(node.slice)  # PATHS[cfg.path]: the key is the index, the table the code's own
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args and \
+                    isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                keys.append(node.args[0].value)
+            else:
+                todo.extend([*node.args, *(k.value for k in node.keywords)])
+        elif isinstance(node, ast.IfExp):  # the values it chooses between, then what chooses
+            todo.extend((node.body, node.orelse, node.test))
+        elif isinstance(node, ast.Compare | ast.BoolOp | ast.BinOp | ast.UnaryOp):
+            todo.extend(ast.iter_child_nodes(node))
+    return [k for k in dict.fromkeys(keys) if _SHOWN_LITERAL.match(k) and not _SECRET_NAME.search(k)][
+        :MAX_TRACED_KEYS]
 
 
 def _module_member(value: ast.AST, aliases: dict[str, str]) -> bool:

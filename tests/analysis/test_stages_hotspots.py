@@ -359,3 +359,7 @@ def test_arguments_passed_from_the_configuration_are_said_where_their_library_ru
     deflate = parse_raw("thread (501): feed;thread_run (libpython3.11.so.1.0);pack (pack.py:9);"
                         "zlib_Compress_compress (zlib.cpython-311-x86_64-linux-gnu.so);deflate_slow (libz.so.1) 30\n")
     assert passed_text(packed, rows, deflate).endswith("zlib.compressobj(9 (`level` in run.toml)) at pack.py:5")
+    # A name the code computed from a key: the name as passed, then the key and its value.
+    traced = replace(level, name="level", value="'fast'", key="mode", via="lvl")
+    assert passed_text((replace(packed[0], passed=(traced,)),), rows, deflate).endswith(
+        "zlib.compressobj(level=lvl (`mode` = 'fast' in run.toml)) at pack.py:5")

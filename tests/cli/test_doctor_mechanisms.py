@@ -24,6 +24,7 @@ import json, queue, sys, threading
 
 with open(sys.argv[1]) as fh:
     cfg = json.load(fh)
+indent = cfg["journal"]["indent"]
 q = queue.Queue(maxsize=8)
 
 def produce():
@@ -38,7 +39,7 @@ threading.Thread(target=produce, name="producer", daemon=True).start()
 print("READY", flush=True)
 written = 0
 while True:
-    written += len(json.dumps(q.get(), indent=cfg["journal"]["indent"]))  # the journal line of each batch
+    written += len(json.dumps(q.get(), indent=indent))  # the journal line of each batch
 """
 
 
@@ -70,9 +71,10 @@ def test_the_pure_python_json_encoder_is_said_where_the_consumers_time_goes(tmp_
         return
     share = int(head["text"].split("runs the C encoder): ", 1)[1].split("%", 1)[0])
     assert share >= 50, head["text"]  # nearly all the consumer's work is the encoder's
-    # The program's own code passes the indent, read from its configuration file (named on its command line): the
-    # setting that puts the time there is the cause, with the file's value (setting-slows-code), and nothing else
-    # is warned.
+    # The program's own code passes the indent, a name it read from its configuration file (named on its command
+    # line): the setting that puts the time there is the cause, with the key and the file's value
+    # (setting-slows-code), and nothing else is warned.
     assert [f["rule_id"] for f in warned] == ["setting-slows-code"], warned
-    assert warned[0]["claim"].startswith("json.dumps(indent=2 (`indent` in journal.json)) at journal.py:20 (default "
+    assert warned[0]["claim"].startswith("json.dumps(indent=indent (`indent` = 2 in journal.json)) at journal.py:21 "
+                                         "(default "
                                          "None) puts MainThread's time into JSON encoded by the pure-Python encoder")

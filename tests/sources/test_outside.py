@@ -388,6 +388,52 @@ def test_arguments_passed_to_a_library_from_a_configuration_key_are_read_with_th
     assert "hunter2" not in repr(feed) and "secret_retries" not in repr(feed)
 
 
+TRACED = '''
+import numpy as np
+import zlib
+
+PATHS = {"none": False, "greedy": "greedy"}
+
+
+class Featurizer:
+    def __init__(self, feat):
+        self.path = PATHS[feat.contraction_path]
+        self.table = np.zeros(4)
+
+    def __call__(self, vol, cfg):
+        geo, opt = self.table, self.path
+        level = 9 if cfg["fast"] else cfg.get("level")
+        data = vol * geo  # data, passed positionally: not a setting
+        out = np.einsum("ab,b->a", vol, geo, optimize=opt)
+        packer = zlib.compressobj(level=level)
+        token = cfg["auth_token"]
+        sent = np.save("x", data, allow_pickle=token)  # a credential's key, even traced: never read
+        return out, packer, np.asarray(data), sent
+'''
+
+
+def test_an_argument_the_code_computed_from_configuration_is_traced_to_its_key(tmp_path: Path) -> None:
+    # ``optimize=opt`` after ``geo, opt = self.table, self.path`` and ``self.path = PATHS[feat.contraction_path]``
+    # in another method: the catalogued setting is said with the key its value came from; a library's keyword
+    # computed in a condition is traced to the first key the configuration sets; data passed positionally is not.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text('[features]\ncontraction_path = "none"\nlevel = 1\nfast = false\n'
+                                  'auth_token = "hunter2"\n')
+    (app / "feat.py").write_text(TRACED)
+    proc_dir = tmp_path / "proc" / "4246"
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0run.toml\0")
+    (proc_dir / "cwd").symlink_to(app)
+    reader = OutsideReader(4246, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    _, (feat,) = reader.code_facts([_sample(4246, [Frame("__call__", str(app / "feat.py"), 17)])])
+    assert [(k.line, k.call, k.name, k.via, k.key, k.value, k.configured_in) for k in feat.knobs] == [
+        (17, "np.einsum", "optimize", "opt", "contraction_path", "'none'", "run.toml")]
+    assert [(k.line, k.call, k.name, k.via, k.key, k.value) for k in feat.passed] == [
+        (18, "zlib.compressobj", "level", "level", "level", "1")]  # the value's key before the condition's
+    assert "hunter2" not in repr(feat)
+
+
 def test_a_passed_value_that_is_one_of_the_processs_secrets_is_redacted(tmp_path: Path) -> None:
     # The same text as a secret of the process's environment or argv (a key named innocently in the profile).
     app = tmp_path / "app"

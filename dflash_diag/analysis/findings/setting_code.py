@@ -138,7 +138,10 @@ def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
             if knob is None or use.name in out or (use.value and use.value == knob.default):  # a default: harmless
                 continue
             value = use.value or (f"<its configuration's `{use.key}`>" if use.key else "<computed at run time>")
-            if use.configured_in:  # read from the configuration file the process was started with
+            if use.via:  # a name the code computed from the configuration: that name, then the key it came from
+                value = f"{use.via} (`{use.key}` = {use.value} in {use.configured_in})" if use.configured_in else \
+                    f"{use.via} (computed from its configuration's `{use.key}`)"
+            elif use.configured_in:  # read from the configuration file the process was started with
                 value = f"{use.value} (`{use.key}` in {use.configured_in})"
             where = f"{file.path.rsplit('/', 1)[-1]}:{use.line}"
             if use.name.startswith(SQL_PREFIX):  # SQL text: the statement as the program runs it
