@@ -286,8 +286,19 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
         facts.append("the kernel runs it with " + ", ".join(
             f"{name} {value}" + (f" ({effect})" if (effect := control_effect(name)) else "")
             for name, value in peer.controls[:2]) + " (its /proc status)")
+    if peer.env_differs:
+        facts.append(env_differs_text(peer.env_differs))
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
     return f"process {peer.pid}{relation} `{what}`: {', '.join(facts)}"
+
+
+def env_differs_text(names: tuple[str, ...]) -> str:
+    """"its environment, against this process's at start, sets LD_FOO, changes PATH and lacks TZ" (names only)."""
+    groups = [(verb, [n[1:] for n in names if n[:1] == mark]) for verb, mark in
+              (("sets", "+"), ("changes", "~"), ("lacks", "-"))]
+    parts = [f"{verb} {', '.join(found)}" for verb, found in groups if found]
+    joined = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"its environment, against this process's at start, {joined}"
 
 
 PEER_SETTINGS_SHOWN = 2

@@ -292,6 +292,11 @@ class PeerProcess:
     # ``OsFacts.controls`` for the watched process): seccomp filters, a speculation mitigation forced on, huge pages
     # refused: ``("speculative store bypass", "thread mitigated")``.
     controls: tuple[tuple[str, str], ...] = ()
+    # Its environment against the one the watched process was started with, by name only (values are never read
+    # out: any of them may be a secret), for variables outside the settings catalogue: "+NAME" it has and the
+    # process had not, "~NAME" set to another value, "-NAME" it lacks. A launcher's deliberate change (a library's
+    # switch, a missing TZ) shows here before anything knows what it does.
+    env_differs: tuple[str, ...] = ()
 
 
 # The calls that send on a descriptor (Python's sendall is sendto): a thread blocked in one on a socket is the

@@ -27,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import os
 import platform
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -78,6 +79,25 @@ SCAN_BUDGET_S = 0.05  # ... and for at most this long per sweep
 CMDLINE_CHARS = 160
 # A peer's locked memory (VmLck) that moves this much between reads is locked as it is mapped (MCL_FUTURE).
 LOCK_CHANGE_KIB = 4 * 1024
+
+ENV_NAME_CHARS = 40
+MAX_ENV_DIFFERENCES = 8
+# A shell's, a terminal's and a test runner's own variables: they differ between any two processes.
+_ENV_BOOKKEEPING = re.compile(r"^(_|SHLVL|PWD|OLDPWD|LINES|COLUMNS|PS\d|TERM|TERMCAP|PYTEST_.*|COV_CORE_.*|"
+                              r"DFLASH_DIAG_.*|JPY_.*|INVOCATION_ID|JOURNAL_STREAM|SSH_.*|XDG_.*)$")
+
+
+def env_differences(own: dict[str, str], theirs: dict[str, str]) -> tuple[str, ...]:
+    """"+NAME" set in ``theirs`` only, "~NAME" set to another value, "-NAME" set in ``own`` only: names outside the
+    settings catalogue and a shell's bookkeeping, at most MAX_ENV_DIFFERENCES (added first: a launcher's switch)."""
+    def kept(name: str) -> bool:
+        return name not in ENV_BY_NAME and not _ENV_BOOKKEEPING.match(name)
+
+    added = [f"+{n}" for n in theirs if n not in own and kept(n)]
+    changed = [f"~{n}" for n in theirs if n in own and own[n] != theirs[n] and kept(n)]
+    lacked = [f"-{n}" for n in own if n not in theirs and kept(n)]
+    return tuple([*sorted(added), *sorted(changed), *sorted(lacked)][:MAX_ENV_DIFFERENCES])
+
 
 # The blocking calls whose first argument is the descriptor waited on, per architecture.
 _FD_CALLS: dict[str, dict[int, str]] = {
@@ -236,6 +256,8 @@ class PeerReader:
         self._not_tcp: set[int] = set()
         self.cgroup_root = cgroup_root
         self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
+        self._own_env: dict[str, str] | None = None  # the environment the watched process was started with
+        self._env_differs: dict[tuple[int, int], tuple[str, ...]] = {}  # (peer, start ticks) -> names that differ
         self._locked: dict[tuple[int, int], tuple[int, int]] = {}  # (peer, start ticks) -> lowest, highest VmLck kB
 
     def __call__(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
@@ -608,7 +630,8 @@ class PeerReader:
                            read_calls_per_s=io.read_calls if io else None,
                            read_bytes_per_s=io.read_bytes if io else None,
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0),
-                           controls=self._controls(pid, stat, _read(base / "status", 16384) or ""))
+                           controls=self._controls(pid, stat, _read(base / "status", 16384) or ""),
+                           env_differs=self._env_diff(pid, stat.start_time_ticks if stat else 0))
 
     def _controls(self, pid: int, stat: contract_proc.Stat | None, status: str) -> tuple[tuple[str, str], ...]:
         """What the kernel does for the peer away from its defaults, read each time (a process may set them late).
@@ -659,6 +682,19 @@ class PeerReader:
             self._env[key] = tuple((name, printable(self.redact(value))) for name, value in known_env(env)
                                    if not ENV_BY_NAME[name].is_default(env.get(name, "")))
         return self._env[key]
+
+    def _env_diff(self, pid: int, start_ticks: int) -> tuple[str, ...]:
+        """The names of the peer's environment that differ from the watched process's at start (``PeerProcess.
+        env_differs``), read once per process; the catalogue's variables are its settings, and a shell's or a test
+        runner's bookkeeping is left out."""
+        key = (pid, start_ticks)
+        if key not in self._env_differs:
+            if self._own_env is None:
+                self._own_env = started_environ(self.pid, self.proc_root) or {}
+            theirs = started_environ(pid, self.proc_root)
+            self._env_differs[key] = () if theirs is None or not self._own_env else \
+                tuple(printable(self.redact(name))[:ENV_NAME_CHARS] for name in env_differences(self._own_env, theirs))
+        return self._env_differs[key]
 
     def _relation(self, pid: int, ppid: int | None) -> str:
         if ppid == self.pid:

@@ -682,6 +682,38 @@ def test_a_peers_settings_are_read_from_its_environment_and_said_where_they_appl
     assert writer_peer({"LC_ALL": "C"}).settings == ()
 
 
+def test_a_peers_environment_is_told_apart_from_the_processs_by_name_only() -> None:
+    """A launcher gave the pipe's writer a variable the catalogue does not know, another value of one the process
+    has and none of a third: the names are read against the process's environment at start, never their values,
+    and a shell's bookkeeping is not a difference."""
+    from dflash_diag.analysis.peers import peer_text
+
+    own = {k: v for k, v in os.environ.items() if k != "ZQ_SWITCH"}
+    own.update({"ZQ_MODE": "fast", "ZQ_ZONE": "UTC", "SHLVL": "1"})
+    theirs = {k: v for k, v in own.items() if k != "ZQ_ZONE"}
+    theirs.update({"ZQ_SWITCH": "hunter2", "ZQ_MODE": "slow", "SHLVL": "2"})
+    writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=theirs)
+    drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout,
+                             env=own)
+    try:
+        assert writer.stdout is not None
+        writer.stdout.close()
+        waits = peers.PeerReader(drain.pid, dumper=lambda pid: None).read(_wait_blocked(drain.pid))
+    finally:
+        for p in (writer, drain):
+            p.kill()
+            p.wait()
+    (peer,) = waits[0].peers
+    assert peer.env_differs == ("+ZQ_SWITCH", "~ZQ_MODE", "-ZQ_ZONE"), peer.env_differs
+    text = peer_text(peer)
+    assert text.endswith("its environment, against this process's at start, sets ZQ_SWITCH, changes ZQ_MODE and "
+                         "lacks ZQ_ZONE"), text
+    assert "hunter2" not in repr(peer) and "slow" not in text
+    assert peers.env_differences({"A": "1"}, {"A": "1"}) == ()
+    many = peers.env_differences({}, {f"V{i}": "1" for i in range(20)})
+    assert len(many) == peers.MAX_ENV_DIFFERENCES
+
+
 def test_a_peers_inherited_settings_are_said_only_where_what_it_does_is_their_effect() -> None:
     """A busy worker child that only inherited the trainer's PYTHONUNBUFFERED=1 and PYTHONDONTWRITEBYTECODE=1 and
     reads a few bytes a call (name lookups reading /etc/hosts) was said to be "started with PYTHONUNBUFFERED=1
