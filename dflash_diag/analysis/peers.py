@@ -288,6 +288,9 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
             for name, value in peer.controls[:2]) + " (its /proc status)")
     if peer.env_differs:
         facts.append(env_differs_text(peer.env_differs))
+    if peer.limits_differ:
+        facts.append("its resource limits, against this process's: " + ", ".join(
+            f"{name} {theirs} (here {own})" for name, theirs, own in peer.limits_differ[:3]))
     relation = f" (its {peer.relation})" if peer.relation in ("child", "parent", "sibling") else ""
     return f"process {peer.pid}{relation} `{what}`: {', '.join(facts)}"
 

@@ -297,6 +297,9 @@ class PeerProcess:
     # process had not, "~NAME" set to another value, "-NAME" it lacks. A launcher's deliberate change (a library's
     # switch, a missing TZ) shows here before anything knows what it does.
     env_differs: tuple[str, ...] = ()
+    # Its resource limits whose soft value differs from the watched process's (/proc/PID/limits, the CPU-time limit
+    # aside: a control where it binds): (limit, its value, the process's value), "open files", "64", "20,000".
+    limits_differ: tuple[tuple[str, str, str], ...] = ()
 
 
 # The calls that send on a descriptor (Python's sendall is sendto): a thread blocked in one on a socket is the

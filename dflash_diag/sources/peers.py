@@ -57,8 +57,10 @@ from dflash_diag.sources.sched import (
     MAX_TCP_TABLE_BYTES,
     SYS_CGROUP,
     cgroup_dirs,
+    limits_differences,
     parse_cpu_time_limit,
     parse_io,
+    parse_limits,
     parse_process_controls,
     parse_tcp_lines,
     read_cgroup_cpu,
@@ -258,6 +260,8 @@ class PeerReader:
         self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
         self._own_env: dict[str, str] | None = None  # the environment the watched process was started with
         self._env_differs: dict[tuple[int, int], tuple[str, ...]] = {}  # (peer, start ticks) -> names that differ
+        self._own_limits: dict[str, str] | None = None  # the watched process's soft resource limits
+        self._limits_differ: dict[tuple[int, int], tuple[tuple[str, str, str], ...]] = {}  # (peer, start) -> ...
         self._locked: dict[tuple[int, int], tuple[int, int]] = {}  # (peer, start ticks) -> lowest, highest VmLck kB
 
     def __call__(self, threads: tuple[ProcThreadSample, ...]) -> tuple[OutsideWait, ...]:
@@ -631,7 +635,8 @@ class PeerReader:
                            read_bytes_per_s=io.read_bytes if io else None,
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0),
                            controls=self._controls(pid, stat, _read(base / "status", 16384) or ""),
-                           env_differs=self._env_diff(pid, stat.start_time_ticks if stat else 0))
+                           env_differs=self._env_diff(pid, stat.start_time_ticks if stat else 0),
+                           limits_differ=self._limits_diff(pid, stat.start_time_ticks if stat else 0))
 
     def _controls(self, pid: int, stat: contract_proc.Stat | None, status: str) -> tuple[tuple[str, str], ...]:
         """What the kernel does for the peer away from its defaults, read each time (a process may set them late).
@@ -695,6 +700,17 @@ class PeerReader:
             self._env_differs[key] = () if theirs is None or not self._own_env else \
                 tuple(printable(self.redact(name))[:ENV_NAME_CHARS] for name in env_differences(self._own_env, theirs))
         return self._env_differs[key]
+
+    def _limits_diff(self, pid: int, start_ticks: int) -> tuple[tuple[str, str, str], ...]:
+        """The peer's soft resource limits that differ from the watched process's, read once per process (a
+        launcher's or a sandbox's setrlimit is made before it runs)."""
+        key = (pid, start_ticks)
+        if key not in self._limits_differ:
+            if self._own_limits is None:
+                self._own_limits = parse_limits(_read(self.proc_root / str(self.pid) / "limits", 8192) or "")
+            theirs = parse_limits(_read(self.proc_root / str(pid) / "limits", 8192) or "")
+            self._limits_differ[key] = limits_differences(self._own_limits, theirs)
+        return self._limits_differ[key]
 
     def _relation(self, pid: int, ppid: int | None) -> str:
         if ppid == self.pid:

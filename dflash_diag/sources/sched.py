@@ -876,6 +876,33 @@ def parse_cpu_time_limit(text: str, used_s: float | None) -> tuple[tuple[str, st
     return ()
 
 
+# Limits whose difference between two processes says nothing of their speed: a core dump's size, the CPU time's
+# (said as a control where it binds: parse_cpu_time_limit).
+_LIMITS_NOT_COMPARED = frozenset({"core file size", "cpu time"})
+
+
+def parse_limits(text: str) -> dict[str, str]:
+    """The soft limits of a /proc/PID/limits file by name ("open files" -> "1024", "stack size" -> "unlimited").
+    Pure; lines that do not parse are left out."""
+    out: dict[str, str] = {}
+    for line in text.splitlines()[1:32]:
+        if not line.startswith("Max "):
+            continue
+        name, soft = line[4:26].strip(), line[26:].split()[:1]
+        if name and soft and (soft[0].isdigit() or soft[0] == "unlimited"):
+            out[name] = soft[0]
+    return out
+
+
+def limits_differences(own: dict[str, str], theirs: dict[str, str]) -> tuple[tuple[str, str, str], ...]:
+    """(limit, theirs, own) for each soft limit the two set differently, numbers with thousands separated."""
+    def shown(value: str) -> str:
+        return f"{int(value):,}" if value.isdigit() else value
+
+    return tuple((name, shown(theirs[name]), shown(own[name])) for name in theirs
+                 if name in own and own[name] != theirs[name] and name not in _LIMITS_NOT_COMPARED)
+
+
 def cpu_time_limit(pid: int, proc_root: Path = PROC) -> tuple[tuple[str, str], ...]:
     """``parse_cpu_time_limit`` of a live process: its limits file and the CPU time its stat says it used."""
     base = proc_root / str(pid)

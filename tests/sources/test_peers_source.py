@@ -682,17 +682,21 @@ def test_a_peers_settings_are_read_from_its_environment_and_said_where_they_appl
     assert writer_peer({"LC_ALL": "C"}).settings == ()
 
 
-def test_a_peers_environment_is_told_apart_from_the_processs_by_name_only() -> None:
+def test_a_peers_environment_and_limits_are_told_apart_from_the_processs() -> None:
     """A launcher gave the pipe's writer a variable the catalogue does not know, another value of one the process
-    has and none of a third: the names are read against the process's environment at start, never their values,
-    and a shell's bookkeeping is not a difference."""
+    has and none of a third, and a limit of 64 open files: the names are read against the process's environment at
+    start, never their values, and a shell's bookkeeping is not a difference; the limit with both values."""
     from dflash_diag.analysis.peers import peer_text
 
     own = {k: v for k, v in os.environ.items() if k != "ZQ_SWITCH"}
     own.update({"ZQ_MODE": "fast", "ZQ_ZONE": "UTC", "SHLVL": "1"})
     theirs = {k: v for k, v in own.items() if k != "ZQ_ZONE"}
     theirs.update({"ZQ_SWITCH": "hunter2", "ZQ_MODE": "slow", "SHLVL": "2"})
-    writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=theirs)
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=theirs,  # a launcher's setrlimit too
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard)))
     drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout,
                              env=own)
     try:
@@ -705,9 +709,10 @@ def test_a_peers_environment_is_told_apart_from_the_processs_by_name_only() -> N
             p.wait()
     (peer,) = waits[0].peers
     assert peer.env_differs == ("+ZQ_SWITCH", "~ZQ_MODE", "-ZQ_ZONE"), peer.env_differs
+    assert [(name, theirs) for name, theirs, _ in peer.limits_differ] == [("open files", "64")], peer.limits_differ
     text = peer_text(peer)
-    assert text.endswith("its environment, against this process's at start, sets ZQ_SWITCH, changes ZQ_MODE and "
-                         "lacks ZQ_ZONE"), text
+    assert ", its environment, against this process's at start, sets ZQ_SWITCH, changes ZQ_MODE and lacks ZQ_ZONE, " \
+           "its resource limits, against this process's: open files 64 (here " in text, text
     assert "hunter2" not in repr(peer) and "slow" not in text
     assert peers.env_differences({"A": "1"}, {"A": "1"}) == ()
     many = peers.env_differences({}, {f"V{i}": "1" for i in range(20)})

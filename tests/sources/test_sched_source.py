@@ -555,3 +555,18 @@ def test_connections_refused_at_a_full_accept_queue_are_seen_opening_with_the_li
         for c in clients:
             c.close()
         listener.close()
+
+
+def test_a_limits_file_gives_its_soft_limits_and_two_processes_differences() -> None:
+    text = ("Limit                     Soft Limit           Hard Limit           Units     \n"
+            "Max cpu time              unlimited            unlimited            seconds   \n"
+            "Max stack size            8388608              unlimited            bytes     \n"
+            "Max core file size        0                    unlimited            bytes     \n"
+            "Max open files            1024                 1048576              files     \n"
+            "Max bogus                 -x                   y\n"
+            "garbage\n")
+    own = sched.parse_limits(text)
+    assert own == {"cpu time": "unlimited", "stack size": "8388608", "core file size": "0", "open files": "1024"}
+    theirs = {**own, "open files": "64", "core file size": "unlimited", "cpu time": "5"}
+    assert sched.limits_differences(own, theirs) == (("open files", "64", "1,024"),)  # core and CPU time not compared
+    assert sched.parse_limits("") == {} and sched.limits_differences(own, own) == ()
