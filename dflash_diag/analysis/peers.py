@@ -288,6 +288,9 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
             for name, value in peer.controls[:2]) + " (its /proc status)")
     if peer.env_differs:
         facts.append(env_differs_text(peer.env_differs))
+    if peer.sched_differs:
+        facts.append("the scheduler runs it, against this process's main thread, at " + ", ".join(
+            f"{what} {theirs} (here {own})" for what, theirs, own in peer.sched_differs))
     if peer.limits_differ:
         facts.append("its resource limits, against this process's: " + ", ".join(
             f"{name} {theirs} (here {own})" for name, theirs, own in peer.limits_differ[:3]))

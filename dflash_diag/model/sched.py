@@ -300,6 +300,9 @@ class PeerProcess:
     # Its resource limits whose soft value differs from the watched process's (/proc/PID/limits, the CPU-time limit
     # aside: a control where it binds): (limit, its value, the process's value), "open files", "64", "20,000".
     limits_differ: tuple[tuple[str, str, str], ...] = ()
+    # How the scheduler runs it, where that differs from the watched process's main thread: (what, its value, the
+    # process's): ("nice", "19", "0"), ("policy", "SCHED_IDLE", "SCHED_OTHER"), ("CPUs allowed", "3", "0-15").
+    sched_differs: tuple[tuple[str, str, str], ...] = ()
 
 
 # The calls that send on a descriptor (Python's sendall is sendto): a thread blocked in one on a socket is the

@@ -83,6 +83,7 @@ CMDLINE_CHARS = 160
 LOCK_CHANGE_KIB = 4 * 1024
 
 ENV_NAME_CHARS = 40
+_POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE", 6: "SCHED_DEADLINE"}
 MAX_ENV_DIFFERENCES = 8
 # A shell's, a terminal's and a test runner's own variables: they differ between any two processes.
 _ENV_BOOKKEEPING = re.compile(r"^(_|SHLVL|PWD|OLDPWD|LINES|COLUMNS|PS\d|TERM|TERMCAP|PYTEST_.*|COV_CORE_.*|"
@@ -625,6 +626,7 @@ class PeerReader:
             if before is None or now - before.at_s > 0.2:
                 self._cpu[pid] = now_counters
         io = rates.io
+        status = _read(base / "status", 16384) or ""
         return PeerProcess(pid=pid, comm=comm, cmdline=cmdline, state=stat.state if stat is not None else "?",
                            cpu_pct=rates.cpu_pct, top_frame=self._top_frame(pid, stat.start_time_ticks if stat else 0),
                            relation=self._relation(pid, stat.ppid if stat is not None else None),
@@ -634,9 +636,10 @@ class PeerReader:
                            read_calls_per_s=io.read_calls if io else None,
                            read_bytes_per_s=io.read_bytes if io else None,
                            settings=self._settings(pid, stat.start_time_ticks if stat else 0),
-                           controls=self._controls(pid, stat, _read(base / "status", 16384) or ""),
+                           controls=self._controls(pid, stat, status),
                            env_differs=self._env_diff(pid, stat.start_time_ticks if stat else 0),
-                           limits_differ=self._limits_diff(pid, stat.start_time_ticks if stat else 0))
+                           limits_differ=self._limits_diff(pid, stat.start_time_ticks if stat else 0),
+                           sched_differs=self._sched_diff(stat, status))
 
     def _controls(self, pid: int, stat: contract_proc.Stat | None, status: str) -> tuple[tuple[str, str], ...]:
         """What the kernel does for the peer away from its defaults, read each time (a process may set them late).
@@ -700,6 +703,27 @@ class PeerReader:
             self._env_differs[key] = () if theirs is None or not self._own_env else \
                 tuple(printable(self.redact(name))[:ENV_NAME_CHARS] for name in env_differences(self._own_env, theirs))
         return self._env_differs[key]
+
+    def _sched_diff(self, stat: contract_proc.Stat | None, status: str) -> tuple[tuple[str, str, str], ...]:
+        """How the scheduler runs the peer (its nice, policy and allowed CPUs, read each time: a process may renice
+        or pin itself late) where it differs from the watched process's main thread."""
+        own_base = self.proc_root / str(self.pid)
+        try:
+            own = contract_proc.parse_stat(_read(own_base / "stat", 4096) or "")
+        except ValueError:
+            return ()
+        if stat is None:
+            return ()
+        out: list[tuple[str, str, str]] = []
+        if stat.nice is not None and own.nice is not None and stat.nice != own.nice:
+            out.append(("nice", str(stat.nice), str(own.nice)))
+        if stat.policy is not None and own.policy is not None and stat.policy != own.policy:
+            out.append(("policy", _POLICIES.get(stat.policy, str(stat.policy)), _POLICIES.get(own.policy, str(own.policy))))
+        theirs_cpus = status_fields(status).get("Cpus_allowed_list", "")[:64]
+        own_cpus = status_fields(_read(own_base / "status", 16384) or "").get("Cpus_allowed_list", "")[:64]
+        if theirs_cpus and own_cpus and theirs_cpus != own_cpus:
+            out.append(("CPUs allowed", theirs_cpus, own_cpus))
+        return tuple(out)
 
     def _limits_diff(self, pid: int, start_ticks: int) -> tuple[tuple[str, str, str], ...]:
         """The peer's soft resource limits that differ from the watched process's, read once per process (a

@@ -694,9 +694,14 @@ def test_a_peers_environment_and_limits_are_told_apart_from_the_processs() -> No
     theirs.update({"ZQ_SWITCH": "hunter2", "ZQ_MODE": "slow", "SHLVL": "2"})
     import resource
 
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=theirs,  # a launcher's setrlimit too
-                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard)))
+    soft_own, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def launcher() -> None:  # a launcher's setrlimit, nice and pinning too
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+        os.nice(5)
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+    writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=theirs, preexec_fn=launcher)
     drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout,
                              env=own)
     try:
@@ -710,9 +715,14 @@ def test_a_peers_environment_and_limits_are_told_apart_from_the_processs() -> No
     (peer,) = waits[0].peers
     assert peer.env_differs == ("+ZQ_SWITCH", "~ZQ_MODE", "-ZQ_ZONE"), peer.env_differs
     assert [(name, theirs) for name, theirs, _ in peer.limits_differ] == [("open files", "64")], peer.limits_differ
+    cpu = str(min(os.sched_getaffinity(0)))
+    assert peer.sched_differs[0] == ("nice", str(os.nice(0) + 5), str(os.nice(0))), peer.sched_differs
+    assert peer.sched_differs[1:] == ((("CPUs allowed", cpu, peer.sched_differs[1][2]),)
+                                      if len(os.sched_getaffinity(0)) > 1 else ()), peer.sched_differs
     text = peer_text(peer)
     assert ", its environment, against this process's at start, sets ZQ_SWITCH, changes ZQ_MODE and lacks ZQ_ZONE, " \
-           "its resource limits, against this process's: open files 64 (here " in text, text
+           "the scheduler runs it, against this process's main thread, at nice " in text, text
+    assert text.endswith(f", its resource limits, against this process's: open files 64 (here {soft_own:,})"), text
     assert "hunter2" not in repr(peer) and "slow" not in text
     assert peers.env_differences({"A": "1"}, {"A": "1"}) == ()
     many = peers.env_differences({}, {f"V{i}": "1" for i in range(20)})
