@@ -20,6 +20,7 @@ from itertools import groupby
 
 from dflash_diag.model import Frame, NativeStack, ThreadSample, ThreadState
 from dflash_diag.model.evidence import (
+    ENV_LIBRARY,
     SourceFile,
     installed_dir,
     is_framework_dir,
@@ -392,6 +393,30 @@ def _runs_in(library: str, running: set[str]) -> bool:
 
 
 _OFF_VALUES = frozenset({"0", "0.0", "false", "", "none", "off", "no", "never", "disabled"})
+
+
+def program_env_text(names: Sequence[str], files: Sequence[SourceFile],
+                     rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: Iterable[NativeStack]) -> str:
+    """"; the program set POLARS_MAX_THREADS in its own environment at run time (from `polars_threads` = 1 in
+    run.toml), a variable named after polars, which holds this time" for the variables outside the catalogue the
+    program set since it started (``OsFacts.env_set_by_program``) whose name's first word names a library the rows'
+    samples run in; the value only where the program's code exports it from a configuration key the files on its
+    command line set (``SourceFile.passed``, library ENV_LIBRARY). What the variable does is not known here: said as
+    what the process runs with, never as a cause."""
+    if not names:
+        return ""
+    running = running_libraries(rows, stacks)
+    exported = {u.name: u for f in files for u in f.passed if u.library == ENV_LIBRARY and u.configured_in}
+    said = []
+    for name in names:
+        word = name.split("_", 1)[0].lower()
+        library = next((r for r in sorted(running) if len(word) >= 3 and (r.startswith(word) or word in r)), None)
+        if library is None:
+            continue
+        use = exported.get(name)
+        source = f" (from `{use.key}` = {use.value} in {use.configured_in})" if use is not None else ""
+        said.append(f"{name}{source}, a variable named after {library}, which holds this time")
+    return f"; the program set in its own environment at run time {'; '.join(said[:2])}" if said else ""
 
 
 def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, ThreadState]],

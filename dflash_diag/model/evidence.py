@@ -184,6 +184,11 @@ class KnobUse:
     keys: tuple[str, ...] = ()
 
 
+# KnobUse.library of a variable the program exports into its own environment (``os.environ["NAME"] = cfg[...]``):
+# read by whatever reads NAME.
+ENV_LIBRARY = "(environment)"
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessFacts:
     """The process as /proc shows it at the end of the window."""

@@ -262,6 +262,13 @@ class OsFacts:
     autogroup_enabled: bool | None = None
     session: int | None = None
     autogroup: str = ""
+    # Variables outside the settings catalogue the program set or changed in its own environment since it started
+    # (``os.environ[...] = ...``, most often to configure a library before importing it: only its memory has them),
+    # by name only, at most MAX_PROGRAM_ENV_NAMES: what the catalogue does not know is still a setting it chose.
+    env_set_by_program: tuple[str, ...] = ()
+
+
+MAX_PROGRAM_ENV_NAMES = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,9 @@ from pathlib import Path
 from dflash_contract import proc
 from dflash_contract.code_knobs import CODE_KNOBS, KNOB_BY_CALL, KNOB_BY_NAME, SQL_ANY, SQL_PREFIX
 from dflash_contract.redact import REDACTED
+from dflash_contract.settings import ENV_BY_NAME
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
-from dflash_diag.model.evidence import KnobUse, is_library_file
+from dflash_diag.model.evidence import ENV_LIBRARY, KnobUse, is_library_file
 from dflash_diag.sources.configs import ConfigReader, config_paths
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.procfs import fd_links
@@ -405,6 +406,14 @@ def _passed_uses(tree: ast.AST, scoped: list[tuple[ast.AST, _Assigned]], attrs: 
     for node, local in scoped:
         if len(out) >= MAX_PASSED_USES:
             break
+        exported = _env_export(node, aliases)
+        if exported is not None:  # os.environ["NAME"] = <configuration>: a setting for whatever reads NAME
+            name, value = exported
+            use = _traced_use(_knob_use(node.lineno, "os.environ", name, value), value, local, attrs, aliases)
+            if use.key and not use.value and not _SECRET_NAME.search(use.key) and not _SECRET_NAME.search(name) \
+                    and name not in ENV_BY_NAME:  # the catalogue's variables are read as settings with their effect
+                out.append(replace(use, library=ENV_LIBRARY))
+            continue
         if not isinstance(node, ast.Call) or not (node.args or node.keywords):
             continue
         call = _dotted(node.func, whole=True)
@@ -505,6 +514,28 @@ def _traced_keys(value: ast.AST, local: _Assigned, attrs: _SelfAssigned,
             todo.extend(ast.iter_child_nodes(node))
     return [k for k in dict.fromkeys(keys) if _SHOWN_LITERAL.match(k) and not _SECRET_NAME.search(k)][
         :MAX_TRACED_KEYS]
+
+
+def _env_export(node: ast.AST, aliases: dict[str, str]) -> tuple[str, ast.AST] | None:
+    """(the variable's name, the value) where ``node`` exports one into the process's environment:
+    ``os.environ["NAME"] = value`` or ``os.environ.setdefault("NAME", value)``; None otherwise."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        if isinstance(target, ast.Subscript) and _is_environ(target.value, aliases) and \
+                isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+            return target.slice.value, node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault" and \
+            _is_environ(node.func.value, aliases) and len(node.args) == 2 and \
+            isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return node.args[0].value, node.args[1]
+    return None
+
+
+def _is_environ(node: ast.AST, aliases: dict[str, str]) -> bool:
+    """``os.environ`` (``import os``), or ``environ`` after ``from os import environ``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "environ" and isinstance(node.value, ast.Name) and aliases.get(node.value.id) == "os"
+    return isinstance(node, ast.Name) and node.id == "environ" and aliases.get("environ") == "os"
 
 
 def _module_member(value: ast.AST, aliases: dict[str, str]) -> bool:

@@ -29,6 +29,7 @@ from dflash_contract import proc as contract_proc
 from dflash_contract.settings import ENV_BY_NAME, known_env
 from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.sched import (
+    MAX_PROGRAM_ENV_NAMES,
     CgroupCpu,
     ChildSched,
     Connecting,
@@ -512,7 +513,7 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
     status = _read(proc_root / str(pid) / "status", 16384) or ""
     parsed = parse_status(status)
     cpus_text = parsed[3] if parsed is not None else ""
-    env = _known_env_of(pid, proc_root)
+    env, set_by_program = _env_of(pid, proc_root)
     kids = (children or procfs.all_children)(pid)[:MAX_CHILDREN]
     kids_env = _each_childs_env(kids, proc_root)
     if isinstance(env, tuple):
@@ -538,7 +539,7 @@ def read_os_facts(pid: int, *, proc_root: Path = PROC, online: Path = SYS_CPU_ON
                    read_call_us=read_call_cost_us(),
                    closed_connections=closed_connections(pid, proc_root, links, kids),
                    autogroup_enabled=read_autogroup_enabled(autogroup_setting), session=read_session(pid, proc_root),
-                   autogroup=read_autogroup(pid, proc_root))
+                   autogroup=read_autogroup(pid, proc_root), env_set_by_program=set_by_program)
 
 
 MAX_TCP_TABLE_BYTES = 1 << 20  # the peers' reads (twice a second): a namespace's /proc/net/tcp, this much at most
@@ -1016,20 +1017,36 @@ def started_environ(pid: int, proc_root: Path = PROC, *, max_bytes: int = procfs
     return env
 
 
-def _known_env_of(pid: int, proc_root: Path) -> Maybe[tuple[EnvSetting, ...]]:
+def _env_of(pid: int, proc_root: Path) -> tuple[Maybe[tuple[EnvSetting, ...]], tuple[str, ...]]:
     """The known variables the process was started with (``/proc/PID/environ``), and those it set or changed since
     (``os.environ[...] = ...`` before importing torch: only its memory has them, ``sources.live_environ``), the
-    latter marked ``where="program"``. A variable the program removed stays listed: the libraries read it at load."""
+    latter marked ``where="program"``. A variable the program removed stays listed: the libraries read it at load.
+    Beside them, the names of the variables outside the catalogue it set or changed (``program_env_names``)."""
     env = started_environ(pid, proc_root)
     if env is None:
-        return NA(f"/proc/{pid}/environ is not readable (another user's process, or gone)")
+        return NA(f"/proc/{pid}/environ is not readable (another user's process, or gone)"), ()
     started = dict(known_env(env))
-    live = read_live_environ(pid, ENV_BY_NAME.__contains__, proc_root=proc_root)
+    live = read_live_environ(pid, _any_name, proc_root=proc_root)
     now = dict(known_env(live)) if live is not None else {}
     out = [EnvSetting(name=n, value=now.get(n, v), where="process" if now.get(n, v) == v else "program")
            for n, v in started.items()]
     out += [EnvSetting(name=n, value=v, where="program") for n, v in now.items() if n not in started]
-    return tuple(out)
+    return tuple(out), program_env_names(env, live or {})
+
+
+def _any_name(name: str) -> bool:
+    return True
+
+
+def program_env_names(started: dict[str, str], live: dict[str, str]) -> tuple[str, ...]:
+    """The names outside the settings catalogue that ``live`` (the environment in the process's memory) sets or
+    changes against ``started`` (its /proc environ), printable, sorted, at most MAX_PROGRAM_ENV_NAMES. Pure."""
+    names = sorted(n for n, v in live.items()
+                   if n not in ENV_BY_NAME and started.get(n) != v and _ENV_NAME.match(n))
+    return tuple(names[:MAX_PROGRAM_ENV_NAMES])
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def _children_only_env(kids_env: tuple[EnvSetting, ...], seen: set[str]) -> tuple[EnvSetting, ...]:

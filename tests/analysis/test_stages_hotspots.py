@@ -363,3 +363,23 @@ def test_arguments_passed_from_the_configuration_are_said_where_their_library_ru
     traced = replace(level, name="level", value="'fast'", key="mode", via="lvl")
     assert passed_text((replace(packed[0], passed=(traced,)),), rows, deflate).endswith(
         "zlib.compressobj(level=lvl (`mode` = 'fast' in run.toml)) at pack.py:5")
+
+
+def test_a_variable_the_program_set_is_said_where_the_library_it_is_named_after_runs() -> None:
+    from dflash_diag.analysis.hotspots import program_env_text
+    from dflash_diag.model.evidence import ENV_LIBRARY, KnobUse, SourceFile
+
+    exported = KnobUse(line=7, call="os.environ", name="POLARS_MAX_THREADS", value="1", key="polars_threads",
+                       configured_in="run.toml", library=ENV_LIBRARY)
+    files = (SourceFile(path="/app/boot.py", exists=True, mtime_wall_s=1.0, passed=(exported,)),)
+    join = Frame("DataFrame.join", f"{LIB}/site-packages/polars/dataframe/frame.py", 80)
+    feed = Frame("Feed.run", "/app/feed.py", 30)
+    rows = [(ThreadSample(thread_id=1, os_thread_id=501, name="feed", active=True, owns_gil=False,
+                          frames=(join, feed)), ThreadState.PYTHON)] * 10
+    assert program_env_text(("POLARS_MAX_THREADS", "ZQ_OTHER"), files, rows, ()) == (
+        "; the program set in its own environment at run time POLARS_MAX_THREADS (from `polars_threads` = 1 in "
+        "run.toml), a variable named after polars, which holds this time")
+    # Named after no library the time is in, or no time there: nothing said.
+    assert program_env_text(("ZQ_OTHER",), files, rows, ()) == ""
+    elsewhere = [(replace(rows[0][0], frames=(feed,)), ThreadState.PYTHON)] * 10
+    assert program_env_text(("POLARS_MAX_THREADS",), files, elsewhere, ()) == ""

@@ -834,3 +834,14 @@ def test_the_processs_own_io_uring_pollers_take_the_cpus_its_working_threads_wai
     idle = [Thread("iou-sqp-101", 201, 0.3, 0.0, python=False, comm="iou-sqp-101")]
     _, found = _find(scenario([Thread("trainer", 101, 0.5, 0.02), *idle]), "own-threads-take-cpu")
     assert found == []
+
+
+def test_variables_the_program_set_outside_the_catalogue_are_listed_by_name() -> None:
+    base = scenario([Thread("MainThread", PID, 0.8, 0.0)])
+    obs = replace(base, os_facts=replace(base.os_facts, env_set_by_program=("ZQ_MODE", "ZQ_TABLE")))  # type: ignore[attr-defined]
+    _, (note,) = _find(obs, "settings-changed")
+    assert note.severity is Severity.INFO
+    assert note.claim.endswith("the program set 2 variables the settings catalogue does not know in its own "
+                               "environment at run time: ZQ_MODE, ZQ_TABLE"), note.claim
+    assert dict(note.evidence)["set by the program at run time"].startswith("ZQ_MODE, ZQ_TABLE: names only")
+    assert _find(base, "settings-changed")[1] == []  # nothing set, nothing listed

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dflash_diag.model import Frame, StackSample, ThreadSample
+from dflash_diag.model.evidence import ENV_LIBRARY
 from dflash_diag.sources.outside import OutsideReader
 from dflash_diag.sources.redaction import ProcessRedactor
 
@@ -432,6 +433,37 @@ def test_an_argument_the_code_computed_from_configuration_is_traced_to_its_key(t
     assert [(k.line, k.call, k.name, k.via, k.key, k.value) for k in feat.passed] == [
         (18, "zlib.compressobj", "level", "level", "level", "1")]  # the value's key before the condition's
     assert "hunter2" not in repr(feat)
+
+
+EXPORTED = '''
+import os
+from os import environ
+
+
+def setup(cfg):
+    os.environ["POLARS_MAX_THREADS"] = str(cfg["polars_threads"])
+    environ.setdefault("ZQ_MODE", cfg.mode)
+    os.environ["OMP_NUM_THREADS"] = str(cfg["omp"])  # the catalogue's: a setting with its effect, not this
+    os.environ["ZQ_API_TOKEN"] = cfg["zq_key"]  # a credential's name: never read
+    os.environ["ZQ_FIXED"] = "1"  # a literal: the code's own
+'''
+
+
+def test_a_variable_the_program_exports_from_its_configuration_is_read_with_the_files_value(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text('polars_threads = 1\nmode = "exact"\nomp = 2\nzq_key = "hunter2"\n')
+    (app / "boot.py").write_text(EXPORTED)
+    proc_dir = tmp_path / "proc" / "4247"
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(b"python\0boot.py\0run.toml\0")
+    (proc_dir / "cwd").symlink_to(app)
+    reader = OutsideReader(4247, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    _, (boot,) = reader.code_facts([_sample(4247, [Frame("setup", str(app / "boot.py"), 7)])])
+    assert [(k.line, k.call, k.name, k.key, k.value, k.library) for k in boot.passed] == [
+        (7, "os.environ", "POLARS_MAX_THREADS", "polars_threads", "1", ENV_LIBRARY),
+        (8, "os.environ", "ZQ_MODE", "mode", "'exact'", ENV_LIBRARY)]
+    assert "hunter2" not in repr(boot)
 
 
 def test_a_passed_value_that_is_one_of_the_processs_secrets_is_redacted(tmp_path: Path) -> None:

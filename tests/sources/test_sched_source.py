@@ -570,3 +570,22 @@ def test_a_limits_file_gives_its_soft_limits_and_two_processes_differences() -> 
     theirs = {**own, "open files": "64", "core file size": "unlimited", "cpu time": "5"}
     assert sched.limits_differences(own, theirs) == (("open files", "64", "1,024"),)  # core and CPU time not compared
     assert sched.parse_limits("") == {} and sched.limits_differences(own, own) == ()
+
+
+def test_the_variables_a_program_sets_in_its_own_environment_are_read_by_name() -> None:
+    # A program exports a library's switch from its configuration before importing it: only its memory has it.
+    # Names outside the catalogue are kept (the catalogue's are settings with their values), never their values.
+    prog = ("import os, sys, time\nos.environ['ZQ_TABLE_MODE'] = 'hunter2'\nos.environ['OMP_NUM_THREADS'] = '1'\n"
+            "os.environ['HOME'] = '/elsewhere'\nprint('ready', flush=True)\ntime.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", prog], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        facts = sched.read_os_facts(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert facts.env_set_by_program == ("HOME", "ZQ_TABLE_MODE"), facts.env_set_by_program
+    assert "hunter2" not in repr(facts)
+    assert sched.program_env_names({"A": "1"}, {"A": "1", "B": "2", "bad name": "x"}) == ("B",)
+    many = sched.program_env_names({}, {f"V{i:02d}": "1" for i in range(20)})
+    assert many == tuple(f"V{i:02d}" for i in range(8))

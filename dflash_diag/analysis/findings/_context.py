@@ -16,7 +16,7 @@ from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_contract.settings import AREA_KERNEL, AREA_THREADS
-from dflash_diag.analysis.hotspots import changes_text, passed_text, reads_text
+from dflash_diag.analysis.hotspots import changes_text, passed_text, program_env_text, reads_text
 from dflash_diag.analysis.libc import chain_ends, libc_chains, threads_libc_text
 from dflash_diag.analysis.mechanisms import SHOWN as MECHANISMS_SHOWN
 from dflash_diag.analysis.mechanisms import mechanisms_text, native_mechanisms, python_mechanisms
@@ -469,8 +469,11 @@ def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]
     (``passed_text``), and a pool-size setting that holds the rows' native ops narrower than the idle CPUs
     (``caps_text``); "" when none."""
     tids = {t.os_thread_id for t, _ in rows if t.os_thread_id is not None}
+    stacks = thread_stacks(ctx.obs.native, tids)
+    set_by_program = ctx.obs.os_facts.env_set_by_program if ctx.obs.os_facts is not None else ()
     return (reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows)
-            + passed_text(ctx.obs.files, rows, thread_stacks(ctx.obs.native, tids)) + caps_text(ctx, rows))
+            + passed_text(ctx.obs.files, rows, stacks) + program_env_text(set_by_program, ctx.obs.files, rows, stacks)
+            + caps_text(ctx, rows))
 
 
 # The rows' share in native code (torch's ops) from which a pool-size setting below the idle CPUs is said beside

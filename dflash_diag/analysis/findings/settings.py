@@ -91,8 +91,9 @@ RULES = (
 
 def check(ctx: Context) -> Iterator[Finding]:
     readings = non_default(ctx.obs)
-    if readings:
-        yield _changed(readings)
+    set_by_program = ctx.obs.os_facts.env_set_by_program if ctx.obs.os_facts is not None else ()
+    if readings or set_by_program:
+        yield _changed(readings, set_by_program)
     yield from _gc(ctx, readings)
     yield from _switch_interval(ctx, readings)
     yield from _debug_modes(ctx, readings)
@@ -106,13 +107,25 @@ def check(ctx: Context) -> Iterator[Finding]:
 # --- the list ----------------------------------------------------------------------------------------------------
 
 
-def _changed(readings: tuple[SettingReading, ...]) -> Finding:
+def _changed(readings: tuple[SettingReading, ...], set_by_program: tuple[str, ...] = ()) -> Finding:
+    """The settings away from their defaults, and the variables outside the catalogue the program set in its own
+    environment since it started (names only: what they do is not known here)."""
     names = [r.text() for r in readings]
-    claim = (f"{len(readings)} process-wide setting{'s differ' if len(readings) != 1 else ' differs'} from "
-             f"{'their' if len(readings) != 1 else 'its'} default: " + ", ".join(names[:SHOWN])
-             + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""))
+    parts = []
+    if readings:
+        parts.append(f"{len(readings)} process-wide setting{'s differ' if len(readings) != 1 else ' differs'} from "
+                     f"{'their' if len(readings) != 1 else 'its'} default: " + ", ".join(names[:SHOWN])
+                     + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""))
+    if set_by_program:
+        parts.append(f"the program set {len(set_by_program)} variable{'s' if len(set_by_program) != 1 else ''} the "
+                     "settings catalogue does not know in its own environment at run time: " + ", ".join(set_by_program))
+    claim = "; ".join(parts)
     evidence = tuple((r.text(), f"{r.source}; default {r.default}: {r.effect}" + (f"; {r.detail}" if r.detail else ""))
                      for r in readings)
+    if set_by_program:
+        evidence += (("set by the program at run time", ", ".join(set_by_program) + ": names only (values are not "
+                      "read); what each does is not known here, most often a library's switch exported before it "
+                      "loads"),)
     return Finding(rule_id="settings-changed", severity=Severity.INFO, claim=claim, evidence=evidence,
                    remedy="Information: each is the cause of a slowdown only where a finding measures its cost. "
                           "Keep the ones you chose; remove what was left on from debugging.", kind=NOTE)
