@@ -395,6 +395,21 @@ def _runs_in(library: str, running: set[str]) -> bool:
 _OFF_VALUES = frozenset({"0", "0.0", "false", "", "none", "off", "no", "never", "disabled"})
 
 
+def is_off_value(value: str) -> bool:
+    """A literal as Python writes it that turns an option off: 0, False, '', 'none', 'off', 'no', 'never'..."""
+    return value.strip("'\"").lower() in _OFF_VALUES
+
+
+def declared_default_text(files: Sequence[SourceFile], key: str) -> str:
+    """"; the code's default 'greedy' at settings.py:28" where the program's code declares a default for ``key``
+    that the run's configuration sets otherwise (``SourceFile.overridden``); "" elsewhere."""
+    for file in files:
+        for d in file.overridden:
+            if d.name == key:
+                return f"; the code's default {d.default} at {file.path.rsplit('/', 1)[-1]}:{d.line}"
+    return ""
+
+
 def program_env_text(names: Sequence[str], files: Sequence[SourceFile],
                      rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: Iterable[NativeStack]) -> str:
     """"; the program set POLARS_MAX_THREADS in its own environment at run time (from `polars_threads` = 1 in
@@ -414,7 +429,8 @@ def program_env_text(names: Sequence[str], files: Sequence[SourceFile],
         if library is None:
             continue
         use = exported.get(name)
-        source = f" (from `{use.key}` = {use.value} in {use.configured_in})" if use is not None else ""
+        source = f" (from `{use.key}` = {use.value} in {use.configured_in}" \
+                 f"{declared_default_text(files, use.key)})" if use is not None else ""
         said.append(f"{name}{source}, a variable named after {library}, which holds this time")
     return f"; the program set in its own environment at run time {'; '.join(said[:2])}" if said else ""
 
@@ -432,7 +448,7 @@ def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, 
     said: dict[str, list[str]] = {}
     # An option turned off (0, False, '', 'none', 'off') first: a cache, a planner or a tag switched off is the
     # commonest way a configuration slows a library; the order is a reading aid, never a verdict.
-    for file, use in sorted(uses, key=lambda fu: fu[1].value.strip("'\"").lower() not in _OFF_VALUES):
+    for file, use in sorted(uses, key=lambda fu: not is_off_value(fu[1].value)):
         if _runs_in(use.library, running):
             if use.via:  # computed from the key: the name passed, then the key's value
                 argument = f"{use.name}={use.via}" if use.name else use.via
@@ -440,6 +456,7 @@ def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, 
             else:
                 argument = f"{use.name}={use.value}" if use.name else use.value  # "": a positional argument
                 source = f"`{use.key}` in {use.configured_in}"
+            source += declared_default_text(files, use.key)
             said.setdefault(use.library, []).append(
                 f"{use.call}({argument} ({source})) at {file.path.rsplit('/', 1)[-1]}:{use.line}")
     return "".join(f"; the program passes to {lib} from its configuration: {', '.join(texts[:PASSED_SHOWN])}"

@@ -158,6 +158,23 @@ class SourceFile:
     # configuration files on the process's command line set (``KnobUse.library``: the library's top module), outside
     # the catalogue: a setting of the library whose effect nothing here knows, said where that library's code runs.
     passed: tuple[KnobUse, ...] = ()
+    # The defaults the file declares for configuration values (a dataclass's or a model's field, an argparse option,
+    # ``cfg.get("key", default)``) that the configuration files on the process's command line set to another value:
+    # what this run's profile changed from what the code would do. Only those changed are kept.
+    overridden: tuple[DeclaredDefault, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredDefault:
+    """A default the program's code declares for a configuration value, ``max_pacing_mbit: int = 0  # 0: no cap``
+    at line 22, and the value the run's configuration file gives it instead."""
+
+    name: str  # the field, option or key ("max_pacing_mbit")
+    default: str  # as Python writes it ("0", "'greedy'", "True")
+    line: int
+    note: str = ""  # the comment on the declaration's line, shortened ("0: no cap on the connection's pacing rate")
+    configured: str = ""  # the configuration's value as Python writes it; "" where not read (or the same)
+    configured_in: str = ""  # the configuration file's name
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,11 @@ mtime, so the live view can call :meth:`OutsideReader.enrich` on every refresh.
 from __future__ import annotations
 
 import ast
+import io
 import os
 import re
 import stat
+import tokenize
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -29,7 +31,7 @@ from dflash_contract.code_knobs import CODE_KNOBS, KNOB_BY_CALL, KNOB_BY_NAME, S
 from dflash_contract.redact import REDACTED
 from dflash_contract.settings import ENV_BY_NAME
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
-from dflash_diag.model.evidence import ENV_LIBRARY, KnobUse, is_library_file
+from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, is_library_file
 from dflash_diag.sources.configs import ConfigReader, config_paths
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.procfs import fd_links
@@ -62,6 +64,7 @@ class _Parsed:
     loops: tuple[_Loop, ...] = ()  # for/while loops, by line
     knobs: tuple[KnobUse, ...] = ()  # the catalogued settings the file passes (``dflash_contract.code_knobs``)
     passed: tuple[KnobUse, ...] = ()  # keyword arguments to an imported library's callable read from a config key
+    defaults: tuple[DeclaredDefault, ...] = ()  # the configuration defaults the file declares (not yet compared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +180,8 @@ class OutsideReader:
             parsed, mtime, exists = self._files.get(path)
             files.append(SourceFile(path=filename, exists=exists, mtime_wall_s=mtime,
                                     knobs=parsed.knobs if parsed is not None else (),
-                                    passed=parsed.passed if parsed is not None else ()))
+                                    passed=parsed.passed if parsed is not None else (),
+                                    overridden=parsed.defaults if parsed is not None else ()))
             if parsed is None:
                 continue  # unreadable or gone: no claim about its lines
             for line in sorted(lines):
@@ -206,28 +210,44 @@ class OutsideReader:
                 by = filename.rsplit("/", 1)[-1] + (" inside a function" if module in late else "")
                 out.append(SourceFile(path=found, exists=True, mtime_wall_s=mtime, imported_by=by,
                                       knobs=imported.knobs if imported is not None else (),
-                                      passed=imported.passed if imported is not None else ()))
+                                      passed=imported.passed if imported is not None else (),
+                                      overridden=imported.defaults if imported is not None else ()))
         return out
 
     def _configured(self, files: list[SourceFile]) -> list[SourceFile]:
         """The files with each setting read from a configuration key given the value the configuration files on
         the process's command line set it to (``sources.configs``), where one is found; the arguments passed to a
-        library from a configuration key are kept only where their value is found."""
+        library from a configuration key are kept only where their value is found; and the code's declared defaults
+        (``SourceFile.overridden``, all of them until here) only where the configuration sets another value."""
         if not any((k.key and not k.value) or k.name == SQL_ANY for f in files for k in f.knobs) and \
-                not any(f.passed for f in files):
+                not any(f.passed or f.overridden for f in files):
             return files
+        paths: tuple[str, ...] = ()
         try:
             with open(self._proc / "cmdline", "rb") as fh:
                 argv = tuple(a.decode("utf-8", errors="replace") for a in fh.read(1 << 16).split(b"\0") if a)
-            cwd = os.readlink(self._proc / "cwd")
+            paths = config_paths(argv, os.readlink(self._proc / "cwd"))
         except OSError:
-            return [replace(f, passed=()) for f in files]
-        paths = config_paths(argv, cwd)
+            pass
         if not paths:
-            return [replace(f, passed=()) for f in files]
+            return [replace(f, passed=(), overridden=()) for f in files]
+        # A name declared with two different defaults (two sections' `seed`) cannot say which one the file set.
+        declared: dict[str, set[str]] = {}
+        for f in files:
+            for d in f.overridden:
+                declared.setdefault(d.name, set()).add(d.default)
         return [replace(f, knobs=tuple(u for k in f.knobs for u in self._configured_uses(k, paths)),
-                        passed=tuple(u for k in f.passed if (u := self._configured_use(k, paths)).configured_in))
+                        passed=tuple(u for k in f.passed if (u := self._configured_use(k, paths)).configured_in),
+                        overridden=tuple(o for d in f.overridden if len(declared[d.name]) == 1
+                                         and (o := self._overridden(d, paths)) is not None))
                 for f in files]
+
+    def _overridden(self, declared: DeclaredDefault, paths: tuple[str, ...]) -> DeclaredDefault | None:
+        """The declared default with the configuration's value, where the files set one that differs."""
+        found = self._configs.lookup(paths, declared.name)
+        if found is None or same_literal(found[0], declared.default):
+            return None
+        return replace(declared, configured=found[0], configured_in=found[1])
 
     def _configured_uses(self, use: KnobUse, paths: tuple[str, ...]) -> tuple[KnobUse, ...]:
         """The use with its configured value; a pragma statement whose name is computed, as each catalogued pragma
@@ -300,7 +320,92 @@ def _parse(path: str, source: str) -> _Parsed:
     _collect_defs(tree, "", defs)
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree), late_imports=_late_imports(tree),
-                   withs=_lock_withs(tree), loops=_loops(tree), **_setting_uses(tree))
+                   withs=_lock_withs(tree), loops=_loops(tree), defaults=_declared_defaults(tree, lines),
+                   **_setting_uses(tree))
+
+
+MAX_DEFAULTS = 256  # per file
+_NOTE_CHARS = 80
+
+
+def _declared_defaults(tree: ast.AST, lines: tuple[str, ...]) -> tuple[DeclaredDefault, ...]:
+    """The defaults the file declares for configuration values: a class's annotated field with a literal default
+    (a dataclass, a pydantic model, a NamedTuple: ``max_pacing_mbit: int = 0``), an argparse option's ``default=``
+    (``--batch-size`` as ``batch_size``, or its ``dest``) and a lookup's fallback (``cfg.get("key", 32)``); with
+    the comment on the line. Credentials' names are left out; a default that is not a short literal is not one."""
+    out: list[DeclaredDefault] = []
+    for node in ast.walk(tree):
+        if len(out) >= MAX_DEFAULTS:
+            break
+        found: list[tuple[str, ast.AST, int]] = []
+        if isinstance(node, ast.ClassDef):
+            found += [(item.target.id, item.value, item.lineno) for item in node.body
+                      if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            if node.func.attr == "add_argument" and "default" in keywords:
+                option = _option_dest(node, keywords)
+                if option:
+                    found.append((option, keywords["default"], node.lineno))
+            elif node.func.attr == "get" and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and \
+                    isinstance(node.args[0].value, str):
+                found.append((node.args[0].value, node.args[1], node.lineno))
+        for name, value, line in found:
+            default = _literal_text(value)
+            if default is not None and _SHOWN_LITERAL.match(name) and not _SECRET_NAME.search(name):
+                out.append(DeclaredDefault(name=name, default=default, line=line, note=_line_comment(lines, line)))
+    return tuple(out)
+
+
+def _option_dest(call: ast.Call, keywords: dict[str | None, ast.AST]) -> str:
+    """An argparse option's attribute name: its ``dest``, else its first long flag with dashes as underscores."""
+    dest = keywords.get("dest")
+    if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+        return dest.value
+    flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    long = next((f for f in flags if f.startswith("--")), None)
+    return long[2:].replace("-", "_") if long else ""
+
+
+def _literal_text(value: ast.AST) -> str | None:
+    """A short literal as Python writes it (``0``, ``'greedy'``, ``True``, ``-1``, ``None``); None otherwise."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and isinstance(value.operand, ast.Constant) \
+            and isinstance(value.operand.value, int | float):
+        return f"-{value.operand.value!r}"
+    if not isinstance(value, ast.Constant) or isinstance(value.value, bytes):
+        return None
+    text = repr(value.value)
+    return text if len(text) <= 42 and (not isinstance(value.value, str) or not value.value
+                                        or _SHOWN_LITERAL.match(value.value)) else None
+
+
+def _line_comment(lines: tuple[str, ...], line: int) -> str:
+    """The comment ending a source line (its tokens' comment, so a ``#`` inside a string is not one), shortened; ""
+    where none."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    if "#" not in text:
+        return ""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text.strip() + "\n").readline):
+            if token.type == tokenize.COMMENT:
+                return token.string.lstrip("#").strip()[:_NOTE_CHARS]
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return ""
+    return ""
+
+
+def same_literal(a: str, b: str) -> bool:
+    """Two literals as Python writes them are the same value: ``0.001`` and ``1e-3``, ``1`` and ``1.0``, ``True``
+    and ``True``; a bool is not a number here (a profile's ``true`` for a field declared ``1`` is a change)."""
+    if a == b:
+        return True
+    try:
+        x, y = ast.literal_eval(a), ast.literal_eval(b)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    if isinstance(x, bool) or isinstance(y, bool):
+        return False
+    return isinstance(x, int | float) and isinstance(y, int | float) and float(x) == float(y)
 
 
 def _setting_uses(tree: ast.AST) -> dict[str, tuple[KnobUse, ...]]:

@@ -141,10 +141,14 @@ class ProcessRedactor:
 
     def source_file(self, file: SourceFile) -> SourceFile:
         knobs, passed = (tuple(replace(k, call=self.text(k.call), name=self.text(k.name), value=self.text(k.value),
-                                       key=self.text(k.key), configured_in=self.text(k.configured_in))
+                                       key=self.text(k.key), configured_in=self.text(k.configured_in),
+                                       via=self.text(k.via), keys=tuple(map(self.text, k.keys)))
                                for k in uses) for uses in (file.knobs, file.passed))
+        overridden = tuple(replace(d, name=self.text(d.name), default=self.text(d.default), note=self.text(d.note),
+                                   configured=self.text(d.configured), configured_in=self.text(d.configured_in))
+                           for d in file.overridden)
         return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by), knobs=knobs,
-                       passed=passed)
+                       passed=passed, overridden=overridden)
 
 
 # --- one redactor per live process ---------------------------------------------------------------------------

@@ -363,6 +363,13 @@ def test_arguments_passed_from_the_configuration_are_said_where_their_library_ru
     traced = replace(level, name="level", value="'fast'", key="mode", via="lvl")
     assert passed_text((replace(packed[0], passed=(traced,)),), rows, deflate).endswith(
         "zlib.compressobj(level=lvl (`mode` = 'fast' in run.toml)) at pack.py:5")
+    # The code's own default for the key, where the run's configuration departs from it.
+    from dflash_diag.model.evidence import DeclaredDefault
+
+    declared = DeclaredDefault(name="level", default="6", line=3, configured="9", configured_in="run.toml")
+    with_default = (replace(packed[0], overridden=(declared,)),)
+    assert passed_text(with_default, rows, deflate).endswith(
+        "zlib.compressobj(9 (`level` in run.toml; the code's default 6 at pack.py:3)) at pack.py:5")
 
 
 def test_a_variable_the_program_set_is_said_where_the_library_it_is_named_after_runs() -> None:

@@ -845,3 +845,20 @@ def test_variables_the_program_set_outside_the_catalogue_are_listed_by_name() ->
                                "environment at run time: ZQ_MODE, ZQ_TABLE"), note.claim
     assert dict(note.evidence)["set by the program at run time"].startswith("ZQ_MODE, ZQ_TABLE: names only")
     assert _find(base, "settings-changed")[1] == []  # nothing set, nothing listed
+
+
+def test_the_configurations_departures_from_the_codes_defaults_are_listed_an_option_turned_off_first() -> None:
+    from dflash_diag.model.evidence import DeclaredDefault, SourceFile
+
+    pacing = DeclaredDefault(name="max_pacing_mbit", default="0", line=21, note="0: no cap",
+                             configured="300", configured_in="run.toml")
+    path = DeclaredDefault(name="contraction_path", default="'greedy'", line=28, configured="'none'",
+                           configured_in="run.toml")
+    files = (SourceFile(path="/app/profile.py", exists=True, mtime_wall_s=1.0, overridden=(pacing, path)),)
+    obs = replace(scenario([Thread("MainThread", PID, 0.8, 0.0)]), files=files)
+    _, (note,) = _find(obs, "settings-changed")
+    assert note.severity is Severity.INFO
+    assert note.claim == ("the run's configuration sets 2 values away from the code's declared defaults: "
+                          "`contraction_path` = 'none' (default 'greedy'), `max_pacing_mbit` = 300 (default 0)"), note.claim
+    assert dict(note.evidence)["max_pacing_mbit = 300"] == ("`max_pacing_mbit` = 300 in run.toml (the code's default "
+                                                            "0 at profile.py:21: 0: no cap)")

@@ -466,6 +466,59 @@ def test_a_variable_the_program_exports_from_its_configuration_is_read_with_the_
     assert "hunter2" not in repr(boot)
 
 
+PROFILE_CODE = '''
+import argparse
+from dataclasses import dataclass
+
+
+@dataclass
+class Uplink:
+    nodelay: bool = True
+    max_pacing_mbit: int = 0  # 0: no cap on the connection's pacing rate
+    lr: float = 1e-3
+    seed: int = 2
+    api_token: str = "x"  # a credential's name: never read
+
+
+@dataclass
+class Train:
+    seed: int = 0  # declared twice with two defaults: which one the file sets is not known
+
+
+def parse(argv, cfg):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("-w", "--workers", dest="loader_workers", default=4)
+    return ap.parse_args(argv), cfg.get("cache_words", 10000)
+'''
+
+
+def test_the_configurations_departures_from_the_codes_declared_defaults_are_read(tmp_path: Path) -> None:
+    # A dataclass's fields, argparse's defaults and a lookup's fallback are the code's own defaults; the profile on
+    # the command line that sets them otherwise is what this run changed. The same value written another way (1e-3
+    # as 0.001) is no change; a name declared with two defaults is not judged; a credential's name is never read.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text("[uplink]\nnodelay = true\nmax_pacing_mbit = 300\nlr = 0.001\n"
+                                  'api_token = "hunter2"\n[train]\nseed = 5\n[loader]\nbatch_size = 32\n'
+                                  "loader_workers = 0\ncache_words = 0\n")
+    (app / "profile.py").write_text(PROFILE_CODE)
+    proc_dir = tmp_path / "proc" / "4248"
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0run.toml\0")
+    (proc_dir / "cwd").symlink_to(app)
+    reader = OutsideReader(4248, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    _, (profile,) = reader.code_facts([_sample(4248, [Frame("parse", str(app / "profile.py"), 22)])])
+    assert [(d.name, d.default, d.configured, d.configured_in, d.line, d.note) for d in profile.overridden] == [
+        ("max_pacing_mbit", "0", "300", "run.toml", 9, "0: no cap on the connection's pacing rate"),
+        ("loader_workers", "4", "0", "run.toml", 23, ""),
+        ("cache_words", "10000", "0", "run.toml", 24, "")]
+    assert "hunter2" not in repr(profile)
+    from dflash_diag.sources.outside import same_literal
+    assert same_literal("0.001", "1e-3") and same_literal("1", "1.0") and not same_literal("True", "1")
+    assert not same_literal("'none'", "None") and not same_literal("x(", "1")
+
+
 def test_a_passed_value_that_is_one_of_the_processs_secrets_is_redacted(tmp_path: Path) -> None:
     # The same text as a secret of the process's environment or argv (a key named innocently in the profile).
     app = tmp_path / "app"

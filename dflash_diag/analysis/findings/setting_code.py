@@ -34,6 +34,7 @@ from dflash_contract.settings import PROXY_VARS, loopback_proxy
 from dflash_diag.analysis.findings._context import Context, pct, speed_threads
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.gil import native_gil_wait
+from dflash_diag.analysis.hotspots import declared_default_text
 from dflash_diag.analysis.mechanisms import (
     MIN_SHARE,
     NOT_WORK,
@@ -138,11 +139,12 @@ def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
             if knob is None or use.name in out or (use.value and use.value == knob.default):  # a default: harmless
                 continue
             value = use.value or (f"<its configuration's `{use.key}`>" if use.key else "<computed at run time>")
+            default = declared_default_text(ctx.obs.files, use.key) if use.configured_in else ""
             if use.via:  # a name the code computed from the configuration: that name, then the key it came from
-                value = f"{use.via} (`{use.key}` = {use.value} in {use.configured_in})" if use.configured_in else \
-                    f"{use.via} (computed from its configuration's `{use.key}`)"
+                value = f"{use.via} (`{use.key}` = {use.value} in {use.configured_in}{default})" \
+                    if use.configured_in else f"{use.via} (computed from its configuration's `{use.key}`)"
             elif use.configured_in:  # read from the configuration file the process was started with
-                value = f"{use.value} (`{use.key}` in {use.configured_in})"
+                value = f"{use.value} (`{use.key}` in {use.configured_in}{default})"
             where = f"{file.path.rsplit('/', 1)[-1]}:{use.line}"
             if use.name.startswith(SQL_PREFIX):  # SQL text: the statement as the program runs it
                 call = f'{use.call}("{use.name} = {value}")'

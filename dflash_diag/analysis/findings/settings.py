@@ -24,7 +24,7 @@ Thread-pool sizes (``OMP_NUM_THREADS``, ``torch.set_num_threads``) are weighed b
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dflash_contract.board import ProbeName, SettingsKeys
@@ -42,12 +42,13 @@ from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.diagnostics import stack_capture_from_native
 from dflash_diag.analysis.findings.gil import probe_wait
 from dflash_diag.analysis.frames import user_frames
+from dflash_diag.analysis.hotspots import is_off_value
 from dflash_diag.analysis.native import MIN_SAMPLES as NATIVE_MIN_SAMPLES
 from dflash_diag.analysis.native import share_in, thread_stacks
 from dflash_diag.analysis.sched import summary_of, write_rate
 from dflash_diag.analysis.settings import SYNCS_PROBE_SYNC_MODE, by_area, non_default, sync_mode_is_ours
 from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadState
-from dflash_diag.model.evidence import is_library_file
+from dflash_diag.model.evidence import DeclaredDefault, SourceFile, is_library_file
 from dflash_diag.model.findings import CAUSE, NOTE
 from dflash_diag.model.sched import SchedSummary, SettingReading
 
@@ -92,8 +93,9 @@ RULES = (
 def check(ctx: Context) -> Iterator[Finding]:
     readings = non_default(ctx.obs)
     set_by_program = ctx.obs.os_facts.env_set_by_program if ctx.obs.os_facts is not None else ()
-    if readings or set_by_program:
-        yield _changed(readings, set_by_program)
+    departures = config_departures(ctx.obs.files)
+    if readings or set_by_program or departures:
+        yield _changed(readings, set_by_program, departures)
     yield from _gc(ctx, readings)
     yield from _switch_interval(ctx, readings)
     yield from _debug_modes(ctx, readings)
@@ -107,9 +109,28 @@ def check(ctx: Context) -> Iterator[Finding]:
 # --- the list ----------------------------------------------------------------------------------------------------
 
 
-def _changed(readings: tuple[SettingReading, ...], set_by_program: tuple[str, ...] = ()) -> Finding:
-    """The settings away from their defaults, and the variables outside the catalogue the program set in its own
-    environment since it started (names only: what they do is not known here)."""
+def config_departures(files: Sequence[SourceFile]) -> tuple[tuple[SourceFile, DeclaredDefault], ...]:
+    """The code's declared defaults the run's configuration sets otherwise (``SourceFile.overridden``), one per
+    name, an option turned off first (a cache, a planner, a tag: the commonest way a profile slows a library)."""
+    seen: dict[str, tuple[SourceFile, DeclaredDefault]] = {}
+    for file in files:
+        for d in file.overridden:
+            seen.setdefault(d.name, (file, d))
+    return tuple(sorted(seen.values(), key=lambda fd: not is_off_value(fd[1].configured)))
+
+
+def departure_text(file: SourceFile, d: DeclaredDefault) -> str:
+    """"`max_pacing_mbit` = 300 in run.toml (the code's default 0 at runprofile.py:21: 0: no cap ...)"."""
+    note = f": {d.note}" if d.note else ""
+    return (f"`{d.name}` = {d.configured} in {d.configured_in} (the code's default {d.default} at "
+            f"{file.path.rsplit('/', 1)[-1]}:{d.line}{note})")
+
+
+def _changed(readings: tuple[SettingReading, ...], set_by_program: tuple[str, ...] = (),
+             departures: tuple[tuple[SourceFile, DeclaredDefault], ...] = ()) -> Finding:
+    """The settings away from their defaults, the variables outside the catalogue the program set in its own
+    environment since it started (names only: what they do is not known here), and the values the run's
+    configuration sets away from the code's own declared defaults."""
     names = [r.text() for r in readings]
     parts = []
     if readings:
@@ -119,9 +140,15 @@ def _changed(readings: tuple[SettingReading, ...], set_by_program: tuple[str, ..
     if set_by_program:
         parts.append(f"the program set {len(set_by_program)} variable{'s' if len(set_by_program) != 1 else ''} the "
                      "settings catalogue does not know in its own environment at run time: " + ", ".join(set_by_program))
+    if departures:
+        parts.append(f"the run's configuration sets {len(departures)} value{'s' if len(departures) != 1 else ''} "
+                     "away from the code's declared defaults: " + ", ".join(
+                         f"`{d.name}` = {d.configured} (default {d.default})" for _, d in departures[:SHOWN])
+                     + (f" and {len(departures) - SHOWN} more" if len(departures) > SHOWN else ""))
     claim = "; ".join(parts)
     evidence = tuple((r.text(), f"{r.source}; default {r.default}: {r.effect}" + (f"; {r.detail}" if r.detail else ""))
                      for r in readings)
+    evidence += tuple((f"{d.name} = {d.configured}", departure_text(f, d)) for f, d in departures)
     if set_by_program:
         evidence += (("set by the program at run time", ", ".join(set_by_program) + ": names only (values are not "
                       "read); what each does is not known here, most often a library's switch exported before it "
