@@ -410,6 +410,41 @@ def declared_default_text(files: Sequence[SourceFile], key: str) -> str:
     return ""
 
 
+DEPARTURES_SHOWN = 2
+
+
+def departures_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
+    """"; this code reads a value the run's configuration sets away from the code's default: `contraction_path` =
+    'none' in run.toml (the code's default 'greedy' at settings.py:28), read at featurize.py:29" for the values the
+    program's files declare a default for and the configuration sets otherwise (``SourceFile.overridden``) that a
+    file the rows' samples are in reads (``SourceFile.reads_departures``), an option turned off first, at most
+    DEPARTURES_SHOWN; "" where none. What the value does is not known here: said beside the time, never as a cause.
+    A key already said as an argument passed to a library (``passed_text``) is not said twice."""
+    departed = {d.name: (f, d) for f in files for d in f.overridden}
+    if not departed:
+        return ""
+    hot = {fr.filename for t, _ in rows for fr in t.frames if not fr.native}
+    passed = {u.key for f in files for u in f.passed}
+    found: dict[str, tuple[SourceFile, int]] = {}
+    for file in files:
+        if file.path in hot:
+            for name, line in file.reads_departures:
+                if name in departed and name not in passed:
+                    found.setdefault(name, (file, line))
+    if not found:
+        return ""
+    ordered = sorted(found, key=lambda n: not is_off_value(departed[n][1].configured))[:DEPARTURES_SHOWN]
+    texts = []
+    for name in ordered:
+        declared_in, d = departed[name]
+        reader, line = found[name]
+        texts.append(f"`{name}` = {d.configured} in {d.configured_in} (the code's default {d.default} at "
+                     f"{declared_in.path.rsplit('/', 1)[-1]}:{d.line}), read at {reader.path.rsplit('/', 1)[-1]}:{line}")
+    many = len(texts) > 1
+    return (f"; this code reads {'values' if many else 'a value'} the run's configuration sets away from the code's "
+            f"default{'s' if many else ''}: " + "; ".join(texts))
+
+
 def program_env_text(names: Sequence[str], files: Sequence[SourceFile],
                      rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: Iterable[NativeStack]) -> str:
     """"; the program set POLARS_MAX_THREADS in its own environment at run time (from `polars_threads` = 1 in

@@ -162,6 +162,10 @@ class SourceFile:
     # ``cfg.get("key", default)``) that the configuration files on the process's command line set to another value:
     # what this run's profile changed from what the code would do. Only those changed are kept.
     overridden: tuple[DeclaredDefault, ...] = ()
+    # Of the values any of the program's files declares a default for and the run's configuration sets otherwise,
+    # those this file reads (an attribute, a key, ``getattr``), with the first line reading each: the code a thread's
+    # time goes to may be where a changed value acts.
+    reads_departures: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,9 @@ class _Parsed:
     knobs: tuple[KnobUse, ...] = ()  # the catalogued settings the file passes (``dflash_contract.code_knobs``)
     passed: tuple[KnobUse, ...] = ()  # keyword arguments to an imported library's callable read from a config key
     defaults: tuple[DeclaredDefault, ...] = ()  # the configuration defaults the file declares (not yet compared)
+    # Names the file reads as an attribute (``cfg.lr``), a string key (``cfg["lr"]``, ``cfg.get("lr")``) or through
+    # ``getattr(cfg, "lr")``, each with its first line; at most MAX_NAMES_READ.
+    names_read: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,11 +239,20 @@ class OutsideReader:
         for f in files:
             for d in f.overridden:
                 declared.setdefault(d.name, set()).add(d.default)
-        return [replace(f, knobs=tuple(u for k in f.knobs for u in self._configured_uses(k, paths)),
-                        passed=tuple(u for k in f.passed if (u := self._configured_use(k, paths)).configured_in),
-                        overridden=tuple(o for d in f.overridden if len(declared[d.name]) == 1
-                                         and (o := self._overridden(d, paths)) is not None))
-                for f in files]
+        out = [replace(f, knobs=tuple(u for k in f.knobs for u in self._configured_uses(k, paths)),
+                       passed=tuple(u for k in f.passed if (u := self._configured_use(k, paths)).configured_in),
+                       overridden=tuple(o for d in f.overridden if len(declared[d.name]) == 1
+                                        and (o := self._overridden(d, paths)) is not None))
+               for f in files]
+        departed = {d.name for f in out for d in f.overridden}
+        return [replace(f, reads_departures=self._reads(f.path, departed)) if departed else f for f in out]
+
+    def _reads(self, filename: str, names: set[str]) -> tuple[tuple[str, int], ...]:
+        """Of ``names``, those the file reads, with the first line reading each (``_Parsed.names_read``)."""
+        parsed = self._files.cached(self._resolve(filename))
+        if parsed is None:
+            return ()
+        return tuple((name, line) for name, line in parsed.names_read if name in names)
 
     def _overridden(self, declared: DeclaredDefault, paths: tuple[str, ...]) -> DeclaredDefault | None:
         """The declared default with the configuration's value, where the files set one that differs."""
@@ -321,7 +333,34 @@ def _parse(path: str, source: str) -> _Parsed:
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree), late_imports=_late_imports(tree),
                    withs=_lock_withs(tree), loops=_loops(tree), defaults=_declared_defaults(tree, lines),
+                   names_read=_names_read(tree),
                    **_setting_uses(tree))
+
+
+MAX_NAMES_READ = 2048  # per file
+
+
+def _names_read(tree: ast.AST) -> tuple[tuple[str, int], ...]:
+    """The names the file reads as attributes or string keys, each with its first line (``_Parsed.names_read``)."""
+    first: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if len(first) >= MAX_NAMES_READ:
+            break
+        name = ""
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            name = node.attr
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
+                isinstance(node.slice.value, str):
+            name = node.slice.value
+        elif isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and \
+                isinstance(node.args[1].value, str) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+            name = node.args[1].value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
+                node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            name = node.args[0].value
+        if name and (name not in first or node.lineno < first[name]):  # type: ignore[attr-defined]
+            first[name] = node.lineno  # type: ignore[attr-defined]
+    return tuple(first.items())
 
 
 MAX_DEFAULTS = 256  # per file

@@ -148,7 +148,8 @@ class ProcessRedactor:
                                    configured=self.text(d.configured), configured_in=self.text(d.configured_in))
                            for d in file.overridden)
         return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by), knobs=knobs,
-                       passed=passed, overridden=overridden)
+                       passed=passed, overridden=overridden,
+                       reads_departures=tuple((self.text(n), line) for n, line in file.reads_departures))
 
 
 # --- one redactor per live process ---------------------------------------------------------------------------

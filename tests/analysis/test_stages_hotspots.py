@@ -390,3 +390,30 @@ def test_a_variable_the_program_set_is_said_where_the_library_it_is_named_after_
     assert program_env_text(("ZQ_OTHER",), files, rows, ()) == ""
     elsewhere = [(replace(rows[0][0], frames=(feed,)), ThreadState.PYTHON)] * 10
     assert program_env_text(("POLARS_MAX_THREADS",), files, elsewhere, ()) == ""
+
+
+def test_a_value_the_configuration_changed_from_the_codes_default_is_said_where_the_code_reading_it_runs() -> None:
+    from dflash_diag.analysis.hotspots import departures_text
+    from dflash_diag.model.evidence import DeclaredDefault, SourceFile
+
+    path = DeclaredDefault(name="contraction_path", default="'greedy'", line=28, configured="'none'",
+                           configured_in="run.toml")
+    width = DeclaredDefault(name="width", default="24", line=40, configured="16", configured_in="run.toml")
+    settings = SourceFile(path="/app/settings.py", exists=True, mtime_wall_s=1.0, imported_by="train.py",
+                          overridden=(width, path))
+    featurize = SourceFile(path="/app/featurize.py", exists=True, mtime_wall_s=1.0,
+                           reads_departures=(("width", 12), ("contraction_path", 29)))
+    call = Frame("Featurizer.__call__", "/app/featurize.py", 35)
+    rows = [(ThreadSample(thread_id=1, os_thread_id=501, name="loader", active=True, owns_gil=False,
+                          frames=(call,)), ThreadState.NATIVE)] * 10
+    assert departures_text((settings, featurize), rows) == (
+        "; this code reads values the run's configuration sets away from the code's defaults: `contraction_path` = "
+        "'none' in run.toml (the code's default 'greedy' at settings.py:28), read at featurize.py:29; `width` = 16 in "
+        "run.toml (the code's default 24 at settings.py:40), read at featurize.py:12")
+    # Time elsewhere, or the value said already as an argument passed to a library: nothing.
+    elsewhere = [(replace(rows[0][0], frames=(Frame("main", "/app/train.py", 5),)), ThreadState.NATIVE)] * 10
+    assert departures_text((settings, featurize), elsewhere) == ""
+    from dflash_diag.model.evidence import KnobUse
+    passed = replace(featurize, reads_departures=(("contraction_path", 29),),
+                     passed=(KnobUse(line=35, call="np.einsum", name="optimize", key="contraction_path"),))
+    assert departures_text((settings, passed), rows) == ""

@@ -513,6 +513,7 @@ def test_the_configurations_departures_from_the_codes_declared_defaults_are_read
         ("max_pacing_mbit", "0", "300", "run.toml", 9, "0: no cap on the connection's pacing rate"),
         ("loader_workers", "4", "0", "run.toml", 23, ""),
         ("cache_words", "10000", "0", "run.toml", 24, "")]
+    assert profile.reads_departures == (("cache_words", 24),)  # the file's own reads of the changed values
     assert "hunter2" not in repr(profile)
     from dflash_diag.sources.outside import same_literal
     assert same_literal("0.001", "1e-3") and same_literal("1", "1.0") and not same_literal("True", "1")

@@ -16,7 +16,13 @@ from typing import Any
 
 from dflash_contract.board import STATUS_OK, AppKeys, PayloadKeys, ProbeName
 from dflash_contract.settings import AREA_KERNEL, AREA_THREADS
-from dflash_diag.analysis.hotspots import changes_text, passed_text, program_env_text, reads_text
+from dflash_diag.analysis.hotspots import (
+    changes_text,
+    departures_text,
+    passed_text,
+    program_env_text,
+    reads_text,
+)
 from dflash_diag.analysis.libc import chain_ends, libc_chains, threads_libc_text
 from dflash_diag.analysis.mechanisms import SHOWN as MECHANISMS_SHOWN
 from dflash_diag.analysis.mechanisms import mechanisms_text, native_mechanisms, python_mechanisms
@@ -472,8 +478,8 @@ def settings_text(ctx: Context, rows: Sequence[tuple[ThreadSample, ThreadState]]
     stacks = thread_stacks(ctx.obs.native, tids)
     set_by_program = ctx.obs.os_facts.env_set_by_program if ctx.obs.os_facts is not None else ()
     return (reads_text(ctx.obs.env_reads, rows) + changes_text(ctx.library_changes, rows)
-            + passed_text(ctx.obs.files, rows, stacks) + program_env_text(set_by_program, ctx.obs.files, rows, stacks)
-            + caps_text(ctx, rows))
+            + passed_text(ctx.obs.files, rows, stacks) + departures_text(ctx.obs.files, rows)
+            + program_env_text(set_by_program, ctx.obs.files, rows, stacks) + caps_text(ctx, rows))
 
 
 # The rows' share in native code (torch's ops) from which a pool-size setting below the idle CPUs is said beside
