@@ -420,17 +420,23 @@ def departures_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSamp
     file the rows' samples are in reads (``SourceFile.reads_departures``), an option turned off first, at most
     DEPARTURES_SHOWN; "" where none. What the value does is not known here: said beside the time, never as a cause.
     A key already said as an argument passed to a library (``passed_text``) is not said twice."""
+    hot = {fr.filename for t, _ in rows for fr in t.frames if not fr.native}
+    said = read_departures(files, [f for f in files if f.path in hot and not f.run_by])
+    return f"; this code reads {said}" if said else ""
+
+
+def read_departures(files: Sequence[SourceFile], readers: Sequence[SourceFile]) -> str:
+    """"a value the run's configuration sets away from the code's default: ..., read at tileserver.py:40" for the
+    changed values (``SourceFile.overridden`` of any of ``files``) that ``readers`` read; "" where none."""
     departed = {d.name: (f, d) for f in files for d in f.overridden}
     if not departed:
         return ""
-    hot = {fr.filename for t, _ in rows for fr in t.frames if not fr.native}
     passed = {u.key for f in files for u in f.passed}
     found: dict[str, tuple[SourceFile, int]] = {}
-    for file in files:
-        if file.path in hot:
-            for name, line in file.reads_departures:
-                if name in departed and name not in passed:
-                    found.setdefault(name, (file, line))
+    for file in readers:
+        for name, line in file.reads_departures:
+            if name in departed and name not in passed:
+                found.setdefault(name, (file, line))
     if not found:
         return ""
     ordered = sorted(found, key=lambda n: not is_off_value(departed[n][1].configured))[:DEPARTURES_SHOWN]
@@ -441,7 +447,7 @@ def departures_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSamp
         texts.append(f"`{name}` = {d.configured} in {d.configured_in} (the code's default {d.default} at "
                      f"{declared_in.path.rsplit('/', 1)[-1]}:{d.line}), read at {reader.path.rsplit('/', 1)[-1]}:{line}")
     many = len(texts) > 1
-    return (f"; this code reads {'values' if many else 'a value'} the run's configuration sets away from the code's "
+    return (f"{'values' if many else 'a value'} the run's configuration sets away from the code's "
             f"default{'s' if many else ''}: " + "; ".join(texts))
 
 
@@ -476,7 +482,7 @@ def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, 
     run.toml)) at subwords.py:21" for the arguments the program's files pass, from a configuration key the files on
     its command line set, to a library the rows' working samples run in (``SourceFile.passed``), or "". A setting of
     that library whose effect is not known here: said as what the process runs with, never as a cause."""
-    uses = [(f, u) for f in files for u in f.passed]
+    uses = [(f, u) for f in files if not f.run_by for u in f.passed]  # another process's script: not these rows'
     if not uses:
         return ""
     running = running_libraries(rows, stacks)

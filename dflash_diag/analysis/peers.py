@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from dflash_contract.settings import AREA_DEBUG, AREA_IO, ENV_BY_NAME
 from dflash_diag.analysis.classify import explain
-from dflash_diag.analysis.hotspots import library_place
+from dflash_diag.analysis.hotspots import library_place, read_departures
 from dflash_diag.analysis.libc import chains_text
 from dflash_diag.analysis.native import native_spots, spots_text
 from dflash_diag.analysis.settings import control_effect
@@ -218,13 +218,20 @@ PEER_CPU_WAIT_PCT = 10.0
 def child_places(obs: Observation) -> dict[int, str]:
     """What is known of where another process's time goes, by PID: a sampled child's library place
     (``hotspots.library_place``: "most of its time inside json/encoder.py (80% of its samples)"), and a looked-at
-    peer's C code and C library calls (``Observation.peer_native``: ``native.native_spots``, ``libc.chains_text``);
-    processes with neither are left out. Read once per analysis (``Sampled.child_places``)."""
+    peer's C code and C library calls (``Observation.peer_native``: ``native.native_spots``, ``libc.chains_text``),
+    and the values the run's configuration changed that a peer's script reads (``SourceFile.run_by``); processes
+    with none of these are left out. Read once per analysis (``Sampled.child_places``)."""
     by_pid: dict[int, list[ThreadSample]] = {}
     for sample in obs.children:
         by_pid.setdefault(sample.pid, []).extend(sample.threads)
     places = {pid: library_place([(t, explain(t).state) for t in threads]) for pid, threads in by_pid.items()}
     out = {pid: f"most of its time {place}" for pid, place in places.items() if place}
+    # The script a peer runs (``SourceFile.run_by``): the values the run's configuration changed that it reads.
+    for script in (f for f in obs.files if f.run_by):
+        said = read_departures(obs.files, [script])
+        if said:
+            text = f"its script reads {said}"
+            out[script.run_by] = f"{out[script.run_by]}; {text}" if script.run_by in out else text
     for look in obs.peer_native:
         spots = native_spots(look.profile.stacks)  # the C code under its Python lines (an extension, a library)
         calls = "; ".join(x for x in (f"its native samples: {spots_text(spots)}" if spots else "",

@@ -166,6 +166,9 @@ class SourceFile:
     # those this file reads (an attribute, a key, ``getattr``), with the first line reading each: the code a thread's
     # time goes to may be where a changed value acts.
     reads_departures: tuple[tuple[str, int], ...] = ()
+    # The PID of another process at the other end of a wait (a child the process waits on) whose command line runs
+    # this file (``python tileserver.py``); 0 for the process's own files.
+    run_by: int = 0
 
 
 @dataclass(frozen=True, slots=True)

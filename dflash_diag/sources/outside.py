@@ -40,6 +40,7 @@ from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
 PROC = Path("/proc")
 STDERR_TAIL_BYTES = 256 * 1024
 MAX_FILES = 64  # distinct source files examined per observation
+MAX_PEER_SCRIPTS = 4  # processes at the other end of waits whose scripts are read
 MAX_LOCATIONS = 4096  # distinct (file, line) pairs examined per observation
 QUEUE_METHODS = frozenset({"put", "get", "put_nowait", "get_nowait"})
 @dataclass(frozen=True, slots=True)
@@ -104,7 +105,9 @@ class OutsideReader:
     def enrich(self, obs: Observation) -> Observation:
         """``obs`` with ``process``, ``code`` and ``files`` filled in (what cannot be read is left out)."""
         # The children run the program's files too: what their lines do (a lock they wait for) is read the same way.
-        code, files = self.code_facts((*obs.stacks, *obs.children))
+        # And the scripts of the processes a thread waits on (a server child): what their configuration does there.
+        peers = tuple(dict.fromkeys(p.pid for w in obs.outside_waits for p in w.peers))[:MAX_PEER_SCRIPTS]
+        code, files = self.code_facts((*obs.stacks, *obs.children), peers=peers)
         return replace(obs, process=self.process_facts(), code=code, files=files)
 
     # --- the process ---------------------------------------------------------------------------------
@@ -161,8 +164,10 @@ class OutsideReader:
 
     # --- source files --------------------------------------------------------------------------------
 
-    def code_facts(self, stacks: Iterable[StackSample]) -> tuple[tuple[SourceLine, ...], tuple[SourceFile, ...]]:
-        """What the files on disk say about every sampled Python frame of the program's own code."""
+    def code_facts(self, stacks: Iterable[StackSample], peers: tuple[int, ...] = ()
+                   ) -> tuple[tuple[SourceLine, ...], tuple[SourceFile, ...]]:
+        """What the files on disk say about every sampled Python frame of the program's own code, the modules they
+        import, and the scripts the processes ``peers`` run."""
         locations: dict[tuple[str, int], None] = {}
         for sample in stacks:
             for thread in sample.threads:
@@ -189,7 +194,9 @@ class OutsideReader:
                 continue  # unreadable or gone: no claim about its lines
             for line in sorted(lines):
                 code.append(_source_line(filename, line, parsed))
-        files.extend(self._imported(by_file, {f.path for f in files}))
+        known = {f.path for f in files}
+        files.extend(self._imported(by_file, known))
+        files.extend(self._peer_scripts(peers, known))
         files = self._configured(files)
         redactor = self._redactor
         return tuple(map(redactor.source_line, code)), tuple(map(redactor.source_file, files))
@@ -215,6 +222,34 @@ class OutsideReader:
                                       knobs=imported.knobs if imported is not None else (),
                                       passed=imported.passed if imported is not None else (),
                                       overridden=imported.defaults if imported is not None else ()))
+        return out
+
+    def _peer_scripts(self, pids: tuple[int, ...], known: set[str]) -> list[SourceFile]:
+        """The Python script each process of ``pids`` runs (the first argument ending in .py of a Python command
+        line, from its working directory), where it is a file of the program's own, not a library's."""
+        out: list[SourceFile] = []
+        proc_root = self._proc.parent
+        for pid in pids:
+            try:
+                with open(proc_root / str(pid) / "cmdline", "rb") as fh:
+                    argv = [a.decode("utf-8", errors="replace") for a in fh.read(1 << 16).split(b"\0") if a]
+                cwd = os.readlink(proc_root / str(pid) / "cwd")
+            except OSError:
+                continue
+            if not argv or not os.path.basename(argv[0]).startswith("python"):
+                continue
+            script = next((a for a in argv[1:] if a.endswith(".py") and not a.startswith("-")), None)
+            if script is None:
+                continue
+            path = os.path.normpath(os.path.join(cwd, script))
+            if path in known or is_library_file(path) or not os.path.isfile(path):
+                continue
+            known.add(path)
+            parsed, mtime, exists = self._files.get(path)
+            if not exists or parsed is None:
+                continue
+            out.append(SourceFile(path=path, exists=True, mtime_wall_s=mtime, imported_by=f"process {pid}",
+                                  knobs=parsed.knobs, passed=parsed.passed, overridden=parsed.defaults, run_by=pid))
         return out
 
     def _configured(self, files: list[SourceFile]) -> list[SourceFile]:

@@ -142,3 +142,24 @@ def test_a_new_connection_per_request_is_said_with_the_stage_that_waits_on_it() 
                      r"process uses, were closed in the last minute \(TIME_WAIT", text)
     assert "a new connection per request (no keep-alive" in text
     assert "TIME_WAIT" not in _headline("settings15_ferry_fixed__attach")
+
+
+def test_a_value_the_configuration_changed_that_the_waited_on_processs_script_reads_is_said_with_it() -> None:
+    # The pacing program's tile server child: its script (read from its command line) reads the profile's
+    # max_pacing_mbit, which the profile sets away from the code's declared default.
+    from dflash_diag.analysis.peers import child_places
+    from dflash_diag.model.evidence import DeclaredDefault, SourceFile
+
+    obs = _obs("settings24_mesa__outside")
+    server = next(p.pid for w in obs.outside_waits for p in w.peers)
+    profile = SourceFile(path="/app/runprofile.py", exists=True, mtime_wall_s=1.0, imported_by="train.py",
+                         overridden=(DeclaredDefault(name="max_pacing_mbit", default="0", line=21, note="0: no cap",
+                                                     configured="300", configured_in="mesa_uplink.toml"),))
+    script = SourceFile(path="/app/tileserver.py", exists=True, mtime_wall_s=1.0, imported_by=f"process {server}",
+                        reads_departures=(("max_pacing_mbit", 40),), run_by=server)
+    obs = replace(obs, files=(*obs.files, profile, script))
+    assert child_places(obs)[server].endswith(
+        "its script reads a value the run's configuration sets away from the code's default: `max_pacing_mbit` = 300 "
+        "in mesa_uplink.toml (the code's default 0 at runprofile.py:21), read at tileserver.py:40")
+    found = next(f for f in analyse(obs).findings if f.rule_id == "process-wait")
+    assert "`max_pacing_mbit` = 300 in mesa_uplink.toml" in found.claim, found.claim

@@ -520,6 +520,32 @@ def test_the_configurations_departures_from_the_codes_declared_defaults_are_read
     assert not same_literal("'none'", "None") and not same_literal("x(", "1")
 
 
+def test_the_script_a_process_at_the_other_end_runs_is_read_for_the_changed_values_it_reads(tmp_path: Path) -> None:
+    # The trainer waits on a server child (`python server.py --config run.toml`): the child's script is read like
+    # the program's own files, marked as that process's, and the value the profile changed that it reads is kept.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text("[uplink]\nmax_pacing_mbit = 300\n")
+    (app / "profile.py").write_text(PROFILE_CODE)
+    (app / "train.py").write_text("import profile\n\ndef main():\n    return profile\n")
+    (app / "server.py").write_text("import profile\n\n\ndef serve(prof):\n    rate = prof.uplink.max_pacing_mbit\n"
+                                   "    return rate\n")
+    root = tmp_path / "proc"
+    for pid, argv in ((4249, b"python\0train.py\0run.toml\0"), (4250, b"python3\0server.py\0--config\0run.toml\0"),
+                      (4251, b"sleep\0server.py\0")):
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "cmdline").write_bytes(argv)
+        (root / str(pid) / "cwd").symlink_to(app)
+    reader = OutsideReader(4249, proc_root=root, redactor=ProcessRedactor(frozenset()))
+    _, files = reader.code_facts([_sample(4249, [Frame("main", str(app / "train.py"), 4)])], peers=(4250, 4251))
+    by_name = {f.path.rsplit("/", 1)[-1]: f for f in files}
+    assert set(by_name) == {"train.py", "profile.py", "server.py"}  # `sleep` runs no Python script
+    server = by_name["server.py"]
+    assert server.run_by == 4250 and server.reads_departures == (("max_pacing_mbit", 5),)
+    assert [d.name for d in by_name["profile.py"].overridden] == ["max_pacing_mbit"]
+    assert by_name["train.py"].run_by == 0
+
+
 def test_a_passed_value_that_is_one_of_the_processs_secrets_is_redacted(tmp_path: Path) -> None:
     # The same text as a secret of the process's environment or argv (a key named innocently in the profile).
     app = tmp_path / "app"

@@ -134,6 +134,8 @@ def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
     first use of each name."""
     out: dict[str, SettingReading] = {}
     for file in ctx.obs.files:
+        if file.run_by:  # another process's script (a server child): its settings are not this process's
+            continue
         for use in file.knobs:
             knob = KNOB_BY_NAME.get(use.name)
             if knob is None or use.name in out or (use.value and use.value == knob.default):  # a default: harmless

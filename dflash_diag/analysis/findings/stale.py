@@ -66,7 +66,8 @@ def _from_outside(ctx: Context) -> Iterator[Finding]:
     start = ctx.obs.process.start_wall_s if ctx.obs.process is not None else None
     frames = _sampled_functions(ctx)
     moved = [(code, name) for code, name in frames if _moved(code, name)]
-    newer = [f for f in ctx.obs.files if not _generated(f.path) and (
+    # A script another process runs (a server child, started later) is that process's code, not this one's.
+    newer = [f for f in ctx.obs.files if not _generated(f.path) and not f.run_by and (
         not f.exists or (start is not None and f.mtime_wall_s is not None and f.mtime_wall_s > start + START_MARGIN_S))]
     if not moved and not newer:
         return
