@@ -393,8 +393,9 @@ def _names_read(tree: ast.AST) -> tuple[tuple[str, int], ...]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
                 node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
             name = node.args[0].value
-        if name and (name not in first or node.lineno < first[name]):  # type: ignore[attr-defined]
-            first[name] = node.lineno  # type: ignore[attr-defined]
+        line = getattr(node, "lineno", 0)  # every node matched above is an expression: it has one
+        if name and (name not in first or line < first[name]):
+            first[name] = line
     return tuple(first.items())
 
 
