@@ -285,6 +285,59 @@ def known_env(environ: dict[str, str] | object) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+# The interpreter's command-line options that set what an environment variable of the catalogue sets: the variable,
+# and its value (None: the option takes one, ``-X tracemalloc=25``; "1" where it has none).
+_X_OPTIONS: dict[str, tuple[str, str | None]] = {
+    "dev": ("PYTHONDEVMODE", "1"), "tracemalloc": ("PYTHONTRACEMALLOC", None),
+    "importtime": ("PYTHONPROFILEIMPORTTIME", "1"), "pycache_prefix": ("PYTHONPYCACHEPREFIX", None),
+    "gil": ("PYTHON_GIL", None),
+}
+_FLAG_OPTIONS = {"u": "PYTHONUNBUFFERED", "B": "PYTHONDONTWRITEBYTECODE", "O": "PYTHONOPTIMIZE",
+                 "v": "PYTHONVERBOSE"}
+MAX_INTERPRETER_ARGS = 32  # options looked at before the script
+
+
+def interpreter_options(argv: tuple[str, ...] | list[str]) -> tuple[tuple[str, str, str], ...]:
+    """The catalogue's variables a Python command line sets through the interpreter's own options, before the
+    script, ``-m`` or ``-c``: (variable, value, the option as written): ``python -X dev -u train.py`` gives
+    ("PYTHONDEVMODE", "1", "-X dev"), ("PYTHONUNBUFFERED", "1", "-u"). Repeated ``-O``/``-v`` count up; ``-W``
+    gives PYTHONWARNINGS. Empty for a command that is not a Python interpreter's. Pure."""
+    if not argv or not argv[0].rsplit("/", 1)[-1].startswith("python"):
+        return ()
+    out: dict[str, tuple[str, str]] = {}
+    args = list(argv[1:MAX_INTERPRETER_ARGS])
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-") or arg in ("-", "--") or arg.startswith("--"):
+            break  # the script (or stdin): what follows is the program's
+        letters = arg[1:]
+        if letters[:1] in ("c", "m"):
+            break
+        if letters[:1] in ("X", "W"):
+            value = letters[1:] or (args[i + 1] if i + 1 < len(args) else "")
+            i += 1 if letters[1:] else 2
+            if letters[0] == "W":
+                out["PYTHONWARNINGS"] = (value, f"-W {value}")
+                continue
+            name, _, given = value.partition("=")
+            if name in _X_OPTIONS:
+                var, fixed = _X_OPTIONS[name]
+                out[var] = (fixed if fixed is not None else (given or "1"), f"-X {value}")
+            continue
+        for letter in letters:
+            var = _FLAG_OPTIONS.get(letter)
+            if var is None:
+                continue
+            if letter in ("O", "v") and var in out:  # -OO, -vv: each one more
+                count = int(out[var][0]) + 1
+                out[var] = (str(count), f"-{letter * count}")
+            else:
+                out[var] = ("1", f"-{letter}")
+        i += 1
+    return tuple((var, value, written) for var, (value, written) in out.items())
+
+
 # --- the interpreter --------------------------------------------------------------------------------------------
 
 DEFAULT_SWITCH_INTERVAL_S = 0.005  # sys.getswitchinterval() of every CPython since 3.2

@@ -153,8 +153,11 @@ def _environment(obs: Observation) -> list[SettingReading]:
         var = ENV_BY_NAME.get(env.name)
         if var is None or var.is_default(env.value):
             continue
-        source = {"process": "environment", "program": "environment, set by the program"}.get(
-            env.where, f"environment of its {env.where}")
+        if env.where.startswith("command line"):  # an interpreter option that sets what the variable sets
+            source = f"the interpreter's {env.where}"
+        else:
+            source = {"process": "environment", "program": "environment, set by the program"}.get(
+                env.where, f"environment of its {env.where}")
         out.append(SettingReading(name=env.name, value=env.value, default=var.default, area=var.area,
                                   effect=var.effect, source=source))
     return out

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from dflash_contract import proc as contract_proc
 from dflash_contract.redact import redact_argv, scrub_text, secret_values
-from dflash_contract.settings import ENV_BY_NAME, known_env
+from dflash_contract.settings import ENV_BY_NAME, interpreter_options, known_env, shown_env_value
 from dflash_diag.model import Frame, ProcThreadSample, StackSample
 from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import (
@@ -687,8 +687,14 @@ class PeerReader:
         key = (pid, start_ticks)
         if key not in self._env:
             env = started_environ(pid, self.proc_root) or {}
-            self._env[key] = tuple((name, printable(self.redact(value))) for name, value in known_env(env)
-                                   if not ENV_BY_NAME[name].is_default(env.get(name, "")))
+            found = [(name, printable(self.redact(value))) for name, value in known_env(env)
+                     if not ENV_BY_NAME[name].is_default(env.get(name, ""))]
+            # The interpreter's options that set the same (`python -X dev worker.py`), where the environment does not.
+            argv = tuple(a for a in (_read(self.proc_root / str(pid) / "cmdline", 65536) or "").split("\0") if a)
+            found += [(var, shown) for var, value, _ in interpreter_options(argv)
+                      if var not in {n for n, _ in found} and not ENV_BY_NAME[var].is_default(value)
+                      and (shown := shown_env_value(var, value)) is not None]
+            self._env[key] = tuple(found)
         return self._env[key]
 
     def _env_diff(self, pid: int, start_ticks: int) -> tuple[str, ...]:

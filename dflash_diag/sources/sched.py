@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dflash_contract import proc as contract_proc
-from dflash_contract.settings import ENV_BY_NAME, known_env
+from dflash_contract.settings import ENV_BY_NAME, interpreter_options, known_env, shown_env_value
 from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.sched import (
     MAX_PROGRAM_ENV_NAMES,
@@ -1031,7 +1031,17 @@ def _env_of(pid: int, proc_root: Path) -> tuple[Maybe[tuple[EnvSetting, ...]], t
     out = [EnvSetting(name=n, value=now.get(n, v), where="process" if now.get(n, v) == v else "program")
            for n, v in started.items()]
     out += [EnvSetting(name=n, value=v, where="program") for n, v in now.items() if n not in started]
+    seen = {e.name for e in out}
+    out += [EnvSetting(name=var, value=shown, where=f"command line ({written})")
+            for var, value, written in interpreter_options(_cmdline(pid, proc_root))
+            if var not in seen and (shown := shown_env_value(var, value)) is not None]
     return tuple(out), program_env_names(env, live or {})
+
+
+def _cmdline(pid: int, proc_root: Path) -> tuple[str, ...]:
+    """The process's argv (/proc/PID/cmdline, bounded), or () where it cannot be read."""
+    text = _read(proc_root / str(pid) / "cmdline", 1 << 16)
+    return tuple(a for a in (text or "").split("\0") if a)
 
 
 def _any_name(name: str) -> bool:

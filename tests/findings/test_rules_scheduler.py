@@ -862,3 +862,10 @@ def test_the_configurations_departures_from_the_codes_defaults_are_listed_an_opt
                           "`contraction_path` = 'none' (default 'greedy'), `max_pacing_mbit` = 300 (default 0)"), note.claim
     assert dict(note.evidence)["max_pacing_mbit = 300"] == ("`max_pacing_mbit` = 300 in run.toml (the code's default "
                                                             "0 at profile.py:21: 0: no cap)")
+
+
+def test_an_interpreter_option_is_listed_as_the_setting_it_equals_with_where_it_was_given() -> None:
+    obs = scenario([Thread("MainThread", PID, 0.8, 0.0)], env=[("PYTHONDEVMODE", "1", "command line (-X dev)")])
+    _, (note,) = _find(obs, "settings-changed")
+    assert "PYTHONDEVMODE=1" in note.claim
+    assert dict(note.evidence)["PYTHONDEVMODE=1"].startswith("the interpreter's command line (-X dev); default ")

@@ -729,6 +729,22 @@ def test_a_peers_environment_and_limits_are_told_apart_from_the_processs() -> No
     assert len(many) == peers.MAX_ENV_DIFFERENCES
 
 
+def test_a_peers_interpreter_options_are_read_as_the_settings_they_equal() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    writer = subprocess.Popen([sys.executable, "-X", "dev", "-c", "import time; time.sleep(30)"],
+                              stdout=subprocess.PIPE, env=env)
+    drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
+    try:
+        assert writer.stdout is not None
+        writer.stdout.close()
+        waits = peers.PeerReader(drain.pid, dumper=lambda pid: None).read(_wait_blocked(drain.pid))
+    finally:
+        for p in (writer, drain):
+            p.kill()
+            p.wait()
+    assert ("PYTHONDEVMODE", "1") in waits[0].peers[0].settings, waits[0].peers[0].settings
+
+
 def test_a_peers_inherited_settings_are_said_only_where_what_it_does_is_their_effect() -> None:
     """A busy worker child that only inherited the trainer's PYTHONUNBUFFERED=1 and PYTHONDONTWRITEBYTECODE=1 and
     reads a few bytes a call (name lookups reading /etc/hosts) was said to be "started with PYTHONUNBUFFERED=1

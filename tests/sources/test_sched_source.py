@@ -589,3 +589,37 @@ def test_the_variables_a_program_sets_in_its_own_environment_are_read_by_name() 
     assert sched.program_env_names({"A": "1"}, {"A": "1", "B": "2", "bad name": "x"}) == ("B",)
     many = sched.program_env_names({}, {f"V{i:02d}": "1" for i in range(20)})
     assert many == tuple(f"V{i:02d}" for i in range(8))
+
+
+def test_the_interpreters_options_are_read_as_the_variables_they_equal() -> None:
+    # `python -X dev -B prog.py` sets what PYTHONDEVMODE=1 and PYTHONDONTWRITEBYTECODE=1 set, with no variable in
+    # its environment: read from its command line, marked as such; a variable the environment has stays the
+    # environment's reading.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONUNBUFFERED"] = "1"
+    prog = "import sys, time\nprint('ready', flush=True)\ntime.sleep(30)\n"
+    proc = subprocess.Popen([sys.executable, "-X", "dev", "-uB", "-c", prog], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        facts = sched.read_os_facts(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert isinstance(facts.env, tuple)
+    by_name = {e.name: (e.value, e.where) for e in facts.env}
+    assert by_name["PYTHONDEVMODE"] == ("1", "command line (-X dev)")
+    assert by_name["PYTHONDONTWRITEBYTECODE"] == ("1", "command line (-B)")
+    assert by_name["PYTHONUNBUFFERED"] == ("1", "process")
+
+
+def test_interpreter_options_stop_at_the_script_and_count_repeats() -> None:
+    from dflash_contract.settings import interpreter_options
+
+    assert interpreter_options(["/usr/bin/python3", "-X", "dev", "-OO", "-Xtracemalloc=25", "-W", "error",
+                                "train.py", "-u"]) == (
+        ("PYTHONDEVMODE", "1", "-X dev"), ("PYTHONOPTIMIZE", "2", "-OO"),
+        ("PYTHONTRACEMALLOC", "25", "-X tracemalloc=25"), ("PYTHONWARNINGS", "error", "-W error"))
+    assert interpreter_options(["python", "-m", "pkg", "-u"]) == ()  # the module's own arguments
+    assert interpreter_options(["bash", "-u"]) == () and interpreter_options([]) == ()
+    assert interpreter_options(["python", "-X"]) == ()  # cut short: nothing read
