@@ -422,7 +422,24 @@ def departures_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSamp
     A key already said as an argument passed to a library (``passed_text``) is not said twice."""
     hot = {fr.filename for t, _ in rows for fr in t.frames if not fr.native}
     said = read_departures(files, [f for f in files if f.path in hot and not f.run_by])
-    return f"; this code reads {said}" if said else ""
+    return f"; this code reads {said}" if said else turned_off_text(files)
+
+
+def turned_off_text(files: Sequence[SourceFile]) -> str:
+    """"; the run's configuration turns off what the code has on: `discriminator` = '' in run.toml (the code's
+    default 'kind' at survey_config.py:8: field that tags each record)" for the declared defaults that are on and
+    that the configuration sets to an off value (0, False, '', 'none', 'off'...): a cache, a planner, an index or a
+    tag switched off is the commonest way a profile slows the code, wherever the code reading it runs. At most
+    DEPARTURES_SHOWN; "" where none."""
+    passed = {u.key for f in files for u in f.passed}  # said as a library's argument already
+    off = [(f, d) for f in files for d in f.overridden
+           if is_off_value(d.configured) and not is_off_value(d.default) and d.name not in passed]
+    if not off:
+        return ""
+    texts = [f"`{d.name}` = {d.configured} in {d.configured_in} (the code's default {d.default} at "
+             f"{f.path.rsplit('/', 1)[-1]}:{d.line}" + (f": {d.note}" if d.note else "") + ")"
+             for f, d in off[:DEPARTURES_SHOWN]]
+    return "; the run's configuration turns off what the code has on: " + "; ".join(texts)
 
 
 def read_departures(files: Sequence[SourceFile], readers: Sequence[SourceFile]) -> str:

@@ -410,10 +410,30 @@ def test_a_value_the_configuration_changed_from_the_codes_default_is_said_where_
         "; this code reads values the run's configuration sets away from the code's defaults: `contraction_path` = "
         "'none' in run.toml (the code's default 'greedy' at settings.py:28), read at featurize.py:29; `width` = 16 in "
         "run.toml (the code's default 24 at settings.py:40), read at featurize.py:12")
-    # Time elsewhere, or the value said already as an argument passed to a library: nothing.
+    # Time elsewhere: only an option turned off is said (wherever it is read); said already as an argument passed
+    # to a library: nothing.
     elsewhere = [(replace(rows[0][0], frames=(Frame("main", "/app/train.py", 5),)), ThreadState.NATIVE)] * 10
-    assert departures_text((settings, featurize), elsewhere) == ""
+    assert departures_text((settings, featurize), elsewhere) == (
+        "; the run's configuration turns off what the code has on: `contraction_path` = 'none' in run.toml (the "
+        "code's default 'greedy' at settings.py:28)")
     from dflash_diag.model.evidence import KnobUse
     passed = replace(featurize, reads_departures=(("contraction_path", 29),),
                      passed=(KnobUse(line=35, call="np.einsum", name="optimize", key="contraction_path"),))
     assert departures_text((settings, passed), rows) == ""
+
+
+def test_an_option_the_configuration_turns_off_is_said_beside_the_time_wherever_it_is_read() -> None:
+    from dflash_diag.analysis.hotspots import departures_text
+    from dflash_diag.model.evidence import DeclaredDefault, SourceFile
+
+    tag = DeclaredDefault(name="discriminator", default="'kind'", line=8, note="field that tags each record",
+                          configured="''", configured_in="run.toml")
+    width = DeclaredDefault(name="width", default="24", line=40, configured="16", configured_in="run.toml")
+    off_already = DeclaredDefault(name="cache", default="0", line=41, configured="False", configured_in="run.toml")
+    config = SourceFile(path="/app/config.py", exists=True, mtime_wall_s=1.0, overridden=(width, tag, off_already))
+    rows = [(ThreadSample(thread_id=1, os_thread_id=501, name="ingest", active=True, owns_gil=True,
+                          frames=(Frame("Ingest.run", "/app/ingest.py", 30),)), ThreadState.PYTHON)] * 10
+    assert departures_text((config,), rows) == (
+        "; the run's configuration turns off what the code has on: `discriminator` = '' in run.toml (the code's "
+        "default 'kind' at config.py:8: field that tags each record)")
+    assert departures_text((replace(config, overridden=(width,)),), rows) == ""
