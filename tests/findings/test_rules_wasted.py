@@ -27,6 +27,20 @@ def test_full_vocab_logits_from_config_flag() -> None:
     assert _one(_run(boards=(board(HEALTHY_PROBES, app),)), "wasted-full-vocab-logits")
 
 
+def test_a_target_stage_that_samples_tokens_from_its_logits_wastes_none() -> None:
+    # A producer stage that generates text (transformers' generate, its top-k warper): the logits are what it samples
+    # from. Read as the projection, it was a warning on a healthy program's first run (casebook batch 25).
+    lib = "/venv/lib/python3.11/site-packages/transformers/generation"
+    frames = (Frame("TopKLogitsWarper.__call__", f"{lib}/logits_process.py", 622),
+              Frame("LogitsProcessorList.__call__", f"{lib}/logits_process.py", 96),
+              Frame("GenerationMixin._sample", f"{lib}/utils.py", 2800), Frame("continue_songs", "/app/teacher.py", 37))
+    stacks = [stack([thread_sample("target-0", frames, tid=11)], t=i) for i in range(3)]
+    assert _run(stacks=stacks) == ()
+    # The program's own sampling loop over its own projection: the same.
+    own = (Frame("compute_logits", "/app/target.py", 55), Frame("sample", "/app/target.py", 80))
+    assert _run(stacks=[stack([thread_sample("target-0", own, tid=11)], t=i) for i in range(3)]) == ()
+
+
 def test_logits_in_drafter_threads_are_not_waste() -> None:
     frames = (Frame("chunked_logits", "/app/loss.py", 55),)
     stacks = [stack([thread_sample("drafter-0", frames, tid=12)])]

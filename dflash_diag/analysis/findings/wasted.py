@@ -25,6 +25,12 @@ LOGITS_LINE = re.compile(r"lm_head\s*\(|\blogits\s*=|unembed\s*\(|\.logits\b")
 FULL_LOGITS_FLAGS = ("target_full_logits", "full_logits", "compute_target_logits", "target_logits")
 # Any steady share of target samples in a logits projection is waste; 5% keeps a one-off sample from alarming.
 LOGITS_STACK_SHARE = 0.05
+# Code that consumes logits rather than computing them: a sampling loop (transformers' generate and its logits
+# processors and warpers, a hand-written `sample`). A stage that generates tokens needs the logits it samples from:
+# its time there is no waste (a top-k warper read as the projection was a false warning on a healthy program).
+CONSUMES_LOGITS = re.compile(r"(^|\.)(generate|_?sample|greedy_search|beam_search)$|Warper\b|Processor\b|"
+                             r"LogitsProcessorList")
+GENERATION_FILES = ("/generation/",)  # transformers/generation/utils.py, logits_process.py
 
 RULES = (RuleSpec("wasted-full-vocab-logits"),)
 
@@ -160,6 +166,9 @@ def _stack_share(ctx: Context) -> tuple[float, str | None]:
     hits = 0
     site: str | None = None
     for thread in rows:
+        if any(not f.native and (CONSUMES_LOGITS.search(f.name) or any(g in f.filename for g in GENERATION_FILES))
+               for f in thread.frames):
+            continue  # sampling from the logits: they are used
         frame = next((f for f in thread.frames if not f.native and (
             LOGITS_FRAME.search(f.name) or LOGITS_LINE.search(ctx.line_text(f) or ""))), None)
         if frame is not None:
