@@ -504,9 +504,11 @@ def passed_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, 
         return ""
     running = running_libraries(rows, stacks)
     said: dict[str, list[str]] = {}
-    # An option turned off (0, False, '', 'none', 'off') first: a cache, a planner or a tag switched off is the
-    # commonest way a configuration slows a library; the order is a reading aid, never a verdict.
-    for file, use in sorted(uses, key=lambda fu: not is_off_value(fu[1].value)):
+    # An argument passed on a line the rows' samples stand on first (the call their time is in), then an option
+    # turned off (0, False, '', 'none', 'off'): a cache, a planner or a tag switched off is the commonest way a
+    # configuration slows a library; the order is a reading aid, never a verdict.
+    sampled = Counter((fr.filename, fr.line) for t, _ in rows for fr in t.frames if not fr.native)
+    for file, use in sorted(uses, key=lambda fu: (-sampled[(fu[0].path, fu[1].line)], not is_off_value(fu[1].value))):
         if _runs_in(use.library, running):
             if use.via:  # computed from the key: the name passed, then the key's value
                 argument = f"{use.name}={use.via}" if use.name else use.via

@@ -352,6 +352,11 @@ def test_arguments_passed_from_the_configuration_are_said_where_their_library_ru
     off = replace(bpe, line=30, name="cache_capacity_words", value="0", key="words")
     ordered = passed_text((replace(files[0], passed=(strict, off)),), rows, rust)
     assert ordered.index("cache_capacity_words=0") < ordered.index("strict=True"), ordered
+    # ... after the argument passed on the line the samples stand on (the call their time is in).
+    hot = replace(strict, line=30)
+    hot_file = replace(files[0], path="/app/feed.py", passed=(replace(off, line=31), hot))
+    ordered = passed_text((hot_file,), rows, rust)
+    assert ordered.index("strict=True") < ordered.index("cache_capacity_words=0"), ordered
     # A positional argument, and the standard library's own files: `zlib.compressobj(9 ...)` where zlib runs.
     level = KnobUse(line=5, call="zlib.compressobj", name="", value="9", key="level", configured_in="run.toml",
                     library="zlib")
