@@ -44,6 +44,17 @@ def _sample(pid: int, frames: list[Frame]) -> StackSample:
     return StackSample(pid=pid, monotonic_s=0.0, wall_s=time.time(), duration_s=0.01, native=False, threads=(thread,))
 
 
+def _reader_in(tmp_path: Path, pid: int, app: Path, cmdline: bytes,
+               secrets: frozenset[str] = frozenset()) -> OutsideReader:
+    """An OutsideReader of a process ``pid`` as a fake /proc under ``tmp_path`` shows it: its command line and its
+    working directory ``app``."""
+    proc_dir = tmp_path / "proc" / str(pid)
+    proc_dir.mkdir(parents=True)
+    (proc_dir / "cmdline").write_bytes(cmdline)
+    (proc_dir / "cwd").symlink_to(app)
+    return OutsideReader(pid, proc_root=tmp_path / "proc", redactor=ProcessRedactor(secrets))
+
+
 def _start(tmp_path: Path, stderr: int | None) -> subprocess.Popen[bytes]:
     script = tmp_path / "prog.py"
     script.write_text(PROGRAM)
@@ -295,12 +306,8 @@ def test_a_setting_read_from_a_configuration_key_gets_the_value_the_files_on_the
                                                '[diagnostics]\ncoroutine_origin_depth = 64\n')
     (app / "run.json").write_text('{"other": {"sync": "OFF"}}')
     (app / "store.py").write_text(KNOBS)
-    proc_dir = tmp_path / "proc" / "4242"
-    proc_dir.mkdir(parents=True)
-    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config=configs/live.toml\0run.json\0")
-    (proc_dir / "cwd").symlink_to(app)
     frames = [Frame("open_store", str(app / "store.py"), 6)]
-    reader = OutsideReader(4242, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    reader = _reader_in(tmp_path, 4242, app, b"python\0train.py\0--config=configs/live.toml\0run.json\0")
     _, files = reader.code_facts([_sample(4242, frames)])
     (store,) = files
     assert [(k.name, k.value, k.key, k.configured_in) for k in store.knobs] == [
@@ -336,11 +343,7 @@ def test_pragmas_whose_names_the_program_computes_are_read_from_its_configuratio
                                                 'foreign_keys = "off"\n')
     (app / "catalog.py").write_text("def open_catalog(db, pragmas):\n    for name, value in pragmas.items():\n"
                                     "        db.execute(f\"PRAGMA {name} = {value}\")\n")
-    proc_dir = tmp_path / "proc" / "4243"
-    proc_dir.mkdir(parents=True)
-    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0configs/field.toml\0")
-    (proc_dir / "cwd").symlink_to(app)
-    reader = OutsideReader(4243, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    reader = _reader_in(tmp_path, 4243, app, b"python\0train.py\0--config\0configs/field.toml\0")
     _, (catalog,) = reader.code_facts([_sample(4243, [Frame("open_catalog", str(app / "catalog.py"), 3)])])
     assert [(k.name, k.value, k.configured_in) for k in catalog.knobs] == [
         ("PRAGMA *", "", ""), ("PRAGMA foreign_keys", "OFF", "field.toml"),
@@ -374,11 +377,7 @@ def test_arguments_passed_to_a_library_from_a_configuration_key_are_read_with_th
     (app / "run.toml").write_text('[tokenizer]\nbpe_dropout = 0.3\nwords = 0\nunk = ""\n[io]\npipe_buffer = 4096\n'
                                   'timeout = 5\nlevel = 9\n[auth]\napi_key = "hunter2"\nsecret_retries = 3\n')
     (app / "feed.py").write_text(PASSED)
-    proc_dir = tmp_path / "proc" / "4244"
-    proc_dir.mkdir(parents=True)
-    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0run.toml\0")
-    (proc_dir / "cwd").symlink_to(app)
-    reader = OutsideReader(4244, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    reader = _reader_in(tmp_path, 4244, app, b"python\0train.py\0--config\0run.toml\0")
     _, (feed,) = reader.code_facts([_sample(4244, [Frame("build", str(app / "feed.py"), 7)])])
     assert [(k.line, k.call, k.name, k.value, k.key, k.configured_in, k.library) for k in feed.passed] == [
         (7, "models.BPE", "dropout", "0.3", "bpe_dropout", "run.toml", "tokenizers"),
@@ -422,11 +421,7 @@ def test_an_argument_the_code_computed_from_configuration_is_traced_to_its_key(t
     (app / "run.toml").write_text('[features]\ncontraction_path = "none"\nlevel = 1\nfast = false\n'
                                   'auth_token = "hunter2"\n')
     (app / "feat.py").write_text(TRACED)
-    proc_dir = tmp_path / "proc" / "4246"
-    proc_dir.mkdir(parents=True)
-    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0run.toml\0")
-    (proc_dir / "cwd").symlink_to(app)
-    reader = OutsideReader(4246, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    reader = _reader_in(tmp_path, 4246, app, b"python\0train.py\0--config\0run.toml\0")
     _, (feat,) = reader.code_facts([_sample(4246, [Frame("__call__", str(app / "feat.py"), 17)])])
     assert [(k.line, k.call, k.name, k.via, k.key, k.value, k.configured_in) for k in feat.knobs] == [
         (17, "np.einsum", "optimize", "opt", "contraction_path", "'none'", "run.toml")]
@@ -454,11 +449,7 @@ def test_a_variable_the_program_exports_from_its_configuration_is_read_with_the_
     app.mkdir()
     (app / "run.toml").write_text('polars_threads = 1\nmode = "exact"\nomp = 2\nzq_key = "hunter2"\n')
     (app / "boot.py").write_text(EXPORTED)
-    proc_dir = tmp_path / "proc" / "4247"
-    proc_dir.mkdir(parents=True)
-    (proc_dir / "cmdline").write_bytes(b"python\0boot.py\0run.toml\0")
-    (proc_dir / "cwd").symlink_to(app)
-    reader = OutsideReader(4247, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    reader = _reader_in(tmp_path, 4247, app, b"python\0boot.py\0run.toml\0")
     _, (boot,) = reader.code_facts([_sample(4247, [Frame("setup", str(app / "boot.py"), 7)])])
     assert [(k.line, k.call, k.name, k.key, k.value, k.library) for k in boot.passed] == [
         (7, "os.environ", "POLARS_MAX_THREADS", "polars_threads", "1", ENV_LIBRARY),
@@ -503,11 +494,7 @@ def test_the_configurations_departures_from_the_codes_declared_defaults_are_read
                                   'api_token = "hunter2"\n[train]\nseed = 5\n[loader]\nbatch_size = 32\n'
                                   "loader_workers = 0\ncache_words = 0\n")
     (app / "profile.py").write_text(PROFILE_CODE)
-    proc_dir = tmp_path / "proc" / "4248"
-    proc_dir.mkdir(parents=True)
-    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0--config\0run.toml\0")
-    (proc_dir / "cwd").symlink_to(app)
-    reader = OutsideReader(4248, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset()))
+    reader = _reader_in(tmp_path, 4248, app, b"python\0train.py\0--config\0run.toml\0")
     _, (profile,) = reader.code_facts([_sample(4248, [Frame("parse", str(app / "profile.py"), 22)])])
     assert [(d.name, d.default, d.configured, d.configured_in, d.line, d.note) for d in profile.overridden] == [
         ("max_pacing_mbit", "0", "300", "run.toml", 9, "0: no cap on the connection's pacing rate"),
@@ -552,11 +539,7 @@ def test_a_passed_value_that_is_one_of_the_processs_secrets_is_redacted(tmp_path
     app.mkdir()
     (app / "run.toml").write_text('[tokenizer]\nbpe_dropout = "zq81Kx0pLm"\n')
     (app / "feed.py").write_text(PASSED)
-    proc_dir = tmp_path / "proc" / "4245"
-    proc_dir.mkdir(parents=True)
-    (proc_dir / "cmdline").write_bytes(b"python\0train.py\0run.toml\0")
-    (proc_dir / "cwd").symlink_to(app)
-    reader = OutsideReader(4245, proc_root=tmp_path / "proc", redactor=ProcessRedactor(frozenset({"zq81Kx0pLm"})))
+    reader = _reader_in(tmp_path, 4245, app, b"python\0train.py\0run.toml\0", secrets=frozenset({"zq81Kx0pLm"}))
     _, (feed,) = reader.code_facts([_sample(4245, [Frame("build", str(app / "feed.py"), 7)])])
     (dropout,) = feed.passed
     assert dropout.name == "dropout" and "zq81Kx0pLm" not in repr(feed)
