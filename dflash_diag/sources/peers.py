@@ -56,6 +56,7 @@ from dflash_diag.sources.sched import (
     LOCKED_MEMORY,
     MAX_TCP_TABLE_BYTES,
     SYS_CGROUP,
+    argv_of,
     cgroup_dirs,
     limits_differences,
     parse_cpu_time_limit,
@@ -690,8 +691,7 @@ class PeerReader:
             found = [(name, printable(self.redact(value))) for name, value in known_env(env)
                      if not ENV_BY_NAME[name].is_default(env.get(name, ""))]
             # The interpreter's options that set the same (`python -X dev worker.py`), where the environment does not.
-            argv = tuple(a for a in (_read(self.proc_root / str(pid) / "cmdline", 65536) or "").split("\0") if a)
-            found += [(var, shown) for var, value, _ in interpreter_options(argv)
+            found += [(var, shown) for var, value, _ in interpreter_options(argv_of(pid, self.proc_root))
                       if var not in {n for n, _ in found} and not ENV_BY_NAME[var].is_default(value)
                       and (shown := shown_env_value(var, value)) is not None]
             self._env[key] = tuple(found)

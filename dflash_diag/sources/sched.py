@@ -1033,12 +1033,12 @@ def _env_of(pid: int, proc_root: Path) -> tuple[Maybe[tuple[EnvSetting, ...]], t
     out += [EnvSetting(name=n, value=v, where="program") for n, v in now.items() if n not in started]
     seen = {e.name for e in out}
     out += [EnvSetting(name=var, value=shown, where=f"command line ({written})")
-            for var, value, written in interpreter_options(_cmdline(pid, proc_root))
+            for var, value, written in interpreter_options(argv_of(pid, proc_root))
             if var not in seen and (shown := shown_env_value(var, value)) is not None]
     return tuple(out), program_env_names(env, live or {})
 
 
-def _cmdline(pid: int, proc_root: Path) -> tuple[str, ...]:
+def argv_of(pid: int, proc_root: Path = PROC) -> tuple[str, ...]:
     """The process's argv (/proc/PID/cmdline, bounded), or () where it cannot be read."""
     text = _read(proc_root / str(pid) / "cmdline", 1 << 16)
     return tuple(a for a in (text or "").split("\0") if a)
