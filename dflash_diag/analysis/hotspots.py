@@ -411,6 +411,10 @@ def declared_default_text(files: Sequence[SourceFile], key: str) -> str:
 
 
 DEPARTURES_SHOWN = 2
+# Keys that name or place a run rather than set how it runs (a profile's name, a seed, a path): a profile always
+# changes them, and beside a stage's time they are noise. They stay listed among the settings.
+_LABEL_KEY = re.compile(r"^(name|title|label|tags?|id|seed|description|desc|comment|notes?|version|project|"
+                        r"experiment|group|user|run)$|_(name|id|seed|dir|url|uri)$", re.IGNORECASE)
 
 
 def departures_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
@@ -452,7 +456,7 @@ def read_departures(files: Sequence[SourceFile], readers: Sequence[SourceFile]) 
     found: dict[str, tuple[SourceFile, int]] = {}
     for file in readers:
         for name, line in file.reads_departures:
-            if name in departed and name not in passed:
+            if name in departed and name not in passed and not _LABEL_KEY.search(name):
                 found.setdefault(name, (file, line))
     if not found:
         return ""

@@ -406,8 +406,11 @@ def test_a_value_the_configuration_changed_from_the_codes_default_is_said_where_
     width = DeclaredDefault(name="width", default="24", line=40, configured="16", configured_in="run.toml")
     settings = SourceFile(path="/app/settings.py", exists=True, mtime_wall_s=1.0, imported_by="train.py",
                           overridden=(width, path))
+    label = DeclaredDefault(name="name", default="'default'", line=48, configured="'nocturnal'",
+                            configured_in="run.toml")  # a profile's name: how the run is called, not how it runs
+    settings = replace(settings, overridden=(*settings.overridden, label))
     featurize = SourceFile(path="/app/featurize.py", exists=True, mtime_wall_s=1.0,
-                           reads_departures=(("width", 12), ("contraction_path", 29)))
+                           reads_departures=(("width", 12), ("contraction_path", 29), ("name", 3)))
     call = Frame("Featurizer.__call__", "/app/featurize.py", 35)
     rows = [(ThreadSample(thread_id=1, os_thread_id=501, name="loader", active=True, owns_gil=False,
                           frames=(call,)), ThreadState.NATIVE)] * 10
