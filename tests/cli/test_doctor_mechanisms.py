@@ -62,7 +62,9 @@ def test_the_pure_python_json_encoder_is_said_where_the_consumers_time_goes(tmp_
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
     head = report["headline"]
-    assert head is not None and "consumer stage" in head["text"], head
+    # With the C encoder the two stages are close: under a loaded box's scheduling either may limit the queue (the
+    # fresh clone's four workers saw the producer limit it); what the twin must show is no encoder blamed, no warning.
+    assert head is not None and ("consumer stage" in head["text"] or indent == "none"), head
     said = "JSON encoded by the pure-Python encoder" in head["text"]
     assert said == (indent == "2"), head["text"]
     warned = [f for f in report["findings"] if f["severity"] in ("warning", "critical")]
