@@ -36,6 +36,7 @@ from dflash_diag.sources.configs import ConfigReader, config_paths
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.procfs import fd_links
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
+from dflash_diag.sources.sched import argv_of
 
 PROC = Path("/proc")
 STDERR_TAIL_BYTES = 256 * 1024
@@ -230,9 +231,8 @@ class OutsideReader:
         out: list[SourceFile] = []
         proc_root = self._proc.parent
         for pid in pids:
+            argv = argv_of(pid, proc_root)
             try:
-                with open(proc_root / str(pid) / "cmdline", "rb") as fh:
-                    argv = [a.decode("utf-8", errors="replace") for a in fh.read(1 << 16).split(b"\0") if a]
                 cwd = os.readlink(proc_root / str(pid) / "cwd")
             except OSError:
                 continue
@@ -262,9 +262,7 @@ class OutsideReader:
             return files
         paths: tuple[str, ...] = ()
         try:
-            with open(self._proc / "cmdline", "rb") as fh:
-                argv = tuple(a.decode("utf-8", errors="replace") for a in fh.read(1 << 16).split(b"\0") if a)
-            paths = config_paths(argv, os.readlink(self._proc / "cwd"))
+            paths = config_paths(argv_of(self.pid, self._proc.parent), os.readlink(self._proc / "cwd"))
         except OSError:
             pass
         if not paths:
