@@ -263,6 +263,8 @@ class PeerReader:
         self._own_env: dict[str, str] | None = None  # the environment the watched process was started with
         self._env_differs: dict[tuple[int, int], tuple[str, ...]] = {}  # (peer, start ticks) -> names that differ
         self._own_limits: dict[str, str] | None = None  # the watched process's soft resource limits
+        # (when read, its nice, policy and allowed CPUs, or None where its stat did not parse)
+        self._own_sched_at: tuple[float, tuple[int | None, int | None, str] | None] | None = None
         self._limits_differ: dict[tuple[int, int], tuple[tuple[str, str, str], ...]] = {}  # (peer, start) -> ...
         self._locked: dict[tuple[int, int], tuple[int, int]] = {}  # (peer, start ticks) -> lowest, highest VmLck kB
 
@@ -640,7 +642,7 @@ class PeerReader:
                            controls=self._controls(pid, stat, status),
                            env_differs=self._env_diff(pid, stat.start_time_ticks if stat else 0),
                            limits_differ=self._limits_diff(pid, stat.start_time_ticks if stat else 0),
-                           sched_differs=self._sched_diff(stat, status))
+                           sched_differs=self._sched_diff(stat, status, now))
 
     def _controls(self, pid: int, stat: contract_proc.Stat | None, status: str) -> tuple[tuple[str, str], ...]:
         """What the kernel does for the peer away from its defaults, read each time (a process may set them late).
@@ -710,26 +712,36 @@ class PeerReader:
                 tuple(printable(self.redact(name))[:ENV_NAME_CHARS] for name in env_differences(self._own_env, theirs))
         return self._env_differs[key]
 
-    def _sched_diff(self, stat: contract_proc.Stat | None, status: str) -> tuple[tuple[str, str, str], ...]:
+    def _sched_diff(self, stat: contract_proc.Stat | None, status: str, now: float) -> tuple[tuple[str, str, str], ...]:
         """How the scheduler runs the peer (its nice, policy and allowed CPUs, read each time: a process may renice
-        or pin itself late) where it differs from the watched process's main thread."""
-        own_base = self.proc_root / str(self.pid)
-        try:
-            own = contract_proc.parse_stat(_read(own_base / "stat", 4096) or "")
-        except ValueError:
+        or pin itself late) where it differs from the watched process's main thread (read once per read of the
+        waits, whatever the number of peers)."""
+        own = self._own_sched(now)
+        if stat is None or own is None:
             return ()
-        if stat is None:
-            return ()
+        own_nice, own_policy, own_cpus = own
         out: list[tuple[str, str, str]] = []
-        if stat.nice is not None and own.nice is not None and stat.nice != own.nice:
-            out.append(("nice", str(stat.nice), str(own.nice)))
-        if stat.policy is not None and own.policy is not None and stat.policy != own.policy:
-            out.append(("policy", _POLICIES.get(stat.policy, str(stat.policy)), _POLICIES.get(own.policy, str(own.policy))))
+        if stat.nice is not None and own_nice is not None and stat.nice != own_nice:
+            out.append(("nice", str(stat.nice), str(own_nice)))
+        if stat.policy is not None and own_policy is not None and stat.policy != own_policy:
+            out.append(("policy", _POLICIES.get(stat.policy, str(stat.policy)), _POLICIES.get(own_policy, str(own_policy))))
         theirs_cpus = status_fields(status).get("Cpus_allowed_list", "")[:64]
-        own_cpus = status_fields(_read(own_base / "status", 16384) or "").get("Cpus_allowed_list", "")[:64]
         if theirs_cpus and own_cpus and theirs_cpus != own_cpus:
             out.append(("CPUs allowed", theirs_cpus, own_cpus))
         return tuple(out)
+
+    def _own_sched(self, now: float) -> tuple[int | None, int | None, str] | None:
+        """The watched process's nice, policy and allowed CPUs, read once for the reading at ``now``."""
+        if self._own_sched_at is None or self._own_sched_at[0] != now:
+            base = self.proc_root / str(self.pid)
+            try:
+                own = contract_proc.parse_stat(_read(base / "stat", 4096) or "")
+            except ValueError:
+                self._own_sched_at = (now, None)
+            else:
+                cpus = status_fields(_read(base / "status", 16384) or "").get("Cpus_allowed_list", "")[:64]
+                self._own_sched_at = (now, (own.nice, own.policy, cpus))
+        return self._own_sched_at[1]
 
     def _limits_diff(self, pid: int, start_ticks: int) -> tuple[tuple[str, str, str], ...]:
         """The peer's soft resource limits that differ from the watched process's, read once per process (a
