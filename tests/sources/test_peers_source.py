@@ -9,12 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from dflash_diag.model import Frame, StackSample, ThreadSample
+from dflash_diag.model.sched import PeerProcess
 from dflash_diag.sources import peers, procfs
 from dflash_diag.sources.sched import tcp_addr_text
 
@@ -51,6 +53,25 @@ def _wait_blocked(pid: int, timeout_s: float = 20.0) -> tuple:
         time.sleep(0.05)
     raise AssertionError(f"process {pid} never blocked")
 
+
+
+def _pipe_writer_peer(argv: list[str], *, env: dict[str, str] | None = None, drain_env: dict[str, str] | None = None,
+                      preexec_fn: Callable[[], None] | None = None) -> PeerProcess:
+    """The peer a drain process blocked reading a pipe sees: ``argv`` started with its stdout the pipe (with
+    ``env``, ``preexec_fn``), the drain with ``drain_env``; both killed after one PeerReader read."""
+    writer = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, preexec_fn=preexec_fn)
+    drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout,
+                             env=drain_env)
+    try:
+        assert writer.stdout is not None
+        writer.stdout.close()
+        waits = peers.PeerReader(drain.pid, dumper=lambda pid: None).read(_wait_blocked(drain.pid))
+    finally:
+        for p in (writer, drain):
+            p.kill()
+            p.wait()
+    assert len(waits) == 1 and [q.pid for q in waits[0].peers] == [writer.pid], waits
+    return waits[0].peers[0]
 
 def _dump(name: str) -> StackSample:
     frame = Frame(name="compress_chunk", filename="/srv/app/syncer.py", line=30)
@@ -662,18 +683,7 @@ def test_a_peers_settings_are_read_from_its_environment_and_said_where_they_appl
         # none of the catalogue's settings but those given (a box may export its own: OPENBLAS_CORETYPE=Haswell)
         env = {**{k: v for k, v in os.environ.items() if k not in ENV_BY_NAME and not k.startswith(("LC_", "PYTHON"))},
                **env_extra}
-        writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=env)
-        drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
-        try:
-            assert writer.stdout is not None
-            writer.stdout.close()
-            waits = peers.PeerReader(drain.pid, dumper=lambda pid: None).read(_wait_blocked(drain.pid))
-        finally:
-            for p in (writer, drain):
-                p.kill()
-                p.wait()
-        assert len(waits) == 1 and waits[0].peers[0].pid == writer.pid
-        return waits[0].peers[0]
+        return _pipe_writer_peer(["sleep", "30"], env=env)
 
     peer = writer_peer({"LC_ALL": "C.UTF-8", "PYTHONUNBUFFERED": "1"})
     assert set(peer.settings) == {("LC_ALL", "C.UTF-8"), ("PYTHONUNBUFFERED", "1")}
@@ -701,18 +711,7 @@ def test_a_peers_environment_and_limits_are_told_apart_from_the_processs() -> No
         os.nice(5)
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
-    writer = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, env=theirs, preexec_fn=launcher)
-    drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout,
-                             env=own)
-    try:
-        assert writer.stdout is not None
-        writer.stdout.close()
-        waits = peers.PeerReader(drain.pid, dumper=lambda pid: None).read(_wait_blocked(drain.pid))
-    finally:
-        for p in (writer, drain):
-            p.kill()
-            p.wait()
-    (peer,) = waits[0].peers
+    peer = _pipe_writer_peer(["sleep", "30"], env=theirs, drain_env=own, preexec_fn=launcher)
     assert peer.env_differs == ("+ZQ_SWITCH", "~ZQ_MODE", "-ZQ_ZONE"), peer.env_differs
     assert [(name, theirs) for name, theirs, _ in peer.limits_differ] == [("open files", "64")], peer.limits_differ
     cpu = str(min(os.sched_getaffinity(0)))
@@ -731,18 +730,8 @@ def test_a_peers_environment_and_limits_are_told_apart_from_the_processs() -> No
 
 def test_a_peers_interpreter_options_are_read_as_the_settings_they_equal() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    writer = subprocess.Popen([sys.executable, "-X", "dev", "-c", "import time; time.sleep(30)"],
-                              stdout=subprocess.PIPE, env=env)
-    drain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"], stdin=writer.stdout)
-    try:
-        assert writer.stdout is not None
-        writer.stdout.close()
-        waits = peers.PeerReader(drain.pid, dumper=lambda pid: None).read(_wait_blocked(drain.pid))
-    finally:
-        for p in (writer, drain):
-            p.kill()
-            p.wait()
-    assert ("PYTHONDEVMODE", "1") in waits[0].peers[0].settings, waits[0].peers[0].settings
+    peer = _pipe_writer_peer([sys.executable, "-X", "dev", "-c", "import time; time.sleep(30)"], env=env)
+    assert ("PYTHONDEVMODE", "1") in peer.settings, peer.settings
 
 
 def test_a_peers_inherited_settings_are_said_only_where_what_it_does_is_their_effect() -> None:
