@@ -166,6 +166,11 @@ class SourceFile:
     # those this file reads (an attribute, a key, ``getattr``), with the first line reading each: the code a thread's
     # time goes to may be where a changed value acts.
     reads_departures: tuple[tuple[str, int], ...] = ()
+    # Of the same changed values, those the file's calls carry though no argument names them: the call's object or an
+    # argument is computed from the value in the function, in ``self``'s attributes, or in a function of the
+    # program's it calls that returns it (``model.generate(...)`` on a model built with ``use_cache`` from the
+    # configuration), with each such call's line.
+    carries: tuple[tuple[str, int], ...] = ()
     # The PID of another process at the other end of a wait (a child the process waits on) whose command line runs
     # this file (``python tileserver.py``); 0 for the process's own files.
     run_by: int = 0

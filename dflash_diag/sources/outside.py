@@ -22,9 +22,10 @@ import re
 import stat
 import tokenize
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from dflash_contract import proc
 from dflash_contract.code_knobs import CODE_KNOBS, KNOB_BY_CALL, KNOB_BY_NAME, SQL_ANY, SQL_PREFIX
@@ -42,6 +43,8 @@ PROC = Path("/proc")
 STDERR_TAIL_BYTES = 256 * 1024
 MAX_FILES = 64  # distinct source files examined per observation
 MAX_PEER_SCRIPTS = 4  # processes at the other end of waits whose scripts are read
+CALLEE_HOPS = 2  # functions followed from a function whose return value a call uses (its callees, theirs)
+MAX_CARRIED_DEPARTURES = 128  # (changed value, line) pairs per file
 MAX_LOCATIONS = 4096  # distinct (file, line) pairs examined per observation
 QUEUE_METHODS = frozenset({"put", "get", "put_nowait", "get_nowait"})
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,23 @@ class _Parsed:
     # Names the file reads as an attribute (``cfg.lr``), a string key (``cfg["lr"]``, ``cfg.get("lr")``) or through
     # ``getattr(cfg, "lr")``, each with its first line; at most MAX_NAMES_READ.
     names_read: tuple[tuple[str, int], ...] = ()
+    # The calls whose receiver or arguments are computed from configuration (``_carries``), and what each function's
+    # return value is computed from (``_returns``): joined across the program's files once the changed values are
+    # known (``SourceFile.carries``).
+    carries: tuple[_Carry, ...] = ()
+    returns: tuple[_Carry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Carry:
+    """What one call's receiver and arguments (or one function's return value) are computed from: the
+    configuration keys read on the way, and the functions called on the way (by their last name), whose own return
+    values carry theirs."""
+
+    line: int
+    keys: tuple[str, ...]
+    callees: tuple[str, ...]
+    name: str = ""  # the function, for a return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +298,45 @@ class OutsideReader:
                                         and (o := self._overridden(d, paths)) is not None))
                for f in files]
         departed = {d.name for f in out for d in f.overridden}
-        return [replace(f, reads_departures=self._reads(f.path, departed)) if departed else f for f in out]
+        if not departed:
+            return out
+        returns = self._returned_keys(out)
+        return [replace(f, reads_departures=self._reads(f.path, departed),
+                        carries=self._carried_departures(f.path, departed, returns)) for f in out]
+
+    def _returned_keys(self, files: list[SourceFile]) -> dict[str, set[str]]:
+        """Each function of the program's files (by name) with the configuration keys its return value is computed
+        from, its callees' followed CALLEE_HOPS deep; a name defined twice has both's."""
+        direct: dict[str, tuple[set[str], set[str]]] = {}
+        for f in files:
+            parsed = self._files.cached(self._resolve(f.path))
+            for r in parsed.returns if parsed is not None else ():
+                keys, callees = direct.setdefault(r.name, (set(), set()))
+                keys.update(r.keys)
+                callees.update(r.callees)
+        out: dict[str, set[str]] = {}
+        for name, (keys, callees) in direct.items():
+            found, frontier = set(keys), set(callees)
+            for _ in range(CALLEE_HOPS):
+                frontier = {c for c in frontier if c in direct and c != name}
+                found.update(k for c in frontier for k in direct[c][0])
+                frontier = {n for c in frontier for n in direct[c][1]}
+            out[name] = found
+        return out
+
+    def _carried_departures(self, filename: str, names: set[str],
+                            returns: dict[str, set[str]]) -> tuple[tuple[str, int], ...]:
+        """Of ``names``, those each call of the file carries (its receiver or arguments computed from it, there or in
+        a function it calls that returns it), by line: at most MAX_CARRIED_DEPARTURES."""
+        parsed = self._files.cached(self._resolve(filename))
+        if parsed is None:
+            return ()
+        out: dict[tuple[str, int], None] = {}
+        for carry in parsed.carries:
+            keys = set(carry.keys).union(*(returns.get(c, set()) for c in carry.callees))
+            for name in sorted(keys & names):
+                out.setdefault((name, carry.line), None)
+        return tuple(out)[:MAX_CARRIED_DEPARTURES]
 
     def _reads(self, filename: str, names: set[str]) -> tuple[tuple[str, int], ...]:
         """Of ``names``, those the file reads, with the first line reading each (``_Parsed.names_read``)."""
@@ -481,12 +539,14 @@ def same_literal(a: str, b: str) -> bool:
     return isinstance(x, int | float) and isinstance(y, int | float) and float(x) == float(y)
 
 
-def _setting_uses(tree: ast.AST) -> dict[str, tuple[KnobUse, ...]]:
+def _setting_uses(tree: ast.AST) -> dict[str, Any]:
     """The catalogued settings the file passes and the arguments it passes to a library from configuration, over
     one walk of its scopes."""
     scoped = list(_scoped_nodes(tree))
     attrs = _self_assignments(scoped)
-    return {"knobs": _knob_uses(scoped, attrs), "passed": _passed_uses(tree, scoped, attrs)}
+    aliases = _library_aliases(tree)
+    return {"knobs": _knob_uses(scoped, attrs), "passed": _passed_uses(tree, scoped, attrs),
+            "carries": _carries(scoped, attrs, aliases), "returns": _returns(tree, attrs, aliases)}
 
 
 MAX_KNOB_USES = 32  # per file
@@ -631,9 +691,12 @@ def _assignments(nodes: list[ast.AST]) -> _Assigned:
 
 
 def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
-    if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) and \
-            len(target.elts) == len(value.elts):
-        return list(zip(target.elts, value.elts, strict=True))
+    """Each assigned name or attribute with the value it gets: ``a, b = x, y`` pairs them; ``model, gen =
+    build(cfg)`` gives each name the whole call (what it is computed from, not which part)."""
+    if isinstance(target, ast.Tuple | ast.List):
+        if isinstance(value, ast.Tuple | ast.List) and len(target.elts) == len(value.elts):
+            return list(zip(target.elts, value.elts, strict=True))
+        return [(t.value if isinstance(t, ast.Starred) else t, value) for t in target.elts]
     return [(target, value)]
 
 
@@ -651,28 +714,32 @@ def _self_assignments(scoped: list[tuple[ast.AST, _Assigned]]) -> _SelfAssigned:
     return out
 
 
-def _traced_keys(value: ast.AST, local: _Assigned, attrs: _SelfAssigned,
-                 aliases: dict[str, str], hops: int = 0) -> list[str]:
+def _traced_keys(value: ast.AST, local: _Assigned, attrs: _SelfAssigned, aliases: dict[str, str], hops: int = 0,
+                 *, limit: int = MAX_TRACED_KEYS, nodes: int = MAX_TRACE_NODES,
+                 callees: list[str] | None = None) -> list[str]:
     """The configuration keys an argument's value is computed from, nearest first: a name's assignment in the
     function, ``self.x``'s in the class's methods, and in each the keys read (``cfg["k"]``, ``cfg.get("k")``,
     ``cfg.section.k``) through subscripts, conditions, comparisons and calls' arguments; a module's constant, a
-    literal and a credential's name are not keys."""
+    literal and a credential's name are not keys. At most ``limit`` keys from ``nodes`` expression nodes a hop;
+    the functions called on the way are added to ``callees`` where given."""
     keys: list[str] = []
     todo: deque[ast.AST] = deque([value])
     looked = 0
-    while todo and len(keys) < MAX_TRACED_KEYS and looked < MAX_TRACE_NODES:
+    while todo and len(keys) < limit and looked < nodes:
         node = todo.popleft()
         looked += 1
         if isinstance(node, ast.Name):
             if hops < MAX_TRACE_HOPS and node.id in local and node.id not in aliases:
-                keys += _traced_keys(local.pop(node.id), local, attrs, aliases, hops + 1)  # popped: no cycle
+                keys += _traced_keys(local.pop(node.id), local, attrs, aliases, hops + 1, limit=limit,
+                                     nodes=nodes, callees=callees)  # popped: no cycle
         elif isinstance(node, ast.Attribute):
             if _module_member(node, aliases):
                 continue
             if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in attrs:
                 if hops < MAX_TRACE_HOPS:
                     assigned, method_locals = attrs.pop(node.attr)
-                    keys += _traced_keys(assigned, dict(method_locals), attrs, aliases, hops + 1)
+                    keys += _traced_keys(assigned, dict(method_locals), attrs, aliases, hops + 1, limit=limit,
+                                         nodes=nodes, callees=callees)
             elif not (isinstance(node.value, ast.Name) and node.value.id == "self"):
                 keys.append(node.attr)
         elif isinstance(node, ast.Subscript):
@@ -685,13 +752,75 @@ def _traced_keys(value: ast.AST, local: _Assigned, attrs: _SelfAssigned,
                     isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                 keys.append(node.args[0].value)
             else:
+                if callees is not None and (called := _dotted(node.func)):
+                    callees.append(called.rsplit(".", 1)[-1])
                 todo.extend([*node.args, *(k.value for k in node.keywords)])
+        elif isinstance(node, ast.Tuple | ast.List):  # return model, gen: each part
+            todo.extend(node.elts)
+        elif isinstance(node, ast.Starred):
+            todo.append(node.value)
         elif isinstance(node, ast.IfExp):  # the values it chooses between, then what chooses
             todo.extend((node.body, node.orelse, node.test))
         elif isinstance(node, ast.Compare | ast.BoolOp | ast.BinOp | ast.UnaryOp):
             todo.extend(ast.iter_child_nodes(node))
-    return [k for k in dict.fromkeys(keys) if _SHOWN_LITERAL.match(k) and not _SECRET_NAME.search(k)][
-        :MAX_TRACED_KEYS]
+    return [k for k in dict.fromkeys(keys) if _SHOWN_LITERAL.match(k) and not _SECRET_NAME.search(k)][:limit]
+
+
+MAX_CARRIES = 256  # calls per file traced to what their receiver and arguments are computed from
+MAX_CARRIED_KEYS = 16  # keys one call (or one return value) is traced to
+MAX_CARRY_NODES = 256  # expression nodes looked at per hop of such a trace
+MAX_CALLEES = 8
+
+
+def _carried(roots: Sequence[ast.AST], local: _Assigned, attrs: _SelfAssigned, aliases: dict[str, str],
+             line: int, name: str = "") -> _Carry | None:
+    keys: list[str] = []
+    callees: list[str] = []
+    for root in roots:
+        keys += _traced_keys(root, dict(local), dict(attrs), aliases, limit=MAX_CARRIED_KEYS, nodes=MAX_CARRY_NODES,
+                             callees=callees)
+    keys = list(dict.fromkeys(keys))[:MAX_CARRIED_KEYS]
+    # A library's function by the same name as one of the program's is taken for it: the join (``_returned_keys``)
+    # knows the program's functions only.
+    callees = list(dict.fromkeys(callees))[:MAX_CALLEES]
+    return _Carry(line=line, keys=tuple(keys), callees=tuple(callees), name=name) if keys or callees else None
+
+
+def _carries(scoped: list[tuple[ast.AST, _Assigned]], attrs: _SelfAssigned,
+             aliases: dict[str, str]) -> tuple[_Carry, ...]:
+    """What each call's receiver and arguments are computed from (``model.generate(..., generation_config=gen)``
+    after ``model = GPT2LMHeadModel(GPT2Config(use_cache=t.use_cache))``): a value the configuration changed runs
+    on that line though no argument names it. The first MAX_CARRIES calls with any."""
+    out: list[_Carry] = []
+    for node, local in scoped:
+        if len(out) >= MAX_CARRIES:
+            break
+        if not isinstance(node, ast.Call):
+            continue
+        roots = [*node.args, *(k.value for k in node.keywords)]
+        if isinstance(node.func, ast.Attribute):  # the object whose method runs: built from configuration maybe
+            roots.append(node.func.value)
+        carry = _carried(roots, local, attrs, aliases, node.lineno)
+        if carry is not None:
+            out.append(carry)
+    return tuple(out)
+
+
+def _returns(tree: ast.AST, attrs: _SelfAssigned, aliases: dict[str, str]) -> tuple[_Carry, ...]:
+    """What each of the file's functions returns is computed from (``build_teacher`` returns a model built with
+    ``use_cache``): a call of it elsewhere, in any of the program's files, carries the same."""
+    module = _assignments(_own_nodes(tree))
+    out: list[_Carry] = []
+    for scope in ast.walk(tree):
+        if not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef) or len(out) >= MAX_CARRIES:
+            continue
+        nodes = _own_nodes(scope)
+        local = {**module, **_assignments(nodes)}
+        roots: list[ast.AST] = [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None]
+        carry = _carried(roots, local, attrs, aliases, scope.lineno, scope.name) if roots else None
+        if carry is not None:
+            out.append(carry)
+    return tuple(out)
 
 
 def _env_export(node: ast.AST, aliases: dict[str, str]) -> tuple[str, ast.AST] | None:

@@ -149,7 +149,8 @@ class ProcessRedactor:
                            for d in file.overridden)
         return replace(file, path=self.text(file.path), imported_by=self.text(file.imported_by), knobs=knobs,
                        passed=passed, overridden=overridden,
-                       reads_departures=tuple((self.text(n), line) for n, line in file.reads_departures))
+                       reads_departures=tuple((self.text(n), line) for n, line in file.reads_departures),
+                       carries=tuple((self.text(n), line) for n, line in file.carries))
 
 
 # --- one redactor per live process ---------------------------------------------------------------------------

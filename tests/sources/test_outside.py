@@ -561,3 +561,61 @@ def test_a_yaml_profile_gives_its_values_and_an_alias_bomb_stays_bounded(tmp_pat
     # The key after the shared subtrees is past the budget: not found, rather than a walk of 9^8 entries (without
     # the budget this call would not return within the test's timeout).
     assert ConfigReader().lookup((str(bomb),), "statement_cache") is None
+
+
+BUILDER_CODE = '''
+from dataclasses import dataclass
+
+from heavylib import Config, Engine
+
+
+@dataclass
+class Options:
+    keep_cache: bool = True  # reuse what the engine computed for the prefix
+    width: int = 64
+
+
+def build(opts):
+    config = Config(keep=opts.keep_cache, width=opts.width)
+    engine = Engine(config)
+    return engine, config
+
+
+def helper(opts):
+    return build(opts)
+'''
+
+WORKER_CODE = '''
+from builder import helper
+
+
+class Worker:
+    def __init__(self, opts):
+        self.engine, self.config = helper(opts)
+
+    def run(self, batch):
+        out = self.engine.generate(batch)
+        return out, len(batch)
+'''
+
+
+def test_a_call_on_an_object_built_from_a_changed_value_carries_it_across_the_programs_files(tmp_path: Path) -> None:
+    # `self.engine.generate(batch)` names no configuration value; its object was built by `helper` (worker.py
+    # imports it), which returns `build`'s, which builds the engine from a config taking `keep_cache`: the
+    # call runs with the value the profile changed. A value the profile keeps at its default is carried nowhere.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text("[options]\nkeep_cache = false\nwidth = 64\n")
+    (app / "builder.py").write_text(BUILDER_CODE)
+    (app / "worker.py").write_text(WORKER_CODE)
+    reader = _reader_in(tmp_path, 4262, app, b"python\0worker.py\0--config\0run.toml\0")
+    _, files = reader.code_facts([_sample(4262, [Frame("Worker.run", str(app / "worker.py"), 10)])])
+    by_name = {f.path.rsplit("/", 1)[-1]: f for f in files}
+    assert [d.name for d in by_name["builder.py"].overridden] == ["keep_cache"]
+    assert ("keep_cache", 10) in by_name["worker.py"].carries  # the method call on the built engine
+    assert all(name == "keep_cache" for name, _ in (*by_name["worker.py"].carries, *by_name["builder.py"].carries))
+    assert ("keep_cache", 15) in by_name["builder.py"].carries  # Engine(config) after config = Config(keep=...)
+    (app / "run.toml").write_text("[options]\nkeep_cache = true\nwidth = 128\n")
+    reader = _reader_in(tmp_path / "again", 4263, app, b"python\0worker.py\0--config\0run.toml\0")
+    _, files = reader.code_facts([_sample(4263, [Frame("Worker.run", str(app / "worker.py"), 10)])])
+    assert {f.path.rsplit("/", 1)[-1]: f.carries for f in files}["worker.py"] == (("width", 10),)
