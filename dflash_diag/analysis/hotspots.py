@@ -417,6 +417,11 @@ _LABEL_KEY = re.compile(r"^(name|title|label|tags?|id|seed|description|desc|comm
                         r"experiment|group|user|run)$|_(name|id|seed|dir|url|uri)$", re.IGNORECASE)
 
 
+def is_label_key(name: str) -> bool:
+    """A configuration key that names or places a run (``name``, ``seed``, ``data_dir``), not how it runs."""
+    return bool(_LABEL_KEY.search(name))
+
+
 def departures_text(files: Sequence[SourceFile], rows: Sequence[tuple[ThreadSample, ThreadState]]) -> str:
     """"; this code reads a value the run's configuration sets away from the code's default: `contraction_path` =
     'none' in run.toml (the code's default 'greedy' at settings.py:28), read at featurize.py:29" for the values the
@@ -456,7 +461,7 @@ def read_departures(files: Sequence[SourceFile], readers: Sequence[SourceFile]) 
     found: dict[str, tuple[SourceFile, int]] = {}
     for file in readers:
         for name, line in file.reads_departures:
-            if name in departed and name not in passed and not _LABEL_KEY.search(name):
+            if name in departed and name not in passed and not is_label_key(name):
                 found.setdefault(name, (file, line))
     if not found:
         return ""

@@ -14,6 +14,7 @@ from types import ModuleType
 
 from dflash_diag.analysis.findings import (
     allocator,
+    changed_value,
     checkpoint,
     collectives_rate,
     compile,
@@ -69,6 +70,7 @@ FAMILIES: tuple[tuple[str, ModuleType], ...] = (
     ("native_threads", native_threads),
     ("settings", settings),
     ("setting_code", setting_code),
+    ("changed_value", changed_value),
     ("diagnostics", diagnostics),
     ("interposition", interposition),
     ("fastpath", fastpath),

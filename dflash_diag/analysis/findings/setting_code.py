@@ -90,7 +90,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     readings.update(_code_knobs(ctx))
     if not readings:
         return
-    weighed = _weighed(ctx)
+    weighed = weighed_threads(ctx)
     yield from _code_of_settings(ctx, readings, weighed)
     yield from _compilers_off(ctx, readings, weighed)
     yield from _proxy_relay(ctx, readings, weighed)
@@ -159,7 +159,7 @@ def _code_knobs(ctx: Context) -> dict[str, SettingReading]:
     return out
 
 
-def _weighed(ctx: Context) -> Weighed:
+def weighed_threads(ctx: Context) -> Weighed:
     """The threads whose speed is the program's and those on the wait-for graph's limiting path (the training
     threads down to its root), the threads filling a queue they wait on, and the one holding the GIL they wait for
     (with how each of the last two slows them)."""

@@ -1,0 +1,154 @@
+"""A value the run's configuration changes, taken by the call a limiting thread's time is in.
+
+- ``changed-value-at-hot-call``: the program's code declares a default for a configuration value (a dataclass
+  field, argparse's ``default=``, ``cfg.get(key, default)``: ``SourceFile.overridden``), the configuration file on
+  the command line sets it otherwise, and the line that passes or reads it (a library call's argument traced to
+  the key, ``SourceFile.passed``; a read of the key, ``SourceFile.reads_departures``) is on the stack of
+  HOT_CALL_SHARE or more of the working samples of a thread whose speed is the program's (or one on the wait-for
+  graph's limiting path, one filling a queue such a thread waits on, the GIL holder it waits for).
+
+What is seen is exactly that: most of the thread's time is inside a call that runs with a value this run changed.
+What the value costs against the code's default is not measured (no second run), so the finding is information,
+never a warning; it is the stage's "because" only where no measured cause is found (a warning's cause leads), and
+says so. A configuration that keeps the code's defaults, or changes values read elsewhere, draws nothing: the value
+must be on the line the time stands on. Keys that name or place a run (a name, a seed, a path) are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from dflash_diag.analysis.findings._context import Context, pct
+from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.setting_code import weighed_threads
+from dflash_diag.analysis.hotspots import is_label_key, is_off_value
+from dflash_diag.analysis.mechanisms import NOT_WORK
+from dflash_diag.model import Finding, Severity, ThreadStats
+from dflash_diag.model.evidence import DeclaredDefault, SourceFile
+from dflash_diag.model.stage import PIPELINE_STAGES
+
+RULES = (RuleSpec("changed-value-at-hot-call", sampled=True),)
+
+# Of a weighed thread's working samples on the line that takes the changed value: the call holds most of its time.
+HOT_CALL_SHARE = 0.5
+# Changed values named on one hot line at most (a call taking several from the configuration).
+SHOWN = 2
+
+
+@dataclass(frozen=True, slots=True)
+class _Use:
+    """A line of the program's file that takes a changed value: a library call's argument or a read of the key."""
+
+    path: str
+    line: int
+    default: DeclaredDefault
+    declared_in: str  # the file that declares the default (its base name)
+    argument: str  # "np.argsort(kind=kind)" where a library call's argument; "" for a read of the key
+
+
+def check(ctx: Context) -> Iterator[Finding]:
+    uses = changed_value_uses(ctx.obs.files)
+    if not uses:
+        return
+    best: tuple[float, ThreadStats, str, tuple[_Use, ...]] | None = None
+    for thread, why in weighed_threads(ctx):
+        share, on_line = _hot_use(ctx, thread, uses)
+        if on_line and share >= HOT_CALL_SHARE and (best is None or share > best[0]):
+            best = (share, thread, why, on_line)
+    if best is not None:
+        share, thread, why, on_line = best
+        yield _finding(share, thread, why, on_line, _statement(ctx, on_line[0]))
+
+
+def changed_value_uses(files: Sequence[SourceFile]) -> list[_Use]:
+    """The lines of the program's own files (not another process's script) that pass or read a value the run's
+    configuration sets away from the code's declared default, a library argument before a plain read."""
+    departed = {d.name: (f, d) for f in files for d in f.overridden
+                if not is_label_key(d.name) and not is_quantity(d.configured)}
+    if not departed:
+        return []
+    out: list[_Use] = []
+    for file in files:
+        if file.run_by:
+            continue
+        # Catalogued settings (``knobs``) and other libraries' arguments (``passed``) alike, traced to their key.
+        for use in (*file.knobs, *file.passed):
+            if use.key in departed and use.configured_in:
+                declared_in, d = departed[use.key]
+                argument = f"{use.name}={use.via or use.key}" if use.name else (use.via or use.key)
+                out.append(_Use(file.path, use.line, d, _base(declared_in.path), f"{use.call}({argument})"))
+        for name, line in (*file.reads_departures, *file.carries):
+            if name in departed and all((u.path, u.line, u.default.name) != (file.path, line, name) for u in out):
+                declared_in, d = departed[name]
+                out.append(_Use(file.path, line, d, _base(declared_in.path), ""))
+    return out
+
+
+_NUMBER = re.compile(r"^[+-]?(\d[\d_]*\.?\d*(e[+-]?\d+)?|\.\d+)$", re.IGNORECASE)
+
+
+def is_quantity(value: str) -> bool:
+    """A number other than zero (``512``, ``0.3``, ``1e-4``): a size, a count, a rate or a weight. It scales the
+    work the time already shows rather than choosing how the work is done, and a profile changes many of them
+    (its model's width, its batch): left out. Zero, a boolean, a string or a name is a choice (an option off, a
+    backend, a mode) and stays."""
+    return bool(_NUMBER.match(value.strip())) and not is_off_value(value)
+
+
+def _hot_use(ctx: Context, thread: ThreadStats, uses: Sequence[_Use]) -> tuple[float, tuple[_Use, ...]]:
+    """The share of the thread's working samples standing on the line of the use most of them stand on, and the
+    uses on that line."""
+    working = [t for t, state in ctx.stats_rows(thread) if state not in NOT_WORK]
+    if not working:
+        return 0.0, ()
+    lines = {(u.path, u.line) for u in uses}
+    counts: dict[tuple[str, int], int] = {}
+    for sample in working:
+        # Each sample counts once per line it stands on (a recursive call repeats a line on its stack).
+        for place in {(fr.filename, fr.line) for fr in sample.frames if not fr.native} & lines:
+            counts[place] = counts.get(place, 0) + 1
+    if not counts:
+        return 0.0, ()
+    place, n = max(counts.items(), key=lambda kv: kv[1])
+    return n / len(working), tuple(u for u in uses if (u.path, u.line) == place)
+
+
+# The line's text shown in the claim, at most this long.
+STATEMENT_CHARS = 80
+
+
+def _statement(ctx: Context, use: _Use) -> str:
+    """The line's text as recorded with the stacks or on disk, shortened; "" where neither has it."""
+    text = ctx.obs.line_text(use.path, use.line)
+    if text is None:
+        found = ctx.code.get((use.path, use.line))
+        text = found.text if found is not None else None
+    text = " ".join((text or "").split())
+    return text if len(text) <= STATEMENT_CHARS else text[:STATEMENT_CHARS - 3] + "..."
+
+
+def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...], statement: str) -> Finding:
+    where = f"{_base(uses[0].path)}:{uses[0].line}"
+    values = [f"`{u.default.name}` = {u.default.configured} in {u.default.configured_in} (the code's default "
+              f"{u.default.default} at {u.declared_in}:{u.default.line}"
+              + (f": {u.default.note}" if u.default.note else "") + ")" for u in uses[:SHOWN]]
+    call = next((u.argument for u in uses if u.argument), "")
+    line = (f"the call {call} at {where}" if call else f"`{statement}` at {where}" if statement
+            else f"the line {where}")
+    many = len(values) > 1
+    return Finding(
+        rule_id="changed-value-at-hot-call", severity=Severity.INFO,
+        claim=f"{thread.name} spends {pct(share)} of its working time in {line}, which runs with "
+              f"{'values' if many else 'a value'} this run's configuration changes from the code's "
+              f"default{'s' if many else ''}: {'; '.join(values)}{why}; what the change costs is not measured",
+        evidence=(("changed value" + ("s" if many else ""), "; ".join(values)),
+                  ("time on that line", f"{pct(share)} of {thread.name}'s working samples stand on {where}")),
+        remedy=f"Run the same profile with {' and '.join(f'`{u.default.name}`' for u in uses[:SHOWN])} at the "
+               "code's default and compare the step rate: the difference is what the change costs.",
+        impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
+
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]

@@ -1,0 +1,91 @@
+"""`changed-value-at-hot-call` on real recordings (tests/casebook/observations): batch 25's held-out programs, whose
+profiles change one value from the code's declared default, and their twins, which keep it.
+
+- turnstone's negative miner spends most of its time in `np.argsort(..., kind=kind)`, the argument traced to
+  `tie_break`, which its profile sets to 'stable' (the code's default 'any');
+- linnet's song augmenter spends most of its time in `continue_songs(model, gen, ...)`, whose model and generation
+  config were built with `use_cache` from the profile (False; the code's default True). The recording predates the
+  reader's joining of calls to what their objects were built from (``SourceFile.carries``): it is given here as the
+  reader finds it today on the program's files (tests/sources/test_outside.py reads it from real files).
+"""
+from __future__ import annotations
+
+import gzip
+from dataclasses import replace
+from pathlib import Path
+
+from dflash_diag.analysis import analyse
+from dflash_diag.model import Observation, Severity
+from dflash_diag.model.evidence import SourceFile
+from dflash_diag.observe.codec import read_observation
+
+RECORDED = Path(__file__).resolve().parents[1] / "casebook" / "observations"
+RULE = "changed-value-at-hot-call"
+
+
+def _obs(name: str) -> Observation:
+    obs = read_observation(gzip.open(RECORDED / f"{name}.json.gz").read())
+    assert isinstance(obs, Observation)
+    return obs
+
+
+def _with_file(obs: Observation, name: str, **changes: object) -> Observation:
+    return replace(obs, files=tuple(replace(f, **changes) if f.path.endswith("/" + name) else f  # type: ignore[arg-type]
+                                    for f in obs.files))
+
+
+def _linnet(name: str) -> Observation:
+    # augment.py:32 `full = continue_songs(model, gen, torch.from_numpy(seq))`, model and gen built by
+    # build_teacher with `use_cache`: the line the reader joins to the changed value.
+    return _with_file(_obs(name), "augment.py", carries=(("use_cache", 32),))
+
+
+def test_the_call_holding_a_stages_time_with_a_value_the_profile_changed_is_its_because() -> None:
+    report = analyse(_obs("settings25_turnstone__outside"))
+    assert report.headline is not None and report.headline.because == (RULE,)
+    assert report.headline.text.startswith("the producer stage of `out` limits throughput")
+    assert ", because negative-miner spends 86% of its working time in the call np.argsort(kind=kind) at " \
+           "mining.py:40, which runs with a value this run's configuration changes from the code's default: " \
+           "`tie_break` = 'stable' in audit_replay.toml (the code's default 'any' at runcfg.py:25" in report.headline.text
+    assert report.headline.text.endswith("what the change costs is not measured")
+    found = next(f for f in report.findings if f.rule_id == RULE)
+    assert found.severity is Severity.INFO and found.remedy.startswith("Run the same profile with `tie_break` at the code's")
+
+
+def test_an_object_built_from_the_changed_value_carries_it_to_the_call_on_the_stack() -> None:
+    report = analyse(_linnet("settings25_linnet__outside"))
+    assert report.headline is not None and report.headline.because == (RULE,)
+    assert "because song-augmenter spends 97% of its working time in `full = continue_songs(model, gen, " \
+           "torch.from_numpy(seq))` at augment.py:32, which runs with a value this run's configuration changes from " \
+           "the code's default: `use_cache` = False in chorus_distill.toml (the code's default True at " \
+           "songcfg.py:23)" in report.headline.text
+    # Without the join the same recording names no cause: the value is said only among the arguments passed.
+    plain = analyse(_obs("settings25_linnet__outside"))
+    assert plain.headline is not None and "no cause found" in plain.headline.text
+    assert RULE not in {f.rule_id for f in plain.findings}
+
+
+def test_a_twin_that_keeps_the_codes_default_draws_nothing() -> None:
+    # The twins' profiles keep `tie_break` and `use_cache` at the code's defaults: nothing departs, nothing is said.
+    for name in ("settings25_turnstone_fixed__outside", "settings25_turnstone_fixed__attach",
+                 "settings25_linnet_fixed__outside"):
+        obs = _linnet(name) if "linnet" in name else _obs(name)
+        assert RULE not in {f.rule_id for f in analyse(obs).findings}, name
+
+
+def test_a_size_a_label_or_a_line_the_time_is_not_on_draws_nothing() -> None:
+    obs = _obs("settings25_turnstone__outside")
+    runcfg = next(f for f in obs.files if f.path.endswith("/runcfg.py"))
+    tie = next(d for d in runcfg.overridden if d.name == "tie_break")
+    # A number other than zero scales the work (a batch, a width); a profile's name labels the run.
+    for configured, name in (("512", "tie_break"), ("'stable'", "name")):
+        changed = _with_file(obs, "runcfg.py", overridden=(replace(tie, configured=configured, name=name),))
+        assert RULE not in {f.rule_id for f in analyse(changed).findings}, (configured, name)
+    # Zero is an option turned off, not a size: it stays a choice.
+    off = _with_file(obs, "runcfg.py", overridden=(replace(tie, configured="0"),))
+    assert RULE in {f.rule_id for f in analyse(off).findings}
+    # The value read on a line where the thread's time is not: nothing.
+    mining: SourceFile = next(f for f in obs.files if f.path.endswith("/mining.py"))
+    moved = _with_file(obs, "mining.py", passed=tuple(replace(u, line=u.line + 200) for u in mining.passed),
+                       reads_departures=(), carries=())
+    assert RULE not in {f.rule_id for f in analyse(moved).findings}
