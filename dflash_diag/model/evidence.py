@@ -169,7 +169,7 @@ class SourceFile:
     # Of the same changed values, those the file's calls carry though no argument names them: the call's object or an
     # argument is computed from the value in the function, in ``self``'s attributes, or in a function of the
     # program's it calls that returns it (``model.generate(...)`` on a model built with ``use_cache`` from the
-    # configuration), with each such call's line.
+    # configuration), or a call an ``if``/``while`` on the value chose to run, with each such call's line.
     carries: tuple[tuple[str, int], ...] = ()
     # The PID of another process at the other end of a wait (a child the process waits on) whose command line runs
     # this file (``python tileserver.py``); 0 for the process's own files.

@@ -795,6 +795,9 @@ def _carries(scoped: list[tuple[ast.AST, _Assigned]], attrs: _SelfAssigned,
     for node, local in scoped:
         if len(out) >= MAX_CARRIES:
             break
+        if isinstance(node, ast.If | ast.While):
+            out += _guarded(node, local, attrs, aliases)[:MAX_CARRIES - len(out)]
+            continue
         if not isinstance(node, ast.Call):
             continue
         roots = [*node.args, *(k.value for k in node.keywords)]
@@ -804,6 +807,17 @@ def _carries(scoped: list[tuple[ast.AST, _Assigned]], attrs: _SelfAssigned,
         if carry is not None:
             out.append(carry)
     return tuple(out)
+
+
+def _guarded(node: ast.If | ast.While, local: _Assigned, attrs: _SelfAssigned,
+             aliases: dict[str, str]) -> list[_Carry]:
+    """The calls an ``if``/``while`` runs only as its condition decides (``if cfg.use_index: ...``, and its
+    ``else``), each carrying what the condition is computed from: the value chose that code."""
+    test = _carried([node.test], local, attrs, aliases, node.lineno)
+    if test is None:
+        return []
+    body = [n for stmt in (*node.body, *node.orelse) for n in _own_nodes(ast.Module(body=[stmt], type_ignores=[]))]
+    return [replace(test, line=n.lineno) for n in body if isinstance(n, ast.Call)]
 
 
 def _returns(tree: ast.AST, attrs: _SelfAssigned, aliases: dict[str, str]) -> tuple[_Carry, ...]:
