@@ -45,6 +45,20 @@ def config_paths(argv: tuple[str, ...], cwd: str) -> tuple[str, ...]:
     return tuple(out[:MAX_CONFIG_FILES])
 
 
+def default_config_paths(argv: tuple[str, ...], cwd: str, declared: tuple[str, ...]) -> tuple[str, ...]:
+    """Where no configuration file is named on the command line: the ones the program's script declares as its
+    option's default (``--config`` with ``default=os.path.join("configs", "fleet.toml")``: ``declared``), resolved
+    against ``cwd``, that exist; () where the command line names one (it wins) or none is found."""
+    if config_paths(argv, cwd):
+        return ()
+    out = []
+    for value in declared:
+        path = value if value.startswith("/") else os.path.join(cwd, value)
+        if value.lower().endswith(CONFIG_SUFFIXES) and os.path.isfile(path) and path not in out:
+            out.append(path)
+    return tuple(out[:MAX_CONFIG_FILES])
+
+
 def parse_config(path: str, text: str) -> Mapping[str, Any] | None:
     """The file's settings as nested mappings; None where it does not parse as its suffix says."""
     suffix = path.lower().rsplit(".", 1)[-1]

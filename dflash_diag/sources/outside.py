@@ -33,7 +33,7 @@ from dflash_contract.redact import REDACTED
 from dflash_contract.settings import ENV_BY_NAME
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, is_library_file
-from dflash_diag.sources.configs import ConfigReader, config_paths
+from dflash_diag.sources.configs import CONFIG_SUFFIXES, ConfigReader, config_paths, default_config_paths
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.procfs import fd_links
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
@@ -78,6 +78,9 @@ class _Parsed:
     # known (``SourceFile.carries``).
     carries: tuple[_Carry, ...] = ()
     returns: tuple[_Carry, ...] = ()
+    # The configuration files an option of the file's argument parser reads by default (``--config`` with
+    # ``default=os.path.join("configs", "fleet.toml")``), as written: read where the command line names none.
+    config_defaults: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +285,8 @@ class OutsideReader:
             return files
         paths: tuple[str, ...] = ()
         try:
-            paths = config_paths(argv_of(self.pid, self._proc.parent), os.readlink(self._proc / "cwd"))
+            argv, cwd = argv_of(self.pid, self._proc.parent), os.readlink(self._proc / "cwd")
+            paths = config_paths(argv, cwd) or default_config_paths(argv, cwd, self._declared_configs(argv, cwd))
         except OSError:
             pass
         if not paths:
@@ -337,6 +341,15 @@ class OutsideReader:
             for name in sorted(keys & names):
                 out.setdefault((name, carry.line), None)
         return tuple(out)[:MAX_CARRIED_DEPARTURES]
+
+    def _declared_configs(self, argv: tuple[str, ...], cwd: str) -> tuple[str, ...]:
+        """The configuration files the script on the command line (``python train.py``) declares as an option's
+        default (``_Parsed.config_defaults``)."""
+        script = next((a for a in argv[1:] if a.endswith(".py") and not a.startswith("-")), None)
+        if script is None:
+            return ()
+        parsed, _, _ = self._files.get(os.path.normpath(os.path.join(cwd, script)))
+        return parsed.config_defaults if parsed is not None else ()
 
     def _reads(self, filename: str, names: set[str]) -> tuple[tuple[str, int], ...]:
         """Of ``names``, those the file reads, with the first line reading each (``_Parsed.names_read``)."""
@@ -424,7 +437,7 @@ def _parse(path: str, source: str) -> _Parsed:
     defs.sort(key=lambda d: (d.start, -d.end))
     return _Parsed(lines=lines, defs=tuple(defs), imports=_module_imports(tree), late_imports=_late_imports(tree),
                    withs=_lock_withs(tree), loops=_loops(tree), defaults=_declared_defaults(tree, lines),
-                   names_read=_names_read(tree),
+                   names_read=_names_read(tree), config_defaults=_config_defaults(tree),
                    **_setting_uses(tree))
 
 
@@ -453,6 +466,38 @@ def _names_read(tree: ast.AST) -> tuple[tuple[str, int], ...]:
         if name and (name not in first or line < first[name]):
             first[name] = line
     return tuple(first.items())
+
+
+MAX_CONFIG_DEFAULTS = 4
+
+
+def _config_defaults(tree: ast.AST) -> tuple[str, ...]:
+    """The string defaults of the file's ``add_argument`` calls that name a configuration file (by its suffix): a
+    literal, ``os.path.join`` of literals, or a module-level name assigned one of those."""
+    module = {t.id: node.value for node in getattr(tree, "body", ()) if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name)}
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        value = next((k.value for k in node.keywords if k.arg == "default"), None)
+        if isinstance(value, ast.Name):
+            value = module.get(value.id)
+        text = _path_literal(value) if value is not None else None
+        if text and text.lower().endswith(CONFIG_SUFFIXES) and text not in out:
+            out.append(text)
+    return tuple(out[:MAX_CONFIG_DEFAULTS])
+
+
+def _path_literal(value: ast.AST) -> str | None:
+    """``"configs/a.toml"`` or ``os.path.join("configs", "a.toml")`` as the path text; None for anything else."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value
+    if isinstance(value, ast.Call) and _dotted(value.func, whole=True) in ("os.path.join", "path.join", "join") and \
+            value.args and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in value.args):
+        return os.path.join(*(str(a.value) for a in value.args if isinstance(a, ast.Constant)))
+    return None
 
 
 MAX_DEFAULTS = 256  # per file

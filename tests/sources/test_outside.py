@@ -624,3 +624,45 @@ def test_a_call_on_an_object_built_from_a_changed_value_carries_it_across_the_pr
     reader = _reader_in(tmp_path / "again", 4263, app, b"python\0worker.py\0--config\0run.toml\0")
     _, files = reader.code_facts([_sample(4263, [Frame("Worker.run", str(app / "worker.py"), 10)])])
     assert {f.path.rsplit("/", 1)[-1]: f.carries for f in files}["worker.py"] == (("width", 10),)
+
+
+TRAIN_WITH_DEFAULT_CONFIG = '''
+import argparse
+import os
+import tomllib
+
+from heavylib import Engine
+
+DEFAULT_CONFIG = os.path.join("configs", "fleet.toml")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default=DEFAULT_CONFIG)
+    ap.add_argument("--log", default="run.log")
+    cfg = tomllib.load(open(ap.parse_args().config, "rb"))
+    return Engine(mode=cfg["engine"]["mode"])
+'''
+
+
+def test_the_configuration_file_the_scripts_option_reads_by_default_is_read_where_the_command_line_names_none(
+        tmp_path: Path) -> None:
+    # `python train.py` with no --config: the script's parser reads configs/fleet.toml by default; what it sets is
+    # this run's configuration. Named on the command line, another file wins.
+    app = tmp_path / "app"
+    (app / "configs").mkdir(parents=True)
+    (app / "configs" / "fleet.toml").write_text('[engine]\nmode = "careful"\n')
+    (app / "configs" / "bench.toml").write_text('[engine]\nmode = "fast"\n')
+    (app / "train.py").write_text(TRAIN_WITH_DEFAULT_CONFIG)
+    frame = Frame("main", str(app / "train.py"), 17)
+    reader = _reader_in(tmp_path, 4264, app, b"python\0train.py\0")
+    _, (train,) = reader.code_facts([_sample(4264, [frame])])
+    assert [(u.call, u.name, u.value, u.configured_in) for u in train.passed] == [
+        ("Engine", "mode", "'careful'", "fleet.toml")]
+    reader = _reader_in(tmp_path / "named", 4265, app, b"python\0train.py\0--config\0configs/bench.toml\0")
+    _, (train,) = reader.code_facts([_sample(4265, [frame])])
+    assert [(u.value, u.configured_in) for u in train.passed] == [("'fast'", "bench.toml")]
+    (app / "configs" / "fleet.toml").unlink()  # the default names a file that is not there: nothing is read
+    reader = _reader_in(tmp_path / "gone", 4266, app, b"python\0train.py\0")
+    _, (train,) = reader.code_facts([_sample(4266, [frame])])
+    assert train.passed == ()
