@@ -74,8 +74,9 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                                     "settings22_lagoon", "settings22_scree", "settings23_caldera",
                                                     "settings23_wren", "settings23_avocet", "settings23_ibis",
                                                     "settings24_mesa", "settings24_petrel",
-                                                    "settings24_godwit")
+                                                    "settings24_godwit", "settings25_linnet")
                                    for m in ("outside", "probes", "attach")),
+                                 ("settings25_turnstone", "outside"), ("settings25_turnstone", "attach"),
                                  *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach")),
                                  ("settings2_metrics", "attach"), ("settings2_vision", "probes"),
                                  ("settings2_vision", "attach"), ("settings2_textcls", "outside"),
@@ -4053,7 +4054,7 @@ CASES: tuple[Case, ...] = (
         r"\w*.{0,60}\b(no|without|disabled?|off)\b.{0,20}\bcach|(re-?comput|re-?process|re-?run|re-?encod)\w*"
         r".{0,60}(prefix|prompt|whole|full|entire|all (previous|prior|earlier))|quadratic|\[teacher\] use_cache",
         r"step \d+ loss", batch="settings batch 25",
-        missed={'outside': "`pipeline-bottleneck-target`: no cause found; GPT2Config(use_cache=False (`use_cache`; the code's default True)) said among the arguments the program passes to transformers, not as the cause", 'probes': "`pipeline-bottleneck-target` because `wasted-full-vocab-logits` (warning): a wrong cause, 5% of the loader's samples in generate's top-k warper; use_cache not named", 'attach': "`pipeline-bottleneck-target`: no cause found; GPT2Config(use_cache=False (`use_cache`; the code's default True)) said among the arguments the program passes to transformers, not as the cause"}, twin_missed={'probes': '`wasted-full-vocab-logits` (warning) on its first run, not on the run recorded: generate\'s top-k warper read as the target stage computing full-vocabulary logits'}),
+        twin_missed={'probes': '`wasted-full-vocab-logits` (warning) on its first run, not on the run recorded: generate\'s top-k warper read as the target stage computing full-vocabulary logits'}),
     *_settings_pair(
         "settings25_turnstone", "settings25_turnstone", ("train.py", "--config", "configs/audit_replay.toml"),
         ("train.py", "--config", "configs/field_season.toml"),
@@ -4097,7 +4098,7 @@ CASES: tuple[Case, ...] = (
         r"x86-simd-sort|(simd|vectori[sz]ed|avx-?512|avx2) (quick|arg|intro)?sort|introsort|quicksort|"
         r"\[mining\] tie_break",
         r"step \d+ loss", batch="settings batch 25",
-        missed={'outside': "`pipeline-bottleneck-target`: no cause found; the loader's time in numpy's argsort merge sort (amerge_at_) said, kind='stable' (`tie_break`) not named (a fourth argument passed, three shown)", 'probes': "`where-time-goes`: MainThread's time; the loader's argsort not named", 'attach': "`pipeline-bottleneck-target`: no cause found; np.argsort(kind=kind (`tie_break` = 'stable'; the code's default 'any')) said third among the arguments passed to numpy, not as the cause"}),
+        missed={'probes': "`where-time-goes`: MainThread's time; the loader's argsort not named"}),
     *_settings_pair(
         "settings25_gannet", "settings25_gannet", ("train.py", "--config", "configs/colony_portable.toml"),
         ("train.py", "--config", "configs/colony_watch.toml"),

@@ -4,9 +4,8 @@ profiles change one value from the code's declared default, and their twins, whi
 - turnstone's negative miner spends most of its time in `np.argsort(..., kind=kind)`, the argument traced to
   `tie_break`, which its profile sets to 'stable' (the code's default 'any');
 - linnet's song augmenter spends most of its time in `continue_songs(model, gen, ...)`, whose model and generation
-  config were built with `use_cache` from the profile (False; the code's default True). The recording predates the
-  reader's joining of calls to what their objects were built from (``SourceFile.carries``): it is given here as the
-  reader finds it today on the program's files (tests/sources/test_outside.py reads it from real files).
+  config were built with `use_cache` from the profile (False; the code's default True): the reader joins that
+  call to what its objects were built from (``SourceFile.carries``; recorded again after the join was written).
 """
 from __future__ import annotations
 
@@ -34,12 +33,6 @@ def _with_file(obs: Observation, name: str, **changes: object) -> Observation:
                                     for f in obs.files))
 
 
-def _linnet(name: str) -> Observation:
-    # augment.py:32 `full = continue_songs(model, gen, torch.from_numpy(seq))`, model and gen built by
-    # build_teacher with `use_cache`: the line the reader joins to the changed value.
-    return _with_file(_obs(name), "augment.py", carries=(("use_cache", 32),))
-
-
 def test_the_call_holding_a_stages_time_with_a_value_the_profile_changed_is_its_because() -> None:
     report = analyse(_obs("settings25_turnstone__outside"))
     assert report.headline is not None and report.headline.because == (RULE,)
@@ -53,14 +46,17 @@ def test_the_call_holding_a_stages_time_with_a_value_the_profile_changed_is_its_
 
 
 def test_an_object_built_from_the_changed_value_carries_it_to_the_call_on_the_stack() -> None:
-    report = analyse(_linnet("settings25_linnet__outside"))
+    obs = _obs("settings25_linnet__outside")
+    augment = next(f for f in obs.files if f.path.endswith("/augment.py"))
+    assert ("use_cache", 32) in augment.carries  # `full = continue_songs(model, gen, ...)`, model, gen built with it
+    report = analyse(obs)
     assert report.headline is not None and report.headline.because == (RULE,)
-    assert "because song-augmenter spends 97% of its working time in `full = continue_songs(model, gen, " \
+    assert "because song-augmenter spends 98% of its working time in `full = continue_songs(model, gen, " \
            "torch.from_numpy(seq))` at augment.py:32, which runs with a value this run's configuration changes from " \
            "the code's default: `use_cache` = False in chorus_distill.toml (the code's default True at " \
            "songcfg.py:23)" in report.headline.text
     # Without the join the same recording names no cause: the value is said only among the arguments passed.
-    plain = analyse(_obs("settings25_linnet__outside"))
+    plain = analyse(_with_file(obs, "augment.py", carries=()))
     assert plain.headline is not None and "no cause found" in plain.headline.text
     assert RULE not in {f.rule_id for f in plain.findings}
 
@@ -69,8 +65,7 @@ def test_a_twin_that_keeps_the_codes_default_draws_nothing() -> None:
     # The twins' profiles keep `tie_break` and `use_cache` at the code's defaults: nothing departs, nothing is said.
     for name in ("settings25_turnstone_fixed__outside", "settings25_turnstone_fixed__attach",
                  "settings25_linnet_fixed__outside"):
-        obs = _linnet(name) if "linnet" in name else _obs(name)
-        assert RULE not in {f.rule_id for f in analyse(obs).findings}, name
+        assert RULE not in {f.rule_id for f in analyse(_obs(name)).findings}, name
 
 
 def test_a_size_a_label_or_a_line_the_time_is_not_on_draws_nothing() -> None:
