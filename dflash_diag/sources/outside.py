@@ -800,6 +800,8 @@ def _traced_keys(value: ast.AST, local: _Assigned, attrs: _SelfAssigned, aliases
                 if callees is not None and (called := _dotted(node.func)):
                     callees.append(called.rsplit(".", 1)[-1])
                 todo.extend([*node.args, *(k.value for k in node.keywords)])
+                if isinstance(node.func, ast.Subscript | ast.Call):  # SELECTORS[cfg.selector](): the table's key
+                    todo.append(node.func)
         elif isinstance(node, ast.Tuple | ast.List):  # return model, gen: each part
             todo.extend(node.elts)
         elif isinstance(node, ast.Starred):

@@ -666,3 +666,19 @@ def test_the_configuration_file_the_scripts_option_reads_by_default_is_read_wher
     reader = _reader_in(tmp_path / "gone", 4266, app, b"python\0train.py\0")
     _, (train,) = reader.code_facts([_sample(4266, [frame])])
     assert train.passed == ()
+
+
+def test_an_object_made_by_a_callable_chosen_from_a_table_by_a_changed_value_carries_it(tmp_path: Path) -> None:
+    # `loop = asyncio.SelectorEventLoop(SELECTORS[cfg.selector]())`: the callable is the table's entry, chosen by
+    # the key; the loop built from what it returns runs every later line that uses it.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text('[hub]\nselector = "poll"\n')
+    (app / "hub.py").write_text(
+        "import asyncio\nimport selectors\nfrom dataclasses import dataclass\n\n\n@dataclass\nclass Hub:\n"
+        "    selector: str = 'epoll'\n\n\nSELECTORS = {'epoll': selectors.EpollSelector, 'poll': selectors.PollSelector}"
+        "\n\n\ndef run(cfg, main):\n    loop = asyncio.SelectorEventLoop(SELECTORS[cfg.selector]())\n"
+        "    loop.run_until_complete(main())\n")
+    reader = _reader_in(tmp_path, 4267, app, b"python\0hub.py\0--config\0run.toml\0")
+    _, (hub,) = reader.code_facts([_sample(4267, [Frame("run", str(app / "hub.py"), 16)])])
+    assert ("selector", 16) in hub.carries and ("selector", 15) in hub.carries
