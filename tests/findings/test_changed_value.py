@@ -84,3 +84,21 @@ def test_a_size_a_label_or_a_line_the_time_is_not_on_draws_nothing() -> None:
     moved = _with_file(obs, "mining.py", passed=tuple(replace(u, line=u.line + 200) for u in mining.passed),
                        reads_departures=(), carries=())
     assert RULE not in {f.rule_id for f in analyse(moved).findings}
+
+
+def test_the_event_loop_thread_behind_a_queue_no_thread_is_seen_filling_is_weighed() -> None:
+    # gannet's hub thread runs an asyncio loop built on `SELECTORS[cfg.hub.selector]()` ('poll'; the code's default
+    # 'epoll') and fills the trainer's queue through asyncio.to_thread: the pool's worker never blocks in put, so
+    # no thread is seen filling it. The process's other threads are weighed then, and the loop's line carries the
+    # selector through the table's key.
+    obs = _obs("settings25_gannet__outside")
+    hub = next(f for f in obs.files if f.path.endswith("/hub.py"))
+    assert ("selector", 31) in hub.carries  # loop.run_until_complete(...), loop built from SELECTORS[...]()
+    report = analyse(obs)
+    assert report.headline is not None and report.headline.because == (RULE,)
+    assert "because station-hub spends 90% of its working time in `loop.run_until_complete(self.main())` at " \
+           "hub.py:31, which runs with a value this run's configuration changes from the code's default: `selector` " \
+           "= 'poll' in colony_portable.toml (the code's default 'epoll' at hubcfg.py:20" in report.headline.text
+    assert "MainThread waits on `out` 26% of its samples, and no thread is seen filling it" in report.headline.text
+    for twin in ("settings25_gannet_fixed__outside", "settings25_gannet_fixed__attach"):
+        assert RULE not in {f.rule_id for f in analyse(_obs(twin)).findings}, twin

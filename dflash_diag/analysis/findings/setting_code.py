@@ -46,6 +46,7 @@ from dflash_diag.analysis.mechanisms import (
 from dflash_diag.analysis.native import thread_stacks
 from dflash_diag.analysis.sched import TIME_WAIT_S
 from dflash_diag.analysis.settings import non_default
+from dflash_diag.analysis.waits import is_pool_worker
 from dflash_diag.model import Finding, Severity, ThreadState, ThreadStats
 from dflash_diag.model.sched import SettingReading
 from dflash_diag.model.waits import WAIT_IO, WAIT_QUEUE_GET, WaitGraph
@@ -197,11 +198,52 @@ def _feeders(ctx: Context, speed: list[ThreadStats], graph: object) -> list[tupl
         for edge in waits.waits:
             if edge.kind != WAIT_QUEUE_GET or edge.share < FEED_WAIT_SHARE:
                 continue
+            if not edge.to_threads:
+                out += _unseen_fillers(ctx, names, waits.name, edge.target, edge.share, out)
             for name in edge.to_threads:
                 if name in by_name and name not in names and all(name != t.name for t, _ in out):
                     out.append((by_name[name], f"; {waits.name} waits on `{edge.target}`, which it fills, "
                                                f"{pct(edge.share)} of its samples"))
+                    out += _handing_loops(ctx, by_name.get(name), waits.name, edge.target, out)
     return out
+
+
+MAX_UNSEEN_FILLERS = 4
+
+
+def _unseen_fillers(ctx: Context, names: set[str], waiter: str, target: str, share: float,
+                    weighed: list[tuple[ThreadStats, str]]) -> list[tuple[ThreadStats, str]]:
+    """Where no thread is seen filling the queue a speed thread waits on (its put never blocks, or runs in a pool
+    an event loop hands it), the process's other sampled threads, a pool's workers and the tool's own left out: one
+    of them fills it."""
+    out: list[tuple[ThreadStats, str]] = []
+    for t in ctx.threads:
+        if t.n_samples == 0 or t.name in names or t.name.startswith("dflash-diag-") or \
+                any(t.name == w.name for w, _ in (*weighed, *out)) or \
+                any(is_pool_worker(s) for s, _ in ctx.stats_rows(t)[-1:]):
+            continue
+        out.append((t, f"; {waiter} waits on `{target}` {pct(share)} of its samples, and no thread is seen filling "
+                       "it"))
+    return out[:MAX_UNSEEN_FILLERS]
+
+
+# A thread running an asyncio event loop: its frames pass through the loop's scheduler.
+_EVENT_LOOP_FILE = "asyncio/base_events.py"
+MAX_LOOPS = 2
+
+
+def _handing_loops(ctx: Context, worker: ThreadStats | None, waiter: str, target: str,
+                   weighed: list[tuple[ThreadStats, str]]) -> list[tuple[ThreadStats, str]]:
+    """Where a queue's filler is a thread pool's worker (``asyncio.to_thread``, ``run_in_executor``: the call that
+    fills the queue runs in the pool), the threads running an asyncio event loop, which hand it that call: their
+    time is what the pool waits for."""
+    if worker is None or not any(is_pool_worker(t) for t, _ in ctx.stats_rows(worker)[-1:]):
+        return []
+    loops = [t for t in ctx.threads if t.n_samples > 0 and t.name != worker.name
+             and all(t.name != w.name for w, _ in weighed)
+             and any(fr.filename.endswith(_EVENT_LOOP_FILE) for s, _ in ctx.stats_rows(t)[-3:] for fr in s.frames)]
+    return [(t, f"; {waiter} waits on `{target}`, which {worker.name} fills with what {t.name}'s event loop hands "
+                f"its pool") for t in loops[:MAX_LOOPS]]
 
 
 def _finding(hit: _Hit) -> Finding:
