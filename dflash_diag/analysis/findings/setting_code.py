@@ -204,7 +204,6 @@ def _feeders(ctx: Context, speed: list[ThreadStats], graph: object) -> list[tupl
                 if name in by_name and name not in names and all(name != t.name for t, _ in out):
                     out.append((by_name[name], f"; {waits.name} waits on `{edge.target}`, which it fills, "
                                                f"{pct(edge.share)} of its samples"))
-                    out += _handing_loops(ctx, by_name.get(name), waits.name, edge.target, out)
     return out
 
 
@@ -225,25 +224,6 @@ def _unseen_fillers(ctx: Context, names: set[str], waiter: str, target: str, sha
         out.append((t, f"; {waiter} waits on `{target}` {pct(share)} of its samples, and no thread is seen filling "
                        "it"))
     return out[:MAX_UNSEEN_FILLERS]
-
-
-# A thread running an asyncio event loop: its frames pass through the loop's scheduler.
-_EVENT_LOOP_FILE = "asyncio/base_events.py"
-MAX_LOOPS = 2
-
-
-def _handing_loops(ctx: Context, worker: ThreadStats | None, waiter: str, target: str,
-                   weighed: list[tuple[ThreadStats, str]]) -> list[tuple[ThreadStats, str]]:
-    """Where a queue's filler is a thread pool's worker (``asyncio.to_thread``, ``run_in_executor``: the call that
-    fills the queue runs in the pool), the threads running an asyncio event loop, which hand it that call: their
-    time is what the pool waits for."""
-    if worker is None or not any(is_pool_worker(t) for t, _ in ctx.stats_rows(worker)[-1:]):
-        return []
-    loops = [t for t in ctx.threads if t.n_samples > 0 and t.name != worker.name
-             and all(t.name != w.name for w, _ in weighed)
-             and any(fr.filename.endswith(_EVENT_LOOP_FILE) for s, _ in ctx.stats_rows(t)[-3:] for fr in s.frames)]
-    return [(t, f"; {waiter} waits on `{target}`, which {worker.name} fills with what {t.name}'s event loop hands "
-                f"its pool") for t in loops[:MAX_LOOPS]]
 
 
 def _finding(hit: _Hit) -> Finding:
