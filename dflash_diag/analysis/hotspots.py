@@ -352,7 +352,7 @@ def native_library_top(filename: str) -> str:
     return match[2].lower() if match else ""
 
 
-def _python_library_top(filename: str) -> str | None:
+def python_library_top(filename: str) -> str | None:
     """The top module of a library's Python file (the standard library's or an installed package's: ``json``,
     ``httpx``, ``queue``); None for the program's own files and torch's."""
     rel = library_relative(filename)
@@ -369,7 +369,7 @@ def running_libraries(rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: 
     working = [t for t, state in rows if state not in (ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET)]
     counts: Counter[str] = Counter()
     for sample in working:
-        counts.update({top for f in sample.frames if not f.native and (top := _python_library_top(f.filename))})
+        counts.update({top for f in sample.frames if not f.native and (top := python_library_top(f.filename))})
     found = {lib for lib, n in counts.items() if working and n >= PASSED_LIBRARY_SHARE * len(working)}
     native = list(stacks)
     total = sum(s.count for s in native)

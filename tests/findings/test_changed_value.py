@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dflash_diag.analysis import analyse
 from dflash_diag.model import Observation, Severity
-from dflash_diag.model.evidence import SourceFile
+from dflash_diag.model.evidence import ENV_LIBRARY, KnobUse, SourceFile
 from dflash_diag.observe.codec import read_observation
 
 RECORDED = Path(__file__).resolve().parents[1] / "casebook" / "observations"
@@ -102,3 +102,22 @@ def test_the_event_loop_thread_behind_a_queue_no_thread_is_seen_filling_is_weigh
     assert "MainThread waits on `out` 26% of its samples, and no thread is seen filling it" in report.headline.text
     for twin in ("settings25_gannet_fixed__outside", "settings25_gannet_fixed__attach"):
         assert RULE not in {f.rule_id for f in analyse(_obs(twin)).findings}, twin
+
+
+def test_a_changed_value_exported_into_the_environment_is_said_where_the_library_named_by_it_holds_the_time() -> None:
+    # The argsort program's recording, its profile's changed value exported instead of passed to the call: the
+    # negative miner's time is in numpy, which a NUMPY_ variable is named after; a variable named after a library
+    # the thread does not run in says nothing.
+    obs = _obs("settings25_turnstone__outside")
+    runcfg = next(f for f in obs.files if f.path.endswith("/runcfg.py"))
+    export = KnobUse(line=44, call="os.environ", name="NUMPY_MADVISE_HUGEPAGE", value="'stable'", key="tie_break",
+                     configured_in="audit_replay.toml", library=ENV_LIBRARY)
+    no_call = _with_file(obs, "mining.py", passed=(), knobs=(), reads_departures=(), carries=())
+    exported = _with_file(no_call, "runcfg.py", passed=(*runcfg.passed, export))
+    found = next(f for f in analyse(exported).findings if f.rule_id == RULE)
+    assert found.claim.startswith("negative-miner spends ")
+    assert "of its working time in numpy, and the program exports NUMPY_MADVISE_HUGEPAGE into its own environment " \
+           "at runcfg.py:44 from a value this run's configuration changes from the code's default: `tie_break` = " \
+           "'stable' in audit_replay.toml (the code's default 'any' at runcfg.py:25" in found.claim
+    other = _with_file(no_call, "runcfg.py", passed=(*runcfg.passed, replace(export, name="POLARS_MAX_THREADS")))
+    assert RULE not in {f.rule_id for f in analyse(other).findings}

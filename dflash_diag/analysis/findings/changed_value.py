@@ -17,16 +17,24 @@ must be on the line the time stands on. Keys that name or place a run (a name, a
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from dflash_diag.analysis.findings._context import Context, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.setting_code import weighed_threads
-from dflash_diag.analysis.hotspots import is_label_key, is_off_value
+from dflash_diag.analysis.hotspots import (
+    FRAMEWORK_LIBRARIES,
+    is_label_key,
+    is_off_value,
+    native_library_top,
+    python_library_top,
+)
 from dflash_diag.analysis.mechanisms import NOT_WORK
+from dflash_diag.analysis.native import thread_stacks
 from dflash_diag.model import Finding, Severity, ThreadStats
-from dflash_diag.model.evidence import DeclaredDefault, SourceFile
+from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, SourceFile
 from dflash_diag.model.stage import PIPELINE_STAGES
 
 RULES = (RuleSpec("changed-value-at-hot-call", sampled=True),)
@@ -50,16 +58,16 @@ class _Use:
 
 def check(ctx: Context) -> Iterator[Finding]:
     uses = changed_value_uses(ctx.obs.files)
-    if not uses:
-        return
     best: tuple[float, ThreadStats, str, tuple[_Use, ...]] | None = None
-    for thread, why in weighed_threads(ctx):
+    for thread, why in weighed_threads(ctx) if uses else ():
         share, on_line = _hot_use(ctx, thread, uses)
         if on_line and share >= HOT_CALL_SHARE and (best is None or share > best[0]):
             best = (share, thread, why, on_line)
     if best is not None:
         share, thread, why, on_line = best
         yield _finding(share, thread, why, on_line, _statement(ctx, on_line[0]))
+        return
+    yield from _exported(ctx)
 
 
 def changed_value_uses(files: Sequence[SourceFile]) -> list[_Use]:
@@ -75,7 +83,7 @@ def changed_value_uses(files: Sequence[SourceFile]) -> list[_Use]:
             continue
         # Catalogued settings (``knobs``) and other libraries' arguments (``passed``) alike, traced to their key.
         for use in (*file.knobs, *file.passed):
-            if use.key in departed and use.configured_in:
+            if use.key in departed and use.configured_in and use.library != ENV_LIBRARY:
                 declared_in, d = departed[use.key]
                 argument = f"{use.name}={use.via or use.key}" if use.name else (use.via or use.key)
                 out.append(_Use(file.path, use.line, d, _base(declared_in.path), f"{use.call}({argument})"))
@@ -148,6 +156,72 @@ def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...]
         remedy=f"Run the same profile with {' and '.join(f'`{u.default.name}`' for u in uses[:SHOWN])} at the "
                "code's default and compare the step rate: the difference is what the change costs.",
         impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
+
+
+def _exported(ctx: Context) -> Iterator[Finding]:
+    """A changed value the program exports into its own environment (``os.environ["POLARS_MAX_THREADS"] =
+    str(cfg.threads)``), where a weighed thread spends HOT_CALL_SHARE of its working time or more in the library
+    the variable is named after (its first word: ``polars``): the value acts there through the variable."""
+    files = ctx.obs.files
+    departed = {d.name: (f, d) for f in files for d in f.overridden
+                if not is_label_key(d.name) and not is_quantity(d.configured)}
+    exports = [(f, u) for f in files if not f.run_by for u in f.passed
+               if u.library == ENV_LIBRARY and u.key in departed and u.configured_in]
+    best: tuple[float, ThreadStats, str, str, SourceFile, KnobUse] | None = None
+    for thread, why in weighed_threads(ctx) if exports else ():
+        for file, use in exports:
+            share, library = _library_share(ctx, thread, use.name.split("_", 1)[0].lower())
+            if share >= HOT_CALL_SHARE and (best is None or share > best[0]):
+                best = (share, thread, why, library, file, use)
+    if best is None:
+        return
+    share, thread, why, library, file, use = best
+    declared_in, d = departed[use.key]
+    value = (f"`{d.name}` = {d.configured} in {d.configured_in} (the code's default {d.default} at "
+             f"{_base(declared_in.path)}:{d.line}" + (f": {d.note}" if d.note else "") + ")")
+    yield Finding(
+        rule_id="changed-value-at-hot-call", severity=Severity.INFO,
+        claim=f"{thread.name} spends {pct(share)} of its working time in {library}, and the program exports "
+              f"{use.name} into its own environment at {_base(file.path)}:{use.line} from a value this run's "
+              f"configuration changes from the code's default: {value}; a variable named after {library}"
+              f"{why}; what the change costs is not measured",
+        evidence=(("changed value", value),
+                  ("exported as", f"{use.name} at {_base(file.path)}:{use.line}"),
+                  ("time in that library", f"{pct(share)} of {thread.name}'s working samples")),
+        remedy=f"Run the same profile with `{d.name}` at the code's default and compare the step rate: the "
+               "difference is what the change costs.",
+        impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
+
+
+def _library_share(ctx: Context, thread: ThreadStats, word: str) -> tuple[float, str]:
+    """The share of the thread's working samples inside a library whose name starts with or holds ``word`` (its
+    Python frames; doctor's native look of the thread where larger), and that library; (0, "") for a word under
+    3 letters, torch's and the interpreter's own libraries."""
+    if len(word) < 3:
+        return 0.0, ""
+
+    def named(top: str | None) -> bool:
+        return top is not None and top not in FRAMEWORK_LIBRARIES and (top.startswith(word) or word in top)
+
+    working = [t for t, state in ctx.stats_rows(thread) if state not in NOT_WORK]
+    hits: Counter[str] = Counter()
+    for sample in working:
+        hits.update({top for f in sample.frames if not f.native
+                     and (top := python_library_top(f.filename)) is not None and named(top)})
+    share, library = max(((n / len(working), lib) for lib, n in hits.items()), default=(0.0, "")) if working \
+        else (0.0, "")
+    tids = {thread.os_thread_id} if thread.os_thread_id is not None else set()
+    stacks = thread_stacks(ctx.obs.native, tids)
+    total = sum(s.count for s in stacks)
+    native: Counter[str] = Counter()
+    for stack in stacks:
+        for lib in {native_library_top(f.filename) for f in stack.frames if f.native}:
+            if named(lib):
+                native[lib] += stack.count
+    for lib, n in native.items():
+        if total and n / total > share:
+            share, library = n / total, lib
+    return share, library
 
 
 def _base(path: str) -> str:
