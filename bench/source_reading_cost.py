@@ -8,7 +8,7 @@ program, the whole ``code_facts`` (every file parsed, its configuration looked u
 on a cold cache. The cost is doctor's own: nothing here runs in, or pauses, the watched process.
 
   .venv/bin/python bench/source_reading_cost.py            # prints a markdown table and JSON
-  .venv/bin/python bench/source_reading_cost.py --repeat 3
+  .venv/bin/python bench/source_reading_cost.py --repeat 3 --file .venv/lib/python3.11/site-packages/torch/_tensor.py
 """
 
 from __future__ import annotations
@@ -62,9 +62,11 @@ def _parse_costs(files: list[Path], repeat: int) -> dict[str, Any]:
             outside._returns(tree, attrs, aliases)
             joins_s.append(time.perf_counter() - t0)
     return {"files": len(files), "parse_median_ms": _ms(statistics.median(parse_s)),
-            "parse_p90_ms": _ms(statistics.quantiles(parse_s, n=10)[-1]), "parse_max_ms": _ms(max(parse_s)),
-            "joins_median_ms": _ms(statistics.median(joins_s)), "joins_max_ms": _ms(max(joins_s)),
-            "joins_share_pct": round(100 * sum(joins_s) / sum(parse_s), 1)}
+            "parse_p90_ms": _ms(statistics.quantiles(parse_s, n=10)[-1]) if len(parse_s) > 1 else _ms(parse_s[0]),
+            "parse_max_ms": _ms(max(parse_s)),
+            "joins_median_ms": _ms(statistics.median(joins_s)) if joins_s else 0.0,
+            "joins_max_ms": _ms(max(joins_s)) if joins_s else 0.0,
+            "joins_share_pct": round(100 * sum(joins_s) / sum(parse_s), 1) if joins_s else 0.0}
 
 
 def _largest_program() -> Path:
@@ -100,6 +102,8 @@ def _code_facts_cost(program: Path, repeat: int) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="parses of each file (default 5)")
+    ap.add_argument("--file", type=Path, action="append", default=[],
+                    help="also time these files alone (a large library file: torch/_tensor.py); repeatable")
     args = ap.parse_args()
     files = sorted(PROGRAMS.rglob("*.py"))
     if not files:
@@ -115,6 +119,15 @@ def main() -> int:
     print(f"| {r['files']} | {r['parse_median_ms']} / {r['parse_p90_ms']} / {r['parse_max_ms']} | "
           f"{r['joins_median_ms']} / {r['joins_max_ms']} | {r['joins_share_pct']}% | {r['program']}: "
           f"{r['program_files']}, {r['lines']} | {r['code_facts_median_ms']} / {r['code_facts_max_ms']} |")
+    for path in args.file:
+        if not path.is_file():
+            print(f"--file {path}: no such file", file=sys.stderr)
+            return 2
+        alone = _parse_costs([path], args.repeat)
+        result.setdefault("alone", []).append({"file": str(path), "lines": len(path.read_text().splitlines()),
+                                               **alone})
+        print(f"{path} ({result['alone'][-1]['lines']} lines): parse median {alone['parse_median_ms']} ms, the "
+              f"joins {alone['joins_median_ms']} ms of it ({alone['joins_share_pct']}%)")
     print(json.dumps(result))
     return 0
 
