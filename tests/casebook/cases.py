@@ -4203,6 +4203,196 @@ CASES: tuple[Case, ...] = (
         r"|process)|\[site\] shell_env",
         r"step \d+ loss", batch="settings batch 25",
         missed={'outside': "`pipeline-bottleneck-target` because `process-wait`: the loader waits on its bash child, said to set BASH_ENV (a name its environment has and the process's has not), not as the cause: the start-up sourcing not named", 'probes': "`pipeline-bottleneck-target` because `process-wait`: the loader waits on its bash child, said to set BASH_ENV (a name its environment has and the process's has not), not as the cause: the start-up sourcing not named", 'attach': "`pipeline-bottleneck-target` because `process-wait`: the loader waits on its bash child, said to set BASH_ENV (a name its environment has and the process's has not), not as the cause: the start-up sourcing not named"}),
+    *_settings_pair(
+        "settings26_bittern", "settings26_bittern", ("train.py", "--config", "configs/reedbed_qa.toml"),
+        ("train.py", "--config", "configs/reedbed_field.toml"),
+        "the reedbed-QA profile (configs/reedbed_qa.toml, read at start-up) sets [decoder] malloc_perturb = 165, "
+        "which reedcfg.decoder_env exports as MALLOC_PERTURB_=165 into the environment of the spectrogram decoder "
+        "child (python decoder.py): glibc's malloc then fills every block it hands out with the complement of that "
+        "byte and every block that is freed with the byte itself, so each of the ~55 MB of NumPy temporaries the "
+        "decoder allocates per batch (mixed clips, windowed frames, the rfft output, the squared parts) is written "
+        "twice more by memset (~49 ms of decoding a batch instead of ~20 ms) and the decoder falls behind the "
+        "trainer; MALLOC_PERTURB_ costs a memset of every allocation and free (hercules-team/augeas#768, "
+        "mesonbuild/meson#3041)",
+        "train.py reads the profile and starts the spectrogram decoder as a child process (python decoder.py, "
+        "stdout a pipe; its environment from reedcfg.decoder_env: the parent's plus OMP_NUM_THREADS=1, "
+        "MALLOC_ARENA_MAX=2 and, when [decoder] malloc_perturb is non-zero, MALLOC_PERTURB_), then the frame-reader "
+        "thread (reader.FrameReader), which reads the child's binary frames (header, 48 x 40 x 124 float32 log "
+        "band energies, 48 call types) from the pipe and queues them as tensors; at start-up the decoder builds its "
+        "call bank (96 two-second reedbed backgrounds and 5 call templates - bittern boom, grunt, wind gust, rail "
+        "squeal, silence); per batch it mixes 48 clips (fancy-indexed backgrounds plus a rolled call template), "
+        "cuts them into 512-sample frames with hop 256, multiplies by a Hann window, takes np.fft.rfft, squares the "
+        "real and imaginary parts, projects onto 40 log-spaced bands and normalises; the main thread trains a "
+        "3-layer Conv2d call-type classifier (12/24/24 channels, AdamW, ~30 ms a step). With malloc_perturb = 165 "
+        "(the planted configs/reedbed_qa.toml) glibc's malloc (tunable glibc.malloc.perturb, read from "
+        "MALLOC_PERTURB_ when the child starts) memsets every block it returns from malloc with "
+        "0x5a, zero-fills every calloc even when fresh mmap pages are already zero, and memsets every block that "
+        "is freed with 0xa5: NumPy's data buffers come from malloc, so each of the decoder's multi-megabyte "
+        "temporaries (6 MB clip mix, ~12 MB windowed frames, the rfft output, the squares and their sum) is "
+        "written twice more - some 100 MB of memset a batch, in the child's user time - and the decoder needs "
+        "~49 ms a batch against ~20 ms, so the training loop waits in reader.out.get() for frames. The extra time "
+        "is in glibc (memset inside malloc and free) in the decoder child, not in Python and not in the trainer "
+        "process; it is not GIL contention. A Python stack shows the decoder at the same lines of spectrogram "
+        "and CallBank.mix (np.fft.rfft, frames * window, np.square) in both configs, and the trainer's reader "
+        "thread in FrameReader.read_exact (readinto on the pipe); only the child's environment "
+        "(/proc/<decoder>/environ: MALLOC_PERTURB_=165), a native profile of the child (memset called from "
+        "_int_malloc / _int_free / calloc under NumPy's allocations) or the profile show why. Reports: "
+        "hercules-team/augeas#768 (openSUSE build environments set MALLOC_PERTURB_=69; the test suite runs more "
+        "than 20x slower because glibc overwrites every new and freed block, realloc included), "
+        "mesonbuild/meson#3041 (meson's test runner sets MALLOC_PERTURB_ by default; not for benchmarks, since "
+        "the runtime overhead is noticeable), openenclave/openenclave#3299 (debug malloc tests take much longer; "
+        "the memset of each allocation is what adds the cost), os-autoinst/os-autoinst-distri-opensuse#2470 "
+        "(MALLOC_CHECK_ and MALLOC_PERTURB_ have a documented performance impact) "
+        "(measured by its author: 20.36 against the twin's 32.60 steps/s, medians of 3 runs each)",
+        "none: configs/reedbed_field.toml sets malloc_perturb = 0: reedcfg.decoder_env leaves MALLOC_PERTURB_ out "
+        "of the child's environment, glibc hands out and takes back blocks without filling them, the decoder "
+        "needs ~20 ms a batch and stays ahead of the trainer; MALLOC_ARENA_MAX=2 (the decoder is single-threaded, "
+        "so it never has more than one arena), OMP_NUM_THREADS=1, the n_fft / hop / bands settings, the one-off "
+        "call-bank synthesis at start-up and the reader's brief count lock are the same in both configs and "
+        "harmless",
+        r"(?i)MALLOC_PERTURB_?|malloc[_ .]perturb|\bperturb\w*|(fill\w*|memset\w*|wip\w+|scribbl\w+|poison\w*|"
+        r"overwrit\w+)\b.{0,60}\b(alloc\w*|free[sd]?|malloc|heap|memory|blocks?)\b|\b(alloc\w*|malloc|free[sd]?)\b"
+        r".{0,60}\b(fill\w*|memset\w*|poison\w*|wip\w+|overwrit\w+)|glibc\b.{0,40}(malloc|allocator).{0,40}"
+        r"(debug|check)|\[decoder\] malloc_perturb",
+        r"step \d+ loss", batch="settings batch 26"),
+    *_settings_pair(
+        "settings26_machair", "settings26_machair", ("train.py", "--config", "configs/audit_ledger.toml"),
+        ("train.py", "--config", "configs/dune_survey.toml"),
+        "the audit-ledger profile (configs/audit_ledger.toml, read at start-up) sets [ingest] exact_decimals = "
+        "true, which ingest.TelemetryReader passes to json.loads as parse_float=decimal.Decimal: the C scanner of "
+        "the json module then cuts every number of the 768 telemetry lines of a batch (~50,000 sensor readings) "
+        "out as a str and calls the Decimal constructor on it instead of making a float directly, and np.array "
+        "turns each Decimal back into a float through its string form (~25 ms of decoding a batch instead of "
+        "~12 ms), so the telemetry reader falls behind the trainer; decimal parsing of JSON numbers costs much "
+        "more than binary floats (ijl/orjson#21, ruby/json#946)",
+        "train.py reads the profile and starts the telemetry reader thread (ingest.TelemetryReader): at start-up "
+        "it builds the replay spool (spool.build_spool: 8,192 JSON lines of machair station telemetry - station "
+        "id, timestamp, site state, battery voltage and 64 sensor readings printed with full float precision); "
+        "per batch it draws 768 lines, decodes each with json.loads(line, **opts), stacks the readings with "
+        "np.array(..., dtype=float32), clips them to the valid range and queues them with the site states; the "
+        "main thread trains a 4-layer MLP (hidden 256, LayerNorm, GELU, AdamW) on the 6 site "
+        "states. With exact_decimals = true (the planted configs/audit_ledger.toml) opts carries "
+        "parse_float=decimal.Decimal: the json module's C scanner (_json.scanstring / _match_number_unicode) "
+        "then cannot build the float itself - for every fractional number it makes a str substring and calls "
+        "the parse_float callable, so decimal.Decimal parses ~17-digit strings into arbitrary-precision decimals "
+        "(libmpdec), ~50,000 times a batch - and np.array converts each Decimal to float32 via Decimal.__float__, "
+        "which formats the decimal as a string and parses it again: ~25 ms of decoding a batch against ~12 ms (each measured alone), "
+        "and the training loop waits in reader.out.get(). The cost is C code (the json scanner, _decimal, "
+        "float parsing) in the reader thread, which holds the GIL while it decodes; the trainer's Python-side "
+        "work takes turns with it on the GIL in both configs (a batch takes ~44 ms against ~26 ms next to the "
+        "trainer), so the reader's doubled decoding time, not a change in locking, is what lowers throughput. "
+        "A Python stack shows the reader at the same json.loads "
+        "line (json.decoder.JSONDecoder.raw_decode -> the C scanner) or at the np.array line of "
+        "TelemetryReader.run in both configs; Decimal never appears as a Python frame. Only the decoder's "
+        "parse_float (the profile's exact_decimals), the type of the decoded readings (decimal.Decimal instead "
+        "of float), a native profile (_decimal's mpd string conversion and PyDec_AsFloat under scan_once and "
+        "np.array) or the cost of the call shows why. Reports: ijl/orjson#21 (there is no C API for Decimal: a "
+        "parser can only hand each number's text to the Decimal constructor), ruby/json#946 (setting "
+        "decimal_class makes the parser copy every number into a string and call back into the decimal class; "
+        "that alone is the bulk of the overhead), leadpony/joy#16 (floating-point values parsed as big "
+        "decimals are less performant; an option to use doubles is asked for), python/cpython#150639 "
+        "(json.loads spends its time on numbers in number-heavy documents: a temporary object per number and "
+        "generic parsing) "
+        "(measured by its author: 22.88 against the twin's 37.96 steps/s, medians of 3 runs each)",
+        "none: configs/dune_survey.toml sets exact_decimals = false: json.loads keeps its default float parsing "
+        "(the C scanner makes each float directly), the reader needs ~12 ms a batch and keeps up with the "
+        "trainer; strict = false (control characters allowed in station names), validate_ranges = true (one "
+        "np.clip a batch), the one-off spool synthesis at start-up and the reader's brief count lock are the "
+        "same in both configs and harmless",
+        r"(?i)parse_float|\bdecimals?\b|exact_decimals|arbitrary[- ]precision|big ?decimal|libmpdec|"
+        r"\[ingest\] exact_decimals",
+        r"step \d+ loss", batch="settings batch 26"),
+    *_settings_pair(
+        "settings26_corrie", "settings26_corrie", ("train.py", "--config", "configs/ridge_streaming.toml"),
+        ("train.py", "--config", "configs/ridge_archive.toml"),
+        "the ridge-streaming profile (configs/ridge_streaming.toml, read at start-up) sets [pool] chunksize = 1, "
+        "which feeder.ReportFeeder passes to the report parser pool as multiprocessing.Pool.imap(parse_report, "
+        "batch, chunksize=1): each of the 1,024 raw weather reports of a batch becomes its own task - pickled by "
+        "the pool's task-handler thread, written to the workers' pipe, read and unpickled by a worker, answered "
+        "with its own result message that the result-handler thread unpickles and hands to the iterator - so a "
+        "~10 us parse costs tens of microseconds of inter-process messaging (~21 ms a batch instead of ~5 ms "
+        "with 64 reports a task) and the feeder falls behind the trainer; imap with chunksize 1 has a large "
+        "per-task overhead for short tasks (joblib/loky#12, mapchete/mapchete#82)",
+        "train.py reads the profile, builds the replay archive (reports.build_archive: 20,000 METAR-like text "
+        "reports of 40 corrie weather stations - wind with gusts, visibility, up to 3 cloud layers, "
+        "temperature/dew point, QNH, rain, humidity, and a remark naming one of 5 weather regimes), forks the "
+        "report parser pool before importing torch (multiprocessing.Pool, fork context, 2 workers, each warmed "
+        "up with a few parses) and starts the feeder thread (feeder.ReportFeeder): per batch it draws 1,024 "
+        "reports, runs list(pool.imap(reports.parse_report, batch, chunksize=...)) - each parse splits the line "
+        "and returns 24 features and the regime - stacks the features and queues them; the main thread trains a "
+        "4-layer MLP (hidden 256, LayerNorm, GELU, AdamW, ~15 ms a step). With chunksize = 1 (the planted "
+        "configs/ridge_streaming.toml) imap sends one task per report: the pool's _handle_tasks thread pickles "
+        "1,024 (job, i, parse_report, (line,), {}) tuples a batch and writes each to the shared inqueue pipe; the "
+        "workers take turns on the queue's read lock, read and unpickle one task at a time, parse it and write one "
+        "result message each to the outqueue pipe; the _handle_results thread unpickles each result and sets it "
+        "on the IMapIterator, waking the feeder; all of that is ~10 us of work per report wrapped in tens of "
+        "microseconds of pickling, pipe system calls, lock hand-offs and thread wake-ups in three processes "
+        "sharing two CPUs, with the parent's handler threads also taking the GIL for every message: ~21 ms a "
+        "batch against ~5 ms with 16 tasks of 64 reports when the pool runs alone, ~30 ms next to the trainer, and the training loop waits in feeder.out.get(). A "
+        "Python stack shows the feeder in ReportFeeder.run -> IMapIterator.next -> Condition.wait and the pool's "
+        "_handle_tasks / _handle_results threads in both configs (the workers show worker -> parse_report in the "
+        "planted run and worker -> mapstar -> parse_report in the twin); only the chunksize argument (the "
+        "profile), the number of tasks and messages per batch (1,024 against 16: pipe writes and reads, context "
+        "switches), strace or a native profile (pickle and pipe I/O in the handler threads and workers) show "
+        "why. Reports: joblib/loky#12 (large overhead for very short tasks submitted with chunksize=1; "
+        "multiprocessing.Pool uses a sending and a receiving thread for them), mapchete/mapchete#82 (the default "
+        "chunksize=1 hugely decreases performance when iterating over low-cost tiles), pnorman/tilekiln#56 "
+        "(imap with a larger chunksize makes the job much faster than the default 1, as the Python docs say), "
+        "dfm/emcee#61 (a larger chunksize lowers the pickling overhead of Pool.map, ~30% faster) "
+        "(measured by its author: 33.40 against the twin's 64.44 steps/s, medians of 3 runs each)",
+        "none: configs/ridge_archive.toml sets chunksize = 64: imap sends the 1,024 reports of a batch as 16 "
+        "tasks of 64 (mapstar over each chunk), one pickled message per chunk each way, the parser pool needs "
+        "~5 ms a batch and stays ahead of the trainer; workers = 2, maxtasksperchild = 0 (workers live for the "
+        "whole run), start_method = \"fork\" (before torch is imported), the one-off warm-up parses and archive "
+        "synthesis at start-up and the feeder's brief count lock are the same in both configs and harmless",
+        r"(?i)chunk[ _-]?size|\bchunks? of (1|one)\b|one (report|item|record|line|task) (per|a|each) (task|message)|"
+        r"per[- ](item|report|record|line|task)\b.{0,60}(ipc|pickl\w*|pipe|message|round[- ]trip|overhead|"
+        r"dispatch)|(ipc|pickl\w*|pipe|messag\w*|dispatch)\w*.{0,60}\b(each|every|per|single)\b.{0,20}"
+        r"(item|report|record|line|task)|imap\b.{0,60}(task|chunk|overhead|message)|\[pool\] chunksize",
+        r"step \d+ loss", batch="settings batch 26"),
+    *_settings_pair(
+        "settings26_skua", "settings26_skua", ("train.py", "--config", "configs/census_strict.toml"),
+        ("train.py", "--config", "configs/colony_watch.toml"),
+        "the census-strict profile (configs/census_strict.toml, read at start-up) sets [tagger] match_semantics = "
+        "\"longest\", which tagger.compile_tokenizer turns into the regex module's POSIX flag (leftmost-longest "
+        "matching) on the field-note tokenizer pattern: after the matcher has found a token at a position it keeps "
+        "trying every other alternative and repetition at that position in case one gives a longer match, so "
+        "tokenizing the 384 notes of a batch takes ~21 ms instead of ~11 ms and the note tagger falls behind the "
+        "trainer; POSIX leftmost-longest matching is much slower than leftmost-first (mrabarnett/mrab-regex#150, "
+        "coregx/coregex#52)",
+        "train.py reads the profile and starts the note-tagger thread (tagger.NoteTagger): at start-up it builds "
+        "the season's notebook (notebook.build_notebook: 4,096 transcribed field notes of 60-110 words from a "
+        "skua colony - 200 species / plumage codes, counts with units, hyphenated site names, filler words and "
+        "one of 8 behaviours, the label) and compiles the tokenizer pattern (a count with an optional unit, or a "
+        "word with hyphenated parts) with the third-party regex module; per batch it draws 384 notes, splits "
+        "each with pattern.findall(note, concurrent=True), hashes the tokens into 8,192 buckets (crc32, memoised "
+        "per token) and queues the token ids with offsets and labels; the main thread trains an EmbeddingBag "
+        "(64-dim mean) + 3-layer MLP behaviour classifier (hidden 192, AdamW, ~14 ms a step). With "
+        "match_semantics = \"longest\" (the planted configs/census_strict.toml) the pattern carries regex.POSIX: "
+        "the matcher no longer returns the first match it finds at a position but backtracks through the "
+        "remaining alternatives and quantifier choices there (the number branch's optional fraction and unit, "
+        "the word branch's hyphenated repeats, the other branch) to be sure no longer match exists (which is what "
+        "the census wants: a count like '40min' stays one token instead of '40m' + 'in'), so matching takes about "
+        "twice as long: ~21 ms a batch against "
+        "~11 ms, and the training loop waits in tagger.out.get(). findall(concurrent=True) releases the GIL "
+        "while matching, so this is not GIL contention; the time is C code in the regex module's matcher "
+        "(_regex). A Python stack shows the tagger at the same pattern.findall line of NoteTagger.run in both "
+        "configs; only the pattern's flags (regex.POSIX, 0x10000, from the profile's match_semantics), a native "
+        "profile (_regex's backtracking matcher running longer per token) or the cost of the call shows why. "
+        "Reports: mrabarnett/mrab-regex#150 (POSIX leftmost-longest alternation was requested for the regex "
+        "module; engines avoid it because it makes matching terribly slow when alternates cannot be matched "
+        "eagerly), coregx/coregex#52 (Longest() - leftmost-longest - mode 3.7x slower than the default mode), "
+        "golang/go#11181 (a regexp compiled with CompilePOSIX takes 4 seconds to execute) "
+        "(measured by its author: 42.16 against the twin's 70.04 steps/s, medians of 3 runs each)",
+        "none: configs/colony_watch.toml sets match_semantics = \"first\": the same pattern is compiled without "
+        "regex.POSIX, the matcher returns the first (Perl-style) match at each position, tokenizing a batch "
+        "takes ~11 ms and the tagger keeps up with the trainer; version = 0 (regex.V0, re-compatible syntax), "
+        "ignore_case = false, concurrent = true (GIL released while matching), max_tokens = 128, the one-off "
+        "notebook synthesis and pattern compilation at start-up and the tagger's brief count lock are the same "
+        "in both configs and harmless",
+        r"(?i)\bPOSIX\b|leftmost[- ]longest|longest[- ]match\w*|match_semantics|(regex|pattern|tokeni[sz]\w*|"
+        r"matcher|matching)\b.{0,60}\b(longest|posix)\b|\[tagger\] match_semantics",
+        r"step \d+ loss", batch="settings batch 26"),
 )
 
 # The project's own healthy reference trainer on the real preset (GPU): it must get no warning it does not
