@@ -722,17 +722,41 @@ MAX_TRACE_NODES = 64  # expression nodes looked at per hop
 
 
 def _assignments(nodes: list[ast.AST]) -> _Assigned:
-    """A function's own assignments to a plain name, the last one written winning (``opt = cfg.path``; ``geo, opt =
-    a, b`` pairs each name with its part)."""
-    out: _Assigned = {}
+    """A function's own assignments to a plain name, each name with what it is computed from: the value written
+    (``opt = cfg.path``; ``geo, opt = a, b`` pairs each name with its part), what an augmented assignment or a store
+    into it adds (``flags |= regex.POSIX``, ``opts["parse_float"] = Decimal``) and the condition of an ``if`` or
+    ``while`` under which any of those is written (``if cfg.exact_decimals:``): the last written first, several as
+    one tuple the trace walks whole."""
+    values: dict[str, list[ast.AST]] = {}
     for node in nodes:
-        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name, value in _pairs(target, node.value):
-                    if isinstance(name, ast.Name):
-                        out[name.id] = value
+        for name, value in _stores(node):
+            values.setdefault(name, []).append(value)
+    for node in nodes:
+        if isinstance(node, ast.If | ast.While):
+            for stmt in (*node.body, *node.orelse):
+                for name in {n for sub in ast.walk(stmt) for n, _ in _stores(sub)}:
+                    values.setdefault(name, []).append(node.test)
+    return {name: vs[-1] if len(vs) == 1 else ast.Tuple(elts=vs[::-1], ctx=ast.Load()) for name, vs in values.items()}
+
+
+def _stores(node: ast.AST) -> list[tuple[str, ast.AST]]:
+    """(name, value) for each plain name ``node`` assigns, augments or stores into (a subscript or an attribute of
+    it, not of ``self``: ``self``'s attributes are ``_self_assignments'``)."""
+    if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) or node.value is None:
+        return []
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    out = []
+    for target in targets:
+        for stored, value in _pairs(target, node.value):
+            while isinstance(stored, ast.Subscript | ast.Attribute) and not _is_self(stored):
+                stored = stored.value
+            if isinstance(stored, ast.Name) and stored.id != "self":
+                out.append((stored.id, value))
     return out
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
@@ -804,6 +828,8 @@ def _traced_keys(value: ast.AST, local: _Assigned, attrs: _SelfAssigned, aliases
                     todo.append(node.func)
         elif isinstance(node, ast.Tuple | ast.List):  # return model, gen: each part
             todo.extend(node.elts)
+        elif isinstance(node, ast.Dict):  # {"strict": cfg.strict}: the values
+            todo.extend(v for v in node.values if v is not None)
         elif isinstance(node, ast.Starred):
             todo.append(node.value)
         elif isinstance(node, ast.IfExp):  # the values it chooses between, then what chooses

@@ -682,3 +682,52 @@ def test_an_object_made_by_a_callable_chosen_from_a_table_by_a_changed_value_car
     reader = _reader_in(tmp_path, 4267, app, b"python\0hub.py\0--config\0run.toml\0")
     _, (hub,) = reader.code_facts([_sample(4267, [Frame("run", str(app / "hub.py"), 16)])])
     assert ("selector", 16) in hub.carries and ("selector", 15) in hub.carries
+
+
+OPTIONS_CODE = '''
+import json
+import re
+from dataclasses import dataclass
+
+
+@dataclass
+class Parse:
+    exact: bool = False
+    longest: bool = False
+
+
+def options(cfg):
+    opts = {"strict": True}
+    if cfg.exact:
+        opts["parse_float"] = float
+    return opts
+
+
+def compile_pattern(cfg):
+    flags = re.ASCII
+    if cfg.longest:
+        flags |= re.IGNORECASE
+    return re.compile("[a-z]+", flags)
+
+
+def run(cfg, lines):
+    opts = options(cfg)
+    pattern = compile_pattern(cfg)
+    recs = [json.loads(line, **opts) for line in lines]
+    return pattern.findall(str(recs))
+'''
+
+
+def test_a_value_stored_into_a_name_or_added_to_it_under_a_condition_carries_the_conditions_key(
+        tmp_path: Path) -> None:
+    # `opts["parse_float"] = ...` and `flags |= ...`, each under an `if` on a changed value: what the function
+    # returns is computed from that value, and so is every call on what it returned.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text("[parse]\nexact = true\nlongest = true\n")
+    (app / "prog.py").write_text(OPTIONS_CODE)
+    reader = _reader_in(tmp_path, 4268, app, b"python\0prog.py\0--config\0run.toml\0")
+    _, (prog,) = reader.code_facts([_sample(4268, [Frame("run", str(app / "prog.py"), 30)])])
+    assert ("exact", 30) in prog.carries  # json.loads(line, **opts)
+    assert ("longest", 31) in prog.carries  # pattern.findall(...)
+    assert ("longest", 30) not in prog.carries and ("exact", 24) not in prog.carries
