@@ -127,6 +127,7 @@ SETTINGS_BATCHES = {
     "settings-batch-23": ("## Settings/OS held-out batch 23, scored once", "settings batch 23", 8),
     "settings-batch-24": ("## Settings/OS held-out batch 24, scored once", "settings batch 24", 8),
     "settings-batch-25": ("## Settings/OS held-out batch 25, scored once", "settings batch 25", 8),
+    "settings-batch-26": ("## Settings/OS held-out batch 26, scored once", "settings batch 26", 8),
 }
 
 
