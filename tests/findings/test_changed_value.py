@@ -121,3 +121,18 @@ def test_a_changed_value_exported_into_the_environment_is_said_where_the_library
            "'stable' in audit_replay.toml (the code's default 'any' at runcfg.py:25" in found.claim
     other = _with_file(no_call, "runcfg.py", passed=(*runcfg.passed, replace(export, name="POLARS_MAX_THREADS")))
     assert RULE not in {f.rule_id for f in analyse(other).findings}
+
+
+def test_a_value_added_to_a_compiled_patterns_flags_under_a_condition_reaches_the_match_call() -> None:
+    # Batch 26's regex program: compile_tokenizer adds regex.POSIX to its flags under `if t.match_semantics ==
+    # "longest"` and returns the compiled pattern; the tagger's time is in `pattern.findall(...)`.
+    obs = _obs("settings26_skua__outside")
+    tagger = next(f for f in obs.files if f.path.endswith("/tagger.py"))
+    assert ("match_semantics", 46) in tagger.carries
+    report = analyse(obs)
+    assert report.headline is not None and report.headline.because == (RULE,)
+    assert "`toks = pattern.findall(notes[i], concurrent=t.concurrent)[:t.max_tokens]` at tagger.py:46, which runs " \
+           "with a value this run's configuration changes from the code's default: `match_semantics` = 'longest'" \
+           in report.headline.text
+    for twin in ("settings26_skua_fixed__outside", "settings26_skua_fixed__probes", "settings26_skua_fixed__attach"):
+        assert RULE not in {f.rule_id for f in analyse(_obs(twin)).findings}, twin
