@@ -78,7 +78,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                    for m in ("outside", "probes", "attach")),
                                  ("settings25_turnstone", "outside"), ("settings25_turnstone", "attach"),
                                  ("settings25_gannet", "outside"), ("settings25_gannet", "attach"),
-                                 *(("settings26_skua", m) for m in ("outside", "probes", "attach")),
+                                 *((c, m) for c in ("settings26_skua", "settings26_bittern")
+                                   for m in ("outside", "probes", "attach")),
                                  *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach")),
                                  ("settings2_metrics", "attach"), ("settings2_vision", "probes"),
                                  ("settings2_vision", "attach"), ("settings2_textcls", "outside"),
@@ -4255,8 +4256,7 @@ CASES: tuple[Case, ...] = (
         r"overwrit\w+)\b.{0,60}\b(alloc\w*|free[sd]?|malloc|heap|memory|blocks?)\b|\b(alloc\w*|malloc|free[sd]?)\b"
         r".{0,60}\b(fill\w*|memset\w*|poison\w*|wip\w+|overwrit\w+)|glibc\b.{0,40}(malloc|allocator).{0,40}"
         r"(debug|check)|\[decoder\] malloc_perturb",
-        r"step \d+ loss", batch="settings batch 26",
-        missed={'outside': "`pipeline-bottleneck-target` because `process-wait` (warning): the frame reader waits on its decoder child, said to run in malloc and the kernel, started with MALLOC_ARENA_MAX=2 (a look-alike); MALLOC_PERTURB_ only in a `malloc-debug` warning that blames the trainer's own ops", 'probes': "`pipeline-bottleneck-target` because `process-wait` (warning): the frame reader waits on its decoder child, said to run in malloc and the kernel, started with MALLOC_ARENA_MAX=2 (a look-alike); MALLOC_PERTURB_ only in a `malloc-debug` warning that blames the trainer's own ops", 'attach': "`pipeline-bottleneck-target` because `process-wait` (warning): the frame reader waits on its decoder child, said to run in malloc and the kernel, started with MALLOC_ARENA_MAX=2 (a look-alike); MALLOC_PERTURB_ only in a `malloc-debug` warning that blames the trainer's own ops"}),
+        r"step \d+ loss", batch="settings batch 26"),
     *_settings_pair(
         "settings26_machair", "settings26_machair", ("train.py", "--config", "configs/audit_ledger.toml"),
         ("train.py", "--config", "configs/dune_survey.toml"),

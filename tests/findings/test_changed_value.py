@@ -136,3 +136,4 @@ def test_a_value_added_to_a_compiled_patterns_flags_under_a_condition_reaches_th
            in report.headline.text
     for twin in ("settings26_skua_fixed__outside", "settings26_skua_fixed__probes", "settings26_skua_fixed__attach"):
         assert RULE not in {f.rule_id for f in analyse(_obs(twin)).findings}, twin
+

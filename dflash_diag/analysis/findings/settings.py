@@ -51,6 +51,7 @@ from dflash_diag.model import Finding, Frame, Severity, ThreadSample, ThreadStat
 from dflash_diag.model.evidence import DeclaredDefault, SourceFile, is_library_file
 from dflash_diag.model.findings import CAUSE, NOTE
 from dflash_diag.model.sched import SchedSummary, SettingReading
+from dflash_diag.model.stage import PIPELINE_STAGES
 
 SHOWN = 8  # settings listed in the note's claim (all are in its evidence)
 # The collector stopping every thread this share of the window is a measured cost worth acting on. Healthy programs
@@ -83,7 +84,8 @@ RULES = (
     RuleSpec("gil-switch-interval", sampled=True, produces=("gil-contention",)),
     RuleSpec("torch-debug-mode", sampled=True),
     RuleSpec("native-call-log", sampled=True),
-    RuleSpec("malloc-debug", sampled=True),
+    # In a child's environment it makes the child slow, which a thread waiting on that child shows.
+    RuleSpec("malloc-debug", sampled=True, produces=("process-wait",)),
     RuleSpec("default-dtype-float64", sampled=True),
     RuleSpec("interpreter-hook", sampled=True),
     RuleSpec("cpu-kernels-slowed", sampled=True),
@@ -442,10 +444,57 @@ def _malloc_debug_modes(ctx: Context, readings: tuple[SettingReading, ...]) -> l
     return out
 
 
+# A reading's source that says the setting is in the environment of the process's children, not its own.
+CHILDREN_SOURCE = "of its children"
+# The C library's allocator calls (and the fill a perturbed block gets) in a child's native samples.
+_MALLOC_CALLS = frozenset({"malloc", "free", "calloc", "realloc", "cfree", "_int_malloc", "_int_free", "__libc_malloc",
+                           "__libc_free", "__libc_calloc", "__libc_realloc", "sbrk", "brk", "__default_morecore",
+                           "memset"})
+
+
 def _malloc_debug(ctx: Context, readings: tuple[SettingReading, ...]) -> Iterator[Finding]:
     modes = _malloc_debug_modes(ctx, readings)
-    if not modes:
+    own = [(r, w) for r, w in modes if CHILDREN_SOURCE not in r.source]
+    children = [(r, w) for r, w in modes if CHILDREN_SOURCE in r.source]
+    if children:
+        yield from _children_malloc_debug(ctx, children)
+    if own:
+        yield from _own_malloc_debug(ctx, own)
+
+
+def _is_malloc_call(name: str) -> bool:
+    return name in _MALLOC_CALLS or name.startswith(("__memset", "__GI_memset", "_int_malloc", "_int_free"))
+
+
+def _children_malloc_debug(ctx: Context, modes: list[tuple[SettingReading, str]]) -> Iterator[Finding]:
+    """The setting is in the children's environment only: the process's own ops allocate without it. Weighed by
+    the share of a child's native samples (doctor's look at a process a thread waits on) in the allocator's calls;
+    nothing is said of a child no look reached (the settings' list names the variable)."""
+    best: tuple[float, int] | None = None
+    for look in ctx.obs.peer_native:
+        total = sum(s.count for s in look.profile.stacks)
+        hits = sum(s.count for s in look.profile.stacks if any(f.native and _is_malloc_call(f.name) for f in s.frames))
+        if total and (best is None or hits / total > best[0]):
+            best = (hits / total, look.pid)
+    if best is None or best[0] < KERNELS_NOTE_SHARE:
         return
+    share, pid = best
+    waiting = {w.tid for w in ctx.obs.outside_waits if any(p.pid == pid for p in w.peers)}
+    stages = tuple(sorted({t.stage for t in ctx.threads if t.os_thread_id in waiting and t.stage in PIPELINE_STAGES}))
+    reading, what = modes[0]
+    severity = Severity.WARNING if share >= DEBUG_OPS_SHARE else Severity.INFO
+    yield Finding(
+        rule_id="malloc-debug", severity=severity,
+        claim=f"{reading.text()} ({reading.source}): {what}; process {pid}, a child the process waits on, spends "
+              f"{pct(share)} of its native samples in the allocator's calls (malloc, free, the fill)",
+        evidence=tuple((r.text(), f"{r.source}; {w}") for r, w in modes)
+        + (("time in the allocator", f"{pct(share)} of process {pid}'s native samples"),),
+        remedy=f"Leave {', '.join(r.name for r, _ in modes)} out of the children's environment for training (they "
+               "are for finding heap corruption).",
+        impact=share if severity >= Severity.WARNING else 0.0, stages=stages)
+
+
+def _own_malloc_debug(ctx: Context, modes: list[tuple[SettingReading, str]]) -> Iterator[Finding]:
     share, threads = _ops_share(ctx)
     if not threads or share < KERNELS_NOTE_SHARE:
         return
