@@ -167,9 +167,8 @@ def _symptom_rank(f: Finding, by_id: dict[str, Finding]) -> tuple[int, int, floa
 
 
 def _effective(symptom: Finding, by_id: dict[str, Finding]) -> Severity:
-    """A symptom is as serious as itself or its best cause."""
-    best = by_id.get(symptom.because[0]) if symptom.because else None
-    return max(symptom.severity, best.severity) if best is not None else symptom.severity
+    """A symptom is as serious as itself or its most serious cause (a root named first may be the milder)."""
+    return max((symptom.severity, *(by_id[r].severity for r in symptom.because if r in by_id)))
 
 
 def _with_cause(symptom: Finding, by_id: dict[str, Finding]) -> tuple[Headline, list[Finding]]:
@@ -180,7 +179,9 @@ def _with_cause(symptom: Finding, by_id: dict[str, Finding]) -> tuple[Headline, 
         return Headline(rule_id=symptom.rule_id, severity=symptom.severity, text=text, remedy=symptom.remedy), [symptom]
     cause = causes[0]
     text = f"{symptom.claim}, because {_lower_first(cause.claim)}"
-    return (Headline(rule_id=symptom.rule_id, severity=max(symptom.severity, cause.severity), text=text,
+    # As serious as its most serious cause: a root named first (an information finding) keeps a warning it produces.
+    severity = max(symptom.severity, *(c.severity for c in causes))
+    return (Headline(rule_id=symptom.rule_id, severity=severity, text=text,
                      remedy=cause.remedy, because=tuple(c.rule_id for c in causes)),
             [symptom, *causes])
 

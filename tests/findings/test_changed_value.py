@@ -137,3 +137,19 @@ def test_a_value_added_to_a_compiled_patterns_flags_under_a_condition_reaches_th
     for twin in ("settings26_skua_fixed__outside", "settings26_skua_fixed__probes", "settings26_skua_fixed__attach"):
         assert RULE not in {f.rule_id for f in analyse(_obs(twin)).findings}, twin
 
+
+
+def test_a_changed_value_on_the_gil_holders_hot_line_is_the_root_of_the_contention_named_first() -> None:
+    # Batch 24's pydantic program, recorded again: sheet-ingest holds the GIL the trainer waits for, its time in
+    # `records = adapter.validate_json(raw)` (ingest.py:59), the adapter built without the profile's discriminator.
+    obs = _obs("settings24_dunlin__outside")
+    report = analyse(obs)
+    assert report.headline is not None and report.headline.because[:2] == (RULE, "gil-contention")
+    assert "because sheet-ingest spends " in report.headline.text
+    assert "`records = adapter.validate_json(raw)` at ingest.py:59, which runs with a value this run's configuration " \
+           "changes from the code's default: `discriminator` = ''" in report.headline.text
+    contention = next(f for f in report.findings if f.rule_id == "gil-contention")
+    assert report.headline.severity == max(contention.severity, Severity.INFO)  # as serious as what it explains
+    # Without the join, the contention leads as before.
+    plain = analyse(_with_file(obs, "ingest.py", carries=(), reads_departures=(), passed=(), knobs=()))
+    assert plain.headline is not None and plain.headline.because[0] == "gil-contention"

@@ -295,7 +295,7 @@ def test_the_causal_sets_come_from_the_declarations() -> None:
     assert causal.ROOT_CAUSES == {"alloc-churn": frozenset({"alloc-empty-cache"}),
                                   "gil-contention": frozenset({"gil-switch-interval", "cpu-oversubscribed",
                                                                "cpu-pool-spin", "setting-slows-code",
-                                                               "compile-disabled"}),
+                                                               "compile-disabled", "changed-value-at-hot-call"}),
                                   "process-wait": frozenset({"malloc-debug"})}
     assert causal.NOT_SLOWDOWNS == {s.id for s in REGISTRY.values() if not s.slows}
     assert "thread-died" in causal.EXPLAINS_HANG and "stalled" in causal.EXPLAINS_HANG["thread-died"]

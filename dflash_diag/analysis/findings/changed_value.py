@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dflash_diag.analysis.findings._context import Context, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
-from dflash_diag.analysis.findings.setting_code import weighed_threads
+from dflash_diag.analysis.findings.setting_code import gil_holder, weighed_threads
 from dflash_diag.analysis.hotspots import (
     FRAMEWORK_LIBRARIES,
     is_label_key,
@@ -37,7 +37,9 @@ from dflash_diag.model import Finding, Severity, ThreadStats
 from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, SourceFile
 from dflash_diag.model.stage import PIPELINE_STAGES
 
-RULES = (RuleSpec("changed-value-at-hot-call", sampled=True),)
+# On the thread holding the GIL a speed thread waits for, the changed value is the root of that contention: named
+# first. On any other thread while one does, it explains no stage (the hold is the measured mechanism).
+RULES = (RuleSpec("changed-value-at-hot-call", sampled=True, produces=("gil-contention",)),)
 
 # Of a weighed thread's working samples on the line that takes the changed value: the call holds most of its time.
 HOT_CALL_SHARE = 0.5
@@ -65,7 +67,15 @@ def check(ctx: Context) -> Iterator[Finding]:
             best = (share, thread, why, on_line)
     if best is not None:
         share, thread, why, on_line = best
-        yield _finding(share, thread, why, on_line, _statement(ctx, on_line[0]))
+        found = _finding(share, thread, why, on_line, _statement(ctx, on_line[0]))
+        held = gil_holder(ctx)
+        if held is None:
+            yield found
+        elif held[0].name == thread.name:  # the GIL's holder: it slows the waiter's stage through the GIL
+            waiter = held[1].stage
+            yield replace(found, stages=(waiter,) if waiter in PIPELINE_STAGES else ())
+        else:  # another thread's hold of the GIL is the measured mechanism: said, explains no stage
+            yield replace(found, impact=0.0)
         return
     yield from _exported(ctx)
 

@@ -170,18 +170,29 @@ def weighed_threads(ctx: Context) -> Weighed:
     speed += [t for t in ctx.threads if t.name in path and t.n_samples > 0 and all(t.name != s.name for s in speed)]
     out = [(t, "") for t in speed]
     out += _feeders(ctx, speed, graph)
+    held = gil_holder(ctx, speed)
+    if held is not None:
+        hog, waiter = held
+        if all(t.name != hog.name for t, _ in out):
+            out.append((hog, f"; {hog.name} holds the GIL {waiter.name} waits for ({hog.gil_held_pct:.0f}% of the "
+                             "time)"))
+    return out
+
+
+def gil_holder(ctx: Context, speed: list[ThreadStats] | None = None) -> tuple[ThreadStats, ThreadStats] | None:
+    """(the thread holding the GIL a speed thread waits for, that waiter), where one waits for it GIL_WAIT_SHARE of
+    its samples or more (or doctor's native look says so); None otherwise."""
+    speed = list(speed_threads(ctx)) if speed is None else speed
     native = native_gil_wait(ctx, speed)
     if native is not None:
         waiter, _, hog = native
     else:
         waiter = max(speed, key=lambda t: t.shares.get(ThreadState.GIL_WAIT, 0.0), default=None)
         if waiter is None or waiter.shares.get(ThreadState.GIL_WAIT, 0.0) < GIL_WAIT_SHARE:
-            return out
+            return None
         hog = max((t for t in ctx.threads if t.n_samples > 0 and t.name != waiter.name and t.gil_held_pct > 0),
                   key=lambda t: t.gil_held_pct, default=None)
-    if hog is not None and all(t.name != hog.name for t, _ in out):
-        out.append((hog, f"; {hog.name} holds the GIL {waiter.name} waits for ({hog.gil_held_pct:.0f}% of the time)"))
-    return out
+    return (hog, waiter) if hog is not None else None
 
 
 def _feeders(ctx: Context, speed: list[ThreadStats], graph: object) -> list[tuple[ThreadStats, str]]:
