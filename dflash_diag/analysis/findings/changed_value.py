@@ -80,11 +80,28 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _exported(ctx)
 
 
+def _departed(files: Sequence[SourceFile]) -> dict[str, tuple[SourceFile, DeclaredDefault]]:
+    """The values the run's configuration changes from the code's declared defaults, by name, with the file
+    declaring each: labels and quantities left out."""
+    return {d.name: (f, d) for f in files for d in f.overridden
+            if not is_label_key(d.name) and not is_quantity(d.configured)}
+
+
+def _value_text(d: DeclaredDefault, declared_in: str) -> str:
+    """"`tie_break` = 'stable' in run.toml (the code's default 'any' at runcfg.py:25: its comment)"."""
+    return (f"`{d.name}` = {d.configured} in {d.configured_in} (the code's default {d.default} at {declared_in}:"
+            f"{d.line}" + (f": {d.note}" if d.note else "") + ")")
+
+
+def _remedy(names: Sequence[str]) -> str:
+    return (f"Run the same profile with {' and '.join(f'`{n}`' for n in names)} at the code's default and compare "
+            "the step rate: the difference is what the change costs.")
+
+
 def changed_value_uses(files: Sequence[SourceFile]) -> list[_Use]:
     """The lines of the program's own files (not another process's script) that pass or read a value the run's
     configuration sets away from the code's declared default, a library argument before a plain read."""
-    departed = {d.name: (f, d) for f in files for d in f.overridden
-                if not is_label_key(d.name) and not is_quantity(d.configured)}
+    departed = _departed(files)
     if not departed:
         return []
     out: list[_Use] = []
@@ -149,9 +166,7 @@ def _statement(ctx: Context, use: _Use) -> str:
 
 def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...], statement: str) -> Finding:
     where = f"{_base(uses[0].path)}:{uses[0].line}"
-    values = [f"`{u.default.name}` = {u.default.configured} in {u.default.configured_in} (the code's default "
-              f"{u.default.default} at {u.declared_in}:{u.default.line}"
-              + (f": {u.default.note}" if u.default.note else "") + ")" for u in uses[:SHOWN]]
+    values = [_value_text(u.default, u.declared_in) for u in uses[:SHOWN]]
     call = next((u.argument for u in uses if u.argument), "")
     line = (f"the call {call} at {where}" if call else f"`{statement}` at {where}" if statement
             else f"the line {where}")
@@ -163,8 +178,7 @@ def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...]
               f"default{'s' if many else ''}: {'; '.join(values)}{why}; what the change costs is not measured",
         evidence=(("changed value" + ("s" if many else ""), "; ".join(values)),
                   ("time on that line", f"{pct(share)} of {thread.name}'s working samples stand on {where}")),
-        remedy=f"Run the same profile with {' and '.join(f'`{u.default.name}`' for u in uses[:SHOWN])} at the "
-               "code's default and compare the step rate: the difference is what the change costs.",
+        remedy=_remedy([u.default.name for u in uses[:SHOWN]]),
         impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
 
 
@@ -173,8 +187,7 @@ def _exported(ctx: Context) -> Iterator[Finding]:
     str(cfg.threads)``), where a weighed thread spends HOT_CALL_SHARE of its working time or more in the library
     the variable is named after (its first word: ``polars``): the value acts there through the variable."""
     files = ctx.obs.files
-    departed = {d.name: (f, d) for f in files for d in f.overridden
-                if not is_label_key(d.name) and not is_quantity(d.configured)}
+    departed = _departed(files)
     exports = [(f, u) for f in files if not f.run_by for u in f.passed
                if u.library == ENV_LIBRARY and u.key in departed and u.configured_in]
     best: tuple[float, ThreadStats, str, str, SourceFile, KnobUse] | None = None
@@ -187,8 +200,7 @@ def _exported(ctx: Context) -> Iterator[Finding]:
         return
     share, thread, why, library, file, use = best
     declared_in, d = departed[use.key]
-    value = (f"`{d.name}` = {d.configured} in {d.configured_in} (the code's default {d.default} at "
-             f"{_base(declared_in.path)}:{d.line}" + (f": {d.note}" if d.note else "") + ")")
+    value = _value_text(d, _base(declared_in.path))
     yield Finding(
         rule_id="changed-value-at-hot-call", severity=Severity.INFO,
         claim=f"{thread.name} spends {pct(share)} of its working time in {library}, and the program exports "
@@ -198,8 +210,7 @@ def _exported(ctx: Context) -> Iterator[Finding]:
         evidence=(("changed value", value),
                   ("exported as", f"{use.name} at {_base(file.path)}:{use.line}"),
                   ("time in that library", f"{pct(share)} of {thread.name}'s working samples")),
-        remedy=f"Run the same profile with `{d.name}` at the code's default and compare the step rate: the "
-               "difference is what the change costs.",
+        remedy=_remedy([d.name]),
         impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
 
 
