@@ -15,7 +15,8 @@ whole process (stopped, zombie, warming up, exited). One pass:
 3. the headline is the most severe of: a process state, a hang with its cause, a wrong-results cause (grad
    None), warm-up, then the symptom with the largest measured impact *because* of its best cause ("the drafter
    stage limits throughput ... because its compiled step keeps recompiling ...; fix: ..."), or with where its
-   time goes when no cause is found; else the most important cause alone;
+   time goes when no cause is found; else the most important cause alone (with a milder root of it, where
+   one was found, as its "because");
 4. findings are ranked: the headline's symptom and its causes first, then by severity and measured impact.
 """
 
@@ -158,8 +159,21 @@ def _headline(findings: list[Finding]) -> tuple[Headline | None, list[Finding]]:
                 not top.because and top.severity > causes[0].severity):
             return _with_cause(top, by_id)
     if causes:
-        return _lead(causes[0]), [causes[0]]
+        return _lead_with_root(causes[0], findings)
     return None, []
+
+
+def _lead_with_root(cause: Finding, findings: list[Finding]) -> tuple[Headline, list[Finding]]:
+    """A cause leading alone, with the root that produces it where one was found though milder (``ROOT_CAUSES``: a
+    changed value on the GIL holder's hot line under the contention it makes): "<cause>, because <root>", as
+    serious as the cause; a root as serious as the cause is already named first (``_roots_first``)."""
+    root = next((f for f in findings if f.rule_id in ROOT_CAUSES.get(cause.rule_id, frozenset())
+                 and f.kind == CAUSE and f.impact > 0.0 and f.severity < cause.severity), None)
+    if root is None:
+        return _lead(cause), [cause]
+    text = f"{cause.claim}, because {_lower_first(root.claim)}"
+    return (Headline(rule_id=cause.rule_id, severity=cause.severity, text=text, remedy=root.remedy,
+                     because=(root.rule_id,)), [cause, root])
 
 
 def _symptom_rank(f: Finding, by_id: dict[str, Finding]) -> tuple[int, int, float]:

@@ -153,3 +153,14 @@ def test_a_changed_value_on_the_gil_holders_hot_line_is_the_root_of_the_contenti
     # Without the join, the contention leads as before.
     plain = analyse(_with_file(obs, "ingest.py", carries=(), reads_departures=(), passed=(), knobs=()))
     assert plain.headline is not None and plain.headline.because[0] == "gil-contention"
+
+
+def test_a_cause_leading_alone_names_its_milder_root_after_it() -> None:
+    # Batch 26's JSON program, attached: no stage verdict, the GIL contention (a warning) leads alone; the changed
+    # value on the holder's hot line is its root, information only, said after it as its "because".
+    report = analyse(_obs("settings26_machair__attach"))
+    assert report.headline is not None and report.headline.rule_id == "gil-contention"
+    assert report.headline.because == (RULE,) and report.headline.severity is Severity.WARNING
+    head, _, root = report.headline.text.partition(", because ")
+    assert head.startswith("GIL contention") and root.startswith("telemetry-reader spends 57% of its working time in")
+    assert "`exact_decimals` = True" in root
