@@ -352,7 +352,7 @@ def native_library_top(filename: str) -> str:
     return match[2].lower() if match else ""
 
 
-def python_library_top(filename: str) -> str | None:
+def _python_library_top(filename: str) -> str | None:
     """The top module of a library's Python file (the standard library's or an installed package's: ``json``,
     ``httpx``, ``queue``); None for the program's own files and torch's."""
     rel = library_relative(filename)
@@ -367,18 +367,27 @@ def running_libraries(rows: Sequence[tuple[ThreadSample, ThreadState]], stacks: 
     library's call (a batch encoded by the library's own pool: the calling thread waits in it); a wait on the
     program's queue is no library's."""
     working = [t for t, state in rows if state not in (ThreadState.QUEUE_PUT, ThreadState.QUEUE_GET)]
+    python, native = library_shares(working, stacks)
+    found = {lib for lib, share in (*python.items(), *native.items()) if lib and share >= PASSED_LIBRARY_SHARE}
+    return found - FRAMEWORK_LIBRARIES
+
+
+def library_shares(samples: Sequence[ThreadSample], stacks: Iterable[NativeStack]
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+    """Each library's share of ``samples`` with a Python frame in it (by its top module), and of the native
+    ``stacks``' samples with a native frame in it (``native_library_top``; "" for a frame of no library)."""
     counts: Counter[str] = Counter()
-    for sample in working:
-        counts.update({top for f in sample.frames if not f.native and (top := python_library_top(f.filename))})
-    found = {lib for lib, n in counts.items() if working and n >= PASSED_LIBRARY_SHARE * len(working)}
-    native = list(stacks)
-    total = sum(s.count for s in native)
+    for sample in samples:
+        counts.update({top for f in sample.frames if not f.native and (top := _python_library_top(f.filename))})
+    python = {lib: n / len(samples) for lib, n in counts.items()} if samples else {}
+    native_stacks = list(stacks)
+    total = sum(s.count for s in native_stacks)
     counts = Counter()
-    for stack in native:
+    for stack in native_stacks:
         for lib in {native_library_top(f.filename) for f in stack.frames if f.native}:
             counts[lib] += stack.count
-    found |= {lib for lib, n in counts.items() if lib and total and n >= PASSED_LIBRARY_SHARE * total}
-    return found - FRAMEWORK_LIBRARIES
+    native = {lib: n / total for lib, n in counts.items()} if total else {}
+    return python, native
 
 
 # torch's own libraries and the interpreter's: the framework and the language, whose settings the catalogues judge.

@@ -17,7 +17,6 @@ must be on the line the time stands on. Keys that name or place a run (a name, a
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -28,12 +27,11 @@ from dflash_diag.analysis.hotspots import (
     FRAMEWORK_LIBRARIES,
     is_label_key,
     is_off_value,
-    native_library_top,
-    python_library_top,
+    library_shares,
 )
 from dflash_diag.analysis.mechanisms import NOT_WORK
 from dflash_diag.analysis.native import thread_stacks
-from dflash_diag.model import Finding, Severity, ThreadStats
+from dflash_diag.model import Finding, Frame, Severity, ThreadStats
 from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, SourceFile
 from dflash_diag.model.stage import PIPELINE_STAGES
 
@@ -155,12 +153,8 @@ STATEMENT_CHARS = 80
 
 
 def _statement(ctx: Context, use: _Use) -> str:
-    """The line's text as recorded with the stacks or on disk, shortened; "" where neither has it."""
-    text = ctx.obs.line_text(use.path, use.line)
-    if text is None:
-        found = ctx.code.get((use.path, use.line))
-        text = found.text if found is not None else None
-    text = " ".join((text or "").split())
+    """The line's text as recorded with the stacks or on disk (``line_text``), shortened; "" where neither has it."""
+    text = " ".join((ctx.line_text(Frame(name="", filename=use.path, line=use.line)) or "").split())
     return text if len(text) <= STATEMENT_CHARS else text[:STATEMENT_CHARS - 3] + "..."
 
 
@@ -221,28 +215,12 @@ def _library_share(ctx: Context, thread: ThreadStats, word: str) -> tuple[float,
     if len(word) < 3:
         return 0.0, ""
 
-    def named(top: str | None) -> bool:
-        return top is not None and top not in FRAMEWORK_LIBRARIES and (top.startswith(word) or word in top)
-
     working = [t for t, state in ctx.stats_rows(thread) if state not in NOT_WORK]
-    hits: Counter[str] = Counter()
-    for sample in working:
-        hits.update({top for f in sample.frames if not f.native
-                     and (top := python_library_top(f.filename)) is not None and named(top)})
-    share, library = max(((n / len(working), lib) for lib, n in hits.items()), default=(0.0, "")) if working \
-        else (0.0, "")
     tids = {thread.os_thread_id} if thread.os_thread_id is not None else set()
-    stacks = thread_stacks(ctx.obs.native, tids)
-    total = sum(s.count for s in stacks)
-    native: Counter[str] = Counter()
-    for stack in stacks:
-        for lib in {native_library_top(f.filename) for f in stack.frames if f.native}:
-            if named(lib):
-                native[lib] += stack.count
-    for lib, n in native.items():
-        if total and n / total > share:
-            share, library = n / total, lib
-    return share, library
+    python, native = library_shares(working, thread_stacks(ctx.obs.native, tids))
+    named = [(share, lib) for lib, share in (*python.items(), *native.items())
+             if lib and lib not in FRAMEWORK_LIBRARIES and (lib.startswith(word) or word in lib)]
+    return max(named, default=(0.0, ""))
 
 
 def _base(path: str) -> str:
