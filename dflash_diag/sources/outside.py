@@ -261,7 +261,7 @@ class OutsideReader:
                 continue
             if not argv or not os.path.basename(argv[0]).startswith("python"):
                 continue
-            script = next((a for a in argv[1:] if a.endswith(".py") and not a.startswith("-")), None)
+            script = _script_of(argv)
             if script is None:
                 continue
             path = os.path.normpath(os.path.join(cwd, script))
@@ -345,7 +345,7 @@ class OutsideReader:
     def _declared_configs(self, argv: tuple[str, ...], cwd: str) -> tuple[str, ...]:
         """The configuration files the script on the command line (``python train.py``) declares as an option's
         default (``_Parsed.config_defaults``)."""
-        script = next((a for a in argv[1:] if a.endswith(".py") and not a.startswith("-")), None)
+        script = _script_of(argv)
         if script is None:
             return ()
         parsed, _, _ = self._files.get(os.path.normpath(os.path.join(cwd, script)))
@@ -405,6 +405,11 @@ MAX_MAPS_BYTES = 16 * 1024 * 1024
 
 _GPU_DEVICE = re.compile(r"^/dev/nvidia\d+$")
 MAX_FDS_READ = 4096  # a process's descriptors looked at for a GPU's device file
+
+
+def _script_of(argv: tuple[str, ...]) -> str | None:
+    """The Python script a command line runs: its first argument ending in .py that is not an option."""
+    return next((a for a in argv[1:] if a.endswith(".py") and not a.startswith("-")), None)
 
 
 def gpu_device_open(fd_dir: Path) -> bool | None:
