@@ -108,7 +108,9 @@ def _during_warm_up(f: Finding) -> Finding:
 
 def _explains(cause: Finding, symptom: Finding) -> bool:
     if symptom.rule_id in UNLINKED:
-        return False
+        # Where the time goes takes only a cause that declares it, aimed at the root's own stage.
+        return symptom.rule_id in EXPLAINS_HANG.get(cause.rule_id, frozenset()) and cause.impact > 0.0 and \
+            bool(set(cause.stages) & set(symptom.stages))
     if symptom.rule_id in HANGS:
         return symptom.rule_id in EXPLAINS_HANG.get(cause.rule_id, frozenset())
     if cause.rule_id in NOT_SLOWDOWNS or cause.impact <= 0.0:

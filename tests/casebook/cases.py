@@ -76,8 +76,8 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                                     "settings24_mesa", "settings24_petrel",
                                                     "settings24_godwit", "settings25_linnet")
                                    for m in ("outside", "probes", "attach")),
-                                 ("settings25_turnstone", "outside"), ("settings25_turnstone", "attach"),
-                                 ("settings25_gannet", "outside"), ("settings25_gannet", "attach"),
+                                 *((c, m) for c in ("settings25_turnstone", "settings25_gannet")
+                                   for m in ("outside", "probes", "attach")),
                                  *((c, m) for c in ("settings26_skua", "settings26_bittern")
                                    for m in ("outside", "probes", "attach")),
                                  ("settings24_dunlin", "outside"), ("settings24_dunlin", "attach"),
@@ -4102,8 +4102,7 @@ CASES: tuple[Case, ...] = (
         r"kind\s*=\s*['\"]?stable|sort(ing)? (algorithm|kind|method|implementation)|tie[_ -]?break|"
         r"x86-simd-sort|(simd|vectori[sz]ed|avx-?512|avx2) (quick|arg|intro)?sort|introsort|quicksort|"
         r"\[mining\] tie_break",
-        r"step \d+ loss", batch="settings batch 25",
-        missed={'probes': "`where-time-goes`: MainThread's time; the loader's argsort not named"}),
+        r"step \d+ loss", batch="settings batch 25"),
     *_settings_pair(
         "settings25_gannet", "settings25_gannet", ("train.py", "--config", "configs/colony_portable.toml"),
         ("train.py", "--config", "configs/colony_watch.toml"),
@@ -4153,8 +4152,7 @@ CASES: tuple[Case, ...] = (
         r"\bpoll(ing)? (syscall|system call)|\bselect (syscall|system call)|(event[- ]loop|asyncio)\w*.{0,60}"
         r"(backend|selector)|(scan|walk|check)\w*.{0,40}(all|every)\b.{0,30}(idle|registered|open) (socket|"
         r"connection|descriptor|fd)s?|O\(n\).{0,60}(socket|connection|descriptor|fd)|\[hub\] selector",
-        r"step \d+ loss", batch="settings batch 25",
-        missed={'probes': "`where-time-goes`: MainThread's time, 40% of its CPU in the kernel; the selector not named"}),
+        r"step \d+ loss", batch="settings batch 25"),
     *_settings_pair(
         "settings25_shrike", "settings25_shrike", ("train.py", "--config", "configs/lab_cluster.toml"),
         ("train.py", "--config", "configs/field_laptop.toml"),

@@ -164,3 +164,24 @@ def test_a_cause_leading_alone_names_its_milder_root_after_it() -> None:
     head, _, root = report.headline.text.partition(", because ")
     assert head.startswith("GIL contention") and root.startswith("telemetry-reader spends 57% of its working time in")
     assert "`exact_decimals` = True" in root
+
+
+def test_a_changed_value_on_the_thread_that_has_the_cpu_the_root_waits_for_is_where_its_time_goes_because() -> None:
+    # Batch 25's argsort program under probes: no stage verdict; the wait-for graph's root is MainThread, runnable but
+    # off a CPU 42% of the window (/proc), while negative-miner, on a CPU 70% of it, spends 87% of its working time in
+    # np.argsort with the profile's `tie_break`.
+    obs = _obs("settings25_turnstone__probes")
+    report = analyse(obs)
+    assert report.headline is not None and report.headline.rule_id == "where-time-goes"
+    assert report.headline.because == (RULE,) and report.headline.severity is Severity.INFO
+    where, _, because = report.headline.text.partition(", because ")
+    assert where.startswith("where the time goes: MainThread spends main (train.py:46) 87%")
+    assert because.startswith("negative-miner spends 87% of its working time in the call np.argsort(kind=kind)")
+    assert "`tie_break` = 'stable'" in because
+    assert because.endswith("; MainThread waits for a CPU 42% of the window while negative-miner is on one 70%; what "
+                            "the change costs is not measured")
+    # Without /proc's readings nothing says the miner has the root's CPU: where the time goes stands alone,
+    # and the changed value is said beside it, aimed at the miner's own stage.
+    plain = analyse(replace(obs, proc=()))
+    assert plain.headline is not None and plain.headline.rule_id == "where-time-goes" and plain.headline.because == ()
+    assert RULE in {f.rule_id for f in plain.findings}

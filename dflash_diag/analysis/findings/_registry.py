@@ -28,7 +28,9 @@ class RuleSpec:
     hang: bool = False
     # The process does not move: stage verdicts are held back beside it and the phase is "hung".
     halts: bool = False
-    # Symptoms this cause explains even though they are hangs (a dead thread explains a hung pipeline).
+    # Symptoms this cause explains even though they are hangs (a dead thread explains a hung pipeline) or plain
+    # statements of where time goes (on the root's stage: a changed value on the hot line of the root or its CPU's
+    # taker).
     explains: tuple[str, ...] = ()
     # Causes this one produces: named first, leading where they would (empty_cache() -> allocator churn).
     produces: tuple[str, ...] = ()

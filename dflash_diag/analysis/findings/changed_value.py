@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from dflash_diag.analysis.findings._context import Context, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
+from dflash_diag.analysis.findings.scheduler import RUN_DELAY_SHARE
 from dflash_diag.analysis.findings.setting_code import gil_holder, weighed_threads
 from dflash_diag.analysis.hotspots import (
     FRAMEWORK_LIBRARIES,
@@ -31,18 +32,32 @@ from dflash_diag.analysis.hotspots import (
 )
 from dflash_diag.analysis.mechanisms import NOT_WORK
 from dflash_diag.analysis.native import thread_stacks
+from dflash_diag.analysis.sched import summary_of
 from dflash_diag.model import Finding, Frame, Severity, ThreadStats
+from dflash_diag.model.common import is_na
 from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, SourceFile
+from dflash_diag.model.sched import SchedSummary
 from dflash_diag.model.stage import PIPELINE_STAGES
+from dflash_diag.model.waits import WaitGraph
 
 # On the thread holding the GIL a speed thread waits for, the changed value is the root of that contention: named
-# first. On any other thread while one does, it explains no stage (the hold is the measured mechanism).
-RULES = (RuleSpec("changed-value-at-hot-call", sampled=True, produces=("gil-contention",)),)
+# first. On any other thread while one does, it explains no stage (the hold is the measured mechanism). Where no rule
+# names a stage, it is the "because" of where the time goes: on the root's own thread, or on the thread that has the
+# CPU the root waits for.
+RULES = (RuleSpec("changed-value-at-hot-call", sampled=True, produces=("gil-contention",),
+                  explains=("where-time-goes",)),)
 
 # Of a weighed thread's working samples on the line that takes the changed value: the call holds most of its time.
 HOT_CALL_SHARE = 0.5
 # Changed values named on one hot line at most (a call taking several from the configuration).
 SHOWN = 2
+# A thread at the wait-for graph's root runnable but off a CPU this share of the window or more (schedstat's run
+# delay) while the thread with the changed value is on one CPU_TAKER_SHARE or more: that thread has the CPU it waits
+# for (scheduler.RUN_DELAY_SHARE: a wait the scheduler notes).
+ROOT_CPU_WAIT_SHARE = RUN_DELAY_SHARE
+CPU_TAKER_SHARE = 0.25
+# Every claim ends so: what is seen is where the time is, not what the value costs.
+NOT_MEASURED = "; what the change costs is not measured"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +83,7 @@ def check(ctx: Context) -> Iterator[Finding]:
         found = _finding(share, thread, why, on_line, _statement(ctx, on_line[0]))
         held = gil_holder(ctx)
         if held is None:
-            yield found
+            yield _with_cpu_taken(ctx, thread, found)
         elif held[0].name == thread.name:  # the GIL's holder: it slows the waiter's stage through the GIL
             waiter = held[1].stage
             yield replace(found, stages=(waiter,) if waiter in PIPELINE_STAGES else ())
@@ -76,6 +91,36 @@ def check(ctx: Context) -> Iterator[Finding]:
             yield replace(found, impact=0.0)
         return
     yield from _exported(ctx)
+
+
+def _with_cpu_taken(ctx: Context, thread: ThreadStats, found: Finding) -> Finding:
+    """``found``, also aimed at the stage of a thread at the wait-for graph's root that waits for a CPU while
+    ``thread``, outside the root, is on one (their shares of the window, /proc): the root's time is stretched by the
+    CPU ``thread`` takes. Unchanged where /proc was not read or no root thread waits so."""
+    graph = ctx.waits
+    summary = summary_of(ctx.obs)
+    if not isinstance(graph, WaitGraph) or graph.root is None or thread.name in graph.root.threads or is_na(summary):
+        return found
+    assert isinstance(summary, SchedSummary)
+    sched = {t.tid: t for t in summary.threads}
+    taker = sched.get(thread.os_thread_id) if thread.os_thread_id is not None else None
+    if taker is None or taker.cpu_share < CPU_TAKER_SHARE:
+        return found
+    tids = {t.name: t.os_thread_id for t in ctx.threads}
+    for node in graph.threads:
+        waiter = sched.get(tids.get(node.name) or -1)
+        if node.name not in graph.root.threads or node.stage not in PIPELINE_STAGES or waiter is None or \
+                waiter.runq_share < ROOT_CPU_WAIT_SHARE:
+            continue
+        taken = (f"; {node.name} waits for a CPU {pct(waiter.runq_share)} of the window while {thread.name} is on "
+                 f"one {pct(taker.cpu_share)}")
+        return replace(found, stages=tuple(dict.fromkeys((*found.stages, node.stage))),
+                       claim=found.claim.replace(NOT_MEASURED, taken + NOT_MEASURED),
+                       evidence=(*found.evidence, ("the CPU it takes (/proc)",
+                                                   f"{node.name} runnable, waiting for a CPU "
+                                                   f"{pct(waiter.runq_share)} of the window; {thread.name} on one "
+                                                   f"{pct(taker.cpu_share)}")))
+    return found
 
 
 def _departed(files: Sequence[SourceFile]) -> dict[str, tuple[SourceFile, DeclaredDefault]]:
@@ -169,7 +214,7 @@ def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...]
         rule_id="changed-value-at-hot-call", severity=Severity.INFO,
         claim=f"{thread.name} spends {pct(share)} of its working time in {line}, which runs with "
               f"{'values' if many else 'a value'} this run's configuration changes from the code's "
-              f"default{'s' if many else ''}: {'; '.join(values)}{why}; what the change costs is not measured",
+              f"default{'s' if many else ''}: {'; '.join(values)}{why}{NOT_MEASURED}",
         evidence=(("changed value" + ("s" if many else ""), "; ".join(values)),
                   ("time on that line", f"{pct(share)} of {thread.name}'s working samples stand on {where}")),
         remedy=_remedy([u.default.name for u in uses[:SHOWN]]),
@@ -200,7 +245,7 @@ def _exported(ctx: Context) -> Iterator[Finding]:
         claim=f"{thread.name} spends {pct(share)} of its working time in {library}, and the program exports "
               f"{use.name} into its own environment at {_base(file.path)}:{use.line} from a value this run's "
               f"configuration changes from the code's default: {value}; a variable named after {library}"
-              f"{why}; what the change costs is not measured",
+              f"{why}{NOT_MEASURED}",
         evidence=(("changed value", value),
                   ("exported as", f"{use.name} at {_base(file.path)}:{use.line}"),
                   ("time in that library", f"{pct(share)} of {thread.name}'s working samples")),

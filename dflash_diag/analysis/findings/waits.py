@@ -292,7 +292,7 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
     below = _root_native(ctx, graph)
     elsewhere = _root_process_waits(ctx, graph)
     return Finding(
-        rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0,
+        rule_id="where-time-goes", severity=Severity.INFO, kind=SYMPTOM, impact=0.0, stages=_root_stages(graph),
         # it states the path, not what other rules found: it stands beside a health finding (a correctness verdict)
         # or a cause of a stage verdict in the same report, and leads only when nothing else does
         claim=f"where the time goes: {graph.chain_text()}" + (f"; {below}" if below else "")
@@ -303,6 +303,14 @@ def _where_time_goes(ctx: Context, graph: WaitGraph) -> Finding:
                  + ((("the OS's view (/proc)", split),) if split else ()),
         remedy="If this is slower than expected, the root's functions above are where to look: `dflash-diag top PID` "
                "shows them live, `dflash-diag record PID` as a timeline.")
+
+
+def _root_stages(graph: WaitGraph) -> tuple[str, ...]:
+    """The pipeline stages of the root's threads: a cause that declares it explains where the time goes links to it
+    only on one of them (``RuleSpec.explains``)."""
+    root = graph.root
+    return tuple(sorted({n.stage for n in graph.threads if root is not None and n.name in root.threads}
+                        & set(PIPELINE_STAGES)))
 
 
 def _root_process_waits(ctx: Context, graph: WaitGraph) -> str:
