@@ -30,6 +30,9 @@ MAX_CONFIG_BYTES = 256 * 1024
 MAX_CONFIG_FILES = 4
 MAX_DEPTH = 8
 _SHOWN = re.compile(r"^[\w.+-]{1,40}$")
+# A relative path (``env/site_modules.sh``): a file of the program's own tree, shown; an absolute one may name a
+# person's home and is not.
+_RELATIVE_PATH = re.compile(r"^[\w.+-]+(/[\w.+-]+)+$")
 
 
 def config_paths(argv: tuple[str, ...], cwd: str) -> tuple[str, ...]:
@@ -124,12 +127,18 @@ def _values(tree: Mapping[str, Any], key: str, depth: int = 0, budget: list[int]
             yield from _values(v, key, depth + 1, budget)
 
 
+def is_relative_path(text: str) -> bool:
+    """A value as Python writes it that is a relative path with a directory (``'env/site_modules.sh'``)."""
+    return bool(_RELATIVE_PATH.match(text.strip("'\"")))
+
+
 def shown_value(value: Any) -> str:
     """The value as Python writes it (``0``, ``'python-re'``, ``''``, ``True``, JSON's null as ``None``); "" for
     anything not a short literal."""
     if value is None or isinstance(value, bool | int | float):
         text = repr(value)
-    elif isinstance(value, str) and (not value or _SHOWN.match(value)):  # '' turns an option off: a value too
+    elif isinstance(value, str) and (not value or _SHOWN.match(value) or _RELATIVE_PATH.match(value)):
+        # '' turns an option off: a value too
         text = repr(value)
     else:
         return ""

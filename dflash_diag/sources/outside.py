@@ -33,7 +33,13 @@ from dflash_contract.redact import REDACTED
 from dflash_contract.settings import ENV_BY_NAME
 from dflash_diag.model import Observation, ProcessFacts, SourceFile, SourceLine, StackSample
 from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, is_library_file
-from dflash_diag.sources.configs import CONFIG_SUFFIXES, ConfigReader, config_paths, default_config_paths
+from dflash_diag.sources.configs import (
+    CONFIG_SUFFIXES,
+    ConfigReader,
+    config_paths,
+    default_config_paths,
+    is_relative_path,
+)
 from dflash_diag.sources.lines import MAX_CALL_TEXT, MAX_SNIPPET_CHARS, RAW_LINE_CHARS, RAW_SLACK, SourceFiles
 from dflash_diag.sources.procfs import fd_links
 from dflash_diag.sources.redaction import ProcessRedactor, redactor_for
@@ -363,6 +369,8 @@ class OutsideReader:
         found = self._configs.lookup(paths, declared.name)
         if found is None or same_literal(found[0], declared.default):
             return None
+        if is_relative_path(found[0]) and declared.default not in ("''", '""', "None"):
+            return None  # one file for another places the run (its data, its output); a file where none was is a choice
         return replace(declared, configured=found[0], configured_in=found[1])
 
     def _configured_uses(self, use: KnobUse, paths: tuple[str, ...]) -> tuple[KnobUse, ...]:

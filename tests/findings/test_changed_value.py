@@ -185,3 +185,24 @@ def test_a_changed_value_on_the_thread_that_has_the_cpu_the_root_waits_for_is_wh
     plain = analyse(replace(obs, proc=()))
     assert plain.headline is not None and plain.headline.rule_id == "where-time-goes" and plain.headline.because == ()
     assert RULE in {f.rule_id for f in plain.findings}
+
+
+def test_a_changed_value_exported_to_the_child_a_thread_waits_on_is_the_root_of_that_wait() -> None:
+    # Batch 25's clip loader, recorded again: the profile's `shell_env` (the code's default '') is exported as
+    # BASH_ENV, and the loader is blocked on its `bash` children most of the window: every one of them inherits it.
+    obs = _obs("settings25_shrike__outside")
+    report = analyse(obs)
+    assert report.headline is not None and report.headline.because[:2] == ("changed-value-in-child", "process-wait")
+    root = report.headline.text.partition(", because ")[2]
+    assert root.startswith("clip-loader is blocked on its child `bash` in ")
+    assert "exports BASH_ENV into its own environment at sitecfg.py:75 from a value this run's configuration " \
+           "changes from the code's default: `shell_env` = 'env/site_modules.sh' in lab_cluster.toml" in root
+    found = next(f for f in report.findings if f.rule_id == "changed-value-in-child")
+    assert found.severity is Severity.INFO and "process-wait" in found.explains
+    # Without /proc's view of what the loader is blocked on, nothing ties the variable to the wait.
+    plain = analyse(replace(obs, outside_waits=()))
+    assert "changed-value-in-child" not in {f.rule_id for f in plain.findings}
+    # The twin's profile keeps `shell_env` empty: nothing departs.
+    for mode in ("outside", "probes", "attach"):
+        twin = analyse(_obs(f"settings25_shrike_fixed__{mode}"))
+        assert not {"changed-value-in-child", RULE} & {f.rule_id for f in twin.findings}, mode

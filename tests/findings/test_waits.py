@@ -296,9 +296,12 @@ def test_the_causal_sets_come_from_the_declarations() -> None:
                                   "gil-contention": frozenset({"gil-switch-interval", "cpu-oversubscribed",
                                                                "cpu-pool-spin", "setting-slows-code",
                                                                "compile-disabled", "changed-value-at-hot-call"}),
-                                  "process-wait": frozenset({"malloc-debug"})}
+                                  "process-wait": frozenset({"malloc-debug", "changed-value-in-child"})}
     assert causal.NOT_SLOWDOWNS == {s.id for s in REGISTRY.values() if not s.slows}
     assert "thread-died" in causal.EXPLAINS_HANG and "stalled" in causal.EXPLAINS_HANG["thread-died"]
+    # The plain statement of where time goes takes only the cause that declares it.
+    assert "where-time-goes" in causal.UNLINKED
+    assert {c for c, s in causal.EXPLAINS_HANG.items() if "where-time-goes" in s} == {"changed-value-at-hot-call"}
 
 
 def test_a_wait_on_a_thread_pools_futures_is_followed_to_its_workers() -> None:

@@ -507,6 +507,34 @@ def test_the_configurations_departures_from_the_codes_declared_defaults_are_read
     assert not same_literal("'none'", "None") and not same_literal("x(", "1")
 
 
+PATHS_CODE = '''
+from dataclasses import dataclass
+
+
+@dataclass
+class Site:
+    shell_env: str = ""  # file every non-interactive bash sources first
+    spool: str = "data/spool.bin"
+    home_rc: str = ""
+'''
+
+
+def test_a_relative_path_where_the_code_declares_none_is_a_changed_value_and_one_path_for_another_is_not(
+        tmp_path: Path) -> None:
+    # A file where the code's default has none turns something on (a script every shell sources); another data file
+    # for the default one places the run; an absolute path may name a person's home and is never shown.
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "run.toml").write_text('[site]\nshell_env = "env/site_modules.sh"\nspool = "data/other.bin"\n'
+                                  'home_rc = "/home/alice/.bashrc"\n')
+    (app / "sitecfg.py").write_text(PATHS_CODE)
+    reader = _reader_in(tmp_path, 4252, app, b"python\0train.py\0--config\0run.toml\0")
+    _, (site,) = reader.code_facts([_sample(4252, [Frame("Site", str(app / "sitecfg.py"), 7)])])
+    assert [(d.name, d.default, d.configured) for d in site.overridden] == [
+        ("shell_env", "''", "'env/site_modules.sh'")]
+    assert "alice" not in repr(site)
+
+
 def test_the_script_a_process_at_the_other_end_runs_is_read_for_the_changed_values_it_reads(tmp_path: Path) -> None:
     # The trainer waits on a server child (`python server.py --config run.toml`): the child's script is read like
     # the program's own files, marked as that process's, and the value the profile changed that it reads is kept.

@@ -45,7 +45,9 @@ from dflash_diag.model.waits import WaitGraph
 # names a stage, it is the "because" of where the time goes: on the root's own thread, or on the thread that has the
 # CPU the root waits for.
 RULES = (RuleSpec("changed-value-at-hot-call", sampled=True, produces=("gil-contention",),
-                  explains=("where-time-goes",)),)
+                  explains=("where-time-goes",)),
+         # An exported changed value the child process a thread waits on inherits: the root of that wait, named first.
+         RuleSpec("changed-value-in-child", sampled=True, produces=("process-wait",)))
 
 # Of a weighed thread's working samples on the line that takes the changed value: the call holds most of its time.
 HOT_CALL_SHARE = 0.5
@@ -224,7 +226,9 @@ def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...]
 def _exported(ctx: Context) -> Iterator[Finding]:
     """A changed value the program exports into its own environment (``os.environ["POLARS_MAX_THREADS"] =
     str(cfg.threads)``), where a weighed thread spends HOT_CALL_SHARE of its working time or more in the library
-    the variable is named after (its first word: ``polars``): the value acts there through the variable."""
+    the variable is named after (its first word: ``polars``), or is blocked on a child process of that name
+    HOT_CALL_SHARE of /proc's sweeps or more (``BASH_ENV``: the ``bash`` it waits on inherits the variable): the
+    value acts there through the variable."""
     files = ctx.obs.files
     departed = _departed(files)
     exports = [(f, u) for f in files if not f.run_by for u in f.passed
@@ -232,25 +236,58 @@ def _exported(ctx: Context) -> Iterator[Finding]:
     best: tuple[float, ThreadStats, str, str, SourceFile, KnobUse] | None = None
     for thread, why in weighed_threads(ctx) if exports else ():
         for file, use in exports:
-            share, library = _library_share(ctx, thread, use.name.split("_", 1)[0].lower())
+            word = use.name.split("_", 1)[0].lower()
+            share, library = _library_share(ctx, thread, word)
+            waited, child = _child_share(ctx, thread, word)
+            if waited > share:
+                share, library = waited, child
             if share >= HOT_CALL_SHARE and (best is None or share > best[0]):
                 best = (share, thread, why, library, file, use)
     if best is None:
         return
-    share, thread, why, library, file, use = best
+    share, thread, why, where, file, use = best
     declared_in, d = departed[use.key]
     value = _value_text(d, _base(declared_in.path))
+    in_child = where.startswith(CHILD_PREFIX)
+    spends = (f"is blocked on {where} in {pct(share)} of /proc's sweeps" if in_child
+              else f"spends {pct(share)} of its working time in {where}")
+    named = where.removeprefix(CHILD_PREFIX).strip("`")
     yield Finding(
-        rule_id="changed-value-at-hot-call", severity=Severity.INFO,
-        claim=f"{thread.name} spends {pct(share)} of its working time in {library}, and the program exports "
-              f"{use.name} into its own environment at {_base(file.path)}:{use.line} from a value this run's "
-              f"configuration changes from the code's default: {value}; a variable named after {library}"
-              f"{why}{NOT_MEASURED}",
+        rule_id="changed-value-in-child" if in_child else "changed-value-at-hot-call", severity=Severity.INFO,
+        claim=f"{thread.name} {spends}, and the program exports {use.name} into its own environment at "
+              f"{_base(file.path)}:{use.line} from a value this run's configuration changes from the code's default: "
+              f"{value}; a variable named after {named}{' (the child inherits it)' if in_child else ''}{why}"
+              f"{NOT_MEASURED}",
         evidence=(("changed value", value),
                   ("exported as", f"{use.name} at {_base(file.path)}:{use.line}"),
-                  ("time in that library", f"{pct(share)} of {thread.name}'s working samples")),
+                  (("blocked on that child" if in_child else "time in that library"),
+                   f"{pct(share)} of {thread.name}'s " + ("/proc sweeps" if in_child else "working samples"))),
         remedy=_remedy([d.name]),
         impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
+
+
+# How a child process the thread waits on is named in the claim: "its child `bash`".
+CHILD_PREFIX = "its child "
+
+
+def _child_share(ctx: Context, thread: ThreadStats, word: str) -> tuple[float, str]:
+    """The share of /proc's sweeps that caught the thread blocked on a child process whose command's name starts
+    with ``word`` (``bash`` for BASH_ENV: a pipe from it, a file lock it holds), and "its child `bash`"; (0, "")
+    for a word under 3 letters or none."""
+    sweeps = sum(1 for s in ctx.obs.proc if s)
+    if len(word) < 3 or thread.os_thread_id is None or not sweeps:
+        return 0.0, ""
+    seen: dict[str, set[float]] = {}
+    for wait in ctx.obs.outside_waits:
+        if wait.tid != thread.os_thread_id:
+            continue
+        for peer in wait.peers:
+            if peer.relation == "child" and peer.comm.lower().startswith(word):
+                seen.setdefault(peer.comm, set()).add(wait.monotonic_s)
+    if not seen:
+        return 0.0, ""
+    comm, times = max(seen.items(), key=lambda kv: len(kv[1]))
+    return min(1.0, len(times) / sweeps), f"{CHILD_PREFIX}`{comm}`"
 
 
 def _library_share(ctx: Context, thread: ThreadStats, word: str) -> tuple[float, str]:
