@@ -192,17 +192,36 @@ def test_a_changed_value_exported_to_the_child_a_thread_waits_on_is_the_root_of_
     # BASH_ENV, and the loader is blocked on its `bash` children most of the window: every one of them inherits it.
     obs = _obs("settings25_shrike__outside")
     report = analyse(obs)
-    assert report.headline is not None and report.headline.because[:2] == ("changed-value-in-child", "process-wait")
+    assert report.headline is not None and report.headline.because[:2] == ("changed-value-at-process-wait", "process-wait")
     root = report.headline.text.partition(", because ")[2]
     assert root.startswith("clip-loader is blocked on its child `bash` in ")
     assert "exports BASH_ENV into its own environment at sitecfg.py:75 from a value this run's configuration " \
            "changes from the code's default: `shell_env` = 'env/site_modules.sh' in lab_cluster.toml" in root
-    found = next(f for f in report.findings if f.rule_id == "changed-value-in-child")
+    found = next(f for f in report.findings if f.rule_id == "changed-value-at-process-wait")
     assert found.severity is Severity.INFO and "process-wait" in found.explains
     # Without /proc's view of what the loader is blocked on, nothing ties the variable to the wait.
     plain = analyse(replace(obs, outside_waits=()))
-    assert "changed-value-in-child" not in {f.rule_id for f in plain.findings}
+    assert "changed-value-at-process-wait" not in {f.rule_id for f in plain.findings}
     # The twin's profile keeps `shell_env` empty: nothing departs.
     for mode in ("outside", "probes", "attach"):
         twin = analyse(_obs(f"settings25_shrike_fixed__{mode}"))
-        assert not {"changed-value-in-child", RULE} & {f.rule_id for f in twin.findings}, mode
+        assert not {"changed-value-at-process-wait", RULE} & {f.rule_id for f in twin.findings}, mode
+
+
+def test_a_changed_value_on_the_line_a_thread_is_blocked_at_on_another_process_is_the_root_of_that_wait() -> None:
+    # The clip loader's recording with the value carried by the line it waits at instead (as where the child's
+    # command line is built from the profile): loader.py:40 runs with `shell_env`, the export is left out.
+    obs = _with_file(_with_file(_obs("settings25_shrike__outside"), "loader.py", carries=(("shell_env", 40),)),
+                     "sitecfg.py", passed=())
+    report = analyse(obs)
+    found = next(f for f in report.findings if f.rule_id == "changed-value-at-process-wait")
+    assert found.claim.startswith("clip-loader is blocked ")
+    assert " of its samples on a pipe from process " in found.claim and " (its child) `bash` at `res = subprocess." in found.claim
+    assert "at loader.py:40, which runs with a value " \
+           "this run's configuration changes from the code's default: `shell_env` = 'env/site_modules.sh'" in found.claim
+    assert report.headline is not None and report.headline.because[:2] == ("changed-value-at-process-wait",
+                                                                            "process-wait")
+    # A line the thread is not blocked at carries nothing to the wait.
+    elsewhere = analyse(_with_file(_with_file(_obs("settings25_shrike__outside"), "loader.py",
+                                              carries=(("shell_env", 70),)), "sitecfg.py", passed=()))
+    assert "changed-value-at-process-wait" not in {f.rule_id for f in elsewhere.findings}

@@ -296,7 +296,7 @@ def test_the_causal_sets_come_from_the_declarations() -> None:
                                   "gil-contention": frozenset({"gil-switch-interval", "cpu-oversubscribed",
                                                                "cpu-pool-spin", "setting-slows-code",
                                                                "compile-disabled", "changed-value-at-hot-call"}),
-                                  "process-wait": frozenset({"malloc-debug", "changed-value-in-child"})}
+                                  "process-wait": frozenset({"malloc-debug", "changed-value-at-process-wait"})}
     assert causal.NOT_SLOWDOWNS == {s.id for s in REGISTRY.values() if not s.slows}
     assert "thread-died" in causal.EXPLAINS_HANG and "stalled" in causal.EXPLAINS_HANG["thread-died"]
     # The plain statement of where time goes takes only the cause that declares it.

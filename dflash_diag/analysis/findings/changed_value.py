@@ -38,7 +38,7 @@ from dflash_diag.model.common import is_na
 from dflash_diag.model.evidence import ENV_LIBRARY, DeclaredDefault, KnobUse, SourceFile
 from dflash_diag.model.sched import SchedSummary
 from dflash_diag.model.stage import PIPELINE_STAGES
-from dflash_diag.model.waits import WaitGraph
+from dflash_diag.model.waits import WAIT_PROCESS, WaitEdge, WaitGraph
 
 # On the thread holding the GIL a speed thread waits for, the changed value is the root of that contention: named
 # first. On any other thread while one does, it explains no stage (the hold is the measured mechanism). Where no rule
@@ -46,8 +46,9 @@ from dflash_diag.model.waits import WaitGraph
 # CPU the root waits for.
 RULES = (RuleSpec("changed-value-at-hot-call", sampled=True, produces=("gil-contention",),
                   explains=("where-time-goes",)),
-         # An exported changed value the child process a thread waits on inherits: the root of that wait, named first.
-         RuleSpec("changed-value-in-child", sampled=True, produces=("process-wait",)))
+         # A changed value on a thread's wait on another process (the call it blocks at, or the environment the
+         # child it waits on inherits): the root of that wait, named first.
+         RuleSpec("changed-value-at-process-wait", sampled=True, produces=("process-wait",)))
 
 # Of a weighed thread's working samples on the line that takes the changed value: the call holds most of its time.
 HOT_CALL_SHARE = 0.5
@@ -92,7 +93,61 @@ def check(ctx: Context) -> Iterator[Finding]:
         else:  # another thread's hold of the GIL is the measured mechanism: said, explains no stage
             yield replace(found, impact=0.0)
         return
+    waited = _waited_use(ctx, uses)
+    if waited is not None:
+        yield waited
+        return
     yield from _exported(ctx)
+
+
+# "decode (data.py:33)": the place a wait edge names (``analysis.waits._site``).
+_SITE = re.compile(r"\(([^():]+):(\d+)\)$")
+
+
+def _waited_use(ctx: Context, uses: Sequence[_Use]) -> Finding | None:
+    """A weighed thread blocked on another process HOT_CALL_SHARE of its samples or more (the wait-for graph's
+    ``process`` edge: a pipe from a child, a socket's peer, a file lock's holder) at a line that runs with a
+    changed value (``subprocess.run(cmd)``, the command built from the value): its wait is the other end's work
+    under that call. The most blocked such thread; None where none."""
+    graph = ctx.waits
+    if not isinstance(graph, WaitGraph) or not uses:
+        return None
+    weighed = {t.name: (t, why) for t, why in weighed_threads(ctx)}
+    best: tuple[float, ThreadStats, str, WaitEdge, tuple[_Use, ...]] | None = None
+    for node in graph.threads:
+        if node.name not in weighed:
+            continue
+        for edge in node.waits:
+            site = _SITE.search(edge.site) if edge.kind == WAIT_PROCESS else None
+            if site is None or edge.share < HOT_CALL_SHARE or (best is not None and edge.share <= best[0]):
+                continue
+            on = tuple(u for u in uses if _base(u.path) == site[1] and u.line == int(site[2]))
+            if on:
+                best = (edge.share, *weighed[node.name], edge, on)
+    if best is None:
+        return None
+    share, thread, why, edge, on_line = best
+    found = _finding(share, thread, why, on_line, _statement(ctx, on_line[0]))
+    where = f"{_base(on_line[0].path)}:{on_line[0].line}"
+    return replace(found, rule_id="changed-value-at-process-wait",
+                   claim=found.claim.replace(f" spends {pct(share)} of its working time in ",
+                                             f" is blocked {pct(share)} of its samples on {_short(edge.target)} "
+                                             "at ", 1),
+                   evidence=(found.evidence[0], ("blocked at that line",
+                                                 f"{pct(share)} of {thread.name}'s samples at {where}, on "
+                                                 f"{_short(edge.target)}")))
+
+
+# The other process as the claim names it, at most this long (its command line is in `process-wait`).
+TARGET_CHARS = 100
+_COMMAND = re.compile(r"^([^`]*)`([^`\s]+)[^`]*`")
+
+
+def _short(target: str) -> str:
+    """"a pipe from process 17958 (its child) `bash`": the process's command by its program only."""
+    command = _COMMAND.match(target)
+    text = f"{command[1]}`{command[2].rsplit('/', 1)[-1]}`" if command else target
+    return text if len(text) <= TARGET_CHARS else text[:TARGET_CHARS - 3] + "..."
 
 
 def _with_cpu_taken(ctx: Context, thread: ThreadStats, found: Finding) -> Finding:
@@ -253,7 +308,7 @@ def _exported(ctx: Context) -> Iterator[Finding]:
               else f"spends {pct(share)} of its working time in {where}")
     named = where.removeprefix(CHILD_PREFIX).strip("`")
     yield Finding(
-        rule_id="changed-value-in-child" if in_child else "changed-value-at-hot-call", severity=Severity.INFO,
+        rule_id="changed-value-at-process-wait" if in_child else "changed-value-at-hot-call", severity=Severity.INFO,
         claim=f"{thread.name} {spends}, and the program exports {use.name} into its own environment at "
               f"{_base(file.path)}:{use.line} from a value this run's configuration changes from the code's default: "
               f"{value}; a variable named after {named}{' (the child inherits it)' if in_child else ''}{why}"
