@@ -76,6 +76,10 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                                     "settings24_mesa", "settings24_petrel",
                                                     "settings24_godwit", "settings25_linnet")
                                    for m in ("outside", "probes", "attach")),
+                                 # under probes (2026-12-07, stop 57): the changed value on the thread that has the
+                                 # CPU the root waits for is where-time-goes's because; the clip loader's BASH_ENV,
+                                 # exported from the profile, is the root of its wait on its bash children (recorded
+                                 # again)
                                  *((c, m) for c in ("settings25_turnstone", "settings25_gannet", "settings25_shrike")
                                    for m in ("outside", "probes", "attach")),
                                  *((c, m) for c in ("settings26_skua", "settings26_bittern")
