@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from dflash_diag.analysis.findings._context import Context, pct
 from dflash_diag.analysis.findings._registry import RuleSpec
 from dflash_diag.analysis.findings.scheduler import RUN_DELAY_SHARE
-from dflash_diag.analysis.findings.setting_code import gil_holder, weighed_threads
+from dflash_diag.analysis.findings.setting_code import Weighed, gil_holder, weighed_threads
 from dflash_diag.analysis.hotspots import (
     FRAMEWORK_LIBRARIES,
     is_label_key,
@@ -75,9 +75,12 @@ class _Use:
 
 
 def check(ctx: Context) -> Iterator[Finding]:
+    if not _departed(ctx.obs.files):
+        return
     uses = changed_value_uses(ctx.obs.files)
+    weighed = weighed_threads(ctx)  # once: each way below weighs the same threads
     best: tuple[float, ThreadStats, str, tuple[_Use, ...]] | None = None
-    for thread, why in weighed_threads(ctx) if uses else ():
+    for thread, why in weighed if uses else ():
         share, on_line = _hot_use(ctx, thread, uses)
         if on_line and share >= HOT_CALL_SHARE and (best is None or share > best[0]):
             best = (share, thread, why, on_line)
@@ -93,18 +96,18 @@ def check(ctx: Context) -> Iterator[Finding]:
         else:  # another thread's hold of the GIL is the measured mechanism: said, explains no stage
             yield replace(found, impact=0.0)
         return
-    waited = _waited_use(ctx, uses)
+    waited = _waited_use(ctx, uses, weighed)
     if waited is not None:
         yield waited
         return
-    yield from _exported(ctx)
+    yield from _exported(ctx, weighed)
 
 
 # "decode (data.py:33)": the place a wait edge names (``analysis.waits._site``).
 _SITE = re.compile(r"\(([^():]+):(\d+)\)$")
 
 
-def _waited_use(ctx: Context, uses: Sequence[_Use]) -> Finding | None:
+def _waited_use(ctx: Context, uses: Sequence[_Use], weighed_list: Weighed) -> Finding | None:
     """A weighed thread blocked on another process HOT_CALL_SHARE of its samples or more (the wait-for graph's
     ``process`` edge: a pipe from a child, a socket's peer, a file lock's holder) at a line that runs with a
     changed value (``subprocess.run(cmd)``, the command built from the value): its wait is the other end's work
@@ -112,7 +115,7 @@ def _waited_use(ctx: Context, uses: Sequence[_Use]) -> Finding | None:
     graph = ctx.waits
     if not isinstance(graph, WaitGraph) or not uses:
         return None
-    weighed = {t.name: (t, why) for t, why in weighed_threads(ctx)}
+    weighed = {t.name: (t, why) for t, why in weighed_list}
     best: tuple[float, ThreadStats, str, WaitEdge, tuple[_Use, ...]] | None = None
     for node in graph.threads:
         if node.name not in weighed:
@@ -278,7 +281,7 @@ def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...]
         impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
 
 
-def _exported(ctx: Context) -> Iterator[Finding]:
+def _exported(ctx: Context, weighed: Weighed) -> Iterator[Finding]:
     """A changed value the program exports into its own environment (``os.environ["POLARS_MAX_THREADS"] =
     str(cfg.threads)``), where a weighed thread spends HOT_CALL_SHARE of its working time or more in the library
     the variable is named after (its first word: ``polars``), or is blocked on a child process of that name
@@ -289,7 +292,7 @@ def _exported(ctx: Context) -> Iterator[Finding]:
     exports = [(f, u) for f in files if not f.run_by for u in f.passed
                if u.library == ENV_LIBRARY and u.key in departed and u.configured_in]
     best: tuple[float, ThreadStats, str, str, SourceFile, KnobUse] | None = None
-    for thread, why in weighed_threads(ctx) if exports else ():
+    for thread, why in weighed if exports else ():
         for file, use in exports:
             word = use.name.split("_", 1)[0].lower()
             share, library = _library_share(ctx, thread, word)
