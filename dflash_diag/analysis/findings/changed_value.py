@@ -75,9 +75,10 @@ class _Use:
 
 
 def check(ctx: Context) -> Iterator[Finding]:
-    if not _departed(ctx.obs.files):
+    departed = _departed(ctx.obs.files)  # once: the hot line, the process wait and the exports read it
+    if not departed:
         return
-    uses = changed_value_uses(ctx.obs.files)
+    uses = changed_value_uses(ctx.obs.files, departed)
     weighed = weighed_threads(ctx)  # once: each way below weighs the same threads
     best: tuple[float, ThreadStats, str, tuple[_Use, ...]] | None = None
     for thread, why in weighed if uses else ():
@@ -100,7 +101,7 @@ def check(ctx: Context) -> Iterator[Finding]:
     if waited is not None:
         yield waited
         return
-    yield from _exported(ctx, weighed)
+    yield from _exported(ctx, weighed, departed)
 
 
 # "decode (data.py:33)": the place a wait edge names (``analysis.waits._site``).
@@ -183,7 +184,11 @@ def _with_cpu_taken(ctx: Context, thread: ThreadStats, found: Finding) -> Findin
     return found
 
 
-def _departed(files: Sequence[SourceFile]) -> dict[str, tuple[SourceFile, DeclaredDefault]]:
+# A changed value's name -> the file declaring its default, and that declaration.
+Departed = dict[str, tuple[SourceFile, DeclaredDefault]]
+
+
+def _departed(files: Sequence[SourceFile]) -> Departed:
     """The values the run's configuration changes from the code's declared defaults, by name, with the file
     declaring each: labels and quantities left out."""
     return {d.name: (f, d) for f in files for d in f.overridden
@@ -201,12 +206,10 @@ def _remedy(names: Sequence[str]) -> str:
             "the step rate: the difference is what the change costs.")
 
 
-def changed_value_uses(files: Sequence[SourceFile]) -> list[_Use]:
+def changed_value_uses(files: Sequence[SourceFile], departed: Departed) -> list[_Use]:
     """The lines of the program's own files (not another process's script) that pass or read a value the run's
-    configuration sets away from the code's declared default, a library argument before a plain read."""
-    departed = _departed(files)
-    if not departed:
-        return []
+    configuration sets away from the code's declared default (``departed``), a library argument before a plain
+    read."""
     out: list[_Use] = []
     for file in files:
         if file.run_by:
@@ -281,14 +284,13 @@ def _finding(share: float, thread: ThreadStats, why: str, uses: tuple[_Use, ...]
         impact=share, stages=(thread.stage,) if thread.stage in PIPELINE_STAGES else ())
 
 
-def _exported(ctx: Context, weighed: Weighed) -> Iterator[Finding]:
+def _exported(ctx: Context, weighed: Weighed, departed: Departed) -> Iterator[Finding]:
     """A changed value the program exports into its own environment (``os.environ["POLARS_MAX_THREADS"] =
     str(cfg.threads)``), where a weighed thread spends HOT_CALL_SHARE of its working time or more in the library
     the variable is named after (its first word: ``polars``), or is blocked on a child process of that name
     HOT_CALL_SHARE of /proc's sweeps or more (``BASH_ENV``: the ``bash`` it waits on inherits the variable): the
     value acts there through the variable."""
     files = ctx.obs.files
-    departed = _departed(files)
     exports = [(f, u) for f in files if not f.run_by for u in f.passed
                if u.library == ENV_LIBRARY and u.key in departed and u.configured_in]
     best: tuple[float, ThreadStats, str, str, SourceFile, KnobUse] | None = None
