@@ -271,6 +271,10 @@ def is_python(peer: PeerProcess) -> bool:
     return peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
 
 
+# The controls a peer's cgroup sets (sources.sched.CPU_QUOTA, MEMORY_LIMIT): their values name the group.
+_CGROUP_CONTROLS = frozenset({"a CPU quota", "a memory limit"})
+
+
 def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]] = frozenset()) -> str:
     what = peer.cmdline or peer.comm
     facts = [_STATES.get(peer.state, peer.state)]
@@ -290,9 +294,12 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
     if settings:
         facts.append("started with " + ", ".join(setting_text(name, value) for name, value in settings))
     if peer.controls:
+        shown = peer.controls[:2]
+        # A group's limit says its cgroup in its value; the rest are read from the peer's /proc status.
+        source = "" if all(name in _CGROUP_CONTROLS for name, _ in shown) else " (its /proc status)"
         facts.append("the kernel runs it with " + ", ".join(
             f"{name} {value}" + (f" ({effect})" if (effect := control_effect(name)) else "")
-            for name, value in peer.controls[:2]) + " (its /proc status)")
+            for name, value in shown) + source)
     if peer.env_differs:
         facts.append(env_differs_text(peer.env_differs))
     if peer.sched_differs:

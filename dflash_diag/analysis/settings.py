@@ -187,6 +187,11 @@ _CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
     "a CPU quota": (AREA_KERNEL, "the kernel runs its group's tasks only that much CPU time per period and then "
                     "stops them until the next (cpu.max, cpu.cfs_quota_us: a container's or a launcher's limit), "
                     "however many cores sit idle", "none"),
+    # sources.sched.MEMORY_LIMIT: a cgroup's memory limit a peer is held at, in a group the process is not in
+    "a memory limit": (AREA_KERNEL, "the kernel keeps its group's memory, the page cache of the files it reads "
+                       "included, under that limit (memory.max, memory.limit_in_bytes: a container's or a "
+                       "launcher's limit): at the limit it reclaims the group's own pages, and data read again is "
+                       "read from storage again", "none"),
     "a ptrace tracer": (AREA_KERNEL, "another process is attached with ptrace (a debugger, strace, an auditor): one "
                         "that traces system calls stops it at the entry and the exit of every call, each stop a "
                         "switch to the tracer and back", "none"),

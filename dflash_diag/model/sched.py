@@ -113,6 +113,24 @@ class CgroupCpu:
 
 
 @dataclass(frozen=True, slots=True)
+class CgroupMemory:
+    """A memory controller's limit and its counters (cgroup v2 ``memory.max``/``memory.high``, ``memory.events``,
+    ``memory.stat``; v1 ``memory.limit_in_bytes``, ``memory.failcnt``, ``memory.stat``), read at one moment."""
+
+    version: int  # 2 or 1
+    group: str  # the group's directory name (not its path)
+    limit_bytes: int  # the smallest finite limit of the group and its ancestors
+    usage_bytes: int | None  # memory.current / memory.usage_in_bytes, the page cache included
+    # How often the group reached its limit, counted since it was made: v1 memory.failcnt, v2 memory.events' max and
+    # high. Each is a charge the kernel met by reclaiming the group's own pages first.
+    limit_hits: int | None
+    # v2: pages of file data read again after the kernel reclaimed them (memory.stat workingset_refault_file);
+    # v1 keeps no such count: pages charged to the group (memory.stat pgpgin), what reclaim makes it bring in again.
+    pages_in: int | None
+    pages_in_are_refaults: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Pressure:
     """Pressure stall information of one resource (``/proc/pressure/*`` or the cgroup's ``*.pressure``):
     microseconds during which some (or all) non-idle tasks were stalled on it, cumulative."""

@@ -41,6 +41,7 @@ from dflash_diag.model.evidence import is_library_file
 from dflash_diag.model.sched import (
     SENDING_CALLS,
     CgroupCpu,
+    CgroupMemory,
     IoRates,
     OutsideWait,
     PeerProcess,
@@ -55,6 +56,7 @@ from dflash_diag.sources.sched import (
     CPU_QUOTA,
     LOCKED_MEMORY,
     MAX_TCP_TABLE_BYTES,
+    MEMORY_LIMIT,
     SYS_CGROUP,
     argv_of,
     cgroup_dirs,
@@ -65,6 +67,7 @@ from dflash_diag.sources.sched import (
     parse_process_controls,
     parse_tcp_lines,
     read_cgroup_cpu,
+    read_cgroup_memory,
     started_environ,
     status_fields,
     tcp_addr_text,
@@ -227,6 +230,11 @@ TextRedactor = Callable[[str], str]
 
 
 PEER_THROTTLED_SHARE = 0.2  # of a group's enforcement periods: its quota binds the peer
+# A peer's memory cgroup binds it where, between two reads, its charges met the limit this often a second (each one
+# reclaims the group's own pages, its page cache first) and its usage stands at LIMIT_FULL_SHARE of the limit.
+MEMORY_LIMIT_HITS_PER_S = 10.0
+LIMIT_FULL_SHARE = 0.9
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class PeerReader:
@@ -260,6 +268,9 @@ class PeerReader:
         self._not_tcp: set[int] = set()
         self.cgroup_root = cgroup_root
         self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
+        self._own_memory_cgroups: frozenset[Path] | None = None  # ... in the memory controller's hierarchy
+        # peer -> when its memory group was last read, that reading, and the control it gave
+        self._memory: dict[int, tuple[float, CgroupMemory, tuple[tuple[str, str], ...]]] = {}
         self._own_env: dict[str, str] | None = None  # the environment the watched process was started with
         self._env_differs: dict[tuple[int, int], tuple[str, ...]] = {}  # (peer, start ticks) -> names that differ
         self._own_limits: dict[str, str] | None = None  # the watched process's soft resource limits
@@ -662,7 +673,7 @@ class PeerReader:
                                                    f"mappings ({low / 1024:.0f}-{high / 1024:.0f} MiB between reads)"))
         used_s = (stat.utime_ticks + stat.stime_ticks) / CLK_TCK if stat is not None else None
         limits = parse_cpu_time_limit(_read(self.proc_root / str(pid) / "limits", 8192) or "", used_s)
-        return tuple(controls) + limits + self._cpu_quota(pid)
+        return tuple(controls) + limits + self._cpu_quota(pid) + self._memory_limit(pid)
 
     def _cpu_quota(self, pid: int) -> tuple[tuple[str, str], ...]:
         """The CPU quota of a cgroup the peer is in and the watched process is not (a container runtime's --cpus, a
@@ -683,6 +694,28 @@ class PeerReader:
         group = printable(self.redact(theirs[0].name))[:80]
         return ((CPU_QUOTA, f"of {cpu.quota_cores:.2f} CPU (cgroup `{group}`, one the process is not in): throttled "
                             f"in {100.0 * throttled:.0f}% of its {cpu.periods:,} periods"),)
+
+    def _memory_limit(self, pid: int) -> tuple[tuple[str, str], ...]:
+        """The memory limit of a cgroup the peer is in and the watched process is not (a launcher's limit on one
+        helper), where it binds: between this read and the last, its charges met the limit MEMORY_LIMIT_HITS_PER_S
+        or more a second and its usage is at LIMIT_FULL_SHARE of the limit. The page cache of the files it reads is
+        charged to the group: a limit below what it reads again makes the kernel drop that cache, and each read
+        go to storage. A limit it keeps under, however small, is not said."""
+        if self._own_memory_cgroups is None:
+            self._own_memory_cgroups = frozenset(cgroup_dirs(self.pid, self.proc_root, self.cgroup_root, "memory")[1])
+        version, dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root, "memory")
+        theirs = [d for d in dirs if d not in self._own_memory_cgroups]
+        memory = read_cgroup_memory((version, theirs)) if theirs else None
+        if memory is None:
+            return ()
+        now = self.clock()
+        before = self._memory.get(pid)
+        if before is not None and now - before[0] <= 0.2:
+            return before[2]  # read again within one sweep (two waits on the same peer): the same answer
+        control = (memory_limit_control(before[1], memory, now - before[0], self.redact)
+                   if before is not None and before[1].group == memory.group else ())
+        self._memory[pid] = (now, memory, control)
+        return control
 
     def _settings(self, pid: int, start_ticks: int) -> tuple[tuple[str, str], ...]:
         """The known settings the peer was started with away from their defaults (its environment, read once per
@@ -781,6 +814,35 @@ class PeerReader:
             frame = _busiest_frame(sample) if sample is not None else ""
         self._frames[key] = printable(self.redact(frame)) if frame else ""
         return self._frames[key]
+
+
+def _size_text(n_bytes: int) -> str:
+    """"64 MiB", "1.5 GiB"."""
+    if n_bytes >= 1 << 30:
+        return f"{n_bytes / (1 << 30):.3g} GiB"
+    return f"{n_bytes / (1 << 20):.3g} MiB"
+
+
+def memory_limit_control(before: CgroupMemory, now: CgroupMemory, elapsed_s: float,
+                         redact: TextRedactor = lambda s: s) -> tuple[tuple[str, str], ...]:
+    """The MEMORY_LIMIT control where a group's limit binds between two of its readings ``elapsed_s`` apart:
+    ``("a memory limit", "of 64 MiB (cgroup `x`, one the process is not in): ...")``; () where it does not. Pure."""
+    if now.limit_hits is None or before.limit_hits is None or elapsed_s <= 0:
+        return ()
+    hits_per_s = (now.limit_hits - before.limit_hits) / elapsed_s
+    full = now.usage_bytes is None or now.usage_bytes >= LIMIT_FULL_SHARE * now.limit_bytes
+    if hits_per_s < MEMORY_LIMIT_HITS_PER_S or not full:
+        return ()
+    counter = "memory.events max and high" if now.version == 2 else "memory.failcnt"
+    text = (f"of {_size_text(now.limit_bytes)} (cgroup `{printable(redact(now.group))[:80]}`, one the process is "
+            f"not in): its usage at the limit, which its charges met {hits_per_s:,.0f} times a second between "
+            f"reads ({counter}), each met by reclaiming its own pages")
+    if now.pages_in is not None and before.pages_in is not None and now.pages_in >= before.pages_in:
+        rate_mb_s = (now.pages_in - before.pages_in) * _PAGE_BYTES / elapsed_s / 1e6
+        text += (f"; {rate_mb_s:,.1f} MB/s of file pages read again after reclaim (workingset_refault_file)"
+                 if now.pages_in_are_refaults else f"; {rate_mb_s:,.1f} MB/s of pages charged to it (memory.stat "
+                 f"pgpgin)")
+    return ((MEMORY_LIMIT, text),)
 
 
 def _busiest_frame(sample: StackSample) -> str:

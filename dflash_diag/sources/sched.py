@@ -31,6 +31,7 @@ from dflash_diag.model.common import NA, Maybe
 from dflash_diag.model.sched import (
     MAX_PROGRAM_ENV_NAMES,
     CgroupCpu,
+    CgroupMemory,
     ChildSched,
     Connecting,
     EnvSetting,
@@ -136,8 +137,8 @@ def parse_pressure(text: str) -> tuple[int, int | None] | None:
     return (some, full) if some is not None else None
 
 
-def parse_cgroup_file(text: str) -> tuple[str | None, str | None]:
-    """(the v2 path, the v1 path of the ``cpu`` controller) from ``/proc/PID/cgroup``."""
+def parse_cgroup_file(text: str, controller: str = "cpu") -> tuple[str | None, str | None]:
+    """(the v2 path, the v1 path of ``controller``'s hierarchy) from ``/proc/PID/cgroup``."""
     v2: str | None = None
     v1: str | None = None
     for line in text.splitlines():
@@ -147,7 +148,7 @@ def parse_cgroup_file(text: str) -> tuple[str | None, str | None]:
         _, controllers, path = parts
         if controllers == "":
             v2 = path
-        elif "cpu" in controllers.split(","):
+        elif controller in controllers.split(","):
             v1 = path
     return v2, v1
 
@@ -276,13 +277,18 @@ def read_session(pid: int, proc_root: Path = PROC) -> int | None:
         return None
 
 
-def cgroup_dirs(pid: int, proc_root: Path, cgroup_root: Path) -> tuple[int, list[Path]]:
-    """(version, the process's group directory and its ancestors up to the mount, nearest first)."""
+# Where a v1 controller's hierarchy is mounted under /sys/fs/cgroup, by the names distributions give it.
+_V1_MOUNTS = {"cpu": ("cpu,cpuacct", "cpu", "cpuacct,cpu"), "memory": ("memory",)}
+
+
+def cgroup_dirs(pid: int, proc_root: Path, cgroup_root: Path, controller: str = "cpu") -> tuple[int, list[Path]]:
+    """(version, the process's group directory and its ancestors up to the mount, nearest first), in the hierarchy
+    that has ``controller`` ("cpu" or "memory")."""
     text = _read(proc_root / str(pid) / "cgroup", 16384) or ""
-    v2, v1 = parse_cgroup_file(text)
+    v2, v1 = parse_cgroup_file(text, controller)
     candidates: list[tuple[int, Path, str]] = []
     if v1 is not None:
-        for name in ("cpu,cpuacct", "cpu", "cpuacct,cpu"):
+        for name in _V1_MOUNTS[controller]:
             if (cgroup_root / name).is_dir():
                 candidates.append((1, cgroup_root / name, v1))
                 break
@@ -333,6 +339,47 @@ def read_cgroup_cpu(pid: int, *, proc_root: Path = PROC, cgroup_root: Path = SYS
     return CgroupCpu(version=version, quota_cores=min(quotas) if quotas else NA("no CPU quota"),
                      periods=stat.get("nr_periods"), throttled_periods=stat.get("nr_throttled"),
                      throttled_us=throttled_us)
+
+
+# A v1 memory limit this large, or larger, is no limit ("unlimited" is the largest page-aligned long).
+_V1_UNLIMITED_BYTES = 1 << 60
+
+
+def _memory_limit(text: str | None, version: int) -> int | None:
+    """A finite memory limit from ``memory.max``/``memory.high`` ("max", "67108864") or v1
+    ``memory.limit_in_bytes``; None when unlimited or unreadable."""
+    value = (text or "").strip()
+    if not value.isdigit():
+        return None
+    limit = int(value)
+    return None if version == 1 and limit >= _V1_UNLIMITED_BYTES else limit
+
+
+def read_cgroup_memory(dirs: tuple[int, list[Path]]) -> CgroupMemory | None:
+    """The memory limit of a group (``cgroup_dirs(..., "memory")``' answer: the group and its ancestors) with the
+    nearest group's counters; None where no ancestor sets a finite limit or the controller is not visible."""
+    version, groups = dirs
+    if not groups:
+        return None
+    names = ("memory.max", "memory.high") if version == 2 else ("memory.limit_in_bytes",)
+    limits = [limit for d in groups for name in names
+              if (limit := _memory_limit(_read(d / name, 64), version)) is not None]
+    if not limits:
+        return None
+    group = groups[0]
+    usage_text = _read(group / ("memory.current" if version == 2 else "memory.usage_in_bytes"), 64)
+    usage = int(usage_text.strip()) if usage_text is not None and usage_text.strip().isdigit() else None
+    stat = parse_flat_keyed(_read(group / "memory.stat", 16384) or "")
+    if version == 2:
+        events = parse_flat_keyed(_read(group / "memory.events", 1024) or "")
+        hits = events["max"] + events.get("high", 0) if "max" in events else None
+        pages_in = stat.get("workingset_refault_file", stat.get("workingset_refault"))
+    else:
+        text = _read(group / "memory.failcnt", 64)
+        hits = int(text.strip()) if text is not None and text.strip().isdigit() else None
+        pages_in = stat.get("pgpgin")
+    return CgroupMemory(version=version, group=group.name, limit_bytes=min(limits), usage_bytes=usage,
+                        limit_hits=hits, pages_in=pages_in, pages_in_are_refaults=version == 2)
 
 
 def read_pressure(pid: int, *, proc_root: Path = PROC, cgroup_root: Path = SYS_CGROUP,
@@ -917,6 +964,7 @@ def cpu_time_limit(pid: int, proc_root: Path = PROC) -> tuple[tuple[str, str], .
 
 PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
 CPU_QUOTA = "a CPU quota"  # the control's name: a cgroup's quota that binds a peer (sources.peers), not the process
+MEMORY_LIMIT = "a memory limit"  # the control's name: a cgroup's memory limit a peer is held at (sources.peers)
 
 
 def without_own_tracers(controls: tuple[tuple[str, str], ...], proc_root: Path = PROC, *, own_pid: int | None = None

@@ -816,6 +816,85 @@ def test_a_peers_cpu_quota_in_a_cgroup_the_process_is_not_in_is_a_control_where_
     assert control_effect("a CPU quota").startswith("the kernel runs its group's tasks only that much CPU time")
 
 
+def _memory_group(root: Path, name: str, files: dict[str, str]) -> None:
+    d = root / name
+    d.mkdir(parents=True, exist_ok=True)
+    for file, text in files.items():
+        (d / file).write_text(text)
+
+
+def test_a_peers_memory_limit_in_a_cgroup_the_process_is_not_in_is_a_control_where_it_binds(tmp_path: Path) -> None:
+    """Batch 27's tile reader child runs in a memory cgroup of its own limited to 64 MiB (v1 here): the page cache of
+    the tiles it reads is charged to it, and the kernel reclaims it on every read. Between two reads its failcnt
+    climbs: said, with the pages charged to it. Its twin's 1 GiB limit, never met, is not; nor the process's own
+    group's limit; nor a limit the peer reached once and no longer meets."""
+    from dflash_diag.sources.peers import PeerReader
+
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    for pid, group in ((10, "/job"), (11, "/samphire-reader-10"), (12, "/job")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cgroup").write_text(f"4:memory:{group}\n1:cpu:/\n0::/\n")
+    unlimited = "9223372036854771712\n"
+    _memory_group(cgroups, "memory", {"memory.limit_in_bytes": unlimited})
+    _memory_group(cgroups / "memory", "job", {"memory.limit_in_bytes": f"{8 << 30}\n", "memory.failcnt": "0\n"})
+
+    def reader_group(limit: int, usage: int, failcnt: int, pgpgin: int) -> None:
+        _memory_group(cgroups / "memory", "samphire-reader-10", {
+            "memory.limit_in_bytes": f"{limit}\n", "memory.usage_in_bytes": f"{usage}\n",
+            "memory.failcnt": f"{failcnt}\n", "memory.stat": f"cache 57774080\nrss 7852032\npgpgin {pgpgin}\n"})
+
+    now = [100.0]
+    reader = PeerReader(10, proc_root=proc, cgroup_root=cgroups, clock=lambda: now[0])
+    reader_group(64 << 20, 67_018_752, 1_980_181, 1_942_001)
+    assert reader._memory_limit(11) == ()  # one reading: nothing to weigh yet
+    now[0] += 2.0
+    reader_group(64 << 20, 67_076_096, 2_267_473, 2_219_886)
+    said = reader._memory_limit(11)
+    assert said == (("a memory limit", "of 64 MiB (cgroup `samphire-reader-10`, one the process is not in): its "
+                     "usage at the limit, which its charges met 143,646 times a second between reads "
+                     "(memory.failcnt), each met by reclaiming its own pages; 569.1 MB/s of pages charged to it "
+                     "(memory.stat pgpgin)"),)
+    now[0] += 0.1
+    assert reader._memory_limit(11) == said  # read again within the sweep (a second wait on it): the same answer
+    assert reader._memory_limit(12) == ()  # the process's own group
+    now[0] += 2.0
+    reader_group(64 << 20, 67_076_096, 2_267_473, 2_219_990)  # at its limit, but no longer meeting it
+    assert reader._memory_limit(11) == ()
+    twin = PeerReader(10, proc_root=proc, cgroup_root=cgroups, clock=lambda: now[0])
+    reader_group(1 << 30, 500_396_032, 0, 20_872)  # the twin's 1 GiB, never met
+    assert twin._memory_limit(11) == ()
+    now[0] += 2.0
+    reader_group(1 << 30, 500_244_480, 0, 20_876)
+    assert twin._memory_limit(11) == ()
+    from dflash_diag.analysis.settings import control_effect
+    assert "page cache" in control_effect("a memory limit")
+
+
+def test_a_memory_limit_on_cgroup_v2_counts_its_events_and_refaults(tmp_path: Path) -> None:
+    """On cgroup v2 the limit is memory.max (or memory.high), its hits memory.events' max and high, and what reclaim
+    costs the file pages read again (workingset_refault_file)."""
+    from dflash_diag.sources.peers import memory_limit_control
+    from dflash_diag.sources.sched import read_cgroup_memory
+
+    _memory_group(tmp_path, "", {"memory.max": "max\n"})
+    _memory_group(tmp_path, "helper", {
+        "memory.max": "max\n", "memory.high": f"{48 << 20}\n", "memory.current": f"{48 << 20}\n",
+        "memory.events": "low 0\nhigh 100\nmax 20\noom 0\noom_kill 0\n",
+        "memory.stat": "file 40000000\nworkingset_refault_file 1000\n"})
+    before = read_cgroup_memory((2, [tmp_path / "helper", tmp_path]))
+    assert before is not None and before.limit_bytes == 48 << 20 and before.limit_hits == 120
+    (tmp_path / "helper" / "memory.events").write_text("low 0\nhigh 300\nmax 20\noom 0\noom_kill 0\n")
+    (tmp_path / "helper" / "memory.stat").write_text("file 40000000\nworkingset_refault_file 25414\n")
+    after = read_cgroup_memory((2, [tmp_path / "helper", tmp_path]))
+    assert after is not None
+    (name, value), = memory_limit_control(before, after, 1.0)
+    assert name == "a memory limit" and value.startswith("of 48 MiB (cgroup `helper`")
+    assert "met 200 times a second between reads (memory.events max and high)" in value
+    assert value.endswith(f"{24414 * os.sysconf('SC_PAGE_SIZE') / 1e6:,.1f} MB/s of file pages read again after "
+                          "reclaim (workingset_refault_file)")
+    assert read_cgroup_memory((2, [tmp_path])) is None  # no finite limit anywhere: nothing to bind
+
+
 def test_a_childs_fanotify_permission_watch_is_read_and_its_notifications_are_not(tmp_path: Path) -> None:
     """Batch 19's scanner child marks the spool with FAN_OPEN_PERM: every open of the loader waits for its answer.
     Its twin's FAN_OPEN notifications wait for nothing: not said."""
