@@ -290,9 +290,7 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
     calls = small_calls_text(peer, kind)
     if calls:
         facts.append(calls)
-    settings = peer_settings(peer, own, small_writes=_tiny_writes(peer))
-    if settings:
-        facts.append("started with " + ", ".join(setting_text(name, value) for name, value in settings))
+    # What the kernel does to it first: each control is read from the kernel, a cgroup's only where it binds.
     if peer.controls:
         shown = peer.controls[:2]
         # A group's limit says its cgroup in its value; the rest are read from the peer's /proc status.
@@ -300,6 +298,9 @@ def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]]
         facts.append("the kernel runs it with " + ", ".join(
             f"{name} {value}" + (f" ({effect})" if (effect := control_effect(name)) else "")
             for name, value in shown) + source)
+    settings = peer_settings(peer, own, small_writes=_tiny_writes(peer))
+    if settings:
+        facts.append("started with " + ", ".join(setting_text(name, value) for name, value in settings))
     if peer.env_differs:
         facts.append(env_differs_text(peer.env_differs))
     if peer.sched_differs:
