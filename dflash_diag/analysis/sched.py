@@ -28,7 +28,10 @@ from dflash_diag.model.sched import (
     ThreadSched,
     cpu_list_count,
     io_rates_between,
+    memory_limit_binding,
+    size_text,
 )
+from dflash_diag.model.text import printable
 
 MIN_SPAN_S = 0.5  # two readings closer than this say nothing about rates
 ACTIVE_SHARE = 0.01  # a native thread that ran 1% of a core in the window is part of a working pool
@@ -84,6 +87,22 @@ def io_rates(obs: Observation) -> IoRates | None:
     if span_s < MIN_SPAN_S:
         return None
     return io_rates_between(first, last, span_s)
+
+
+def memory_limit_binds(obs: Observation) -> str | None:
+    """The process's own memory cgroup's limit where it binds over the window (``memory_limit_binding`` from its
+    first reading to its last): "a memory limit of 2 GiB (cgroup `job-17`): its usage at the limit, which its charges
+    met ... times a second ..."; None where no finite limit was read, the readings span under half a second, or the
+    process stays under it."""
+    readings = [s for s in obs.sched if s.cgroup_memory is not None]
+    if len(readings) < 2 or readings[-1].monotonic_s - readings[0].monotonic_s < MIN_SPAN_S:
+        return None
+    first, last = readings[0].cgroup_memory, readings[-1].cgroup_memory
+    assert first is not None and last is not None
+    binding = memory_limit_binding(first, last, readings[-1].monotonic_s - readings[0].monotonic_s)
+    if binding is None:
+        return None
+    return f"a memory limit of {size_text(last.limit_bytes)} (cgroup `{printable(last.group)[:80]}`): {binding}"
 
 
 def write_rate(obs: Observation) -> tuple[float, float] | None:

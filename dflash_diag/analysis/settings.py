@@ -28,6 +28,7 @@ from dflash_contract.settings import (
     DEFAULT_SWITCH_INTERVAL_S,
     ENV_BY_NAME,
 )
+from dflash_diag.analysis.sched import memory_limit_binds
 from dflash_diag.model import Board, Observation
 from dflash_diag.model.sched import POLICY_NAMES, SettingReading
 
@@ -210,19 +211,24 @@ def control_effect(name: str) -> str:
 
 
 def _controls(obs: Observation) -> list[SettingReading]:
-    """What the kernel was told to do for the process away from its defaults (/proc/PID/status, read once)."""
+    """What the kernel was told to do for the process away from its defaults (/proc/PID/status, read once), and its
+    memory cgroup's limit where it binds (read each sweep)."""
     facts = obs.os_facts
-    if facts is None:
-        return []
     out = []
-    for name, value in facts.controls:
+    for name, value in facts.controls if facts is not None else ():
         area, effect, default = _CONTROL_EFFECTS.get(name, (AREA_KERNEL, "", "off"))
         out.append(SettingReading(name, value, default, area, effect, "/proc"))
-    for watch in facts.watches:
+    for watch in facts.watches if facts is not None else ():
         effect = (CHILD_PERMISSION_EFFECT if HELD_BY_CHILD in watch else
                   "the kernel queues an event for every matching read, open or write of the watched files, for a "
                   "thread of this process to read (a permission event makes the call wait for its answer)")
         out.append(SettingReading("file-system watch", watch, "none", AREA_KERNEL, effect, "/proc"))
+    # The process's own memory cgroup's limit, read each sweep: said where it binds over the window.
+    limit = memory_limit_binds(obs)
+    if limit is not None:
+        _, effect, default = _CONTROL_EFFECTS["a memory limit"]
+        out.append(SettingReading("a memory limit", limit.removeprefix("a memory limit of "), default, AREA_KERNEL,
+                                  effect, "cgroup"))
     return out
 
 

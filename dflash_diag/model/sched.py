@@ -130,6 +130,43 @@ class CgroupMemory:
     pages_in_are_refaults: bool
 
 
+# A memory cgroup's limit binds where, between two readings, its charges met the limit this often a second (each one
+# met by reclaiming the group's own pages, its page cache first) and its usage stands at LIMIT_FULL_SHARE of it.
+MEMORY_LIMIT_HITS_PER_S = 10.0
+LIMIT_FULL_SHARE = 0.9
+PAGE_BYTES = 4096  # memory.stat's page counters count base pages: 4 KiB on x86-64 and most arm64 kernels
+
+
+def size_text(n_bytes: int) -> str:
+    """"64 MiB", "1.5 GiB"."""
+    if n_bytes >= 1 << 30:
+        return f"{n_bytes / (1 << 30):.3g} GiB"
+    return f"{n_bytes / (1 << 20):.3g} MiB"
+
+
+def memory_limit_binding(before: CgroupMemory, now: CgroupMemory, elapsed_s: float) -> str | None:
+    """What a memory limit does between two readings of its group ``elapsed_s`` apart, where it binds: "its usage at
+    the limit, which its charges met 143,646 times a second between reads (memory.failcnt), ...; 569.1 MB/s of pages
+    charged to it (memory.stat pgpgin)"; None where it does not (or the readings are not of one group). Pure: one
+    rule for a peer's group and the watched process's own."""
+    if (now.limit_hits is None or before.limit_hits is None or elapsed_s <= 0 or before.group != now.group
+            or now.limit_hits < before.limit_hits):
+        return None
+    hits_per_s = (now.limit_hits - before.limit_hits) / elapsed_s
+    full = now.usage_bytes is None or now.usage_bytes >= LIMIT_FULL_SHARE * now.limit_bytes
+    if hits_per_s < MEMORY_LIMIT_HITS_PER_S or not full:
+        return None
+    counter = "memory.events max and high" if now.version == 2 else "memory.failcnt"
+    text = (f"its usage at the limit, which its charges met {hits_per_s:,.0f} times a second between reads "
+            f"({counter}), each met by reclaiming its own pages")
+    if now.pages_in is not None and before.pages_in is not None and now.pages_in >= before.pages_in:
+        rate_mb_s = (now.pages_in - before.pages_in) * PAGE_BYTES / elapsed_s / 1e6
+        text += (f"; {rate_mb_s:,.1f} MB/s of file pages read again after reclaim (workingset_refault_file)"
+                 if now.pages_in_are_refaults else f"; {rate_mb_s:,.1f} MB/s of pages charged to it (memory.stat "
+                 f"pgpgin)")
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class Pressure:
     """Pressure stall information of one resource (``/proc/pressure/*`` or the cgroup's ``*.pressure``):
@@ -204,6 +241,9 @@ class SchedSample:
     cgroup: Maybe[CgroupCpu] = NA("not read")
     pressure: tuple[Pressure, ...] = ()
     procs_running: int | None = None  # runnable tasks on the whole machine at that instant (/proc/stat)
+    # The memory limit of the process's cgroup (or an ancestor's) and its group's counters; None where no finite
+    # limit is set, the controller is not visible, or not read (older recordings).
+    cgroup_memory: CgroupMemory | None = None
     children_listed: int = 0  # direct children seen (the tuple above may be capped)
     io: ProcessIo | None = None  # None where not read (older recordings, no permission)
     connecting: tuple[Connecting, ...] = ()

@@ -48,6 +48,8 @@ from dflash_diag.model.sched import (
     ProcessIo,
     TcpSender,
     io_rates_between,
+    memory_limit_binding,
+    size_text,
 )
 from dflash_diag.model.text import printable
 from dflash_diag.sources.procfs import ProcParseError, all_children, fd_links, parse_schedstat
@@ -230,11 +232,6 @@ TextRedactor = Callable[[str], str]
 
 
 PEER_THROTTLED_SHARE = 0.2  # of a group's enforcement periods: its quota binds the peer
-# A peer's memory cgroup binds it where, between two reads, its charges met the limit this often a second (each one
-# reclaims the group's own pages, its page cache first) and its usage stands at LIMIT_FULL_SHARE of the limit.
-MEMORY_LIMIT_HITS_PER_S = 10.0
-LIMIT_FULL_SHARE = 0.9
-_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class PeerReader:
@@ -697,8 +694,8 @@ class PeerReader:
 
     def _memory_limit(self, pid: int) -> tuple[tuple[str, str], ...]:
         """The memory limit of a cgroup the peer is in and the watched process is not (a launcher's limit on one
-        helper), where it binds: between this read and the last, its charges met the limit MEMORY_LIMIT_HITS_PER_S
-        or more a second and its usage is at LIMIT_FULL_SHARE of the limit. The page cache of the files it reads is
+        helper), where it binds (``model.sched.memory_limit_binding``: between this read and the last, its charges
+        met the limit often and its usage is at the limit). The page cache of the files it reads is
         charged to the group: a limit below what it reads again makes the kernel drop that cache, and each read
         go to storage. A limit it keeps under, however small, is not said."""
         if self._own_memory_cgroups is None:
@@ -816,33 +813,15 @@ class PeerReader:
         return self._frames[key]
 
 
-def _size_text(n_bytes: int) -> str:
-    """"64 MiB", "1.5 GiB"."""
-    if n_bytes >= 1 << 30:
-        return f"{n_bytes / (1 << 30):.3g} GiB"
-    return f"{n_bytes / (1 << 20):.3g} MiB"
-
-
 def memory_limit_control(before: CgroupMemory, now: CgroupMemory, elapsed_s: float,
                          redact: TextRedactor = lambda s: s) -> tuple[tuple[str, str], ...]:
     """The MEMORY_LIMIT control where a group's limit binds between two of its readings ``elapsed_s`` apart:
     ``("a memory limit", "of 64 MiB (cgroup `x`, one the process is not in): ...")``; () where it does not. Pure."""
-    if now.limit_hits is None or before.limit_hits is None or elapsed_s <= 0:
+    binding = memory_limit_binding(before, now, elapsed_s)
+    if binding is None:
         return ()
-    hits_per_s = (now.limit_hits - before.limit_hits) / elapsed_s
-    full = now.usage_bytes is None or now.usage_bytes >= LIMIT_FULL_SHARE * now.limit_bytes
-    if hits_per_s < MEMORY_LIMIT_HITS_PER_S or not full:
-        return ()
-    counter = "memory.events max and high" if now.version == 2 else "memory.failcnt"
-    text = (f"of {_size_text(now.limit_bytes)} (cgroup `{printable(redact(now.group))[:80]}`, one the process is "
-            f"not in): its usage at the limit, which its charges met {hits_per_s:,.0f} times a second between "
-            f"reads ({counter}), each met by reclaiming its own pages")
-    if now.pages_in is not None and before.pages_in is not None and now.pages_in >= before.pages_in:
-        rate_mb_s = (now.pages_in - before.pages_in) * _PAGE_BYTES / elapsed_s / 1e6
-        text += (f"; {rate_mb_s:,.1f} MB/s of file pages read again after reclaim (workingset_refault_file)"
-                 if now.pages_in_are_refaults else f"; {rate_mb_s:,.1f} MB/s of pages charged to it (memory.stat "
-                 f"pgpgin)")
-    return ((MEMORY_LIMIT, text),)
+    return ((MEMORY_LIMIT, f"of {size_text(now.limit_bytes)} (cgroup `{printable(redact(now.group))[:80]}`, one the "
+                           f"process is not in): {binding}"),)
 
 
 def _busiest_frame(sample: StackSample) -> str:

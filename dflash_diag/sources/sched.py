@@ -418,6 +418,7 @@ class SchedReader:
         self.clock = clock
         self._children = children or procfs.all_children
         self._dirs: tuple[int, list[Path]] | None = None  # the cgroup's directories: found once
+        self._memory_dirs: tuple[int, list[Path]] | None = None  # ... in the memory controller's hierarchy
         self._ran: dict[int, int] = {}  # each child's on-CPU ns at the sweep before
         self._overflows: int | None = None  # the namespace's ListenOverflows at the sweep before
         self._own_namespace: bool | None = None  # the process shares this one's network namespace (asked once)
@@ -436,6 +437,7 @@ class SchedReader:
         stat = _read(self.proc_root / "stat", 1 << 20)
         if self._dirs is None:
             self._dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root)
+            self._memory_dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root, "memory")
         overflows = parse_listen_overflows(_read(self.proc_root / str(pid) / "net" / "netstat", 1 << 16) or "")
         connecting = self._connecting(pid, listed, overflows)
         self._overflows = overflows
@@ -444,6 +446,7 @@ class SchedReader:
             cgroup=read_cgroup_cpu(pid, proc_root=self.proc_root, cgroup_root=self.cgroup_root, dirs=self._dirs),
             pressure=read_pressure(pid, proc_root=self.proc_root, cgroup_root=self.cgroup_root, dirs=self._dirs),
             procs_running=parse_procs_running(stat) if stat is not None else None,
+            cgroup_memory=read_cgroup_memory(self._memory_dirs) if self._memory_dirs else None,
             children_listed=len(listed),
             io=parse_io(_read(self.proc_root / str(pid) / "io", 4096) or ""),
             connecting=connecting, listen_overflows=overflows,

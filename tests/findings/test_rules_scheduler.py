@@ -557,6 +557,35 @@ def test_reads_that_go_to_the_disk_at_a_line_the_loader_spends_its_time_on() -> 
     assert finding.severity == Severity.WARNING and abs(finding.impact - 8 / 12) < 1e-6
 
 
+def _with_memory_limit(obs: object, failcnt_end: int, usage_bytes: int) -> object:
+    """``obs`` with its cgroup (v1) at a 64 MiB limit in each sweep, its failcnt from 0 to ``failcnt_end``."""
+    from dflash_diag.model.sched import CgroupMemory
+
+    sweeps = obs.sched  # type: ignore[attr-defined]
+    last = len(sweeps) - 1
+    return replace(obs, sched=tuple(replace(s, cgroup_memory=CgroupMemory(  # type: ignore[type-var]
+        version=1, group="job-17", limit_bytes=64 << 20, usage_bytes=usage_bytes, limit_hits=failcnt_end * i // last,
+        pages_in=2_000 * i, pages_in_are_refaults=False)) for i, s in enumerate(sweeps)))
+
+
+def test_reads_that_go_to_the_disk_because_the_processs_memory_cgroup_is_at_its_limit() -> None:
+    """The process's own memory cgroup, at its limit and meeting it all the window, keeps the page cache from holding
+    what the loader reads again: said as why, with the counters; a limit it keeps under is not said."""
+    obs = _reader(24.0, 24.0, at_read=8)
+    span_s = obs.sched[-1].monotonic_s - obs.sched[0].monotonic_s  # type: ignore[attr-defined]
+    _, (finding,) = _find(_with_memory_limit(obs, 40_000, 67_000_000), "storage-reads")
+    assert (f"tile-loader spends 67% of its samples reading at TileShard.read (tiles.py:72) `rec = os.pread(fd, "
+            f"RECORD, off)`: its cgroup keeps the page cache from holding it: a memory limit of 64 MiB (cgroup "
+            f"`job-17`): its usage at the limit, which its charges met {40_000 / span_s:,.0f} times a second between "
+            f"reads (memory.failcnt)") in finding.claim
+    assert finding.remedy.startswith("Raise the group's memory limit")
+    from dflash_diag.analysis.settings import non_default
+    (limit,) = [r for r in non_default(_with_memory_limit(obs, 40_000, 67_000_000)) if r.name == "a memory limit"]
+    assert limit.text().startswith("a memory limit: 64 MiB (cgroup `job-17`): its usage at the limit")
+    _, (under,) = _find(_with_memory_limit(obs, 0, 20_000_000), "storage-reads")  # a limit never met
+    assert "memory limit" not in under.claim and "not in memory (a first read" in under.claim
+
+
 def test_reads_served_by_the_page_cache_or_few_bytes_or_little_time_reading_are_not_named() -> None:
     assert _find(_reader(0.1, 24.0, at_read=8), "storage-reads")[1] == []  # the twin: cached reads
     assert _find(_reader(0.5, 0.5, at_read=8), "storage-reads")[1] == []  # under a MiB a second

@@ -890,7 +890,7 @@ def test_a_memory_limit_on_cgroup_v2_counts_its_events_and_refaults(tmp_path: Pa
     (name, value), = memory_limit_control(before, after, 1.0)
     assert name == "a memory limit" and value.startswith("of 48 MiB (cgroup `helper`")
     assert "met 200 times a second between reads (memory.events max and high)" in value
-    assert value.endswith(f"{24414 * os.sysconf('SC_PAGE_SIZE') / 1e6:,.1f} MB/s of file pages read again after "
+    assert value.endswith(f"{24414 * 4096 / 1e6:,.1f} MB/s of file pages read again after "
                           "reclaim (workingset_refault_file)")
     assert read_cgroup_memory((2, [tmp_path])) is None  # no finite limit anywhere: nothing to bind
 

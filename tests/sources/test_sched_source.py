@@ -623,3 +623,25 @@ def test_interpreter_options_stop_at_the_script_and_count_repeats() -> None:
     assert interpreter_options(["python", "-m", "pkg", "-u"]) == ()  # the module's own arguments
     assert interpreter_options(["bash", "-u"]) == () and interpreter_options([]) == ()
     assert interpreter_options(["python", "-X"]) == ()  # cut short: nothing read
+
+
+def test_each_sweep_reads_the_processs_memory_cgroup_where_it_sets_a_limit(tmp_path: Path) -> None:
+    """The sweep reads the limit of the process's memory cgroup (v1 here) and its counters, which a rule weighs over
+    the window (``analysis.sched.memory_limit_binds``); with no finite limit anywhere above it, nothing."""
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "10" / "task").mkdir(parents=True)
+    (proc / "10" / "cgroup").write_text("4:memory:/job-17\n1:cpu:/\n0::/\n")
+    (cgroups / "memory" / "job-17").mkdir(parents=True)
+    (cgroups / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    group = cgroups / "memory" / "job-17"
+    (group / "memory.limit_in_bytes").write_text(f"{2 << 30}\n")
+    (group / "memory.usage_in_bytes").write_text(f"{(2 << 30) - 4096}\n")
+    (group / "memory.failcnt").write_text("812\n")
+    (group / "memory.stat").write_text("cache 2000000000\npgpgin 91000\n")
+    reader = sched.SchedReader(10, proc_root=proc, cgroup_root=cgroups, children=lambda pid: ())
+    memory = reader.sample().cgroup_memory
+    assert memory is not None and (memory.version, memory.group, memory.limit_bytes) == (1, "job-17", 2 << 30)
+    assert (memory.usage_bytes, memory.limit_hits, memory.pages_in) == ((2 << 30) - 4096, 812, 91000)
+    (group / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # the limit lifted
+    assert sched.SchedReader(10, proc_root=proc, cgroup_root=cgroups, children=lambda pid: ()).sample(
+        ).cgroup_memory is None

@@ -40,6 +40,7 @@ from dflash_diag.analysis.sched import (
     child_loads,
     idle_cores,
     io_rates,
+    memory_limit_binds,
     others_runnable,
     reopened_files,
     reopened_text,
@@ -1320,16 +1321,23 @@ def _storage_reads(ctx: Context) -> Iterator[Finding]:
     if best is None:
         return
     line_share, name, site, stage = best
+    # The process's own memory cgroup at its limit is why: the page cache of what it reads is charged to the group.
+    limit = memory_limit_binds(ctx.obs)
+    why = (f"its cgroup keeps the page cache from holding it: {limit}" if limit else
+           "what it reads is not in memory (a first read, or data evicted, dropped with posix_fadvise, read with "
+           "O_DIRECT or larger than memory)")
     yield Finding(
         rule_id="storage-reads", severity=Severity.WARNING if line_share >= READ_LINE_WARNING else Severity.INFO,
         claim=(f"the process's reads go to the disk, not the page cache: {bytes_rate(storage_per_s)} fetched from "
                f"storage, {pct(share)} of what it reads; {name} spends {pct(line_share)} of its samples reading at "
-               f"{site}: what it reads is not in memory (a first read, or data evicted, dropped with posix_fadvise, "
-               "read with O_DIRECT or larger than memory)"),
+               f"{site}: {why}"),
         evidence=(("read from storage (/proc/PID/io read_bytes)", f"{bytes_rate(storage_per_s)}"),
                   ("of all bytes read (rchar)", pct(share)),
-                  (f"{name} at a read", f"{pct(line_share)} of its samples, most at {site}")),
-        remedy=("Keep the data in the page cache or in memory: no posix_fadvise(POSIX_FADV_DONTNEED) or O_DIRECT on "
+                  (f"{name} at a read", f"{pct(line_share)} of its samples, most at {site}"),
+                  *((("its memory cgroup", limit),) if limit else ())),
+        remedy=(("Raise the group's memory limit above what the process reads again (memory.max, the container's "
+                 "--memory, the job's memory request). " if limit else "") +
+                "Keep the data in the page cache or in memory: no posix_fadvise(POSIX_FADV_DONTNEED) or O_DIRECT on "
                 "data read again, enough free memory for the files (or load them once into RAM), a local copy of "
                 "data on a network disk; read larger blocks, in order, ahead of use."),
         impact=line_share if line_share >= READ_LINE_WARNING else 0.0,
