@@ -87,6 +87,9 @@ FIXED_AFTER_SCORING = frozenset({("settings_default_dtype_f64", "probes"), ("set
                                  # the reader child's memory cgroup limit, met 75,000+ times a second, is a control
                                  # of that child in the wait's text (2026-12-07, stop 58; recorded again)
                                  *(("settings27_samphire", m) for m in ("outside", "probes", "attach")),
+                                 # the trainer's time in DDP's buffer sync, the code its `forward_sync_buffers=True`
+                                 # argument from the profile names (library-argument-at-hot-code, stop 58)
+                                 *(("settings27_whimbrel", m) for m in ("outside", "probes", "attach")),
                                  ("settings24_dunlin", "outside"), ("settings24_dunlin", "attach"),
                                  *(("settings26_machair", m) for m in ("outside", "probes", "attach")),
                                  *(("settings_nice_ingest", m) for m in ("outside", "probes", "attach")),
@@ -4455,8 +4458,7 @@ CASES: tuple[Case, ...] = (
         r"|\bbuffers?\W+(\w+\W+){0,6}(broadcast\w*|sync\w*|re-?sen[dt]\w*)|_sync_(module_)?buffers|"
         r"broadcast_coalesced"
         r"|\[ddp\] sync_buffers",
-        r"step \d+ loss", batch="settings batch 27",
-        missed={'outside': "`pipeline-bottleneck-drafter`: the trainer's time, c10d::broadcast_coalesced 41-58% of its native samples; no cause found: DDP's forward_sync_buffers (from [ddp] sync_buffers) not named", 'probes': "`pipeline-bottleneck-drafter`: the trainer's time, c10d::broadcast_coalesced 41-58% of its native samples; no cause found: DDP's forward_sync_buffers (from [ddp] sync_buffers) not named", 'attach': "`pipeline-bottleneck-drafter`: the trainer's time, c10d::broadcast_coalesced 41-58% of its native samples; no cause found: DDP's forward_sync_buffers (from [ddp] sync_buffers) not named"}),
+        r"step \d+ loss", batch="settings batch 27"),
     *_settings_pair(
         "settings27_samphire", "settings27_samphire", ("train.py", "--config", "configs/marsh_batch.toml"),
         ("train.py", "--config", "configs/marsh_survey.toml"),
