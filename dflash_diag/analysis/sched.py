@@ -187,6 +187,20 @@ def blocked_in(obs: Observation, tids: Iterable[int], *, wchan: bool = False,
     return readings, calls
 
 
+def storage_settings_text(obs: Observation, tids: Iterable[int]) -> str:
+    """"; /proc caught it in rename on `new/0412.rec`, and its directory has the dirsync attribute (chattr +D): ..."
+    where a sweep caught one of these threads blocked in a file system call on a file whose directory or mount the
+    kernel makes such calls wait on (``ProcThreadSample.target_settings``; the newest such reading); "" where none."""
+    wanted = set(tids)
+    seen = [t for sweep in obs.proc for t in sweep if t.tid in wanted and t.target_settings and t.syscall_target]
+    if not seen:
+        return ""
+    last = seen[-1]
+    assert last.syscall_target is not None
+    name = "/".join(last.syscall_target.rsplit("/", 2)[-2:])
+    return f"; /proc caught it in {last.syscall} on `{name}`, and {'; '.join(last.target_settings)}"
+
+
 def summarise(obs: Observation) -> Maybe[SchedSummary]:
     """The window's scheduler view; NA (with why) when /proc gave fewer than two sweeps far enough apart."""
     sweeps = [s for s in obs.proc if s]

@@ -20,6 +20,11 @@ class ProcThreadSample:
     # "recvfrom", "epoll_wait"...). None when running, unknown or not readable.
     wchan: str | None = None
     syscall: str | None = None
+    # The file that call works on where it is a file system call (a descriptor's file, a path argument read from the
+    # process's memory: ``sources.storage``), and what the kernel does to calls in its directory away from its
+    # defaults ("its directory has the dirsync attribute (chattr +D): ..."). None and () where not read.
+    syscall_target: str | None = None
+    target_settings: tuple[str, ...] = ()
     # The scheduler's weighting of the thread (stat fields 19 and 41): nice (-20..19, 0 by default) and policy
     # (0 SCHED_OTHER, 3 SCHED_BATCH, 5 SCHED_IDLE, 1/2 real-time). None where not read (older recordings).
     nice: int | None = None

@@ -48,6 +48,7 @@ from dflash_diag.sources.pyspy_json import PySpyOutputError
 from dflash_diag.sources.rate import RateDecision, RateInputs, RatePolicy
 from dflash_diag.sources.redaction import redactor_for
 from dflash_diag.sources.sched import SchedReader, read_os_facts, redacted_facts, redacted_sample
+from dflash_diag.sources.storage import StorageReader
 from dflash_diag.sources.window import SampleWindow, WindowMeta
 
 EXIT_GRACE_S = 2.0  # a dump that failed this shortly before the process was gone failed because it was exiting
@@ -141,8 +142,11 @@ class _Scheduler:
         self.pyspy = io.pyspy if io.pyspy is not None else PySpy(pid, native=config.native, nice=0 if config.burst else 10)
         self.nvml = io.nvml if io.nvml is not None else _default_nvml()
         self.board_reader = io.board_reader if io.board_reader is not None else default_board_reader(config.board_dir)
+        # The file a thread blocked in a file system call works on, and its directory's settings: read per sweep,
+        # each directory's settings once.
+        storage = StorageReader(pid)
         self.proc_reader = io.proc_reader if io.proc_reader is not None else (
-            lambda p: procfs.read_threads(p, clock=io.clock)
+            lambda p: procfs.read_threads(p, clock=io.clock, storage=storage)
         )
         self.resource_reader = io.resource_reader if io.resource_reader is not None else (
             lambda p: procfs.read_process(p, clock=io.clock)

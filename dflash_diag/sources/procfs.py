@@ -15,11 +15,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dflash_contract import proc
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Maybe, ProcessSample, ProcThreadSample
 from dflash_diag.model.text import printable
+
+if TYPE_CHECKING:  # storage reads the call names from here
+    from dflash_diag.sources.storage import StorageReader
 
 PROC = Path("/proc")
 MAX_CMDLINE_BYTES = 1024 * 1024
@@ -99,6 +103,11 @@ _SYSCALLS: dict[str, dict[int, str]] = {
                 439: "faccessat2", 441: "epoll_pwait2", 449: "futex_waitv"},
 }
 _SYSCALL_NAMES = _SYSCALLS.get(platform.machine(), {})
+
+
+def syscall_names(machine: str) -> dict[int, str]:
+    """The system calls we name on ``machine`` (``platform.machine()``), by number; {} for another."""
+    return _SYSCALLS.get(machine, {})
 _WCHAN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$")
 
 
@@ -136,8 +145,11 @@ def _optional(path: Path, parse: Callable[[str], str | None]) -> str | None:
         return None
 
 
-def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monotonic) -> ProcThreadSample | None:
-    """One thread's readings, or None when it vanished (or its files are unreadable/malformed) meanwhile."""
+def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monotonic,
+                storage: StorageReader | None = None) -> ProcThreadSample | None:
+    """One thread's readings, or None when it vanished (or its files are unreadable/malformed) meanwhile.
+    ``storage``: where given, the file a thread blocked in a file system call works on, and its directory's
+    settings."""
     base = PROC / str(pid) / "task" / str(tid)
     try:
         stat = parse_stat_fields(_read(base / "stat"))
@@ -154,6 +166,8 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
     except (OSError, ProcParseError):
         return None
     sleeping = state != "R"
+    syscall_text = _optional(base / "syscall", lambda text: text) if sleeping else None
+    target = storage.target(syscall_text) if storage is not None and syscall_text else None
     return ProcThreadSample(
         tid=tid,
         comm=printable(comm),  # the program names its threads (prctl): it could name one "\x1b[2J"
@@ -164,7 +178,9 @@ def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monoton
         runq_wait_ns=wait_ns,
         monotonic_s=clock(),
         wchan=_optional(base / "wchan", parse_wchan) if sleeping else None,
-        syscall=_optional(base / "syscall", parse_syscall) if sleeping else None,
+        syscall=parse_syscall(syscall_text) if syscall_text else None,
+        syscall_target=target,
+        target_settings=storage.settings(target) if storage is not None and target else (),
         nice=stat.nice,
         policy=stat.policy,
         minflt=stat.minflt,
@@ -273,11 +289,12 @@ def thread_ids(pid: int) -> tuple[int, ...]:
     return tuple(sorted(int(n) for n in names if n.isdigit()))
 
 
-def read_threads(pid: int, *, clock: Callable[[], float] = time.monotonic) -> tuple[ProcThreadSample, ...]:
+def read_threads(pid: int, *, clock: Callable[[], float] = time.monotonic,
+                 storage: StorageReader | None = None) -> tuple[ProcThreadSample, ...]:
     """Every thread of ``pid`` (threads that exit during the sweep are skipped). AttachError if pid is gone."""
     out = []
     for tid in thread_ids(pid):
-        sample = read_thread(pid, tid, clock=clock)
+        sample = read_thread(pid, tid, clock=clock, storage=storage)
         if sample is not None:
             out.append(sample)
     return tuple(out)

@@ -44,6 +44,7 @@ from dflash_diag.analysis.sched import (
     others_runnable,
     reopened_files,
     reopened_text,
+    storage_settings_text,
     summary_of,
     thread_caps,
     thread_rates,
@@ -1045,6 +1046,7 @@ def _kernel_time(ctx: Context, summary: SchedSummary,
                  "memory in)"
                  + (f"; its most frequent line: {line}" if line else "")
                  + (f"; /proc saw it blocked in {calls}" if calls else "")
+                 + storage_settings_text(ctx.obs, (f.tid,))
                  + (f"; the machine's clock source is `{clock}`: every clock read (time.time(), perf_counter) is a "
                     "system call" if slow_clock else "")
                  + _sync_files_text(ctx, line)
@@ -1414,7 +1416,7 @@ def _kernel_waits(ctx: Context) -> Iterator[Finding]:
     claim = (f"{stats.name} is asleep in the kernel waiting for {_KERNEL_WORK[call]}: /proc caught it blocked in "
              f"`{call}` in {count} of its {readings} readings ({pct(share)})"
              + (f"; its most frequent line: {line}" if line else "") + permission_watches_text(ctx, calls)
-             + _sync_files_text(ctx, line) + _reopened_files_text(ctx))
+             + storage_settings_text(ctx.obs, (tid,)) + _sync_files_text(ctx, line) + _reopened_files_text(ctx))
     stage = stats.stage.value
     yield Finding(
         rule_id="kernel-wait", severity=Severity.WARNING, claim=claim,

@@ -39,6 +39,7 @@ from dflash_diag.analysis.sched import (
     blocked_in,
     reopened_files,
     reopened_text,
+    storage_settings_text,
     summary_of,
     thread_rates,
     write_rate,
@@ -401,7 +402,8 @@ def _blocked_in(ctx: Context, tids: set[int]) -> str:
     top = seen.most_common(3)
     if not top:
         return ""
-    return "blocked in " + ", ".join(f"{call} {n}" for call, n in top) + f" of {readings} readings"
+    return ("blocked in " + ", ".join(f"{call} {n}" for call, n in top) + f" of {readings} readings"
+            + storage_settings_text(ctx.obs, tids))
 
 
 def _kernel_part(ctx: Context, tids: set[int]) -> float | None:
