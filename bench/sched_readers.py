@@ -45,6 +45,7 @@ from dflash_diag.sources.sched import (
     read_os_facts,
     watched_entries,
 )
+from dflash_diag.sources.storage import StorageReader
 
 WORKLOAD = r'''
 import sys, threading, time, torch
@@ -227,6 +228,35 @@ def _unix_peer_costs(calls: int) -> dict[str, dict[str, float]]:
                 os.kill(server_pid, signal.SIGKILL)
 
 
+def _storage_costs(calls: int, tmp: Path) -> dict[str, dict[str, float]]:
+    """A thread blocked opening a file (a FIFO with no writer, so the call stays blocked): its /proc reading without
+    the storage reader, with it and its directory's settings known, and with a fresh reader each call (the path
+    read from the process's memory, the directory's inode flags and the mounts read)."""
+    spool = tmp / "spool"
+    spool.mkdir()
+    os.mkfifo(spool / "rec.fifo")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; open(sys.argv[1], 'rb')", str(spool / "rec.fifo")])
+    try:
+        deadline = time.monotonic() + 20.0
+        known = StorageReader(proc.pid)
+        while time.monotonic() < deadline:
+            sample = procfs.read_thread(proc.pid, proc.pid, storage=known)
+            if sample is not None and sample.syscall_target:
+                break
+            time.sleep(0.05)
+        return {
+            "a blocked thread's /proc reading, no storage reader": _timed(
+                lambda: procfs.read_thread(proc.pid, proc.pid), calls),
+            "... with its call's file and its directory's settings, known": _timed(
+                lambda: procfs.read_thread(proc.pid, proc.pid, storage=known), calls),
+            "... with a fresh storage reader (path from memory, inode flags, mountinfo)": _timed(
+                lambda: procfs.read_thread(proc.pid, proc.pid, storage=StorageReader(proc.pid)), calls),
+        }
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def _found_and_known(pid: int, calls: int) -> tuple[dict[str, float], dict[str, float]]:
     """Once ``pid``'s blocked thread is followed to its peer: a fresh PeerReader's read each call (the peer looked
     up), and one reader's read again (the peer known)."""
@@ -283,7 +313,7 @@ def main() -> int:
         time.sleep(args.warmup_s)
         pid = proc.pid
         threads = len(os.listdir(f"/proc/{pid}/task"))
-        sched, peers = SchedReader(pid), PeerReader(pid)
+        sched, peers, storage = SchedReader(pid), PeerReader(pid), StorageReader(pid)
         live_environ._libc_symbols.cache_clear()
         first_live = _timed(lambda: live_environ.read_live_environ(pid, lambda name: True), 1)
         per_call = {
@@ -301,6 +331,7 @@ def main() -> int:
             **_pty_and_children_costs(args.calls),
             **_connecting_costs(args.calls),
             **_config_costs(args.calls, tmp),
+            **_storage_costs(args.calls, tmp),
         }
         stop = threading.Event()
         on = threading.Event()
@@ -315,7 +346,7 @@ def main() -> int:
                     sched.sample()
                     next_sched = now + 1.0 / args.speedup
                 if now >= next_peer:
-                    peers.read(procfs.read_threads(pid))
+                    peers.read(procfs.read_threads(pid, storage=storage))  # the sampler's sweep reads so
                     next_peer = now + 0.5 / args.speedup
                 if now >= next_facts:
                     read_os_facts(pid)
