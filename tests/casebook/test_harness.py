@@ -129,6 +129,7 @@ SETTINGS_BATCHES = {
     "settings-batch-25": ("## Settings/OS held-out batch 25, scored once", "settings batch 25", 8),
     "settings-batch-26": ("## Settings/OS held-out batch 26, scored once", "settings batch 26", 8),
     "settings-batch-27": ("## Settings/OS held-out batch 27, scored once", "settings batch 27", 8),
+    "settings-batch-28": ("## Settings/OS held-out batch 28, scored once", "settings batch 28", 8),
 }
 
 
