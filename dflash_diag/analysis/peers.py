@@ -271,8 +271,8 @@ def is_python(peer: PeerProcess) -> bool:
     return peer.comm.startswith("python") or peer.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("python")
 
 
-# The controls a peer's cgroup sets (sources.sched.CPU_QUOTA, MEMORY_LIMIT): their values name the group.
-_CGROUP_CONTROLS = frozenset({"a CPU quota", "a memory limit"})
+# The controls a peer's cgroup sets (sources.sched.CPU_QUOTA, MEMORY_LIMIT, IO_LIMIT): their values name the group.
+_CGROUP_CONTROLS = frozenset({"a CPU quota", "a memory limit", "an I/O limit"})
 
 
 def peer_text(peer: PeerProcess, kind: str = "", own: frozenset[tuple[str, str]] = frozenset()) -> str:

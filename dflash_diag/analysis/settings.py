@@ -193,6 +193,10 @@ _CONTROL_EFFECTS: dict[str, tuple[str, str, str]] = {
                        "included, under that limit (memory.max, memory.limit_in_bytes: a container's or a "
                        "launcher's limit): at the limit it reclaims the group's own pages, and data read again is "
                        "read from storage again", "none"),
+    # sources.sched.IO_LIMIT: a cgroup's block-I/O limit a peer runs at, in a group the process is not in
+    "an I/O limit": (AREA_KERNEL, "the kernel lets its group read or write only that much a second on that disk "
+                     "(io.max, blkio.throttle.*_device: a batch system's or a container's cap) and holds each call "
+                     "until the budget allows it, however idle the disk", "none"),
     "a ptrace tracer": (AREA_KERNEL, "another process is attached with ptrace (a debugger, strace, an auditor): one "
                         "that traces system calls stops it at the entry and the exit of every call, each stop a "
                         "switch to the tracer and back", "none"),

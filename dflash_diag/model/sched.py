@@ -168,6 +168,41 @@ def memory_limit_binding(before: CgroupMemory, now: CgroupMemory, elapsed_s: flo
 
 
 @dataclass(frozen=True, slots=True)
+class IoLimit:
+    """One block-I/O limit of a cgroup on one disk and the group's counter it caps, read at one moment (v2 ``io.max``
+    with ``io.stat``; v1 ``blkio.throttle.*_device`` with ``blkio.throttle.io_service_bytes``/``io_serviced``)."""
+
+    group: str  # the group's directory name
+    device: str  # "254:0"
+    what: str  # "read bytes", "write bytes", "read ops", "write ops"
+    limit_per_s: int
+    done: int  # the group's count of that kind on that disk so far
+
+
+# A limit binds where, between two readings, the group did this share of it or more.
+IO_LIMIT_SHARE = 0.8
+
+
+def io_limit_binding(before: IoLimit, now: IoLimit, elapsed_s: float) -> tuple[str, str] | None:
+    """("24 MiB/s of reads on disk 254:0", "it read 23.6 MiB/s between reads, 98% of the limit") where the group ran
+    at IO_LIMIT_SHARE of the limit or more between two readings ``elapsed_s`` apart; None elsewhere. Pure."""
+    if elapsed_s <= 0 or (before.group, before.device, before.what) != (now.group, now.device, now.what) \
+            or now.done < before.done or now.limit_per_s <= 0:
+        return None
+    rate = (now.done - before.done) / elapsed_s
+    if rate < IO_LIMIT_SHARE * now.limit_per_s:
+        return None
+    kind, unit = now.what.split(" ", 1)
+    share = f"between reads, {100 * rate / now.limit_per_s:.0f}% of the limit"
+    if unit == "bytes":
+        verb = "read" if kind == "read" else "wrote"
+        return (f"{now.limit_per_s / (1 << 20):.3g} MiB/s of {kind}s on disk {now.device}",
+                f"it {verb} {rate / (1 << 20):.3g} MiB/s {share}")
+    return (f"{now.limit_per_s:,} {kind}s a second on disk {now.device}",
+            f"it made {rate:,.0f} {kind}s a second {share}")
+
+
+@dataclass(frozen=True, slots=True)
 class Pressure:
     """Pressure stall information of one resource (``/proc/pressure/*`` or the cgroup's ``*.pressure``):
     microseconds during which some (or all) non-idle tasks were stalled on it, cumulative."""

@@ -42,11 +42,13 @@ from dflash_diag.model.sched import (
     SENDING_CALLS,
     CgroupCpu,
     CgroupMemory,
+    IoLimit,
     IoRates,
     OutsideWait,
     PeerProcess,
     ProcessIo,
     TcpSender,
+    io_limit_binding,
     io_rates_between,
     memory_limit_binding,
     size_text,
@@ -56,6 +58,7 @@ from dflash_diag.sources.procfs import ProcParseError, all_children, fd_links, p
 from dflash_diag.sources.sched import (
     CLK_TCK,
     CPU_QUOTA,
+    IO_LIMIT,
     LOCKED_MEMORY,
     MAX_TCP_TABLE_BYTES,
     MEMORY_LIMIT,
@@ -69,6 +72,7 @@ from dflash_diag.sources.sched import (
     parse_process_controls,
     parse_tcp_lines,
     read_cgroup_cpu,
+    read_cgroup_io,
     read_cgroup_memory,
     started_environ,
     status_fields,
@@ -232,6 +236,8 @@ TextRedactor = Callable[[str], str]
 
 
 PEER_THROTTLED_SHARE = 0.2  # of a group's enforcement periods: its quota binds the peer
+IO_BASELINE_S = 5.0  # a peer's I/O limit is weighed from its oldest reading within this long
+IO_READINGS_KEPT = 16
 
 
 class PeerReader:
@@ -266,6 +272,9 @@ class PeerReader:
         self.cgroup_root = cgroup_root
         self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
         self._own_memory_cgroups: frozenset[Path] | None = None  # ... in the memory controller's hierarchy
+        self._own_io_cgroups: frozenset[Path] | None = None  # ... in the block-I/O controller's
+        # peer -> its block-I/O limits' recent readings (when, what), and the control the newest gave
+        self._io: dict[int, tuple[list[tuple[float, tuple[IoLimit, ...]]], tuple[tuple[str, str], ...]]] = {}
         # peer -> when its memory group was last read, that reading, and the control it gave
         self._memory: dict[int, tuple[float, CgroupMemory, tuple[tuple[str, str], ...]]] = {}
         self._own_env: dict[str, str] | None = None  # the environment the watched process was started with
@@ -670,7 +679,7 @@ class PeerReader:
                                                    f"mappings ({low / 1024:.0f}-{high / 1024:.0f} MiB between reads)"))
         used_s = (stat.utime_ticks + stat.stime_ticks) / CLK_TCK if stat is not None else None
         limits = parse_cpu_time_limit(_read(self.proc_root / str(pid) / "limits", 8192) or "", used_s)
-        return tuple(controls) + limits + self._cpu_quota(pid) + self._memory_limit(pid)
+        return tuple(controls) + limits + self._cpu_quota(pid) + self._memory_limit(pid) + self._io_limit(pid)
 
     def _cpu_quota(self, pid: int) -> tuple[tuple[str, str], ...]:
         """The CPU quota of a cgroup the peer is in and the watched process is not (a container runtime's --cpus, a
@@ -712,6 +721,38 @@ class PeerReader:
         control = (memory_limit_control(before[1], memory, now - before[0], self.redact)
                    if before is not None and before[1].group == memory.group else ())
         self._memory[pid] = (now, memory, control)
+        return control
+
+    def _io_limit(self, pid: int) -> tuple[tuple[str, str], ...]:
+        """A block-I/O limit of a cgroup the peer is in and the watched process is not (a batch system's cap on one
+        reader), where the group ran at it between this read and the last (``model.sched.io_limit_binding``): its
+        reads or writes wait in the kernel for the limit's budget, however idle the disk is."""
+        if self._own_io_cgroups is None:
+            self._own_io_cgroups = frozenset(cgroup_dirs(self.pid, self.proc_root, self.cgroup_root, "blkio")[1])
+        version, dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root, "blkio")
+        theirs = [d for d in dirs if d not in self._own_io_cgroups]
+        limits = read_cgroup_io((version, theirs)) if theirs else ()
+        if not limits:
+            return ()
+        now = self.clock()
+        history, last = self._io.get(pid, ([], ()))
+        if history and now - history[-1][0] <= 0.2:
+            return last  # read again within one sweep: the same answer
+        # The throttle lets I/O through in slices: a rate over half a second swings about the limit. It is taken
+        # from the oldest reading within IO_BASELINE_S, a second or more before where one is.
+        history = [(t, x) for t, x in history if now - t <= IO_BASELINE_S]
+        control: tuple[tuple[str, str], ...] = ()
+        if history:
+            at, previous_limits = history[0]
+            old = {(x.group, x.device, x.what): x for x in previous_limits}
+            for limit in limits:
+                previous = old.get((limit.group, limit.device, limit.what))
+                binding = io_limit_binding(previous, limit, now - at) if previous is not None else None
+                if binding is not None:
+                    control = ((IO_LIMIT, f"of {binding[0]} (cgroup `{printable(self.redact(limit.group))[:80]}`, "
+                                          f"one the process is not in): {binding[1]}"),)
+                    break
+        self._io[pid] = ([*history, (now, limits)][-IO_READINGS_KEPT:], control)
         return control
 
     def _settings(self, pid: int, start_ticks: int) -> tuple[tuple[str, str], ...]:

@@ -35,6 +35,7 @@ from dflash_diag.model.sched import (
     ChildSched,
     Connecting,
     EnvSetting,
+    IoLimit,
     OsFacts,
     Pressure,
     ProcessIo,
@@ -278,12 +279,12 @@ def read_session(pid: int, proc_root: Path = PROC) -> int | None:
 
 
 # Where a v1 controller's hierarchy is mounted under /sys/fs/cgroup, by the names distributions give it.
-_V1_MOUNTS = {"cpu": ("cpu,cpuacct", "cpu", "cpuacct,cpu"), "memory": ("memory",)}
+_V1_MOUNTS = {"cpu": ("cpu,cpuacct", "cpu", "cpuacct,cpu"), "memory": ("memory",), "blkio": ("blkio",)}
 
 
 def cgroup_dirs(pid: int, proc_root: Path, cgroup_root: Path, controller: str = "cpu") -> tuple[int, list[Path]]:
     """(version, the process's group directory and its ancestors up to the mount, nearest first), in the hierarchy
-    that has ``controller`` ("cpu" or "memory")."""
+    that has ``controller`` ("cpu", "memory" or "blkio")."""
     text = _read(proc_root / str(pid) / "cgroup", 16384) or ""
     v2, v1 = parse_cgroup_file(text, controller)
     candidates: list[tuple[int, Path, str]] = []
@@ -380,6 +381,61 @@ def read_cgroup_memory(dirs: tuple[int, list[Path]]) -> CgroupMemory | None:
         pages_in = stat.get("pgpgin")
     return CgroupMemory(version=version, group=group.name, limit_bytes=min(limits), usage_bytes=usage,
                         limit_hits=hits, pages_in=pages_in, pages_in_are_refaults=version == 2)
+
+
+_V1_IO_LIMITS = (("blkio.throttle.read_bps_device", "read bytes", "blkio.throttle.io_service_bytes", "Read"),
+                 ("blkio.throttle.write_bps_device", "write bytes", "blkio.throttle.io_service_bytes", "Write"),
+                 ("blkio.throttle.read_iops_device", "read ops", "blkio.throttle.io_serviced", "Read"),
+                 ("blkio.throttle.write_iops_device", "write ops", "blkio.throttle.io_serviced", "Write"))
+_V2_IO_LIMITS = (("rbps", "read bytes", "rbytes"), ("wbps", "write bytes", "wbytes"), ("riops", "read ops", "rios"),
+                 ("wiops", "write ops", "wios"))
+
+
+def read_cgroup_io(dirs: tuple[int, list[Path]]) -> tuple[IoLimit, ...]:
+    """Every finite block-I/O limit set on the groups in ``dirs`` (``cgroup_dirs(..., "blkio")``' answer, less the
+    groups not wanted), with the count it caps in that group; () where none is set."""
+    version, groups = dirs
+    out: list[IoLimit] = []
+    for group in groups:
+        if version == 2:
+            stat = _device_fields(_read(group / "io.stat", 16384) or "")
+            for line in (_read(group / "io.max", 4096) or "").splitlines():
+                device, *fields = line.split()
+                values = dict(f.split("=", 1) for f in fields if "=" in f)
+                for key, what, counter in _V2_IO_LIMITS:
+                    if values.get(key, "max").isdigit():
+                        out.append(IoLimit(group.name, device, what, int(values[key]),
+                                           stat.get(device, {}).get(counter, 0)))
+            continue
+        for limit_file, what, counter_file, column in _V1_IO_LIMITS:
+            text = _read(group / limit_file, 4096) or ""
+            if not text.strip():
+                continue
+            counts = _v1_counts(_read(group / counter_file, 65536) or "", column)
+            for line in text.splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[1].isdigit():
+                    out.append(IoLimit(group.name, parts[0], what, int(parts[1]), counts.get(parts[0], 0)))
+    return tuple(out)
+
+
+def _device_fields(text: str) -> dict[str, dict[str, int]]:
+    """io.stat ("254:0 rbytes=1 wbytes=2 rios=3 wios=4 ...") -> {device: {field: value}}."""
+    out: dict[str, dict[str, int]] = {}
+    for line in text.splitlines():
+        device, *fields = line.split()
+        out[device] = {k: int(v) for k, v in (f.split("=", 1) for f in fields if "=" in f) if v.isdigit()}
+    return out
+
+
+def _v1_counts(text: str, column: str) -> dict[str, int]:
+    """blkio.throttle.io_service_bytes ("254:0 Read 653295616") -> {device: the column's count}."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == column and parts[2].isdigit():
+            out[parts[0]] = int(parts[2])
+    return out
 
 
 def read_pressure(pid: int, *, proc_root: Path = PROC, cgroup_root: Path = SYS_CGROUP,
@@ -968,6 +1024,7 @@ def cpu_time_limit(pid: int, proc_root: Path = PROC) -> tuple[tuple[str, str], .
 PTRACE_TRACER = "a ptrace tracer"  # the control's name: another process attached to this one (status' TracerPid)
 CPU_QUOTA = "a CPU quota"  # the control's name: a cgroup's quota that binds a peer (sources.peers), not the process
 MEMORY_LIMIT = "a memory limit"  # the control's name: a cgroup's memory limit a peer is held at (sources.peers)
+IO_LIMIT = "an I/O limit"  # the control's name: a cgroup's block-I/O limit a peer runs at (sources.peers)
 
 
 def without_own_tracers(controls: tuple[tuple[str, str], ...], proc_root: Path = PROC, *, own_pid: int | None = None

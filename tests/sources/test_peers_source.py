@@ -895,6 +895,53 @@ def test_a_memory_limit_on_cgroup_v2_counts_its_events_and_refaults(tmp_path: Pa
     assert read_cgroup_memory((2, [tmp_path])) is None  # no finite limit anywhere: nothing to bind
 
 
+def test_a_peers_block_io_limit_it_runs_at_is_a_control_and_one_it_keeps_under_is_not(tmp_path: Path) -> None:
+    """Batch 28's scan reader child runs in a blkio cgroup of its own capped at 24 MiB/s of reads (v1 here): between
+    two reads it reads at the cap, said with what it read. Its twin's cap, far above what it reads, is not."""
+    from dflash_diag.sources.peers import PeerReader
+
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    for pid, group in ((10, "/"), (11, "/kame-reader-10")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cgroup").write_text(f"7:blkio:{group}\n1:cpu:/\n0::/\n")
+    (cgroups / "blkio").mkdir(parents=True)
+
+    def reader_group(limit_bps: int, read_bytes: int) -> None:
+        _memory_group(cgroups / "blkio", "kame-reader-10", {
+            "blkio.throttle.read_bps_device": f"254:0 {limit_bps}\n",
+            "blkio.throttle.write_bps_device": "",
+            "blkio.throttle.io_service_bytes": f"254:0 Read {read_bytes}\n254:0 Write 0\nTotal {read_bytes}\n"})
+
+    now = [100.0]
+    reader = PeerReader(10, proc_root=proc, cgroup_root=cgroups, clock=lambda: now[0])
+    reader_group(24 << 20, 1_000_000_000)
+    assert reader._io_limit(11) == ()  # one reading: nothing to weigh yet
+    now[0] += 2.0
+    reader_group(24 << 20, 1_000_000_000 + 2 * 24_700_000)
+    assert reader._io_limit(11) == (("an I/O limit", "of 24 MiB/s of reads on disk 254:0 (cgroup `kame-reader-10`, one "
+                                     "the process is not in): it read 23.6 MiB/s between reads, 98% of the limit"),)
+    now[0] += 2.0
+    reader_group(1 << 30, 1_000_000_000 + 4 * 24_700_000)  # the twin's 1 GiB/s cap: far above what it reads
+    assert reader._io_limit(11) == ()
+    from dflash_diag.analysis.settings import control_effect
+    assert control_effect("an I/O limit").startswith("the kernel lets its group read or write only that much")
+
+
+def test_a_block_io_limit_on_cgroup_v2_is_read_from_io_max_and_io_stat(tmp_path: Path) -> None:
+    from dflash_diag.model.sched import io_limit_binding
+    from dflash_diag.sources.sched import read_cgroup_io
+
+    _memory_group(tmp_path, "job", {"io.max": "254:0 rbps=max wbps=max riops=200 wiops=max\n",
+                                    "io.stat": "254:0 rbytes=10 wbytes=0 rios=5000 wios=0 dbytes=0 dios=0\n"})
+    (before,) = read_cgroup_io((2, [tmp_path / "job"]))
+    assert (before.device, before.what, before.limit_per_s, before.done) == ("254:0", "read ops", 200, 5000)
+    (tmp_path / "job" / "io.stat").write_text("254:0 rbytes=10 wbytes=0 rios=5398 wios=0 dbytes=0 dios=0\n")
+    (after,) = read_cgroup_io((2, [tmp_path / "job"]))
+    assert io_limit_binding(before, after, 2.0) == ("200 reads a second on disk 254:0",
+                                                    "it made 199 reads a second between reads, 100% of the limit")
+    assert io_limit_binding(before, after, 4.0) is None  # 50% of the limit: not bound
+
+
 def test_a_childs_fanotify_permission_watch_is_read_and_its_notifications_are_not(tmp_path: Path) -> None:
     """Batch 19's scanner child marks the spool with FAN_OPEN_PERM: every open of the loader waits for its answer.
     Its twin's FAN_OPEN notifications wait for nothing: not said."""
