@@ -15,15 +15,20 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from dflash_contract import proc
 from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Maybe, ProcessSample, ProcThreadSample
 from dflash_diag.model.text import printable
 
-if TYPE_CHECKING:  # storage reads the call names from here
-    from dflash_diag.sources.storage import StorageReader
+
+class TargetReader(Protocol):
+    """What a blocked call works on (``sources.storage.StorageReader``, which reads the call names from here)."""
+
+    def target(self, text: str) -> str | None: ...
+
+    def settings(self, path: str) -> tuple[str, ...]: ...
 
 PROC = Path("/proc")
 MAX_CMDLINE_BYTES = 1024 * 1024
@@ -146,7 +151,7 @@ def _optional(path: Path, parse: Callable[[str], str | None]) -> str | None:
 
 
 def read_thread(pid: int, tid: int, *, clock: Callable[[], float] = time.monotonic,
-                storage: StorageReader | None = None) -> ProcThreadSample | None:
+                storage: TargetReader | None = None) -> ProcThreadSample | None:
     """One thread's readings, or None when it vanished (or its files are unreadable/malformed) meanwhile.
     ``storage``: where given, the file a thread blocked in a file system call works on, and its directory's
     settings."""
@@ -290,7 +295,7 @@ def thread_ids(pid: int) -> tuple[int, ...]:
 
 
 def read_threads(pid: int, *, clock: Callable[[], float] = time.monotonic,
-                 storage: StorageReader | None = None) -> tuple[ProcThreadSample, ...]:
+                 storage: TargetReader | None = None) -> tuple[ProcThreadSample, ...]:
     """Every thread of ``pid`` (threads that exit during the sweep are skipped). AttachError if pid is gone."""
     out = []
     for tid in thread_ids(pid):
