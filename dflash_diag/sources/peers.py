@@ -270,9 +270,8 @@ class PeerReader:
         self._tcp_ends: dict[int, tuple[str, str, int]] = {}
         self._not_tcp: set[int] = set()
         self.cgroup_root = cgroup_root
-        self._own_cgroups: frozenset[Path] | None = None  # the watched process's cgroup and its ancestors
-        self._own_memory_cgroups: frozenset[Path] | None = None  # ... in the memory controller's hierarchy
-        self._own_io_cgroups: frozenset[Path] | None = None  # ... in the block-I/O controller's
+        # controller -> the watched process's cgroup and its ancestors in that controller's hierarchy
+        self._own_groups: dict[str, frozenset[Path]] = {}
         # peer -> its block-I/O limits' recent readings (when, what), and the control the newest gave
         self._io: dict[int, tuple[list[tuple[float, tuple[IoLimit, ...]]], tuple[tuple[str, str], ...]]] = {}
         # peer -> when its memory group was last read, that reading, and the control it gave
@@ -681,14 +680,21 @@ class PeerReader:
         limits = parse_cpu_time_limit(_read(self.proc_root / str(pid) / "limits", 8192) or "", used_s)
         return tuple(controls) + limits + self._cpu_quota(pid) + self._memory_limit(pid) + self._io_limit(pid)
 
+    def _their_groups(self, pid: int, controller: str) -> tuple[int, list[Path]]:
+        """(version, the peer's groups in ``controller``'s hierarchy that the watched process is not in, nearest
+        first): a limit set there is the peer's own, not one the whole job shares."""
+        own = self._own_groups.get(controller)
+        if own is None:
+            own = self._own_groups[controller] = frozenset(
+                cgroup_dirs(self.pid, self.proc_root, self.cgroup_root, controller)[1])
+        version, dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root, controller)
+        return version, [d for d in dirs if d not in own]
+
     def _cpu_quota(self, pid: int) -> tuple[tuple[str, str], ...]:
         """The CPU quota of a cgroup the peer is in and the watched process is not (a container runtime's --cpus, a
         launcher's limit on one worker), where it binds: the group was throttled in PEER_THROTTLED_SHARE of its
         enforcement periods or more. The process's own groups' quota is the scheduler readings' (cgroup-cpu)."""
-        if self._own_cgroups is None:
-            self._own_cgroups = frozenset(cgroup_dirs(self.pid, self.proc_root, self.cgroup_root)[1])
-        version, dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root)
-        theirs = [d for d in dirs if d not in self._own_cgroups]
+        version, theirs = self._their_groups(pid, "cpu")
         if not theirs:
             return ()
         cpu = read_cgroup_cpu(pid, proc_root=self.proc_root, dirs=(version, theirs))
@@ -707,10 +713,7 @@ class PeerReader:
         met the limit often and its usage is at the limit). The page cache of the files it reads is
         charged to the group: a limit below what it reads again makes the kernel drop that cache, and each read
         go to storage. A limit it keeps under, however small, is not said."""
-        if self._own_memory_cgroups is None:
-            self._own_memory_cgroups = frozenset(cgroup_dirs(self.pid, self.proc_root, self.cgroup_root, "memory")[1])
-        version, dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root, "memory")
-        theirs = [d for d in dirs if d not in self._own_memory_cgroups]
+        version, theirs = self._their_groups(pid, "memory")
         memory = read_cgroup_memory((version, theirs)) if theirs else None
         if memory is None:
             return ()
@@ -727,10 +730,7 @@ class PeerReader:
         """A block-I/O limit of a cgroup the peer is in and the watched process is not (a batch system's cap on one
         reader), where the group ran at it between this read and the last (``model.sched.io_limit_binding``): its
         reads or writes wait in the kernel for the limit's budget, however idle the disk is."""
-        if self._own_io_cgroups is None:
-            self._own_io_cgroups = frozenset(cgroup_dirs(self.pid, self.proc_root, self.cgroup_root, "blkio")[1])
-        version, dirs = cgroup_dirs(pid, self.proc_root, self.cgroup_root, "blkio")
-        theirs = [d for d in dirs if d not in self._own_io_cgroups]
+        version, theirs = self._their_groups(pid, "blkio")
         limits = read_cgroup_io((version, theirs)) if theirs else ()
         if not limits:
             return ()
