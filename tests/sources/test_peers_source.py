@@ -816,7 +816,7 @@ def test_a_peers_cpu_quota_in_a_cgroup_the_process_is_not_in_is_a_control_where_
     assert control_effect("a CPU quota").startswith("the kernel runs its group's tasks only that much CPU time")
 
 
-def _memory_group(root: Path, name: str, files: dict[str, str]) -> None:
+def _cgroup_files(root: Path, name: str, files: dict[str, str]) -> None:
     d = root / name
     d.mkdir(parents=True, exist_ok=True)
     for file, text in files.items():
@@ -835,11 +835,11 @@ def test_a_peers_memory_limit_in_a_cgroup_the_process_is_not_in_is_a_control_whe
         (proc / str(pid)).mkdir(parents=True)
         (proc / str(pid) / "cgroup").write_text(f"4:memory:{group}\n1:cpu:/\n0::/\n")
     unlimited = "9223372036854771712\n"
-    _memory_group(cgroups, "memory", {"memory.limit_in_bytes": unlimited})
-    _memory_group(cgroups / "memory", "job", {"memory.limit_in_bytes": f"{8 << 30}\n", "memory.failcnt": "0\n"})
+    _cgroup_files(cgroups, "memory", {"memory.limit_in_bytes": unlimited})
+    _cgroup_files(cgroups / "memory", "job", {"memory.limit_in_bytes": f"{8 << 30}\n", "memory.failcnt": "0\n"})
 
     def reader_group(limit: int, usage: int, failcnt: int, pgpgin: int) -> None:
-        _memory_group(cgroups / "memory", "samphire-reader-10", {
+        _cgroup_files(cgroups / "memory", "samphire-reader-10", {
             "memory.limit_in_bytes": f"{limit}\n", "memory.usage_in_bytes": f"{usage}\n",
             "memory.failcnt": f"{failcnt}\n", "memory.stat": f"cache 57774080\nrss 7852032\npgpgin {pgpgin}\n"})
 
@@ -876,8 +876,8 @@ def test_a_memory_limit_on_cgroup_v2_counts_its_events_and_refaults(tmp_path: Pa
     from dflash_diag.sources.peers import memory_limit_control
     from dflash_diag.sources.sched import read_cgroup_memory
 
-    _memory_group(tmp_path, "", {"memory.max": "max\n"})
-    _memory_group(tmp_path, "helper", {
+    _cgroup_files(tmp_path, "", {"memory.max": "max\n"})
+    _cgroup_files(tmp_path, "helper", {
         "memory.max": "max\n", "memory.high": f"{48 << 20}\n", "memory.current": f"{48 << 20}\n",
         "memory.events": "low 0\nhigh 100\nmax 20\noom 0\noom_kill 0\n",
         "memory.stat": "file 40000000\nworkingset_refault_file 1000\n"})
@@ -907,7 +907,7 @@ def test_a_peers_block_io_limit_it_runs_at_is_a_control_and_one_it_keeps_under_i
     (cgroups / "blkio").mkdir(parents=True)
 
     def reader_group(limit_bps: int, read_bytes: int) -> None:
-        _memory_group(cgroups / "blkio", "kame-reader-10", {
+        _cgroup_files(cgroups / "blkio", "kame-reader-10", {
             "blkio.throttle.read_bps_device": f"254:0 {limit_bps}\n",
             "blkio.throttle.write_bps_device": "",
             "blkio.throttle.io_service_bytes": f"254:0 Read {read_bytes}\n254:0 Write 0\nTotal {read_bytes}\n"})
@@ -931,7 +931,7 @@ def test_a_block_io_limit_on_cgroup_v2_is_read_from_io_max_and_io_stat(tmp_path:
     from dflash_diag.model.sched import io_limit_binding
     from dflash_diag.sources.sched import read_cgroup_io
 
-    _memory_group(tmp_path, "job", {"io.max": "254:0 rbps=max wbps=max riops=200 wiops=max\n",
+    _cgroup_files(tmp_path, "job", {"io.max": "254:0 rbps=max wbps=max riops=200 wiops=max\n",
                                     "io.stat": "254:0 rbytes=10 wbytes=0 rios=5000 wios=0 dbytes=0 dios=0\n"})
     (before,) = read_cgroup_io((2, [tmp_path / "job"]))
     assert (before.device, before.what, before.limit_per_s, before.done) == ("254:0", "read ops", 200, 5000)
