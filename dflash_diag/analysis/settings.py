@@ -218,11 +218,12 @@ def _controls(obs: Observation) -> list[SettingReading]:
     """What the kernel was told to do for the process away from its defaults (/proc/PID/status, read once), and its
     memory cgroup's limit where it binds (read each sweep)."""
     facts = obs.os_facts
+    controls, watches = (facts.controls, facts.watches) if facts is not None else ((), ())
     out = []
-    for name, value in facts.controls if facts is not None else ():
+    for name, value in controls:
         area, effect, default = _CONTROL_EFFECTS.get(name, (AREA_KERNEL, "", "off"))
         out.append(SettingReading(name, value, default, area, effect, "/proc"))
-    for watch in facts.watches if facts is not None else ():
+    for watch in watches:
         effect = (CHILD_PERMISSION_EFFECT if HELD_BY_CHILD in watch else
                   "the kernel queues an event for every matching read, open or write of the watched files, for a "
                   "thread of this process to read (a permission event makes the call wait for its answer)")

@@ -22,14 +22,6 @@ from dflash_diag.errors import AttachError, ExitCode
 from dflash_diag.model import NA, Maybe, ProcessSample, ProcThreadSample
 from dflash_diag.model.text import printable
 
-
-class TargetReader(Protocol):
-    """What a blocked call works on (``sources.storage.StorageReader``, which reads the call names from here)."""
-
-    def target(self, text: str) -> str | None: ...
-
-    def settings(self, path: str) -> tuple[str, ...]: ...
-
 PROC = Path("/proc")
 MAX_CMDLINE_BYTES = 1024 * 1024
 MAX_ENVIRON_BYTES = 4 * 1024 * 1024
@@ -107,13 +99,23 @@ _SYSCALLS: dict[str, dict[int, str]] = {
                 276: "renameat2", 287: "pwritev2", 291: "statx", 426: "io_uring_enter", 435: "clone3",
                 439: "faccessat2", 441: "epoll_pwait2", 449: "futex_waitv"},
 }
-_SYSCALL_NAMES = _SYSCALLS.get(platform.machine(), {})
 
 
 def syscall_names(machine: str) -> dict[int, str]:
     """The system calls we name on ``machine`` (``platform.machine()``), by number; {} for another."""
     return _SYSCALLS.get(machine, {})
+
+
+_SYSCALL_NAMES = syscall_names(platform.machine())
 _WCHAN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$")
+
+
+class TargetReader(Protocol):
+    """What a blocked call works on (``sources.storage.StorageReader``, which reads the call names from here)."""
+
+    def target(self, text: str) -> str | None: ...
+
+    def settings(self, path: str) -> tuple[str, ...]: ...
 
 
 def parse_wchan(text: str) -> str | None:
